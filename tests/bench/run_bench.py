@@ -1,0 +1,78 @@
+"""`make bench`: vramscope's load speed and memory as ratios against pickle.load.
+
+This machine is noisy, so every number is a ratio against a reference measured
+in the same run on the same file: plain ``pickle.load`` (which vramscope must
+never use on user files, but which is the speed users know).  Each command
+runs in a fresh subprocess; wall time and peak RSS come from ``wait4``.
+Targets are printed beside the ratios; they are goals, not test assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+BIG = DATA / "transformer_long_python_1000k.pickle.xz"
+
+REFERENCE = "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: pickle.load(f)\n"
+
+
+def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(seconds, peak RSS MiB) of one subprocess run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{proc.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def best_of(n: int, cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    runs = [measure(cmd, env) for _ in range(n)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per command (best is kept)")
+    parser.add_argument("files", nargs="*", help="snapshot pickles (default: bundled 1M events)")
+    args = parser.parse_args()
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [Path(f) for f in args.files]
+        if not files:
+            plain = Path(tmp) / "transformer_long_python_1000k.pickle"
+            plain.write_bytes(lzma.decompress(BIG.read_bytes()))
+            files = [DATA / "gpt2_oom.pickle", plain]
+        rows = []
+        for path in files:
+            ref_t, ref_m = best_of(args.repeat, [py, "-c", REFERENCE, str(path)])
+            sum_t, sum_m = best_of(args.repeat, [py, "-m", "vramscope.viewer", "summary",
+                                                 str(path), "--json"], env)
+            shot = str(Path(tmp) / "shot.png")
+            gui_t, gui_m = best_of(1, [py, "-m", "vramscope.viewer", str(path),
+                                       "--screenshot", shot], env)
+            size = path.stat().st_size / 2**20
+            rows.append((path.name, size, ref_t, ref_m, sum_t, sum_m, gui_t))
+    print(f"{'file':<42}{'MiB':>7}{'pickle.load':>13}{'summary':>10}{'ratio':>7}"
+          f"{'RSS ratio':>11}{'GUI shot':>10}{'ratio':>7}")
+    for name, size, ref_t, ref_m, sum_t, sum_m, gui_t in rows:
+        print(f"{name:<42}{size:>7.1f}{ref_t:>12.2f}s{sum_t:>9.2f}s{sum_t / ref_t:>6.2f}x"
+              f"{sum_m / ref_m:>10.2f}x{gui_t:>9.2f}s{gui_t / ref_t:>6.2f}x")
+    print("targets (issue 5, 1M+ events): summary <= 0.15x time and <= 0.3x RSS; "
+          "GUI screenshot <= 0.25x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

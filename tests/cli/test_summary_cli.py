@@ -1,0 +1,85 @@
+"""`vramscope summary` in a real subprocess: output, JSON keys, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.bad_inputs import cases
+from tests.conftest import DATA, expected_for
+
+REQUIRED_KEYS = {"reserved_bytes", "allocated_bytes", "active_bytes", "requested_bytes",
+                 "segment_count", "inactive_split_bytes", "largest_free_block_bytes", "oom"}
+
+
+def vramscope(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
+                          capture_output=True, text=True, timeout=120, **kw)
+
+
+@pytest.mark.parametrize("name", ["fragmentation_oom", "capacity_oom", "cuda_graph_pool",
+                                  "whatif_expandable"])
+def test_summary_json(name):
+    path = DATA / f"{name}.pickle"
+    out = vramscope("summary", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert REQUIRED_KEYS <= summary.keys()
+    stats = expected_for(path)["memory_stats"]
+    assert summary["reserved_bytes"] == stats["reserved_bytes.all.current"]
+    assert summary["requested_bytes"] == stats["requested_bytes.all.current"]
+    assert summary["segment_count"] == stats["segment.all.current"]
+    assert (summary["oom"] is None) == (stats["num_ooms"] == 0)
+    assert summary["devices"] and summary["devices"][0]["pools"]
+
+
+def test_summary_text_shows_verdict():
+    out = vramscope("summary", str(DATA / "fragmentation_oom.pickle"))
+    assert out.returncode == 0
+    assert "fragmentation: 1.74 GiB is free inside 178 segments" in out.stdout
+    assert "largest free block is 4.00 MiB < 8.00 MiB requested" in out.stdout
+
+
+ERRORS = [c for c in cases() if c[2] == "error"]
+
+
+@pytest.mark.parametrize("name,data,_", ERRORS, ids=[c[0] for c in ERRORS])
+def test_bad_file_exit_2_one_line(tmp_path, name, data, _):
+    path = tmp_path / f"{name}.pickle"
+    path.write_bytes(data)
+    out = vramscope("summary", str(path))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("vramscope: error: ")
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize("target", ["missing", "directory"])
+def test_unopenable_path_exit_2(tmp_path, target):
+    path = tmp_path / "nope.pickle" if target == "missing" else tmp_path
+    out = vramscope("summary", str(path))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_warnings_printed_but_exit_0(tmp_path):
+    data = dict((c[0], c[1]) for c in cases())["unknown-action"]
+    path = tmp_path / "odd.pickle"
+    path.write_bytes(data)
+    out = vramscope("summary", str(path), "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["warnings"]
+
+
+def test_version_and_help():
+    from vramscope.viewer import __version__
+
+    out = vramscope("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"vramscope {__version__}"
+    out = vramscope("--help")
+    assert out.returncode == 0 and "summary" in out.stdout and "--screenshot" in out.stdout
+    out = vramscope("summary", "--help")
+    assert out.returncode == 0 and "--json" in out.stdout

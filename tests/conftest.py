@@ -1,0 +1,45 @@
+"""Shared fixtures: the real snapshots in tests/data and their allocator counters."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+# ../shared/snapshots beside the checkout, when present, holds the originals.
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "snapshots"
+
+
+def snapshot_files() -> list[Path]:
+    """Every real snapshot bundled with the tests (pickle or compressed pickle)."""
+    files = sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
+    return files
+
+
+def expected_for(path: Path) -> dict:
+    """NAME.json beside NAME.pickle[.xz]: the workload and its memory_stats."""
+    name = path.name.split(".pickle")[0]
+    return json.loads((path.parent / f"{name}.json").read_text())
+
+
+def snapshot_id(path: Path) -> str:
+    return path.name.split(".pickle")[0]
+
+
+@pytest.fixture(scope="session")
+def loaded_snapshots():
+    """Load every bundled snapshot once per session (the 1M-event one takes seconds)."""
+    from vramscope.viewer.model import load_snapshot
+
+    cache: dict[str, object] = {}
+
+    def get(path: Path):
+        key = os.fspath(path)
+        if key not in cache:
+            cache[key] = load_snapshot(path)
+        return cache[key]
+
+    return get

@@ -1,0 +1,108 @@
+"""Import contracts: the model never imports Qt, the viewer never imports torch,
+capture never imports Qt (nor the viewer).  Checked two ways: statically over
+every source file, and at run time in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QT = {"PySide6", "PyQt5", "PyQt6", "PySide2", "pyqtgraph", "shiboken6"}
+TORCH = {"torch"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level names of every module a file imports (absolute or relative)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            if node.module:
+                names.add(base)
+            sep = "" if base.endswith(".") else "."
+            names.update(base + sep + alias.name for alias in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant):
+                names.add(str(node.args[0].value))
+    return names
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def files(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", files("viewer/model"), ids=lambda p: p.name)
+def test_model_imports_no_qt_and_no_torch(path):
+    for name in imported_modules(path):
+        assert top(name) not in QT | TORCH, f"{path.name} imports {name}"
+        assert "_qt" not in name and "commands" not in name, f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("path", files("viewer"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_viewer_never_imports_torch(path):
+    for name in imported_modules(path):
+        assert top(name) not in TORCH, f"{path} imports {name}"
+        if path.name != "record.py":  # the `vramscope record` bridge runs capture on demand
+            assert not name.startswith("vramscope.capture"), f"{path} imports {name}"
+
+
+@pytest.mark.parametrize("path", files("capture"), ids=lambda p: p.name)
+def test_capture_never_imports_qt_or_viewer(path):
+    for name in imported_modules(path):
+        assert top(name) not in QT, f"{path.name} imports {name}"
+        assert not name.startswith("vramscope.viewer"), f"{path.name} imports {name}"
+
+
+def test_static_check_catches_a_violation(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from PySide6 import QtCore\nimport torch.cuda\nfrom . import _qt\n"
+                   "from vramscope.viewer import _qt as q\n")
+    names = imported_modules(bad)
+    assert {"PySide6", "torch.cuda", "._qt", "vramscope.viewer._qt"} <= names
+
+
+RUNTIME_PROBE = """
+import sys, importlib, pkgutil
+import vramscope.viewer.model as model
+for m in pkgutil.walk_packages(model.__path__, model.__name__ + "."):
+    importlib.import_module(m.name)
+import vramscope.viewer.cli, vramscope.viewer.commands.summary
+bad = sorted(m for m in sys.modules if m.split(".")[0] in {"PySide6", "pyqtgraph", "torch"})
+print(",".join(bad))
+"""
+
+
+def test_model_and_summary_load_without_qt_or_torch_at_runtime():
+    out = subprocess.run([sys.executable, "-c", RUNTIME_PROBE], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == ""
+
+
+GUI_PROBE = """
+import sys, importlib, pkgutil
+import vramscope.viewer as viewer
+for m in pkgutil.walk_packages(viewer.__path__, viewer.__name__ + "."):
+    if m.name.endswith("commands.record") or m.name.endswith("__main__"):
+        continue
+    importlib.import_module(m.name)
+print("torch" in sys.modules)
+"""
+
+
+def test_whole_viewer_imports_without_torch_at_runtime():
+    out = subprocess.run([sys.executable, "-c", GUI_PROBE], capture_output=True, text=True,
+                         timeout=120, env={"QT_QPA_PLATFORM": "offscreen",
+                                           "PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,57 @@
+"""The ``vramscope`` command.
+
+``vramscope [FILE]`` opens the GUI; subcommands do headless work.  One module
+per subcommand lives in :mod:`vramscope.viewer.commands`; this module only
+dispatches, so ``vramscope summary`` never imports Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+# name -> (module in vramscope.viewer.commands, one-line help)
+COMMANDS = {
+    "summary": ("summary", "print the memory figures and the OOM verdict of a snapshot"),
+    "record": ("record", "run a Python script with allocator history recording (needs torch)"),
+}
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def gui_parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="vramscope",
+        description="See why your GPU ran out of memory: open a PyTorch CUDA memory snapshot.",
+        epilog=f"commands (vramscope COMMAND --help):\n{commands}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", nargs="?", help="snapshot to open (.pickle, gzip/xz, or JSON)")
+    parser.add_argument(
+        "--screenshot",
+        metavar="OUT.png",
+        help="load FILE, render the main window (1440x900) to a PNG and exit",
+    )
+    parser.add_argument("--version", action="version", version=f"vramscope {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        module = importlib.import_module(f".commands.{COMMANDS[argv[0]][0]}", __package__)
+        return module.main(argv[1:])
+    args = gui_parser().parse_args(argv)
+    from .commands import gui
+
+    return gui.main(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``vramscope`` subcommand, each with ``main(argv) -> int``."""

@@ -1,0 +1,112 @@
+"""Open a snapshot file: bytes -> safe decode -> columns.
+
+The single entry point for every reader (CLI, GUI, tests).  Formats are
+detected by content: gzip/xz/bz2 wrappers, then JSON (the form memory_viz
+also accepts) or a pickle of protocol 0-5, decoded by the restricted
+unpickler.  Errors are :class:`SnapshotError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import LoadCancelled, SnapshotError
+from .progress import Progress, ProgressCallback
+from .safe_pickle import safe_loads
+from .schema import to_snapshot
+from .snapshot import Snapshot
+from .source import decompress, read_file
+
+SIDECAR_MAX_BYTES = 16 << 20
+
+
+def load_snapshot(
+    path: str | os.PathLike,
+    progress: Progress | ProgressCallback | None = None,
+) -> Snapshot:
+    """Load ``path`` into a columnar :class:`Snapshot`.
+
+    ``progress`` is a :class:`Progress` (or a plain ``callback(stage, fraction)``);
+    setting its cancel event makes the load raise :class:`LoadCancelled`.
+    """
+    progress = _as_progress(progress)
+    raw = read_file(path, progress)
+    snap = load_bytes(raw, progress)
+    snap.path = os.fspath(path)
+    snap.sidecar = read_sidecar(path)
+    return snap
+
+
+def load_bytes(raw: bytes, progress: Progress | ProgressCallback | None = None) -> Snapshot:
+    """Decode snapshot bytes (any supported format) into a :class:`Snapshot`."""
+    progress = _as_progress(progress)
+    if not raw:
+        raise SnapshotError("the file is empty")
+    data, compression = decompress(raw, progress)
+    if not data:
+        raise SnapshotError("the file is empty after decompression")
+    if _looks_like_json(data):
+        obj = _json_loads(data)
+        fmt = "json"
+    else:
+        obj = safe_loads(data, progress)
+        fmt = "pickle"
+    del data, raw
+    if compression:
+        fmt = f"{fmt}+{compression}"
+    try:
+        return to_snapshot(obj, progress, source_format=fmt)
+    except (LoadCancelled, SnapshotError):
+        raise
+    except RecursionError:
+        raise SnapshotError("not a memory snapshot: nesting is too deep") from None
+
+
+def read_sidecar(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The capture module's JSON sidecar next to a snapshot, if present and sane."""
+    p = Path(path)
+    if p.suffix == ".json":
+        return None
+    name = p.name
+    for suffix in (".xz", ".gz", ".bz2"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    stem = name[: -len(".pickle")] if name.endswith(".pickle") else Path(name).stem
+    side = p.with_name(stem + ".json")
+    try:
+        if not side.is_file() or side.stat().st_size > SIDECAR_MAX_BYTES:
+            return None
+        obj = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _as_progress(progress: Progress | ProgressCallback | None) -> Progress:
+    if progress is None:
+        return Progress()
+    if isinstance(progress, Progress):
+        return progress
+    return Progress(progress)
+
+
+def _looks_like_json(data: bytes) -> bool:
+    head = data[:64].lstrip(b" \t\r\n\xef\xbb\xbf")
+    return head[:1] in (b"{", b"[")
+
+
+def _json_loads(data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SnapshotError("not a memory snapshot: the JSON text is not UTF-8") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SnapshotError("not a memory snapshot: the JSON nesting is too deep") from None
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SnapshotError(f"not a memory snapshot: invalid JSON ({msg})") from None

@@ -1,0 +1,130 @@
+"""Explain out-of-memory events: fragmentation or capacity?
+
+For each ``oom`` trace event the allocator recorded the rounded request, the
+stream and the device's free memory (``cudaMemGetInfo``).  Before raising, the
+allocator already released every cached segment it could; what is still free
+sits in partly used segments.  So:
+
+* some cached free block would be big enough -> the layout has changed since
+  the OOM (it is not the state at the failure);
+* free bytes in the request's pool add up to the request but no single block
+  does -> **fragmentation**;
+* otherwise -> **capacity**: the cache has too little free memory, and a new
+  segment could not be had, because the GPU is full or because the process is
+  at a memory limit (``set_per_process_memory_fraction``) while the device
+  still had room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .analysis import Selection, fit_request, memory_stats
+from .snapshot import Action, BlockState, Snapshot
+from .units import format_bytes as fb
+
+
+@dataclass(frozen=True)
+class OomReport:
+    event_index: int  # row in Snapshot.trace
+    device: int
+    stream: int
+    time_us: int
+    requested_bytes: int  # the rounded block size the allocator looked for
+    pool_kind: str  # "small" or "large"
+    new_segment_bytes: int  # the cudaMalloc the allocator then attempted
+    device_free_bytes: int  # free on the device per cudaMemGetInfo, -1 unknown
+    free_in_pool_bytes: int  # free inside segments of the request's pool and stream
+    free_segments: int  # how many of those segments hold free blocks
+    largest_free_block_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    events_after: int  # trace events on this device after the OOM
+    kind: str  # "fragmentation" | "capacity" | "changed"
+    verdict: str  # one line, for people
+    is_last: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def oom_reports(snap: Snapshot) -> list[OomReport]:
+    """One report per ``oom`` trace event, in recorded order."""
+    trace = snap.trace
+    rows = np.flatnonzero(trace.action == Action.OOM)
+    reports = []
+    for i, row in enumerate(rows):
+        reports.append(_report(snap, int(row), is_last=i == len(rows) - 1))
+    return reports
+
+
+def last_oom(snap: Snapshot) -> OomReport | None:
+    """The OOM that matters most: the last one recorded."""
+    reports = oom_reports(snap)
+    return reports[-1] if reports else None
+
+
+def _report(snap: Snapshot, row: int, is_last: bool) -> OomReport:
+    trace = snap.trace
+    device = int(trace.device[row])
+    stream = int(trace.stream[row])
+    size = int(trace.size[row])
+    events_after = int(np.count_nonzero(trace.device[row + 1:] == device))
+    fit = fit_request(snap, size, device=device, stream=stream, rounded=True)
+    pool = snap.pools.index((0, 0)) if (0, 0) in snap.pools else None
+    sel = Selection(device=device, pool=pool, stream=stream, is_small=fit.pool_kind == "small")
+    seg_mask = sel.segment_mask(snap) if pool is not None else np.zeros(len(snap.segments), bool)
+    blocks = snap.blocks
+    free_blocks = (blocks.state == BlockState.FREE) & seg_mask[blocks.segment] \
+        if len(blocks) else np.zeros(0, bool)
+    free_segments = int(len(np.unique(blocks.segment[free_blocks])))
+    dev_stats = memory_stats(snap, Selection(device=device))
+    device_free = int(trace.device_free[row])
+    kind, verdict = _verdict(fit, free_segments, device_free, events_after, dev_stats)
+    return OomReport(
+        event_index=row,
+        device=device,
+        stream=stream,
+        time_us=int(trace.time_us[row]),
+        requested_bytes=size,
+        pool_kind=fit.pool_kind,
+        new_segment_bytes=fit.new_segment_bytes,
+        device_free_bytes=device_free,
+        free_in_pool_bytes=fit.free_bytes,
+        free_segments=free_segments,
+        largest_free_block_bytes=fit.largest_free_block_bytes,
+        reserved_bytes=dev_stats.reserved_bytes,
+        allocated_bytes=dev_stats.allocated_bytes,
+        events_after=events_after,
+        kind=kind,
+        verdict=verdict,
+        is_last=is_last,
+    )
+
+
+def _verdict(fit, free_segments: int, device_free: int, events_after: int, dev_stats) -> tuple[str, str]:
+    req = fit.rounded_bytes
+    if events_after and fit.fits:
+        return ("changed", f"the layout changed after this OOM ({events_after} later events): "
+                f"a {fb(req)} block would fit now, so the map shows a later state")
+    if fit.free_bytes >= req:
+        return ("fragmentation",
+                f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
+                f"segment{'s' if free_segments != 1 else ''}, but the largest free block is "
+                f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested")
+    if fit.free_bytes == 0:
+        head = "capacity: every segment is full"
+    else:
+        head = (f"capacity: only {fb(fit.free_bytes)} is free in the cache, "
+                f"less than the {fb(req)} requested")
+    if device_free < 0:
+        tail = f"and no new {fb(fit.new_segment_bytes)} segment could be allocated"
+    elif device_free >= fit.new_segment_bytes:
+        tail = (f"and the process is at its memory limit (the GPU still had {fb(device_free)} "
+                f"free, but a new {fb(fit.new_segment_bytes)} segment was refused)")
+    else:
+        tail = (f"and the GPU is full ({fb(device_free)} free on the device, "
+                f"a new segment needs {fb(fit.new_segment_bytes)})")
+    return "capacity", f"{head} {tail}"
