@@ -34,6 +34,7 @@ class OomReport:
     time_us: int
     requested_bytes: int  # the rounded block size the allocator looked for
     pool_kind: str  # "small" or "large"
+    pool: int | None  # index into Snapshot.pools of the pool searched (the ordinary one)
     new_segment_bytes: int  # the cudaMalloc the allocator then attempted
     device_free_bytes: int  # free on the device per cudaMemGetInfo, -1 unknown
     free_in_pool_bytes: int  # free inside segments of the request's pool and stream
@@ -90,6 +91,7 @@ def _report(snap: Snapshot, row: int, is_last: bool) -> OomReport:
         time_us=int(trace.time_us[row]),
         requested_bytes=size,
         pool_kind=fit.pool_kind,
+        pool=pool,
         new_segment_bytes=fit.new_segment_bytes,
         device_free_bytes=device_free,
         free_in_pool_bytes=fit.free_bytes,

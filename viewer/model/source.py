@@ -59,14 +59,15 @@ def read_file(path: str | os.PathLike, progress: Progress | None = None) -> byte
                 chunks.append(chunk)
                 done += len(chunk)
                 progress.update("read", done / size if size else 1.0)
+    # Messages leave the path out: every caller already prefixes it.
     except IsADirectoryError:
-        raise SnapshotError(f"{os.fspath(path)} is a directory, not a snapshot file") from None
+        raise SnapshotError("it is a directory, not a snapshot file") from None
     except FileNotFoundError:
-        raise SnapshotError(f"no such file: {os.fspath(path)}") from None
+        raise SnapshotError("no such file") from None
     except PermissionError:
-        raise SnapshotError(f"permission denied: {os.fspath(path)}") from None
+        raise SnapshotError("permission denied") from None
     except OSError as exc:
-        raise SnapshotError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from None
+        raise SnapshotError(f"cannot read it: {exc.strerror or exc}") from None
     return b"".join(chunks)
 
 

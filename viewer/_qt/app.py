@@ -1,0 +1,87 @@
+"""QApplication setup and the headless screenshot path."""
+
+from __future__ import annotations
+
+import sys
+
+import pyqtgraph as pg
+from PySide6.QtCore import QCoreApplication, QEventLoop, QSize, QtMsgType, QTimer, qInstallMessageHandler
+from PySide6.QtWidgets import QApplication
+
+from . import settings as st
+from .main_window import MainWindow, app_icon
+
+SCREENSHOT_SIZE = QSize(1440, 900)
+
+
+def application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(list(argv) if argv is not None else [sys.argv[0]])
+    QCoreApplication.setOrganizationName(st.ORGANIZATION)
+    QCoreApplication.setApplicationName(st.APPLICATION)
+    app.setApplicationDisplayName("vramscope")
+    app.setWindowIcon(app_icon())
+    pg.setConfigOptions(antialias=False, useOpenGL=False)
+    return app
+
+
+def wait_for_load(window: MainWindow, timeout_ms: int = 0) -> str:
+    """Run an event loop until the window's current load ends; its outcome."""
+    if not window.is_loading():
+        return "idle"
+    outcome = {"value": "timeout"}
+    loop = QEventLoop()
+
+    def done(result: str) -> None:
+        outcome["value"] = result
+        loop.quit()
+
+    window.loadFinished.connect(done)
+    if timeout_ms:
+        QTimer.singleShot(timeout_ms, loop.quit)
+    loop.exec()
+    window.loadFinished.disconnect(done)
+    return outcome["value"]
+
+
+def render_window(window: MainWindow, size: QSize = SCREENSHOT_SIZE):
+    """Lay the window out at ``size`` and grab it (a QPixmap of exactly that size)."""
+    window.resize(size)
+    window.show()
+    app = QApplication.instance()
+    for _ in range(3):
+        app.processEvents()
+    window.resize(size)
+    window.map.home()
+    app.processEvents()
+    return window.grab()
+
+
+def _quiet_qt_messages(mode, context, message) -> None:
+    """Headless renders keep stderr for vramscope's own one-line errors."""
+    if mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
+        sys.stderr.write(message + "\n")
+
+
+def screenshot(path: str | None, out: str) -> tuple[int, str]:
+    """Load ``path`` (if any), render the main window to ``out``; (exit code, error)."""
+    qInstallMessageHandler(_quiet_qt_messages)
+    application()
+    window = MainWindow(persist=False)
+    try:
+        if path:
+            window.open_file(path)
+            result = wait_for_load(window)
+            if result != "loaded":
+                return 2, window.last_error or f"{path}: load {result}"
+            if window.error_box is not None:
+                window.error_box.close()
+        pixmap = render_window(window)
+        if not pixmap.save(out, "PNG"):
+            return 2, f"{out}: cannot write the PNG"
+        return 0, ""
+    finally:
+        window.close()
+        window.deleteLater()
+        qInstallMessageHandler(None)

@@ -1,0 +1,179 @@
+"""The summary header: memory figures of the selection and the OOM verdict."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from ..model.analysis import MemoryStats
+from ..model.units import format_bytes
+from . import theme
+from ..model.document import Document
+
+# key -> (title, tooltip).  Each tooltip says which torch.cuda.memory_stats()
+# counter the figure equals (".all.current" of the same instant).
+FIGURES: dict[str, tuple[str, str]] = {
+    "reserved_bytes": (
+        "Reserved",
+        "Memory the caching allocator holds in segments (cudaMalloc'd blocks of device memory)."
+        "\nEquals torch.cuda.memory_stats()['reserved_bytes.all.current'] "
+        "(torch.cuda.memory_reserved())."),
+    "allocated_bytes": (
+        "Allocated",
+        "Bytes in blocks handed out to live tensors (block sizes, after rounding)."
+        "\nEquals memory_stats()['allocated_bytes.all.current'] (torch.cuda.memory_allocated())."),
+    "active_bytes": (
+        "Active",
+        "Allocated plus pending-free blocks: memory that cannot be reused right now."
+        "\nEquals memory_stats()['active_bytes.all.current']."),
+    "requested_bytes": (
+        "Requested",
+        "What the callers asked for, before the allocator rounded each request up."
+        "\nEquals memory_stats()['requested_bytes.all.current']."),
+    "free_bytes": (
+        "Free in segments",
+        "Reserved but unallocated: free gaps inside segments. PyTorch keeps them cached; "
+        "a request can only use ONE gap, so many small gaps do not add up."
+        "\nThis is the 'reserved by PyTorch but unallocated' of the OOM message; for split "
+        "non-expandable segments it equals memory_stats()['inactive_split_bytes.all.current']."),
+    "largest_free_block_bytes": (
+        "Largest free block",
+        "The biggest single free gap. A request larger than this needs a new segment "
+        "(cudaMalloc); if that fails, CUDA out of memory.\nNo memory_stats() counter: "
+        "computed from the snapshot's blocks."),
+    "fragmentation": (
+        "Fragmentation",
+        "1 - largest free block / free in segments: 0% when all free memory is one gap, "
+        "near 100% when it is scattered in many small gaps.\nComputed from the snapshot."),
+    "segment_count": (
+        "Segments",
+        "Number of segments (cudaMalloc calls the cache holds)."
+        "\nEquals memory_stats()['segment.all.current'] (expandable segments are counted "
+        "separately, as the allocator does)."),
+    "rounding_waste_bytes": (
+        "Rounding waste",
+        "Active bytes minus requested bytes: the tails the allocator adds when it rounds "
+        "requests up (512 B multiples, or whole blocks it chose not to split)."
+        "\nEquals memory_stats()['active_bytes.all.current'] - ['requested_bytes.all.current']."),
+    "pending_free_bytes": (
+        "Pending free",
+        "Blocks freed by Python but still in use by another stream (record_stream): "
+        "not reusable until those streams' events complete."
+        "\nEquals memory_stats()['active_bytes.all.current'] - ['allocated_bytes.all.current']."),
+}
+
+
+def figure_text(stats: MemoryStats, key: str) -> str:
+    if key == "fragmentation":
+        pct = stats.fragmentation * 100
+        # Never round a scattered-but-not-total figure up to "100.0%".
+        return f"{min(pct, 99.9) if pct < 100 else pct:.1f}%"
+    if key == "segment_count":
+        text = f"{stats.segment_count:,}"
+        if stats.expandable_segment_count:
+            text += f" + {stats.expandable_segment_count} exp."
+        return text
+    if key == "free_bytes":
+        gaps = stats.gap_count
+        return f"{format_bytes(stats.free_bytes)} in {gaps:,} gap{'s' if gaps != 1 else ''}"
+    return format_bytes(getattr(stats, key))
+
+
+class SummaryHeader(QWidget):
+    """Figures in a grid; a red OOM banner above them when there is an OOM."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.stats: MemoryStats | None = None
+        self.banner = QLabel()
+        self.banner.setObjectName("oomBanner")
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setStyleSheet(
+            f"QLabel#oomBanner {{ background: {theme.OOM_RED}; color: white; "
+            "font-weight: bold; padding: 6px 10px; border-radius: 4px; }")
+        self.banner.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+        self.banner.hide()
+        self.facts = QLabel()
+        self.facts.setWordWrap(True)
+        self.facts.setToolTip("From the capture's JSON sidecar next to the snapshot")
+        self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.values: dict[str, QLabel] = {}
+        self.titles: dict[str, QLabel] = {}
+        grid_frame = QFrame()
+        grid_frame.setFrameShape(QFrame.Shape.StyledPanel)
+        grid = QGridLayout(grid_frame)
+        grid.setContentsMargins(8, 4, 8, 4)
+        grid.setHorizontalSpacing(18)
+        grid.setVerticalSpacing(0)
+        for i, (key, (title, tip)) in enumerate(FIGURES.items()):
+            t = QLabel(title)
+            t.setStyleSheet("font-size: 8pt;")
+            t.setEnabled(False)  # muted title, palette-aware
+            v = QLabel("–")
+            v.setStyleSheet("font-size: 12pt; font-weight: 600;")
+            v.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            for w in (t, v):
+                w.setToolTip(tip)
+            grid.addWidget(t, 0, i)
+            grid.addWidget(v, 1, i)
+            self.values[key] = v
+            self.titles[key] = t
+        grid.setColumnStretch(len(FIGURES), 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 4, 6, 0)
+        lay.setSpacing(4)
+        lay.addWidget(self.banner)
+        lay.addWidget(grid_frame)
+        lay.addWidget(self.facts)
+        self.facts.hide()
+
+    def set_stats(self, stats: MemoryStats | None) -> None:
+        self.stats = stats
+        for key, label in self.values.items():
+            label.setText("–" if stats is None else figure_text(stats, key))
+        if stats is not None:
+            frag = self.values["fragmentation"]
+            frag.setStyleSheet("font-size: 12pt; font-weight: 600;"
+                               + (f" color: {theme.gap_outline().name()};"
+                                  if stats.fragmentation >= 0.5 and stats.free_bytes else ""))
+            self.values["free_bytes"].setToolTip(
+                FIGURES["free_bytes"][1]
+                + f"\ninactive_split_bytes here: {format_bytes(stats.inactive_split_bytes)}"
+                + (f"\nfree in expandable segments: {format_bytes(stats.expandable_free_bytes)}"
+                   if stats.expandable_segment_count else ""))
+
+    def set_document(self, doc: Document | None) -> None:
+        oom = doc.oom if doc is not None else None
+        if oom is None:
+            self.banner.hide()
+            self.banner.setText("")
+            self.banner.setToolTip("")
+        else:
+            where = f"device {oom.device}"
+            self.banner.setText(f"CUDA out of memory ({where}): {oom.verdict}")
+            message = (doc.snap.sidecar or {}).get("oom_message")
+            tip = ["Why the last OOM happened, from the snapshot's blocks and the allocator's "
+                   "OOM record."]
+            if message:
+                tip.append(f"\nPyTorch said:\n{message}")
+            self.banner.setToolTip("\n".join(tip))
+            self.banner.show()
+        facts = []
+        side = (doc.snap.sidecar or {}) if doc is not None else {}
+        if side.get("torch"):
+            facts.append(f"torch {side['torch']}")
+        if side.get("gpu"):
+            facts.append(str(side["gpu"]))
+        if side.get("alloc_conf"):
+            facts.append(f"PYTORCH_CUDA_ALLOC_CONF={side['alloc_conf']}")
+        if side.get("reason"):
+            facts.append(f"captured: {side['reason']}")
+        self.facts.setText("  ·  ".join(str(f) for f in facts))
+        self.facts.setVisible(bool(facts))
+        if doc is None:
+            self.set_stats(None)
+
+    def oom_text(self) -> str:
+        """The banner's text, or "" when no banner is shown."""
+        return "" if self.banner.isHidden() else self.banner.text()

@@ -1,0 +1,652 @@
+"""The main window: header, segment map, allocations table and stack panel."""
+
+from __future__ import annotations
+
+import gc
+import importlib.resources
+import os
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..model.analysis import Selection, memory_stats
+from ..model.units import format_count
+from . import settings as st
+from ..model.document import Document, pool_label, stream_label
+from .header import SummaryHeader
+from .loader import STAGE_TEXT, LoadThread
+from .segment_map import SORT_ADDRESS, SORT_FREE, SORT_SIZE, SegmentMapView
+from .stack_panel import StackPanel
+from .table import AllocationsTable
+
+FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
+              "*.bz2 *.json);;All files (*)"
+PLACEHOLDER = "Open a snapshot (Ctrl+O) or drop a file here"
+
+
+def app_icon() -> QIcon:
+    try:
+        res = importlib.resources.files("vramscope.viewer.assets") / "vramscope.svg"
+        if res.is_file():
+            with importlib.resources.as_file(res) as path:
+                return QIcon(os.fspath(path))
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        pass
+    return QIcon()
+
+
+class MainWindow(QMainWindow):
+    """``persist=False`` (screenshots) neither reads nor writes settings."""
+
+    documentChanged = Signal(object)
+    loadFinished = Signal(str)  # "loaded" | "failed" | "cancelled"
+
+    def __init__(self, persist: bool = True, parent=None) -> None:
+        super().__init__(parent)
+        self.persist = persist
+        self.doc: Document | None = None
+        self.selection = Selection()
+        self.selected_block = -1
+        self.last_error: str | None = None
+        self.error_box: QMessageBox | None = None
+        self.loader: LoadThread | None = None
+        self._old_loaders: list[LoadThread] = []
+        self._syncing = False
+        self._choices: dict = {}
+        self.setWindowTitle("vramscope")
+        self.setWindowIcon(app_icon())
+        self.setAcceptDrops(True)
+        self.setMinimumSize(QSize(640, 400))
+        self._build_widgets()
+        self._build_actions()
+        self._build_toolbar()
+        self._build_status()
+        self.resize(1440, 900)
+        if persist:
+            self._restore_settings()
+        self.show_document(None)
+
+    # ------------------------------------------------------------------ building
+    def _build_widgets(self) -> None:
+        self.header = SummaryHeader()
+        self.map = SegmentMapView()
+        self.table = AllocationsTable()
+        self.stack = StackPanel()
+        self.map.blockClicked.connect(lambda b: self.select_block(b, origin="map"))
+        self.table.blockSelected.connect(lambda b: self.select_block(b, origin="table"))
+
+        self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
+        self.bottom_split.addWidget(self.table)
+        self.bottom_split.addWidget(self.stack)
+        self.bottom_split.setStretchFactor(0, 3)
+        self.bottom_split.setStretchFactor(1, 2)
+        self.main_split = QSplitter(Qt.Orientation.Vertical)
+        self.main_split.addWidget(self.map)
+        self.main_split.addWidget(self.bottom_split)
+        self.main_split.setStretchFactor(0, 3)
+        self.main_split.setStretchFactor(1, 2)
+        self.main_split.setSizes([560, 300])
+        self.bottom_split.setSizes([820, 600])
+        content = QWidget()
+        lay = QVBoxLayout(content)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addWidget(self.header)
+        lay.addWidget(self.main_split, 1)
+
+        self.placeholder = QWidget()
+        pl = QVBoxLayout(self.placeholder)
+        pl.addStretch(1)
+        text = QLabel(PLACEHOLDER)
+        text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        f = text.font()
+        f.setPointSizeF(f.pointSizeF() * 1.6)
+        text.setFont(f)
+        text.setEnabled(False)
+        sub = QLabel("A PyTorch CUDA memory snapshot: torch.cuda.memory._dump_snapshot(), "
+                     "or `vramscope record script.py`.\nvramscope shows why memory ran out: "
+                     "free memory scattered in gaps too small for the request.")
+        sub.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        sub.setEnabled(False)
+        button = QPushButton("Open snapshot…")
+        button.setToolTip("Open a snapshot file (Ctrl+O)")
+        button.clicked.connect(self.open_dialog)
+        pl.addWidget(text)
+        pl.addWidget(sub)
+        pl.addSpacing(12)
+        pl.addWidget(button, 0, Qt.AlignmentFlag.AlignCenter)
+        pl.addStretch(1)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.placeholder)
+        self.pages.addWidget(content)
+        self.setCentralWidget(self.pages)
+
+    def _action(self, text, slot, shortcut=None, tip=None) -> QAction:
+        a = QAction(text, self)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        if tip:
+            a.setToolTip(tip)
+            a.setStatusTip(tip)
+        a.triggered.connect(slot)
+        return a
+
+    def _build_actions(self) -> None:
+        mb = self.menuBar()
+        m = mb.addMenu("&File")
+        self.open_action = self._action("&Open…", self.open_dialog, QKeySequence.StandardKey.Open,
+                                        "Open a memory snapshot")
+        m.addAction(self.open_action)
+        self.recent_menu = m.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self._fill_recent_menu()
+        m.addSeparator()
+        self.export_png_action = self._action("Export segment map as &PNG…", self.export_png_dialog,
+                                              tip="Save the segment map as a PNG image")
+        self.export_svg_action = self._action("Export segment map as &SVG…", self.export_svg_dialog,
+                                              tip="Save the segment map as an SVG drawing")
+        m.addAction(self.export_png_action)
+        m.addAction(self.export_svg_action)
+        m.addSeparator()
+        m.addAction(self._action("&Quit", self._quit, QKeySequence.StandardKey.Quit, "Quit vramscope"))
+
+        e = mb.addMenu("&Edit")
+        self.copy_stack_action = self._action("&Copy stack", self.stack.copy, QKeySequence.StandardKey.Copy,
+                                              "Copy the selected block's stack as text")
+        e.addAction(self.copy_stack_action)
+        self.copy_map_action = self._action("Copy segment &map image", self.map.copy_image,
+                                            "Ctrl+Shift+C", "Copy the segment map to the clipboard")
+        e.addAction(self.copy_map_action)
+        e.addAction(self._action("&Find in stacks", self._focus_filter, QKeySequence.StandardKey.Find,
+                                 "Filter the allocations by stack text"))
+
+        v = mb.addMenu("&View")
+        self.fit_action = self._action("&Fit segment map", self.map.fit, "Ctrl+0",
+                                       "Show every segment")
+        v.addAction(self.fit_action)
+        self.home_action = self._action("&Readable rows", self.map.home, "Ctrl+9",
+                                        "Rows tall enough to read, from the top")
+        v.addAction(self.home_action)
+        v.addAction(self._action("Zoom &in", lambda: self._zoom(0.5), QKeySequence.StandardKey.ZoomIn,
+                                 "Zoom the segment map in"))
+        v.addAction(self._action("Zoom &out", lambda: self._zoom(2.0), QKeySequence.StandardKey.ZoomOut,
+                                 "Zoom the segment map out"))
+        v.addSeparator()
+        group = QActionGroup(self)
+        self.sort_address_action = self._action("Rows by &address", lambda: self.map.set_sort(SORT_ADDRESS),
+                                                "Ctrl+1", "Segments in address order")
+        self.sort_size_action = self._action("Rows by &size", lambda: self.map.set_sort(SORT_SIZE),
+                                             "Ctrl+2", "Largest segments first")
+        self.sort_free_action = self._action("Rows by largest &free gap", lambda: self.map.set_sort(SORT_FREE),
+                                             "Ctrl+3", "Segments with the largest free gaps first")
+        for a in (self.sort_address_action, self.sort_size_action, self.sort_free_action):
+            a.setCheckable(True)
+            group.addAction(a)
+            v.addAction(a)
+        self.sort_address_action.setChecked(True)
+        self.map.sortChanged.connect(self._on_sort_changed)
+
+        h = mb.addMenu("&Help")
+        h.addAction(self._action("&About vramscope", self.about, tip="Versions and license"))
+
+        self.cancel_action = self._action("Cancel loading", self._cancel_clicked, "Esc", "Cancel the load")
+        self.cancel_action.setEnabled(False)
+        self.addAction(self.cancel_action)
+
+    def _on_sort_changed(self, sort: str) -> None:
+        {SORT_SIZE: self.sort_size_action, SORT_FREE: self.sort_free_action}.get(
+            sort, self.sort_address_action).setChecked(True)
+
+    def _build_toolbar(self) -> None:
+        tb = self.addToolBar("Selection")
+        tb.setObjectName("selectionToolbar")
+        tb.setMovable(False)
+        tb.addAction(self.open_action)
+        tb.addSeparator()
+        self.device_combo = QComboBox()
+        self.device_combo.setToolTip("Show one device's segments")
+        self.pool_combo = QComboBox()
+        self.pool_combo.setToolTip("Show one memory pool: (0, 0) is the ordinary pool, others are "
+                                   "private pools (CUDA graphs, MemPool)")
+        self.stream_combo = QComboBox()
+        self.stream_combo.setToolTip("Show one stream's segments: free blocks are only reused by "
+                                     "requests on the same stream")
+        self.kind_combo = QComboBox()
+        self.kind_combo.setToolTip("Small segments (2 MiB, for requests up to 1 MiB) and large "
+                                   "segments are separate free lists")
+        for combo in (self.device_combo, self.pool_combo, self.stream_combo, self.kind_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            combo.currentIndexChanged.connect(self._on_selector_changed)
+            tb.addWidget(combo)
+
+    def _build_status(self) -> None:
+        sb = self.statusBar()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(260)
+        self.progress.setTextVisible(True)
+        self.progress.setToolTip("Loading: reading bytes, parsing, building columns")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop loading (Esc)")
+        self.cancel_button.clicked.connect(self._cancel_clicked)
+        self.file_label = QLabel()
+        self.file_label.setToolTip("The open snapshot")
+        self.format_label = QLabel()
+        self.format_label.setToolTip("File format as detected from its content")
+        self.settings_label = QLabel()
+        self.warnings_button = QToolButton()
+        self.warnings_button.setAutoRaise(True)
+        self.warnings_button.clicked.connect(self.show_warnings)
+        for w in (self.progress, self.cancel_button, self.file_label, self.format_label,
+                  self.settings_label, self.warnings_button):
+            sb.addPermanentWidget(w)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    # ------------------------------------------------------------------ settings
+    def _restore_settings(self) -> None:
+        s = st.settings()
+        geo = s.value("window/geometry")
+        if isinstance(geo, QByteArray) and not geo.isEmpty():
+            self.restoreGeometry(geo)
+        state = s.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+        for key, split in (("window/mainSplit", self.main_split), ("window/bottomSplit", self.bottom_split)):
+            v = s.value(key)
+            if isinstance(v, QByteArray) and not v.isEmpty():
+                split.restoreState(v)
+
+    def _save_settings(self) -> None:
+        s = st.settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        s.setValue("window/mainSplit", self.main_split.saveState())
+        s.setValue("window/bottomSplit", self.bottom_split.saveState())
+        s.sync()
+
+    def closeEvent(self, event) -> None:
+        self.cancel_load(quiet=True)
+        for t in [self.loader, *self._old_loaders]:
+            if t is not None:
+                t.cancel()
+                t.wait(30000)
+        if self.persist:
+            self._save_settings()
+        super().closeEvent(event)
+
+    def _fill_recent_menu(self) -> None:
+        m = self.recent_menu
+        m.clear()
+        files = st.recent_files()
+        for path in files:
+            a = m.addAction(Path(path).name)
+            a.setToolTip(path)
+            a.setStatusTip(path)
+            a.setData(path)
+            a.triggered.connect(self._open_recent)
+            if not os.path.exists(path):
+                a.setText(Path(path).name + " (missing)")
+        if files:
+            m.addSeparator()
+        clear = m.addAction("Clear")
+        clear.setToolTip("Forget the recent files")
+        clear.setEnabled(bool(files))
+        clear.triggered.connect(self.clear_recent)
+        m.setToolTipsVisible(True)
+
+    def _open_recent(self) -> None:
+        action = self.sender()
+        if action is not None and action.data():
+            self.open_file(str(action.data()))
+
+    def clear_recent(self) -> None:
+        st.clear_recent_files()
+        self._fill_recent_menu()
+
+    # ------------------------------------------------------------------ loading
+    def open_dialog(self) -> None:
+        start = os.path.dirname(st.recent_files()[0]) if self.persist and st.recent_files() else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Open memory snapshot", start, FILE_FILTER)
+        if path:
+            self.open_file(path)
+
+    def is_loading(self) -> bool:
+        return self.loader is not None
+
+    def open_file(self, path: str) -> LoadThread:
+        """Start loading ``path`` on a worker thread; the current view stays until it is done."""
+        if self.loader is not None:
+            self.cancel_load(quiet=True)
+        path = os.fspath(path)
+        t = LoadThread(path, self)
+        t.progressed.connect(self._on_progress)
+        t.loaded.connect(self._on_loaded)
+        t.failed.connect(self._on_failed)
+        t.cancelled.connect(self._on_cancelled)
+        t.finished.connect(self._on_thread_finished)
+        self.loader = t
+        self.progress.setValue(0)
+        self.progress.setFormat(f"Opening {Path(path).name}… %p%")
+        self.progress.show()
+        self.cancel_button.show()
+        self.cancel_action.setEnabled(True)
+        self.statusBar().showMessage(f"Loading {path}…")
+        t.start()
+        return t
+
+    def _cancel_clicked(self) -> None:
+        self.cancel_load()
+
+    def cancel_load(self, quiet: bool = False) -> None:
+        t = self.loader
+        if t is None:
+            return
+        t.cancel()
+        if quiet:
+            # Results of a superseded load are ignored; it finishes on its own.
+            self._detach_loader()
+
+    def _detach_loader(self) -> None:
+        t = self.loader
+        if t is not None:
+            self._old_loaders.append(t)
+        self.loader = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.cancel_action.setEnabled(False)
+
+    def _on_thread_finished(self) -> None:
+        t = self.sender()
+        if t in self._old_loaders:
+            self._old_loaders.remove(t)
+            t.deleteLater()
+            gc.collect()
+
+    def _on_progress(self, stage: str, fraction: float) -> None:
+        if self.sender() is not self.loader:
+            return
+        self.progress.setValue(int(fraction * 1000))
+        self.progress.setFormat(f"{STAGE_TEXT.get(stage, stage)}… %p%")
+
+    def _on_loaded(self, doc: Document) -> None:
+        t = self.sender()
+        if t is not self.loader:
+            return
+        t.result = None
+        self._detach_loader()
+        self.show_document(doc)
+        if self.persist:
+            st.add_recent_file(doc.snap.path)
+            self._fill_recent_menu()
+        self.statusBar().showMessage(f"Loaded {doc.snap.path}", 8000)
+        self.loadFinished.emit("loaded")
+
+    def _on_failed(self, message: str) -> None:
+        t = self.sender()
+        if t is not self.loader:
+            return
+        path = t.path
+        self._detach_loader()
+        self.last_error = f"{path}: {message}"
+        self.statusBar().showMessage(f"Could not open {Path(path).name}: {message}")
+        self.loadFinished.emit("failed")
+        self._show_error(f"Could not open {Path(path).name}", message, path)
+
+    def _on_cancelled(self) -> None:
+        if self.sender() is not self.loader:
+            return
+        self._detach_loader()
+        gc.collect()
+        self.statusBar().showMessage("Load cancelled")
+        self.loadFinished.emit("cancelled")
+
+    def _show_error(self, title: str, message: str, detail: str = "") -> None:
+        box = QMessageBox(QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self)
+        if detail:
+            box.setInformativeText(detail)
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        self.error_box = box
+        box.open()  # non-blocking
+
+    # ------------------------------------------------------------------ document
+    def show_document(self, doc: Document | None) -> None:
+        old = self.doc
+        self.doc = doc
+        self.selected_block = -1
+        self.pages.setCurrentIndex(0 if doc is None else 1)
+        has = doc is not None
+        for a in (self.export_png_action, self.export_svg_action, self.copy_map_action,
+                  self.fit_action):
+            a.setEnabled(has)
+        self._fill_selectors()
+        self.selection = Selection()
+        self.header.set_document(doc)
+        self.stack.set_document(doc)
+        # After an OOM, the segments with the largest free gaps come first.
+        self._apply_selection(sort=None if doc is None else (SORT_FREE if doc.oom else SORT_ADDRESS))
+        self._update_status_labels()
+        self.setWindowTitle("vramscope" if doc is None else f"{doc.name} — vramscope")
+        del old
+        self.documentChanged.emit(doc)
+
+    def _fill_selectors(self) -> None:
+        """Fill the selectors; the value of each entry lives in ``self._choices``
+        (Python objects, never QVariant: PySide6 mishandles bool item data)."""
+        doc = self.doc
+        choices: dict[QComboBox, list[tuple[str, object]]] = {
+            self.device_combo: [("All devices", None)],
+            self.pool_combo: [("All pools", None)],
+            self.stream_combo: [("All streams", None)],
+            self.kind_combo: [("Small + large", None), ("Large segments", False),
+                              ("Small segments", True)],
+        }
+        if doc is not None:
+            snap = doc.snap
+            for d in sorted(set(snap.segments.device.tolist())):
+                choices[self.device_combo].append((f"Device {d}", int(d)))
+            used = set(snap.segments.pool.tolist())
+            for i, pool in enumerate(snap.pools):
+                if i in used:
+                    choices[self.pool_combo].append((pool_label(pool), i))
+            for s in sorted(set(snap.segments.stream.tolist())):
+                choices[self.stream_combo].append((stream_label(int(s)), int(s)))
+        self._choices = choices
+        self._syncing = True
+        try:
+            for combo, items in choices.items():
+                combo.clear()
+                combo.addItems([text for text, _ in items])
+                combo.setEnabled(doc is not None and len(items) > 1)
+        finally:
+            self._syncing = False
+
+    def _value(self, combo: QComboBox):
+        items = self._choices.get(combo, [])
+        i = combo.currentIndex()
+        return items[i][1] if 0 <= i < len(items) else None
+
+    def _on_selector_changed(self, _index: int) -> None:
+        if self._syncing:
+            return
+        self.selection = Selection(
+            device=self._value(self.device_combo),
+            pool=self._value(self.pool_combo),
+            stream=self._value(self.stream_combo),
+            is_small=self._value(self.kind_combo),
+        )
+        self._apply_selection()
+
+    def set_selection(self, selection: Selection) -> None:
+        """Set the selectors (and so the selection) programmatically."""
+        self._syncing = True
+        try:
+            for combo, value in ((self.device_combo, selection.device), (self.pool_combo, selection.pool),
+                                 (self.stream_combo, selection.stream), (self.kind_combo, selection.is_small)):
+                values = [v for _, v in self._choices.get(combo, [])]
+                combo.setCurrentIndex(values.index(value) if value in values else 0)
+        finally:
+            self._syncing = False
+        self._on_selector_changed(0)
+
+    def combo_index(self, combo: QComboBox, value) -> int:
+        """Index of ``value`` in a selector, -1 if absent."""
+        values = [v for _, v in self._choices.get(combo, [])]
+        return values.index(value) if value in values else -1
+
+    def _apply_selection(self, sort: str | None = None) -> None:
+        doc, sel = self.doc, self.selection
+        if doc is None:
+            self.header.set_stats(None)
+            self.map.set_document(None)
+            self.table.set_rows(None, [])
+            return
+        self.header.set_stats(memory_stats(doc.snap, sel))
+        self.map.set_document(doc, sel, sort=sort)
+        rows = doc.blocks_in(sel)
+        self.table.set_rows(doc, rows)
+        b = self.selected_block
+        if b >= 0 and sel.segment_mask(doc.snap)[doc.snap.blocks.segment[b]]:
+            self.select_block(b, origin="selection")
+        else:
+            self.selected_block = -1
+            self.stack.show_block(-1)
+
+    def select_block(self, block: int, origin: str = "") -> None:
+        """Select ``block`` in the map, the table and the stack panel."""
+        if self.doc is None:
+            return
+        self.selected_block = int(block)
+        if origin != "map":
+            self.map.select_block(block, ensure_visible=True)
+        if origin != "table":
+            self.table.select_block(block)
+        self.stack.show_block(block)
+
+    def _update_status_labels(self) -> None:
+        doc = self.doc
+        if doc is None:
+            for w in (self.file_label, self.format_label, self.settings_label):
+                w.setText("")
+            self.warnings_button.hide()
+            return
+        snap = doc.snap
+        self.file_label.setText(doc.name)
+        self.file_label.setToolTip(snap.path or "")
+        self.format_label.setText(snap.source_format)
+        conf = str(snap.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF") or "").strip()
+        self.settings_label.setText(f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf
+                                    else "default allocator settings")
+        detail = "\n".join(f"{k}: {v}" for k, v in snap.allocator_settings.items()
+                           if k != "roundup_power2_divisions")
+        self.settings_label.setToolTip("Allocator settings recorded in the snapshot\n" + detail)
+        n = len(snap.warnings)
+        self.warnings_button.setVisible(n > 0)
+        self.warnings_button.setText(f"⚠ {format_count(n)} warning{'s' if n != 1 else ''}")
+        self.warnings_button.setToolTip("Skipped while reading (click for the list):\n"
+                                        + "\n".join(snap.warnings[:30]))
+
+    def show_warnings(self) -> None:
+        if self.doc is None:
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "Snapshot warnings",
+                          f"{len(self.doc.snap.warnings)} kinds of entries were skipped while reading "
+                          f"{self.doc.name}.", QMessageBox.StandardButton.Ok, self)
+        box.setDetailedText("\n".join(self.doc.snap.warnings))
+        box.open()
+
+    # ------------------------------------------------------------------ actions
+    def _focus_filter(self) -> None:
+        self.table.filter.setFocus()
+        self.table.filter.selectAll()
+
+    def _zoom(self, factor: float) -> None:
+        if self.doc is not None:
+            self.map.vb.scaleBy((factor, 1.0))
+
+    def export_map(self, path: str) -> bool:
+        """Write the segment map to ``path`` (.svg: vector, else PNG)."""
+        if str(path).lower().endswith(".svg"):
+            return self.map.export_svg(path)
+        return self.map.export_png(path)
+
+    def _export_dialog(self, suffix: str, filt: str) -> None:
+        if self.doc is None:
+            return
+        stem = self.doc.name.split(".")[0] + "-segments." + suffix
+        path, _ = QFileDialog.getSaveFileName(self, "Export segment map", stem, filt)
+        if not path:
+            return
+        if not path.lower().endswith("." + suffix):
+            path += "." + suffix
+        if self.export_map(path):
+            self.statusBar().showMessage(f"Exported {path}", 6000)
+        else:
+            self._show_error("Export failed", f"Could not write {path}")
+
+    def export_png_dialog(self) -> None:
+        self._export_dialog("png", "PNG image (*.png)")
+
+    def export_svg_dialog(self) -> None:
+        self._export_dialog("svg", "SVG drawing (*.svg)")
+
+    def _quit(self) -> None:
+        self.close()  # (close() returns a bool; a slot must not)
+
+    def about(self) -> None:
+        QMessageBox.about(self, "About vramscope", about_text())
+
+    # ------------------------------------------------------------------ drag & drop, palette
+    def dragEnterEvent(self, event) -> None:
+        if _local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        files = _local_files(event.mimeData())
+        if files:
+            event.acceptProposedAction()
+            self.open_file(files[0])
+
+    def changeEvent(self, event) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            QTimer.singleShot(0, self.map.apply_palette)
+        super().changeEvent(event)
+
+
+def _local_files(mime) -> list[str]:
+    if not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and os.path.isfile(u.toLocalFile())]
+
+
+def about_text() -> str:
+    import numpy
+    import PySide6
+    import pyqtgraph
+    from PySide6.QtCore import qVersion
+
+    from .. import __version__
+
+    return (
+        f"<h3>vramscope {__version__}</h3>"
+        "<p>See why your GPU ran out of memory: free memory scattered in gaps too small "
+        "for the request.</p>"
+        f"<p>Qt {qVersion()}<br>PySide6 {PySide6.__version__}<br>pyqtgraph {pyqtgraph.__version__}"
+        f"<br>numpy {numpy.__version__}<br>Python {sys.version.split()[0]}</p>"
+    )

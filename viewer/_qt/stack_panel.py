@@ -1,0 +1,194 @@
+"""The stack panel: facts and call stack of the selected block."""
+
+from __future__ import annotations
+
+import linecache
+import os
+
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QFont, QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..model import frames as fr
+from ..model.snapshot import BlockState
+from ..model.units import format_address, format_bytes
+from ..model.document import Document, pool_label, stream_label
+
+CONTEXT_LINES = 4
+
+
+class StackPanel(QWidget):
+    """Block facts, then its frames: your code first; torch/C++ on request."""
+
+    fileOpened = Signal(str, int)
+
+    # Tests turn this off so that double-clicks never launch an editor.
+    open_externally = True
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.doc: Document | None = None
+        self.block = -1
+        self.views: list[fr.FrameView] = []
+        self.facts = QLabel("Click a block in the map or a row in the table.")
+        self.facts.setWordWrap(True)
+        self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.facts.setToolTip("The selected block")
+        self.show_torch = QCheckBox("torch internals")
+        self.show_torch.setToolTip("Also show torch's own Python frames")
+        self.show_cpp = QCheckBox("C++ frames")
+        self.show_cpp.setToolTip("Also show native (C++) frames")
+        self.show_all = QCheckBox("all frames")
+        self.show_all.setToolTip("Show every frame, interpreter internals included")
+        for box in (self.show_torch, self.show_cpp, self.show_all):
+            box.toggled.connect(self.refresh)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the shown frames as text (Ctrl+C in the main window)")
+        self.copy_button.clicked.connect(self.copy)
+        self.frames = QListWidget()
+        self.frames.setToolTip("Innermost frame first. Double-click a frame whose file exists "
+                               "here to preview and open it.")
+        self.frames.setUniformItemSizes(True)
+        self.frames.itemDoubleClicked.connect(self._on_double_click)
+        self.frames.currentRowChanged.connect(self._preview_row)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.preview = QPlainTextEdit()
+        self.preview.setReadOnly(True)
+        self.preview.setFont(mono)
+        self.preview.setPlaceholderText("Source preview (files present on this machine)")
+        self.preview.setToolTip("Source lines around the selected frame, when the file exists here")
+        self.preview.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+
+        opts = QHBoxLayout()
+        opts.setContentsMargins(0, 0, 0, 0)
+        opts.addWidget(QLabel("Stack"))
+        opts.addWidget(self.show_torch)
+        opts.addWidget(self.show_cpp)
+        opts.addWidget(self.show_all)
+        opts.addStretch(1)
+        opts.addWidget(self.copy_button)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.frames)
+        split.addWidget(self.preview)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(True)
+        self.splitter = split
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 2, 4, 4)
+        lay.setSpacing(2)
+        lay.addWidget(self.facts)
+        lay.addLayout(opts)
+        lay.addWidget(split, 1)
+        self.copy_button.setEnabled(False)
+
+    def set_document(self, doc: Document | None) -> None:
+        self.doc = doc
+        self.show_block(-1)
+
+    def show_block(self, block: int) -> None:
+        self.block = int(block)
+        self.refresh()
+
+    def refresh(self) -> None:
+        doc, b = self.doc, self.block
+        self.frames.clear()
+        self.preview.clear()
+        self.views = []
+        if doc is None or b < 0:
+            self.facts.setText("Click a block in the map or a row in the table.")
+            self.copy_button.setEnabled(False)
+            return
+        snap = doc.snap
+        blocks, segs = snap.blocks, snap.segments
+        s = int(blocks.segment[b])
+        state = BlockState(int(blocks.state[b]))
+        size, req = int(blocks.size[b]), int(blocks.requested_size[b])
+        active = state in (BlockState.ALLOCATED, BlockState.PENDING_FREE)
+        head = f"<b>{state.label}</b> <tt>{format_address(blocks.address[b])}</tt> · {format_bytes(size)}"
+        if active:
+            head += f" · requested {format_bytes(req)} · waste {format_bytes(size - req)}"
+        seg = (f"segment <tt>{format_address(segs.address[s])}</tt> "
+               f"{format_bytes(int(segs.total_size[s]))} "
+               f"({'small' if segs.is_small[s] else 'large'}"
+               f"{', expandable' if segs.is_expandable[s] else ''}), "
+               f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}")
+        self.facts.setText(f"{head}<br>{seg}")
+        stack = int(blocks.stack[b])
+        all_frames = self.show_all.isChecked()
+        self.views = fr.stack_views(
+            snap, stack, doc.categories,
+            show_torch=self.show_torch.isChecked() or all_frames,
+            show_cpp=self.show_cpp.isChecked() or all_frames,
+            show_noise=all_frames,
+        )
+        if stack < 0 or not self.views:
+            item = QListWidgetItem("(no stack recorded for this block)" if stack < 0
+                                   else "(no frames)")
+            item.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.frames.addItem(item)
+            self.copy_button.setEnabled(False)
+            return
+        bold = QFont(self.frames.font())
+        bold.setBold(True)
+        for v in self.views:
+            item = QListWidgetItem(v.short)
+            item.setToolTip(v.full)
+            if v.category == fr.CAT_USER:
+                item.setFont(bold)
+            else:
+                item.setForeground(self.palette().placeholderText())
+            self.frames.addItem(item)
+        self.copy_button.setEnabled(True)
+
+    def frame_texts(self) -> list[str]:
+        return [v.short for v in self.views]
+
+    def text(self) -> str:
+        return fr.format_stack(self.views)
+
+    def copy(self) -> None:
+        if self.views:
+            QGuiApplication.clipboard().setText(self.text())
+
+    def _preview_row(self, row: int) -> None:
+        if 0 <= row < len(self.views):
+            self.show_source(self.views[row])
+
+    def show_source(self, view: fr.FrameView) -> bool:
+        """Show lines around ``view.line`` if its file exists here."""
+        path = view.filename
+        if not path or not os.path.isfile(path) or view.line <= 0:
+            self.preview.setPlainText("" if not path else f"{path}: not found on this machine")
+            return False
+        lo = max(1, view.line - CONTEXT_LINES)
+        out = []
+        for n in range(lo, view.line + CONTEXT_LINES + 1):
+            line = linecache.getline(path, n)
+            if not line and n > view.line:
+                break
+            mark = "➤" if n == view.line else " "
+            out.append(f"{mark}{n:5d}  {line.rstrip()}")
+        self.preview.setPlainText("\n".join(out))
+        return True
+
+    def _on_double_click(self, item: QListWidgetItem) -> None:
+        row = self.frames.row(item)
+        if not 0 <= row < len(self.views):
+            return
+        view = self.views[row]
+        if self.show_source(view):
+            self.fileOpened.emit(view.filename, view.line)
+            if self.open_externally:
+                QDesktopServices.openUrl(QUrl.fromLocalFile(view.filename))

@@ -1,0 +1,294 @@
+"""The allocations table: a model over numpy columns, formatted on demand."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..model.frames import stacks_matching
+from ..model.snapshot import BlockState
+from ..model.units import format_address, format_bytes
+from . import theme
+from ..model.document import Document, stream_label
+
+COLUMNS = ("Address", "Size", "Requested", "Waste", "State", "Segment", "Stream", "Top frame")
+COL_ADDRESS, COL_SIZE, COL_REQUESTED, COL_WASTE, COL_STATE, COL_SEGMENT, COL_STREAM, COL_FRAME = \
+    range(len(COLUMNS))
+TIPS = (
+    "Device address of the block",
+    "Block size (rounded by the allocator)",
+    "Bytes the caller asked for (active blocks)",
+    "Size - requested: rounding waste of active blocks",
+    "allocated, pending free (waiting on other streams), free gap, unknown",
+    "Address of the segment holding the block",
+    "CUDA stream of the segment",
+    "The innermost frame of your code that allocated the block",
+)
+STATE_CAT = {int(s): int(s) for s in BlockState}
+
+
+class BlocksModel(QAbstractTableModel):
+    """Rows are block indices (``self.rows``); every cell is computed in data()."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.doc: Document | None = None
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.sort_column = -1
+        self.sort_order = Qt.SortOrder.AscendingOrder
+        self._waste = np.zeros(0, dtype=np.int64)
+
+    # -- content
+    def set_rows(self, doc: Document | None, rows: np.ndarray) -> None:
+        self.beginResetModel()
+        self.doc = doc
+        self.rows = np.asarray(rows, dtype=np.int64)
+        if doc is not None and len(doc.snap.blocks):
+            b = doc.snap.blocks
+            active = (b.state == BlockState.ALLOCATED) | (b.state == BlockState.PENDING_FREE)
+            self._waste = np.where(active, b.size - b.requested_size, 0)
+        else:
+            self._waste = np.zeros(0, dtype=np.int64)
+        if self.sort_column >= 0:
+            self.rows = self.rows[self._order(self.sort_column, self.sort_order)]
+        self.endResetModel()
+
+    def block_at(self, row: int) -> int:
+        return int(self.rows[row]) if 0 <= row < len(self.rows) else -1
+
+    def row_of(self, block: int) -> int:
+        hit = np.flatnonzero(self.rows == block)
+        return int(hit[0]) if len(hit) else -1
+
+    # -- Qt API
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole:
+                return COLUMNS[section]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return TIPS[section] + " (click to sort)"
+        elif role == Qt.ItemDataRole.DisplayRole:
+            return str(section + 1)
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or self.doc is None:
+            return None
+        b = int(self.rows[index.row()])
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(b, col)
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if col in (COL_SIZE, COL_REQUESTED, COL_WASTE):
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return None
+        if role == Qt.ItemDataRole.DecorationRole and col == COL_STATE:
+            return QColor(theme.STATE_COLORS[int(self.doc.snap.blocks.state[b])])
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == COL_FRAME:
+                return self.doc.block_top_label(b) or "no stack recorded"
+            if col in (COL_SIZE, COL_REQUESTED, COL_WASTE):
+                return f"{self._raw(b, col):,} bytes"
+        if role == Qt.ItemDataRole.UserRole:
+            return b
+        return None
+
+    def _raw(self, b: int, col: int) -> int:
+        blocks = self.doc.snap.blocks
+        if col == COL_SIZE:
+            return int(blocks.size[b])
+        if col == COL_REQUESTED:
+            return int(blocks.requested_size[b])
+        return int(self._waste[b])
+
+    def _text(self, b: int, col: int) -> str:
+        snap = self.doc.snap
+        blocks, segs = snap.blocks, snap.segments
+        if col == COL_ADDRESS:
+            return format_address(blocks.address[b])
+        if col == COL_SIZE:
+            return format_bytes(int(blocks.size[b]))
+        state = int(blocks.state[b])
+        active = state in (BlockState.ALLOCATED, BlockState.PENDING_FREE)
+        if col == COL_REQUESTED:
+            return format_bytes(int(blocks.requested_size[b])) if active else ""
+        if col == COL_WASTE:
+            return format_bytes(int(self._waste[b])) if active else ""
+        if col == COL_STATE:
+            return BlockState(state).label
+        s = int(blocks.segment[b])
+        if col == COL_SEGMENT:
+            return format_address(segs.address[s])
+        if col == COL_STREAM:
+            return stream_label(int(segs.stream[s]))
+        if col == COL_FRAME:
+            return self.doc.block_top_label(b)
+        return ""
+
+    def _key(self, col: int) -> np.ndarray:
+        snap = self.doc.snap
+        blocks, segs = snap.blocks, snap.segments
+        r = self.rows
+        if col == COL_ADDRESS:
+            return blocks.address[r]
+        if col == COL_SIZE:
+            return blocks.size[r]
+        if col == COL_REQUESTED:
+            return blocks.requested_size[r]
+        if col == COL_WASTE:
+            return self._waste[r]
+        if col == COL_STATE:
+            return blocks.state[r]
+        if col == COL_SEGMENT:
+            return segs.address[blocks.segment[r]]
+        if col == COL_STREAM:
+            return segs.stream[blocks.segment[r]]
+        stacks = blocks.stack[r]
+        rank = np.full(len(r), -1, dtype=np.int64)
+        has = stacks >= 0
+        rank[has] = self.doc.top_rank[stacks[has]]
+        return rank
+
+    def _order(self, col: int, order: Qt.SortOrder) -> np.ndarray:
+        key = self._key(col)
+        # Ties broken by address so the order is stable and meaningful.
+        addr = self.doc.snap.blocks.address[self.rows]
+        if order == Qt.SortOrder.DescendingOrder:
+            return np.lexsort((addr, -key.astype(np.int64)))
+        return np.lexsort((addr, key))
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self.sort_column, self.sort_order = column, order
+        if self.doc is None or not len(self.rows):
+            return
+        self.layoutAboutToBeChanged.emit()
+        old = self.persistentIndexList()
+        old_blocks = [self.block_at(i.row()) for i in old]
+        self.rows = self.rows[self._order(column, order)]
+        if old:
+            pos = {int(b): i for i, b in enumerate(self.rows.tolist())}
+            new = [self.index(pos.get(b, 0), i.column()) if b >= 0 else QModelIndex()
+                   for b, i in zip(old_blocks, old)]
+            self.changePersistentIndexList(old, new)
+        self.layoutChanged.emit()
+
+
+class AllocationsTable(QWidget):
+    """Filter box + table; emits :attr:`blockSelected` for the current row."""
+
+    blockSelected = Signal(int)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.doc: Document | None = None
+        self.all_rows = np.zeros(0, dtype=np.int64)
+        self._syncing = False
+        self.model = BlocksModel(self)
+        self.view = QTableView()
+        self.view.setModel(self.model)
+        self.view.setSortingEnabled(True)
+        self.view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setAlternatingRowColors(True)
+        self.view.setWordWrap(False)
+        self.view.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.view.verticalHeader().hide()
+        hh = self.view.horizontalHeader()
+        hh.setStretchLastSection(True)
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        widths = (120, 80, 80, 70, 110, 120, 130)
+        for i, w in enumerate(widths):
+            hh.resizeSection(i, w)
+        self.view.setToolTip("Blocks of the selected segments. Click a header to sort; "
+                             "select a row to show it in the map and its stack.")
+        self.view.selectionModel().currentRowChanged.connect(self._on_current_changed)
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("filter by stack text (file or function)…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip("Keep blocks whose call stack has a frame whose file or function "
+                               "contains this text (Ctrl+F)")
+        self._filter_timer = QTimer(self, singleShot=True, interval=200)
+        self._filter_timer.timeout.connect(self.apply_filter)
+        self.filter.textChanged.connect(lambda _t: self._filter_timer.start())
+        self.filter.returnPressed.connect(self.apply_filter)
+        self.count = QLabel()
+        self.count.setToolTip("Rows shown / blocks in the selection")
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(QLabel("Allocations"))
+        top.addWidget(self.filter, 1)
+        top.addWidget(self.count)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 2, 4, 4)
+        lay.setSpacing(2)
+        lay.addLayout(top)
+        lay.addWidget(self.view, 1)
+
+    def set_rows(self, doc: Document | None, rows: np.ndarray) -> None:
+        self.doc = doc
+        self.all_rows = np.asarray(rows, dtype=np.int64)
+        self.apply_filter()
+
+    def apply_filter(self) -> None:
+        self._filter_timer.stop()
+        doc = self.doc
+        rows = self.all_rows
+        text = self.filter.text().strip()
+        if doc is not None and text and len(rows):
+            match = stacks_matching(doc.snap, text)
+            stacks = doc.snap.blocks.stack[rows]
+            ok = np.zeros(len(rows), dtype=bool)
+            has = stacks >= 0
+            ok[has] = match[stacks[has]]
+            rows = rows[ok]
+        current = self.current_block()
+        self.model.set_rows(doc, rows)
+        self.count.setText(f"{len(rows):,} / {len(self.all_rows):,}")
+        if current >= 0:
+            self.select_block(current)
+
+    def current_block(self) -> int:
+        idx = self.view.selectionModel().currentIndex()
+        return self.model.block_at(idx.row()) if idx.isValid() else -1
+
+    def select_block(self, block: int) -> bool:
+        """Select and scroll to ``block``'s row without re-emitting the signal."""
+        row = self.model.row_of(block)
+        self._syncing = True
+        try:
+            sm = self.view.selectionModel()
+            if row < 0:
+                sm.clearSelection()
+                return False
+            idx = self.model.index(row, 0)
+            sm.setCurrentIndex(idx, sm.SelectionFlag.ClearAndSelect | sm.SelectionFlag.Rows)
+            self.view.scrollTo(idx, QAbstractItemView.ScrollHint.EnsureVisible)
+            return True
+        finally:
+            self._syncing = False
+
+    def _on_current_changed(self, current, _previous) -> None:
+        if self._syncing or not current.isValid():
+            return
+        b = self.model.block_at(current.row())
+        if b >= 0:
+            self.blockSelected.emit(b)

@@ -1,0 +1,74 @@
+"""Colours: block states on a fixed scheme, chrome from the system palette."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+from ..model.snapshot import BlockState
+
+# Drawing categories of the segment map (a block state, or the waste tail).
+CAT_ALLOCATED = int(BlockState.ALLOCATED)
+CAT_PENDING = int(BlockState.PENDING_FREE)
+CAT_FREE = int(BlockState.FREE)
+CAT_UNKNOWN = int(BlockState.UNKNOWN)
+CAT_WASTE = 4
+N_CATS = 5
+
+STATE_COLORS = {
+    CAT_ALLOCATED: "#2f6db5",
+    CAT_WASTE: "#9cc2ee",
+    CAT_PENDING: "#f08c00",
+    CAT_FREE: "#ff8a80",
+    CAT_UNKNOWN: "#9e9e9e",
+}
+CAT_LABELS = {
+    CAT_ALLOCATED: "allocated",
+    CAT_WASTE: "rounding waste",
+    CAT_PENDING: "pending free",
+    CAT_FREE: "free gap",
+    CAT_UNKNOWN: "unknown",
+}
+# Draw order: the waste tail sits on top of its allocated block.
+DRAW_ORDER = (CAT_FREE, CAT_UNKNOWN, CAT_PENDING, CAT_ALLOCATED, CAT_WASTE)
+
+OOM_RED = "#c62828"
+
+
+def palette() -> QPalette:
+    app = QApplication.instance()
+    return app.palette() if app is not None else QPalette()
+
+
+def is_dark() -> bool:
+    return palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def background() -> QColor:
+    return palette().color(QPalette.ColorRole.Base)
+
+
+def foreground() -> QColor:
+    return palette().color(QPalette.ColorRole.Text)
+
+
+def muted() -> QColor:
+    c = palette().color(QPalette.ColorRole.PlaceholderText)
+    return c if c.isValid() else palette().color(QPalette.ColorRole.Mid)
+
+
+def row_background() -> QColor:
+    base = background()
+    return base.lighter(135) if is_dark() else base.darker(108)
+
+
+def gap_outline() -> QColor:
+    return QColor("#ff5252") if is_dark() else QColor(OOM_RED)
+
+
+def color(cat: int) -> QColor:
+    return QColor(STATE_COLORS[cat])
+
+
+def swatch_html(cat: int) -> str:
+    return f'<span style="color:{STATE_COLORS[cat]}">&#9632;</span>&nbsp;{CAT_LABELS[cat]}'

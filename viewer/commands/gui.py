@@ -1,0 +1,33 @@
+"""``vramscope [FILE] [--screenshot OUT.png]``: the desktop viewer.
+
+Qt is imported here and in :mod:`vramscope.viewer._qt` only, so headless
+commands never load it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(args) -> int:
+    path = getattr(args, "file", None)
+    out = getattr(args, "screenshot", None)
+    try:
+        from .._qt import app as qtapp
+    except ImportError as exc:  # pragma: no cover - broken installs
+        print(f"vramscope: error: the GUI needs PySide6 and pyqtgraph ({exc})", file=sys.stderr)
+        return 2
+    if out:
+        # Headless render: no window ever appears, and no display is needed.
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        code, error = qtapp.screenshot(path, out)
+        if code:
+            print(f"vramscope: error: {error}", file=sys.stderr)
+        return code
+    app = qtapp.application(sys.argv[:1])
+    window = qtapp.MainWindow()
+    window.show()
+    if path:
+        window.open_file(path)
+    return app.exec()
