@@ -83,3 +83,15 @@ def test_version_and_help():
     assert out.returncode == 0 and "summary" in out.stdout and "--screenshot" in out.stdout
     out = vramscope("summary", "--help")
     assert out.returncode == 0 and "--json" in out.stdout
+
+
+def test_record_runs_a_script_under_capture(tmp_path):
+    """`vramscope record` is the capture runner: the script's argv, __main__ and exit code."""
+    pytest.importorskip("torch")
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nassert __name__ == '__main__'\n"
+                      "print('args', sys.argv[1:])\nsys.exit(7)\n")
+    out = vramscope("record", "--out", str(tmp_path / "snaps"), str(script), "a", "--b")
+    assert out.returncode == 7, out.stderr
+    assert "args ['a', '--b']" in out.stdout
+    assert "CUDA" in out.stderr  # one clear warning: nothing to record on this machine

@@ -50,15 +50,19 @@ def test_warnings_name_what_was_skipped():
     assert (snap.blocks.state == 3).sum() == 1  # kept, not lost
 
 
+# VmHWM is this process image's peak RSS; ru_maxrss would carry over the
+# parent's peak across fork + exec.
 MEMORY_PROBE = """
-import resource, sys
+import sys
 from vramscope.viewer.model import load_bytes, SnapshotError
 data = sys.stdin.buffer.read()
 try:
     load_bytes(data)
 except SnapshotError:
     pass
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+for line in open("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+        print(int(line.split()[1]) // 1024)
 """
 
 

@@ -10,4 +10,4 @@ from __future__ import annotations
 def main(argv: list[str]) -> int:
     from vramscope.capture.runner import main as run
 
-    return run(argv)
+    return run(argv, prog="vramscope record")
