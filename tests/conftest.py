@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
 # ../shared/snapshots beside the checkout, when present, holds the originals.
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "snapshots"
 
@@ -16,7 +17,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "snapshots"
 def snapshot_files() -> list[Path]:
     """Every real snapshot bundled with the tests (pickle or compressed pickle)."""
     files = sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
-    return files
+    return files + sorted(ASSETS.glob("*.pickle"))  # the bundled example, written by capture
 
 
 def expected_for(path: Path) -> dict:

@@ -518,3 +518,22 @@ def test_fits_a_1366x768_screen(loaded):
     window = loaded(DATA / "gpt2_oom.pickle")
     hint = window.minimumSizeHint()
     assert hint.width() <= 1366 and hint.height() <= 768
+
+
+def test_stack_panel_starts_on_the_failed_request(loaded):
+    """With nothing selected, an OOM snapshot shows where the failing request came from."""
+    window = loaded(FRAG)
+    snap, doc = window.doc.snap, window.doc
+    oom = last_oom(snap)
+    stack = int(snap.trace.stack[oom.event_index])
+    expected = [v.short for v in fr.stack_views(snap, stack, doc.categories)]
+    assert expected and window.stack.frame_texts() == expected
+    assert "ran out of memory" in window.stack.facts.text()
+    window.select_block(0)
+    assert "ran out of memory" not in window.stack.facts.text()
+
+
+def test_stack_panel_empty_without_oom(loaded):
+    window = loaded(DATA / "resnet50_train.pickle")
+    assert window.stack.frame_texts() == []
+    assert window.stack.facts.text().startswith("Click a block")

@@ -102,30 +102,17 @@ class StackPanel(QWidget):
         self.refresh()
 
     def refresh(self) -> None:
-        doc, b = self.doc, self.block
         self.frames.clear()
         self.preview.clear()
         self.views = []
-        if doc is None or b < 0:
+        subject = self._subject()
+        if subject is None:
             self.facts.setText("Click a block in the map or a row in the table.")
             self.copy_button.setEnabled(False)
             return
-        snap = doc.snap
-        blocks, segs = snap.blocks, snap.segments
-        s = int(blocks.segment[b])
-        state = BlockState(int(blocks.state[b]))
-        size, req = int(blocks.size[b]), int(blocks.requested_size[b])
-        active = state in (BlockState.ALLOCATED, BlockState.PENDING_FREE)
-        head = f"<b>{state.label}</b> <tt>{format_address(blocks.address[b])}</tt> · {format_bytes(size)}"
-        if active:
-            head += f" · requested {format_bytes(req)} · waste {format_bytes(size - req)}"
-        seg = (f"segment <tt>{format_address(segs.address[s])}</tt> "
-               f"{format_bytes(int(segs.total_size[s]))} "
-               f"({'small' if segs.is_small[s] else 'large'}"
-               f"{', expandable' if segs.is_expandable[s] else ''}), "
-               f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}")
-        self.facts.setText(f"{head}<br>{seg}")
-        stack = int(blocks.stack[b])
+        facts, stack = subject
+        self.facts.setText(facts)
+        doc, snap = self.doc, self.doc.snap
         all_frames = self.show_all.isChecked()
         self.views = fr.stack_views(
             snap, stack, doc.categories,
@@ -134,8 +121,7 @@ class StackPanel(QWidget):
             show_noise=all_frames,
         )
         if stack < 0 or not self.views:
-            item = QListWidgetItem("(no stack recorded for this block)" if stack < 0
-                                   else "(no frames)")
+            item = QListWidgetItem("(no stack recorded)" if stack < 0 else "(no frames)")
             item.setFlags(Qt.ItemFlag.NoItemFlags)
             self.frames.addItem(item)
             self.copy_button.setEnabled(False)
@@ -151,6 +137,43 @@ class StackPanel(QWidget):
                 item.setForeground(self.palette().placeholderText())
             self.frames.addItem(item)
         self.copy_button.setEnabled(True)
+
+    def _subject(self) -> tuple[str, int] | None:
+        """(facts as rich text, stack id) of what the panel shows.
+
+        The selected block; with nothing selected in a snapshot that ran out of
+        memory, the request that failed, so its line of code is visible at once.
+        """
+        doc, b = self.doc, self.block
+        if doc is None:
+            return None
+        if b >= 0:
+            return self._block_facts(b), int(doc.snap.blocks.stack[b])
+        oom = doc.oom
+        if oom is None:
+            return None
+        facts = (f"<b>the request that ran out of memory</b>: {format_bytes(oom.requested_bytes)} "
+                 f"({oom.pool_kind} pool, {stream_label(oom.stream)})<br>"
+                 "Click a block in the map or a row in the table to see its stack.")
+        return facts, int(doc.snap.trace.stack[oom.event_index])
+
+    def _block_facts(self, b: int) -> str:
+        snap = self.doc.snap
+        blocks, segs = snap.blocks, snap.segments
+        s = int(blocks.segment[b])
+        state = BlockState(int(blocks.state[b]))
+        size, req = int(blocks.size[b]), int(blocks.requested_size[b])
+        active = state in (BlockState.ALLOCATED, BlockState.PENDING_FREE)
+        head = (f"<b>{state.label}</b> <tt>{format_address(blocks.address[b])}</tt> · "
+                f"{format_bytes(size)}")
+        if active:
+            head += f" · requested {format_bytes(req)} · waste {format_bytes(size - req)}"
+        seg = (f"segment <tt>{format_address(segs.address[s])}</tt> "
+               f"{format_bytes(int(segs.total_size[s]))} "
+               f"({'small' if segs.is_small[s] else 'large'}"
+               f"{', expandable' if segs.is_expandable[s] else ''}), "
+               f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}")
+        return f"{head}<br>{seg}"
 
     def frame_texts(self) -> list[str]:
         return [v.short for v in self.views]
