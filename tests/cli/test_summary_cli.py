@@ -95,3 +95,31 @@ def test_record_runs_a_script_under_capture(tmp_path):
     assert out.returncode == 7, out.stderr
     assert "args ['a', '--b']" in out.stdout
     assert "CUDA" in out.stderr  # one clear warning: nothing to record on this machine
+
+
+@pytest.mark.parametrize("name", ["gpt2_oom", "resnet50_train", "whatif_expandable"])
+def test_summary_json_peaks_equal_allocator_peaks(name):
+    path = DATA / f"{name}.pickle"
+    summary = json.loads(vramscope("summary", str(path), "--json").stdout)
+    stats = expected_for(path)["memory_stats"]
+    assert summary["peak_requested_bytes"] == stats["requested_bytes.all.peak"]
+    assert summary["peak_reserved_bytes"] == stats["reserved_bytes.all.peak"]
+    assert isinstance(summary["peak_reserved_event"], int)
+    assert summary["peak_reserved_time_us"] > 0
+    assert summary["at"] is None
+
+
+def test_summary_at_event_reports_that_moment():
+    from vramscope.viewer.model import load_snapshot, memory_stats
+    from vramscope.viewer.model.timeline import build_timeline
+
+    path = DATA / "fragmentation_oom.pickle"
+    summary = json.loads(vramscope("summary", str(path), "--at", "1067", "--json").stdout)
+    tl = build_timeline(load_snapshot(path))
+    expected = memory_stats(tl.snapshot_at(0, 1067))
+    assert summary["at"]["event"] == 1067 and summary["at"]["action"] == "alloc"
+    assert summary["reserved_bytes"] == expected.reserved_bytes
+    assert summary["allocated_bytes"] == expected.allocated_bytes == expected.reserved_bytes
+    assert summary["largest_free_block_bytes"] == 0
+    out = vramscope("summary", str(path), "--at", "5000")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1

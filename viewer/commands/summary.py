@@ -9,6 +9,7 @@ import sys
 from ..model import SnapshotError
 from ..model.load import load_snapshot
 from ..model.summary import format_text, summarize
+from ..model.timeline import build_timeline
 
 
 def parser() -> argparse.ArgumentParser:
@@ -19,6 +20,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", help="snapshot file (.pickle, gzip/xz, or JSON)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--at", type=int, metavar="EVENT",
+                   help="report the state after trace event EVENT (0-based, of --device)")
+    p.add_argument("--device", type=int, metavar="N",
+                   help="device whose trace --at indexes (default: the first with events)")
     return p
 
 
@@ -32,7 +37,22 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
         return 2
-    summary = summarize(snap)
+    timeline = build_timeline(snap)
+    at = None
+    if args.at is not None:
+        device = args.device if args.device is not None else min(timeline.devices, default=None)
+        rep = timeline.replay(device) if device is not None else None
+        if rep is None or not len(rep):
+            print(f"vramscope: error: {args.file}: no trace events"
+                  + (f" on device {device}" if device is not None else ""), file=sys.stderr)
+            return 2
+        k = args.at if args.at >= 0 else len(rep) + args.at
+        if not 0 <= k < len(rep):
+            print(f"vramscope: error: --at {args.at} is outside 0..{len(rep) - 1}",
+                  file=sys.stderr)
+            return 2
+        at = (device, k)
+    summary = summarize(snap, timeline, at)
     if args.json:
         json.dump(summary, sys.stdout, indent=1)
         sys.stdout.write("\n")

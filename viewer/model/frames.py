@@ -26,11 +26,23 @@ NOISE_FILES = (
     "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
     "cpython/abstract.h", "memory_snapshot.cpp",
 )
-# Python files that belong to torch or the interpreter, not to the user.
-INTERNAL_PY_MARKERS = (
-    "/torch/", "torch/nn/", "torch/_", "/site-packages/torch", "/dist-packages/torch",
-    "/lib/python3", "<frozen ", "/runpy.py", "/vramscope/",
-)
+# Python files that belong to torch, the interpreter or vramscope, not to the
+# user.  Other installed libraries (transformers, timm, ...) are the user's
+# model code: that is what a person wants to see holding memory.
+INTERNAL_PACKAGES = ("torch/", "vramscope/", "runpy", "_pytest/", "pytest/", "pluggy/")
+INTERNAL_PY_MARKERS = ("<frozen ", "/runpy.py", "/vramscope/")
+
+
+def is_internal_python(filename: str) -> bool:
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1].startswith(INTERNAL_PACKAGES)
+    if filename.startswith("torch/") or "/torch/" in filename:
+        return True
+    if "/lib/python3" in filename:  # the standard library
+        return True
+    return any(m in filename for m in INTERNAL_PY_MARKERS)
+
 
 CAT_USER = 0  # the user's Python code
 CAT_TORCH = 1  # torch's (or the standard library's) Python code
@@ -46,9 +58,7 @@ def classify(filename: str, name: str) -> int:
     if any(m in name for m in NOISE_NAMES) or any(m in filename for m in NOISE_FILES):
         return CAT_NOISE
     if is_python_file(filename):
-        if any(m in filename for m in INTERNAL_PY_MARKERS) or filename.startswith("torch/"):
-            return CAT_TORCH
-        return CAT_USER
+        return CAT_TORCH if is_internal_python(filename) else CAT_USER
     return CAT_CPP
 
 

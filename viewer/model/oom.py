@@ -5,8 +5,6 @@ stream and the device's free memory (``cudaMemGetInfo``).  Before raising, the
 allocator already released every cached segment it could; what is still free
 sits in partly used segments.  So:
 
-* some cached free block would be big enough -> the layout has changed since
-  the OOM (it is not the state at the failure);
 * free bytes in the request's pool add up to the request but no single block
   does -> **fragmentation**;
 * otherwise -> **capacity**: the cache has too little free memory, and a new
@@ -21,9 +19,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from .analysis import Selection, fit_request, memory_stats
 from .snapshot import Action, BlockState, Snapshot
 from .units import format_bytes as fb
+
+if TYPE_CHECKING:
+    from .timeline import Timeline
 
 
 @dataclass(frozen=True)
@@ -51,39 +54,52 @@ class OomReport:
         return asdict(self)
 
 
-def oom_reports(snap: Snapshot) -> list[OomReport]:
-    """One report per ``oom`` trace event, in recorded order."""
+def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None) -> list[OomReport]:
+    """One report per ``oom`` trace event, in recorded order.
+
+    Each verdict is judged on the block layout at the moment of its OOM:
+    replayed from the trace when ``timeline`` is given; otherwise the final
+    layout, which is exact for the last event (snapshots dumped from the OOM
+    observer end with it) and marked ``changed`` when the layout moved on.
+    """
     trace = snap.trace
     rows = np.flatnonzero(trace.action == Action.OOM)
     reports = []
-    for i, row in enumerate(rows):
-        reports.append(_report(snap, int(row), is_last=i == len(rows) - 1))
+    for i, row in enumerate(rows.tolist()):
+        state = snap
+        rep = timeline.replay(int(trace.device[row])) if timeline is not None else None
+        if rep is not None:
+            k = int(np.searchsorted(rep.rows, row))
+            state = timeline.snapshot_at(rep.device, k)
+        reports.append(_report(snap, state, row, is_last=i == len(rows) - 1,
+                               exact=rep is not None))
     return reports
 
 
-def last_oom(snap: Snapshot) -> OomReport | None:
+def last_oom(snap: Snapshot, timeline: "Timeline | None" = None) -> OomReport | None:
     """The OOM that matters most: the last one recorded."""
-    reports = oom_reports(snap)
+    reports = oom_reports(snap, timeline)
     return reports[-1] if reports else None
 
 
-def _report(snap: Snapshot, row: int, is_last: bool) -> OomReport:
+def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: bool) -> OomReport:
+    """``state`` holds the layout to judge (the final one, or replayed to the OOM)."""
     trace = snap.trace
     device = int(trace.device[row])
     stream = int(trace.stream[row])
     size = int(trace.size[row])
     events_after = int(np.count_nonzero(trace.device[row + 1:] == device))
-    fit = fit_request(snap, size, device=device, stream=stream, rounded=True)
+    fit = fit_request(state, size, device=device, stream=stream, rounded=True)
     pool = snap.pools.index((0, 0)) if (0, 0) in snap.pools else None
     sel = Selection(device=device, pool=pool, stream=stream, is_small=fit.pool_kind == "small")
-    seg_mask = sel.segment_mask(snap) if pool is not None else np.zeros(len(snap.segments), bool)
-    blocks = snap.blocks
+    seg_mask = sel.segment_mask(state) if pool is not None else np.zeros(len(state.segments), bool)
+    blocks = state.blocks
     free_blocks = (blocks.state == BlockState.FREE) & seg_mask[blocks.segment] \
         if len(blocks) else np.zeros(0, bool)
     free_segments = int(len(np.unique(blocks.segment[free_blocks])))
-    dev_stats = memory_stats(snap, Selection(device=device))
+    dev_stats = memory_stats(state, Selection(device=device))
     device_free = int(trace.device_free[row])
-    kind, verdict = _verdict(fit, free_segments, device_free, events_after, dev_stats)
+    kind, verdict = _verdict(fit, free_segments, device_free, 0 if exact else events_after)
     return OomReport(
         event_index=row,
         device=device,
@@ -106,7 +122,7 @@ def _report(snap: Snapshot, row: int, is_last: bool) -> OomReport:
     )
 
 
-def _verdict(fit, free_segments: int, device_free: int, events_after: int, dev_stats) -> tuple[str, str]:
+def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tuple[str, str]:
     req = fit.rounded_bytes
     if events_after and fit.fits:
         return ("changed", f"the layout changed after this OOM ({events_after} later events): "

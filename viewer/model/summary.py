@@ -6,8 +6,11 @@ from typing import Any
 
 from . import analysis
 from .oom import oom_reports
-from .snapshot import Snapshot
+from .snapshot import Action, Snapshot
+from .timeline import Timeline
 from .units import format_address, format_bytes
+
+CURVES = ("requested", "allocated", "active", "reserved")
 
 EXPANDABLE_NOTE = (
     "the allocator does not count expandable segments in segment_count and "
@@ -16,26 +19,70 @@ EXPANDABLE_NOTE = (
 )
 
 
-def summarize(snap: Snapshot) -> dict[str, Any]:
-    """Everything ``vramscope summary --json`` prints."""
-    total = analysis.memory_stats(snap)
-    reports = oom_reports(snap)
+def peaks(timeline: Timeline, device: int) -> dict[str, Any]:
+    """Peaks of the four curves over the recorded window, with where they happen."""
+    rep = timeline.replay(device)
+    out: dict[str, Any] = {}
+    for curve in CURVES:
+        value, k = rep.peak(curve) if rep is not None and len(rep) else (None, -1)
+        out[f"peak_{curve}_bytes"] = value
+        out[f"peak_{curve}_event"] = k if k >= 0 else None
+        out[f"peak_{curve}_time_us"] = int(rep.time_us[k]) if k >= 0 and rep.time_us[k] >= 0 \
+            else None
+    return out
+
+
+def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
+    """Facts of event ``k`` of ``device`` (what the state is "after")."""
+    rep = timeline.replay(device)
+    return {
+        "device": device,
+        "event": k,
+        "events": len(rep),
+        "action": Action(int(rep.action[k])).name.lower(),
+        "addr": int(rep.addr[k]),
+        "size": int(rep.size[k]),
+        "stream": int(rep.stream[k]),
+        "time_us": int(rep.time_us[k]) if rep.time_us[k] >= 0 else None,
+    }
+
+
+def summarize(snap: Snapshot, timeline: Timeline | None = None,
+              at: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Everything ``vramscope summary --json`` prints.
+
+    With ``at=(device, k)`` the figures are those after event ``k`` of that
+    device (replayed), and ``"at"`` describes the event.
+    """
+    reports = oom_reports(snap, timeline)
+    state = snap
+    if at is not None and timeline is not None:
+        state = timeline.snapshot_at(*at)
+    total = analysis.memory_stats(state)
     out: dict[str, Any] = {"file": snap.path, "format": snap.source_format}
     out.update(total.to_dict())
+    out["at"] = at_event(timeline, *at) if at is not None and timeline is not None else None
+    device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
+    if device_peaks:
+        # One device: its peaks.  Several: the device with the highest reserved peak.
+        top = max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+        out.update(device_peaks[top])
+        out["peak_device"] = top
     out["oom"] = reports[-1].to_dict() if reports else None
     out["ooms"] = [r.to_dict() for r in reports]
     out["devices"] = []
-    for device in snap.devices:
+    for device in sorted(set(snap.devices) | set(state.devices)):
         d = {"device": device}
-        d.update(analysis.memory_stats(snap, analysis.Selection(device=device)).to_dict())
+        d.update(analysis.memory_stats(state, analysis.Selection(device=device)).to_dict())
+        d.update(device_peaks.get(device, {}))
         d["pools"] = [
             {
-                "pool_id": list(snap.pools[key.pool]),
+                "pool_id": list(state.pools[key.pool]),
                 "stream": key.stream,
                 "segment_type": "small" if key.is_small else "large",
-                **analysis.memory_stats(snap, key.selection()).to_dict(),
+                **analysis.memory_stats(state, key.selection()).to_dict(),
             }
-            for key in analysis.pool_keys(snap)
+            for key in analysis.pool_keys(state)
             if key.device == device
         ]
         out["devices"].append(d)
@@ -55,6 +102,10 @@ def format_text(summary: dict[str, Any]) -> str:
     """A short human-readable report."""
     fb = format_bytes
     lines = [f"{summary['file']} ({summary['format']})"]
+    at = summary.get("at")
+    if at:
+        lines.append(f"after event {at['event']} of {at['events']} on device {at['device']}: "
+                     f"{at['action']} {fb(at['size'])}")
     lines.append(
         f"reserved {fb(summary['reserved_bytes'])} in {summary['segment_count']} segments"
         + (f" + {summary['expandable_segment_count']} expandable"
@@ -74,6 +125,12 @@ def format_text(summary: dict[str, Any]) -> str:
         f"rounding waste {fb(summary['rounding_waste_bytes'])}, "
         f"pending free {fb(summary['pending_free_bytes'])}"
     )
+    if summary.get("peak_reserved_bytes") is not None:
+        lines.append(
+            f"peak over the recording: reserved {fb(summary['peak_reserved_bytes'])} "
+            f"(event {summary['peak_reserved_event']}), requested "
+            f"{fb(summary['peak_requested_bytes'])} (event {summary['peak_requested_event']})"
+        )
     if len(summary["devices"]) > 1:
         for d in summary["devices"]:
             lines.append(f"  device {d['device']}: reserved {fb(d['reserved_bytes'])}, "
@@ -82,7 +139,7 @@ def format_text(summary: dict[str, Any]) -> str:
     if oom:
         lines.append(
             f"OOM on device {oom['device']}: {fb(oom['requested_bytes'])} requested "
-            f"({oom['pool_kind']} pool, stream {format_address(oom['stream'])})"
+            f"({oom['pool_kind']} pool, stream {oom['stream'] and format_address(oom['stream'])})"
         )
         lines.append(f"  {oom['verdict']}")
     for note in summary["notes"]:
