@@ -71,7 +71,58 @@ def main() -> int:
               f"{sum_m / ref_m:>10.2f}x{gui_t:>9.2f}s{gui_t / ref_t:>6.2f}x")
     print("targets (issue 5, 1M+ events): summary <= 0.15x time and <= 0.3x RSS; "
           "GUI screenshot <= 0.25x")
+    print()
+    timeline_bench(Path(args.files[-1]) if args.files else BIG)
     return 0
+
+
+def timeline_bench(path: Path) -> None:
+    """Time travel on one snapshot: replay, seek, stacked layout, call tree."""
+    import random
+    import statistics
+
+    from vramscope.viewer.model import load_snapshot
+    from vramscope.viewer.model.calltree import call_tree
+    from vramscope.viewer.model.frames import frame_categories
+    from vramscope.viewer.model.stacking import stacked_layout
+    from vramscope.viewer.model.timeline import build_timeline, intervals
+
+    snap = load_snapshot(path)
+    t = time.perf_counter()
+    tl = build_timeline(snap)
+    replay_s = time.perf_counter() - t
+    device = min(tl.devices)
+    rep = tl.replay(device)
+    rng = random.Random(0)
+    seeks = []
+    for _ in range(200):
+        k = rng.randrange(len(rep))
+        t = time.perf_counter()
+        tl.snapshot_at(device, k)
+        seeks.append(time.perf_counter() - t)
+    iv = intervals(rep)
+    views = []
+    for _ in range(20):
+        a = rng.randrange(len(rep))
+        b = min(len(rep) - 1, a + rng.randrange(1, len(rep)))
+        t = time.perf_counter()
+        stacked_layout(iv, a, b, 1400)
+        views.append(time.perf_counter() - t)
+    cats = frame_categories(snap.frames)
+    k = rep.peak("allocated")[1]
+    t = time.perf_counter()
+    at = tl.snapshot_at(device, k)
+    live = at.blocks.state <= 1
+    call_tree(snap, at.blocks.stack[live], at.blocks.size[live], cats)
+    tree_s = time.perf_counter() - t
+    print(f"time travel on {path.name} ({len(rep):,} events, keyframe every "
+          f"{rep.keyframe_every} events):")
+    print(f"  replay (build timeline)        {replay_s:8.2f} s")
+    print(f"  seek to a random event          {statistics.median(seeks) * 1e3:8.1f} ms median, "
+          f"{max(seeks) * 1e3:.1f} ms max   (target <= 50 ms)")
+    print(f"  stacked timeline layout         {statistics.median(views) * 1e3:8.1f} ms median, "
+          f"{max(views) * 1e3:.1f} ms max   (part of a redraw; target <= 30 ms)")
+    print(f"  call tree at the peak           {tree_s * 1e3:8.1f} ms            (target <= 1 s)")
 
 
 if __name__ == "__main__":
