@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Tests (and the subprocesses they start) never touch the user's cache.
+os.environ["VRAMSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vramscope-test-cache-")
 
 DATA = Path(__file__).parent / "data"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"

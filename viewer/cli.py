@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -38,6 +39,8 @@ def gui_parser() -> argparse.ArgumentParser:
         metavar="OUT.png",
         help="load FILE, render the main window (1440x900) to a PNG and exit",
     )
+    parser.add_argument("--no-cache", action="store_true",
+                        help="parse the file even if its columns are cached")
     parser.add_argument("--version", action="version", version=f"vramscope {__version__}")
     return parser
 
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f".commands.{COMMANDS[argv[0]][0]}", __package__)
         return module.main(argv[1:])
     args = gui_parser().parse_args(argv)
+    if args.no_cache:
+        os.environ["VRAMSCOPE_NO_CACHE"] = "1"
     from .commands import gui
 
     return gui.main(args)

@@ -22,6 +22,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--at", type=int, metavar="EVENT",
                    help="report the state after trace event EVENT (0-based, of --device)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="parse the file even if its columns are cached")
     p.add_argument("--device", type=int, metavar="N",
                    help="device whose trace --at indexes (default: the first with events)")
     return p
@@ -30,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        snap = load_snapshot(args.file)
+        snap = load_snapshot(args.file, use_cache=not args.no_cache)
     except SnapshotError as exc:
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
         return 2

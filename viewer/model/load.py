@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import cache
 from .errors import LoadCancelled, SnapshotError
 from .progress import Progress, ProgressCallback
 from .safe_pickle import safe_loads
@@ -26,15 +27,27 @@ SIDECAR_MAX_BYTES = 16 << 20
 def load_snapshot(
     path: str | os.PathLike,
     progress: Progress | ProgressCallback | None = None,
+    use_cache: bool | None = None,
 ) -> Snapshot:
     """Load ``path`` into a columnar :class:`Snapshot`.
 
     ``progress`` is a :class:`Progress` (or a plain ``callback(stage, fraction)``);
     setting its cancel event makes the load raise :class:`LoadCancelled`.
+    Big files are cached as columns (:mod:`.cache`); ``use_cache=False`` (or
+    the environment variable ``VRAMSCOPE_NO_CACHE=1``) bypasses the cache.
     """
     progress = _as_progress(progress)
-    raw = read_file(path, progress)
-    snap = load_bytes(raw, progress)
+    if use_cache is None:
+        use_cache = os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
+    key = cache.file_key(path) if use_cache else None
+    snap = cache.load_cached(key) if key else None
+    if snap is None:
+        raw = read_file(path, progress)
+        snap = load_bytes(raw, progress)
+        del raw
+        if key:
+            cache.store(key, snap)
+    progress.update("columns", 1.0)
     snap.path = os.fspath(path)
     snap.sidecar = read_sidecar(path)
     return snap

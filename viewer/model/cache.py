@@ -1,0 +1,200 @@
+"""A columnar cache of loaded snapshots: re-opening a big file takes a blink.
+
+Parsing a pickle is the slow part of opening a snapshot; the columns it yields
+are plain numpy arrays.  They are stored in the user's cache directory as an
+uncompressed ``.npz`` (read back with ``allow_pickle=False``: the cache can
+never execute anything), keyed by the file's identity: its size, mtime and a
+hash of its first and last MiB, plus :data:`CACHE_VERSION`.  The directory is
+capped in size (least recently used entries go first).
+
+``VRAMSCOPE_CACHE_DIR`` moves the cache, ``VRAMSCOPE_CACHE_MAX_BYTES`` caps it,
+and ``--no-cache`` (``use_cache=False``) bypasses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+
+from .snapshot import Annotations, Blocks, Frames, Segments, Snapshot, Stacks, Trace
+
+CACHE_VERSION = 1
+DEFAULT_MAX_BYTES = 4 << 30
+# Files smaller than this parse faster than a cache lookup is worth.
+MIN_FILE_BYTES = 1 << 20
+_HEAD_TAIL = 1 << 20
+_TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace, "annotations": Annotations,
+           "stacks": Stacks}
+_FRAME_COLUMNS = ("filename", "line", "name")
+
+
+def cache_dir() -> Path:
+    """Where cached columns live (``VRAMSCOPE_CACHE_DIR`` overrides)."""
+    env = os.environ.get("VRAMSCOPE_CACHE_DIR")
+    if env:
+        return Path(env)
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+        return base / "vramscope" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "vramscope"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vramscope"
+
+
+def max_bytes() -> int:
+    env = os.environ.get("VRAMSCOPE_CACHE_MAX_BYTES", "")
+    return int(env) if env.isdigit() else DEFAULT_MAX_BYTES
+
+
+def file_key(path: str | os.PathLike) -> str | None:
+    """Identity of a file's content as the cache sees it; None for small or odd files."""
+    try:
+        st = os.stat(path)
+        if st.st_size < MIN_FILE_BYTES:
+            return None
+        h = hashlib.sha256(f"v{CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}:".encode())
+        with open(path, "rb") as f:
+            h.update(f.read(_HEAD_TAIL))
+            f.seek(max(0, st.st_size - _HEAD_TAIL))
+            h.update(f.read(_HEAD_TAIL))
+    except OSError:
+        return None
+    return h.hexdigest()[:40]
+
+
+def _entry(key: str) -> Path:
+    return cache_dir() / f"{key}.npz"
+
+
+def load_cached(key: str) -> Snapshot | None:
+    """The cached snapshot for ``key``, or None (missing, old or damaged entries)."""
+    path = _entry(key)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode("utf-8"))
+            if meta.get("version") != CACHE_VERSION:
+                return None
+            arrays = {name: z[name] for name in z.files}
+        os.utime(path)  # least recently *used* goes first
+        return _from_arrays(arrays, meta)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, UnicodeDecodeError):
+        _remove(path)  # damaged: drop it, the file will be parsed again
+        return None
+
+
+def store(key: str, snap: Snapshot) -> None:
+    """Write ``snap``'s columns for ``key`` (atomically), then trim the cache."""
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        arrays = _to_arrays(snap)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, _entry(key))
+        except BaseException:
+            _remove(Path(tmp))
+            raise
+        trim(max_bytes())
+    except OSError:
+        pass  # a cache that cannot be written is no reason to fail a load
+
+
+def trim(limit: int) -> None:
+    """Delete least recently used entries until the cache is within ``limit`` bytes."""
+    try:
+        entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob("*.npz")]
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= limit:
+            break
+        _remove(path)
+        total -= size
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _to_arrays(snap: Snapshot) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {}
+    for table, cls in _TABLES.items():
+        obj = getattr(snap, table)
+        for f in fields(cls):
+            arrays[f"{table}__{f.name}"] = getattr(obj, f.name)
+    for name in _FRAME_COLUMNS:
+        arrays[f"frames__{name}"] = getattr(snap.frames, name)
+    encoded = [s.encode("utf-8", "surrogatepass") for s in snap.frames.strings]
+    arrays["strings_offsets"] = np.cumsum([0] + [len(b) for b in encoded], dtype=np.int64)
+    arrays["strings_blob"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    meta = {
+        "version": CACHE_VERSION,
+        "pools": snap.pools,
+        "allocator_settings": snap.allocator_settings,
+        "source_format": snap.source_format,
+        "warnings": snap.warnings,
+    }
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    return arrays
+
+
+def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
+    tables = {}
+    for table, cls in _TABLES.items():
+        tables[table] = cls(**{f.name: arrays[f"{table}__{f.name}"] for f in fields(cls)})
+    blob = arrays["strings_blob"].tobytes()
+    offsets = arrays["strings_offsets"].tolist()
+    strings = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(offsets, offsets[1:])]
+    frames = Frames(strings=strings, **{n: arrays[f"frames__{n}"] for n in _FRAME_COLUMNS})
+    snap = Snapshot(
+        frames=frames,
+        pools=[tuple(p) for p in meta["pools"]],
+        allocator_settings=meta["allocator_settings"],
+        source_format=meta["source_format"],
+        warnings=list(meta["warnings"]),
+        **tables,
+    )
+    _validate(snap)
+    return snap
+
+
+def _validate(snap: Snapshot) -> None:
+    """Cheap consistency checks so a damaged entry is never trusted."""
+    n_seg, n_blk, n_str = len(snap.segments), len(snap.blocks), len(snap.frames.strings)
+    for table in (snap.segments, snap.blocks, snap.trace, snap.annotations):
+        lengths = {len(getattr(table, f.name)) for f in fields(table)}
+        if len(lengths) > 1:
+            raise ValueError("ragged columns")
+    if n_blk and (snap.blocks.segment.min() < 0 or snap.blocks.segment.max() >= n_seg):
+        raise ValueError("block segment out of range")
+    if len(snap.frames) and max(int(snap.frames.filename.max()), int(snap.frames.name.max())) >= n_str:
+        raise ValueError("frame string out of range")
+    stacks = snap.stacks
+    if len(stacks.offsets) == 0 or stacks.offsets[-1] != len(stacks.frames):
+        raise ValueError("stack offsets")
+    if len(stacks.frames) and stacks.frames.max() >= len(snap.frames):
+        raise ValueError("stack frame out of range")
+    for ids in (snap.blocks.stack, snap.trace.stack, snap.segments.stack):
+        if len(ids) and ids.max() >= len(stacks):
+            raise ValueError("stack id out of range")
+    for ids in (snap.trace.compile_context, snap.trace.user_metadata, snap.annotations.name):
+        if len(ids) and ids.max() >= n_str:
+            raise ValueError("string id out of range")
+    if n_seg and snap.segments.pool.max() >= len(snap.pools):
+        raise ValueError("pool out of range")
