@@ -261,7 +261,8 @@ def test_small_large_selector(loaded):
 # --------------------------------------------------------------------------- loading
 
 
-def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded):
+def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded, monkeypatch):
+    monkeypatch.setenv("VRAMSCOPE_NO_CACHE", "1")  # cancel during the real parse
     window = loaded(FRAG)
     before = window.doc
     with qtbot.waitSignal(window.loadFinished, timeout=30000) as blocker:
@@ -278,7 +279,8 @@ def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded):
     assert thread.result is None
 
 
-def test_cancel_first_load_leaves_empty_state(qtbot, window):
+def test_cancel_first_load_leaves_empty_state(qtbot, window, monkeypatch):
+    monkeypatch.setenv("VRAMSCOPE_NO_CACHE", "1")
     with qtbot.waitSignal(window.loadFinished, timeout=30000) as blocker:
         thread = window.open_file(BIG_XZ)
         qtbot.waitSignal(thread.progressed, timeout=10000).wait()
@@ -305,7 +307,10 @@ def test_progress_reaches_the_end(qtbot, window):
         t = window.open_file(DATA / "gpt2_oom.pickle")
         t.progressed.connect(lambda stage, f: values.append((stage, f)), Qt.ConnectionType.DirectConnection)
     assert values and values[-1][1] == pytest.approx(1.0)
-    assert {s for s, _ in values} <= {"read", "parse", "columns"}
+    assert {s for s, _ in values} <= {"read", "parse", "columns", "replay"}
+    assert "replay" in {s for s, _ in values}
+    fractions = [f for _, f in values]
+    assert fractions == sorted(fractions)  # the replay continues the bar, never restarts it
 
 
 def test_drop_file_opens_it(qtbot, window):
@@ -376,11 +381,13 @@ def test_recent_files_remembered_across_windows(make_window, load, isolated_sett
 
 def test_window_geometry_restored(make_window):
     first = make_window()
-    first.main_split.setSizes([300, 500])
+    first.main_split.setSizes([200, 300, 300])
     sizes = first.main_split.sizes()
     first.close()
     second = make_window()
-    assert second.main_split.sizes() == sizes
+    # (three panes rescaled to the same height: rounding may move a pixel)
+    assert len(second.main_split.sizes()) == 3
+    assert all(abs(a - b) <= 2 for a, b in zip(second.main_split.sizes(), sizes))
 
 
 def test_screenshot_mode_does_not_touch_settings(make_window, load, isolated_settings):

@@ -153,7 +153,7 @@ def test_progress_reports_and_cancel(tmp_path):
 
     path = DATA / "gpt2_oom.pickle"
     seen = []
-    load_snapshot(path, Progress(lambda stage, f: seen.append((stage, f))))
+    load_snapshot(path, Progress(lambda stage, f: seen.append((stage, f))), use_cache=False)
     fractions = [f for _, f in seen]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
     assert {"read", "parse", "columns"} <= {s for s, _ in seen}
@@ -165,4 +165,4 @@ def test_progress_reports_and_cancel(tmp_path):
             cancel.set()
 
     with pytest.raises(LoadCancelled):
-        load_snapshot(path, Progress(cancel_during_parse, cancel))
+        load_snapshot(path, Progress(cancel_during_parse, cancel), use_cache=False)

@@ -174,6 +174,23 @@ class SummaryHeader(QWidget):
         if doc is None:
             self.set_stats(None)
 
+    def set_moment(self, doc: Document | None, oom_here, number: int = 0, total: int = 0,
+                   last_event: int = -1) -> None:
+        """The banner for one moment: the OOM at the cursor if there is one, else
+        the file's last OOM, said to be elsewhere in the trace."""
+        last = doc.oom if doc is not None else None
+        if last is None:
+            return
+        many = f"OOM {number} of {total} · " if total > 1 and oom_here is not None else ""
+        if oom_here is not None:
+            self.banner.setText(f"{many}CUDA out of memory (device {oom_here.device}): "
+                                f"{oom_here.verdict}")
+        else:
+            at = f" at event {last_event:,}" if last_event >= 0 else ""
+            self.banner.setText(f"CUDA out of memory{at} (device {last.device}; Ctrl+J jumps "
+                                f"there): {last.verdict}")
+        self.banner.show()
+
     def oom_text(self) -> str:
         """The banner's text, or "" when no banner is shown."""
         return "" if self.banner.isHidden() else self.banner.text()

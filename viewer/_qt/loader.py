@@ -20,7 +20,10 @@ from ..model.load import load_snapshot
 from ..model.progress import Progress
 from ..model.document import Document
 
-STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns"}
+STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns",
+              "replay": "Replaying the trace"}
+# The load's own stages fill the bar up to LOAD_SHARE; the replay the rest.
+LOAD_SHARE = 0.85
 
 
 class LoadThread(QThread):
@@ -41,10 +44,12 @@ class LoadThread(QThread):
 
     def run(self) -> None:  # worker thread
         try:
-            snap = load_snapshot(self.path, Progress(self._emit_progress, self.cancel_event))
+            progress = Progress(self._emit_progress, self.cancel_event)
+            snap = load_snapshot(self.path, progress)
             if self.cancel_event.is_set():
                 raise LoadCancelled()
-            doc = Document.build(snap)
+            # A fresh Progress: its throttle restarts for the replay stage.
+            doc = Document.build(snap, Progress(self._emit_progress, self.cancel_event))
             del snap
             if self.cancel_event.is_set():
                 raise LoadCancelled()
@@ -68,4 +73,6 @@ class LoadThread(QThread):
         self.loaded.emit(doc)
 
     def _emit_progress(self, stage: str, fraction: float) -> None:
-        self.progressed.emit(stage, float(fraction))
+        f = float(fraction)
+        f = LOAD_SHARE + (1 - LOAD_SHARE) * f if stage == "replay" else LOAD_SHARE * f
+        self.progressed.emit(stage, f)

@@ -1,4 +1,10 @@
-"""The main window: header, segment map, allocations table and stack panel."""
+"""The main window: header, timeline, segment map, allocations table / call tree and stack panel.
+
+Time travel: the timeline's cursor picks an event of one device's trace; the
+window then shows ``doc.at(device, k)`` (the snapshot replayed to just after
+that event) everywhere: header figures, segment map, table, stack panel and
+call tree.  The cursor starts at the end, which is the snapshot as recorded.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
+    QTabWidget,
     QFileDialog,
     QLabel,
     QMainWindow,
@@ -32,8 +40,12 @@ from ..model.document import Document, pool_label, stream_label
 from .header import SummaryHeader
 from .loader import STAGE_TEXT, LoadThread
 from .segment_map import SORT_ADDRESS, SORT_FREE, SORT_SIZE, SegmentMapView
+from .calltree_panel import AT_CURSOR, AT_PEAK, CallTreePanel
 from .stack_panel import StackPanel
 from .table import AllocationsTable
+from .timeline_view import TimelinePanel
+from ..model.snapshot import BlockState
+from ..model.units import format_bytes
 
 FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
               "*.bz2 *.json);;All files (*)"
@@ -63,6 +75,14 @@ class MainWindow(QMainWindow):
         self.doc: Document | None = None
         self.selection = Selection()
         self.selected_block = -1
+        self.selected_addr = -1  # the selected block's address: kept across moments
+        self.selected_interval = -1  # an allocation of the timeline (interval id)
+        self.view_doc: Document | None = None  # the document at the cursor
+        self.cursor_device: int | None = None
+        self.cursor_k = -1
+        self.node_mask = None  # per stack: the selected call-tree node's stacks
+        self.search_mask = None  # per stack: frames matching the search text
+        self._calltree_dirty = True
         self.last_error: str | None = None
         self.error_box: QMessageBox | None = None
         self.loader: LoadThread | None = None
@@ -85,23 +105,59 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ building
     def _build_widgets(self) -> None:
         self.header = SummaryHeader()
+        self.timeline = TimelinePanel()
         self.map = SegmentMapView()
         self.table = AllocationsTable()
+        self.calltree = CallTreePanel()
         self.stack = StackPanel()
         self.map.blockClicked.connect(lambda b: self.select_block(b, origin="map"))
         self.table.blockSelected.connect(lambda b: self.select_block(b, origin="table"))
+        self.table.filterApplied.connect(self._on_search_applied)
+        self.timeline.cursorRequested.connect(self._on_cursor_requested)
+        self.timeline.intervalClicked.connect(self.select_interval)
+        self.timeline.latestRequested.connect(self.go_latest)
+        self.timeline.peak_button.clicked.connect(lambda: self.jump_to_peak("allocated"))
+        self.timeline.oom_button.clicked.connect(self.jump_to_oom)
+        self.timeline.prev_oom_button.clicked.connect(lambda: self.jump_to_oom(-1))
+        self.timeline.next_oom_button.clicked.connect(lambda: self.jump_to_oom(+1))
+        self.calltree.nodeSelected.connect(self._on_node_selected)
+        self.calltree.momentChanged.connect(lambda _m: self.refresh_calltree(force=True))
+        # Dragging the cursor: the heavy update runs once per event-loop turn.
+        self._seek_timer = QTimer(self, singleShot=True, interval=0)
+        self._seek_timer.timeout.connect(self._apply_pending_seek)
+        self._pending_k = -1
+
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.table, "Allocations")
+        self.tabs.addTab(self.calltree, "Call tree")
+        self.tabs.setTabToolTip(0, "Every block at the cursor, sortable, filtered by the search")
+        self.tabs.setTabToolTip(1, "Who holds memory: live bytes grouped by the stack that "
+                                   "allocated them")
+        self.tabs.currentChanged.connect(lambda _i: self.refresh_calltree())
+        # The search box lives in the toolbar; it filters the table and
+        # highlights matches in the map and the timeline.
+        self.search = self.table.filter
+        self.table.layout().itemAt(0).layout().removeWidget(self.search)
+        self.search.setPlaceholderText("search frames… (Ctrl+F)")
+        self.search.setToolTip("Allocations whose call stack has a frame whose file or function "
+                               "contains this text: highlighted in the map and the timeline, "
+                               "the only rows of the table (Ctrl+F)")
+        self.search.setMinimumWidth(180)
 
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
-        self.bottom_split.addWidget(self.table)
+        self.bottom_split.addWidget(self.tabs)
         self.bottom_split.addWidget(self.stack)
         self.bottom_split.setStretchFactor(0, 3)
         self.bottom_split.setStretchFactor(1, 2)
         self.main_split = QSplitter(Qt.Orientation.Vertical)
+        self.main_split.addWidget(self.timeline)
         self.main_split.addWidget(self.map)
         self.main_split.addWidget(self.bottom_split)
-        self.main_split.setStretchFactor(0, 3)
-        self.main_split.setStretchFactor(1, 2)
-        self.main_split.setSizes([560, 300])
+        self.main_split.setStretchFactor(0, 2)
+        self.main_split.setStretchFactor(1, 3)
+        self.main_split.setStretchFactor(2, 2)
+        self.main_split.setSizes([230, 330, 220])
         self.bottom_split.setSizes([820, 600])
         content = QWidget()
         lay = QVBoxLayout(content)
@@ -173,8 +229,8 @@ class MainWindow(QMainWindow):
         self.copy_map_action = self._action("Copy segment &map image", self.map.copy_image,
                                             "Ctrl+Shift+C", "Copy the segment map to the clipboard")
         e.addAction(self.copy_map_action)
-        e.addAction(self._action("&Find in stacks", self._focus_filter, QKeySequence.StandardKey.Find,
-                                 "Filter the allocations by stack text"))
+        e.addAction(self._action("&Search frames", self._focus_filter, QKeySequence.StandardKey.Find,
+                                 "Highlight and filter the allocations by stack text"))
 
         v = mb.addMenu("&View")
         self.fit_action = self._action("&Fit segment map", self.map.fit, "Ctrl+0",
@@ -201,6 +257,34 @@ class MainWindow(QMainWindow):
             v.addAction(a)
         self.sort_address_action.setChecked(True)
         self.map.sortChanged.connect(self._on_sort_changed)
+
+        t = mb.addMenu("&Timeline")
+        self.peak_action = self._action("Jump to peak &allocated", lambda: self.jump_to_peak("allocated"),
+                                        "Ctrl+Shift+P", "Move the cursor to the peak of allocated memory")
+        self.peak_reserved_action = self._action("Jump to peak &reserved",
+                                                 lambda: self.jump_to_peak("reserved"), None,
+                                                 "Move the cursor to the peak of reserved memory")
+        self.oom_action = self._action("Jump to &OOM", self.jump_to_oom, "Ctrl+J",
+                                       "Move the cursor to the last out-of-memory event")
+        self.prev_oom_action = self._action("&Previous OOM", lambda: self.jump_to_oom(-1), "Ctrl+[",
+                                            "The OOM before the cursor")
+        self.next_oom_action = self._action("&Next OOM", lambda: self.jump_to_oom(+1), "Ctrl+]",
+                                            "The OOM after the cursor")
+        self.latest_action = self._action("&Latest (as recorded)", self.go_latest, "Ctrl+End",
+                                          "Back to the snapshot as recorded (the end of the trace)")
+        self.step_back_action = self._action("Step &back", lambda: self.step_cursor(-1), "Alt+Left",
+                                             "One event back (in the timeline: Left; Shift: 100)")
+        self.step_fwd_action = self._action("Step &forward", lambda: self.step_cursor(+1), "Alt+Right",
+                                            "One event forward (in the timeline: Right; Shift: 100)")
+        self.xaxis_action = self._action("Toggle x axis: &time / events", self.timeline.toggle_mode,
+                                         "Ctrl+T", "Show the timeline against time or event index")
+        self.timeline_actions = (self.peak_action, self.peak_reserved_action, self.oom_action,
+                                 self.prev_oom_action, self.next_oom_action, self.latest_action,
+                                 self.step_back_action, self.step_fwd_action, self.xaxis_action)
+        for i, a in enumerate(self.timeline_actions):
+            if i in (3, 6, 8):
+                t.addSeparator()
+            t.addAction(a)
 
         h = mb.addMenu("&Help")
         h.addAction(self._action("&About vramscope", self.about, tip="Versions and license"))
@@ -234,6 +318,8 @@ class MainWindow(QMainWindow):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             combo.currentIndexChanged.connect(self._on_selector_changed)
             tb.addWidget(combo)
+        tb.addSeparator()
+        tb.addWidget(self.search)
 
     def _build_status(self) -> None:
         sb = self.statusBar()
@@ -268,7 +354,7 @@ class MainWindow(QMainWindow):
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        for key, split in (("window/mainSplit", self.main_split), ("window/bottomSplit", self.bottom_split)):
+        for key, split in (("window/mainSplit3", self.main_split), ("window/bottomSplit", self.bottom_split)):
             v = s.value(key)
             if isinstance(v, QByteArray) and not v.isEmpty():
                 split.restoreState(v)
@@ -277,7 +363,7 @@ class MainWindow(QMainWindow):
         s = st.settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
-        s.setValue("window/mainSplit", self.main_split.saveState())
+        s.setValue("window/mainSplit3", self.main_split.saveState())
         s.setValue("window/bottomSplit", self.bottom_split.saveState())
         s.sync()
 
@@ -429,7 +515,11 @@ class MainWindow(QMainWindow):
     def show_document(self, doc: Document | None) -> None:
         old = self.doc
         self.doc = doc
+        self.view_doc = doc
         self.selected_block = -1
+        self.selected_addr = -1
+        self.selected_interval = -1
+        self.node_mask = None
         self.pages.setCurrentIndex(0 if doc is None else 1)
         has = doc is not None
         for a in (self.export_png_action, self.export_svg_action, self.copy_map_action,
@@ -439,12 +529,31 @@ class MainWindow(QMainWindow):
         self.selection = Selection()
         self.header.set_document(doc)
         self.stack.set_document(doc)
+        # Who holds memory: at the OOM (the cursor starts there) when there is one,
+        # otherwise at the peak of allocated memory.
+        self.calltree.set_moment(AT_CURSOR if doc is None or doc.oom is not None
+                                 or doc.timeline is None else AT_PEAK)
+        self._reset_cursor()
         # After an OOM, the segments with the largest free gaps come first.
         self._apply_selection(sort=None if doc is None else (SORT_FREE if doc.oom else SORT_ADDRESS))
         self._update_status_labels()
         self.setWindowTitle("vramscope" if doc is None else f"{doc.name} — vramscope")
         del old
         self.documentChanged.emit(doc)
+
+    def _reset_cursor(self) -> None:
+        """The timeline of the selected device (or the trace's), cursor at the end."""
+        doc = self.doc
+        dev = doc.trace_device(self.selection.device) if doc is not None else None
+        self.cursor_device = dev
+        self.cursor_k = doc.n_events(dev) - 1 if dev is not None else -1
+        self.view_doc = doc
+        self.selected_interval = -1
+        self.timeline.set_document(doc, dev, self.selection.stream)
+        has = dev is not None
+        for a in self.timeline_actions:
+            a.setEnabled(has)
+        self._update_oom_buttons()
 
     def _fill_selectors(self) -> None:
         """Fill the selectors; the value of each entry lives in ``self._choices``
@@ -485,12 +594,18 @@ class MainWindow(QMainWindow):
     def _on_selector_changed(self, _index: int) -> None:
         if self._syncing:
             return
+        old = self.selection
         self.selection = Selection(
             device=self._value(self.device_combo),
             pool=self._value(self.pool_combo),
             stream=self._value(self.stream_combo),
             is_small=self._value(self.kind_combo),
         )
+        doc = self.doc
+        if doc is not None and doc.trace_device(self.selection.device) != self.cursor_device:
+            self._reset_cursor()  # another device's trace: back to its end
+        elif old.stream != self.selection.stream:
+            self.timeline.set_stream(self.selection.stream)
         self._apply_selection()
 
     def set_selection(self, selection: Selection) -> None:
@@ -510,34 +625,251 @@ class MainWindow(QMainWindow):
         values = [v for _, v in self._choices.get(combo, [])]
         return values.index(value) if value in values else -1
 
-    def _apply_selection(self, sort: str | None = None) -> None:
-        doc, sel = self.doc, self.selection
+    def _apply_selection(self, sort: str | None = None, keep_view: bool = False) -> None:
+        """Show the document at the cursor through the selection."""
+        doc, sel = self.view_doc, self.selection
         if doc is None:
             self.header.set_stats(None)
             self.map.set_document(None)
             self.table.set_rows(None, [])
+            self.calltree.set_blocks(None, None)
             return
         self.header.set_stats(memory_stats(doc.snap, sel))
-        self.map.set_document(doc, sel, sort=sort)
+        self.map.set_document(doc, sel, sort=sort, fit=not keep_view)
         rows = doc.blocks_in(sel)
         self.table.set_rows(doc, rows)
-        b = self.selected_block
-        if b >= 0 and sel.segment_mask(doc.snap)[doc.snap.blocks.segment[b]]:
-            self.select_block(b, origin="selection")
+        self.stack.set_document(doc, keep=keep_view)
+        self._reselect()
+        self._update_banner()
+        self._calltree_dirty = True
+        self.refresh_calltree()
+
+    def _reselect(self) -> None:
+        """Keep the selection across moments: the same allocation (by address) if live."""
+        doc = self.view_doc
+        snap = doc.snap
+        i = self.selected_interval
+        if i >= 0:
+            iv = self.doc.intervals(self.cursor_device)
+            b = self._live_block(int(iv.addr[i])) if iv.start[i] <= self.cursor_k < iv.end[i] else -1
+            self.selected_block = b
+            self.map.select_block(b, ensure_visible=b >= 0)
+            if b >= 0:
+                self.table.select_block(b)
+            return
+        b = self._live_block(self.selected_addr) if self.selected_addr >= 0 else -1
+        sel_mask = self.selection.segment_mask(snap)
+        if b >= 0 and sel_mask[snap.blocks.segment[b]]:
+            self.select_block(b, origin="moment")
         else:
             self.selected_block = -1
-            self.stack.show_block(-1)
+            self.map.select_block(-1, ensure_visible=False)
+            if self.stack.custom is None:
+                self.stack.show_block(-1)
+
+    def _live_block(self, addr: int) -> int:
+        """The allocated (or pending-free) block at ``addr`` in the document at the cursor."""
+        blocks = self.view_doc.snap.blocks
+        hit = np.flatnonzero((blocks.address == addr) & (blocks.state != BlockState.FREE)
+                             & (blocks.state != BlockState.UNKNOWN))
+        return int(hit[0]) if len(hit) else -1
 
     def select_block(self, block: int, origin: str = "") -> None:
-        """Select ``block`` in the map, the table and the stack panel."""
-        if self.doc is None:
+        """Select ``block`` (of the document at the cursor) in the map, the table and the stack panel."""
+        if self.view_doc is None:
             return
         self.selected_block = int(block)
+        self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
+        if origin != "moment":
+            self.selected_interval = -1
+            self.timeline.set_selected_interval(self._interval_of_block(block))
         if origin != "map":
             self.map.select_block(block, ensure_visible=True)
         if origin != "table":
             self.table.select_block(block)
         self.stack.show_block(block)
+
+    def _interval_of_block(self, block: int) -> int:
+        """The timeline allocation that is ``block`` at the cursor, or -1."""
+        if block < 0 or self.cursor_device is None:
+            return -1
+        iv = self.doc.intervals(self.cursor_device)
+        if iv is None:
+            return -1
+        addr = int(self.view_doc.snap.blocks.address[block])
+        k = self.cursor_k
+        hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
+        return int(hit[-1]) if len(hit) else -1
+
+    # ------------------------------------------------------------------ time travel
+    def set_cursor(self, k: int) -> None:
+        """Show the block layout after event ``k`` of the timeline's device, everywhere."""
+        doc, dev = self.doc, self.cursor_device
+        if doc is None or dev is None:
+            return
+        n = doc.n_events(dev)
+        k = int(min(max(k, 0), n - 1))
+        self._seek_timer.stop()
+        self.cursor_k = k
+        self.view_doc = doc.at(dev, k)
+        self.timeline.set_cursor(k)
+        self._apply_selection(keep_view=True)
+        self._update_oom_buttons()
+
+    def _on_cursor_requested(self, k: int) -> None:
+        self._pending_k = int(k)
+        self._seek_timer.start()
+
+    def _apply_pending_seek(self) -> None:
+        if self._pending_k >= 0:
+            self.set_cursor(self._pending_k)
+
+    def step_cursor(self, delta: int) -> None:
+        if self.cursor_device is not None:
+            self.set_cursor(self.cursor_k + delta)
+
+    def go_latest(self) -> None:
+        """Back to the snapshot as recorded: the end of the trace."""
+        if self.cursor_device is not None:
+            self.set_cursor(self.doc.n_events(self.cursor_device) - 1)
+
+    def jump_to_peak(self, curve: str = "allocated") -> None:
+        """The cursor to the event after which ``curve`` (of the shown stream) peaks."""
+        if self.cursor_device is None or not self.timeline.peaks:
+            return
+        self.set_cursor(self.timeline.peaks[curve][1])
+
+    def jump_to_oom(self, direction: int = 0) -> None:
+        """0: the last OOM; -1 / +1: the one before / after the cursor."""
+        if self.cursor_device is None:
+            return
+        ooms = self.doc.oom_events(self.cursor_device)
+        if not ooms:
+            self.statusBar().showMessage("No out-of-memory event in this trace", 4000)
+            return
+        k = self.cursor_k
+        if direction < 0:
+            before = [o for o in ooms if o < k]
+            target = before[-1] if before else None
+        elif direction > 0:
+            after = [o for o in ooms if o > k]
+            target = after[0] if after else None
+        else:
+            target = ooms[-1]
+        if target is not None:
+            self.set_cursor(target)
+
+    def _update_oom_buttons(self) -> None:
+        doc, dev = self.doc, self.cursor_device
+        ooms = doc.oom_events(dev) if doc is not None and dev is not None else []
+        k = self.cursor_k
+        tl = self.timeline
+        tl.oom_button.setEnabled(bool(ooms))
+        tl.oom_button.setText(f"OOM ({len(ooms)})" if len(ooms) > 1 else "OOM")
+        tl.prev_oom_button.setVisible(len(ooms) > 1)
+        tl.next_oom_button.setVisible(len(ooms) > 1)
+        tl.prev_oom_button.setEnabled(any(o < k for o in ooms))
+        tl.next_oom_button.setEnabled(any(o > k for o in ooms))
+        self.oom_action.setEnabled(bool(ooms))
+        self.prev_oom_action.setEnabled(any(o < k for o in ooms))
+        self.next_oom_action.setEnabled(any(o > k for o in ooms))
+        n = doc.n_events(dev) if doc is not None and dev is not None else 0
+        tl.latest_button.setEnabled(n > 0 and k != n - 1)
+
+    def _update_banner(self) -> None:
+        doc = self.doc
+        if doc is None or doc.oom is None or self.cursor_device is None:
+            return
+        here = doc.oom_at(self.cursor_device, self.cursor_k)
+        ooms = doc.oom_events(self.cursor_device)
+        number = ooms.index(self.cursor_k) + 1 if here is not None and self.cursor_k in ooms else 0
+        last_k = ooms[-1] if ooms else -1
+        self.header.set_moment(doc, here, number, len(ooms), last_k)
+
+    def select_interval(self, i: int) -> None:
+        """Select an allocation of the timeline: its stack, and its block if live at the cursor."""
+        doc = self.doc
+        if doc is None or self.cursor_device is None:
+            return
+        if self._seek_timer.isActive():  # a click moves the cursor first, then selects
+            self._apply_pending_seek()
+        iv = doc.intervals(self.cursor_device)
+        self.selected_interval = int(i)
+        self.timeline.set_selected_interval(i)
+        k = self.cursor_k
+        live = bool(iv.start[i] <= k < iv.end[i])
+        facts = self.timeline.interval_tooltip(i) + (
+            "<br><i>live at the cursor: outlined in the map</i>" if live
+            else "<br><i>not live at the cursor</i>")
+        self.stack.show_stack(int(iv.stack[i]), facts)
+        b = self._live_block(int(iv.addr[i])) if live else -1
+        self.selected_block = b
+        self.selected_addr = -1
+        self.map.select_block(b, ensure_visible=b >= 0)
+        if b >= 0:
+            self.table.select_block(b)
+
+    # ------------------------------------------------------------------ who holds memory
+    def refresh_calltree(self, force: bool = False) -> None:
+        """Rebuild the call tree (only while it is shown; else on showing it)."""
+        if force:
+            self._calltree_dirty = True
+        if not self._calltree_dirty or self.tabs.currentWidget() is not self.calltree:
+            return
+        self._calltree_dirty = False
+        doc = self.view_doc
+        if doc is None:
+            self.calltree.set_blocks(None, None)
+            return
+        dev = self.cursor_device
+        if self.calltree.moment() == AT_PEAK and dev is not None and self.timeline.peaks:
+            k = self.timeline.peaks["allocated"][1]
+            doc = self.doc.at(dev, k)
+            caption = f"at the peak of allocated (event {k:,})"
+        elif dev is not None:
+            caption = f"at the cursor (event {self.cursor_k:,})"
+        else:
+            caption = "as recorded"
+        snap = doc.snap
+        mask = self.selection.segment_mask(snap)[snap.blocks.segment] if len(snap.blocks) else None
+        self.calltree.set_blocks(doc, mask, caption)
+
+    def _on_node_selected(self, stacks, best: int) -> None:
+        doc = self.doc
+        if doc is None:
+            return
+        root = self.calltree.root
+        item = self.calltree.tree.currentItem()
+        node = item.data(0, Qt.ItemDataRole.UserRole + 1) if item is not None else None
+        if node is None or node is root:
+            self.node_mask = None
+        else:
+            mask = np.zeros(len(doc.snap.stacks), bool)
+            ids = np.asarray([s for s in stacks if s >= 0], dtype=np.int64)
+            mask[ids] = True
+            self.node_mask = mask
+        self._apply_highlight()
+        if node is not None:
+            facts = (f"<b>call tree</b>: <tt>{_html(node.label)}</tt> · {format_bytes(node.bytes)} "
+                     f"in {node.count:,} blocks · {len(node.stacks):,} stacks<br>"
+                     "The stack holding most of these bytes; its blocks are highlighted.")
+            self.stack.show_stack(best, facts)
+
+    def _on_search_applied(self, text: str) -> None:
+        self.search_mask = self.table.stack_mask if text else None
+        self._apply_highlight()
+
+    def highlight_mask(self):
+        """Per stack: highlighted in the map and the timeline (None: nothing highlighted)."""
+        a, b = self.node_mask, self.search_mask
+        if a is not None and b is not None and len(a) == len(b):
+            return a & b
+        return a if a is not None else b
+
+    def _apply_highlight(self) -> None:
+        mask = self.highlight_mask()
+        self.map.set_highlight(mask)
+        self.timeline.set_highlight(mask)
 
     def _update_status_labels(self) -> None:
         doc = self.doc
@@ -626,6 +958,7 @@ class MainWindow(QMainWindow):
     def changeEvent(self, event) -> None:
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             QTimer.singleShot(0, self.map.apply_palette)
+            QTimer.singleShot(0, self.timeline.apply_palette)
         super().changeEvent(event)
 
 
@@ -650,3 +983,7 @@ def about_text() -> str:
         f"<p>Qt {qVersion()}<br>PySide6 {PySide6.__version__}<br>pyqtgraph {pyqtgraph.__version__}"
         f"<br>numpy {numpy.__version__}<br>Python {sys.version.split()[0]}</p>"
     )
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

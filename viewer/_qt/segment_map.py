@@ -260,10 +260,15 @@ class SegmentMapItem(pg.GraphicsObject):
         self.largest_free = 0
         self.selected = -1
         self.lod: LodRects | None = None
+        self.doc_blocks_stack: np.ndarray | None = None
         self._paths: dict[int, QPainterPath] = {}
         self._edges = QPainterPath()
         self._dirty = True
         self._lod_key = None
+        # Highlight (search matches, a call-tree node): per stack, or None.
+        self.highlight: np.ndarray | None = None
+        self._hl_pos = np.zeros(0, np.int64)  # layout positions of highlighted blocks
+        self._hl_path = QPainterPath()
 
     # -- data
     def set_layout(self, layout: MapLayout | None, gap_blocks=None, request_bytes: int = 0,
@@ -274,7 +279,31 @@ class SegmentMapItem(pg.GraphicsObject):
         self.request_bytes = int(request_bytes)
         self.largest_free = int(largest_free)
         self.selected = -1
+        self._update_highlight()
         self.invalidate()
+
+    def set_highlight(self, stack_mask: np.ndarray | None) -> None:
+        """Blocks whose stack is in ``stack_mask`` stand out; the rest are dimmed."""
+        self.highlight = stack_mask
+        self._update_highlight()
+        self.invalidate()
+
+    def _update_highlight(self) -> None:
+        layout, mask = self.layout, self.highlight
+        if layout is None or mask is None or self.doc_blocks_stack is None:
+            self._hl_pos = np.zeros(0, np.int64)
+            return
+        st = self.doc_blocks_stack[layout.blocks]
+        active = (layout.state == BlockState.ALLOCATED) | (layout.state == BlockState.PENDING_FREE)
+        ok = active & (st >= 0)
+        ok[ok] = mask[st[ok]]
+        self._hl_pos = np.flatnonzero(ok)
+
+    def highlighted_blocks(self) -> np.ndarray:
+        """Block indices currently highlighted."""
+        if self.layout is None:
+            return np.zeros(0, np.int64)
+        return self.layout.blocks[self._hl_pos]
 
     def set_selected(self, block: int) -> None:
         self.selected = int(block)
@@ -325,6 +354,19 @@ class SegmentMapItem(pg.GraphicsObject):
             if m.any():
                 self._paths[cat] = rects_path(lod.x0[m], lod.x1[m], y0[m], y1[m])
         self._edges = segments_path(lod.edges_x, lod.edges_row + BAR_TOP, lod.edges_row + 1 - BAR_TOP)
+        self._hl_path = QPainterPath()
+        if self.highlight is not None and layout is not None and len(self._hl_pos):
+            pos = self._hl_pos
+            if vb is not None:
+                (xa, xb), (ya, yb) = vb.viewRange()
+                r = layout.row[pos]
+                pos = pos[(r >= math.floor(ya) - 1) & (r <= math.ceil(yb) + 1)
+                          & (layout.x1[pos] >= xa) & (layout.x0[pos] <= xb)]
+            px = self.bytes_per_px()
+            x0 = layout.x0[pos]
+            x1 = np.maximum(layout.x1[pos], x0 + px)
+            r = layout.row[pos].astype(np.float64)
+            self._hl_path = rects_path(x0, x1, r + BAR_TOP, r + 1 - BAR_TOP)
         self._dirty = False
         return lod
 
@@ -351,6 +393,18 @@ class SegmentMapItem(pg.GraphicsObject):
         if not self._edges.isEmpty():
             p.setPen(pg.mkPen(theme.background(), width=1, cosmetic=True))
             p.drawPath(self._edges)
+        if self.highlight is not None:
+            # Dim everything, then the highlighted blocks on top, outlined.
+            veil = theme.background()
+            veil.setAlpha(185)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(veil)
+            p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
+                                  rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
+            if not self._hl_path.isEmpty():
+                p.setBrush(theme.color(theme.CAT_ALLOCATED))
+                p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1.5, cosmetic=True))
+                p.drawPath(self._hl_path)
         # The largest free gaps, outlined.
         gaps = [layout.rect_of(int(b)) for b in self.gap_blocks]
         gaps = [r for r in gaps if r is not None]
@@ -631,14 +685,15 @@ class SegmentMapView(QWidget):
 
     # -- data
     def set_document(self, doc: Document | None, selection: Selection | None = None,
-                     sort: str | None = None) -> None:
+                     sort: str | None = None, fit: bool = True) -> None:
+        """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment)."""
         self.doc = doc
         self.selection = selection or Selection()
         if sort is not None and sort != self.sort:
             self.sort = sort
             self._check_sort_button()
             self.sortChanged.emit(sort)
-        self.rebuild(fit=True)
+        self.rebuild(fit=fit)
 
     def _on_sort_button(self, on: bool) -> None:
         if on:
@@ -686,6 +741,7 @@ class SegmentMapView(QWidget):
         oom = doc.oom if doc.oom_in(self.selection) and doc.oom.kind != "changed" else None
         req = oom.requested_bytes if oom else 0
         largest = int(snap.blocks.size[gaps[0]]) if len(gaps) else 0
+        self.item.doc_blocks_stack = snap.blocks.stack
         self.item.set_layout(layout, gaps, req, largest)
         segs = snap.segments
         private = [tuple(p) != (0, 0) for p in snap.pools]
@@ -726,6 +782,13 @@ class SegmentMapView(QWidget):
                           yMax=max(layout.n_rows, 1) + 1, minXRange=64, minYRange=1)
         if fit:
             self.home()
+        else:
+            (_, _), (ya, _yb) = self.vb.viewRange()
+            if ya > layout.n_rows:  # fewer rows now than the view's top
+                self.home()
+
+    def set_highlight(self, stack_mask: np.ndarray | None) -> None:
+        self.item.set_highlight(stack_mask)
 
     ROW_PX = 17
     MAX_ROW_PX = 42

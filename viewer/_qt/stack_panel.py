@@ -40,6 +40,7 @@ class StackPanel(QWidget):
         super().__init__(parent)
         self.doc: Document | None = None
         self.block = -1
+        self.custom: tuple[str, int] | None = None
         self.views: list[fr.FrameView] = []
         self.facts = QLabel("Click a block in the map or a row in the table.")
         self.facts.setWordWrap(True)
@@ -93,12 +94,23 @@ class StackPanel(QWidget):
         lay.addWidget(split, 1)
         self.copy_button.setEnabled(False)
 
-    def set_document(self, doc: Document | None) -> None:
+    def set_document(self, doc: Document | None, keep: bool = False) -> None:
+        """``keep``: the same file at another moment; a shown stack stays."""
         self.doc = doc
+        if keep and self.custom is not None:
+            self.refresh()
+            return
         self.show_block(-1)
 
     def show_block(self, block: int) -> None:
         self.block = int(block)
+        self.custom = None
+        self.refresh()
+
+    def show_stack(self, stack: int, facts: str) -> None:
+        """Show any stack (an allocation of the timeline, a call-tree node) with ``facts``."""
+        self.block = -1
+        self.custom = (facts, int(stack))
         self.refresh()
 
     def refresh(self) -> None:
@@ -147,6 +159,8 @@ class StackPanel(QWidget):
         doc, b = self.doc, self.block
         if doc is None:
             return None
+        if self.custom is not None:
+            return self.custom
         if b >= 0:
             return self._block_facts(b), int(doc.snap.blocks.stack[b])
         oom = doc.oom

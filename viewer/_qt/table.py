@@ -194,12 +194,16 @@ class AllocationsTable(QWidget):
     """Filter box + table; emits :attr:`blockSelected` for the current row."""
 
     blockSelected = Signal(int)
+    filterApplied = Signal(str)  # the stack text now filtering (after a change)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.doc: Document | None = None
         self.all_rows = np.zeros(0, dtype=np.int64)
         self._syncing = False
+        self.stack_mask: np.ndarray | None = None  # per stack: matches the filter text
+        self._mask_key = None
+        self._applied_text = ""
         self.model = BlocksModel(self)
         self.view = QTableView()
         self.view.setModel(self.model)
@@ -253,8 +257,9 @@ class AllocationsTable(QWidget):
         doc = self.doc
         rows = self.all_rows
         text = self.filter.text().strip()
+        self.stack_mask = self.mask_for(text)
         if doc is not None and text and len(rows):
-            match = stacks_matching(doc.snap, text)
+            match = self.stack_mask
             stacks = doc.snap.blocks.stack[rows]
             ok = np.zeros(len(rows), dtype=bool)
             has = stacks >= 0
@@ -265,6 +270,20 @@ class AllocationsTable(QWidget):
         self.count.setText(f"{len(rows):,} / {len(self.all_rows):,}")
         if current >= 0:
             self.select_block(current)
+        if text != self._applied_text:
+            self._applied_text = text
+            self.filterApplied.emit(text)
+
+    def mask_for(self, text: str) -> np.ndarray | None:
+        """Per stack: does it match ``text``? (cached; the stacks are shared by every moment)"""
+        doc = self.doc
+        if doc is None or not text:
+            return None
+        key = self._mask_key
+        if key is None or key[0] is not doc.snap.stacks or key[1] != text:
+            self._mask_key = (doc.snap.stacks, text)
+            self._mask = stacks_matching(doc.snap, text)
+        return self._mask
 
     def current_block(self) -> int:
         idx = self.view.selectionModel().currentIndex()

@@ -33,6 +33,7 @@ CAT_LABELS = {
 DRAW_ORDER = (CAT_FREE, CAT_UNKNOWN, CAT_PENDING, CAT_ALLOCATED, CAT_WASTE)
 
 OOM_RED = "#c62828"
+HIGHLIGHT = "#ff6f00"  # search matches, the selected call-tree node
 
 
 def palette() -> QPalette:

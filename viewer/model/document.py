@@ -1,20 +1,27 @@
 """A loaded snapshot plus the derived data every view shares.
 
 Built once per load, on the loader thread: frame categories, the most telling
-frame per stack and its label, and the last OOM.
+frame per stack and its label, the timeline (every device's trace replayed)
+and the OOM reports judged on the layout at their moment.
+
+Time travel: :meth:`Document.at` is the document of the snapshot as it was
+after one trace event; it shares every per-stack array with its base, so a
+view switches moments without recomputing labels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from . import frames as fr
 from .analysis import Selection
-from .oom import OomReport, last_oom
-from .snapshot import Snapshot
+from .oom import OomReport, oom_reports
+from .progress import Progress
+from .snapshot import Action, BlockState, Snapshot
+from .timeline import Intervals, Timeline, build_timeline, intervals
 from .units import format_address
 
 
@@ -26,9 +33,18 @@ class Document:
     top_label: np.ndarray  # per stack: str (object array)
     top_rank: np.ndarray  # per stack: rank of top_label in sorted order (int64)
     oom: OomReport | None
+    timeline: Timeline | None = None
+    ooms: list[OomReport] = field(default_factory=list)  # every OOM, in recorded order
+    # Time travel: the device and event this document's snapshot is at;
+    # event -1 is the snapshot as recorded (``base`` is then None).
+    device: int | None = None
+    event: int = -1
+    base: "Document | None" = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, snap: Snapshot) -> "Document":
+    def build(cls, snap: Snapshot, progress: Progress | None = None,
+              with_timeline: bool = True) -> "Document":
         cats = fr.frame_categories(snap.frames)
         top = fr.top_frames(snap.stacks, cats)
         labels = np.empty(len(top), dtype=object)
@@ -44,7 +60,119 @@ class Document:
         rank = np.empty(len(top), dtype=np.int64)
         if len(top):
             rank[np.argsort(labels.astype(str), kind="stable")] = np.arange(len(top))
-        return cls(snap, cats, top, labels, rank, last_oom(snap))
+        timeline = build_timeline(snap, progress) if with_timeline and len(snap.trace.action) else None
+        # The verdicts are judged on the layout at each OOM (replayed) when the
+        # timeline exists; the last one is what last_oom(snap, timeline) gives.
+        reports = oom_reports(snap, timeline)
+        return cls(snap, cats, top, labels, rank, reports[-1] if reports else None,
+                   timeline, reports)
+
+    # ------------------------------------------------------------------ time travel
+    @property
+    def root(self) -> "Document":
+        return self.base if self.base is not None else self
+
+    def trace_device(self, device: int | None = None) -> int | None:
+        """The device whose trace drives the timeline: ``device`` if it has one, else the
+        device of the last OOM, else the first device with events."""
+        tl = self.root.timeline
+        if tl is None or not tl.devices:
+            return None
+        if device is not None and device in tl.devices:
+            return device
+        oom = self.root.oom
+        if oom is not None and oom.device in tl.devices:
+            return oom.device
+        return min(tl.devices)
+
+    def n_events(self, device: int) -> int:
+        rep = self.root.timeline.replay(device) if self.root.timeline is not None else None
+        return len(rep) if rep is not None else 0
+
+    def at(self, device: int, k: int) -> "Document":
+        """The document of the snapshot after event ``k`` of ``device``'s trace.
+
+        The last event returns the snapshot as recorded (this document).  Per-stack
+        labels, categories and ranks are shared, never recomputed; ``oom`` is the
+        OOM recorded at exactly that event (its request is what the map shows).
+        """
+        root = self.root
+        n = root.n_events(device)
+        if not n:
+            return root
+        k = int(min(max(k, 0), n - 1))
+        if k == n - 1:
+            return root
+        key = ("at", device, k)
+        hit = root._cache.get("at")
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        snap = root.timeline.snapshot_at(device, k)
+        doc = replace(root, snap=snap, oom=root.oom_at(device, k), device=device, event=k,
+                      base=root, _cache={})
+        root._cache["at"] = (key, doc)
+        return doc
+
+    def oom_at(self, device: int, k: int) -> OomReport | None:
+        """The OOM report of event ``k`` of ``device``, if that event is an OOM."""
+        root = self.root
+        rep = root.timeline.replay(device) if root.timeline is not None else None
+        if rep is None or not 0 <= k < len(rep) or rep.action[k] != Action.OOM:
+            return None
+        row = int(rep.rows[k])
+        for r in root.ooms:
+            if r.event_index == row:
+                return r
+        return None
+
+    def oom_events(self, device: int) -> list[int]:
+        """Event indices (of ``device``'s trace) of the OOMs, in order."""
+        root = self.root
+        rep = root.timeline.replay(device) if root.timeline is not None else None
+        if rep is None:
+            return []
+        return np.flatnonzero(rep.action == Action.OOM).tolist()
+
+    def intervals(self, device: int) -> Intervals | None:
+        """Allocation lifetimes of ``device`` (cached)."""
+        root = self.root
+        key = ("iv", device)
+        if key not in root._cache:
+            rep = root.timeline.replay(device) if root.timeline is not None else None
+            root._cache[key] = intervals(rep) if rep is not None else None
+        return root._cache[key]
+
+    def interval_streams(self, device: int) -> np.ndarray:
+        """The stream of each interval of ``device`` (alloc event's stream, else its segment's)."""
+        root = self.root
+        key = ("iv_stream", device)
+        if key not in root._cache:
+            rep = root.timeline.replay(device)
+            iv = self.intervals(device)
+            out = np.zeros(len(iv), np.int64)
+            inside = iv.event >= 0
+            out[inside] = rep.stream[iv.event[inside]]
+            init = rep.initial
+            pre = np.flatnonzero(~inside)
+            if len(pre) and len(init.seg_addr):
+                seg = np.clip(np.searchsorted(init.seg_addr, iv.addr[pre], side="right") - 1,
+                              0, len(init.seg_addr) - 1)
+                out[pre] = init.seg_stream[seg]
+            root._cache[key] = out
+        return root._cache[key]
+
+    def curves(self, device: int, stream: int | None = None) -> dict[str, np.ndarray]:
+        """requested / allocated / active / reserved bytes after each event of ``device``,
+        for one stream (``None``: all)."""
+        root = self.root
+        rep = root.timeline.replay(device)
+        if stream is None:
+            return {"requested": rep.requested, "allocated": rep.allocated,
+                    "active": rep.active, "reserved": rep.reserved}
+        key = ("curves", device, stream)
+        if key not in root._cache:
+            root._cache[key] = stream_curves(rep, stream)
+        return root._cache[key]
 
     @property
     def name(self) -> str:
@@ -81,6 +209,46 @@ class Document:
         if selection.pool is not None and selection.pool != o.pool:
             return False
         return True
+
+
+def stream_curves(rep, stream: int) -> dict[str, np.ndarray]:
+    """The replay's memory curves restricted to the events and segments of one stream.
+
+    Same rules as the replay's own curves: requested +size at alloc, -size at
+    free_completed; allocated +block at alloc, -block at free_requested; active
+    +block at alloc, -block at free_completed; reserved +size at segment_alloc /
+    map, -size at segment_free / unmap.  Starting values from the blocks and
+    segments of that stream before the first event.
+    """
+    init = rep.initial
+    seg_mask = init.seg_stream == stream
+    if len(init.blk_addr) and len(init.seg_addr):
+        seg_of = np.clip(np.searchsorted(init.seg_addr, init.blk_addr, side="right") - 1,
+                         0, len(init.seg_addr) - 1)
+        on = seg_mask[seg_of]
+    else:
+        on = np.zeros(len(init.blk_addr), bool)
+    st = init.blk_state
+    alloc_state = int(BlockState.ALLOCATED)
+    live = on & ((st == alloc_state) | (st == int(BlockState.PENDING_FREE)))
+    start_alloc = int(init.blk_size[on & (st == alloc_state)].sum())
+    start_active = int(init.blk_size[live].sum())
+    start_req = int(init.blk_requested[live].sum())
+    start_res = int(init.seg_size[seg_mask].sum())
+    act = rep.action
+    mine = rep.stream == stream
+    size, req = rep.block_size, rep.size
+    alloc = mine & (act == Action.ALLOC)
+    freq = mine & (act == Action.FREE_REQUESTED)
+    fcomp = mine & (act == Action.FREE_COMPLETED)
+    plus = mine & ((act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP))
+    minus = mine & ((act == Action.SEGMENT_FREE) | (act == Action.SEGMENT_UNMAP))
+    return {
+        "requested": start_req + np.cumsum(np.where(alloc, req, 0) - np.where(fcomp, req, 0)),
+        "allocated": start_alloc + np.cumsum(np.where(alloc, size, 0) - np.where(freq, size, 0)),
+        "active": start_active + np.cumsum(np.where(alloc, size, 0) - np.where(fcomp, size, 0)),
+        "reserved": start_res + np.cumsum(np.where(plus, req, 0) - np.where(minus, req, 0)),
+    }
 
 
 def pool_label(pool: tuple[int, int]) -> str:

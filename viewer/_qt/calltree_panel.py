@@ -1,0 +1,223 @@
+"""Who holds memory: live bytes grouped by allocation stack, as a collapsible tree."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..model.calltree import CallNode, call_tree
+from ..model.snapshot import BlockState
+from ..model.units import format_bytes
+from ..model.document import Document
+
+AT_CURSOR = "cursor"
+AT_PEAK = "peak"
+MAX_CHILDREN = 200  # children listed per node; the rest summed in one row
+NODE_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+class CallTreePanel(QWidget):
+    """Bytes / count / share per call path of the live blocks at one moment.
+
+    ``nodeSelected(stacks, best_stack)``: the stacks under the clicked node and
+    the one holding most of its bytes.
+    """
+
+    nodeSelected = Signal(object, int)
+    momentChanged = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.doc: Document | None = None
+        self.root: CallNode | None = None
+        self.stack_bytes: dict[int, int] = {}
+        self.moment_text = ""
+        self.fold = QCheckBox("fold internals")
+        self.fold.setChecked(True)
+        self.fold.setToolTip("Keep only your own frames (torch internals, C++ and interpreter "
+                             "frames folded away); off: every frame but interpreter noise")
+        self.at = QComboBox()
+        self.at.addItem("at the cursor", AT_CURSOR)
+        self.at.addItem("at the peak of allocated", AT_PEAK)
+        self.at.setToolTip("Which moment the tree shows: the time-travel cursor, or the peak of "
+                           "allocated memory in the trace")
+        self.caption = QLabel()
+        self.caption.setToolTip("The moment shown and the live bytes then")
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(4)
+        self.tree.setHeaderLabels(["Call path", "Bytes", "Count", "Share"])
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.setToolTip("Live blocks grouped by the stack that allocated them, outermost frame "
+                             "first. Click a node: its blocks are highlighted in the map and "
+                             "the timeline, and its biggest stack shown.")
+        hh = self.tree.header()
+        hh.setStretchLastSection(False)
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c, w in ((1, 90), (2, 60), (3, 60)):
+            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
+            hh.resizeSection(c, w)
+        self.tree.itemExpanded.connect(self._fill_children)
+        self.tree.currentItemChanged.connect(self._on_current)
+        self.fold.toggled.connect(lambda _on: self.rebuild())
+        self.at.currentIndexChanged.connect(self._on_at_changed)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.at)
+        top.addWidget(self.fold)
+        top.addWidget(self.caption, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 2, 4, 4)
+        lay.setSpacing(2)
+        lay.addLayout(top)
+        lay.addWidget(self.tree, 1)
+        self._mask = None
+        self._syncing = False
+
+    # -- data
+    def moment(self) -> str:
+        return self.at.currentData() or AT_CURSOR
+
+    def set_moment(self, moment: str) -> None:
+        i = self.at.findData(moment)
+        if i >= 0 and i != self.at.currentIndex():
+            self._syncing = True
+            self.at.setCurrentIndex(i)
+            self._syncing = False
+
+    def _on_at_changed(self, _i: int) -> None:
+        if not self._syncing:
+            self.momentChanged.emit(self.moment())
+
+    def set_blocks(self, doc: Document | None, mask: np.ndarray | None, caption: str = "") -> None:
+        """Live blocks of ``doc.snap`` where ``mask`` (per block) holds."""
+        self.doc = doc
+        self._mask = mask
+        self.moment_text = caption
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.tree.clear()
+        doc = self.doc
+        if doc is None:
+            self.root = None
+            self.caption.setText("")
+            return
+        b = doc.snap.blocks
+        live = (b.state == BlockState.ALLOCATED) | (b.state == BlockState.PENDING_FREE)
+        if self._mask is not None:
+            live &= self._mask
+        idx = np.flatnonzero(live)
+        stacks, sizes = b.stack[idx].astype(np.int64), b.size[idx].astype(np.int64)
+        self.stack_bytes = {}
+        if len(idx):
+            ids, inv = np.unique(stacks, return_inverse=True)
+            per = np.bincount(inv, weights=sizes.astype(np.float64))
+            self.stack_bytes = dict(zip(ids.tolist(), per.astype(np.int64).tolist()))
+        self.root = call_tree(doc.snap, stacks, sizes, doc.categories, fold=self.fold.isChecked())
+        total = max(self.root.bytes, 1)
+        self._total = total
+        self.caption.setText(f"{self.moment_text}: {format_bytes(self.root.bytes)} live in "
+                             f"{self.root.count:,} blocks" if self.moment_text else "")
+        item = self._item(self.root, None)
+        self.tree.addTopLevelItem(item)
+        self._expand_default(item)
+
+    def _item(self, node: CallNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
+        item = QTreeWidgetItem([node.label, format_bytes(node.bytes), f"{node.count:,}",
+                                f"{100.0 * node.bytes / self._total:.1f}%"])
+        item.setData(0, NODE_ROLE, node)
+        item.setToolTip(0, node.label)
+        item.setToolTip(1, f"{node.bytes:,} bytes")
+        for c in (1, 2, 3):
+            item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if node.children:
+            item.setChildIndicatorPolicy(QTreeWidgetItem.ChildIndicatorPolicy.ShowIndicator)
+        if parent is not None:
+            parent.addChild(item)
+        return item
+
+    def _fill_children(self, item: QTreeWidgetItem) -> None:
+        if item.childCount():
+            return
+        node: CallNode = item.data(0, NODE_ROLE)
+        if node is None:
+            return
+        kids = node.sorted_children()
+        for child in kids[:MAX_CHILDREN]:
+            self._item(child, item)
+        if len(kids) > MAX_CHILDREN:
+            rest = kids[MAX_CHILDREN:]
+            more = QTreeWidgetItem([f"… {len(rest):,} more", format_bytes(sum(n.bytes for n in rest)),
+                                    f"{sum(n.count for n in rest):,}", ""])
+            more.setFlags(Qt.ItemFlag.ItemIsEnabled)
+            item.addChild(more)
+
+    def _expand_default(self, item: QTreeWidgetItem) -> None:
+        """Expand down the heavy path to the first node that branches into big shares."""
+        total = self._total
+        for _ in range(64):
+            item.setExpanded(True)
+            self._fill_children(item)
+            node: CallNode = item.data(0, NODE_ROLE)
+            kids = node.sorted_children() if node is not None else []
+            if not kids or not item.childCount():
+                break
+            big = [k for k in kids if k.bytes >= 0.1 * total]
+            if len(kids) > 1 and len(big) != 1:
+                break  # a branching node: its children are the answer
+            nxt = item.child(0)
+            if nxt.data(0, NODE_ROLE) is None or kids[0].bytes < 0.3 * total:
+                break
+            item = nxt
+
+    # -- queries
+    def labels(self) -> list[str]:
+        """Labels of every node built so far (expanded or not), depth first."""
+        return [n.label for n in self.root.walk()] if self.root is not None else []
+
+    def visible_labels(self) -> list[str]:
+        out = []
+
+        def rec(item):
+            out.append(item.text(0))
+            if item.isExpanded():
+                for i in range(item.childCount()):
+                    rec(item.child(i))
+
+        for i in range(self.tree.topLevelItemCount()):
+            rec(self.tree.topLevelItem(i))
+        return out
+
+    def find_item(self, text: str) -> QTreeWidgetItem | None:
+        """The first built item whose label contains ``text`` (breadth first)."""
+        queue = [self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount())]
+        while queue:
+            item = queue.pop(0)
+            if text in item.text(0):
+                return item
+            queue.extend(item.child(i) for i in range(item.childCount()))
+        return None
+
+    def _on_current(self, current: QTreeWidgetItem | None, _prev) -> None:
+        if current is None:
+            return
+        node: CallNode = current.data(0, NODE_ROLE)
+        if node is None:
+            return
+        stacks = list(node.stacks)
+        best = max(stacks, key=lambda s: self.stack_bytes.get(s, 0)) if stacks else -1
+        self.nodeSelected.emit(stacks, int(best))
