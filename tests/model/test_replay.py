@@ -124,3 +124,24 @@ def test_first_oom_judged_at_its_moment(loaded_snapshots, timelines):
     first, last = oom_reports(loaded_snapshots(path), timelines(path))
     assert first.kind == "capacity" and first.free_in_pool_bytes == 0
     assert last.kind == "fragmentation" and last.largest_free_block_bytes == 4 << 20
+
+
+@pytest.mark.parametrize("name", ["cuda_graph_pool", "side_stream_pending"])
+def test_curves_per_pool_and_stream_add_up(name, loaded_snapshots):
+    """Per-pool and per-stream curves end at the figures of that pool / stream."""
+    from vramscope.viewer.model import Selection
+    from vramscope.viewer.model.replay import curves
+
+    snap = loaded_snapshots(DATA / f"{name}.pickle")
+    rep = build_timeline(snap).replay(0)
+    for key, values in (("pool", range(len(snap.pools))),
+                        ("stream", sorted(set(snap.segments.stream.tolist())))):
+        parts = [curves(rep, **{key: v}) for v in values]
+        for curve in ("requested", "allocated", "active", "reserved"):
+            assert np.array_equal(sum(p[curve] for p in parts), getattr(rep, curve)), (key, curve)
+        for v, part in zip(values, parts):
+            stats = memory_stats(snap, Selection(**{key: v}))
+            assert part["reserved"][-1] == stats.reserved_bytes
+            assert part["allocated"][-1] == stats.allocated_bytes
+            assert part["requested"][-1] == stats.requested_bytes
+    assert len(snap.pools) > 1 or name != "cuda_graph_pool"

@@ -549,7 +549,7 @@ class MainWindow(QMainWindow):
         self.cursor_k = doc.n_events(dev) - 1 if dev is not None else -1
         self.view_doc = doc
         self.selected_interval = -1
-        self.timeline.set_document(doc, dev, self.selection.stream)
+        self.timeline.set_document(doc, dev, self.selection.stream, self.selection.pool)
         has = dev is not None
         for a in self.timeline_actions:
             a.setEnabled(has)
@@ -604,8 +604,8 @@ class MainWindow(QMainWindow):
         doc = self.doc
         if doc is not None and doc.trace_device(self.selection.device) != self.cursor_device:
             self._reset_cursor()  # another device's trace: back to its end
-        elif old.stream != self.selection.stream:
-            self.timeline.set_stream(self.selection.stream)
+        elif (old.stream, old.pool) != (self.selection.stream, self.selection.pool):
+            self.timeline.set_filter(self.selection.stream, self.selection.pool)
         self._apply_selection()
 
     def set_selection(self, selection: Selection) -> None:

@@ -38,7 +38,6 @@ from PySide6.QtWidgets import (
 from ..model.document import Document, stream_label
 from ..model.snapshot import Action
 from ..model.stacking import StackedLayout, stacked_layout
-from ..model.timeline import Intervals
 from ..model.units import format_bytes
 from . import theme
 from .segment_map import rects_path, short_bytes
@@ -367,6 +366,7 @@ class TimelinePanel(QWidget):
         self.doc: Document | None = None
         self.device: int | None = None
         self.stream: int | None = None
+        self.pool: int | None = None
         self.n = 0
         self.k = -1
         self.mode = X_EVENTS
@@ -518,11 +518,14 @@ class TimelinePanel(QWidget):
         self.legend.setText("&nbsp; ".join(parts))
 
     # ------------------------------------------------------------------ data
-    def set_document(self, doc: Document | None, device: int | None, stream: int | None = None) -> None:
-        """Show ``device``'s trace of ``doc`` (``stream``: one stream's curves and allocations)."""
+    def set_document(self, doc: Document | None, device: int | None, stream: int | None = None,
+                     pool: int | None = None) -> None:
+        """Show ``device``'s trace of ``doc`` (``stream``/``pool``: only that stream's or
+        pool's curves and allocations)."""
         self.doc = doc
         self.device = device
         self.stream = stream
+        self.pool = pool
         self.selected_interval = -1
         rep = doc.timeline.replay(device) if doc is not None and doc.timeline is not None \
             and device is not None else None
@@ -553,25 +556,28 @@ class TimelinePanel(QWidget):
         self.time_button.setToolTip("x axis: time since the first event (Ctrl+T toggles)"
                                     if self.has_time else "This trace has no timestamps")
         self.iv = doc.intervals(device)
-        if stream is None:
-            self.iv_ids = np.arange(len(self.iv), dtype=np.int64)
-        else:
-            self.iv_ids = np.flatnonzero(doc.interval_streams(device) == stream)
+        keep = np.ones(len(self.iv), bool)
+        if stream is not None:
+            keep &= self.iv.stream == stream
+        if pool is not None:
+            keep &= self.iv.pool == pool
+        self.iv_ids = np.flatnonzero(keep)
         keys = np.where(self.iv.stack >= 0, doc.top_frame[np.maximum(self.iv.stack, 0)], -1) \
             if len(doc.top_frame) else np.full(len(self.iv), -1)
         self.band_color = band_color_index(keys)
-        self.curves = doc.curves(device, stream)
+        self.curves = doc.curves(device, stream, pool)
         self.peaks = {c: (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
                       for c in CURVES}
         self._set_mode_buttons()
         self._place_all(fit=True)
 
-    def set_stream(self, stream: int | None) -> None:
-        if self.doc is not None and stream != self.stream:
+    def set_filter(self, stream: int | None, pool: int | None) -> None:
+        """Restrict curves and allocations to one stream and/or pool."""
+        if self.doc is not None and (stream, pool) != (self.stream, self.pool):
             k = self.k
             (xa, xb), _ = self.vb.viewRange()
             ka, kb = self.k_of(xa), self.k_of(xb)
-            self.set_document(self.doc, self.device, stream)
+            self.set_document(self.doc, self.device, stream, pool)
             self.set_cursor(k)
             self.vb.setXRange(self.x_of(ka), self.x_of(kb), padding=0)
 
@@ -699,14 +705,10 @@ class TimelinePanel(QWidget):
             self.peak_labels.append(t)
 
     def peak_label_texts(self) -> list[str]:
-        out = []
-        for t in self.peak_labels:
-            doc = t.textItem.document()
-            out.append(doc.toPlainText())
-        return out
+        return [t.textItem.document().toPlainText() for t in self.peak_labels]
 
     def _place_markers(self) -> None:
-        doc, rep = self.doc, self.doc.timeline.replay(self.device)
+        rep = self.doc.timeline.replay(self.device)
         xs = self.xs()
         ooms = np.flatnonzero(rep.action == Action.OOM)
         snaps = np.flatnonzero(rep.action == Action.SNAPSHOT)
@@ -890,11 +892,9 @@ class TimelinePanel(QWidget):
         (xa, xb), _ = self.vb.viewRange()
         k0, k1 = self._visible_events(xa, xb)
         iv = self.iv
-        if self.stream is not None:
+        if self.stream is not None or self.pool is not None:
             ids = self.iv_ids
-            sub = Intervals(start=iv.start[ids], end=iv.end[ids], size=iv.size[ids],
-                            requested=iv.requested[ids], stack=iv.stack[ids], addr=iv.addr[ids],
-                            event=iv.event[ids])
+            sub = iv.take(ids)
         else:
             ids, sub = None, iv
         lay = stacked_layout(sub, k0, k1, self.columns())

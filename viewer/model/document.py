@@ -20,7 +20,8 @@ from . import frames as fr
 from .analysis import Selection
 from .oom import OomReport, oom_reports
 from .progress import Progress
-from .snapshot import Action, BlockState, Snapshot
+from .replay import curves as replay_curves
+from .snapshot import Action, Snapshot
 from .timeline import Intervals, Timeline, build_timeline, intervals
 from .units import format_address
 
@@ -142,36 +143,18 @@ class Document:
             root._cache[key] = intervals(rep) if rep is not None else None
         return root._cache[key]
 
-    def interval_streams(self, device: int) -> np.ndarray:
-        """The stream of each interval of ``device`` (alloc event's stream, else its segment's)."""
-        root = self.root
-        key = ("iv_stream", device)
-        if key not in root._cache:
-            rep = root.timeline.replay(device)
-            iv = self.intervals(device)
-            out = np.zeros(len(iv), np.int64)
-            inside = iv.event >= 0
-            out[inside] = rep.stream[iv.event[inside]]
-            init = rep.initial
-            pre = np.flatnonzero(~inside)
-            if len(pre) and len(init.seg_addr):
-                seg = np.clip(np.searchsorted(init.seg_addr, iv.addr[pre], side="right") - 1,
-                              0, len(init.seg_addr) - 1)
-                out[pre] = init.seg_stream[seg]
-            root._cache[key] = out
-        return root._cache[key]
-
-    def curves(self, device: int, stream: int | None = None) -> dict[str, np.ndarray]:
+    def curves(self, device: int, stream: int | None = None,
+               pool: int | None = None) -> dict[str, np.ndarray]:
         """requested / allocated / active / reserved bytes after each event of ``device``,
-        for one stream (``None``: all)."""
+        for one stream and/or pool (``None``: all)."""
         root = self.root
         rep = root.timeline.replay(device)
-        if stream is None:
+        if stream is None and pool is None:
             return {"requested": rep.requested, "allocated": rep.allocated,
                     "active": rep.active, "reserved": rep.reserved}
-        key = ("curves", device, stream)
+        key = ("curves", device, stream, pool)
         if key not in root._cache:
-            root._cache[key] = stream_curves(rep, stream)
+            root._cache[key] = replay_curves(rep, stream, pool)
         return root._cache[key]
 
     @property
@@ -209,46 +192,6 @@ class Document:
         if selection.pool is not None and selection.pool != o.pool:
             return False
         return True
-
-
-def stream_curves(rep, stream: int) -> dict[str, np.ndarray]:
-    """The replay's memory curves restricted to the events and segments of one stream.
-
-    Same rules as the replay's own curves: requested +size at alloc, -size at
-    free_completed; allocated +block at alloc, -block at free_requested; active
-    +block at alloc, -block at free_completed; reserved +size at segment_alloc /
-    map, -size at segment_free / unmap.  Starting values from the blocks and
-    segments of that stream before the first event.
-    """
-    init = rep.initial
-    seg_mask = init.seg_stream == stream
-    if len(init.blk_addr) and len(init.seg_addr):
-        seg_of = np.clip(np.searchsorted(init.seg_addr, init.blk_addr, side="right") - 1,
-                         0, len(init.seg_addr) - 1)
-        on = seg_mask[seg_of]
-    else:
-        on = np.zeros(len(init.blk_addr), bool)
-    st = init.blk_state
-    alloc_state = int(BlockState.ALLOCATED)
-    live = on & ((st == alloc_state) | (st == int(BlockState.PENDING_FREE)))
-    start_alloc = int(init.blk_size[on & (st == alloc_state)].sum())
-    start_active = int(init.blk_size[live].sum())
-    start_req = int(init.blk_requested[live].sum())
-    start_res = int(init.seg_size[seg_mask].sum())
-    act = rep.action
-    mine = rep.stream == stream
-    size, req = rep.block_size, rep.size
-    alloc = mine & (act == Action.ALLOC)
-    freq = mine & (act == Action.FREE_REQUESTED)
-    fcomp = mine & (act == Action.FREE_COMPLETED)
-    plus = mine & ((act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP))
-    minus = mine & ((act == Action.SEGMENT_FREE) | (act == Action.SEGMENT_UNMAP))
-    return {
-        "requested": start_req + np.cumsum(np.where(alloc, req, 0) - np.where(fcomp, req, 0)),
-        "allocated": start_alloc + np.cumsum(np.where(alloc, size, 0) - np.where(freq, size, 0)),
-        "active": start_active + np.cumsum(np.where(alloc, size, 0) - np.where(fcomp, size, 0)),
-        "reserved": start_res + np.cumsum(np.where(plus, req, 0) - np.where(minus, req, 0)),
-    }
 
 
 def pool_label(pool: tuple[int, int]) -> str:

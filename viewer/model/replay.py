@@ -312,6 +312,7 @@ class DeviceReplay:
     active: np.ndarray
     reserved: np.ndarray
     block_size: np.ndarray  # rounded size of the block an alloc/free touched
+    pool: np.ndarray  # index into Snapshot.pools of the segment an event happened in (-1: none)
     alloc_of: np.ndarray  # for free events: the alloc's index, -1 before recording
     freed_at: np.ndarray  # for alloc events: free_completed index, n if alive at the end
     free_requested_at: np.ndarray  # for alloc events: free_requested index, n if none
@@ -349,8 +350,10 @@ class DeviceReplay:
         return int(values[k]), k
 
 
-def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None) -> None:
-    """Apply events [start, stop) to ``st``; optionally record block sizes."""
+def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None,
+           pools=None) -> None:
+    """Apply events [start, stop) to ``st``; optionally record, per event, the
+    size of the block it touched and the pool of the segment it happened in."""
     actions = rep.action[start:stop].tolist()
     addrs = rep.addr[start:stop].tolist()
     sizes_req = rep.size[start:stop].tolist()
@@ -358,6 +361,9 @@ def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None) -> 
     streams = rep.stream[start:stop].tolist()
     for i, (act, addr, size) in enumerate(zip(actions, addrs, sizes_req)):
         k = start + i
+        if pools is not None and act in (0, 1, 2, 4, 6):
+            seg = st.segment_containing(addr)
+            pools[k] = st.segs[seg][3] if seg is not None else -1
         if act == 0:
             got = st.alloc(addr, size, stacks[i], k)
         elif act == 1:
@@ -380,6 +386,9 @@ def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None) -> 
             got = 0
         if sizes is not None:
             sizes[k] = got
+        if pools is not None and act in (3, 5):
+            seg = st.segment_containing(addr)
+            pools[k] = st.segs[seg][3] if seg is not None else -1
 
 
 def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
@@ -401,22 +410,24 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
         stream=trace.stream[rows], stack=trace.stack[rows], time_us=trace.time_us[rows],
         requested=np.zeros(0, np.int64), allocated=np.zeros(0, np.int64),
         active=np.zeros(0, np.int64), reserved=np.zeros(0, np.int64),
-        block_size=np.zeros(n, np.int64), alloc_of=np.full(n, -1, np.int64),
+        block_size=np.zeros(n, np.int64), pool=np.full(n, -1, np.int32),
+        alloc_of=np.full(n, -1, np.int64),
         freed_at=np.full(n, n, np.int64), free_requested_at=np.full(n, n, np.int64),
         initial=initial, keyframe_every=keyframe_every, settings=settings,
     )
     rep.known = initial_state.known
     st = _State.from_layout(initial, settings, rep.known)
-    sizes = rep.block_size
     for start in range(0, n, keyframe_every):
         stop = min(n, start + keyframe_every)
-        _apply(st, rep, start, stop, sizes)
+        _apply(st, rep, start, stop, rep.block_size, rep.pool)
         if stop - start == keyframe_every:
             rep.keyframes.append(st.layout())
         progress.update("replay", stop / n if n else 1.0)
     rep.inconsistencies = st.inconsistencies
     _link_lifetimes(rep)
-    _curves(rep, initial)
+    totals = curves(rep)
+    rep.requested, rep.allocated = totals["requested"], totals["allocated"]
+    rep.active, rep.reserved = totals["active"], totals["reserved"]
     return rep
 
 
@@ -523,29 +534,53 @@ def _link_lifetimes(rep: DeviceReplay) -> None:
                 rep.freed_at[a] = k
 
 
-def _curves(rep: DeviceReplay, initial: Layout) -> None:
+def initial_segment_of_blocks(layout: Layout) -> np.ndarray:
+    """Row in ``layout``'s segments of each of its blocks."""
+    if not layout.n_blocks or not len(layout.seg_addr):
+        return np.zeros(layout.n_blocks, np.int64)
+    return np.clip(np.searchsorted(layout.seg_addr, layout.blk_addr, side="right") - 1,
+                   0, len(layout.seg_addr) - 1)
+
+
+def curves(rep: DeviceReplay, stream: int | None = None,
+           pool: int | None = None) -> dict[str, np.ndarray]:
+    """requested / allocated / active / reserved bytes after each event,
+    optionally only of one stream and/or pool (index into ``Snapshot.pools``).
+
+    The allocator's own accounting: requested and active fall when a free
+    completes, allocated already when it is requested; reserved follows
+    segment allocs / frees and expandable maps / unmaps.  Starting values come
+    from the layout before the first event.
+    """
+    init = rep.initial
+    seg_on = np.ones(len(init.seg_addr), bool)
+    events = np.ones(len(rep), bool)
+    if stream is not None:
+        seg_on &= init.seg_stream == stream
+        events &= rep.stream == stream
+    if pool is not None:
+        seg_on &= init.seg_pool == pool
+        events &= rep.pool == pool
+    on = seg_on[initial_segment_of_blocks(init)] if init.n_blocks else np.zeros(0, bool)
+    state = init.blk_state
+    live = on & ((state == ALLOCATED) | (state == PENDING))
     act = rep.action
-    size = rep.block_size
-    req = rep.size
-    alloc, freq, fcomp = act == Action.ALLOC, act == Action.FREE_REQUESTED, act == Action.FREE_COMPLETED
-    state = initial.blk_state
-    live = (state == ALLOCATED) | (state == PENDING)
-    start_alloc = int(initial.blk_size[state == ALLOCATED].sum())
-    start_active = int(initial.blk_size[live].sum())
-    start_req = int(initial.blk_requested[live].sum())
-    start_res = int(initial.seg_size.sum())
-    # A free_completed of a block whose free_requested came first changes only
-    # "active"; one without (freed before recording started) did not count.
-    allocated_delta = np.where(alloc, size, 0) - np.where(freq, size, 0)
-    active_delta = np.where(alloc, size, 0) - np.where(fcomp, size, 0)
-    requested_delta = np.where(alloc, req, 0) - np.where(fcomp, req, 0)
-    seg_plus = (act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP)
-    seg_minus = (act == Action.SEGMENT_FREE) | (act == Action.SEGMENT_UNMAP)
-    reserved_delta = np.where(seg_plus, req, 0) - np.where(seg_minus, req, 0)
-    rep.allocated = start_alloc + np.cumsum(allocated_delta)
-    rep.active = start_active + np.cumsum(active_delta)
-    rep.requested = start_req + np.cumsum(requested_delta)
-    rep.reserved = start_res + np.cumsum(reserved_delta)
+    size, req = rep.block_size, rep.size
+    alloc = events & (act == Action.ALLOC)
+    freq = events & (act == Action.FREE_REQUESTED)
+    fcomp = events & (act == Action.FREE_COMPLETED)
+    plus = events & ((act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP))
+    minus = events & ((act == Action.SEGMENT_FREE) | (act == Action.SEGMENT_UNMAP))
+
+    def run(start: int, up: np.ndarray, down: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return start + np.cumsum(np.where(up, values, 0) - np.where(down, values, 0))
+
+    return {
+        "requested": run(int(init.blk_requested[live].sum()), alloc, fcomp, req),
+        "allocated": run(int(init.blk_size[on & (state == ALLOCATED)].sum()), alloc, freq, size),
+        "active": run(int(init.blk_size[live].sum()), alloc, fcomp, size),
+        "reserved": run(int(init.seg_size[seg_on].sum()), plus, minus, req),
+    }
 
 
 def layout_snapshot(snap: Snapshot, layout: Layout, device: int) -> Snapshot:

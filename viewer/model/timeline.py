@@ -8,7 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .progress import Progress
-from .replay import ALLOCATED, BEFORE_RECORDING, PENDING, DeviceReplay, layout_snapshot, replay_device
+from .replay import (
+    ALLOCATED,
+    BEFORE_RECORDING,
+    PENDING,
+    DeviceReplay,
+    initial_segment_of_blocks,
+    layout_snapshot,
+    replay_device,
+)
 from .snapshot import Action, Snapshot
 
 
@@ -29,9 +37,15 @@ class Intervals:
     stack: np.ndarray  # int32
     addr: np.ndarray  # int64
     event: np.ndarray  # int64
+    stream: np.ndarray  # int64
+    pool: np.ndarray  # int32 index into Snapshot.pools (-1 unknown)
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def take(self, ids: np.ndarray) -> "Intervals":
+        """The intervals ``ids`` (in that order), e.g. one stream's."""
+        return Intervals(**{f: getattr(self, f)[ids] for f in self.__dataclass_fields__})
 
 
 @dataclass
@@ -65,6 +79,7 @@ def intervals(rep: DeviceReplay) -> Intervals:
     live0 = np.flatnonzero((init.blk_state == ALLOCATED) | (init.blk_state == PENDING))
     pre_addr = init.blk_addr[live0]
     pre_end = np.full(len(live0), n, dtype=np.int64)
+    pre_seg = initial_segment_of_blocks(init)[live0]
     orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED) & (rep.alloc_of == BEFORE_RECORDING))
     if len(orphan) and len(live0):
         where = {a: i for i, a in enumerate(pre_addr.tolist())}
@@ -80,6 +95,8 @@ def intervals(rep: DeviceReplay) -> Intervals:
         stack=np.concatenate([init.blk_stack[live0], rep.stack[alloc]]).astype(np.int32),
         addr=np.concatenate([pre_addr, rep.addr[alloc]]),
         event=np.concatenate([np.full(len(live0), -1, np.int64), alloc.astype(np.int64)]),
+        stream=np.concatenate([init.seg_stream[pre_seg], rep.stream[alloc]]).astype(np.int64),
+        pool=np.concatenate([init.seg_pool[pre_seg], rep.pool[alloc]]).astype(np.int32),
     )
 
 
