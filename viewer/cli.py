@@ -17,6 +17,7 @@ from . import __version__
 # name -> (module in vramscope.viewer.commands, one-line help)
 COMMANDS = {
     "summary": ("summary", "print the memory figures and the OOM verdict of a snapshot"),
+    "diff": ("diff", "compare two snapshots: what grew, by allocation stack"),
     "record": ("record", "run a Python script with allocator history recording (needs torch)"),
 }
 
@@ -39,6 +40,11 @@ def gui_parser() -> argparse.ArgumentParser:
         metavar="OUT.png",
         help="load FILE, render the main window (1440x900) to a PNG and exit",
     )
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="open the bundled example offscreen, check its figures, exit 0 if all is well",
+    )
     parser.add_argument("--no-cache", action="store_true",
                         help="parse the file even if its columns are cached")
     parser.add_argument("--version", action="version", version=f"vramscope {__version__}")
@@ -53,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     args = gui_parser().parse_args(argv)
     if args.no_cache:
         os.environ["VRAMSCOPE_NO_CACHE"] = "1"
+    if args.self_test:
+        from .commands import selftest
+
+        return selftest.main(args)
     from .commands import gui
 
     return gui.main(args)
