@@ -212,6 +212,15 @@ class MainWindow(QMainWindow):
         self.recent_menu = m.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._fill_recent_menu()
+        # Compare snapshots and ranks (issue 9): separate windows over the model.
+        self._aux_windows: list = []
+        self.compare_action = self._action("&Compare with…", self.compare_dialog, tip=(
+            "Compare this snapshot (A) with another (B): what grew, by allocation stack"))
+        self.ranks_action = self._action("Open &directory of ranks…", self.open_ranks_dialog, tip=(
+            "One row per rank of a torchrun capture directory, outlier ranks flagged"))
+        m.addAction(self.compare_action)
+        m.addAction(self.ranks_action)
+        self.documentChanged.connect(lambda doc: self.compare_action.setEnabled(doc is not None))
         m.addSeparator()
         self.export_png_action = self._action("Export segment map as &PNG…", self.export_png_dialog,
                                               tip="Save the segment map as a PNG image")
@@ -405,6 +414,51 @@ class MainWindow(QMainWindow):
     def clear_recent(self) -> None:
         st.clear_recent_files()
         self._fill_recent_menu()
+
+    # ------------------------------------------------------------------ compare / ranks
+    def compare_dialog(self) -> None:
+        start = os.path.dirname(self.doc.snap.path) if self.doc and self.doc.snap.path else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with snapshot (B)", start, FILE_FILTER)
+        if path:
+            self.compare_with(path)
+
+    def compare_with(self, path: str):
+        """A Diff window: the open snapshot as recorded (A) against ``path`` (B)."""
+        from .diff_window import DiffWindow
+
+        if self.doc is None:
+            return None
+
+        w = DiffWindow(self)
+        w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
+        self._aux_windows.append(w)
+        w.open(self.doc.root, path)
+        w.show()
+        return w
+
+    def open_ranks_dialog(self) -> None:
+        directory = QFileDialog.getExistingDirectory(self, "Open directory of per-rank snapshots")
+        if directory:
+            self.open_ranks(directory)
+
+    def open_ranks(self, directory: str):
+        """A Ranks window over ``directory``; double-clicking a rank opens it here."""
+        from .ranks_window import RanksWindow
+
+        w = RanksWindow(self)
+        w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
+        self._aux_windows.append(w)
+        w.openRequested.connect(self._open_from_ranks)
+        w.open_directory(directory)
+        w.show()
+        return w
+
+    def _open_from_ranks(self, path: str) -> None:
+        self.open_file(path)
+        self.raise_()
+        self.activateWindow()
 
     # ------------------------------------------------------------------ loading
     def open_dialog(self) -> None:

@@ -1,9 +1,14 @@
-"""``vramscope summary FILE [--json]``: the analysis, headless."""
+"""``vramscope summary FILE [--json]``: the analysis, headless.
+
+``vramscope summary DIR [--json]``: a directory of per-rank snapshots (written
+by the capture module under torchrun): one entry per rank, outliers flagged.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ..model import SnapshotError
@@ -18,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
         description="Print a snapshot's memory figures (equal to torch.cuda.memory_stats() "
         "at the same instant) and, after an OOM, why it happened.",
     )
-    p.add_argument("file", help="snapshot file (.pickle, gzip/xz, or JSON)")
+    p.add_argument("file", help="snapshot file (.pickle, gzip/xz, or JSON), or a directory "
+                   "of per-rank snapshots (one entry per rank, outlier ranks flagged)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--at", type=int, metavar="EVENT",
                    help="report the state after trace event EVENT (0-based, of --device)")
@@ -31,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if os.path.isdir(args.file):
+        return _directory(args)
     try:
         snap = load_snapshot(args.file, use_cache=not args.no_cache)
     except SnapshotError as exc:
@@ -60,4 +68,24 @@ def main(argv: list[str]) -> int:
         sys.stdout.write("\n")
     else:
         print(format_text(summary))
+    return 0
+
+
+def _directory(args) -> int:
+    """One entry per rank of a directory written by the capture module."""
+    from ..model import ranks
+
+    if args.at is not None:
+        print("vramscope: error: --at needs a snapshot file, not a directory", file=sys.stderr)
+        return 2
+    try:
+        overview = ranks.load_ranks(args.file, use_cache=not args.no_cache)
+    except SnapshotError as exc:
+        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(overview.to_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(ranks.format_text(overview))
     return 0

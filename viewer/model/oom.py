@@ -143,6 +143,6 @@ def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tu
         tail = (f"and the process is at its memory limit (the GPU still had {fb(device_free)} "
                 f"free, but a new {fb(fit.new_segment_bytes)} segment was refused)")
     else:
-        tail = (f"and the GPU is full ({fb(device_free)} free on the device, "
+        tail = (f"and the GPU has too little free memory ({fb(device_free)} free on the device, "
                 f"a new segment needs {fb(fit.new_segment_bytes)})")
     return "capacity", f"{head} {tail}"
