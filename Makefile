@@ -43,3 +43,35 @@ screenshot: install
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+
+# ---------------------------------------------------------------- installers (issue 7)
+# `make package`: PyInstaller app (viewer only) -> dist/vramscope-<version>-linux-<arch>.tar.gz
+# and dist/vramscope_<version>-1_<arch>.deb, self-tested, desktop entry validated, a real
+# window checked under Xvfb (packaging/README.md).  Builds in its own venv, never .venv.
+PKG_VENV := build/package/venv
+PKG_PY   := $(PKG_VENV)/bin/python
+PKG_PIP  := $(PKG_PY) -m pip --disable-pip-version-check
+# Tools the build runs (dpkg-deb, desktop-file-validate, xmllint, Xvfb + xwd/xwininfo,
+# lintian) and the X11 libraries PyInstaller bundles from this system (libxcb-cursor0 ...).
+PKG_APT  := dpkg-dev desktop-file-utils libxml2-utils shared-mime-info xvfb xauth x11-apps x11-utils \
+            lintian binutils libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 \
+            libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 \
+            libxcb-xkb1 libegl1 libgl1 libfontconfig1 libdbus-1-3 libglib2.0-0
+PKG_TOOLS := dpkg-deb desktop-file-validate xmllint xvfb-run xwd xwininfo objdump
+
+.PHONY: package
+package:
+	@missing=; for t in $(PKG_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	[ -e /usr/lib/x86_64-linux-gnu/libxcb-cursor.so.0 ] || [ -e /usr/lib/aarch64-linux-gnu/libxcb-cursor.so.0 ] \
+	  || missing="$$missing libxcb-cursor0"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make package: installing build tools ($$missing )"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(PKG_APT) >/dev/null; \
+	  else echo "make package: missing$$missing; install: sudo apt-get install $(PKG_APT)"; exit 1; fi; \
+	fi
+	test -x $(PKG_PY) || $(PYTHON) -m venv $(PKG_VENV)
+	$(PKG_PIP) install -q --upgrade pip
+	$(PKG_PIP) install -q -r packaging/requirements.txt .
+	$(PKG_PIP) install -q --no-deps --force-reinstall .
+	$(PKG_PY) packaging/build.py

@@ -21,6 +21,7 @@ def application(argv: list[str] | None = None) -> QApplication:
     QCoreApplication.setOrganizationName(st.ORGANIZATION)
     QCoreApplication.setApplicationName(st.APPLICATION)
     app.setApplicationDisplayName("vramscope")
+    app.setDesktopFileName("vramscope")  # Wayland: match the menu entry and its icon
     app.setWindowIcon(app_icon())
     pg.setConfigOptions(antialias=False, useOpenGL=False)
     return app
