@@ -6,17 +6,9 @@ import pytest
 
 from tests.conftest import expected_for, snapshot_files, snapshot_id
 from vramscope.viewer.model import memory_stats
+from vramscope.viewer.model.analysis import ALLOCATOR_COUNTERS as COUNTERS
 from vramscope.viewer.model.summary import summarize
 
-COUNTERS = {
-    "reserved_bytes": "reserved_bytes.all.current",
-    "allocated_bytes": "allocated_bytes.all.current",
-    "active_bytes": "active_bytes.all.current",
-    "requested_bytes": "requested_bytes.all.current",
-    "segment_count": "segment.all.current",
-    "inactive_split_bytes": "inactive_split_bytes.all.current",
-    "allocation_count": "allocation.all.current",
-}
 
 
 @pytest.mark.parametrize("path", snapshot_files(), ids=snapshot_id)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from vramscope.viewer.model import load_bytes, memory_stats
+from vramscope.viewer.model.analysis import ALLOCATOR_COUNTERS as COUNTERS
 from vramscope.viewer.model.analysis import Selection
 from vramscope.viewer.model.diff import (
     STATUS_ADDED, STATUS_CHANGED, STATUS_REMOVED, STATUS_UNCHANGED, diff_snapshots, format_text,
@@ -21,16 +22,6 @@ from tests.snapshot_forms import merge_devices, on_device, raw_object
 # two unrelated workloads.
 PAIRS = [("whatif_default", "whatif_expandable"), ("fragmentation_oom", "capacity_oom"),
          ("resnet50_train", "gpt2_oom")]
-# MemoryStats field -> the torch.cuda.memory_stats() counter it equals.
-COUNTERS = {
-    "reserved_bytes": "reserved_bytes.all.current",
-    "allocated_bytes": "allocated_bytes.all.current",
-    "active_bytes": "active_bytes.all.current",
-    "requested_bytes": "requested_bytes.all.current",
-    "segment_count": "segment.all.current",
-    "inactive_split_bytes": "inactive_split_bytes.all.current",
-    "allocation_count": "allocation.all.current",
-}
 PEAKS = {"reserved": "reserved_bytes.all.peak", "allocated": "allocated_bytes.all.peak",
          "active": "active_bytes.all.peak", "requested": "requested_bytes.all.peak"}
 

@@ -35,6 +35,8 @@ from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
+from ..model.analysis import ALLOCATOR_COUNTERS as COUNTERS
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -43,16 +45,6 @@ EXAMPLE = "example_fragmentation_oom.pickle"
 SIDECAR = "example_fragmentation_oom.json"
 EXPECTED_VERDICT = "fragmentation"
 
-# MemoryStats field -> torch.cuda.memory_stats() key (as in tests/model/test_counters.py)
-COUNTERS = {
-    "reserved_bytes": "reserved_bytes.all.current",
-    "allocated_bytes": "allocated_bytes.all.current",
-    "active_bytes": "active_bytes.all.current",
-    "requested_bytes": "requested_bytes.all.current",
-    "segment_count": "segment.all.current",
-    "allocation_count": "allocation.all.current",
-    "inactive_split_bytes": "inactive_split_bytes.all.current",
-}
 
 # The main window is rendered at this size (vramscope.viewer._qt.app.SCREENSHOT_SIZE).
 MIN_COLOURS = 8  # a blank or failed render has one or two

@@ -19,6 +19,18 @@ from . import allocator_rules as rules
 from .snapshot import BlockState, Snapshot
 
 
+# Each figure the allocator counts too -> its torch.cuda.memory_stats() key.
+ALLOCATOR_COUNTERS = {
+    "reserved_bytes": "reserved_bytes.all.current",
+    "allocated_bytes": "allocated_bytes.all.current",
+    "active_bytes": "active_bytes.all.current",
+    "requested_bytes": "requested_bytes.all.current",
+    "segment_count": "segment.all.current",
+    "inactive_split_bytes": "inactive_split_bytes.all.current",
+    "allocation_count": "allocation.all.current",
+}
+
+
 @dataclass(frozen=True)
 class MemoryStats:
     """Figures for a set of segments (a device, pool, stream or everything)."""
