@@ -283,4 +283,31 @@ def test_ranks_window_opens_a_real_torchrun_directory(ranks_window, qtbot, shots
     assert rank1.text(1) == format_bytes(sidecar1["memory_stats"]["reserved_bytes.all.current"])
     assert rank1.text(7) == "yes" and rank0.text(6) == "yes"
     assert rank0.childCount() == 2  # the OOM dump and the exit dump
+    from vramscope.viewer._qt.ranks_window import BAR_BLUE, OUTLIER_RED
+
+    # Red where a rank's own figure stands out: rank 1's +1 GiB, not rank 0's small
+    # reserved (rank 0 is flagged for its OOM, which the table and outline show).
+    assert w.chart.brushes["reserved_bytes"] == [BAR_BLUE, OUTLIER_RED]
     grab(w, shots / "ranks_real_torchrun.png", (1280, 820))
+
+
+def test_screenshot_of_a_rank_directory(tmp_path):
+    """`vramscope DIR --screenshot OUT.png` renders the rank overview."""
+    import subprocess
+    import sys
+
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / "ranks.png"
+    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", str(REAL_DDP),
+                          "--screenshot", str(out)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert run.returncode == 0, run.stderr
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (1440, 900)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", str(empty),
+                          "--screenshot", str(out)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pyqtgraph as pg
@@ -66,9 +67,17 @@ def _quiet_qt_messages(mode, context, message) -> None:
 
 
 def screenshot(path: str | None, out: str) -> tuple[int, str]:
-    """Load ``path`` (if any), render the main window to ``out``; (exit code, error)."""
+    """Load ``path`` (if any), render the main window to ``out``; (exit code, error).
+
+    A directory of per-rank snapshots renders the rank overview instead.
+    """
     qInstallMessageHandler(_quiet_qt_messages)
     application()
+    if path and os.path.isdir(path):
+        try:
+            return _screenshot_ranks(path, out)
+        finally:
+            qInstallMessageHandler(None)
     window = MainWindow(persist=False)
     try:
         if path:
@@ -86,3 +95,29 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
         window.close()
         window.deleteLater()
         qInstallMessageHandler(None)
+
+
+def _screenshot_ranks(directory: str, out: str) -> tuple[int, str]:
+    from .ranks_window import RanksWindow
+
+    window = RanksWindow()
+    try:
+        loop = QEventLoop()
+        outcome: list[str] = []
+        window.loadFinished.connect(lambda result: (outcome.append(result), loop.quit()))
+        window.open_directory(directory)
+        if not outcome:
+            loop.exec()
+        if outcome != ["loaded"]:
+            return 2, window.last_error or f"{directory}: load {outcome}"
+        window.resize(SCREENSHOT_SIZE)
+        window.show()
+        for _ in range(3):
+            QApplication.processEvents()
+        pixmap = window.grab()
+        if not pixmap.save(out, "PNG"):
+            return 2, f"{out}: cannot write the PNG"
+        return 0, ""
+    finally:
+        window.close()
+        window.deleteLater()

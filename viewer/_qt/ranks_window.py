@@ -120,9 +120,12 @@ class RanksChart(pg.GraphicsLayoutWidget):
             values = [e.value(metric) for e in ov.ranks]
             scale = 100.0 if frac else 1 / GiB
             heights = np.array([(v or 0) * scale for v in values], dtype=float)
-            brushes = [OUTLIER_RED if _flagged(e, metric) else BAR_BLUE for e in ov.ranks]
-            bars = pg.BarGraphItem(x=x, height=heights, width=0.7, brushes=brushes,
-                                   pens=[pg.mkPen(None)] * len(x))
+            brushes = [OUTLIER_RED if metric in e.deviations else BAR_BLUE for e in ov.ranks]
+            # A rank that ran out of memory alone is outlined in every chart; its bars
+            # are red only where its own figure stands out.
+            pens = [pg.mkPen(OUTLIER_RED, width=2) if _oom_alone(e) else pg.mkPen(None)
+                    for e in ov.ranks]
+            bars = pg.BarGraphItem(x=x, height=heights, width=0.7, brushes=brushes, pens=pens)
             p.addItem(bars)
             med = ov.medians.get(metric)
             if med is not None:
@@ -146,11 +149,9 @@ class RanksChart(pg.GraphicsLayoutWidget):
                 return
 
 
-def _flagged(e: RankEntry, metric: str) -> bool:
-    """Red bar: the rank is an outlier on this metric, or ran out of memory alone."""
-    if metric in e.deviations:
-        return True
-    return e.outlier and any(r.startswith("ran out of memory") for r in e.outlier_reasons)
+def _oom_alone(e: RankEntry) -> bool:
+    """The rank ran out of memory while other ranks did not."""
+    return any(r.startswith("ran out of memory") for r in e.outlier_reasons)
 
 
 class RanksWindow(QMainWindow):

@@ -28,6 +28,8 @@ def main(args) -> int:
     app = qtapp.application(sys.argv[:1])
     window = qtapp.MainWindow()
     window.show()
-    if path:
+    if path and os.path.isdir(path):
+        window.open_ranks(path)  # a torchrun directory: the rank overview
+    elif path:
         window.open_file(path)
     return app.exec()
