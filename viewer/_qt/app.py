@@ -28,8 +28,12 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def wait_for_load(window: MainWindow, timeout_ms: int = 0) -> str:
-    """Run an event loop until the window's current load ends; its outcome."""
+def wait_for_load(window, timeout_ms: int = 0) -> str:
+    """Run an event loop until the window's current load ends; its outcome.
+
+    Any window with ``is_loading()`` and a ``loadFinished(str)`` signal (the main
+    window, the rank overview).
+    """
     if not window.is_loading():
         return "idle"
     outcome = {"value": "timeout"}
@@ -47,7 +51,7 @@ def wait_for_load(window: MainWindow, timeout_ms: int = 0) -> str:
     return outcome["value"]
 
 
-def render_window(window: MainWindow, size: QSize = SCREENSHOT_SIZE):
+def render_window(window, size: QSize = SCREENSHOT_SIZE):
     """Lay the window out at ``size`` and grab it (a QPixmap of exactly that size)."""
     window.resize(size)
     window.show()
@@ -55,9 +59,16 @@ def render_window(window: MainWindow, size: QSize = SCREENSHOT_SIZE):
     for _ in range(3):
         app.processEvents()
     window.resize(size)
-    window.map.home()
+    if isinstance(window, MainWindow):
+        window.map.home()
     app.processEvents()
     return window.grab()
+
+
+def _save(window, out: str) -> tuple[int, str]:
+    if not render_window(window).save(out, "PNG"):
+        return 2, f"{out}: cannot write the PNG"
+    return 0, ""
 
 
 def _quiet_qt_messages(mode, context, message) -> None:
@@ -87,10 +98,7 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
                 return 2, window.last_error or f"{path}: load {result}"
             if window.error_box is not None:
                 window.error_box.close()
-        pixmap = render_window(window)
-        if not pixmap.save(out, "PNG"):
-            return 2, f"{out}: cannot write the PNG"
-        return 0, ""
+        return _save(window, out)
     finally:
         window.close()
         window.deleteLater()
@@ -102,22 +110,11 @@ def _screenshot_ranks(directory: str, out: str) -> tuple[int, str]:
 
     window = RanksWindow()
     try:
-        loop = QEventLoop()
-        outcome: list[str] = []
-        window.loadFinished.connect(lambda result: (outcome.append(result), loop.quit()))
         window.open_directory(directory)
-        if not outcome:
-            loop.exec()
-        if outcome != ["loaded"]:
-            return 2, window.last_error or f"{directory}: load {outcome}"
-        window.resize(SCREENSHOT_SIZE)
-        window.show()
-        for _ in range(3):
-            QApplication.processEvents()
-        pixmap = window.grab()
-        if not pixmap.save(out, "PNG"):
-            return 2, f"{out}: cannot write the PNG"
-        return 0, ""
+        result = wait_for_load(window)
+        if window.last_error or result not in ("loaded", "idle"):
+            return 2, window.last_error or f"{directory}: load {result}"
+        return _save(window, out)
     finally:
         window.close()
         window.deleteLater()
