@@ -173,7 +173,7 @@ def fit_request(
     size = nbytes if rounded else rules.round_size(nbytes, settings)
     small = rules.is_small_request(size)
     if pool is None:
-        pool = snap.pools.index((0, 0)) if (0, 0) in snap.pools else None
+        pool = snap.ordinary_pool
     sel = Selection(device=device, pool=pool, stream=stream, is_small=small)
     seg_mask = sel.segment_mask(snap) if pool is not None else np.zeros(len(snap.segments), bool)
     blocks = snap.blocks

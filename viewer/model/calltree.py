@@ -71,18 +71,5 @@ def call_tree(snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, categories:
 
 
 def _path(snap: Snapshot, stack: int, categories: np.ndarray, fold: bool) -> list[int]:
-    """Frame ids from outermost to innermost."""
-    if stack < 0:
-        return [-1]
-    ids = snap.stacks.frame_ids(stack)
-    if fold:
-        cats = categories[ids]
-        keep = ids[cats == fr.CAT_USER]
-        if not len(keep):
-            keep = ids[cats == fr.CAT_TORCH][:1]
-        if not len(keep):
-            keep = ids[cats == fr.CAT_CPP][:1]
-        ids = keep
-    else:
-        ids = ids[categories[ids] != fr.CAT_NOISE]
-    return ids[::-1].tolist() or [-1]
+    """Frame ids from outermost to innermost; ``[-1]`` for a stack with none."""
+    return fr.folded_frame_ids(snap, stack, categories, fold) or [-1]

@@ -262,26 +262,9 @@ def _side_dict(snap: Snapshot, stats: MemoryStats) -> dict[str, Any]:
 
 
 def stack_key_ids(snap: Snapshot, stack: int, categories: np.ndarray, fold: bool = True) -> list[int]:
-    """Frame ids of ``stack``'s key, outermost first (``[]``: no stack recorded).
-
-    Folded: the user's frames; else the innermost torch Python frame; else the
-    innermost native frame that is not noise.  Unfolded: every frame but noise.
-    """
-    if stack < 0:
-        return []
-    ids = snap.stacks.frame_ids(stack)
-    if not len(ids):
-        return []
-    cats = categories[ids]
-    if fold:
-        keep = ids[cats == fr.CAT_USER]
-        if not len(keep):
-            keep = ids[cats == fr.CAT_TORCH][:1]
-        if not len(keep):
-            keep = ids[cats == fr.CAT_CPP][:1]
-    else:
-        keep = ids[cats != fr.CAT_NOISE]
-    return keep[::-1].tolist()
+    """Frame ids of ``stack``'s key, outermost first (``[]``: no stack recorded);
+    the call tree's folding rule (:func:`frames.folded_frame_ids`)."""
+    return fr.folded_frame_ids(snap, stack, categories, fold)
 
 
 def stack_keys(snap: Snapshot, stacks: list[int], categories: np.ndarray | None = None,

@@ -100,6 +100,28 @@ def top_frames(stacks: Stacks, categories: np.ndarray) -> np.ndarray:
     return out
 
 
+def folded_frame_ids(snap: Snapshot, stack: int, categories: np.ndarray,
+                     fold: bool = True) -> list[int]:
+    """Frame ids of ``stack`` that name it, outermost first (``[]``: no frames).
+
+    Folded: the user's frames; else the innermost torch Python frame; else the
+    innermost native frame.  Unfolded: every frame but interpreter noise.
+    """
+    if stack < 0:
+        return []
+    ids = snap.stacks.frame_ids(stack)
+    cats = categories[ids]
+    if fold:
+        keep = ids[cats == CAT_USER]
+        if not len(keep):
+            keep = ids[cats == CAT_TORCH][:1]
+        if not len(keep):
+            keep = ids[cats == CAT_CPP][:1]
+    else:
+        keep = ids[cats != CAT_NOISE]
+    return keep[::-1].tolist()
+
+
 @dataclass(frozen=True)
 class FrameView:
     """One frame ready for display."""

@@ -90,7 +90,7 @@ def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: boo
     size = int(trace.size[row])
     events_after = int(np.count_nonzero(trace.device[row + 1:] == device))
     fit = fit_request(state, size, device=device, stream=stream, rounded=True)
-    pool = snap.pools.index((0, 0)) if (0, 0) in snap.pools else None
+    pool = snap.ordinary_pool
     sel = Selection(device=device, pool=pool, stream=stream, is_small=fit.pool_kind == "small")
     seg_mask = sel.segment_mask(state) if pool is not None else np.zeros(len(state.segments), bool)
     blocks = state.blocks

@@ -458,7 +458,7 @@ def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
             sizes[owner] += -size if act == Action.SEGMENT_MAP else size
             if sizes[owner] <= 0:
                 sizes.pop(owner)
-    default_pool = snap.pools.index((0, 0)) if (0, 0) in snap.pools else 0
+    default_pool = snap.ordinary_pool or 0
     st.known = {a: (meta[a][1], meta[a][2]) for a in final}
     st.known[None] = (False, default_pool)  # for segments the final snapshot lacks
     for addr in sorted(sizes):

@@ -185,6 +185,11 @@ class Snapshot:
     sidecar: dict[str, Any] | None = None
 
     @property
+    def ordinary_pool(self) -> int | None:
+        """Index in :attr:`pools` of the ordinary pool ``(0, 0)`` (None if no segment uses it)."""
+        return self.pools.index((0, 0)) if (0, 0) in self.pools else None
+
+    @property
     def strings(self) -> list[str]:
         return self.frames.strings
 
