@@ -1,0 +1,95 @@
+"""`vramscope whatif` in a real subprocess: predictions, JSON, --recommend, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DATA, expected_for
+
+
+def vramscope(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_json_prediction_matches_the_other_recording():
+    out = vramscope("whatif", str(DATA / "whatif_default.pickle"), "--conf",
+                    "expandable_segments:True", "--conf", "recorded", "--memory-limit",
+                    "10000000000", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["conf"] for r in rows] == ["expandable_segments:True", "recorded"]
+    want = expected_for(DATA / "whatif_expandable.pickle")["memory_stats"]
+    assert abs(rows[0]["peak_reserved_bytes"] / want["reserved_bytes.all.peak"] - 1) <= 0.02
+    own = expected_for(DATA / "whatif_default.pickle")["memory_stats"]
+    assert rows[1]["peak_reserved_bytes"] == own["reserved_bytes.all.peak"]
+    assert rows[1]["peak_allocated_bytes"] == own["allocated_bytes.all.peak"]
+    assert rows[1]["cuda_malloc_count"] == own["num_device_alloc"]
+    for r in rows:
+        assert r["oom"] is None and 0.0 <= r["fragmentation_at_peak"] <= 1.0
+        assert r["memory_limit_bytes"] == 10_000_000_000
+
+
+def test_text_names_the_oom_and_why():
+    out = vramscope("whatif", str(DATA / "fragmentation_oom.pickle"), "--conf", "recorded",
+                    "--conf", "expandable_segments:True")
+    assert out.returncode == 0, out.stderr
+    assert "peak reserved" in out.stdout and "(inferred)" in out.stdout
+    assert "recorded: OOM at event" in out.stdout and "capacity" in out.stdout
+    assert out.stderr == ""  # the self-check passed
+
+
+def test_recommend_ranks_by_peak_reserved():
+    out = vramscope("whatif", str(DATA / "whatif_h200" / "whatif_default.pickle.xz"),
+                    "--recommend", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) >= 6 and "expandable_segments:True" in [r["conf"] for r in rows]
+    keys = [(r["oom"] is not None, r["peak_reserved_bytes"]) for r in rows]
+    assert keys == sorted(keys)
+
+
+def test_json_oom_has_a_verdict():
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "recorded", "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    stats = expected_for(DATA / "gpt2_oom.pickle")["memory_stats"]
+    assert row["oom"]["as_recorded"] and row["oom"]["kind"] == "fragmentation"
+    assert row["peak_reserved_bytes"] == stats["reserved_bytes.all.peak"]
+    assert "largest block" in row["oom"]["verdict"]
+
+
+@pytest.mark.parametrize("conf", ["expandable_segments:Maybe", "max_split_size_mb:1",
+                                  "nonsense:3"])
+def test_bad_conf_exits_2_with_one_line(conf):
+    out = vramscope("whatif", str(DATA / "small_pool_mixed.pickle"), "--conf", conf)
+    assert out.returncode == 2
+    assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
+    assert conf.split(":")[0] in out.stderr
+
+
+def test_bad_file_and_bad_limit_exit_2(tmp_path):
+    junk = tmp_path / "junk.pickle"
+    junk.write_bytes(b"not a snapshot")
+    out = vramscope("whatif", str(junk), "--conf", "expandable_segments:True")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    out = vramscope("whatif", str(DATA / "small_pool_mixed.pickle"), "--memory-limit", "lots")
+    assert out.returncode == 2 and "not a size" in out.stderr
+
+
+def test_snapshot_without_trace_exits_2(tmp_path):
+    import pickle
+
+    from tests.snapshot_forms import raw_object
+
+    obj = raw_object(DATA / "small_pool_mixed.pickle")
+    obj["device_traces"] = [[]]
+    path = tmp_path / "notrace.pickle"
+    path.write_bytes(pickle.dumps(obj))
+    out = vramscope("whatif", str(path), "--conf", "expandable_segments:True")
+    assert out.returncode == 2 and "no trace events" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,129 @@
+"""The What-if panel with a real event loop (offscreen): run, cancel, errors, copy, export, menu hook."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gui.conftest import DATA
+
+WHATIF = DATA / "whatif_h200" / "whatif_default.pickle.xz"
+
+
+@pytest.fixture
+def panel(qtbot):
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer.model import load_snapshot
+
+    application()
+    p = WhatIfPanel(load_snapshot(WHATIF))
+    qtbot.addWidget(p)
+    p.resize(1200, 760)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def test_run_shows_curves_table_and_self_check(panel, qtbot, tmp_path):
+    from vramscope.viewer.model.whatif import predict, prepare
+
+    panel.set_checked(["expandable_segments:True", "max_split_size_mb:64"])
+    with qtbot.waitSignal(panel.finished, timeout=60000):
+        qtbot.mouseClick(panel.run_button, qtbot_button())
+    assert panel.table.rowCount() == 3
+    assert "Self-check passed" in panel.summary.text()
+    # The table shows the model's figures.
+    case = prepare(panel.snap)
+    want = predict(case, ["recorded", "expandable_segments:True", "max_split_size_mb:64"])
+    from vramscope.viewer.model.units import format_bytes
+    for row, p in enumerate(want):
+        assert panel.table.item(row, 1).text() == format_bytes(p.result.peak_reserved_until_oom)
+    # One curve per setting, each as long as the request stream.
+    curves = [c for c in panel.plot.listDataItems() if c.opts.get("pen") is not None
+              and c.xData is not None and len(c.xData) > 1]
+    assert len(curves) == 3 and all(len(c.xData) == len(case.requests) for c in curves)
+    # Copy and export.
+    panel.copy_table()
+    from PySide6.QtGui import QGuiApplication
+    text = QGuiApplication.clipboard().text()
+    assert text.splitlines()[0].startswith("setting\tpeak reserved")
+    assert "expandable_segments:True" in text
+    out = tmp_path / "whatif.png"
+    assert panel.export_png(str(out)) and out.stat().st_size > 1000
+    assert panel.run_button.isEnabled()  # enabled again after the run
+
+
+def qtbot_button():
+    from PySide6.QtCore import Qt
+    return Qt.MouseButton.LeftButton
+
+
+def test_predicted_oom_is_marked(panel, qtbot):
+    """Under a tight limit the default settings run out of memory; the chart marks it."""
+    panel.set_checked([])
+    panel.limit_edit.setText("6GB")
+    with qtbot.waitSignal(panel.finished, timeout=60000):
+        panel.run()
+    assert panel.table.item(0, 7).text().startswith("event ")
+    marks = [c for c in panel.plot.listDataItems() if c.opts.get("symbol") == "x"]
+    assert len(marks) == 1
+    oom = panel.preds[0].result.first_oom
+    assert marks[0].xData[0] == oom.event
+    # The curve is solid up to the OOM and dashed after it (the program would have stopped).
+    solid = [c for c in panel.plot.listDataItems() if c.name() == "recorded"]
+    assert len(solid) == 1 and solid[0].xData[-1] == oom.event
+
+
+def test_cancel_stops_the_run(panel, qtbot):
+    panel.set_checked(["expandable_segments:True", "max_split_size_mb:64",
+                       "roundup_power2_divisions:4", "garbage_collection_threshold:0.6"])
+    panel.run()
+    panel.cancel()
+    qtbot.waitUntil(lambda: panel.thread is None, timeout=60000)
+    assert panel.run_button.isEnabled()
+    assert panel.summary.text() == "Cancelled." and panel.table.rowCount() == 0
+
+
+def test_bad_setting_and_bad_limit_are_one_line_errors(panel, qtbot):
+    panel.conf_edit.setText("max_split_size_mb:3")
+    assert not panel.add_conf()
+    assert "too small" in panel.error.text()
+    panel.conf_edit.setText("max_split_size_mb:256")
+    assert panel.add_conf() and "max_split_size_mb:256" in panel.checked_confs()
+    panel.limit_edit.setText("plenty")
+    panel.run()
+    assert panel.thread is None and "not a size" in panel.error.text()
+
+
+def test_main_window_menu_opens_the_panel(make_window, qtbot):
+    w = make_window()
+    assert not w.whatif_action.isEnabled()
+    w.open_file(str(DATA / "whatif_default.pickle"))
+    qtbot.waitUntil(lambda: w.doc is not None, timeout=60000)
+    assert w.whatif_action.isEnabled()
+    assert w.whatif_action.shortcut().toString() == "Ctrl+Shift+W"
+    w.whatif_action.trigger()
+    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    panels = [x for x in w._aux_windows if isinstance(x, WhatIfPanel)]
+    assert len(panels) == 1 and panels[0].isVisible()
+    panels[0].close()
+
+
+def test_snapshot_without_trace_shows_one_line(qtbot):
+    import pickle
+
+    from tests.snapshot_forms import raw_object
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer.model import load_bytes
+
+    application()
+    obj = raw_object(DATA / "small_pool_mixed.pickle")
+    obj["device_traces"] = [[]]
+    p = WhatIfPanel(load_bytes(pickle.dumps(obj)))
+    qtbot.addWidget(p)
+    p.show()
+    with qtbot.waitSignal(p.finished, timeout=30000):
+        p.run()
+    assert "no trace events" in p.error.text() and p.table.rowCount() == 0
+    assert p.run_button.isEnabled()

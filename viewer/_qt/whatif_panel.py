@@ -1,0 +1,401 @@
+"""The What-if panel: the recorded run against other allocator settings.
+
+Pick settings (a standard set as checkboxes, plus any PYTORCH_CUDA_ALLOC_CONF
+typed in) and a memory limit; Run simulates them off the GUI thread
+(:class:`WhatIfThread`, progress + Cancel) with the model in
+:mod:`vramscope.viewer.model.whatif`, then overlays reserved memory over the
+trace for the recorded run and each alternative, marks predicted OOMs, and
+lists the figures in a table (Copy puts it on the clipboard as TSV; Export
+saves the chart as PNG).  Opened from the main window by Tools > What-if…
+(:func:`add_whatif_action`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QProgressBar, QPushButton, QSplitter,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from ..model.allocator_rules import ConfError, parse_conf
+from ..model.errors import LoadCancelled, SnapshotError
+from ..model.progress import Progress
+from ..model.snapshot import Snapshot
+from ..model.units import format_bytes as fb
+from ..model.whatif import RECOMMENDED, predict, prepare
+from . import theme
+
+DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
+                   "garbage_collection_threshold:0.6")
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f"]
+COLUMNS = ("setting", "peak reserved", "vs recorded", "peak allocated", "frag. at peak",
+           "cudaMalloc", "cudaFree", "OOM")
+GIB = 1 << 30
+
+
+class WhatIfThread(QThread):
+    """Prepares the request stream (once) and simulates each setting, off the GUI thread."""
+
+    progressed = Signal(float)
+    done = Signal(object, object, object)  # Case, list[Prediction], CheckResult
+    failed = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, snap: Snapshot, confs: list[str], limit: int | None, case=None,
+                 parent=None) -> None:
+        super().__init__(parent)
+        self.snap, self.confs, self.limit, self.case = snap, confs, limit, case
+        self.cancel_event = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def run(self) -> None:  # worker thread
+        try:
+            progress = Progress(lambda stage, f: self.progressed.emit(f), self.cancel_event)
+            case = self.case or prepare(self.snap)
+            preds = predict(case, ["recorded"] + self.confs, self.limit, progress)
+            check = case.self_check()  # here, not on the GUI thread: it may simulate
+        except LoadCancelled:
+            self.cancelled.emit()
+            return
+        except SnapshotError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # one clear line in the panel, never a crash
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
+            return
+        self.done.emit(case, preds, check)
+
+
+class WhatIfPanel(QWidget):
+    """A window over one snapshot: settings, chart, table."""
+
+    finished = Signal()  # a run ended (results shown, failed or cancelled)
+
+    def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
+        super().__init__(parent, Qt.WindowType.Window)
+        self.snap = snap
+        self.case = None
+        self.preds: list = []
+        self.thread: WhatIfThread | None = None
+        name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
+        self.setWindowTitle(f"What-if: {name} — vramscope")
+        self.resize(1200, 760)
+        self._build()
+
+    # -- layout ------------------------------------------------------------------
+    def _build(self) -> None:
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.addWidget(QLabel("Settings to try (PYTORCH_CUDA_ALLOC_CONF):"))
+        self.list = QListWidget()
+        self.list.setToolTip("Each is simulated from the allocator's defaults, as the allocator "
+                             "parses the variable; the recorded run is always shown")
+        for conf in RECOMMENDED:
+            if conf:
+                self._add_item(conf, conf in DEFAULT_CHECKED)
+        lv.addWidget(self.list, 1)
+        self.conf_edit = QLineEdit()
+        self.conf_edit.setPlaceholderText("add a setting, e.g. max_split_size_mb:256  (Enter)")
+        self.conf_edit.returnPressed.connect(self.add_conf)
+        lv.addWidget(self.conf_edit)
+        lv.addWidget(QLabel("Memory limit (bytes, or e.g. 10GB; empty: as recorded):"))
+        self.limit_edit = QLineEdit()
+        self.limit_edit.setToolTip("Like torch.cuda.set_per_process_memory_fraction: a new segment "
+                                   "that would pass it makes the allocator free cache and retry, "
+                                   "then raise OOM")
+        lv.addWidget(self.limit_edit)
+        self.error = QLabel("")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #d62728")
+        lv.addWidget(self.error)
+        buttons = QHBoxLayout()
+        self.run_button = QPushButton("&Run")
+        self.run_button.setShortcut(QKeySequence("Ctrl+Return"))
+        self.run_button.setToolTip("Simulate the checked settings (Ctrl+Enter)")
+        self.run_button.clicked.connect(self.run)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setShortcut(QKeySequence("Esc"))
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        lv.addLayout(buttons)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        lv.addWidget(self.progress)
+
+        right = QSplitter(Qt.Orientation.Vertical)
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground(theme.background())
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.plot.setLabel("left", "reserved", units="GiB")
+        self.plot.setLabel("bottom", "trace event")
+        self.plot.setDownsampling(auto=True, mode="peak")
+        self.plot.setClipToView(True)
+        self.legend = self.plot.addLegend(offset=(10, 10))
+        right.addWidget(self.plot)
+        table_box = QWidget()
+        tv = QVBoxLayout(table_box)
+        tv.setContentsMargins(0, 0, 0, 0)
+        self.summary = QLabel("Press Run to simulate the checked settings.")
+        self.summary.setWordWrap(True)
+        tv.addWidget(self.summary)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSortingEnabled(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        tv.addWidget(self.table)
+        row = QHBoxLayout()
+        self.copy_button = QPushButton("&Copy table")
+        self.copy_button.setToolTip("Copy the results as tab-separated text (Ctrl+Shift+C)")
+        self.copy_button.setShortcut(QKeySequence("Ctrl+Shift+C"))
+        self.copy_button.clicked.connect(self.copy_table)
+        self.export_button = QPushButton("&Export PNG…")
+        self.export_button.setToolTip("Save the chart as a PNG image")
+        self.export_button.clicked.connect(self.export_dialog)
+        row.addStretch(1)
+        row.addWidget(self.copy_button)
+        row.addWidget(self.export_button)
+        tv.addLayout(row)
+        right.addWidget(table_box)
+        right.setSizes([460, 260])
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setSizes([330, 870])
+        outer = QVBoxLayout(self)
+        outer.addWidget(split)
+
+    def _add_item(self, conf: str, checked: bool) -> QListWidgetItem:
+        item = QListWidgetItem(conf)
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        self.list.addItem(item)
+        return item
+
+    # -- settings ------------------------------------------------------------------
+    def add_conf(self) -> bool:
+        """Add the typed setting (checked) if the allocator would accept it."""
+        text = self.conf_edit.text().strip()
+        if not text:
+            return False
+        try:
+            parse_conf(text)
+        except ConfError as exc:
+            self.error.setText(f"{text}: {exc}")
+            return False
+        self.error.setText("")
+        for i in range(self.list.count()):
+            if self.list.item(i).text() == text:
+                self.list.item(i).setCheckState(Qt.CheckState.Checked)
+                break
+        else:
+            self._add_item(text, True)
+        self.conf_edit.clear()
+        return True
+
+    def checked_confs(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())
+                if self.list.item(i).checkState() == Qt.CheckState.Checked]
+
+    def set_checked(self, confs: list[str]) -> None:
+        wanted = set(confs)
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            item.setCheckState(Qt.CheckState.Checked if item.text() in wanted
+                               else Qt.CheckState.Unchecked)
+        present = {self.list.item(i).text() for i in range(self.list.count())}
+        for conf in confs:
+            if conf not in present:
+                self._add_item(conf, True)
+
+    def limit(self) -> int | None:
+        from ..commands.whatif import parse_bytes
+
+        text = self.limit_edit.text().strip()
+        if not text:
+            return None
+        try:
+            return parse_bytes(text)
+        except Exception as exc:
+            raise ValueError(str(exc)) from None
+
+    # -- running -------------------------------------------------------------------
+    def run(self) -> None:
+        if self.thread is not None:
+            return
+        try:
+            limit = self.limit()
+        except ValueError as exc:
+            self.error.setText(str(exc))
+            return
+        self.error.setText("")
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setValue(0)
+        self.summary.setText("Simulating…")
+        self.thread = WhatIfThread(self.snap, self.checked_confs(), limit, self.case, self)
+        self.thread.progressed.connect(lambda f: self.progress.setValue(int(f * 1000)))
+        self.thread.done.connect(self._show)
+        self.thread.failed.connect(self._failed)
+        self.thread.cancelled.connect(self._cancelled)
+        self.thread.finished.connect(self._thread_finished)
+        self.thread.start()
+
+    def cancel(self) -> None:
+        if self.thread is not None:
+            self.thread.cancel()
+
+    def _thread_finished(self) -> None:
+        self.thread = None
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.finished.emit()
+
+    def _failed(self, message: str) -> None:
+        self.error.setText(message)
+        self.summary.setText("The simulation failed.")
+
+    def _cancelled(self) -> None:
+        self.progress.setValue(0)
+        self.summary.setText("Cancelled.")
+
+    # -- results -------------------------------------------------------------------
+    def _show(self, case, preds, check) -> None:
+        self.case, self.preds = case, preds
+        self.progress.setValue(1000)
+        self._plot(case, preds)
+        self._fill_table(case, preds)
+        lim = preds[0].limit if preds else case.limit
+        text = (f"{len(case.requests):,} requests of device {case.device}; memory limit "
+                + (f"{fb(lim)}" + (f" ({case.limit_source})" if lim == case.limit else "")
+                   if lim else "none") + ". ")
+        text += ("Self-check passed: at the recorded settings the model reproduces every "
+                 "segment event of the recording." if check.ok else
+                 f"Self-check FAILED ({check.first_difference}): predictions are approximate.")
+        self.summary.setText(text)
+
+    def _plot(self, case, preds) -> None:
+        self.plot.clear()
+        self.legend.clear()
+        x = case.curve_x().astype(np.float64)
+        fg = theme.foreground()
+        named_oom = False
+        for j, p in enumerate(preds):
+            y = p.result.reserved / GIB
+            recorded = j == 0
+            color = fg if recorded else pg.mkColor(PALETTE[(j - 1) % len(PALETTE)])
+            pen = pg.mkPen(color, width=2.5 if recorded else 1.6)
+            label = "recorded" if recorded else p.conf
+            oom = p.result.first_oom
+            # After its first OOM the program would have stopped: the rest dashed.
+            cut = len(y) if oom is None else oom.request + 1
+            self.plot.plot(x[:cut], y[:cut], pen=pen, name=label)
+            if cut < len(y):
+                self.plot.plot(x[cut - 1:], y[cut - 1:],
+                               pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+            if oom is not None:
+                self.plot.plot([float(oom.event)], [oom.reserved_bytes / GIB], pen=None,
+                               symbol="x", symbolSize=16, symbolPen=pg.mkPen("#d62728", width=3),
+                               symbolBrush=None, name=None if named_oom else "predicted OOM")
+                named_oom = True
+        lim = preds[0].limit if preds else None
+        top = max([float(p.result.reserved.max()) if len(p.result.reserved) else 0.0
+                   for p in preds] + [float(lim or 0)])
+        # From zero, so differences look as large as they are; the limit in view.
+        self.plot.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
+        self.plot.enableAutoRange(axis="x")
+        if lim:
+            line = pg.InfiniteLine(lim / GIB, angle=0, pen=pg.mkPen(theme.muted(), width=1,
+                                                                    style=Qt.PenStyle.DashLine),
+                                   label=f"limit {fb(lim)}", labelOpts={"position": 0.95})
+            self.plot.addItem(line)
+
+    def _fill_table(self, case, preds) -> None:
+        self.table.setRowCount(len(preds))
+        for r, p in enumerate(preds):
+            d = p.to_dict(case)
+            oom = d["oom"]
+            vs = d["peak_reserved_vs_recorded"]
+            cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
+                     fb(d["peak_reserved_bytes"]), "-" if vs is None else f"{vs * 100:+.1f}%",
+                     fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
+                     str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
+                     "-" if oom is None else
+                     f"event {oom['event']}: {fb(oom['size_bytes'])} ({oom['kind']})"]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c == 1:
+                    item.setToolTip(f"{d['peak_reserved_bytes']:,} bytes "
+                                    "(up to the first OOM, where the program would stop)")
+                if c == 7 and oom is not None:
+                    item.setToolTip(f"{fb(oom['free_in_pool_bytes'])} free in the {oom['pool']} "
+                                    f"pool, largest block {fb(oom['largest_free_bytes'])}")
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+
+    def table_text(self) -> str:
+        rows = ["\t".join(COLUMNS)]
+        for r in range(self.table.rowCount()):
+            rows.append("\t".join(self.table.item(r, c).text() if self.table.item(r, c) else ""
+                                  for c in range(self.table.columnCount())))
+        return "\n".join(rows)
+
+    def copy_table(self) -> None:
+        QGuiApplication.clipboard().setText(self.table_text())
+
+    def export_png(self, path: str) -> bool:
+        return self.plot.grab().save(path, "PNG")
+
+    def export_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export chart as PNG", "whatif.png",
+                                              "PNG images (*.png)")
+        if path:
+            self.export_png(path)
+
+    def closeEvent(self, event) -> None:
+        if self.thread is not None:
+            self.thread.cancel()
+            self.thread.wait(5000)
+        super().closeEvent(event)
+
+
+def open_panel(window) -> WhatIfPanel | None:
+    """Open a What-if panel over the main window's snapshot (kept alive by the window)."""
+    doc = getattr(window, "doc", None)
+    if doc is None:
+        return None
+    panel = WhatIfPanel(doc.root.snap, window)
+    windows = getattr(window, "_aux_windows", None)
+    if isinstance(windows, list):
+        windows.append(panel)
+    panel.show()
+    return panel
+
+
+def add_whatif_action(window, menu) -> QAction:
+    """Tools > What-if… (Ctrl+Shift+W), enabled while a snapshot is open."""
+    action = QAction("&What-if: other allocator settings…", window)
+    action.setShortcut(QKeySequence("Ctrl+Shift+W"))
+    tip = ("Replay this trace through a model of the caching allocator under other "
+           "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs")
+    action.setToolTip(tip)
+    action.setStatusTip(tip)
+    action.triggered.connect(lambda: open_panel(window))
+    action.setEnabled(getattr(window, "doc", None) is not None)
+    if hasattr(window, "documentChanged"):
+        window.documentChanged.connect(lambda doc: action.setEnabled(doc is not None))
+    menu.addAction(action)
+    window.whatif_action = action
+    return action

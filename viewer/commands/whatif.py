@@ -1,0 +1,105 @@
+"""``vramscope whatif FILE --conf SETTINGS [...]``: predict a recorded run under other allocator settings.
+
+Replays the snapshot's trace through a model of the caching allocator
+(:mod:`vramscope.viewer.model.whatif`) at each ``--conf`` and prints, per
+setting, peak reserved and allocated bytes, fragmentation at the peak,
+cudaMalloc/cudaFree counts and whether and where an OOM would happen.
+Before predicting, the model replays the recorded settings and must
+reproduce the recording; if it does not, the first differing event is
+printed as a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from ..model import SnapshotError
+from ..model.allocator_rules import ConfError, parse_conf
+from ..model.errors import LoadCancelled
+from ..model.load import load_snapshot
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6,
+          "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12,
+          "tib": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 10000000000 or 10GB)")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"the memory limit must be positive: {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vramscope whatif",
+        description="Predict peak memory, fragmentation and OOMs of a recorded run under other "
+        "PYTORCH_CUDA_ALLOC_CONF settings, by replaying its trace through a model of "
+        "PyTorch's caching allocator.",
+        epilog='example: vramscope whatif snap.pickle --conf "expandable_segments:True" '
+        '--conf "max_split_size_mb:64" --memory-limit 10GB')
+    p.add_argument("file", help="snapshot with a trace (recorded with _record_memory_history)")
+    p.add_argument("--conf", action="append", default=[], metavar="SETTINGS",
+                   help="a PYTORCH_CUDA_ALLOC_CONF string, parsed like the allocator does "
+                   "(from the defaults); 'recorded' = the snapshot's settings; repeatable")
+    p.add_argument("--memory-limit", type=parse_bytes, metavar="BYTES",
+                   help="bytes the process may reserve (like set_per_process_memory_fraction); "
+                   "default: the recording's, from the sidecar or inferred from the trace")
+    p.add_argument("--recommend", action="store_true",
+                   help="also try a standard set of settings and rank all by peak reserved")
+    p.add_argument("--device", type=int, metavar="N", help="device to simulate (default: first)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
+    p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    from ..model.whatif import RECOMMENDED, predict, prepare
+    from ..model.whatif.report import format_text, rank
+
+    args = parser().parse_args(argv)
+    confs = list(args.conf)
+    for conf in confs:
+        if conf == "recorded":
+            continue
+        try:
+            parse_conf(conf)
+        except ConfError as exc:
+            print(f"vramscope: error: --conf {conf!r}: {exc}", file=sys.stderr)
+            return 2
+    if args.recommend:
+        confs += [c for c in RECOMMENDED if c not in confs]
+    if not confs:
+        confs = ["recorded"]
+    try:
+        snap = load_snapshot(args.file, use_cache=not args.no_cache)
+        case = prepare(snap, args.device)
+    except SnapshotError as exc:
+        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
+        return 2
+    except LoadCancelled:  # pragma: no cover - no one cancels on the command line
+        return 1
+    check = case.self_check()
+    if not check.ok:
+        print(f"vramscope: warning: the model does not reproduce this recording at its own "
+              f"settings ({check.first_difference}); predictions are approximate",
+              file=sys.stderr)
+    preds = predict(case, confs, args.memory_limit)
+    if args.recommend:
+        preds = rank(preds)
+    if args.json:
+        json.dump([p.to_dict(case) for p in preds], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_text(case, preds, ranked=args.recommend))
+    return 0

@@ -1,0 +1,25 @@
+"""What-if: replay a recorded trace through a model of the caching allocator under other settings.
+
+Typical use::
+
+    from vramscope.viewer.model.whatif import prepare
+
+    case = prepare(snap)                      # request stream of the first device
+    case.self_check()                         # the model reproduces the recording
+    result = case.simulate("expandable_segments:True", limit=10 * 10**9)
+    result.peak_reserved, result.first_oom
+
+Settings are ``PYTORCH_CUDA_ALLOC_CONF`` strings, parsed as the allocator
+parses them (each starts from the defaults; ``"recorded"`` means the
+settings in the snapshot).  The memory limit is the recording's
+(``memory_limit_bytes`` in the capture sidecar, else bounded from the
+trace: :mod:`.limits`) unless given.
+
+Modules: :mod:`.requests` (the program's requests and the recorded
+answers), :mod:`.simulator` (the allocator model), :mod:`.run` (curves,
+peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.report`.
+"""
+
+from .report import RECOMMENDED, Case, Prediction, prepare, predict
+
+__all__ = ["RECOMMENDED", "Case", "Prediction", "prepare", "predict"]

@@ -1,0 +1,246 @@
+"""Predictions per setting: the figures the CLI prints and the panel shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import allocator_rules as rules
+from ..errors import SnapshotError
+from ..progress import Progress
+from ..replay import replay_device
+from ..snapshot import Snapshot
+from ..units import format_bytes as fb
+from .limits import LimitBounds, infer_limit
+from .requests import Requests, build_requests
+from .run import SimResult, simulate
+from .selfcheck import CheckResult, self_check
+
+RECORDED = "recorded"
+# The standard set --recommend tries (each from the defaults, as the allocator parses them).
+RECOMMENDED = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "garbage_collection_threshold:0.6",
+    "expandable_segments:True,garbage_collection_threshold:0.6",
+]
+
+
+@dataclass
+class Prediction:
+    """One setting's simulated run."""
+
+    conf: str  # as given
+    config: rules.AllocatorConfig
+    limit: int | None
+    result: SimResult
+
+    def to_dict(self, case: "Case") -> dict:
+        r = self.result
+        oom = r.first_oom
+        return {
+            "conf": self.conf,
+            "settings": self.config.describe(),
+            "memory_limit_bytes": self.limit,
+            "peak_reserved_bytes": r.peak_reserved_until_oom,
+            "peak_reserved_event": case.event_of(r.peak_reserved_request),
+            "peak_allocated_bytes": r.peak_allocated,
+            "fragmentation_at_peak": round(r.fragmentation_at_peak, 6),
+            "free_at_peak_bytes": r.free_at_peak,
+            "largest_free_at_peak_bytes": r.largest_free_at_peak,
+            "cuda_malloc_count": r.n_cuda_malloc,
+            "cuda_free_count": r.n_cuda_free,
+            "alloc_retries": r.n_retries,
+            "oom": None if oom is None else {
+                "event": oom.event, "time_us": case.time_of(oom.event), "size_bytes": oom.size,
+                "pool": oom.pool_kind, "kind": oom.kind, "reserved_bytes": oom.reserved_bytes,
+                "allocated_bytes": oom.allocated_bytes,
+                "free_in_pool_bytes": oom.free_in_pool_bytes,
+                "largest_free_bytes": oom.largest_free_bytes, "as_recorded": oom.recorded,
+                "verdict": verdict(oom),
+            },
+            "oom_count": len(r.ooms),
+            "recorded_ooms_avoided": len(r.recorded_ooms_avoided),
+            "peak_reserved_vs_recorded": (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
+            if case.recorded_peak else None,
+        }
+
+
+class Case:
+    """One device's recorded requests, ready to be simulated under any setting."""
+
+    def __init__(self, snap: Snapshot, device: int, reqs: Requests,
+                 recorded: rules.AllocatorConfig, limit: int | None, limit_source: str,
+                 bounds: LimitBounds, gpu_bytes: int | None) -> None:
+        self.snap, self.device, self.requests = snap, device, reqs
+        self.recorded, self.limit, self.limit_source = recorded, limit, limit_source
+        self.bounds, self.gpu_bytes = bounds, gpu_bytes
+        self._recorded_run: SimResult | None = None
+
+    @property
+    def recorded_peak(self) -> int:
+        """Peak reserved of the recorded run (the model's, equal to the recording's)."""
+        return self.recorded_run().peak_reserved_until_oom
+
+    def recorded_run(self) -> SimResult:
+        if self._recorded_run is None:
+            self._recorded_run = simulate(self.requests, self.recorded, self.limit, self.gpu_bytes)
+        return self._recorded_run
+
+    def config_of(self, conf: str | rules.AllocatorConfig | None) -> rules.AllocatorConfig:
+        if conf is None or conf == RECORDED:
+            return self.recorded
+        if isinstance(conf, rules.AllocatorConfig):
+            return conf
+        return rules.parse_conf(conf)
+
+    def simulate(self, conf: str | rules.AllocatorConfig | None = None,
+                 limit: int | None = None, progress: Progress | None = None) -> SimResult:
+        """Simulate under ``conf`` (a PYTORCH_CUDA_ALLOC_CONF string, ``"recorded"`` or None)."""
+        cfg = self.config_of(conf)
+        lim = self.limit if limit is None else limit
+        if cfg == self.recorded and lim == self.limit:
+            if self._recorded_run is None:  # computed once, also for the self-check
+                self._recorded_run = simulate(self.requests, cfg, lim, self.gpu_bytes, progress)
+            return self._recorded_run
+        return simulate(self.requests, cfg, lim, self.gpu_bytes, progress)
+
+    def self_check(self) -> CheckResult:
+        """The model at the recorded settings against the recording (events, segments, peaks)."""
+        sim = self.recorded_run()
+        check = self_check(self.snap, self.device, self.requests, sim)
+        side = self.snap.sidecar or {}
+        stats = side.get("memory_stats") or {}
+        if side.get("device") not in (None, self.device):
+            stats = {}  # the sidecar's counters are another device's
+        if check.ok and not self._wrapped():
+            for name, ours in (("reserved_bytes.all.peak", sim.peak_reserved),
+                               ("allocated_bytes.all.peak", sim.peak_allocated)):
+                theirs = stats.get(name)
+                if isinstance(theirs, int) and theirs != ours:
+                    return CheckResult(False, check.n_segment_events,
+                                       f"{name}: recorded {theirs}, simulated {ours}")
+        return check
+
+    def _wrapped(self) -> bool:
+        return bool(len(self.requests.initial.seg_addr))
+
+    def event_of(self, request: int) -> int:
+        return int(self.requests.event[request]) if 0 <= request < len(self.requests) else -1
+
+    def time_of(self, event: int) -> int:
+        t = self.requests.time_us
+        return int(t[event]) if 0 <= event < len(t) else -1
+
+    def curve_x(self) -> np.ndarray:
+        """Trace event index of each request (the x of the reserved curves)."""
+        return self.requests.event
+
+
+def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None = None,
+            limit: int | None = None) -> Case:
+    """The request stream of ``device`` (default: the first with trace events)."""
+    devices = sorted(set(np.unique(snap.trace.device).tolist()))
+    if device is None:
+        if not devices:
+            raise SnapshotError("the snapshot has no trace events to simulate "
+                                "(record with torch.cuda.memory._record_memory_history)")
+        device = devices[0]
+    elif device not in devices:
+        raise SnapshotError(f"no trace events on device {device}")
+    rep = replay_device(snap, device, progress, keyframes=False)
+    recorded = rules.config_from_settings(snap.allocator_settings)
+    side = snap.sidecar or {}
+    stats = side.get("memory_stats") or {}
+    # With no retries recorded (and no rule that releases without one), every
+    # release in the trace was the program's own empty_cache.
+    retries_possible = not (stats.get("num_alloc_retries") == 0
+                            and recorded.max_split_size >= rules.NO_LIMIT
+                            and recorded.garbage_collection_threshold == 0)
+    reqs = build_requests(rep, snap.pools, retries_possible)
+    bounds = infer_limit(reqs, recorded)
+    if limit is not None:
+        lim, source = int(limit), "given"
+    elif isinstance(side.get("memory_limit_bytes"), int):
+        lim, source = int(side["memory_limit_bytes"]), "sidecar"
+    elif bounds.upper is not None:
+        lim, source = bounds.estimate, "inferred"
+    else:
+        lim, source = None, "none"
+    gpu = side.get("gpu_total_memory")
+    return Case(snap, device, reqs, recorded, lim, source, bounds,
+                gpu if isinstance(gpu, int) and gpu > 0 else None)
+
+
+def predict(case: Case, confs: list[str], limit: int | None = None,
+            progress: Progress | None = None) -> list[Prediction]:
+    """One :class:`Prediction` per setting, in the order given."""
+    out = []
+    n = max(len(confs), 1)
+    for j, conf in enumerate(confs):
+        cfg = case.config_of(conf)
+        sub = None
+        if progress is not None:
+            progress.update("simulate", j / n)  # raises LoadCancelled after a Cancel
+            sub = Progress(lambda stage, f, j=j: progress.update("simulate", (j + f) / n),
+                           progress.cancel_event)
+        result = case.simulate(cfg, limit, sub)
+        out.append(Prediction(conf, cfg, case.limit if limit is None else limit, result))
+    if progress is not None:
+        progress.update("simulate", 1.0)
+    return out
+
+
+def format_text(case: Case, preds: list[Prediction], ranked: bool = False) -> str:
+    """The CLI's table and one line per predicted OOM."""
+    lim = case.limit
+    head = [f"device {case.device}: {len(case.requests)} requests; recorded settings: "
+            f"{case.recorded.describe()}; memory limit: "
+            + (f"{fb(lim)} ({case.limit_source})" if lim else "none")]
+    rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
+             "cudaMalloc", "cudaFree", "OOM")]
+    for p in preds:
+        d = p.to_dict(case)
+        oom = d["oom"]
+        rows.append((
+            p.conf if p.conf else "(defaults)", fb(d["peak_reserved_bytes"]),
+            f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
+            if d["peak_reserved_vs_recorded"] is not None else "-",
+            fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
+            str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
+            "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    for p in preds:
+        oom = p.result.first_oom
+        if oom is not None:
+            lines.append(f"  {p.conf or '(defaults)'}: OOM at event {oom.event}: {verdict(oom)}")
+    if ranked:
+        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
+    return "\n".join(lines)
+
+
+def rank(preds: list[Prediction]) -> list[Prediction]:
+    """Settings that run without OOM first, then by predicted peak reserved."""
+    return sorted(preds, key=lambda p: (p.result.first_oom is not None,
+                                        p.result.peak_reserved_until_oom))
+
+
+def verdict(oom) -> str:
+    """One line: why this request failed, in the allocator's terms."""
+    head = f"{fb(oom.size)} requested ({oom.pool_kind} pool): {oom.kind}: "
+    limit = fb(oom.limit) if oom.limit else "the GPU's free memory"
+    grow = (f"{fb(oom.reserved_bytes)} reserved + {fb(oom.new_memory_bytes)} new "
+            f"{'pages' if oom.expandable else 'segment'} would pass {limit}")
+    if oom.kind == "fragmentation":
+        where = ("partly used pages of the expandable segment, which only unmap whole "
+                 "pages" if oom.expandable else "partly used segments, which cannot be freed")
+        return (head + f"{fb(oom.free_in_pool_bytes)} is free in the pool but the largest block "
+                f"is {fb(oom.largest_free_bytes)}; the free memory sits in {where}, and {grow}")
+    return head + f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the cache, and {grow}"

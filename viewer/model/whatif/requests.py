@@ -1,0 +1,203 @@
+"""The request stream of a recorded trace: what the program asked the allocator for.
+
+A trace mixes the program's requests (alloc, free) with the allocator's own
+answers (segment_alloc / segment_free / map / unmap).  The simulator needs
+only the requests; the answers are kept beside them, tagged with the request
+they belong to, so a replay at the recorded settings can be checked event for
+event (:mod:`.selfcheck`) and can reuse the recorded segment addresses (ties
+in best-fit go to the lower address, so addresses matter).
+
+Request kinds, one row each, in recorded order:
+
+* ``ALLOC``: ``size`` requested bytes on ``stream`` in pool ``pool``;
+* ``FREE``: free of the block made by request ``ref``, completed at once;
+* ``FREE_REQ`` / ``FREE_DONE``: a free whose completion waited for other
+  streams' events (``record_stream``); the block is pending in between;
+* ``OOM``: a request that failed in the recording (``size`` is rounded);
+* ``EMPTY_CACHE``: segments released outside any allocation
+  (``torch.cuda.empty_cache()``).
+
+``ref >= 0`` is the index of the ``ALLOC`` row; ``ref <= -2`` is block
+``-ref - 2`` of the layout before the window (a wrapped ring buffer), which
+:func:`build_requests` takes from the timeline's replay rather than re-deriving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..replay import DeviceReplay, Layout
+from ..snapshot import Action
+
+ALLOC, FREE, FREE_REQ, FREE_DONE, OOM, EMPTY_CACHE = range(6)
+KIND_NAMES = ("alloc", "free", "free_requested", "free_completed", "oom", "empty_cache")
+SEGMENT_ACTIONS = (Action.SEGMENT_ALLOC, Action.SEGMENT_FREE, Action.SEGMENT_MAP,
+                   Action.SEGMENT_UNMAP)
+NO_REF = -1
+
+
+@dataclass
+class Requests:
+    """One device's requests (numpy columns) and the recorded allocator answers."""
+
+    kind: np.ndarray  # int8
+    size: np.ndarray  # int64 requested bytes (OOM: the rounded size)
+    stream: np.ndarray  # int64 CUDA stream
+    pool: np.ndarray  # int32: -1 ordinary pools, else index into Snapshot.pools (private)
+    ref: np.ndarray  # int64: see the module docstring
+    event: np.ndarray  # int64: index of the request's event in the device's trace
+    initial: Layout  # the layout before the window
+    initial_pool: np.ndarray  # per initial segment: -1 ordinary, else private pool index
+    # Recorded answers: (request index they belong to, action, address, size), in order.
+    seg_tag: np.ndarray
+    seg_action: np.ndarray
+    seg_addr: np.ndarray
+    seg_size: np.ndarray
+    n_events: int = 0  # events in the device's trace
+    time_us: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def _private(pools: list[tuple[int, int]], index: int) -> int:
+    """-1 for the ordinary pool (or unknown), else the private pool's index."""
+    if index < 0 or index >= len(pools) or tuple(pools[index]) == (0, 0):
+        return -1
+    return index
+
+
+def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
+                   retries_possible: bool = True) -> Requests:
+    """The request stream of one device's replay (``rep`` from the timeline).
+
+    ``retries_possible=False`` says the allocator never freed cache to retry an
+    allocation (``num_alloc_retries`` 0, no max_split_size, no garbage
+    collection), so every release in the trace was the program's empty_cache.
+    """
+    actions = rep.action.tolist()
+    addrs = rep.addr.tolist()
+    sizes = rep.size.tolist()
+    streams = rep.stream.tolist()
+    evpool = rep.pool.tolist()
+    n = len(actions)
+    # For each event: the first later event that is neither a release nor a
+    # completion.  Releases followed by a new segment or an OOM belong to an
+    # allocation (the allocator freeing cache to retry); others are empty_cache.
+    transparent = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
+                   Action.SNAPSHOT)
+    next_sig = [-1] * (n + 1)
+    nxt = -1
+    for k in range(n - 1, -1, -1):
+        next_sig[k] = nxt
+        if actions[k] not in transparent:
+            nxt = actions[k]
+    init = rep.initial
+    init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
+    kind, size, stream, pool, ref, event = [], [], [], [], [], []
+    seg_tag, seg_action, seg_addr, seg_size = [], [], [], []
+    waiting: list[int] = []  # answers waiting for the allocation they belong to
+    live: dict[int, int] = {}  # address -> ALLOC row of the block there
+    pending: dict[int, int] = {}  # address -> ref of a block whose free is pending
+    in_empty_cache = False
+    for k in range(n):
+        act = actions[k]
+        if act == Action.ALLOC:
+            i = len(kind)
+            kind.append(ALLOC)
+            size.append(sizes[k])
+            stream.append(streams[k])
+            pool.append(_private(pools, evpool[k]))
+            ref.append(NO_REF)
+            event.append(k)
+            live[addrs[k]] = i
+            for j in waiting:
+                seg_tag[j] = i
+            waiting.clear()
+            in_empty_cache = False
+        elif act == Action.FREE_REQUESTED:
+            a = addrs[k]
+            r = live.pop(a, None)
+            if r is None:
+                r = -2 - init_index[a] if a in init_index else NO_REF
+                init_index.pop(a, None)
+            if r == NO_REF:
+                continue
+            immediate = k + 1 < n and actions[k + 1] == Action.FREE_COMPLETED \
+                and addrs[k + 1] == a
+            kind.append(FREE if immediate else FREE_REQ)
+            size.append(sizes[k])
+            stream.append(streams[k])
+            pool.append(-1)
+            ref.append(r)
+            event.append(k)
+            if not immediate:
+                pending[a] = r
+            in_empty_cache = False
+        elif act == Action.FREE_COMPLETED:
+            a = addrs[k]
+            if k > 0 and actions[k - 1] == Action.FREE_REQUESTED and addrs[k - 1] == a \
+                    and a not in pending:
+                continue  # the completion of an immediate FREE
+            r = pending.pop(a, None)
+            if r is None:  # pending since before the window
+                r = -2 - init_index[a] if a in init_index else NO_REF
+                init_index.pop(a, None)
+            if r == NO_REF:
+                continue
+            kind.append(FREE_DONE)
+            size.append(sizes[k])
+            stream.append(streams[k])
+            pool.append(-1)
+            ref.append(r)
+            event.append(k)
+        elif act == Action.OOM:
+            i = len(kind)
+            kind.append(OOM)
+            size.append(sizes[k])
+            stream.append(streams[k])
+            pool.append(-1)
+            ref.append(NO_REF)
+            event.append(k)
+            for j in waiting:
+                seg_tag[j] = i
+            waiting.clear()
+            in_empty_cache = False
+        elif act in SEGMENT_ACTIONS:
+            seg_action.append(act)
+            seg_addr.append(addrs[k])
+            seg_size.append(sizes[k])
+            is_release = act in (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP)
+            # Cache released inside an allocation comes right before its new
+            # segment (or its OOM); a malloc never releases a private pool
+            # while capturing, so such releases are the program's too.
+            by_program = not retries_possible or _private(pools, evpool[k]) >= 0 \
+                or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM)
+            if is_release and by_program:
+                if not in_empty_cache:
+                    kind.append(EMPTY_CACHE)
+                    size.append(0)
+                    stream.append(streams[k])
+                    pool.append(-1)
+                    ref.append(NO_REF)
+                    event.append(k)
+                    in_empty_cache = True
+                seg_tag.append(len(kind) - 1)
+            else:
+                seg_tag.append(-1)
+                waiting.append(len(seg_tag) - 1)
+    # Answers after the last allocation (an interrupted malloc): tag past the end.
+    for j in waiting:
+        seg_tag[j] = len(kind)
+    pools_init = np.array([_private(pools, p) for p in init.seg_pool.tolist()], np.int32)
+    return Requests(
+        kind=np.array(kind, np.int8), size=np.array(size, np.int64),
+        stream=np.array(stream, np.int64), pool=np.array(pool, np.int32),
+        ref=np.array(ref, np.int64), event=np.array(event, np.int64),
+        initial=init, initial_pool=pools_init,
+        seg_tag=np.array(seg_tag, np.int64), seg_action=np.array(seg_action, np.int8),
+        seg_addr=np.array(seg_addr, np.int64), seg_size=np.array(seg_size, np.int64),
+        n_events=n, time_us=rep.time_us,
+    )
