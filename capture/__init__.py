@@ -28,6 +28,11 @@ to stderr and the program runs as if vramscope were not there.  Capture
 problems are always warnings, never exceptions in the user's program; only
 misuse of the API (a bad argument) raises.
 
+Live attach: ``serve()`` (or ``record(..., live=True)``, or the runner's
+``--live``) lets ``vramscope attach`` and the viewer's File > Attach... watch
+this process's memory and grab snapshots while it runs (see
+:mod:`vramscope.capture.live`).
+
 Importing this package does not import torch; that happens on the first
 :func:`record` / :func:`start` / :func:`dump`.
 """
@@ -41,7 +46,8 @@ from typing import Any
 from .recorder import Recorder, active_recorder
 from .signals import DEFAULT_SIGNAL
 
-__all__ = ["Recorder", "record", "start", "dump", "stop", "active_recorder"]
+__all__ = ["Recorder", "record", "start", "dump", "stop", "active_recorder", "serve",
+           "stop_serving"]
 
 # Recorders started with start(), newest last, so that stop() undoes the newest.
 _started: list[Recorder] = []
@@ -57,6 +63,7 @@ def record(
     dump_on_exit: bool = True,
     dump_signal: str | int | None = DEFAULT_SIGNAL,
     max_oom_dumps: int = 10,
+    live: bool = False,
 ) -> Recorder:
     """A recorder for ``with record(...):`` or ``@record(...)``.
 
@@ -92,12 +99,20 @@ def record(
             where the signal does not exist (SIGUSR1 on Windows).
         max_oom_dumps: most OOM snapshots one recorder writes, so that code
             that catches OOMs in a loop (batch-size search) cannot fill a disk.
+        live: also serve live attach (see :func:`serve`) while recording.
 
     Raises:
         ValueError, TypeError: for bad arguments; nothing else ever does.
     """
     if callable(out) and not isinstance(out, (str, os.PathLike)):
         return Recorder()(out)  # bare @record
+    if live:
+        from .live.agent import LiveRecorder
+
+        return LiveRecorder(
+            out, max_entries, stacks, context, oom=oom, dump_on_exit=dump_on_exit,
+            dump_signal=dump_signal, max_oom_dumps=max_oom_dumps,
+        )
     return Recorder(
         out,
         max_entries,
@@ -147,10 +162,40 @@ def stop() -> None:
         _started.pop().stop()
 
 
+def serve(
+    out: str | os.PathLike[str] = "snapshots",
+    max_entries: int = 100_000,
+    stacks: str = "python",
+    context: str | None = "all",
+    **options: Any,
+) -> Any:
+    """Let a viewer attach to this running process; returns the agent (or None).
+
+    Starts recording (same arguments as :func:`start`) unless a recorder is
+    already active, and serves a local endpoint from a daemon thread: a Unix
+    socket in a private per-user directory (127.0.0.1 TCP with a token where
+    there are none), listed by ``vramscope attach --list``.  ``budget=0.01``
+    caps the share of wall time its answers may take from the program.
+    Problems are one warning; the program always carries on.
+    """
+    from .live.agent import serve as _serve
+
+    return _serve(out, max_entries=max_entries, stacks=stacks, context=context, **options)
+
+
+def stop_serving() -> None:
+    """Stop live attach (no-op if not serving)."""
+    from .live.agent import stop_serving as _stop
+
+    _stop()
+
+
 def _reset_for_tests() -> None:
     """Stop everything and forget process state (tests only)."""
     from . import _log, backend, recorder
+    from .live import agent as live_agent
 
+    live_agent.stop_serving()
     while _started:
         _started.pop().stop()
     for rec in list(recorder._State.stack):

@@ -3,7 +3,7 @@
 ::
 
     python -m vramscope.capture [--out DIR] [--max-entries N] [--stacks python|all]
-                                [--context all|alloc|state] [--no-signal]
+                                [--context all|alloc|state] [--no-signal] [--live]
                                 (script.py | -m module) [args ...]
 
 The script sees its own ``sys.argv`` (``[script.py, args ...]``), runs as
@@ -15,7 +15,8 @@ uncaught exception (printed through ``sys.excepthook`` as Python would),
 
 Runner options come before the script; everything from the script name on
 belongs to the script, so ``--out`` after it is the script's own.
-``vramscope record ...`` is this same runner.
+``vramscope record ...`` is this same runner.  ``--live`` also serves live
+attach while the script runs (``vramscope attach PID``, File > Attach...).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def _parser(prog: str | None) -> argparse.ArgumentParser:
     p.add_argument("--no-signal", action="store_true", help="no on-demand dumps")
     p.add_argument("--no-exit-dump", action="store_true",
                    help="no snapshot when the script ends (OOM and signal dumps still happen)")
+    p.add_argument("--live", action="store_true",
+                   help="let a viewer attach while the script runs (vramscope attach PID, "
+                        "File > Attach...): a private local socket, never a network port")
     return p
 
 
@@ -145,8 +149,13 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         )
         return 2
 
+    recorder_class = Recorder
+    if args.live:
+        from .live.agent import LiveRecorder
+
+        recorder_class = LiveRecorder
     try:
-        recorder = Recorder(
+        recorder = recorder_class(
             args.out,
             args.max_entries,
             args.stacks,

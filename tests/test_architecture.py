@@ -58,11 +58,40 @@ def test_viewer_never_imports_torch(path):
             assert not name.startswith("vramscope.capture"), f"{path} imports {name}"
 
 
+# The live-attach wire protocol is the one viewer module capture may import: both
+# sides speak it, and the frozen viewer ships without capture (issue 6).
+PROTOCOL = "vramscope.viewer.live_protocol"
+
+
 @pytest.mark.parametrize("path", files("capture"), ids=lambda p: p.name)
 def test_capture_never_imports_qt_or_viewer(path):
     for name in imported_modules(path):
         assert top(name) not in QT, f"{path.name} imports {name}"
+        if name in (PROTOCOL, "vramscope.viewer") and path.parent.name == "live":
+            continue  # `from vramscope.viewer import live_protocol` in capture/live/
         assert not name.startswith("vramscope.viewer"), f"{path.name} imports {name}"
+
+
+def test_live_protocol_is_stdlib_only():
+    allowed = {"__future__", "json", "os", "socket", "stat", "struct", "sys", "tempfile",
+               "time", "pathlib", "typing"}
+    names = imported_modules(ROOT / "viewer" / "live_protocol.py")
+    assert {top(n) for n in names} <= allowed, names
+
+
+CAPTURE_LIVE_PROBE = """
+import sys
+import vramscope.capture, vramscope.capture.live, vramscope.capture.live.agent
+bad = sorted(m for m in sys.modules if m.split(".")[0] in {"PySide6", "pyqtgraph", "torch",
+             "numpy"} or m.startswith("vramscope.viewer.") and m != "vramscope.viewer.live_protocol")
+print(",".join(bad))
+"""
+
+
+def test_live_agent_loads_without_qt_numpy_torch_or_the_viewer_model():
+    out = subprocess.run([sys.executable, "-c", CAPTURE_LIVE_PROBE], capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_static_check_catches_a_violation(tmp_path):

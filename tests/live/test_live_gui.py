@@ -1,0 +1,156 @@
+"""File ▸ Attach… and the live window, with a real event loop (pytest-qt, offscreen)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+
+pytest.importorskip("pytestqt")
+
+from vramscope.viewer.model import load_snapshot  # noqa: E402
+
+MiB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def isolated_settings(tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
+
+    path = tmp_path / "settings" / "vramscope.ini"
+    path.parent.mkdir()
+    monkeypatch.setenv("VRAMSCOPE_SETTINGS_FILE", os.fspath(path))
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.fspath(path.parent))
+
+
+@pytest.fixture
+def live_window(qtbot):
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.live_window import LiveWindow
+
+    application()
+    made = []
+
+    def make(target: str) -> LiveWindow:
+        w = LiveWindow(target, stats_interval=0.1, trace_interval=0.3)
+        qtbot.addWidget(w)
+        w.resize(1440, 900)
+        w.show()
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.worker.close()
+
+
+def test_file_menu_has_attach_with_a_shortcut(qtbot):
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.main_window import MainWindow
+
+    application()
+    w = MainWindow(persist=False)
+    qtbot.addWidget(w)
+    a = w.attach_action
+    assert a.shortcut().toString() == "Ctrl+Shift+A" and a.toolTip()
+    assert a in w.menuBar().actions()[0].menu().actions()
+
+
+def test_attach_dialog_lists_agents_and_attaches(qtbot, start_target):
+    from vramscope.viewer._qt.attach_dialog import AttachDialog
+
+    t = start_target()
+    dlg = AttachDialog()
+    qtbot.addWidget(dlg)
+    rows = [dlg.tree.topLevelItem(i).text(0) for i in range(dlg.tree.topLevelItemCount())]
+    assert rows == [str(t.pid)]
+    assert dlg.tree.topLevelItem(0).text(1) == "attachable"
+    assert dlg.attach_button.isEnabled()
+    assert "NVML" in dlg.nvml_label.text()
+    with qtbot.waitSignal(dlg.attachRequested, timeout=2000) as sig:
+        dlg.attach_button.click()
+    assert sig.args == [str(t.pid)]
+
+
+def test_attach_dialog_with_nothing_to_attach_explains_the_opt_in(qtbot, runtime_dir):
+    from vramscope.viewer._qt.attach_dialog import AttachDialog
+
+    dlg = AttachDialog()
+    qtbot.addWidget(dlg)
+    assert dlg.tree.topLevelItemCount() == 0
+    assert not dlg.attach_button.isEnabled()
+    assert "--live" in dlg.hint.text() and "serve()" in dlg.hint.text()
+    dlg.endpoint.setText("unix:/somewhere/agent-1.sock")
+    assert dlg.attach_button.isEnabled()
+
+
+def test_live_window_follows_the_process(qtbot, live_window, start_target, tmp_path):
+    t = start_target()
+    t.cmd(f"alloc {4 * MiB}")
+    w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: w.trace_updates >= 1 and w.doc is not None, timeout=10000)
+    assert w.state == "live" and "attached to pid" in w.live_status.toolTip()
+    assert w.header.isVisible()
+    n0 = w.doc.n_events(0)
+    t.cmd(f"alloc {6 * MiB}")
+    t.cmd("step 4")
+    qtbot.waitUntil(lambda: w.doc.n_events(0) >= n0 + 9, timeout=10000)
+    qtbot.waitUntil(lambda: w.curves.last("reserved") == 14 * MiB, timeout=10000)
+    assert w.curves.count() >= 2
+    assert "Reserved by PyTorch" in w.device_panel.text() and "14.00 MiB" in w.device_panel.text()
+    # Pause: nothing is fetched while the process goes on.
+    w.pause_action.trigger()
+    qtbot.waitUntil(lambda: w.state == "paused", timeout=5000)
+    before = w.stats_updates
+    t.cmd("step 2")
+    qtbot.wait(600)
+    assert w.stats_updates <= before + 1
+    w.pause_action.trigger()
+    qtbot.waitUntil(lambda: w.stats_updates > before + 2, timeout=5000)
+    # Save snapshot: a standard pickle that loads with the process's figures.
+    out = tmp_path / "live.pickle"
+    with qtbot.waitSignal(w.savedSnapshot, timeout=10000) as sig:
+        w.save_snapshot(str(out))
+    assert sig.args == [str(out), ""]
+    assert load_snapshot(out).trace.action.size >= 13
+    # The process ends: a calm line, the last picture stays.
+    t.exit()
+    qtbot.waitUntil(lambda: w.state == "ended", timeout=10000)
+    assert "has ended" in w.live_status.toolTip()
+    assert w.doc is not None and not w.save_action.isEnabled()
+
+
+def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
+    t = start_target()
+    t.cmd("step 5")
+    w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: w.trace_updates >= 1 and w.doc is not None
+                    and w.doc.n_events(0) == 10, timeout=10000)
+    w.set_cursor(2)
+    t.cmd("step 3")
+    qtbot.waitUntil(lambda: w.held, timeout=10000)
+    assert w.doc.n_events(0) == 10 and w.cursor_k == 2
+    w.follow()
+    assert not w.held and w.doc.n_events(0) == 16
+
+
+def test_no_gpu_device_panel_says_so(qtbot):
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.device_panel import DevicePanel
+    from vramscope.viewer.model.live.nvml import NvmlInfo
+
+    application()
+    p = DevicePanel()
+    qtbot.addWidget(p)
+    p.set_nvml(NvmlInfo([], "NVML is not available (no NVIDIA driver or GPU: not found)"))
+    p.set_reserved(5 * MiB)
+    assert "NVML is not available" in p.text() and "5.00 MiB" in p.text()
+
+
+def test_unreachable_target_is_a_status_line_not_an_error(qtbot, live_window, runtime_dir):
+    w = live_window("unix:/nonexistent/agent-1.sock")
+    qtbot.waitUntil(lambda: "no agent is listening" in w.live_status.toolTip(), timeout=5000)
+    assert w.error_box is None

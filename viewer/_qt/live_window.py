@@ -1,0 +1,245 @@
+"""The live window: the main window's views over a running process.
+
+Built on :class:`MainWindow` (header, timeline, segment map, table, stacks)
+plus a "Live" dock: counters over time (2 Hz) and the device panel (NVML
+beside the allocator).  Updates arrive from the :class:`LivePoller` thread:
+
+* stats (2 Hz): the curves, the device panel, and the header figures while
+  the cursor is at the latest moment;
+* trace (0.5 Hz): a new document (latest segments + the accumulated trace),
+  shown unless the user has moved the timeline cursor back in time (then
+  updates wait; Ctrl+End follows again).
+
+Pause (F8) stops fetching; Save snapshot (Ctrl+S) writes the process's full
+snapshot as a standard pickle.  Disconnects, reconnects and the target
+exiting are one calm line in the status bar.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
+
+from ..model.analysis import Selection
+from ..model.live.session import DISCONNECTED, ENDED, LIVE
+from .device_panel import DevicePanel
+from .live_curves import LiveCurves
+from .live_worker import LivePoller, PollerThread
+from .main_window import MainWindow
+
+STATE_COLORS = {LIVE: "#2e7d32", DISCONNECTED: "#b26a00", ENDED: "#666666", "paused": "#1565c0"}
+
+
+class LiveWindow(MainWindow):
+    """A window attached to one process (``target``: a PID or an endpoint)."""
+
+    savedSnapshot = Signal(str, str)  # path, error
+    _saveRequested = Signal(str)
+    _pauseRequested = Signal(bool)
+
+    def __init__(self, target: str, *, stats_interval: float = 0.5, trace_interval: float = 2.0,
+                 parent=None) -> None:
+        super().__init__(persist=False, parent=parent)
+        self.target = target
+        self.state = "connecting"
+        self.hello: dict = {}
+        self.held = False  # updates waiting while the user looks back in time
+        self.pending_doc = None
+        self.trace_updates = 0
+        self.stats_updates = 0
+        self.setWindowTitle(f"vramscope — live: {target}")
+        self._build_live_ui()
+        self.poller = LivePoller(target, stats_interval=stats_interval,
+                                 trace_interval=trace_interval)
+        self.poller.connected.connect(self._on_connected)
+        self.poller.statsReady.connect(self._on_stats)
+        self.poller.traceReady.connect(self._on_trace)
+        self.poller.nvmlReady.connect(self.device_panel.set_nvml)
+        self.poller.statusChanged.connect(self._on_status)
+        self.poller.saved.connect(self._on_saved)
+        self._saveRequested.connect(self.poller.save)
+        self._pauseRequested.connect(self.poller.set_paused)
+        self.worker = PollerThread(self.poller)
+
+    # ------------------------------------------------------------------ building
+    def _build_live_ui(self) -> None:
+        self.live_status = QLabel("attaching…")
+        self.live_status.setToolTip("The live connection: attached, paused, disconnected "
+                                    "(retrying) or the process has ended")
+        self.statusBar().insertPermanentWidget(0, self.live_status, 1)
+        self.curves = LiveCurves()
+        self.device_panel = DevicePanel()
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.curves)
+        split.addWidget(self.device_panel)
+        split.setSizes([300, 200])
+        dock = QDockWidget("Live", self)
+        dock.setObjectName("liveDock")
+        dock.setWidget(split)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        self.resizeDocks([dock], [380], Qt.Orientation.Horizontal)
+        self.live_dock = dock
+
+        menu = self.menuBar().addMenu("&Live")
+        self.pause_action = self._action("&Pause updates", self.toggle_pause, "F8",
+                                         "Stop fetching from the process (it keeps running); "
+                                         "F8 again resumes")
+        self.pause_action.setCheckable(True)
+        self.save_action = self._action("&Save snapshot…", self.save_dialog,
+                                        QKeySequence.StandardKey.Save,
+                                        "Save the process's full snapshot now, as a standard "
+                                        "pickle that torch's memory_viz opens too")
+        self.follow_action = self._action("&Follow the latest", self.follow, None,
+                                          "Show every update again (after looking back in time)")
+        for a in (self.pause_action, self.save_action, self.follow_action):
+            menu.addAction(a)
+        tb = self.addToolBar("Live")
+        tb.setObjectName("liveToolbar")
+        tb.setMovable(False)
+        tb.addAction(self.pause_action)
+        tb.addAction(self.save_action)
+        # The placeholder says "open a file"; a live window says what it waits for.
+        self.pages.setCurrentIndex(1)
+
+    # ------------------------------------------------------------------ updates
+    def _on_connected(self, hello: dict) -> None:
+        self.hello = hello
+        self.device_panel.set_target(hello.get("pid"), hello.get("device"))
+        self.setWindowTitle(f"vramscope — live: pid {hello.get('pid')} "
+                            + " ".join(str(a) for a in (hello.get("argv") or [])[:3]))
+
+    def _on_status(self, state: str, line: str) -> None:
+        self.state = state
+        color = STATE_COLORS.get(state, "")
+        dot = f"<span style='color:{color}'>●</span> " if color else ""
+        self.live_status.setText(dot + line.replace("<", "&lt;"))
+        self.live_status.setToolTip(line)
+        self.save_action.setEnabled(state in (LIVE, "paused"))
+
+    def _on_stats(self, upd, doc) -> None:
+        self.stats_updates += 1
+        dev = self.hello.get("device")
+        stats = upd.stats.get(dev) if dev in upd.stats else next(iter(upd.stats.values()), {})
+        pid = self.hello.get("pid")
+        info = self.device_panel.info
+        used = info.process_bytes(pid) if info is not None and info.available and pid else None
+        self.curves.add(upd.time, stats or {}, used)
+        self.device_panel.set_reserved(upd.counter("reserved_bytes.all.current", dev)
+                                       if dev in upd.stats else None)
+        if doc is not None and not self.trace_updates:
+            self._show_live(doc)
+        elif self._at_latest() and self.selection == Selection():
+            self.header.set_stats(upd.figures)
+
+    def _on_trace(self, doc, upd) -> None:
+        self.trace_updates += 1
+        self._show_live(doc)
+
+    def _show_live(self, doc) -> None:
+        if not self._at_latest():
+            self.pending_doc = doc
+            self.held = True
+            self.live_status.setText(self.live_status.text().split(" — ")[0]
+                                     + " — updates held while you look back (Ctrl+End follows)")
+            return
+        self.held = False
+        self.pending_doc = None
+        sel = self.selection
+        self.show_document(doc)
+        if sel != Selection():
+            self.set_selection(sel)
+
+    def _at_latest(self) -> bool:
+        doc = self.doc
+        if doc is None or self.cursor_device is None:
+            return True
+        return self.cursor_k >= doc.n_events(self.cursor_device) - 1
+
+    def follow(self) -> None:
+        self.go_latest()
+        if self.pending_doc is not None:
+            self._show_live(self.pending_doc)
+
+    def go_latest(self) -> None:
+        super().go_latest()
+        if self.pending_doc is not None and self._at_latest():
+            doc, self.pending_doc = self.pending_doc, None
+            self._show_live(doc)
+
+    # ------------------------------------------------------------------ actions
+    def toggle_pause(self) -> None:
+        paused = self.pause_action.isChecked()
+        self.pause_action.setText("&Resume updates" if paused else "&Pause updates")
+        self._pauseRequested.emit(paused)
+
+    def save_dialog(self) -> None:
+        pid = self.hello.get("pid", "x")
+        name = f"live_pid{pid}_{time.strftime('%Y%m%d-%H%M%S')}.pickle"
+        path, _ = QFileDialog.getSaveFileName(self, "Save snapshot of the running process",
+                                              os.path.join(os.getcwd(), name),
+                                              "Memory snapshots (*.pickle)")
+        if path:
+            self.save_snapshot(path)
+
+    def save_snapshot(self, path: str) -> None:
+        """Ask the poller for the full snapshot; :attr:`savedSnapshot` tells the outcome."""
+        self.statusBar().showMessage(f"saving a snapshot to {path}…")
+        self._saveRequested.emit(path)
+
+    def _on_saved(self, path: str, error: str) -> None:
+        if error:
+            self.statusBar().showMessage(f"snapshot not saved: {error}", 10000)
+        else:
+            self.statusBar().showMessage(f"snapshot saved: {path}", 10000)
+        self.savedSnapshot.emit(path, error)
+
+    def closeEvent(self, event) -> None:
+        self.worker.close()
+        super().closeEvent(event)
+
+
+# ---------------------------------------------------------------------- entry points
+def add_attach_action(window: MainWindow, menu) -> None:
+    """File ▸ Attach… in ``window``'s File menu (the main window's one hook)."""
+    action = window._action("&Attach to running process…", lambda: open_attach_dialog(window),
+                            "Ctrl+Shift+A", "Watch a running PyTorch process's GPU memory live, "
+                            "or save a snapshot from it")
+    menu.addAction(action)
+    window.attach_action = action
+
+
+def open_attach_dialog(window: MainWindow):
+    from .attach_dialog import AttachDialog
+
+    dlg = AttachDialog(window)
+    dlg.attachRequested.connect(lambda target: open_live_window(window, target))
+    dlg.open()
+    window._attach_dialog = dlg
+    return dlg
+
+
+def open_live_window(window: MainWindow, target: str) -> LiveWindow:
+    w = LiveWindow(target)
+    w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    aux = getattr(window, "_aux_windows", None)
+    if aux is not None:
+        aux.append(w)
+        w.destroyed.connect(lambda *_: aux.remove(w) if w in aux else None)
+    w.show()
+    return w
+
+
+def run(target: str) -> int:
+    """``vramscope attach TARGET --gui``: a live window as the whole application."""
+    from .app import application
+
+    app = application()
+    w = LiveWindow(target)
+    w.show()
+    return app.exec()
