@@ -7,15 +7,21 @@ EXAMPLE := assets/example_fragmentation_oom.pickle
 # torch is only needed by the capture side and its tests; 2.13.0 is a CPU build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: run test bench install install-test screenshot clean help
+# C extensions (viewer/model/_native/*.c, built by setup.py; optional: without a
+# compiler everything runs on the pure-Python paths).  Editing one re-installs.
+NATIVE_SRC := $(wildcard viewer/model/_native/*.c)
+
+.PHONY: run test bench install install-test screenshot clean help native fuzz
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
 	@echo "make test    - install test tools and run the whole test suite"
-	@echo "make bench   - run the benchmarks (ratios against pickle.load)"
+	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
 	@echo "make screenshot - render the example to docs/screenshot.png"
+	@echo "make native  - rebuild the C extensions in place (after editing viewer/model/_native/*.c)"
+	@echo "make fuzz    - fuzz the compiled snapshot parser against the Python one (1M inputs)"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q -e .
@@ -35,14 +41,22 @@ run: install
 test: install-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
-bench: install-test
-	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/run_bench.py
+# BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
+bench: install-test native
+	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/run_bench.py $(BENCH_ARGS)
+
+native: install
+	$(PY) setup.py -q build_ext --inplace
+
+fuzz: install-test
+	$(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),1000000)
 
 screenshot: install
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/vramscope $(EXAMPLE) --screenshot assets/screenshot.png
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache fuzz-findings
+	rm -f viewer/model/_native/*.so viewer/model/_native/*.pyd
 
 # ---------------------------------------------------------------- installers (issue 7)
 # `make package`: PyInstaller app (viewer only) -> dist/vramscope-<version>-linux-<arch>.tar.gz

@@ -19,6 +19,12 @@ def _version() -> str:
         return "0+unknown"
 
 
-__version__ = _version()
+def __getattr__(name: str):
+    # Lazy: importlib.metadata costs ~30 ms, more than a cached `vramscope summary`.
+    if name == "__version__":
+        globals()["__version__"] = value = _version()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["__version__"]

@@ -12,13 +12,13 @@ import importlib
 import os
 import sys
 
-from . import __version__
-
 # name -> (module in vramscope.viewer.commands, one-line help)
 COMMANDS = {
     "summary": ("summary", "print the memory figures and the OOM verdict of a snapshot"),
     "diff": ("diff", "compare two snapshots: what grew, by allocation stack"),
     "record": ("record", "run a Python script with allocator history recording (needs torch)"),
+    "whatif": ("whatif", "predict peak memory and OOMs under other allocator settings"),
+    "attach": ("attach", "list running processes, watch one live, or save a snapshot from it"),
 }
 
 EXIT_OK = 0
@@ -47,6 +47,8 @@ def gui_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-cache", action="store_true",
                         help="parse the file even if its columns are cached")
+    from . import __version__  # lazy: subcommands never pay for importlib.metadata
+
     parser.add_argument("--version", action="version", version=f"vramscope {__version__}")
     return parser
 

@@ -6,6 +6,7 @@ set (allocations and segments, by address and size), repeats the events
 between them as often as needed, and shifts every later ``time_us`` by the
 repeated span, so the output is a consistent snapshot: replaying it gives the
 same final segments as the original, and every address stays valid.
+record_function annotations inside the repeated span repeat with it.
 
     python tests/bench/tile_trace.py IN.pickle[.xz] OUT.pickle --events 10000000
 
@@ -97,6 +98,17 @@ def tile(obj: dict, i: int, j: int, events: int) -> dict:
                for e in suffix)
     result = dict(obj)
     result["device_traces"] = [out] + list(obj["device_traces"][1:])
+    anns = obj.get("external_annotations")
+    if span and isinstance(anns, list) and "time_us" in trace[i]:
+        # record_function ranges repeat with the steps they belong to.
+        t_lo, t_hi = trace[i]["time_us"], window[-1]["time_us"]
+        inside = [a for a in anns if t_lo < a.get("time_us", t_lo) <= t_hi]
+        tiled = [a for a in anns if a.get("time_us", t_lo) <= t_lo]
+        for r in range(repeats):
+            tiled.extend(dict(a, time_us=a["time_us"] + r * span) if r else a for a in inside)
+        tiled.extend(dict(a, time_us=a["time_us"] + (repeats - 1) * span)
+                     for a in anns if a.get("time_us", t_lo) > t_hi)
+        result["external_annotations"] = tiled
     return result
 
 

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QColor
 
 from vramscope.viewer.model import frames as fr
 from vramscope.viewer.model.analysis import Selection, memory_stats
@@ -279,11 +280,21 @@ def test_stacked_layout_is_batched(loaded):
     window = loaded(GPT2)
     tl = window.timeline
     tl.refresh_stack()
-    # one path per colour, never an item per allocation
-    assert len(tl.stacked.paths) <= 17
+    # one image at the view's pixel size, never an item per allocation
+    pixels = tl.stacked._pixels
+    assert pixels is not None and pixels.shape == (int(tl.vb.height()), int(tl.vb.width()))
     items = tl.plot.getPlotItem().items
     assert len(items) < 20
     assert tl.layout.samples[-1] == tl.n - 1 and len(tl.layout.samples) <= tl.columns()
+    # each pixel column is painted up to the active bytes of its sample (+-1 pixel)
+    (_, _), (ya, yb) = tl.vb.viewRange()
+    h, w = pixels.shape
+    active = window.doc.timeline.replay(0).active
+    for px in range(0, w, 37):
+        x = float(tl.stacked.image_rect.left() + (px + 0.5) * tl.stacked.image_rect.width() / w)
+        k = int(tl.layout.samples[tl._column_at(x)])
+        filled = int(np.count_nonzero(pixels[:, px] >> 24))
+        assert abs(filled - (active[k] - ya) * h / (yb - ya)) <= 1.01, (px, k)
 
 
 # --------------------------------------------------------------------------- who holds memory
@@ -362,10 +373,12 @@ def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
     rows = window.table.model.rows
     assert 0 < len(rows) < len(snap.blocks)
     assert all(match[snap.blocks.stack[r]] for r in rows.tolist())
-    # the timeline dims the others: a grey path plus coloured ones
+    # the timeline dims the others: grey pixels plus coloured ones, matches outlined
     window.timeline.refresh_stack()
-    colors = [c.name() for c, _ in window.timeline.stacked.paths]
-    assert "#e0e0e0" in colors and len(colors) >= 2
+    argb = np.unique(window.timeline.stacked._pixels)
+    colors = {QColor.fromRgba(int(c)).name() for c in argb.tolist() if c >> 24}
+    assert "#e0e0e0" in colors and len(colors - {"#e0e0e0", "#bdbdbd"}) >= 1
+    assert not window.timeline.stacked.highlight_path.isEmpty()
     # still highlighted at another moment
     window.step_cursor(-50)
     assert len(window.map.item.highlighted_blocks()) > 0

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.bad_inputs import PWNED, cases
+from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from vramscope.viewer.model import SnapshotError, UnsafeSnapshotError, load_bytes
 
 CASES = list(cases())

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from tests.snapshot_forms import assert_same_snapshot
 from vramscope.viewer.model import cache, load_snapshot, memory_stats
 
@@ -23,7 +24,7 @@ def cache_env(tmp_path, monkeypatch):
 
 
 def entries():
-    return sorted(cache.cache_dir().glob("*.npz"))
+    return sorted(cache.cache_dir().glob(f"*{cache.SUFFIX}"))
 
 
 def test_second_open_comes_from_cache_with_identical_columns(cache_env):
@@ -62,10 +63,10 @@ def test_inconsistent_entry_is_not_trusted(cache_env):
     ref = load_snapshot(cache_env)
     [entry] = entries()
     key = entry.stem
-    arrays = dict(np.load(entry, allow_pickle=False))
+    arrays, meta = cache.read_entry(entry)
+    arrays = {name: np.array(a) for name, a in arrays.items()}
     arrays["blocks__segment"] = arrays["blocks__segment"] + 10**6
-    with open(entry, "wb") as f:
-        np.savez(f, **arrays)
+    cache.write_entry(entry, arrays, meta)
     assert cache.load_cached(key) is None
     assert_same_snapshot(ref, load_snapshot(cache_env))
 
@@ -92,3 +93,80 @@ def test_cache_is_size_capped(cache_env, monkeypatch):
     os.utime(copy, ns=(1, 10**18))
     load_snapshot(copy)
     assert len(entries()) == 1  # the least recently used one went
+
+
+def _rewrite_header(entry, edit):
+    """Re-write an entry's JSON header in place (same length, padded with spaces)."""
+    import json
+    import struct
+
+    raw = bytearray(entry.read_bytes())
+    start = len(cache._MAGIC) + 8
+    (hlen,) = struct.unpack("<Q", raw[len(cache._MAGIC):start])
+    header = json.loads(raw[start:start + hlen])
+    room = min(o for _, o, _ in header["arrays"].values()) - start  # header + its padding
+    edit(header)
+    text = json.dumps(header).encode()
+    assert len(text) <= room
+    raw[len(cache._MAGIC):start] = struct.pack("<Q", len(text))
+    raw[start:start + room] = text + b"\0" * (room - len(text))
+    entry.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda h: h["arrays"]["trace__addr"].__setitem__(0, "|O"),  # objects: never
+    lambda h: h["arrays"]["trace__addr"].__setitem__(2, 10**8),  # beyond the file
+    lambda h: h["arrays"]["blocks__size"].__setitem__(1, -8),
+    lambda h: h["arrays"].pop("stacks__frames"),
+    lambda h: h.__setitem__("meta", {"version": cache.CACHE_VERSION}),
+], ids=["object-dtype", "extent", "negative-offset", "missing-column", "no-metadata"])
+def test_hostile_entry_is_refused_and_rebuilt(cache_env, edit):
+    ref = load_snapshot(cache_env)
+    [entry] = entries()
+    _rewrite_header(entry, edit)
+    assert cache.load_cached(entry.stem) is None
+    assert not entry.exists()  # dropped ...
+    assert_same_snapshot(ref, load_snapshot(cache_env))
+    assert len(entries()) == 1  # ... and written again
+
+
+def test_columns_are_mapped_lazily_not_read(cache_env):
+    """A cached open maps the entry: columns are views of the file, writable
+    (copy-on-write, the entry is never changed)."""
+    import mmap
+
+    load_snapshot(cache_env)
+    [entry] = entries()
+    before = entry.read_bytes()
+    snap = load_snapshot(cache_env)
+    base = snap.trace.addr
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert isinstance(getattr(base, "obj", base), mmap.mmap)
+    snap.trace.addr[:] = 0  # views are writable ...
+    assert entry.read_bytes() == before  # ... without touching the cache
+
+
+def test_default_location_is_the_user_cache_dir(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.delenv("VRAMSCOPE_CACHE_DIR", raising=False)
+    if sys.platform.startswith("linux"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert cache.cache_dir() == tmp_path / "xdg" / "vramscope"
+        monkeypatch.delenv("XDG_CACHE_HOME")
+        assert cache.cache_dir() == cache.Path.home() / ".cache" / "vramscope"
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.cache_dir() == tmp_path / "mine"
+
+
+def test_old_entries_are_ignored_and_trimmed(cache_env, monkeypatch):
+    old = cache.cache_dir() / ("0" * 40 + ".npz")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"x" * 4096)
+    os.utime(old, ns=(1, 1))
+    load_snapshot(cache_env)
+    [entry] = entries()
+    monkeypatch.setenv("VRAMSCOPE_CACHE_MAX_BYTES", str(entry.stat().st_size + 10))
+    cache.trim(cache.max_bytes())
+    assert not old.exists() and entry.exists()

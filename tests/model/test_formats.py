@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, expected_for, snapshot_files, snapshot_id
+from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from tests.snapshot_forms import (
     assert_same_snapshot,
     encodings,
@@ -23,6 +24,7 @@ from vramscope.viewer.model.safe_pickle import safe_loads
 SMALL = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool", "whatif_expandable"]
 
 
+@pytest.mark.parametrize("parser_path", ["python"], indirect=True)  # safe_loads only
 @pytest.mark.parametrize("path", snapshot_files(), ids=snapshot_id)
 def test_safe_unpickler_equals_pickle(path):
     """The restricted unpickler builds exactly what pickle.load builds."""

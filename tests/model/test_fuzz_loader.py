@@ -1,5 +1,7 @@
 """Property-based fuzzing of the loader: any bytes give a Snapshot or a
 one-line SnapshotError -- never another exception, a hang or runaway memory.
+Runs through both parsers (tests/parser_paths.py); the long differential run
+of the compiled parser is tests/fuzz/fuzz_parser.py.
 
 Mutations start from real snapshots so the fuzzer reaches deep into the
 schema code, not only the first opcode."""
@@ -12,12 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA
+from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from vramscope.viewer.model import Snapshot, SnapshotError, load_bytes
 
 SEED = (DATA / "side_stream_pending.pickle").read_bytes()
 SEED_P2 = pickle.dumps(pickle.loads(SEED), protocol=2)  # trusted test data
 FUZZ = settings(max_examples=400, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
 
 
 def check(data: bytes) -> None:

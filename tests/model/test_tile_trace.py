@@ -19,7 +19,7 @@ BASE = 0x7F0000000000
 def training_loop_snapshot(steps: int) -> dict:
     """A segment, a weight alive throughout, and per step two activations made and freed."""
     frames = [{"filename": "train.py", "line": 10, "name": "step"}]
-    events, t = [], 1_000
+    events, anns, t = [], [], 1_000
 
     def ev(action, addr, size):
         nonlocal t
@@ -36,13 +36,15 @@ def training_loop_snapshot(steps: int) -> dict:
         ev("free_completed", BASE + 6 * MiB, 8 * MiB)
         ev("free_requested", BASE + 4 * MiB, 2 * MiB)
         ev("free_completed", BASE + 4 * MiB, 2 * MiB)
+        anns.append({"stage": "START", "name": "step", "device": 0, "time_us": t - 30})
+        anns.append({"stage": "END", "name": "step", "device": 0, "time_us": t - 2})
     blocks = [{"address": BASE, "size": 4 * MiB, "requested_size": 4 * MiB,
                "state": "active_allocated", "frames": frames},
               {"address": BASE + 4 * MiB, "size": 16 * MiB, "requested_size": 0,
                "state": "inactive", "frames": []}]
     seg = {"device": 0, "address": BASE, "total_size": 20 * MiB, "stream": 0,
            "segment_type": "large", "blocks": blocks}
-    return {"segments": [seg], "device_traces": [events]}
+    return {"segments": [seg], "device_traces": [events], "external_annotations": anns}
 
 
 def test_tiled_trace_replays_to_the_same_final_state(tmp_path):
@@ -59,6 +61,10 @@ def test_tiled_trace_replays_to_the_same_final_state(tmp_path):
     final = build_timeline(tiled).snapshot_at(0, len(rep) - 1)
     assert memory_stats(final) == memory_stats(original)
     assert rep.peak("allocated")[0] == 14 * MiB
+    # record_function ranges repeat with their steps, in time order, inside the trace
+    ann = tiled.annotations
+    assert len(ann.time_us) >= 2 * (len(rep) // 6) - 4 and np.all(np.diff(ann.time_us) > 0)
+    assert ann.time_us.max() < rep.time_us[-1]
 
 
 def test_no_period_is_a_clear_error(tmp_path):

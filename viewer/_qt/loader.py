@@ -1,9 +1,11 @@
 """Load snapshots off the GUI thread, with progress and cancel.
 
 :class:`LoadThread` runs :func:`load_snapshot` (and the derived
-:class:`Document`) in a QThread.  Its :class:`Progress` callback emits a Qt
-signal; since the thread object lives in the GUI thread, receivers that are
-methods of GUI objects get it queued.  :meth:`LoadThread.cancel` sets the
+:class:`Document`) in a QThread; with ``defer_store`` a big file's column
+cache is written after the document is handed over, so the first window does
+not wait for the disk.  Its :class:`Progress` callback emits a Qt signal;
+since the thread object lives in the GUI thread, receivers that are methods
+of GUI objects get it queued.  :meth:`LoadThread.cancel` sets the
 cancel event; the model raises ``LoadCancelled`` at its next checkpoint.
 """
 
@@ -15,6 +17,7 @@ import threading
 
 from PySide6.QtCore import QThread, Signal
 
+from ..model import cache as column_cache
 from ..model.errors import LoadCancelled, SnapshotError
 from ..model.load import load_snapshot
 from ..model.progress import Progress
@@ -24,6 +27,7 @@ STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building column
               "replay": "Replaying the trace"}
 # The load's own stages fill the bar up to LOAD_SHARE; the replay the rest.
 LOAD_SHARE = 0.85
+STORE_DELAY_S = 1.0  # the column cache is written this long after the document is shown
 
 
 class LoadThread(QThread):
@@ -36,16 +40,28 @@ class LoadThread(QThread):
         super().__init__(parent)
         self.path = os.fspath(path)
         self.cancel_event = threading.Event()
+        self._store_now = threading.Event()
+        # Write the column cache after ``loaded`` (the owner must wait() for the thread
+        # before it is destroyed, as MainWindow.closeEvent does).
+        self.defer_store = False
         self.result: Document | None = None
         self.error: str | None = None
 
     def cancel(self) -> None:
         self.cancel_event.set()
+        self._store_now.set()  # a finished load still writes its cache, at once
 
     def run(self) -> None:  # worker thread
         try:
             progress = Progress(self._emit_progress, self.cancel_event)
-            snap = load_snapshot(self.path, progress)
+            # A big file's columns are cached after the window shows it, not before
+            # (when the owner waits for this thread on close: ``defer_store``).
+            key = None
+            if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
+                key = column_cache.file_key(self.path)
+                if key is not None and column_cache.entry_path(key).exists():
+                    key = None  # a cache hit: load_snapshot reads it
+            snap = load_snapshot(self.path, progress, use_cache=None if key is None else False)
             if self.cancel_event.is_set():
                 raise LoadCancelled()
             # A fresh Progress: its throttle restarts for the replay stage.
@@ -71,6 +87,14 @@ class LoadThread(QThread):
             return
         self.result = doc
         self.loaded.emit(doc)
+        if key is not None:
+            # Let the window lay out and paint first (the write competes for the CPUs),
+            # unless the window closes sooner (cancel): then write it now.
+            self._store_now.wait(STORE_DELAY_S)
+            try:
+                column_cache.store(key, doc.snap)  # atomic; failures only cost the next open
+            except Exception:  # noqa: BLE001 - a cache is never a reason to fail
+                pass
 
     def _emit_progress(self, stage: str, fraction: float) -> None:
         f = float(fraction)

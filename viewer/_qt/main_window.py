@@ -220,6 +220,8 @@ class MainWindow(QMainWindow):
             "One row per rank of a torchrun capture directory, outlier ranks flagged"))
         m.addAction(self.compare_action)
         m.addAction(self.ranks_action)
+        from .live_window import add_attach_action  # File > Attach... (live attach, issue 6)
+        add_attach_action(self, m)
         self.documentChanged.connect(lambda doc: self.compare_action.setEnabled(doc is not None))
         m.addSeparator()
         self.export_png_action = self._action("Export segment map as &PNG…", self.export_png_dialog,
@@ -295,6 +297,8 @@ class MainWindow(QMainWindow):
                 t.addSeparator()
             t.addAction(a)
 
+        from .whatif_panel import add_whatif_action  # Tools > What-if... (issue 8)
+        add_whatif_action(self, mb.addMenu("T&ools"))
         h = mb.addMenu("&Help")
         h.addAction(self._action("&About vramscope", self.about, tip="Versions and license"))
 
@@ -476,6 +480,7 @@ class MainWindow(QMainWindow):
             self.cancel_load(quiet=True)
         path = os.fspath(path)
         t = LoadThread(path, self)
+        t.defer_store = True  # closeEvent waits for it: the cache is written after the window
         t.progressed.connect(self._on_progress)
         t.loaded.connect(self._on_loaded)
         t.failed.connect(self._on_failed)

@@ -23,7 +23,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import functions as pgfn
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QCursor, QFontMetrics, QPainter, QPainterPath
+from PySide6.QtGui import QColor, QCursor, QFontMetrics, QImage, QPainter, QPainterPath
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
@@ -70,6 +70,8 @@ ACTION_TEXT = {
     Action.SEGMENT_UNMAP: "segment unmap", Action.OOM: "OOM", Action.SNAPSHOT: "snapshot",
 }
 DEBOUNCE_MS = 30
+STACK_PX = 2  # pixels per column of the stacked allocations (curves: one point per pixel)
+ENVELOPE_LEVELS = (64, 4096)  # events per envelope block (as curve_index, for plain arrays)
 
 
 def curve_colors() -> dict[str, str]:
@@ -86,6 +88,29 @@ def format_seconds(s: float) -> str:
     if a >= 1e-3:
         return f"{s * 1e3:.1f} ms"
     return f"{s * 1e6:.0f} µs"
+
+
+class EventXs:
+    """x of every event in event mode (x = k), indexable like an array of n floats
+    without holding one (10M events would be 80 MB, rebuilt per document)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return np.arange(*key.indices(self.n), dtype=np.float64)
+        a = np.asarray(key)
+        if a.ndim == 0:
+            k = int(a) + (self.n if int(a) < 0 else 0)
+            if not 0 <= k < self.n:
+                raise IndexError(int(a))
+            return np.float64(k)
+        a = a.astype(np.int64)
+        return np.where(a < 0, a + self.n, a).astype(np.float64)
 
 
 def band_color_index(keys: np.ndarray) -> np.ndarray:
@@ -146,40 +171,89 @@ def summary_polygon(lay: StackedLayout, xl: np.ndarray, xr: np.ndarray) -> QPain
     return pgfn.arrayToQPath(xs, ys, connect="all", finiteCheck=False)
 
 
+def stacked_raster(lay: StackedLayout, band_argb: np.ndarray, summary_argb: int, y0: float,
+                   y1: float, height: int, col_of_px: np.ndarray) -> np.ndarray:
+    """The stacked layout as pixels: (height, len(col_of_px)) uint32 ARGB, row 0 at ``y0``.
+
+    Every column of the layout is a partition of [0, top] into the summary band
+    and the bands stacked on it, so each pixel column is a run-length sequence:
+    one ``np.repeat`` paints them all, whatever the number of bands (10M events
+    cost the same as 10k).  ``col_of_px``: the layout column each pixel column shows.
+    """
+    ncol = len(lay.samples)
+    scale = height / max(y1 - y0, 1e-9)
+
+    def px(values: np.ndarray) -> np.ndarray:
+        return np.clip(np.rint((values - y0) * scale), 0, height).astype(np.int64)
+
+    order = lay.pair_order  # pairs by (column, stacking order)
+    pc = lay.pair_column[order]
+    counts = np.bincount(pc, minlength=ncol)[:ncol]
+    before = np.cumsum(counts) - counts  # pairs in the columns before each column
+    c2 = 2 * np.arange(ncol)
+    # Per column: the summary band, its bands bottom-up, the empty rest (placed, not sorted).
+    sum_pos, end_pos = before + c2, before + counts + c2 + 1
+    pair_pos = np.arange(len(order)) + 2 * pc + 1
+    bound = np.empty(len(order) + 2 * ncol, np.int64)
+    color = np.empty(len(bound), np.uint32)
+    bound[sum_pos], color[sum_pos] = px(lay.summary_height.astype(np.float64)), summary_argb
+    bound[pair_pos] = px(lay.pair_top[order].astype(np.float64))
+    color[pair_pos] = band_argb[lay.pair_band[order]]
+    bound[end_pos], color[end_pos] = height, 0
+    cols = np.repeat(np.arange(ncol), counts + 2)
+    # Rounding never runs a column backwards (offsets keep the columns apart).
+    offset = cols * (height + 1)
+    bound = np.maximum.accumulate(bound + offset) - offset
+    prev = np.concatenate([[0], bound[:-1]])
+    prev[np.flatnonzero(np.diff(cols, prepend=-1))] = 0  # each column starts at row 0
+    per_col = np.repeat(color, bound - prev).reshape(ncol, height)
+    return np.ascontiguousarray(per_col[col_of_px].T)
+
+
 # --------------------------------------------------------------------------- items
 
 
 class StackedItem(pg.GraphicsObject):
-    """The stacked allocations: a few batched paths, rebuilt per view change."""
+    """The stacked allocations: one image per view (rebuilt on every view change), plus
+    outline paths for the selected and highlighted allocations."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.paths: list[tuple[QColor, QPainterPath]] = []
-        self.summary = QPainterPath()
+        self.image: QImage | None = None
+        self._pixels: np.ndarray | None = None  # the QImage's memory
+        self.image_rect = QRectF(0, 0, 1, 1)
         self.selected_path = QPainterPath()
         self.highlight_path = QPainterPath()  # outlines: thin matches stay visible
         self.bounds = QRectF(0, 0, 1, 1)
         self.setZValue(-5)
 
-    def set_paths(self, paths, summary: QPainterPath, selected: QPainterPath, bounds: QRectF,
-                  highlight: QPainterPath | None = None) -> None:
+    def set_image(self, pixels: np.ndarray | None, rect: QRectF, selected: QPainterPath,
+                  bounds: QRectF, highlight: QPainterPath | None = None) -> None:
+        """``pixels``: (h, w) uint32 ARGB, row 0 at the bottom of ``rect`` (view coordinates)."""
         self.prepareGeometryChange()
-        self.paths, self.summary, self.selected_path, self.bounds = paths, summary, selected, bounds
+        if pixels is None or not pixels.size:
+            self.image, self._pixels = None, None
+        else:
+            self._pixels = pixels
+            h, w = pixels.shape
+            self.image = QImage(pixels.data, w, h, 4 * w, QImage.Format.Format_ARGB32)
+        self.image_rect, self.selected_path, self.bounds = rect, selected, bounds
         self.highlight_path = highlight if highlight is not None else QPainterPath()
         self.update()
+
+    def clear(self) -> None:
+        self.set_image(None, QRectF(0, 0, 1, 1), QPainterPath(), QRectF(0, 0, 1, 1))
 
     def boundingRect(self) -> QRectF:
         return self.bounds
 
     def paint(self, p: QPainter, *args) -> None:
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
         p.setPen(Qt.PenStyle.NoPen)
-        if not self.summary.isEmpty():
-            p.setBrush(QColor(SUMMARY_COLOR))
-            p.drawPath(self.summary)
-        for color, path in self.paths:
-            p.setBrush(color)
-            p.drawPath(path)
+        if self.image is not None:
+            # View y points up, image rows down: row 0 lands at the rect's bottom.
+            p.drawImage(self.image_rect, self.image)
         if not self.highlight_path.isEmpty():
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1, cosmetic=True))
@@ -196,13 +270,23 @@ class VerticalBandsItem(pg.GraphicsObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self.bands: list[tuple[float, float, str, QColor]] = []
         self.lines: list[tuple[np.ndarray, QColor, str, Qt.PenStyle]] = []
+        self.set_bands([])
         self.setZValue(-10)
 
     def set_bands(self, bands) -> None:
         self.prepareGeometryChange()
         self.bands = bands
+        # Columns for painting only what is visible (thousands of steps in a long trace).
+        order = sorted(range(len(bands)), key=lambda i: bands[i][0])
+        self._x0 = np.array([bands[i][0] for i in order], np.float64)
+        self._x1 = np.array([bands[i][1] for i in order], np.float64)
+        self._names = [bands[i][2] for i in order]
+        colors = {}
+        self._color_id = np.array([colors.setdefault(bands[i][3].rgba(), len(colors))
+                                   for i in order], np.int64)
+        self._colors = [QColor.fromRgba(c) for c in colors]
+        self._advance: dict[str, float] = {}
         self.update()
 
     def set_lines(self, lines) -> None:
@@ -226,7 +310,7 @@ class VerticalBandsItem(pg.GraphicsObject):
 
     def boundingRect(self) -> QRectF:
         ya, yb = self._yrange()
-        xs = [b[0] for b in self.bands] + [b[1] for b in self.bands]
+        xs = [float(self._x0.min()), float(self._x1.max())] if len(self._x0) else []
         for arr, *_ in self.lines:
             if len(arr):
                 xs += [float(arr.min()), float(arr.max())]
@@ -240,13 +324,43 @@ class VerticalBandsItem(pg.GraphicsObject):
 
     def paint(self, p: QPainter, *args) -> None:
         ya, yb = self._yrange()
+        xa, xb = self._xrange()
         p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         p.setPen(Qt.PenStyle.NoPen)
-        labels = []
-        for x0, x1, name, color in self.bands:
-            p.setBrush(color)
-            p.drawRect(QRectF(x0, ya, max(x1 - x0, 0.0), yb - ya))
-            labels.append((x0, x1, name, color))
+        # Only the visible bands, one path per colour.
+        vis = np.flatnonzero((self._x1 >= xa) & (self._x0 <= xb))
+        x0 = np.maximum(self._x0[vis], xa)
+        x1 = np.minimum(self._x1[vis], xb)
+        cid = self._color_id[vis]
+        # One row of pixels, blended here and stretched to the full height: thousands of
+        # translucent full-height rectangles (a path in data coordinates, or a fillRect
+        # each) cost the rasteriser 10-100 ms; this costs one drawImage.
+        tr = p.transform()
+        y_px = sorted((tr.map(QPointF(0, ya)).y(), tr.map(QPointF(0, yb)).y()))
+        left = math.floor(tr.map(QPointF(xa, 0)).x())
+        width = max(1, math.ceil(tr.map(QPointF(xb, 0)).x()) - left)
+        if len(vis) and width <= 16384:
+            rgba = np.zeros((width, 4), np.float64)  # premultiplied, 0..1
+            for c in np.unique(cid).tolist():
+                m = np.flatnonzero(cid == c)
+                lo = np.clip(np.floor(x0[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)
+                hi = np.clip(np.ceil(x1[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)
+                hi = np.maximum(hi, np.minimum(lo + 1, width))
+                cover = np.cumsum(np.bincount(lo, minlength=width + 1)[:width + 1]
+                                  - np.bincount(hi, minlength=width + 1)[:width + 1])[:width] > 0
+                col = self._colors[c]
+                alpha = col.alphaF()
+                src = np.array([col.redF() * alpha, col.greenF() * alpha, col.blueF() * alpha,
+                                alpha])
+                rgba[cover] = src + rgba[cover] * (1.0 - alpha)  # "over"
+            px = np.rint(rgba * 255).astype(np.uint32)
+            row = (px[:, 3] << 24) | (px[:, 0] << 16) | (px[:, 1] << 8) | px[:, 2]
+            img = QImage(row.data, width, 1, 4 * width, QImage.Format.Format_ARGB32_Premultiplied)
+            p.save()
+            p.resetTransform()
+            p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+            p.drawImage(QRectF(left, y_px[0], width, y_px[1] - y_px[0]), img)
+            p.restore()
         for xs, color, text, style in self.lines:
             if not len(xs):
                 continue
@@ -261,23 +375,29 @@ class VerticalBandsItem(pg.GraphicsObject):
         top_px = tr.map(QPointF(0, yb)).y()
         bottom_px = tr.map(QPointF(0, ya)).y()
         y_text = min(top_px, bottom_px) + fm.ascent() + 2
-        xa, xb = self._xrange()
         left_px, right_px = tr.map(QPointF(xa, 0)).x(), tr.map(QPointF(xb, 0)).x()
-        # Band names at the band's start, skipped where they would overlap the previous one.
-        last_right = -1e9
-        for x0, x1, name, color in sorted(labels, key=lambda b: b[0]):
-            a, b = tr.map(QPointF(x0, 0)).x(), tr.map(QPointF(x1, 0)).x()
-            if b < left_px or a > right_px:
+        # Band names at the band's start, skipped where they would overlap the previous
+        # one: jump straight to the next band that starts far enough to the right.
+        a_px = np.maximum(self._x0[vis] * tr.m11() + tr.dx(), left_px)
+        i, last_right = 0, -1e9
+        while i < len(vis):
+            i += int(np.searchsorted(a_px[i:], last_right + 6, side="left"))
+            if i >= len(vis):
+                break
+            name = self._names[vis[i]]
+            w = self._advance.get(name)
+            if w is None:
+                w = self._advance[name] = fm.horizontalAdvance(name)
+            a = float(a_px[i])
+            if a + w > right_px:
+                i += 1
                 continue
-            a = max(a, left_px)
-            w = fm.horizontalAdvance(name)
-            if a < last_right + 6 or a + w > right_px:
-                continue
-            c = QColor(color)
+            c = QColor(self._colors[int(cid[i])])
             c.setAlpha(255)
             p.setPen(c.darker(140) if not theme.is_dark() else c.lighter(160))
             p.drawText(QPointF(a + 2, y_text + fm.height()), name)
             last_right = a + 2 + w
+            i += 1
         for xs, color, text, _style in self.lines:
             if not text or not len(xs) or len(xs) > 20:
                 continue
@@ -371,9 +491,11 @@ class TimelinePanel(QWidget):
         self.k = -1
         self.mode = X_EVENTS
         self.has_time = False
-        self.tx = np.zeros(0)  # seconds since the first event, per event
+        self._time = np.zeros(0, np.int64)  # time_us per event
+        self._tx: np.ndarray | None = None  # seconds since the first event (built on use)
         self.iv = None
         self.iv_ids = np.zeros(0, np.int64)  # interval ids drawn (stream filter)
+        self._sub_iv = None  # the intervals of iv_ids (filtered views)
         self.band_color = np.zeros(0, np.int64)  # per interval
         self.stack_mask: np.ndarray | None = None  # per stack: highlighted
         self.selected_interval = -1
@@ -541,15 +663,16 @@ class TimelinePanel(QWidget):
             self.iv = None
             self.layout = None
             self.curves = {}
-            self.stacked.set_paths([], QPainterPath(), QPainterPath(), QRectF(0, 0, 1, 1))
+            self.stacked.clear()
             for item in self.curve_items.values():
                 item.setData([], [])
             self.position.setText("")
             return
         self.n = len(rep)
         t = rep.time_us
-        self.has_time = bool(np.all(t >= 0) and np.all(np.diff(t) >= 0) and t[-1] > t[0])
-        self.tx = (t - t[0]) / 1e6 if self.has_time else np.zeros(self.n)
+        self._time, self._tx = t, None
+        # Timestamps that never go back (a bool per event, not a diff of int64s).
+        self.has_time = bool(t[0] >= 0 and t[-1] > t[0] and (t[1:] >= t[:-1]).all())
         if not self.has_time and self.mode == X_TIME:
             self.mode = X_EVENTS
         self.time_button.setEnabled(self.has_time)
@@ -562,11 +685,19 @@ class TimelinePanel(QWidget):
         if pool is not None:
             keep &= self.iv.pool == pool
         self.iv_ids = np.flatnonzero(keep)
-        keys = np.where(self.iv.stack >= 0, doc.top_frame[np.maximum(self.iv.stack, 0)], -1) \
-            if len(doc.top_frame) else np.full(len(self.iv), -1)
-        self.band_color = band_color_index(keys)
+        self._sub_iv = None
+        # Colour by the allocation's top frame: looked up per frame, gathered per interval.
+        if len(doc.top_frame):
+            keys = doc.top_frame[np.maximum(self.iv.stack, 0)]
+            keys[self.iv.stack < 0] = -1
+            lut = band_color_index(np.arange(-1, int(keys.max(initial=-1)) + 1))
+            self.band_color = lut[keys + 1]
+        else:
+            self.band_color = band_color_index(np.full(len(self.iv), -1))
         self.curves = doc.curves(device, stream, pool)
-        self.peaks = {c: (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
+        self._build_envelopes()
+        self.peaks = {c: self.curves[c].peak() if hasattr(self.curves[c], "peak")
+                      else (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
                       for c in CURVES}
         self._set_mode_buttons()
         self._place_all(fit=True)
@@ -586,8 +717,22 @@ class TimelinePanel(QWidget):
             return self.tx[np.clip(k, 0, self.n - 1)]
         return np.asarray(k, dtype=np.float64) if not np.isscalar(k) else float(k)
 
-    def xs(self) -> np.ndarray:
-        return self.tx if self.mode == X_TIME and self.has_time else np.arange(self.n, dtype=np.float64)
+    @property
+    def tx(self) -> np.ndarray:
+        """Seconds since the first event, per event (only built when time is shown)."""
+        if self._tx is None or len(self._tx) != self.n:
+            t = self._time
+            self._tx = (t - t[0]) / 1e6 if self.has_time and len(t) else np.zeros(self.n)
+        return self._tx
+
+    def seconds_at(self, k: int) -> float:
+        return float(self._time[k] - self._time[0]) / 1e6
+
+    def xs(self):
+        """x of every event: seconds, or the event index (no array of n floats)."""
+        if self.mode == X_TIME and self.has_time:
+            return self.tx
+        return EventXs(self.n)
 
     def k_of(self, x: float) -> int:
         """The event nearest to view x."""
@@ -744,17 +889,21 @@ class TimelinePanel(QWidget):
             c = QColor(ANNOTATION_COLORS[i % len(ANNOTATION_COLORS)])
             c.setAlpha(38)
             color_of[n] = c
-        out = []
-        for a, b, n in spans:
+        if not spans:
+            return []
+        a = np.array([sp[0] for sp in spans], np.int64)
+        b = np.array([sp[1] for sp in spans], np.int64)
+        if self.mode == X_TIME:
+            x0s, x1s = (a - t0) / 1e6, (b - t0) / 1e6
+        else:  # one search for all of them
+            x0s = np.searchsorted(rep.time_us, a, side="left") - 0.5
+            x1s = np.searchsorted(rep.time_us, b, side="right") - 0.5
+        labels = {}
+        for n in names:
             text = doc.snap.strings[n] if 0 <= n < len(doc.snap.strings) else "?"
-            label = text.split("#")[0]
-            if self.mode == X_TIME:
-                x0, x1 = (a - t0) / 1e6, (b - t0) / 1e6
-            else:
-                x0 = float(np.searchsorted(rep.time_us, a, side="left")) - 0.5
-                x1 = float(np.searchsorted(rep.time_us, b, side="right")) - 0.5
-            out.append((x0, x1, label, color_of[n]))
-        return out
+            labels[n] = text.split("#")[0]
+        return [(x0, x1, labels[n], color_of[n])
+                for x0, x1, (_, _, n) in zip(x0s.tolist(), x1s.tolist(), spans)]
 
     # ------------------------------------------------------------------ cursor
     def set_cursor(self, k: int) -> None:
@@ -791,7 +940,7 @@ class TimelinePanel(QWidget):
             what += f" {format_bytes(int(rep.size[k]))}"
         parts = [f"event {k:,} / {self.n - 1:,}"]
         if self.has_time:
-            parts.append(f"+{format_seconds(float(self.tx[k]))}")
+            parts.append(f"+{format_seconds(self.seconds_at(k))}")
         parts.append(what)
         if self.stream is not None:
             parts.append(stream_label(self.stream))
@@ -847,29 +996,69 @@ class TimelinePanel(QWidget):
             return
         (xa, xb), _ = self.vb.viewRange()
         ka, kb = self._visible_events(xa, xb)
-        ymax = float(self.curves["reserved"][ka:kb + 1].max()) if kb >= ka else 1.0
-        ymax = max(ymax, float(self.curves["active"][ka:kb + 1].max()) if kb >= ka else 1.0, 1.0)
+        env = self._update_curves(ka, kb)
+        ymax = max(float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
+                   float(env["active"].max()) if len(env["active"]) else 1.0, 1.0)
         self.vb.setYRange(0, ymax * 1.35, padding=0)
-        self._update_curves(ka, kb)
         self._timer.start()
 
-    def _update_curves(self, k0: int, k1: int) -> None:
+    def _build_envelopes(self) -> None:
+        """Per curve, the max of every block of ``L`` events at a few levels ``L``, so a
+        view of millions of events draws its envelope from a few thousand values."""
+        self._env = {}
+        for name, y in self.curves.items():
+            if hasattr(y, "index"):  # a CurveColumn: its index keeps the block maxima
+                self._env[name] = y.index.levels(name)
+                continue
+            levels = []
+            for level in ENVELOPE_LEVELS:
+                m = (len(y) // level) * level
+                if m < 2 * level:
+                    break
+                levels.append((level, y[:m].reshape(-1, level).max(axis=1)))
+            self._env[name] = levels
+
+    def _update_curves(self, k0: int, k1: int) -> dict[str, np.ndarray]:
         """The curves over events ``k0..k1``: every point when they fit in the plot's
         width, else the upper envelope (the max of each pixel's bucket: peaks survive,
-        and the stacked allocations under it stay visible)."""
+        and the stacked allocations under it stay visible).  Returns the y values drawn."""
         cols = self.columns()
-        xs = self.xs()[k0:k1 + 1]
-        n = len(xs)
+        n = k1 - k0 + 1
         step = n // cols if n > 2 * cols else 1
+        xs_all = self.xs()
+        drawn = {}
         for name, item in self.curve_items.items():
-            y = self.curves[name][k0:k1 + 1].astype(np.float64)
-            if step > 1:
+            y_all = self.curves[name]
+            # The coarsest precomputed level with at least 2 blocks per bucket.
+            level, maxima = 1, None
+            for lv, mx in getattr(self, "_env", {}).get(name, []):
+                if step >= 2 * lv:
+                    level, maxima = lv, mx
+            if step <= 1:
+                x_out, y_out = xs_all[k0:k1 + 1], y_all[k0:k1 + 1].astype(np.float64)
+            elif maxima is None:
                 m = (n // step) * step
-                x_out = np.concatenate([xs[:m:step], xs[m:]])
-                y_out = np.concatenate([y[:m].reshape(-1, step).max(axis=1), y[m:]])
-                item.setData(x_out, y_out)
+                y = y_all[k0:k1 + 1]
+                x_out = np.concatenate([xs_all[k0:k0 + m:step], xs_all[k0 + m:k1 + 1]])
+                y_out = np.concatenate([y[:m].reshape(-1, step).max(axis=1),
+                                        y[m:]]).astype(np.float64)
             else:
-                item.setData(xs, y)
+                j0, j1 = k0 // level, min(k1 // level, len(maxima) - 1)
+                per = max(1, step // level)
+                blocks = maxima[j0:j1 + 1]
+                m = (len(blocks) // per) * per
+                parts = [blocks[:m].reshape(-1, per).max(axis=1)] if m else []
+                if len(blocks) > m:
+                    parts.append([blocks[m:].max()])
+                tail = y_all[(j1 + 1) * level:k1 + 1]  # past the last whole block
+                if len(tail):
+                    parts.append([tail.max()])
+                y_out = np.concatenate(parts).astype(np.float64)
+                starts = (j0 + np.arange(len(y_out)) * per) * level
+                x_out = xs_all[np.clip(np.maximum(starts, k0), 0, self.n - 1)]
+            item.setData(x_out, y_out)
+            drawn[name] = y_out
+        return drawn
 
     def _visible_events(self, xa: float, xb: float) -> tuple[int, int]:
         if self.mode == X_TIME and self.has_time:
@@ -894,10 +1083,14 @@ class TimelinePanel(QWidget):
         iv = self.iv
         if self.stream is not None or self.pool is not None:
             ids = self.iv_ids
-            sub = iv.take(ids)
+            if self._sub_iv is None:  # once per filter: its level-of-detail index is kept
+                self._sub_iv = iv.take(ids)
+            sub = self._sub_iv
         else:
             ids, sub = None, iv
-        lay = stacked_layout(sub, k0, k1, self.columns())
+        # Stacked allocations at one column per STACK_PX pixels: the work grows with
+        # columns x live allocations (~400k pairs per view at one column per pixel).
+        lay = stacked_layout(sub, k0, k1, max(2, self.columns() // STACK_PX))
         self.layout = lay
         self.layout_ids = lay.band_interval if ids is None else ids[lay.band_interval]
         self.layout_range = (k0, k1)
@@ -905,6 +1098,8 @@ class TimelinePanel(QWidget):
         self.last_refresh_s = time.perf_counter() - t_start
 
     def _build_paths(self) -> None:
+        """Paint the layout into an image at the view's pixel size, and outline the
+        selected / highlighted allocations (a few paths)."""
         lay = self.layout
         if lay is None:
             return
@@ -912,40 +1107,43 @@ class TimelinePanel(QWidget):
         cx = xs_all[lay.samples]
         self.xs_cols = cx
         xl, xr = column_edges(cx)
-        x0, x1, y0, y1, band = band_rects(lay, xl, xr)
         ids = self.layout_ids
         color = self.band_color[ids] if len(ids) else np.zeros(0, np.int64)
         n_colors = len(BAND_COLORS)
+        hit = None
         if self.stack_mask is not None and len(ids):
             st = self.iv.stack[ids]
             hit = np.zeros(len(ids), bool)
             ok = st >= 0
             hit[ok] = self.stack_mask[st[ok]]
             color = np.where(hit, color, n_colors)
-        rcolor = color[band] if len(band) else np.zeros(0, np.int64)
-        hl = QPainterPath()
-        if self.stack_mask is not None:
-            m = rcolor != n_colors
-            hl = rects_path(x0[m], x1[m], y0[m], y1[m])
-        paths = []
         dim = QColor(DIM_COLOR if not theme.is_dark() else "#424242")
-        for c in np.unique(rcolor).tolist():
-            m = rcolor == c
-            paths.append((dim if c == n_colors else QColor(BAND_COLORS[c]),
-                          rects_path(x0[m], x1[m], y0[m], y1[m])))
-        # Dimmed bands first, the highlighted ones over them.
-        paths.sort(key=lambda cp: 0 if cp[0] == dim else 1)
-        sel = QPainterPath()
-        if self.selected_interval >= 0 and len(ids):
-            b = np.flatnonzero(ids == self.selected_interval)
+        palette = np.array([QColor(c).rgba() for c in BAND_COLORS] + [dim.rgba()], np.uint32)
+        (_, _), (ya, yb) = self.vb.viewRange()
+        h = max(1, min(int(self.vb.height()) or 1, 4096))
+        x_lo, x_hi = float(xl[0]) if len(xl) else 0.0, float(xr[-1]) if len(xr) else 1.0
+        w = max(1, min(int(self.vb.width()) or 1, 8192))
+        px_x = x_lo + (np.arange(w) + 0.5) * (x_hi - x_lo) / w
+        col_of_px = np.clip(np.searchsorted(xr, px_x), 0, max(len(xr) - 1, 0))
+        pixels = stacked_raster(lay, palette[color] if len(color) else palette[:0],
+                                QColor(SUMMARY_COLOR).rgba(), ya, yb, h, col_of_px) \
+            if len(lay.samples) else None
+        hl = sel = QPainterPath()
+        if hit is not None or (self.selected_interval >= 0 and len(ids)):
+            x0, x1, y0, y1, band = band_rects(lay, xl, xr)
+            if hit is not None:
+                m = hit[band] if len(band) else np.zeros(0, bool)
+                hl = rects_path(x0[m], x1[m], y0[m], y1[m])
+            b = np.flatnonzero(ids == self.selected_interval) if self.selected_interval >= 0 \
+                else []
             if len(b):
                 m = band == b[0]
                 sel = rects_path(x0[m], x1[m], y0[m], y1[m]).simplified()
         top = float(max(lay.pair_top.max() if len(lay.pair_top) else 0,
                         lay.summary_height.max() if len(lay.summary_height) else 0, 1))
-        bounds = QRectF(float(xl[0]) if len(xl) else 0.0, 0.0,
-                        float(xr[-1] - xl[0]) if len(xl) else 1.0, top)
-        self.stacked.set_paths(paths, summary_polygon(lay, xl, xr), sel, bounds, hl)
+        bounds = QRectF(x_lo, 0.0, x_hi - x_lo if len(xl) else 1.0, top)
+        self.stacked.set_image(pixels, QRectF(x_lo, ya, x_hi - x_lo, yb - ya), sel,
+                               bounds.united(QRectF(x_lo, ya, x_hi - x_lo, yb - ya)), hl)
 
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed."""
@@ -1036,7 +1234,7 @@ class TimelinePanel(QWidget):
         if a >= 0 and b < self.n:
             life += f" ({b - a:,} events"
             if self.has_time:
-                life += f", {format_seconds(float(self.tx[b] - self.tx[a]))}"
+                life += f", {format_seconds(self.seconds_at(b) - self.seconds_at(a))}"
             life += ")"
         lines = [f"<b>{format_bytes(size)}</b> allocation",
                  f"requested {format_bytes(req)}" + (f", rounding waste {format_bytes(size - req)}"

@@ -11,10 +11,10 @@ import json
 import os
 import sys
 
-from ..model import SnapshotError
-from ..model.load import load_snapshot
-from ..model.summary import format_text, summarize
-from ..model.timeline import build_timeline
+from . import result_cache
+
+# The model (numpy) is imported only when the answer is not cached: a cached
+# re-open costs an interpreter start and one small read.
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,41 +39,102 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if os.path.isdir(args.file):
         return _directory(args)
+    key = None
+    if result_cache.enabled(args.no_cache):
+        key = result_cache.key(args.file, [args.json, args.at, args.device])
+        text = result_cache.get(key) if key else None
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
+    code, text, deferred = _summary(args)
+    if code:
+        return code
+    sys.stdout.write(text)
+    if key:
+        result_cache.put(key, text)
+    if deferred is not None:
+        _store_in_background(*deferred)
+    return 0
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
+
+
+def _store_in_background(key: str, snap) -> None:
+    """Write the column cache after the answer is out: in a forked child with its own
+    session and no terminal, so the command returns (and pipes close) at once."""
+    from ..model import cache as column_cache
+
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        snap = load_snapshot(args.file, use_cache=not args.no_cache)
+        pid = os.fork()
+    except OSError:
+        column_cache.store(key, snap)
+        return
+    if pid:
+        return
+    try:  # the child: never returns into the CLI
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        column_cache.store(key, snap)  # atomic (temp file + rename), like every store
+    finally:
+        os._exit(0)
+
+
+def _summary(args):
+    """(exit code, output text, (cache key, snapshot) to store later or None)."""
+    # No matrix algebra here: one BLAS thread starts ~30 ms faster than a pool of them.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ..model import SnapshotError
+    from ..model import cache as column_cache
+    from ..model.load import load_snapshot
+    from ..model.summary import format_text, summarize
+    from ..model.timeline import build_timeline, oom_events
+
+    use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
+    # A big file's columns are cached after the output is written (see
+    # _store_in_background): the first summary does not wait for the disk.
+    key = column_cache.file_key(args.file) if use_cache and _can_fork() else None
+    deferred = key is not None and not column_cache.entry_path(key).exists()
+    try:
+        snap = load_snapshot(args.file, use_cache=use_cache and not deferred)
     except SnapshotError as exc:
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-        return 2
+        return 2, "", None
     except MemoryError:
         print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
-        return 2
-    timeline = build_timeline(snap)
+        return 2, "", None
+    # A report seeks only to the OOMs (and --at): no keyframes, those layouts kept.
+    emit = oom_events(snap)
     at = None
     if args.at is not None:
-        device = args.device if args.device is not None else min(timeline.devices, default=None)
-        rep = timeline.replay(device) if device is not None else None
-        if rep is None or not len(rep):
+        trace = snap.trace
+        device = args.device if args.device is not None else (
+            int(trace.device.min()) if len(trace.device) else None)
+        n = int((trace.device == device).sum()) if device is not None else 0
+        if not n:
             print(f"vramscope: error: {args.file}: no trace events"
                   + (f" on device {device}" if device is not None else ""), file=sys.stderr)
-            return 2
-        k = args.at if args.at >= 0 else len(rep) + args.at
-        if not 0 <= k < len(rep):
-            print(f"vramscope: error: --at {args.at} is outside 0..{len(rep) - 1}",
-                  file=sys.stderr)
-            return 2
+            return 2, "", None
+        k = args.at if args.at >= 0 else n + args.at
+        if not 0 <= k < n:
+            print(f"vramscope: error: --at {args.at} is outside 0..{n - 1}", file=sys.stderr)
+            return 2, "", None
         at = (device, k)
+        emit.setdefault(device, []).append(k)
+    timeline = build_timeline(snap, keyframes=False, emit=emit)
     summary = summarize(snap, timeline, at)
-    if args.json:
-        json.dump(summary, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(format_text(summary))
-    return 0
+    text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
+    return 0, text, (key, snap) if deferred else None
 
 
 def _directory(args) -> int:
     """One entry per rank of a directory written by the capture module."""
-    from ..model import ranks
+    from ..model import SnapshotError, ranks
 
     if args.at is not None:
         print("vramscope: error: --at needs a snapshot file, not a directory", file=sys.stderr)

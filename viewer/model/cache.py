@@ -1,11 +1,16 @@
 """A columnar cache of loaded snapshots: re-opening a big file takes a blink.
 
 Parsing a pickle is the slow part of opening a snapshot; the columns it yields
-are plain numpy arrays.  They are stored in the user's cache directory as an
-uncompressed ``.npz`` (read back with ``allow_pickle=False``: the cache can
-never execute anything), keyed by the file's identity: its size, mtime and a
-hash of its first and last MiB, plus :data:`CACHE_VERSION`.  The directory is
-capped in size (least recently used entries go first).
+are plain numpy arrays.  They are stored in the user's cache directory, keyed
+by the file's identity: its size, mtime and a hash of its first and last MiB,
+plus :data:`CACHE_VERSION`.  An entry (``KEY.cols``) is a JSON header (names,
+dtypes, offsets; metadata) followed by the raw arrays, 64-byte aligned: writing
+one is a few ``write`` calls (no zip CRC), and reading maps the file
+(copy-on-write) so columns are numpy views whose pages load only when touched.
+Only plain numeric dtypes are accepted, every extent is checked against the
+file and the columns are validated before use: a damaged or hostile entry is
+dropped and the file parsed again; the cache never executes anything.  The
+directory is capped in size (least recently used entries go first).
 
 ``VRAMSCOPE_CACHE_DIR`` moves the cache, ``VRAMSCOPE_CACHE_MAX_BYTES`` caps it,
 and ``--no-cache`` (``use_cache=False``) bypasses it.
@@ -15,10 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
+import struct
 import sys
 import tempfile
-import zipfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -26,7 +32,7 @@ import numpy as np
 
 from .snapshot import Annotations, Blocks, Frames, Segments, Snapshot, Stacks, Trace
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: raw mapped columns (.cols) instead of .npz
 DEFAULT_MAX_BYTES = 4 << 30
 # Files smaller than this parse faster than a cache lookup is worth.
 MIN_FILE_BYTES = 1 << 20
@@ -34,6 +40,12 @@ _HEAD_TAIL = 1 << 20
 _TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace, "annotations": Annotations,
            "stacks": Stacks}
 _FRAME_COLUMNS = ("filename", "line", "name")
+_MAGIC = b"VRAMSCOPE-COLS\n\x00"  # 16 bytes, then the header length (<Q)
+_ALIGN = 64
+_MAX_HEADER = 64 << 20
+# Plain numeric dtypes only: an entry can never ask for objects.
+_DTYPES = {"|i1", "<i4", "<i8", "|b1", "|u1"}
+SUFFIX = ".cols"
 
 
 def cache_dir() -> Path:
@@ -70,26 +82,85 @@ def file_key(path: str | os.PathLike) -> str | None:
     return h.hexdigest()[:40]
 
 
-def _entry(key: str) -> Path:
-    return cache_dir() / f"{key}.npz"
+def entry_path(key: str) -> Path:
+    """The cache entry file for ``key``."""
+    return cache_dir() / f"{key}{SUFFIX}"
 
 
 def load_cached(key: str) -> Snapshot | None:
     """The cached snapshot for ``key``, or None (missing, old or damaged entries)."""
-    path = _entry(key)
+    path = entry_path(key)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode("utf-8"))
-            if meta.get("version") != CACHE_VERSION:
-                return None
-            arrays = {name: z[name] for name in z.files}
+        arrays, meta = read_entry(path)
+        if meta.get("version") != CACHE_VERSION:
+            return None
+        snap = _from_arrays(arrays, meta)
         os.utime(path)  # least recently *used* goes first
-        return _from_arrays(arrays, meta)
+        return snap
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, UnicodeDecodeError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError,
+            struct.error, AttributeError):
         _remove(path)  # damaged: drop it, the file will be parsed again
         return None
+
+
+def read_entry(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """Map an entry: (arrays as copy-on-write views of the file, metadata)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(len(_MAGIC) + 8)
+        if len(head) != len(_MAGIC) + 8 or head[:len(_MAGIC)] != _MAGIC:
+            raise ValueError("not a cache entry")
+        (hlen,) = struct.unpack("<Q", head[len(_MAGIC):])
+        if hlen > min(size, _MAX_HEADER):
+            raise ValueError("header length")
+        header = json.loads(f.read(hlen).decode("utf-8"))
+        if type(header) is not dict or type(header.get("arrays")) is not dict:
+            raise ValueError("header")
+        # ACCESS_COPY: writable numpy arrays, pages read on first touch, the file untouched.
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else b""
+    arrays = {}
+    for name, (dtype, offset, count) in header["arrays"].items():
+        if dtype not in _DTYPES or type(offset) is not int or type(count) is not int:
+            raise ValueError(f"column {name}")
+        dt = np.dtype(dtype)
+        if offset < 0 or count < 0 or offset + count * dt.itemsize > size:
+            raise ValueError(f"column {name} extent")
+        arrays[name] = np.frombuffer(mm, dtype=dt, count=count, offset=offset) if count else \
+            np.zeros(0, dtype=dt)
+    return arrays, header.get("meta", {})
+
+
+def write_entry(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """Write an entry to ``path`` (not atomically: :func:`store` renames a temp file)."""
+    layout = {}
+    offset = 0
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.str not in _DTYPES:
+            raise TypeError(f"{name}: {arr.dtype} cannot be cached")
+        arrays[name] = arr
+        layout[name] = [arr.dtype.str, offset, int(arr.size)]
+        offset += -(-arr.nbytes // _ALIGN) * _ALIGN
+    # Offsets are relative to the data start; fix the header length first.
+    def header_bytes(base: int) -> bytes:
+        shifted = {n: [d, base + o, c] for n, (d, o, c) in layout.items()}
+        return json.dumps({"arrays": shifted, "meta": meta}).encode("utf-8")
+
+    base = 0
+    while True:
+        head = header_bytes(base)
+        start = -(-(len(_MAGIC) + 8 + len(head)) // _ALIGN) * _ALIGN
+        if start == base:
+            break
+        base = start
+    with open(path, "wb") as f:
+        f.write(_MAGIC + struct.pack("<Q", len(head)) + head)
+        f.write(b"\0" * (base - f.tell()))
+        for name, arr in arrays.items():
+            f.write(memoryview(arr).cast("B"))
+            f.write(b"\0" * (-arr.nbytes % _ALIGN))
 
 
 def store(key: str, snap: Snapshot) -> None:
@@ -97,12 +168,12 @@ def store(key: str, snap: Snapshot) -> None:
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        arrays = _to_arrays(snap)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npz")
+        arrays, meta = _to_arrays(snap)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
+        os.close(fd)
         try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, _entry(key))
+            write_entry(Path(tmp), arrays, meta)
+            os.replace(tmp, entry_path(key))
         except BaseException:
             _remove(Path(tmp))
             raise
@@ -115,6 +186,7 @@ def trim(limit: int) -> None:
     """Delete least recently used entries until the cache is within ``limit`` bytes."""
     try:
         entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob("*.npz")]
+        entries += [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob(f"*{SUFFIX}")]
     except OSError:
         return
     total = sum(size for _, size, _ in entries)
@@ -132,7 +204,7 @@ def _remove(path: Path) -> None:
         pass
 
 
-def _to_arrays(snap: Snapshot) -> dict[str, np.ndarray]:
+def _to_arrays(snap: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
     arrays: dict[str, np.ndarray] = {}
     for table, cls in _TABLES.items():
         obj = getattr(snap, table)
@@ -150,8 +222,7 @@ def _to_arrays(snap: Snapshot) -> dict[str, np.ndarray]:
         "source_format": snap.source_format,
         "warnings": snap.warnings,
     }
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    return arrays
+    return arrays, meta
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:

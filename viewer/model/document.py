@@ -46,6 +46,7 @@ class Document:
     @classmethod
     def build(cls, snap: Snapshot, progress: Progress | None = None,
               with_timeline: bool = True) -> "Document":
+        progress = progress or Progress()
         cats = fr.frame_categories(snap.frames)
         top = fr.top_frames(snap.stacks, cats)
         labels = np.empty(len(top), dtype=object)
@@ -65,8 +66,16 @@ class Document:
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)
-        return cls(snap, cats, top, labels, rank, reports[-1] if reports else None,
-                   timeline, reports)
+        doc = cls(snap, cats, top, labels, rank, reports[-1] if reports else None,
+                  timeline, reports)
+        # What the first window shows, computed here (the loader's thread), not on the
+        # GUI thread: the shown device's allocation lifetimes and curves.
+        device = doc.trace_device()
+        if device is not None:
+            doc.intervals(device)
+            doc.curves(device)
+            progress.update("replay", 1.0)
+        return doc
 
     # ------------------------------------------------------------------ time travel
     @property
@@ -150,8 +159,9 @@ class Document:
         root = self.root
         rep = root.timeline.replay(device)
         if stream is None and pool is None:
-            return {"requested": rep.requested, "allocated": rep.allocated,
-                    "active": rep.active, "reserved": rep.reserved}
+            # Columns computed on demand from block summaries: 10M events do not need
+            # four arrays of 80 MB (see curve_index); they index like arrays.
+            return rep.curve_index().columns()
         key = ("curves", device, stream, pool)
         if key not in root._cache:
             root._cache[key] = replay_curves(rep, stream, pool)

@@ -2,8 +2,11 @@
 
 The single entry point for every reader (CLI, GUI, tests).  Formats are
 detected by content: gzip/xz/bz2 wrappers, then JSON (the form memory_viz
-also accepts) or a pickle of protocol 0-5, decoded by the restricted
-unpickler.  Errors are :class:`SnapshotError` with a one-line message.
+also accepts) or a pickle of protocol 0-5.  Pickles go through the compiled
+parser when it is built (:mod:`.fast_pickle`; an uncompressed file is streamed,
+never read whole) and through the restricted pure-Python unpickler otherwise
+or whenever the compiled parser hands a file back.  Errors are
+:class:`SnapshotError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from typing import Any
 
 from . import cache
 from .errors import LoadCancelled, SnapshotError
+from .fast_pickle import NativeResult, available as native_available, native_loads
 from .progress import Progress, ProgressCallback
 from .safe_pickle import safe_loads
 from .schema import to_snapshot
 from .snapshot import Snapshot
-from .source import decompress, read_file
+from .source import compression_of, decompress, read_file
 
 SIDECAR_MAX_BYTES = 16 << 20
 
@@ -42,9 +46,11 @@ def load_snapshot(
     key = cache.file_key(path) if use_cache else None
     snap = cache.load_cached(key) if key else None
     if snap is None:
-        raw = read_file(path, progress)
-        snap = load_bytes(raw, progress)
-        del raw
+        snap = _stream_native(path, progress) if native_available() else None
+        if snap is None:
+            raw = read_file(path, progress)
+            snap = load_bytes(raw, progress)
+            del raw
         if key:
             cache.store(key, snap)
     progress.update("columns", 1.0)
@@ -61,21 +67,49 @@ def load_bytes(raw: bytes, progress: Progress | ProgressCallback | None = None) 
     data, compression = decompress(raw, progress)
     if not data:
         raise SnapshotError("the file is empty after decompression")
+    native = None
     if _looks_like_json(data):
         obj = _json_loads(data)
         fmt = "json"
     else:
-        obj = safe_loads(data, progress)
+        fast = native_loads(data, progress=progress)
+        if fast is not None:
+            obj, native = fast.obj, fast.native
+        else:
+            obj = safe_loads(data, progress)
         fmt = "pickle"
     del data, raw
     if compression:
         fmt = f"{fmt}+{compression}"
+    return _to_snapshot(obj, progress, fmt, native)
+
+
+def _to_snapshot(obj: Any, progress: Progress, fmt: str, native: dict | None) -> Snapshot:
     try:
-        return to_snapshot(obj, progress, source_format=fmt)
+        return to_snapshot(obj, progress, source_format=fmt, native=native)
     except (LoadCancelled, SnapshotError):
         raise
     except RecursionError:
         raise SnapshotError("not a memory snapshot: nesting is too deep") from None
+
+
+def _stream_native(path: str | os.PathLike, progress: Progress) -> Snapshot | None:
+    """An uncompressed pickle streamed through the compiled parser (a 1 MiB
+    buffer, never the whole file in memory); None: read it whole instead."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if not head or compression_of(head[:8]) or _looks_like_json(head):
+                return None
+            f.seek(0)
+            progress.update("read", 1.0)
+            fast: NativeResult | None = native_loads(f.readinto, size, progress)
+    except OSError:
+        return None  # read_file() reports it in one line
+    if fast is None:
+        return None
+    return _to_snapshot(fast.obj, progress, "pickle", fast.native)
 
 
 def read_sidecar(path: str | os.PathLike) -> dict[str, Any] | None:

@@ -32,9 +32,34 @@ from . import allocator_rules as rules
 from .progress import Progress
 from .snapshot import Action, Blocks, BlockState, Segments, Snapshot
 
+from ._native import native_module, pure_python_requested
+
+# The C inner loop (viewer/model/_native/replay_core.c); the Python one is the
+# reference and the fallback (no compiler, or VRAMSCOPE_PURE_PYTHON=1).
+_core = native_module("replay_core")
+
 ALLOCATED, PENDING, FREE = int(BlockState.ALLOCATED), int(BlockState.PENDING_FREE), int(BlockState.FREE)
 BEFORE_RECORDING = -1
 KEYFRAME_BUDGET_BLOCKS = 20_000_000  # total block rows kept in keyframes
+# The C loop replays ~50M events/s, so a seek can afford a longer stretch
+# between keyframes: fewer of them, less memory.
+NATIVE_KEYFRAME_MIN = 16_384
+NATIVE_KEYFRAME_BUDGET_BLOCKS = 4_000_000
+CHUNK_EVENTS = 1 << 20  # progress / cancel checkpoints of the native replay
+_LAYOUT_DTYPES = (np.int64, np.int64, np.int64, np.bool_, np.int32, np.bool_,
+                  np.int64, np.int64, np.int64, np.int8, np.int32, np.int64)
+
+
+def native_available() -> bool:
+    """Whether the compiled replay loop is importable."""
+    return _core is not None
+
+
+def use_native(native: bool | None = None) -> bool:
+    """Replay with the C loop? ``None``: yes when built, unless ``VRAMSCOPE_PURE_PYTHON=1``."""
+    if native is None:
+        native = not pure_python_requested()
+    return bool(native) and _core is not None
 
 
 @dataclass
@@ -78,6 +103,15 @@ class _State:
     def add_segment(self, addr, size, stream, small, pool, expandable) -> None:
         if addr in self.segs:
             self.remove_segment(addr)
+        # Segments never overlap (cudaMalloc'd ranges): an inconsistent trace's segment
+        # inside another is not added, one running into the next is cut short.
+        i = bisect.bisect_left(self.seg_starts, addr)
+        if i > 0 and self.seg_starts[i - 1] + self.segs[self.seg_starts[i - 1]][0] > addr:
+            self.inconsistencies += 1
+            return
+        if i < len(self.seg_starts) and addr + size > self.seg_starts[i]:
+            self.inconsistencies += 1
+            size = self.seg_starts[i] - addr
         self.segs[addr] = [size, stream, small, pool, expandable]
         bisect.insort(self.seg_starts, addr)
         self.seg_blocks[addr] = []
@@ -114,13 +148,17 @@ class _State:
 
     # -- blocks -----------------------------------------------------------
     def _put_block(self, addr, block) -> None:
+        if addr in self.blocks:  # only in inconsistent traces: the newer block wins
+            self._drop_block(addr)
         self.blocks[addr] = block
         bisect.insort(self.seg_blocks[block[5]], addr)
 
     def _drop_block(self, addr) -> list:
         block = self.blocks.pop(addr)
-        lst = self.seg_blocks[block[5]]
-        del lst[bisect.bisect_left(lst, addr)]
+        lst = self.seg_blocks.get(block[5], [])
+        i = bisect.bisect_left(lst, addr)
+        if i < len(lst) and lst[i] == addr:
+            del lst[i]
         return block
 
     def _block_at_or_around(self, addr: int):
@@ -230,6 +268,11 @@ class _State:
         if seg is None:
             self.new_segment(addr, size, stream, True)
             return
+        i = bisect.bisect_right(self.seg_starts, seg)
+        if addr < seg + self.segs[seg][0] or (
+                i < len(self.seg_starts) and seg + self.segs[seg][0] + size > self.seg_starts[i]):
+            self.inconsistencies += 1  # mapped twice, or into the next segment
+            return
         self.segs[seg][0] += size
         self._put_block(addr, [size, FREE, 0, -1, BEFORE_RECORDING, seg])
         self._merge(addr)
@@ -290,13 +333,25 @@ class _State:
         return st
 
 
+def _layout_from_columns(cols) -> Layout:
+    """A :class:`Layout` over the C loop's bytes columns (read-only, no copy)."""
+    return Layout(*(np.frombuffer(c, dt) for c, dt in zip(cols, _LAYOUT_DTYPES)))
+
+
+def _layout_columns(layout: Layout) -> list[np.ndarray]:
+    return [np.ascontiguousarray(getattr(layout, f), dt)
+            for f, dt in zip(Layout.__dataclass_fields__, _LAYOUT_DTYPES)]
+
+
 @dataclass
 class DeviceReplay:
     """Everything known about one device over the recorded window.
 
     Index ``k`` is the position of an event in this device's trace; the
     curves hold values *after* event ``k``; ``initial`` is the layout before
-    event 0.
+    event 0.  The event columns are views of the trace when one device has
+    all the events (no copies); curves and lifetimes are computed on first
+    use, so a headless summary of 10M events needs neither.
     """
 
     device: int
@@ -307,47 +362,140 @@ class DeviceReplay:
     stream: np.ndarray
     stack: np.ndarray
     time_us: np.ndarray
-    requested: np.ndarray
-    allocated: np.ndarray
-    active: np.ndarray
-    reserved: np.ndarray
     block_size: np.ndarray  # rounded size of the block an alloc/free touched
     pool: np.ndarray  # index into Snapshot.pools of the segment an event happened in (-1: none)
-    alloc_of: np.ndarray  # for free events: the alloc's index, -1 before recording
-    freed_at: np.ndarray  # for alloc events: free_completed index, n if alive at the end
-    free_requested_at: np.ndarray  # for alloc events: free_requested index, n if none
     initial: Layout
     keyframe_every: int
     keyframes: list[Layout] = field(repr=False, default_factory=list)  # after events K-1, 2K-1..
     settings: dict = field(default_factory=dict, repr=False)
     known: dict = field(default_factory=dict, repr=False)  # segment addr -> (small, pool)
     inconsistencies: int = 0
+    native: bool = False  # seeks use the C loop
+    # Layouts kept after chosen events (e.g. the OOMs), when there are no keyframes.
+    emitted: dict = field(default_factory=dict, repr=False)
+    _derived: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    # -- curves: bytes after each event, computed on first use ---------------
+    def _curves(self) -> dict[str, np.ndarray]:
+        c = self._derived.get("curves")
+        if c is None:
+            c = self._derived["curves"] = curves(self)
+        return c
+
+    @property
+    def requested(self) -> np.ndarray:
+        return self._curves()["requested"]
+
+    @property
+    def allocated(self) -> np.ndarray:
+        return self._curves()["allocated"]
+
+    @property
+    def active(self) -> np.ndarray:
+        return self._curves()["active"]
+
+    @property
+    def reserved(self) -> np.ndarray:
+        return self._curves()["reserved"]
+
+    # -- lifetimes: every free paired with its allocation ------------------------
+    def _lifetimes(self) -> dict[str, np.ndarray]:
+        c = self._derived.get("lifetimes")
+        if c is None:
+            c = self._derived["lifetimes"] = link_lifetimes(self.action, self.addr, self.native)
+        return c
+
+    @property
+    def alloc_of(self) -> np.ndarray:
+        """For free events: the alloc's index, -1 before recording."""
+        return self._lifetimes()["alloc_of"]
+
+    @property
+    def freed_at(self) -> np.ndarray:
+        """For alloc events: free_completed index, n if alive at the end."""
+        return self._lifetimes()["freed_at"]
+
+    @property
+    def free_requested_at(self) -> np.ndarray:
+        """For alloc events: free_requested index, n if none."""
+        return self._lifetimes()["free_requested_at"]
 
     def layout_after(self, k: int) -> Layout:
         """The layout after event ``k`` (``k = -1``: before the first event)."""
         n = len(self.rows)
         k = min(max(int(k), -1), n - 1)
-        j = (k + 1) // self.keyframe_every  # keyframes[j - 1] is after event j*K - 1
+        hit = self.emitted.get(k)
+        if hit is not None:
+            return hit
+        j = min((k + 1) // self.keyframe_every, len(self.keyframes))
         if j == 0:
             base, start = self.initial, 0
-        else:
+        else:  # keyframes[j - 1] is after event j*K - 1
             base, start = self.keyframes[j - 1], j * self.keyframe_every
         if start > k:
             return base
+        if self.native:
+            cap = self._native_state(base)
+            _run_native(cap, self, start, k + 1)
+            return _layout_from_columns(_core.layout(cap))
         st = _State.from_layout(base, self.settings, self.known)
         _apply(st, self, start, k + 1)
         return st.layout()
 
+    def _native_state(self, layout: Layout):
+        known = self._derived.get("known")
+        if known is None:
+            known = self._derived["known"] = _known_arrays(self.known)
+        return _core.new_state(*_layout_columns(layout), *known,
+                               rules.max_split_size(self.settings) or 0,
+                               _divisions(self.settings))
+
     def peak(self, curve: str) -> tuple[int, int]:
         """(value, event index) of a curve's maximum; the first event that reaches it."""
-        values = getattr(self, curve)
-        if not len(values):
-            return 0, -1
-        k = int(np.argmax(values))
-        return int(values[k]), k
+        peaks = self._derived.get("peaks")
+        if peaks is None:
+            index = self._derived.get("curve_index")
+            peaks = self._derived["peaks"] = index.peaks if index is not None and len(self) \
+                else _peaks(self)
+        return peaks.get(curve, (0, -1))
+
+    def curve_index(self):
+        """The curves summarised for views (:class:`.curve_index.CurveIndex`), built once."""
+        index = self._derived.get("curve_index")
+        if index is None:
+            from .curve_index import CurveIndex
+
+            index = self._derived["curve_index"] = CurveIndex(self)
+        return index
+
+
+def _known_arrays(known: dict) -> tuple:
+    """Segment facts for the C loop: sorted addresses, small flags, pools, default pool."""
+    addrs = sorted(a for a in known if a is not None)
+    return (np.array(addrs, np.int64), np.array([known[a][0] for a in addrs], np.uint8),
+            np.array([known[a][1] for a in addrs], np.int32),
+            int(known.get(None, (False, 0))[1]))
+
+
+def _divisions(settings: dict) -> list[int]:
+    """``roundup_power2_divisions`` per power-of-two size class (index as in allocator_rules)."""
+    return [rules.roundup_divisions(1 << (i + 20), settings) for i in range(17)]
+
+
+def _run_native(cap, rep: DeviceReplay, start: int, stop: int, keyframe_every: int = 0,
+                emit_at: np.ndarray | None = None, sizes=None, pools=None):
+    """Apply events [start, stop) of ``rep`` to the C state ``cap``."""
+    sl = slice(start, stop)
+    return _core.run(
+        cap, np.ascontiguousarray(rep.action[sl], np.int8),
+        np.ascontiguousarray(rep.addr[sl], np.int64), np.ascontiguousarray(rep.size[sl], np.int64),
+        np.ascontiguousarray(rep.stack[sl], np.int32),
+        np.ascontiguousarray(rep.stream[sl], np.int64), start, keyframe_every,
+        emit_at if emit_at is not None else np.zeros(0, np.int64),
+        sizes[sl] if sizes is not None else None, pools[sl] if pools is not None else None)
 
 
 def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None,
@@ -392,48 +540,95 @@ def _apply(st: _State, rep: DeviceReplay, start: int, stop: int, sizes=None,
 
 
 def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
-                  keyframe_every: int | None = None) -> DeviceReplay:
-    """Replay ``device``'s trace of ``snap`` (see the module docstring)."""
+                  keyframe_every: int | None = None, keyframes: bool = True,
+                  emit_at=(), native: bool | None = None) -> DeviceReplay:
+    """Replay ``device``'s trace of ``snap`` (see the module docstring).
+
+    ``keyframes=False`` keeps no keyframes (a headless summary seeks at most
+    to the events in ``emit_at``, whose layouts are kept); ``native`` picks
+    the C loop or the Python one (``None``: the C loop when built).
+    """
     progress = progress or Progress()
     trace = snap.trace
-    rows = np.flatnonzero(trace.device == device)
-    n = len(rows)
-    action = trace.action[rows]
+    native = use_native(native)
+    if len(trace.device) and int(trace.device.min()) == device == int(trace.device.max()):
+        # One device holds every event: its columns are the trace's (views, no copies).
+        n = len(trace.device)
+        rows = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+        cols = {c: getattr(trace, c) for c in ("action", "addr", "size", "stream", "stack",
+                                                "time_us")}
+    else:
+        rows = np.flatnonzero(trace.device == device)
+        if len(trace.device) < 2**31:
+            rows = rows.astype(np.int32)
+        n = len(rows)
+        cols = {c: getattr(trace, c)[rows] for c in ("action", "addr", "size", "stream",
+                                                      "stack", "time_us")}
     settings = snap.allocator_settings
-    initial_state = _seed(snap, device, rows)
+    initial_state = _seed(snap, device, cols["action"], cols["addr"], cols["size"],
+                          cols["stream"], native)
     initial = initial_state.layout()
     if keyframe_every is None:
         per_frame = max(initial.n_blocks, 64)
-        keyframe_every = max(1024, int(n * per_frame // KEYFRAME_BUDGET_BLOCKS) + 1)
+        if native:
+            keyframe_every = max(NATIVE_KEYFRAME_MIN,
+                                 int(n * per_frame // NATIVE_KEYFRAME_BUDGET_BLOCKS) + 1)
+        else:
+            keyframe_every = max(1024, int(n * per_frame // KEYFRAME_BUDGET_BLOCKS) + 1)
     rep = DeviceReplay(
-        device=device, rows=rows, action=action, addr=trace.addr[rows], size=trace.size[rows],
-        stream=trace.stream[rows], stack=trace.stack[rows], time_us=trace.time_us[rows],
-        requested=np.zeros(0, np.int64), allocated=np.zeros(0, np.int64),
-        active=np.zeros(0, np.int64), reserved=np.zeros(0, np.int64),
+        device=device, rows=rows, **cols,
         block_size=np.zeros(n, np.int64), pool=np.full(n, -1, np.int32),
-        alloc_of=np.full(n, -1, np.int64),
-        freed_at=np.full(n, n, np.int64), free_requested_at=np.full(n, n, np.int64),
-        initial=initial, keyframe_every=keyframe_every, settings=settings,
+        initial=initial, keyframe_every=keyframe_every, settings=settings, native=native,
     )
     rep.known = initial_state.known
-    st = _State.from_layout(initial, settings, rep.known)
-    for start in range(0, n, keyframe_every):
-        stop = min(n, start + keyframe_every)
-        _apply(st, rep, start, stop, rep.block_size, rep.pool)
-        if stop - start == keyframe_every:
-            rep.keyframes.append(st.layout())
-        progress.update("replay", stop / n if n else 1.0)
-    rep.inconsistencies = st.inconsistencies
-    _link_lifetimes(rep)
-    totals = curves(rep)
-    rep.requested, rep.allocated = totals["requested"], totals["allocated"]
-    rep.active, rep.reserved = totals["active"], totals["reserved"]
+    emit = np.unique(np.asarray([k for k in emit_at if 0 <= k < n], dtype=np.int64))
+    every = keyframe_every if keyframes else 0
+    if native:
+        cap = rep._native_state(initial)
+        budget = 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS
+        start = 0
+        while start < n:
+            step = max(every, CHUNK_EVENTS // every * every) if every else CHUNK_EVENTS
+            stop = min(n, start + step)
+            kfs, layouts = _run_native(cap, rep, start, stop, every, emit, rep.block_size,
+                                       rep.pool)
+            rep.keyframes.extend(_layout_from_columns(c) for c in kfs)
+            for k, cols_k in zip(emit[(emit >= start) & (emit < stop)].tolist(), layouts):
+                rep.emitted[k] = _layout_from_columns(cols_k)
+            # Layouts that grow far beyond the first one (odd or hostile traces): keep
+            # every other keyframe, so their memory stays bounded.
+            while every and sum(kf.n_blocks for kf in rep.keyframes) > budget:
+                rep.keyframes = rep.keyframes[1::2]
+                every *= 2
+                rep.keyframe_every = every
+            progress.update("replay", stop / n if n else 1.0)
+            start = stop
+        rep.inconsistencies = _core.inconsistencies(cap)
+        del cap
+    else:
+        st = _State.from_layout(initial, settings, rep.known)
+        stops = set(emit.tolist())
+        cuts = sorted({0, n} | {k + 1 for k in stops}
+                      | (set(range(every, n + 1, every)) if every else set())
+                      | set(range(0, n, 1 << 16)))
+        for start, stop in zip(cuts, cuts[1:]):
+            _apply(st, rep, start, stop, rep.block_size, rep.pool)
+            if every and stop % every == 0:
+                rep.keyframes.append(st.layout())
+            if stop - 1 in stops:
+                rep.emitted[stop - 1] = st.layout()
+            progress.update("replay", stop / n if n else 1.0)
+        rep.inconsistencies = st.inconsistencies
+    if not keyframes:
+        # Seeks replay from the start: make the keyframe stride say so.
+        rep.keyframe_every = max(n, 1)
     return rep
 
 
-def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
-    """The state before the first event, walked back from the final snapshot."""
-    trace = snap.trace
+def _seed(snap: Snapshot, device: int, actions: np.ndarray, addrs: np.ndarray,
+          reqs: np.ndarray, streams: np.ndarray, native: bool | None = None) -> _State:
+    """The state before the first event, walked back from the final snapshot
+    (``actions``/``addrs``/``reqs``/``streams``: the device's event columns)."""
     segs, blocks = snap.segments, snap.blocks
     settings = snap.allocator_settings
     st = _State(settings)
@@ -443,14 +638,14 @@ def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
     sizes = {a: int(segs.total_size[s]) for a, s in final.items()}
     meta = {a: (int(segs.stream[s]), bool(segs.is_small[s]), int(segs.pool[s]),
                 bool(segs.is_expandable[s])) for a, s in final.items()}
-    seg_rows = rows[np.isin(trace.action[rows], (3, 4, 5, 6))]
+    seg_rows = np.flatnonzero((actions >= 3) & (actions <= 6))
     for r in seg_rows[::-1].tolist():
-        act, addr, size = int(trace.action[r]), int(trace.addr[r]), int(trace.size[r])
+        act, addr, size = int(actions[r]), int(addrs[r]), int(reqs[r])
         if act == Action.SEGMENT_ALLOC:
             sizes.pop(addr, None)
         elif act == Action.SEGMENT_FREE:
             sizes[addr] = size
-            meta[addr] = (int(trace.stream[r]), size <= rules.SMALL_BUFFER, 0, False)
+            meta[addr] = (int(streams[r]), size <= rules.SMALL_BUFFER, 0, False)
         else:  # map / unmap of an expandable segment: shrink / grow it back
             owner = max((a for a in sizes if a <= addr and meta[a][3]), default=None)
             if owner is None:
@@ -461,24 +656,26 @@ def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
     default_pool = snap.ordinary_pool or 0
     st.known = {a: (meta[a][1], meta[a][2]) for a in final}
     st.known[None] = (False, default_pool)  # for segments the final snapshot lacks
+    seg_end = None
     for addr in sorted(sizes):
+        if seg_end is not None and addr < seg_end:  # overlapping guesses: keep the first
+            st.inconsistencies += 1
+            continue
         stream, small, pool, exp = meta[addr]
         st.segs[addr] = [sizes[addr], stream, small, pool if addr in final else default_pool, exp]
         st.seg_starts.append(addr)
         st.seg_blocks[addr] = []
+        seg_end = addr + sizes[addr]
     # Active blocks at the start: freed in the window without an allocation there,
     # or alive at the end without one.
+    # (An address whose first alloc/free event is a free.)
     active: dict[int, list] = {}
-    allocated_in_window: set[int] = set()
-    actions = trace.action[rows].tolist()
-    addrs = trace.addr[rows].tolist()
-    reqs = trace.size[rows].tolist()
-    for act, addr, req in zip(actions, addrs, reqs):
-        if act == 0:
-            allocated_in_window.add(addr)
-        elif act in (1, 2) and addr not in allocated_in_window and addr not in active:
-            state = ALLOCATED if act == 1 else PENDING
-            active[addr] = [st.round(req), state, req, -1, BEFORE_RECORDING, None]
+    firsts, allocated = _first_frees(actions, addrs, native)
+    allocated_in_window = set(allocated.tolist())
+    for act, addr, req in zip(actions[firsts].tolist(), addrs[firsts].tolist(),
+                              reqs[firsts].tolist()):
+        state = ALLOCATED if act == 1 else PENDING
+        active[addr] = [st.round(req), state, req, -1, BEFORE_RECORDING, None]
     final_blocks = np.flatnonzero(np.isin(blocks.segment, on_dev)
                                   & (blocks.state != BlockState.FREE)
                                   & (blocks.state != BlockState.UNKNOWN))
@@ -500,7 +697,7 @@ def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
         while i < len(ordered) and ordered[i] < end:
             addr = ordered[i]
             block = active[addr]
-            if addr < cursor:  # overlapping guesses: keep the first
+            if addr < cursor or addr in st.blocks:  # overlapping guesses: keep the first
                 st.inconsistencies += 1
                 i += 1
                 continue
@@ -516,22 +713,52 @@ def _seed(snap: Snapshot, device: int, rows: np.ndarray) -> _State:
     return st
 
 
-def _link_lifetimes(rep: DeviceReplay) -> None:
-    """Pair every free with its allocation (by address, in order)."""
+def _first_frees(actions: np.ndarray, addrs: np.ndarray,
+                 native: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(indices of events that are the first alloc/free event of their address and a
+    free, every address allocated in the window)."""
+    if use_native(native):
+        firsts, allocated = _core.seed_scan(np.ascontiguousarray(actions, np.int8),
+                                            np.ascontiguousarray(addrs, np.int64))
+        return np.frombuffer(firsts, np.int64), np.frombuffer(allocated, np.int64)
+    touch = np.flatnonzero(actions <= 2)
+    _, first = np.unique(addrs[touch], return_index=True)
+    firsts = np.sort(touch[first])
+    firsts = firsts[actions[firsts] != 0]
+    return firsts, np.unique(addrs[actions == 0])
+
+
+def link_lifetimes(action: np.ndarray, addr: np.ndarray,
+                   native: bool | None = None) -> dict[str, np.ndarray]:
+    """Pair every free with its allocation (by address, in order): ``alloc_of`` per
+    free (-1: allocated before recording), ``freed_at`` / ``free_requested_at`` per
+    alloc (n: never)."""
+    n = len(action)
+    dt = np.int32 if n < 2**31 - 1 else np.int64
+    out = {"alloc_of": np.full(n, -1, dt), "freed_at": np.full(n, n, dt),
+           "free_requested_at": np.full(n, n, dt)}
+    if use_native(native) and dt == np.int32:
+        _core.link_lifetimes(np.ascontiguousarray(action, np.int8),
+                             np.ascontiguousarray(addr, np.int64), out["alloc_of"],
+                             out["freed_at"], out["free_requested_at"])
+        return out
+    alloc_of, freed_at, freq_at = out["alloc_of"], out["freed_at"], out["free_requested_at"]
     live: dict[int, int] = {}
-    for k, (act, addr) in enumerate(zip(rep.action.tolist(), rep.addr.tolist())):
+    touch = np.flatnonzero(action <= 2)
+    for k, act, a in zip(touch.tolist(), action[touch].tolist(), addr[touch].tolist()):
         if act == 0:
-            live[addr] = k
+            live[a] = k
         elif act == 1:
-            a = live.get(addr, -1)
-            rep.alloc_of[k] = a
-            if a >= 0:
-                rep.free_requested_at[a] = k
-        elif act == 2:
-            a = live.pop(addr, -1)
-            rep.alloc_of[k] = a
-            if a >= 0:
-                rep.freed_at[a] = k
+            x = live.get(a, -1)
+            alloc_of[k] = x
+            if x >= 0:
+                freq_at[x] = k
+        else:
+            x = live.pop(a, -1)
+            alloc_of[k] = x
+            if x >= 0:
+                freed_at[x] = k
+    return out
 
 
 def initial_segment_of_blocks(layout: Layout) -> np.ndarray:
@@ -540,6 +767,9 @@ def initial_segment_of_blocks(layout: Layout) -> np.ndarray:
         return np.zeros(layout.n_blocks, np.int64)
     return np.clip(np.searchsorted(layout.seg_addr, layout.blk_addr, side="right") - 1,
                    0, len(layout.seg_addr) - 1)
+
+
+CURVES = ("requested", "allocated", "active", "reserved")
 
 
 def curves(rep: DeviceReplay, stream: int | None = None,
@@ -552,35 +782,91 @@ def curves(rep: DeviceReplay, stream: int | None = None,
     segment allocs / frees and expandable maps / unmaps.  Starting values come
     from the layout before the first event.
     """
+    starts = _curve_starts(rep, stream, pool)
+    if stream is None and pool is None and rep.native and _core is not None:
+        out = {c: np.empty(len(rep), np.int64) for c in CURVES}
+        _native_curves(rep, starts, out)
+        return out
+    steps = _curve_steps(rep, slice(0, len(rep)), stream, pool)
+    return {c: np.cumsum(steps[c], out=steps[c]) + starts[c] if len(steps[c]) else steps[c]
+            for c in CURVES}
+
+
+def _curve_starts(rep: DeviceReplay, stream: int | None, pool: int | None) -> dict[str, int]:
+    """The four curves' values before the first event."""
     init = rep.initial
     seg_on = np.ones(len(init.seg_addr), bool)
-    events = np.ones(len(rep), bool)
     if stream is not None:
         seg_on &= init.seg_stream == stream
-        events &= rep.stream == stream
     if pool is not None:
         seg_on &= init.seg_pool == pool
-        events &= rep.pool == pool
     on = seg_on[initial_segment_of_blocks(init)] if init.n_blocks else np.zeros(0, bool)
     state = init.blk_state
     live = on & ((state == ALLOCATED) | (state == PENDING))
-    act = rep.action
-    size, req = rep.block_size, rep.size
-    alloc = events & (act == Action.ALLOC)
-    freq = events & (act == Action.FREE_REQUESTED)
-    fcomp = events & (act == Action.FREE_COMPLETED)
-    plus = events & ((act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP))
-    minus = events & ((act == Action.SEGMENT_FREE) | (act == Action.SEGMENT_UNMAP))
+    return {"requested": int(init.blk_requested[live].sum()),
+            "allocated": int(init.blk_size[on & (state == ALLOCATED)].sum()),
+            "active": int(init.blk_size[live].sum()),
+            "reserved": int(init.seg_size[seg_on].sum())}
 
-    def run(start: int, up: np.ndarray, down: np.ndarray, values: np.ndarray) -> np.ndarray:
-        return start + np.cumsum(np.where(up, values, 0) - np.where(down, values, 0))
 
-    return {
-        "requested": run(int(init.blk_requested[live].sum()), alloc, fcomp, req),
-        "allocated": run(int(init.blk_size[on & (state == ALLOCATED)].sum()), alloc, freq, size),
-        "active": run(int(init.blk_size[live].sum()), alloc, fcomp, size),
-        "reserved": run(int(init.seg_size[seg_on].sum()), plus, minus, req),
-    }
+def _curve_steps(rep: DeviceReplay, sl: slice, stream: int | None,
+                 pool: int | None) -> dict[str, np.ndarray]:
+    """Each curve's change at every event of ``sl`` (int64)."""
+    act = rep.action[sl]
+    size, req = rep.block_size[sl], rep.size[sl]
+    events = None
+    if stream is not None:
+        events = rep.stream[sl] == stream
+    if pool is not None:
+        events = (rep.pool[sl] == pool) if events is None else events & (rep.pool[sl] == pool)
+
+    def step(up: tuple, down: tuple, values: np.ndarray) -> np.ndarray:
+        sign = np.zeros(9, np.int64)
+        sign[list(up)], sign[list(down)] = 1, -1
+        out = sign[np.minimum(act, 8)] * values  # actions > 8 do not exist (schema)
+        if events is not None:
+            out[~events] = 0
+        return out
+
+    return {"requested": step((Action.ALLOC,), (Action.FREE_COMPLETED,), req),
+            "allocated": step((Action.ALLOC,), (Action.FREE_REQUESTED,), size),
+            "active": step((Action.ALLOC,), (Action.FREE_COMPLETED,), size),
+            "reserved": step((Action.SEGMENT_ALLOC, Action.SEGMENT_MAP),
+                             (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP), req)}
+
+
+def _native_curves(rep: DeviceReplay, starts: dict[str, int], out: dict | None):
+    """The four curves in one C pass (into ``out`` when given); their peaks."""
+    peaks = _core.curves(
+        np.ascontiguousarray(rep.action, np.int8), np.ascontiguousarray(rep.block_size, np.int64),
+        np.ascontiguousarray(rep.size, np.int64), tuple(starts[c] for c in CURVES),
+        *((out[c] if out is not None else None) for c in CURVES))
+    return {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
+
+
+def _peaks(rep: DeviceReplay) -> dict[str, tuple[int, int]]:
+    """(value, first event reaching it) of each curve, in chunks: no full curve is
+    materialised unless one already exists."""
+    n = len(rep)
+    if not n:
+        return {c: (0, -1) for c in CURVES}
+    have = rep._derived.get("curves")
+    if have is not None:
+        return {c: (int(have[c][k]), k) for c in CURVES for k in [int(np.argmax(have[c]))]}
+    carry = _curve_starts(rep, None, None)
+    if rep.native and _core is not None:
+        return _native_curves(rep, carry, None)
+    best = {c: (None, -1) for c in CURVES}
+    for start in range(0, n, CHUNK_EVENTS):
+        steps = _curve_steps(rep, slice(start, min(n, start + CHUNK_EVENTS)), None, None)
+        for c in CURVES:
+            values = np.cumsum(steps[c], out=steps[c])
+            values += carry[c]
+            k = int(np.argmax(values))
+            if best[c][0] is None or values[k] > best[c][0]:
+                best[c] = (int(values[k]), start + k)
+            carry[c] = int(values[-1])
+    return best
 
 
 def layout_snapshot(snap: Snapshot, layout: Layout, device: int) -> Snapshot:

@@ -149,8 +149,14 @@ class _Interner:
         )
 
 
-def to_snapshot(obj: Any, progress: Progress | None = None, source_format: str = "pickle") -> Snapshot:
-    """Build a :class:`Snapshot` from decoded builtin objects."""
+def to_snapshot(obj: Any, progress: Progress | None = None, source_format: str = "pickle",
+                native: dict | None = None) -> Snapshot:
+    """Build a :class:`Snapshot` from decoded builtin objects.
+
+    ``native``: trace columns the compiled parser filled (then the trace
+    lists in ``obj`` are empty placeholders); interned here in the same order
+    as :func:`_trace` would, so both paths give identical ids.
+    """
     progress = progress or Progress()
     log = WarningLog()
     if type(obj) is list:
@@ -192,8 +198,11 @@ def to_snapshot(obj: Any, progress: Progress | None = None, source_format: str =
     pools: list[tuple[int, int]] = []
     pool_ids: dict[tuple[int, int], int] = {}
     segments, blocks = _segments(raw_segments, interner, pools, pool_ids, log)
-    total_events = sum(len(t) for t in raw_traces if type(t) is list) or 1
-    trace = _trace(raw_traces, interner, log, progress, total_events)
+    if native is not None:
+        trace = _native_trace(native, interner)
+    else:
+        total_events = sum(len(t) for t in raw_traces if type(t) is list) or 1
+        trace = _trace(raw_traces, interner, log, progress, total_events)
     ann = _annotations(annotations, interner, log)
     progress.update("columns", 1.0)
     return Snapshot(
@@ -414,6 +423,48 @@ def _trace(raw_traces: list, interner: _Interner, log: WarningLog, progress: Pro
         compile_context=np.array(t_cc, dtype=np.int32),
         user_metadata=np.array(t_um, dtype=np.int32),
     )
+
+
+def _native_trace(native: dict, interner: _Interner) -> Trace:
+    """Trace columns from the compiled parser, ids mapped through the interner.
+
+    The parser hands out raw stack and string handles plus the order in which
+    each first appeared (stack before compile_context before user_metadata,
+    event by event); interning them in that order gives the ids :func:`_trace`
+    gives.
+    """
+    cols = {name: np.frombuffer(col, dtype=_NATIVE_DTYPES[name])
+            for name, col in native["columns"].items()}
+    stacks, strings = native["stacks"], native["strings"]
+    stack_map = np.full(len(stacks) + 1, NO_STACK, dtype=np.int32)  # last slot: raw -1
+    string_map = np.full(len(strings) + 1, -1, dtype=np.int32)
+    for code in cols["first_seen"].tolist():
+        if code & 1:
+            string_map[code >> 1] = interner.string(strings[code >> 1])
+        else:
+            stack_map[code >> 1] = interner.stack(stacks[code >> 1])
+    return Trace(
+        device=cols["device"],
+        action=cols["action"],
+        addr=cols["addr"],
+        size=cols["size"],
+        stream=cols["stream"],
+        time_us=cols["time_us"],
+        stack=np.take(stack_map, cols["stack"]),  # raw -1 takes the trailing NO_STACK
+        device_free=cols["device_free"],
+        # no strings: the raw column is all -1 already
+        compile_context=np.take(string_map, cols["compile_context"]) if strings
+        else cols["compile_context"],
+        user_metadata=np.take(string_map, cols["user_metadata"]) if strings
+        else cols["user_metadata"],
+    )
+
+
+_NATIVE_DTYPES = {
+    "device": np.int32, "action": np.int8, "addr": np.int64, "size": np.int64,
+    "stream": np.int64, "time_us": np.int64, "stack": np.int32, "device_free": np.int64,
+    "compile_context": np.int32, "user_metadata": np.int32, "first_seen": np.int32,
+}
 
 
 def _annotations(raw: list, interner: _Interner, log: WarningLog) -> Annotations:

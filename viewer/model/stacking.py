@@ -30,6 +30,7 @@ class StackedLayout:
     pair_bottom: np.ndarray  # int64 bytes
     pair_top: np.ndarray  # int64 bytes
     summary_height: np.ndarray  # int64 per column: bytes of allocations not drawn individually
+    pair_order: np.ndarray  # int64: pairs by (column, band) - bottom-up in each column
 
     def hit(self, column: int, y: float) -> int:
         """Interval id under (column, y bytes), or -1."""
@@ -38,34 +39,101 @@ class StackedLayout:
         return int(self.band_interval[self.pair_band[m[0]]]) if len(m) else -1
 
 
+SHORT_EVENTS = 1024  # intervals living at most this many events are "short" (see _visible)
+
+
+@dataclass
+class _Index:
+    """Intervals split by lifetime, built once per :class:`Intervals` (see :func:`_visible`)."""
+
+    short_ids: np.ndarray  # int64 ids of short intervals, by start
+    short_start: np.ndarray  # int64 their starts
+    long_ids: np.ndarray  # int64 ids of the others (before recording, or long-lived)
+    long_start: np.ndarray
+    long_end: np.ndarray
+
+
+def _index(iv: Intervals) -> _Index:
+    idx = getattr(iv, "_stacking_index", None)
+    if idx is None:
+        short = (iv.start >= 0) & (iv.end - iv.start <= SHORT_EVENTS)
+        s_ids = np.flatnonzero(short)
+        l_ids = np.flatnonzero(~short)
+        idx = _Index(s_ids, iv.start[s_ids], l_ids, iv.start[l_ids], iv.end[l_ids])
+        iv._stacking_index = idx  # intervals never change once built
+    return idx
+
+
+def _visible(iv: Intervals, samples: np.ndarray):
+    """(ids, lo, hi) of the intervals live at one sample at least: columns lo..hi-1.
+
+    Not a pass over every interval per view: a short interval (at most
+    ``SHORT_EVENTS`` long) is live at sample s only if it starts in
+    (s - SHORT_EVENTS, s], a contiguous run of the intervals (they are ordered by
+    start); when the samples are further apart than that, it holds at most one
+    sample, so its columns are known without a search.  The few long ones are
+    searched as before.  Ids come unordered.
+    """
+    idx = _index(iv)
+    # Long-lived: searched directly.
+    lo = np.searchsorted(samples, idx.long_start, side="left")
+    hi = np.searchsorted(samples, idx.long_end, side="left")
+    keep = hi > lo
+    parts = [(idx.long_ids[keep], lo[keep], hi[keep])]
+    gap = int(np.diff(samples).min()) if len(samples) > 1 else SHORT_EVENTS + 1
+    if gap > SHORT_EVENTS:
+        a = np.searchsorted(idx.short_start, samples - SHORT_EVENTS, side="right")
+        b = np.searchsorted(idx.short_start, samples, side="right")
+        counts = b - a
+        total = int(counts.sum())
+        col = np.repeat(np.arange(len(samples), dtype=np.int64), counts)
+        pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts - a, counts)
+        ids = idx.short_ids[pos]
+        live = iv.end[ids] > samples[col]
+        parts.append((ids[live], col[live], col[live] + 1))
+    else:
+        a = np.searchsorted(idx.short_start, samples[0] - SHORT_EVENTS, side="right")
+        b = np.searchsorted(idx.short_start, samples[-1], side="right")
+        ids = idx.short_ids[a:b]
+        lo = np.searchsorted(samples, iv.start[ids], side="left")
+        hi = np.searchsorted(samples, iv.end[ids], side="left")
+        keep = hi > lo
+        parts.append((ids[keep], lo[keep], hi[keep]))
+    return tuple(np.concatenate(c) for c in zip(*parts))
+
+
 def stacked_layout(iv: Intervals, k0: int, k1: int, columns: int, max_bands: int = 3000,
                    min_size: int = 0) -> StackedLayout:
     """Layout of the stacked timeline for events ``[k0, k1]`` sampled at ``columns``."""
     columns = max(2, int(columns))
     samples = np.unique(np.linspace(k0, k1, columns).round().astype(np.int64))
-    lo = np.searchsorted(samples, iv.start, side="left")  # first column with sample >= start
-    hi = np.searchsorted(samples, iv.end, side="left")  # columns with sample < end
-    spans = hi - lo
-    visible = np.flatnonzero(spans > 0)
+    visible, vlo, vhi = _visible(iv, samples)
     # Bytes of every visible allocation at each column, for the summary band.
-    total = _column_sums(lo[visible], hi[visible], iv.size[visible], len(samples))
-    chosen = visible[iv.size[visible] >= min_size]
-    if len(chosen) > max_bands:
+    vsize = iv.size[visible]
+    total = _column_sums(vlo, vhi, vsize, len(samples))
+    pick = np.flatnonzero(vsize >= min_size)
+    if len(pick) > max_bands:
         # The largest allocations (by bytes x visible time) get their own band.
-        weight = iv.size[chosen].astype(np.float64) * spans[chosen]
-        chosen = np.sort(chosen[np.argpartition(-weight, max_bands)[:max_bands]])
-    drawn = _column_sums(lo[chosen], hi[chosen], iv.size[chosen], len(samples))
+        weight = vsize[pick].astype(np.float64) * (vhi - vlo)[pick]
+        pick = pick[np.argpartition(-weight, max_bands)[:max_bands]]
+    pick = pick[np.argsort(visible[pick], kind="stable")]  # by start: the stacking order
+    chosen = visible[pick]
+    lo_c, hi_c = vlo[pick], vhi[pick]
+    drawn = _column_sums(lo_c, hi_c, iv.size[chosen], len(samples))
     summary = total - drawn
     # Pairs (band, column): band b covers columns lo..hi-1.
-    counts = spans[chosen]
+    counts = hi_c - lo_c
     pair_band = np.repeat(np.arange(len(chosen), dtype=np.int64), counts)
-    first = np.repeat(lo[chosen], counts)
+    first = np.repeat(lo_c, counts)
     offsets = np.arange(len(pair_band), dtype=np.int64) - np.repeat(
         np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), counts)
     pair_column = first + offsets
     size = iv.size[chosen][pair_band]
     # Stack order inside a column: by allocation start (chosen is sorted by start).
-    order = np.lexsort((pair_band, pair_column))
+    # (pairs are band-major, bands by start: a stable sort by column keeps that order;
+    # a 16-bit key sorts by radix, linear time)
+    key = pair_column.astype(np.int16 if len(samples) < 2**15 else np.int32)
+    order = np.argsort(key, kind="stable")
     col_sorted = pair_column[order]
     csum = np.cumsum(size[order])
     col_start = np.searchsorted(col_sorted, np.arange(len(samples)), side="left")
@@ -76,12 +144,12 @@ def stacked_layout(iv: Intervals, k0: int, k1: int, columns: int, max_bands: int
     return StackedLayout(
         samples=samples, band_interval=chosen.astype(np.int64), pair_band=pair_band,
         pair_column=pair_column, pair_bottom=top - size, pair_top=top, summary_height=summary,
+        pair_order=order,
     )
 
 
 def _column_sums(lo: np.ndarray, hi: np.ndarray, size: np.ndarray, n: int) -> np.ndarray:
     """Sum of ``size`` over intervals covering each column (difference array)."""
-    diff = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(diff, lo, size)
-    np.add.at(diff, hi, -size)
-    return np.cumsum(diff[:-1])
+    w = size.astype(np.float64)  # bincount sums in float64: exact below 2**53 bytes
+    diff = np.bincount(lo, w, minlength=n + 1) - np.bincount(hi, w, minlength=n + 1)
+    return np.cumsum(diff[:-1]).round().astype(np.int64)

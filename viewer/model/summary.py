@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import analysis
 from .oom import oom_reports
 from .snapshot import Action, Snapshot
@@ -71,7 +73,12 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["oom"] = reports[-1].to_dict() if reports else None
     out["ooms"] = [r.to_dict() for r in reports]
     out["devices"] = []
-    for device in sorted(set(snap.devices) | set(state.devices)):
+    if timeline is not None:  # its devices are the trace's (no second pass over the trace)
+        devices = set(timeline.devices) | set(np.unique(snap.segments.device).tolist()) \
+            | set(np.unique(state.segments.device).tolist())
+    else:
+        devices = set(snap.devices) | set(state.devices)
+    for device in sorted(devices):
         d = {"device": device}
         d.update(analysis.memory_stats(state, analysis.Selection(device=device)).to_dict())
         d.update(device_peaks.get(device, {}))

@@ -64,10 +64,39 @@ class Timeline:
         return layout_snapshot(self.snap, rep.layout_after(k), device)
 
 
-def build_timeline(snap: Snapshot, progress: Progress | None = None) -> Timeline:
+def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: bool = True,
+                   emit: dict[int, list[int]] | None = None) -> Timeline:
+    """Replay every device's trace.
+
+    ``keyframes=False`` (headless reports) keeps no keyframes; the layouts after
+    the events in ``emit`` (device -> event indices, e.g. :func:`oom_events`)
+    are kept instead, so seeking there stays free.
+    """
     progress = progress or Progress()
-    devices = sorted(set(np.unique(snap.trace.device).tolist()))
-    return Timeline(snap, {d: replay_device(snap, d, progress) for d in devices})
+    trace = snap.trace
+    if len(trace.device) and trace.device.min() == trace.device.max():
+        devices = [int(trace.device[0])]
+    else:
+        devices = sorted(set(np.unique(trace.device).tolist()))
+    emit = emit or {}
+    return Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
+                                            emit_at=emit.get(d, ())) for d in devices})
+
+
+def oom_events(snap: Snapshot) -> dict[int, list[int]]:
+    """device -> indices (in that device's trace) of its OOM events."""
+    trace = snap.trace
+    rows = np.flatnonzero(trace.action == Action.OOM)
+    out: dict[int, list[int]] = {}
+    if not len(rows):
+        return out
+    for d in np.unique(trace.device[rows]).tolist():
+        mine = rows[trace.device[rows] == d]
+        if trace.device.min() == trace.device.max():  # one device: rows are its indices
+            out[d] = mine.tolist()
+        else:
+            out[d] = np.searchsorted(np.flatnonzero(trace.device == d), mine).tolist()
+    return out
 
 
 def intervals(rep: DeviceReplay) -> Intervals:
@@ -87,16 +116,32 @@ def intervals(rep: DeviceReplay) -> Intervals:
             i = where.pop(a, None)
             if i is not None:
                 pre_end[i] = k
+    # Each column written once into its final array (millions of allocations at 10M
+    # events: no concatenate-then-cast copies).
+    p = len(live0)
+
+    def column(pre: np.ndarray, src: np.ndarray, dtype) -> np.ndarray:
+        out = np.empty(p + len(alloc), dtype)
+        out[:p] = pre
+        if src.dtype == dtype:
+            np.take(src, alloc, out=out[p:])
+        else:
+            out[p:] = src[alloc]
+        return out
+
+    start = np.empty(p + len(alloc), np.int64)
+    start[:p] = -1
+    start[p:] = alloc
     return Intervals(
-        start=np.concatenate([np.full(len(live0), -1, np.int64), alloc.astype(np.int64)]),
-        end=np.concatenate([pre_end, rep.freed_at[alloc]]),
-        size=np.concatenate([init.blk_size[live0], rep.block_size[alloc]]),
-        requested=np.concatenate([init.blk_requested[live0], rep.size[alloc]]),
-        stack=np.concatenate([init.blk_stack[live0], rep.stack[alloc]]).astype(np.int32),
-        addr=np.concatenate([pre_addr, rep.addr[alloc]]),
-        event=np.concatenate([np.full(len(live0), -1, np.int64), alloc.astype(np.int64)]),
-        stream=np.concatenate([init.seg_stream[pre_seg], rep.stream[alloc]]).astype(np.int64),
-        pool=np.concatenate([init.seg_pool[pre_seg], rep.pool[alloc]]).astype(np.int32),
+        start=start,
+        end=column(pre_end, rep.freed_at, np.int64),
+        size=column(init.blk_size[live0], rep.block_size, np.int64),
+        requested=column(init.blk_requested[live0], rep.size, np.int64),
+        stack=column(init.blk_stack[live0], rep.stack, np.int32),
+        addr=column(pre_addr, rep.addr, np.int64),
+        event=start,  # the alloc event is where the interval starts (-1: before recording)
+        stream=column(init.seg_stream[pre_seg], rep.stream, np.int64),
+        pool=column(init.seg_pool[pre_seg], rep.pool, np.int32),
     )
 
 

@@ -1,0 +1,31 @@
+"""Optional compiled helpers: every ``_native/<stem>.c`` builds as ``_native.<stem>``.
+
+``setup.py`` compiles each C file here into an extension of the same stem
+(CPython C API only, no numpy headers needed).  Compilation is optional: an
+install without a compiler still succeeds, and every caller keeps a pure-Python
+fallback.  Use :func:`native_module` to import one (``None`` when it is not
+built, or when ``VRAMSCOPE_PURE_PYTHON=1`` asks for the pure-Python paths).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+PURE_PYTHON_ENV = "VRAMSCOPE_PURE_PYTHON"
+
+
+def pure_python_requested() -> bool:
+    """True when ``VRAMSCOPE_PURE_PYTHON`` is set to anything but ``""``/``0``."""
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
+def native_module(stem: str) -> ModuleType | None:
+    """The compiled module ``_native.<stem>``, or None if not built or disabled."""
+    if pure_python_requested():
+        return None
+    try:
+        return importlib.import_module(f"{__name__}.{stem}")
+    except ImportError:
+        return None
