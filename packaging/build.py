@@ -312,6 +312,14 @@ def smoke(app: Path, version: str, label: str) -> dict:
         summary = run([exe, "summary", example, "--json"], capture=True, env=env, cwd=tmp)
         if '"reserved_bytes"' not in summary.stdout:
             raise BuildError(f"{label}: summary --json printed no figures")
+        # Subcommands are imported by name: each must be in the bundle.
+        whatif = run([exe, "whatif", example, "--conf", "expandable_segments:True", "--json"],
+                     capture=True, env=env, cwd=tmp)
+        if '"peak_reserved_bytes"' not in whatif.stdout:
+            raise BuildError(f"{label}: whatif --json printed no prediction")
+        attach = run([exe, "attach", "--list"], capture=True, env=env, cwd=tmp)
+        if attach.returncode != 0:
+            raise BuildError(f"{label}: attach --list failed")
     return {"selftest_output": out.stdout, "selftest_seconds": seconds}
 
 

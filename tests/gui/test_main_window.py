@@ -16,7 +16,7 @@ from vramscope.viewer.model.load import load_snapshot
 from vramscope.viewer.model.oom import last_oom
 from vramscope.viewer.model.snapshot import BlockState
 
-from conftest import BIG_XZ, DATA, FRAG  # noqa: E402  (tests/gui/conftest.py)
+from conftest import BIG_XZ, DATA, FRAG, synthetic_snapshot  # noqa: E402  (tests/gui/conftest.py)
 
 
 def figures_match(window, stats) -> None:
@@ -457,7 +457,6 @@ def test_stack_source_preview(loaded):
 def test_100k_blocks_stay_responsive(qtbot, window):
     import time
 
-    from conftest import synthetic_snapshot
     from vramscope.viewer.model.document import Document
     from vramscope.viewer._qt.table import COL_SIZE
 
