@@ -25,16 +25,22 @@ def _attach(runtime_dir, *args, timeout=60):
 def test_list_with_nothing_attachable_exits_0(runtime_dir):
     r = _attach(runtime_dir, "--list")
     assert r.returncode == 0, r.stderr
-    assert "no attachable processes" in r.stdout and "--live" in r.stdout
+    assert "--live" in r.stdout  # the opt-in is always spelled out
     r = _attach(runtime_dir, "--list", "--json")
-    assert r.returncode == 0 and json.loads(r.stdout)["processes"] == []
+    assert r.returncode == 0
+    # On a GPU machine NVML also lists processes without an agent (this test's own
+    # process, once CUDA is up): none of them is attachable.
+    procs = json.loads(r.stdout)["processes"]
+    assert not [p for p in procs if p["attachable"]]
+    if not procs:
+        assert "no attachable processes" in _attach(runtime_dir, "--list").stdout
 
 
 def test_list_shows_agents(start_target, runtime_dir):
     t = start_target()
     r = _attach(runtime_dir, "--list", "--json")
-    procs = json.loads(r.stdout)["processes"]
-    assert [(p["pid"], p["attachable"]) for p in procs] == [(t.pid, True)]
+    procs = [p for p in json.loads(r.stdout)["processes"] if p["attachable"]]
+    assert [p["pid"] for p in procs] == [t.pid]
     assert "fake_target.py" in procs[0]["command"]
     r = _attach(runtime_dir, "--list")
     assert f"{t.pid}  attachable" in r.stdout

@@ -154,3 +154,43 @@ def test_unreachable_target_is_a_status_line_not_an_error(qtbot, live_window, ru
     w = live_window("unix:/nonexistent/agent-1.sock")
     qtbot.waitUntil(lambda: "no agent is listening" in w.live_status.toolTip(), timeout=5000)
     assert w.error_box is None
+
+
+def test_a_process_that_ends_while_we_retry_is_shown_as_ended(qtbot, live_window, start_target):
+    # The connection drops before the process is gone (a zombie until reaped): the
+    # window retries, and the next try finds no process: "ended", not retrying forever.
+    t = start_target()
+    w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: w.state == "live" and w.stats_updates >= 1, timeout=10000)
+    t.proc.stdin.write("exit\n")
+    t.proc.stdin.flush()
+    qtbot.waitUntil(lambda: w.state != "live", timeout=10000)
+    t.proc.wait(timeout=20)
+    qtbot.waitUntil(lambda: w.state == "ended", timeout=10000)
+    assert "has ended" in w.live_status.toolTip() or "no process" in w.live_status.toolTip()
+
+
+def test_live_curves_tick_at_round_binary_sizes(qtbot):
+    import re
+
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.live_curves import LiveCurves
+
+    application()
+    c = LiveCurves()
+    qtbot.addWidget(c)
+    c.resize(360, 300)
+    c.show()
+    GiB = 1 << 30
+    for i, reserved in enumerate((1.0, 1.9, 2.8, 3.3)):  # decimal ticks gave 953.67 MiB…
+        c.add(c.t0 + i, {"reserved_bytes.all.current": int(reserved * GiB),
+                         "allocated_bytes.all.current": int(reserved * GiB * 0.8)})
+    qtbot.wait(50)
+    labels = c.tick_labels()
+    assert len(labels) >= 3, labels
+    assert all(re.fullmatch(r"0|\d+(\.5)? (KiB|MiB|GiB)", s) for s in labels), labels
+    assert c.plot.getViewBox().viewRange()[1][0] == 0  # from 0, like the timeline
+    # One implementation: the timeline's axis.
+    from vramscope.viewer._qt.timeline_view import BytesYAxis
+
+    assert isinstance(c.y_axis, BytesYAxis)

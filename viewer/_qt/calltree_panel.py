@@ -86,6 +86,7 @@ class CallTreePanel(QWidget):
         lay.addWidget(self.tree, 1)
         self._mask = None
         self._syncing = False
+        self._held: dict | None = None  # expansion to re-apply at the next rebuild
 
     # -- data
     def moment(self) -> str:
@@ -134,7 +135,71 @@ class CallTreePanel(QWidget):
                              f"{self.root.count:,} blocks" if self.moment_text else "")
         item = self._item(self.root, None)
         self.tree.addTopLevelItem(item)
-        self._expand_default(item)
+        held, self._held = self._held, None
+        if held is None or not self._apply_state(held):
+            self._expand_default(item)
+
+    # -- keeping the user's tree across a newer document (live attach)
+    def hold_state(self) -> None:
+        """Remember the expanded nodes and the current one (by their call paths) and
+        re-apply them at the next rebuild, whenever that is (the tree is only built
+        while shown).  Cheap: only expanded items are visited."""
+        if self._held is not None or not self.tree.topLevelItemCount():
+            return
+        expanded: list[tuple[str, ...]] = []
+        current = self.tree.currentItem()
+        cur_path: tuple[str, ...] | None = None
+
+        def rec(item, path):
+            nonlocal cur_path
+            path = (*path, item.text(0))
+            if item is current:
+                cur_path = path
+            if item.isExpanded():
+                expanded.append(path)
+                for i in range(item.childCount()):
+                    rec(item.child(i), path)
+
+        for i in range(self.tree.topLevelItemCount()):
+            rec(self.tree.topLevelItem(i), ())
+        self._held = {"expanded": expanded, "current": cur_path,
+                      "scroll": self.tree.verticalScrollBar().value()}
+
+    def _apply_state(self, held: dict) -> bool:
+        """Expand the held paths that still exist; False if none does."""
+        by_path: dict[tuple[str, ...], QTreeWidgetItem] = {}
+        top = self.tree.topLevelItem(0)
+        if top is None:
+            return False
+        by_path[(top.text(0),)] = top
+        done = 0
+        for path in sorted(held["expanded"], key=len):  # parents first
+            item = by_path.get(path)
+            if item is None:
+                continue
+            item.setExpanded(True)
+            self._fill_children(item)
+            done += 1
+            for i in range(item.childCount()):
+                child = item.child(i)
+                by_path[(*path, child.text(0))] = child
+        cur = by_path.get(held["current"]) if held["current"] else None
+        if cur is not None:
+            self._syncing = True  # no nodeSelected: the window restores its highlight
+            self.tree.blockSignals(True)
+            self.tree.setCurrentItem(cur)
+            self.tree.blockSignals(False)
+            self._syncing = False
+        self.tree.verticalScrollBar().setValue(held["scroll"])
+        return done > 0 or not held["expanded"]  # all collapsed is a state too
+
+    def current_stacks(self) -> list[int] | None:
+        """The stacks under the current node (None: no node, or the root)."""
+        item = self.tree.currentItem()
+        node = item.data(0, NODE_ROLE) if item is not None else None
+        if node is None or node is self.root:
+            return None
+        return list(node.stacks)
 
     def _item(self, node: CallNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
         item = QTreeWidgetItem([node.label, format_bytes(node.bytes), f"{node.count:,}",

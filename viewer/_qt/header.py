@@ -120,18 +120,28 @@ class SummaryHeader(QWidget):
             self.values[key] = v
             self.titles[key] = t
         grid.setColumnStretch(len(FIGURES), 1)
+        self.grid = grid
+        self.per_row = len(FIGURES)  # figures per line: two lines when one does not fit
+        # Which instant the figures are of, where that is not obvious (live attach):
+        # a line of its own under the figures, which leave no room beside them.
+        self.source = QLabel()
+        self.source.setStyleSheet("font-size: 8pt;")
+        self.source.setEnabled(False)
+        self.source.hide()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 0)
         lay.setSpacing(4)
         lay.addWidget(self.banner)
         lay.addWidget(grid_frame)
         lay.addWidget(self.facts)
+        lay.addWidget(self.source)
         self.facts.hide()
 
     def set_stats(self, stats: MemoryStats | None) -> None:
         self.stats = stats
         for key, label in self.values.items():
             label.setText("–" if stats is None else figure_text(stats, key))
+        self._reflow()  # longer figures may no longer fit on one line
         if stats is not None:
             frag = self.values["fragmentation"]
             frag.setStyleSheet("font-size: 12pt; font-weight: 600;"
@@ -142,6 +152,39 @@ class SummaryHeader(QWidget):
                 + f"\ninactive_split_bytes here: {format_bytes(stats.inactive_split_bytes)}"
                 + (f"\nfree in expandable segments: {format_bytes(stats.expandable_free_bytes)}"
                    if stats.expandable_segment_count else ""))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._reflow()
+
+    def _reflow(self) -> None:
+        """One line of figures where it fits, else two: a figure is never cut off
+        (a narrow window, or a live window's dock beside it)."""
+        grid = self.grid
+        widths = [max(self.titles[k].sizeHint().width(), self.values[k].sizeHint().width())
+                  for k in FIGURES]
+        m = grid.contentsMargins()
+        need = sum(widths) + grid.horizontalSpacing() * (len(widths) - 1) \
+            + m.left() + m.right() + 2 * 6 + 4  # the header's margins, the frame
+        n = len(FIGURES)
+        per_row = n if self.width() >= need or not self.width() else (n + 1) // 2
+        if per_row == self.per_row:
+            return
+        self.per_row = per_row
+        for c in range(n + 1):
+            grid.setColumnStretch(c, 0)
+        for i, key in enumerate(FIGURES):
+            r, c = divmod(i, per_row)
+            grid.addWidget(self.titles[key], 2 * r, c)  # addWidget moves a managed widget
+            grid.addWidget(self.values[key], 2 * r + 1, c)
+        grid.setColumnStretch(per_row, 1)
+
+    def set_source(self, text: str, tip: str = "") -> None:
+        """A small muted line beside the figures saying what instant they are of
+        ("" hides it)."""
+        self.source.setText(text)
+        self.source.setToolTip(tip)
+        self.source.setVisible(bool(text))
 
     def set_document(self, doc: Document | None) -> None:
         oom = doc.oom if doc is not None else None

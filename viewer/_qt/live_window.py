@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
 
@@ -51,6 +51,9 @@ class LiveWindow(MainWindow):
         self.pending_doc = None
         self.trace_updates = 0
         self.stats_updates = 0
+        self._stats_time: float | None = None  # wall time of the latest stats reply
+        self._doc_time: float | None = None  # when the shown document arrived
+        self._header_from_stats = False  # header: the 2 Hz figures, else the document's
         self.setWindowTitle(f"vramscope — live: {target}")
         self._build_live_ui()
         self.poller = LivePoller(target, stats_interval=stats_interval,
@@ -64,6 +67,10 @@ class LiveWindow(MainWindow):
         self._saveRequested.connect(self.poller.save)
         self._pauseRequested.connect(self.poller.set_paused)
         self.worker = PollerThread(self.poller)
+        # "0.4 s ago" must age between updates (and while paused or disconnected).
+        self._age_timer = QTimer(self, interval=1000)
+        self._age_timer.timeout.connect(self._update_sources)
+        self._age_timer.start()
 
     # ------------------------------------------------------------------ building
     def _build_live_ui(self) -> None:
@@ -77,6 +84,13 @@ class LiveWindow(MainWindow):
         split.addWidget(self.curves)
         split.addWidget(self.device_panel)
         split.setSizes([300, 200])
+        split.setMinimumWidth(240)  # the curves stay readable beside a busy central area
+        # In a live window the last event is the latest fetched, not "as recorded".
+        self.timeline.latest_text = "latest"
+        self.timeline.latest_button.setText("Latest")
+        self.timeline.latest_button.setToolTip("Back to the latest event and follow the "
+                                               "updates again (End, Ctrl+End)")
+        self.latest_action.setText("&Latest (follow updates)")
         dock = QDockWidget("Live", self)
         dock.setObjectName("liveDock")
         dock.setWidget(split)
@@ -136,6 +150,9 @@ class LiveWindow(MainWindow):
             self._show_live(doc)
         elif self._at_latest() and self.selection == Selection():
             self.header.set_stats(upd.figures)
+            self._header_from_stats = True
+        self._stats_time = upd.time
+        self._update_sources()
 
     def _on_trace(self, doc, upd) -> None:
         self.trace_updates += 1
@@ -147,13 +164,74 @@ class LiveWindow(MainWindow):
             self.held = True
             self.live_status.setText(self.live_status.text().split(" — ")[0]
                                      + " — updates held while you look back (Ctrl+End follows)")
+            self._update_sources()
             return
         self.held = False
         self.pending_doc = None
-        sel = self.selection
-        self.show_document(doc)
-        if sel != Selection():
-            self.set_selection(sel)
+        # The user's zoom, scroll, sort, selection and expanded nodes stay
+        # (update_document); only the first picture sets the views up.
+        self.update_document(doc)
+        self._doc_time = time.time()
+        self._header_from_stats = False
+        self._update_sources()
+
+    def _update_sources(self) -> None:
+        """Say which instant the header and the timeline show: the header's figures
+        come twice a second from memory_stats, the trace every two seconds, so the
+        header's reserved can differ from the timeline's last point."""
+        now = time.time()
+        if self._header_from_stats and self._stats_time is not None:
+            self.header.set_source(
+                f"figures: live, {_ago(now - self._stats_time)}",
+                "The figures are the process's memory_stats() of the latest reply "
+                f"(every {self.poller.stats_interval:g} s); the timeline and the map are "
+                f"of the trace, fetched every {self.poller.trace_interval:g} s, so they can "
+                "lag by that much.")
+        elif self.doc is not None and self.cursor_device is not None:
+            if self._at_latest() and self._doc_time is not None:
+                text = (f"figures: the trace's latest event ({self.cursor_k:,}), "
+                        f"{_ago(now - self._doc_time)}")
+            else:
+                text = f"figures: at the cursor, event {self.cursor_k:,}"
+            self.header.set_source(
+                text, "The figures are of the moment at the timeline's cursor; at the latest "
+                "event, the live figures (memory_stats) replace them at the next reply"
+                + (" (updates held: Ctrl+End follows)" if self.held else ""))
+        else:
+            self.header.set_source("")
+        doc = self.doc
+        dev = self.cursor_device
+        if doc is not None and dev is not None and self._doc_time is not None:
+            n = doc.n_events(dev)
+            held = " · held (Ctrl+End follows)" if self.held else ""
+            self.timeline.set_source(
+                f"up to event {n - 1:,}, {_ago(now - self._doc_time)}{held}",
+                f"The trace as fetched {_ago(now - self._doc_time)} (every "
+                f"{self.poller.trace_interval:g} s); the segment map and the table show "
+                "the moment at the cursor.")
+        else:
+            self.timeline.set_source("")
+
+    def _apply_selection(self, sort: str | None = None, keep_view: bool = False) -> None:
+        # The header now shows the document at the cursor (until the next stats reply).
+        self._header_from_stats = False
+        super()._apply_selection(sort=sort, keep_view=keep_view)
+        if hasattr(self, "poller"):
+            self._update_sources()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not getattr(self, "_dock_sized", False):
+            # What the central views leave (their figures and legends need ~1020 px),
+            # between 240 and 380 px.
+            self._dock_sized = True
+            width = int(max(240, min(380, self.width() * 0.25, self.width() - 1020)))
+            self.resizeDocks([self.live_dock], [width], Qt.Orientation.Horizontal)
+
+    def changeEvent(self, event) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            QTimer.singleShot(0, self.curves.apply_palette)
+        super().changeEvent(event)
 
     def _at_latest(self) -> bool:
         doc = self.doc
@@ -200,8 +278,18 @@ class LiveWindow(MainWindow):
         self.savedSnapshot.emit(path, error)
 
     def closeEvent(self, event) -> None:
+        self._age_timer.stop()
         self.worker.close()
         super().closeEvent(event)
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s ago"
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    return f"{seconds / 60:.0f} min ago"
 
 
 # ---------------------------------------------------------------------- entry points

@@ -600,6 +600,111 @@ class MainWindow(QMainWindow):
         del old
         self.documentChanged.emit(doc)
 
+    def update_document(self, doc: Document) -> None:
+        """Show ``doc``, a newer picture of the same process (live attach), keeping what
+        the user set up: the selectors, the selected allocation (by address), the
+        timeline's range (or following the latest event), the segment map's view,
+        the table's sort and scroll, and the call tree's expanded nodes.  The
+        widgets keep their own state (``view_state`` / ``restore_view_state``);
+        this only orders the calls.  The cursor goes to the new latest event."""
+        old = self.doc
+        if old is None:
+            self.show_document(doc)
+            return
+        sel = self._carry_selection(old, doc, self.selection)
+        addr = self.selected_addr
+        gap = None  # a selected free gap: the same gap (address, size) if it is still free
+        if self.selected_block >= 0 and self.view_doc is not None:
+            b = self.view_doc.snap.blocks
+            if b.state[self.selected_block] == BlockState.FREE:
+                gap = (int(b.address[self.selected_block]), int(b.size[self.selected_block]))
+        interval = self._interval_key(old, self.selected_interval)
+        moment = self.calltree.moment()
+        views = (self.timeline.view_state(), self.map.view_state(), self.table.view_state())
+        self.calltree.hold_state()
+        self.doc = doc
+        self.view_doc = doc
+        self._fill_selectors()
+        self._syncing = True
+        try:  # the same selectors, without the rebuilds their signals would start
+            for combo, value in ((self.device_combo, sel.device), (self.pool_combo, sel.pool),
+                                 (self.stream_combo, sel.stream), (self.kind_combo, sel.is_small)):
+                combo.setCurrentIndex(max(self.combo_index(combo, value), 0))
+        finally:
+            self._syncing = False
+        self.selection = Selection(device=self._value(self.device_combo),
+                                   pool=self._value(self.pool_combo),
+                                   stream=self._value(self.stream_combo),
+                                   is_small=self._value(self.kind_combo))
+        self.header.set_document(doc)
+        self.stack.set_document(doc, keep=True)
+        self.calltree.set_moment(moment)
+        self._reset_cursor()
+        self.selected_block = -1
+        self.selected_addr = addr
+        self.node_mask = None
+        self._apply_selection(keep_view=True)
+        i = self._find_interval(doc, interval)
+        if i >= 0:
+            self.select_interval(i)
+        elif gap is not None and self.selected_block < 0:
+            b = self.view_doc.snap.blocks
+            hit = np.flatnonzero((b.address == gap[0]) & (b.size == gap[1])
+                                 & (b.state == BlockState.FREE))
+            if len(hit):
+                self.select_block(int(hit[0]), origin="moment")
+        self.timeline.restore_view_state(views[0])
+        self.map.restore_view_state(views[1])
+        self.table.restore_view_state(views[2])
+        stacks = self.calltree.current_stacks() if self.tabs.currentWidget() is self.calltree \
+            else None
+        if stacks is not None:  # the node still selected in the tree: its highlight too
+            mask = np.zeros(len(doc.snap.stacks), bool)
+            ids = np.asarray([s for s in stacks if 0 <= s < len(mask)], dtype=np.int64)
+            mask[ids] = True
+            self.node_mask = mask
+        self.search_mask = self.table.stack_mask if self.search.text().strip() else None
+        self._apply_highlight()
+        self._update_status_labels()
+        del old
+        self.documentChanged.emit(doc)
+
+    def _interval_key(self, doc: Document, i: int):
+        """What identifies allocation ``i`` of the timeline in a newer document of the
+        same process: its address and the time of its alloc event."""
+        dev = self.cursor_device
+        if i < 0 or dev is None or doc.timeline is None:
+            return None
+        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        ev = int(iv.event[i])
+        return dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None, int(iv.size[i])
+
+    def _find_interval(self, doc: Document, key) -> int:
+        if key is None or doc.timeline is None or key[0] != self.cursor_device:
+            return -1
+        dev, addr, t, size = key
+        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        if iv is None or rep is None:
+            return -1
+        hit = np.flatnonzero((iv.addr == addr) & (iv.size == size))
+        if t is not None:
+            ev = iv.event[hit]
+            hit = hit[(ev >= 0) & (rep.time_us[np.maximum(ev, 0)] == t)]
+        return int(hit[-1]) if len(hit) else -1
+
+    @staticmethod
+    def _carry_selection(old: Document, new: Document, sel: Selection) -> Selection:
+        """``sel`` of ``old`` in ``new``: pools are indices into each snapshot's own
+        pool list, so they are matched by (device, id); values gone become "all"."""
+        segs = new.snap.segments
+        pool = None
+        if sel.pool is not None and 0 <= sel.pool < len(old.snap.pools):
+            key = tuple(old.snap.pools[sel.pool])
+            pool = next((i for i, p in enumerate(new.snap.pools) if tuple(p) == key), None)
+        device = sel.device if sel.device in set(segs.device.tolist()) else None
+        stream = sel.stream if sel.stream in set(segs.stream.tolist()) else None
+        return Selection(device=device, pool=pool, stream=stream, is_small=sel.is_small)
+
     def _reset_cursor(self) -> None:
         """The timeline of the selected device (or the trace's), cursor at the end."""
         doc = self.doc
@@ -609,6 +714,8 @@ class MainWindow(QMainWindow):
         self.view_doc = doc
         self.selected_interval = -1
         self.timeline.set_document(doc, dev, self.selection.stream, self.selection.pool)
+        if dev is not None:  # the timeline kept its old cursor: the window's is at the end
+            self.timeline.set_cursor(self.cursor_k)
         has = dev is not None
         for a in self.timeline_actions:
             a.setEnabled(has)
@@ -723,6 +830,7 @@ class MainWindow(QMainWindow):
         else:
             self.selected_block = -1
             self.map.select_block(-1, ensure_visible=False)
+            self.table.select_block(-1)
             if self.stack.custom is None:
                 self.stack.show_block(-1)
 
@@ -970,6 +1078,7 @@ class MainWindow(QMainWindow):
     def _zoom(self, factor: float) -> None:
         if self.doc is not None:
             self.map.vb.scaleBy((factor, 1.0))
+            self.map.view_auto = False
 
     def export_map(self, path: str) -> bool:
         """Write the segment map to ``path`` (.svg: vector, else PNG)."""

@@ -574,6 +574,9 @@ class SegmentMapView(QWidget):
         self.layout_data: MapLayout | None = None
         self._hover = -1
         self._labels: list[pg.TextItem] = []
+        # True while the view is the automatic one (home / fit); a user's zoom or
+        # pan makes it False, and a newer document (live attach) then keeps it.
+        self.view_auto = True
 
         self.x_axis = BytesAxis("bottom")
         self.x_axis.enableAutoSIPrefix(False)
@@ -597,6 +600,7 @@ class SegmentMapView(QWidget):
         self.plot.addItem(self.item)
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.vb.sigRangeChanged.connect(self._place_gap_labels)
+        self.vb.sigRangeChangedManually.connect(self._on_manual_range)
         self.vb.sigResized.connect(self._place_gap_labels)
         self.plot.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self._request_label = pg.TextItem(anchor=(0, 0.5), color=theme.OOM_RED)
@@ -630,6 +634,7 @@ class SegmentMapView(QWidget):
         self.home_button.clicked.connect(self.home)
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)  # two lines in a narrow window, never cut off
         self.legend.setToolTip(
             "Each row is one segment (a cudaMalloc), drawn to scale: x is the byte offset "
             "inside the segment.\nBlocks are coloured by state; the largest free gaps are "
@@ -790,6 +795,42 @@ class SegmentMapView(QWidget):
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         self.item.set_highlight(stack_mask)
 
+    def _on_manual_range(self, *_args) -> None:
+        self.view_auto = False
+
+    def view_state(self) -> dict | None:
+        """The view as the user left it, for :meth:`restore_view_state` after a newer
+        document of the same process (live attach): the range, anchored on the
+        address of the segment at the top of the view."""
+        layout = self.layout_data
+        if layout is None:
+            return None
+        (xa, xb), (ya, yb) = self.vb.viewRange()
+        row = int(min(max(math.floor(ya), 0), max(layout.n_rows - 1, 0)))
+        segs = self.doc.snap.segments
+        anchor = int(segs.address[layout.seg_rows[row]]) if layout.n_rows else -1
+        return {"auto": self.view_auto, "x": (xa, xb), "y": (ya, yb), "row": row,
+                "anchor": anchor}
+
+    def restore_view_state(self, state: dict | None) -> None:
+        """Back to ``state``'s view: the automatic view again if it was automatic,
+        else the same range, moved by as many rows as its top segment moved."""
+        layout = self.layout_data
+        if state is None or layout is None:
+            return
+        if state["auto"]:
+            self.home()
+            return
+        shift = 0
+        if state["anchor"] >= 0 and layout.n_rows:
+            addr = self.doc.snap.segments.address[layout.seg_rows]
+            hit = np.flatnonzero(addr == state["anchor"])
+            if len(hit):
+                shift = int(hit[0]) - state["row"]
+        (ya, yb) = state["y"]
+        self.vb.setRange(xRange=state["x"], yRange=(ya + shift, yb + shift), padding=0)
+        self.view_auto = False
+
     ROW_PX = 17
     MAX_ROW_PX = 42
 
@@ -843,6 +884,7 @@ class SegmentMapView(QWidget):
         maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
         top = -2.3 if self.item.request_bytes else -0.3
         self.vb.setRange(xRange=(0, maxs), yRange=(top, top + rows), padding=0.01)
+        self.view_auto = True
 
     def fit(self) -> None:
         layout = self.layout_data
@@ -854,6 +896,7 @@ class SegmentMapView(QWidget):
         # Few segments: rows no taller than MAX_ROW_PX, from the top.
         bottom = max(layout.n_rows + 0.3, top + h / self.MAX_ROW_PX)
         self.vb.setRange(xRange=(0, maxs), yRange=(top, bottom), padding=0.01)
+        self.view_auto = True
 
     # -- selection
     def select_block(self, block: int, ensure_visible: bool = True) -> None:
@@ -869,6 +912,7 @@ class SegmentMapView(QWidget):
             dy = r.center().y() - (ya + yb) / 2 if not ya <= r.center().y() <= yb else 0.0
             dx = r.center().x() - (xa + xb) / 2 if not xa <= r.center().x() <= xb else 0.0
             self.vb.translateBy(x=dx, y=dy)
+            self.view_auto = False  # scrolled to what the user picked: keep it there
 
     def block_viewport_pos(self, block: int) -> QPoint | None:
         """Where block ``block``'s bar centre is, in the plot's viewport pixels."""

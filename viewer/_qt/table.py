@@ -265,7 +265,9 @@ class AllocationsTable(QWidget):
             has = stacks >= 0
             ok[has] = match[stacks[has]]
             rows = rows[ok]
-        current = self.current_block()
+        # A block index means something in its own document only: another document
+        # (another moment, a live update) re-selects by address, in the main window.
+        current = self.current_block() if doc is self.model.doc else -1
         self.model.set_rows(doc, rows)
         self.count.setText(f"{len(rows):,} / {len(self.all_rows):,}")
         if current >= 0:
@@ -284,6 +286,38 @@ class AllocationsTable(QWidget):
             self._mask_key = (doc.snap.stacks, text)
             self._mask = stacks_matching(doc.snap, text)
         return self._mask
+
+    def view_state(self) -> dict | None:
+        """Scroll position, anchored on the address of the block in the top row, for
+        :meth:`restore_view_state` over a newer document (live attach).  The sort
+        column and order live in the model and survive new rows by themselves."""
+        doc = self.model.doc
+        if doc is None:
+            return None
+        top = self.view.rowAt(0)
+        b = self.model.block_at(top)
+        return {"anchor": int(doc.snap.blocks.address[b]) if b >= 0 else -1,
+                "v": self.view.verticalScrollBar().value(),
+                "h": self.view.horizontalScrollBar().value()}
+
+    def restore_view_state(self, state: dict | None) -> None:
+        doc = self.model.doc
+        if state is None or doc is None:
+            return
+        row = -1
+        if state["anchor"] >= 0 and len(self.model.rows):
+            hit = np.flatnonzero(doc.snap.blocks.address[self.model.rows] == state["anchor"])
+            row = int(hit[0]) if len(hit) else -1
+        if row >= 0:
+            self.view.scrollTo(self.model.index(row, 0), QAbstractItemView.ScrollHint.PositionAtTop)
+        else:
+            self.view.verticalScrollBar().setValue(state["v"])
+        self.view.horizontalScrollBar().setValue(state["h"])
+
+    def top_block_address(self) -> int:
+        """Address of the block in the table's top visible row, or -1 (tests)."""
+        b = self.model.block_at(self.view.rowAt(0))
+        return int(self.model.doc.snap.blocks.address[b]) if b >= 0 else -1
 
     def current_block(self) -> int:
         idx = self.view.selectionModel().currentIndex()

@@ -507,6 +507,8 @@ class TimelinePanel(QWidget):
         self.curves: dict[str, np.ndarray] = {}
         self.peaks: dict[str, tuple[int, int]] = {}
         self._hover = -1
+        self.source_text = ""  # what instant the trace reaches (live attach)
+        self.latest_text = "latest (as recorded)"  # the last event, in the position line
 
         # -- header
         self.title = QLabel("<b>Timeline</b>")
@@ -702,6 +704,14 @@ class TimelinePanel(QWidget):
         self._set_mode_buttons()
         self._place_all(fit=True)
 
+    def set_source(self, text: str, tip: str = "") -> None:
+        """A note in the x axis's title saying what instant the trace reaches (live
+        attach; "" for none).  The axis title has room; the header row has not."""
+        if text != self.source_text:
+            self.source_text = text
+            self._set_mode_buttons()
+        self.plot.getPlotItem().getAxis("bottom").setToolTip(tip)
+
     def set_filter(self, stream: int | None, pool: int | None) -> None:
         """Restrict curves and allocations to one stream and/or pool."""
         if self.doc is not None and (stream, pool) != (self.stream, self.pool):
@@ -711,6 +721,43 @@ class TimelinePanel(QWidget):
             self.set_document(self.doc, self.device, stream, pool)
             self.set_cursor(k)
             self.vb.setXRange(self.x_of(ka), self.x_of(kb), padding=0)
+
+    def view_state(self) -> dict | None:
+        """The x range as the user left it, for :meth:`restore_view_state` over a newer
+        document of the same trace (live attach).  ``following``: the latest event is
+        at the right edge; ``whole``: the whole trace is in view."""
+        if not self.n:
+            return None
+        (xa, xb), _ = self.vb.viewRange()
+        first, last = float(self.x_of(0)), float(self.x_of(self.n - 1))
+        return {"xa": xa, "xb": xb, "last": last, "time": self._time, "has_time": self.has_time,
+                "following": xb >= last, "whole": xa <= first and xb >= last}
+
+    def restore_view_state(self, state: dict | None) -> None:
+        """Show the range of ``state`` (taken by :meth:`view_state` before this document
+        replaced an older one of the same trace): the same events stay in view; a view
+        that followed the latest event follows the new latest, at the same zoom."""
+        if state is None or not self.n:
+            return
+        if state["whole"]:
+            self.fit()
+            return
+        old_t, new_t = state["time"], self._time
+        # The live window is bounded: the oldest events may have been dropped since, so
+        # x (event index, or seconds since the first event) moves by what was dropped.
+        shift = 0.0
+        if state["has_time"] and self.has_time and len(old_t) and int(new_t[0]) != int(old_t[0]):
+            if self.mode == X_TIME:
+                shift = (int(new_t[0]) - int(old_t[0])) / 1e6
+            else:
+                shift = float(np.searchsorted(old_t, new_t[0], side="left"))
+        xa, xb = state["xa"] - shift, state["xb"] - shift
+        if state["following"]:
+            margin = xb - (state["last"] - shift)
+            xb = float(self.x_of(self.n - 1)) + margin
+            xa = xb - (state["xb"] - state["xa"])
+        self.vb.setXRange(xa, xb, padding=0)
+        self._on_x_range()
 
     def x_of(self, k) -> float | np.ndarray:
         if self.mode == X_TIME and self.has_time:
@@ -775,9 +822,11 @@ class TimelinePanel(QWidget):
         self.events_button.setChecked(self.mode != X_TIME)
         for b in (self.time_button, self.events_button):
             b.blockSignals(False)
-        self.plot.getPlotItem().setLabel(
-            "bottom", "time since the first event" if self.mode == X_TIME
-            else f"event ({self.n:,} on device {self.device})" if self.n else "event")
+        label = ("time since the first event" if self.mode == X_TIME
+                 else f"event ({self.n:,} on device {self.device})" if self.n else "event")
+        if self.source_text:
+            label += f"  ·  {self.source_text}"
+        self.plot.getPlotItem().setLabel("bottom", label)
         self.x_axis.picture = None
         self.x_axis.update()
 
@@ -945,7 +994,7 @@ class TimelinePanel(QWidget):
         if self.stream is not None:
             parts.append(stream_label(self.stream))
         if k == self.n - 1:
-            parts.append("latest (as recorded)")
+            parts.append(self.latest_text)
         text = " · ".join(parts)
         self.position.setText(text)
 

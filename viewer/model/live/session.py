@@ -76,7 +76,11 @@ class LiveSession:
     # ------------------------------------------------------------------ connection
     def connect(self) -> dict[str, Any]:
         """Connect (or reconnect); raises AttachError with one line."""
-        endpoint, token, entry = resolve_target(self.target)
+        try:
+            endpoint, token, entry = resolve_target(self.target)
+        except AttachError:  # e.g. "no process N": the process ended while we retried
+            self._lost()
+            raise
         if entry is not None:
             self.pid = entry.get("pid")
         client = LiveClient(endpoint, token)
