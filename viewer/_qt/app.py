@@ -13,6 +13,9 @@ from . import settings as st
 from .main_window import MainWindow, app_icon
 
 SCREENSHOT_SIZE = QSize(1440, 900)
+# Qt maps PNG quality q to zlib level (100 - q) * 9 / 91: 80 is level 1, which writes a
+# 1440x900 window in ~40 ms instead of ~65 ms at the default level, for a file ~4 % bigger.
+PNG_QUALITY = 80
 
 
 def application(argv: list[str] | None = None) -> QApplication:
@@ -66,7 +69,7 @@ def render_window(window, size: QSize = SCREENSHOT_SIZE):
 
 
 def _save(window, out: str) -> tuple[int, str]:
-    if not render_window(window).save(out, "PNG"):
+    if not render_window(window).save(out, "PNG", PNG_QUALITY):
         return 2, f"{out}: cannot write the PNG"
     return 0, ""
 
@@ -91,6 +94,11 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
             qInstallMessageHandler(None)
     window = MainWindow(persist=False)
     try:
+        # Laid out (and painted once, empty) at its final size while the document loads,
+        # not after: the loaded views are then built for that size once.
+        window.resize(SCREENSHOT_SIZE)
+        window.show()
+        QApplication.instance().processEvents()
         if path:
             window.open_file(path)
             result = wait_for_load(window)

@@ -7,6 +7,9 @@ not wait for the disk.  Its :class:`Progress` callback emits a Qt signal;
 since the thread object lives in the GUI thread, receivers that are methods
 of GUI objects get it queued.  :meth:`LoadThread.cancel` sets the
 cancel event; the model raises ``LoadCancelled`` at its next checkpoint.
+When ``vramscope FILE`` already started that load before Qt was imported
+(:mod:`vramscope.viewer.preload`), the thread takes it over: its progress is
+relayed, a cancel passed on, its document or error used as its own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import threading
 
 from PySide6.QtCore import QThread, Signal
 
+from .. import preload
 from ..model import cache as column_cache
 from ..model.errors import LoadCancelled, SnapshotError
 from ..model.load import load_snapshot
@@ -53,20 +57,12 @@ class LoadThread(QThread):
 
     def run(self) -> None:  # worker thread
         try:
-            progress = Progress(self._emit_progress, self.cancel_event)
-            # A big file's columns are cached after the window shows it, not before
-            # (when the owner waits for this thread on close: ``defer_store``).
-            key = None
-            if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
-                key = column_cache.file_key(self.path)
-                if key is not None and column_cache.entry_path(key).exists():
-                    key = None  # a cache hit: load_snapshot reads it
-            snap = load_snapshot(self.path, progress, use_cache=None if key is None else False)
-            if self.cancel_event.is_set():
-                raise LoadCancelled()
-            # A fresh Progress: its throttle restarts for the replay stage.
-            doc = Document.build(snap, Progress(self._emit_progress, self.cancel_event))
-            del snap
+            # The GUI command may have started this very load before Qt was imported.
+            pre = preload.claim(self.path) if self.defer_store else None
+            if pre is not None:
+                doc, key = self._wait_for(pre)
+            else:
+                doc, key = self._load()
             if self.cancel_event.is_set():
                 raise LoadCancelled()
         except LoadCancelled:
@@ -95,6 +91,38 @@ class LoadThread(QThread):
                 column_cache.store(key, doc.snap)  # atomic; failures only cost the next open
             except Exception:  # noqa: BLE001 - a cache is never a reason to fail
                 pass
+
+    def _load(self):
+        """(document, cache key to store after it is shown or None), built here."""
+        progress = Progress(self._emit_progress, self.cancel_event)
+        # A big file's columns are cached after the window shows it, not before
+        # (when the owner waits for this thread on close: ``defer_store``).
+        key = None
+        if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
+            key = column_cache.file_key(self.path)
+            if key is not None and column_cache.entry_path(key).exists():
+                key = None  # a cache hit: load_snapshot reads it
+        snap = load_snapshot(self.path, progress, use_cache=None if key is None else False)
+        if self.cancel_event.is_set():
+            raise LoadCancelled()
+        # A fresh Progress: its throttle restarts for the replay stage.
+        doc = Document.build(snap, Progress(self._emit_progress, self.cancel_event))
+        del snap
+        return doc, key
+
+    def _wait_for(self, pre: preload.Preload):
+        """The same as :meth:`_load`, from a preload: its progress relayed, Cancel passed on."""
+        shown = None
+        while not pre.done.wait(0.02):
+            if self.cancel_event.is_set():
+                pre.cancel_event.set()
+            if pre.progress is not shown:
+                shown = pre.progress
+                self._emit_progress(*shown)
+        if pre.error is not None:
+            raise pre.error
+        doc, pre.document = pre.document, None
+        return doc, pre.store_key
 
     def _emit_progress(self, stage: str, fraction: float) -> None:
         f = float(fraction)

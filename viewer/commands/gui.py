@@ -15,6 +15,15 @@ def main(args) -> int:
     out = getattr(args, "screenshot", None)
     # The viewer does no matrix algebra: one BLAS thread starts ~30 ms faster.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if path and os.path.isfile(path):
+        # Before Qt, pyqtgraph and numpy are imported (~0.45 s): the parse runs meanwhile in
+        # a forked child, on another core (first: fork before any thread exists), and the
+        # document is built on a thread as soon as it is parsed; the window's loader
+        # picks it up.
+        from .. import parse_ahead, preload
+
+        parse_ahead.start(path, use_cache=os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"))
+        preload.start(path)
     try:
         from .._qt import app as qtapp
     except ImportError as exc:  # pragma: no cover - broken installs

@@ -89,13 +89,20 @@ def _summary(args):
     """(exit code, output text, (cache key, snapshot) to store later or None)."""
     # No matrix algebra here: one BLAS thread starts ~30 ms faster than a pool of them.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
+    # Before numpy and the model are imported: the parse runs meanwhile, on another core.
+    from .. import parse_ahead
+
+    if parse_ahead.start(args.file, use_cache=use_cache):
+        # While the child parses, this process would only wait: numpy.ma (which np.unique
+        # imports on first use, ~20 ms) is imported now rather than after the parse.
+        import numpy.ma  # noqa: F401
     from ..model import SnapshotError
     from ..model import cache as column_cache
     from ..model.load import load_snapshot
     from ..model.summary import format_text, summarize
     from ..model.timeline import build_timeline, oom_events
 
-    use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
     key = column_cache.file_key(args.file) if use_cache and _can_fork() else None

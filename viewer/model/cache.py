@@ -18,25 +18,23 @@ and ``--no-cache`` (``use_cache=False``) bypasses it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import os
 import struct
-import sys
 import tempfile
 from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
+from .. import file_identity
 from .snapshot import Annotations, Blocks, Frames, Segments, Snapshot, Stacks, Trace
 
-CACHE_VERSION = 2  # 2: raw mapped columns (.cols) instead of .npz
+# The key and the location are stdlib-only (parse_ahead asks before numpy is imported).
+CACHE_VERSION = file_identity.COLUMN_CACHE_VERSION
 DEFAULT_MAX_BYTES = 4 << 30
-# Files smaller than this parse faster than a cache lookup is worth.
-MIN_FILE_BYTES = 1 << 20
-_HEAD_TAIL = 1 << 20
+MIN_FILE_BYTES = file_identity.MIN_FILE_BYTES
 _TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace, "annotations": Annotations,
            "stacks": Stacks}
 _FRAME_COLUMNS = ("filename", "line", "name")
@@ -45,20 +43,12 @@ _ALIGN = 64
 _MAX_HEADER = 64 << 20
 # Plain numeric dtypes only: an entry can never ask for objects.
 _DTYPES = {"|i1", "<i4", "<i8", "|b1", "|u1"}
-SUFFIX = ".cols"
+SUFFIX = file_identity.COLUMN_SUFFIX
 
 
 def cache_dir() -> Path:
     """Where cached columns live (``VRAMSCOPE_CACHE_DIR`` overrides)."""
-    env = os.environ.get("VRAMSCOPE_CACHE_DIR")
-    if env:
-        return Path(env)
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-        return base / "vramscope" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "vramscope"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vramscope"
+    return Path(file_identity.cache_root())
 
 
 def max_bytes() -> int:
@@ -68,18 +58,7 @@ def max_bytes() -> int:
 
 def file_key(path: str | os.PathLike) -> str | None:
     """Identity of a file's content as the cache sees it; None for small or odd files."""
-    try:
-        st = os.stat(path)
-        if st.st_size < MIN_FILE_BYTES:
-            return None
-        h = hashlib.sha256(f"v{CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}:".encode())
-        with open(path, "rb") as f:
-            h.update(f.read(_HEAD_TAIL))
-            f.seek(max(0, st.st_size - _HEAD_TAIL))
-            h.update(f.read(_HEAD_TAIL))
-    except OSError:
-        return None
-    return h.hexdigest()[:40]
+    return file_identity.column_key(path)
 
 
 def entry_path(key: str) -> Path:

@@ -55,6 +55,12 @@ def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total
     finally:
         if was_enabled:
             gc.enable()
+    return from_answer(answer, progress)
+
+
+def from_answer(answer: tuple, progress: Progress | None = None) -> NativeResult | None:
+    """Interpret ``snapparse.parse``'s answer (here or from :mod:`vramscope.viewer.parse_ahead`)."""
+    progress = progress or Progress()
     kind = answer[0]
     if kind == "ok":
         progress.update("parse", 1.0)

@@ -5,8 +5,10 @@ detected by content: gzip/xz/bz2 wrappers, then JSON (the form memory_viz
 also accepts) or a pickle of protocol 0-5.  Pickles go through the compiled
 parser when it is built (:mod:`.fast_pickle`; an uncompressed file is streamed,
 never read whole) and through the restricted pure-Python unpickler otherwise
-or whenever the compiled parser hands a file back.  Errors are
-:class:`SnapshotError` with a one-line message.
+or whenever the compiled parser hands a file back.  When the CLI forked the
+parse before its imports (:mod:`vramscope.viewer.parse_ahead`), the child's
+answer is used instead of parsing here.  Errors are :class:`SnapshotError`
+with a one-line message.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .. import parse_ahead
 from . import cache
 from .errors import LoadCancelled, SnapshotError
-from .fast_pickle import NativeResult, available as native_available, native_loads
+from .fast_pickle import NativeResult, available as native_available, from_answer, native_loads
 from .progress import Progress, ProgressCallback
 from .safe_pickle import safe_loads
 from .schema import to_snapshot
@@ -41,18 +44,24 @@ def load_snapshot(
     the environment variable ``VRAMSCOPE_NO_CACHE=1``) bypasses the cache.
     """
     progress = _as_progress(progress)
-    if use_cache is None:
-        use_cache = os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
-    key = cache.file_key(path) if use_cache else None
-    snap = cache.load_cached(key) if key else None
-    if snap is None:
-        snap = _stream_native(path, progress) if native_available() else None
+    # A parse the CLI forked before its imports (parse_ahead); unused ones are stopped.
+    ahead = parse_ahead.claim(path)
+    try:
+        if use_cache is None:
+            use_cache = os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
+        key = cache.file_key(path) if use_cache else None
+        snap = cache.load_cached(key) if key else None
         if snap is None:
-            raw = read_file(path, progress)
-            snap = load_bytes(raw, progress)
-            del raw
-        if key:
-            cache.store(key, snap)
+            snap = _stream_native(path, progress, ahead) if native_available() else None
+            if snap is None:
+                raw = read_file(path, progress)
+                snap = load_bytes(raw, progress)
+                del raw
+            if key:
+                cache.store(key, snap)
+    finally:
+        if ahead is not None:
+            ahead.discard()  # nothing left to do once it answered
     progress.update("columns", 1.0)
     snap.path = os.fspath(path)
     snap.sidecar = read_sidecar(path)
@@ -93,9 +102,11 @@ def _to_snapshot(obj: Any, progress: Progress, fmt: str, native: dict | None) ->
         raise SnapshotError("not a memory snapshot: nesting is too deep") from None
 
 
-def _stream_native(path: str | os.PathLike, progress: Progress) -> Snapshot | None:
+def _stream_native(path: str | os.PathLike, progress: Progress,
+                   ahead: parse_ahead.Ahead | None = None) -> Snapshot | None:
     """An uncompressed pickle streamed through the compiled parser (a 1 MiB
-    buffer, never the whole file in memory); None: read it whole instead."""
+    buffer, never the whole file in memory), or its answer from the child that
+    ``ahead`` waits for; None: read it whole instead."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -104,7 +115,12 @@ def _stream_native(path: str | os.PathLike, progress: Progress) -> Snapshot | No
                 return None
             f.seek(0)
             progress.update("read", 1.0)
-            fast: NativeResult | None = native_loads(f.readinto, size, progress)
+            answer = None
+            if ahead is not None:
+                answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
+            fast: NativeResult | None = (
+                native_loads(f.readinto, size, progress) if answer is None
+                else from_answer(answer, progress))
     except OSError:
         return None  # read_file() reports it in one line
     if fast is None:

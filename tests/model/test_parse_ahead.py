@@ -1,0 +1,225 @@
+"""The parse forked ahead of the imports gives exactly what an in-process parse gives.
+
+Each check runs in a fresh interpreter (``parse_ahead`` only forks before numpy
+is imported, never from this already-threaded test process): the file is
+parsed in a forked child and claimed by ``load_snapshot``, then loaded again
+in-process; both snapshots must be identical, and errors must match word for
+word.  Also: the child's answer is really used (not quietly handed back), a
+cancelled wait kills the child, a file replaced after the fork is parsed anew,
+and the modules the CLI imports before numpy never import numpy themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.bad_inputs import cases
+from tests.conftest import DATA
+from vramscope.viewer.model import fast_pickle
+
+ROOT = DATA.parent.parent
+SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
+             + sorted((ROOT / "assets").glob("*.pickle")))
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parse-ahead is Linux-only"),
+    pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built"),
+]
+
+# Runs in a fresh interpreter: argv = JSON list of files; prints one JSON line per file.
+COMPARE = textwrap.dedent("""
+    import json, os, sys
+    from vramscope.viewer import parse_ahead
+    parse_ahead.MIN_BYTES = 0  # the bundled files are small
+    files = json.loads(sys.argv[1])
+    started = {f: parse_ahead.start(f, use_cache=False) for f in files}
+    assert "numpy" not in sys.modules
+    answers = {}
+    original = parse_ahead.Ahead.answer
+    def answer(self, *a, **k):
+        got = original(self, *a, **k)
+        answers[self.pid_at_start] = got is not None
+        return got
+    parse_ahead.Ahead.answer = answer
+    from tests.parser_paths import assert_identical
+    from vramscope.viewer.model import SnapshotError, load_snapshot
+    for f in files:
+        ahead = parse_ahead._pending.get(os.path.abspath(f))
+        if ahead is not None:
+            ahead.pid_at_start = ahead.pid
+        def load():
+            try:
+                return load_snapshot(f, use_cache=False), None
+            except SnapshotError as exc:
+                return None, f"{type(exc).__name__}: {exc}"
+        forked, forked_error = load()
+        here, here_error = load()  # nothing pending any more: parsed in this process
+        same = forked_error == here_error
+        if same and forked is not None:
+            assert_identical(forked, here)
+        used = answers.get(getattr(ahead, "pid_at_start", None), False)
+        print(json.dumps({"file": f, "started": started[f], "used": used, "same": same,
+                          "error": here_error, "forked_error": forked_error}))
+""")
+
+
+def run_compare(files) -> list[dict]:
+    out = subprocess.run([sys.executable, "-c", COMPARE, json.dumps([os.fspath(f) for f in files])],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=dict(os.environ, VRAMSCOPE_NO_CACHE="1"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_every_snapshot_identical_through_the_forked_parse():
+    rows = run_compare(SNAPSHOTS)
+    assert len(rows) == len(SNAPSHOTS)
+    for row in rows:
+        assert row["started"] and row["used"], f"{row['file']}: the forked parse was not used"
+        assert row["same"] and row["error"] is None, row
+
+
+def test_bad_inputs_give_the_same_errors(tmp_path):
+    files = []
+    for name, data, _ in cases():
+        if data[:1] == b"\x80":  # what parse-ahead takes (binary pickles)
+            p = tmp_path / f"{name}.pickle"
+            p.write_bytes(data)
+            files.append(p)
+    assert len(files) >= 5
+    rows = run_compare(files)
+    for row in rows:
+        assert row["started"], row
+        assert row["same"], f"{row['file']}: {row['forked_error']} != {row['error']}"
+    assert any(r["error"] for r in rows)  # errors really were compared
+
+
+def test_small_compressed_and_text_files_are_not_forked(tmp_path):
+    script = textwrap.dedent("""
+        import sys, lzma
+        from vramscope.viewer import parse_ahead
+        data = open(sys.argv[1], "rb").read()
+        small, xz, text = sys.argv[2:5]
+        open(xz, "wb").write(lzma.compress(data, preset=0))
+        open(text, "wb").write(b"(dp0\\n" + b" " * (5 << 20))
+        print(parse_ahead.start(small, use_cache=False), parse_ahead.MIN_BYTES > 1 << 20)
+        parse_ahead.MIN_BYTES = 0
+        print(parse_ahead.start(xz, use_cache=False), parse_ahead.start(text, use_cache=False))
+    """)
+    src = DATA / "fragmentation_oom.pickle"
+    out = subprocess.run([sys.executable, "-c", script, os.fspath(src), os.fspath(src),
+                          os.fspath(tmp_path / "a.pickle.xz"), os.fspath(tmp_path / "t.pickle")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "False", "False"]
+
+
+CANCEL = textwrap.dedent("""
+    import os, sys
+    from vramscope.viewer import parse_ahead
+    path = sys.argv[1]
+    assert parse_ahead.start(path, use_cache=False)
+    ahead = parse_ahead.claim(path)
+    pid = ahead.pid
+    class Stop(Exception):
+        pass
+    def update(fraction):
+        raise Stop()
+    try:
+        ahead.answer(update, path)
+    except Stop:
+        pass
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        print("child still there")
+    except ChildProcessError:
+        print("child gone", ahead.memfd, ahead.rfd)
+""")
+
+
+def test_a_cancelled_wait_kills_the_child(tmp_path):
+    path = tmp_path / "big.pickle"
+    path.write_bytes(lzma.decompress((DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
+    out = subprocess.run([sys.executable, "-c", CANCEL, os.fspath(path)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "child gone -1 -1"
+
+
+REPLACED = textwrap.dedent("""
+    import os, shutil, sys
+    from vramscope.viewer import parse_ahead
+    parse_ahead.MIN_BYTES = 0
+    path, other = sys.argv[1:3]
+    assert parse_ahead.start(path, use_cache=False)
+    ahead = parse_ahead._pending[os.path.abspath(path)]
+    os.replace(other, path)  # a new file (inode) at the same path
+    from vramscope.viewer.model import load_snapshot
+    snap = load_snapshot(path, use_cache=False)
+    print(len(snap.trace.action), len(snap.segments.address))
+""")
+
+
+def test_a_file_replaced_after_the_fork_is_parsed_anew(tmp_path):
+    first, second = tmp_path / "snap.pickle", tmp_path / "other.pickle"
+    first.write_bytes((DATA / "fragmentation_oom.pickle").read_bytes())
+    second.write_bytes((DATA / "gpt2_oom.pickle").read_bytes())
+    from vramscope.viewer.model import load_snapshot
+
+    want = load_snapshot(second, use_cache=False)
+    out = subprocess.run([sys.executable, "-c", REPLACED, os.fspath(first), os.fspath(second)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(len(want.trace.action)), str(len(want.segments.address))]
+
+
+def test_modules_run_before_numpy_import_no_numpy():
+    code = ("import sys; import vramscope.viewer.parse_ahead, vramscope.viewer.preload, "
+            "vramscope.viewer.file_identity, vramscope.viewer.cli; "
+            "print(sorted(m for m in ('numpy', 'PySide6') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_cache_key_is_the_column_cache_key(tmp_path):
+    from vramscope.viewer import file_identity
+    from vramscope.viewer.model import cache
+
+    p = tmp_path / "x.pickle"
+    p.write_bytes(pickle.dumps({"segments": []}) + b"\0" * (2 << 20))
+    assert file_identity.column_key(p) == cache.file_key(p) is not None
+    assert file_identity.column_entry("k") == os.fspath(cache.entry_path("k"))
+
+
+CACHED = textwrap.dedent("""
+    import sys
+    from vramscope.viewer import parse_ahead
+    path = sys.argv[1]
+    print(parse_ahead.start(path), parse_ahead.start(path, use_cache=False))
+""")
+
+
+def test_cached_columns_are_mapped_not_parsed_again(tmp_path):
+    src = max(SNAPSHOTS, key=lambda p: p.stat().st_size)
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(src.read_bytes() + b"\0" * (5 << 20))  # after STOP: ignored, but big
+    env = dict(os.environ, VRAMSCOPE_CACHE_DIR=os.fspath(tmp_path / "cache"))
+    env.pop("VRAMSCOPE_NO_CACHE", None)
+    prime = subprocess.run([sys.executable, "-c", "import sys; from vramscope.viewer.model "
+                            "import load_snapshot; load_snapshot(sys.argv[1])", os.fspath(path)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    assert prime.returncode == 0, prime.stderr
+    assert list((tmp_path / "cache").glob("*.cols"))
+    out = subprocess.run([sys.executable, "-c", CACHED, os.fspath(path)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]  # cached: no fork; --no-cache: a fork
