@@ -133,19 +133,21 @@ def is_temp_name(name: str) -> bool:
     return _TEMP_RE.match(name) is not None
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> int:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any],
+                 mode: int = 0o666) -> int:
     """Write a file so that it appears complete under ``path`` or not at all.
 
     ``write`` gets a binary file object open on a temporary file in the same
     directory (same file system, so the final ``os.replace`` is atomic).  The
     data is flushed and fsynced before the rename: after a power cut the file
     is either whole or absent.  On any error the temporary file is removed and
-    the error re-raised.  Returns the number of bytes written.
+    the error re-raised.  ``mode`` is the new file's permission (before the
+    umask; 0o600 for files that hold secrets).  Returns the number of bytes written.
     """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(final)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -34,14 +34,14 @@ def cache_root() -> str:
                         "vramscope")
 
 
-def column_key(path: str | os.PathLike) -> str | None:
-    """Identity of a file's content for the column cache: size, mtime and a hash of its
-    first and last MiB, plus the cache version; None for small or unreadable files."""
+def content_key(path: str | os.PathLike, salt: str) -> str | None:
+    """Identity of a file's content: ``salt``, size, mtime and a hash of its first and
+    last MiB; None for small, non-regular or unreadable files."""
     try:
         st = os.stat(path)
-        if st.st_size < MIN_FILE_BYTES:
+        if st.st_size < MIN_FILE_BYTES or not os.path.isfile(path):
             return None
-        h = hashlib.sha256(f"v{COLUMN_CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}:".encode())
+        h = hashlib.sha256(f"{salt}:{st.st_size}:{st.st_mtime_ns}:".encode())
         with open(path, "rb") as f:
             h.update(f.read(_HEAD_TAIL))
             f.seek(max(0, st.st_size - _HEAD_TAIL))
@@ -49,6 +49,11 @@ def column_key(path: str | os.PathLike) -> str | None:
     except OSError:
         return None
     return h.hexdigest()[:40]
+
+
+def column_key(path: str | os.PathLike) -> str | None:
+    """The column cache's key for ``path``: its content identity plus the cache version."""
+    return content_key(path, f"v{COLUMN_CACHE_VERSION}")
 
 
 def column_entry(key: str) -> str:

@@ -48,19 +48,8 @@ def write_entry(directory: Path, endpoint: str, *, token: str | None,
         entry["token"] = token
     path = proto.registry_path(pid, directory)
     data = json.dumps(entry, indent=1, default=str).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{pid}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # 0600: the entry may hold the TCP token.  Written whole or not at all.
+    files.atomic_write(path, lambda f: f.write(data), mode=0o600)
     return path
 
 
@@ -69,11 +58,8 @@ def update_entry(path: Path, **fields: Any) -> None:
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
         entry.update(fields)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(entry, indent=1, default=str).encode("utf-8"))
-        os.replace(tmp, path)
+        data = json.dumps(entry, indent=1, default=str).encode("utf-8")
+        files.atomic_write(path, lambda f: f.write(data), mode=0o600)
     except (OSError, ValueError):
         pass
 

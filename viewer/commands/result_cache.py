@@ -17,32 +17,17 @@ and is bypassed with ``--no-cache``, ``VRAMSCOPE_NO_CACHE=1`` or
 
 from __future__ import annotations
 
-import hashlib
 import os
-import sys
 
-MIN_FILE_BYTES = 1 << 20  # smaller files are summarised faster than this saves
+from .. import file_identity
+
 MAX_ENTRIES = 256
-_HEAD_TAIL = 1 << 20
 _FORMAT = 1  # bump when the stored text changes meaning
 
 
 def _results_dir() -> str:
-    """``results/`` in the user cache directory, as the column cache chooses it
-    (os.path, not pathlib: this module is on the fast path)."""
-    env = os.environ.get("VRAMSCOPE_CACHE_DIR")
-    home = os.path.expanduser("~")
-    if env:
-        root = env
-    elif sys.platform == "win32":
-        root = os.path.join(os.environ.get("LOCALAPPDATA", os.path.join(home, "AppData", "Local")),
-                            "vramscope", "Cache")
-    elif sys.platform == "darwin":
-        root = os.path.join(home, "Library", "Caches", "vramscope")
-    else:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.join(home, ".cache")),
-                            "vramscope")
-    return os.path.join(root, "results")
+    """``results/`` in the user cache directory, beside the column cache."""
+    return os.path.join(file_identity.cache_root(), "results")
 
 
 def enabled(no_cache: bool) -> bool:
@@ -73,19 +58,7 @@ def _code_stamp() -> str:
 
 def key(path: str, args: list[str]) -> str | None:
     """Identity of (file content, arguments, code); None for small or unreadable files."""
-    try:
-        st = os.stat(path)
-        if st.st_size < MIN_FILE_BYTES or not os.path.isfile(path):
-            return None
-        h = hashlib.sha256(f"{_FORMAT}:{_code_stamp()}:{st.st_size}:{st.st_mtime_ns}:"
-                           f"{args!r}:".encode())
-        with open(path, "rb") as f:
-            h.update(f.read(_HEAD_TAIL))
-            f.seek(max(0, st.st_size - _HEAD_TAIL))
-            h.update(f.read(_HEAD_TAIL))
-    except OSError:
-        return None
-    return h.hexdigest()[:40]
+    return file_identity.content_key(path, f"{_FORMAT}:{_code_stamp()}:{args!r}")
 
 
 def get(k: str) -> str | None:
