@@ -48,3 +48,16 @@ def loaded_snapshots():
         return cache[key]
 
     return get
+
+
+@pytest.fixture
+def isolated_qt_settings(tmp_path, monkeypatch):
+    """A private settings file for a GUI test: real user settings are never touched."""
+    from PySide6.QtCore import QSettings
+
+    path = tmp_path / "settings" / "vramscope.ini"
+    path.parent.mkdir()
+    monkeypatch.setenv("VRAMSCOPE_SETTINGS_FILE", os.fspath(path))
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.fspath(path.parent))
+    return path

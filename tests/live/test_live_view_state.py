@@ -21,14 +21,8 @@ MiB = 1 << 20
 
 
 @pytest.fixture(autouse=True)
-def isolated_settings(tmp_path, monkeypatch):
-    from PySide6.QtCore import QSettings
-
-    path = tmp_path / "settings" / "vramscope.ini"
-    path.parent.mkdir()
-    monkeypatch.setenv("VRAMSCOPE_SETTINGS_FILE", os.fspath(path))
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.fspath(path.parent))
+def isolated_settings(isolated_qt_settings):
+    return isolated_qt_settings
 
 
 @pytest.fixture
