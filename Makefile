@@ -17,7 +17,7 @@ help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
 	@echo "make test    - install test tools and run the whole test suite"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
-	@echo "make screenshot - render the example to docs/screenshot.png"
+	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
 	@echo "make native  - rebuild the C extensions in place (after editing viewer/model/_native/*.c)"
 	@echo "make fuzz    - fuzz the compiled snapshot parser against the Python one (1M inputs)"
 
