@@ -289,6 +289,22 @@ def test_cancel_first_load_leaves_empty_state(qtbot, window, monkeypatch):
     assert window.doc is None and window.pages.currentIndex() == 0
 
 
+def test_a_replaced_document_is_collected_the_first_load_is_not(window, load, qtbot,
+                                                                monkeypatch):
+    """gc.collect() (~30 ms) runs when a finished load may leave garbage behind (here: the
+    document it replaced), not on the way to the first window."""
+    import gc
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    assert load(window, FRAG) == "loaded"
+    qtbot.waitUntil(lambda: not window._old_loaders)  # the thread has finished
+    assert calls == []
+    assert load(window, DATA / "side_stream_pending.pickle") == "loaded"
+    qtbot.waitUntil(lambda: not window._old_loaders)
+    assert len(calls) == 1
+
+
 def test_bad_file_shows_error(tmp_path, window, load):
     bad = tmp_path / "garbage.pickle"
     bad.write_bytes(b"this is not a snapshot at all")
@@ -336,6 +352,48 @@ def test_screenshot_writes_1440x900_png(tmp_path, qapp):
     img = QImage(os.fspath(out))
     assert not img.isNull()
     assert (img.width(), img.height()) == (1440, 900)
+
+
+def test_screenshot_shows_the_stacked_allocations(tmp_path, qapp, monkeypatch):
+    """The PNG is the complete window: the timeline's stacked allocations too, not only
+    its curves.  They are built for the final size before the one grab, whatever the
+    debounce of view changes (here a minute: a screenshot that waited for the timer, or
+    raced it, would have none)."""
+    from PySide6.QtGui import QColor
+
+    from vramscope.viewer._qt import timeline_view
+    from vramscope.viewer.commands import gui
+
+    monkeypatch.setattr(timeline_view, "DEBOUNCE_MS", 60_000)
+    out = tmp_path / "shot.png"
+    code = gui.main(argparse.Namespace(file=os.fspath(DATA / "side_stream_pending.pickle"),
+                                       screenshot=os.fspath(out)))
+    assert code == 0
+    img = QImage(os.fspath(out)).convertToFormat(QImage.Format.Format_RGB32)
+    rgb = np.frombuffer(img.constBits(), np.uint32, img.width() * img.height()) & 0xFFFFFF
+    bands = np.array([QColor(c).rgb() & 0xFFFFFF for c in timeline_view.BAND_COLORS], np.uint32)
+    # Band colours appear nowhere else in the window; a stacked timeline fills ~10 % of it.
+    assert np.isin(rgb, bands).sum() > 0.02 * rgb.size
+
+
+def test_screenshot_leaves_the_garbage_collector_as_it_found_it(tmp_path, qapp):
+    """The GUI command starts with the cyclic GC off (start-up garbage is negligible);
+    it is back on once the window is up, and stays off for a caller that had it off."""
+    import gc
+
+    from vramscope.viewer.commands import gui
+
+    seen = []
+    for enabled in (True, False):
+        gc.enable() if enabled else gc.disable()
+        try:
+            args = argparse.Namespace(file=os.fspath(FRAG),
+                                      screenshot=os.fspath(tmp_path / "s.png"))
+            assert gui.main(args) == 0
+            seen.append(gc.isenabled())
+        finally:
+            gc.enable()
+    assert seen == [True, False]
 
 
 def test_screenshot_bad_file_exit_2(tmp_path, qapp, capsys):

@@ -11,11 +11,9 @@ from PySide6.QtWidgets import QApplication
 
 from . import settings as st
 from .main_window import MainWindow, app_icon
+from .png import save_png
 
 SCREENSHOT_SIZE = QSize(1440, 900)
-# Qt maps PNG quality q to zlib level (100 - q) * 9 / 91: 80 is level 1, which writes a
-# 1440x900 window in ~40 ms instead of ~65 ms at the default level, for a file ~4 % bigger.
-PNG_QUALITY = 80
 
 
 def application(argv: list[str] | None = None) -> QApplication:
@@ -68,8 +66,23 @@ def render_window(window, size: QSize = SCREENSHOT_SIZE):
     return window.grab()
 
 
-def _save(window, out: str) -> tuple[int, str]:
-    if not render_window(window).save(out, "PNG", PNG_QUALITY):
+def _grab_main(window: MainWindow):
+    """The main window of :func:`screenshot` (shown at its final size, updates off),
+    settled and grabbed in one paint."""
+    app = QApplication.instance()
+    for _ in range(3):  # layout requests and resizes of the loaded views: nothing paints
+        app.processEvents()
+    window.map.home()
+    window.timeline.flush()  # its stacked allocations for this size: now, not after a debounce
+    app.processEvents()
+    window.setUpdatesEnabled(True)
+    return window.grab()
+
+
+def _save(window, out: str, pixmap=None) -> tuple[int, str]:
+    """Write ``pixmap`` (else :func:`render_window` of ``window``) to ``out`` as a PNG."""
+    image = (pixmap if pixmap is not None else render_window(window)).toImage()
+    if not save_png(image, out):
         return 2, f"{out}: cannot write the PNG"
     return 0, ""
 
@@ -94,9 +107,11 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
             qInstallMessageHandler(None)
     window = MainWindow(persist=False)
     try:
-        # Laid out (and painted once, empty) at its final size while the document loads,
-        # not after: the loaded views are then built for that size once.
+        # Laid out at its final size while the document loads, not after: the loaded
+        # views are then built for that size once.  Updates stay off until the grab: the
+        # window is painted once, into the PNG (a headless window has no screen to update).
         window.resize(SCREENSHOT_SIZE)
+        window.setUpdatesEnabled(False)
         window.show()
         QApplication.instance().processEvents()
         if path:
@@ -106,7 +121,7 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
                 return 2, window.last_error or f"{path}: load {result}"
             if window.error_box is not None:
                 window.error_box.close()
-        return _save(window, out)
+        return _save(window, out, _grab_main(window))
     finally:
         window.close()
         window.deleteLater()

@@ -293,15 +293,6 @@ def _ago(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------------- entry points
-def add_attach_action(window: MainWindow, menu) -> None:
-    """File ▸ Attach… in ``window``'s File menu (the main window's one hook)."""
-    action = window._action("&Attach to running process…", lambda: open_attach_dialog(window),
-                            "Ctrl+Shift+A", "Watch a running PyTorch process's GPU memory live, "
-                            "or save a snapshot from it")
-    menu.addAction(action)
-    window.attach_action = action
-
-
 def open_attach_dialog(window: MainWindow):
     from .attach_dialog import AttachDialog
 

@@ -50,6 +50,9 @@ class LoadThread(QThread):
         self.defer_store = False
         self.result: Document | None = None
         self.error: str | None = None
+        # The owner's hint: whether this thread's end may leave garbage worth a
+        # gc.collect() (not after a first document was delivered: nothing was replaced).
+        self.collect_when_done = True
 
     def cancel(self) -> None:
         self.cancel_event.set()

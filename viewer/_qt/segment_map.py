@@ -584,7 +584,7 @@ class SegmentMapView(QWidget):
         self.y_axis.setWidth(120)
         # Show every row label that fits (pyqtgraph drops dense labels by default).
         self.y_axis.setStyle(textFillLimits=[(0, 1.0)], tickLength=0)
-        self.vb = MapViewBox()
+        self.vb = MapViewBox(enableMenu=False)  # no context menu: none built
         self.plot = pg.PlotWidget(viewBox=self.vb,
                                   axisItems={"bottom": self.x_axis, "left": self.y_axis})
         self.plot.setMinimumSize(QSize(200, 120))

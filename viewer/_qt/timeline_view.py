@@ -566,7 +566,7 @@ class TimelinePanel(QWidget):
         self.x_axis.enableAutoSIPrefix(False)
         self.y_axis = BytesYAxis("left")
         self.y_axis.setWidth(64)
-        self.vb = TimelineViewBox()
+        self.vb = TimelineViewBox(enableMenu=False)  # no context menu: none built
         self.vb.setMouseEnabled(x=True, y=False)
         self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": self.x_axis, "left": self.y_axis})
         self.plot.setMinimumSize(QSize(200, 90))
@@ -681,21 +681,20 @@ class TimelinePanel(QWidget):
         self.time_button.setToolTip("x axis: time since the first event (Ctrl+T toggles)"
                                     if self.has_time else "This trace has no timestamps")
         self.iv = doc.intervals(device)
-        keep = np.ones(len(self.iv), bool)
-        if stream is not None:
-            keep &= self.iv.stream == stream
-        if pool is not None:
-            keep &= self.iv.pool == pool
-        self.iv_ids = np.flatnonzero(keep)
-        self._sub_iv = None
-        # Colour by the allocation's top frame: looked up per frame, gathered per interval.
-        if len(doc.top_frame):
-            keys = doc.top_frame[np.maximum(self.iv.stack, 0)]
-            keys[self.iv.stack < 0] = -1
-            lut = band_color_index(np.arange(-1, int(keys.max(initial=-1)) + 1))
-            self.band_color = lut[keys + 1]
+        if stream is None and pool is None:
+            self.iv_ids = np.arange(len(self.iv))
         else:
-            self.band_color = band_color_index(np.full(len(self.iv), -1))
+            keep = np.ones(len(self.iv), bool)
+            if stream is not None:
+                keep &= self.iv.stream == stream
+            if pool is not None:
+                keep &= self.iv.pool == pool
+            self.iv_ids = np.flatnonzero(keep)
+        self._sub_iv = None
+        # Colour by the allocation's top frame: one colour per stack, gathered per
+        # interval (stack -1, none, picks the last entry: the colour of no frame).
+        per_stack = band_color_index(np.append(doc.top_frame, -1))
+        self.band_color = per_stack[np.maximum(self.iv.stack, -1)]
         self.curves = doc.curves(device, stream, pool)
         self._build_envelopes()
         self.peaks = {c: self.curves[c].peak() if hasattr(self.curves[c], "peak")
@@ -1120,6 +1119,12 @@ class TimelinePanel(QWidget):
 
     def columns(self) -> int:
         return max(2, int(self.vb.width()) if self.vb.width() > 0 else 800)
+
+    def flush(self) -> None:
+        """Refresh the stacked allocations now if a view change is waiting for the
+        debounce: what the view shows a moment later (a grab of the window)."""
+        if self._timer.isActive():
+            self.refresh_stack()
 
     def refresh_stack(self) -> None:
         """Recompute the stacked layout for the visible range and rebuild its paths."""

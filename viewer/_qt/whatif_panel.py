@@ -7,7 +7,7 @@ typed in) and a memory limit; Run simulates them off the GUI thread
 trace for the recorded run and each alternative, marks predicted OOMs, and
 lists the figures in a table (Copy puts it on the clipboard as TSV; Export
 saves the chart as PNG).  Opened from the main window by Tools > What-if…
-(:func:`add_whatif_action`).
+(Ctrl+Shift+W, :func:`open_panel`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QProgressBar, QPushButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -382,20 +382,3 @@ def open_panel(window) -> WhatIfPanel | None:
         windows.append(panel)
     panel.show()
     return panel
-
-
-def add_whatif_action(window, menu) -> QAction:
-    """Tools > What-if… (Ctrl+Shift+W), enabled while a snapshot is open."""
-    action = QAction("&What-if: other allocator settings…", window)
-    action.setShortcut(QKeySequence("Ctrl+Shift+W"))
-    tip = ("Replay this trace through a model of the caching allocator under other "
-           "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs")
-    action.setToolTip(tip)
-    action.setStatusTip(tip)
-    action.triggered.connect(lambda: open_panel(window))
-    action.setEnabled(getattr(window, "doc", None) is not None)
-    if hasattr(window, "documentChanged"):
-        window.documentChanged.connect(lambda doc: action.setEnabled(doc is not None))
-    menu.addAction(action)
-    window.whatif_action = action
-    return action
