@@ -33,19 +33,7 @@ def roundup_divisions(size: int, settings: dict[str, Any] | None) -> int:
 
 def round_size(size: int, settings: dict[str, Any] | None = None) -> int:
     """The block size the allocator reserves for a request of ``size`` bytes."""
-    if size < MIN_BLOCK_SIZE:
-        return MIN_BLOCK_SIZE
-    divisions = roundup_divisions(size, settings)
-    if divisions > 1 and size > MIN_BLOCK_SIZE * divisions:
-        if size & (size - 1) == 0:
-            return size
-        floor = 1 << (size.bit_length() - 1)
-        step = floor >> (divisions.bit_length() - 1)
-        if step == 0:
-            return floor << 1
-        base = size & ~(step - 1)
-        return size if base == size else base + step
-    return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE)
+    return _rounded(size, roundup_divisions(size, settings))
 
 
 def is_small_request(rounded: int) -> bool:
@@ -112,12 +100,7 @@ class AllocatorConfig:
 
     def round_size(self, size: int) -> int:
         """The block size for a request of ``size`` bytes (round_size)."""
-        if size < MIN_BLOCK_SIZE:
-            return MIN_BLOCK_SIZE
-        divisions = self.divisions(size)
-        if divisions > 1 and size > MIN_BLOCK_SIZE * divisions:
-            return _next_division(size, divisions)
-        return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE)
+        return _rounded(size, self.divisions(size))
 
     def as_settings(self) -> dict[str, Any]:
         """The ``allocator_settings`` dict a snapshot of these settings would carry."""
@@ -149,6 +132,15 @@ class AllocatorConfig:
         if self.garbage_collection_threshold > 0:
             parts.append(f"garbage_collection_threshold:{self.garbage_collection_threshold:g}")
         return ",".join(parts) or "(defaults)"
+
+
+def _rounded(size: int, divisions: int) -> int:
+    """round_size given the roundup_power2_divisions that apply to ``size``."""
+    if size < MIN_BLOCK_SIZE:
+        return MIN_BLOCK_SIZE
+    if divisions > 1 and size > MIN_BLOCK_SIZE * divisions:
+        return _next_division(size, divisions)
+    return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE)
 
 
 def _next_division(size: int, divisions: int) -> int:
