@@ -15,16 +15,9 @@ BIG_XZ = DATA / "transformer_long_python_1000k.pickle.xz"
 
 
 @pytest.fixture(autouse=True)
-def isolated_settings(tmp_path, monkeypatch):
+def isolated_settings(isolated_qt_settings):
     """Every test gets its own settings file; real user settings are never touched."""
-    from PySide6.QtCore import QSettings
-
-    path = tmp_path / "settings" / "vramscope.ini"
-    path.parent.mkdir()
-    monkeypatch.setenv("VRAMSCOPE_SETTINGS_FILE", os.fspath(path))
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.fspath(path.parent))
-    return path
+    return isolated_qt_settings
 
 
 @pytest.fixture
