@@ -939,6 +939,19 @@ done:
 /* curves(action i8, block_size i64, size i64, starts (4 ints), out_requested, out_allocated,
  *        out_active, out_reserved (i64 or None)) -> ((peak, first event) x 4)
  * The allocator's counters after every event, in one pass (replay.curves is the reference). */
+/* One event's effect on the four counters (requested, active, allocated, reserved),
+ * shared by curves() and curve_blocks() so the two can never disagree. */
+static inline void apply_event(long long c[4], int8_t action, int64_t block_size, int64_t size) {
+    switch (action) {
+    case 0: c[0] += size; c[1] += block_size; c[2] += block_size; break;
+    case 1: c[1] -= block_size; break;
+    case 2: c[0] -= size; c[2] -= block_size; break;
+    case 3: case 5: c[3] += size; break;
+    case 4: case 6: c[3] -= size; break;
+    default: break;
+    }
+}
+
 static PyObject *curves(PyObject *self, PyObject *args) {
     PyObject *o_act, *o_bs, *o_sz, *outs[4];
     long long c[4];
@@ -968,14 +981,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
         at[j] = -1;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        switch (act[k]) {
-        case 0: c[0] += sz[k]; c[1] += bs[k]; c[2] += bs[k]; break;
-        case 1: c[1] -= bs[k]; break;
-        case 2: c[0] -= sz[k]; c[2] -= bs[k]; break;
-        case 3: case 5: c[3] += sz[k]; break;
-        case 4: case 6: c[3] -= sz[k]; break;
-        default: break;
-        }
+        apply_event(c, act[k], bs[k], sz[k]);
         for (int j = 0; j < 4; j++) {
             if (out[j]) out[j][k] = c[j];
             if (c[j] > best[j]) {
@@ -1047,14 +1053,7 @@ static PyObject *curve_blocks(PyObject *self, PyObject *args) {
             m[j] = INT64_MIN;
         }
         for (; k < end; k++) {
-            switch (act[k]) {
-            case 0: c[0] += sz[k]; c[1] += bs[k]; c[2] += bs[k]; break;
-            case 1: c[1] -= bs[k]; break;
-            case 2: c[0] -= sz[k]; c[2] -= bs[k]; break;
-            case 3: case 5: c[3] += sz[k]; break;
-            case 4: case 6: c[3] -= sz[k]; break;
-            default: break;
-            }
+            apply_event(c, act[k], bs[k], sz[k]);
             for (int j = 0; j < 4; j++) {
                 if (c[j] > m[j]) m[j] = c[j];
                 if (c[j] > best[j]) {
