@@ -9,15 +9,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
+# Every test gets its own settings file; real user settings are never touched.
+pytestmark = pytest.mark.usefixtures("isolated_qt_settings")
 
 from vramscope.viewer.model import load_snapshot  # noqa: E402
 
 MiB = 1 << 20
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(isolated_qt_settings):
-    return isolated_qt_settings
 
 
 @pytest.fixture

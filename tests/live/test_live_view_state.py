@@ -16,13 +16,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 pytest.importorskip("pytestqt")
+# Every test gets its own settings file; real user settings are never touched.
+pytestmark = pytest.mark.usefixtures("isolated_qt_settings")
 
 MiB = 1 << 20
-
-
-@pytest.fixture(autouse=True)
-def isolated_settings(isolated_qt_settings):
-    return isolated_qt_settings
 
 
 @pytest.fixture
