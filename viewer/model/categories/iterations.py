@@ -196,10 +196,14 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
         guessed[lo:hi] |= free
 
 
-def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None) -> Phases:
-    """Evidence, phases and iterations of one device's trace."""
+def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
+                requested: np.ndarray | None = None) -> Phases:
+    """Evidence, phases and iterations of one device's trace (``requested``: the requested
+    bytes after each event, default ``rep.requested``)."""
     if kinds is None:
         kinds = sk.stack_kinds(snap)
+    if requested is None:
+        requested = rep.requested
     n = len(rep)
     ev, guessed = event_evidence(snap, rep, kinds)
     forced = np.full(n, -1, np.int8)
@@ -221,14 +225,14 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
         # Without frames, split each span between steps at its highest point (guess).
         bounds = [0] + [hi for _, hi in anchors]
         spans = [(b, lo) for b, (lo, _) in zip(bounds, anchors)]
-        _split_by_curve(phase, guessed, rep.requested, spans)
+        _split_by_curve(phase, guessed, requested, spans)
     else:
         for ph in (PH_BACKWARD, PH_FORWARD):
             s, e = _runs(phase == ph)
             if len(s):
                 anchors = list(zip(s.tolist(), e.tolist()))
                 break
-    iterations, iteration = _iterations(ev, phase, guessed, rep.requested, anchors, n)
+    iterations, iteration = _iterations(ev, phase, guessed, requested, anchors, n)
     return Phases(evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
                   iterations=iterations, stack_kinds=kinds, annotated=bool(steps))
 

@@ -29,6 +29,18 @@ from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
 N_CATEGORIES = len(CATEGORY_NAMES)
 
 
+def requested_curve(iv: Intervals, n: int) -> np.ndarray:
+    """Requested bytes after each of ``n`` events, from the allocations' lifetimes (the
+    replay's own curve, without materialising its other three)."""
+    if n == 0:
+        return np.zeros(0, np.int64)
+    s = np.maximum(iv.start, 0)
+    w = iv.requested.astype(np.float64)  # exact below 2**53 bytes
+    d = np.bincount(s, weights=w, minlength=n + 1)[:n + 1]
+    d -= np.bincount(np.minimum(iv.end, n), weights=w, minlength=n + 1)[:n + 1]
+    return np.cumsum(d[:n]).astype(np.int64)
+
+
 @dataclass
 class MemoryBreakdown:
     """Categories of every allocation of one device, its iterations and leaks."""
@@ -41,6 +53,7 @@ class MemoryBreakdown:
     reason: np.ndarray  # int8 per interval: index into REASONS
     phases: Phases  # per event: phase, iteration, evidence
     leaks: list[Leak]
+    requested: np.ndarray  # int64 requested bytes after each event (= the replay's curve)
     _by_start: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -54,10 +67,11 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        kinds = sk.stack_kinds(snap)
-        ph = find_phases(snap, rep, kinds)
-        progress.update("categories", 0.3)
         iv = intervals(rep)
+        progress.update("categories", 0.3)
+        requested = requested_curve(iv, len(rep))
+        kinds = sk.stack_kinds(snap)
+        ph = find_phases(snap, rep, kinds, requested)
         progress.update("categories", 0.6)
         category, reason = classify(iv, ph, len(rep))
         progress.update("categories", 0.9)
@@ -66,7 +80,7 @@ class MemoryBreakdown:
             if n else []
         progress.update("categories", 1.0)
         return cls(snap=snap, device=device, n_events=n, intervals=iv, category=category,
-                   reason=reason, phases=ph, leaks=leaks)
+                   reason=reason, phases=ph, leaks=leaks, requested=requested)
 
     # -- queries ------------------------------------------------------------------------
     @property
