@@ -167,11 +167,13 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     ext = np.append(strong_phase, np.int8(-1))  # index n / -1: no evidence there
     pp = ext[prev_i]
     qp = ext[next_i]
-    phase = np.where(pp == qp, pp, np.int8(PH_OTHER)).astype(np.int8)
+    # A phase goes on (its last frees) until the user's own code runs outside it.
+    user = ev == sk.EV_USER
+    last_user = np.maximum.accumulate(np.where(user, idx, -1)) if n else idx
+    phase = np.where(last_user > prev_i, np.int8(PH_OTHER), pp).astype(np.int8)
+    phase[(pp == qp) & ~((pp == PH_FORWARD) & (last_user > prev_i))] = pp[
+        (pp == qp) & ~((pp == PH_FORWARD) & (last_user > prev_i))]
     phase[(pp == PH_FORWARD) & (qp == PH_BACKWARD)] = PH_FORWARD  # the loss, between them
-    # The user's own code between two forwards (the next batch of an evaluation loop)
-    # separates them.
-    phase[(ev == sk.EV_USER) & (pp == PH_FORWARD) & (qp == PH_FORWARD)] = PH_OTHER
     phase[phase < 0] = PH_OTHER
     phase[strong] = strong_phase[strong]
     return phase

@@ -81,6 +81,10 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
     if not len(alive):
         return []
     it_of = iteration_of_event[iv.start[alive]].astype(np.int64)
+    # After the last iteration (the leaking line may run after the optimizer step): one
+    # more span, counted in live bytes and iterations but never judged.
+    last_end = iterations[-1].end
+    it_of[iv.start[alive] > last_end] = len(iterations)
     top, user = frames if frames is not None else leak_frames(snap)
     stack = iv.stack[alive]
     fid = np.where(stack >= 0, top[np.clip(stack, 0, max(len(top) - 1, 0))]
@@ -104,7 +108,7 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
     for g in np.flatnonzero(hits >= need).tolist():
         mine = group_of == g
         per_it = np.bincount(it_of[mine & (it_of >= 0)], weights=req[mine & (it_of >= 0)],
-                             minlength=n_it).astype(np.int64)
+                             minlength=n_it + 1).astype(np.int64)
         per_done = tuple(int(per_it[it.index]) for it in done)
         growth = int(round(per_it[eligible].sum() / len(eligible)))
         if growth <= 0:
@@ -122,7 +126,7 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
             filename, line, function, frame, is_user = "", 0, "", "(no stack)", False
         out.append(Leak(frame=frame, filename=filename, line=line, function=function,
                         bytes_per_iteration=growth,
-                        iterations=int((per_it[:len(iterations)] > 0).sum()),
+                        iterations=int((per_it > 0).sum()),
                         live_bytes=int(per_it.sum()), per_iteration=per_done, stack=st,
                         allocations=ids, user_code=is_user))
     out.sort(key=lambda lk: -lk.bytes_per_iteration)

@@ -87,6 +87,9 @@ REASONS: tuple[Reason, ...] = (
     Reason("pre_act_freed_in_backward", ACTIVATION, True,
            "allocated before recording (which started inside an iteration) and freed in "
            "that iteration's backward pass: presumably its activation"),
+    Reason("leak_kept", UNKNOWN, False,
+           "kept by a line that leaks (see the leaks): made outside the passes, alive ever "
+           "since; what it holds, the trace cannot tell"),
     Reason("unknown_pre_recording", UNKNOWN, False,
            "allocated before the recording started: nothing says what it is"),
     Reason("unknown_setup", UNKNOWN, False,

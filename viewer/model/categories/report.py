@@ -78,6 +78,7 @@ class MemoryBreakdown:
         n = len(rep)
         leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap)) \
             if n else []
+        _mark_leaked(leaks, category, reason)
         progress.update("categories", 1.0)
         return cls(snap=snap, device=device, n_events=n, intervals=iv, category=category,
                    reason=reason, phases=ph, leaks=leaks, requested=requested)
@@ -162,6 +163,19 @@ class MemoryBreakdown:
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
         return out
+
+
+def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) -> None:
+    """What a leaking line keeps and the lifetimes could not place (an input that never
+    goes, a 'temporary' alive at the end) is named for what it is: kept by the leak."""
+    if not leaks:
+        return
+    from .reasons import INPUT, TEMPORARY, UNKNOWN, reason_id
+
+    ids = np.concatenate([lk.allocations for lk in leaks])
+    ids = ids[np.isin(category[ids], (INPUT, TEMPORARY, UNKNOWN))]
+    reason[ids] = reason_id("leak_kept")
+    category[ids] = UNKNOWN
 
 
 def format_split(split: dict[str, int]) -> str:
