@@ -55,7 +55,12 @@ def test_gpt2_oom_iterations_and_the_peak_in_the_cut_forward():
     k = int(np.argmax(bd.requested))
     assert bd.phase_at(k) == "forward"
     # zero_grad(set_to_none=True) freed the gradients before this forward.
-    assert bd.split_at(k)["gradient"] == 0
+    split = bd.split_at(k)
+    assert split["gradient"] == 0
+    # The cut forward's tensors and the last step's outputs (kept by the program until
+    # this forward returns) are activations, not temporaries.
+    assert split["activation"] > 0.9 * (split["activation"] + split["temporary"])
+    assert bd.reasons_at(k)["act_kept"] > 1 << 30
     assert bd.leaks == []
 
 

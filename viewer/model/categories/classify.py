@@ -112,7 +112,8 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
             e > it_end[np.maximum(own, 0)] + 1)
         put(kept, "act_kept")
     put(fwd & has_b & (e > next_b), "act_saved")
-    put(fwd & ~has_b & survives, "act_output_no_backward")
+    # No backward follows (evaluation, or a forward cut short by an OOM): kept = output.
+    put(fwd & ~has_b & (survives | (e >= n)), "act_output_no_backward")
     put(fwd, "temp_forward")
 
     # Inputs: made outside any pass, alive into the next forward, freed by the end of the
