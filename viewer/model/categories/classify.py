@@ -30,24 +30,19 @@ R = reason_id
 _REASON_CATEGORY = np.array([r.category for r in REASONS], np.int8)
 
 
-def _run_ends(phase: np.ndarray) -> np.ndarray:
-    """Per event: the exclusive end of the run of equal phases that holds it."""
+def _run_end_at(phase: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For events ``at``: the exclusive end of the run of equal phases that holds each."""
     n = len(phase)
     if n == 0:
-        return np.zeros(0, np.int64)
-    change = np.flatnonzero(np.diff(phase)) + 1
-    ends = np.append(change, n).astype(np.int64)
-    run = np.zeros(n, np.int64)
-    run[change] = 1
-    np.cumsum(run, out=run)
-    return ends[run]
+        return np.zeros(len(at), np.int64)
+    ends = np.append(np.flatnonzero(phase[1:] != phase[:-1]) + 1, n)
+    return ends[np.searchsorted(ends, at, "right")]
 
 
-def _next_index(mask: np.ndarray) -> np.ndarray:
-    """Per event k: the first j >= k with mask[j] (len(mask) if none)."""
-    n = len(mask)
-    idx = np.where(mask, np.arange(n, dtype=np.int64), n)
-    return np.minimum.accumulate(idx[::-1])[::-1] if n else idx
+def _next_at(positions: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
+    """For events ``at``: the first of the sorted ``positions`` >= at (``n`` if none)."""
+    ext = np.append(positions, n)
+    return ext[np.searchsorted(positions, at, "left")]
 
 
 def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,10 +63,22 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
     stack = iv.stack
     kinds = np.where(stack >= 0, kinds_all[np.clip(stack, 0, max(len(kinds_all) - 1, 0))]
                      if len(kinds_all) else 0, 0)
-    run_end = _run_ends(ph.phase)[s0] if n else np.zeros(m, np.int64)
-    next_b = np.append(_next_index(ph.phase == PH_BACKWARD), n)[s0 + 1] if n else s0
-    next_f_event = np.append(_next_index(ph.evidence == sk.EV_FORWARD), n)
-    next_f = next_f_event[np.minimum(s0 + 1, n)]
+    # Positions relative to the phases, each only where a rule looks at it (searches over
+    # a million allocations are the cost here).
+    fwd_ids = np.flatnonzero(phase == PH_FORWARD)
+    other_ids = np.flatnonzero(phase == PH_OTHER)
+    bwd_events = ph.phase == PH_BACKWARD
+    b_starts = np.flatnonzero(bwd_events[1:] & ~bwd_events[:-1]) + 1
+    if n and bwd_events[0]:
+        b_starts = np.insert(b_starts, 0, 0)
+    next_b = np.full(m, n, np.int64)
+    next_b[fwd_ids] = _next_at(b_starts, s0[fwd_ids] + 1, n)
+    run_end = np.full(m, n, np.int64)
+    need_end = np.flatnonzero((phase != PH_FORWARD) | (next_b >= n))
+    run_end[need_end] = _run_end_at(ph.phase, s0[need_end])
+    next_f = np.full(m, n, np.int64)
+    next_f[other_ids] = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD),
+                                 s0[other_ids] + 1, n)
 
     def put(mask, code):
         sel = mask & (reason < 0)
@@ -211,11 +218,12 @@ def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
     if not ph.iterations or n == 0:
         return
     first = ph.iterations[0]
-    cat = _REASON_CATEGORY[reason]
     s = iv.start
-    cand = np.flatnonzero((s >= first.start) & (s <= first.end) & (iv.end >= n)
-                          & np.isin(iv.requested, WORKSPACE_SIZES)
-                          & np.isin(cat, (GRADIENT, ACTIVATION)))
+    cand = np.flatnonzero((s >= first.start) & (s <= first.end) & (iv.end >= n))
+    cat_c = _REASON_CATEGORY[reason[cand]]
+    cand = cand[np.isin(iv.requested[cand], WORKSPACE_SIZES)
+                & ((cat_c == GRADIENT) | (cat_c == ACTIVATION))]
+    cat = _REASON_CATEGORY[reason]
     if not len(cand):
         return
     params = iv.requested[cat == PARAMETER]

@@ -92,30 +92,34 @@ def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
     wanted = np.fromiter((strings[i].startswith(prefix) if i >= 0 else False
                           for i in ann.name.tolist()), bool, count=len(ann))
     rows = np.flatnonzero(wanted & ((ann.device == device) | (ann.device < 0)))
-    out = []
+    t0s, t1s = [], []
     open_at = None
-    for r in rows.tolist():
-        if ann.is_start[r]:
-            open_at = int(ann.time_us[r])
+    for start, t in zip(ann.is_start[rows].tolist(), ann.time_us[rows].tolist()):
+        if start:
+            open_at = t
         elif open_at is not None:
-            t0, t1 = open_at, int(ann.time_us[r])
+            t0s.append(open_at)
+            t1s.append(t)
             open_at = None
-            if t1 < time_us[0] or t0 > time_us[-1]:
-                continue  # outside the recorded window (ring buffers keep older annotations)
-            lo = int(np.searchsorted(time_us, t0, "left"))
-            hi = int(np.searchsorted(time_us, t1, "right"))
-            out.append((lo, hi))
-    return out
+    t0 = np.array(t0s, np.int64)
+    t1 = np.array(t1s, np.int64)
+    inside = (t1 >= time_us[0]) & (t0 <= time_us[-1])  # ring buffers keep older ones
+    lo = np.searchsorted(time_us, t0[inside], "left")
+    hi = np.searchsorted(time_us, t1[inside], "right")
+    return list(zip(lo.tolist(), hi.tolist()))
 
 
 def _mark(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
     """Boolean per event: inside any of ``ranges``."""
-    d = np.zeros(n + 1, np.int32)
+    out = np.zeros(n, bool)
+    for lo, hi in ranges:  # a few per iteration: slices, no pass over every event
+        out[lo:hi] = True
+    return out
+
+
+def _set_ranges(arr: np.ndarray, ranges: list[tuple[int, int]], value) -> None:
     for lo, hi in ranges:
-        if hi > lo:
-            d[lo] += 1
-            d[hi] -= 1
-    return np.cumsum(d[:n]) > 0
+        arr[lo:hi] = value
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,30 +156,47 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
 def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     """Phase per event from the strong evidence around it (vectorised forward/backward fill).
 
-    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges)."""
+    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges).  The fill runs
+    over the *key* events only (strong evidence or the user's own code, about one event in
+    three); every event between two keys shares one value, laid out with one ``repeat``.
+    Rules: a phase goes on (its last frees) until the user's own code runs outside it; a
+    gap between a forward and its backward stays forward (the loss); one inside a backward
+    or a step stays there; the user's code between two forwards is ``other``."""
     n = len(ev)
-    strong_phase = np.full(n, -1, np.int8)
+    if n == 0:
+        return np.zeros(0, np.int8)
+    lut = np.full(256, -1, np.int8)
     for e, p in _STRONG_PHASE.items():
-        strong_phase[ev == e] = p
-    has_forced = forced >= 0
-    strong_phase[has_forced] = forced[has_forced]
-    strong = strong_phase >= 0
-    idx = np.arange(n, dtype=np.int64)
-    prev_i = np.maximum.accumulate(np.where(strong, idx, -1)) if n else idx
-    nxt = np.where(strong, idx, n)
-    next_i = np.minimum.accumulate(nxt[::-1])[::-1] if n else idx
-    ext = np.append(strong_phase, np.int8(-1))  # index n / -1: no evidence there
-    pp = ext[prev_i]
-    qp = ext[next_i]
-    # A phase goes on (its last frees) until the user's own code runs outside it.
+        lut[e] = p
+    strong_phase = lut[ev.view(np.uint8)]
+    np.copyto(strong_phase, forced, where=forced >= 0)
     user = ev == sk.EV_USER
-    last_user = np.maximum.accumulate(np.where(user, idx, -1)) if n else idx
-    phase = np.where(last_user > prev_i, np.int8(PH_OTHER), pp).astype(np.int8)
-    phase[(pp == qp) & ~((pp == PH_FORWARD) & (last_user > prev_i))] = pp[
-        (pp == qp) & ~((pp == PH_FORWARD) & (last_user > prev_i))]
-    phase[(pp == PH_FORWARD) & (qp == PH_BACKWARD)] = PH_FORWARD  # the loss, between them
-    phase[phase < 0] = PH_OTHER
-    phase[strong] = strong_phase[strong]
+    key = np.flatnonzero((strong_phase >= 0) | user)
+    phase = np.full(n, PH_OTHER, np.int8)
+    if not len(key):
+        return phase
+    kn = len(key)
+    kp = strong_phase[key]
+    strong_k = kp >= 0
+    ki = np.arange(kn, dtype=np.int64)
+    prev_k = np.where(strong_k, ki, -1)
+    np.maximum.accumulate(prev_k, out=prev_k)
+    nxt = np.where(strong_k, ki, kn)[::-1]
+    next_k = np.minimum.accumulate(nxt)[::-1]
+    ext = np.append(kp, np.int8(-1))  # index kn / -1: no evidence there
+    pp = ext[prev_k]
+    qp = ext[np.append(next_k[1:], kn)]  # the next strong event after key j
+    last_user = np.where(user[key], ki, -1)
+    np.maximum.accumulate(last_user, out=last_user)
+    value = pp.copy()  # of the gap after key j, and of key j itself when it is user code
+    other = last_user > prev_k
+    other &= ~((pp == PH_FORWARD) & (qp == PH_BACKWARD))
+    other &= ~((pp == qp) & (pp != PH_FORWARD))
+    value[other] = PH_OTHER
+    value[value < 0] = PH_OTHER
+    lengths = np.diff(np.append(key, n))
+    phase[key[0]:] = np.repeat(value, lengths)
+    phase[key[strong_k]] = kp[strong_k]
     return phase
 
 
@@ -183,19 +204,23 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
                     spans: list[tuple[int, int]]) -> None:
     """Inside each span without forward/backward evidence, the forward ends at the highest
     point of the curve (activations pile up, then backward releases them): a guess."""
-    for lo, hi in spans:
-        if hi - lo < 2:
-            continue
-        seg = phase[lo:hi]
-        if (seg == PH_FORWARD).any() or (seg == PH_BACKWARD).any():
-            continue
-        top = lo + int(np.argmax(requested[lo:hi]))
+    if not spans:
+        return
+    lo = np.array([a for a, _ in spans], np.int64)
+    hi = np.maximum(np.array([b for _, b in spans], np.int64), lo)
+    work = np.flatnonzero((phase == PH_FORWARD) | (phase == PH_BACKWARD))
+    n_work = np.searchsorted(work, hi) - np.searchsorted(work, lo)
+    bare = np.flatnonzero((hi - lo >= 2) & (n_work == 0))
+    for i in bare.tolist():  # only spans without evidence: files without frames
+        a, b = int(lo[i]), int(hi[i])
+        seg = phase[a:b]
+        top = a + int(np.argmax(requested[a:b]))
         free = seg == PH_OTHER
-        fwd = np.zeros(hi - lo, bool)
-        fwd[:top - lo + 1] = True
+        fwd = np.zeros(b - a, bool)
+        fwd[:top - a + 1] = True
         seg[free & fwd] = PH_FORWARD
         seg[free & ~fwd] = PH_BACKWARD
-        guessed[lo:hi] |= free
+        guessed[a:b] |= free
 
 
 def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
@@ -211,16 +236,16 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     forced = np.full(n, -1, np.int8)
     steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step")
     zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad")
-    forced[_mark(n, zero)] = PH_OTHER
-    forced[_mark(n, steps)] = PH_OPTIMIZER
+    _set_ranges(forced, zero, PH_OTHER)
+    _set_ranges(forced, steps, PH_OPTIMIZER)
     phase = fill_phases(ev, forced)
 
     # Anchors: where iterations end.
     o_starts, o_ends = _runs(phase == PH_OPTIMIZER)
     anchors = list(zip(o_starts.tolist(), o_ends.tolist()))
-    covered = _mark(n, anchors)
+    is_opt = phase == PH_OPTIMIZER
     for lo, hi in steps:  # steps that allocated nothing and freed nothing: empty ranges
-        if hi <= lo and not (lo < n and covered[lo]) and not (lo > 0 and covered[lo - 1]):
+        if hi <= lo and not (lo < n and is_opt[lo]) and not (lo > 0 and is_opt[lo - 1]):
             anchors.append((lo, lo))
     anchors.sort()
     if anchors:
@@ -257,21 +282,30 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
         start = min(end, n)
     if start < n and work[start:].any():  # the recording stopped inside an iteration
         spans.append((start, n, False))
-    for i, (lo, hi, complete) in enumerate(spans):
-        if hi <= lo:
-            continue
-        if lo == 0 and not (phase[lo:hi] == PH_FORWARD).any():
+    spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
+    if not spans:
+        return out, iteration
+    lo = np.array([sp[0] for sp in spans], np.int64)
+    hi = np.array([sp[1] for sp in spans], np.int64)
+
+    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) counts per span.
+    end = int(hi[-1])
+
+    def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
+        return np.add.reduceat(mask[:end], lo, dtype=np.int64)
+
+    n_bwd = count(phase == PH_BACKWARD)
+    n_ev_fwd = count(ev == sk.EV_FORWARD)
+    for i, (a, b, complete) in enumerate(spans):
+        if a == 0 and not (phase[a:b] == PH_FORWARD).any():
             complete = False  # the recording started inside it (a ring buffer)
-        iteration[lo:hi] = len(out)
-        k = lo + int(np.argmax(requested[lo:hi]))
-        seg = phase[lo:hi]
-        kind = "train" if (seg == PH_BACKWARD).any() else "eval"
+        iteration[a:b] = len(out)
+        k = a + int(np.argmax(requested[a:b]))  # the first event at the span's maximum
+        kind = "train" if n_bwd[i] else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
         out.append(Iteration(
-            index=len(out), start=lo, end=hi - 1, peak_bytes=int(requested[k]), peak_event=k,
-            peak_phase=PHASE_NAMES[int(phase[k])],
-            kind=kind,
-            complete=complete, phases_guessed=bool(guessed[lo:hi].any() and not (
-                ev[lo:hi] == sk.EV_FORWARD).any())))
+            index=len(out), start=a, end=b - 1, peak_bytes=int(requested[k]), peak_event=k,
+            peak_phase=PHASE_NAMES[int(phase[k])], kind=kind, complete=complete,
+            phases_guessed=not n_ev_fwd[i]))
     return out, iteration
