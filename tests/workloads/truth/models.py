@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 #: GPT-2 shape used by every GPT-2 recording (vocab 16000: B 4 x T 128 logits = 31.25 MiB fp32).
 GPT2_CONFIG = dict(vocab_size=16000, n_layer=6, n_embd=384, n_head=6, n_positions=1024,
-                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                   bos_token_id=0, eos_token_id=0)
 BERT_CONFIG = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                    intermediate_size=1024, max_position_embeddings=512,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

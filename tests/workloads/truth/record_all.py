@@ -62,8 +62,9 @@ def simple_specs() -> list[dict]:
              optimizer_kwargs={"lr": 0.01}, workload="MLP, plain SGD (no optimizer state)"),
         spec("gpt2_leak", "leak", GPT2, seq=128, iters=8, leak="clone",
              workload="GPT-2 training keeping logits.detach().clone() (31.25 MiB) each iteration"),
-        spec("gpt2_leak_graph", "leak", GPT2, seq=128, iters=8, leak="graph",
-             workload="GPT-2 training keeping the un-detached loss (its graph) each iteration"),
+        spec("gpt2_leak_loss", "leak", GPT2, seq=128, iters=8, leak="loss",
+             workload="GPT-2 training keeping the un-detached loss each iteration (backward "
+                      "freed its graph: one small tensor per iteration)"),
         spec("eval_keeps_outputs", "eval", GPT2, batch=8, optimizer=None, keep_outputs=True,
              workload="GPT-2 eval without no_grad, keeping outputs (graphs) in a list"),
         spec("eval_no_grad", "eval", GPT2, batch=8, optimizer=None, keep_outputs=False,
@@ -106,7 +107,9 @@ def simple_specs() -> list[dict]:
 class Driver:
     """Runs record_one.py subprocesses within one budget; collects the report."""
 
-    def __init__(self, out: Path, budget: float, per_run: float, jobs: int) -> None:
+    def __init__(self, out: Path, budget: float, per_run: float, jobs: int,
+                 device: str = "cuda") -> None:
+        self.device = device
         self.out = out
         self.work = out / "work"
         self.work.mkdir(parents=True, exist_ok=True)
@@ -139,7 +142,8 @@ class Driver:
         if sp.get("alloc_conf"):
             env["PYTORCH_CUDA_ALLOC_CONF"] = sp["alloc_conf"]
         result = self.work / f"{label.replace(':', '_')}.result.json"
-        cmd = [sys.executable, str(RECORD_ONE), "--out", str(self.work), "--spec", json.dumps(sp)]
+        cmd = [sys.executable, str(RECORD_ONE), "--out", str(self.work), "--spec", json.dumps(sp),
+               "--device", self.device]
         if probe:
             cmd += ["--probe", "--result", str(result)]
         t = time.monotonic()
@@ -337,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-run", type=float, default=120, help="timeout of one process (s)")
     ap.add_argument("--jobs", type=int, default=4, help="processes at a time")
     ap.add_argument("--only", help="comma-separated labels to run (substring match)")
+    ap.add_argument("--device", default="cuda", help="cpu: smoke-test the driver off the GPU")
     ap.add_argument("--max-tar", type=int, default=14 << 20)
     ap.add_argument("--max-total", type=int, default=58 << 20)
     args = ap.parse_args(argv)
@@ -347,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pack_reserve = 25.0
-    d = Driver(out, args.budget - pack_reserve, args.per_run, args.jobs)
+    d = Driver(out, args.budget - pack_reserve, args.per_run, args.jobs, args.device)
     tasks = plan()
     if args.only:
         keys = args.only.split(",")

@@ -109,6 +109,16 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     torch.manual_seed(spec.get("seed", 1234))
     out.mkdir(parents=True, exist_ok=True)
 
+    limit = fraction = total = None
+    if cuda:
+        torch.cuda.init()
+        total = torch.cuda.mem_get_info(dev)[1]
+        if spec.get("limit_bytes"):
+            fraction = min(1.0, spec["limit_bytes"] / total)
+            torch.cuda.set_per_process_memory_fraction(fraction, dev)
+            limit = int(fraction * total)  # what the allocator computes (setMemoryFraction)
+
+    # Recording starts after CUDA init (so it starts at once) and before any allocation.
     rec = None
     capture = None
     max_entries = spec.get("max_entries", 1_000_000)
@@ -118,15 +128,6 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         rec = capture.record(out=str(out), max_entries=max_entries, stacks=stacks,
                              context="all", oom=False, dump_on_exit=False, dump_signal=None)
         rec.start()
-
-    limit = fraction = total = None
-    if cuda:
-        torch.cuda.init()
-        total = torch.cuda.mem_get_info(dev)[1]
-        if spec.get("limit_bytes"):
-            fraction = min(1.0, spec["limit_bytes"] / total)
-            torch.cuda.set_per_process_memory_fraction(fraction, dev)
-            limit = int(fraction * total)  # what the allocator computes (setMemoryFraction)
 
     def max_alloc() -> int:
         return torch.cuda.max_memory_allocated(dev) if cuda else 0
@@ -174,7 +175,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     iters = spec.get("iters", 6)
     shapes = spec.get("shapes")  # per-iteration [batch, seq] schedule
     grow = spec.get("grow")  # batch multiplier per iteration (expandable_oom)
-    leak = spec.get("leak")  # "clone" | "graph" | None
+    leak = spec.get("leak")  # "clone" | "loss" | None
     keep = spec.get("keep_outputs")  # eval: keep outputs (True) or .item() under no_grad (False)
     reset_peaks = spec.get("reset_peaks", kind not in ("sweep", "limit", "remedy"))
     empty_cache_at = set(spec.get("empty_cache_at", []))
@@ -234,14 +235,16 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
                 leak_line = leak_line or here()
                 kept.append(output.detach().clone())
                 kept_per_iter.append(storages([kept[-1]], cuda_only=cuda))
-            elif leak == "graph":
+            elif leak == "loss":
+                # backward() already freed the graph's saved tensors: only the loss stays.
                 leak_line = leak_line or here()
                 kept.append(loss)
-                kept_per_iter.append(_graph_kept(saved.current, param_st, loss))
+                kept_per_iter.append(storages([loss], cuda_only=cuda))
             elif eval_mode and keep:
+                # Keeping (loss, logits) without backward keeps the whole forward graph.
                 leak_line = leak_line or here()
-                kept.append(output)
-                kept_per_iter.append(_graph_kept(saved.current, param_st, output))
+                kept.append((loss, output))
+                kept_per_iter.append(_graph_kept(saved.current, param_st, [loss, output]))
             else:
                 code_lines.setdefault("item", here())
                 loss_value = loss.item()
@@ -308,7 +311,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     opt_st = storages(opt_tensors, cuda_only=cuda)
     act = {p: n for p, n in last_saved.items() if p not in param_st}
     act_params = sum(1 for p in last_saved if p in param_st)
-    kept_now = storages([x for x in kept if isinstance(x, torch.Tensor)], cuda_only=cuda)
+    kept_now: dict[int, int] = {}
     for d in kept_per_iter:
         kept_now.update(d)
 
@@ -384,10 +387,10 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     return 0
 
 
-def _graph_kept(saved: dict[int, int], param_st: dict[int, int], root) -> dict[int, int]:
-    """Storages a kept graph holds: what it saved (parameters excluded) plus the root tensor."""
+def _graph_kept(saved: dict[int, int], param_st: dict[int, int], roots) -> dict[int, int]:
+    """Storages a kept graph holds: what it saved (parameters excluded) plus its root tensors."""
     kept = {p: n for p, n in saved.items() if p not in param_st}
-    kept.update(storages([root], cuda_only=root.is_cuda))
+    kept.update(storages(roots, cuda_only=roots[0].is_cuda))
     return kept
 
 
