@@ -177,7 +177,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     grow = spec.get("grow")  # batch multiplier per iteration (expandable_oom)
     leak = spec.get("leak")  # "clone" | "loss" | None
     keep = spec.get("keep_outputs")  # eval: keep outputs (True) or .item() under no_grad (False)
-    reset_peaks = spec.get("reset_peaks", kind not in ("sweep", "limit", "remedy"))
+    reset_peaks = spec.get("reset_peaks", kind in ("train", "leak", "eval"))
     empty_cache_at = set(spec.get("empty_cache_at", []))
 
     param_st = storages(model.parameters(), cuda_only=cuda)
