@@ -68,14 +68,15 @@ def summary(st: dict[int, int], **extra) -> dict:
 class SavedCollector:
     """Storages autograd saves for backward (saved_tensors_hooks), per iteration."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_type: str) -> None:
         self.current: dict[int, int] = {}
+        self.device_type = device_type  # CPU scalars saved on a CUDA run are not GPU memory
 
     def hooks(self):
         import torch
 
         def pack(t):
-            if t.is_cuda or t.device.type == "cpu":
+            if t.device.type == self.device_type:
                 try:
                     s = t.untyped_storage()
                     if s.data_ptr() != 0:
@@ -106,6 +107,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     kind = spec.get("kind", "train")
     cuda = device.startswith("cuda")
     dev = torch.device(device)
+    if cuda and dev.index is None:
+        dev = torch.device("cuda", 0)  # set_per_process_memory_fraction needs an index
     torch.manual_seed(spec.get("seed", 1234))
     out.mkdir(parents=True, exist_ok=True)
 
@@ -189,7 +192,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     kept_per_iter: list = []
     leak_line = None
     empty_cache_calls: list = []
-    saved = SavedCollector()
+    saved = SavedCollector(dev.type)
     last_saved: dict[int, int] = {}
     last_inputs: dict[int, int] = {}
     oom = None
