@@ -61,6 +61,7 @@ OPT_INIT = [_f(f"{TORCH}/optim/adamw.py", 150, "_init_group"),
 OPT_TEMP = [_f(f"{TORCH}/optim/adamw.py", 600, "_multi_tensor_adamw"),
             _f(f"{TORCH}/optim/adamw.py", 240, "step"),
             _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"), _f(USER, 46, "main")]
+ZERO_GRAD = [_f(f"{TORCH}/optim/optimizer.py", 990, "zero_grad"), _f(USER, 36, "main")]
 LEAK_LINE = 57
 LEAK = [_f(USER, LEAK_LINE, "main")]
 
@@ -91,8 +92,9 @@ class TrainingTrace:
         self.live[addr] = (rounded, size, frames)
         return addr
 
-    def free(self, addr: int) -> None:
-        rounded, size, frames = self.live.pop(addr)
+    def free(self, addr: int, frames: list) -> None:
+        """Free ``addr``; ``frames``: where the program freed it (torch records that stack)."""
+        rounded, size, _ = self.live.pop(addr)
         self._event("free_requested", addr, size, frames)
         self._event("free_completed", addr, size, frames)
 
@@ -146,29 +148,29 @@ def training_run(iterations: int = 6, layers: int = 4, leak: bool = False,
     for it in range(iterations):
         tr.annotate("Optimizer.zero_grad#AdamW.zero_grad", "START")
         for g in grads:
-            tr.free(g)
+            tr.free(g, ZERO_GRAD)
         grads = []
         tr.annotate("Optimizer.zero_grad#AdamW.zero_grad", "END")
         x = tr.alloc(2 * MIB + 4096, INPUT, "input")
         if x_prev is not None:
-            tr.free(x_prev)
+            tr.free(x_prev, INPUT)
         x_prev = x
         acts = []
         for j in range(layers):
             acts.append(tr.alloc(6 * MIB + 512 * j, FORWARD(10 + j), "activation"))
             tmp = tr.alloc(7 * MIB + 512 * j, FORWARD(10 + j), "temporary")
-            tr.free(tmp)
+            tr.free(tmp, FORWARD(10 + j))
         loss = tr.alloc(1536 * 1024, LOSS, "activation")
         if loss_prev is not None:
-            tr.free(loss_prev)
+            tr.free(loss_prev, LOSS)
         loss_prev = loss
         g0 = tr.alloc(1536 * 1024, BACKWARD_ENTRY, "temporary")
         for j in reversed(range(layers)):
             tmp = tr.alloc(8 * MIB + 512 * j, AUTOGRAD_THREAD, "temporary")
             grads.append(tr.alloc(param_sizes[j], AUTOGRAD_THREAD, "gradient"))
-            tr.free(tmp)
-            tr.free(acts[j])
-        tr.free(g0)
+            tr.free(tmp, AUTOGRAD_THREAD)
+            tr.free(acts[j], AUTOGRAD_THREAD)
+        tr.free(g0, BACKWARD_ENTRY)
         tr.annotate("Optimizer.step#AdamW.step", "START")
         if it == 0:
             for s in param_sizes:
@@ -176,7 +178,7 @@ def training_run(iterations: int = 6, layers: int = 4, leak: bool = False,
                 states.append(tr.alloc(s, OPT_INIT, "optimizer_state"))
         for s in param_sizes:
             tmp = tr.alloc(s, OPT_TEMP, "temporary")
-            tr.free(tmp)
+            tr.free(tmp, OPT_TEMP)
         tr.annotate("Optimizer.step#AdamW.step", "END")
         if leak:
             tr.alloc(leak_bytes, LEAK, "unknown")

@@ -131,7 +131,8 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
                                                                                   np.ndarray]:
-    """(evidence per event, guessed per event): the evidence of each alloc's stack."""
+    """(evidence per event, guessed per event): the evidence of each alloc's or requested
+    free's stack."""
     has_py = sk.stack_has_python(snap)
     ev_stack = sk.stack_evidence(kinds, has_py)
     guessed_stack = ev_stack == sk.EV_NO_PYTHON
@@ -143,9 +144,11 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
     n = len(rep)
     ev = np.zeros(n, np.int8)
     guessed = np.zeros(n, bool)
-    alloc = rep.action == Action.ALLOC
+    # Allocations and the frees a program asked for both carry the stack of the moment
+    # (``del x`` in the user's code, a free inside autograd's thread).
+    act = rep.action
     st = rep.stack
-    has = alloc & (st >= 0)
+    has = ((act == Action.ALLOC) | (act == Action.FREE_REQUESTED)) & (st >= 0)
     if len(ev_stack):
         idx = np.flatnonzero(has)
         ev[idx] = ev_stack[st[idx]]
