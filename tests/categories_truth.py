@@ -105,7 +105,7 @@ def compare(truth_path: Path) -> Comparison:
         t = truth.get(key) or {}
         cmp.truth_bytes[ours] = int(t.get("bytes", 0) or 0)
         blocks = np.array(t.get("blocks") or [], np.int64).reshape(-1, 2)
-        cmp.truth_live_at_peak[ours] = _live_bytes(iv, live_peak, blocks)
+        cmp.truth_live_at_peak[ours] = _live_bytes(iv, live_peak, blocks, live_end)
         if ours in ("parameter", "optimizer_state"):
             # Truth at snapshot time: the blocks alive at the end must carry our category.
             cat = CATEGORY_NAMES.index(ours)
@@ -113,12 +113,13 @@ def compare(truth_path: Path) -> Comparison:
     return cmp
 
 
-def _live_bytes(iv, live: np.ndarray, blocks: np.ndarray) -> int:
-    """Bytes of the truth blocks that an allocation live at that moment starts at."""
+def _live_bytes(iv, live: np.ndarray, blocks: np.ndarray, at_end: np.ndarray) -> int:
+    """Bytes of the truth blocks (taken at the end) whose allocation - the one alive at the
+    end at that address, not an earlier one that reused it - is live at that moment."""
     if not len(blocks):
         return 0
-    addrs = iv.addr[live]
-    hit = np.isin(blocks[:, 0], addrs)
+    ids = np.flatnonzero(at_end)
+    hit = np.isin(blocks[:, 0], iv.addr[ids[live[ids]]])
     return int(blocks[hit, 1].sum())
 
 

@@ -84,11 +84,31 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         sel = mask & (reason < 0)
         reason[sel] = R(code)
 
+    # From before recording, but the snapshot kept the stack that made it (the ring
+    # buffer wrapped; the blocks remember): the stack decides as for any allocation.
+    pre_kinds = np.where(~made, kinds, 0)
+    put(~made & ((pre_kinds & sk.K_APPLY) != 0), "param_module_apply")
+    not_step = (pre_kinds & (sk.K_OPTIM | sk.K_BACKWARD)) == 0
+    put(~made & ((pre_kinds & sk.K_MODULE_INIT) != 0) & not_step, "param_module_init")
+    put(~made & ((pre_kinds & sk.K_OPT_INIT) != 0) & (e >= n), "opt_init_group")
     # From before recording, freed in the first backward (a ring buffer that starts
     # inside an iteration): that iteration's activations.
     pre_end = np.minimum(e, max(n - 1, 0))
     put(~made & (e < n) & (ph.phase[pre_end] == PH_BACKWARD if n else False)
         & (ph.iteration[pre_end] <= 0 if n else False), "pre_act_freed_in_backward")
+    # From before recording, freed by zero_grad (annotated, or a free whose stack is in
+    # zero_grad): the previous iteration's gradients.
+    if (~made).any() and n:
+        pre = np.flatnonzero(~made & (e < n))
+        in_zero = ph.evidence[e[pre]] == sk.EV_ZERO_GRAD
+        if ph.zero_grad:
+            z = np.array(ph.zero_grad, np.int64).reshape(-1, 2)
+            # free_completed e: its free_requested is at or before it, inside the range
+            j = np.searchsorted(z[:, 0], e[pre], "right") - 1
+            in_zero |= (j >= 0) & (e[pre] < z[np.maximum(j, 0), 1] + 1)
+        zmask = np.zeros(m, bool)
+        zmask[pre[in_zero]] = True
+        put(zmask, "pre_grad_freed_in_zero_grad")
     put(~made, "unknown_pre_recording")
     put((kinds & sk.K_WORKSPACE) != 0, "workspace_cublas")
     other_or_fwd = (phase == PH_OTHER) | (phase == PH_FORWARD)
@@ -156,7 +176,7 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     gradient of its size is a buffer; blocks from before recording (or from setup without
     a telling stack) of a gradient's exact size are parameters and optimizer state."""
     cat = _REASON_CATEGORY[reason]
-    grads = np.flatnonzero(cat == GRADIENT)
+    grads = np.flatnonzero((cat == GRADIENT) & (iv.start >= 0))  # made in the window
     if not len(grads):
         return
     req = iv.requested
@@ -175,9 +195,11 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     else:
         per_size = np.unique(req[grads], return_counts=True)[1]
     first = ph.iterations[0].start if ph.iterations else 0
+    # Parameters and optimizer state are never freed: only blocks alive to the end.
+    n_end = int(iv.end.max()) if len(iv) else 0
     unknown_long = np.flatnonzero(
         ((reason == R("unknown_pre_recording")) | (reason == R("unknown_setup")))
-        & (iv.end > first))
+        & (iv.end > first) & (iv.end >= n_end))
     if not len(unknown_long):
         return
     sizes = req[unknown_long]
@@ -219,10 +241,13 @@ def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
         return
     first = ph.iterations[0]
     s = iv.start
-    cand = np.flatnonzero((s >= first.start) & (s <= first.end) & (iv.end >= n))
+    # Made in the first iteration, or before recording (a ring buffer), never freed.
+    cand = np.flatnonzero((s <= first.end) & (iv.end >= n))
     cat_c = _REASON_CATEGORY[reason[cand]]
+    pre_c = s[cand] < 0
     cand = cand[np.isin(iv.requested[cand], WORKSPACE_SIZES)
-                & ((cat_c == GRADIENT) | (cat_c == ACTIVATION))]
+                & ((((cat_c == GRADIENT) | (cat_c == ACTIVATION)) & (s[cand] >= first.start))
+                   | (pre_c & (reason[cand] == R("unknown_pre_recording"))))]
     cat = _REASON_CATEGORY[reason]
     if not len(cand):
         return
@@ -231,6 +256,6 @@ def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
     # One workspace per cuBLAS handle (thread and stream): a few of a size, not hundreds.
     sizes, counts = np.unique(iv.requested[cand], return_counts=True)
     cand = cand[np.isin(iv.requested[cand], sizes[counts <= 4])]
-    ph_c = ph.phase[s[cand]]
-    cand = cand[(ph_c == PH_FORWARD) | (ph_c == PH_BACKWARD)]
+    ph_c = ph.phase[np.maximum(s[cand], 0)]
+    cand = cand[(ph_c == PH_FORWARD) | (ph_c == PH_BACKWARD) | (s[cand] < 0)]
     reason[cand] = R("workspace_guess")

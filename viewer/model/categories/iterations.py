@@ -78,6 +78,7 @@ class Phases:
     iterations: list[Iteration]
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
+    zero_grad: list = None  # event ranges [lo, hi) of annotated zero_grad calls
 
 
 def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
@@ -263,7 +264,7 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
                 anchors = list(zip(s.tolist(), e.tolist()))
                 break
     iterations, iteration = _iterations(ev, phase, guessed, requested, anchors, n)
-    return Phases(evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
+    return Phases(zero_grad=zero, evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
                   iterations=iterations, stack_kinds=kinds, annotated=bool(steps))
 
 
