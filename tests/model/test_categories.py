@@ -94,6 +94,13 @@ def test_every_reason_belongs_to_its_category_and_guesses_are_marked():
     assert bd.guessed_bytes_at(k) >= bd.intervals.requested[grads[-1]]
 
 
+def test_requested_curve_from_lifetimes_equals_the_replays():
+    from vramscope.viewer.model.categories.report import requested_curve
+
+    bd = breakdown(DATA / "gpt2_oom.pickle")
+    assert (requested_curve(bd.intervals, bd.n_events) == bd.requested).all()
+
+
 def test_category_curves_equal_bytes_at_every_event():
     bd = breakdown(DATA / "resnet50_train.pickle")
     events = np.arange(0, bd.n_events, 97)

@@ -90,8 +90,10 @@ def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
     if not len(ann) or not len(time_us) or time_us.min() < 0:
         return []
     strings = snap.strings
-    wanted = np.fromiter((strings[i].startswith(prefix) if i >= 0 else False
-                          for i in ann.name.tolist()), bool, count=len(ann))
+    names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
+    hit = np.fromiter((i >= 0 and strings[i].startswith(prefix) for i in names.tolist()),
+                      bool, count=len(names))
+    wanted = hit[inverse.reshape(-1)]
     rows = np.flatnonzero(wanted & ((ann.device == device) | (ann.device < 0)))
     t0s, t1s = [], []
     open_at = None
@@ -151,9 +153,12 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
     st = rep.stack
     has = ((act == Action.ALLOC) | (act == Action.FREE_REQUESTED)) & (st >= 0)
     if len(ev_stack):
-        idx = np.flatnonzero(has)
-        ev[idx] = ev_stack[st[idx]]
-        guessed[idx] = guessed_stack[st[idx]]
+        # Per-stack tables, one gather each (a stack's evidence and its guess in one int8).
+        code = ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4)
+        got = code[np.where(has, st, 0)]
+        got[~has] = 0
+        ev = got & 15
+        guessed = (got >> 4).astype(bool)
     return ev, guessed
 
 
@@ -182,15 +187,15 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     kn = len(key)
     kp = strong_phase[key]
     strong_k = kp >= 0
-    ki = np.arange(kn, dtype=np.int64)
-    prev_k = np.where(strong_k, ki, -1)
+    ki = np.arange(kn, dtype=np.int32)  # int32: half the memory traffic of int64
+    prev_k = np.where(strong_k, ki, np.int32(-1))
     np.maximum.accumulate(prev_k, out=prev_k)
-    nxt = np.where(strong_k, ki, kn)[::-1]
+    nxt = np.where(strong_k, ki, np.int32(kn))[::-1]
     next_k = np.minimum.accumulate(nxt)[::-1]
     ext = np.append(kp, np.int8(-1))  # index kn / -1: no evidence there
     pp = ext[prev_k]
     qp = ext[np.append(next_k[1:], kn)]  # the next strong event after key j
-    last_user = np.where(user[key], ki, -1)
+    last_user = np.where(user[key], ki, np.int32(-1))
     np.maximum.accumulate(last_user, out=last_user)
     value = pp.copy()  # of the gap after key j, and of key j itself when it is user code
     other = last_user > prev_k
@@ -198,7 +203,7 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     other &= ~((pp == qp) & (pp != PH_FORWARD))
     value[other] = PH_OTHER
     value[value < 0] = PH_OTHER
-    lengths = np.diff(np.append(key, n))
+    lengths = np.diff(key, append=n)
     phase[key[0]:] = np.repeat(value, lengths)
     phase[key[strong_k]] = kp[strong_k]
     return phase

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import replay
 from ..progress import Progress
+from ..replay import DeviceReplay
 from ..snapshot import Snapshot
 from ..timeline import Intervals, Timeline, intervals
 from ..units import format_bytes
@@ -29,9 +31,20 @@ from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
 N_CATEGORIES = len(CATEGORY_NAMES)
 
 
-def requested_curve(iv: Intervals, n: int) -> np.ndarray:
-    """Requested bytes after each of ``n`` events, from the allocations' lifetimes (the
-    replay's own curve, without materialising its other three)."""
+def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> np.ndarray:
+    """Requested bytes after each of ``n`` events: the replay's own curve - reused when the
+    views already made it, else only this one of its four curves (the C pass), else from
+    the allocations' lifetimes (the same numbers; tests check they agree)."""
+    if rep is not None:
+        have = rep._derived.get("curves")
+        if have is not None:
+            return have["requested"]
+        if rep.native and replay._core is not None and n:
+            out = np.empty(n, np.int64)
+            replay._native_curves(rep, replay._curve_starts(rep, None, None),
+                                  {"requested": out, "allocated": None, "active": None,
+                                   "reserved": None})
+            return out
     if n == 0:
         return np.zeros(0, np.int64)
     s = np.maximum(iv.start, 0)
@@ -69,7 +82,7 @@ class MemoryBreakdown:
         progress.update("categories", 0.0)
         iv = intervals(rep)
         progress.update("categories", 0.3)
-        requested = requested_curve(iv, len(rep))
+        requested = requested_curve(iv, len(rep), rep)
         kinds = sk.stack_kinds(snap)
         ph = find_phases(snap, rep, kinds, requested)
         progress.update("categories", 0.6)
