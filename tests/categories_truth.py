@@ -57,6 +57,7 @@ class Comparison:
     address_mismatch: dict = field(default_factory=dict)  # bytes of truth blocks we label otherwise
     ours_at_end: dict = field(default_factory=dict)
     iterations_found: int = 0
+    leaked_at_peak: int = 0  # of the peak, bytes kept by the leaks found
     leaks: list = field(default_factory=list)
     error: str | None = None
 
@@ -98,6 +99,7 @@ def compare(truth_path: Path) -> Comparison:
     cmp.ours_at_end = bd.split_at(bd.n_events - 1) if bd.n_events else {}
     cmp.iterations_found = len(bd.iterations)
     cmp.leaks = bd.leaks
+    cmp.leaked_at_peak = bd.leaked_bytes_at(k) if k is not None else 0
     iv = bd.intervals
     live_peak = (iv.start <= k) & (iv.end > k) if k is not None else np.zeros(len(iv), bool)
     live_end = iv.end >= bd.n_events

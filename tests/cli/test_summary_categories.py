@@ -68,6 +68,8 @@ def test_a_leak_is_named_in_json_and_words(tmp_path):
     assert lk["frame"] == f"train.py:{LEAK_LINE}" and lk["function"] == "main"
     assert lk["bytes_per_iteration"] == 5 * MIB
     assert lk["iterations"] == 8 and lk["live_bytes"] == 8 * 5 * MIB
+    assert s["leaked_bytes_at_peak"] > 0
     text = vramscope("summary", str(path), "--no-cache").stdout
+    assert "of it kept by the leak below" in text
     assert f"leak: train.py:{LEAK_LINE} (main) keeps 5.00 MiB per iteration " \
            f"(8 iterations, 40.00 MiB now)" in text

@@ -188,7 +188,9 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
 
     lines = []
     if summary.get("categories_at_peak"):
-        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}")
+        leaked = summary.get("leaked_bytes_at_peak") or 0
+        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}"
+                     + (f"; {fb(leaked)} of it kept by the leak below" if leaked else ""))
     if summary.get("categories_at"):
         lines.append(f"after event {summary['at']['event']}: "
                      f"{format_split(summary['categories_at'])}")

@@ -132,6 +132,15 @@ class MemoryBreakdown:
         b = np.bincount(self.reason[live], weights=iv.requested[live], minlength=len(REASONS))
         return {REASONS[i].code: int(v) for i, v in enumerate(b.tolist()) if v}
 
+    def leaked_bytes_at(self, k: int) -> int:
+        """Of the bytes live after ``k``, those kept by a leaking line (see ``leaks``)."""
+        if not self.leaks:
+            return 0
+        ids = np.concatenate([lk.allocations for lk in self.leaks])
+        iv = self.intervals
+        live = (iv.start[ids] <= k) & (iv.end[ids] > k)
+        return int(iv.requested[ids[live]].sum())
+
     def category_curves(self, events: np.ndarray) -> np.ndarray:
         """Requested bytes per category after each of ``events`` (shape (7, len(events))),
         in O((allocations + len(events)) log allocations): for the stacked timeline."""
@@ -172,6 +181,8 @@ class MemoryBreakdown:
             "categories_at": self.split_at(at) if at is not None else None,
             "categories_guessed_bytes_at_peak": self.guessed_bytes_at(peak_event)
             if peak_event is not None and self.n_events else None,
+            "leaked_bytes_at_peak": self.leaked_bytes_at(peak_event)
+            if peak_event is not None and self.n_events else 0,
             "iterations": [it.to_dict() for it in self.iterations],
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
