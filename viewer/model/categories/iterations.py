@@ -162,50 +162,60 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
     return ev, guessed
 
 
-def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
-    """Phase per event from the strong evidence around it (vectorised forward/backward fill).
+_USER_CODE = 9  # the run code of the user's own code (not a phase)
 
-    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges).  The fill runs
-    over the *key* events only (strong evidence or the user's own code, about one event in
-    three); every event between two keys shares one value, laid out with one ``repeat``.
-    Rules: a phase goes on (its last frees) until the user's own code runs outside it; a
-    gap between a forward and its backward stays forward (the loss); one inside a backward
-    or a step stays there; the user's code between two forwards is ``other``."""
+
+def _rule(pp: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """Phase of events after the user's own code ran, between strong phases ``pp`` (before)
+    and ``qp`` (after): other, except between a forward and its backward (the loss:
+    forward) and inside a backward or a step (it stays there)."""
+    out = np.full(len(pp), PH_OTHER, np.int8)
+    fb = (pp == PH_FORWARD) & (qp == PH_BACKWARD)
+    out[fb] = PH_FORWARD
+    same = (pp == qp) & (pp != PH_FORWARD) & (pp >= 0)
+    out[same] = pp[same]
+    return out
+
+
+def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
+    """Phase per event from the strong evidence around it.
+
+    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges).  Rules: a
+    phase goes on (its last frees) until the user's own code runs outside it; after the
+    user's code, events are ``other`` - except between a forward and its backward (the
+    loss: forward) and inside a backward or a step.  Work is done on *runs*: consecutive
+    evidence of one kind (a forward is one run, however many events it has), a few per
+    iteration; the events get their run's value with one ``repeat``."""
     n = len(ev)
     if n == 0:
         return np.zeros(0, np.int8)
     lut = np.full(256, -1, np.int8)
     for e, p in _STRONG_PHASE.items():
         lut[e] = p
-    strong_phase = lut[ev.view(np.uint8)]
-    np.copyto(strong_phase, forced, where=forced >= 0)
-    user = ev == sk.EV_USER
-    key = np.flatnonzero((strong_phase >= 0) | user)
+    lut[sk.EV_USER] = _USER_CODE
+    code = lut[ev.view(np.uint8)]
+    np.copyto(code, forced, where=forced >= 0)
+    key = np.flatnonzero(code >= 0)
     phase = np.full(n, PH_OTHER, np.int8)
     if not len(key):
         return phase
-    kn = len(key)
-    kp = strong_phase[key]
-    strong_k = kp >= 0
-    ki = np.arange(kn, dtype=np.int32)  # int32: half the memory traffic of int64
-    prev_k = np.where(strong_k, ki, np.int32(-1))
-    np.maximum.accumulate(prev_k, out=prev_k)
-    nxt = np.where(strong_k, ki, np.int32(kn))[::-1]
-    next_k = np.minimum.accumulate(nxt)[::-1]
-    ext = np.append(kp, np.int8(-1))  # index kn / -1: no evidence there
-    pp = ext[prev_k]
-    qp = ext[np.append(next_k[1:], kn)]  # the next strong event after key j
-    last_user = np.where(user[key], ki, np.int32(-1))
-    np.maximum.accumulate(last_user, out=last_user)
-    value = pp.copy()  # of the gap after key j, and of key j itself when it is user code
-    other = last_user > prev_k
-    other &= ~((pp == PH_FORWARD) & (qp == PH_BACKWARD))
-    other &= ~((pp == qp) & (pp != PH_FORWARD))
-    value[other] = PH_OTHER
-    value[value < 0] = PH_OTHER
-    lengths = np.diff(key, append=n)
+    kc = code[key]
+    starts = np.flatnonzero(kc[1:] != kc[:-1]) + 1
+    starts = np.concatenate(([0], starts))
+    rc = kc[starts]  # the code of each run
+    r = len(rc)
+    strong = rc != _USER_CODE
+    ri = np.arange(r, dtype=np.int64)
+    prev_s = np.where(strong, ri, -1)
+    np.maximum.accumulate(prev_s, out=prev_s)
+    nxt = np.where(strong, ri, r)[::-1]
+    next_s = np.minimum.accumulate(nxt)[::-1]
+    ext = np.append(rc, np.int8(-1))
+    value = rc.copy()  # a strong run, and the gap after it, keep their phase
+    user = ~strong
+    value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
+    lengths = np.diff(key[starts], append=n)
     phase[key[0]:] = np.repeat(value, lengths)
-    phase[key[strong_k]] = kp[strong_k]
     return phase
 
 
