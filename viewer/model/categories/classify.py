@@ -45,6 +45,22 @@ def _next_at(positions: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
     return ext[np.searchsorted(positions, at, "left")]
 
 
+class _Group:
+    """The allocations of one group (a phase, or before recording) and their columns; rules
+    are applied in order, each to those no earlier rule decided (work per group, not per
+    rule over every allocation)."""
+
+    def __init__(self, ids: np.ndarray, reason: np.ndarray) -> None:
+        self.ids = ids
+        self.reason = reason
+        self.open = np.ones(len(ids), bool)
+
+    def put(self, mask, code: str) -> None:
+        sel = self.open & mask if not isinstance(mask, bool) else self.open.copy()
+        self.reason[self.ids[sel]] = R(code)
+        self.open &= ~sel
+
+
 def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.ndarray]:
     """(category int8, reason int8) per interval."""
     m = len(iv)
@@ -54,121 +70,134 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         return np.zeros(0, np.int8), np.zeros(0, np.int8)
     s = iv.start
     e = iv.end
+    kinds_ext = np.append(ph.stack_kinds, np.int32(0))  # stack -1 -> no kinds
     made = s >= 0
-    s0 = np.maximum(s, 0)
-    phase = ph.phase[s0] if n else np.zeros(m, np.int8)
-    ev = ph.evidence[s0] if n else np.zeros(m, np.int8)
-    guessed = ph.guessed[s0] if n else np.zeros(m, bool)
-    kinds_all = ph.stack_kinds
-    stack = iv.stack
-    kinds = np.where(stack >= 0, kinds_all[np.clip(stack, 0, max(len(kinds_all) - 1, 0))]
-                     if len(kinds_all) else 0, 0)
-    # Positions relative to the phases, each only where a rule looks at it (searches over
-    # a million allocations are the cost here).
-    fwd_ids = np.flatnonzero(phase == PH_FORWARD)
-    other_ids = np.flatnonzero(phase == PH_OTHER)
-    bwd_events = ph.phase == PH_BACKWARD
-    b_starts = np.flatnonzero(bwd_events[1:] & ~bwd_events[:-1]) + 1
-    if n and bwd_events[0]:
-        b_starts = np.insert(b_starts, 0, 0)
-    next_b = np.full(m, n, np.int64)
-    next_b[fwd_ids] = _next_at(b_starts, s0[fwd_ids] + 1, n)
-    run_end = np.full(m, n, np.int64)
-    need_end = np.flatnonzero((phase != PH_FORWARD) | (next_b >= n))
-    run_end[need_end] = _run_end_at(ph.phase, s0[need_end])
-    next_f = np.full(m, n, np.int64)
-    next_f[other_ids] = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD),
-                                 s0[other_ids] + 1, n)
+    if n == 0:
+        reason[:] = R("unknown_pre_recording")
+        reason8 = reason.astype(np.int8)
+        return _REASON_CATEGORY[reason8], reason8
+    phase = np.where(made, ph.phase[np.maximum(s, 0)], np.int8(-1))
+    iters = ph.iterations
 
-    def put(mask, code):
-        sel = mask & (reason < 0)
-        reason[sel] = R(code)
-
-    # From before recording, but the snapshot kept the stack that made it (the ring
-    # buffer wrapped; the blocks remember): the stack decides as for any allocation.
-    pre_kinds = np.where(~made, kinds, 0)
-    put(~made & ((pre_kinds & sk.K_APPLY) != 0), "param_module_apply")
-    not_step = (pre_kinds & (sk.K_OPTIM | sk.K_BACKWARD)) == 0
-    put(~made & ((pre_kinds & sk.K_MODULE_INIT) != 0) & not_step, "param_module_init")
-    put(~made & ((pre_kinds & sk.K_OPT_INIT) != 0) & (e >= n), "opt_init_group")
-    # From before recording, freed in the first backward (a ring buffer that starts
-    # inside an iteration): that iteration's activations.
-    pre_end = np.minimum(e, max(n - 1, 0))
-    put(~made & (e < n) & (ph.phase[pre_end] == PH_BACKWARD if n else False)
-        & (ph.iteration[pre_end] <= 0 if n else False), "pre_act_freed_in_backward")
-    # From before recording, freed by zero_grad (annotated, or a free whose stack is in
-    # zero_grad): the previous iteration's gradients.
-    if (~made).any() and n:
-        pre = np.flatnonzero(~made & (e < n))
-        in_zero = ph.evidence[e[pre]] == sk.EV_ZERO_GRAD
+    # -- before recording ----------------------------------------------------------------
+    g = _Group(np.flatnonzero(~made), reason)
+    if len(g.ids):
+        k, eg = kinds_ext[iv.stack[g.ids]], e[g.ids]
+        # The snapshot kept the stack that made it (the ring buffer wrapped; the blocks
+        # remember): the stack decides as for any allocation.
+        g.put((k & sk.K_APPLY) != 0, "param_module_apply")
+        g.put(((k & sk.K_MODULE_INIT) != 0) & ((k & (sk.K_OPTIM | sk.K_BACKWARD)) == 0),
+              "param_module_init")
+        g.put(((k & sk.K_OPT_INIT) != 0) & (eg >= n), "opt_init_group")
+        # Freed in the first backward (a ring buffer that starts inside an iteration):
+        # that iteration's activations.
+        end = np.minimum(eg, n - 1)
+        g.put((eg < n) & (ph.phase[end] == PH_BACKWARD) & (ph.iteration[end] <= 0),
+              "pre_act_freed_in_backward")
+        # Freed by zero_grad (annotated, or a free whose stack is in zero_grad): the
+        # previous iteration's gradients.
+        in_zero = (eg < n) & (ph.evidence[end] == sk.EV_ZERO_GRAD)
         if ph.zero_grad:
             z = np.array(ph.zero_grad, np.int64).reshape(-1, 2)
-            # free_completed e: its free_requested is at or before it, inside the range
-            j = np.searchsorted(z[:, 0], e[pre], "right") - 1
-            in_zero |= (j >= 0) & (e[pre] < z[np.maximum(j, 0), 1] + 1)
-        zmask = np.zeros(m, bool)
-        zmask[pre[in_zero]] = True
-        put(zmask, "pre_grad_freed_in_zero_grad")
-    put(~made, "unknown_pre_recording")
-    put((kinds & sk.K_WORKSPACE) != 0, "workspace_cublas")
-    other_or_fwd = (phase == PH_OTHER) | (phase == PH_FORWARD)
-    param = (ev == sk.EV_PARAM_INIT) & other_or_fwd
-    put(param & ((kinds & sk.K_APPLY) != 0), "param_module_apply")
-    put(param, "param_module_init")
+            j = np.searchsorted(z[:, 0], eg, "right") - 1
+            in_zero |= (eg < n) & (j >= 0) & (eg < z[np.maximum(j, 0), 1] + 1)
+        g.put(in_zero, "pre_grad_freed_in_zero_grad")
+        g.put(True, "unknown_pre_recording")
 
-    opt = phase == PH_OPTIMIZER
-    survives = e > run_end
-    # Alive at the end of a recording that stops right after a step: kept by the step.
-    put(opt & ((kinds & sk.K_OPT_INIT) != 0) & (survives | (e >= n)), "opt_init_group")
-    put(opt & (survives | (e >= n)), "opt_survives_step")
-    put(opt, "temp_optimizer")
+    # Library workspaces, named by their C++ frames.
+    ws = np.flatnonzero(made & ((kinds_ext[iv.stack] & sk.K_WORKSPACE) != 0))
+    reason[ws] = R("workspace_cublas")
+    decided = reason >= 0
 
-    bwd = phase == PH_BACKWARD
-    put(bwd & survives & ((kinds & sk.K_ACCUMULATE_GRAD) != 0), "grad_accumulate")
-    put(bwd & survives & guessed, "grad_survives_backward_guess")
-    put(bwd & survives, "grad_survives_backward")
-    put(bwd, "temp_backward")
+    def group(ph_code: int) -> _Group:
+        grp = _Group(np.flatnonzero((phase == ph_code) & ~decided), reason)
+        return grp
 
-    fwd = phase == PH_FORWARD
-    has_b = next_b < n
-    put(fwd & has_b & (e > next_b) & guessed, "act_saved_guess")
-    if ph.iterations:
-        it_end = np.array([it.end for it in ph.iterations], np.int64)
-        own = ph.iteration[s0]
-        kept = fwd & has_b & (e > next_b) & (own >= 0) & (
-            e > it_end[np.maximum(own, 0)] + 1)
-        put(kept, "act_kept")
-    put(fwd & has_b & (e > next_b), "act_saved")
-    # No backward follows (evaluation, or a forward cut short by an OOM): kept = output.
-    put(fwd & ~has_b & (survives | (e >= n)), "act_output_no_backward")
-    put(fwd, "temp_forward")
+    def run_end(ids: np.ndarray) -> np.ndarray:
+        return _run_end_at(ph.phase, s[ids])
 
-    # Inputs: made outside any pass, alive into the next forward, freed by the end of the
-    # iteration after that one (parameters made without a telling stack live on).
-    other = phase == PH_OTHER
-    iters = ph.iterations
-    if iters:
-        ends = np.array([it.end for it in iters] + [n], np.int64)
-        it_of_f = ph.iteration[np.minimum(next_f, n - 1)] if n else np.zeros(m, np.int32)
-        limit = ends[np.minimum(np.maximum(it_of_f, 0) + 1, len(iters))] + 1
-    else:
-        limit = np.full(m, n + 1, np.int64)
-    into_forward = other & (next_f < n) & (e > next_f) & (e <= limit)
-    put(into_forward & (ev == sk.EV_USER), "input_user_code")
-    put(into_forward & (ev == sk.EV_NONE), "input_lifetime")
-    put(other & (e <= run_end), "temp_other")
-    if iters:
-        first = iters[0].start
-        setup = other & (s0 < first) & (e > first)
-        put(setup, "unknown_setup")  # refined by sizes below
-        put(np.ones(m, bool), "unknown_other")
-    else:
-        put(np.ones(m, bool), "unknown_no_iterations")
+    # -- optimizer step --------------------------------------------------------------------
+    g = group(PH_OPTIMIZER)
+    if len(g.ids):
+        k, eg = kinds_ext[iv.stack[g.ids]], e[g.ids]
+        # Alive after the step, or at the end of a recording that stops right after it.
+        kept = (eg > run_end(g.ids)) | (eg >= n)
+        g.put(((k & sk.K_OPT_INIT) != 0) & kept, "opt_init_group")
+        g.put(kept, "opt_survives_step")
+        g.put(True, "temp_optimizer")
+
+    # -- backward --------------------------------------------------------------------------
+    g = group(PH_BACKWARD)
+    if len(g.ids):
+        k, eg = kinds_ext[iv.stack[g.ids]], e[g.ids]
+        survives = eg > run_end(g.ids)
+        g.put(survives & ((k & sk.K_ACCUMULATE_GRAD) != 0), "grad_accumulate")
+        g.put(survives & ph.guessed[s[g.ids]], "grad_survives_backward_guess")
+        g.put(survives, "grad_survives_backward")
+        g.put(True, "temp_backward")
+
+    # -- forward ---------------------------------------------------------------------------
+    bwd_events = ph.phase == PH_BACKWARD
+    b_starts = np.flatnonzero(bwd_events[1:] & ~bwd_events[:-1]) + 1
+    if bwd_events[0]:
+        b_starts = np.insert(b_starts, 0, 0)
+    g = group(PH_FORWARD)
+    if len(g.ids):
+        sg, eg, k = s[g.ids], e[g.ids], kinds_ext[iv.stack[g.ids]]
+        _param_rules(g, ph.evidence[sg], k)
+        next_b = _next_at(b_starts, sg + 1, n)
+        has_b = next_b < n
+        saved = has_b & (eg > next_b)
+        g.put(saved & ph.guessed[sg], "act_saved_guess")
+        if iters:
+            it_end = np.array([it.end for it in iters], np.int64)
+            own = ph.iteration[sg]
+            g.put(saved & (own >= 0) & (eg > it_end[np.maximum(own, 0)] + 1), "act_kept")
+        g.put(saved, "act_saved")
+        # No backward follows (evaluation, or a forward cut short by an OOM): its output.
+        no_b = np.flatnonzero(g.open & ~has_b)
+        out = np.zeros(len(g.ids), bool)
+        out[no_b] = (eg[no_b] > run_end(g.ids[no_b])) | (eg[no_b] >= n)
+        g.put(out, "act_output_no_backward")
+        g.put(True, "temp_forward")
+
+    # -- other -------------------------------------------------------------------------------
+    g = group(PH_OTHER)
+    if len(g.ids):
+        sg, eg, k = s[g.ids], e[g.ids], kinds_ext[iv.stack[g.ids]]
+        evg = ph.evidence[sg]
+        _param_rules(g, evg, k)
+        # Inputs: made outside any pass, alive into the next forward, freed by the end of
+        # the iteration after that one (parameters made without a telling stack live on).
+        next_f = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD), sg + 1, n)
+        if iters:
+            ends = np.array([it.end for it in iters] + [n], np.int64)
+            it_of_f = ph.iteration[np.minimum(next_f, n - 1)]
+            limit = ends[np.minimum(np.maximum(it_of_f, 0) + 1, len(iters))] + 1
+        else:
+            limit = np.full(len(sg), n + 1, np.int64)
+        into = (next_f < n) & (eg > next_f) & (eg <= limit)
+        g.put(into & (evg == sk.EV_USER), "input_user_code")
+        g.put(into & (evg == sk.EV_NONE), "input_lifetime")
+        g.put(eg <= run_end(g.ids), "temp_other")
+        if iters:
+            first = iters[0].start
+            g.put((sg < first) & (eg > first), "unknown_setup")  # refined by sizes below
+            g.put(True, "unknown_other")
+        else:
+            g.put(True, "unknown_no_iterations")
 
     _refine_by_sizes(iv, reason, ph)
     _workspaces(iv, reason, ph, n)
     reason8 = reason.astype(np.int8)
     return _REASON_CATEGORY[reason8], reason8
+
+
+def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:
+    """Made by a module's ``_apply`` (``.to()``/``.cuda()``) or its construction."""
+    param = ev == sk.EV_PARAM_INIT
+    g.put(param & ((kinds & sk.K_APPLY) != 0), "param_module_apply")
+    g.put(param, "param_module_init")
 
 
 def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
