@@ -42,7 +42,7 @@ def test_leaks_view_lists_the_leak_and_highlights_its_blocks(qtbot):
     # so what it keeps lands in the next iteration (the first keeps nothing yet).
     assert view.bars is not None
     heights = list(view.bars.opts["height"])
-    assert heights == [0.0] + [5.0 * syn.MIB] * (len(heights) - 1) and len(heights) == 7
+    assert heights == [0.0] + [5.0] * (len(heights) - 1) and len(heights) == 7  # MiB
     view.copy()
     from PySide6.QtGui import QGuiApplication
 

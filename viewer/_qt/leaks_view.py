@@ -55,7 +55,7 @@ class LeaksView(QWidget):
         self.chart.setMinimumHeight(110)
         self.chart.setMenuEnabled(False)
         self.chart.setMouseEnabled(False, False)
-        self.chart.getAxis("left").setLabel("kept")
+        self.chart.getAxis("left").setLabel("kept (MiB)")
         self.chart.getAxis("bottom").setLabel("iteration")
         self.chart.getAxis("left").enableAutoSIPrefix(False)
         self.bars: pg.BarGraphItem | None = None
@@ -116,8 +116,8 @@ class LeaksView(QWidget):
         if lk is None or not lk.per_iteration:
             return
         heights = np.asarray(lk.per_iteration, float)
-        self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights, width=0.7,
-                                    brush=theme.HIGHLIGHT)
+        self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights / 2**20,
+                                    width=0.7, brush=theme.HIGHLIGHT)
         self.chart.addItem(self.bars)
         self.chart.setToolTip(f"{lk.frame}: bytes each iteration left alive "
                               f"({', '.join(format_bytes(int(h)) for h in heights)})")
