@@ -81,3 +81,28 @@ def test_split_bar_parts_follow_the_bytes(qtbot):
     assert "parameters 474.70 MiB" in bar.toolTip()
     img = bar.grab().toImage()
     assert not img.isNull() and img.width() >= 1000
+
+
+def test_category_timeline_stacks_up_to_the_requested_curve(qtbot):
+    from vramscope.viewer._qt.category_timeline import CategoryTimeline
+
+    snap = load_snapshot(DATA / "resnet50_train.pickle", use_cache=False)
+    bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
+    view = CategoryTimeline()
+    qtbot.addWidget(view)
+    view.resize(900, 360)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_breakdown(bd)
+    assert len(view.bands) == len(bd.iterations) == 4
+    ev = view.samples
+    assert 200 <= len(ev) <= bd.n_events
+    # The top of the stack is the requested curve, and every iteration's peak is sampled.
+    assert np.allclose(view.stacked[-1] * view.unit[0], bd.requested[ev])
+    assert {it.peak_event for it in bd.iterations} <= set(ev.tolist())
+    # Zooming resamples the visible range only.
+    view.plot.setXRange(3000, 3400, padding=0)
+    qtbot.waitUntil(lambda: view.samples.min() >= 2999 and view.samples.max() <= 3401)
+    k = int(np.argmax(bd.requested))
+    view.set_cursor(k)
+    assert "activations" in view.cursor.toolTip() and f"after event {k}" in view.cursor.toolTip()
