@@ -120,7 +120,11 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
     device = at[0] if at is not None else peak_device
     if device is None or timeline.replay(device) is None:
         return empty
-    bd = MemoryBreakdown.build(snap, timeline, device)
+    try:
+        bd = MemoryBreakdown.build(snap, timeline, device)
+    except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so, go on
+        snap.warnings.append(f"memory categories skipped: {exc}")
+        return empty
     if at is not None and device != peak_device:
         rep = timeline.replay(device)
         peak_event = rep.peak("requested")[1] if len(rep) else None
