@@ -194,3 +194,22 @@ def test_synthetic_healthy_loop_reports_no_leak_despite_lazy_optimizer_state():
     assert end["optimizer_state"] == 2 * sum(sizes)
     assert end["parameter"] == sum(sizes)
     assert end["gradient"] == sum(sizes)
+
+
+def test_categories_of_the_blocks_of_a_layout_and_explanations():
+    """The layout after an event (what the segment map draws) gets each block's category."""
+    snap = load_snapshot(DATA / "resnet50_train.pickle", use_cache=False)
+    tl = build_timeline(snap, keyframes=False)
+    bd = MemoryBreakdown.build(snap, tl, 0)
+    k = int(np.argmax(bd.requested))
+    state = tl.snapshot_at(0, k)
+    blocks = state.blocks
+    allocated = np.flatnonzero(blocks.state == 0)
+    cats = bd.categories_of_addresses(k, blocks.address[allocated])
+    assert (cats >= 0).all()  # every allocated block is a live allocation
+    by_cat = np.bincount(cats, weights=blocks.requested_size[allocated], minlength=7)
+    assert by_cat.astype(np.int64).tolist() == bd.bytes_at(k).tolist()
+    free = np.flatnonzero(blocks.state == 2)[:5]
+    assert (bd.categories_of_addresses(k, blocks.address[free]) == -1).all()
+    i = int(np.flatnonzero(bd.category == CATEGORY_NAMES.index("optimizer_state"))[0])
+    assert bd.explain(i).startswith("optimizer_state: made in the optimizer step")

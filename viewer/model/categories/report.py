@@ -132,6 +132,28 @@ class MemoryBreakdown:
         b = np.bincount(self.reason[live], weights=iv.requested[live], minlength=len(REASONS))
         return {REASONS[i].code: int(v) for i, v in enumerate(b.tolist()) if v}
 
+    def categories_of_addresses(self, k: int, addrs: np.ndarray) -> np.ndarray:
+        """Category (int8, -1: no allocation starts there) of the allocation live after
+        event ``k`` at each block address of ``addrs`` - to colour a segment map or the
+        allocations table of the layout at ``k`` by category."""
+        addrs = np.asarray(addrs, np.int64)
+        live = self.live(k)
+        out = np.full(len(addrs), -1, np.int8)
+        if not len(live) or not len(addrs):
+            return out
+        order = np.argsort(self.intervals.addr[live], kind="stable")
+        keys = self.intervals.addr[live][order]
+        pos = np.minimum(np.searchsorted(keys, addrs), len(keys) - 1)
+        hit = keys[pos] == addrs
+        out[hit] = self.category[live[order[pos[hit]]]]
+        return out
+
+    def explain(self, i: int) -> str:
+        """One line: allocation ``i``'s category, how it was decided, whether it is a guess."""
+        r = REASONS[int(self.reason[i])]
+        return (f"{CATEGORY_NAMES[r.category]}: {r.text}"
+                + (" (a guess)" if r.guess and "guess" not in r.text else ""))
+
     def leaked_bytes_at(self, k: int) -> int:
         """Of the bytes live after ``k``, those kept by a leaking line (see ``leaks``)."""
         if not self.leaks:
