@@ -183,3 +183,45 @@ def table(comparisons: list[Comparison]) -> str:
             f"| {c.unknown_share():.1%} | {c.iterations_found} / "
             f"{c.truth.get('iterations', '?')} | {ours_lk} / {truth_s} |")
     return "\n".join(lines)
+
+
+# torch.profiler's export_memory_timeline JSON: [times, sizes]; sizes[t][0] is a base (0),
+# then one column per category in torch's _CATEGORY_TO_INDEX order.
+PROFILER_COLUMNS = ("parameter", "optimizer_state", "input", "temporary", "activation",
+                    "gradient", "autograd_detail", "unknown")
+
+
+def profiler_split_at_peak(c: Comparison) -> dict | None:
+    """torch.profiler's own split at its peak (a second opinion, not the truth), from the
+    memory timeline the recording wrote beside it (None when there is none)."""
+    import gzip
+
+    name = ((c.truth.get("profiler") or {}).get("memory_timeline_json"))
+    if not name:
+        return None
+    for d in TRUTH_DIRS:
+        p = d / name
+        if p.is_file():
+            times, sizes = json.loads(gzip.decompress(p.read_bytes()))
+            arr = np.asarray(sizes, np.int64)
+            k = int(np.argmax(arr.sum(axis=1)))
+            return dict(zip(PROFILER_COLUMNS, arr[k, 1:].tolist()))
+    return None
+
+
+def profiler_table(comparisons: list[Comparison]) -> str:
+    """Ours at our peak beside torch.profiler's categories at its peak."""
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    lines = []
+    for c in comparisons:
+        prof = None if c.error else profiler_split_at_peak(c)
+        if prof is None:
+            continue
+        total = sum(prof.values())
+        lines.append(f"{c.name}: torch.profiler at its peak ({fb(total)}): "
+                     + ", ".join(f"{k} {fb(v)} ({v / total:.0%})" for k, v in prof.items() if v))
+        lines.append(f"{c.name}: vramscope at its peak ({fb(c.peak_bytes)}): "
+                     + ", ".join(f"{k} {fb(v)} ({v / c.peak_bytes:.0%})"
+                                 for k, v in c.ours_at_peak.items() if v))
+    return "\n".join(lines)

@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         print(ct.table(rows))
+        second = ct.profiler_table(rows)
+        if second:
+            print("\nSecond opinion (torch.profiler's memory timeline, same process):\n")
+            print(second)
     return 0
 
 
