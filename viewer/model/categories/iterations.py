@@ -315,16 +315,23 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
 
     n_bwd = count(phase == PH_BACKWARD)
     n_ev_fwd = count(ev == sk.EV_FORWARD)
+    lengths = hi - lo
+    iteration[lo[0]:end] = np.repeat(np.arange(len(lo), dtype=np.int32), lengths)
+    # Each span's peak: its maximum (one reduceat), then the first event reaching it.
+    req = requested[lo[0]:end]
+    top = np.maximum.reduceat(req, lo - lo[0])
+    at_top = np.flatnonzero(req == np.repeat(top, lengths)) + lo[0]
+    peak = at_top[np.searchsorted(at_top, lo)]
+    peak_phase = phase[peak]
     for i, (a, b, complete) in enumerate(spans):
         if a == 0 and not (phase[a:b] == PH_FORWARD).any():
             complete = False  # the recording started inside it (a ring buffer)
-        iteration[a:b] = len(out)
-        k = a + int(np.argmax(requested[a:b]))  # the first event at the span's maximum
+        k = int(peak[i])
         kind = "train" if n_bwd[i] else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
         out.append(Iteration(
-            index=len(out), start=a, end=b - 1, peak_bytes=int(requested[k]), peak_event=k,
-            peak_phase=PHASE_NAMES[int(phase[k])], kind=kind, complete=complete,
+            index=len(out), start=a, end=b - 1, peak_bytes=int(top[i]), peak_event=k,
+            peak_phase=PHASE_NAMES[int(peak_phase[i])], kind=kind, complete=complete,
             phases_guessed=not n_ev_fwd[i]))
     return out, iteration

@@ -71,8 +71,12 @@ class MemoryBreakdown:
 
     @classmethod
     def build(cls, snap: Snapshot, timeline: Timeline, device: int | None = None,
-              progress: Progress | None = None) -> "MemoryBreakdown":
-        """Classify every allocation of ``device`` (default: the first with events)."""
+              progress: Progress | None = None,
+              intervals_of_device: Intervals | None = None) -> "MemoryBreakdown":
+        """Classify every allocation of ``device`` (default: the first with events).
+
+        ``intervals_of_device``: ``timeline.intervals(replay)`` when the caller has it
+        already (the GUI's Document caches it): not computed twice."""
         progress = progress or Progress()
         if device is None:
             device = min(timeline.devices) if timeline.devices else 0
@@ -80,7 +84,7 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        iv = intervals(rep)
+        iv = intervals_of_device if intervals_of_device is not None else intervals(rep)
         progress.update("categories", 0.3)
         requested = requested_curve(iv, len(rep), rep)
         kinds = sk.stack_kinds(snap)
