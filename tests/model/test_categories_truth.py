@@ -126,3 +126,14 @@ def test_every_iteration_is_found(path):
     if c.truth.get("oom"):
         pytest.skip("stopped by an OOM")
     assert c.iterations_found == expected, ct.table([c])
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _kind(p) == "eval"
+                                  and _truth(p).get("leak")], ids=_ids)
+def test_eval_loop_keeping_its_outputs_leaks_the_whole_graph(path):
+    """Keeping (loss, logits) without backward keeps every tensor the forward saved: many
+    lines of the model leak at once; together they grow by what the program kept."""
+    c = compared(path)
+    want = int(c.truth["leak"]["bytes_per_iteration"])
+    got = sum(lk.bytes_per_iteration for lk in c.leaks)
+    assert within(got, want, 0.05), [lk.sentence() for lk in c.leaks]

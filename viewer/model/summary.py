@@ -194,7 +194,9 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("categories_at_peak"):
         leaked = summary.get("leaked_bytes_at_peak") or 0
         lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}"
-                     + (f"; {fb(leaked)} of it kept by the leak below" if leaked else ""))
+                     + (f"; {fb(leaked)} of it kept by the "
+                        f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
+                        if leaked else ""))
     if summary.get("categories_at"):
         lines.append(f"after event {summary['at']['event']}: "
                      f"{format_split(summary['categories_at'])}")
@@ -203,9 +205,19 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
         top = max(its, key=lambda it: it["peak_bytes"])
         lines.append(f"{len(its)} iterations; the highest, #{top['index']}, peaks at "
                      f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
-    for lk in summary.get("leaks") or []:
+    leaks = summary.get("leaks") or []
+    if len(leaks) > 1:
+        lines.append(f"leaks: {len(leaks)} lines keep "
+                     f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
+                     f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
+    for lk in leaks[:LEAK_LINES]:
         lines.append(f"leak: {lk['frame']} ({lk['function']}) keeps "
                      f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
                      f"iterations, {fb(lk['live_bytes'])} now)")
+    if len(leaks) > LEAK_LINES:
+        lines.append(f"  ... and {len(leaks) - LEAK_LINES} more (--json lists them all)")
     return lines
+
+
+LEAK_LINES = 5  # leaks named in the text summary (JSON has them all)
 # --- end issue 15 -----------------------------------------------------------------------
