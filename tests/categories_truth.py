@@ -58,6 +58,7 @@ class Comparison:
     ours_at_end: dict = field(default_factory=dict)
     iterations_found: int = 0
     leaked_at_peak: int = 0  # of the peak, bytes kept by the leaks found
+    act_at_last_backward: int = 0  # our activations when the last backward pass starts
     leaks: list = field(default_factory=list)
     error: str | None = None
 
@@ -100,6 +101,12 @@ def compare(truth_path: Path) -> Comparison:
     cmp.iterations_found = len(bd.iterations)
     cmp.leaks = bd.leaks
     cmp.leaked_at_peak = bd.leaked_bytes_at(k) if k is not None else 0
+    train = [it for it in bd.iterations if it.complete and it.kind == "train"]
+    if train:
+        last = train[-1]
+        seg = np.flatnonzero(bd.phases.phase[last.start:last.end + 1] == 2)  # backward
+        if len(seg):
+            cmp.act_at_last_backward = bd.split_at(last.start + int(seg[0]) - 1)["activation"]
     iv = bd.intervals
     live_peak = (iv.start <= k) & (iv.end > k) if k is not None else np.zeros(len(iv), bool)
     live_end = iv.end >= bd.n_events
@@ -154,7 +161,8 @@ def table(comparisons: list[Comparison]) -> str:
     from vramscope.viewer.model.units import format_bytes as fb
 
     head = ("| recording | peak | parameter ours / truth | optimizer_state ours / truth "
-            "| gradient ours (peak, end) / truth | activation ours / truth(saved) "
+            "| gradient ours (peak, end) / truth | activation ours (peak, last backward start) "
+            "/ truth (saved by the last forward) "
             "| unknown | iterations ours / truth | leak ours / truth |")
     lines = [head, "|" + "---|" * 9]
     for c in comparisons:
@@ -179,7 +187,8 @@ def table(comparisons: list[Comparison]) -> str:
                f"{fb(t.get('gradient', 0))}"
         lines.append(
             f"| {c.name} | {fb(c.peak_bytes)} | {pair('parameter')} | {pair('optimizer_state')} "
-            f"| {grad} | {fb(o.get('activation', 0))} / {fb(t.get('activation', 0))} "
+            f"| {grad} | {fb(o.get('activation', 0))}, {fb(c.act_at_last_backward)} / "
+            f"{fb(t.get('activation', 0))} "
             f"| {c.unknown_share():.1%} | {c.iterations_found} / "
             f"{c.truth.get('iterations', '?')} | {ours_lk} / {truth_s} |")
     return "\n".join(lines)
