@@ -106,3 +106,34 @@ def test_category_timeline_stacks_up_to_the_requested_curve(qtbot):
     k = int(np.argmax(bd.requested))
     view.set_cursor(k)
     assert "activations" in view.cursor.toolTip() and f"after event {k}" in view.cursor.toolTip()
+
+
+def test_categories_panel_builds_off_the_gui_thread_and_follows_the_cursor(qtbot):
+    from vramscope.viewer._qt.categories_panel import CategoriesPanel
+    from vramscope.viewer.model.document import Document
+
+    data, _ = syn.training_run(iterations=7, layers=3, leak=True, leak_bytes=5 * syn.MIB)
+    doc = Document.build(load_bytes(data))
+    panel = CategoriesPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 700)
+    panel.show()
+    with qtbot.waitSignal(panel.leaks.allocationsSelected, timeout=20000):
+        panel.start(doc, 0)
+    bd = panel.bd
+    assert bd is not None and len(bd.iterations) == 7
+    assert "7 iteration(s), 1 leak(s)" in panel.status.text()
+    assert panel.split.caption == "at the peak"
+    # The cursor moves the split; a leak row highlights the stacks of what it keeps.
+    panel.set_cursor(10)
+    assert panel.split.caption == "after event 10"
+    assert sum(panel.split.split.values()) == bd.requested[10]
+    with qtbot.waitSignal(panel.highlightStacks) as got:
+        panel.leaks.table.clearSelection()
+        panel.leaks.table.selectRow(0)
+    mask = got.args[0]
+    assert mask.sum() == 1 and mask[bd.leaks[0].stack]
+    with qtbot.waitSignal(panel.cursorRequested) as clicked:
+        panel.timeline.eventClicked.emit(42)
+    assert clicked.args == [42]
+    panel.stop()
