@@ -110,25 +110,33 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
 # --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
 def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
                      peak_device: int | None, peak_event: int | None) -> dict[str, Any]:
-    """``categories_at_peak`` / ``categories_at`` / ``iterations`` / ``leaks`` of the peak
-    device (``--at``: its device), from :class:`categories.MemoryBreakdown`."""
-    empty = {"categories_at_peak": None, "categories_at": None, "iterations": [], "leaks": []}
+    """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
+    adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
+    :class:`categories.MemoryBreakdown`."""
+    out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
+                           "categories_at": None, "iterations": [], "leaks": []}
     if timeline is None or not timeline.devices:
-        return empty
+        return out
     from .categories import MemoryBreakdown
 
-    device = at[0] if at is not None else peak_device
-    if device is None or timeline.replay(device) is None:
-        return empty
-    try:
-        bd = MemoryBreakdown.build(snap, timeline, device)
-    except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so, go on
-        snap.warnings.append(f"memory categories skipped: {exc}")
-        return empty
-    if at is not None and device != peak_device:
-        rep = timeline.replay(device)
-        peak_event = rep.peak("requested")[1] if len(rep) else None
-    return bd.summary_dict(peak_event, at[1] if at is not None else None)
+    def build(device):
+        if device is None or timeline.replay(device) is None:
+            return None
+        try:
+            return MemoryBreakdown.build(snap, timeline, device)
+        except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
+            snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
+            return None
+
+    bd = build(peak_device)
+    if bd is not None:
+        out.update(bd.summary_dict(peak_event))
+    if at is not None:
+        bd_at = bd if at[0] == peak_device else build(at[0])
+        if bd_at is not None:
+            out["categories_at"] = bd_at.split_at(at[1])
+            out["categories_at_device"] = at[0]
+    return out
 # --- end issue 15 -----------------------------------------------------------------------
 
 

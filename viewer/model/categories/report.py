@@ -205,6 +205,7 @@ class MemoryBreakdown:
             "categories_at_peak": self.split_at(peak_event) if peak_event is not None
             and self.n_events else None,
             "categories_at": self.split_at(at) if at is not None else None,
+            "categories_at_device": self.device if at is not None else None,
             "categories_guessed_bytes_at_peak": self.guessed_bytes_at(peak_event)
             if peak_event is not None and self.n_events else None,
             "leaked_bytes_at_peak": self.leaked_bytes_at(peak_event)
