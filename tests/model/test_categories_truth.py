@@ -115,8 +115,11 @@ def test_planted_leak_is_named_with_its_growth(path):
         # The planted statement allocates nothing itself (``kept.append(loss)``): the loss
         # was made inside the model, and that line is named; the growth must still be right.
         assert "clone" not in planted.get("code", ""), [lk.sentence() for lk in c.leaks]
-        assert any(within(lk.bytes_per_iteration, want, 0.05) for lk in c.leaks), \
-            [lk.sentence() for lk in c.leaks]
+        found = [lk for lk in c.leaks if within(lk.bytes_per_iteration, want, 0.05)]
+        assert found, [lk.sentence() for lk in c.leaks]
+        # Made inside a library (transformers): the program's own line that called it.
+        assert found[0].caller and found[0].caller.split(":")[0] in (
+            "models.py", Path(planted["file"]).name), found[0].sentence()
 
 
 @pytest.mark.parametrize("path", [p for p in LOOPS if _kind(p) != "ring"], ids=_ids)

@@ -219,7 +219,8 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
                      f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
                      f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
     for lk in leaks[:LEAK_LINES]:
-        lines.append(f"leak: {lk['frame']} ({lk['function']}) keeps "
+        via = f", called from {lk['caller']}" if lk.get("caller") else ""
+        lines.append(f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
                      f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
                      f"iterations, {fb(lk['live_bytes'])} now)")
     if len(leaks) > LEAK_LINES:

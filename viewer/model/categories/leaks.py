@@ -44,16 +44,21 @@ class Leak:
     stack: int  # a stack id of one survivor (to show where it came from)
     allocations: np.ndarray  # interval ids of the survivors (to highlight them)
     user_code: bool  # False: no frame of the user's own code; the innermost frame is named
+    caller: str = ""  # "file.py:LINE" of the program's own file (not an installed library)
+    # that led there, when ``frame`` is inside a library (transformers, timm, ...)
 
     def to_dict(self) -> dict:
         return {"frame": self.frame, "filename": self.filename, "line": self.line,
                 "function": self.function, "bytes_per_iteration": self.bytes_per_iteration,
                 "iterations": self.iterations, "live_bytes": self.live_bytes,
-                "per_iteration_bytes": list(self.per_iteration), "user_code": self.user_code}
+                "per_iteration_bytes": list(self.per_iteration), "user_code": self.user_code,
+                "caller": self.caller or None}
 
     def sentence(self) -> str:
         """'train.py:57 keeps 31.25 MiB per iteration (8 iterations, 250 MiB now)'."""
-        return (f"{self.frame} ({self.function}) keeps {format_bytes(self.bytes_per_iteration)} "
+        via = f", called from {self.caller}" if self.caller else ""
+        return (f"{self.frame} ({self.function}{via}) keeps "
+                f"{format_bytes(self.bytes_per_iteration)} "
                 f"per iteration ({self.iterations} iterations, "
                 f"{format_bytes(self.live_bytes)} now)")
 
@@ -124,10 +129,30 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
             is_user = bool(user[stack[np.flatnonzero(mine)[0]]]) if len(user) else False
         else:
             filename, line, function, frame, is_user = "", 0, "", "(no stack)", False
-        out.append(Leak(frame=frame, filename=filename, line=line, function=function,
+        caller = _own_caller(snap, st, filename)
+        out.append(Leak(caller=caller, frame=frame, filename=filename, line=line,
+                        function=function,
                         bytes_per_iteration=growth,
                         iterations=int((per_it > 0).sum()),
                         live_bytes=int(per_it.sum()), per_iteration=per_done, stack=st,
                         allocations=ids, user_code=is_user))
     out.sort(key=lambda lk: -lk.bytes_per_iteration)
     return out
+
+
+def _own_caller(snap: Snapshot, stack: int, named_file: str) -> str:
+    """The innermost frame of ``stack`` in the program's own files (the user's code, not an
+    installed library), when the named frame is inside a library; else ''."""
+    if stack < 0 or not any(m in named_file for m in _INSTALLED):
+        return ""
+    cats = frame_categories(snap.frames)
+    for fid in snap.stacks.frame_ids(stack).tolist():
+        if cats[fid] != CAT_USER:
+            continue
+        name = snap.frames.filename_of(fid)
+        if not any(m in name for m in _INSTALLED):
+            return f"{name.rsplit('/', 1)[-1]}:{int(snap.frames.line[fid])}"
+    return ""
+
+
+_INSTALLED = ("/site-packages/", "/dist-packages/")
