@@ -16,6 +16,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
+from tests import native_gate
 from vramscope.viewer.model import fast_pickle
 from vramscope.viewer.model._native import PURE_PYTHON_ENV
 
@@ -26,9 +27,7 @@ PATHS = ["native", "python"]
 def parser_path(request, monkeypatch):
     if request.param == "native":
         monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
-        if not fast_pickle.available():
-            pytest.skip("the compiled parser is not built (tests/model/test_native_parser.py "
-                        "fails for that unless VRAMSCOPE_BUILD_NATIVE=0)")
+        native_gate.skip_unless(fast_pickle.available(), "the compiled parser is not built")
     else:
         monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     return request.param

@@ -17,6 +17,7 @@ import tracemalloc
 
 import pytest
 
+from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
 from tests.parser_paths import assert_identical, pure_python
@@ -29,7 +30,7 @@ SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
              + sorted((DATA / "ddp_2ranks").glob("*.pickle")) + sorted((ROOT / "assets").glob("*.pickle")))
 BIG_XZ = DATA / "transformer_long_python_1000k.pickle.xz"
 
-needs_native = pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built")
+needs_native = native_gate.needs(fast_pickle.available(), "compiled parser not built")
 
 
 def test_extension_is_built():
@@ -184,3 +185,20 @@ def test_short_fuzz_run():
     outcomes = run_inputs(20_000, seed=7, report_every=0, crash_dir=ROOT / "fuzz-findings")
     assert sum(outcomes.values()) == 20_000
     assert outcomes.get("equal", 0) > 200 and outcomes.get("same-error", 0) > 2000, outcomes
+
+
+@needs_native
+def test_an_unknown_event_key_goes_to_the_python_parser():
+    """A newer torch's event field is never silently dropped by the compiled parser:
+    the file goes to the Python path (the reference decides what the field means)."""
+    event = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1,
+             "frames": [], "is_new_field": 7}
+    obj = {"segments": [], "device_traces": [[event]]}
+    data = pickle.dumps(obj, protocol=4)
+    assert fast_pickle.native_loads(data) is None
+    known = dict(event)
+    del known["is_new_field"]
+    assert fast_pickle.native_loads(pickle.dumps(dict(obj, device_traces=[[known]]), 4)) is not None
+    with pure_python():
+        reference = load_bytes(data)
+    assert_identical(load_bytes(data), reference)

@@ -21,6 +21,7 @@ import textwrap
 
 import pytest
 
+from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
 from vramscope.viewer.model import fast_pickle
@@ -31,7 +32,7 @@ SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted((DATA / "ddp_2ranks").glob("
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parse-ahead is Linux-only"),
-    pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built"),
+    native_gate.needs(fast_pickle.available(), "compiled parser not built"),
 ]
 
 # Runs in a fresh interpreter: argv = JSON list of files; prints one JSON line per file.

@@ -40,6 +40,9 @@
 
 /* ------------------------------------------------------------------ values */
 
+/* The event keys this parser models (FIELD_NAMES below).  Any other key in a trace
+ * event makes the whole file go to the Python parser: KNOWN KEYS ONLY. */
+
 enum { K_OBJ = 0, K_INT, K_EVENT, K_VLIST, K_TRACES, K_DEVLIST };
 
 typedef struct {
@@ -609,7 +612,10 @@ static int event_set(P *p, int64_t slot, Val *key, Val *val) {
         if (f == F_CC) Py_XSETREF(e->cc, o); else Py_XSETREF(e->um, o);
         return 0;
     }
-    case F_OTHER: return 0;
+    case F_OTHER:
+        /* A key this parser does not know (a newer torch's field): the Python path
+         * decides what it means, rather than this one silently dropping it. */
+        return fallback(p, "an event key the compiled parser does not know");
     default: return -1;
     }
 }
