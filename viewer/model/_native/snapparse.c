@@ -127,6 +127,7 @@ typedef struct {
     PyObject *skip_obj[2];   /* the last "N/A" and "" seen */
     /* parallel sections (snapparse_src/sections.c) */
     int threads, sec_pending;
+    int64_t sec_min;
     int64_t *matk; PyObject **matv; int64_t matcap, matn;   /* materialised section entries */
     /* columns */
     Col c_dev, c_act, c_addr, c_size, c_stream, c_time, c_stack, c_free, c_cc, c_um, c_first;
@@ -1256,7 +1257,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     PyObject *src, *progress = Py_None;
     long long total = -1;
     int threads = 1;
-    if (!PyArg_ParseTuple(args, "O|LOi", &src, &total, &progress, &threads)) return NULL;
+    long long sec_min = SEC_MIN_EVENTS;
+    if (!PyArg_ParseTuple(args, "O|LOiL", &src, &total, &progress, &threads, &sec_min)) return NULL;
     P *p = PyMem_RawCalloc(1, sizeof(P));
     if (!p) return PyErr_NoMemory();
     Py_buffer view; int have_view = 0;
@@ -1265,6 +1267,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     p->c_cc.itemsize = 4; p->c_um.itemsize = 4; p->c_first.itemsize = 4;
     p->last_dev = 0;
     p->threads = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+    p->sec_min = sec_min < 1 ? 1 : sec_min;
     p->progress = progress;
     p->next_progress = PROGRESS_EVERY;
     if (PyObject_CheckBuffer(src)) {
@@ -1304,7 +1307,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS,
-     "parse(data | readinto, total_size=-1, progress=None, threads=1) -> ('ok', obj, native | None) | "
+     "parse(data | readinto, total_size=-1, progress=None, threads=1, min_events=65536) -> "
+     "('ok', obj, native | None) | "
      "('fallback', reason) | ('truncated',) | ('refused', opname, byte)"},
     {NULL, NULL, 0, NULL},
 };

@@ -35,7 +35,7 @@
 #include <sys/mman.h>
 
 #define CKPT_EVERY 4096
-#define SEC_MIN_EVENTS 65536
+#define SEC_MIN_EVENTS 65536   /* smaller lists: the serial VM (threads cost more than they save) */
 
 typedef struct { int64_t pos, memo, event; int depth; } Ckpt;
 
@@ -74,15 +74,38 @@ typedef struct {
     Ckpt *ck; int64_t nck, ckcap;
 } Skim;
 
-/* Walk the items of a device list from pos (the list on top of the stack, no mark
- * above it).  0: the list's items end at s->end; -1: not splittable. */
-#define SKIM_FAIL do { if (getenv("SNAPPARSE_DEBUG")) fprintf(stderr, "skim fails at line %d, byte %lld\n", __LINE__, (long long)pos); return -1; } while (0)
-static int skim(P *p, int64_t pos, int64_t memo, Skim *s) {
-    const unsigned char *b = p->buf;
-    int64_t n = p->end, ev = 0, containers = 0;
-    int depth = 0;      /* marks open above the device list: 0, or 1 inside a batch */
+/* One stretch of a device list's items, skimmed by one thread. */
+typedef struct {
+    P *p;
+    int64_t start, stop;   /* where to begin (an event or the list's first item); where the next
+                              chunk begins (-1: none) */
+    int depth0;            /* marks open above the list at start: 0, or 1 inside a batch */
+    int64_t memo;          /* memo index at start (absolute for the first chunk, else 0) */
+    int absolute;          /* the first chunk: BINPUT indices can be checked */
+    int64_t max_events;    /* stop after this many events (-1: no limit) */
+    int result;            /* 0: the list ends at end; 1: landed on stop; 2: max_events; -1: no */
+    int64_t end, events, containers;
+    int depth_end;
+    Ckpt *ck; int64_t nck, ckcap;
+} Chunk;
+
+#define SKIM_FAIL do { c->result = -1; return NULL; } while (0)
+
+/* Walk the items of a device list without building anything: memo entries,
+ * containers and events counted, a checkpoint every CKPT_EVERY events, every item
+ * checked to be an event dict EMPTY_DICT [memo] MARK ... SETITEMS. */
+static void *skim_chunk(void *arg) {
+    Chunk *c = arg;
+    const unsigned char *b = c->p->buf;
+    int64_t n = c->p->end, ev = 0, containers = 0, pos = c->start, memo = c->memo;
+    int depth = c->depth0;
     for (;;) {
         if (pos >= n) SKIM_FAIL;
+        if (c->stop >= 0 && pos >= c->stop) {
+            if (pos != c->stop || depth != 1) SKIM_FAIL;   /* a false start of the next chunk */
+            c->result = 1;
+            break;
+        }
         int op = b[pos];
         if (op == 0x95) {
             if (pos + 9 > n || op_arglen(op, b + pos + 1, n - pos - 1) < 0) SKIM_FAIL;
@@ -92,19 +115,20 @@ static int skim(P *p, int64_t pos, int64_t memo, Skim *s) {
         if (depth == 0 && op == 0x28) { depth = 1; pos++; continue; }
         if (depth == 1 && op == 0x65) { depth = 0; pos++; continue; }
         if (op != 0x7D) {
-            if (depth == 0) break;       /* the list's items are over */
+            if (depth == 0) { c->result = 0; break; }   /* the list's items are over */
             SKIM_FAIL;
         }
+        if (ev == c->max_events) { c->result = 2; break; }
         /* an event dict */
         if (ev % CKPT_EVERY == 0) {
-            if (s->nck == s->ckcap) {
-                int64_t nc = s->ckcap ? s->ckcap * 2 : 256;
-                Ckpt *q = PyMem_RawRealloc(s->ck, (size_t)nc * sizeof(Ckpt));
+            if (c->nck == c->ckcap) {
+                int64_t nc = c->ckcap ? c->ckcap * 2 : 256;
+                Ckpt *q = PyMem_RawRealloc(c->ck, (size_t)nc * sizeof(Ckpt));
                 if (!q) SKIM_FAIL;
-                s->ck = q; s->ckcap = nc;
+                c->ck = q; c->ckcap = nc;
             }
-            Ckpt *c = &s->ck[s->nck++];
-            c->pos = pos; c->memo = memo; c->event = ev; c->depth = depth;
+            Ckpt *k = &c->ck[c->nck++];
+            k->pos = pos; k->memo = memo; k->event = ev; k->depth = depth;
         }
         ev++; containers++; pos++;
         int inner = 0;  /* marks open inside the event */
@@ -116,8 +140,8 @@ static int skim(P *p, int64_t pos, int64_t memo, Skim *s) {
             if (a < 0 || pos + a > n) SKIM_FAIL;
             switch (op) {
             case 0x94: memo++; break;
-            case 0x71: if (b[pos] != memo) SKIM_FAIL; memo++; break;
-            case 0x72: if ((int64_t)rd32(b + pos) != memo) SKIM_FAIL; memo++; break;
+            case 0x71: if (!c->absolute || b[pos] != memo) SKIM_FAIL; memo++; break;
+            case 0x72: if (!c->absolute || (int64_t)rd32(b + pos) != memo) SKIM_FAIL; memo++; break;
             case 0x28: inner++; started = 1; break;
             case 0x65: case 0x75: case 0x74: case 0x6C: case 0x64: case 0x31: case 0x90: case 0x91:
                 if (--inner < 0) SKIM_FAIL;
@@ -139,9 +163,98 @@ static int skim(P *p, int64_t pos, int64_t memo, Skim *s) {
             pos++;
         }
     }
-    if (depth != 0) SKIM_FAIL;
-    s->end = pos; s->memo_end = memo; s->events = ev; s->containers = containers;
-    return 0;
+    if (c->result == 0 && depth != 0) SKIM_FAIL;
+    c->end = pos; c->memo = memo; c->events = ev; c->containers = containers; c->depth_end = depth;
+    return NULL;
+}
+
+/* The opening bytes every event after the first shares (EMPTY_DICT, its memo op,
+ * MARK, a memo reference to the first key): where the other chunks start. */
+static int64_t event_pattern(P *p, int64_t pos0, int64_t memo0, unsigned char *pat) {
+    Chunk c = {0};
+    c.p = p; c.start = pos0; c.stop = -1; c.memo = memo0; c.absolute = 1; c.max_events = 2;
+    skim_chunk(&c);
+    int64_t at = c.nck ? -1 : -1;
+    PyMem_RawFree(c.ck);
+    if (c.result != 2) return 0;
+    at = c.end;   /* the third event: its head is the pattern (the first two define the keys) */
+    const unsigned char *b = p->buf;
+    int64_t k = 0, q = at;
+    if (q + 12 > p->end || b[q] != 0x7D) return 0;
+    pat[k++] = b[q++];
+    if (b[q] == 0x94) pat[k++] = b[q++]; else return 0;
+    if (b[q] == 0x28) pat[k++] = b[q++]; else return 0;
+    if (b[q] == 0x68) { memcpy(pat + k, b + q, 2); k += 2; }
+    else if (b[q] == 0x6A) { memcpy(pat + k, b + q, 5); k += 5; }
+    else return 0;
+    return k;
+}
+
+/* Skim a device list's items from pos0: in parallel chunks when the events share an
+ * opening (each chunk must land exactly where the next begins, so every start is a
+ * true event boundary), else in one pass.  0: s filled; -1: not splittable. */
+static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
+    unsigned char pat[16];
+    int64_t plen = p->threads > 1 ? event_pattern(p, pos0, memo0, pat) : 0;
+    int nt = plen ? p->threads : 1;
+    int64_t span = p->end - pos0;
+    if (span < (int64_t)nt * (1 << 20)) nt = (int)(span >> 20) > 1 ? (int)(span >> 20) : 1;
+    if (!plen) nt = 1;
+    Chunk *ch = PyMem_RawCalloc((size_t)nt, sizeof(Chunk));
+    if (!ch) return -1;
+    int m = 0;
+    for (int t = 0; t < nt; t++) {
+        Chunk *c = &ch[m];
+        c->p = p; c->max_events = -1; c->stop = -1;
+        if (t == 0) { c->start = pos0; c->depth0 = 0; c->memo = memo0; c->absolute = 1; }
+        else {
+            int64_t from = pos0 + span / nt * t;
+            if (from <= ch[m - 1].start) continue;
+            const unsigned char *f = memmem(p->buf + from, (size_t)(p->end - from), pat, (size_t)plen);
+            if (!f) break;
+            c->start = f - p->buf; c->depth0 = 1;
+            ch[m - 1].stop = c->start;
+        }
+        m++;
+    }
+    pthread_t tid[256];
+    int started = 0;
+    for (int t = 1; t < m && t < 256; t++) {
+        if (pthread_create(&tid[started], NULL, skim_chunk, &ch[t]) != 0) break;
+        started++;
+    }
+    skim_chunk(&ch[0]);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    int ok = 0, last = -1;
+    if (started == m - 1) {
+        for (int t = 0; t < m; t++) {
+            if (ch[t].result < 0) break;
+            if (ch[t].result == 0) { last = t; break; }
+        }
+        ok = last >= 0;
+    }
+    if (ok) {
+        int64_t memo = memo0, ev = 0, nck = 0;
+        for (int t = 0; t <= last; t++) nck += ch[t].nck;
+        s->ck = PyMem_RawMalloc((size_t)(nck ? nck : 1) * sizeof(Ckpt));
+        if (!s->ck) ok = 0;
+        s->containers = 0;
+        for (int t = 0; ok && t <= last; t++) {
+            int64_t base = t ? memo : 0;
+            for (int64_t i = 0; i < ch[t].nck; i++) {
+                Ckpt k = ch[t].ck[i];
+                k.memo += base; k.event += ev;
+                s->ck[s->nck++] = k;
+            }
+            memo = ch[t].memo + base;
+            ev += ch[t].events;
+            s->containers += ch[t].containers;
+        }
+        s->end = ch[last].end; s->memo_end = memo; s->events = ev;
+    }
+    for (int t = 0; t < m; t++) PyMem_RawFree(ch[t].ck);
+    PyMem_RawFree(ch);
+    return ok ? 0 : -1;
 }
 
 /* -------------------------------------------------------------------- regions */
@@ -191,6 +304,14 @@ static int rgrow(Sec *S, void **ptr, int64_t *cap, int64_t need, size_t item) {
     void *q = PyMem_RawRealloc(*ptr, (size_t)nc * item);
     if (!q) return sec_fail(S, "out of memory");
     *ptr = q; *cap = nc;
+    return 0;
+}
+
+/* rgrow for flag arrays: the new bytes are zero. */
+static int rgrow0(Sec *S, uint8_t **ptr, int64_t *cap, int64_t need) {
+    int64_t old = *cap;
+    if (rgrow(S, (void **)ptr, cap, need, 1) < 0) return -1;
+    if (*cap > old) memset(*ptr + old, 0, (size_t)(*cap - old));
     return 0;
 }
 
@@ -618,11 +739,11 @@ static int region_events(W *w) {
         if (action < 0 || !has_size) return sec_fail(S, "an event without an action or a size");
         /* first appearances in the serial VM's order: the stack, compile_context, user_metadata */
         if (stack >= 0) {   /* an inline list (a reference, < -1, was seen where defined) */
-            if (rgrow(S, (void **)&R->sseen, &R->sseencap, R->nst, 1) < 0) return -1;
+            if (rgrow0(S, &R->sseen, &R->sseencap, R->nst) < 0) return -1;
             if (!R->sseen[stack]) { R->sseen[stack] = 1; if (fs_push(w, stack * 2) < 0) return -1; }
         }
         if (cc >= 0 || um >= 0) {
-            if (rgrow(S, (void **)&R->strseen, &R->strseencap, R->nstr, 1) < 0) return -1;
+            if (rgrow0(S, &R->strseen, &R->strseencap, R->nstr) < 0) return -1;
             if (cc >= 0 && !R->strseen[cc]) { R->strseen[cc] = 1; if (fs_push(w, cc * 2 + 1) < 0) return -1; }
             if (um >= 0 && !R->strseen[um]) { R->strseen[um] = 1; if (fs_push(w, um * 2 + 1) < 0) return -1; }
         }
@@ -916,7 +1037,7 @@ static int run_section(P *p) {
     Py_END_ALLOW_THREADS
     double t1 = now_s();
     if (getenv("SNAPPARSE_DEBUG")) fprintf(stderr, "skim %.3f s: %d events %lld end %lld\n", t1 - t0, ok, (long long)sk.events, (long long)sk.end);
-    if (ok < 0 || sk.events < SEC_MIN_EVENTS || sk.events > 0x7fffffffLL ||
+    if (ok < 0 || sk.events < p->sec_min || sk.events > 0x7fffffffLL ||
         p->containers + sk.containers > p->budget || p->c_act.n + sk.events > 0x7fffffffLL) {
         PyMem_RawFree(sk.ck);
         return 0;
@@ -927,8 +1048,16 @@ static int run_section(P *p) {
                    &p->c_stack, &p->c_free, &p->c_cc, &p->c_um};
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
         if (reserve(p, cols[i], rows) < 0) { PyMem_RawFree(sk.ck); return -1; }
-    if (grow(p, (void **)&p->memo, &p->mcap2, sk.memo_end + 1, sizeof(uint64_t)) < 0) { PyMem_RawFree(sk.ck); return -1; }
-    memset(p->memo + memo0, 0, (size_t)(sk.memo_end - memo0) * sizeof(uint64_t));
+    /* A fresh memo (calloc: zero pages the regions fault in, in parallel, where a
+     * memset would touch them all here); 0 = not published yet. */
+    {
+        int64_t cap = sk.memo_end + sk.memo_end / 8 + 1024;
+        uint64_t *m = PyMem_RawCalloc((size_t)cap, sizeof(uint64_t));
+        if (!m) { PyMem_RawFree(sk.ck); return fallback(p, "out of memory"); }
+        if (memo0) memcpy(m, p->memo, (size_t)memo0 * sizeof(uint64_t));
+        PyMem_RawFree(p->memo);
+        p->memo = m; p->mcap2 = cap;
+    }
     /* regions: a few per thread (they differ in cost), cut at checkpoints */
     int64_t want = (int64_t)p->threads * 4;
     if (want > sk.nck) want = sk.nck;
