@@ -30,6 +30,7 @@ MIN_BYTES = 4 << 20  # below this the parse is shorter than starting a thread
 _DISABLE_ENV = "VRAMSCOPE_NO_PARSE_AHEAD"
 THREADS_ENV = "VRAMSCOPE_PARSE_THREADS"
 MAX_THREADS = 32
+SECTION_MIN_EVENTS = 65536  # shorter device traces: one thread (tests lower it)
 _pending: dict[str, "Ahead"] = {}
 
 
@@ -166,7 +167,8 @@ class Ahead:
                 if mapped is None:
                     return
                 try:
-                    self.result = parser.parse(mapped, -1, self._progress, parse_threads())
+                    self.result = parser.parse(mapped, -1, self._progress, parse_threads(),
+                                               SECTION_MIN_EVENTS)
                 finally:
                     mapped.close()
         except BaseException as exc:  # noqa: BLE001 - the loader parses again and reports

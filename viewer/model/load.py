@@ -123,7 +123,8 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
             elif size >= parse_ahead.MIN_BYTES and (mapped := parse_ahead.map_file(f)) is not None:
                 # A big file: mapped whole, so its traces can be parsed on every core.
                 try:
-                    fast = native_loads(mapped, -1, progress, parse_ahead.parse_threads())
+                    fast = native_loads(mapped, -1, progress, parse_ahead.parse_threads(),
+                                        parse_ahead.SECTION_MIN_EVENTS)
                 finally:
                     mapped.close()
             else:

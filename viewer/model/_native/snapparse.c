@@ -127,7 +127,7 @@ typedef struct {
     PyObject *skip_obj[2];   /* the last "N/A" and "" seen */
     /* parallel sections (snapparse_src/sections.c) */
     int threads, sec_pending;
-    int64_t sec_min;
+    int64_t sec_min, sections_done;
     int64_t *matk; PyObject **matv; int64_t matcap, matn;   /* materialised section entries */
     /* columns */
     Col c_dev, c_act, c_addr, c_size, c_stream, c_time, c_stack, c_free, c_cc, c_um, c_first;
@@ -1245,8 +1245,9 @@ static PyObject *build_result(P *p) {
         "compile_context", column_take(&p->c_cc, "i"), "user_metadata", column_take(&p->c_um, "i"),
         "first_seen", column_take(&p->c_first, "i"));
     if (!cols) { Py_DECREF(stacks); pyerr(p); return NULL; }
-    PyObject *native = Py_BuildValue("{sNsOsOsn}", "columns", cols, "stacks", stacks,
-                                     "strings", p->str_list, "devices", (Py_ssize_t)p->ndev);
+    PyObject *native = Py_BuildValue("{sNsOsOsnsn}", "columns", cols, "stacks", stacks,
+                                     "strings", p->str_list, "devices", (Py_ssize_t)p->ndev,
+                                     "parallel", (Py_ssize_t)p->sections_done);
     Py_DECREF(stacks);
     if (!native) { pyerr(p); return NULL; }
     PyObject *r = Py_BuildValue("(sON)", "ok", result, native);

@@ -83,6 +83,7 @@ typedef struct {
     int64_t memo;          /* memo index at start (absolute for the first chunk, else 0) */
     int absolute;          /* the first chunk: BINPUT indices can be checked */
     int64_t max_events;    /* stop after this many events (-1: no limit) */
+    int64_t every;         /* a checkpoint every this many events */
     int result;            /* 0: the list ends at end; 1: landed on stop; 2: max_events; -1: no */
     int64_t end, events, containers;
     int depth_end;
@@ -120,7 +121,7 @@ static void *skim_chunk(void *arg) {
         }
         if (ev == c->max_events) { c->result = 2; break; }
         /* an event dict */
-        if (ev % CKPT_EVERY == 0) {
+        if (ev % c->every == 0) {
             if (c->nck == c->ckcap) {
                 int64_t nc = c->ckcap ? c->ckcap * 2 : 256;
                 Ckpt *q = PyMem_RawRealloc(c->ck, (size_t)nc * sizeof(Ckpt));
@@ -172,7 +173,7 @@ static void *skim_chunk(void *arg) {
  * MARK, a memo reference to the first key): where the other chunks start. */
 static int64_t event_pattern(P *p, int64_t pos0, int64_t memo0, unsigned char *pat) {
     Chunk c = {0};
-    c.p = p; c.start = pos0; c.stop = -1; c.memo = memo0; c.absolute = 1; c.max_events = 2;
+    c.p = p; c.start = pos0; c.stop = -1; c.memo = memo0; c.absolute = 1; c.max_events = 2; c.every = CKPT_EVERY;
     skim_chunk(&c);
     int64_t at = c.nck ? -1 : -1;
     PyMem_RawFree(c.ck);
@@ -198,7 +199,9 @@ static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
     int64_t plen = p->threads > 1 ? event_pattern(p, pos0, memo0, pat) : 0;
     int nt = plen ? p->threads : 1;
     int64_t span = p->end - pos0;
-    if (span < (int64_t)nt * (1 << 20)) nt = (int)(span >> 20) > 1 ? (int)(span >> 20) : 1;
+    /* chunks of at least 1 MiB (a test's tiny section minimum: 4 KiB, to exercise them) */
+    int shift = p->sec_min < CKPT_EVERY ? 12 : 20;
+    if (span < ((int64_t)nt << shift)) nt = (int)(span >> shift) > 1 ? (int)(span >> shift) : 1;
     if (!plen) nt = 1;
     Chunk *ch = PyMem_RawCalloc((size_t)nt, sizeof(Chunk));
     if (!ch) return -1;
@@ -206,6 +209,7 @@ static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
     for (int t = 0; t < nt; t++) {
         Chunk *c = &ch[m];
         c->p = p; c->max_events = -1; c->stop = -1;
+        c->every = p->sec_min < CKPT_EVERY ? p->sec_min : CKPT_EVERY;
         if (t == 0) { c->start = pos0; c->depth0 = 0; c->memo = memo0; c->absolute = 1; }
         else {
             int64_t from = pos0 + span / nt * t;
@@ -267,6 +271,7 @@ typedef struct {
     /* local strings (cc / um): byte offset and length of the text */
     int64_t *sto; int64_t *stl; int64_t nstr, strcap, stlcap;
     int64_t *sthk; int64_t sthcap;
+    int64_t *pmk; int32_t *pmv; int64_t pmcap, pmn;   /* prefix list memo index -> local stack */
     /* first appearances in event order: stack local*2, string local*2+1 */
     int32_t *fs; int64_t nfs, fscap;
     uint8_t *sseen; int64_t sseencap; uint8_t *strseen; int64_t strseencap;
@@ -547,6 +552,42 @@ static int ref_frame(W *w, int64_t idx, int64_t *fid) {
     return 0;
 }
 
+/* A list built before the section (torch shares the frame lists of segments' blocks
+ * with their trace events): a local stack {-2, memo index} per region, interned by
+ * the merge as the serial VM interns an observed list. */
+static int prefix_list(W *w, int64_t idx, int32_t *out) {
+    Region *R = w->R; Sec *S = w->S;
+    uint64_t e = S->memo[idx];
+    if ((e & 7u) != 0 || !(PyList_CheckExact((PyObject *)(uintptr_t)e) || PyTuple_CheckExact((PyObject *)(uintptr_t)e)))
+        return sec_fail(S, "event frames from a memo entry that is not a list");
+    if ((R->pmn + 1) * 2 > R->pmcap) {
+        int64_t nc = R->pmcap ? R->pmcap * 2 : 256;
+        int64_t *nk = PyMem_RawCalloc((size_t)nc, sizeof(int64_t));
+        int32_t *nv = PyMem_RawCalloc((size_t)nc, sizeof(int32_t));
+        if (!nk || !nv) { PyMem_RawFree(nk); PyMem_RawFree(nv); return sec_fail(S, "out of memory"); }
+        for (int64_t i = 0; i < R->pmcap; i++) {
+            if (!R->pmk[i]) continue;
+            int64_t j = (int64_t)(((uint64_t)(R->pmk[i] - 1) * 0x9E3779B97F4A7C15ULL) >> 17) & (nc - 1);
+            while (nk[j]) j = (j + 1) & (nc - 1);
+            nk[j] = R->pmk[i]; nv[j] = R->pmv[i];
+        }
+        PyMem_RawFree(R->pmk); PyMem_RawFree(R->pmv);
+        R->pmk = nk; R->pmv = nv; R->pmcap = nc;
+    }
+    int64_t j = (int64_t)(((uint64_t)idx * 0x9E3779B97F4A7C15ULL) >> 17) & (R->pmcap - 1);
+    while (R->pmk[j]) {
+        if (R->pmk[j] == idx + 1) { *out = R->pmv[j]; return 0; }
+        j = (j + 1) & (R->pmcap - 1);
+    }
+    int64_t ids[2] = {-2, idx};
+    int64_t h = local_new_stack(w, ids, 2);
+    if (h < 0) return -1;
+    if (h > MAX_HANDLE) return sec_fail(S, "too many stacks");
+    R->pmk[j] = idx + 1; R->pmv[j] = (int32_t)h; R->pmn++;
+    *out = (int32_t)h;
+    return 0;
+}
+
 /* The frames value of an event: its local stack handle (-1: None). */
 static int rd_frames(W *w, int64_t *pos, int32_t *out) {
     Sec *S = w->S;
@@ -558,7 +599,8 @@ static int rd_frames(W *w, int64_t *pos, int32_t *out) {
         int64_t idx = op == 0x68 ? b[*pos + 1] : (int64_t)rd32(b + *pos + 1);
         *pos += op == 0x68 ? 2 : 5;
         if (idx >= w->memo) return sec_fail(S, "memo key not found");
-        if (idx < S->memo0 || idx > 0x7ffffff0LL) return sec_fail(S, "event frames from before the section");
+        if (idx < S->memo0) return prefix_list(w, idx, out);
+        if (idx > 0x7ffffff0LL) return sec_fail(S, "too many memo entries");
         /* A list defined earlier in the section (this region's or another's, maybe
          * not complete yet): its memo index, -(idx + 2), resolved by the merge; never
          * waits.  Its first appearance is its defining event's (dicts have unique
@@ -781,7 +823,7 @@ static void *worker_main(void *arg) {
 static void region_free(Region *R) {
     PyMem_RawFree(R->fid); PyMem_RawFree(R->soff); PyMem_RawFree(R->shv); PyMem_RawFree(R->sht);
 PyMem_RawFree(R->sto); PyMem_RawFree(R->stl);
-    PyMem_RawFree(R->sthk); PyMem_RawFree(R->fs); PyMem_RawFree(R->sseen); PyMem_RawFree(R->strseen);
+    PyMem_RawFree(R->sthk); PyMem_RawFree(R->pmk); PyMem_RawFree(R->pmv); PyMem_RawFree(R->fs); PyMem_RawFree(R->sseen); PyMem_RawFree(R->strseen);
     PyMem_RawFree(R->gmap); PyMem_RawFree(R->gstr); PyMem_RawFree(R->tmp);
 }
 
@@ -929,6 +971,14 @@ static int merge(P *p, Sec *S) {
         if (!R->gmap || !R->gstr) { PyMem_RawFree(items); return fallback(p, "out of memory"); }
         for (int64_t h = 0; h < R->nst; h++) {
             int64_t a = R->soff[h], n = R->soff[h + 1] - a;
+            if (n == 2 && R->fid[a] == -2) {   /* a list from before the section */
+                int64_t g;
+                if (observed_list_stack(p, (PyObject *)(uintptr_t)p->memo[R->fid[a + 1]], &g) < 0) {
+                    PyMem_RawFree(items); return -1;
+                }
+                R->gmap[h] = g;
+                continue;
+            }
             if (grow(p, (void **)&items, &icap, n + 1, sizeof(PyObject *)) < 0) { PyMem_RawFree(items); return -1; }
             for (int64_t i = 0; i < n; i++) {
                 items[i] = materialize(p, R->fid[a + i], 0);
@@ -1120,7 +1170,7 @@ static int run_section(P *p) {
             run_threads(&S, remap_main, nt);
             Py_END_ALLOW_THREADS
             if (S.abort) result = fallback(p, S.why);
-            else { p->pos = sk.end; p->last_dev = S.dev; result = 1; }
+            else { p->pos = sk.end; p->last_dev = S.dev; p->sections_done++; result = 1; }
         }
     }
     if (result == 0) {   /* abandoned: the serial VM parses the list */
