@@ -20,7 +20,7 @@ import pytest
 from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
-from tests.parser_paths import assert_identical, pure_python
+from tests.parser_paths import assert_identical, parallel_parse, pure_python, same_parse
 from vramscope.viewer.model import LoadCancelled, Progress, SnapshotError, load_bytes, load_snapshot
 from vramscope.viewer.model import fast_pickle
 from vramscope.viewer.model.safe_pickle import safe_loads
@@ -202,3 +202,56 @@ def test_an_unknown_event_key_goes_to_the_python_parser():
     with pure_python():
         reference = load_bytes(data)
     assert_identical(load_bytes(data), reference)
+
+
+PARALLEL_FILES = SNAPSHOTS + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*"))
+
+
+@needs_native
+@pytest.mark.parametrize("path", PARALLEL_FILES, ids=lambda p: p.name)
+def test_parallel_sections_give_the_serial_answer(path):
+    """Device traces parsed in parallel regions (here a checkpoint every event, so a
+    file of a few events is cut into many regions that refer to each other's memo
+    entries) give exactly the serial VM's answer - and really ran in parallel."""
+    data = _plain(path)
+    serial = snapparse().parse(data)
+    for threads in (2, 5):
+        parallel = parallel_parse(data, threads)
+        assert same_parse(parallel, serial), f"{threads} threads"
+    if serial[0] == "ok" and serial[2] is not None and memoryview(serial[2]["columns"]["action"]).nbytes:
+        assert parallel[2]["parallel"] >= 1, "the parallel path was abandoned"
+
+
+@needs_native
+def test_the_big_snapshot_in_parallel_is_the_serial_one():
+    """The 1M-event recording at the real section size (a chunked skim, regions of
+    thousands of events) on 2 and 4 threads, through the loader too."""
+    data = _plain(BIG_XZ)
+    serial = snapparse().parse(data)
+    for threads in (2, 4):
+        parallel = snapparse().parse(data, -1, None, threads)
+        assert parallel[2]["parallel"] == 1
+        assert same_parse(parallel, serial)
+    fast = fast_pickle.native_loads(data, threads=4)
+    assert fast is not None and fast.native["parallel"] == 1
+
+
+@needs_native
+def test_a_cancel_during_parallel_sections_stops_the_parse():
+    data = _plain(BIG_XZ)
+
+    class Stop(Exception):
+        pass
+
+    def progress(fraction):
+        if fraction > 0.1:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        snapparse().parse(data, -1, progress, 4, 1)
+
+
+def snapparse():
+    from vramscope.viewer.model._native import native_module
+
+    return native_module("snapparse")
