@@ -34,6 +34,21 @@ SECTION_MIN_EVENTS = 65536  # shorter device traces: one thread (tests lower it)
 _pending: dict[str, "Ahead"] = {}
 
 
+def stamp(stage: str) -> None:
+    """Note when a start-up stage ended (``time.perf_counter``, the clock the benchmark's
+    launcher shares) in the file ``VRAMSCOPE_STAGE_LOG`` names, if set: the per-stage
+    breakdown of ``make bench`` for whole processes.  Costs nothing when unset."""
+    log = os.environ.get("VRAMSCOPE_STAGE_LOG")
+    if log:
+        import time
+
+        try:
+            with open(log, "a", encoding="ascii") as f:
+                f.write(f"{stage} {time.perf_counter():.6f}\n")
+        except OSError:
+            pass
+
+
 def _identity(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -125,6 +140,7 @@ def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
             return False  # mapping the cached columns is faster than any parse
     ahead = Ahead(path, extension)
     _pending[path] = ahead
+    stamp("parse_start")
     ahead.thread.start()
     return True
 
@@ -174,6 +190,7 @@ class Ahead:
         except BaseException as exc:  # noqa: BLE001 - the loader parses again and reports
             self.error = exc
         finally:
+            stamp("parse_done")
             self.done.set()
 
     def answer(self, update=None, path: str | os.PathLike | None = None) -> tuple | None:

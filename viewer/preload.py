@@ -60,6 +60,9 @@ class Preload:
                                  use_cache=None if key is None else False)
             doc = Document.build(snap, Progress(self._report, self.cancel_event))
             del snap
+            from .parse_ahead import stamp
+
+            stamp("document_done")
             self.store_key = key
             self.document = doc
         except BaseException as exc:  # noqa: BLE001 - handed to the loader, which reports it

@@ -21,9 +21,6 @@ import os
 import resource
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2].parent))
 
 
 def _cpu() -> float:

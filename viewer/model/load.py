@@ -63,6 +63,7 @@ def load_snapshot(
         if ahead is not None:
             ahead.discard()  # nothing left to do once it answered
     progress.update("columns", 1.0)
+    parse_ahead.stamp("columns_done")
     snap.path = os.fspath(path)
     snap.sidecar = read_sidecar(path)
     return snap
