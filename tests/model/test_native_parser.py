@@ -255,3 +255,34 @@ def snapparse():
     from vramscope.viewer.model._native import native_module
 
     return native_module("snapparse")
+
+
+@needs_native
+def test_sections_share_frame_lists_across_devices():
+    """Device 1's events reuse device 0's frame lists and frame dicts (memo references
+    into an earlier parallel section) and the segments' lists (before any section)."""
+    frames = [[{"filename": f"f{i % 7}.py", "line": i, "name": "fn"}] for i in range(50)]
+    seg_frames = [{"filename": "seg.py", "line": 1, "name": "alloc"}]
+    segments = [{"device": 0, "address": 0, "total_size": 1 << 20, "stream": 0,
+                 "segment_type": "large", "allocated_size": 0, "active_size": 0,
+                 "requested_size": 0, "blocks": [{"address": 0, "size": 1 << 20,
+                                                  "requested_size": 0, "state": "inactive",
+                                                  "frames": seg_frames}]}]
+    dev0 = [{"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "time_us": i,
+             "frames": frames[i % 50], "compile_context": f"cc{i % 3}"} for i in range(300)]
+    dev1 = [{"action": "free_completed", "addr": 4096 * i, "size": 512, "stream": 0,
+             "time_us": 1000 + i, "frames": (frames[i % 50] if i % 3 else seg_frames)}
+            for i in range(300)]
+    data = pickle.dumps({"segments": segments, "device_traces": [dev0, dev1]}, protocol=4)
+    serial = snapparse().parse(data)
+    assert serial[0] == "ok"
+    for threads in (2, 4):
+        parallel = parallel_parse(data, threads)
+        assert parallel[2]["parallel"] == 2, "both device lists in parallel"
+        assert same_parse(parallel, serial)
+    assert_identical(load_bytes(data), _python_load(data))
+
+
+def _python_load(data):
+    with pure_python():
+        return load_bytes(data)

@@ -137,6 +137,7 @@ static PyTypeObject ColumnType;
 static PyObject *materialize(P *p, int64_t idx, int depth);
 #define M_OFFSET 4u   /* (byte offset << 3) | 4: a string or a frame dict defined in a section */
 #define M_FLIST 5u    /* (((region << 32) | local stack) << 3) | 5: a frame list of a section */
+#define M_STACK 6u    /* (stack handle << 3) | 6: that frame list once merged */
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -355,6 +356,12 @@ static inline int memo_get(P *p, uint64_t key) {
         return 0;
     }
     if ((e & 7u) == M_VLIST) { Val v; v.u.i = (int64_t)(e >> 3); v.k = K_VLIST; v.aux = 0; return push(p, v); }
+    if ((e & 7u) == M_STACK) {   /* a frame list a parallel section defined: frozen */
+        if (grow(p, (void **)&p->vl, &p->vlcap, p->nvl + 1, sizeof(int32_t)) < 0) return -1;
+        p->vl[p->nvl] = (int32_t)(e >> 3);
+        Val v; v.u.i = p->nvl++; v.k = K_VLIST; v.aux = 0;
+        return push(p, v);
+    }
     if ((e & 7u) == M_OFFSET) {   /* a string or frame dict a parallel section defined */
         PyObject *o = materialize(p, (int64_t)key, 0);
         if (!o) return -1;

@@ -462,8 +462,11 @@ static int skip_plain(W *w, int64_t *pos) {
     *pos = nf(b, *pos);
     int op = b[*pos];
     if (op == 0x8C || op == 0x58 || op == 0x8D) { Bytes t; return rd_string_value(w, pos, &t); }
-    if (op == 0x68) { *pos += 2; return 0; }
-    if (op == 0x6A) { *pos += 5; return 0; }
+    if (op == 0x68 || op == 0x6A) {   /* materialised later: it must exist by now */
+        if (get_idx(b, *pos) >= w->memo) return sec_fail(w->S, "memo key not found");
+        *pos += op == 0x68 ? 2 : 5;
+        return 0;
+    }
     if (op == 0x4E || op == 0x88 || op == 0x89) { *pos += 1; return 0; }
     if (op == 0x47) { *pos += 9; return 0; }
     if (op == 0x4B || op == 0x4D || op == 0x4A || op == 0x8A) {
@@ -558,7 +561,9 @@ static int ref_frame(W *w, int64_t idx, int64_t *fid) {
 static int prefix_list(W *w, int64_t idx, int32_t *out) {
     Region *R = w->R; Sec *S = w->S;
     uint64_t e = S->memo[idx];
-    if ((e & 7u) != 0 || !(PyList_CheckExact((PyObject *)(uintptr_t)e) || PyTuple_CheckExact((PyObject *)(uintptr_t)e)))
+    /* M_STACK: a frame list of an earlier section, already one of the parser's stacks */
+    if ((e & 7u) != M_STACK && ((e & 7u) != 0 || !(PyList_CheckExact((PyObject *)(uintptr_t)e) ||
+                                  PyTuple_CheckExact((PyObject *)(uintptr_t)e))))
         return sec_fail(S, "event frames from a memo entry that is not a list");
     if ((R->pmn + 1) * 2 > R->pmcap) {
         int64_t nc = R->pmcap ? R->pmcap * 2 : 256;
@@ -580,6 +585,7 @@ static int prefix_list(W *w, int64_t idx, int32_t *out) {
         j = (j + 1) & (R->pmcap - 1);
     }
     int64_t ids[2] = {-2, idx};
+    if ((e & 7u) == M_STACK) { ids[0] = -3; ids[1] = (int64_t)(e >> 3); }
     int64_t h = local_new_stack(w, ids, 2);
     if (h < 0) return -1;
     if (h > MAX_HANDLE) return sec_fail(S, "too many stacks");
@@ -628,7 +634,10 @@ static int rd_frames(W *w, int64_t *pos, int32_t *out) {
         int o = b[*pos = nf(b, *pos)];
         int batch = 0;
         if (o == 0x28) { batch = 1; *pos += 1; }
-        else if (!(o == 0x7D || o == 0x68 || o == 0x6A)) break;
+        else if (o == 0x68 || o == 0x6A) {
+            /* one item and APPEND, or (no item) the event's next key */
+            if (b[nf(b, *pos + (o == 0x68 ? 2 : 5))] != 0x61) break;
+        } else if (o != 0x7D) break;
         for (;;) {
             o = b[*pos = nf(b, *pos)];
             int64_t fid;
@@ -971,6 +980,7 @@ static int merge(P *p, Sec *S) {
         if (!R->gmap || !R->gstr) { PyMem_RawFree(items); return fallback(p, "out of memory"); }
         for (int64_t h = 0; h < R->nst; h++) {
             int64_t a = R->soff[h], n = R->soff[h + 1] - a;
+            if (n == 2 && R->fid[a] == -3) { R->gmap[h] = R->fid[a + 1]; continue; }
             if (n == 2 && R->fid[a] == -2) {   /* a list from before the section */
                 int64_t g;
                 if (observed_list_stack(p, (PyObject *)(uintptr_t)p->memo[R->fid[a + 1]], &g) < 0) {
@@ -1028,13 +1038,26 @@ static void *remap_main(void *arg) {
             int32_t v = st[i];
             if (v >= 0) st[i] = (int32_t)R->gmap[v];
             else if (v < -1) {
-                uint64_t e = S->memo[-(int64_t)v - 2];
+                /* another region may be turning its M_FLIST entries into M_STACK ones
+                 * meanwhile (below): either form names the same stack */
+                uint64_t e = __atomic_load_n(&S->memo[-(int64_t)v - 2], __ATOMIC_RELAXED);
                 uint64_t x = e >> 3;
-                if ((e & 7u) != M_FLIST || (int64_t)(x >> 32) > k) { sec_fail(S, "event frames that are not a frame list"); break; }
-                st[i] = (int32_t)S->r[x >> 32].gmap[x & 0xffffffffu];
+                if ((e & 7u) == M_STACK) st[i] = (int32_t)x;
+                else if ((e & 7u) != M_FLIST || (int64_t)(x >> 32) > k) { sec_fail(S, "event frames that are not a frame list"); break; }
+                else st[i] = (int32_t)S->r[x >> 32].gmap[x & 0xffffffffu];
             }
             if (cc[i] >= 0) cc[i] = R->gstr[cc[i]];
             if (um[i] >= 0) um[i] = R->gstr[um[i]];
+        }
+        /* the region's frame lists become stacks of the parser (for later GETs) */
+        int64_t m1 = k + 1 < S->nr ? S->r[k + 1].start.memo : S->memo_end;
+        for (int64_t i = R->start.memo; i < m1; i++) {
+            uint64_t e = S->memo[i];
+            if ((e & 7u) != M_FLIST) continue;
+            uint64_t x = e >> 3;
+            if ((int64_t)(x >> 32) > k) { sec_fail(S, "a frame list from a later region"); break; }
+            __atomic_store_n(&S->memo[i], ((uint64_t)S->r[x >> 32].gmap[x & 0xffffffffu] << 3) | M_STACK,
+                             __ATOMIC_RELAXED);
         }
     }
     return NULL;
