@@ -17,7 +17,18 @@ OUT="${1:-/tmp/vramscope-bench}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 export VRAMSCOPE_REQUIRE_NATIVE=1
-"$PY" setup.py -q build_ext --inplace
+if ! "$PY" setup.py -q build_ext --inplace; then
+    # e.g. a setuptools too old for pyproject.toml: the same flags, straight to the compiler
+    echo "setup.py build_ext failed; compiling viewer/model/_native/*.c directly"
+    "$PY" - <<'PYEOF'
+import pathlib, subprocess, sysconfig
+inc, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+cc = (sysconfig.get_config_var("CC") or "cc").split()
+for src in sorted(pathlib.Path("viewer/model/_native").glob("*.c")):
+    subprocess.run([*cc, "-O2", "-pthread", "-shared", "-fPIC", f"-I{inc}", str(src),
+                    "-o", str(src.with_suffix("")) + suffix], check=True)
+PYEOF
+fi
 SHIM="$(mktemp -d)"
 mkdir -p "$SHIM/vramscope/viewer"
 ln -s "$PWD/capture" "$SHIM/vramscope/capture"
