@@ -204,7 +204,8 @@ def test_an_unknown_event_key_goes_to_the_python_parser():
     assert_identical(load_bytes(data), reference)
 
 
-PARALLEL_FILES = SNAPSHOTS + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*"))
+PARALLEL_FILES = (SNAPSHOTS + sorted((DATA / "truth").glob("*.pickle*"))
+                  + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*")))
 
 
 @needs_native
