@@ -66,13 +66,15 @@ def parse_threads() -> int:
     return max(1, min(cores, MAX_THREADS))
 
 
-def map_file(f):
-    """A read-only map of the open file ``f`` with its pages mapped at once (Linux:
-    ``MAP_POPULATE``), or None where the file cannot be mapped."""
+def map_file(f, threads: int = 1):
+    """A read-only map of the open file ``f``, or None where it cannot be mapped.  For
+    a parse on few threads its pages are mapped at once (Linux: ``MAP_POPULATE``, one
+    pass in the kernel instead of a page fault every 4 KiB); on more, the parser's
+    threads map their own stretches in parallel."""
     import mmap
 
     try:
-        if hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_SHARED"):
+        if threads < 4 and hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_SHARED"):
             return mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
                              prot=mmap.PROT_READ)
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -179,11 +181,12 @@ class Ahead:
             parser = _parser(self.extension)
             with open(self.path, "rb") as f:
                 self.ident = _identity(os.fstat(f.fileno()))
-                mapped = map_file(f)
+                threads = parse_threads()
+                mapped = map_file(f, threads)
                 if mapped is None:
                     return
                 try:
-                    self.result = parser.parse(mapped, -1, self._progress, parse_threads(),
+                    self.result = parser.parse(mapped, -1, self._progress, threads,
                                                SECTION_MIN_EVENTS)
                 finally:
                     mapped.close()

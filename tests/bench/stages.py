@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     del data
     with open(args.file, "rb") as f:
         with clock("map"):
-            mapped = parse_ahead.map_file(f)
+            mapped = parse_ahead.map_file(f, threads)
         with clock("parse"):
             fast = fast_pickle.native_loads(mapped, -1, None, threads)
         if args.serial:

@@ -84,6 +84,7 @@ typedef struct {
     int absolute;          /* the first chunk: BINPUT indices can be checked */
     int64_t max_events;    /* stop after this many events (-1: no limit) */
     int64_t every;         /* a checkpoint every this many events */
+    int64_t populate_to;   /* map the input's pages up to here first (0: no) */
     int result;            /* 0: the list ends at end; 1: landed on stop; 2: max_events; -1: no */
     int64_t end, events, containers;
     int depth_end;
@@ -99,6 +100,15 @@ static void *skim_chunk(void *arg) {
     Chunk *c = arg;
     const unsigned char *b = c->p->buf;
     int64_t n = c->p->end, ev = 0, containers = 0, pos = c->start, memo = c->memo;
+#ifdef __linux__
+    if (c->populate_to > c->start) {
+        /* map this chunk's pages of a file mapping in one call, in parallel with the
+         * other chunks (instead of a page fault every 4 KiB); EINVAL before Linux 5.14 */
+        uintptr_t a0 = (uintptr_t)(b + c->start) & ~(uintptr_t)4095;
+        uintptr_t a1 = (uintptr_t)(b + c->populate_to);
+        madvise((void *)a0, a1 - a0, 22 /* MADV_POPULATE_READ */);
+    }
+#endif
     int depth = c->depth0;
     for (;;) {
         if (pos >= n) SKIM_FAIL;
@@ -221,6 +231,8 @@ static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
         }
         m++;
     }
+    if (m > 1)
+        for (int t = 0; t < m; t++) ch[t].populate_to = t + 1 < m ? ch[t + 1].start : p->end;
     pthread_t tid[256];
     int started = 0;
     for (int t = 1; t < m && t < 256; t++) {
