@@ -20,7 +20,7 @@ from .native import (_core, _divisions, _known_arrays, _layout_columns, _layout_
                      _run_native, use_native)
 from .. import allocator_rules as rules
 from .seed import _seed
-from .state import _State, _apply
+from .state import Known, _State, _apply
 
 KEYFRAME_BUDGET_BLOCKS = 20_000_000  # total block rows kept in keyframes
 # The C loop replays ~50M events/s, so a seek can afford a longer stretch
@@ -55,7 +55,7 @@ class DeviceReplay:
     keyframe_every: int
     keyframes: list[Layout] = field(repr=False, default_factory=list)  # after events K-1, 2K-1..
     settings: dict = field(default_factory=dict, repr=False)
-    known: dict = field(default_factory=dict, repr=False)  # segment addr -> (small, pool)
+    known: Known = field(default_factory=Known, repr=False)  # segment facts (see Known)
     inconsistencies: int = 0
     native: bool = False  # seeks use the C loop
     # Layouts kept after chosen events (e.g. the OOMs), when there are no keyframes.

@@ -39,12 +39,12 @@ def _layout_columns(layout: Layout) -> list[np.ndarray]:
             for f, dt in zip(Layout.__dataclass_fields__, _LAYOUT_DTYPES)]
 
 
-def _known_arrays(known: dict) -> tuple:
-    """Segment facts for the C loop: sorted addresses, small flags, pools, default pool."""
-    addrs = sorted(a for a in known if a is not None)
-    return (np.array(addrs, np.int64), np.array([known[a][0] for a in addrs], np.uint8),
-            np.array([known[a][1] for a in addrs], np.int32),
-            int(known.get(None, (False, 0))[1]))
+def _known_arrays(known) -> tuple:
+    """Segment facts for the C loop (a :class:`.state.Known`): addresses (sorted),
+    sizes, small flags, pools, default pool."""
+    return (np.ascontiguousarray(known.addr, np.int64), np.ascontiguousarray(known.size, np.int64),
+            np.ascontiguousarray(known.small, np.uint8), np.ascontiguousarray(known.pool, np.int32),
+            int(known.default_pool))
 
 
 def _divisions(settings: dict) -> list[int]:

@@ -19,6 +19,36 @@ from .. import allocator_rules as rules
 from .layout import ALLOCATED, BEFORE_RECORDING, FREE, PENDING, Layout
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+class Known:
+    """Segment facts the trace does not carry (small or large pool, private pool),
+    from the final snapshot: a segment made by segment_alloc takes the facts of the
+    final segment with its address *and size* (an address is reused by segments of
+    other sizes and pools); a mapped range those of the final mapped range that
+    contains it.  Others: small when at most 2 MiB (never for expandable segments),
+    and the ordinary pool."""
+
+    def __init__(self, addr=(), size=(), small=(), pool=(), default_pool: int = 0) -> None:
+        order = np.argsort(np.asarray(addr, np.int64), kind="stable")
+        self.addr = np.asarray(addr, np.int64)[order]
+        self.size = np.asarray(size, np.int64)[order]
+        self.small = np.asarray(small, np.uint8)[order]
+        self.pool = np.asarray(pool, np.int32)[order]
+        self.default_pool = int(default_pool)
+        self._addr_list = self.addr.tolist()
+
+    def lookup(self, addr: int, size: int, expandable: bool) -> tuple[bool, int]:
+        """(small, pool) of a segment the trace creates at ``addr`` with ``size`` bytes."""
+        i = bisect.bisect_right(self._addr_list, addr) - 1
+        if i >= 0:
+            a, s = self._addr_list[i], int(self.size[i])
+            if (a == addr and s == size) or (expandable and addr + size <= a + s):
+                return bool(self.small[i]), int(self.pool[i])
+        return size <= rules.SMALL_BUFFER and not expandable, self.default_pool
+
+
 class _State:
     """Mutable allocator state of one device during a replay."""
 
@@ -31,8 +61,8 @@ class _State:
         self.inconsistencies = 0
         self._round_cache: dict[int, int] = {}
         # Segment facts the trace does not carry (pool, small/large of an
-        # expandable segment), from the final snapshot, by address.
-        self.known: dict[int, tuple[bool, int]] = {}
+        # expandable segment), from the final snapshot.
+        self.known = Known()
 
     # -- segments ---------------------------------------------------------
     def add_segment(self, addr, size, stream, small, pool, expandable) -> None:
@@ -71,15 +101,6 @@ class _State:
             return None
         start = self.seg_starts[i]
         return start if addr < start + self.segs[start][0] else None
-
-    def _expandable_ending_at(self, addr: int) -> int | None:
-        """The expandable segment whose mapped range ends at ``addr`` (it grows there)."""
-        i = bisect.bisect_right(self.seg_starts, addr) - 1
-        if i < 0:
-            return None
-        start = self.seg_starts[i]
-        seg = self.segs[start]
-        return start if seg[4] and start + seg[0] == addr else None
 
     # -- blocks -----------------------------------------------------------
     def _put_block(self, addr, block) -> None:
@@ -191,38 +212,112 @@ class _State:
                 self._drop_block(addr)
 
     def new_segment(self, addr, size, stream, expandable) -> None:
-        """A segment created by the trace (segment_alloc, or a first segment_map)."""
-        small, pool = self.known.get(addr, (size <= rules.SMALL_BUFFER and not expandable,
-                                            self.known.get(None, (False, 0))[1]))
+        """A segment created by the trace (segment_alloc, or a segment_map that
+        touches no mapped range)."""
+        if size <= 0 or addr < 0 or addr + size > INT64_MAX:
+            self.inconsistencies += 1
+            return
+        small, pool = self.known.lookup(addr, size, expandable)
         self.add_segment(addr, size, stream, small, pool, expandable)
 
+    def _joinable(self, start: int | None, stream: int) -> bool:
+        return start is not None and self.segs[start][4] and self.segs[start][1] == stream
+
     def map(self, addr, size, stream) -> None:
-        seg = self.segment_containing(addr)
-        if seg is None:
-            seg = self._expandable_ending_at(addr)
-        if seg is None:
-            self.new_segment(addr, size, stream, True)
+        """segment_map: pages of an expandable segment mapped at ``[addr, addr + size)``.
+
+        A snapshot lists every contiguous mapped range of an expandable segment as
+        one segment, so the range joins the mapped range ending at ``addr`` and the
+        one starting at ``addr + size`` (same stream), or starts a new one."""
+        if size <= 0 or addr < 0 or addr + size > INT64_MAX:
+            self.inconsistencies += 1
             return
-        i = bisect.bisect_right(self.seg_starts, seg)
-        if addr < seg + self.segs[seg][0] or (
-                i < len(self.seg_starts) and seg + self.segs[seg][0] + size > self.seg_starts[i]):
+        starts = self.seg_starts
+        i = bisect.bisect_right(starts, addr)
+        left = starts[i - 1] if i > 0 else None
+        if left is not None and left + self.segs[left][0] > addr or (
+                i < len(starts) and starts[i] < addr + size):
             self.inconsistencies += 1  # mapped twice, or into the next segment
             return
-        self.segs[seg][0] += size
-        self._put_block(addr, [size, FREE, 0, -1, BEFORE_RECORDING, seg])
+        if left is None or left + self.segs[left][0] != addr or not self._joinable(left, stream):
+            left = None
+        right = starts[i] if i < len(starts) and starts[i] == addr + size else None
+        if not self._joinable(right, stream):
+            right = None
+        if left is None and right is None:
+            self.new_segment(addr, size, stream, True)
+            return
+        if left is None:  # the range grows downwards: it starts at addr now
+            left = self._rekey(right, addr)
+            right = None
+        self.segs[left][0] += size
+        self._put_block(addr, [size, FREE, 0, -1, BEFORE_RECORDING, left])
+        if right is not None:  # the gap between two ranges is filled: one range
+            self._absorb(left, right)
         self._merge(addr)
 
     def unmap(self, addr, size) -> None:
-        block = self._block_at_or_around(addr)
-        if block is None or block[1] != FREE or block[0] < size:
+        """segment_unmap: whole pages inside a free block are unmapped; the block's
+        ends stay mapped, and a range unmapped in the middle splits the segment."""
+        seg = self.segment_containing(addr)
+        if seg is None or size <= 0 or addr + size > INT64_MAX:
             self.inconsistencies += 1
             return
-        seg = block[5]
-        self.segs[seg][0] -= size
-        tail = block[0] - size
-        self._drop_block(addr)
-        if tail:
-            self._put_block(addr + size, [tail, FREE, 0, -1, BEFORE_RECORDING, seg])
+        lst = self.seg_blocks[seg]
+        j = bisect.bisect_right(lst, addr) - 1
+        start = lst[j] if j >= 0 else None
+        block = self.blocks[start] if start is not None else None
+        end = addr + size
+        if block is None or block[1] != FREE or start + block[0] < end:
+            self.inconsistencies += 1
+            return
+        tail = start + block[0] - end
+        if start < addr:
+            block[0] = addr - start
+        else:
+            self._drop_block(start)
+        seg_end = seg + self.segs[seg][0]
+        if end < seg_end:  # the mapped rest after the hole: a segment of its own
+            facts = self.segs[seg]
+            self._split(seg, end, [seg_end - end] + facts[1:])
+            if tail:
+                self._put_block(end, [tail, FREE, 0, -1, BEFORE_RECORDING, end])
+        if addr > seg:
+            self.segs[seg][0] = addr - seg
+        else:
+            self.seg_blocks.pop(seg)
+            del self.segs[seg]
+            del self.seg_starts[bisect.bisect_left(self.seg_starts, seg)]
+
+    def _rekey(self, seg: int, new: int) -> int:
+        """Move segment ``seg`` to start at ``new`` (below it; the caller grows it)."""
+        self.segs[new] = self.segs.pop(seg)
+        self.seg_starts[bisect.bisect_left(self.seg_starts, seg)] = new
+        lst = self.seg_blocks[new] = self.seg_blocks.pop(seg)
+        for b in lst:
+            self.blocks[b][5] = new
+        return new
+
+    def _absorb(self, left: int, right: int) -> None:
+        """Segment ``right`` (right after ``left``) becomes part of ``left``."""
+        self.segs[left][0] += self.segs.pop(right)[0]
+        del self.seg_starts[bisect.bisect_left(self.seg_starts, right)]
+        moved = self.seg_blocks.pop(right)
+        for b in moved:
+            self.blocks[b][5] = left
+        self.seg_blocks[left].extend(moved)
+
+    def _split(self, seg: int, at: int, facts: list) -> None:
+        """Blocks of ``seg`` at or after ``at`` move to a new segment at ``at``."""
+        lst = self.seg_blocks[seg]
+        j = bisect.bisect_left(lst, at)
+        moved = lst[j:]
+        del lst[j:]
+        for b in moved:
+            self.blocks[b][5] = at
+        self.segs[at] = facts
+        bisect.insort(self.seg_starts, at)
+        self.seg_blocks[at] = moved
 
     # -- snapshots of the state -------------------------------------------
     def layout(self) -> Layout:
@@ -247,7 +342,7 @@ class _State:
         )
 
     @classmethod
-    def from_layout(cls, layout: Layout, settings: dict, known: dict) -> "_State":
+    def from_layout(cls, layout: Layout, settings: dict, known: Known) -> "_State":
         st = cls(settings)
         st.known = known
         st.seg_starts = layout.seg_addr.tolist()
