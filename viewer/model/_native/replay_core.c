@@ -896,6 +896,58 @@ static PyObject *get_layout(PyObject *self, PyObject *cap) {
     return st ? layout(st) : NULL;
 }
 
+/* set_known(state, known_addr i64 (sorted), known_size i64, known_small u8, known_pool i32,
+ *           default_pool): replace the segment facts (a live replay learns new segments). */
+static PyObject *set_known(PyObject *self, PyObject *args) {
+    PyObject *cap, *o[4];
+    int default_pool;
+    if (!PyArg_ParseTuple(args, "OOOOOi", &cap, &o[0], &o[1], &o[2], &o[3], &default_pool))
+        return NULL;
+    St *st = state_of(cap);
+    if (!st) return NULL;
+    static const Py_ssize_t item[4] = {8, 8, 1, 4};
+    Py_buffer v[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++)
+        if (get_buf(o[got], &v[got], item[got], 0, "known column") < 0) goto done;
+    Py_ssize_t nk = v[0].len / 8;
+    if (v[1].len / 8 != nk || v[2].len != nk || v[3].len / 4 != nk) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    int64_t *ka = malloc((size_t)(nk ? nk : 1) * 8), *ks = malloc((size_t)(nk ? nk : 1) * 8);
+    uint8_t *ksm = malloc((size_t)(nk ? nk : 1));
+    int32_t *kp = malloc((size_t)(nk ? nk : 1) * 4);
+    if (!ka || !ks || !ksm || !kp) {
+        free(ka);
+        free(ks);
+        free(ksm);
+        free(kp);
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(ka, v[0].buf, (size_t)nk * 8);
+    memcpy(ks, v[1].buf, (size_t)nk * 8);
+    memcpy(ksm, v[2].buf, (size_t)nk);
+    memcpy(kp, v[3].buf, (size_t)nk * 4);
+    free(st->known_addr);
+    free(st->known_size);
+    free(st->known_small);
+    free(st->known_pool);
+    st->known_addr = ka;
+    st->known_size = ks;
+    st->known_small = ksm;
+    st->known_pool = kp;
+    st->nknown = nk;
+    st->default_pool = default_pool;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    return result;
+}
+
 static PyObject *get_inconsistencies(PyObject *self, PyObject *cap) {
     St *st = state_of(cap);
     return st ? PyLong_FromLongLong(st->inconsistencies) : NULL;
@@ -1186,6 +1238,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Apply events; returns (keyframe layouts, emitted layouts)."},
     {"layout", get_layout, METH_O, "The state's layout as a tuple of 12 bytes columns."},
     {"inconsistencies", get_inconsistencies, METH_O, "Events the state could not apply exactly."},
+    {"set_known", set_known, METH_VARARGS, "Replace the segment facts of a state."},
     {"round_size", py_round_size, METH_VARARGS, "The allocator's rounding (for tests)."},
     {NULL, NULL, 0, NULL},
 };

@@ -140,34 +140,58 @@ class CurveIndex:
 
     def __init__(self, rep: "DeviceReplay") -> None:
         self.rep = rep
-        self.n = n = len(rep)
-        nb = -(-n // BLOCK)
+        self.n = 0
         starts = _curve_starts(rep, None, None)
-        self.maxima = {c: np.empty(nb, np.int64) for c in CURVES}
-        self.checkpoints = {c: np.empty(nb + 1, np.int64) for c in CURVES}
+        self.maxima = {c: np.empty(0, np.int64) for c in CURVES}
+        self.checkpoints = {c: np.array([starts[c]], np.int64) for c in CURVES}
         self.native = rep.native and _nat._core is not None
+        self.peaks = {c: (np.iinfo(np.int64).min if self.native else 0, -1) for c in CURVES}
+        self._full = None if self.native else {c: np.zeros(0, np.int64) for c in CURVES}
+        self.extend()
+
+    def extend(self) -> None:
+        """Take in the events appended to the replay since the last call (a live
+        replay grows): the last, partial block and the new ones are summarised;
+        everything before stays.  Cost: the new events, plus O(n / 64) copies."""
+        rep = self.rep
+        n_old, n = self.n, len(rep)
+        if n <= n_old and n_old:
+            return
+        j = n_old // BLOCK  # the first block that is partial or new
+        a = j * BLOCK
+        nb = -(-(n - a) // BLOCK)
+        mx = {c: np.empty(nb, np.int64) for c in CURVES}
+        ck = {c: np.empty(nb + 1, np.int64) for c in CURVES}
+        starts = {c: int(self.checkpoints[c][j]) for c in CURVES}
         if self.native:
             peaks = _nat._core.curve_blocks(
-                np.ascontiguousarray(rep.action, np.int8),
-                np.ascontiguousarray(rep.block_size, np.int64),
-                np.ascontiguousarray(rep.size, np.int64), tuple(starts[c] for c in CURVES),
-                BLOCK, *(self.maxima[c] for c in CURVES),
-                *(self.checkpoints[c] for c in CURVES))
-            self.peaks = {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
-            self._full = None
+                np.ascontiguousarray(rep.action[a:n], np.int8),
+                np.ascontiguousarray(rep.block_size[a:n], np.int64),
+                np.ascontiguousarray(rep.size[a:n], np.int64), tuple(starts[c] for c in CURVES),
+                BLOCK, *(mx[c] for c in CURVES), *(ck[c] for c in CURVES))
+            tail = {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
         else:  # the Python path: the full curves, summarised the same way
-            self._full = rep._curves() if n else {c: np.zeros(0, np.int64) for c in CURVES}
-            for c, y in self._full.items():
-                if n:
-                    pad = np.full(nb * BLOCK, np.iinfo(np.int64).min, np.int64)
-                    pad[:n] = y
-                    self.maxima[c][:] = pad.reshape(nb, BLOCK).max(axis=1)
-                    self.checkpoints[c][0] = starts[c]
-                    self.checkpoints[c][1:] = y[np.minimum(np.arange(1, nb + 1) * BLOCK, n) - 1]
-                else:
-                    self.checkpoints[c][:] = starts[c]
-            self.peaks = {c: (int(y.max()), int(np.argmax(y))) if n else (0, -1)
-                          for c, y in self._full.items()}
+            steps = _curve_steps(rep, slice(n_old, n), None, None)
+            tail = {}
+            for c in CURVES:
+                last = int(self._full[c][-1]) if n_old else int(self.checkpoints[c][0])
+                new = np.cumsum(steps[c], out=steps[c])
+                new += last
+                y = self._full[c] = np.concatenate([self._full[c], new]) if n_old else new
+                seg = y[a:n]
+                pad = np.full(nb * BLOCK, np.iinfo(np.int64).min, np.int64)
+                pad[:len(seg)] = seg
+                mx[c][:] = pad.reshape(nb, BLOCK).max(axis=1) if nb else mx[c]
+                ck[c][0] = starts[c]
+                ck[c][1:] = seg[np.minimum(np.arange(1, nb + 1) * BLOCK, len(seg)) - 1]
+                tail[c] = (int(seg.max()), int(np.argmax(seg))) if len(seg) else (0, -1)
+        for c in CURVES:
+            self.maxima[c] = np.concatenate([self.maxima[c][:j], mx[c]])
+            self.checkpoints[c] = np.concatenate([self.checkpoints[c][:j], ck[c]])
+            v, k = tail[c]
+            if k >= 0 and (self.peaks[c][1] < 0 or v > self.peaks[c][0]):
+                self.peaks[c] = (v, a + k)
+        self.n = n
         self.coarse = {}
         for c, m in self.maxima.items():
             nc = len(m) // COARSE

@@ -160,13 +160,16 @@ class DeviceReplay:
 
 def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
                   keyframe_every: int | None = None, keyframes: bool = True,
-                  emit_at=(), native: bool | None = None) -> DeviceReplay:
+                  emit_at=(), native: bool | None = None, live: bool = False) -> DeviceReplay:
     """Replay ``device``'s trace of ``snap`` (see the module docstring).
 
     ``keyframes=False`` keeps no keyframes (a headless summary seeks at most
     to the events in ``emit_at``, whose layouts are kept); ``native`` picks
     the C loop or the Python one (``None``: the C loop when built).
+    ``live=True`` keeps the replay state after the last event, so
+    :func:`.live.extend_device` can apply events that arrive later.
     """
+    keyframes = keyframes or live
     progress = progress or Progress()
     trace = snap.trace
     native = use_native(native)
@@ -223,6 +226,8 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
             progress.update("replay", stop / n if n else 1.0)
             start = stop
         rep.inconsistencies = _core.inconsistencies(cap)
+        if live:
+            rep._derived["state"] = cap
         del cap
     else:
         st = _State.from_layout(initial, settings, rep.known)
@@ -238,6 +243,8 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
                 rep.emitted[stop - 1] = st.layout()
             progress.update("replay", stop / n if n else 1.0)
         rep.inconsistencies = st.inconsistencies
+        if live:
+            rep._derived["state"] = st
     if not keyframes:
         # Seeks replay from the start: make the keyframe stride say so.
         rep.keyframe_every = max(n, 1)

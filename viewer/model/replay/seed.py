@@ -31,8 +31,7 @@ def _seed(snap: Snapshot, device: int, actions: np.ndarray, addrs: np.ndarray,
     st = _State(settings)
     on_dev = np.flatnonzero(segs.device == device)
     default_pool = snap.ordinary_pool or 0
-    st.known = Known(segs.address[on_dev], segs.total_size[on_dev], segs.is_small[on_dev],
-                     segs.pool[on_dev], default_pool)
+    st.known = known_facts(snap, device)
     ranges = _initial_ranges(segs, on_dev, actions, addrs, reqs, streams, default_pool)
     seg_end = None
     for addr in sorted(ranges):
@@ -99,6 +98,14 @@ def _seed(snap: Snapshot, device: int, actions: np.ndarray, addrs: np.ndarray,
         if cursor < end:
             st._put_block(cursor, [end - cursor, FREE, 0, -1, BEFORE_RECORDING, seg_addr])
     return st
+
+
+def known_facts(snap: Snapshot, device: int) -> Known:
+    """The segment facts of ``snap``'s segments on ``device`` (see :class:`.state.Known`)."""
+    segs = snap.segments
+    on = np.flatnonzero(segs.device == device)
+    return Known(segs.address[on], segs.total_size[on], segs.is_small[on], segs.pool[on],
+                 snap.ordinary_pool or 0)
 
 
 def _first_frees(actions: np.ndarray, addrs: np.ndarray,

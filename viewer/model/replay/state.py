@@ -39,6 +39,21 @@ class Known:
         self.default_pool = int(default_pool)
         self._addr_list = self.addr.tolist()
 
+    def merged(self, newer: "Known") -> "Known":
+        """These facts updated with ``newer`` (a later snapshot's): entries whose range
+        overlaps a newer one are replaced by it."""
+        if not len(self.addr):
+            return newer
+        starts, ends = newer.addr, newer.addr + newer.size
+        i = np.searchsorted(starts, self.addr + self.size, side="left")  # newer ones before my end
+        j = np.maximum(i - 1, 0)
+        overlap = (i > 0) & (ends[j] > self.addr) if len(starts) else np.zeros(len(self.addr), bool)
+        keep = ~overlap
+        return Known(np.concatenate([self.addr[keep], newer.addr]),
+                     np.concatenate([self.size[keep], newer.size]),
+                     np.concatenate([self.small[keep], newer.small]),
+                     np.concatenate([self.pool[keep], newer.pool]), newer.default_pool)
+
     def lookup(self, addr: int, size: int, expandable: bool) -> tuple[bool, int]:
         """(small, pool) of a segment the trace creates at ``addr`` with ``size`` bytes."""
         i = bisect.bisect_right(self._addr_list, addr) - 1
