@@ -26,7 +26,7 @@ from .replay import (
     layout_snapshot,
     replay_device,
 )
-from .replay.live import extend_device, is_live
+from .replay.live import adopt, extend_device, is_live
 from .replay.seed import known_facts
 from .snapshot import Action, Snapshot
 
@@ -96,7 +96,9 @@ class Timeline:
     def stale(self, device: int) -> int:
         """Events of ``device`` at the start of its replay that the live ring dropped."""
         rep = self.devices.get(device)
-        return int(np.searchsorted(rep.rows, 0)) if rep is not None else 0
+        if rep is None or not len(rep) or rep.rows[0] >= 0:
+            return 0
+        return int(np.searchsorted(rep.rows, rep.rows.dtype.type(0)))
 
     def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
                progress: Progress | None = None) -> bool:
@@ -169,9 +171,13 @@ def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: 
     else:
         devices = sorted(set(np.unique(trace.device).tolist()))
     emit = emit or {}
-    return Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
-                                            emit_at=emit.get(d, ()), live=live)
-                           for d in devices}, live)
+    tl = Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
+                                          emit_at=emit.get(d, ()), live=live)
+                         for d in devices}, live)
+    if live:
+        for rep in tl.devices.values():
+            adopt(rep)
+    return tl
 
 
 def oom_events(snap: Snapshot) -> dict[int, list[int]]:
@@ -199,6 +205,7 @@ def intervals(rep: DeviceReplay) -> Intervals:
     iv = _intervals(rep)
     if is_live(rep):
         rep._derived["intervals"] = iv
+        adopt(rep)  # room to grow, for the intervals and the lifetimes they used
     return iv
 
 

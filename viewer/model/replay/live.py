@@ -57,6 +57,26 @@ def _append(rep: DeviceReplay, name: str, values: np.ndarray) -> None:
     setattr(rep, name, _grow(bufs, name, getattr(rep, name), values))
 
 
+def adopt(rep: DeviceReplay) -> None:
+    """Give the event columns of a live replay (and its lifetimes and intervals, once
+    computed) spare capacity now, so the first update copies no more than the later
+    ones (a copy of the whole ring belongs to the build, not to an update)."""
+    bufs = rep._derived.setdefault("buffers", {})
+    for c in EVENT_COLUMNS + ("rows", "block_size", "pool"):
+        setattr(rep, c, _grow(bufs, c, getattr(rep, c), getattr(rep, c)[:0]))
+    lt = rep._derived.get("lifetimes")
+    if lt is not None:
+        for name in list(lt):
+            if name != "open":
+                lt[name] = _grow(bufs, "lt:" + name, lt[name], lt[name][:0])
+    iv = rep._derived.get("intervals")
+    if iv is not None:
+        ivb = rep._derived.setdefault("iv_buffers", {})
+        for f in iv.__dataclass_fields__:
+            col = getattr(iv, f)
+            setattr(iv, f, _grow(ivb, f, col, col[:0]))
+
+
 def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
                   known: Known | None = None) -> int:
     """Append the events at ``rows`` of ``trace`` (this device's, in order) to ``rep``
