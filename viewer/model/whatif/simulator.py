@@ -196,6 +196,28 @@ class Allocator:
                 return True
         return False
 
+    def _cut_reservations(self, addr: int) -> None:
+        """A recorded expandable segment starts at ``addr``: a guessed reservation (its
+        size is the GPU's memory, unknown without a sidecar) that runs past ``addr``
+        with nothing mapped there really ended before it; cut it there."""
+        for es in self.expandables:
+            if not es.base < addr < es.base + es.reserve:
+                continue
+            tail = None
+            for b in es.pool.ublocks.values():
+                if b.es is es and b.next is None:
+                    tail = b
+                    break
+            if tail is None or tail.ptr > addr:
+                continue  # mapped memory beyond addr: the recording's segment is elsewhere
+            es.reserve = addr - es.base
+            if tail.ptr == addr:  # nothing of it is left
+                es.pool.uremove(tail)
+                if tail.prev is not None:
+                    tail.prev.next = None
+            else:
+                tail.size = addr - tail.ptr
+
     def _address(self, action: int, size: int) -> int:
         """The recorded address of this request's new segment if it is free, else a new one."""
         for j, (act, addr, sz) in enumerate(self.hints.get(self.tag, ())):
@@ -204,6 +226,8 @@ class Allocator:
             if action == SEG_ALLOC and sz != size:
                 continue
             span = size if action == SEG_ALLOC else self.reserve_bytes
+            if action == SEG_MAP:
+                self._cut_reservations(addr)
             if not self._overlaps(addr, span):
                 self.used_hints.add((self.tag, j))
                 return addr
