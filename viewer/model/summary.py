@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import analysis
+from . import analysis, integrity
 from .oom import oom_reports
 from .snapshot import Action, Snapshot
 from .timeline import Timeline
@@ -102,6 +102,8 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
         notes.append(EXPANDABLE_NOTE)
     out["notes"] = notes
     out["warnings"] = list(snap.warnings)
+    # Stretches of the timeline that are not exact (integrity.Untrusted), with why.
+    out["untrusted"] = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
     return out
 
 

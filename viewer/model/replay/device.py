@@ -117,6 +117,9 @@ class DeviceReplay:
         hit = self.emitted.get(k)
         if hit is not None:
             return hit
+        last = self._derived.get("last")  # the layout after the last event, kept by the build
+        if last is not None and last[0] == k:
+            return last[1]
         j = min((k + 1) // self.keyframe_every, len(self.keyframes))
         if j == 0:
             base, start = self.initial, 0
@@ -226,6 +229,8 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
             progress.update("replay", stop / n if n else 1.0)
             start = stop
         rep.inconsistencies = _core.inconsistencies(cap)
+        if n:
+            rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(cap)))
         if live:
             rep._derived["state"] = cap
         del cap
@@ -243,6 +248,8 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
                 rep.emitted[stop - 1] = st.layout()
             progress.update("replay", stop / n if n else 1.0)
         rep.inconsistencies = st.inconsistencies
+        if n:
+            rep._derived["last"] = (n - 1, st.layout())
         if live:
             rep._derived["state"] = st
     if not keyframes:

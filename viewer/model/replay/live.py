@@ -115,6 +115,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             rep.keyframes.extend(_layout_from_columns(c) for c in kfs)
             start = stop
         rep.inconsistencies = _core.inconsistencies(state)
+        rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(state)))
     else:
         cuts = sorted({k0, n} | set(range((k0 // every + 1) * every, n + 1, every)))
         for a, b in zip(cuts, cuts[1:]):
@@ -122,6 +123,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             if b % every == 0:
                 rep.keyframes.append(state.layout())
         rep.inconsistencies = state.inconsistencies
+        rep._derived["last"] = (n - 1, state.layout())
     # Layouts that grow far beyond the first one: keep every other keyframe.
     while sum(kf.n_blocks for kf in rep.keyframes) > 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS \
             and len(rep.keyframes) > 1:
