@@ -80,3 +80,23 @@ def test_final_difference_names_a_live_drift(loaded_snapshots):
     other = loaded_snapshots(DATA / "side_stream_pending.pickle")
     diff = final_difference(tl, other)
     assert len(diff) == 1 and "differs from the recorded segments" in diff[0].line()
+
+
+def test_whatif_on_an_inconsistent_trace_is_one_clear_error():
+    """A request stream the allocator model cannot follow: SnapshotError, one line."""
+    from tests.model.test_replay import random_trace_snapshot
+    from vramscope.viewer.model.errors import SnapshotError
+    from vramscope.viewer.model.whatif import prepare
+
+    rng = np.random.default_rng(7)
+    raised = 0
+    for _ in range(40):
+        snap, _n = random_trace_snapshot(rng, list(range(9)))
+        try:
+            case = prepare(snap)
+            case.self_check()
+            case.simulate("expandable_segments:True", limit=1 << 30)
+        except SnapshotError as e:
+            raised += 1
+            assert "\n" not in str(e) and "inconsistent" in str(e)
+    assert raised  # these traces are garbage: some must be refused, none may crash

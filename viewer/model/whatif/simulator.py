@@ -45,8 +45,10 @@ SMALL_SIZE = rules.SMALL_SIZE
 MIN_BLOCK = rules.MIN_BLOCK_SIZE
 SMALL_PAGE = rules.SMALL_BUFFER  # expandable page, small pool
 LARGE_PAGE = rules.LARGE_BUFFER  # expandable page, large pool
-SHIFT_STREAM = 104  # free-list key: stream << 104 | size << 52 | address
-SHIFT_SIZE = 52
+# Free-list keys: stream << 128 | size << 64 | address (64-bit fields: sizes and
+# addresses of any trace, however odd, keep their order and never collide).
+SHIFT_STREAM = 128
+SHIFT_SIZE = 64
 ADDR_MASK = (1 << SHIFT_SIZE) - 1
 SYNTH_BASE = 1 << 47  # addresses of segments the recording never had
 DEFAULT_GPU_BYTES = 80 << 30
