@@ -17,6 +17,11 @@
  *
  * Nothing here trusts the trace: every lookup that can miss is checked and
  * counted as an inconsistency, exactly where the Python version counts one.
+ *
+ * Why one file over 500 lines: one translation unit, so the state machine, the
+ * whole-trace scans and the curve passes share static inline helpers and export
+ * nothing but the module; the Python reference it mirrors is split by purpose in
+ * viewer/model/replay/ (state.py: blocks and segments; seed.py; curves.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
