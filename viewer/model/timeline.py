@@ -106,8 +106,10 @@ class Timeline:
 
         ``snap``: the live snapshot now (its trace is the ring: old rows dropped at
         the front, new ones appended; its segments are the current ones).
-        ``first_row``: the row of ``snap.trace`` where the new events start.
-        ``dropped``: rows dropped from the front of the trace since the last call.
+        ``first_row``: the row of ``snap.trace`` where the new events start (the
+        previous snapshot's trace length minus ``dropped``).
+        ``dropped``: rows dropped from the front of the trace since the last call
+        (the ring's ``dropped`` counter, as a difference).
 
         Each device's replay continues from its kept state over the new rows
         (:func:`.replay.live.extend_device`): event columns, keyframes, lifetimes,
@@ -142,7 +144,8 @@ class Timeline:
                 else rows[dev == d]
             rep = self.devices.get(d)
             if rep is None:  # a device seen for the first time
-                self.devices[d] = replay_device(snap, d, progress, live=True)
+                self.devices[d] = rep = replay_device(snap, d, progress, live=True)
+                adopt(rep)
                 continue
             n_old = len(rep)
             extend_device(rep, trace, mine, known_facts(snap, d))
