@@ -527,6 +527,14 @@ class SegmentAxis(pg.AxisItem):
             out.append(self.labels[r] if 0 <= r < len(self.labels) else "")
         return out
 
+    def set_labels(self, labels: list[str]) -> None:
+        """New row labels.  pyqtgraph caches the axis as a picture that it redraws
+        only when the range or size changes: a new layout at the same range (the
+        time cursor moved) must drop it, or the old rows' labels stay (issue 17)."""
+        self.labels = labels
+        self.picture = None
+        self.update()
+
 
 # --------------------------------------------------------------------------- view box
 
@@ -732,7 +740,7 @@ class SegmentMapView(QWidget):
         if doc is None:
             self.layout_data = None
             self.item.set_layout(None)
-            self.y_axis.labels = []
+            self.y_axis.set_labels([])
             self._request_label.hide()
             self._largest_label.hide()
             self.caption.setText("")
@@ -750,11 +758,11 @@ class SegmentMapView(QWidget):
         self.item.set_layout(layout, gaps, req, largest)
         segs = snap.segments
         private = [tuple(p) != (0, 0) for p in snap.pools]
-        self.y_axis.labels = [
+        self.y_axis.set_labels([
             f"{format_address(segs.address[s])}  {short_bytes(segs.total_size[s])}"
             + ("  P" if private[int(segs.pool[s])] else "")
             for s in layout.seg_rows.tolist()
-        ]
+        ])
         self._fit_axis_width()
         fill = theme.background()
         fill.setAlpha(210)

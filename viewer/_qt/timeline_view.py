@@ -1234,7 +1234,10 @@ class TimelinePanel(QWidget):
         hit = lay.hit(col, y)
         if hit < 0:
             return -1
-        return int(self.iv_ids[hit]) if self.stream is not None else hit
+        # With a stream or a pool filter the layout's bands index the filtered
+        # intervals: back to the document's interval ids (issue 13).
+        filtered = self.stream is not None or self.pool is not None
+        return int(self.iv_ids[hit]) if filtered else hit
 
     def interval_viewport_pos(self, i: int):
         """A viewport point on interval ``i``'s band (for tests and keyboard), or None."""
