@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
+from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
@@ -86,3 +87,48 @@ def test_pool_filter_hit_test_returns_interval_ids(loaded):
             assert doc.intervals(window.cursor_device).pool[i] == pool
             checked += 1
     assert checked >= 10
+
+
+def _pixel(widget, pos) -> QColor:
+    return widget.grab().toImage().pixelColor(pos)
+
+
+def test_search_highlight_has_its_own_style(qtbot, loaded):
+    """Issue 17 item 8: search matches were outlined in the legend's "pending free"
+    orange.  They now have a colour of their own, named in both legends."""
+    from vramscope.viewer._qt import theme
+
+    window = loaded(GPT2)
+    window.set_cursor(20000)
+    qtbot.keyClicks(window.search, "sdpa_attention")
+    qtbot.waitUntil(lambda: window.search_mask is not None, timeout=3000)
+    hl = theme.search_color()
+    legend_colors = [QColor(c) for c in theme.STATE_COLORS.values()] + [
+        QColor(theme.OOM_RED), theme.gap_outline()]
+
+    def dist(a: QColor, b: QColor) -> int:
+        return abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue())
+
+    assert min(dist(hl, c) for c in legend_colors) > 150
+    assert theme.SEARCH_LABEL in window.map.legend.text()
+    assert theme.SEARCH_LABEL in window.timeline.legend.text()
+    # the map paints a highlighted block in that colour
+    blocks = window.map.item.highlighted_blocks()
+    sizes = window.view_doc.snap.blocks.size[blocks]
+    b = int(blocks[np.argmax(sizes)])
+    window.map.select_block(-1, ensure_visible=False)
+    r = window.map.layout_data.rect_of(b)
+    window.map.vb.setRange(xRange=(r.left(), r.right()), yRange=(r.top() - 1, r.bottom() + 1),
+                           padding=0)
+    QApplication.processEvents()
+    pos = window.map.block_viewport_pos(b)
+    assert dist(_pixel(window.map.plot.viewport(), pos), hl) < 40
+    # the timeline draws matching allocations in it too
+    window.timeline.refresh_stack()
+    argb = np.unique(window.timeline.stacked._pixels)
+    assert hl.rgba() in set(argb.tolist())
+    # cleared: the legends drop the entry
+    window.search.clear()
+    window.table.apply_filter()
+    assert theme.SEARCH_LABEL not in window.map.legend.text()
+    assert theme.SEARCH_LABEL not in window.timeline.legend.text()

@@ -402,8 +402,8 @@ class SegmentMapItem(pg.GraphicsObject):
             p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
                                   rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
             if not self._hl_path.isEmpty():
-                p.setBrush(theme.color(theme.CAT_ALLOCATED))
-                p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1.5, cosmetic=True))
+                p.setBrush(theme.search_color())
+                p.setPen(pg.mkPen(theme.foreground(), width=1, cosmetic=True))
                 p.drawPath(self._hl_path)
         # The largest free gaps, outlined.
         gaps = [layout.rect_of(int(b)) for b in self.gap_blocks]
@@ -694,6 +694,8 @@ class SegmentMapView(QWidget):
         if self.item.request_bytes:
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9482;&#9472;&#9482;</span>'
                          "&nbsp;OOM request")
+        if self.item.highlight is not None:
+            parts.append(theme.search_swatch_html())
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
     # -- data
@@ -802,6 +804,7 @@ class SegmentMapView(QWidget):
 
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         self.item.set_highlight(stack_mask)
+        self._update_legend()
 
     def _on_manual_range(self, *_args) -> None:
         self.view_auto = False

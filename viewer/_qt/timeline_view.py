@@ -256,7 +256,7 @@ class StackedItem(pg.GraphicsObject):
             p.drawImage(self.image_rect, self.image)
         if not self.highlight_path.isEmpty():
             p.setBrush(Qt.BrushStyle.NoBrush)
-            p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1, cosmetic=True))
+            p.setPen(pg.mkPen(theme.search_color().darker(130), width=1, cosmetic=True))
             p.drawPath(self.highlight_path)
         if not self.selected_path.isEmpty():
             p.setBrush(Qt.BrushStyle.NoBrush)
@@ -639,6 +639,8 @@ class TimelinePanel(QWidget):
         colors = curve_colors()
         parts = [f'<span style="color:{colors[c]}">&#9473;</span>&nbsp;{c}' for c in CURVES]
         parts.append(f'<span style="color:{theme.OOM_RED}">&#9475;</span>&nbsp;OOM')
+        if self.stack_mask is not None:
+            parts.append(theme.search_swatch_html())
         self.legend.setText("&nbsp; ".join(parts))
 
     # ------------------------------------------------------------------ data
@@ -1170,9 +1172,10 @@ class TimelinePanel(QWidget):
             hit = np.zeros(len(ids), bool)
             ok = st >= 0
             hit[ok] = self.stack_mask[st[ok]]
-            color = np.where(hit, color, n_colors)
+            color = np.where(hit, n_colors + 1, n_colors)  # matches: the search colour
         dim = QColor(DIM_COLOR if not theme.is_dark() else "#424242")
-        palette = np.array([QColor(c).rgba() for c in BAND_COLORS] + [dim.rgba()], np.uint32)
+        palette = np.array([QColor(c).rgba() for c in BAND_COLORS]
+                           + [dim.rgba(), theme.search_color().rgba()], np.uint32)
         (_, _), (ya, yb) = self.vb.viewRange()
         h = max(1, min(int(self.vb.height()) or 1, 4096))
         x_lo, x_hi = float(xl[0]) if len(xl) else 0.0, float(xr[-1]) if len(xr) else 1.0
@@ -1202,6 +1205,7 @@ class TimelinePanel(QWidget):
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed."""
         self.stack_mask = stack_mask
+        self._update_legend()
         self._build_paths()
 
     def set_selected_interval(self, i: int) -> None:
