@@ -132,3 +132,61 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     window.table.apply_filter()
     assert theme.SEARCH_LABEL not in window.map.legend.text()
     assert theme.SEARCH_LABEL not in window.timeline.legend.text()
+
+
+def _disjoint(named: list[tuple[str, object]]) -> None:
+    for i, (a, ra) in enumerate(named):
+        for b, rb in named[i + 1:]:
+            assert not ra.intersects(rb), f"{a!r} overlaps {b!r}"
+
+
+def map_labels(window) -> list[tuple[str, object]]:
+    from vramscope.viewer._qt.plotting import text_scene_rect
+
+    m = window.map
+    view = m.vb.sceneBoundingRect()
+    out = []
+    for t in m.label_items():
+        if t.isVisible():
+            r = text_scene_rect(t, m.vb)
+            assert view.adjusted(-1, -1, 1, 1).contains(r), f"{t.toPlainText()!r} cut at the edge"
+            out.append((t.toPlainText(), r))
+    return out
+
+
+def timeline_labels(window) -> list[tuple[str, object]]:
+    from vramscope.viewer._qt.plotting import text_scene_rect
+
+    tl = window.timeline
+    QApplication.processEvents()
+    tl.plot.grab()  # a paint places the band and marker labels
+    out = [(t.textItem.toPlainText(), text_scene_rect(t, tl.vb)) for t in tl.peak_labels
+           if t.isVisible()]
+    view = tl.vb.sceneBoundingRect()
+    for text, r in out:
+        assert view.adjusted(-1, -1, 1, 1).contains(r), f"{text!r} cut at the edge"
+    return out + list(tl.bands_item.placed)
+
+
+@pytest.mark.parametrize("name", ["gpt2_oom.pickle", "resnet50_train.pickle",
+                                  "whatif_default.pickle",
+                                  "transformer_long_python_1000k.pickle.xz"])
+def test_labels_never_overlap(loaded, name):
+    """Issue 17 item 7: peak labels, record_function names, marker labels and the
+    segment map's captions are placed so none covers another (the less important one
+    is dropped), and none is cut at the plot's edge."""
+    window = loaded(DATA / name)
+    tl_labels = timeline_labels(window)
+    assert any(text.startswith("peak") for text, _ in tl_labels)
+    _disjoint(tl_labels)
+    _disjoint(map_labels(window))
+    window.map.fit()
+    QApplication.processEvents()
+    shown = map_labels(window)
+    _disjoint(shown)
+    if window.doc.oom is not None:
+        texts = [t for t, _ in shown]
+        assert any("requested" in t for t in texts)  # Fit all keeps the request's caption
+        window.map.vb.translateBy(y=2.0)  # scrolled: the caption is not cut at the top
+        QApplication.processEvents()
+        _disjoint(map_labels(window))

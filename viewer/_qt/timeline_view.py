@@ -35,12 +35,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..model.annotations import pair_ranges
 from ..model.document import Document, stream_label
 from ..model.snapshot import Action
 from ..model.stacking import StackedLayout, stacked_layout
 from ..model.units import format_bytes
 from . import theme
-from .segment_map import rects_path, short_bytes
+from .plotting import place_text_items, rects_path, short_bytes, text_scene_rect
 
 X_TIME = "time"
 X_EVENTS = "events"
@@ -271,6 +272,8 @@ class VerticalBandsItem(pg.GraphicsObject):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[tuple[np.ndarray, QColor, str, Qt.PenStyle]] = []
+        self.avoid = lambda: []  # scene rects of labels drawn by others (the peaks)
+        self.placed: list[tuple[str, QRectF]] = []  # labels of the last paint, scene rects
         self.set_bands([])
         self.setZValue(-10)
 
@@ -368,18 +371,50 @@ class VerticalBandsItem(pg.GraphicsObject):
             path = pgfn.arrayToQPath(np.repeat(xs, 2), np.tile([ya, yb], len(xs)),
                                      connect="pairs", finiteCheck=False)
             p.drawPath(path)
-        # Labels in device pixels (the item's transform scales x and y independently).
+        self._paint_labels(p, xa, xb, ya, yb, vis, cid)
+
+    def _paint_labels(self, p: QPainter, xa, xb, ya, yb, vis, cid) -> None:
+        """Marker labels (OOM, snapshot), then band names, in device pixels (the item's
+        transform scales x and y independently); a label is drawn only where it
+        overlaps no peak label (``avoid``) and no label drawn before it, and fits."""
         tr = p.transform()
         p.resetTransform()
         fm = QFontMetrics(p.font())
-        top_px = tr.map(QPointF(0, yb)).y()
-        bottom_px = tr.map(QPointF(0, ya)).y()
-        y_text = min(top_px, bottom_px) + fm.ascent() + 2
+        top_px = min(tr.map(QPointF(0, yb)).y(), tr.map(QPointF(0, ya)).y())
+        y_text = top_px + fm.ascent() + 2
         left_px, right_px = tr.map(QPointF(xa, 0)).x(), tr.map(QPointF(xb, 0)).x()
-        # Band names at the band's start, skipped where they would overlap the previous
-        # one: jump straight to the next band that starts far enough to the right.
+        to_device = tr * 1  # (a copy) item -> device
+        from_device, _ok = tr.inverted()
+        taken = [to_device.mapRect(self.mapRectFromScene(r)) for r in self.avoid()]
+        self.placed = []
+
+        def free(r: QRectF) -> bool:
+            if r.left() < left_px - 1 or r.right() > right_px + 1:
+                return False
+            grown = r.adjusted(-2, -1, 2, 1)
+            return not any(grown.intersects(t) for t in taken)
+
+        def draw(r: QRectF, baseline: float, text: str) -> None:
+            p.drawText(QPointF(r.left(), baseline), text)
+            taken.append(r)
+            self.placed.append((text, self.mapRectToScene(from_device.mapRect(r))))
+
+        for xs, color, text, _style in self.lines:
+            if not text or not len(xs) or len(xs) > 20:
+                continue
+            p.setPen(QColor(color))
+            w = fm.horizontalAdvance(text)
+            for x in xs.tolist():
+                px = tr.map(QPointF(x, 0)).x()
+                left = px - 3 - w if px + 3 + w > right_px else px + 3
+                r = QRectF(left, y_text - fm.ascent(), w, fm.height())
+                if free(r):
+                    draw(r, y_text, text)
+        # Band names at the band's start, one text line lower; skipped where they would
+        # overlap: jump straight to the next band that starts far enough to the right.
         a_px = np.maximum(self._x0[vis] * tr.m11() + tr.dx(), left_px)
         i, last_right = 0, -1e9
+        base = y_text + fm.height()
         while i < len(vis):
             i += int(np.searchsorted(a_px[i:], last_right + 6, side="left"))
             if i >= len(vis):
@@ -388,27 +423,16 @@ class VerticalBandsItem(pg.GraphicsObject):
             w = self._advance.get(name)
             if w is None:
                 w = self._advance[name] = fm.horizontalAdvance(name)
-            a = float(a_px[i])
-            if a + w > right_px:
+            r = QRectF(float(a_px[i]) + 2, base - fm.ascent(), w, fm.height())
+            if not free(r):
                 i += 1
                 continue
             c = QColor(self._colors[int(cid[i])])
             c.setAlpha(255)
             p.setPen(c.darker(140) if not theme.is_dark() else c.lighter(160))
-            p.drawText(QPointF(a + 2, y_text + fm.height()), name)
-            last_right = a + 2 + w
+            draw(r, base, name)
+            last_right = r.right()
             i += 1
-        for xs, color, text, _style in self.lines:
-            if not text or not len(xs) or len(xs) > 20:
-                continue
-            p.setPen(QColor(color))
-            w = fm.horizontalAdvance(text)
-            for x in xs.tolist():
-                px = tr.map(QPointF(x, 0)).x()
-                if px + 3 + w > right_px:
-                    p.drawText(QPointF(px - 3 - w, y_text), text)
-                else:
-                    p.drawText(QPointF(px + 3, y_text), text)
 
 
 class BytesYAxis(pg.AxisItem):
@@ -578,6 +602,8 @@ class TimelinePanel(QWidget):
         pi.showGrid(x=False, y=True, alpha=0.12)
         self.vb.disableAutoRange()
         self.bands_item = VerticalBandsItem()
+        self.bands_item.avoid = lambda: [text_scene_rect(t, self.vb) for t in self.peak_labels
+                                         if t.isVisible()]
         self.plot.addItem(self.bands_item, ignoreBounds=True)
         self.stacked = StackedItem()
         self.plot.addItem(self.stacked, ignoreBounds=True)
@@ -923,17 +949,9 @@ class TimelinePanel(QWidget):
             return []
         rep = doc.timeline.replay(self.device)
         t0 = int(rep.time_us[0])
-        sel = np.flatnonzero(ann.device == self.device)
-        sel = sel[np.argsort(ann.time_us[sel], kind="stable")]
-        open_: dict[int, list[int]] = {}
-        spans = []
-        for i in sel.tolist():
-            name = int(ann.name[i])
-            if ann.is_start[i]:
-                open_.setdefault(name, []).append(int(ann.time_us[i]))
-            elif open_.get(name):
-                spans.append((open_[name].pop(), int(ann.time_us[i]), name))
-        names = sorted({n for _, _, n in spans})
+        ranges = pair_ranges(ann, self.device)
+        spans = list(zip(ranges.start_us.tolist(), ranges.end_us.tolist(), ranges.name.tolist()))
+        names = sorted(set(ranges.name.tolist()))
         color_of = {}
         for i, n in enumerate(names):
             c = QColor(ANNOTATION_COLORS[i % len(ANNOTATION_COLORS)])
@@ -941,8 +959,7 @@ class TimelinePanel(QWidget):
             color_of[n] = c
         if not spans:
             return []
-        a = np.array([sp[0] for sp in spans], np.int64)
-        b = np.array([sp[1] for sp in spans], np.int64)
+        a, b = ranges.start_us, ranges.end_us
         if self.mode == X_TIME:
             x0s, x1s = (a - t0) / 1e6, (b - t0) / 1e6
         else:  # one search for all of them
@@ -1050,6 +1067,8 @@ class TimelinePanel(QWidget):
         ymax = max(float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
                    float(env["active"].max()) if len(env["active"]) else 1.0, 1.0)
         self.vb.setYRange(0, ymax * 1.35, padding=0)
+        # Peak labels (highest first) only where they fit whole and clear of each other.
+        place_text_items(self.peak_labels, self.vb)
         self._timer.start()
 
     def _build_envelopes(self) -> None:
