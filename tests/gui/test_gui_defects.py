@@ -190,3 +190,89 @@ def test_labels_never_overlap(loaded, name):
         window.map.vb.translateBy(y=2.0)  # scrolled: the caption is not cut at the top
         QApplication.processEvents()
         _disjoint(map_labels(window))
+
+
+SUN = DATA.parents[2] / "shared" / "external" / \
+    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+
+
+@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+def test_three_devices_open_at_the_oom_of_one_device(loaded):
+    """Issue 13: three devices with an OOM on device 1.  The window shows device 1 at
+    its OOM: header, map and ruler of one device and one instant, and says so; the
+    ruler is drawn only while the map shows the OOM's moment."""
+    from vramscope.viewer.model.analysis import memory_stats
+
+    window = loaded(SUN)
+    doc = window.doc
+    assert doc.oom.device == 1
+    assert window.selection.device == 1 and window.cursor_device == 1
+    k_oom = doc.oom_events(1)[-1]
+    assert window.cursor_k == k_oom < doc.n_events(1) - 1
+    scope = window.header.scope.text()
+    assert "device 1" in scope and f"event {k_oom:,}" in scope and "the OOM" in scope
+    stats = memory_stats(window.view_doc.snap, Selection(device=1))
+    assert window.header.stats == stats
+    assert window.map.item.request_bytes == doc.oom.requested_bytes
+    assert "device 1" in window.header.oom_text()
+    # the end of the recording: no ruler (the 4.94 GiB request is not about this layout)
+    window.go_latest()
+    assert window.map.item.request_bytes == 0
+    assert not window.map._request_label.isVisible()
+    assert "latest" in window.header.scope.text()
+    # every device, as recorded: the header says it sums three
+    window.set_selection(Selection())
+    assert "3 devices summed" in window.header.scope.text()
+
+
+def test_numbers_say_what_they_count(loaded):
+    """Issue 17 item 11: the banner names the pool its free figure counts; the table's
+    count says blocks (free gaps included) and how many are allocations; the header
+    says which device and instant its figures are of."""
+    from vramscope.viewer.model.snapshot import BlockState
+
+    window = loaded(GPT2)
+    banner = window.header.oom_text()
+    assert "large pool" in banner and "device 0" in banner
+    scope = window.header.scope.text()
+    assert "device 0" in scope and "the OOM" in scope
+    snap = window.view_doc.snap
+    n = len(snap.blocks)
+    n_alloc = int(np.count_nonzero(snap.blocks.state == BlockState.ALLOCATED))
+    n_free = int(np.count_nonzero(snap.blocks.state == BlockState.FREE))
+    text = window.table.count.text()
+    assert text.startswith(f"{n:,} / {n:,} blocks")
+    assert f"{n_alloc:,} allocated" in text and f"{n_free:,} free" in text
+    assert window.tabs.tabText(0) == "Blocks"
+
+
+def test_timeline_axis_in_the_headers_unit(loaded):
+    """Issue 17 item 11: the 1M-event timeline's axis said "1500 MiB" beside a header
+    in GiB; past 1 GiB the ticks are in GiB."""
+    window = loaded(DATA / "transformer_long_python_1000k.pickle.xz")
+    assert window.header.values["reserved_bytes"].text().endswith("GiB")
+    ax = window.timeline.y_axis
+    (_, _), (ya, yb) = window.timeline.vb.viewRange()
+    for height in (ax.size().height(), 100, 150, 250, 400):  # any window height
+        levels = ax.tickValues(ya, yb, height)
+        texts = [t for spacing, values in levels for t in ax.tickStrings(values, 1, spacing)]
+        assert texts and all(t == "0" or t.endswith("GiB") for t in texts), (height, texts)
+
+
+def test_private_pool_suffix_in_the_legend_and_titles_name_the_app_once(loaded):
+    """Issue 17 item 10: the "P" row suffix is explained in the legend; window titles end
+    with the application's name (Qt appends it to any title that does not), once."""
+    window = loaded(GRAPH)
+    assert any(label.endswith("  P") for label in window.map.y_axis.labels)
+    assert "private pool" in window.map.legend.text()
+    assert window.windowTitle() == "cuda_graph_pool.pickle — vramscope"
+    diff = window.compare_with(str(DATA / "gpt2_oom.pickle"))
+    for title in (diff.windowTitle(),):
+        assert title.endswith(" — vramscope") and title.count("vramscope") == 1, title
+    diff.close()
+    ranks = window.open_ranks(str(DATA / "ddp_2ranks"))
+    assert ranks.windowTitle().endswith(" — vramscope")
+    assert ranks.windowTitle().count("vramscope") == 1
+    ranks.close()
+    plain = loaded(GPT2)
+    assert "private pool" not in plain.map.legend.text()

@@ -54,7 +54,7 @@ class LiveWindow(MainWindow):
         self._stats_time: float | None = None  # wall time of the latest stats reply
         self._doc_time: float | None = None  # when the shown document arrived
         self._header_from_stats = False  # header: the 2 Hz figures, else the document's
-        self.setWindowTitle(f"vramscope — live: {target}")
+        self.setWindowTitle(f"live: {target} — vramscope")
         self._build_live_ui()
         self.poller = LivePoller(target, stats_interval=stats_interval,
                                  trace_interval=trace_interval)
@@ -125,8 +125,8 @@ class LiveWindow(MainWindow):
     def _on_connected(self, hello: dict) -> None:
         self.hello = hello
         self.device_panel.set_target(hello.get("pid"), hello.get("device"))
-        self.setWindowTitle(f"vramscope — live: pid {hello.get('pid')} "
-                            + " ".join(str(a) for a in (hello.get("argv") or [])[:3]))
+        argv = " ".join(str(a) for a in (hello.get("argv") or [])[:3])
+        self.setWindowTitle(f"live: pid {hello.get('pid')} {argv} — vramscope")
 
     def _on_status(self, state: str, line: str) -> None:
         self.state = state

@@ -129,9 +129,10 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.table, "Allocations")
+        self.tabs.addTab(self.table, "Blocks")
         self.tabs.addTab(self.calltree, "Call tree")
-        self.tabs.setTabToolTip(0, "Every block at the cursor, sortable, filtered by the search")
+        self.tabs.setTabToolTip(0, "Every block at the cursor (allocated, pending free and free), "
+                                   "sortable, filtered by the search")
         self.tabs.setTabToolTip(1, "Who holds memory: live bytes grouped by the stack that "
                                    "allocated them")
         self.tabs.currentChanged.connect(lambda _i: self.refresh_calltree())
@@ -611,6 +612,18 @@ class MainWindow(QMainWindow):
             a.setEnabled(has)
         self._fill_selectors()
         self.selection = Selection()
+        devices = sorted(set(doc.snap.segments.device.tolist())) if doc is not None else []
+        if len(devices) > 1:
+            # Several devices: one at a time, the timeline's (the OOM's) first.  A sum over
+            # devices beside one device's curves and peaks reads as a contradiction.
+            dev = doc.trace_device(None)
+            dev = dev if dev in devices else devices[0]
+            self._syncing = True
+            try:
+                self.device_combo.setCurrentIndex(max(self.combo_index(self.device_combo, dev), 0))
+            finally:
+                self._syncing = False
+            self.selection = Selection(device=self._value(self.device_combo))
         self.header.set_document(doc)
         self.stack.set_document(doc)
         # Who holds memory: at the OOM (the cursor starts there) when there is one,
@@ -621,6 +634,12 @@ class MainWindow(QMainWindow):
         # After an OOM, the segments with the largest free gaps come first.
         self._apply_selection(sort=None if doc is None else (SORT_FREE if doc.oom else SORT_ADDRESS))
         self._update_status_labels()
+        if doc is not None and self.cursor_device is not None:
+            # A recording that goes on after its last OOM opens at that OOM: where the
+            # banner's verdict and the map's ruler apply.
+            ooms = doc.oom_events(self.cursor_device)
+            if ooms and ooms[-1] != self.cursor_k:
+                self.set_cursor(ooms[-1])
         self.setWindowTitle("vramscope" if doc is None else f"{doc.name} — vramscope")
         del old
         self.documentChanged.emit(doc)
@@ -826,7 +845,9 @@ class MainWindow(QMainWindow):
             self.calltree.set_blocks(None, None)
             return
         self.header.set_stats(memory_stats(doc.snap, sel))
-        self.map.set_document(doc, sel, sort=sort, fit=not keep_view)
+        self.header.set_scope(self.scope_text())
+        # The OOM ruler belongs to the OOM's moment: drawn only while the map shows it.
+        self.map.set_document(doc, sel, sort=sort, fit=not keep_view, oom=self.oom_shown())
         rows = doc.blocks_in(sel)
         self.table.set_rows(doc, rows)
         self.stack.set_document(doc, keep=keep_view)
@@ -834,6 +855,51 @@ class MainWindow(QMainWindow):
         self._update_banner()
         self._calltree_dirty = True
         self.refresh_calltree()
+
+    def oom_shown(self):
+        """The OOM whose request the map draws: the one at the cursor's event (a trace),
+        else the file's last OOM (no trace: the final layout is what it judged)."""
+        doc = self.doc
+        if doc is None:
+            return None
+        if self.cursor_device is None:
+            return doc.oom
+        return doc.oom_at(self.cursor_device, self.cursor_k)
+
+    def scope_text(self) -> str:
+        """Which device(s) and which instant the header's figures are of."""
+        doc, view, sel = self.doc, self.view_doc, self.selection
+        if doc is None or view is None:
+            return ""
+        segs = view.snap.segments
+        devs = sorted(set(segs.device[sel.segment_mask(view.snap)].tolist())) if len(segs) else []
+        if sel.device is not None:
+            where = f"device {sel.device}"
+        elif len(devs) > 1:
+            where = f"{len(devs)} devices summed ({', '.join(map(str, devs))})"
+        elif devs:
+            where = f"device {devs[0]}"
+        else:
+            where = "no segment"
+        parts = [where]
+        if sel.pool is not None and 0 <= sel.pool < len(doc.snap.pools):
+            parts.append(pool_label(doc.snap.pools[sel.pool]))
+        if sel.stream is not None:
+            parts.append(stream_label(sel.stream))
+        if sel.is_small is not None:
+            parts.append("small segments" if sel.is_small else "large segments")
+        dev = self.cursor_device
+        if dev is None:
+            when = "as recorded"
+        else:
+            n = doc.n_events(dev)
+            k = self.cursor_k
+            when = f"after event {k:,} of device {dev}'s {n:,}"
+            if doc.oom_at(dev, k) is not None:
+                when += " (the OOM)"
+            elif k == n - 1:
+                when += " (latest, as recorded)"
+        return "Figures: " + " · ".join(parts) + " · " + when
 
     def _reselect(self) -> None:
         """Keep the selection across moments: the same allocation (by address) if live."""

@@ -162,7 +162,7 @@ class RanksWindow(QMainWindow):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("vramscope — ranks")
+        self.setWindowTitle("ranks — vramscope")
         self.overview: RankOverview | None = None
         self.loader: RanksLoadThread | None = None
         self.last_error: str | None = None
@@ -227,7 +227,7 @@ class RanksWindow(QMainWindow):
         t.cancelled.connect(self._on_cancelled)
         self.loader = t
         self.caption.setText(f"Loading {directory}…")
-        self.setWindowTitle(f"{Path(directory).name} — vramscope ranks")
+        self.setWindowTitle(f"{Path(directory).name}: ranks — vramscope")
         t.start()
         return t
 

@@ -44,6 +44,15 @@ SORT_ADDRESS = "address"
 SORT_SIZE = "size"
 SORT_FREE = "free"  # segments holding the largest free gaps first
 N_GAPS = 8
+DOC_OOM = object()  # set_document's default: the document's own OOM
+
+
+def _oom_in(o, selection: Selection) -> bool:
+    """Is OOM ``o``'s request about segments in this selection?"""
+    return not ((selection.device is not None and selection.device != o.device)
+                or (selection.stream is not None and selection.stream != o.stream)
+                or (selection.is_small is not None and selection.is_small != (o.pool_kind == "small"))
+                or (selection.pool is not None and selection.pool != o.pool))
 
 
 # --------------------------------------------------------------------------- layout
@@ -545,6 +554,7 @@ class SegmentMapView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.doc: Document | None = None
+        self.oom = None  # the OOM whose request is drawn (see set_document)
         self.selection = Selection()
         self.sort = SORT_ADDRESS
         self.layout_data: MapLayout | None = None
@@ -553,6 +563,8 @@ class SegmentMapView(QWidget):
         # True while the view is the automatic one (home / fit); a user's zoom or
         # pan makes it False, and a newer document (live attach) then keeps it.
         self.view_auto = True
+        self.has_private_rows = False  # a row label has the "P" suffix: the legend says why
+        self._had_ruler = False  # the last layout drew an OOM request
 
         self.x_axis = BytesAxis("bottom")
         self.x_axis.enableAutoSIPrefix(False)
@@ -664,13 +676,18 @@ class SegmentMapView(QWidget):
                          "&nbsp;OOM request")
         if self.item.highlight is not None:
             parts.append(theme.search_swatch_html())
+        if self.has_private_rows:
+            parts.append("<b>P</b>&nbsp;private pool")
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
     # -- data
     def set_document(self, doc: Document | None, selection: Selection | None = None,
-                     sort: str | None = None, fit: bool = True) -> None:
-        """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment)."""
+                     sort: str | None = None, fit: bool = True, oom=DOC_OOM) -> None:
+        """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment).
+        ``oom``: the OOM whose request the map draws (None: none; default: ``doc.oom``)."""
         self.doc = doc
+        self.oom = doc.oom if oom is DOC_OOM and doc is not None else (None if oom is DOC_OOM
+                                                                      else oom)
         self.selection = selection or Selection()
         if sort is not None and sort != self.sort:
             self.sort = sort
@@ -711,6 +728,7 @@ class SegmentMapView(QWidget):
             self.layout_data = None
             self.item.set_layout(None)
             self.y_axis.set_labels([])
+            self.has_private_rows = False
             self._request_label.hide()
             self._largest_label.hide()
             self.caption.setText("")
@@ -721,13 +739,16 @@ class SegmentMapView(QWidget):
         self.layout_data = layout
         gaps = largest_gaps(snap, N_GAPS, self.selection)
         gaps = gaps[layout.pos_of_block[gaps] >= 0] if len(gaps) else gaps
-        oom = doc.oom if doc.oom_in(self.selection) and doc.oom.kind != "changed" else None
+        oom = self.oom
+        oom = oom if oom is not None and _oom_in(oom, self.selection) and oom.kind != "changed" \
+            else None
         req = oom.requested_bytes if oom else 0
         largest = int(snap.blocks.size[gaps[0]]) if len(gaps) else 0
         self.item.doc_blocks_stack = snap.blocks.stack
         self.item.set_layout(layout, gaps, req, largest)
         segs = snap.segments
         private = [tuple(p) != (0, 0) for p in snap.pools]
+        self.has_private_rows = any(private[int(p)] for p in segs.pool[layout.seg_rows].tolist())
         self.y_axis.set_labels([
             f"{format_address(segs.address[s])}  {short_bytes(segs.total_size[s])}"
             + ("  P" if private[int(segs.pool[s])] else "")
@@ -760,8 +781,10 @@ class SegmentMapView(QWidget):
         top = -2.3 if req else -0.5
         self.vb.setLimits(xMin=-0.05 * maxs, xMax=maxs * 1.05, yMin=top - 1,
                           yMax=max(layout.n_rows, 1) + 1, minXRange=64, minYRange=1)
-        if fit:
-            self.home()
+        ruler_changed = bool(req) != self._had_ruler
+        self._had_ruler = bool(req)
+        if fit or (ruler_changed and self.view_auto):
+            self.home()  # (an automatic view makes room for the OOM ruler, or gives it back)
         else:
             (_, _), (ya, _yb) = self.vb.viewRange()
             if ya > layout.n_rows:  # fewer rows now than the view's top
@@ -850,7 +873,8 @@ class SegmentMapView(QWidget):
             row_px = self.vb.viewPixelSize()[1] or 0.0
             text_h = self._request_label.textItem.boundingRect().height()
             req_y = min(REQUEST_Y, -(1.5 * text_h + 5) * row_px)
-            big_y = min(LARGEST_Y, -(0.5 * text_h + 1) * row_px)
+            # one caption's height (and a little) below the request's, whatever the rows
+            big_y = min(req_y + (text_h + 4) * row_px, -(0.5 * text_h + 1) * row_px)
             if (req_y, big_y) != (self.item.request_y, self.item.largest_y):
                 self.item.prepareGeometryChange()
                 self.item.request_y, self.item.largest_y = req_y, big_y

@@ -436,23 +436,32 @@ class VerticalBandsItem(pg.GraphicsObject):
 
 
 class BytesYAxis(pg.AxisItem):
-    """Bytes at round binary units: 0, 2 GiB, 4 GiB…"""
+    """Bytes at round binary units: 0, 2 GiB, 4 GiB…  Once the range reaches 1 GiB the
+    ticks are in GiB (0.5 GiB, 1 GiB, 1.5 GiB), the unit of the header's figures: never
+    "1500 MiB" beside a header saying "1.34 GiB" (issue 17)."""
 
     def tickSpacing(self, minVal, maxVal, size):
         dif = abs(maxVal - minVal)
         if dif <= 0 or size <= 0:
             return []
         target = dif / max(1.0, size / 40.0)
-        unit = 1 << 30 if target >= (1 << 29) else 1 << 20 if target >= (1 << 19) else 1 << 10
+        if max(abs(minVal), abs(maxVal)) >= (1 << 30):
+            unit, steps = 1 << 30, (0.125, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100)
+        else:
+            unit = 1 << 20 if target >= (1 << 19) else 1 << 10
+            steps = (0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000)
         x = target / unit
-        for m in (0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000):
+        for m in steps:
             if m >= x:
                 return [(m * unit, 0)]
-        return [(1000 * unit * math.ceil(x / 1000), 0)]
+        return [(steps[-1] * unit * math.ceil(x / steps[-1]), 0)]
 
     def tickStrings(self, values, scale, spacing):
-        # In the unit of the spacing: 500 MiB, 1000 MiB, 1500 MiB (never "1.46 GiB").
-        for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        top = max((abs(v) for v in values), default=0)
+        if top >= (1 << 30):
+            return [f"{v / (1 << 30):g} GiB" if v else "0" for v in values]
+        # In the unit of the spacing: 500 MiB, 1000 MiB (below 1 GiB).
+        for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
             if spacing >= unit:
                 return [f"{v / unit:g} {name}" if v else "0" for v in values]
         return [short_bytes(v) for v in values]
