@@ -210,7 +210,7 @@ def test_three_devices_open_at_the_oom_of_one_device(loaded):
     k_oom = doc.oom_events(1)[-1]
     assert window.cursor_k == k_oom < doc.n_events(1) - 1
     scope = window.header.scope.text()
-    assert "device 1" in scope and f"event {k_oom:,}" in scope and "the OOM" in scope
+    assert "device 1" in scope and f"event {k_oom:,} /" in scope and "the OOM" in scope
     stats = memory_stats(window.view_doc.snap, Selection(device=1))
     assert window.header.stats == stats
     assert window.map.item.request_bytes == doc.oom.requested_bytes
@@ -276,3 +276,20 @@ def test_private_pool_suffix_in_the_legend_and_titles_name_the_app_once(loaded):
     ranks.close()
     plain = loaded(GPT2)
     assert "private pool" not in plain.map.legend.text()
+
+
+def test_a_trace_that_starts_mid_run_says_what_it_cannot_show(loaded):
+    """Issue 17 item 6: the 1M-event ring started after every segment existed; the
+    timeline says so (how many segments, that their creation is not recorded) and
+    calls its peaks the window's; a trace recorded from the start says nothing."""
+    window = loaded(DATA / "transformer_long_python_1000k.pickle.xz")
+    rep = window.doc.timeline.replay(window.cursor_device)
+    n_seg = len(rep.initial.seg_addr)
+    assert n_seg > 0
+    note = window.timeline.window_note
+    assert note.isVisible()
+    assert f"{n_seg:,} segments" in note.text() and "not recorded" in note.text()
+    assert all("in this window" in t for t in window.timeline.peak_label_texts())
+    fresh = loaded(GPT2)
+    assert not fresh.timeline.window_note.isVisible()
+    assert not any("in this window" in t for t in fresh.timeline.peak_label_texts())

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..model.analysis import MemoryStats
 from ..model.units import format_bytes
@@ -146,8 +154,12 @@ class SummaryHeader(QWidget):
         lay.setSpacing(4)
         lay.addWidget(self.banner)
         lay.addWidget(grid_frame)
-        lay.addWidget(self.scope)
-        lay.addWidget(self.facts)
+        line = QHBoxLayout()  # what the figures count, and the capture's facts: one line
+        line.setContentsMargins(0, 0, 0, 0)
+        line.setSpacing(16)
+        line.addWidget(self.scope)
+        line.addWidget(self.facts, 1)
+        lay.addLayout(line)
         lay.addWidget(self.source)
         self.facts.hide()
 

@@ -894,7 +894,7 @@ class MainWindow(QMainWindow):
         else:
             n = doc.n_events(dev)
             k = self.cursor_k
-            when = f"after event {k:,} of device {dev}'s {n:,}"
+            when = f"after event {k:,} / {n - 1:,}"
             if doc.oom_at(dev, k) is not None:
                 when += " (the OOM)"
             elif k == n - 1:

@@ -890,6 +890,16 @@ class SegmentMapView(QWidget):
         """Every text the map may draw over the rows (tests: none overlap)."""
         return [self._request_label, self._largest_label, *self._labels]
 
+    def _ruler_px(self) -> float:
+        """Pixels above the first row that the OOM's two captions take."""
+        return 2 * self._request_label.textItem.boundingRect().height() + 10
+
+    def _ruler_top(self, px_per_row: float) -> float:
+        """The view's top (rows) leaving room for the OOM ruler at ``px_per_row``."""
+        top = min(-2.3, -self._ruler_px() / max(px_per_row, 1e-9))
+        self.vb.setLimits(yMin=top - 1)
+        return top
+
     def home(self) -> None:
         """Whole segments across; from the top, as many rows as stay readable."""
         layout = self.layout_data
@@ -901,7 +911,7 @@ class SegmentMapView(QWidget):
             self.fit()
             return
         maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
-        top = -2.3 if self.item.request_bytes else -0.3
+        top = self._ruler_top(h / rows) if self.item.request_bytes else -0.3
         self.vb.setRange(xRange=(0, maxs), yRange=(top, top + rows), padding=0.01)
         self.view_auto = True
 
@@ -912,11 +922,13 @@ class SegmentMapView(QWidget):
         maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
         top = -2.3 if self.item.request_bytes else -0.3
         h = self.vb.height() if self.vb.height() > 50 else 400.0
-        ruler_px = 2 * self._request_label.textItem.boundingRect().height() + 8
+        ruler_px = self._ruler_px()
         if self.item.request_bytes and h > 3 * ruler_px:
             # Many rows: the OOM ruler and its captions keep their pixels above them.
             top = min(top, -ruler_px * (layout.n_rows + 0.3) / (h - ruler_px))
             self.vb.setLimits(yMin=top - 1)
+        elif self.item.request_bytes:
+            top = self._ruler_top(h / max(layout.n_rows + 0.3 - top, 1.0))
         # Few segments: rows no taller than MAX_ROW_PX, from the top.
         bottom = max(layout.n_rows + 0.3, top + h / self.MAX_ROW_PX)
         self.vb.setRange(xRange=(0, maxs), yRange=(top, bottom), padding=0.01)

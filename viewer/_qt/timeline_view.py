@@ -642,6 +642,14 @@ class TimelinePanel(QWidget):
         self._timer.timeout.connect(self.refresh_stack)
         self._update_legend()
 
+        # A trace that starts mid-run (a late start, a wrapped ring): what it cannot show.
+        self.window_note = QLabel()
+        self.window_note.setObjectName("traceWindowNote")
+        self.window_note.setWordWrap(True)
+        self.window_note.setStyleSheet("font-size: 8pt;")
+        self.window_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.window_note.hide()
+        self.starts_mid_run = False
         self.empty = QLabel("No allocator trace in this snapshot: record with "
                             "torch.cuda.memory._record_memory_history() to see memory over time.")
         self.empty.setEnabled(False)
@@ -651,6 +659,7 @@ class TimelinePanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(1)
         lay.addLayout(top)
+        lay.addWidget(self.window_note)
         lay.addWidget(self.plot, 1)
         lay.addWidget(self.empty, 1)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -697,6 +706,8 @@ class TimelinePanel(QWidget):
                   self.latest_button, self.fit_button, self.prev_oom_button, self.next_oom_button):
             w.setEnabled(has)
         if not has:
+            self.window_note.hide()
+            self.starts_mid_run = False
             self.n = 0
             self.k = -1
             self.iv = None
@@ -738,7 +749,35 @@ class TimelinePanel(QWidget):
                       else (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
                       for c in CURVES}
         self._set_mode_buttons()
+        self.starts_mid_run = len(getattr(getattr(rep, "initial", None), "seg_addr", ())) > 0
         self._place_all(fit=True)
+        self._set_window_note(rep)  # (last: showing it resizes the plot, which redraws)
+
+    def _set_window_note(self, rep) -> None:
+        """Say what a trace that starts mid-run cannot show (issue 17): the segments and
+        blocks that existed before its first event were made outside it, so their
+        creation, and any peak before it, are not in the recording."""
+        init = getattr(rep, "initial", None)
+        n_seg = len(init.seg_addr) if init is not None else 0
+        self.starts_mid_run = n_seg > 0
+        if not n_seg:
+            self.window_note.hide()
+            self.window_note.setText("")
+            return
+        reserved = int(init.seg_size.sum())
+        n_blk = len(init.blk_addr)
+        self.window_note.setText(
+            f"<span style='color:{theme.gap_outline().name()}'>&#9888;</span> Trace starts "
+            f"mid-run: {n_seg:,} segment{'s' if n_seg != 1 else ''} ({format_bytes(reserved)}) "
+            "existed before event 0; their creation and any earlier peak are not recorded.")
+        self.window_note.setToolTip(
+            f"{n_seg:,} segments ({format_bytes(reserved)} reserved) and {n_blk:,} blocks were "
+            "there before the first recorded event.\nThe allocator's history is a ring buffer "
+            "(max_entries): a long run keeps only its last events, or recording started after "
+            "the model was loaded.\nPeaks are peaks of this window; a what-if replay cannot "
+            "predict the segments made before it.\nRecord from the start of the program, or "
+            "with a larger max_entries, to see everything.")
+        self.window_note.show()
 
     def set_source(self, text: str, tip: str = "") -> None:
         """A note in the x axis's title saying what instant the trace reaches (live
@@ -922,7 +961,7 @@ class TimelinePanel(QWidget):
             v, k = self.peaks[g[0]]
             near = sum(1 for x in placed if abs(x - float(xs[k])) < span * 0.3)
             placed.append(float(xs[k]))
-            html = "peak " + " · ".join(
+            html = ("peak in this window " if self.starts_mid_run else "peak ") + " · ".join(
                 f'<span style="color:{colors[n]}">{n} {format_bytes(self.peaks[n][0])}</span>'
                 for n in g)
             right = float(xs[k] - xs[0]) > span * 0.6
