@@ -293,3 +293,16 @@ def test_a_trace_that_starts_mid_run_says_what_it_cannot_show(loaded):
     fresh = loaded(GPT2)
     assert not fresh.timeline.window_note.isVisible()
     assert not any("in this window" in t for t in fresh.timeline.peak_label_texts())
+
+
+def test_two_flagged_ranks_say_why_each(qtbot, loaded):
+    """Issue 17 item 11: in the 2-rank run both ranks are outliers, for different
+    reasons (rank 0 ran out of memory, rank 1 holds 1 GiB more); the caption says
+    which is which instead of two unexplained flags."""
+    window = loaded(GPT2)
+    ranks = window.open_ranks(str(DATA / "ddp_2ranks"))
+    qtbot.waitUntil(lambda: ranks.overview is not None, timeout=30000)
+    caption = ranks.caption.text()
+    assert "rank 0: ran out of memory" in caption
+    assert "rank 1: reserved" in caption and "above the other ranks" in caption
+    ranks.close()
