@@ -97,11 +97,16 @@ class MainWindow(QMainWindow):
 
     documentChanged = Signal(object)
     loadFinished = Signal(str)  # "loaded" | "failed" | "cancelled"
+    momentShown = Signal()  # the views now show the document at the cursor (a new moment)
+    # File > Attach: set by the application (app.py), which knows the live side; the window
+    # itself imports nothing live (no import cycle window <-> live controller).
+    attach_handler = None
 
     def __init__(self, persist: bool = True, parent=None) -> None:
         super().__init__(parent)
         self.persist = persist
         self.vs = ViewState()
+        self.live = None  # the LiveController feeding this window, if any
         self._calltree_dirty = True
         self.last_error: str | None = None
         self.error_box: QMessageBox | None = None
@@ -339,9 +344,15 @@ class MainWindow(QMainWindow):
         self.addAction(self.cancel_action)
 
     def _open_attach(self) -> None:
-        from .live_window import open_attach_dialog
+        handler = type(self).attach_handler
+        if handler is not None:
+            handler(self)
 
-        open_attach_dialog(self)
+    def add_aux_window(self, w) -> None:
+        """Keep ``w`` (a compare, ranks or live window opened from here) alive while open."""
+        self._aux_windows.append(w)
+        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows
+                            else None)
 
     def _open_whatif(self) -> None:
         from .whatif_panel import open_panel
@@ -477,8 +488,7 @@ class MainWindow(QMainWindow):
 
         w = DiffWindow(self)
         w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
-        self._aux_windows.append(w)
+        self.add_aux_window(w)
         w.open(self.doc.root, path)
         w.show()
         return w
@@ -494,8 +504,7 @@ class MainWindow(QMainWindow):
 
         w = RanksWindow(self)
         w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
-        self._aux_windows.append(w)
+        self.add_aux_window(w)
         w.openRequested.connect(self._open_from_ranks)
         w.open_directory(directory)
         w.show()
@@ -808,6 +817,7 @@ class MainWindow(QMainWindow):
         self._update_banner()
         self._calltree_dirty = True
         self.refresh_calltree()
+        self.momentShown.emit()
 
     def oom_shown(self):
         """The OOM whose request the map draws (see :meth:`ViewState.oom_shown`)."""
