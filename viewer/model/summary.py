@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import analysis
+from . import analysis, integrity
 from .oom import oom_reports
 from .snapshot import Action, Snapshot
 from .timeline import Timeline
@@ -101,9 +101,12 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     if total.expandable_segment_count:
         notes.append(EXPANDABLE_NOTE)
     out["notes"] = notes
-    out["warnings"] = list(snap.warnings)
+    # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
                                 out.get("peak_requested_event")))
+    out["warnings"] = list(snap.warnings)
+    # Stretches of the timeline that are not exact (integrity.Untrusted), with why.
+    out["untrusted"] = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
     return out
 
 
@@ -168,8 +171,11 @@ def format_text(summary: dict[str, Any]) -> str:
         f"pending free {fb(summary['pending_free_bytes'])}"
     )
     if summary.get("peak_reserved_bytes") is not None:
+        # Several devices: the totals above are summed, the peak is one device's; say which.
+        where = (f" on device {summary['peak_device']}"
+                 if len(summary["devices"]) > 1 and summary.get("peak_device") is not None else "")
         lines.append(
-            f"peak over the recording: reserved {fb(summary['peak_reserved_bytes'])} "
+            f"peak over the recording{where}: reserved {fb(summary['peak_reserved_bytes'])} "
             f"(event {summary['peak_reserved_event']}), requested "
             f"{fb(summary['peak_requested_bytes'])} (event {summary['peak_requested_event']})"
         )
@@ -189,6 +195,9 @@ def format_text(summary: dict[str, Any]) -> str:
         lines.append(f"note: {note}")
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
+    for u in summary.get("untrusted", []):
+        lines.append(("warning: " if u["kind"] == "inconsistent" else "note: ")
+                     + integrity.Untrusted(**u).line())
     return "\n".join(lines)
 
 
