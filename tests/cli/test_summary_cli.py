@@ -123,3 +123,31 @@ def test_summary_at_event_reports_that_moment():
     assert summary["largest_free_block_bytes"] == 0
     out = vramscope("summary", str(path), "--at", "5000")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_summary_text_lists_every_oom():
+    """Issue 17.4: fragmentation_oom has a capacity OOM (event 1068) and a fragmentation OOM
+    (1959); the text showed only the last."""
+    path = DATA / "fragmentation_oom.pickle"
+    ooms = json.loads(vramscope("summary", str(path), "--json").stdout)["ooms"]
+    assert [o["kind"] for o in ooms] == ["capacity", "fragmentation"]
+    out = vramscope("summary", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "2 OOMs:" in out.stdout
+    for o in ooms:
+        assert f"OOM on device 0 at event {o['event']}:" in out.stdout
+        assert o["verdict"] in out.stdout
+
+
+def test_summary_at_shows_only_the_ooms_up_to_that_event():
+    """Issue 17.10: `--at 0` printed the verdict of an OOM that happens later."""
+    path = DATA / "fragmentation_oom.pickle"
+    out = vramscope("summary", str(path), "--at", "0")
+    assert out.returncode == 0, out.stderr
+    assert "OOM on device" not in out.stdout and "verdict" not in out.stdout
+    assert "2 later OOMs after this event" in out.stdout
+    summary = json.loads(vramscope("summary", str(path), "--at", "0", "--json").stdout)
+    assert summary["oom"] is None and summary["ooms_after_at"] == 2
+    first = summary["ooms"][0]["event"]
+    summary = json.loads(vramscope("summary", str(path), "--at", str(first), "--json").stdout)
+    assert summary["oom"]["kind"] == "capacity" and summary["ooms_after_at"] == 1

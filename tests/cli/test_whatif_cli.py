@@ -93,3 +93,17 @@ def test_snapshot_without_trace_exits_2(tmp_path):
     out = vramscope("whatif", str(path), "--conf", "expandable_segments:True")
     assert out.returncode == 2 and "no trace events" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_text_header_shows_the_given_memory_limit():
+    """Issue 17.3: the header named the inferred limit while the table used --memory-limit."""
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
+                    "--memory-limit", "5GiB")
+    assert out.returncode == 0, out.stderr
+    head = out.stdout.splitlines()[0]
+    assert "memory limit: 5.00 GiB (given" in head, head
+    assert "the recording's: " in head and "(inferred)" in head  # named as the recording's
+    rows = json.loads(vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf",
+                                "expandable_segments:True", "--memory-limit", "5GiB",
+                                "--json").stdout)
+    assert rows[0]["memory_limit_bytes"] == 5 << 30

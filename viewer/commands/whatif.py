@@ -101,5 +101,5 @@ def main(argv: list[str]) -> int:
         json.dump([p.to_dict(case) for p in preds], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_text(case, preds, ranked=args.recommend))
+        print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
     return 0

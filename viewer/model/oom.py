@@ -130,7 +130,8 @@ def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tu
     if fit.free_bytes >= req:
         return ("fragmentation",
                 f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
-                f"segment{'s' if free_segments != 1 else ''}, but the largest free block is "
+                f"segment{'s' if free_segments != 1 else ''} of the {fit.pool_kind} pool, "
+                f"but the largest free block is "
                 f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested")
     if fit.free_bytes == 0:
         head = "capacity: every segment is full"

@@ -32,3 +32,13 @@ def format_address(addr: int) -> str:
 
 def format_count(n: int) -> str:
     return f"{int(n):,}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 gap``, ``2 gaps``, ``1,024 segments`` (``many``: an irregular plural).
+
+    >>> plural(1, "gap"), plural(445, "gap")
+    ('1 gap', '445 gaps')
+    """
+    n = int(n)
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

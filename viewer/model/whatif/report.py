@@ -197,12 +197,23 @@ def predict(case: Case, confs: list[str], limit: int | None = None,
     return out
 
 
-def format_text(case: Case, preds: list[Prediction], ranked: bool = False) -> str:
-    """The CLI's table and one line per predicted OOM."""
-    lim = case.limit
+def limit_text(case: Case, limit: int | None = None) -> str:
+    """The memory limit the predictions used, and where it came from.
+
+    ``limit`` is the one given (``--memory-limit``); then the recording's own
+    limit is named beside it, since "vs recorded" compares with the recorded run.
+    """
+    own = (f"{fb(case.limit)} ({case.limit_source})" if case.limit else "none")
+    if limit is None or limit == case.limit:
+        return own
+    return f"{fb(limit)} (given; the recording's: {own})"
+
+
+def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
+                limit: int | None = None) -> str:
+    """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
     head = [f"device {case.device}: {len(case.requests)} requests; recorded settings: "
-            f"{case.recorded.describe()}; memory limit: "
-            + (f"{fb(lim)} ({case.limit_source})" if lim else "none")]
+            f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
     rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
              "cudaMalloc", "cudaFree", "OOM")]
     for p in preds:
