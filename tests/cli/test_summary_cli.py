@@ -151,3 +151,53 @@ def test_summary_at_shows_only_the_ooms_up_to_that_event():
     first = summary["ooms"][0]["event"]
     summary = json.loads(vramscope("summary", str(path), "--at", str(first), "--json").stdout)
     assert summary["oom"]["kind"] == "capacity" and summary["ooms_after_at"] == 1
+
+
+def test_unknown_format_error_names_every_form_that_loads(tmp_path):
+    """Issue 17.10: the error said "protocol 2-5, gzip, xz or JSON" while protocol 0/1 and
+    bz2 files load; each form it names must load."""
+    import bz2
+    import pickle
+
+    bad = tmp_path / "notes.pickle"
+    bad.write_bytes(b"hello, this is not a snapshot")
+    out = vramscope("summary", str(bad))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "protocol 0-5" in out.stderr and "bz2" in out.stderr, out.stderr
+    segments = [{"device": 0, "address": 1 << 30, "total_size": 2 << 20, "stream": 0,
+                 "segment_type": "small", "allocated_size": 0, "active_size": 0,
+                 "requested_size": 0,
+                 "blocks": [{"address": 1 << 30, "size": 2 << 20, "requested_size": 0,
+                             "state": "inactive", "frames": []}]}]
+    for name, data in (("p0.pickle", pickle.dumps({"segments": segments}, protocol=0)),
+                       ("p1.pickle", pickle.dumps({"segments": segments}, protocol=1)),
+                       ("bz.pickle.bz2", bz2.compress(pickle.dumps({"segments": segments})))):
+        (tmp_path / name).write_bytes(data)
+        out = vramscope("summary", str(tmp_path / name), "--json", "--no-cache")
+        assert out.returncode == 0, (name, out.stderr)
+        assert json.loads(out.stdout)["reserved_bytes"] == 2 << 20
+
+
+def test_help_names_bz2_and_the_directory_of_ranks():
+    """Issue 17.10: `vramscope --help` omitted bz2 and the directory form."""
+    out = vramscope("--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    assert "bz2" in text and "directory of per-rank snapshots" in text
+    assert "bz2" in " ".join(vramscope("summary", "--help").stdout.split())
+
+
+def test_summary_device_not_in_the_file_is_an_error():
+    """Issue 17.10: `summary --device 1` on a one-device file was silently accepted."""
+    out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "1", "--no-cache")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"vramscope: error: {DATA / 'gpt2_oom.pickle'}: no device 1 "
+                                  "in this snapshot (its devices: 0)")
+    out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "0", "--at", "5")
+    assert out.returncode == 0, out.stderr
+
+
+def test_text_plurals():
+    """Issue 17.10: "in 1 gaps"."""
+    out = vramscope("summary", str(DATA / "fragmentation_oom.pickle"), "--at", "0")
+    assert "in 1 segment\n" in out.stdout and "in 1 gap," in out.stdout, out.stdout

@@ -84,9 +84,9 @@ def main(argv: list[str]) -> int:
         if args.save:
             return _save(session, args.save, args.json)
         return _figures(session, args.json)
-    except AttachError as exc:
+    except AttachError as exc:  # e.g. no CUDA in the target yet: like every attach error, 2
         print(f"vramscope: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return EXIT_NOT_ATTACHABLE
     finally:
         session.close()
 
