@@ -107,3 +107,43 @@ def test_text_header_shows_the_given_memory_limit():
                                 "expandable_segments:True", "--memory-limit", "5GiB",
                                 "--json").stdout)
     assert rows[0]["memory_limit_bytes"] == 5 << 30
+
+
+def _whatif_on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """Run `vramscope whatif` with stderr on a pseudo-terminal: (exit code, stdout, stderr)."""
+    import os
+    import pty
+    import tempfile
+
+    master, slave = pty.openpty()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "vramscope.viewer", "whatif", *args],
+                                stdout=out, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        code = proc.wait(timeout=300)
+        out.seek(0)
+        return code, out.read().decode(), b"".join(chunks).decode()
+
+
+def test_recommend_shows_progress_on_a_terminal_and_nothing_when_piped():
+    """Issue 17.12: --recommend ran for seconds with no sign of life on the terminal."""
+    path = str(DATA / "gpt2_oom.pickle")
+    code, stdout, stderr = _whatif_on_a_terminal(path, "--recommend")
+    assert code == 0, stderr
+    assert "vramscope whatif: simulating 1/9: (defaults)" in stderr, stderr
+    assert "\r" in stderr and stderr.endswith("\r")  # redrawn in place, erased at the end
+    assert stderr.replace("\r", "").strip(" ").startswith("vramscope whatif: loading")
+    assert "ranked by predicted peak reserved" in stdout  # the result on stdout, unchanged
+    piped = vramscope("whatif", path, "--recommend")
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert piped.stdout == stdout
