@@ -201,3 +201,26 @@ def test_text_plurals():
     """Issue 17.10: "in 1 gaps"."""
     out = vramscope("summary", str(DATA / "fragmentation_oom.pickle"), "--at", "0")
     assert "in 1 segment\n" in out.stdout and "in 1 gap," in out.stdout, out.stdout
+
+
+def test_summary_of_a_wrapped_trace_says_what_the_window_cannot_show():
+    """Issue 17.6: summary put the peak at "event 0" with no word that the recording saw none
+    of the segment creation."""
+    path = DATA / "transformer_long_python_1000k.pickle.xz"
+    out = vramscope("summary", str(path), "--no-cache")
+    assert out.returncode == 0, out.stderr
+    assert "(event 0)" not in out.stdout
+    assert "peak over the recorded window: reserved 1.34 GiB (already at the window's start)" \
+        in out.stdout
+    assert ("note: device 0's trace starts after 67 segments (1.34 GiB) already existed"
+            in out.stdout)
+    assert "shows none of their creation" in out.stdout and "no segment was created" in out.stdout
+    summary = json.loads(vramscope("summary", str(path), "--json").stdout)
+    (w,) = summary["windows"]
+    stats = expected_for(path)["memory_stats"]
+    assert w["started_late"] and w["reserved_fixed"] and w["segment_events"] == 0
+    assert w["segments_before"] == stats["segment.all.current"]
+    assert w["reserved_before"] == stats["reserved_bytes.all.current"]
+    whole = json.loads(vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--json").stdout)
+    assert not whole["windows"][0]["started_late"]
+    assert "peak over the recording:" in vramscope("summary", str(DATA / "gpt2_oom.pickle")).stdout

@@ -147,3 +147,30 @@ def test_recommend_shows_progress_on_a_terminal_and_nothing_when_piped():
     piped = vramscope("whatif", path, "--recommend")
     assert piped.returncode == 0 and piped.stderr == ""
     assert piped.stdout == stdout
+
+
+WRAPPED = DATA / "transformer_long_python_1000k.pickle.xz"  # the ring started after every segment
+
+
+def test_wrapped_trace_says_what_the_window_cannot_show():
+    """Issue 17.6: on the 1M file every setting gave 1.34 GiB with no word that the trace saw
+    none of the segment creation; an unchanged peak was presented as a prediction."""
+    out = vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True")
+    assert out.returncode == 0, out.stderr
+    assert "trace starts after 67 segments (1.34 GiB) already existed" in out.stdout
+    assert "cudaMalloc/cudaFree count the window only" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("expandable"))
+    assert "1.34 GiB*" in row and "n/a*" in row and "+0.0%" not in row
+    assert "recorded, not a prediction" in out.stdout
+    (d,) = json.loads(vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True",
+                                "--json").stdout)
+    assert d["window_started_late"] and d["peak_reserved_is_window_start"]
+    assert d["peak_reserved_vs_recorded"] is None
+
+
+def test_whole_recording_has_no_window_note():
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
+                    "--json")
+    (d,) = json.loads(out.stdout)
+    assert not d["window_started_late"] and not d["peak_reserved_is_window_start"]
+    assert isinstance(d["peak_reserved_vs_recorded"], float)

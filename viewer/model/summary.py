@@ -8,6 +8,7 @@ import numpy as np
 
 from . import analysis
 from .oom import oom_reports
+from .recorded_window import recorded_window
 from .snapshot import Action, Snapshot
 from .timeline import Timeline
 from .units import format_address, format_bytes, plural
@@ -78,6 +79,11 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
         top = max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
         out.update(device_peaks[top])
         out["peak_device"] = top
+    # What each device's trace window cannot show (a wrapped ring buffer, a late start).
+    windows = [recorded_window(rep) for rep in
+               (timeline.replay(d) for d in (timeline.devices if timeline else []))
+               if rep is not None]
+    out["windows"] = [w.to_dict() for w in windows]
     ooms = [_oom_dict(snap, r) for r in reports]
     if out["at"] is not None:
         # The state after --at: only the OOMs up to that event explain it.
@@ -116,6 +122,9 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     notes = []
     if total.expandable_segment_count:
         notes.append(EXPANDABLE_NOTE)
+    for w in windows:
+        if w.started_late:
+            notes.append(w.describe() + "; peaks are over the window only")
     out["notes"] = notes
     out["warnings"] = list(snap.warnings)
     return out
@@ -150,9 +159,15 @@ def format_text(summary: dict[str, Any]) -> str:
         f"pending free {fb(summary['pending_free_bytes'])}"
     )
     if summary.get("peak_reserved_bytes") is not None:
+        window = next((w for w in summary.get("windows") or []
+                       if w["device"] == summary.get("peak_device")), None)
+        late = bool(window and window["started_late"])
+        where = f"event {summary['peak_reserved_event']}"
+        if late and summary["peak_reserved_bytes"] == window["reserved_before"]:
+            where = "already at the window's start"  # not an event of the window
         lines.append(
-            f"peak over the recording: reserved {fb(summary['peak_reserved_bytes'])} "
-            f"(event {summary['peak_reserved_event']}), requested "
+            f"peak over the {'recorded window' if late else 'recording'}: reserved "
+            f"{fb(summary['peak_reserved_bytes'])} ({where}), requested "
             f"{fb(summary['peak_requested_bytes'])} (event {summary['peak_requested_event']})"
         )
     if len(summary["devices"]) > 1:
