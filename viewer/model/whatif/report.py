@@ -236,7 +236,7 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
         oom = d["oom"]
         fixed = d["peak_reserved_is_window_start"]
         rows.append((
-            p.conf if p.conf else "(defaults)", fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+            row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
             "n/a*" if fixed else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
             if d["peak_reserved_vs_recorded"] is not None else "-",
             fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
@@ -252,6 +252,15 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
     if ranked:
         lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
     return "\n".join(lines)
+
+
+def row_label(case: Case, p: Prediction) -> str:
+    """The setting as given; "(= recorded)" marks the one that is the recorded run's settings
+    (under --recommend the defaults often are: the baseline the other rows compare with)."""
+    label = p.conf if p.conf else "(defaults)"
+    if p.conf != RECORDED and p.config == case.recorded:
+        label += " (= recorded)"
+    return label
 
 
 def window_notes(case: Case, preds: list[Prediction]) -> list[str]:
