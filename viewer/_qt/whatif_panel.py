@@ -386,7 +386,7 @@ class WhatIfPanel(QWidget):
                      fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
                      "n/a*" if fixed else "-" if vs is None else f"{vs * 100:+.1f}%",
                      "-" if oom is None else
-                     f"event {oom['event']:,} ({oom['kind']})",
+                     f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
                      fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
                      str(d["cuda_malloc_count"]), str(d["cuda_free_count"])]
             for c, text in enumerate(cells):
@@ -401,7 +401,7 @@ class WhatIfPanel(QWidget):
                                        "exceeded: recorded, not predicted" if fixed else ""))
                 if c == COL_OOM and oom is not None:
                     item.setToolTip(f"{fb(oom['size_bytes'])} requested at event "
-                                    f"{oom['event']:,}: {fb(oom['free_in_pool_bytes'])} free in "
+                                    f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
                                     f"the {oom['pool']} pool, largest block "
                                     f"{fb(oom['largest_free_bytes'])}")
                 self.table.setItem(r, c, item)

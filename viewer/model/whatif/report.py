@@ -227,7 +227,7 @@ def limit_text(case: Case, limit: int | None = None) -> str:
 def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
                 limit: int | None = None) -> str:
     """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
-    head = [f"device {case.device}: {len(case.requests)} requests; recorded settings: "
+    head = [f"device {case.device}: {len(case.requests):,} requests; recorded settings: "
             f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
     rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
              "cudaMalloc", "cudaFree", "OOM")]
