@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QSplitter,
+                               QListWidgetItem, QProgressBar, QPushButton, QSplitter, QStyle,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ..model.allocator_rules import ConfError, parse_conf
@@ -201,9 +201,8 @@ class WhatIfPanel(QWidget):
         widest = max((fm.horizontalAdvance(self.list.item(i).text())
                       for i in range(self.list.count())), default=0)
         style = self.list.style()
-        from PySide6.QtWidgets import QStyle
-
-        extra = (style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth) + 4 * fm.averageCharWidth()
+        extra = (style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth)
+                 + 4 * fm.averageCharWidth()
                  + style.pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent) + 24)
         want = min(widest + extra, max(self.width() // 2, 330))
         self.list.setMinimumWidth(min(widest + extra - 24, want))
