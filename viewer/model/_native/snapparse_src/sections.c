@@ -62,11 +62,64 @@ static inline int64_t op_arglen(int op, const unsigned char *s, int64_t n) {
     }
 }
 
+/* Opcodes the skim steps over without looking at them: their argument length
+ * (memo references, fixed-size ints and floats, argument-less ones that neither
+ * open nor close a mark, memoize or make a container); -1: the others. */
+static int8_t SKIP_LEN[256];
+
+static void skip_len_init(void) {
+    static int done;
+    if (done) return;
+    for (int i = 0; i < 256; i++) SKIP_LEN[i] = -1;
+    const unsigned char zero[] = {0x4E, 0x88, 0x89, 0x29, 0x85, 0x86, 0x87, 0x61, 0x73, 0x32};
+    for (size_t i = 0; i < sizeof(zero); i++) SKIP_LEN[zero[i]] = 0;
+    SKIP_LEN[0x4B] = 1; SKIP_LEN[0x68] = 1; SKIP_LEN[0x4D] = 2;
+    SKIP_LEN[0x4A] = 4; SKIP_LEN[0x6A] = 4; SKIP_LEN[0x47] = 8;
+    done = 1;
+}
+
 /* FRAME opcodes (a length hint every 64 KiB, at any opcode boundary) are stepped
  * over wherever an opcode is read; the skim checked their lengths. */
 static inline int64_t nf(const unsigned char *b, int64_t pos) {
     while (b[pos] == 0x95) pos += 9;
     return pos;
+}
+
+/* A sliding window over a file mapping (``parse(..., file_mapped=1)``): the pages
+ * ahead are mapped in one call (MADV_POPULATE_READ: no page fault every 4 KiB) and
+ * those behind unmapped again (MADV_DONTNEED: the page cache keeps them; a later
+ * read maps them back), so the file never counts whole in the process's memory.
+ * Never used on other input: DONTNEED would zero anonymous memory. */
+#define WIN_STEP (8LL << 20)
+
+typedef struct { int64_t lo, hi, limit, next; int on; } Win;   /* mapped: [lo, hi), hi <= limit */
+
+static inline void win_to(const unsigned char *b, Win *w, int64_t pos) {
+    if (!w->on || pos < w->next) return;
+#ifdef __linux__
+    int64_t drop = (pos - (1 << 20)) & ~(int64_t)4095;
+    if (drop > w->lo) { madvise((void *)(b + w->lo), (size_t)(drop - w->lo), MADV_DONTNEED); w->lo = drop; }
+    int64_t from = w->hi & ~(int64_t)4095, to = w->hi + WIN_STEP;
+    if (to > w->limit) to = w->limit;
+    if (to > from) madvise((void *)(b + from), (size_t)(to - from), 22 /* MADV_POPULATE_READ */);
+    if (to > w->hi) w->hi = to;
+#endif
+    w->next = w->hi >= w->limit ? INT64_MAX : w->hi - (1 << 20);
+}
+
+static inline void win_start(const unsigned char *b, Win *w, int on, int64_t pos, int64_t limit) {
+    w->on = on; w->lo = pos & ~(int64_t)4095; w->hi = w->lo; w->limit = limit; w->next = 0;
+    win_to(b, w, pos);
+}
+
+static inline void win_end(const unsigned char *b, Win *w) {
+#ifdef __linux__
+    if (w->on) {
+        int64_t hi = (w->hi < w->limit ? w->hi : w->limit) & ~(int64_t)4095;   /* never past the mapping */
+        if (hi > w->lo) madvise((void *)(b + w->lo), (size_t)(hi - w->lo), MADV_DONTNEED);
+    }
+#endif
+    w->on = 0;
 }
 
 typedef struct {
@@ -84,14 +137,13 @@ typedef struct {
     int absolute;          /* the first chunk: BINPUT indices can be checked */
     int64_t max_events;    /* stop after this many events (-1: no limit) */
     int64_t every;         /* a checkpoint every this many events */
-    int64_t populate_to;   /* map the input's pages up to here first (0: no) */
     int result;            /* 0: the list ends at end; 1: landed on stop; 2: max_events; -1: no */
     int64_t end, events, containers;
     int depth_end;
     Ckpt *ck; int64_t nck, ckcap;
 } Chunk;
 
-#define SKIM_FAIL do { c->result = -1; return NULL; } while (0)
+#define SKIM_FAIL do { win_end(b, &win); c->result = -1; return NULL; } while (0)
 
 /* Walk the items of a device list without building anything: memo entries,
  * containers and events counted, a checkpoint every CKPT_EVERY events, every item
@@ -100,15 +152,8 @@ static void *skim_chunk(void *arg) {
     Chunk *c = arg;
     const unsigned char *b = c->p->buf;
     int64_t n = c->p->end, ev = 0, containers = 0, pos = c->start, memo = c->memo;
-#ifdef __linux__
-    if (c->populate_to > c->start) {
-        /* map this chunk's pages of a file mapping in one call, in parallel with the
-         * other chunks (instead of a page fault every 4 KiB); EINVAL before Linux 5.14 */
-        uintptr_t a0 = (uintptr_t)(b + c->start) & ~(uintptr_t)4095;
-        uintptr_t a1 = (uintptr_t)(b + c->populate_to);
-        madvise((void *)a0, a1 - a0, 22 /* MADV_POPULATE_READ */);
-    }
-#endif
+    Win win;
+    win_start(b, &win, c->p->file_mapped, pos, c->stop >= 0 ? c->stop : n);
     int depth = c->depth0;
     for (;;) {
         if (pos >= n) SKIM_FAIL;
@@ -131,6 +176,7 @@ static void *skim_chunk(void *arg) {
         }
         if (ev == c->max_events) { c->result = 2; break; }
         /* an event dict */
+        win_to(b, &win, pos);
         if (ev % c->every == 0) {
             if (c->nck == c->ckcap) {
                 int64_t nc = c->ckcap ? c->ckcap * 2 : 256;
@@ -142,38 +188,54 @@ static void *skim_chunk(void *arg) {
             k->pos = pos; k->memo = memo; k->event = ev; k->depth = depth;
         }
         ev++; containers++; pos++;
-        int inner = 0;  /* marks open inside the event */
-        int started = 0;
+        /* the event's head: memo ops (and FRAMEs) up to its MARK */
+        for (;;) {
+            if (pos >= n) SKIM_FAIL;
+            op = b[pos];
+            if (op == 0x94) { memo++; pos++; }
+            else if (op == 0x71) { if (!c->absolute || pos + 2 > n || b[pos + 1] != memo) SKIM_FAIL; memo++; pos += 2; }
+            else if (op == 0x72) { if (!c->absolute || pos + 5 > n || (int64_t)rd32(b + pos + 1) != memo) SKIM_FAIL; memo++; pos += 5; }
+            else if (op == 0x95) { if (op_arglen(op, b + pos + 1, n - pos - 1) < 0 || pos + 9 > n) SKIM_FAIL; pos += 9; }
+            else break;
+        }
+        if (op != 0x28) SKIM_FAIL;
+        pos++;
+        /* its body, to the SETITEMS that closes that MARK: most opcodes are memo
+         * references and ints of a fixed length (one table look-up each) */
+        int inner = 1;
         for (;;) {
             if (pos >= n) SKIM_FAIL;
             op = b[pos++];
+            int fl = SKIP_LEN[op];
+            if (fl >= 0) { pos += fl; continue; }
             int64_t a = op_arglen(op, b + pos, n - pos);
             if (a < 0 || pos + a > n) SKIM_FAIL;
             switch (op) {
             case 0x94: memo++; break;
             case 0x71: if (!c->absolute || b[pos] != memo) SKIM_FAIL; memo++; break;
             case 0x72: if (!c->absolute || (int64_t)rd32(b + pos) != memo) SKIM_FAIL; memo++; break;
-            case 0x28: inner++; started = 1; break;
+            case 0x28: inner++; break;
             case 0x65: case 0x75: case 0x74: case 0x6C: case 0x64: case 0x31: case 0x90: case 0x91:
-                if (--inner < 0) SKIM_FAIL;
+                inner--;
                 break;
             case 0x5D: case 0x7D: containers++; break;
             case 0x30: case 0x2E: SKIM_FAIL;
             default: break;
             }
             pos += a;
-            if (started && inner == 0) {
+            if (inner == 0) {
                 if (op != 0x75) SKIM_FAIL;   /* the event's own SETITEMS */
                 break;
             }
-            if (!started && op != 0x94 && op != 0x71 && op != 0x72 && op != 0x28 && op != 0x95) SKIM_FAIL;
         }
+        if (pos > n) SKIM_FAIL;
         if (depth == 0) {   /* a batch of one: APPEND */
             while (pos + 9 <= n && b[pos] == 0x95 && op_arglen(0x95, b + pos + 1, n - pos - 1) >= 0) pos += 9;
             if (pos >= n || b[pos] != 0x61) SKIM_FAIL;
             pos++;
         }
     }
+    win_end(b, &win);
     if (c->result == 0 && depth != 0) SKIM_FAIL;
     c->end = pos; c->memo = memo; c->events = ev; c->containers = containers; c->depth_end = depth;
     return NULL;
@@ -205,6 +267,7 @@ static int64_t event_pattern(P *p, int64_t pos0, int64_t memo0, unsigned char *p
  * opening (each chunk must land exactly where the next begins, so every start is a
  * true event boundary), else in one pass.  0: s filled; -1: not splittable. */
 static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
+    skip_len_init();   /* here, before any thread reads it */
     unsigned char pat[16];
     int64_t plen = p->threads > 1 ? event_pattern(p, pos0, memo0, pat) : 0;
     int nt = plen ? p->threads : 1;
@@ -231,8 +294,6 @@ static int skim(P *p, int64_t pos0, int64_t memo0, Skim *s) {
         }
         m++;
     }
-    if (m > 1)
-        for (int t = 0; t < m; t++) ch[t].populate_to = t + 1 < m ? ch[t + 1].start : p->end;
     pthread_t tid[256];
     int started = 0;
     for (int t = 1; t < m && t < 256; t++) {
@@ -403,6 +464,7 @@ typedef struct {
     Sec *S; Region *R; int rid; int64_t memo;
     int64_t kidx[64]; int8_t kval[64];   /* memo index of a key string -> field */
     int64_t aidx[64]; int8_t aval[64];   /* memo index of an action string -> action */
+    Win win;
 } W;   /* a worker's cursor */
 
 static const int FIELD_LEN[] = {6, 4, 4, 6, 7, 6, 15, 13, 11};
@@ -744,6 +806,7 @@ static int region_events(W *w) {
         pos = nf(b, pos);
         if (pos >= R->endpos && depth == R->enddepth) break;
         if (S->abort) return -1;
+        win_to(b, &w->win, pos);
         int op = b[pos];
         if (depth == 0 && op == 0x28) { depth = 1; pos++; continue; }
         if (depth == 1 && op == 0x65) { depth = 0; pos++; continue; }
@@ -832,7 +895,10 @@ static void *worker_main(void *arg) {
         W w;
         memset(&w, 0, sizeof(w));
         w.S = S; w.R = &S->r[k]; w.rid = (int)k; w.memo = S->r[k].start.memo;
-        if (region_events(&w) < 0) break;
+        win_start(S->p->buf, &w.win, S->p->file_mapped, w.R->start.pos, w.R->endpos);
+        int rc = region_events(&w);
+        win_end(S->p->buf, &w.win);
+        if (rc < 0) break;
         if (w.memo != (k + 1 < S->nr ? S->r[k + 1].start.memo : S->memo_end)) {
             sec_fail(S, "a region's memo entries do not add up");
             break;
