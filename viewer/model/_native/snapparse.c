@@ -22,7 +22,13 @@
  * the same byte: a refused opcode and truncation.
  *
  * Input is a bytes-like object, or a file's readinto() plus its total size:
- * an uncompressed file streams through a 1 MiB buffer.
+ * an uncompressed file streams through a 1 MiB buffer.  With the whole input in
+ * memory (bytes, or a mapped file) and threads > 1, each big device trace list is
+ * parsed on that many threads (snapparse_src/sections.c), with the same result.
+ *
+ * Event keys: only those in FIELD_NAMES are modelled; any other key (a newer
+ * torch's field) sends the file to the Python parser rather than being dropped
+ * (the parallel regions apply the same rule).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -139,6 +145,7 @@ static PyObject *materialize(P *p, int64_t idx, int depth);
 #define M_OFFSET 4u   /* (byte offset << 3) | 4: a string or a frame dict defined in a section */
 #define M_FLIST 5u    /* (((region << 32) | local stack) << 3) | 5: a frame list of a section */
 #define M_STACK 6u    /* (stack handle << 3) | 6: that frame list once merged */
+#define M_BUILDING 7u /* a section's frame list still being parsed */
 
 /* ------------------------------------------------------------------ helpers */
 
