@@ -249,7 +249,7 @@ static int64_t local_new_stack(W *w, const int64_t *ids, int64_t n) {
     if (rgrow(S, (void **)&R->soff, &R->soffcap, R->nst + 2, sizeof(int64_t)) < 0) return -1;
     if (rgrow(S, (void **)&R->fid, &R->fidcap, R->nfid + n, sizeof(int64_t)) < 0) return -1;
     if (R->nst == 0) R->soff[0] = 0;
-    memcpy(R->fid + R->nfid, ids, (size_t)n * sizeof(int64_t));
+    if (n) memcpy(R->fid + R->nfid, ids, (size_t)n * sizeof(int64_t));
     R->nfid += n;
     R->soff[R->nst + 1] = R->nfid;
     return R->nst++;
