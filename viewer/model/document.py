@@ -45,7 +45,9 @@ class Document:
 
     @classmethod
     def build(cls, snap: Snapshot, progress: Progress | None = None,
-              with_timeline: bool = True) -> "Document":
+              with_timeline: bool = True, live: bool = False) -> "Document":
+        """``live=True``: the timeline keeps its replay state, so a live session
+        extends it (:meth:`.timeline.Timeline.extend`) instead of rebuilding."""
         progress = progress or Progress()
         cats = fr.frame_categories(snap.frames)
         top = fr.top_frames(snap.stacks, cats)
@@ -62,7 +64,8 @@ class Document:
         rank = np.empty(len(top), dtype=np.int64)
         if len(top):
             rank[np.argsort(labels.astype(str), kind="stable")] = np.arange(len(top))
-        timeline = build_timeline(snap, progress) if with_timeline and len(snap.trace.action) else None
+        timeline = build_timeline(snap, progress, live=live) \
+            if with_timeline and len(snap.trace.action) else None
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)
