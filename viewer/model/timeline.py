@@ -139,9 +139,11 @@ class Timeline:
             return False
         rows = np.arange(first_row, total, dtype=np.int64)
         dev = trace.device[first_row:]
-        for d in np.unique(dev).tolist():
-            mine = rows if len(dev) and dev[0] == dev[-1] == d and (dev == d).all() \
-                else rows[dev == d]
+        if (dev == dev[0]).all():  # one device (the usual case): no grouping pass
+            groups = [(int(dev[0]), rows)]
+        else:
+            groups = [(d, rows[dev == d]) for d in np.unique(dev).tolist()]
+        for d, mine in groups:
             rep = self.devices.get(d)
             if rep is None:  # a device seen for the first time
                 self.devices[d] = rep = replay_device(snap, d, progress, live=True)
