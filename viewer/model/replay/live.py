@@ -37,15 +37,17 @@ def is_live(rep: DeviceReplay) -> bool:
 
 def _grow(bufs: dict, key: str, col: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``col`` with ``values`` appended, as a view of a buffer with spare capacity
-    (reallocated, doubling, only when full: appending k values copies k, amortised)."""
+    (reallocated only when full, growing by half: appending k values copies O(k),
+    amortised; a live ring, compacted at 1.25x its size, never outgrows 1.5x)."""
     n, m = len(col), len(values)
     buf = bufs.get(key)
     # The column must still be the head of its buffer (a trim slices the front off).
     fits = buf is not None and n + m <= len(buf) and col.base is buf \
         and col.__array_interface__["data"][0] == buf.__array_interface__["data"][0]
     if not fits:
-        buf = np.empty(max(2 * (n + m), 1024), col.dtype)
+        buf = np.empty(max((n + m) * 3 // 2, 1024), col.dtype)
         buf[:n] = col
+        buf[n + m:] = 0  # touch the spare pages now, not one page fault at a time later
         bufs[key] = buf
     buf[n:n + m] = values
     return buf[:n + m]
