@@ -144,14 +144,14 @@ class Timeline:
         else:
             groups = [(d, rows[dev == d]) for d in np.unique(dev).tolist()]
         for d, mine in groups:
-            rep = self.devices.get(d)
-            if rep is None:  # a device seen for the first time
-                self.devices[d] = rep = replay_device(snap, d, progress, live=True)
-                adopt(rep)
+            have = self.devices.get(d)
+            if have is None:  # a device seen for the first time
+                self.devices[d] = new = replay_device(snap, d, progress, live=True)
+                adopt(new)
                 continue
-            n_old = len(rep)
-            extend_device(rep, trace, mine, known_facts(snap, d))
-            _extend_intervals(rep, n_old)
+            n_old = len(have)
+            extend_device(have, trace, mine, known_facts(snap, d))
+            _extend_intervals(have, n_old)
         return False
 
     def trim(self, progress: Progress | None = None) -> None:

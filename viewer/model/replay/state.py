@@ -263,6 +263,7 @@ class _State:
             self.new_segment(addr, size, stream, True)
             return
         if left is None:  # the range grows downwards: it starts at addr now
+            assert right is not None
             left = self._rekey(right, addr)
             right = None
         self.segs[left][0] += size
