@@ -115,7 +115,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             kfs, _ = _run_native(state, rep, start, stop, every, None, rep.block_size, rep.pool)
             rep.keyframes.extend(_layout_from_columns(c) for c in kfs)
             start = stop
-        rep.inconsistencies = _core.inconsistencies(state)
+        rep.inconsistencies = _core.inconsistencies(state) + rep.seed_inconsistencies
         rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(state)))
     else:
         cuts = sorted({k0, n} | set(range((k0 // every + 1) * every, n + 1, every)))
@@ -123,7 +123,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             _apply(state, rep, a, b, rep.block_size, rep.pool)
             if b % every == 0:
                 rep.keyframes.append(state.layout())
-        rep.inconsistencies = state.inconsistencies
+        rep.inconsistencies = state.inconsistencies + rep.seed_inconsistencies
         rep._derived["last"] = (n - 1, state.layout())
     # Layouts that grow far beyond the first one: keep every other keyframe.
     while sum(kf.n_blocks for kf in rep.keyframes) > 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS \
