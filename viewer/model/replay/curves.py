@@ -18,16 +18,11 @@ from it: the replay imports this module, never the other way round.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..snapshot import Action
 from .layout import ALLOCATED, PENDING, initial_segment_of_blocks
 from . import native as _nat
-
-if TYPE_CHECKING:
-    from .device import DeviceReplay
 
 CHUNK_EVENTS = 1 << 20  # peaks are computed in chunks of this many events
 CURVES = ("requested", "allocated", "active", "reserved")
@@ -138,7 +133,7 @@ COARSE = 64  # blocks per coarse block (4096 events), the second envelope level
 class CurveIndex:
     """Block maxima, block-start values and peaks of the four curves of ``rep``."""
 
-    def __init__(self, rep: "DeviceReplay") -> None:
+    def __init__(self, rep) -> None:  # a DeviceReplay (not imported: it imports this module)
         self.rep = rep
         self.n = 0
         starts = _curve_starts(rep, None, None)
