@@ -16,12 +16,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.native_gate import needs
 from vramscope.viewer.model.replay import layout_snapshot, native_available
 from vramscope.viewer.model.snapshot import Trace
 from vramscope.viewer.model import timeline
 from vramscope.viewer.model.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
+needs(native_available(), "replay_core extension not built")  # under the gate: required
 NAMES = ["gpt2_oom", "whatif_expandable", "side_stream_pending", "cuda_graph_pool"]
 
 
