@@ -188,3 +188,34 @@ def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch
         assert ref.replay(d).inconsistencies == 0 and len(ref.replay(d)) == n
         assert_same(tl.replay(d), ref.replay(d), n_check=5)
         assert_same_intervals(tl.intervals(d), ref.intervals(d))
+
+
+def test_document_extend_equals_document_build(loaded_snapshots):
+    """Document.extend: the timeline grows in place and labels are computed for the new
+    frames and stacks only; the result equals a document built at once."""
+    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.snapshot import Frames, Stacks
+
+    snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
+    full = build_timeline(snap)
+    n = len(snap.trace)
+    first = rows_snapshot(snap, full, 0, n // 2)
+    # The session's interner had seen fewer frames and stacks at the first update.
+    f, s = snap.frames, snap.stacks
+    ns = len(s) // 2
+    nf = int(s.frames[:s.offsets[ns]].max()) + 1  # the frames those stacks use
+    assert 0 < nf < len(f) and 0 < ns < len(s)
+    first = dataclasses.replace(
+        first, frames=Frames(f.filename[:nf], f.line[:nf], f.name[:nf], f.strings),
+        stacks=Stacks(s.offsets[:ns + 1], s.frames[:s.offsets[ns]]))
+    doc = Document.build(first, live=True)
+    iv = doc.intervals(0)
+    doc2 = doc.extend(rows_snapshot(snap, full, 0, n), n // 2)
+    ref = Document.build(snap)
+    for name in ("categories", "top_frame", "top_rank"):
+        assert np.array_equal(getattr(doc2, name), getattr(ref, name)), name
+    assert doc2.top_label.tolist() == ref.top_label.tolist()
+    assert doc2.timeline is doc.timeline and doc2.intervals(0) is iv
+    assert_same(doc2.timeline.replay(0), ref.timeline.replay(0), n_check=5)
+    assert_same_intervals(doc2.intervals(0), ref.intervals(0))
+    assert len(doc2.ooms) == len(ref.ooms)
