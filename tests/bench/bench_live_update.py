@@ -123,6 +123,26 @@ def main(argv: list[str] | None = None) -> int:
               f"{steady:6.1%} of a rebuild (median ratio); amortised {amortised:6.1%} "
               f"({rebuilt} compactions in {args.updates} updates; "
               f"{rep.inconsistencies} inconsistencies)")
+    # What the live window does per update: the document (labels, OOM verdicts, timeline).
+    from vramscope.viewer.model.document import Document
+
+    for k in [x for x in sizes if x <= 10_000]:
+        doc = Document.build(first, live=True)
+        lo, hi = 0, ring
+        ratios = []
+        for _ in range(min(args.updates, 6)):
+            s = ring_snap(lo + k, hi + k)
+            t = time.perf_counter()
+            doc = doc.extend(s, ring - k, dropped=k)
+            doc.intervals(0)
+            doc.curves(0)
+            t_ext = time.perf_counter() - t
+            t = time.perf_counter()
+            Document.build(s)
+            ratios.append(t_ext / (time.perf_counter() - t))
+            lo, hi = lo + k, hi + k
+        print(f"  document: +{k:>6} events/update: Document.extend = "
+              f"{statistics.median(ratios):6.1%} of Document.build (median ratio)")
     print("target: an update of a 1M ring <= 10% of a rebuild, per events/update: "
           + "; ".join(verdicts))
     return 0
