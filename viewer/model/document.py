@@ -77,19 +77,21 @@ class Document:
         ``live=True``) is extended in place and shared with this document: its
         replays, curve summaries and intervals are the same objects, grown.  Labels
         are computed for the new frames and stacks only (the session's interner
-        keeps ids); the OOM verdicts are judged again.  Returns the new root.
+        keeps ids); the OOM verdicts are judged again.  Returns the new root.  When
+        the timeline compacted (dropped rows past a quarter of it) its replays are new
+        objects: views take them from the returned document, as always.
         """
         root = self.root
         tl = root.timeline
         if tl is None or not tl.live:
             return Document.build(snap, progress, live=True)
-        tl.extend(snap, first_row, dropped, progress)
+        rebuilt = tl.extend(snap, first_row, dropped, progress)
         cats, top, labels, rank = _stack_labels(snap, root)
         reports = oom_reports(snap, tl)
         doc = Document(snap, cats, top, labels, rank, reports[-1] if reports else None, tl,
                        reports)
-        # Intervals are extended in place (the same objects): keep them.
-        doc._cache.update({k: v for k, v in root._cache.items() if k[0] == "iv"})
+        if not rebuilt:  # intervals were extended in place (the same objects): keep them
+            doc._cache.update({k: v for k, v in root._cache.items() if k[0] == "iv"})
         return doc
 
     # ------------------------------------------------------------------ time travel
