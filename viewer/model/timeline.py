@@ -8,6 +8,12 @@ Live sessions feed the same model incrementally (see :meth:`Timeline.extend`)::
     rebuilt = tl.extend(new_snap, first_row, dropped)
     # rebuilt False: every DeviceReplay, CurveIndex and Intervals object the views
     # hold was extended in place; True: the timeline was compacted, re-fetch them.
+
+From a live session (``model.live.session``): ``first_row = len(update.snap.trace) -
+update.added``, ``dropped`` = the growth of ``session.columns.dropped`` since the last
+update; after ``update.gap`` build a new timeline.  ``Document.extend`` wraps this for
+the views (labels for new stacks, OOM verdicts).  ``integrity.final_difference(tl)``
+after an update says whether the replay still lands on the live segments.
 """
 
 from __future__ import annotations
