@@ -20,6 +20,7 @@ from tests.native_gate import needs
 from vramscope.viewer.model.replay import layout_snapshot, native_available
 from vramscope.viewer.model.snapshot import Trace
 from vramscope.viewer.model import timeline
+from vramscope.viewer.model.integrity import final_difference
 from vramscope.viewer.model.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
@@ -85,6 +86,7 @@ def test_extended_timeline_equals_built_at_once(name, native, loaded_snapshots, 
     for lo, hi in zip(cuts, cuts[1:] + [n]):
         assert tl.extend(rows_snapshot(snap, full, 0, hi), lo) is False
         assert tl.replay(0) is rep and tl.intervals(0) is iv
+        assert final_difference(tl) == []  # the replay lands on the live segments
     ref = build_timeline(snap).replay(0)
     assert_same(rep, ref)
     assert_same_intervals(iv, build_timeline(snap).intervals(0))
