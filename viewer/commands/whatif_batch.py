@@ -1,0 +1,71 @@
+"""``vramscope whatif FILE --batch-scale F``: the recorded run at another batch size.
+
+Kept beside :mod:`.whatif` (which parses the arguments and loads the case):
+each ``--batch-scale`` is combined with each ``--conf``; rows are the
+what-if rows (``peak_reserved_bytes``, ``oom``, ...) plus ``batch_scale``
+(and ``batch`` when the recorded one was given), and the judgement of every
+allocation is summarised per rule (``scaling`` in JSON, a table in text).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+
+from ..model.remedies import batch_scale, evidence, explain, scaling
+from ..model.whatif.report import Prediction, format_text, rank
+from .tty_progress import clear_line, tty_progress
+
+
+def scale_label(scale: float, batch: int | None) -> str:
+    """``batch x0.5`` or, with the recorded batch known, ``batch x0.5 (16)``."""
+    text = f"batch x{scale:g}"
+    if batch:
+        b = Fraction(scale).limit_denominator(1 << 20) * batch
+        text += f" ({b.numerator})" if b.denominator == 1 else f" ({float(b):.1f})"
+    return text
+
+
+def run_batch_scales(case, confs: list[str], args) -> int:
+    progress = tty_progress("whatif")
+    evd = evidence.gather(case)
+    judgement = scaling.judge(case, args.batch, evd)
+    rows_explain = explain.rule_table(case, judgement, evd)
+    preds: list[Prediction] = []
+    extra: list[dict] = []
+    total = len(args.batch_scale) * len(confs)
+    for a, f in enumerate(args.batch_scale):
+        sc = batch_scale.scaled_case(case, judgement, f)
+        for b, conf in enumerate(confs):
+            progress.update("simulate", (a * len(confs) + b) / total)
+            cfg = case.config_of(conf)
+            result = sc.simulate(cfg, args.memory_limit)
+            label = scale_label(f, args.batch) + ("" if conf == "recorded" else
+                                                   f" {conf or '(defaults)'}")
+            p = Prediction(label, cfg, case.limit if args.memory_limit is None
+                           else args.memory_limit, result)
+            preds.append(p)
+            info = {"batch_scale": f, "conf": conf}
+            if args.batch:
+                info["batch"] = float(f * args.batch)
+            extra.append(info)
+    progress.update("simulate", 1.0)
+    clear_line()
+    if args.recommend:
+        order = rank(preds)
+        extra = [extra[preds.index(p)] for p in order]
+        preds = order
+    if args.json:
+        out = []
+        for p, info in zip(preds, extra):
+            d = p.to_dict(case)
+            d.update(info)
+            d["scaling"] = rows_explain
+            out.append(d)
+        json.dump(out, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_text(case, preds, ranked=args.recommend))
+        print(explain.format_rule_table(rows_explain))
+    return 0
