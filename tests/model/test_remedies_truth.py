@@ -1,0 +1,70 @@
+"""Batch-size predictions against real runs (the truth kit, tests/workloads/truth/).
+
+Each sweep recorded one workload at 3-4 batch sizes in fresh processes; from
+one recording the peak reserved bytes at half and 1.5x its batch must come
+within 5 % of the real runs' ``reserved_bytes.all.peak``.  The limit search
+found the largest GPT-2 batch that fits 2 GiB by running it; ``advise`` must
+name the same batch.  Skipped while the recordings are absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.workloads import batch_prediction_table as table
+
+SWEEPS = table.sweeps()
+PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
+         for b1 in sorted(by) if b1 * 2 == b0 or b1 * 2 == b0 * 3]
+TOLERANCE = 0.05
+
+
+@pytest.mark.skipif(not PAIRS, reason="truth sweeps not recorded yet (tests/data/truth)")
+@pytest.mark.parametrize("family,src,dst", PAIRS or [("-", 0, 0)],
+                         ids=lambda v: str(v))
+def test_peak_reserved_at_half_and_one_and_a_half_batch(family, src, dst):
+    pred = table.predict_peak(SWEEPS[family][src], dst)
+    real = table.real_peak_reserved(SWEEPS[family][dst])
+    assert abs(pred / real - 1) <= TOLERANCE, \
+        f"{family} b{src} -> b{dst}: predicted {pred}, real {real} ({pred / real - 1:+.1%})"
+
+
+def test_scale_one_predicts_its_own_peak_exactly():
+    if not SWEEPS:
+        pytest.skip("truth sweeps not recorded yet")
+    for family, by in SWEEPS.items():
+        for b, path in by.items():
+            assert table.predict_peak(path, b) == table.real_peak_reserved(path), (family, b)
+
+
+LIMIT = table.find("limit_sweep_gpt2_fit") or table.find("limit_sweep_gpt2_oom")
+
+
+@pytest.mark.skipif(LIMIT is None, reason="limit search not recorded yet (tests/data/truth)")
+def test_advise_names_the_largest_batch_that_fits(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    truth = table.truth_of(LIMIT)
+    search = truth["search"]
+    real = int(search["largest_batch_that_fits"])
+    # The recording that ran out of memory (one batch too many) and the one that fit.
+    for name in ("limit_sweep_gpt2_oom", "limit_sweep_gpt2_fit"):
+        path = table.find(name)
+        if path is None:
+            continue
+        b = int(table.truth_of(path)["batch_size"])
+        out = subprocess.run(
+            [sys.executable, "-m", "vramscope.viewer", "advise", str(path), "--batch", str(b),
+             "--memory-limit", str(search["memory_limit_bytes"]), "--json"],
+            capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        assert got["largest_batch_that_fits"] == real, (name, got["largest_batch_that_fits"], real)
+        assert got["remedies"] and all(
+            r["method"] in ("simulated", "estimated") for r in got["remedies"])
+    # From a sweep recording at another batch, without any limit in it.
+    rows = [r for r in table.limit_rows() if r["from"].startswith("sweep_")]
+    for r in rows:
+        assert r["predicted"] == real, r
