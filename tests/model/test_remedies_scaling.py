@@ -94,15 +94,17 @@ def test_resnet_judgement_reasons(case_of):
     # The two cuBLAS workspaces (32 MiB, made once in library code, kept): fixed.
     kept = np.flatnonzero(j.rule == scaling.KEPT_ONCE)
     assert sorted(reqs.size[kept].tolist()) == [33554432, 33554432]
-    # The input batch, made once by the program (32 x 3 x 224 x 224 fp32) and reused: scales.
-    once = np.flatnonzero(j.rule == scaling.INPUT_ONCE)
-    assert reqs.size[once].tolist() == [32 * 3 * 224 * 224 * 4]
+    # The input batch (32 x 3 x 224 x 224 fp32), made every step by the program: scales;
+    # the last one is still referenced when the recording ends (cut off, not kept).
+    inputs = np.flatnonzero((reqs.size == 32 * 3 * 224 * 224 * 4) & (reqs.kind == rq.ALLOC))
+    assert len(inputs) == 4 and j.scales[inputs].all()
+    assert [scaling.RULES[r] for r in j.rule[inputs]] == ["per_iteration"] * 3 + ["cut_off"]
     # Convolution outputs in forward scale with the batch.
     conv = rules_where(lambda i: innermost(i) == "conv.py:_conv_forward"
                        and reqs.size[i] % 32 == 0)
     assert "per_iteration" in conv
     # Every reason is a sentence the user can read.
-    assert j.reason(int(once[0])).startswith("scales (input_once): ")
+    assert j.reason(int(inputs[-1])).startswith("scales (cut_off): ")
     assert j.reason(int(kept[0])).startswith("fixed (kept_once): ")
 
 

@@ -68,3 +68,26 @@ def test_advise_names_the_largest_batch_that_fits(tmp_path):
     rows = [r for r in table.limit_rows() if r["from"].startswith("sweep_")]
     for r in rows:
         assert r["predicted"] == real, r
+
+
+LEAK = table.find("gpt2_leak")
+
+
+@pytest.mark.skipif(LEAK is None, reason="gpt2_leak not recorded yet (tests/data/truth)")
+def test_leaked_outputs_are_judged_kept_each_iteration_and_scale():
+    import numpy as np
+
+    from vramscope.viewer.model.remedies import scaling
+
+    case, j, truth = table.case_of(LEAK)
+    leak = truth["leak"]
+    kept = {int(p) for p, _ in leak["kept_blocks"]}
+    rows = np.flatnonzero(case.snap.trace.device == case.device)
+    addr = case.snap.trace.addr[rows[case.requests.event]]
+    judged = {int(a) for a in addr[j.rule == scaling.KEPT_EACH].tolist()}
+    assert kept <= judged | {int(a) for a in addr[j.rule == scaling.CUT_OFF].tolist()}
+    assert j.scales[np.isin(addr, list(kept)) & (case.requests.kind == 0)].all()
+    advice = table.advice_of(LEAK)
+    free = next(r for r in advice.remedies if r.remedy == "free_kept")
+    assert free.method == "simulated" and free.saving_bytes > 0
+    assert free.where and free.where.endswith(f":{leak['line']}")

@@ -127,6 +127,46 @@ def limit_rows(dirs=None) -> list[dict]:
     return rows
 
 
+def advice_of(path: Path, limit: int | None = None):
+    """``vramscope advise`` on a truth recording (its own batch and limit)."""
+    from vramscope.viewer.model.remedies.advise import advise
+
+    case, _, truth = case_of(path)
+    return advise(case, int(truth["batch_size"]), limit)
+
+
+def remedy_rows(dirs=None) -> list[dict]:
+    """Remedies predicted from one recording vs the real run with that change made.
+
+    ``eval_keeps_outputs`` -> ``eval_no_grad`` (free what is kept), and the fp32 OOM at the
+    limit -> the remedy run that fitted (``remedy_gpt2_fits``: bf16 / checkpointing)."""
+    rows = []
+    keep, nograd = find("eval_keeps_outputs", dirs), find("eval_no_grad", dirs)
+    if keep and nograd:
+        a = advice_of(keep)
+        r = next((r for r in a.remedies if r.remedy == "free_kept"), None)
+        rows.append({"from": "eval_keeps_outputs", "remedy": "free_kept", "to": "eval_no_grad",
+                     "method": r.method if r else None,
+                     "predicted": r.predicted_peak_reserved_bytes if r else None,
+                     "real": real_peak_reserved(nograd)})
+    fixed = find("remedy_gpt2_fits", dirs)
+    if fixed:
+        t = truth_of(fixed)["remedy"]
+        base = find(t.get("recording", "limit_sweep_gpt2_oom"), dirs) or find(
+            "limit_sweep_gpt2_oom", dirs)
+        if base:
+            a = advice_of(base, t.get("memory_limit_bytes"))
+            name = t["remedy"]["name"]
+            want = {"bf16_autocast": "bf16_autocast",
+                    "grad_checkpointing": "gradient_checkpointing"}.get(name)
+            r = next((r for r in a.remedies if r.remedy == want), None)
+            rows.append({"from": base.name.split(".pickle")[0], "remedy": name,
+                         "to": "remedy_gpt2_fits", "method": r.method if r else None,
+                         "predicted": r.predicted_peak_reserved_bytes if r else None,
+                         "real": int(t["remedy"]["peak_reserved"])})
+    return rows
+
+
 def main(argv: list[str]) -> int:
     from vramscope.viewer.model.units import format_bytes as fb
 
@@ -150,6 +190,14 @@ def main(argv: list[str]) -> int:
         print(f"\nlargest batch that fits {fb(lrows[0]['limit'])} (real: {lrows[0]['real']})")
         for r in lrows:
             print(f"  from {r['from']:<24} (batch {r['from_batch']:>3}): predicted {r['predicted']}")
+    rrows = remedy_rows(dirs)
+    if rrows:
+        print("\nremedies: predicted peak reserved vs the real run with the change made")
+        for r in rrows:
+            pred = fb(r["predicted"]) if r["predicted"] is not None else "(not offered)"
+            err = f"{r['predicted'] / r['real'] - 1:+.1%}" if r["predicted"] else ""
+            print(f"  {r['from']} + {r['remedy']} ({r['method']}): predicted {pred}, "
+                  f"real ({r['to']}) {fb(r['real'])} {err}")
     return 0
 
 

@@ -153,13 +153,12 @@ def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
 def _cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
     """Never-freed allocations that were alive only because the recording ended.
 
-    With iterations known: those made in the last, unfinished iteration.
-    Without: those whose call site made and freed allocations before, but
-    none after them (a workspace made first at a site that goes on making
-    and freeing outputs is kept, not cut off)."""
+    Those made in the last, unfinished iteration (when iterations are
+    known), and those whose call site made and freed allocations before
+    them but none after (the previous step's outputs, still referenced when
+    the recording stopped).  A workspace made first at a site that goes on
+    making and freeing outputs has freed allocations after it: kept."""
     n = len(reqs)
-    if evd.n_iterations:
-        return evd.iteration >= evd.n_iterations
     alloc = reqs.kind == rq.ALLOC
     freed = alloc & (evd.free_at < n)
     site = evd.site.astype(np.int64)
@@ -173,6 +172,8 @@ def _cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(never).tolist():
         s = int(site[i])
         out[i] = s in first_freed and first_freed[s] < i and last_freed[s] < i
+    if evd.n_iterations:
+        out |= never & (evd.iteration >= evd.n_iterations)
     return out
 
 
