@@ -65,11 +65,19 @@ class Remedy:
     detail: str = ""
     curve: np.ndarray | None = field(default=None, repr=False)  # simulated reserved after each request
     curve_x: np.ndarray | None = field(default=None, repr=False)  # trace event of each curve point
+    acts_on: np.ndarray | None = field(default=None, repr=False)  # bool per request it changes
+
+    def acts_on_events(self, case: Case) -> np.ndarray:
+        """Trace event indices (of the case's device) of the allocations this remedy changes."""
+        if self.acts_on is None:
+            return np.zeros(0, np.int64)
+        return case.requests.event[self.acts_on]
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("curve")
         d.pop("curve_x")
+        d.pop("acts_on")
         return d
 
 
@@ -190,12 +198,14 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     split = split_at(case, evd, j, at)
     remedies: list[Remedy] = []
     n = len(case.requests)
-    x = case.curve_x()
 
-    def simulated(rid, title, result, change, where, detail="", scaled=None) -> Remedy:
+    def simulated(rid, title, result, change, where, detail="", scaled=None,
+                  acts_on=None) -> Remedy:
         p = _demand(scaled or case, result, lim)
+        # A stream with requests removed has its own x (the trace events it kept).
+        cx = (scaled or case).curve_x()
         return Remedy(rid, title, p, peak - p, SIMULATED, change, where, _fits(result, lim),
-                      detail, result.reserved, x)
+                      detail, result.reserved, cx, acts_on)
 
     # -- smaller batch (simulated) ---------------------------------------------------
     progress.update("search", 0.0)
@@ -214,7 +224,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"reduce the batch size to {search.batch}" if search.batch
             else f"reduce the batch size to {float(f):.0%} of the recorded one "
                  "(pass --batch N for the exact size)", batch_where,
-            "re-simulated with every allocation that scales with the batch scaled", sc))
+            "re-simulated with every allocation that scales with the batch scaled", sc,
+            j.scales))
     else:
         f = Fraction(1, 2)
         sc = batch_scale.scaled_case(case, j, f)
@@ -223,7 +234,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             "smaller_batch", "Half the batch", res,
             f"halve the batch size (to {batch // 2})" if batch and batch >= 2
             else "halve the batch size", batch_where,
-            "re-simulated with every allocation that scales with the batch halved", sc))
+            "re-simulated with every allocation that scales with the batch halved", sc,
+            j.scales))
     # -- allocator settings (simulated) ------------------------------------------------
     progress.update("allocator", 0.0)
     found = []
@@ -259,31 +271,35 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         r = simulated(
             "free_kept", "Free what is kept every iteration", res, change, site_where,
             f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
-            "again at the same line; re-simulated without them", freed)
+            "again at the same line; re-simulated without them", freed, kept)
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- estimated from the split at the peak ------------------------------------------
     act = split["activations_forward"]
     fwd_where = _most_common_user_frame(snap, evd.site[j.scales & (evd.phase == evidence.FORWARD)])
 
-    def estimated(rid, title, saving, change, where, detail) -> Remedy:
+    def estimated(rid, title, saving, change, where, detail, acts_on=None) -> Remedy:
         saving = int(min(max(saving, 0), peak))
         p = peak - saving
         return Remedy(rid, title, p, saving, ESTIMATED, change, where,
-                      None if lim is None else p <= lim, detail)
+                      None if lim is None else p <= lim, detail, acts_on=acts_on)
+
+    activations = j.scales & (evd.phase == evidence.FORWARD)
 
     if act > 0:
         remedies.append(estimated(
             "gradient_checkpointing", "Gradient checkpointing of the repeated blocks", act // 2,
             "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
             "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
-            f"estimated: half of the {fb(act)} of forward activations live at the peak"))
+            f"estimated: half of the {fb(act)} of forward activations live at the peak",
+            activations))
         autocast_on = int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
         if not autocast_on:
             remedies.append(estimated(
                 "bf16_autocast", "bf16 mixed precision (autocast)", act // 2,
                 "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",
-                fwd_where, f"estimated: activations in 2 bytes instead of 4 (half of {fb(act)})"))
+                fwd_where, f"estimated: activations in 2 bytes instead of 4 (half of {fb(act)})",
+                activations))
     opt = split["optimizer_state"]
     if opt > 0:
         opt_where = _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER])
@@ -291,7 +307,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             "8bit_optimizer", "8-bit optimizer state", opt * 3 // 4,
             "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`) or SGD without "
             "momentum", opt_where,
-            f"estimated: three quarters of the {fb(opt)} of optimizer state live at the peak"))
+            f"estimated: three quarters of the {fb(opt)} of optimizer state live at the peak",
+            (j.rule == scaling.OPTIMIZER) & (evd.free_at == n)))
     remedies.sort(key=lambda r: (r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
     if recorded.first_oom is not None:
