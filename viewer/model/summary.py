@@ -102,7 +102,30 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
         notes.append(EXPANDABLE_NOTE)
     out["notes"] = notes
     out["warnings"] = list(snap.warnings)
+    out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
+                                out.get("peak_requested_event")))
     return out
+
+
+# --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
+def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
+                     peak_device: int | None, peak_event: int | None) -> dict[str, Any]:
+    """``categories_at_peak`` / ``categories_at`` / ``iterations`` / ``leaks`` of the peak
+    device (``--at``: its device), from :class:`categories.MemoryBreakdown`."""
+    empty = {"categories_at_peak": None, "categories_at": None, "iterations": [], "leaks": []}
+    if timeline is None or not timeline.devices:
+        return empty
+    from .categories import MemoryBreakdown
+
+    device = at[0] if at is not None else peak_device
+    if device is None or timeline.replay(device) is None:
+        return empty
+    bd = MemoryBreakdown.build(snap, timeline, device)
+    if at is not None and device != peak_device:
+        rep = timeline.replay(device)
+        peak_event = rep.peak("requested")[1] if len(rep) else None
+    return bd.summary_dict(peak_event, at[1] if at is not None else None)
+# --- end issue 15 -----------------------------------------------------------------------
 
 
 def format_text(summary: dict[str, Any]) -> str:
@@ -149,8 +172,34 @@ def format_text(summary: dict[str, Any]) -> str:
             f"({oom['pool_kind']} pool, stream {oom['stream'] and format_address(oom['stream'])})"
         )
         lines.append(f"  {oom['verdict']}")
+    lines.extend(breakdown_lines(summary))  # issue 15
     for note in summary["notes"]:
         lines.append(f"note: {note}")
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+# --- issue 15: the split and leaks in words ---------------------------------------------
+def breakdown_lines(summary: dict[str, Any]) -> list[str]:
+    """The split at the peak (and at ``--at``) in one line each, every leak in words."""
+    from .categories.report import format_split
+    from .units import format_bytes as fb
+
+    lines = []
+    if summary.get("categories_at_peak"):
+        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}")
+    if summary.get("categories_at"):
+        lines.append(f"after event {summary['at']['event']}: "
+                     f"{format_split(summary['categories_at'])}")
+    its = summary.get("iterations") or []
+    if its:
+        top = max(its, key=lambda it: it["peak_bytes"])
+        lines.append(f"{len(its)} iterations; the highest, #{top['index']}, peaks at "
+                     f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
+    for lk in summary.get("leaks") or []:
+        lines.append(f"leak: {lk['frame']} ({lk['function']}) keeps "
+                     f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
+                     f"iterations, {fb(lk['live_bytes'])} now)")
+    return lines
+# --- end issue 15 -----------------------------------------------------------------------
