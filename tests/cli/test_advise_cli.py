@@ -77,8 +77,8 @@ def test_whatif_batch_scale_rows_and_judgement():
     assert rows[0]["peak_reserved_bytes"] < 2084569088 < rows[1]["peak_reserved_bytes"]
     assert rows[0]["peak_reserved_vs_recorded"] < 0 < rows[1]["peak_reserved_vs_recorded"]
     rules = {r["rule"]: r for r in rows[0]["scaling"]}
-    assert rules["per_iteration"]["scales"] and not rules["module_state"]["scales"]
-    assert rules["kept_once"]["allocations"] == 2
+    assert rules["data_category"]["scales"] and not rules["state_category"]["scales"]
+    assert all(r["reason"] and r["examples"] for r in rows[0]["scaling"])
     text = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch", "32")
     assert text.returncode == 0
     assert "batch x0.5 (16)" in text.stdout

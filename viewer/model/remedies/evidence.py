@@ -55,6 +55,7 @@ class Evidence:
     n_iterations: int  # completed optimizer steps seen
     iteration_starts: np.ndarray  # int64 request index where each iteration begins
     categories: np.ndarray | None = None  # object array of category names when known
+    category_reasons: np.ndarray | None = None  # object array of reason codes when known
 
     def __len__(self) -> int:
         return len(self.free_at)
@@ -125,12 +126,50 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
-def gather(case, categories: np.ndarray | None = None) -> Evidence:
+def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per request: the category and reason code :mod:`..categories` gives its allocation
+    (``""`` for requests that are not allocations); None when that package is absent."""
+    try:
+        from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
+        from ..timeline import build_timeline
+    except ImportError:  # the categories package is not there: rules without it
+        return None
+    snap = case.snap
+    timeline = build_timeline(snap, progress, keyframes=False)
+    bd = MemoryBreakdown.build(snap, timeline, case.device, progress)
+    iv = bd.intervals
+    names = np.array(CATEGORY_NAMES + ("",), dtype=object)
+    codes = np.array([r.code for r in REASONS] + [""], dtype=object)
+    reqs = case.requests
+    cat = np.full(len(reqs), len(CATEGORY_NAMES), np.int64)
+    why = np.full(len(reqs), len(REASONS), np.int64)
+    ok = iv.event >= 0
+    ev_sorted = np.argsort(iv.event[ok], kind="stable")
+    events = iv.event[ok][ev_sorted]
+    ids = np.flatnonzero(ok)[ev_sorted]
+    alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
+    pos = np.searchsorted(events, reqs.event[alloc])
+    pos = np.minimum(pos, max(len(events) - 1, 0))
+    hit = (len(events) > 0) & (events[pos] == reqs.event[alloc]) if len(events) else \
+        np.zeros(len(alloc), bool)
+    cat[alloc[hit]] = bd.category[ids[pos[hit]]]
+    why[alloc[hit]] = bd.reason[ids[pos[hit]]]
+    return names[cat], codes[why]
+
+
+AUTO = "auto"
+
+
+def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None) -> Evidence:
     """The :class:`Evidence` of ``case`` (a :class:`~..whatif.Case`).
 
-    ``categories``: optional per-request category names (``"parameter"``,
-    ``"activation"``, ...) from the categories package, else None.
+    ``categories``: per-request category names (``"parameter"``,
+    ``"activation"``, ...); ``"auto"``: from :mod:`..categories` when that
+    package is present (:func:`categories_of`); None: without categories.
     """
+    if isinstance(categories, str) and categories == AUTO:
+        got = categories_of(case)
+        categories, category_reasons = got if got is not None else (None, None)
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -188,4 +227,5 @@ def gather(case, categories: np.ndarray | None = None) -> Evidence:
     phase[prov == PROV_MODULE_STATE] = SETUP
     return Evidence(free_at=free_at, iteration=iteration, phase=phase, provenance=prov,
                     site=site, user_line=user, n_iterations=len(step_end_req),
-                    iteration_starts=np.array(starts, np.int64), categories=categories)
+                    iteration_starts=np.array(starts, np.int64), categories=categories,
+                    category_reasons=category_reasons)

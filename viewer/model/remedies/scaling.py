@@ -10,8 +10,9 @@ request is judged by the first rule that applies (:data:`RULES`, in order):
 Fixed (the size stays):
 
 * ``tiny``: at most 512 B, one minimum block at any batch;
-* ``category``: the categories package says parameter / gradient /
-  optimizer_state;
+* ``state_category``: the categories package (:mod:`..categories`) says
+  parameter / gradient / optimizer_state, or a library workspace or
+  optimizer temporary;
 * ``optimizer``: made inside ``Optimizer.step`` / ``zero_grad`` or by
   ``torch/optim`` code, which works on parameters;
 * ``module_state``: made by ``nn.Module._apply`` / ``.to()`` / ``.cuda()`` /
@@ -29,7 +30,7 @@ Fixed (the size stays):
 
 Scaled (the size is multiplied by the factor, rounded up to a byte):
 
-* ``category``: activation or input;
+* ``data_category``: activation or input by category (tried after ``state_size``);
 * ``cut_off``: never freed only because the recording ended (its call site
   made and freed the same allocation in earlier iterations);
 * ``kept_each``: never freed, and its call site made several such: outputs
@@ -58,19 +59,21 @@ from . import evidence as ev
 # Rule codes (int8), in the order they are tried.
 (TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, STATE_SIZE, NOT_MULTIPLE, KEPT_ONCE,
  CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION, NOT_AN_ALLOCATION) = range(13)
-RULES = ("tiny", "category", "optimizer", "module_state", "state_size", "not_multiple",
-         "kept_once", "category", "cut_off", "kept_each", "input_once", "per_iteration", "-")
+RULES = ("tiny", "state_category", "optimizer", "module_state", "state_size", "not_multiple",
+         "kept_once", "data_category", "cut_off", "kept_each", "input_once", "per_iteration", "-")
 SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION)
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
-    "model state by category (parameter, gradient or optimizer state)",
+    "model state by category (parameter, gradient, optimizer state, library workspace "
+    "or optimizer temporary)",
     "made by the optimizer (torch/optim, Optimizer.step or zero_grad), which works on parameters",
     "parameter or buffer made by nn.Module (_apply, .to(), .cuda(), initialisation)",
     "same size as a model-state tensor (or its half-precision copy): a gradient, "
     "weight-gradient temporary or autocast weight copy",
     "not a multiple of the recorded batch size, so not a per-sample tensor",
     "never freed and the only allocation of its call site: a workspace or state made once",
-    "activation or input by category",
+    "activation or input by category (made in forward and saved for backward, or "
+    "the program's input)",
     "never freed only because the recording ended; its call site made and freed it earlier",
     "never freed, made again and again by its call site: outputs kept every iteration",
     "never freed, made once by a line of the program itself (not library code): "
@@ -81,6 +84,8 @@ REASONS = (
 TINY_BYTES = 512
 STATE_SIZE_MIN = 1024  # smaller model-state sizes collide too easily with activations
 FIXED_CATEGORIES = ("parameter", "gradient", "optimizer_state")
+# Temporaries the categories package names as library workspaces or optimizer scratch.
+FIXED_REASONS = ("workspace_cublas", "workspace_guess", "temp_optimizer")
 SCALED_CATEGORIES = ("activation", "input")
 
 
@@ -193,13 +198,19 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
 
     assign(size <= TINY_BYTES, TINY)
     if evd.categories is not None:
-        assign(np.isin(evd.categories, FIXED_CATEGORIES), CATEGORY_FIXED)
-        assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
+        fixed = np.isin(evd.categories, FIXED_CATEGORIES)
+        if evd.category_reasons is not None:
+            fixed |= np.isin(evd.category_reasons, FIXED_REASONS)
+        assign(fixed, CATEGORY_FIXED)
     assign(evd.phase == ev.OPTIMIZER, OPTIMIZER)
     assign(evd.provenance == ev.PROV_MODULE_STATE, MODULE_STATE)
     states = state_sizes(case, evd)
     if len(states):
+        # Before the categories' activations: autocast's weight copies are saved for
+        # backward (an activation by lifetime) yet are half a parameter's size.
         assign(np.isin(size, states) | np.isin(size * 2, states), STATE_SIZE)
+    if evd.categories is not None:
+        assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
     if batch:
         assign(size % int(batch) != 0, NOT_MULTIPLE)
     never = (evd.free_at == n) & (reqs.kind == rq.ALLOC)
