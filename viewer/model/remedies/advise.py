@@ -43,7 +43,6 @@ from ..whatif import requests as rq
 from ..whatif.report import verdict as oom_verdict
 from ..whatif.run import simulate as simulate_requests
 from . import batch_scale, edit, evidence, scaling
-from .explain import where as where_of
 
 SIMULATED, ESTIMATED = "simulated", "estimated"
 ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that lower the peak)
