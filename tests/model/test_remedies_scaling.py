@@ -191,3 +191,22 @@ def test_rules_without_the_categories_package(case_of):
     a = batch_scale.scaled_case(case, j, 0.5).simulate().peak_reserved
     b = batch_scale.scaled_case(case, with_cat, 0.5).simulate().peak_reserved
     assert abs(a / b - 1) < 0.05
+
+
+def test_removing_allocations_from_the_stream(case_of):
+    from vramscope.viewer.model.remedies import edit
+
+    case, evd = case_of(RESNET)
+    reqs = case.requests
+    same = edit.without(case, np.zeros(len(reqs), bool))
+    assert len(same.requests) == len(reqs)
+    a, b = same.simulate(), case.recorded_run()
+    assert a.peak_reserved == b.peak_reserved and a.events == b.events
+    # Without the four input batches (and their frees) the allocated peak drops by at
+    # most one of them (only one is live at a time) and at least by nothing.
+    inputs = (reqs.size == 32 * 3 * 224 * 224 * 4) & (reqs.kind == rq.ALLOC)
+    gone = edit.without(case, inputs)
+    assert len(gone.requests) == len(reqs) - 4 - 3  # 4 allocations, 3 frees in the window
+    r = gone.simulate()
+    assert b.peak_allocated - 32 * 3 * 224 * 224 * 4 <= r.peak_allocated < b.peak_allocated
+    assert not (gone.requests.ref >= len(gone.requests)).any()

@@ -21,7 +21,9 @@ from the recorded peak what they would remove from the bytes live at it:
 * ``bf16_autocast``: half of the activations, when the recording shows no
   half-precision weight copies (autocast already on);
 * ``8bit_optimizer``: three quarters of the optimizer state live at the peak
-  (two fp32 moments become two 8-bit ones).
+  (two fp32 moments become two 8-bit ones);
+* ``set_to_none``: the gradients live at a peak in the forward pass (with
+  the categories package: gradients zeroed in place stay allocated).
 
 The live bytes at the peak are split by the batch-scaling judgement
 (:mod:`.scaling`): activations = allocations that scale with the batch and
@@ -132,6 +134,14 @@ def _most_common_user_frame(snap, sites: np.ndarray) -> str | None:
     return max(counts, key=counts.get) if counts else None
 
 
+def _optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations that are optimizer state: by category when known, else kept optimizer
+    allocations."""
+    if evd.categories is not None:
+        return evd.categories == "optimizer_state"
+    return (j.rule == scaling.OPTIMIZER) & (evd.free_at == len(evd))
+
+
 def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: int) -> dict:
     """Requested bytes live after ``request``, by what the judgement says they are."""
     reqs = case.requests
@@ -145,8 +155,7 @@ def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: 
         "scales_with_batch": int(reqs.size[live & scales].sum()),
         "activations_forward": int(reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()),
         "model_state": int(reqs.size[live & state_rules].sum()),
-        "optimizer_state": int(reqs.size[live & (j.rule == scaling.OPTIMIZER)
-                                         & (evd.free_at == n)].sum()),
+        "optimizer_state": int(reqs.size[live & _optimizer_state(evd, j)].sum()),
         "kept_each_iteration": int(reqs.size[live & (j.rule == scaling.KEPT_EACH)].sum()),
         "before_recording": int(reqs.initial.blk_requested[reqs.initial.blk_state == 0].sum())
         if reqs.initial.n_blocks else 0,
@@ -301,13 +310,26 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                 activations))
     opt = split["optimizer_state"]
     if opt > 0:
-        opt_where = _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER])
+        opt_where = _most_common_user_frame(snap, evd.site[_optimizer_state(evd, j)])
         remedies.append(estimated(
             "8bit_optimizer", "8-bit optimizer state", opt * 3 // 4,
             "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`) or SGD without "
             "momentum", opt_where,
             f"estimated: three quarters of the {fb(opt)} of optimizer state live at the peak",
-            (j.rule == scaling.OPTIMIZER) & (evd.free_at == n)))
+            _optimizer_state(evd, j)))
+    if evd.categories is not None and 0 <= at < n and evd.phase[at] == evidence.FORWARD:
+        idx = np.arange(n)
+        grads = (case.requests.kind == rq.ALLOC) & (idx <= at) & (evd.free_at > at) \
+            & (evd.categories == "gradient")
+        kept_grads = int(case.requests.size[grads].sum())
+        if kept_grads > 0:
+            remedies.append(estimated(
+                "set_to_none", "Free gradients before the forward pass (set_to_none)",
+                kept_grads, "call `optimizer.zero_grad(set_to_none=True)` (the default since "
+                "torch 2.0) instead of zeroing gradients in place",
+                _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER]),
+                f"estimated: {fb(kept_grads)} of gradients are live at a peak in the forward "
+                "pass; with set_to_none they are made again in backward", grads))
     remedies.sort(key=lambda r: (r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
     if recorded.first_oom is not None:
