@@ -57,6 +57,13 @@ def sweeps(dirs=None) -> dict[str, dict[int, Path]]:
 
 
 _CASES: dict[str, tuple] = {}
+_EVIDENCE: dict[str, object] = {}
+
+
+def evidence_of(path: Path):
+    """The :class:`~vramscope.viewer.model.remedies.evidence.Evidence` of a truth recording."""
+    case_of(path)
+    return _EVIDENCE[str(path)]
 
 
 def case_of(path: Path):
@@ -69,8 +76,10 @@ def case_of(path: Path):
     if key not in _CASES:
         truth = truth_of(path)
         case = prepare(load_snapshot(str(path), use_cache=False))
-        j = scaling.judge(case, int(truth["batch_size"]), evidence.gather(case))
+        evd = evidence.gather(case)
+        j = scaling.judge(case, int(truth["batch_size"]), evd)
         _CASES[key] = (case, j, truth)
+        _EVIDENCE[key] = evd
     return _CASES[key]
 
 

@@ -164,6 +164,22 @@ def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: 
     return out
 
 
+def _kept_each_iteration(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations the program keeps every iteration: never freed, growing with the batch,
+    two or more from one call site (whatever rule judged them: the categories call kept
+    graphs activations), with that site's last ones that the recording's end cut off."""
+    reqs = case.requests
+    n = len(reqs)
+    never = (reqs.kind == rq.ALLOC) & (evd.free_at == n)
+    if not never.any():
+        return never
+    cut = scaling.cut_off(reqs, evd, never)
+    cand = never & ~cut & j.scales
+    sites, counts = np.unique(evd.site[cand], return_counts=True)
+    keeping = sites[counts >= 2]
+    return never & j.scales & np.isin(evd.site, keeping)
+
+
 def _demand(case, result, limit) -> int:
     """Peak reserved the run needs: under the limit when it fits, else without a limit
     (the run truncated at its OOM would understate it)."""
@@ -220,7 +236,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
     search = batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub) \
         if lim is not None else None
-    input_sites = evd.site[(j.rule == scaling.INPUT_ONCE) | (evd.user_line & j.scales)]
+    if evd.categories is not None and (evd.categories == "input").any():
+        input_sites = evd.site[evd.categories == "input"]
+    else:
+        input_sites = evd.site[(j.rule == scaling.INPUT_ONCE) | (
+            evd.user_line & j.scales & (j.rule != scaling.KEPT_EACH))]
     batch_where = _most_common_user_frame(snap, input_sites) if len(input_sites) else None
     if search is not None and search.scale is not None and search.scale < 1:
         f = search.scale
@@ -264,10 +284,21 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"{res.n_cuda_malloc} cudaMalloc, fragmentation at the peak "
             f"{res.fragmentation_at_peak:.0%}"))
     # -- free what is kept every iteration (simulated) ---------------------------------
-    kept = j.rule == scaling.KEPT_EACH
+    kept = _kept_each_iteration(case, evd, j)
     if kept.any():
         eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
-        freed = edit.without(case, kept)
+        # Keep only the latest: each kept allocation is released right after the next one
+        # from its call site is made (what reassigning or `del` does); the last stays.
+        site = evd.site
+        order = np.flatnonzero(kept)
+        frees = []
+        last_of: dict[int, int] = {}
+        for i in order.tolist():
+            s_ = int(site[i])
+            if s_ in last_of:
+                frees.append((last_of[s_], i))
+            last_of[s_] = i
+        freed = edit.freed_after(case, frees)
         res = freed.simulate(None, lim)
         site_where = _most_common_user_frame(snap, evd.site[kept])
         per = int(case.requests.size[kept].sum())
@@ -279,7 +310,9 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         r = simulated(
             "free_kept", "Free what is kept every iteration", res, change, site_where,
             f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
-            "again at the same line; re-simulated without them", freed, kept)
+            "again at the same line; re-simulated keeping only the latest of each"
+            + ("; without no_grad the graph is still saved in each step, so no_grad "
+               "saves more than this" if eval_loop else ""), freed, kept)
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- estimated from the split at the peak ------------------------------------------

@@ -56,6 +56,7 @@ class Evidence:
     iteration_starts: np.ndarray  # int64 request index where each iteration begins
     categories: np.ndarray | None = None  # object array of category names when known
     category_reasons: np.ndarray | None = None  # object array of reason codes when known
+    category_guess: np.ndarray | None = None  # bool: the category is a guess (its reason says)
 
     def __len__(self) -> int:
         return len(self.free_at)
@@ -126,9 +127,10 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
-def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per request: the category and reason code :mod:`..categories` gives its allocation
-    (``""`` for requests that are not allocations); None when that package is absent."""
+def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per request: the category, reason code and whether it is a guess, as
+    :mod:`..categories` decides for its allocation (``""`` for requests that are not
+    allocations); None when that package is absent."""
     try:
         from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
         from ..timeline import build_timeline
@@ -140,6 +142,7 @@ def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray] | None:
     iv = bd.intervals
     names = np.array(CATEGORY_NAMES + ("",), dtype=object)
     codes = np.array([r.code for r in REASONS] + [""], dtype=object)
+    guess = np.array([r.guess for r in REASONS] + [True], bool)
     reqs = case.requests
     cat = np.full(len(reqs), len(CATEGORY_NAMES), np.int64)
     why = np.full(len(reqs), len(REASONS), np.int64)
@@ -154,13 +157,14 @@ def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray] | None:
         np.zeros(len(alloc), bool)
     cat[alloc[hit]] = bd.category[ids[pos[hit]]]
     why[alloc[hit]] = bd.reason[ids[pos[hit]]]
-    return names[cat], codes[why]
+    return names[cat], codes[why], guess[why]
 
 
 AUTO = "auto"
 
 
-def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None) -> Evidence:
+def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
+           category_guess: np.ndarray | None = None) -> Evidence:
     """The :class:`Evidence` of ``case`` (a :class:`~..whatif.Case`).
 
     ``categories``: per-request category names (``"parameter"``,
@@ -169,7 +173,7 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None) ->
     """
     if isinstance(categories, str) and categories == AUTO:
         got = categories_of(case)
-        categories, category_reasons = got if got is not None else (None, None)
+        categories, category_reasons, category_guess = got if got is not None else (None,) * 3
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -228,4 +232,4 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None) ->
     return Evidence(free_at=free_at, iteration=iteration, phase=phase, provenance=prov,
                     site=site, user_line=user, n_iterations=len(step_end_req),
                     iteration_starts=np.array(starts, np.int64), categories=categories,
-                    category_reasons=category_reasons)
+                    category_reasons=category_reasons, category_guess=category_guess)
