@@ -299,7 +299,8 @@ class DiagnosisPanel(QWidget):
         for r, rem in enumerate(a.remedies):
             fits = "-" if rem.fits is None else ("yes" if rem.fits else "no")
             cells = [str(r + 1), rem.title, fb(rem.predicted_peak_reserved_bytes),
-                     fb(rem.saving_bytes), fits, rem.method, rem.change, rem.where or ""]
+                     fb(rem.saving_bytes), fits, rem.method, rem.change,
+                     (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1]]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c in (1, 6):
@@ -307,6 +308,8 @@ class DiagnosisPanel(QWidget):
                 if c == 2:
                     item.setToolTip(f"{rem.predicted_peak_reserved_bytes:,} bytes "
                                     f"({rem.method})")
+                if c == 7 and rem.where:
+                    item.setToolTip(rem.where)
                 if c == 5 and rem.method == "estimated":
                     item.setForeground(pg.mkColor(theme.muted()))
                 self.table.setItem(r, c, item)
