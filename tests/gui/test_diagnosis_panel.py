@@ -82,3 +82,24 @@ def test_bad_limit_and_cancel(make_panel, qtbot):
         panel.cancel()
     assert panel.run_button.isEnabled()
     assert panel.verdict.text() in ("Cancelled.",) or panel.advice is not None
+
+
+def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_window, qtbot):
+    w = make_window()
+    assert not w.diagnosis_action.isEnabled()
+    w.open_file(str(GPT2_OOM))
+    qtbot.waitUntil(lambda: w.doc is not None, timeout=60000)
+    assert w.diagnosis_action.isEnabled()
+    assert w.diagnosis_action.shortcut().toString() == "Ctrl+Shift+D"
+    from vramscope.viewer._qt.diagnosis_panel import DiagnosisPanel
+    w.diagnosis_action.trigger()
+    panels = [x for x in w._aux_windows if isinstance(x, DiagnosisPanel)]
+    assert len(panels) == 1 and panels[0].isVisible()
+    panel = panels[0]
+    qtbot.waitUntil(lambda: panel.advice is not None and panel.thread is None, timeout=120000)
+    row = next(r for r, rem in enumerate(panel.advice.remedies) if rem.remedy == "smaller_batch")
+    panel.table.selectRow(row)
+    mask = w.timeline.stack_mask
+    assert mask is not None and 0 < mask.sum() < len(mask)
+    panel.close()
+    assert w.timeline.stack_mask is None  # the window's own highlight (none) is back

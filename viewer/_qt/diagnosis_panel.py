@@ -10,9 +10,10 @@ remedies; estimated ones draw their predicted peak as a line) and emits
 :attr:`DiagnosisPanel.remedySelected` with the trace events of the
 allocations it acts on, so the main window can highlight those blocks.
 
-Hook (main window): ``open_panel(window)`` opens it over ``window.doc``;
-connect ``panel.remedySelected`` to the timeline's overlay / highlight
-(``events``: indices into the device's trace, as the what-if panel's x).
+Hook (main window): Tools > Diagnosis… (Ctrl+Shift+D) calls
+``open_panel(window)``, which opens it over ``window.doc`` and highlights, in
+the window's map and timeline, the stacks of the allocations the selected
+remedy acts on (``events``: indices into the device's trace).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class DiagnosisPanel(QWidget):
 
     finished = Signal()  # a run ended (shown, failed or cancelled)
     remedySelected = Signal(object, object)  # Remedy, np.ndarray of trace events it acts on
+    closed = Signal()
 
     def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
@@ -373,11 +375,28 @@ class DiagnosisPanel(QWidget):
         if self.thread is not None:
             self.thread.cancel()
             self.thread.wait(5000)
+        self.closed.emit()
         super().closeEvent(event)
 
 
+def stack_mask_of(snap: Snapshot, device: int, events: np.ndarray) -> np.ndarray:
+    """Per stack of ``snap``: True where an allocation at one of ``events`` (indices into
+    ``device``'s trace) has that stack; what the map and the timeline highlight."""
+    mask = np.zeros(len(snap.stacks), bool)
+    rows = np.flatnonzero(snap.trace.device == device)
+    ev = np.asarray(events, np.int64)
+    ev = ev[(ev >= 0) & (ev < len(rows))]
+    stacks = snap.trace.stack[rows[ev]]
+    mask[stacks[stacks >= 0]] = True
+    return mask
+
+
 def open_panel(window) -> DiagnosisPanel | None:
-    """Open a Diagnosis panel over the main window's snapshot and start it."""
+    """Open a Diagnosis panel over the main window's snapshot and start it.
+
+    Selecting a remedy highlights, in the window's segment map and timeline, the
+    allocations (by stack) it acts on; closing the panel restores the window's own
+    highlight."""
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
@@ -385,6 +404,21 @@ def open_panel(window) -> DiagnosisPanel | None:
     windows = getattr(window, "_aux_windows", None)
     if isinstance(windows, list):
         windows.append(panel)
+
+    def highlight(rem, events) -> None:
+        if panel.case is None or getattr(window, "doc", None) is not doc:
+            return
+        mask = stack_mask_of(panel.snap, panel.case.device, events) if len(events) else None
+        for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
+            if view is not None and hasattr(view, "set_highlight"):
+                view.set_highlight(mask)
+
+    def restore() -> None:
+        if getattr(window, "doc", None) is doc and hasattr(window, "_apply_highlight"):
+            window._apply_highlight()
+
+    panel.remedySelected.connect(highlight)
+    panel.closed.connect(restore)
     panel.show()
     panel.run()
     return panel
