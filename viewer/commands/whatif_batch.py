@@ -14,6 +14,7 @@ import sys
 from fractions import Fraction
 
 from ..model.remedies import batch_scale, evidence, explain, scaling
+from ..model.units import format_bytes as fb
 from ..model.whatif.report import Prediction, format_text, rank
 from .tty_progress import clear_line, tty_progress
 
@@ -49,6 +50,10 @@ def run_batch_scales(case, confs: list[str], args) -> int:
             info = {"batch_scale": f, "conf": conf}
             if args.batch:
                 info["batch"] = float(f * args.batch)
+                unc = judgement.uncertain
+                info["uncertain_allocations"] = int(unc.sum())
+                rng = batch_scale.sensitivity(case, judgement, f, cfg, args.memory_limit)
+                info["peak_reserved_sensitivity_bytes"] = list(rng) if rng else None
             extra.append(info)
     progress.update("simulate", 1.0)
     clear_line()
@@ -67,5 +72,11 @@ def run_batch_scales(case, confs: list[str], args) -> int:
         sys.stdout.write("\n")
     else:
         print(format_text(case, preds, ranked=args.recommend))
+        for p, info in zip(preds, extra):
+            rng = info.get("peak_reserved_sensitivity_bytes")
+            if rng:
+                print(f"  {p.conf}: {fb(rng[0])} to {fb(rng[1])} if the "
+                      f"{info['uncertain_allocations']} allocations that are not per-sample "
+                      "(cuDNN-like workspaces) were half or twice proportional")
         print(explain.format_rule_table(rows_explain))
     return 0

@@ -43,18 +43,39 @@ class ScaledCase(Case):
         return self.base.recorded_peak
 
 
-def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction) -> ScaledCase:
-    """``case`` with the batch multiplied by ``scale`` (0.5 = half)."""
+def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
+                uncertain_factor: Fraction | int = 1) -> ScaledCase:
+    """``case`` with the batch multiplied by ``scale`` (0.5 = half); the allocations whose
+    scaling is uncertain (:attr:`~.scaling.Judgement.uncertain`) additionally by
+    ``uncertain_factor`` (for the range of :func:`peak_range`)."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     if f <= 0:
         raise ValueError(f"the batch scale must be positive, not {scale}")
-    sizes = judgement.scaled_sizes(f)
+    sizes = judgement.scaled_sizes(f, uncertain_factor)
     out = copy.copy(case)
     out.__class__ = ScaledCase
     out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
     out._recorded_run = None  # the recorded settings' run of *these* requests, on demand
     out.base, out.scale, out.judgement = case, f, judgement
     return out
+
+
+# cuDNN picks a convolution algorithm per shape; measured on ResNet-18 (truth sweeps),
+# its workspaces came out between a quarter and twice the proportional size.
+UNCERTAIN_FACTORS = (Fraction(1, 2), Fraction(1), Fraction(2))
+
+
+def sensitivity(case: Case, judgement: Judgement, scale, conf=None, limit=None
+                ) -> tuple[int, int] | None:
+    """Lowest and highest peak reserved with the allocations whose scaling is uncertain
+    (:attr:`~.scaling.Judgement.uncertain`) at half, once and twice their proportional
+    size; None when there are none.  How much the answer hangs on them, not a bound:
+    peak reserved is not monotone in any one size (segments are reused or not)."""
+    if not judgement.uncertain.any():
+        return None
+    peaks = [scaled_case(case, judgement, scale, g).simulate(conf, limit).peak_reserved_until_oom
+             for g in UNCERTAIN_FACTORS]
+    return min(peaks), max(peaks)
 
 
 def scale_for_batch(batch: int, recorded_batch: int) -> Fraction:

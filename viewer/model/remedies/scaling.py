@@ -107,7 +107,17 @@ class Judgement:
         verb = "scales" if code in SCALED_RULES else "fixed"
         return f"{verb} ({RULES[code]}): {REASONS[code]}"
 
-    def scaled_sizes(self, scale: float | Fraction) -> np.ndarray:
+    @property
+    def uncertain(self) -> np.ndarray:
+        """Bool per request: scaled, but not a whole number of bytes per sample of the
+        recorded batch (needs it): cuDNN-like workspaces, whose size follows the algorithm
+        the library picks for each shape, not the batch alone."""
+        if not self.batch:
+            return np.zeros(len(self.rule), bool)
+        return self.scales & (self.size % int(self.batch) != 0)
+
+    def scaled_sizes(self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
+                     ) -> np.ndarray:
         """Requested sizes with the batch scaled by ``scale``, rounded up to whole bytes.
 
         With the recorded batch known, ``scale`` is taken as a fraction of it,
@@ -117,6 +127,10 @@ class Judgement:
         m = self.scales
         # ceil(size * p / q) in integers, no float rounding on large sizes.
         out[m] = -((-self.size[m] * f.numerator) // f.denominator)
+        if uncertain_factor != 1:
+            u = self.uncertain
+            g = Fraction(uncertain_factor) * f
+            out[u] = np.maximum(-((-self.size[u] * g.numerator) // g.denominator), 1)
         return out
 
     def summary(self) -> list[dict]:
