@@ -111,3 +111,31 @@ def test_leaked_outputs_are_judged_kept_each_iteration_and_scale():
     # It drops all eight kept outputs: the allocated peak goes down by at least
     # seven of them (the last one may be made after the peak).
     assert int(free.acts_on.sum()) == len(kept)
+
+
+JUDGE_PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
+               for b1 in sorted(by) if b1 == 2 * b0]
+
+
+@pytest.mark.skipif(not JUDGE_PAIRS, reason="truth sweeps not recorded yet (tests/data/truth)")
+@pytest.mark.parametrize("family,src,dst", JUDGE_PAIRS or [("-", 0, 0)], ids=lambda v: str(v))
+def test_judgement_against_the_same_program_at_twice_the_batch(family, src, dst):
+    """The same program at twice the batch makes the same requests in the same order:
+    whatever was judged fixed has the same size there, whatever was judged to scale
+    (above the 512 B minimum block) has another.  Checked by bytes, per allocation."""
+    import numpy as np
+
+    from vramscope.viewer.model.whatif import requests as rq
+
+    a, ja, _ = table.case_of(SWEEPS[family][src])
+    b, _, _ = table.case_of(SWEEPS[family][dst])
+    ia = np.flatnonzero(a.requests.kind == rq.ALLOC)
+    ib = np.flatnonzero(b.requests.kind == rq.ALLOC)
+    if len(ia) != len(ib):  # the libraries took another path (e.g. GPT-2 at 16: cuBLAS)
+        pytest.skip(f"{family} b{src} and b{dst} made {len(ia)} and {len(ib)} allocations")
+    sa, sb = a.requests.size[ia], b.requests.size[ib]
+    big = sa > 512
+    scales = ja.scales[ia]
+    right = np.where(scales, sa != sb, sa == sb) & big
+    share = sa[right].sum() / sa[big].sum()
+    assert share >= 0.99, f"{family} b{src}: {share:.2%} of the bytes judged right"

@@ -19,7 +19,8 @@ Fixed (the size stays):
   parameter initialisation (parameters and buffers);
 * ``state_size``: outside forward, its size equals a model-state tensor's (a
   parameter, an optimizer state, anything made before the recording and
-  still alive); anywhere, half of one (the bf16/fp16 copy autocast makes of
+  still alive) and, in backward, it outlives the backward pass (a gradient);
+  anywhere, half of one (the bf16/fp16 copy autocast makes of
   an fp32 weight).
   Gradients and the weight-gradient temporaries of backward are judged by
   this rule, because autograd's thread leaves no Python frame to go by;
@@ -235,6 +236,15 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         # (GPT-2 at batch 4: 4 x 256 x 384 fp32 = the position table, 1.5 MiB); what
         # forward makes of the weights is autocast's half-size copies.
         exact = np.isin(size, states) & (evd.phase != ev.FORWARD)
+        # In backward, a parameter-sized allocation freed inside the backward pass is an
+        # activation's gradient (GPT-2 at batch 4 again); a gradient outlives the pass.
+        n = len(reqs)
+        freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
+        # (Unless the categories call it a gradient: a tied weight's two gradients summed.)
+        grad = evd.categories == "gradient" if evd.categories is not None \
+            else np.zeros(n, bool)
+        exact &= (evd.phase != ev.BACKWARD) | (evd.free_at >= n) | (freed_in != ev.BACKWARD) \
+            | grad
         assign(exact | np.isin(size * 2, states), STATE_SIZE)
     if evd.categories is not None:
         assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
