@@ -26,7 +26,7 @@ from ..model.allocator_rules import ConfError, parse_conf
 from ..model.errors import LoadCancelled, SnapshotError
 from ..model.progress import Progress
 from ..model.snapshot import Snapshot
-from ..model.units import format_bytes as fb
+from ..model.units import format_bytes as fb, parse_bytes
 from ..model.whatif import RECOMMENDED, predict, prepare
 from . import theme
 
@@ -221,15 +221,10 @@ class WhatIfPanel(QWidget):
                 self._add_item(conf, True)
 
     def limit(self) -> int | None:
-        from ..commands.whatif import parse_bytes
-
         text = self.limit_edit.text().strip()
         if not text:
             return None
-        try:
-            return parse_bytes(text)
-        except Exception as exc:
-            raise ValueError(str(exc)) from None
+        return parse_bytes(text)  # (ValueError: the panel shows its message)
 
     # -- running -------------------------------------------------------------------
     def run(self) -> None:

@@ -71,9 +71,9 @@ def main(argv: list[str]) -> int:
         if code is not None:
             return code
     if args.gui:
-        from .._qt import live_window  # noqa: PLC0415 - Qt only here
+        from .._qt.app import run_live  # noqa: PLC0415 - Qt only here
 
-        return live_window.run(target)
+        return run_live(target)
     session = LiveSession(target)
     try:
         session.connect()

@@ -116,16 +116,20 @@ def main(argv: list[str]) -> int:
         return 2
     except LoadCancelled:  # pragma: no cover - no one cancels on the command line
         return 1
-    check = case.self_check()
-    if not check.ok:
-        print(f"vramscope: warning: the model does not reproduce this recording at its own "
-              f"settings ({check.first_difference}); predictions are approximate",
-              file=sys.stderr)
-    if args.batch_scale:
-        from .whatif_batch import run_batch_scales
+    try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
+        check = case.self_check()
+        if not check.ok:
+            print(f"vramscope: warning: the model does not reproduce this recording at its own "
+                  f"settings ({check.first_difference}); predictions are approximate",
+                  file=sys.stderr)
+        if args.batch_scale:
+            from .whatif_batch import run_batch_scales
 
-        return run_batch_scales(case, confs, args)
-    preds = predict(case, confs, args.memory_limit)
+            return run_batch_scales(case, confs, args)
+        preds = predict(case, confs, args.memory_limit)
+    except SnapshotError as exc:
+        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+        return 2
     if args.recommend:
         preds = rank(preds)
     if args.json:

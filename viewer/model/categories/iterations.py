@@ -78,6 +78,7 @@ class Phases:
     iterations: list[Iteration]
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
+    zero_grad: list = None  # event ranges [lo, hi) of annotated zero_grad calls
 
 
 def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
@@ -89,33 +90,39 @@ def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
     if not len(ann) or not len(time_us) or time_us.min() < 0:
         return []
     strings = snap.strings
-    wanted = np.fromiter((strings[i].startswith(prefix) if i >= 0 else False
-                          for i in ann.name.tolist()), bool, count=len(ann))
+    names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
+    hit = np.fromiter((i >= 0 and strings[i].startswith(prefix) for i in names.tolist()),
+                      bool, count=len(names))
+    wanted = hit[inverse.reshape(-1)]
     rows = np.flatnonzero(wanted & ((ann.device == device) | (ann.device < 0)))
-    out = []
+    t0s, t1s = [], []
     open_at = None
-    for r in rows.tolist():
-        if ann.is_start[r]:
-            open_at = int(ann.time_us[r])
+    for start, t in zip(ann.is_start[rows].tolist(), ann.time_us[rows].tolist()):
+        if start:
+            open_at = t
         elif open_at is not None:
-            t0, t1 = open_at, int(ann.time_us[r])
+            t0s.append(open_at)
+            t1s.append(t)
             open_at = None
-            if t1 < time_us[0] or t0 > time_us[-1]:
-                continue  # outside the recorded window (ring buffers keep older annotations)
-            lo = int(np.searchsorted(time_us, t0, "left"))
-            hi = int(np.searchsorted(time_us, t1, "right"))
-            out.append((lo, hi))
-    return out
+    t0 = np.array(t0s, np.int64)
+    t1 = np.array(t1s, np.int64)
+    inside = (t1 >= time_us[0]) & (t0 <= time_us[-1])  # ring buffers keep older ones
+    lo = np.searchsorted(time_us, t0[inside], "left")
+    hi = np.searchsorted(time_us, t1[inside], "right")
+    return list(zip(lo.tolist(), hi.tolist()))
 
 
 def _mark(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
     """Boolean per event: inside any of ``ranges``."""
-    d = np.zeros(n + 1, np.int32)
+    out = np.zeros(n, bool)
+    for lo, hi in ranges:  # a few per iteration: slices, no pass over every event
+        out[lo:hi] = True
+    return out
+
+
+def _set_ranges(arr: np.ndarray, ranges: list[tuple[int, int]], value) -> None:
     for lo, hi in ranges:
-        if hi > lo:
-            d[lo] += 1
-            d[hi] -= 1
-    return np.cumsum(d[:n]) > 0
+        arr[lo:hi] = value
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +134,8 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
                                                                                   np.ndarray]:
-    """(evidence per event, guessed per event): the evidence of each alloc's stack."""
+    """(evidence per event, guessed per event): the evidence of each alloc's or requested
+    free's stack."""
     has_py = sk.stack_has_python(snap)
     ev_stack = sk.stack_evidence(kinds, has_py)
     guessed_stack = ev_stack == sk.EV_NO_PYTHON
@@ -139,41 +147,75 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
     n = len(rep)
     ev = np.zeros(n, np.int8)
     guessed = np.zeros(n, bool)
-    alloc = rep.action == Action.ALLOC
+    # Allocations and the frees a program asked for both carry the stack of the moment
+    # (``del x`` in the user's code, a free inside autograd's thread).
+    act = rep.action
     st = rep.stack
-    has = alloc & (st >= 0)
+    has = ((act == Action.ALLOC) | (act == Action.FREE_REQUESTED)) & (st >= 0)
     if len(ev_stack):
-        idx = np.flatnonzero(has)
-        ev[idx] = ev_stack[st[idx]]
-        guessed[idx] = guessed_stack[st[idx]]
+        # Per-stack tables, one gather each (a stack's evidence and its guess in one int8).
+        code = ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4)
+        got = code[np.where(has, st, 0)]
+        got[~has] = 0
+        ev = got & 15
+        guessed = (got >> 4).astype(bool)
     return ev, guessed
 
 
-def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
-    """Phase per event from the strong evidence around it (vectorised forward/backward fill).
+_USER_CODE = 9  # the run code of the user's own code (not a phase)
 
-    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges)."""
+
+def _rule(pp: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """Phase of events after the user's own code ran, between strong phases ``pp`` (before)
+    and ``qp`` (after): other, except between a forward and its backward (the loss:
+    forward) and inside a backward or a step (it stays there)."""
+    out = np.full(len(pp), PH_OTHER, np.int8)
+    fb = (pp == PH_FORWARD) & (qp == PH_BACKWARD)
+    out[fb] = PH_FORWARD
+    same = (pp == qp) & (pp != PH_FORWARD) & (pp >= 0)
+    out[same] = pp[same]
+    return out
+
+
+def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
+    """Phase per event from the strong evidence around it.
+
+    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges).  Rules: a
+    phase goes on (its last frees) until the user's own code runs outside it; after the
+    user's code, events are ``other`` - except between a forward and its backward (the
+    loss: forward) and inside a backward or a step.  Work is done on *runs*: consecutive
+    evidence of one kind (a forward is one run, however many events it has), a few per
+    iteration; the events get their run's value with one ``repeat``."""
     n = len(ev)
-    strong_phase = np.full(n, -1, np.int8)
+    if n == 0:
+        return np.zeros(0, np.int8)
+    lut = np.full(256, -1, np.int8)
     for e, p in _STRONG_PHASE.items():
-        strong_phase[ev == e] = p
-    has_forced = forced >= 0
-    strong_phase[has_forced] = forced[has_forced]
-    strong = strong_phase >= 0
-    idx = np.arange(n, dtype=np.int64)
-    prev_i = np.maximum.accumulate(np.where(strong, idx, -1)) if n else idx
-    nxt = np.where(strong, idx, n)
-    next_i = np.minimum.accumulate(nxt[::-1])[::-1] if n else idx
-    ext = np.append(strong_phase, np.int8(-1))  # index n / -1: no evidence there
-    pp = ext[prev_i]
-    qp = ext[next_i]
-    phase = np.where(pp == qp, pp, np.int8(PH_OTHER)).astype(np.int8)
-    phase[(pp == PH_FORWARD) & (qp == PH_BACKWARD)] = PH_FORWARD  # the loss, between them
-    # The user's own code between two forwards (the next batch of an evaluation loop)
-    # separates them.
-    phase[(ev == sk.EV_USER) & (pp == PH_FORWARD) & (qp == PH_FORWARD)] = PH_OTHER
-    phase[phase < 0] = PH_OTHER
-    phase[strong] = strong_phase[strong]
+        lut[e] = p
+    lut[sk.EV_USER] = _USER_CODE
+    code = lut[ev.view(np.uint8)]
+    np.copyto(code, forced, where=forced >= 0)
+    key = np.flatnonzero(code >= 0)
+    phase = np.full(n, PH_OTHER, np.int8)
+    if not len(key):
+        return phase
+    kc = code[key]
+    starts = np.flatnonzero(kc[1:] != kc[:-1]) + 1
+    starts = np.concatenate(([0], starts))
+    rc = kc[starts]  # the code of each run
+    r = len(rc)
+    strong = rc != _USER_CODE
+    ri = np.arange(r, dtype=np.int64)
+    prev_s = np.where(strong, ri, -1)
+    np.maximum.accumulate(prev_s, out=prev_s)
+    nxt = np.where(strong, ri, r)[::-1]
+    next_s = np.minimum.accumulate(nxt)[::-1]
+    ext = np.append(rc, np.int8(-1))
+    value = rc.copy()  # a strong run, and the gap after it, keep their phase
+    user = ~strong
+    value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
+    lengths = np.diff(key[starts], append=n)
+    phase[key[0]:] = np.repeat(value, lengths)
     return phase
 
 
@@ -181,19 +223,23 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
                     spans: list[tuple[int, int]]) -> None:
     """Inside each span without forward/backward evidence, the forward ends at the highest
     point of the curve (activations pile up, then backward releases them): a guess."""
-    for lo, hi in spans:
-        if hi - lo < 2:
-            continue
-        seg = phase[lo:hi]
-        if (seg == PH_FORWARD).any() or (seg == PH_BACKWARD).any():
-            continue
-        top = lo + int(np.argmax(requested[lo:hi]))
+    if not spans:
+        return
+    lo = np.array([a for a, _ in spans], np.int64)
+    hi = np.maximum(np.array([b for _, b in spans], np.int64), lo)
+    work = np.flatnonzero((phase == PH_FORWARD) | (phase == PH_BACKWARD))
+    n_work = np.searchsorted(work, hi) - np.searchsorted(work, lo)
+    bare = np.flatnonzero((hi - lo >= 2) & (n_work == 0))
+    for i in bare.tolist():  # only spans without evidence: files without frames
+        a, b = int(lo[i]), int(hi[i])
+        seg = phase[a:b]
+        top = a + int(np.argmax(requested[a:b]))
         free = seg == PH_OTHER
-        fwd = np.zeros(hi - lo, bool)
-        fwd[:top - lo + 1] = True
+        fwd = np.zeros(b - a, bool)
+        fwd[:top - a + 1] = True
         seg[free & fwd] = PH_FORWARD
         seg[free & ~fwd] = PH_BACKWARD
-        guessed[lo:hi] |= free
+        guessed[a:b] |= free
 
 
 def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
@@ -209,16 +255,16 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     forced = np.full(n, -1, np.int8)
     steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step")
     zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad")
-    forced[_mark(n, zero)] = PH_OTHER
-    forced[_mark(n, steps)] = PH_OPTIMIZER
+    _set_ranges(forced, zero, PH_OTHER)
+    _set_ranges(forced, steps, PH_OPTIMIZER)
     phase = fill_phases(ev, forced)
 
     # Anchors: where iterations end.
     o_starts, o_ends = _runs(phase == PH_OPTIMIZER)
     anchors = list(zip(o_starts.tolist(), o_ends.tolist()))
-    covered = _mark(n, anchors)
+    is_opt = phase == PH_OPTIMIZER
     for lo, hi in steps:  # steps that allocated nothing and freed nothing: empty ranges
-        if hi <= lo and not (lo < n and covered[lo]) and not (lo > 0 and covered[lo - 1]):
+        if hi <= lo and not (lo < n and is_opt[lo]) and not (lo > 0 and is_opt[lo - 1]):
             anchors.append((lo, lo))
     anchors.sort()
     if anchors:
@@ -233,7 +279,7 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
                 anchors = list(zip(s.tolist(), e.tolist()))
                 break
     iterations, iteration = _iterations(ev, phase, guessed, requested, anchors, n)
-    return Phases(evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
+    return Phases(zero_grad=zero, evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
                   iterations=iterations, stack_kinds=kinds, annotated=bool(steps))
 
 
@@ -255,21 +301,37 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
         start = min(end, n)
     if start < n and work[start:].any():  # the recording stopped inside an iteration
         spans.append((start, n, False))
-    for i, (lo, hi, complete) in enumerate(spans):
-        if hi <= lo:
-            continue
-        if lo == 0 and not (phase[lo:hi] == PH_FORWARD).any():
+    spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
+    if not spans:
+        return out, iteration
+    lo = np.array([sp[0] for sp in spans], np.int64)
+    hi = np.array([sp[1] for sp in spans], np.int64)
+
+    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) counts per span.
+    end = int(hi[-1])
+
+    def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
+        return np.add.reduceat(mask[:end], lo, dtype=np.int64)
+
+    n_bwd = count(phase == PH_BACKWARD)
+    n_ev_fwd = count(ev == sk.EV_FORWARD)
+    lengths = hi - lo
+    iteration[lo[0]:end] = np.repeat(np.arange(len(lo), dtype=np.int32), lengths)
+    # Each span's peak: its maximum (one reduceat), then the first event reaching it.
+    req = requested[lo[0]:end]
+    top = np.maximum.reduceat(req, lo - lo[0])
+    at_top = np.flatnonzero(req == np.repeat(top, lengths)) + lo[0]
+    peak = at_top[np.searchsorted(at_top, lo)]
+    peak_phase = phase[peak]
+    for i, (a, b, complete) in enumerate(spans):
+        if a == 0 and not (phase[a:b] == PH_FORWARD).any():
             complete = False  # the recording started inside it (a ring buffer)
-        iteration[lo:hi] = len(out)
-        k = lo + int(np.argmax(requested[lo:hi]))
-        seg = phase[lo:hi]
-        kind = "train" if (seg == PH_BACKWARD).any() else "eval"
+        k = int(peak[i])
+        kind = "train" if n_bwd[i] else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
         out.append(Iteration(
-            index=len(out), start=lo, end=hi - 1, peak_bytes=int(requested[k]), peak_event=k,
-            peak_phase=PHASE_NAMES[int(phase[k])],
-            kind=kind,
-            complete=complete, phases_guessed=bool(guessed[lo:hi].any() and not (
-                ev[lo:hi] == sk.EV_FORWARD).any())))
+            index=len(out), start=a, end=b - 1, peak_bytes=int(top[i]), peak_event=k,
+            peak_phase=PHASE_NAMES[int(peak_phase[i])], kind=kind, complete=complete,
+            phases_guessed=not n_ev_fwd[i]))
     return out, iteration

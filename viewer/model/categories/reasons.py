@@ -72,9 +72,9 @@ REASONS: tuple[Reason, ...] = (
            "cuBLAS / cuBLASLt workspace (its C++ frames say so): scratch the library keeps "
            "for reuse for the whole run"),
     Reason("workspace_guess", TEMPORARY, True,
-           "made in the first iteration's forward or backward, never freed, of a cuBLAS "
-           "workspace's size (32 MiB / 1 MiB / 8.125 MiB / 4 MiB) and no parameter's: "
-           "presumably a library workspace"),
+           "made in the first iteration's forward or backward (or before recording), never "
+           "freed, of a cuBLAS workspace's size (32 MiB / 1 MiB / 8.125 MiB / 4 MiB), a few "
+           "at most, and no parameter's: presumably a library workspace"),
     Reason("temp_forward", TEMPORARY, False, "made and freed inside the forward pass"),
     Reason("temp_backward", TEMPORARY, False, "made and freed inside the backward pass"),
     Reason("temp_optimizer", TEMPORARY, False, "made and freed inside the optimizer step"),
@@ -87,6 +87,12 @@ REASONS: tuple[Reason, ...] = (
     Reason("pre_act_freed_in_backward", ACTIVATION, True,
            "allocated before recording (which started inside an iteration) and freed in "
            "that iteration's backward pass: presumably its activation"),
+    Reason("pre_grad_freed_in_zero_grad", GRADIENT, True,
+           "allocated before recording and freed by zero_grad: presumably the previous "
+           "iteration's gradient"),
+    Reason("leak_kept", UNKNOWN, False,
+           "kept by a line that leaks (see the leaks): made outside the passes, alive ever "
+           "since; what it holds, the trace cannot tell"),
     Reason("unknown_pre_recording", UNKNOWN, False,
            "allocated before the recording started: nothing says what it is"),
     Reason("unknown_setup", UNKNOWN, False,

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import replay
 from ..progress import Progress
+from ..replay import DeviceReplay
 from ..snapshot import Snapshot
 from ..timeline import Intervals, Timeline, intervals
 from ..units import format_bytes
@@ -29,9 +31,20 @@ from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
 N_CATEGORIES = len(CATEGORY_NAMES)
 
 
-def requested_curve(iv: Intervals, n: int) -> np.ndarray:
-    """Requested bytes after each of ``n`` events, from the allocations' lifetimes (the
-    replay's own curve, without materialising its other three)."""
+def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> np.ndarray:
+    """Requested bytes after each of ``n`` events: the replay's own curve - reused when the
+    views already made it, else only this one of its four curves (the C pass), else from
+    the allocations' lifetimes (the same numbers; tests check they agree)."""
+    if rep is not None:
+        have = rep._derived.get("curves")
+        if have is not None:
+            return have["requested"]
+        if rep.native and replay._core is not None and n:
+            out = np.empty(n, np.int64)
+            replay._native_curves(rep, replay._curve_starts(rep, None, None),
+                                  {"requested": out, "allocated": None, "active": None,
+                                   "reserved": None})
+            return out
     if n == 0:
         return np.zeros(0, np.int64)
     s = np.maximum(iv.start, 0)
@@ -58,8 +71,12 @@ class MemoryBreakdown:
 
     @classmethod
     def build(cls, snap: Snapshot, timeline: Timeline, device: int | None = None,
-              progress: Progress | None = None) -> "MemoryBreakdown":
-        """Classify every allocation of ``device`` (default: the first with events)."""
+              progress: Progress | None = None,
+              intervals_of_device: Intervals | None = None) -> "MemoryBreakdown":
+        """Classify every allocation of ``device`` (default: the first with events).
+
+        ``intervals_of_device``: ``timeline.intervals(replay)`` when the caller has it
+        already (the GUI's Document caches it): not computed twice."""
         progress = progress or Progress()
         if device is None:
             device = min(timeline.devices) if timeline.devices else 0
@@ -67,9 +84,9 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        iv = intervals(rep)
+        iv = intervals_of_device if intervals_of_device is not None else intervals(rep)
         progress.update("categories", 0.3)
-        requested = requested_curve(iv, len(rep))
+        requested = requested_curve(iv, len(rep), rep)
         kinds = sk.stack_kinds(snap)
         ph = find_phases(snap, rep, kinds, requested)
         progress.update("categories", 0.6)
@@ -78,6 +95,7 @@ class MemoryBreakdown:
         n = len(rep)
         leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap)) \
             if n else []
+        _mark_leaked(leaks, category, reason)
         progress.update("categories", 1.0)
         return cls(snap=snap, device=device, n_events=n, intervals=iv, category=category,
                    reason=reason, phases=ph, leaks=leaks, requested=requested)
@@ -118,6 +136,37 @@ class MemoryBreakdown:
         b = np.bincount(self.reason[live], weights=iv.requested[live], minlength=len(REASONS))
         return {REASONS[i].code: int(v) for i, v in enumerate(b.tolist()) if v}
 
+    def categories_of_addresses(self, k: int, addrs: np.ndarray) -> np.ndarray:
+        """Category (int8, -1: no allocation starts there) of the allocation live after
+        event ``k`` at each block address of ``addrs`` - to colour a segment map or the
+        allocations table of the layout at ``k`` by category."""
+        addrs = np.asarray(addrs, np.int64)
+        live = self.live(k)
+        out = np.full(len(addrs), -1, np.int8)
+        if not len(live) or not len(addrs):
+            return out
+        order = np.argsort(self.intervals.addr[live], kind="stable")
+        keys = self.intervals.addr[live][order]
+        pos = np.minimum(np.searchsorted(keys, addrs), len(keys) - 1)
+        hit = keys[pos] == addrs
+        out[hit] = self.category[live[order[pos[hit]]]]
+        return out
+
+    def explain(self, i: int) -> str:
+        """One line: allocation ``i``'s category, how it was decided, whether it is a guess."""
+        r = REASONS[int(self.reason[i])]
+        return (f"{CATEGORY_NAMES[r.category]}: {r.text}"
+                + (" (a guess)" if r.guess and "guess" not in r.text else ""))
+
+    def leaked_bytes_at(self, k: int) -> int:
+        """Of the bytes live after ``k``, those kept by a leaking line (see ``leaks``)."""
+        if not self.leaks:
+            return 0
+        ids = np.concatenate([lk.allocations for lk in self.leaks])
+        iv = self.intervals
+        live = (iv.start[ids] <= k) & (iv.end[ids] > k)
+        return int(iv.requested[ids[live]].sum())
+
     def category_curves(self, events: np.ndarray) -> np.ndarray:
         """Requested bytes per category after each of ``events`` (shape (7, len(events))),
         in O((allocations + len(events)) log allocations): for the stacked timeline."""
@@ -156,12 +205,28 @@ class MemoryBreakdown:
             "categories_at_peak": self.split_at(peak_event) if peak_event is not None
             and self.n_events else None,
             "categories_at": self.split_at(at) if at is not None else None,
+            "categories_at_device": self.device if at is not None else None,
             "categories_guessed_bytes_at_peak": self.guessed_bytes_at(peak_event)
             if peak_event is not None and self.n_events else None,
+            "leaked_bytes_at_peak": self.leaked_bytes_at(peak_event)
+            if peak_event is not None and self.n_events else 0,
             "iterations": [it.to_dict() for it in self.iterations],
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
         return out
+
+
+def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) -> None:
+    """What a leaking line keeps and the lifetimes could not place (an input that never
+    goes, a 'temporary' alive at the end) is named for what it is: kept by the leak."""
+    if not leaks:
+        return
+    from .reasons import INPUT, TEMPORARY, UNKNOWN, reason_id
+
+    ids = np.concatenate([lk.allocations for lk in leaks])
+    ids = ids[np.isin(category[ids], (INPUT, TEMPORARY, UNKNOWN))]
+    reason[ids] = reason_id("leak_kept")
+    category[ids] = UNKNOWN
 
 
 def format_split(split: dict[str, int]) -> str:

@@ -163,7 +163,8 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     retries_possible = not (stats.get("num_alloc_retries") == 0
                             and recorded.max_split_size >= rules.NO_LIMIT
                             and recorded.garbage_collection_threshold == 0)
-    reqs = build_requests(rep, snap.pools, retries_possible)
+    reqs = build_requests(rep, snap.pools, retries_possible,
+                          gc_possible=recorded.garbage_collection_threshold > 0)
     bounds = infer_limit(reqs, recorded)
     if limit is not None:
         lim, source = int(limit), "given"
