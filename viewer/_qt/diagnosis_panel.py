@@ -32,6 +32,7 @@ from ..model.errors import LoadCancelled, SnapshotError
 from ..model.progress import Progress
 from ..model.snapshot import Snapshot
 from ..model.units import format_bytes as fb
+from ..model.units import parse_bytes
 from . import theme
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
@@ -214,15 +215,10 @@ class DiagnosisPanel(QWidget):
 
     # -- running -------------------------------------------------------------------
     def limit(self) -> int | None:
-        from ..commands.whatif import parse_bytes
-
         text = self.limit_edit.text().strip()
         if not text:
             return None
-        try:
-            return parse_bytes(text)
-        except Exception as exc:
-            raise ValueError(str(exc)) from None
+        return parse_bytes(text)  # (ValueError: the panel shows its message)
 
     def run(self) -> None:
         if self.thread is not None:
