@@ -16,7 +16,8 @@ import sys
 from ..model import SnapshotError
 from ..model.errors import LoadCancelled
 from ..model.load import load_snapshot
-from .tty_progress import clear_line, tty_progress
+from ..model.progress import Progress
+from .tty_progress import TerminalProgress
 from .whatif import _positive_int, parse_bytes
 
 
@@ -45,28 +46,27 @@ def main(argv: list[str]) -> int:
     from ..model.whatif import prepare
 
     args = parser().parse_args(argv)
-    progress = tty_progress("advise")
-    try:
-        snap = load_snapshot(args.file, use_cache=not args.no_cache)
-        case = prepare(snap, args.device)
-    except SnapshotError as exc:
-        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
-        return 2
-    except LoadCancelled:  # pragma: no cover - no one cancels on the command line
-        return 1
-    check = case.self_check()
+    # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
+    with TerminalProgress("vramscope advise") as tp:
+        try:
+            snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
+            case = prepare(snap, args.device, tp.stage("replaying the trace"))
+            case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
+            check = case.self_check()
+            result = advise(case, args.batch, args.memory_limit, _stages(tp))
+        except SnapshotError as exc:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
+            return 2
+        except LoadCancelled:  # pragma: no cover - no one cancels on the command line
+            return 1
     if not check.ok:
         print(f"vramscope: warning: the allocator model does not reproduce this recording "
               f"({check.first_difference}); predictions are approximate", file=sys.stderr)
-    try:
-        result = advise(case, args.batch, args.memory_limit, progress)
-    except KeyboardInterrupt:  # pragma: no cover
-        clear_line()
-        return 1
-    clear_line()
     if args.json:
         out = {"file": args.file}
         out.update(result.to_dict())
@@ -75,3 +75,15 @@ def main(argv: list[str]) -> int:
     else:
         print(format_text(result))
     return 0
+
+
+_STAGE_TEXT = {"judge": "judging how each allocation scales with the batch",
+               "search": "searching the largest batch that fits",
+               "allocator": "simulating allocator settings"}
+
+
+def _stages(tp: TerminalProgress) -> Progress | None:
+    """advise()'s progress as "searching the largest batch that fits  40%"."""
+    if not tp.enabled:
+        return None
+    return Progress(lambda stage, f: tp.show(_STAGE_TEXT.get(stage, stage), f))

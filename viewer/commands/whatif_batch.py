@@ -16,7 +16,6 @@ from fractions import Fraction
 from ..model.remedies import batch_scale, evidence, explain, scaling
 from ..model.units import format_bytes as fb
 from ..model.whatif.report import Prediction, format_text, rank
-from .tty_progress import clear_line, tty_progress
 
 
 def scale_label(scale: float, batch: int | None) -> str:
@@ -28,8 +27,11 @@ def scale_label(scale: float, batch: int | None) -> str:
     return text
 
 
-def run_batch_scales(case, confs: list[str], args) -> int:
-    progress = tty_progress("whatif")
+def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
+    """Print the rows of every ``--batch-scale`` x ``--conf`` (``tp``: the command's
+    :class:`~.tty_progress.TerminalProgress`, or None)."""
+    show = tp.show if tp is not None and tp.enabled else (lambda *a, **k: None)
+    show("judging how each allocation scales with the batch", None, force=True)
     evd = evidence.gather(case)
     judgement = scaling.judge(case, args.batch, evd)
     rows_explain = explain.rule_table(case, judgement, evd)
@@ -39,7 +41,8 @@ def run_batch_scales(case, confs: list[str], args) -> int:
     for a, f in enumerate(args.batch_scale):
         sc = batch_scale.scaled_case(case, judgement, f)
         for b, conf in enumerate(confs):
-            progress.update("simulate", (a * len(confs) + b) / total)
+            show(f"simulating {a * len(confs) + b + 1}/{total}: batch x{f:g} "
+                 f"{conf or '(defaults)'}", (a * len(confs) + b) / total)
             cfg = case.config_of(conf)
             result = sc.simulate(cfg, args.memory_limit)
             label = scale_label(f, args.batch) + ("" if conf == "recorded" else
@@ -55,8 +58,8 @@ def run_batch_scales(case, confs: list[str], args) -> int:
                 rng = batch_scale.sensitivity(case, judgement, f, cfg, args.memory_limit)
                 info["peak_reserved_sensitivity_bytes"] = list(rng) if rng else None
             extra.append(info)
-    progress.update("simulate", 1.0)
-    clear_line()
+    if tp is not None:
+        tp.clear()
     if args.recommend:
         order = rank(preds)
         extra = [extra[preds.index(p)] for p in order]
@@ -71,7 +74,7 @@ def run_batch_scales(case, confs: list[str], args) -> int:
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_text(case, preds, ranked=args.recommend))
+        print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
         for p, info in zip(preds, extra):
             rng = info.get("peak_reserved_sensitivity_bytes")
             if rng:
