@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import replay
 from ..progress import Progress
 from ..replay import DeviceReplay
+from ..replay.curves import _curve_starts, _native_curves
+from ..replay import native as _nat
 from ..snapshot import Snapshot
 from ..timeline import Intervals, Timeline, intervals
 from ..units import format_bytes
@@ -39,11 +40,11 @@ def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> n
         have = rep._derived.get("curves")
         if have is not None:
             return have["requested"]
-        if rep.native and replay._core is not None and n:
+        if rep.native and _nat._core is not None and n:
             out = np.empty(n, np.int64)
-            replay._native_curves(rep, replay._curve_starts(rep, None, None),
-                                  {"requested": out, "allocated": None, "active": None,
-                                   "reserved": None})
+            _native_curves(rep, _curve_starts(rep, None, None),
+                           {"requested": out, "allocated": None, "active": None,
+                            "reserved": None})
             return out
     if n == 0:
         return np.zeros(0, np.int64)
