@@ -19,7 +19,8 @@ Fixed (the size stays):
   parameter initialisation (parameters and buffers);
 * ``state_size``: outside forward, its size equals a model-state tensor's (a
   parameter, an optimizer state, anything made before the recording and
-  still alive) and, in backward, it outlives the backward pass (a gradient);
+  still alive) and, in backward, it is not the gradient of a forward
+  activation of the same size (freed inside the pass);
   anywhere, half of one (the bf16/fp16 copy autocast makes of
   an fp32 weight).
   Gradients and the weight-gradient temporaries of backward are judged by
@@ -236,15 +237,18 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         # (GPT-2 at batch 4: 4 x 256 x 384 fp32 = the position table, 1.5 MiB); what
         # forward makes of the weights is autocast's half-size copies.
         exact = np.isin(size, states) & (evd.phase != ev.FORWARD)
-        # In backward, a parameter-sized allocation freed inside the backward pass is an
-        # activation's gradient (GPT-2 at batch 4 again); a gradient outlives the pass.
+        # In backward, a parameter-sized allocation that is freed inside the pass and has
+        # the size of something forward made is that activation's gradient (GPT-2 at batch
+        # 4: 4 x 256 x 384 fp32 = the position table); a gradient outlives the pass, and a
+        # tied weight's summed gradients have no forward twin.
         n = len(reqs)
         freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
-        # (Unless the categories call it a gradient: a tied weight's two gradients summed.)
-        grad = evd.categories == "gradient" if evd.categories is not None \
-            else np.zeros(n, bool)
-        exact &= (evd.phase != ev.BACKWARD) | (evd.free_at >= n) | (freed_in != ev.BACKWARD) \
-            | grad
+        in_pass = (evd.phase == ev.BACKWARD) & (evd.free_at < n) & (freed_in == ev.BACKWARD)
+        made_forward = np.unique(size[(reqs.kind == rq.ALLOC) & (evd.phase == ev.FORWARD)])
+        twin = in_pass & np.isin(size, made_forward)
+        if evd.categories is not None:
+            twin &= evd.categories != "gradient"
+        exact &= ~twin
         assign(exact | np.isin(size * 2, states), STATE_SIZE)
     if evd.categories is not None:
         assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
