@@ -392,7 +392,8 @@ def format_text(advice: Advice) -> str:
              f"memory limit {lim}".replace("  ", " ").replace(" ;", ";"),
              f"verdict: {a.verdict}"]
     s = a.split_at_peak
-    lines.append(f"at the peak: {fb(s['scales_with_batch'])} scales with the batch "
+    moment = "at the OOM" if a.verdict.startswith("out of memory") else "at the peak"
+    lines.append(f"{moment}: {fb(s['scales_with_batch'])} scales with the batch "
                  f"({fb(s['activations_forward'])} forward activations), "
                  f"{fb(s['model_state'])} model state ({fb(s['optimizer_state'])} optimizer), "
                  f"{fb(s['other_fixed'])} other")
