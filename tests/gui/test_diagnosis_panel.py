@@ -103,3 +103,22 @@ def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_win
     assert mask is not None and 0 < mask.sum() < len(mask)
     panel.close()
     assert w.timeline.stack_mask is None  # the window's own highlight (none) is back
+
+
+def test_button_beside_the_oom_banner(make_window, qtbot, load):
+    from vramscope.viewer._qt.diagnosis_panel import DiagnosisPanel
+
+    w = make_window()
+    assert w.fix_button is not None and not w.fix_button.isVisible()
+    load(w, RESNET)  # no OOM: no banner, no button
+    assert not w.header.banner.isVisible() and not w.fix_button.isVisible()
+    load(w, GPT2_OOM)
+    qtbot.waitUntil(lambda: w.header.banner.isVisible(), timeout=30000)
+    assert w.fix_button.isVisible()
+    from PySide6.QtCore import Qt
+
+    qtbot.mouseClick(w.fix_button, Qt.MouseButton.LeftButton)
+    panels = [x for x in w._aux_windows if isinstance(x, DiagnosisPanel)]
+    assert len(panels) == 1
+    qtbot.waitUntil(lambda: panels[0].thread is None, timeout=120000)
+    panels[0].close()

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
@@ -418,3 +418,46 @@ def open_panel(window) -> DiagnosisPanel | None:
     panel.show()
     panel.run()
     return panel
+
+
+class _FollowVisibility(QObject):
+    """Shows ``follower`` exactly while ``target`` is shown (the banner's button)."""
+
+    def __init__(self, target: QWidget, follower: QWidget) -> None:
+        super().__init__(follower)
+        self.follower = follower
+        target.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind == QEvent.Type.ShowToParent:
+            self.follower.setVisible(True)
+        elif kind == QEvent.Type.HideToParent:
+            self.follower.setVisible(False)
+        return False
+
+
+def add_banner_button(window) -> QPushButton | None:
+    """A "What would fix it?" button beside the main window's OOM banner, shown with it;
+    it opens the Diagnosis panel (the window's diagnosis action when it has one)."""
+    header = getattr(window, "header", None)
+    banner = getattr(header, "banner", None)
+    lay = header.layout() if header is not None else None
+    if banner is None or lay is None or lay.indexOf(banner) < 0:
+        return None
+    idx = lay.indexOf(banner)
+    lay.removeWidget(banner)
+    row = QHBoxLayout()
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(banner, 1)
+    button = QPushButton("What would fix it?")
+    button.setObjectName("diagnoseButton")
+    button.setToolTip("Rank the changes that would make this run fit, by predicted peak "
+                      "memory (Tools > Diagnosis…, Ctrl+Shift+D)")
+    action = getattr(window, "diagnosis_action", None)
+    button.clicked.connect(action.trigger if action is not None else lambda: open_panel(window))
+    row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+    lay.insertLayout(idx, row)
+    button.setVisible(not banner.isHidden())
+    _FollowVisibility(banner, button)
+    return button

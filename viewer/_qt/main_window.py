@@ -121,6 +121,9 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self.vs.events.highlight.connect(self._draw_highlight)
         self._build_actions()
+        from .diagnosis_panel import add_banner_button
+
+        self.fix_button = add_banner_button(self)  # beside the OOM banner (issue 16)
         self._build_toolbar()
         self._build_status()
         self.resize(1440, 900)
