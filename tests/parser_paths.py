@@ -86,7 +86,7 @@ def same_parse(a: tuple, b: tuple) -> bool:
 
 def _eq(x, y) -> bool:
     try:
-        return x == y
+        return x == y or repr(x) == repr(y)  # repr: a NaN inside equals itself
     except RecursionError:
         return True  # too deeply nested to compare here; the columns still are
 

@@ -6,9 +6,8 @@ parse.  The parse of a big file is mostly its device traces, which the compiled
 parser splits into regions parsed by C threads with the GIL released
 (``_native/snapparse_src/sections.c``), so a plain Python thread started before
 the imports overlaps them: :func:`start` loads only the compiled parser (from its
-file, without the model package or numpy), maps the file (``MAP_POPULATE``: one
-pass in the kernel instead of a page fault per 4 KiB) and parses it on a daemon
-thread.  :func:`vramscope.viewer.model.load.load_snapshot` claims the answer for
+file, without the model package or numpy), maps the file (on one core: streams
+it) and parses it on a daemon thread.  :func:`vramscope.viewer.model.load.load_snapshot` claims the answer for
 that file; it is ``snapparse.parse``'s own tuple, interpreted exactly as an
 in-process parse's.  No fork, no copy: the columns the parser wrote are the ones
 the snapshot uses.
@@ -66,17 +65,15 @@ def parse_threads() -> int:
     return max(1, min(cores, MAX_THREADS))
 
 
-def map_file(f, threads: int = 1):
-    """A read-only map of the open file ``f``, or None where it cannot be mapped.  For
-    a parse on few threads its pages are mapped at once (Linux: ``MAP_POPULATE``, one
-    pass in the kernel instead of a page fault every 4 KiB); on more, the parser's
-    threads map their own stretches in parallel."""
+def map_file(f):
+    """A read-only map of the open file ``f`` for a parse on several threads, or None
+    where it cannot be mapped.  Its pages are not touched here: the parser's threads
+    map the stretches they read in large steps, in parallel, and unmap them behind
+    them (``parse(..., file_mapped=True)``), so the file never counts whole in this
+    process's memory."""
     import mmap
 
     try:
-        if threads < 4 and hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_SHARED"):
-            return mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
-                             prot=mmap.PROT_READ)
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError):
         return None
@@ -182,12 +179,13 @@ class Ahead:
             with open(self.path, "rb") as f:
                 self.ident = _identity(os.fstat(f.fileno()))
                 threads = parse_threads()
-                mapped = map_file(f, threads)
-                if mapped is None:
+                mapped = map_file(f) if threads > 1 else None
+                if mapped is None:  # one core: streamed through a small buffer
+                    self.result = parser.parse(f.readinto, self.ident[2], self._progress)
                     return
                 try:
                     self.result = parser.parse(mapped, -1, self._progress, threads,
-                                               SECTION_MIN_EVENTS)
+                                               SECTION_MIN_EVENTS, True)
                 finally:
                     mapped.close()
         except BaseException as exc:  # noqa: BLE001 - the loader parses again and reports

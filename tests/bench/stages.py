@@ -4,8 +4,8 @@
 
 Stages, each timed on its own (wall and this process's CPU seconds, so a busy
 machine shows as wall >> CPU): ``import`` (numpy and the model), ``read`` (the
-whole file read once: the physical floor), ``map`` (the file mapped with its
-pages populated, what the parser reads), ``parse`` (the compiled parser on all
+whole file read once: the physical floor), ``map`` (the file mapped; its
+pages are mapped by the parser's threads as they read), ``parse`` (the compiled parser on all
 cores, ``--threads``), ``columns`` (the parser's answer to a :class:`Snapshot`),
 ``replay`` (:func:`build_timeline` as ``summary`` runs it) and ``summary``
 (:func:`summarize`).  ``parse_serial`` is the same parse on one thread, for
@@ -68,12 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     del data
     with open(args.file, "rb") as f:
         with clock("map"):
-            mapped = parse_ahead.map_file(f, threads)
+            mapped = parse_ahead.map_file(f)
         with clock("parse"):
-            fast = fast_pickle.native_loads(mapped, -1, None, threads)
+            fast = fast_pickle.native_loads(mapped, -1, None, threads, file_mapped=True)
         if args.serial:
             with clock("parse_serial"):
-                fast_pickle.native_loads(mapped, -1, None, 1)
+                f.seek(0)
+                fast_pickle.native_loads(f.readinto, os.fstat(f.fileno()).st_size, None, 1)
         mapped.close()
     if fast is None:
         print("the compiled parser handed the file back (or is not built)", file=sys.stderr)

@@ -121,6 +121,9 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self.vs.events.highlight.connect(self._draw_highlight)
         self._build_actions()
+        from .diagnosis_panel import add_banner_button
+
+        self.fix_button = add_banner_button(self)  # beside the OOM banner (issue 16)
         self._build_toolbar()
         self._build_status()
         self.resize(1440, 900)
@@ -335,7 +338,15 @@ class MainWindow(QMainWindow):
             "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs")
         self.whatif_action.setEnabled(False)
         self.documentChanged.connect(lambda doc: self.whatif_action.setEnabled(doc is not None))
-        mb.addMenu("T&ools").addAction(self.whatif_action)
+        self.diagnosis_action = self._action(
+            "&Diagnosis: what would make it fit…", self._open_diagnosis, "Ctrl+Shift+D",
+            "Rank the changes that would make this run fit (smaller batch, allocator "
+            "settings, freeing what is kept, checkpointing, ...) by predicted peak memory")
+        self.diagnosis_action.setEnabled(False)
+        self.documentChanged.connect(lambda doc: self.diagnosis_action.setEnabled(doc is not None))
+        tools = mb.addMenu("T&ools")
+        tools.addAction(self.whatif_action)
+        tools.addAction(self.diagnosis_action)
         h = mb.addMenu("&Help")
         h.addAction(self._action("&About vramscope", self.about, tip="Versions and license"))
 
@@ -356,6 +367,11 @@ class MainWindow(QMainWindow):
 
     def _open_whatif(self) -> None:
         from .whatif_panel import open_panel
+
+        open_panel(self)
+
+    def _open_diagnosis(self) -> None:
+        from .diagnosis_panel import open_panel
 
         open_panel(self)
 

@@ -37,14 +37,15 @@ def available() -> bool:
 
 def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total: int = -1,
                  progress: Progress | None = None, threads: int = 1,
-                 min_events: int = 65536) -> NativeResult | None:
+                 min_events: int = 65536, file_mapped: bool = False) -> NativeResult | None:
     """Parse with the compiled parser; None means "use the pure-Python path".
 
     ``source`` is the pickle bytes, or a file's ``readinto`` over ``total``
     bytes (an uncompressed file, streamed through a small buffer).  ``threads`` > 1
     lets a whole-input parse (bytes or a mapped file) split big device traces
     into regions parsed on that many threads (the same result; only traces of at
-    least ``min_events`` events).  Raises :class:`SnapshotError` for
+    least ``min_events`` events).  ``file_mapped``: ``source`` is an ``mmap`` of a
+    file (its pages are then unmapped behind the parse).  Raises :class:`SnapshotError` for
     truncation and :class:`UnsafeSnapshotError` for executable objects, at the
     same byte and with the same words as :func:`.safe_pickle.safe_loads`.
     """
@@ -56,7 +57,7 @@ def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total
     gc.disable()  # few objects are built, all acyclic; collections would only cost time
     try:
         answer = mod.parse(source, total, lambda f: progress.update("parse", f), threads,
-                           min_events)
+                           min_events, file_mapped)
     finally:
         if was_enabled:
             gc.enable()

@@ -121,13 +121,12 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
                 answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
             if answer is not None:
                 fast: NativeResult | None = from_answer(answer, progress)
-            elif size >= parse_ahead.MIN_BYTES and (
-                    mapped := parse_ahead.map_file(f, threads := parse_ahead.parse_threads())
-            ) is not None:
+            elif (size >= parse_ahead.MIN_BYTES and (threads := parse_ahead.parse_threads()) > 1
+                  and (mapped := parse_ahead.map_file(f)) is not None):
                 # A big file: mapped whole, so its traces can be parsed on every core.
                 try:
                     fast = native_loads(mapped, -1, progress, threads,
-                                        parse_ahead.SECTION_MIN_EVENTS)
+                                        parse_ahead.SECTION_MIN_EVENTS, True)
                 finally:
                     mapped.close()
             else:

@@ -227,31 +227,6 @@ def format_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _oom_lines(summary: dict[str, Any]) -> list[str]:
-    """Every OOM of the recording (up to the --at event when one is given), two lines each."""
-    fb = format_bytes
-    ooms = summary.get("ooms") or []
-    at = summary.get("at")
-    if at:
-        ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
-    lines = []
-    if len(ooms) > 1:
-        lines.append(f"{len(ooms)} OOMs{' up to this event' if at else ''}:")
-    for oom in ooms:
-        event = oom.get("event", oom["event_index"])
-        lines.append(
-            f"OOM on device {oom['device']} at event {event}: {fb(oom['requested_bytes'])} "
-            f"requested ({oom['pool_kind']} pool, stream "
-            f"{oom['stream'] and format_address(oom['stream'])})"
-        )
-        lines.append(f"  {oom['verdict']}")
-    later = summary.get("ooms_after_at") or 0
-    if at and later:
-        lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "
-                     "not shown: run without --at for all)")
-    return lines
-
-
 # --- issue 15: the split and leaks in words ---------------------------------------------
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
@@ -290,3 +265,28 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
 
 LEAK_LINES = 5  # leaks named in the text summary (JSON has them all)
 # --- end issue 15 -----------------------------------------------------------------------
+
+
+def _oom_lines(summary: dict[str, Any]) -> list[str]:
+    """Every OOM of the recording (up to the --at event when one is given), two lines each."""
+    fb = format_bytes
+    ooms = summary.get("ooms") or []
+    at = summary.get("at")
+    if at:
+        ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
+    lines = []
+    if len(ooms) > 1:
+        lines.append(f"{len(ooms)} OOMs{' up to this event' if at else ''}:")
+    for oom in ooms:
+        event = oom.get("event", oom["event_index"])
+        lines.append(
+            f"OOM on device {oom['device']} at event {event}: {fb(oom['requested_bytes'])} "
+            f"requested ({oom['pool_kind']} pool, stream "
+            f"{oom['stream'] and format_address(oom['stream'])})"
+        )
+        lines.append(f"  {oom['verdict']}")
+    later = summary.get("ooms_after_at") or 0
+    if at and later:
+        lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "
+                     "not shown: run without --at for all)")
+    return lines

@@ -22,7 +22,13 @@
  * the same byte: a refused opcode and truncation.
  *
  * Input is a bytes-like object, or a file's readinto() plus its total size:
- * an uncompressed file streams through a 1 MiB buffer.
+ * an uncompressed file streams through a 1 MiB buffer.  With the whole input in
+ * memory (bytes, or a mapped file) and threads > 1, each big device trace list is
+ * parsed on that many threads (snapparse_src/sections.c), with the same result.
+ *
+ * Event keys: only those in FIELD_NAMES are modelled; any other key (a newer
+ * torch's field) sends the file to the Python parser rather than being dropped
+ * (the parallel regions apply the same rule).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -128,6 +134,7 @@ typedef struct {
     /* parallel sections (snapparse_src/sections.c) */
     int threads, sec_pending;
     int64_t sec_min, sections_done;
+    int file_mapped;   /* the input is a read-only file mapping (see Win in sections.c) */
     int64_t *matk; PyObject **matv; int64_t matcap, matn;   /* materialised section entries */
     /* columns */
     Col c_dev, c_act, c_addr, c_size, c_stream, c_time, c_stack, c_free, c_cc, c_um, c_first;
@@ -138,6 +145,7 @@ static PyObject *materialize(P *p, int64_t idx, int depth);
 #define M_OFFSET 4u   /* (byte offset << 3) | 4: a string or a frame dict defined in a section */
 #define M_FLIST 5u    /* (((region << 32) | local stack) << 3) | 5: a frame list of a section */
 #define M_STACK 6u    /* (stack handle << 3) | 6: that frame list once merged */
+#define M_BUILDING 7u /* a section's frame list still being parsed */
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -1266,7 +1274,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     long long total = -1;
     int threads = 1;
     long long sec_min = SEC_MIN_EVENTS;
-    if (!PyArg_ParseTuple(args, "O|LOiL", &src, &total, &progress, &threads, &sec_min)) return NULL;
+    int file_mapped = 0;
+    if (!PyArg_ParseTuple(args, "O|LOiLp", &src, &total, &progress, &threads, &sec_min, &file_mapped))
+        return NULL;
     P *p = PyMem_RawCalloc(1, sizeof(P));
     if (!p) return PyErr_NoMemory();
     Py_buffer view; int have_view = 0;
@@ -1276,6 +1286,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     p->last_dev = 0;
     p->threads = threads < 1 ? 1 : threads > 256 ? 256 : threads;
     p->sec_min = sec_min < 1 ? 1 : sec_min;
+    /* only ever a real mmap object: unmapping pages of anything else loses data */
+    p->file_mapped = file_mapped && strcmp(Py_TYPE(src)->tp_name, "mmap.mmap") == 0;
     p->progress = progress;
     p->next_progress = PROGRESS_EVERY;
     if (PyObject_CheckBuffer(src)) {
@@ -1315,7 +1327,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS,
-     "parse(data | readinto, total_size=-1, progress=None, threads=1, min_events=65536) -> "
+     "parse(data | readinto, total_size=-1, progress=None, threads=1, min_events=65536, "
+     "file_mapped=False) -> "
      "('ok', obj, native | None) | "
      "('fallback', reason) | ('truncated',) | ('refused', opname, byte)"},
     {NULL, NULL, 0, NULL},
