@@ -57,9 +57,9 @@ typedef struct {
 #define M_VLIST 2u     /* (index << 3) | 2 */
 #define M_POISON 3u    /* the traces list or a device list */
 
-enum { F_ACTION = 0, F_ADDR, F_SIZE, F_STREAM, F_TIME, F_FRAMES, F_CC, F_UM, F_FREE, F_OTHER, F_N };
+enum { F_ACTION = 0, F_ADDR, F_SIZE, F_STREAM, F_TIME, F_FRAMES, F_CC, F_UM, F_FREE, F_POOL, F_OTHER, F_N };
 static const char *FIELD_NAMES[] = {"action", "addr", "size", "stream", "time_us", "frames",
-                                    "compile_context", "user_metadata", "device_free"};
+                                    "compile_context", "user_metadata", "device_free", "pool_id"};
 static const char *ACTIONS[] = {"alloc", "free_requested", "free_completed", "segment_alloc",
                                 "segment_free", "segment_map", "segment_unmap", "oom", "snapshot"};
 #define N_ACTIONS 9
@@ -609,7 +609,8 @@ static int event_set(P *p, int64_t slot, Val *key, Val *val) {
         if (f == F_CC) Py_XSETREF(e->cc, o); else Py_XSETREF(e->um, o);
         return 0;
     }
-    case F_OTHER: return 0;
+    case F_POOL: return 0;  /* pool_id: the Python path ignores it too (pools come from segments) */
+    case F_OTHER: return fallback(p, "an event key the fast path does not know");  /* e.g. forward_frames: never drop it */
     default: return -1;
     }
 }

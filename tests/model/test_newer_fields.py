@@ -1,0 +1,219 @@
+"""What newer torch writes into snapshots is read, kept apart and never changes a GPU figure.
+
+The files are real bundled snapshots re-written with the fields torch 2.12+
+adds (real key names, real pickler), loaded through the public path by both
+parsers (tests/parser_paths.py).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA, expected_for
+from tests.parser_paths import assert_identical, parser_path, pure_python  # noqa: F401 - autouse
+from tests.snapshot_forms import (
+    ANNOTATION_TEXT,
+    FORWARD_FRAMES,
+    FX_FRAME,
+    HOST_DEVICE_EVENTS,
+    assert_same_snapshot,
+    raw_object,
+    resolved_stack,
+    with_newer_fields,
+)
+from vramscope.viewer.model import Selection, SnapshotError, load_bytes, load_snapshot, memory_stats
+from vramscope.viewer.model import cache, fast_pickle
+from vramscope.viewer.model.snapshot import HOST_DEVICE, Action
+
+NAMES = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool"]
+
+
+@pytest.fixture(scope="module")
+def newer():
+    """name -> (bytes written by pickle, facts about what was added)."""
+    out = {}
+    for name in NAMES + ["resnet50_train"]:
+        obj, facts = with_newer_fields(raw_object(DATA / f"{name}.pickle"))
+        out[name] = (pickle.dumps(obj, protocol=4), facts)  # trusted test data
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES + ["resnet50_train"])
+def test_gpu_figures_and_columns_unchanged(name, newer, loaded_snapshots):
+    """Annotations, host memory and the rest add nothing to any GPU figure."""
+    path = DATA / f"{name}.pickle"
+    snap = load_bytes(newer[name][0])
+    expected = expected_for(path)["memory_stats"]
+    stats = memory_stats(snap, Selection(device=0))
+    for key, value in (("reserved_bytes", "reserved_bytes.all.current"),
+                       ("allocated_bytes", "allocated_bytes.all.current"),
+                       ("active_bytes", "active_bytes.all.current"),
+                       ("requested_bytes", "requested_bytes.all.current"),
+                       ("inactive_split_bytes", "inactive_split_bytes.all.current")):
+        assert getattr(stats, key) == expected[value], key
+    assert snap.devices == loaded_snapshots(path).devices  # host is not a GPU
+    # every GPU column, stacks resolved; but the metadata and forward stacks that were added
+    assert_same_snapshot(loaded_snapshots(path), snap,
+                         ignore=("trace.user_metadata", "trace.forward_stack"))
+    assert snap.warnings == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_annotate_events_become_allocation_annotations(name, newer):
+    snap = load_bytes(newer[name][0])
+    facts = newer[name][1]
+    ann = snap.alloc_annotations
+    assert len(ann) == len(facts["annotated"]) > 0
+    assert not (snap.trace.action == 9).any()  # never an allocator action
+    for i, (device, addr, row) in enumerate(facts["annotated"]):
+        assert (int(ann.device[i]), int(ann.addr[i])) == (device, addr)
+        assert snap.string(int(ann.text[i])) == ANNOTATION_TEXT
+        # placed right after the alloc it annotates: between the same two events
+        assert int(ann.trace_index[i]) == row + 1
+        assert snap.trace.action[row] == Action.ALLOC and snap.trace.addr[row] == addr
+        assert i in ann.rows_for(device, addr, first=row, last=row + 1)
+        assert resolved_stack(snap, ann.stack[i]) == resolved_stack(snap, snap.trace.stack[row])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forward_frames_become_the_forward_stack(name, newer):
+    snap = load_bytes(newer[name][0])
+    rows = newer[name][1]["forward_rows"]
+    has = np.flatnonzero(snap.trace.forward_stack >= 0)
+    assert has.tolist() == rows
+    for row in rows:
+        frames = [(snap.frames.filename_of(f), int(snap.frames.line[f]), snap.frames.name_of(f))
+                  for f in snap.event_forward_frames(row)]
+        # innermost first, like every stack in the model
+        assert frames == [("/w/model.py", 42, "forward"), ("/w/train.py", 10, "<module>")]
+        assert snap.string(int(snap.trace.user_metadata[row])).startswith("step ")
+
+
+def test_fx_frame_fields_are_kept():
+    snap = load_bytes(pickle.dumps(with_newer_fields(raw_object(DATA / "fragmentation_oom.pickle"))[0]))
+    fx = [snap.frames.fx_of(i) for i in range(len(snap.frames))]
+    with_fx = [d for d in fx if d]
+    assert with_fx and all(d == FX_FRAME for d in with_fx)
+    row = int(np.flatnonzero(snap.trace.forward_stack >= 0)[0])
+    inner = snap.stacks.frame_ids(int(snap.trace.stack[row]))[0]
+    assert snap.frames.fx_of(int(inner))["fx_node_name"] == "linear_1"
+
+
+def test_trace_ring_overflow_is_reported(newer):
+    snap = load_bytes(newer["fragmentation_oom"][0])
+    assert snap.trace_overflowed is True
+    assert snap.trace_max_entries == 100_000
+    note = snap.trace_integrity_note()
+    assert "overflowed" in note and "100,000" in note
+    plain = load_snapshot(DATA / "fragmentation_oom.pickle")
+    assert plain.trace_overflowed is None and plain.trace_integrity_note() is None
+
+
+def test_pinned_host_memory_is_its_own_device(newer):
+    snap = load_bytes(newer["fragmentation_oom"][0])
+    assert snap.has_host_memory and HOST_DEVICE not in snap.devices
+    host = snap.host
+    assert (host.segments.device == HOST_DEVICE).all() and (host.trace.device == HOST_DEVICE).all()
+    assert len(host.trace) == HOST_DEVICE_EVENTS
+    assert host.reserved_bytes == 6 << 20 and host.allocated_bytes == 2 << 20
+    hs = snap.host_snapshot()
+    assert hs.devices == [HOST_DEVICE]
+    stats = memory_stats(hs, Selection(device=HOST_DEVICE))
+    assert (stats.reserved_bytes, stats.allocated_bytes) == (6 << 20, 2 << 20)
+    frame = snap.stacks.frame_ids(int(host.blocks.stack[0]))[0]
+    assert snap.frames.filename_of(frame) == "/w/loader.py"
+
+
+def test_host_only_recording_loads():
+    """record_cuda=False: no device memory at all, only pinned host memory."""
+    obj, _ = with_newer_fields(raw_object(DATA / "fragmentation_oom.pickle"))
+    obj["segments"], obj["device_traces"] = [], []
+    snap = load_bytes(pickle.dumps(obj))
+    assert snap.devices == [] and snap.has_host_memory and snap.warnings == []
+
+
+def test_user_metadata_written_as_a_dict():
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    obj["device_traces"][0][0]["user_metadata"] = {"phase": "fwd", "step": 3}
+    snap = load_bytes(pickle.dumps(obj))
+    assert snap.string(int(snap.trace.user_metadata[0])) == "phase: fwd; step: 3"
+    assert snap.warnings == []
+
+
+def test_protocol5_in_band_loads(newer, loaded_snapshots):
+    obj, _ = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"))
+    obj["note"] = bytearray(b"in-band bytes")  # BYTEARRAY8, protocol 5's in-band buffer
+    snap = load_bytes(pickle.dumps(obj, protocol=5))
+    assert_same_snapshot(loaded_snapshots(DATA / "side_stream_pending.pickle"), snap,
+                         ignore=("trace.user_metadata", "trace.forward_stack"))
+    assert len(snap.alloc_annotations) > 0 and snap.has_host_memory
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_protocol5_out_of_band_buffers_refused_in_one_line(readonly):
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    data = bytes(b"x" * 64) if readonly else bytearray(b"x" * 64)
+    obj["blob"] = pickle.PickleBuffer(data)
+    buffers: list = []
+    raw = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    assert buffers  # really out of band
+    with pytest.raises(SnapshotError) as err:
+        load_bytes(raw)
+    message = str(err.value)
+    assert "out-of-band buffer" in message and "\n" not in message
+    assert "NEXT_BUFFER at byte" in message  # the first such opcode (READONLY_BUFFER follows)
+    with pure_python():  # both parsers: the same words at the same byte
+        with pytest.raises(SnapshotError) as slow:
+            load_bytes(raw)
+    assert str(slow.value) == message
+
+
+def test_cache_keeps_the_newer_fields(newer, tmp_path, monkeypatch):
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(tmp_path))
+    snap = load_bytes(newer["fragmentation_oom"][0])
+    cache.store("k" * 40, snap)
+    back = cache.load_cached("k" * 40)
+    assert back is not None
+    assert_identical(snap, back)
+    for a, b in ((snap.alloc_annotations, back.alloc_annotations),
+                 (snap.host.trace, back.host.trace), (snap.host.blocks, back.host.blocks)):
+        for name in a.__dataclass_fields__:
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for name in FX_FRAME:
+        assert np.array_equal(getattr(snap.frames, name), getattr(back.frames, name))
+    assert back.host.pools == snap.host.pools and back.trace_overflowed
+
+
+needs_native = pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built")
+
+
+@needs_native
+@pytest.mark.parametrize("parser_path", ["native"], indirect=True)
+def test_compiled_parser_hands_unknown_event_keys_to_python():
+    """A key the compiled parser does not know is never dropped: the Python path reads it."""
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    obj["device_traces"][0][3]["forward_frames"] = list(FORWARD_FRAMES)
+    assert fast_pickle.native_loads(pickle.dumps(obj, protocol=4)) is None
+    obj["device_traces"][0][3]["some_future_key"] = 1
+    del obj["device_traces"][0][3]["forward_frames"]
+    assert fast_pickle.native_loads(pickle.dumps(obj, protocol=4)) is None
+
+
+@needs_native
+@pytest.mark.parametrize("parser_path", ["native"], indirect=True)
+def test_compiled_parser_keeps_pool_id_files_and_matches_python():
+    """``pool_id`` (on every event since torch 2.12) is ignored by both parsers alike,
+    so such files stay on the fast path with identical columns."""
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    for trace in obj["device_traces"]:
+        for e in trace:
+            e["pool_id"] = (0, 0)
+    data = pickle.dumps(obj, protocol=4)
+    assert fast_pickle.native_loads(data) is not None
+    fast = load_bytes(data)
+    with pure_python():
+        slow = load_bytes(data)
+    assert_identical(fast, slow)
