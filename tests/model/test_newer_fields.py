@@ -217,3 +217,34 @@ def test_compiled_parser_keeps_pool_id_files_and_matches_python():
     with pure_python():
         slow = load_bytes(data)
     assert_identical(fast, slow)
+
+
+RECORDED = DATA / "newer_fields.pickle"  # tests/workloads/newer_fields.py, recorded on the GPU
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="record it: tests/workloads/newer_fields.py")
+def test_real_recording_with_newer_fields():
+    """A real recording: figures equal memory_stats; what its torch wrote is read."""
+    snap = load_snapshot(RECORDED)
+    side = expected_for(RECORDED)
+    expected = side["memory_stats"]
+    stats = memory_stats(snap, Selection(device=0))
+    assert stats.reserved_bytes == expected["reserved_bytes.all.current"]
+    assert stats.allocated_bytes == expected["allocated_bytes.all.current"]
+    assert stats.active_bytes == expected["active_bytes.all.current"]
+    keys, truth = side["keys"], side["truth"]
+    if "annotate" in keys["actions"]:
+        got = {(int(a), snap.string(int(t))) for a, t in
+               zip(snap.alloc_annotations.addr, snap.alloc_annotations.text)}
+        assert {(a, t) for a, t in truth["annotations"]} <= got
+    if truth["metadata"] and "user_metadata" in keys["event"]:
+        seen = {snap.string(int(i)) for i in np.unique(snap.trace.user_metadata) if i >= 0}
+        assert set(truth["metadata"]) <= seen
+    if "forward_frames" in keys["event"]:
+        assert (snap.trace.forward_stack >= 0).any()
+    if "host_segments" in keys["top"]:
+        assert snap.has_host_memory and HOST_DEVICE not in snap.devices
+        assert snap.host.allocated_bytes >= truth["pinned_kept_bytes"]
+    if "trace_alloc_overflowed" in keys["allocator_settings"]:
+        assert snap.trace_overflowed is True  # the ring is far smaller than the run
+    assert snap.warnings == []
