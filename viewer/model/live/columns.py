@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..builder import SnapshotBuilder
-from ..snapshot import Snapshot, Trace
+from ..snapshot import AllocAnnotations, Snapshot, Trace
 
 _TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 
@@ -33,6 +33,8 @@ class LiveColumns:
         self.dropped = 0
         self.raw_segments: list[Any] = []
         self.settings: dict[str, Any] = {}
+        # annotate events; trace_index counts every event ever appended (dropped included)
+        self.ann_chunks: list[AllocAnnotations] = []
 
     def reset(self) -> None:
         """Forget the trace (after a gap: a replay across it would be wrong)."""
@@ -43,7 +45,10 @@ class LiveColumns:
     def append(self, device_traces: list[Any], segments: list[Any] | None,
                settings: Any = None) -> int:
         """Add one increment (per-device lists of trace entries); returns events added."""
-        chunk = self.builder.trace(device_traces)
+        chunk, ann = self.builder.trace_and_annotations(device_traces)
+        if len(ann):
+            ann.trace_index += self.dropped + self.n_events
+            self.ann_chunks.append(ann)
         # The increment's objects are freed after this call: identities must not outlive them.
         self.builder.forget_objects()
         if len(chunk.action):
@@ -77,6 +82,20 @@ class LiveColumns:
                                     for f in _TRACE_FIELDS})]
         return self.chunks[0]
 
+    def alloc_annotations(self) -> AllocAnnotations:
+        """The ``annotate`` events of the events still held, placed on the held trace."""
+        if not self.ann_chunks:
+            return AllocAnnotations.empty()
+        merged = AllocAnnotations(**{f: np.concatenate([getattr(c, f) for c in self.ann_chunks])
+                                     for f in AllocAnnotations.__dataclass_fields__})
+        keep = merged.trace_index >= self.dropped  # the rest annotate events no longer held
+        merged = AllocAnnotations(**{f: getattr(merged, f)[keep]
+                                     for f in AllocAnnotations.__dataclass_fields__})
+        self.ann_chunks = [merged] if len(merged) else []
+        return AllocAnnotations(**{f: getattr(merged, f) for f in AllocAnnotations.__dataclass_fields__
+                                   if f != "trace_index"},
+                                trace_index=merged.trace_index - self.dropped)
+
     def snapshot(self) -> Snapshot:
         """The latest segments with the accumulated trace, as one snapshot."""
         segments, blocks, pools = self.builder.segments(self.raw_segments)
@@ -92,6 +111,7 @@ class LiveColumns:
             allocator_settings=self.builder.settings(self.settings),
             source_format="live",
             warnings=self.log.messages(),
+            alloc_annotations=self.alloc_annotations(),
         )
 
 
