@@ -248,3 +248,17 @@ def test_real_recording_with_newer_fields():
     if "trace_alloc_overflowed" in keys["allocator_settings"]:
         assert snap.trace_overflowed is True  # the ring is far smaller than the run
     assert snap.warnings == []
+
+
+def test_event_details_for_tooltips_and_the_stack_panel(newer):
+    snap = load_bytes(newer["side_stream_pending"][0])
+    device, addr, row = newer["side_stream_pending"][1]["annotated"][0]
+    free = next((r for r in range(row + 1, len(snap.trace))
+                 if snap.trace.addr[r] == addr and snap.trace.action[r] == Action.FREE_COMPLETED),
+                None)
+    d = snap.event_details(row, free)
+    assert d["user_metadata"].startswith("step ") and d["compile_context"] is None
+    assert len(d["forward_frames"]) == 2
+    assert [a["text"] for a in d["annotations"]] == [ANNOTATION_TEXT]
+    plain = int(np.flatnonzero(snap.trace.forward_stack < 0)[0])
+    assert len(snap.event_details(plain)["forward_frames"]) == 0

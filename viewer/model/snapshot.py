@@ -360,6 +360,31 @@ class Snapshot:
                         allocator_settings=self.allocator_settings,
                         source_format=self.source_format, path=self.path, warnings=[])
 
+    def event_details(self, row: int, until_row: int | None = None) -> dict[str, Any]:
+        """What newer torch recorded about the allocation made at trace row ``row``,
+        for tooltips and the stack panel.
+
+        ``until_row``: the row of its free (``None``: still live) bounds the
+        annotations taken.  Rows index :attr:`trace` (from a device's event
+        index ``k``, ``timeline.replay(device).rows[k]``).  Returns
+        ``user_metadata`` and ``compile_context`` (str or None),
+        ``forward_frames`` (frame ids, innermost first: the forward-pass stack
+        of an allocation made in backward) and ``annotations``: a list of
+        ``{"text", "stack", "time_us"}`` (``_annotate_memory`` calls, in order).
+        """
+        t = self.trace
+        um, cc = int(t.user_metadata[row]), int(t.compile_context[row])
+        ann = self.alloc_annotations
+        rows = ann.rows_for(int(t.device[row]), int(t.addr[row]), first=row + 1, last=until_row)
+        return {
+            "user_metadata": self.string(um) if um >= 0 else None,
+            "compile_context": self.string(cc) if cc >= 0 else None,
+            "forward_frames": self.event_forward_frames(row),
+            "annotations": [{"text": self.string(int(ann.text[i])), "stack": int(ann.stack[i]),
+                             "time_us": int(ann.time_us[i]) if ann.time_us[i] >= 0 else None}
+                            for i in rows.tolist()],
+        }
+
     def event_forward_frames(self, event: int) -> np.ndarray:
         """Frame ids of trace row ``event``'s forward-pass stack (empty if none)."""
         return self.stacks.frame_ids(int(self.trace.forward_stack[event]))
