@@ -392,9 +392,11 @@ def _trace(raw_traces: list, interner: Interner, log: WarningLog, progress: Prog
             cc = e.get("compile_context")
             t_cc.append(-1 if cc is None or cc == "N/A" else string(cc))
             um = e.get("user_metadata")
-            if type(um) is str or um is None:  # the common case, as before
-                t_um.append(-1 if um is None or um == "" else string(um))
-            else:
+            if um is None or um == "":
+                t_um.append(-1)
+            elif type(um) is str:
+                t_um.append(string(um))
+            else:  # a dict (``{key: value}``) or another plain value
                 text = metadata_text(um)
                 t_um.append(-1 if text is None else string(text))
             fwd = e.get("forward_frames")

@@ -129,7 +129,9 @@ class Interner:
             self.log.add("skipped frame lists that are not lists")
             return NO_STACK
         ids = tuple(fid for fid in map(self.frame, frames) if fid >= 0)
-        sid = self._stack_of_ids(ids)
+        sid = self._stack_ids.get(ids)  # _stack_of_ids, inlined: once per event
+        if sid is None:
+            sid = self._stack_of_ids(ids)
         self._stack_by_obj[id(frames)] = sid
         return sid
 
