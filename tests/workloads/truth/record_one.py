@@ -1,0 +1,456 @@
+"""One ground-truth recording (or one probe) in this process; record_all.py runs each fresh.
+
+    python tests/workloads/truth/record_one.py --out DIR --spec '{"name": "gpt2_adamw_fp32", ...}'
+    python tests/workloads/truth/record_one.py --probe --result R.json --spec '{...}'
+
+A recording writes ``NAME.pickle.xz`` (the snapshot, via vramscope.capture),
+``NAME.json`` (its sidecar) and ``NAME.truth.json`` (what this program knows
+about its own memory; schema in README.md).  A probe records nothing and
+writes whether the run fitted and its peaks.  ``--device cpu`` runs the same
+loop on the CPU without snapshot (a smoke test of this code off the GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import linecache
+import lzma
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import models  # noqa: E402
+from _shim import import_capture  # noqa: E402
+
+SCHEMA = "vramscope-truth/1"
+
+
+def now_us() -> int:
+    """Unix time in microseconds (the snapshot trace's ``time_us`` clock)."""
+    return time.time_ns() // 1000
+
+
+def here(offset: int = 1) -> dict:
+    """The caller's file and the line ``offset`` lines below the call (the statement it marks)."""
+    frame = inspect.currentframe().f_back  # type: ignore[union-attr]
+    path = os.path.abspath(frame.f_code.co_filename)
+    line = frame.f_lineno + offset
+    return {"file": path, "line": line, "code": linecache.getline(path, line).strip()}
+
+
+def storages(tensors, cuda_only: bool = True) -> dict[int, int]:
+    """data_ptr -> nbytes of the unique untyped storages behind ``tensors``."""
+    out: dict[int, int] = {}
+    for t in tensors:
+        if t is None or (cuda_only and not t.is_cuda):
+            continue
+        try:
+            s = t.untyped_storage()
+        except Exception:  # sparse or otherwise storage-less
+            continue
+        if s.data_ptr() != 0:
+            out[s.data_ptr()] = s.nbytes()
+    return out
+
+
+def summary(st: dict[int, int], **extra) -> dict:
+    return {"bytes": sum(st.values()), "count": len(st),
+            "blocks": sorted([p, n] for p, n in st.items()), **extra}
+
+
+class SavedCollector:
+    """Storages autograd saves for backward (saved_tensors_hooks), per iteration."""
+
+    def __init__(self, device_type: str) -> None:
+        self.current: dict[int, int] = {}
+        self.device_type = device_type  # CPU scalars saved on a CUDA run are not GPU memory
+
+    def hooks(self):
+        import torch
+
+        def pack(t):
+            if t.device.type == self.device_type:
+                try:
+                    s = t.untyped_storage()
+                    if s.data_ptr() != 0:
+                        self.current[s.data_ptr()] = s.nbytes()
+                except Exception:
+                    pass
+            return t
+
+        return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", required=True, help="JSON dict of the recording")
+    ap.add_argument("--out", default=".", help="directory for NAME.pickle.xz/.json/.truth.json")
+    ap.add_argument("--probe", action="store_true", help="no snapshot; write --result")
+    ap.add_argument("--result", help="probe result JSON path")
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args(argv)
+    spec = json.loads(args.spec)
+    return run(spec, Path(args.out), probe=args.probe, result=args.result, device=args.device)
+
+
+def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) -> int:
+    import torch
+
+    name = spec["name"]
+    kind = spec.get("kind", "train")
+    cuda = device.startswith("cuda")
+    dev = torch.device(device)
+    if cuda and dev.index is None:
+        dev = torch.device("cuda", 0)  # set_per_process_memory_fraction needs an index
+    torch.manual_seed(spec.get("seed", 1234))
+    out.mkdir(parents=True, exist_ok=True)
+
+    limit = fraction = total = None
+    if cuda:
+        torch.cuda.init()
+        total = torch.cuda.mem_get_info(dev)[1]
+        if spec.get("limit_bytes"):
+            fraction = min(1.0, spec["limit_bytes"] / total)
+            torch.cuda.set_per_process_memory_fraction(fraction, dev)
+            limit = int(fraction * total)  # what the allocator computes (setMemoryFraction)
+
+    # Recording starts after CUDA init (so it starts at once) and before any allocation.
+    rec = None
+    capture = None
+    max_entries = spec.get("max_entries", 1_000_000)
+    stacks = spec.get("stacks", "python")
+    if cuda and not probe:
+        capture = import_capture()
+        rec = capture.record(out=str(out), max_entries=max_entries, stacks=stacks,
+                             context="all", oom=False, dump_on_exit=False, dump_signal=None)
+        rec.start()
+
+    def max_alloc() -> int:
+        return torch.cuda.max_memory_allocated(dev) if cuda else 0
+
+    def max_res() -> int:
+        return torch.cuda.max_memory_reserved(dev) if cuda else 0
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    truth: dict = {"schema": SCHEMA, "name": name, "kind": kind,
+                   "workload": spec.get("workload", ""), "torch": torch.__version__,
+                   "gpu": torch.cuda.get_device_name(dev) if cuda else None,
+                   "device": dev.index if cuda else None, "gpu_total_memory": total,
+                   "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+                   "memory_limit_bytes": limit, "memory_fraction": fraction}
+    for k in ("sweep", "search", "remedy", "expected"):
+        if k in spec:
+            truth[k] = spec[k]
+
+    if kind == "clock":
+        return clock_case(spec, out, rec, capture, truth, torch, dev)
+
+    family = spec["family"]
+    wl = models.build(family, dev, seq=spec.get("seq"), image=spec.get("image"),
+                      vit=spec.get("vit", "vit_small_patch16_224"), small=spec.get("small", False))
+    model = wl.model
+    if spec.get("grad_checkpointing"):
+        if wl.enable_checkpointing is None:
+            raise SystemExit(f"{family} has no gradient checkpointing here")
+        wl.enable_checkpointing()
+    eval_mode = kind == "eval"
+    if eval_mode:
+        model.eval()
+    else:
+        model.train()
+    opt_name = spec.get("optimizer")
+    opt_kwargs = dict(spec.get("optimizer_kwargs", {}))
+    opt = None
+    if opt_name:
+        opt = getattr(torch.optim, opt_name)(model.parameters(), **opt_kwargs)
+    autocast = spec.get("autocast")
+    batch_size = spec["batch"]
+    iters = spec.get("iters", 6)
+    shapes = spec.get("shapes")  # per-iteration [batch, seq] schedule
+    grow = spec.get("grow")  # batch multiplier per iteration (expandable_oom)
+    leak = spec.get("leak")  # "clone" | "loss" | None
+    keep = spec.get("keep_outputs")  # eval: keep outputs (True) or .item() under no_grad (False)
+    reset_peaks = spec.get("reset_peaks", kind in ("train", "leak", "eval"))
+    empty_cache_at = set(spec.get("empty_cache_at", []))
+
+    param_st = storages(model.parameters(), cuda_only=cuda)
+    sync()
+    peak_before = {"allocated": max_alloc(), "reserved": max_res()}
+    code_lines: dict = {}
+    iter_stats: list = []
+    kept: list = []
+    kept_per_iter: list = []
+    leak_line = None
+    empty_cache_calls: list = []
+    saved = SavedCollector(dev.type)
+    last_saved: dict[int, int] = {}
+    last_inputs: dict[int, int] = {}
+    oom = None
+    losses: list = []
+    used_shapes: list = []
+    prof = None
+    if spec.get("profiler") and cuda:
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                       profile_memory=True, record_shapes=True, with_stack=True)
+        prof.__enter__()
+
+    b, t = batch_size, None
+    for it in range(iters):
+        if shapes:
+            b, t = shapes[it % len(shapes)]
+        elif grow and it:
+            b = int(b * grow)
+        used_shapes.append([b, t or wl.seq_len])
+        if reset_peaks and cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
+        start = now_us()
+        saved.current = {}
+        loss_value = None
+        try:
+            if opt is not None:
+                code_lines.setdefault("zero_grad", here())
+                opt.zero_grad(set_to_none=True)
+            code_lines.setdefault("batch", here())
+            batch = wl.make_batch(b, t)
+            ctx = torch.autocast(dev.type, dtype=torch.bfloat16) if autocast else _null()
+            grad_ctx = torch.no_grad() if (eval_mode and not keep) else _null()
+            with grad_ctx, ctx, saved.hooks():
+                code_lines.setdefault("forward", here())
+                loss, output = wl.forward(batch)
+            if not eval_mode:
+                code_lines.setdefault("backward", here())
+                loss.backward()
+                code_lines.setdefault("optimizer_step", here())
+                opt.step()
+            if leak == "clone":
+                leak_line = leak_line or here()
+                kept.append(output.detach().clone())
+                kept_per_iter.append(storages([kept[-1]], cuda_only=cuda))
+            elif leak == "loss":
+                # backward() already freed the graph's saved tensors: only the loss stays.
+                leak_line = leak_line or here()
+                kept.append(loss)
+                kept_per_iter.append(storages([loss], cuda_only=cuda))
+            elif eval_mode and keep:
+                # Keeping (loss, logits) without backward keeps the whole forward graph.
+                leak_line = leak_line or here()
+                kept.append((loss, output))
+                kept_per_iter.append(_graph_kept(saved.current, param_st, [loss, output]))
+            else:
+                code_lines.setdefault("item", here())
+                loss_value = loss.item()
+                losses.append(loss_value)
+            if loss_value is None:
+                loss_value = float(loss.detach())
+            last_saved = dict(saved.current)
+            last_inputs = storages(batch.values(), cuda_only=cuda)
+            del batch, loss, output
+            if it in empty_cache_at:
+                code_lines.setdefault("empty_cache", here())
+                torch.cuda.empty_cache()
+                empty_cache_calls.append({"iteration": it, "unix_us": now_us()})
+            sync()
+        except torch.OutOfMemoryError as exc:
+            oom = {"iteration": it, "batch_size": b, "message": str(exc).splitlines()[0],
+                   "unix_us": now_us()}
+        iter_stats.append({"iter": it, "start_us": start, "end_us": now_us(),
+                           "max_memory_allocated": max_alloc(), "max_memory_reserved": max_res(),
+                           "memory_allocated_end": torch.cuda.memory_allocated(dev) if cuda else 0,
+                           "memory_reserved_end": torch.cuda.memory_reserved(dev) if cuda else 0,
+                           "loss": loss_value, "batch_size": b, "seq_len": t or wl.seq_len})
+        if oom:
+            break
+        if prof is not None:
+            prof.step()
+    gc.collect()
+    sync()
+
+    if probe:
+        res = {"name": name, "fits": oom is None,
+               "peak_allocated": max(s["max_memory_allocated"] for s in iter_stats),
+               "peak_reserved": max(s["max_memory_reserved"] for s in iter_stats),
+               "oom_message": oom["message"] if oom else None, "batch_size": batch_size,
+               "memory_limit_bytes": limit}
+        Path(result).write_text(json.dumps(res, indent=1))
+        print(f"probe {name}: fits={res['fits']} peak_allocated={res['peak_allocated']}")
+        return 0
+
+    profiler_info = None
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        profiler_info = {"memory_timeline_json": None, "memory_timeline_raw": None, "error": None}
+        for key, fname in (("memory_timeline_json", f"{name}.memory_timeline.json.gz"),
+                           ("memory_timeline_raw", f"{name}.memory_timeline.raw.json.gz")):
+            try:
+                prof.export_memory_timeline(str(out / fname), device=str(dev))
+                profiler_info[key] = fname
+            except Exception as exc:  # a second opinion; never fatal
+                profiler_info["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        prof = None
+
+    grads = storages([p.grad for p in model.parameters()], cuda_only=cuda)
+    opt_tensors = []
+    cpu_state = 0
+    if opt is not None:
+        for st in opt.state.values():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    if v.is_cuda or not cuda:
+                        opt_tensors.append(v)
+                    else:
+                        cpu_state += 1
+    opt_st = storages(opt_tensors, cuda_only=cuda)
+    act = {p: n for p, n in last_saved.items() if p not in param_st}
+    act_params = sum(1 for p in last_saved if p in param_st)
+    kept_now: dict[int, int] = {}
+    for d in kept_per_iter:
+        kept_now.update(d)
+
+    snapshot_us = now_us()
+    sidecar = {}
+    if rec is not None:
+        path = rec.dump(str(out / f"{name}.pickle"))
+        if path is None:
+            print(f"{name}: no snapshot written", file=sys.stderr)
+            return 1
+        side_path = capture.files.sidecar_path(path)
+        capture.files.update_sidecar(side_path, memory_limit_bytes=limit, memory_fraction=fraction,
+                                     workload=spec.get("workload", ""), truth_file=f"{name}.truth.json")
+        sidecar = json.loads(Path(side_path).read_text())
+        rec.stop()
+        raw = Path(path).read_bytes()
+        Path(str(path) + ".xz").write_bytes(lzma.compress(raw, preset=6))
+        os.unlink(path)
+    n_trace = sidecar.get("n_trace")
+
+    overall_alloc = max([peak_before["allocated"]] + [s["max_memory_allocated"] for s in iter_stats])
+    overall_res = max([peak_before["reserved"]] + [s["max_memory_reserved"] for s in iter_stats])
+    truth.update({
+        "model": wl.model_name, "model_config": wl.model_config,
+        "optimizer": opt_name, "optimizer_kwargs": opt_kwargs,
+        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "autocast": "bfloat16" if autocast else None,
+        "grad_checkpointing": bool(spec.get("grad_checkpointing")),
+        "batch_size": batch_size, "seq_len": wl.seq_len, "image_size": wl.image_size,
+        "iterations": len(iter_stats),
+        "recording": {"max_entries": max_entries, "stacks": stacks, "context": "all",
+                      "trace_entries": n_trace,
+                      "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries)},
+        "code_lines": code_lines,
+        "parameters": summary(param_st),
+        "gradients": summary(grads),
+        "optimizer_state": summary(opt_st, cpu_tensors=cpu_state),
+        "activations": summary(act, saved_parameter_storages=act_params),
+        "inputs": summary(last_inputs),
+        "iterations_stats": iter_stats,
+        "peaks_reset_per_iteration": bool(reset_peaks),
+        "peak_before_loop": peak_before,
+        "overall_peak_allocated": overall_alloc, "overall_peak_reserved": overall_res,
+        "memory_stats_end": sidecar.get("memory_stats"),
+        "memory_stats_by_device": _stats_by_device(torch) if cuda else {},
+        "oom": oom, "snapshot_unix_us": snapshot_us, "shapes": used_shapes,
+    })
+    if leak or (eval_mode and keep):
+        lk = dict(leak_line or {})
+        per = [[sum(d.values()), len(d)] for d in kept_per_iter]
+        lk.update({"bytes_per_iteration": per[0][0] if per else 0, "per_iteration": per,
+                   "kept_blocks": sorted([p, n] for p, n in kept_now.items()),
+                   "total_kept_bytes": sum(kept_now.values())})
+        truth["leak"] = lk
+        code_lines["keep_outputs" if eval_mode else "leak"] = {
+            k: lk[k] for k in ("file", "line", "code") if k in lk}
+    elif kind in ("leak", "eval"):
+        truth["leak"] = None
+        truth["kept"] = len(losses)
+    if empty_cache_at:
+        truth["empty_cache_calls"] = empty_cache_calls
+    if profiler_info is not None:
+        truth["profiler"] = profiler_info
+    if "expected" in spec and sidecar:
+        ms = sidecar.get("memory_stats", {})
+        truth["observed"] = {k: ms.get(k) for k in ("num_alloc_retries", "num_device_alloc",
+                                                    "num_device_free", "num_ooms",
+                                                    "num_sync_all_streams")}
+    Path(out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1, default=str))
+    print(f"{name}: iters={len(iter_stats)} oom={bool(oom)} params={truth['parameters']['bytes']} "
+          f"grads={truth['gradients']['bytes']} opt={truth['optimizer_state']['bytes']} "
+          f"act={truth['activations']['bytes']} peak_alloc={overall_alloc} trace={n_trace}")
+    return 0
+
+
+def _graph_kept(saved: dict[int, int], param_st: dict[int, int], roots) -> dict[int, int]:
+    """Storages a kept graph holds: what it saved (parameters excluded) plus its root tensors."""
+    kept = {p: n for p, n in saved.items() if p not in param_st}
+    kept.update(storages(roots, cuda_only=roots[0].is_cuda))
+    return kept
+
+
+def _stats_by_device(torch) -> dict:
+    out = {}
+    for d in range(torch.cuda.device_count()):
+        try:
+            if torch.cuda.memory_stats(d):
+                out[str(d)] = dict(torch.cuda.memory_stats(d))
+        except Exception:
+            pass
+    return out
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
+    """Allocations at known unix times, to map the trace clock onto unix time."""
+    held, marks = [], []
+    for i in range(10):
+        before = now_us()
+        x = torch.empty((i + 1) << 20, dtype=torch.uint8, device=dev)
+        torch.cuda.synchronize(dev)
+        after = now_us()
+        held.append(x)
+        marks.append({"data_ptr": x.untyped_storage().data_ptr(),
+                      "nbytes": x.untyped_storage().nbytes(), "before_us": before, "after_us": after})
+        time.sleep(0.02)
+    truth["clock"] = marks
+    truth["code_lines"] = {}
+    truth["snapshot_unix_us"] = now_us()
+    if rec is not None:
+        path = rec.dump(str(out / f"{spec['name']}.pickle"))
+        side = json.loads(capture.files.sidecar_path(path).read_text())
+        truth["memory_stats_end"] = side.get("memory_stats")
+        truth["recording"] = {"max_entries": spec.get("max_entries", 1_000_000),
+                              "stacks": "python", "context": "all",
+                              "trace_entries": side.get("n_trace"), "ring_wrapped": False}
+        rec.stop()
+        Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
+        os.unlink(path)
+    Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
+    print(f"{spec['name']}: {len(marks)} clock marks")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(1)
