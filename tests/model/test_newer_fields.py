@@ -262,3 +262,20 @@ def test_event_details_for_tooltips_and_the_stack_panel(newer):
     assert [a["text"] for a in d["annotations"]] == [ANNOTATION_TEXT]
     plain = int(np.flatnonzero(snap.trace.forward_stack < 0)[0])
     assert len(snap.event_details(plain)["forward_frames"]) == 0
+
+
+def test_host_device_builds_its_own_document_and_replays_exactly(newer):
+    """Selecting 'host' in the device selector: a document of its own whose replay
+    ends on the recorded host segments."""
+    from vramscope.viewer.model.document import Document
+
+    snap = load_bytes(newer["fragmentation_oom"][0])
+    doc = Document.build(snap.host_snapshot())
+    assert list(doc.timeline.devices) == [HOST_DEVICE]
+    rep = doc.timeline.replay(HOST_DEVICE)
+    assert rep.peak("reserved")[0] == 6 << 20
+    end = doc.timeline.snapshot_at(HOST_DEVICE, len(rep) - 1)
+    recorded = snap.host
+    assert end.segments.address.tolist() == recorded.segments.address.tolist()
+    assert end.blocks.state.tolist() == recorded.blocks.state.tolist()
+    assert end.blocks.size.tolist() == recorded.blocks.size.tolist()
