@@ -93,7 +93,8 @@ def test_forward_frames_become_the_forward_stack(name, newer):
 
 
 def test_fx_frame_fields_are_kept():
-    snap = load_bytes(pickle.dumps(with_newer_fields(raw_object(DATA / "fragmentation_oom.pickle"))[0]))
+    obj, _ = with_newer_fields(raw_object(DATA / "fragmentation_oom.pickle"))
+    snap = load_bytes(pickle.dumps(obj))
     fx = [snap.frames.fx_of(i) for i in range(len(snap.frames))]
     with_fx = [d for d in fx if d]
     assert with_fx and all(d == FX_FRAME for d in with_fx)
@@ -279,3 +280,32 @@ def test_host_device_builds_its_own_document_and_replays_exactly(newer):
     assert end.segments.address.tolist() == recorded.segments.address.tolist()
     assert end.blocks.state.tolist() == recorded.blocks.state.tolist()
     assert end.blocks.size.tolist() == recorded.blocks.size.tolist()
+
+
+def test_malformed_newer_fields_are_skipped_with_a_warning():
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    events = obj["device_traces"][0]
+    events[0]["forward_frames"] = 5
+    events[1]["forward_frames"] = [7, None, "no traceback here"]
+    events[2]["user_metadata"] = [1, 2]
+    events.insert(3, {"action": "annotate", "size": 0, "user_metadata": "x"})  # no addr
+    frame = dict((events[4].get("frames") or [{}])[0] or {}, fx_node_name=12, fx_node_op=None)
+    events[4]["frames"] = [frame]
+    obj["host_segments"] = {"not": "a list"}
+    obj["host_traces"] = [1, [2], {"action": "alloc"}]
+    obj["allocator_settings"]["trace_alloc_overflowed"] = "yes"
+    snap = load_bytes(pickle.dumps(obj))
+    text = "\n".join(snap.warnings)
+    for expected in ("forward_frames that are not lists",
+                     "forward_frames entries that are not strings",
+                     "annotate events without an address", "'host_segments': it is not a list",
+                     "'host_traces' entries that are neither events nor lists"):
+        assert expected in text, expected
+    assert snap.trace_overflowed is None  # not a bool: not claimed either way
+    row = 1  # the unparseable line is kept as its text
+    names = [snap.frames.filename_of(f) for f in snap.event_forward_frames(row)]
+    assert names == ["no traceback here"]
+    assert snap.string(int(snap.trace.user_metadata[2])) == "?"
+    stats = memory_stats(snap, Selection(device=0))
+    assert stats.reserved_bytes == expected_for(DATA / "side_stream_pending.pickle")[
+        "memory_stats"]["reserved_bytes.all.current"]

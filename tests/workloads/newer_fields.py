@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         compiled(torch.randn(256, 256, device=dev))
         features["torch.compile"] = True
     except Exception as exc:  # a missing compiler toolchain must not end the recording
-        print(f"newer_fields: torch.compile unavailable ({exc.__class__.__name__})", file=sys.stderr)
+        print(f"newer_fields: torch.compile unavailable ({exc.__class__.__name__})",
+              file=sys.stderr)
         features["torch.compile"] = False
 
     for step in range(args.steps):

@@ -92,9 +92,9 @@ class LiveColumns:
         merged = AllocAnnotations(**{f: getattr(merged, f)[keep]
                                      for f in AllocAnnotations.__dataclass_fields__})
         self.ann_chunks = [merged] if len(merged) else []
-        return AllocAnnotations(**{f: getattr(merged, f) for f in AllocAnnotations.__dataclass_fields__
-                                   if f != "trace_index"},
-                                trace_index=merged.trace_index - self.dropped)
+        held = {f: getattr(merged, f) for f in AllocAnnotations.__dataclass_fields__}
+        held["trace_index"] = merged.trace_index - self.dropped
+        return AllocAnnotations(**held)
 
     def snapshot(self) -> Snapshot:
         """The latest segments with the accumulated trace, as one snapshot."""
