@@ -31,9 +31,9 @@ MiB = 1 << 20
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--max-entries", type=int, default=3000,
+    p.add_argument("--max-entries", type=int, default=1000,
                    help="trace ring size: smaller than the run, so it overflows")
-    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--steps", type=int, default=40)
     args = p.parse_args(argv)
 
     import torch
