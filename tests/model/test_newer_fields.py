@@ -309,3 +309,22 @@ def test_malformed_newer_fields_are_skipped_with_a_warning():
     stats = memory_stats(snap, Selection(device=0))
     assert stats.reserved_bytes == expected_for(DATA / "side_stream_pending.pickle")[
         "memory_stats"]["reserved_bytes.all.current"]
+
+
+def test_annotations_placed_on_a_devices_event_axis():
+    """Two devices: each annotation lands right after its alloc on its own device's axis."""
+    from tests.snapshot_forms import merge_devices, on_device
+    from vramscope.viewer.model.timeline import build_timeline
+
+    a, _ = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"), host=False)
+    b, _ = with_newer_fields(on_device(raw_object(DATA / "cuda_graph_pool.pickle"), 1),
+                             every=3, host=False)
+    snap = load_bytes(pickle.dumps(merge_devices(a, b)))
+    timeline = build_timeline(snap)
+    for device in (0, 1):
+        rep = timeline.replay(device)
+        rows, pos = snap.alloc_annotations.on_device(device, rep.rows)
+        assert len(rows) > 0
+        for r, k in zip(rows.tolist(), pos.tolist()):
+            assert rep.action[k - 1] == Action.ALLOC
+            assert rep.addr[k - 1] == snap.alloc_annotations.addr[r]

@@ -253,6 +253,17 @@ class AllocAnnotations:
         return cls(device=i32, addr=i64, size=i64, time_us=i64, text=i32, stack=i32,
                    trace_index=i64)
 
+    def on_device(self, device: int, device_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(annotation rows, positions) of ``device``'s annotations on its own event axis.
+
+        ``device_rows``: the trace rows of that device's events in order
+        (``timeline.replay(device).rows``).  An annotation at position ``k``
+        was recorded after event ``k - 1`` and before event ``k`` of the device:
+        the timeline draws its marker there.
+        """
+        mine = np.flatnonzero(self.device == device)
+        return mine, np.searchsorted(device_rows, self.trace_index[mine]).astype(np.int64)
+
     def rows_for(self, device: int, addr: int, first: int = 0, last: int | None = None
                  ) -> np.ndarray:
         """Rows annotating ``addr`` on ``device`` recorded between trace rows
