@@ -328,3 +328,22 @@ def test_annotations_placed_on_a_devices_event_axis():
         for r, k in zip(rows.tolist(), pos.tolist()):
             assert rep.action[k - 1] == Action.ALLOC
             assert rep.addr[k - 1] == snap.alloc_annotations.addr[r]
+
+
+@needs_native
+@pytest.mark.parametrize("parser_path", ["native"], indirect=True)
+def test_fx_frames_stay_on_the_compiled_path_with_identical_columns():
+    """Frames are handed to the interner as they are: FX fields survive the fast path."""
+    obj = raw_object(DATA / "side_stream_pending.pickle")
+    for e in obj["device_traces"][0][::3]:
+        if e.get("frames"):
+            e["frames"] = [dict(e["frames"][0], **FX_FRAME)] + list(e["frames"][1:])
+    data = pickle.dumps(obj, protocol=4)
+    assert fast_pickle.native_loads(data) is not None
+    fast = load_bytes(data)
+    with pure_python():
+        slow = load_bytes(data)
+    assert_identical(fast, slow)
+    for name in FX_FRAME:
+        assert np.array_equal(getattr(fast.frames, name), getattr(slow.frames, name))
+    assert any(fast.frames.fx_of(i) == FX_FRAME for i in range(len(fast.frames)))
