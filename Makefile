@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 
 # C extensions (viewer/model/_native/*.c, built by setup.py; optional: without a
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
-NATIVE_SRC := $(wildcard viewer/model/_native/*.c)
+NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/*)
 
 .PHONY: run test bench install install-test screenshot clean help native fuzz
 
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
-	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build "$(TORCH_SPEC)"
+	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter "$(TORCH_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed
@@ -38,7 +38,9 @@ install-test: $(VENV)/.test-installed
 run: install
 	$(VENV)/bin/vramscope $(EXAMPLE)
 
+# lint-imports: the layers and import rules of .importlinter (README, "Architecture").
 test: install-test
+	$(VENV)/bin/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...

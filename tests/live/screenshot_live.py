@@ -3,7 +3,7 @@
     QT_QPA_PLATFORM=offscreen python tests/live/screenshot_live.py OUT_DIR
 
 Starts ``tests/workloads/live_train.py --serve --grow-mib 32`` (memory climbs
-step by step), attaches a :class:`LiveWindow` to it and grabs the window
+step by step), attaches a :class:`LiveController` (a main window fed live) to it and grabs the window
 twice, some seconds apart, as OUT_DIR/live_1.png and live_2.png; prints the
 reserved bytes the window showed at each grab.
 """
@@ -45,10 +45,11 @@ def main() -> int:
             time.sleep(0.1)
         pid = json.loads((hs / "ready.json").read_text())["pid"]
         from vramscope.viewer._qt.app import application
-        from vramscope.viewer._qt.live_window import LiveWindow
+        from vramscope.viewer._qt.live_window import LiveController
 
         app = application()
-        w = LiveWindow(str(pid))
+        live = LiveController(str(pid))
+        w = live.window
         w.resize(1600, 950)
         w.show()
 
@@ -63,11 +64,11 @@ def main() -> int:
             spin(wait)
             path = out / f"live_{k}.png"
             w.grab().save(str(path))
-            shots.append({"png": path.name, "state": w.state, "stats_updates": w.stats_updates,
-                          "trace_updates": w.trace_updates,
-                          "reserved_curve": w.curves.last("reserved"),
-                          "status": w.live_status.toolTip(),
-                          "device_panel": w.device_panel.text()})
+            shots.append({"png": path.name, "state": live.state, "stats_updates": live.stats_updates,
+                          "trace_updates": live.trace_updates,
+                          "reserved_curve": live.curves.last("reserved"),
+                          "status": live.live_status.toolTip(),
+                          "device_panel": live.device_panel.text()})
             print(json.dumps(shots[-1], indent=1), flush=True)
         w.close()
         (out / "shots.json").write_text(json.dumps(shots, indent=1))

@@ -20,22 +20,24 @@ MiB = 1 << 20
 @pytest.fixture
 def live_window(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.live_window import LiveWindow
+    from vramscope.viewer._qt.live_window import LiveController
 
     application()
     made = []
 
-    def make(target: str) -> LiveWindow:
-        w = LiveWindow(target, stats_interval=0.1, trace_interval=0.3)
+    def make(target: str):
+        """(the controller, its window)"""
+        c = LiveController(target, stats_interval=0.1, trace_interval=0.3)
+        w = c.window
         qtbot.addWidget(w)
         w.resize(1440, 900)
         w.show()
-        made.append(w)
-        return w
+        made.append(c)
+        return c, w
 
     yield make
-    for w in made:
-        w.worker.close()
+    for c in made:
+        c.worker.close()
 
 
 def test_file_menu_has_attach_with_a_shortcut(qtbot):
@@ -81,51 +83,54 @@ def test_attach_dialog_with_nothing_to_attach_explains_the_opt_in(qtbot, runtime
 def test_live_window_follows_the_process(qtbot, live_window, start_target, tmp_path):
     t = start_target()
     t.cmd(f"alloc {4 * MiB}")
-    w = live_window(str(t.pid))
-    qtbot.waitUntil(lambda: w.trace_updates >= 1 and w.doc is not None, timeout=10000)
-    assert w.state == "live" and "attached to pid" in w.live_status.toolTip()
+    c, w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.doc is not None, timeout=10000)
+    assert c.state == "live" and "attached to pid" in c.live_status.toolTip()
+    from vramscope.viewer._qt.main_window import MainWindow
+
+    assert type(w) is MainWindow and w.live is c  # composed, not a subclass
     assert w.header.isVisible()
     n0 = w.doc.n_events(0)
     t.cmd(f"alloc {6 * MiB}")
     t.cmd("step 4")
     qtbot.waitUntil(lambda: w.doc.n_events(0) >= n0 + 9, timeout=10000)
-    qtbot.waitUntil(lambda: w.curves.last("reserved") == 14 * MiB, timeout=10000)
-    assert w.curves.count() >= 2
-    assert "Reserved by PyTorch" in w.device_panel.text() and "14.00 MiB" in w.device_panel.text()
+    qtbot.waitUntil(lambda: c.curves.last("reserved") == 14 * MiB, timeout=10000)
+    assert c.curves.count() >= 2
+    assert "Reserved by PyTorch" in c.device_panel.text() and "14.00 MiB" in c.device_panel.text()
     # Pause: nothing is fetched while the process goes on.
-    w.pause_action.trigger()
-    qtbot.waitUntil(lambda: w.state == "paused", timeout=5000)
-    before = w.stats_updates
+    c.pause_action.trigger()
+    qtbot.waitUntil(lambda: c.state == "paused", timeout=5000)
+    before = c.stats_updates
     t.cmd("step 2")
     qtbot.wait(600)
-    assert w.stats_updates <= before + 1
-    w.pause_action.trigger()
-    qtbot.waitUntil(lambda: w.stats_updates > before + 2, timeout=5000)
+    assert c.stats_updates <= before + 1
+    c.pause_action.trigger()
+    qtbot.waitUntil(lambda: c.stats_updates > before + 2, timeout=5000)
     # Save snapshot: a standard pickle that loads with the process's figures.
     out = tmp_path / "live.pickle"
-    with qtbot.waitSignal(w.savedSnapshot, timeout=10000) as sig:
-        w.save_snapshot(str(out))
+    with qtbot.waitSignal(c.savedSnapshot, timeout=10000) as sig:
+        c.save_snapshot(str(out))
     assert sig.args == [str(out), ""]
     assert load_snapshot(out).trace.action.size >= 13
     # The process ends: a calm line, the last picture stays.
     t.exit()
-    qtbot.waitUntil(lambda: w.state == "ended", timeout=10000)
-    assert "has ended" in w.live_status.toolTip()
-    assert w.doc is not None and not w.save_action.isEnabled()
+    qtbot.waitUntil(lambda: c.state == "ended", timeout=10000)
+    assert "has ended" in c.live_status.toolTip()
+    assert w.doc is not None and not c.save_action.isEnabled()
 
 
 def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
     t = start_target()
     t.cmd("step 5")
-    w = live_window(str(t.pid))
-    qtbot.waitUntil(lambda: w.trace_updates >= 1 and w.doc is not None
+    c, w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.doc is not None
                     and w.doc.n_events(0) == 10, timeout=10000)
     w.set_cursor(2)
     t.cmd("step 3")
-    qtbot.waitUntil(lambda: w.held, timeout=10000)
+    qtbot.waitUntil(lambda: c.held, timeout=10000)
     assert w.doc.n_events(0) == 10 and w.cursor_k == 2
-    w.follow()
-    assert not w.held and w.doc.n_events(0) == 16
+    c.follow()
+    assert not c.held and w.doc.n_events(0) == 16
 
 
 def test_no_gpu_device_panel_says_so(qtbot):
@@ -142,8 +147,8 @@ def test_no_gpu_device_panel_says_so(qtbot):
 
 
 def test_unreachable_target_is_a_status_line_not_an_error(qtbot, live_window, runtime_dir):
-    w = live_window("unix:/nonexistent/agent-1.sock")
-    qtbot.waitUntil(lambda: "no agent is listening" in w.live_status.toolTip(), timeout=5000)
+    c, w = live_window("unix:/nonexistent/agent-1.sock")
+    qtbot.waitUntil(lambda: "no agent is listening" in c.live_status.toolTip(), timeout=5000)
     assert w.error_box is None
 
 
@@ -151,14 +156,14 @@ def test_a_process_that_ends_while_we_retry_is_shown_as_ended(qtbot, live_window
     # The connection drops before the process is gone (a zombie until reaped): the
     # window retries, and the next try finds no process: "ended", not retrying forever.
     t = start_target()
-    w = live_window(str(t.pid))
-    qtbot.waitUntil(lambda: w.state == "live" and w.stats_updates >= 1, timeout=10000)
+    c, w = live_window(str(t.pid))
+    qtbot.waitUntil(lambda: c.state == "live" and c.stats_updates >= 1, timeout=10000)
     t.proc.stdin.write("exit\n")
     t.proc.stdin.flush()
-    qtbot.waitUntil(lambda: w.state != "live", timeout=10000)
+    qtbot.waitUntil(lambda: c.state != "live", timeout=10000)
     t.proc.wait(timeout=20)
-    qtbot.waitUntil(lambda: w.state == "ended", timeout=10000)
-    assert "has ended" in w.live_status.toolTip() or "no process" in w.live_status.toolTip()
+    qtbot.waitUntil(lambda: c.state == "ended", timeout=10000)
+    assert "has ended" in c.live_status.toolTip() or "no process" in c.live_status.toolTip()
 
 
 def test_live_curves_tick_at_round_binary_sizes(qtbot):

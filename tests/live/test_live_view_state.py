@@ -26,7 +26,7 @@ MiB = 1 << 20
 def attached(qtbot, start_target, tmp_path, monkeypatch):
     """A live window on a fake process that has made some allocations."""
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.live_window import LiveWindow
+    from vramscope.viewer._qt.live_window import LiveController
 
     monkeypatch.chdir(tmp_path)  # where the process would dump an OOM snapshot
     application()
@@ -35,22 +35,23 @@ def attached(qtbot, start_target, tmp_path, monkeypatch):
         t.cmd(f"alloc {(i % 5 + 1) * MiB}")
         if i % 3 == 2:
             t.cmd("free")
-    w = LiveWindow(str(t.pid), stats_interval=0.1, trace_interval=0.3)
+    live = LiveController(str(t.pid), stats_interval=0.1, trace_interval=0.3)
+    w = live.window  # a plain main window; w.live is its controller
     qtbot.addWidget(w)
     w.resize(1440, 900)
     w.show()
-    qtbot.waitUntil(lambda: w.trace_updates >= 1 and w.doc is not None
+    qtbot.waitUntil(lambda: w.live.trace_updates >= 1 and w.doc is not None
                     and w.doc.n_events(0) == 32, timeout=10000)
     yield w, t
-    w.worker.close()
+    live.worker.close()
 
 
 def two_updates(qtbot, w, t) -> None:
     """The process allocates twice; wait until both trace updates are shown."""
     for size in (2 * MiB, 3 * MiB):
-        n, u = w.doc.n_events(0), w.trace_updates
+        n, u = w.doc.n_events(0), w.live.trace_updates
         t.cmd(f"alloc {size}")
-        qtbot.waitUntil(lambda: w.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
+        qtbot.waitUntil(lambda: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
 
 
 def wheel(qtbot, plot, steps: int, x_frac: float = 0.5, ctrl: bool = False) -> None:
@@ -105,9 +106,9 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     top_addr = w.table.top_block_address()
 
     # A bigger block than any: a new row at the top of the map sorted by size.
-    n, u = w.doc.n_events(0), w.trace_updates
+    n, u = w.doc.n_events(0), w.live.trace_updates
     t.cmd(f"alloc {8 * MiB}")
-    qtbot.waitUntil(lambda: w.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
+    qtbot.waitUntil(lambda: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
     two_updates(qtbot, w, t)
 
     assert x_range(w) == pytest.approx((xa, xb))

@@ -206,19 +206,21 @@ def test_compiled_parser_hands_unknown_event_keys_to_python():
 
 @needs_native
 @pytest.mark.parametrize("parser_path", ["native"], indirect=True)
-def test_compiled_parser_keeps_pool_id_files_and_matches_python():
-    """``pool_id`` (on every event since torch 2.12) is ignored by both parsers alike,
-    so such files stay on the fast path with identical columns."""
+def test_pool_id_files_read_alike_on_both_paths():
+    """``pool_id`` (on every event since torch 2.12) is a key the compiled parser does
+    not know: it hands the file to the Python path, which ignores it (pools come from
+    the segments); the columns are those of the same file without it."""
     obj = raw_object(DATA / "side_stream_pending.pickle")
+    plain = load_bytes(pickle.dumps(obj, protocol=4))
     for trace in obj["device_traces"]:
         for e in trace:
             e["pool_id"] = (0, 0)
     data = pickle.dumps(obj, protocol=4)
-    assert fast_pickle.native_loads(data) is not None
     fast = load_bytes(data)
     with pure_python():
         slow = load_bytes(data)
     assert_identical(fast, slow)
+    assert_identical(plain, fast)
 
 
 RECORDED = DATA / "newer_fields.pickle"  # tests/workloads/newer_fields.py, recorded on the GPU
@@ -368,3 +370,28 @@ def test_every_encoding_of_a_newer_file_gives_the_same_snapshot():
         assert len(snap.host.trace) == len(reference.host.trace), form
         assert np.array_equal(snap.trace.forward_stack >= 0, reference.trace.forward_stack >= 0)
         assert snap.trace_overflowed is True and snap.warnings == [], form
+
+
+@needs_native
+@pytest.mark.parametrize("parser_path", ["native"], indirect=True)
+def test_fx_frames_survive_the_threaded_sections():
+    """Big traces are parsed in threaded sections; frame dicts with FX fields come out
+    whole (the same ids as the Python path)."""
+    from vramscope.viewer.model.safe_pickle import safe_loads
+    from vramscope.viewer.model.schema import to_snapshot
+
+    events = []
+    for i in range(20_000):
+        frames = [dict({"filename": "gen.py", "line": i % 49, "name": "f"},
+                       **(FX_FRAME if i % 2 else {})),
+                  {"filename": "m.py", "line": 3, "name": "main"}]
+        events.append({"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0,
+                       "time_us": i, "frames": frames, "compile_context": "N/A",
+                       "user_metadata": ""})
+    data = pickle.dumps({"segments": [], "device_traces": [events], "allocator_settings": {}})
+    fast = fast_pickle.native_loads(data, -1, None, 2, 1000)  # two threads, small sections
+    assert fast is not None
+    a = to_snapshot(fast.obj, native=fast.native)
+    b = to_snapshot(safe_loads(data))
+    assert_identical(a, b)
+    assert sum(1 for i in range(len(a.frames)) if a.frames.fx_of(i) == FX_FRAME) == 49

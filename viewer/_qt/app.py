@@ -26,7 +26,24 @@ def application(argv: list[str] | None = None) -> QApplication:
     app.setDesktopFileName("vramscope")  # Wayland: match the menu entry and its icon
     app.setWindowIcon(app_icon())
     pg.setConfigOptions(antialias=False, useOpenGL=False)
+    MainWindow.attach_handler = _open_attach  # the composition root wires File > Attach
     return app
+
+
+def _open_attach(window: MainWindow) -> None:
+    from .live_window import open_attach_dialog  # (its ~10 ms of imports on first use)
+
+    open_attach_dialog(window)
+
+
+def run_live(target: str) -> int:
+    """``vramscope attach TARGET --gui``: a live window as the whole application."""
+    from .live_window import LiveController
+
+    app = application()
+    live = LiveController(target)
+    live.window.show()
+    return app.exec()
 
 
 def wait_for_load(window, timeout_ms: int = 0) -> str:

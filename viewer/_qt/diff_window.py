@@ -208,7 +208,7 @@ class DiffWindow(QMainWindow):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("vramscope — compare")
+        self.setWindowTitle("compare — vramscope")
         self.doc_a: Document | None = None
         self.doc_b: Document | None = None
         self.diff: SnapshotDiff | None = None
@@ -389,7 +389,7 @@ class DiffWindow(QMainWindow):
     # ------------------------------------------------------------------ content
     def set_documents(self, a: Document, b: Document) -> None:
         self.doc_a, self.doc_b = a, b
-        self.setWindowTitle(f"{a.name} → {b.name} — vramscope compare")
+        self.setWindowTitle(f"{a.name} → {b.name}: compare — vramscope")
         self.title_a.setText(f"<b>A</b> {a.name}")
         self.title_b.setText(f"<b>B</b> {b.name}")
         self.title_a.setToolTip(a.snap.path or "")

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..model.analysis import MemoryStats
 from ..model.units import format_bytes
 from . import theme
-from ..model.document import Document
+from ..model.document import Document, stream_label
 
 # key -> (title, tooltip).  Each tooltip says which torch.cuda.memory_stats()
 # counter the figure equals (".all.current" of the same instant).
@@ -79,6 +87,12 @@ def figure_text(stats: MemoryStats, key: str) -> str:
     return format_bytes(getattr(stats, key))
 
 
+def oom_where(oom) -> str:
+    """Which memory an OOM verdict counts: its "free inside N segments" is of the request's
+    pool kind and stream on one device, not the header's figures (issue 17)."""
+    return f"device {oom.device}, {oom.pool_kind} pool, {stream_label(int(oom.stream))}"
+
+
 class SummaryHeader(QWidget):
     """Figures in a grid; a red OOM banner above them when there is an OOM."""
 
@@ -124,6 +138,13 @@ class SummaryHeader(QWidget):
         self.per_row = len(FIGURES)  # figures per line: two lines when one does not fit
         # Which instant the figures are of, where that is not obvious (live attach):
         # a line of its own under the figures, which leave no room beside them.
+        self.scope = QLabel()  # which device(s) and instant the figures are of
+        self.scope.setObjectName("figuresScope")
+        self.scope.setStyleSheet("font-size: 8pt;")
+        self.scope.setToolTip("What the figures above count: the selected device(s), pool, "
+                              "stream and segment kind, after the timeline cursor's event")
+        self.scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.scope.hide()
         self.source = QLabel()
         self.source.setStyleSheet("font-size: 8pt;")
         self.source.setEnabled(False)
@@ -133,7 +154,12 @@ class SummaryHeader(QWidget):
         lay.setSpacing(4)
         lay.addWidget(self.banner)
         lay.addWidget(grid_frame)
-        lay.addWidget(self.facts)
+        line = QHBoxLayout()  # what the figures count, and the capture's facts: one line
+        line.setContentsMargins(0, 0, 0, 0)
+        line.setSpacing(16)
+        line.addWidget(self.scope)
+        line.addWidget(self.facts, 1)
+        lay.addLayout(line)
         lay.addWidget(self.source)
         self.facts.hide()
 
@@ -179,6 +205,11 @@ class SummaryHeader(QWidget):
             grid.addWidget(self.values[key], 2 * r + 1, c)
         grid.setColumnStretch(per_row, 1)
 
+    def set_scope(self, text: str) -> None:
+        """The line under the figures saying what they count ("" hides it)."""
+        self.scope.setText(text)
+        self.scope.setVisible(bool(text))
+
     def set_source(self, text: str, tip: str = "") -> None:
         """A small muted line beside the figures saying what instant they are of
         ("" hides it)."""
@@ -193,8 +224,7 @@ class SummaryHeader(QWidget):
             self.banner.setText("")
             self.banner.setToolTip("")
         else:
-            where = f"device {oom.device}"
-            self.banner.setText(f"CUDA out of memory ({where}): {oom.verdict}")
+            self.banner.setText(f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}")
             message = (doc.snap.sidecar or {}).get("oom_message")
             tip = ["Why the last OOM happened, from the snapshot's blocks and the allocator's "
                    "OOM record."]
@@ -226,11 +256,11 @@ class SummaryHeader(QWidget):
             return
         many = f"OOM {number} of {total} · " if total > 1 and oom_here is not None else ""
         if oom_here is not None:
-            self.banner.setText(f"{many}CUDA out of memory (device {oom_here.device}): "
+            self.banner.setText(f"{many}CUDA out of memory ({oom_where(oom_here)}): "
                                 f"{oom_here.verdict}")
         else:
             at = f" at event {last_event:,}" if last_event >= 0 else ""
-            self.banner.setText(f"CUDA out of memory{at} (device {last.device}; Ctrl+J jumps "
+            self.banner.setText(f"CUDA out of memory{at} ({oom_where(last)}; Ctrl+J jumps "
                                 f"there): {last.verdict}")
         self.banner.show()
 

@@ -1,7 +1,7 @@
-"""The live window: the main window's views over a running process.
+"""Live attach: the main window's views fed by a running process.
 
-Built on :class:`MainWindow` (header, timeline, segment map, table, stacks)
-plus a "Live" dock: counters over time (2 Hz) and the device panel (NVML
+:class:`LiveController` composes a plain :class:`MainWindow` (header, timeline,
+segment map, table, stacks) with a "Live" dock: counters over time (2 Hz) and the device panel (NVML
 beside the allocator).  Updates arrive from the :class:`LivePoller` thread:
 
 * stats (2 Hz): the curves, the device panel, and the header figures while
@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import time
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
 
 from ..model.analysis import Selection
@@ -34,16 +34,22 @@ from .main_window import MainWindow
 STATE_COLORS = {LIVE: "#2e7d32", DISCONNECTED: "#b26a00", ENDED: "#666666", "paused": "#1565c0"}
 
 
-class LiveWindow(MainWindow):
-    """A window attached to one process (``target``: a PID or an endpoint)."""
+class LiveController(QObject):
+    """Feeds a :class:`MainWindow` from a running process (``target``: a PID or an
+    endpoint) and adds the "Live" dock to it.  The window stays a plain main window:
+    the controller composes it (``window.live`` is the controller) and reacts to its
+    public signals and events; it overrides nothing."""
 
     savedSnapshot = Signal(str, str)  # path, error
     _saveRequested = Signal(str)
     _pauseRequested = Signal(bool)
 
     def __init__(self, target: str, *, stats_interval: float = 0.5, trace_interval: float = 2.0,
-                 parent=None) -> None:
-        super().__init__(persist=False, parent=parent)
+                 window: MainWindow | None = None) -> None:
+        window = window if window is not None else MainWindow(persist=False)
+        super().__init__(window)  # lives as long as its window
+        self.window = window
+        window.live = self
         self.target = target
         self.state = "connecting"
         self.hello: dict = {}
@@ -54,8 +60,12 @@ class LiveWindow(MainWindow):
         self._stats_time: float | None = None  # wall time of the latest stats reply
         self._doc_time: float | None = None  # when the shown document arrived
         self._header_from_stats = False  # header: the 2 Hz figures, else the document's
-        self.setWindowTitle(f"vramscope — live: {target}")
+        self._dock_sized = False
+        window.setWindowTitle(f"live: {target} — vramscope")
         self._build_live_ui()
+        window.momentShown.connect(self._on_moment_shown)
+        window.vs.events.cursor.connect(self._on_cursor)
+        window.installEventFilter(self)
         self.poller = LivePoller(target, stats_interval=stats_interval,
                                  trace_interval=trace_interval)
         self.poller.connected.connect(self._on_connected)
@@ -73,11 +83,21 @@ class LiveWindow(MainWindow):
         self._age_timer.start()
 
     # ------------------------------------------------------------------ building
+    def _action(self, text, slot, shortcut=None, tip="") -> QAction:
+        a = QAction(text, self.window)
+        if shortcut is not None:
+            a.setShortcut(QKeySequence(shortcut))
+        a.setToolTip(tip)
+        a.setStatusTip(tip)
+        a.triggered.connect(slot)
+        return a
+
     def _build_live_ui(self) -> None:
+        w = self.window
         self.live_status = QLabel("attaching…")
         self.live_status.setToolTip("The live connection: attached, paused, disconnected "
                                     "(retrying) or the process has ended")
-        self.statusBar().insertPermanentWidget(0, self.live_status, 1)
+        w.statusBar().insertPermanentWidget(0, self.live_status, 1)
         self.curves = LiveCurves()
         self.device_panel = DevicePanel()
         split = QSplitter(Qt.Orientation.Vertical)
@@ -86,21 +106,21 @@ class LiveWindow(MainWindow):
         split.setSizes([300, 200])
         split.setMinimumWidth(240)  # the curves stay readable beside a busy central area
         # In a live window the last event is the latest fetched, not "as recorded".
-        self.timeline.latest_text = "latest"
-        self.timeline.latest_button.setText("Latest")
-        self.timeline.latest_button.setToolTip("Back to the latest event and follow the "
-                                               "updates again (End, Ctrl+End)")
-        self.latest_action.setText("&Latest (follow updates)")
-        dock = QDockWidget("Live", self)
+        w.timeline.latest_text = "latest"
+        w.timeline.latest_button.setText("Latest")
+        w.timeline.latest_button.setToolTip("Back to the latest event and follow the "
+                                            "updates again (End, Ctrl+End)")
+        w.latest_action.setText("&Latest (follow updates)")
+        dock = QDockWidget("Live", w)
         dock.setObjectName("liveDock")
         dock.setWidget(split)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                          | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-        self.resizeDocks([dock], [380], Qt.Orientation.Horizontal)
+        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        w.resizeDocks([dock], [380], Qt.Orientation.Horizontal)
         self.live_dock = dock
 
-        menu = self.menuBar().addMenu("&Live")
+        menu = w.menuBar().addMenu("&Live")
         self.pause_action = self._action("&Pause updates", self.toggle_pause, "F8",
                                          "Stop fetching from the process (it keeps running); "
                                          "F8 again resumes")
@@ -113,20 +133,20 @@ class LiveWindow(MainWindow):
                                           "Show every update again (after looking back in time)")
         for a in (self.pause_action, self.save_action, self.follow_action):
             menu.addAction(a)
-        tb = self.addToolBar("Live")
+        tb = w.addToolBar("Live")
         tb.setObjectName("liveToolbar")
         tb.setMovable(False)
         tb.addAction(self.pause_action)
         tb.addAction(self.save_action)
         # The placeholder says "open a file"; a live window says what it waits for.
-        self.pages.setCurrentIndex(1)
+        w.pages.setCurrentIndex(1)
 
     # ------------------------------------------------------------------ updates
     def _on_connected(self, hello: dict) -> None:
         self.hello = hello
         self.device_panel.set_target(hello.get("pid"), hello.get("device"))
-        self.setWindowTitle(f"vramscope — live: pid {hello.get('pid')} "
-                            + " ".join(str(a) for a in (hello.get("argv") or [])[:3]))
+        argv = " ".join(str(a) for a in (hello.get("argv") or [])[:3])
+        self.window.setWindowTitle(f"live: pid {hello.get('pid')} {argv} — vramscope")
 
     def _on_status(self, state: str, line: str) -> None:
         self.state = state
@@ -148,8 +168,8 @@ class LiveWindow(MainWindow):
                                        if dev in upd.stats else None)
         if doc is not None and not self.trace_updates:
             self._show_live(doc)
-        elif self._at_latest() and self.selection == Selection():
-            self.header.set_stats(upd.figures)
+        elif self._at_latest() and self.window.selection == Selection():
+            self.window.header.set_stats(upd.figures)
             self._header_from_stats = True
         self._stats_time = upd.time
         self._update_sources()
@@ -170,7 +190,7 @@ class LiveWindow(MainWindow):
         self.pending_doc = None
         # The user's zoom, scroll, sort, selection and expanded nodes stay
         # (update_document); only the first picture sets the views up.
-        self.update_document(doc)
+        self.window.update_document(doc)
         self._doc_time = time.time()
         self._header_from_stats = False
         self._update_sources()
@@ -180,75 +200,82 @@ class LiveWindow(MainWindow):
         come twice a second from memory_stats, the trace every two seconds, so the
         header's reserved can differ from the timeline's last point."""
         now = time.time()
+        w = self.window
         if self._header_from_stats and self._stats_time is not None:
-            self.header.set_source(
+            w.header.set_source(
                 f"figures: live, {_ago(now - self._stats_time)}",
                 "The figures are the process's memory_stats() of the latest reply "
                 f"(every {self.poller.stats_interval:g} s); the timeline and the map are "
                 f"of the trace, fetched every {self.poller.trace_interval:g} s, so they can "
                 "lag by that much.")
-        elif self.doc is not None and self.cursor_device is not None:
+        elif w.doc is not None and w.cursor_device is not None:
             if self._at_latest() and self._doc_time is not None:
-                text = (f"figures: the trace's latest event ({self.cursor_k:,}), "
+                text = (f"figures: the trace's latest event ({w.cursor_k:,}), "
                         f"{_ago(now - self._doc_time)}")
             else:
-                text = f"figures: at the cursor, event {self.cursor_k:,}"
-            self.header.set_source(
+                text = f"figures: at the cursor, event {w.cursor_k:,}"
+            w.header.set_source(
                 text, "The figures are of the moment at the timeline's cursor; at the latest "
                 "event, the live figures (memory_stats) replace them at the next reply"
                 + (" (updates held: Ctrl+End follows)" if self.held else ""))
         else:
-            self.header.set_source("")
-        doc = self.doc
-        dev = self.cursor_device
+            w.header.set_source("")
+        doc = w.doc
+        dev = w.cursor_device
         if doc is not None and dev is not None and self._doc_time is not None:
             n = doc.n_events(dev)
             held = " · held (Ctrl+End follows)" if self.held else ""
-            self.timeline.set_source(
+            w.timeline.set_source(
                 f"up to event {n - 1:,}, {_ago(now - self._doc_time)}{held}",
                 f"The trace as fetched {_ago(now - self._doc_time)} (every "
                 f"{self.poller.trace_interval:g} s); the segment map and the table show "
                 "the moment at the cursor.")
         else:
-            self.timeline.set_source("")
+            w.timeline.set_source("")
 
-    def _apply_selection(self, sort: str | None = None, keep_view: bool = False) -> None:
-        # The header now shows the document at the cursor (until the next stats reply).
+    def _on_moment_shown(self) -> None:
+        """(``window.momentShown``) the header now shows the document at the cursor, until
+        the next stats reply."""
         self._header_from_stats = False
-        super()._apply_selection(sort=sort, keep_view=keep_view)
-        if hasattr(self, "poller"):
-            self._update_sources()
+        self._update_sources()
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if not getattr(self, "_dock_sized", False):
-            # What the central views leave (their figures and legends need ~1020 px),
-            # between 240 and 380 px.
-            self._dock_sized = True
-            width = int(max(240, min(380, self.width() * 0.25, self.width() - 1020)))
-            self.resizeDocks([self.live_dock], [width], Qt.Orientation.Horizontal)
+    def _on_cursor(self, _device, _k) -> None:
+        """(``vs.events.cursor``) back at the latest event (Ctrl+End, the Latest button):
+        show the updates held meanwhile, once the window is done moving."""
+        if self.pending_doc is not None and self._at_latest():
+            QTimer.singleShot(0, self._show_pending)
 
-    def changeEvent(self, event) -> None:
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            QTimer.singleShot(0, self.curves.apply_palette)
-        super().changeEvent(event)
-
-    def _at_latest(self) -> bool:
-        doc = self.doc
-        if doc is None or self.cursor_device is None:
-            return True
-        return self.cursor_k >= doc.n_events(self.cursor_device) - 1
-
-    def follow(self) -> None:
-        self.go_latest()
-        if self.pending_doc is not None:
-            self._show_live(self.pending_doc)
-
-    def go_latest(self) -> None:
-        super().go_latest()
+    def _show_pending(self) -> None:
         if self.pending_doc is not None and self._at_latest():
             doc, self.pending_doc = self.pending_doc, None
             self._show_live(doc)
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.window:
+            t = event.type()
+            if t == QEvent.Type.Show and not self._dock_sized:
+                # What the central views leave (their figures and legends need ~1020 px),
+                # between 240 and 380 px.
+                self._dock_sized = True
+                width = int(max(240, min(380, obj.width() * 0.25, obj.width() - 1020)))
+                obj.resizeDocks([self.live_dock], [width], Qt.Orientation.Horizontal)
+            elif t in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+                QTimer.singleShot(0, self.curves.apply_palette)
+            elif t == QEvent.Type.Close:
+                self.close()
+        return False
+
+    def _at_latest(self) -> bool:
+        return self.window.vs.at_latest()
+
+    def follow(self) -> None:
+        self.window.go_latest()
+        self._show_pending()
+
+    def close(self) -> None:
+        """Stop fetching (the window closes, or the caller is done)."""
+        self._age_timer.stop()
+        self.worker.close()
 
     # ------------------------------------------------------------------ actions
     def toggle_pause(self) -> None:
@@ -259,7 +286,7 @@ class LiveWindow(MainWindow):
     def save_dialog(self) -> None:
         pid = self.hello.get("pid", "x")
         name = f"live_pid{pid}_{time.strftime('%Y%m%d-%H%M%S')}.pickle"
-        path, _ = QFileDialog.getSaveFileName(self, "Save snapshot of the running process",
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save snapshot of the running process",
                                               os.path.join(os.getcwd(), name),
                                               "Memory snapshots (*.pickle)")
         if path:
@@ -267,20 +294,15 @@ class LiveWindow(MainWindow):
 
     def save_snapshot(self, path: str) -> None:
         """Ask the poller for the full snapshot; :attr:`savedSnapshot` tells the outcome."""
-        self.statusBar().showMessage(f"saving a snapshot to {path}…")
+        self.window.statusBar().showMessage(f"saving a snapshot to {path}…")
         self._saveRequested.emit(path)
 
     def _on_saved(self, path: str, error: str) -> None:
         if error:
-            self.statusBar().showMessage(f"snapshot not saved: {error}", 10000)
+            self.window.statusBar().showMessage(f"snapshot not saved: {error}", 10000)
         else:
-            self.statusBar().showMessage(f"snapshot saved: {path}", 10000)
+            self.window.statusBar().showMessage(f"snapshot saved: {path}", 10000)
         self.savedSnapshot.emit(path, error)
-
-    def closeEvent(self, event) -> None:
-        self._age_timer.stop()
-        self.worker.close()
-        super().closeEvent(event)
 
 
 def _ago(seconds: float) -> str:
@@ -303,22 +325,11 @@ def open_attach_dialog(window: MainWindow):
     return dlg
 
 
-def open_live_window(window: MainWindow, target: str) -> LiveWindow:
-    w = LiveWindow(target)
+def open_live_window(window: MainWindow, target: str) -> LiveController:
+    """A new window attached to ``target``, kept alive by ``window``."""
+    live = LiveController(target)
+    w = live.window
     w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-    aux = getattr(window, "_aux_windows", None)
-    if aux is not None:
-        aux.append(w)
-        w.destroyed.connect(lambda *_: aux.remove(w) if w in aux else None)
+    window.add_aux_window(w)
     w.show()
-    return w
-
-
-def run(target: str) -> int:
-    """``vramscope attach TARGET --gui``: a live window as the whole application."""
-    from .app import application
-
-    app = application()
-    w = LiveWindow(target)
-    w.show()
-    return app.exec()
+    return live

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.analysis import Selection, memory_stats
+from ..model.view_state import ViewState
 from ..model.units import format_count
 from . import settings as st
 from ..model.document import Document, pool_label, stream_label
@@ -44,7 +45,6 @@ from .calltree_panel import AT_CURSOR, AT_PEAK, CallTreePanel
 from .stack_panel import StackPanel
 from .table import AllocationsTable
 from .timeline_view import TimelinePanel
-from ..model.snapshot import BlockState
 from ..model.units import format_bytes
 
 FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
@@ -63,25 +63,50 @@ def app_icon() -> QIcon:
     return QIcon()
 
 
+class _State:
+    """A window attribute that is the :class:`ViewState`'s (``window.cursor_k`` is
+    ``window.vs.cursor_k``): the state lives in the model, the window orders drawing."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else getattr(obj.vs, self.name)
+
+    def __set__(self, obj, value) -> None:
+        setattr(obj.vs, self.name, value)
+
+
 class MainWindow(QMainWindow):
-    """``persist=False`` (screenshots) neither reads nor writes settings."""
+    """``persist=False`` (screenshots) neither reads nor writes settings.
+
+    What is shown is :attr:`vs` (a Qt-free :class:`ViewState`); the attributes below
+    are views of it for the window's own code and tests.
+    """
+
+    doc = _State()
+    view_doc = _State()
+    selection = _State()
+    cursor_device = _State()
+    cursor_k = _State()
+    selected_block = _State()
+    selected_addr = _State()
+    selected_interval = _State()
+    node_mask = _State()
+    search_mask = _State()
 
     documentChanged = Signal(object)
     loadFinished = Signal(str)  # "loaded" | "failed" | "cancelled"
+    momentShown = Signal()  # the views now show the document at the cursor (a new moment)
+    # File > Attach: set by the application (app.py), which knows the live side; the window
+    # itself imports nothing live (no import cycle window <-> live controller).
+    attach_handler = None
 
     def __init__(self, persist: bool = True, parent=None) -> None:
         super().__init__(parent)
         self.persist = persist
-        self.doc: Document | None = None
-        self.selection = Selection()
-        self.selected_block = -1
-        self.selected_addr = -1  # the selected block's address: kept across moments
-        self.selected_interval = -1  # an allocation of the timeline (interval id)
-        self.view_doc: Document | None = None  # the document at the cursor
-        self.cursor_device: int | None = None
-        self.cursor_k = -1
-        self.node_mask = None  # per stack: the selected call-tree node's stacks
-        self.search_mask = None  # per stack: frames matching the search text
+        self.vs = ViewState()
+        self.live = None  # the LiveController feeding this window, if any
         self._calltree_dirty = True
         self.last_error: str | None = None
         self.error_box: QMessageBox | None = None
@@ -94,6 +119,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.setMinimumSize(QSize(640, 400))
         self._build_widgets()
+        self.vs.events.highlight.connect(self._draw_highlight)
         self._build_actions()
         self._build_toolbar()
         self._build_status()
@@ -129,9 +155,10 @@ class MainWindow(QMainWindow):
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.table, "Allocations")
+        self.tabs.addTab(self.table, "Blocks")
         self.tabs.addTab(self.calltree, "Call tree")
-        self.tabs.setTabToolTip(0, "Every block at the cursor, sortable, filtered by the search")
+        self.tabs.setTabToolTip(0, "Every block at the cursor (allocated, pending free and free), "
+                                   "sortable, filtered by the search")
         self.tabs.setTabToolTip(1, "Who holds memory: live bytes grouped by the stack that "
                                    "allocated them")
         self.tabs.currentChanged.connect(lambda _i: self.refresh_calltree())
@@ -317,9 +344,15 @@ class MainWindow(QMainWindow):
         self.addAction(self.cancel_action)
 
     def _open_attach(self) -> None:
-        from .live_window import open_attach_dialog
+        handler = type(self).attach_handler
+        if handler is not None:
+            handler(self)
 
-        open_attach_dialog(self)
+    def add_aux_window(self, w) -> None:
+        """Keep ``w`` (a compare, ranks or live window opened from here) alive while open."""
+        self._aux_windows.append(w)
+        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows
+                            else None)
 
     def _open_whatif(self) -> None:
         from .whatif_panel import open_panel
@@ -455,8 +488,7 @@ class MainWindow(QMainWindow):
 
         w = DiffWindow(self)
         w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
-        self._aux_windows.append(w)
+        self.add_aux_window(w)
         w.open(self.doc.root, path)
         w.show()
         return w
@@ -472,8 +504,7 @@ class MainWindow(QMainWindow):
 
         w = RanksWindow(self)
         w.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        w.destroyed.connect(lambda *_: self._aux_windows.remove(w) if w in self._aux_windows else None)
-        self._aux_windows.append(w)
+        self.add_aux_window(w)
         w.openRequested.connect(self._open_from_ranks)
         w.open_directory(directory)
         w.show()
@@ -598,19 +629,14 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ document
     def show_document(self, doc: Document | None) -> None:
         old = self.doc
-        self.doc = doc
-        self.view_doc = doc
-        self.selected_block = -1
-        self.selected_addr = -1
-        self.selected_interval = -1
-        self.node_mask = None
+        self.vs.set_document(doc)
         self.pages.setCurrentIndex(0 if doc is None else 1)
         has = doc is not None
         for a in (self.export_png_action, self.export_svg_action, self.copy_map_action,
                   self.fit_action):
             a.setEnabled(has)
         self._fill_selectors()
-        self.selection = Selection()
+        self._show_selectors(self.selection)  # (several devices: the OOM's, see ViewState)
         self.header.set_document(doc)
         self.stack.set_document(doc)
         # Who holds memory: at the OOM (the cursor starts there) when there is one,
@@ -621,6 +647,9 @@ class MainWindow(QMainWindow):
         # After an OOM, the segments with the largest free gaps come first.
         self._apply_selection(sort=None if doc is None else (SORT_FREE if doc.oom else SORT_ADDRESS))
         self._update_status_labels()
+        k = self.vs.opening_event()  # a recording that goes on after its OOM: the OOM
+        if k is not None:
+            self.set_cursor(k)
         self.setWindowTitle("vramscope" if doc is None else f"{doc.name} — vramscope")
         del old
         self.documentChanged.emit(doc)
@@ -636,48 +665,26 @@ class MainWindow(QMainWindow):
         if old is None:
             self.show_document(doc)
             return
-        sel = self._carry_selection(old, doc, self.selection)
-        addr = self.selected_addr
-        gap = None  # a selected free gap: the same gap (address, size) if it is still free
-        if self.selected_block >= 0 and self.view_doc is not None:
-            b = self.view_doc.snap.blocks
-            if b.state[self.selected_block] == BlockState.FREE:
-                gap = (int(b.address[self.selected_block]), int(b.size[self.selected_block]))
-        interval = self._interval_key(old, self.selected_interval)
+        carried = self.vs.carried()
+        sel = self.vs.carry_selection(old, doc, carried.selection)
         moment = self.calltree.moment()
         views = (self.timeline.view_state(), self.map.view_state(), self.table.view_state())
         self.calltree.hold_state()
-        self.doc = doc
-        self.view_doc = doc
+        self.vs.replace_document(doc, sel)
         self._fill_selectors()
-        self._syncing = True
-        try:  # the same selectors, without the rebuilds their signals would start
-            for combo, value in ((self.device_combo, sel.device), (self.pool_combo, sel.pool),
-                                 (self.stream_combo, sel.stream), (self.kind_combo, sel.is_small)):
-                combo.setCurrentIndex(max(self.combo_index(combo, value), 0))
-        finally:
-            self._syncing = False
-        self.selection = Selection(device=self._value(self.device_combo),
-                                   pool=self._value(self.pool_combo),
-                                   stream=self._value(self.stream_combo),
-                                   is_small=self._value(self.kind_combo))
+        self._show_selectors(sel)  # the same selectors, without the rebuilds of their signals
         self.header.set_document(doc)
         self.stack.set_document(doc, keep=True)
         self.calltree.set_moment(moment)
         self._reset_cursor()
-        self.selected_block = -1
-        self.selected_addr = addr
-        self.node_mask = None
+        self.selected_addr = carried.addr
         self._apply_selection(keep_view=True)
-        i = self._find_interval(doc, interval)
+        i = self.vs.find_interval(carried.interval)
+        gap = self.vs.find_gap(carried.gap) if self.selected_block < 0 else -1
         if i >= 0:
             self.select_interval(i)
-        elif gap is not None and self.selected_block < 0:
-            b = self.view_doc.snap.blocks
-            hit = np.flatnonzero((b.address == gap[0]) & (b.size == gap[1])
-                                 & (b.state == BlockState.FREE))
-            if len(hit):
-                self.select_block(int(hit[0]), origin="moment")
+        elif gap >= 0:
+            self.select_block(gap, origin="moment")
         self.timeline.restore_view_state(views[0])
         self.map.restore_view_state(views[1])
         self.table.restore_view_state(views[2])
@@ -688,56 +695,16 @@ class MainWindow(QMainWindow):
             ids = np.asarray([s for s in stacks if 0 <= s < len(mask)], dtype=np.int64)
             mask[ids] = True
             self.node_mask = mask
-        self.search_mask = self.table.stack_mask if self.search.text().strip() else None
-        self._apply_highlight()
+        self.vs.set_search_mask(self.table.stack_mask if self.search.text().strip() else None)
         self._update_status_labels()
         del old
         self.documentChanged.emit(doc)
 
-    def _interval_key(self, doc: Document, i: int):
-        """What identifies allocation ``i`` of the timeline in a newer document of the
-        same process: its address and the time of its alloc event."""
-        dev = self.cursor_device
-        if i < 0 or dev is None or doc.timeline is None:
-            return None
-        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
-        ev = int(iv.event[i])
-        return dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None, int(iv.size[i])
-
-    def _find_interval(self, doc: Document, key) -> int:
-        if key is None or doc.timeline is None or key[0] != self.cursor_device:
-            return -1
-        dev, addr, t, size = key
-        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
-        if iv is None or rep is None:
-            return -1
-        hit = np.flatnonzero((iv.addr == addr) & (iv.size == size))
-        if t is not None:
-            ev = iv.event[hit]
-            hit = hit[(ev >= 0) & (rep.time_us[np.maximum(ev, 0)] == t)]
-        return int(hit[-1]) if len(hit) else -1
-
-    @staticmethod
-    def _carry_selection(old: Document, new: Document, sel: Selection) -> Selection:
-        """``sel`` of ``old`` in ``new``: pools are indices into each snapshot's own
-        pool list, so they are matched by (device, id); values gone become "all"."""
-        segs = new.snap.segments
-        pool = None
-        if sel.pool is not None and 0 <= sel.pool < len(old.snap.pools):
-            key = tuple(old.snap.pools[sel.pool])
-            pool = next((i for i, p in enumerate(new.snap.pools) if tuple(p) == key), None)
-        device = sel.device if sel.device in set(segs.device.tolist()) else None
-        stream = sel.stream if sel.stream in set(segs.stream.tolist()) else None
-        return Selection(device=device, pool=pool, stream=stream, is_small=sel.is_small)
-
     def _reset_cursor(self) -> None:
         """The timeline of the selected device (or the trace's), cursor at the end."""
         doc = self.doc
-        dev = doc.trace_device(self.selection.device) if doc is not None else None
-        self.cursor_device = dev
-        self.cursor_k = doc.n_events(dev) - 1 if dev is not None else -1
-        self.view_doc = doc
-        self.selected_interval = -1
+        self.vs.reset_cursor()
+        dev = self.cursor_device
         self.timeline.set_document(doc, dev, self.selection.stream, self.selection.pool)
         if dev is not None:  # the timeline kept its old cursor: the window's is at the end
             self.timeline.set_cursor(self.cursor_k)
@@ -777,6 +744,21 @@ class MainWindow(QMainWindow):
         finally:
             self._syncing = False
 
+    def _show_selectors(self, sel: Selection) -> None:
+        """The selectors showing ``sel``, without the rebuilds their signals would start;
+        the selection is what they can show (a value gone becomes "all")."""
+        self._syncing = True
+        try:
+            for combo, value in ((self.device_combo, sel.device), (self.pool_combo, sel.pool),
+                                 (self.stream_combo, sel.stream), (self.kind_combo, sel.is_small)):
+                combo.setCurrentIndex(max(self.combo_index(combo, value), 0))
+        finally:
+            self._syncing = False
+        self.selection = Selection(device=self._value(self.device_combo),
+                                   pool=self._value(self.pool_combo),
+                                   stream=self._value(self.stream_combo),
+                                   is_small=self._value(self.kind_combo))
+
     def _value(self, combo: QComboBox):
         items = self._choices.get(combo, [])
         i = combo.currentIndex()
@@ -786,15 +768,14 @@ class MainWindow(QMainWindow):
         if self._syncing:
             return
         old = self.selection
-        self.selection = Selection(
+        new = Selection(
             device=self._value(self.device_combo),
             pool=self._value(self.pool_combo),
             stream=self._value(self.stream_combo),
             is_small=self._value(self.kind_combo),
         )
-        doc = self.doc
-        if doc is not None and doc.trace_device(self.selection.device) != self.cursor_device:
-            self._reset_cursor()  # another device's trace: back to its end
+        if self.vs.set_selection(new):  # another device's trace: back to its end
+            self._reset_cursor()
         elif (old.stream, old.pool) != (self.selection.stream, self.selection.pool):
             self.timeline.set_filter(self.selection.stream, self.selection.pool)
         self._apply_selection()
@@ -826,7 +807,9 @@ class MainWindow(QMainWindow):
             self.calltree.set_blocks(None, None)
             return
         self.header.set_stats(memory_stats(doc.snap, sel))
-        self.map.set_document(doc, sel, sort=sort, fit=not keep_view)
+        self.header.set_scope(self.vs.scope_text())
+        # The OOM ruler belongs to the OOM's moment: drawn only while the map shows it.
+        self.map.set_document(doc, sel, sort=sort, fit=not keep_view, oom=self.vs.oom_shown())
         rows = doc.blocks_in(sel)
         self.table.set_rows(doc, rows)
         self.stack.set_document(doc, keep=keep_view)
@@ -834,77 +817,53 @@ class MainWindow(QMainWindow):
         self._update_banner()
         self._calltree_dirty = True
         self.refresh_calltree()
+        self.momentShown.emit()
+
+    def oom_shown(self):
+        """The OOM whose request the map draws (see :meth:`ViewState.oom_shown`)."""
+        return self.vs.oom_shown()
+
+    def scope_text(self) -> str:
+        return self.vs.scope_text()
 
     def _reselect(self) -> None:
         """Keep the selection across moments: the same allocation (by address) if live."""
-        doc = self.view_doc
-        snap = doc.snap
-        i = self.selected_interval
-        if i >= 0:
-            iv = self.doc.intervals(self.cursor_device)
-            b = self._live_block(int(iv.addr[i])) if iv.start[i] <= self.cursor_k < iv.end[i] else -1
-            self.selected_block = b
+        b, by_interval = self.vs.reselect()
+        if by_interval:
             self.map.select_block(b, ensure_visible=b >= 0)
             if b >= 0:
                 self.table.select_block(b)
-            return
-        b = self._live_block(self.selected_addr) if self.selected_addr >= 0 else -1
-        sel_mask = self.selection.segment_mask(snap)
-        if b >= 0 and sel_mask[snap.blocks.segment[b]]:
+        elif b >= 0:
             self.select_block(b, origin="moment")
         else:
-            self.selected_block = -1
             self.map.select_block(-1, ensure_visible=False)
             self.table.select_block(-1)
             if self.stack.custom is None:
                 self.stack.show_block(-1)
 
     def _live_block(self, addr: int) -> int:
-        """The allocated (or pending-free) block at ``addr`` in the document at the cursor."""
-        blocks = self.view_doc.snap.blocks
-        hit = np.flatnonzero((blocks.address == addr) & (blocks.state != BlockState.FREE)
-                             & (blocks.state != BlockState.UNKNOWN))
-        return int(hit[0]) if len(hit) else -1
+        return self.vs.live_block(addr)
 
     def select_block(self, block: int, origin: str = "") -> None:
         """Select ``block`` (of the document at the cursor) in the map, the table and the stack panel."""
         if self.view_doc is None:
             return
-        self.selected_block = int(block)
-        self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
+        self.vs.select_block(block, keep_interval=origin == "moment")
         if origin != "moment":
-            self.selected_interval = -1
-            self.timeline.set_selected_interval(self._interval_of_block(block))
+            self.timeline.set_selected_interval(self.vs.interval_of_block(block))
         if origin != "map":
             self.map.select_block(block, ensure_visible=True)
         if origin != "table":
             self.table.select_block(block)
         self.stack.show_block(block)
 
-    def _interval_of_block(self, block: int) -> int:
-        """The timeline allocation that is ``block`` at the cursor, or -1."""
-        if block < 0 or self.cursor_device is None:
-            return -1
-        iv = self.doc.intervals(self.cursor_device)
-        if iv is None:
-            return -1
-        addr = int(self.view_doc.snap.blocks.address[block])
-        k = self.cursor_k
-        hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
-        return int(hit[-1]) if len(hit) else -1
-
     # ------------------------------------------------------------------ time travel
     def set_cursor(self, k: int) -> None:
         """Show the block layout after event ``k`` of the timeline's device, everywhere."""
-        doc, dev = self.doc, self.cursor_device
-        if doc is None or dev is None:
-            return
-        n = doc.n_events(dev)
-        k = int(min(max(k, 0), n - 1))
         self._seek_timer.stop()
-        self.cursor_k = k
-        self.view_doc = doc.at(dev, k)
-        self.timeline.set_cursor(k)
+        if not self.vs.set_cursor(k):
+            return
+        self.timeline.set_cursor(self.cursor_k)
         self._apply_selection(keep_view=True)
         self._update_oom_buttons()
 
@@ -935,19 +894,10 @@ class MainWindow(QMainWindow):
         """0: the last OOM; -1 / +1: the one before / after the cursor."""
         if self.cursor_device is None:
             return
-        ooms = self.doc.oom_events(self.cursor_device)
-        if not ooms:
+        if not self.doc.oom_events(self.cursor_device):
             self.statusBar().showMessage("No out-of-memory event in this trace", 4000)
             return
-        k = self.cursor_k
-        if direction < 0:
-            before = [o for o in ooms if o < k]
-            target = before[-1] if before else None
-        elif direction > 0:
-            after = [o for o in ooms if o > k]
-            target = after[0] if after else None
-        else:
-            target = ooms[-1]
+        target = self.vs.oom_target(direction)
         if target is not None:
             self.set_cursor(target)
 
@@ -986,17 +936,13 @@ class MainWindow(QMainWindow):
         if self._seek_timer.isActive():  # a click moves the cursor first, then selects
             self._apply_pending_seek()
         iv = doc.intervals(self.cursor_device)
-        self.selected_interval = int(i)
+        b = self.vs.select_interval(i)
         self.timeline.set_selected_interval(i)
-        k = self.cursor_k
-        live = bool(iv.start[i] <= k < iv.end[i])
+        live = self.vs.interval_live(i)
         facts = self.timeline.interval_tooltip(i) + (
             "<br><i>live at the cursor: outlined in the map</i>" if live
             else "<br><i>not live at the cursor</i>")
         self.stack.show_stack(int(iv.stack[i]), facts)
-        b = self._live_block(int(iv.addr[i])) if live else -1
-        self.selected_block = b
-        self.selected_addr = -1
         self.map.select_block(b, ensure_visible=b >= 0)
         if b >= 0:
             self.table.select_block(b)
@@ -1034,13 +980,12 @@ class MainWindow(QMainWindow):
         item = self.calltree.tree.currentItem()
         node = item.data(0, Qt.ItemDataRole.UserRole + 1) if item is not None else None
         if node is None or node is root:
-            self.node_mask = None
+            self.vs.set_node_mask(None)
         else:
             mask = np.zeros(len(doc.snap.stacks), bool)
             ids = np.asarray([s for s in stacks if s >= 0], dtype=np.int64)
             mask[ids] = True
-            self.node_mask = mask
-        self._apply_highlight()
+            self.vs.set_node_mask(mask)
         if node is not None:
             facts = (f"<b>call tree</b>: <tt>{_html(node.label)}</tt> · {format_bytes(node.bytes)} "
                      f"in {node.count:,} blocks · {len(node.stacks):,} stacks<br>"
@@ -1048,18 +993,17 @@ class MainWindow(QMainWindow):
             self.stack.show_stack(best, facts)
 
     def _on_search_applied(self, text: str) -> None:
-        self.search_mask = self.table.stack_mask if text else None
-        self._apply_highlight()
+        self.vs.set_search_mask(self.table.stack_mask if text else None)
 
     def highlight_mask(self):
         """Per stack: highlighted in the map and the timeline (None: nothing highlighted)."""
-        a, b = self.node_mask, self.search_mask
-        if a is not None and b is not None and len(a) == len(b):
-            return a & b
-        return a if a is not None else b
+        return self.vs.highlight_mask()
 
     def _apply_highlight(self) -> None:
-        mask = self.highlight_mask()
+        self._draw_highlight(self.vs.highlight_mask())
+
+    def _draw_highlight(self, mask) -> None:
+        """(``vs.events.highlight``) the views draw the highlighted allocations."""
         self.map.set_highlight(mask)
         self.timeline.set_highlight(mask)
 

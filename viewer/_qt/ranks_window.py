@@ -162,7 +162,7 @@ class RanksWindow(QMainWindow):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("vramscope — ranks")
+        self.setWindowTitle("ranks — vramscope")
         self.overview: RankOverview | None = None
         self.loader: RanksLoadThread | None = None
         self.last_error: str | None = None
@@ -227,7 +227,7 @@ class RanksWindow(QMainWindow):
         t.cancelled.connect(self._on_cancelled)
         self.loader = t
         self.caption.setText(f"Loading {directory}…")
-        self.setWindowTitle(f"{Path(directory).name} — vramscope ranks")
+        self.setWindowTitle(f"{Path(directory).name}: ranks — vramscope")
         t.start()
         return t
 
@@ -278,9 +278,14 @@ class RanksWindow(QMainWindow):
         head = (f"<b>{ov.directory}</b>: {len(ov.ranks)} ranks"
                 + (f" (world size {ov.world_size})" if ov.world_size else ""))
         if outl:
+            # Each flagged rank with its first reason: two ranks flagged for different
+            # things (one ran out of memory, the other holds more) read as such, not as
+            # a contradiction (issue 17).
+            why = "; ".join(f"rank {e.rank}: {_html(_short_reason(e.outlier_reasons[0]))}"
+                            for e in outl[:4])
             head += (f" · <span style='color:{OUTLIER_RED}'><b>outlier rank"
                      f"{'s' if len(outl) > 1 else ''}: {', '.join(str(e.rank) for e in outl)}</b>"
-                     "</span>")
+                     f"</span> ({why}{'; …' if len(outl) > 4 else ''})")
         else:
             head += " · no outlier rank"
         if ov.skipped:
@@ -369,6 +374,15 @@ class RanksWindow(QMainWindow):
 
 def _b(v) -> str:
     return format_bytes(v) if v is not None else "?"
+
+
+def _short_reason(reason: str) -> str:
+    """"reserved 1.45 GiB is 1.13 GiB above the other ranks' median (326.00 MiB)" ->
+    "reserved 1.13 GiB above the others'"."""
+    import re
+
+    m = re.match(r"(.+?) \S+ \S+ is (\S+ \S+) above", reason)
+    return f"{m.group(1)} {m.group(2)} above the other ranks" if m else reason
 
 
 def _html(text: str) -> str:

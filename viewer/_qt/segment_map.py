@@ -34,6 +34,7 @@ from ..model.analysis import Selection, largest_gaps
 from ..model.snapshot import BlockState
 from ..model.units import format_address, format_bytes
 from . import theme
+from .plotting import place_text_items, rects_path, segments_path, short_bytes, text_scene_rect
 from ..model.document import Document, pool_label, stream_label
 
 BAR_TOP = 0.17  # a row's bar spans [row + BAR_TOP, row + 1 - BAR_TOP]
@@ -43,6 +44,15 @@ SORT_ADDRESS = "address"
 SORT_SIZE = "size"
 SORT_FREE = "free"  # segments holding the largest free gaps first
 N_GAPS = 8
+DOC_OOM = object()  # set_document's default: the document's own OOM
+
+
+def _oom_in(o, selection: Selection) -> bool:
+    """Is OOM ``o``'s request about segments in this selection?"""
+    return not ((selection.device is not None and selection.device != o.device)
+                or (selection.stream is not None and selection.stream != o.stream)
+                or (selection.is_small is not None and selection.is_small != (o.pool_kind == "small"))
+                or (selection.pool is not None and selection.pool != o.pool))
 
 
 # --------------------------------------------------------------------------- layout
@@ -225,27 +235,6 @@ def _empty_lod() -> LodRects:
     return LodRects(z, z, z.astype(np.int64), z.astype(np.int8), z, z.astype(np.int64))
 
 
-def rects_path(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> QPainterPath:
-    """One QPainterPath holding many rectangles, built from numpy in one call."""
-    n = len(x0)
-    if n == 0:
-        return QPainterPath()
-    xs = np.stack([x0, x1, x1, x0, x0], axis=1).ravel()
-    ys = np.stack([y0, y0, y1, y1, y0], axis=1).ravel()
-    connect = np.ones(5 * n, dtype=np.int32)
-    connect[4::5] = 0
-    return pgfn.arrayToQPath(xs, ys, connect=connect, finiteCheck=False)
-
-
-def segments_path(x: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> QPainterPath:
-    """Vertical line segments (x, y0)-(x, y1) as one path."""
-    if len(x) == 0:
-        return QPainterPath()
-    xs = np.repeat(x, 2)
-    ys = np.stack([y0, y1], axis=1).ravel()
-    return pgfn.arrayToQPath(xs, ys, connect="pairs", finiteCheck=False)
-
-
 # --------------------------------------------------------------------------- item
 
 
@@ -259,6 +248,7 @@ class SegmentMapItem(pg.GraphicsObject):
         self.request_bytes = 0
         self.largest_free = 0
         self.selected = -1
+        self.request_y, self.largest_y = REQUEST_Y, LARGEST_Y  # rows (see ruler_ys)
         self.lod: LodRects | None = None
         self.doc_blocks_stack: np.ndarray | None = None
         self._paths: dict[int, QPainterPath] = {}
@@ -323,7 +313,7 @@ class SegmentMapItem(pg.GraphicsObject):
     def boundingRect(self) -> QRectF:
         if self.layout is None or not self.layout.n_rows:
             return QRectF(0, 0, 1, 1)
-        top = -2.2 if self.request_bytes else 0.0
+        top = min(-2.2, self.request_y - 0.6) if self.request_bytes else 0.0
         return QRectF(0, top, max(self.layout.max_size, self.request_bytes), self.layout.n_rows - top)
 
     def bytes_per_px(self) -> float:
@@ -402,8 +392,8 @@ class SegmentMapItem(pg.GraphicsObject):
             p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
                                   rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
             if not self._hl_path.isEmpty():
-                p.setBrush(theme.color(theme.CAT_ALLOCATED))
-                p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1.5, cosmetic=True))
+                p.setBrush(theme.search_color())
+                p.setPen(pg.mkPen(theme.foreground(), width=1, cosmetic=True))
                 p.drawPath(self._hl_path)
         # The largest free gaps, outlined.
         gaps = [layout.rect_of(int(b)) for b in self.gap_blocks]
@@ -431,10 +421,11 @@ class SegmentMapItem(pg.GraphicsObject):
         red = QColor(theme.OOM_RED)
         pen = pg.mkPen(red, width=2, cosmetic=True)
         p.setPen(pen)
-        _bracket(p, 0.0, req, REQUEST_Y, 0.3)
+        tick = min(0.3, 0.3 * (self.largest_y - self.request_y))
+        _bracket(p, 0.0, req, self.request_y, tick)
         if self.largest_free:
             p.setPen(pg.mkPen(theme.gap_outline().lighter(115), width=2, cosmetic=True))
-            _bracket(p, 0.0, float(self.largest_free), LARGEST_Y, 0.3)
+            _bracket(p, 0.0, float(self.largest_free), self.largest_y, tick)
         if gaps:
             g = gaps[0]
             ghost = QRectF(g.left(), g.top() - 0.06, req, g.height() + 0.12)
@@ -466,20 +457,6 @@ def _min_width(r: QRectF, w: float) -> QRectF:
 
 
 # --------------------------------------------------------------------------- axes
-
-
-def short_bytes(v: float) -> str:
-    v = float(v)
-    if v == 0:
-        return "0"
-    sign = "-" if v < 0 else ""
-    v = abs(v)
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= k:
-            x = v / k
-            text = f"{x:.2f}".rstrip("0").rstrip(".")
-            return f"{sign}{text} {unit}"
-    return f"{sign}{int(v)} B"
 
 
 class BytesAxis(pg.AxisItem):
@@ -527,6 +504,14 @@ class SegmentAxis(pg.AxisItem):
             out.append(self.labels[r] if 0 <= r < len(self.labels) else "")
         return out
 
+    def set_labels(self, labels: list[str]) -> None:
+        """New row labels.  pyqtgraph caches the axis as a picture that it redraws
+        only when the range or size changes: a new layout at the same range (the
+        time cursor moved) must drop it, or the old rows' labels stay (issue 17)."""
+        self.labels = labels
+        self.picture = None
+        self.update()
+
 
 # --------------------------------------------------------------------------- view box
 
@@ -569,6 +554,7 @@ class SegmentMapView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.doc: Document | None = None
+        self.oom = None  # the OOM whose request is drawn (see set_document)
         self.selection = Selection()
         self.sort = SORT_ADDRESS
         self.layout_data: MapLayout | None = None
@@ -577,6 +563,8 @@ class SegmentMapView(QWidget):
         # True while the view is the automatic one (home / fit); a user's zoom or
         # pan makes it False, and a newer document (live attach) then keeps it.
         self.view_auto = True
+        self.has_private_rows = False  # a row label has the "P" suffix: the legend says why
+        self._had_ruler = False  # the last layout drew an OOM request
 
         self.x_axis = BytesAxis("bottom")
         self.x_axis.enableAutoSIPrefix(False)
@@ -686,13 +674,20 @@ class SegmentMapView(QWidget):
         if self.item.request_bytes:
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9482;&#9472;&#9482;</span>'
                          "&nbsp;OOM request")
+        if self.item.highlight is not None:
+            parts.append(theme.search_swatch_html())
+        if self.has_private_rows:
+            parts.append("<b>P</b>&nbsp;private pool")
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
     # -- data
     def set_document(self, doc: Document | None, selection: Selection | None = None,
-                     sort: str | None = None, fit: bool = True) -> None:
-        """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment)."""
+                     sort: str | None = None, fit: bool = True, oom=DOC_OOM) -> None:
+        """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment).
+        ``oom``: the OOM whose request the map draws (None: none; default: ``doc.oom``)."""
         self.doc = doc
+        self.oom = doc.oom if oom is DOC_OOM and doc is not None else (None if oom is DOC_OOM
+                                                                      else oom)
         self.selection = selection or Selection()
         if sort is not None and sort != self.sort:
             self.sort = sort
@@ -732,7 +727,8 @@ class SegmentMapView(QWidget):
         if doc is None:
             self.layout_data = None
             self.item.set_layout(None)
-            self.y_axis.labels = []
+            self.y_axis.set_labels([])
+            self.has_private_rows = False
             self._request_label.hide()
             self._largest_label.hide()
             self.caption.setText("")
@@ -743,18 +739,21 @@ class SegmentMapView(QWidget):
         self.layout_data = layout
         gaps = largest_gaps(snap, N_GAPS, self.selection)
         gaps = gaps[layout.pos_of_block[gaps] >= 0] if len(gaps) else gaps
-        oom = doc.oom if doc.oom_in(self.selection) and doc.oom.kind != "changed" else None
+        oom = self.oom
+        oom = oom if oom is not None and _oom_in(oom, self.selection) and oom.kind != "changed" \
+            else None
         req = oom.requested_bytes if oom else 0
         largest = int(snap.blocks.size[gaps[0]]) if len(gaps) else 0
         self.item.doc_blocks_stack = snap.blocks.stack
         self.item.set_layout(layout, gaps, req, largest)
         segs = snap.segments
         private = [tuple(p) != (0, 0) for p in snap.pools]
-        self.y_axis.labels = [
+        self.has_private_rows = any(private[int(p)] for p in segs.pool[layout.seg_rows].tolist())
+        self.y_axis.set_labels([
             f"{format_address(segs.address[s])}  {short_bytes(segs.total_size[s])}"
             + ("  P" if private[int(segs.pool[s])] else "")
             for s in layout.seg_rows.tolist()
-        ]
+        ])
         self._fit_axis_width()
         fill = theme.background()
         fill.setAlpha(210)
@@ -765,15 +764,12 @@ class SegmentMapView(QWidget):
             t.setZValue(5)
             self.plot.addItem(t, ignoreBounds=True)
             self._labels.append(t)
-        self._place_gap_labels()
         if req:
             self._request_label.setText(
                 f"{format_bytes(req)} requested ({oom.pool_kind} pool): no free gap is this wide")
-            self._request_label.setPos(req, REQUEST_Y)
-            self._request_label.show()
+            self._request_label.setPos(req, self.item.request_y)
             self._largest_label.setText(f"largest free block: {format_bytes(largest)}")
-            self._largest_label.setPos(largest, LARGEST_Y)
-            self._largest_label.setVisible(largest > 0)
+            self._largest_label.setPos(largest, self.item.largest_y)
         else:
             self._request_label.hide()
             self._largest_label.hide()
@@ -785,15 +781,19 @@ class SegmentMapView(QWidget):
         top = -2.3 if req else -0.5
         self.vb.setLimits(xMin=-0.05 * maxs, xMax=maxs * 1.05, yMin=top - 1,
                           yMax=max(layout.n_rows, 1) + 1, minXRange=64, minYRange=1)
-        if fit:
-            self.home()
+        ruler_changed = bool(req) != self._had_ruler
+        self._had_ruler = bool(req)
+        if fit or (ruler_changed and self.view_auto):
+            self.home()  # (an automatic view makes room for the OOM ruler, or gives it back)
         else:
             (_, _), (ya, _yb) = self.vb.viewRange()
             if ya > layout.n_rows:  # fewer rows now than the view's top
                 self.home()
+        self._place_gap_labels()  # (also on every range change)
 
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         self.item.set_highlight(stack_mask)
+        self._update_legend()
 
     def _on_manual_range(self, *_args) -> None:
         self.view_auto = False
@@ -841,13 +841,16 @@ class SegmentMapView(QWidget):
         self.y_axis.setWidth(min(240, longest + 14))
 
     def _place_gap_labels(self, *_args) -> None:
-        """Gap sizes inside their gap when they fit, else beside it (inside the row)."""
+        """Gap sizes inside their gap when they fit, else beside it (inside the row);
+        then every label of the map is shown only where it overlaps no more important
+        one and lies wholly in the view: the OOM request's caption first, the largest
+        free block's, then the gaps largest first (issue 17: never a pile of labels)."""
         layout = self.layout_data
-        if layout is None or not self._labels:
+        if layout is None:
             return
         px = self.item.bytes_per_px()
-        taken: dict[int, list[tuple[float, float]]] = {}  # row -> x spans of shown labels
-        for t in self._labels:  # largest gap first: it wins any overlap
+        gaps = []
+        for t in self._labels:
             r = layout.rect_of(t.gap_block)
             if r is None:
                 t.hide()
@@ -856,20 +859,46 @@ class SegmentMapView(QWidget):
             y = r.center().y()
             if r.width() >= text_w:
                 t.setAnchor((0, 0.5))
-                x0 = r.left()
+                t.setPos(r.left(), y)
             elif r.left() >= text_w:
                 t.setAnchor((1, 0.5))
-                x0 = r.left() - text_w
+                t.setPos(r.left(), y)
             else:
                 t.setAnchor((0, 0.5))
-                x0 = r.right()
-            t.setPos(x0 if t.anchor.x() == 0 else r.left(), y)
-            span = (x0, x0 + text_w)
-            spans = taken.setdefault(int(y), [])
-            clash = any(a < span[1] and span[0] < b for a, b in spans)
-            t.setVisible(not clash)
-            if not clash:
-                spans.append(span)
+                t.setPos(r.right(), y)
+            gaps.append(t)
+        rulers = []
+        if self.item.request_bytes:
+            # The brackets at least so many pixels above the rows, however small the rows.
+            row_px = self.vb.viewPixelSize()[1] or 0.0
+            text_h = self._request_label.textItem.boundingRect().height()
+            req_y = min(REQUEST_Y, -(1.5 * text_h + 5) * row_px)
+            # one caption's height (and a little) below the request's, whatever the rows
+            big_y = min(req_y + (text_h + 4) * row_px, -(0.5 * text_h + 1) * row_px)
+            if (req_y, big_y) != (self.item.request_y, self.item.largest_y):
+                self.item.prepareGeometryChange()
+                self.item.request_y, self.item.largest_y = req_y, big_y
+                self.item.update()
+            self._request_label.setPos(self.item.request_bytes, req_y)
+            self._largest_label.setPos(self.item.largest_free, big_y)
+            rulers.append(self._request_label)
+            if self.item.largest_free:
+                rulers.append(self._largest_label)
+        self.shown_labels = place_text_items(rulers + gaps, self.vb)
+
+    def label_items(self) -> list[pg.TextItem]:
+        """Every text the map may draw over the rows (tests: none overlap)."""
+        return [self._request_label, self._largest_label, *self._labels]
+
+    def _ruler_px(self) -> float:
+        """Pixels above the first row that the OOM's two captions take."""
+        return 2 * self._request_label.textItem.boundingRect().height() + 10
+
+    def _ruler_top(self, px_per_row: float) -> float:
+        """The view's top (rows) leaving room for the OOM ruler at ``px_per_row``."""
+        top = min(-2.3, -self._ruler_px() / max(px_per_row, 1e-9))
+        self.vb.setLimits(yMin=top - 1)
+        return top
 
     def home(self) -> None:
         """Whole segments across; from the top, as many rows as stay readable."""
@@ -882,7 +911,7 @@ class SegmentMapView(QWidget):
             self.fit()
             return
         maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
-        top = -2.3 if self.item.request_bytes else -0.3
+        top = self._ruler_top(h / rows) if self.item.request_bytes else -0.3
         self.vb.setRange(xRange=(0, maxs), yRange=(top, top + rows), padding=0.01)
         self.view_auto = True
 
@@ -893,6 +922,13 @@ class SegmentMapView(QWidget):
         maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
         top = -2.3 if self.item.request_bytes else -0.3
         h = self.vb.height() if self.vb.height() > 50 else 400.0
+        ruler_px = self._ruler_px()
+        if self.item.request_bytes and h > 3 * ruler_px:
+            # Many rows: the OOM ruler and its captions keep their pixels above them.
+            top = min(top, -ruler_px * (layout.n_rows + 0.3) / (h - ruler_px))
+            self.vb.setLimits(yMin=top - 1)
+        elif self.item.request_bytes:
+            top = self._ruler_top(h / max(layout.n_rows + 0.3 - top, 1.0))
         # Few segments: rows no taller than MAX_ROW_PX, from the top.
         bottom = max(layout.n_rows + 0.3, top + h / self.MAX_ROW_PX)
         self.vb.setRange(xRange=(0, maxs), yRange=(top, bottom), padding=0.01)

@@ -190,6 +190,19 @@ class BlocksModel(QAbstractTableModel):
         self.layoutChanged.emit()
 
 
+def count_text(doc: Document | None, rows: np.ndarray, total: int) -> str:
+    """"12 / 895 blocks · 447 allocated · 448 free": the rows are blocks, not only
+    allocations (issue 17: "Allocations 895/895" counted free gaps too)."""
+    text = f"{len(rows):,} / {total:,} blocks"
+    if doc is None or not len(rows):
+        return text
+    states = np.bincount(doc.snap.blocks.state[rows].astype(np.int64), minlength=4)
+    parts = [f"{int(states[s]):,} {label}" for s, label in (
+        (BlockState.ALLOCATED, "allocated"), (BlockState.PENDING_FREE, "pending free"),
+        (BlockState.FREE, "free"), (BlockState.UNKNOWN, "unknown")) if states[s]]
+    return " · ".join([text, *parts])
+
+
 class AllocationsTable(QWidget):
     """Filter box + table; emits :attr:`blockSelected` for the current row."""
 
@@ -235,10 +248,11 @@ class AllocationsTable(QWidget):
         self.filter.textChanged.connect(lambda _t: self._filter_timer.start())
         self.filter.returnPressed.connect(self.apply_filter)
         self.count = QLabel()
-        self.count.setToolTip("Rows shown / blocks in the selection")
+        self.count.setToolTip("Blocks shown / blocks in the selection, and what the shown "
+                              "ones are: allocated (live tensors), free gaps, pending free")
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        top.addWidget(QLabel("Allocations"))
+        top.addWidget(QLabel("Blocks"))
         top.addWidget(self.filter, 1)
         top.addWidget(self.count)
         lay = QVBoxLayout(self)
@@ -269,7 +283,7 @@ class AllocationsTable(QWidget):
         # (another moment, a live update) re-selects by address, in the main window.
         current = self.current_block() if doc is self.model.doc else -1
         self.model.set_rows(doc, rows)
-        self.count.setText(f"{len(rows):,} / {len(self.all_rows):,}")
+        self.count.setText(count_text(doc, rows, len(self.all_rows)))
         if current >= 0:
             self.select_block(current)
         if text != self._applied_text:

@@ -33,7 +33,11 @@ CAT_LABELS = {
 DRAW_ORDER = (CAT_FREE, CAT_UNKNOWN, CAT_PENDING, CAT_ALLOCATED, CAT_WASTE)
 
 OOM_RED = "#c62828"
-HIGHLIGHT = "#ff6f00"  # search matches, the selected call-tree node
+# Search matches and the selected call-tree node: a colour no block state, curve or
+# marker uses (the old orange read as "pending free", issue 17), filled, not outlined.
+SEARCH = "#d500f9"
+SEARCH_DARK = "#ea80fc"
+SEARCH_LABEL = "search match"
 
 
 def palette() -> QPalette:
@@ -73,3 +77,13 @@ def color(cat: int) -> QColor:
 
 def swatch_html(cat: int) -> str:
     return f'<span style="color:{STATE_COLORS[cat]}">&#9632;</span>&nbsp;{CAT_LABELS[cat]}'
+
+
+def search_color() -> QColor:
+    """The one colour of highlighted (search / call-tree) blocks and allocations."""
+    return QColor(SEARCH_DARK if is_dark() else SEARCH)
+
+
+def search_swatch_html() -> str:
+    return (f'<span style="color:{search_color().name()}">&#9632;</span>'
+            f"&nbsp;<b>{SEARCH_LABEL}</b>")

@@ -35,12 +35,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..model.annotations import pair_ranges
 from ..model.document import Document, stream_label
 from ..model.snapshot import Action
 from ..model.stacking import StackedLayout, stacked_layout
 from ..model.units import format_bytes
 from . import theme
-from .segment_map import rects_path, short_bytes
+from .plotting import place_text_items, rects_path, short_bytes, text_scene_rect
 
 X_TIME = "time"
 X_EVENTS = "events"
@@ -256,7 +257,7 @@ class StackedItem(pg.GraphicsObject):
             p.drawImage(self.image_rect, self.image)
         if not self.highlight_path.isEmpty():
             p.setBrush(Qt.BrushStyle.NoBrush)
-            p.setPen(pg.mkPen(theme.HIGHLIGHT, width=1, cosmetic=True))
+            p.setPen(pg.mkPen(theme.search_color().darker(130), width=1, cosmetic=True))
             p.drawPath(self.highlight_path)
         if not self.selected_path.isEmpty():
             p.setBrush(Qt.BrushStyle.NoBrush)
@@ -271,6 +272,8 @@ class VerticalBandsItem(pg.GraphicsObject):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[tuple[np.ndarray, QColor, str, Qt.PenStyle]] = []
+        self.avoid = lambda: []  # scene rects of labels drawn by others (the peaks)
+        self.placed: list[tuple[str, QRectF]] = []  # labels of the last paint, scene rects
         self.set_bands([])
         self.setZValue(-10)
 
@@ -368,18 +371,50 @@ class VerticalBandsItem(pg.GraphicsObject):
             path = pgfn.arrayToQPath(np.repeat(xs, 2), np.tile([ya, yb], len(xs)),
                                      connect="pairs", finiteCheck=False)
             p.drawPath(path)
-        # Labels in device pixels (the item's transform scales x and y independently).
+        self._paint_labels(p, xa, xb, ya, yb, vis, cid)
+
+    def _paint_labels(self, p: QPainter, xa, xb, ya, yb, vis, cid) -> None:
+        """Marker labels (OOM, snapshot), then band names, in device pixels (the item's
+        transform scales x and y independently); a label is drawn only where it
+        overlaps no peak label (``avoid``) and no label drawn before it, and fits."""
         tr = p.transform()
         p.resetTransform()
         fm = QFontMetrics(p.font())
-        top_px = tr.map(QPointF(0, yb)).y()
-        bottom_px = tr.map(QPointF(0, ya)).y()
-        y_text = min(top_px, bottom_px) + fm.ascent() + 2
+        top_px = min(tr.map(QPointF(0, yb)).y(), tr.map(QPointF(0, ya)).y())
+        y_text = top_px + fm.ascent() + 2
         left_px, right_px = tr.map(QPointF(xa, 0)).x(), tr.map(QPointF(xb, 0)).x()
-        # Band names at the band's start, skipped where they would overlap the previous
-        # one: jump straight to the next band that starts far enough to the right.
+        to_device = tr * 1  # (a copy) item -> device
+        from_device, _ok = tr.inverted()
+        taken = [to_device.mapRect(self.mapRectFromScene(r)) for r in self.avoid()]
+        self.placed = []
+
+        def free(r: QRectF) -> bool:
+            if r.left() < left_px - 1 or r.right() > right_px + 1:
+                return False
+            grown = r.adjusted(-2, -1, 2, 1)
+            return not any(grown.intersects(t) for t in taken)
+
+        def draw(r: QRectF, baseline: float, text: str) -> None:
+            p.drawText(QPointF(r.left(), baseline), text)
+            taken.append(r)
+            self.placed.append((text, self.mapRectToScene(from_device.mapRect(r))))
+
+        for xs, color, text, _style in self.lines:
+            if not text or not len(xs) or len(xs) > 20:
+                continue
+            p.setPen(QColor(color))
+            w = fm.horizontalAdvance(text)
+            for x in xs.tolist():
+                px = tr.map(QPointF(x, 0)).x()
+                left = px - 3 - w if px + 3 + w > right_px else px + 3
+                r = QRectF(left, y_text - fm.ascent(), w, fm.height())
+                if free(r):
+                    draw(r, y_text, text)
+        # Band names at the band's start, one text line lower; skipped where they would
+        # overlap: jump straight to the next band that starts far enough to the right.
         a_px = np.maximum(self._x0[vis] * tr.m11() + tr.dx(), left_px)
         i, last_right = 0, -1e9
+        base = y_text + fm.height()
         while i < len(vis):
             i += int(np.searchsorted(a_px[i:], last_right + 6, side="left"))
             if i >= len(vis):
@@ -388,47 +423,45 @@ class VerticalBandsItem(pg.GraphicsObject):
             w = self._advance.get(name)
             if w is None:
                 w = self._advance[name] = fm.horizontalAdvance(name)
-            a = float(a_px[i])
-            if a + w > right_px:
+            r = QRectF(float(a_px[i]) + 2, base - fm.ascent(), w, fm.height())
+            if not free(r):
                 i += 1
                 continue
             c = QColor(self._colors[int(cid[i])])
             c.setAlpha(255)
             p.setPen(c.darker(140) if not theme.is_dark() else c.lighter(160))
-            p.drawText(QPointF(a + 2, y_text + fm.height()), name)
-            last_right = a + 2 + w
+            draw(r, base, name)
+            last_right = r.right()
             i += 1
-        for xs, color, text, _style in self.lines:
-            if not text or not len(xs) or len(xs) > 20:
-                continue
-            p.setPen(QColor(color))
-            w = fm.horizontalAdvance(text)
-            for x in xs.tolist():
-                px = tr.map(QPointF(x, 0)).x()
-                if px + 3 + w > right_px:
-                    p.drawText(QPointF(px - 3 - w, y_text), text)
-                else:
-                    p.drawText(QPointF(px + 3, y_text), text)
 
 
 class BytesYAxis(pg.AxisItem):
-    """Bytes at round binary units: 0, 2 GiB, 4 GiB…"""
+    """Bytes at round binary units: 0, 2 GiB, 4 GiB…  Once the range reaches 1 GiB the
+    ticks are in GiB (0.5 GiB, 1 GiB, 1.5 GiB), the unit of the header's figures: never
+    "1500 MiB" beside a header saying "1.34 GiB" (issue 17)."""
 
     def tickSpacing(self, minVal, maxVal, size):
         dif = abs(maxVal - minVal)
         if dif <= 0 or size <= 0:
             return []
         target = dif / max(1.0, size / 40.0)
-        unit = 1 << 30 if target >= (1 << 29) else 1 << 20 if target >= (1 << 19) else 1 << 10
+        if max(abs(minVal), abs(maxVal)) >= (1 << 30):
+            unit, steps = 1 << 30, (0.125, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100)
+        else:
+            unit = 1 << 20 if target >= (1 << 19) else 1 << 10
+            steps = (0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000)
         x = target / unit
-        for m in (0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000):
+        for m in steps:
             if m >= x:
                 return [(m * unit, 0)]
-        return [(1000 * unit * math.ceil(x / 1000), 0)]
+        return [(steps[-1] * unit * math.ceil(x / steps[-1]), 0)]
 
     def tickStrings(self, values, scale, spacing):
-        # In the unit of the spacing: 500 MiB, 1000 MiB, 1500 MiB (never "1.46 GiB").
-        for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        top = max((abs(v) for v in values), default=0)
+        if top >= (1 << 30):
+            return [f"{v / (1 << 30):g} GiB" if v else "0" for v in values]
+        # In the unit of the spacing: 500 MiB, 1000 MiB (below 1 GiB).
+        for unit, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
             if spacing >= unit:
                 return [f"{v / unit:g} {name}" if v else "0" for v in values]
         return [short_bytes(v) for v in values]
@@ -578,6 +611,8 @@ class TimelinePanel(QWidget):
         pi.showGrid(x=False, y=True, alpha=0.12)
         self.vb.disableAutoRange()
         self.bands_item = VerticalBandsItem()
+        self.bands_item.avoid = lambda: [text_scene_rect(t, self.vb) for t in self.peak_labels
+                                         if t.isVisible()]
         self.plot.addItem(self.bands_item, ignoreBounds=True)
         self.stacked = StackedItem()
         self.plot.addItem(self.stacked, ignoreBounds=True)
@@ -607,6 +642,14 @@ class TimelinePanel(QWidget):
         self._timer.timeout.connect(self.refresh_stack)
         self._update_legend()
 
+        # A trace that starts mid-run (a late start, a wrapped ring): what it cannot show.
+        self.window_note = QLabel()
+        self.window_note.setObjectName("traceWindowNote")
+        self.window_note.setWordWrap(True)
+        self.window_note.setStyleSheet("font-size: 8pt;")
+        self.window_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.window_note.hide()
+        self.starts_mid_run = False
         self.empty = QLabel("No allocator trace in this snapshot: record with "
                             "torch.cuda.memory._record_memory_history() to see memory over time.")
         self.empty.setEnabled(False)
@@ -616,6 +659,7 @@ class TimelinePanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(1)
         lay.addLayout(top)
+        lay.addWidget(self.window_note)
         lay.addWidget(self.plot, 1)
         lay.addWidget(self.empty, 1)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -639,6 +683,8 @@ class TimelinePanel(QWidget):
         colors = curve_colors()
         parts = [f'<span style="color:{colors[c]}">&#9473;</span>&nbsp;{c}' for c in CURVES]
         parts.append(f'<span style="color:{theme.OOM_RED}">&#9475;</span>&nbsp;OOM')
+        if self.stack_mask is not None:
+            parts.append(theme.search_swatch_html())
         self.legend.setText("&nbsp; ".join(parts))
 
     # ------------------------------------------------------------------ data
@@ -660,6 +706,8 @@ class TimelinePanel(QWidget):
                   self.latest_button, self.fit_button, self.prev_oom_button, self.next_oom_button):
             w.setEnabled(has)
         if not has:
+            self.window_note.hide()
+            self.starts_mid_run = False
             self.n = 0
             self.k = -1
             self.iv = None
@@ -701,7 +749,35 @@ class TimelinePanel(QWidget):
                       else (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
                       for c in CURVES}
         self._set_mode_buttons()
+        self.starts_mid_run = len(getattr(getattr(rep, "initial", None), "seg_addr", ())) > 0
         self._place_all(fit=True)
+        self._set_window_note(rep)  # (last: showing it resizes the plot, which redraws)
+
+    def _set_window_note(self, rep) -> None:
+        """Say what a trace that starts mid-run cannot show (issue 17): the segments and
+        blocks that existed before its first event were made outside it, so their
+        creation, and any peak before it, are not in the recording."""
+        init = getattr(rep, "initial", None)
+        n_seg = len(init.seg_addr) if init is not None else 0
+        self.starts_mid_run = n_seg > 0
+        if not n_seg:
+            self.window_note.hide()
+            self.window_note.setText("")
+            return
+        reserved = int(init.seg_size.sum())
+        n_blk = len(init.blk_addr)
+        self.window_note.setText(
+            f"<span style='color:{theme.gap_outline().name()}'>&#9888;</span> Trace starts "
+            f"mid-run: {n_seg:,} segment{'s' if n_seg != 1 else ''} ({format_bytes(reserved)}) "
+            "existed before event 0; their creation and any earlier peak are not recorded.")
+        self.window_note.setToolTip(
+            f"{n_seg:,} segments ({format_bytes(reserved)} reserved) and {n_blk:,} blocks were "
+            "there before the first recorded event.\nThe allocator's history is a ring buffer "
+            "(max_entries): a long run keeps only its last events, or recording started after "
+            "the model was loaded.\nPeaks are peaks of this window; a what-if replay cannot "
+            "predict the segments made before it.\nRecord from the start of the program, or "
+            "with a larger max_entries, to see everything.")
+        self.window_note.show()
 
     def set_source(self, text: str, tip: str = "") -> None:
         """A note in the x axis's title saying what instant the trace reaches (live
@@ -885,7 +961,7 @@ class TimelinePanel(QWidget):
             v, k = self.peaks[g[0]]
             near = sum(1 for x in placed if abs(x - float(xs[k])) < span * 0.3)
             placed.append(float(xs[k]))
-            html = "peak " + " · ".join(
+            html = ("peak in this window " if self.starts_mid_run else "peak ") + " · ".join(
                 f'<span style="color:{colors[n]}">{n} {format_bytes(self.peaks[n][0])}</span>'
                 for n in g)
             right = float(xs[k] - xs[0]) > span * 0.6
@@ -921,17 +997,9 @@ class TimelinePanel(QWidget):
             return []
         rep = doc.timeline.replay(self.device)
         t0 = int(rep.time_us[0])
-        sel = np.flatnonzero(ann.device == self.device)
-        sel = sel[np.argsort(ann.time_us[sel], kind="stable")]
-        open_: dict[int, list[int]] = {}
-        spans = []
-        for i in sel.tolist():
-            name = int(ann.name[i])
-            if ann.is_start[i]:
-                open_.setdefault(name, []).append(int(ann.time_us[i]))
-            elif open_.get(name):
-                spans.append((open_[name].pop(), int(ann.time_us[i]), name))
-        names = sorted({n for _, _, n in spans})
+        ranges = pair_ranges(ann, self.device)
+        spans = list(zip(ranges.start_us.tolist(), ranges.end_us.tolist(), ranges.name.tolist()))
+        names = sorted(set(ranges.name.tolist()))
         color_of = {}
         for i, n in enumerate(names):
             c = QColor(ANNOTATION_COLORS[i % len(ANNOTATION_COLORS)])
@@ -939,8 +1007,7 @@ class TimelinePanel(QWidget):
             color_of[n] = c
         if not spans:
             return []
-        a = np.array([sp[0] for sp in spans], np.int64)
-        b = np.array([sp[1] for sp in spans], np.int64)
+        a, b = ranges.start_us, ranges.end_us
         if self.mode == X_TIME:
             x0s, x1s = (a - t0) / 1e6, (b - t0) / 1e6
         else:  # one search for all of them
@@ -1048,6 +1115,8 @@ class TimelinePanel(QWidget):
         ymax = max(float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
                    float(env["active"].max()) if len(env["active"]) else 1.0, 1.0)
         self.vb.setYRange(0, ymax * 1.35, padding=0)
+        # Peak labels (highest first) only where they fit whole and clear of each other.
+        place_text_items(self.peak_labels, self.vb)
         self._timer.start()
 
     def _build_envelopes(self) -> None:
@@ -1170,9 +1239,10 @@ class TimelinePanel(QWidget):
             hit = np.zeros(len(ids), bool)
             ok = st >= 0
             hit[ok] = self.stack_mask[st[ok]]
-            color = np.where(hit, color, n_colors)
+            color = np.where(hit, n_colors + 1, n_colors)  # matches: the search colour
         dim = QColor(DIM_COLOR if not theme.is_dark() else "#424242")
-        palette = np.array([QColor(c).rgba() for c in BAND_COLORS] + [dim.rgba()], np.uint32)
+        palette = np.array([QColor(c).rgba() for c in BAND_COLORS]
+                           + [dim.rgba(), theme.search_color().rgba()], np.uint32)
         (_, _), (ya, yb) = self.vb.viewRange()
         h = max(1, min(int(self.vb.height()) or 1, 4096))
         x_lo, x_hi = float(xl[0]) if len(xl) else 0.0, float(xr[-1]) if len(xr) else 1.0
@@ -1202,6 +1272,7 @@ class TimelinePanel(QWidget):
     def set_highlight(self, stack_mask: np.ndarray | None) -> None:
         """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed."""
         self.stack_mask = stack_mask
+        self._update_legend()
         self._build_paths()
 
     def set_selected_interval(self, i: int) -> None:
@@ -1234,7 +1305,10 @@ class TimelinePanel(QWidget):
         hit = lay.hit(col, y)
         if hit < 0:
             return -1
-        return int(self.iv_ids[hit]) if self.stream is not None else hit
+        # With a stream or a pool filter the layout's bands index the filtered
+        # intervals: back to the document's interval ids (issue 13).
+        filtered = self.stream is not None or self.pool is not None
+        return int(self.iv_ids[hit]) if filtered else hit
 
     def interval_viewport_pos(self, i: int):
         """A viewport point on interval ``i``'s band (for tests and keyboard), or None."""

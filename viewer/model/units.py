@@ -32,3 +32,36 @@ def format_address(addr: int) -> str:
 
 def format_count(n: int) -> str:
     return f"{int(n):,}"
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6,
+               "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12,
+               "tb": 10**12, "tib": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes; ``ValueError`` for anything
+    else or a size that is not positive.  (One parser for the CLI and the GUI.)
+
+    >>> parse_bytes("9.5GiB")
+    10200547328
+    """
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"not a size in bytes: {text!r} (e.g. 10000000000 or 10GB)")
+    value = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise ValueError(f"the memory limit must be positive: {text!r}")
+    return value
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 gap``, ``2 gaps``, ``1,024 segments`` (``many``: an irregular plural).
+
+    >>> plural(1, "gap"), plural(445, "gap")
+    ('1 gap', '445 gaps')
+    """
+    n = int(n)
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

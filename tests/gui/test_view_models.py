@@ -1,0 +1,131 @@
+"""The Qt-free layout code the views use (model/annotations.py, ...): no QApplication."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vramscope.viewer.model.annotations import pair_ranges, place_labels
+from vramscope.viewer.model.load import load_snapshot
+
+from conftest import DATA  # noqa: E402
+
+
+def test_place_labels_keeps_the_important_and_drops_overlaps():
+    rects = np.array([
+        [0, 0, 100, 20],     # most important
+        [50, 10, 150, 30],   # overlaps the first: dropped
+        [160, 0, 200, 20],   # clear
+        [190, 100, 260, 120],  # past the right edge: dropped, not clipped
+        [0, 25, 40, 45],     # clear (more than pad below the first)
+        [101, 0, 130, 20],   # within pad of the first: dropped
+    ], float)
+    keep = place_labels(rects, bounds=(0, 0, 250, 200), pad=2)
+    assert keep.tolist() == [True, False, True, False, True, False]
+    # fixed rects are obstacles whatever the bounds
+    keep = place_labels(np.array([[-50, 0, 10, 10], [0, 0, 20, 10], [30, 0, 40, 10]], float),
+                        bounds=(0, 0, 100, 100), fixed=1)
+    assert keep.tolist() == [True, False, True]
+
+
+def test_pair_ranges_of_a_real_trace():
+    snap = load_snapshot(DATA / "gpt2_oom.pickle")
+    ann = snap.annotations
+    r = pair_ranges(ann, 0)
+    assert len(r) > 0 and np.all(r.end_us >= r.start_us)
+    names = {snap.strings[int(n)].split("#")[0] for n in r.name.tolist()}
+    assert "Optimizer.step" in names
+    starts = int(np.count_nonzero((ann.device == 0) & ann.is_start))
+    assert len(r) <= starts
+
+
+# --------------------------------------------------------------------------- ViewState
+
+from vramscope.viewer.model.analysis import Selection  # noqa: E402
+from vramscope.viewer.model.document import Document  # noqa: E402
+from vramscope.viewer.model.view_state import ViewState  # noqa: E402
+
+import pytest  # noqa: E402
+
+SUN = DATA.parents[2] / "shared" / "external" / \
+    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+
+
+def _doc(name):
+    return Document.build(load_snapshot(DATA / name if isinstance(name, str) else name))
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return _doc("gpt2_oom.pickle")
+
+
+def test_view_state_opens_at_the_end_and_moves_with_events(gpt2):
+    vs = ViewState()
+    seen = []
+    vs.events.document.connect(lambda d: seen.append(("doc", d)))
+    vs.events.cursor.connect(lambda dev, k: seen.append(("cursor", dev, k)))
+    vs.set_document(gpt2)
+    n = gpt2.n_events(0)
+    assert seen == [("doc", gpt2)] and vs.cursor_device == 0 and vs.cursor_k == n - 1
+    assert vs.selection == Selection() and vs.opening_event() is None  # the OOM is the end
+    assert vs.set_cursor(10_000) and seen[-1] == ("cursor", 0, 10_000)
+    assert vs.view_doc.snap is gpt2.at(0, 10_000).snap
+    assert vs.set_cursor(10**9) and vs.cursor_k == n - 1 and vs.at_latest()
+    assert vs.oom_target(0) == gpt2.oom_events(0)[-1]
+    assert "device 0" in vs.scope_text() and "the OOM" in vs.scope_text()
+
+
+def test_view_state_picks_follow_the_moment(gpt2):
+    vs = ViewState()
+    vs.set_document(gpt2)
+    vs.set_cursor(17_700)
+    iv = gpt2.intervals(0)
+    live = np.flatnonzero((iv.start <= 17_700) & (iv.end > 17_700) & (iv.end < gpt2.n_events(0)))
+    i = int(live[np.argmax(iv.size[live])])
+    picked = []
+    vs.events.selected.connect(lambda b, j: picked.append((b, j)))
+    b = vs.select_interval(i)
+    assert b >= 0 and picked == [(b, i)]
+    assert int(vs.view_doc.snap.blocks.address[b]) == int(iv.addr[i])
+    assert vs.interval_of_block(b) == i
+    vs.set_cursor(int(iv.end[i]))  # freed: no block any more, the allocation stays picked
+    assert vs.reselect() == (-1, True) and vs.selected_interval == i
+    # highlight: one mask per stack, node & search combined
+    hl = []
+    vs.events.highlight.connect(hl.append)
+    m = np.zeros(len(gpt2.snap.stacks), bool)
+    m[:3] = True
+    vs.set_search_mask(m)
+    n = m.copy()
+    n[1:] = False
+    vs.set_node_mask(n)
+    assert hl[0] is m and hl[-1].tolist() == (m & n).tolist()
+
+
+def test_view_state_carries_picks_to_a_newer_document(gpt2):
+    vs = ViewState()
+    vs.set_document(gpt2)
+    iv = gpt2.intervals(0)
+    i = int(np.flatnonzero(iv.end >= gpt2.n_events(0))[0])  # alive at the end
+    vs.select_interval(i)
+    carried = vs.carried()
+    newer = _doc("gpt2_oom.pickle")  # the same process, read again: other indices' objects
+    sel = vs.carry_selection(gpt2, newer, Selection(device=0, stream=0))
+    assert sel == Selection(device=0, stream=0)
+    assert vs.carry_selection(gpt2, newer, Selection(device=7)).device is None
+    vs.replace_document(newer, sel)
+    assert vs.doc is newer and vs.selected_block == -1
+    assert vs.find_interval(carried.interval) == i
+
+
+@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
+    doc = _doc(SUN)
+    vs = ViewState()
+    vs.set_document(doc)
+    assert vs.selection == Selection(device=doc.oom.device) and vs.cursor_device == 1
+    k = vs.opening_event()
+    assert k == doc.oom_events(1)[-1] < doc.n_events(1) - 1
+    assert vs.oom_shown() is None  # at the end: the OOM's request is not this layout's
+    vs.set_cursor(k)
+    assert vs.oom_shown() is not None and vs.oom_shown().requested_bytes == doc.oom.requested_bytes

@@ -1,0 +1,72 @@
+"""Tiny evented objects: a model object emits change events, views subscribe.
+
+napari's ``EventedModel`` idea without its dependencies: the model stays Qt-free (a Qt
+adapter connects a widget's slot to an :class:`EventEmitter`), and a test can listen
+to the same events without a QApplication.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+
+class EventEmitter:
+    """Callbacks called in connection order with the emitted values."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self._slots: list[Callable[..., Any]] = []
+        self._blocked = 0
+
+    def connect(self, slot: Callable[..., Any]) -> Callable[..., Any]:
+        """Call ``slot(*values)`` on every :meth:`emit` (returns ``slot``: usable as a
+        decorator)."""
+        if slot not in self._slots:
+            self._slots.append(slot)
+        return slot
+
+    def disconnect(self, slot: Callable[..., Any] | None = None) -> None:
+        """Forget ``slot`` (every slot when None); a slot never connected is ignored."""
+        if slot is None:
+            self._slots.clear()
+        elif slot in self._slots:
+            self._slots.remove(slot)
+
+    def emit(self, *values: Any) -> None:
+        if self._blocked:
+            return
+        for slot in list(self._slots):
+            slot(*values)
+
+    @contextmanager
+    def blocked(self) -> Iterator[None]:
+        """No emission inside the block (nested blocks are fine)."""
+        self._blocked += 1
+        try:
+            yield
+        finally:
+            self._blocked -= 1
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+
+class EmitterGroup:
+    """Named emitters: ``events.cursor.connect(...)``; :meth:`blocked_all` mutes them."""
+
+    def __init__(self, *names: str) -> None:
+        self._names = names
+        for n in names:
+            setattr(self, n, EventEmitter(n))
+
+    @contextmanager
+    def blocked_all(self) -> Iterator[None]:
+        emitters = [getattr(self, n) for n in self._names]
+        for e in emitters:
+            e._blocked += 1
+        try:
+            yield
+        finally:
+            for e in emitters:
+                e._blocked -= 1

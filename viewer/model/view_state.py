@@ -1,0 +1,346 @@
+"""What the window shows, as one Qt-free object: the document, the selection (device,
+pool, stream, segment kind), the timeline's cursor, the selected block or allocation
+and the highlight masks, with change events the views subscribe to.
+
+The logic that decides *what* to show lives here, testable without Qt: which moment a
+document opens at, which OOM a jump goes to, which block an allocation is at a moment,
+and how a selection carries over to a newer document of the same process (live
+attach).  The Qt side (``_qt/main_window.py``) orders the drawing.
+
+Events (see :class:`~vramscope.viewer.model.evented.EmitterGroup`): ``document``
+(doc), ``selection`` (Selection), ``cursor`` (device, k), ``selected`` (block,
+interval), ``highlight`` (mask or None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .analysis import Selection
+from .document import Document, pool_label, stream_label
+from .evented import EmitterGroup
+from .snapshot import BlockState
+
+
+@dataclass(frozen=True)
+class IntervalKey:
+    """What identifies one allocation of the timeline in a newer document of the same
+    process: its device, address, size and the time of its alloc event."""
+
+    device: int
+    addr: int
+    time_us: int | None
+    size: int
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A view state's picks, kept across documents by value (addresses, times), never
+    by index: indices mean something in their own document only."""
+
+    selection: Selection
+    addr: int  # the selected block's address (-1: none)
+    gap: tuple[int, int] | None  # a selected free gap: (address, size)
+    interval: IntervalKey | None
+
+
+class ViewState:
+    """The state of one window over one document (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.events = EmitterGroup("document", "selection", "cursor", "selected", "highlight")
+        self.doc: Document | None = None
+        self.view_doc: Document | None = None  # the document at the cursor
+        self.selection = Selection()
+        self.cursor_device: int | None = None
+        self.cursor_k = -1
+        self.selected_block = -1  # a block of view_doc
+        self.selected_addr = -1  # the selected block's address: kept across moments
+        self.selected_interval = -1  # an allocation of the timeline (interval id)
+        self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
+        self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
+
+    # ------------------------------------------------------------------ document
+    def set_document(self, doc: Document | None) -> None:
+        """A new document: the default selection, the cursor at the end, nothing picked."""
+        self.doc = doc
+        self.view_doc = doc
+        self.selected_block = self.selected_addr = self.selected_interval = -1
+        self.node_mask = None
+        self.selection = self.default_selection(doc)
+        self.reset_cursor(emit=False)
+        self.events.document.emit(doc)
+
+    @staticmethod
+    def default_selection(doc: Document | None) -> Selection:
+        """Everything; one device at a time when there are several (the timeline's, the
+        OOM's first): a sum over devices beside one device's curves reads as a
+        contradiction."""
+        if doc is None:
+            return Selection()
+        devices = sorted(set(doc.snap.segments.device.tolist()))
+        if len(devices) < 2:
+            return Selection()
+        dev = doc.trace_device(None)
+        return Selection(device=dev if dev in devices else devices[0])
+
+    def opening_event(self) -> int | None:
+        """Where a newly opened document's cursor belongs, if not at the end: the last
+        OOM of a recording that goes on after it (the banner's verdict and the map's
+        ruler apply there)."""
+        doc, dev = self.doc, self.cursor_device
+        if doc is None or dev is None:
+            return None
+        ooms = doc.oom_events(dev)
+        return ooms[-1] if ooms and ooms[-1] != self.cursor_k else None
+
+    def set_selection(self, selection: Selection) -> bool:
+        """Returns whether the cursor moved to another device's trace (its end)."""
+        old = self.selection
+        self.selection = selection
+        moved = False
+        if self.doc is not None and self.doc.trace_device(selection.device) != self.cursor_device:
+            self.reset_cursor(emit=False)
+            moved = True
+        if old != selection:
+            self.events.selection.emit(selection)
+        return moved
+
+    # ------------------------------------------------------------------ cursor
+    def reset_cursor(self, emit: bool = True) -> None:
+        """The trace of the selected device (or the document's), cursor at its end."""
+        doc = self.doc
+        dev = doc.trace_device(self.selection.device) if doc is not None else None
+        self.cursor_device = dev
+        self.cursor_k = doc.n_events(dev) - 1 if dev is not None else -1
+        self.view_doc = doc
+        self.selected_interval = -1
+        if emit:
+            self.events.cursor.emit(dev, self.cursor_k)
+
+    def set_cursor(self, k: int) -> bool:
+        """The layout after event ``k`` (clamped) of the cursor's device; False without
+        a trace."""
+        doc, dev = self.doc, self.cursor_device
+        if doc is None or dev is None:
+            return False
+        n = doc.n_events(dev)
+        self.cursor_k = int(min(max(k, 0), n - 1))
+        self.view_doc = doc.at(dev, self.cursor_k)
+        self.events.cursor.emit(dev, self.cursor_k)
+        return True
+
+    def at_latest(self) -> bool:
+        doc = self.doc
+        if doc is None or self.cursor_device is None:
+            return True
+        return self.cursor_k >= doc.n_events(self.cursor_device) - 1
+
+    def oom_target(self, direction: int = 0) -> int | None:
+        """The event a jump goes to: 0 the last OOM, -1 / +1 the one before / after the
+        cursor; None when there is none."""
+        if self.doc is None or self.cursor_device is None:
+            return None
+        ooms = self.doc.oom_events(self.cursor_device)
+        k = self.cursor_k
+        if direction < 0:
+            before = [o for o in ooms if o < k]
+            return before[-1] if before else None
+        if direction > 0:
+            after = [o for o in ooms if o > k]
+            return after[0] if after else None
+        return ooms[-1] if ooms else None
+
+    def oom_shown(self):
+        """The OOM whose request the map draws: the one at the cursor's event (a trace),
+        else the document's last (no trace: the final layout is what it judged)."""
+        doc = self.doc
+        if doc is None:
+            return None
+        if self.cursor_device is None:
+            return doc.oom
+        return doc.oom_at(self.cursor_device, self.cursor_k)
+
+    # ------------------------------------------------------------------ picks
+    def live_block(self, addr: int) -> int:
+        """The allocated (or pending-free) block at ``addr`` at the cursor, or -1."""
+        if self.view_doc is None or addr < 0:
+            return -1
+        blocks = self.view_doc.snap.blocks
+        hit = np.flatnonzero((blocks.address == addr) & (blocks.state != BlockState.FREE)
+                             & (blocks.state != BlockState.UNKNOWN))
+        return int(hit[0]) if len(hit) else -1
+
+    def interval_of_block(self, block: int) -> int:
+        """The timeline allocation that is ``block`` at the cursor, or -1."""
+        if block < 0 or self.cursor_device is None or self.doc is None:
+            return -1
+        iv = self.doc.intervals(self.cursor_device)
+        if iv is None:
+            return -1
+        addr = int(self.view_doc.snap.blocks.address[block])
+        k = self.cursor_k
+        hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
+        return int(hit[-1]) if len(hit) else -1
+
+    def interval_live(self, i: int) -> bool:
+        """Is allocation ``i`` alive at the cursor?"""
+        iv = self.doc.intervals(self.cursor_device)
+        return bool(iv.start[i] <= self.cursor_k < iv.end[i])
+
+    def select_block(self, block: int, keep_interval: bool = False) -> None:
+        """Pick ``block`` of the document at the cursor (-1: nothing)."""
+        self.selected_block = int(block)
+        self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
+        if not keep_interval:
+            self.selected_interval = -1
+        self.events.selected.emit(self.selected_block, self.selected_interval)
+
+    def select_interval(self, i: int) -> int:
+        """Pick allocation ``i`` of the timeline; returns its block at the cursor (-1 if
+        it is not alive there)."""
+        self.selected_interval = int(i)
+        iv = self.doc.intervals(self.cursor_device)
+        b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
+        self.selected_block = b
+        self.selected_addr = -1
+        self.events.selected.emit(b, self.selected_interval)
+        return b
+
+    def reselect(self) -> tuple[int, bool]:
+        """After the cursor moved: the picked allocation's block at the new moment (by
+        address, if still alive).  Returns (block, picked_by_interval)."""
+        i = self.selected_interval
+        if i >= 0:
+            iv = self.doc.intervals(self.cursor_device)
+            b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
+            self.selected_block = b
+            return b, True
+        b = self.live_block(self.selected_addr)
+        snap = self.view_doc.snap
+        if b >= 0 and not self.selection.segment_mask(snap)[snap.blocks.segment[b]]:
+            b = -1
+        if b < 0:
+            self.selected_block = -1
+        return b, False
+
+    # ------------------------------------------------------------------ highlight
+    def set_search_mask(self, mask: np.ndarray | None) -> None:
+        self.search_mask = mask
+        self.events.highlight.emit(self.highlight_mask())
+
+    def set_node_mask(self, mask: np.ndarray | None) -> None:
+        self.node_mask = mask
+        self.events.highlight.emit(self.highlight_mask())
+
+    def highlight_mask(self) -> np.ndarray | None:
+        """Per stack: highlighted in the map and the timeline (None: nothing is)."""
+        a, b = self.node_mask, self.search_mask
+        if a is not None and b is not None and len(a) == len(b):
+            return a & b
+        return a if a is not None else b
+
+    # ------------------------------------------------------------------ carry-over
+    def carried(self) -> Carried:
+        """The picks to keep when a newer document of the same process replaces this one."""
+        gap = None
+        if self.selected_block >= 0 and self.view_doc is not None:
+            b = self.view_doc.snap.blocks
+            if b.state[self.selected_block] == BlockState.FREE:
+                gap = (int(b.address[self.selected_block]), int(b.size[self.selected_block]))
+        return Carried(self.selection, self.selected_addr, gap,
+                       self.interval_key(self.selected_interval))
+
+    def interval_key(self, i: int) -> IntervalKey | None:
+        doc, dev = self.doc, self.cursor_device
+        if i < 0 or dev is None or doc is None or doc.timeline is None:
+            return None
+        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        ev = int(iv.event[i])
+        return IntervalKey(dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None,
+                           int(iv.size[i]))
+
+    def find_interval(self, key: IntervalKey | None) -> int:
+        """The allocation ``key`` names in the current document, or -1."""
+        doc = self.doc
+        if key is None or doc is None or doc.timeline is None or key.device != self.cursor_device:
+            return -1
+        iv, rep = doc.intervals(key.device), doc.timeline.replay(key.device)
+        if iv is None or rep is None:
+            return -1
+        hit = np.flatnonzero((iv.addr == key.addr) & (iv.size == key.size))
+        if key.time_us is not None:
+            ev = iv.event[hit]
+            hit = hit[(ev >= 0) & (rep.time_us[np.maximum(ev, 0)] == key.time_us)]
+        return int(hit[-1]) if len(hit) else -1
+
+    def find_gap(self, gap: tuple[int, int] | None) -> int:
+        """The free block at (address, size) at the cursor, or -1."""
+        if gap is None or self.view_doc is None:
+            return -1
+        b = self.view_doc.snap.blocks
+        hit = np.flatnonzero((b.address == gap[0]) & (b.size == gap[1])
+                             & (b.state == BlockState.FREE))
+        return int(hit[0]) if len(hit) else -1
+
+    @staticmethod
+    def carry_selection(old: Document, new: Document, sel: Selection) -> Selection:
+        """``sel`` of ``old`` in ``new``: pools are indices into each snapshot's own pool
+        list, so they are matched by (device, id); values gone become "all"."""
+        segs = new.snap.segments
+        pool = None
+        if sel.pool is not None and 0 <= sel.pool < len(old.snap.pools):
+            key = tuple(old.snap.pools[sel.pool])
+            pool = next((i for i, p in enumerate(new.snap.pools) if tuple(p) == key), None)
+        device = sel.device if sel.device in set(segs.device.tolist()) else None
+        stream = sel.stream if sel.stream in set(segs.stream.tolist()) else None
+        return Selection(device=device, pool=pool, stream=stream, is_small=sel.is_small)
+
+    def replace_document(self, doc: Document, selection: Selection) -> None:
+        """A newer document of the same process: ``selection`` (carried), the cursor at
+        its end, the picks cleared (the caller re-finds them from :meth:`carried`)."""
+        self.doc = doc
+        self.view_doc = doc
+        self.selection = selection
+        self.reset_cursor(emit=False)
+        self.selected_block = -1
+        self.node_mask = None
+        self.events.document.emit(doc)
+
+    # ------------------------------------------------------------------ words
+    def scope_text(self) -> str:
+        """Which device(s), pool, stream and instant the header's figures are of."""
+        doc, view, sel = self.doc, self.view_doc, self.selection
+        if doc is None or view is None:
+            return ""
+        segs = view.snap.segments
+        devs = sorted(set(segs.device[sel.segment_mask(view.snap)].tolist())) if len(segs) else []
+        if sel.device is not None:
+            where = f"device {sel.device}"
+        elif len(devs) > 1:
+            where = f"{len(devs)} devices summed ({', '.join(map(str, devs))})"
+        elif devs:
+            where = f"device {devs[0]}"
+        else:
+            where = "no segment"
+        parts = [where]
+        if sel.pool is not None and 0 <= sel.pool < len(doc.snap.pools):
+            parts.append(pool_label(doc.snap.pools[sel.pool]))
+        if sel.stream is not None:
+            parts.append(stream_label(sel.stream))
+        if sel.is_small is not None:
+            parts.append("small segments" if sel.is_small else "large segments")
+        dev = self.cursor_device
+        if dev is None:
+            when = "as recorded"
+        else:
+            n = doc.n_events(dev)
+            k = self.cursor_k
+            when = f"after event {k:,} / {n - 1:,}"
+            if doc.oom_at(dev, k) is not None:
+                when += " (the OOM)"
+            elif k == n - 1:
+                when += " (latest, as recorded)"
+        return "Figures: " + " · ".join(parts) + " · " + when
