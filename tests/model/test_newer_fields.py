@@ -395,3 +395,13 @@ def test_fx_frames_survive_the_threaded_sections():
     b = to_snapshot(safe_loads(data))
     assert_identical(a, b)
     assert sum(1 for i in range(len(a.frames)) if a.frames.fx_of(i) == FX_FRAME) == 49
+
+
+def test_a_snapshot_at_any_event_keeps_the_newer_fields(newer):
+    """Time travel (timeline.snapshot_at) keeps annotations, host memory and settings."""
+    from vramscope.viewer.model.timeline import build_timeline
+
+    snap = load_bytes(newer["side_stream_pending"][0])
+    at = build_timeline(snap).snapshot_at(0, 3)
+    assert len(at.alloc_annotations) == len(snap.alloc_annotations)
+    assert at.has_host_memory and at.host_snapshot() is not None and at.trace_overflowed
