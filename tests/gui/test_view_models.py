@@ -129,3 +129,23 @@ def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
     assert vs.oom_shown() is None  # at the end: the OOM's request is not this layout's
     vs.set_cursor(k)
     assert vs.oom_shown() is not None and vs.oom_shown().requested_bytes == doc.oom.requested_bytes
+
+
+def test_curve_decimation_keeps_every_bucket_maximum():
+    """model/curve_lod: an envelope of a million events at 800 px keeps each pixel
+    bucket's maximum (from the precomputed levels) and every point when it fits."""
+    from vramscope.viewer.model.curve_lod import decimate, envelope_levels
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 1 << 30, 1_000_000).astype(np.int64)
+    xs = np.arange(len(y), dtype=np.float64)
+    levels = envelope_levels(y)
+    assert [lv for lv, _ in levels] == [64, 4096]
+    x_out, y_out = decimate(xs, y, levels, 0, len(y) - 1, 800)
+    assert len(y_out) < 2000 and y_out.max() == y.max()
+    # each drawn value is the max of the events from its x to the next one's
+    edges = np.append(x_out.astype(np.int64), len(y))
+    for j in range(0, len(y_out), 97):
+        assert y_out[j] == y[edges[j]:edges[j + 1]].max()
+    x_small, y_small = decimate(xs, y, levels, 1000, 1500, 800)
+    assert np.array_equal(y_small, y[1000:1501]) and np.array_equal(x_small, xs[1000:1501])

@@ -187,6 +187,6 @@ def test_live_curves_tick_at_round_binary_sizes(qtbot):
     assert all(re.fullmatch(r"0|\d+(\.5)? (KiB|MiB|GiB)", s) for s in labels), labels
     assert c.plot.getViewBox().viewRange()[1][0] == 0  # from 0, like the timeline
     # One implementation: the timeline's axis.
-    from vramscope.viewer._qt.timeline_view import BytesYAxis
+    from vramscope.viewer._qt.timeline import BytesYAxis
 
     assert isinstance(c.y_axis, BytesYAxis)

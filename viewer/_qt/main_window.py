@@ -44,7 +44,7 @@ from .segment_map import SORT_ADDRESS, SORT_FREE, SORT_SIZE, SegmentMapView
 from .calltree_panel import AT_CURSOR, AT_PEAK, CallTreePanel
 from .stack_panel import StackPanel
 from .table import AllocationsTable
-from .timeline_view import TimelinePanel
+from .timeline import TimelinePanel
 from ..model.units import format_bytes
 
 FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
