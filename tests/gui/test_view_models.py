@@ -149,3 +149,44 @@ def test_curve_decimation_keeps_every_bucket_maximum():
         assert y_out[j] == y[edges[j]:edges[j + 1]].max()
     x_small, y_small = decimate(xs, y, levels, 1000, 1500, 800)
     assert np.array_equal(y_small, y[1000:1501]) and np.array_equal(x_small, xs[1000:1501])
+
+
+def test_one_job_helper_reports_done_failed_and_cancelled(qtbot, qapp):
+    """_qt/jobs.Job: the one worker-thread helper (loads, ranks, what-if): a result,
+    a one-line error for a bug, and Cancel through the model's Progress."""
+    import threading
+
+    from vramscope.viewer._qt.jobs import Job
+
+    job = Job(lambda j: 6 * 7)
+    with qtbot.waitSignal(job.done, timeout=5000) as sig:
+        job.start()
+    job.wait()
+    assert sig.args == [42] and job.result == 42
+
+    def broken(j):
+        raise KeyError("no such pool\nsecond line")
+
+    job = Job(broken)
+    with qtbot.waitSignal(job.failed, timeout=5000) as sig:
+        job.start()
+    job.wait()
+    assert sig.args[0] == "unexpected error: KeyError: 'no such pool second line'"
+
+    started = threading.Event()
+
+    def slow(j):
+        progress = j.progress()
+        started.set()
+        for i in range(10_000):
+            progress.update("work", i / 10_000)  # raises LoadCancelled once cancelled
+            threading.Event().wait(0.001)
+        return "finished"
+
+    job = Job(slow)
+    with qtbot.waitSignal(job.cancelled, timeout=5000):
+        job.start()
+        started.wait(5)
+        job.cancel()
+    job.wait()
+    assert job.result is None

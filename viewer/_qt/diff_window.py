@@ -333,7 +333,7 @@ class DiffWindow(QMainWindow):
         for side, src in (("a", a), ("b", b)):
             if not isinstance(src, Document):
                 t = LoadThread(os.fspath(src), self)
-                t.loaded.connect(lambda doc, s=side: self._on_loaded(s, doc))
+                t.done.connect(lambda doc, s=side: self._on_loaded(s, doc))
                 t.failed.connect(lambda msg, s=side: self._on_failed(s, msg))
                 t.cancelled.connect(lambda s=side: self._on_cancelled(s))
                 self._threads[side] = t

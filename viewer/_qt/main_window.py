@@ -533,7 +533,7 @@ class MainWindow(QMainWindow):
         t = LoadThread(path, self)
         t.defer_store = True  # closeEvent waits for it: the cache is written after the window
         t.progressed.connect(self._on_progress)
-        t.loaded.connect(self._on_loaded)
+        t.done.connect(self._on_loaded)
         t.failed.connect(self._on_failed)
         t.cancelled.connect(self._on_cancelled)
         t.finished.connect(self._on_thread_finished)
