@@ -165,13 +165,13 @@ def test_one_job_helper_reports_done_failed_and_cancelled(qtbot, qapp):
     assert sig.args == [42] and job.result == 42
 
     def broken(j):
-        raise KeyError("no such pool\nsecond line")
+        raise ValueError("no such pool\nsecond line")
 
     job = Job(broken)
     with qtbot.waitSignal(job.failed, timeout=5000) as sig:
         job.start()
     job.wait()
-    assert sig.args[0] == "unexpected error: KeyError: 'no such pool second line'"
+    assert sig.args[0] == "unexpected error: ValueError: no such pool second line"
 
     started = threading.Event()
 
