@@ -276,7 +276,10 @@ def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded, monkeypatch):
     assert window.doc is before
     assert window.header.oom_text()
     assert not window.progress.isVisible()
-    qtbot.waitUntil(lambda: thread.isFinished(), timeout=10000)
+    from shiboken6 import isValid
+
+    # (a finished, superseded loader is deleted later by the window: either is fine)
+    qtbot.waitUntil(lambda: not isValid(thread) or thread.isFinished(), timeout=10000)
     assert thread.result is None
 
 
