@@ -6,7 +6,11 @@ are not needed).  The extensions are optional: when there is no compiler, or
 compiling fails, the install still succeeds with a warning and vramscope uses
 its pure-Python code paths.  ``VRAMSCOPE_BUILD_NATIVE=0`` skips them on
 purpose (used to test that fallback); ``VRAMSCOPE_NATIVE_CFLAGS`` adds flags
-(e.g. ``-fsanitize=address,undefined`` for fuzzing builds).
+(e.g. ``-fsanitize=address,undefined`` for fuzzing builds).  ``VRAMSCOPE_REQUIRE_NATIVE=1``
+(the CI's native gate) makes a failed compile fail the build instead of warning.
+
+A C file may include private headers and sources from ``_native/<stem>_src/``
+(one extension still: sources there are ``#include``d, headers tracked for rebuilds).
 """
 
 from __future__ import annotations
@@ -28,14 +32,16 @@ def native_extensions() -> list[Extension]:
         return []
     flags = shlex.split(os.environ.get("VRAMSCOPE_NATIVE_CFLAGS", ""))
     if sys.platform != "win32":
-        flags = ["-O2", *flags]
+        flags = ["-O2", "-pthread", *flags]
     exts = []
     for src in sorted((HERE / NATIVE).glob("*.c")):
         exts.append(Extension(
             f"vramscope.viewer.model._native.{src.stem}",
             sources=[(NATIVE / src.name).as_posix()],
+            depends=[p.relative_to(HERE).as_posix()
+                     for p in sorted((HERE / NATIVE / f"{src.stem}_src").glob("*"))],
             extra_compile_args=flags,
-            extra_link_args=[f for f in flags if f.startswith("-fsanitize")],
+            extra_link_args=[f for f in flags if f.startswith(("-fsanitize", "-pthread"))],
         ))
     return exts
 
@@ -67,6 +73,9 @@ class optional_build_ext(build_ext):
 
     @staticmethod
     def _skip(message: str) -> None:
+        if os.environ.get("VRAMSCOPE_REQUIRE_NATIVE", "") not in ("", "0"):
+            raise SystemExit(f"error: {message}, and VRAMSCOPE_REQUIRE_NATIVE=1 requires the "
+                             "C extensions")
         print(f"WARNING: {message}; vramscope uses its pure-Python fallback", file=sys.stderr)
 
 

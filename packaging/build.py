@@ -8,7 +8,8 @@ Run with the Python of a build environment in which vramscope is installed
 1. PyInstaller, ``packaging/vramscope.spec`` -> ``build/package/dist/vramscope/``
 2. checks on the folder: nothing forbidden inside (torch, the capture side,
    unused Qt modules), every shared library resolves, the size budget
-3. the frozen app: ``--version``, ``--self-test`` (offscreen) and ``summary``
+3. the frozen app: ``--version``, ``--self-test`` (offscreen), ``summary``,
+   and ``--help`` of every command ``vramscope --help`` lists
 4. archives in ``dist/``:
    Linux   ``vramscope-<version>-linux-<arch>.tar.gz`` (app folder + desktop
            files + ``install-desktop-integration.sh``) and
@@ -320,7 +321,48 @@ def smoke(app: Path, version: str, label: str) -> dict:
         attach = run([exe, "attach", "--list"], capture=True, env=env, cwd=tmp)
         if attach.returncode != 0:
             raise BuildError(f"{label}: attach --list failed")
+        check_listed_commands(exe, env, tmp, label)
     return {"selftest_output": out.stdout, "selftest_seconds": seconds}
+
+
+def listed_commands(help_text: str) -> list[str]:
+    """The commands ``vramscope --help`` lists (its "commands (...)" epilog)."""
+    names, inside = [], False
+    for line in help_text.splitlines():
+        if line.startswith("commands ("):
+            inside = True
+        elif inside and line.startswith("  ") and line.split():
+            names.append(line.split()[0])
+        elif inside and line.strip():
+            break
+    return names
+
+
+def command_answer_problem(name: str, result) -> str | None:
+    """Why ``vramscope NAME --help`` did not answer properly, or None."""
+    text = (result.stdout or "") + (result.stderr or "")
+    if result.returncode != 0:
+        return f"exit {result.returncode}: {text.strip()[-300:]}"
+    if "Traceback" in text or "Failed to execute" in text:
+        return f"a traceback: {text.strip()[-300:]}"
+    if not result.stdout.strip():
+        return "printed nothing on stdout"
+    return None
+
+
+def check_listed_commands(exe: Path, env: dict, cwd: str, label: str) -> list[str]:
+    """Every command ``--help`` lists answers its own ``--help`` in the frozen app (issue 17)."""
+    names = listed_commands(run([exe, "--help"], capture=True, env=env, cwd=cwd).stdout)
+    if not names:
+        raise BuildError(f"{label}: --help lists no commands")
+    for name in names:
+        result = run([exe, name, "--help"], capture=True, env=env, cwd=cwd, check=False,
+                     timeout=120)
+        problem = command_answer_problem(name, result)
+        if problem:
+            raise BuildError(f"{label}: `vramscope {name} --help` {problem}")
+    log(f"    every listed command answers --help: {', '.join(names)}")
+    return names
 
 
 # --------------------------------------------------------------------------- 4. Linux files

@@ -34,7 +34,10 @@ def gui_parser() -> argparse.ArgumentParser:
         epilog=f"commands (vramscope COMMAND --help):\n{commands}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", nargs="?", help="snapshot to open (.pickle, gzip/xz, or JSON)")
+    parser.add_argument("file", nargs="?",
+                        help="snapshot to open: a pickle (protocol 0-5), gzip/xz/bz2 "
+                        "compressed or not, or JSON; or a directory of per-rank snapshots "
+                        "(torchrun) for the rank overview")
     parser.add_argument(
         "--screenshot",
         metavar="OUT.png",

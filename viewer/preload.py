@@ -2,7 +2,7 @@
 
 ``vramscope FILE`` spends ~0.45 s importing PySide6 and pyqtgraph before a
 window can exist.  :func:`start` (called by the GUI command before those
-imports, after :mod:`vramscope.viewer.parse_ahead` forked the parse) runs
+imports, after :mod:`vramscope.viewer.parse_ahead` started the parse) runs
 what the loader thread would run - :func:`load_snapshot` and
 :meth:`Document.build` - at once, on a thread, so the parts that release the
 GIL (the wait for the parse, numpy) overlap the imports.  The window's loader
@@ -60,6 +60,9 @@ class Preload:
                                  use_cache=None if key is None else False)
             doc = Document.build(snap, Progress(self._report, self.cancel_event))
             del snap
+            from .parse_ahead import stamp
+
+            stamp("document_done")
             self.store_key = key
             self.document = doc
         except BaseException as exc:  # noqa: BLE001 - handed to the loader, which reports it

@@ -49,6 +49,27 @@ TARGETS = {"cold": 0.15, "cold_rss": 0.30, "cached": 0.03, "gui": 0.25,
 INTERACTIVE_FROM_EVENTS = 5_000_000  # the ms targets are set "at 10M events"
 
 
+def read_stamps(log: Path, start: float) -> dict:
+    """Stage stamps a command wrote (``VRAMSCOPE_STAGE_LOG``), as seconds from its fork."""
+    out: dict[str, float] = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            name, _, t = line.partition(" ")
+            out.setdefault(name, float(t) - start)
+        log.unlink()
+    return out
+
+
+def measure_stamped(cmd: list[str], env: dict, log: Path, capture: bool = False):
+    """measure() with the command's start-up stage stamps: (seconds, MiB, stdout, stamps)."""
+    log.unlink(missing_ok=True)
+    t, m, out = measure(cmd, dict(env, VRAMSCOPE_STAGE_LOG=str(log)), capture=capture)
+    return t, m, out, read_stamps(log, LAST_START[0])
+
+
+LAST_START = [0.0]  # the fork time of the last measure()d command (launch.py's clock)
+
+
 def measure(cmd: list[str], env: dict | None = None, capture: bool = False,
             sample: bool = False):
     """(seconds, peak RSS MiB, stdout) of one subprocess run, through ``launch.py``:
@@ -63,6 +84,7 @@ def measure(cmd: list[str], env: dict | None = None, capture: bool = False,
         got = json.loads(Path(rec.name).read_text() or "{}")
     if proc.returncode != 0 or got.get("status") != 0:
         raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err.decode()[-2000:]}")
+    LAST_START[0] = got["start"]
     return got["seconds"], got["tree_rss_mib"], out
 
 
@@ -93,7 +115,8 @@ def tiled_file(source: Path, events: int, directory: Path) -> Path:
     return out
 
 
-def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict) -> dict:
+def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict,
+               skip_interactive: bool = False) -> dict:
     py = sys.executable
     size = path.stat().st_size
     big = size > 300 << 20
@@ -106,7 +129,10 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict) -> dict
     cold = []
     for i in range(n):
         cache = tmp / f"cold{i}"
-        t, m, out = measure(summary, dict(env, VRAMSCOPE_CACHE_DIR=str(cache)), capture=True)
+        t, m, out, stamps = measure_stamped(summary, dict(env, VRAMSCOPE_CACHE_DIR=str(cache)),
+                                            tmp / "stages.log", capture=True)
+        if not cold or t < min(c[0] for c in cold):
+            row["cold_stamps"] = stamps
         cold.append((t, m))
         row["events"] = json.loads(out)["trace_events"]
         if i < n - 1:
@@ -125,7 +151,14 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict) -> dict
     shutil.rmtree(sampled, ignore_errors=True)
     row["cached_s"], _ = best_of(repeat, summary, warm)
     row["columns_s"], _ = best_of(n, summary, dict(warm, VRAMSCOPE_NO_RESULT_CACHE="1"))
-    row.update(model_numbers(path, warm))
+    # Where the cold open's time goes: each stage on its own, in one fresh process.
+    stage_runs = [json.loads(measure([py, str(HERE / "stages.py"), str(path), "--json"]
+                                     + (["--serial"] if i == 0 else []), env, capture=True)[2])
+                  for i in range(n)]
+    row["stages"] = {k: min(r[k] for r in stage_runs if k in r)
+                     for k in set().union(*stage_runs)}
+    if not skip_interactive:
+        row.update(model_numbers(path, warm))
     if gui:
         # Best of n cold runs, as for every other row (an empty cache each time), then one
         # more, sampled, for the memory.
@@ -134,24 +167,28 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict) -> dict
         for i in range(n + 1):
             gui_cache = tmp / "gui"
             runs.append(first_window(gui_cmd, tmp / "shot.png",
-                                     dict(env, VRAMSCOPE_CACHE_DIR=str(gui_cache)),
+                                     dict(env, VRAMSCOPE_CACHE_DIR=str(gui_cache),
+                                          VRAMSCOPE_STAGE_LOG=str(tmp / "gui_stages.log")),
                                      sample=i == n))
             shutil.rmtree(gui_cache, ignore_errors=True)
-        best = min(runs[:n])
+        best = min(runs[:n], key=lambda r: r[0])
         row["gui_s"], row["gui_exit_s"] = best[0], best[1]
+        row["gui_stamps"] = best[3]
         row["gui_mib"] = max(r[2] for r in runs)
-        _, _, out = measure([py, str(HERE / "gui_bench.py"), str(path), "--json"], warm,
-                            capture=True)
-        row["widgets"] = json.loads(out)
+        if not skip_interactive:
+            _, _, out = measure([py, str(HERE / "gui_bench.py"), str(path), "--json"], warm,
+                                capture=True)
+            row["widgets"] = json.loads(out)
     for d in tmp.glob("cold*"):
         shutil.rmtree(d, ignore_errors=True)
     return row
 
 
 def first_window(cmd: list[str], png: Path, env: dict,
-                 sample: bool = False) -> tuple[float, float, float]:
+                 sample: bool = False) -> tuple[float, float, float, dict]:
     """(seconds until the screenshot of the complete window is on disk, seconds until the
-    process exits - it writes the column cache after the window -, peak RSS MiB).
+    process exits - it writes the column cache after the window -, peak RSS MiB, its
+    start-up stage stamps).
     Both times count from the launcher's fork of the command (a shared monotonic clock)."""
     png.unlink(missing_ok=True)
     with tempfile.NamedTemporaryFile(suffix=".json") as rec:
@@ -171,7 +208,9 @@ def first_window(cmd: list[str], png: Path, env: dict,
         raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err.decode()[-2000:]}")
     exit_s = got["seconds"]
     shown = shown_at - got["start"] if shown_at is not None else exit_s
-    return shown, exit_s, got["tree_rss_mib"]
+    log = env.get("VRAMSCOPE_STAGE_LOG")
+    stamps = read_stamps(Path(log), got["start"]) if log else {}
+    return shown, exit_s, got["tree_rss_mib"], stamps
 
 
 def wait_for_cache(directory: Path, limit_s: float = 120.0) -> float:
@@ -245,6 +284,51 @@ def verdict(value: float | None, target: float) -> str:
     return "PASS " if value <= target else "MISS "
 
 
+STAGES = ["import", "read", "map", "parse", "parse_serial", "columns", "replay", "summary"]
+
+
+def stage_report(rows: list[dict]) -> None:
+    """The per-stage breakdown: in-process stages (stages.py) and when the whole cold
+    processes reached theirs (VRAMSCOPE_STAGE_LOG stamps)."""
+    print()
+    print("per-stage breakdown, cold open (seconds; best of the runs; wall, CPU in brackets "
+          "where a busy machine makes them differ)")
+    hdr = f"{'file':<34}" + "".join(f"{s:>16}" for s in STAGES)
+    print(hdr)
+    for r in rows:
+        st = r.get("stages", {})
+        cells = []
+        for s in STAGES:
+            if f"{s}_s" not in st:
+                cells.append(f"{'-':>16}")
+                continue
+            label = f"{st[f'{s}_s']:.3f} ({st.get(f'{s}_cpu_s', 0):.2f})"
+            cells.append(f"{label:>16}")
+        print(f"{r['file']:<34}" + "".join(cells))
+    print(f"(in one fresh process each: import = numpy + the model; read = the whole file "
+          f"once, the floor; map = mmap + populate; parse = the compiled parser on "
+          f"{rows[0].get('stages', {}).get('threads', '?')} threads, parse_serial on one; "
+          f"columns = the answer to a Snapshot; replay = build_timeline as summary runs it)")
+    print(f"{'whole processes, seconds from start':<34}{'parse started':>15}{'parse done':>12}"
+          f"{'columns done':>14}{'output/exit':>13}{'document built':>16}{'first paint':>13}")
+    for r in rows:
+        c, g = r.get("cold_stamps", {}), r.get("gui_stamps", {})
+
+        def f(x):
+            return f"{x:.3f}" if x is not None else "-"
+        doc = g.get("document_done")
+        paint = r["gui_s"] - doc if doc is not None and "gui_s" in r else None
+        print(f"{r['file'] + ' (summary)':<34}{f(c.get('parse_start')):>15}"
+              f"{f(c.get('parse_done')):>12}{f(c.get('columns_done')):>14}{f(r['cold_s']):>13}")
+        if g:
+            print(f"{r['file'] + ' (GUI)':<34}{f(g.get('parse_start')):>15}"
+                  f"{f(g.get('parse_done')):>12}{f(g.get('columns_done')):>14}"
+                  f"{f(r.get('gui_s')):>13}{f(doc):>16}{f(paint):>13}")
+    print("(summary: after columns done come the replay, the summary and the output; GUI: "
+          "first paint = screenshot on disk - document built; a parse is started only for "
+          "uncompressed files of 4 MiB and more)")
+
+
 def report(rows: list[dict]) -> None:
     print()
     print("vramscope benchmark (issue 5): ratios against pickle.load of the same file, same run")
@@ -266,6 +350,9 @@ def report(rows: list[dict]) -> None:
     print(f"targets: cold <= {TARGETS['cold']}x time and <= {TARGETS['cold_rss']}x peak RSS; "
           f"re-open (cache present) <= {TARGETS['cached']}x; GUI first window, cold <= "
           f"{TARGETS['gui']}x")
+    stage_report(rows)
+    if not any("replay_s" in r for r in rows):
+        return
     print()
     print(f"{'file':<34}{'re-open, columns only':>22}{'replay':>9}{'intervals':>10}"
           f"{'model seek':>17}{'native':>7}")
@@ -284,6 +371,8 @@ def report(rows: list[dict]) -> None:
     print("(cold summary: the column cache is written after the output, in the background; "
           + ", ".join(f"{r['file']}: done {r['cache_write_s']:.1f} s after exit" for r in rows)
           + ")")
+    if not any("widgets" in r or "model_seek_ms" in r for r in rows):
+        return
     print()
     print(f"{'interactive (real widgets)':<34}{'events':>11}{'redraw median/max':>22}"
           f"{'seek median/max':>22}{'call tree at peak':>22}")
@@ -318,6 +407,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000_000, help="size of the tiled file")
     parser.add_argument("--keep", metavar="DIR", help="keep (and reuse) generated files here")
     parser.add_argument("--no-gui", action="store_true", help="skip the GUI rows")
+    parser.add_argument("--no-interactive", action="store_true",
+                        help="skip the model/widget timings (seek, redraw, call tree)")
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     parser.add_argument("--model-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="more snapshot pickles to measure")
@@ -347,10 +438,11 @@ def main() -> int:
         rows = []
         for path in files:
             print(f"measuring {path.name} ...", flush=True)
-            rows.append(bench_file(path, tmp, args.repeat, gui, env))
+            rows.append(bench_file(path, tmp, args.repeat, gui, env, args.no_interactive))
     report(rows)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     print(f"\n(bench took {time.perf_counter() - started:.0f} s; "
-          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]})")
+          f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

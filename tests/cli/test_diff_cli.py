@@ -55,6 +55,18 @@ def test_diff_text_by_line():
     assert "changed  train_workloads.py:273 whatif" in out.stdout
 
 
+def test_diff_text_names_the_ooms_of_each_side():
+    """Issue 17.4: the text diff never mentioned OOMs."""
+    out = vramscope("diff", str(DATA / "resnet50_train.pickle"),
+                    str(DATA / "fragmentation_oom.pickle"), "--no-peaks")
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("OOMs"))
+    assert row.split()[-3:] == ["0", "2", "+2"], row
+    assert "A's" not in out.stdout  # A ran without an OOM
+    assert ("B's last OOM: 8.00 MiB requested on device 0: fragmentation: 1.74 GiB is free "
+            "inside 178 segments of the large pool") in out.stdout
+
+
 def test_diff_bad_input_exit_2_one_line(tmp_path):
     bad = tmp_path / "bad.pickle"
     bad.write_bytes(b"not a snapshot at all")

@@ -123,3 +123,104 @@ def test_summary_at_event_reports_that_moment():
     assert summary["largest_free_block_bytes"] == 0
     out = vramscope("summary", str(path), "--at", "5000")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_summary_text_lists_every_oom():
+    """Issue 17.4: fragmentation_oom has a capacity OOM (event 1068) and a fragmentation OOM
+    (1959); the text showed only the last."""
+    path = DATA / "fragmentation_oom.pickle"
+    ooms = json.loads(vramscope("summary", str(path), "--json").stdout)["ooms"]
+    assert [o["kind"] for o in ooms] == ["capacity", "fragmentation"]
+    out = vramscope("summary", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "2 OOMs:" in out.stdout
+    for o in ooms:
+        assert f"OOM on device 0 at event {o['event']}:" in out.stdout
+        assert o["verdict"] in out.stdout
+
+
+def test_summary_at_shows_only_the_ooms_up_to_that_event():
+    """Issue 17.10: `--at 0` printed the verdict of an OOM that happens later."""
+    path = DATA / "fragmentation_oom.pickle"
+    out = vramscope("summary", str(path), "--at", "0")
+    assert out.returncode == 0, out.stderr
+    assert "OOM on device" not in out.stdout and "verdict" not in out.stdout
+    assert "2 later OOMs after this event" in out.stdout
+    summary = json.loads(vramscope("summary", str(path), "--at", "0", "--json").stdout)
+    assert summary["oom"] is None and summary["ooms_after_at"] == 2
+    first = summary["ooms"][0]["event"]
+    summary = json.loads(vramscope("summary", str(path), "--at", str(first), "--json").stdout)
+    assert summary["oom"]["kind"] == "capacity" and summary["ooms_after_at"] == 1
+
+
+def test_unknown_format_error_names_every_form_that_loads(tmp_path):
+    """Issue 17.10: the error said "protocol 2-5, gzip, xz or JSON" while protocol 0/1 and
+    bz2 files load; each form it names must load."""
+    import bz2
+    import pickle
+
+    bad = tmp_path / "notes.pickle"
+    bad.write_bytes(b"hello, this is not a snapshot")
+    out = vramscope("summary", str(bad))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "protocol 0-5" in out.stderr and "bz2" in out.stderr, out.stderr
+    segments = [{"device": 0, "address": 1 << 30, "total_size": 2 << 20, "stream": 0,
+                 "segment_type": "small", "allocated_size": 0, "active_size": 0,
+                 "requested_size": 0,
+                 "blocks": [{"address": 1 << 30, "size": 2 << 20, "requested_size": 0,
+                             "state": "inactive", "frames": []}]}]
+    for name, data in (("p0.pickle", pickle.dumps({"segments": segments}, protocol=0)),
+                       ("p1.pickle", pickle.dumps({"segments": segments}, protocol=1)),
+                       ("bz.pickle.bz2", bz2.compress(pickle.dumps({"segments": segments})))):
+        (tmp_path / name).write_bytes(data)
+        out = vramscope("summary", str(tmp_path / name), "--json", "--no-cache")
+        assert out.returncode == 0, (name, out.stderr)
+        assert json.loads(out.stdout)["reserved_bytes"] == 2 << 20
+
+
+def test_help_names_bz2_and_the_directory_of_ranks():
+    """Issue 17.10: `vramscope --help` omitted bz2 and the directory form."""
+    out = vramscope("--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    assert "bz2" in text and "directory of per-rank snapshots" in text
+    assert "bz2" in " ".join(vramscope("summary", "--help").stdout.split())
+
+
+def test_summary_device_not_in_the_file_is_an_error():
+    """Issue 17.10: `summary --device 1` on a one-device file was silently accepted."""
+    out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "1", "--no-cache")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (f"vramscope: error: {DATA / 'gpt2_oom.pickle'}: no device 1 "
+                                  "in this snapshot (its devices: 0)")
+    out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "0", "--at", "5")
+    assert out.returncode == 0, out.stderr
+
+
+def test_text_plurals():
+    """Issue 17.10: "in 1 gaps"."""
+    out = vramscope("summary", str(DATA / "fragmentation_oom.pickle"), "--at", "0")
+    assert "in 1 segment\n" in out.stdout and "in 1 gap," in out.stdout, out.stdout
+
+
+def test_summary_of_a_wrapped_trace_says_what_the_window_cannot_show():
+    """Issue 17.6: summary put the peak at "event 0" with no word that the recording saw none
+    of the segment creation."""
+    path = DATA / "transformer_long_python_1000k.pickle.xz"
+    out = vramscope("summary", str(path), "--no-cache")
+    assert out.returncode == 0, out.stderr
+    assert "(event 0)" not in out.stdout
+    assert "peak over the recorded window: reserved 1.34 GiB (already at the window's start)" \
+        in out.stdout
+    assert ("note: device 0's trace starts after 67 segments (1.34 GiB) already existed"
+            in out.stdout)
+    assert "shows none of their creation" in out.stdout and "no segment was created" in out.stdout
+    summary = json.loads(vramscope("summary", str(path), "--json").stdout)
+    (w,) = summary["windows"]
+    stats = expected_for(path)["memory_stats"]
+    assert w["started_late"] and w["reserved_fixed"] and w["segment_events"] == 0
+    assert w["segments_before"] == stats["segment.all.current"]
+    assert w["reserved_before"] == stats["reserved_bytes.all.current"]
+    whole = json.loads(vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--json").stdout)
+    assert not whole["windows"][0]["started_late"]
+    assert "peak over the recording:" in vramscope("summary", str(DATA / "gpt2_oom.pickle")).stdout

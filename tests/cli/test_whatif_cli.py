@@ -93,3 +93,84 @@ def test_snapshot_without_trace_exits_2(tmp_path):
     out = vramscope("whatif", str(path), "--conf", "expandable_segments:True")
     assert out.returncode == 2 and "no trace events" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_text_header_shows_the_given_memory_limit():
+    """Issue 17.3: the header named the inferred limit while the table used --memory-limit."""
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
+                    "--memory-limit", "5GiB")
+    assert out.returncode == 0, out.stderr
+    head = out.stdout.splitlines()[0]
+    assert "memory limit: 5.00 GiB (given" in head, head
+    assert "the recording's: " in head and "(inferred)" in head  # named as the recording's
+    rows = json.loads(vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf",
+                                "expandable_segments:True", "--memory-limit", "5GiB",
+                                "--json").stdout)
+    assert rows[0]["memory_limit_bytes"] == 5 << 30
+
+
+def _whatif_on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """Run `vramscope whatif` with stderr on a pseudo-terminal: (exit code, stdout, stderr)."""
+    import os
+    import pty
+    import tempfile
+
+    master, slave = pty.openpty()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "vramscope.viewer", "whatif", *args],
+                                stdout=out, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        code = proc.wait(timeout=300)
+        out.seek(0)
+        return code, out.read().decode(), b"".join(chunks).decode()
+
+
+def test_recommend_shows_progress_on_a_terminal_and_nothing_when_piped():
+    """Issue 17.12: --recommend ran for seconds with no sign of life on the terminal."""
+    path = str(DATA / "gpt2_oom.pickle")
+    code, stdout, stderr = _whatif_on_a_terminal(path, "--recommend")
+    assert code == 0, stderr
+    assert "vramscope whatif: simulating 1/9: (defaults)" in stderr, stderr
+    assert "\r" in stderr and stderr.endswith("\r")  # redrawn in place, erased at the end
+    assert stderr.replace("\r", "").strip(" ").startswith("vramscope whatif: loading")
+    assert "ranked by predicted peak reserved" in stdout  # the result on stdout, unchanged
+    piped = vramscope("whatif", path, "--recommend")
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert piped.stdout == stdout
+
+
+WRAPPED = DATA / "transformer_long_python_1000k.pickle.xz"  # the ring started after every segment
+
+
+def test_wrapped_trace_says_what_the_window_cannot_show():
+    """Issue 17.6: on the 1M file every setting gave 1.34 GiB with no word that the trace saw
+    none of the segment creation; an unchanged peak was presented as a prediction."""
+    out = vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True")
+    assert out.returncode == 0, out.stderr
+    assert "trace starts after 67 segments (1.34 GiB) already existed" in out.stdout
+    assert "cudaMalloc/cudaFree count the window only" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("expandable"))
+    assert "1.34 GiB*" in row and "n/a*" in row and "+0.0%" not in row
+    assert "recorded, not a prediction" in out.stdout
+    (d,) = json.loads(vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True",
+                                "--json").stdout)
+    assert d["window_started_late"] and d["peak_reserved_is_window_start"]
+    assert d["peak_reserved_vs_recorded"] is None
+
+
+def test_whole_recording_has_no_window_note():
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
+                    "--json")
+    (d,) = json.loads(out.stdout)
+    assert not d["window_started_late"] and not d["peak_reserved_is_window_start"]
+    assert isinstance(d["peak_reserved_vs_recorded"], float)

@@ -2,8 +2,9 @@
 
     .venv/bin/python tests/fuzz/fuzz_parser.py --inputs 1000000 [--seed N] [--rss-mb 2048]
 
-Every input goes through ``snapparse.parse`` (the C parser) and the full
-loader.  The C parser must answer one of its four forms and never crash,
+Every input goes through ``snapparse.parse`` (the C parser; serially and with
+its device traces split into parallel regions, which must answer the same) and
+the full loader.  The C parser must answer one of its four forms and never crash,
 hang or grow without bound; where it accepts an input (or reports an error
 itself) the pure-Python loader runs too and both must agree: the same
 columns, ids and warnings, or the same one-line error.
@@ -152,13 +153,15 @@ class Mutator:
 
 def check(data: bytes) -> str:
     """Run one input; returns a short outcome tag, raises AssertionError on a finding."""
-    from tests.parser_paths import assert_identical, pure_python
+    from tests.parser_paths import assert_identical, parallel_parse, pure_python, same_parse
     from vramscope.viewer.model import Snapshot, SnapshotError, load_bytes
     from vramscope.viewer.model._native import native_module
 
     mod = native_module("snapparse")
     answer = mod.parse(data)
     assert type(answer) is tuple and answer[0] in ("ok", "fallback", "truncated", "refused"), answer
+    # the parallel sections (every event its own checkpoint) give the serial VM's answer
+    assert same_parse(parallel_parse(data), answer), "parallel sections differ"
     fast = slow = None
     try:
         fast = load_bytes(data)

@@ -64,7 +64,9 @@ def test_predicted_oom_is_marked(panel, qtbot):
     panel.limit_edit.setText("6GB")
     with qtbot.waitSignal(panel.finished, timeout=60000):
         panel.run()
-    assert panel.table.item(0, 7).text().startswith("event ")
+    from vramscope.viewer._qt.whatif_panel import COL_OOM
+
+    assert panel.table.item(0, COL_OOM).text().startswith("event ")
     marks = [c for c in panel.plot.listDataItems() if c.opts.get("symbol") == "x"]
     assert len(marks) == 1
     oom = panel.preds[0].result.first_oom
@@ -127,3 +129,103 @@ def test_snapshot_without_trace_shows_one_line(qtbot):
         p.run()
     assert "no trace events" in p.error.text() and p.table.rowCount() == 0
     assert p.run_button.isEnabled()
+
+
+# --------------------------------------------------------------------------- issue 17.9
+GPT2 = DATA / "gpt2_oom.pickle"  # the recorded run ends in an OOM at event 25902
+
+
+@pytest.fixture
+def gpt2_panel(qtbot):
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer.model import load_snapshot
+
+    application()
+    p = WhatIfPanel(load_snapshot(GPT2))
+    qtbot.addWidget(p)
+    p.resize(1200, 760)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def _text_fits(view, text: str, width: int, icon: int = 0) -> bool:
+    # Qt elides a cell whose text is wider than its rect less the style's text margins.
+    from PySide6.QtWidgets import QStyle
+
+    margin = view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, view) + 1
+    return view.fontMetrics().horizontalAdvance(text) + 2 * margin + icon <= width
+
+
+def test_table_cells_are_never_cut(gpt2_panel, qtbot):
+    """The OOM cell read "event 2590…" for event 25902; long settings were cut."""
+    from vramscope.viewer._qt.whatif_panel import COL_OOM
+
+    p = gpt2_panel
+    long_conf = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
+    p.set_checked(["expandable_segments:True,garbage_collection_threshold:0.6", long_conf])
+    with qtbot.waitSignal(p.finished, timeout=120000):
+        p.run()
+    t = p.table
+    assert t.item(0, COL_OOM).text() == "event 25902 (fragmentation)"
+    icon = t.iconSize().width() + 4
+    for r in range(t.rowCount()):
+        for c in range(t.columnCount()):
+            text = t.item(r, c).text()
+            assert _text_fits(t, text, t.columnWidth(c), icon if c == 0 else 0), (r, c, text)
+    # The settings list shows every setting whole, also one typed in.
+    p.conf_edit.setText("max_split_size_mb:256,garbage_collection_threshold:0.7")
+    assert p.add_conf()
+    qtbot.wait(50)
+    lst = p.list
+    box = lst.style().pixelMetric(lst.style().PixelMetric.PM_IndicatorWidth) + 8
+    for i in range(lst.count()):
+        text = lst.item(i).text()
+        assert lst.item(i).toolTip() == text
+        assert _text_fits(lst, text, lst.viewport().width(), box), text
+
+
+def test_limit_and_legend_stay_off_the_curves(gpt2_panel, qtbot):
+    """The 'limit' label sat under the curves and the ✕ marks: it is named in the legend,
+    which lies below the chart, outside the area the curves are drawn in."""
+    import pyqtgraph as pg
+
+    p = gpt2_panel
+    p.set_checked(["expandable_segments:True"])
+    with qtbot.waitSignal(p.finished, timeout=120000):
+        p.run()
+    qtbot.wait(50)
+    labels = [label.text for _sample, label in p.legend.items]
+    assert "memory limit 10.49 GiB" in labels and "predicted OOM" in labels
+    vb = p.plot.getPlotItem().getViewBox()
+    inside = [i for i in vb.allChildren() if isinstance(i, (pg.TextItem, pg.InfLineLabel,
+                                                            pg.LegendItem))]
+    assert not inside  # nothing with text over the data
+    chart = vb.sceneBoundingRect()
+    legend = p.legend.sceneBoundingRect()
+    assert legend.height() > 0 and not chart.intersects(legend)
+    # The OOM marks lie inside the visible ranges, not on an edge.
+    (xmin, xmax), (ymin, ymax) = vb.viewRange()
+    for mark in [c for c in p.plot.listDataItems() if c.opts.get("symbol") == "x"]:
+        assert xmin < mark.xData[0] < xmax and ymin < mark.yData[0] < ymax * 0.98
+
+
+def test_wrapped_trace_says_what_the_window_cannot_show(qtbot):
+    """Issue 17.6 in the panel: on the 1M file (the ring started after every segment existed)
+    every setting showed 1.34 GiB, +0.0%, as if predicted."""
+    from vramscope.viewer._qt.app import application
+    from vramscope.viewer._qt.whatif_panel import COL_PEAK, COL_VS, WhatIfPanel
+    from vramscope.viewer.model import load_snapshot
+
+    application()
+    p = WhatIfPanel(load_snapshot(DATA / "transformer_long_python_1000k.pickle.xz"))
+    qtbot.addWidget(p)
+    p.show()
+    p.set_checked(["expandable_segments:True"])
+    with qtbot.waitSignal(p.finished, timeout=300000):
+        p.run()
+    assert "trace starts after 67 segments (1.34 GiB) already existed" in p.summary.text()
+    assert "recorded, not a prediction" in p.summary.text()
+    row = [p.table.item(1, c).text() for c in range(p.table.columnCount())]
+    assert row[COL_PEAK] == "1.34 GiB*" and row[COL_VS] == "n/a*"

@@ -87,6 +87,18 @@ def test_unattachable_targets_exit_2_with_one_line(runtime_dir, target):
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("vramscope: error:")
 
 
+def test_save_from_a_process_without_cuda_exits_2_with_one_line(start_target, runtime_dir,
+                                                                tmp_path):
+    """Issue 17.10: this exited 1 while every other attach error exits 2."""
+    t = start_target(env={"FAKE_UNINITIALISED": "1"})
+    out = tmp_path / "x.pickle"
+    r = _attach(runtime_dir, str(t.pid), "--save", str(out))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vramscope: error:") and "CUDA" in lines[0]
+    assert not out.exists()
+
+
 def test_target_gone_between_list_and_save(start_target, runtime_dir, tmp_path):
     t = start_target()
     t.exit()

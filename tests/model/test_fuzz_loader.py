@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA
-from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
+from tests.parser_paths import parallel_parse, parser_path, same_parse  # noqa: F401 - autouse
+from vramscope.viewer.model import fast_pickle
 from vramscope.viewer.model import Snapshot, SnapshotError, load_bytes
 
 SEED = (DATA / "side_stream_pending.pickle").read_bytes()
@@ -25,6 +26,10 @@ FUZZ = settings(max_examples=400, deadline=None,
 
 
 def check(data: bytes) -> None:
+    if fast_pickle.available():  # the parallel sections answer as the serial VM
+        from vramscope.viewer.model._native import native_module
+
+        assert same_parse(parallel_parse(data), native_module("snapparse").parse(data))
     try:
         snap = load_bytes(data)
     except SnapshotError as exc:

@@ -17,9 +17,10 @@ import tracemalloc
 
 import pytest
 
+from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
-from tests.parser_paths import assert_identical, pure_python
+from tests.parser_paths import assert_identical, parallel_parse, pure_python, same_parse
 from vramscope.viewer.model import LoadCancelled, Progress, SnapshotError, load_bytes, load_snapshot
 from vramscope.viewer.model import fast_pickle
 from vramscope.viewer.model.safe_pickle import safe_loads
@@ -29,7 +30,7 @@ SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
              + sorted((DATA / "ddp_2ranks").glob("*.pickle")) + sorted((ROOT / "assets").glob("*.pickle")))
 BIG_XZ = DATA / "transformer_long_python_1000k.pickle.xz"
 
-needs_native = pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built")
+needs_native = native_gate.needs(fast_pickle.available(), "compiled parser not built")
 
 
 def test_extension_is_built():
@@ -184,3 +185,105 @@ def test_short_fuzz_run():
     outcomes = run_inputs(20_000, seed=7, report_every=0, crash_dir=ROOT / "fuzz-findings")
     assert sum(outcomes.values()) == 20_000
     assert outcomes.get("equal", 0) > 200 and outcomes.get("same-error", 0) > 2000, outcomes
+
+
+@needs_native
+def test_an_unknown_event_key_goes_to_the_python_parser():
+    """A newer torch's event field is never silently dropped by the compiled parser:
+    the file goes to the Python path (the reference decides what the field means)."""
+    event = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1,
+             "frames": [], "is_new_field": 7}
+    obj = {"segments": [], "device_traces": [[event]]}
+    data = pickle.dumps(obj, protocol=4)
+    assert fast_pickle.native_loads(data) is None
+    known = dict(event)
+    del known["is_new_field"]
+    assert fast_pickle.native_loads(pickle.dumps(dict(obj, device_traces=[[known]]), 4)) is not None
+    with pure_python():
+        reference = load_bytes(data)
+    assert_identical(load_bytes(data), reference)
+
+
+PARALLEL_FILES = (SNAPSHOTS + sorted((DATA / "truth").glob("*.pickle*"))
+                  + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*")))
+
+
+@needs_native
+@pytest.mark.parametrize("path", PARALLEL_FILES, ids=lambda p: p.name)
+def test_parallel_sections_give_the_serial_answer(path):
+    """Device traces parsed in parallel regions (here a checkpoint every event, so a
+    file of a few events is cut into many regions that refer to each other's memo
+    entries) give exactly the serial VM's answer - and really ran in parallel."""
+    data = _plain(path)
+    serial = snapparse().parse(data)
+    for threads in (2, 5):
+        parallel = parallel_parse(data, threads)
+        assert same_parse(parallel, serial), f"{threads} threads"
+    if serial[0] == "ok" and serial[2] is not None and memoryview(serial[2]["columns"]["action"]).nbytes:
+        assert parallel[2]["parallel"] >= 1, "the parallel path was abandoned"
+
+
+@needs_native
+def test_the_big_snapshot_in_parallel_is_the_serial_one():
+    """The 1M-event recording at the real section size (a chunked skim, regions of
+    thousands of events) on 2 and 4 threads, through the loader too."""
+    data = _plain(BIG_XZ)
+    serial = snapparse().parse(data)
+    for threads in (2, 4):
+        parallel = snapparse().parse(data, -1, None, threads)
+        assert parallel[2]["parallel"] == 1
+        assert same_parse(parallel, serial)
+    fast = fast_pickle.native_loads(data, threads=4)
+    assert fast is not None and fast.native["parallel"] == 1
+
+
+@needs_native
+def test_a_cancel_during_parallel_sections_stops_the_parse():
+    data = _plain(BIG_XZ)
+
+    class Stop(Exception):
+        pass
+
+    def progress(fraction):
+        if fraction > 0.1:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        snapparse().parse(data, -1, progress, 4, 1)
+
+
+def snapparse():
+    from vramscope.viewer.model._native import native_module
+
+    return native_module("snapparse")
+
+
+@needs_native
+def test_sections_share_frame_lists_across_devices():
+    """Device 1's events reuse device 0's frame lists and frame dicts (memo references
+    into an earlier parallel section) and the segments' lists (before any section)."""
+    frames = [[{"filename": f"f{i % 7}.py", "line": i, "name": "fn"}] for i in range(50)]
+    seg_frames = [{"filename": "seg.py", "line": 1, "name": "alloc"}]
+    segments = [{"device": 0, "address": 0, "total_size": 1 << 20, "stream": 0,
+                 "segment_type": "large", "allocated_size": 0, "active_size": 0,
+                 "requested_size": 0, "blocks": [{"address": 0, "size": 1 << 20,
+                                                  "requested_size": 0, "state": "inactive",
+                                                  "frames": seg_frames}]}]
+    dev0 = [{"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "time_us": i,
+             "frames": frames[i % 50], "compile_context": f"cc{i % 3}"} for i in range(300)]
+    dev1 = [{"action": "free_completed", "addr": 4096 * i, "size": 512, "stream": 0,
+             "time_us": 1000 + i, "frames": (frames[i % 50] if i % 3 else seg_frames)}
+            for i in range(300)]
+    data = pickle.dumps({"segments": segments, "device_traces": [dev0, dev1]}, protocol=4)
+    serial = snapparse().parse(data)
+    assert serial[0] == "ok"
+    for threads in (2, 4):
+        parallel = parallel_parse(data, threads)
+        assert parallel[2]["parallel"] == 2, "both device lists in parallel"
+        assert same_parse(parallel, serial)
+    assert_identical(load_bytes(data), _python_load(data))
+
+
+def _python_load(data):
+    with pure_python():
+        return load_bytes(data)

@@ -22,7 +22,7 @@ def test_fragmentation_verdict(loaded_snapshots):
     assert oom.free_in_pool_bytes == unallocated  # "1.74 GiB is reserved ... but unallocated"
     assert oom.free_segments == 178
     assert oom.verdict == (
-        "fragmentation: 1.74 GiB is free inside 178 segments, "
+        "fragmentation: 1.74 GiB is free inside 178 segments of the large pool, "
         "but the largest free block is 4.00 MiB < 8.00 MiB requested"
     )
     assert oom.new_segment_bytes == meta["oom_request"]  # "Tried to allocate 20.00 MiB"

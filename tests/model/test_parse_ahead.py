@@ -1,12 +1,13 @@
-"""The parse forked ahead of the imports gives exactly what an in-process parse gives.
+"""The parse started ahead of the imports gives exactly what an in-process parse gives.
 
-Each check runs in a fresh interpreter (``parse_ahead`` only forks before numpy
-is imported, never from this already-threaded test process): the file is
-parsed in a forked child and claimed by ``load_snapshot``, then loaded again
-in-process; both snapshots must be identical, and errors must match word for
-word.  Also: the child's answer is really used (not quietly handed back), a
-cancelled wait kills the child, a file replaced after the fork is parsed anew,
-and the modules the CLI imports before numpy never import numpy themselves.
+Each check runs in a fresh interpreter (as the CLI does: ``parse_ahead`` starts
+before numpy is imported): the file is parsed on the parse-ahead thread (its
+device traces in parallel sections even when small: ``SECTION_MIN_EVENTS = 1``)
+and claimed by ``load_snapshot``, then loaded again in-process on one thread;
+both snapshots must be identical, and errors must match word for word.  Also:
+the thread's answer is really used (not quietly handed back), a cancelled wait
+stops the parse, a file replaced after the start is parsed anew, and the modules
+the CLI imports before numpy never import numpy themselves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import textwrap
 
 import pytest
 
+from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
 from vramscope.viewer.model import fast_pickle
@@ -31,7 +33,7 @@ SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted((DATA / "ddp_2ranks").glob("
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parse-ahead is Linux-only"),
-    pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built"),
+    native_gate.needs(fast_pickle.available(), "compiled parser not built"),
 ]
 
 # Runs in a fresh interpreter: argv = JSON list of files; prints one JSON line per file.
@@ -39,6 +41,8 @@ COMPARE = textwrap.dedent("""
     import json, os, sys
     from vramscope.viewer import parse_ahead
     parse_ahead.MIN_BYTES = 0  # the bundled files are small
+    parse_ahead.SECTION_MIN_EVENTS = 1  # and their traces short: parallel sections anyway
+    os.environ["VRAMSCOPE_PARSE_THREADS"] = "4"
     files = json.loads(sys.argv[1])
     started = {f: parse_ahead.start(f, use_cache=False) for f in files}
     assert "numpy" not in sys.modules
@@ -46,28 +50,27 @@ COMPARE = textwrap.dedent("""
     original = parse_ahead.Ahead.answer
     def answer(self, *a, **k):
         got = original(self, *a, **k)
-        answers[self.pid_at_start] = got is not None
+        answers[self.path] = got is not None
         return got
     parse_ahead.Ahead.answer = answer
     from tests.parser_paths import assert_identical
     from vramscope.viewer.model import SnapshotError, load_snapshot
     for f in files:
-        ahead = parse_ahead._pending.get(os.path.abspath(f))
-        if ahead is not None:
-            ahead.pid_at_start = ahead.pid
         def load():
             try:
                 return load_snapshot(f, use_cache=False), None
             except SnapshotError as exc:
                 return None, f"{type(exc).__name__}: {exc}"
-        forked, forked_error = load()
-        here, here_error = load()  # nothing pending any more: parsed in this process
-        same = forked_error == here_error
-        if same and forked is not None:
-            assert_identical(forked, here)
-        used = answers.get(getattr(ahead, "pid_at_start", None), False)
+        ahead_snap, ahead_error = load()
+        os.environ["VRAMSCOPE_PARSE_THREADS"] = "1"
+        here, here_error = load()  # nothing pending any more: parsed here, on one thread
+        os.environ["VRAMSCOPE_PARSE_THREADS"] = "4"
+        same = ahead_error == here_error
+        if same and ahead_snap is not None:
+            assert_identical(ahead_snap, here)
+        used = answers.get(os.path.abspath(f), False)
         print(json.dumps({"file": f, "started": started[f], "used": used, "same": same,
-                          "error": here_error, "forked_error": forked_error}))
+                          "error": here_error, "ahead_error": ahead_error}))
 """)
 
 
@@ -79,11 +82,11 @@ def run_compare(files) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
-def test_every_snapshot_identical_through_the_forked_parse():
+def test_every_snapshot_identical_through_the_parse_ahead():
     rows = run_compare(SNAPSHOTS)
     assert len(rows) == len(SNAPSHOTS)
     for row in rows:
-        assert row["started"] and row["used"], f"{row['file']}: the forked parse was not used"
+        assert row["started"] and row["used"], f"{row['file']}: the parse ahead was not used"
         assert row["same"] and row["error"] is None, row
 
 
@@ -98,11 +101,11 @@ def test_bad_inputs_give_the_same_errors(tmp_path):
     rows = run_compare(files)
     for row in rows:
         assert row["started"], row
-        assert row["same"], f"{row['file']}: {row['forked_error']} != {row['error']}"
+        assert row["same"], f"{row['file']}: {row['ahead_error']} != {row['error']}"
     assert any(r["error"] for r in rows)  # errors really were compared
 
 
-def test_small_compressed_and_text_files_are_not_forked(tmp_path):
+def test_small_compressed_and_text_files_are_not_parsed_ahead(tmp_path):
     script = textwrap.dedent("""
         import sys, lzma
         from vramscope.viewer import parse_ahead
@@ -123,35 +126,34 @@ def test_small_compressed_and_text_files_are_not_forked(tmp_path):
 
 
 CANCEL = textwrap.dedent("""
-    import os, sys
+    import os, sys, time
     from vramscope.viewer import parse_ahead
     path = sys.argv[1]
+    os.environ["VRAMSCOPE_PARSE_THREADS"] = "1"  # the serial parse: progress all along
     assert parse_ahead.start(path, use_cache=False)
     ahead = parse_ahead.claim(path)
-    pid = ahead.pid
     class Stop(Exception):
         pass
     def update(fraction):
         raise Stop()
+    t = time.perf_counter()
     try:
         ahead.answer(update, path)
     except Stop:
         pass
-    try:
-        os.waitpid(pid, os.WNOHANG)
-        print("child still there")
-    except ChildProcessError:
-        print("child gone", ahead.memfd, ahead.rfd)
+    stopped = ahead.done.wait(30)
+    print("stopped" if stopped and ahead.result is None else "still parsing",
+          type(ahead.error).__name__)
 """)
 
 
-def test_a_cancelled_wait_kills_the_child(tmp_path):
+def test_a_cancelled_wait_stops_the_parse(tmp_path):
     path = tmp_path / "big.pickle"
     path.write_bytes(lzma.decompress((DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
     out = subprocess.run([sys.executable, "-c", CANCEL, os.fspath(path)], capture_output=True,
                          text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "child gone -1 -1"
+    assert out.stdout.split() == ["stopped", "_Cancelled"]
 
 
 REPLACED = textwrap.dedent("""
@@ -168,7 +170,7 @@ REPLACED = textwrap.dedent("""
 """)
 
 
-def test_a_file_replaced_after_the_fork_is_parsed_anew(tmp_path):
+def test_a_file_replaced_after_the_start_is_parsed_anew(tmp_path):
     first, second = tmp_path / "snap.pickle", tmp_path / "other.pickle"
     first.write_bytes((DATA / "fragmentation_oom.pickle").read_bytes())
     second.write_bytes((DATA / "gpt2_oom.pickle").read_bytes())
@@ -222,4 +224,4 @@ def test_cached_columns_are_mapped_not_parsed_again(tmp_path):
     out = subprocess.run([sys.executable, "-c", CACHED, os.fspath(path)], capture_output=True,
                          text=True, cwd=ROOT, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True"]  # cached: no fork; --no-cache: a fork
+    assert out.stdout.split() == ["False", "True"]  # cached: no parse; --no-cache: a parse

@@ -44,12 +44,16 @@ def test_spec_excludes_torch_capture_and_heavy_extras():
 
 
 def test_spec_names_the_commands_cli_imports_by_name():
+    """Issue 17.2: `record` was excluded, so the frozen app crashed on a command its --help
+    lists.  Every listed command is bundled (its capture side stays out)."""
     hidden = set(spec_list("HIDDEN"))
+    excludes = set(spec_list("EXCLUDES"))
     from vramscope.viewer.cli import COMMANDS
 
     for name, (module, _) in COMMANDS.items():
-        if name != "record":  # needs torch: not in the frozen viewer
-            assert f"vramscope.viewer.commands.{module}" in hidden
+        assert f"vramscope.viewer.commands.{module}" in hidden, name
+        assert f"vramscope.viewer.commands.{module}" not in excludes, name
+    assert 'collect_submodules("vramscope.viewer.commands")' in SPEC.read_text()
 
 
 @pytest.mark.parametrize("path, kept", [
@@ -131,3 +135,35 @@ def test_make_package_target_builds_with_its_own_venv():
     target = makefile[makefile.index("\npackage:"):]
     assert "packaging/requirements.txt" in target and "packaging/build.py" in target
     assert Path(ROOT / "packaging" / "requirements.txt").read_text().count("pyinstaller==") == 1
+
+
+def test_listed_commands_are_read_from_the_real_help():
+    """build.py checks each command `vramscope --help` lists; the parser must find them all."""
+    import subprocess
+    import sys
+
+    from vramscope.viewer.cli import COMMANDS
+
+    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "--help"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert build.listed_commands(out.stdout) == list(COMMANDS)
+
+
+def test_record_without_the_capture_side_answers_in_one_line():
+    """Issue 17.2: as in the frozen app (vramscope.capture left out), `record --help` answers
+    on stdout with exit 0 and `record x.py` exits 2 with one line: both say where capture runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['vramscope.capture'] = None; "
+            "from vramscope.viewer.cli import main; sys.exit(main(sys.argv[1:]))")
+    for args, rc in ((["record", "--help"], 0), (["record", "x.py", "--lr", "1"], 2)):
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == rc, out.stderr
+        text = (out.stdout if rc == 0 else out.stderr).strip()
+        assert len(text.splitlines()) == 1 and "Traceback" not in out.stderr
+        assert "training environment" in text and "pip install vramscope[capture]" in text
+        assert "python -m vramscope.capture" in text
+        if rc == 0:
+            assert build.command_answer_problem("record", out) is None

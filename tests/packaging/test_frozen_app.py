@@ -68,6 +68,31 @@ def test_unpacked_app_self_test_and_version(unpacked, tmp_path):
     assert "self-test passed" in out.stdout and "frozen app" in out.stdout
 
 
+@needs_tarball
+def test_every_listed_command_answers_help_in_the_frozen_app(unpacked, tmp_path):
+    """Issue 17.2: `vramscope record --help` from the .deb printed a traceback
+    (ModuleNotFoundError) while `vramscope --help` listed `record`."""
+    build = build_module()
+    exe = unpacked / "vramscope"
+    env = _env(tmp_path)
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60,
+                         env=env, cwd=tmp_path)
+    names = build.listed_commands(out.stdout)
+    assert "record" in names and "summary" in names, out.stdout
+    for name in names:
+        result = subprocess.run([str(exe), name, "--help"], capture_output=True, text=True,
+                                timeout=120, env=env, cwd=tmp_path)
+        assert build.command_answer_problem(name, result) is None, (name, result.stderr)
+    # record itself: one line that says where capture runs, exit 2, no traceback.
+    script = tmp_path / "x.py"
+    script.write_text("print('never run')\n")
+    result = subprocess.run([str(exe), "record", str(script)], capture_output=True, text=True,
+                            timeout=60, env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "pip install vramscope[capture]" in line and "python -m vramscope.capture" in line
+
+
 @pytest.mark.skipif(not (DEBS and shutil.which("dpkg-deb")), reason="run `make package` first (.deb)")
 def test_deb_installs_the_app_the_entry_the_icons_and_the_mime_type():
     contents = subprocess.run(["dpkg-deb", "--contents", str(DEBS[-1])], capture_output=True,

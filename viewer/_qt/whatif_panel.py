@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QSplitter,
+                               QListWidgetItem, QProgressBar, QPushButton, QSplitter, QStyle,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ..model.allocator_rules import ConfError, parse_conf
@@ -31,8 +31,11 @@ DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
                    "garbage_collection_threshold:0.6")
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#7f7f7f"]
-COLUMNS = ("setting", "peak reserved", "vs recorded", "peak allocated", "frag. at peak",
-           "cudaMalloc", "cudaFree", "OOM")
+# The OOM column right after the peak: the two answers people look for, visible without
+# scrolling the table sideways.
+COLUMNS = ("setting", "peak reserved", "vs recorded", "OOM", "peak allocated", "frag. at peak",
+           "cudaMalloc", "cudaFree")
+COL_SETTING, COL_PEAK, COL_VS, COL_OOM = 0, 1, 2, 3
 GIB = 1 << 30
 
 
@@ -73,6 +76,8 @@ class WhatIfPanel(QWidget):
         self.list = QListWidget()
         self.list.setToolTip("Each is simulated from the allocator's defaults, as the allocator "
                              "parses the variable; the recorded run is always shown")
+        # Settings are never cut: the pane is as wide as the longest (see _fit_settings).
+        self.list.setTextElideMode(Qt.TextElideMode.ElideNone)
         for conf in RECOMMENDED:
             if conf:
                 self._add_item(conf, conf in DEFAULT_CHECKED)
@@ -116,7 +121,12 @@ class WhatIfPanel(QWidget):
         self.plot.setLabel("bottom", "trace event")
         self.plot.setDownsampling(auto=True, mode="peak")
         self.plot.setClipToView(True)
-        self.legend = self.plot.addLegend(offset=(10, 10))
+        # The legend sits below the chart, in the plot's own layout, never over the curves,
+        # the limit or the OOM marks.  It holds only short, fixed entries (recorded, OOM,
+        # limit); each setting's colour is shown beside it in the table, so long settings
+        # never widen the chart.
+        self.legend = pg.LegendItem(offset=None, colCount=2)
+        self.plot.getPlotItem().layout.addItem(self.legend, 4, 1)
         right.addWidget(self.plot)
         table_box = QWidget()
         tv = QVBoxLayout(table_box)
@@ -128,7 +138,11 @@ class WhatIfPanel(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSortingEnabled(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        # Columns sized to their contents (never an elided "event 2590…"); the table
+        # scrolls sideways when they do not all fit.
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.table.setWordWrap(False)
         tv.addWidget(self.table)
         row = QHBoxLayout()
         self.copy_button = QPushButton("&Copy table")
@@ -145,15 +159,36 @@ class WhatIfPanel(QWidget):
         right.addWidget(table_box)
         right.setSizes([460, 260])
 
-        split = QSplitter(Qt.Orientation.Horizontal)
+        self.split = split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         split.addWidget(right)
         split.setSizes([330, 870])
+        split.setStretchFactor(0, 0)  # a wider window widens the chart, not the list
+        split.setStretchFactor(1, 1)
+        self._fit_settings()
         outer = QVBoxLayout(self)
         outer.addWidget(split)
 
+    def _fit_settings(self) -> None:
+        """Widen the settings pane so that the longest setting shows whole (up to half the
+        window; beyond that the list scrolls sideways and the tooltip has it)."""
+        fm = self.list.fontMetrics()
+        widest = max((fm.horizontalAdvance(self.list.item(i).text())
+                      for i in range(self.list.count())), default=0)
+        style = self.list.style()
+        extra = (style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth)
+                 + 4 * fm.averageCharWidth()
+                 + style.pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent) + 24)
+        want = min(widest + extra, max(self.width() // 2, 330))
+        self.list.setMinimumWidth(min(widest + extra - 24, want))
+        sizes = self.split.sizes() if hasattr(self, "split") else []
+        if len(sizes) == 2 and sizes[0] < want:
+            total = max(sum(sizes), self.width() - 20)
+            self.split.setSizes([want, max(total - want, 300)])
+
     def _add_item(self, conf: str, checked: bool) -> QListWidgetItem:
         item = QListWidgetItem(conf)
+        item.setToolTip(conf)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
         self.list.addItem(item)
@@ -177,6 +212,7 @@ class WhatIfPanel(QWidget):
                 break
         else:
             self._add_item(text, True)
+            self._fit_settings()
         self.conf_edit.clear()
         return True
 
@@ -194,6 +230,7 @@ class WhatIfPanel(QWidget):
         for conf in confs:
             if conf not in present:
                 self._add_item(conf, True)
+        self._fit_settings()
 
     def limit(self) -> int | None:
         text = self.limit_edit.text().strip()
@@ -254,43 +291,58 @@ class WhatIfPanel(QWidget):
         text += ("Self-check passed: at the recorded settings the model reproduces every "
                  "segment event of the recording." if check.ok else
                  f"Self-check FAILED ({check.first_difference}): predictions are approximate.")
+        w = getattr(case, "window", None)
+        if w is not None and w.started_late:  # what the window cannot show (issue 17.6)
+            text += (f" Note: {w.describe()}. Those segments keep their recorded places under "
+                     "every setting, so a setting's effect on them is unknown; cudaMalloc/"
+                     "cudaFree count the window only.")
+            if any(p.peak_is_window_start(case) for p in preds):
+                text += (" * = the peak is the layout the window started with: recorded, "
+                         "not a prediction.")
         self.summary.setText(text)
 
     def _plot(self, case, preds) -> None:
         self.plot.clear()
         self.legend.clear()
         x = case.curve_x().astype(np.float64)
-        fg = theme.foreground()
         named_oom = False
         for j, p in enumerate(preds):
             y = p.result.reserved / GIB
             recorded = j == 0
-            color = fg if recorded else pg.mkColor(PALETTE[(j - 1) % len(PALETTE)])
+            color = self._colour(j)
             pen = pg.mkPen(color, width=2.5 if recorded else 1.6)
             label = "recorded" if recorded else p.conf
             oom = p.result.first_oom
             # After its first OOM the program would have stopped: the rest dashed.
             cut = len(y) if oom is None else oom.request + 1
-            self.plot.plot(x[:cut], y[:cut], pen=pen, name=label)
+            curve = self.plot.plot(x[:cut], y[:cut], pen=pen, name=label)
+            if j < 2:
+                self.legend.addItem(curve, "recorded" if recorded
+                                    else "settings (colours: see the table)")
             if cut < len(y):
                 self.plot.plot(x[cut - 1:], y[cut - 1:],
                                pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
             if oom is not None:
-                self.plot.plot([float(oom.event)], [oom.reserved_bytes / GIB], pen=None,
-                               symbol="x", symbolSize=16, symbolPen=pg.mkPen("#d62728", width=3),
-                               symbolBrush=None, name=None if named_oom else "predicted OOM")
+                mark = self.plot.plot([float(oom.event)], [oom.reserved_bytes / GIB], pen=None,
+                                      symbol="x", symbolSize=16,
+                                      symbolPen=pg.mkPen("#d62728", width=3), symbolBrush=None,
+                                      name="predicted OOM")
+                if not named_oom:
+                    self.legend.addItem(mark, "predicted OOM")
                 named_oom = True
         lim = preds[0].limit if preds else None
         top = max([float(p.result.reserved.max()) if len(p.result.reserved) else 0.0
                    for p in preds] + [float(lim or 0)])
-        # From zero, so differences look as large as they are; the limit in view.
-        self.plot.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
-        self.plot.enableAutoRange(axis="x")
+        # From zero, so differences look as large as they are; the limit and the OOM
+        # marks (at most at the limit) inside the view, not on its edge.
+        self.plot.setYRange(0, max(top, 1.0) * 1.08 / GIB, padding=0)
+        if len(x):
+            self.plot.setXRange(float(x[0]), float(x[-1]), padding=0.03)
         if lim:
-            line = pg.InfiniteLine(lim / GIB, angle=0, pen=pg.mkPen(theme.muted(), width=1,
-                                                                    style=Qt.PenStyle.DashLine),
-                                   label=f"limit {fb(lim)}", labelOpts={"position": 0.95})
-            self.plot.addItem(line)
+            pen = pg.mkPen(theme.muted(), width=1.5, style=Qt.PenStyle.DashLine)
+            self.plot.addItem(pg.InfiniteLine(lim / GIB, angle=0, pen=pen))
+            # Named in the legend, not by a label on the line under the curves.
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}")
 
     def _fill_table(self, case, preds) -> None:
         self.table.setRowCount(len(preds))
@@ -298,22 +350,35 @@ class WhatIfPanel(QWidget):
             d = p.to_dict(case)
             oom = d["oom"]
             vs = d["peak_reserved_vs_recorded"]
+            fixed = d.get("peak_reserved_is_window_start", False)
             cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
-                     fb(d["peak_reserved_bytes"]), "-" if vs is None else f"{vs * 100:+.1f}%",
-                     fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
-                     str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
+                     fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+                     "n/a*" if fixed else "-" if vs is None else f"{vs * 100:+.1f}%",
                      "-" if oom is None else
-                     f"event {oom['event']}: {fb(oom['size_bytes'])} ({oom['kind']})"]
+                     f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
+                     fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
+                     str(d["cuda_malloc_count"]), str(d["cuda_free_count"])]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if c == 1:
+                if c == COL_SETTING:
+                    item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))  # = its curve
+                    item.setToolTip(cells[0])
+                if c == COL_PEAK:
                     item.setToolTip(f"{d['peak_reserved_bytes']:,} bytes "
-                                    "(up to the first OOM, where the program would stop)")
-                if c == 7 and oom is not None:
-                    item.setToolTip(f"{fb(oom['free_in_pool_bytes'])} free in the {oom['pool']} "
-                                    f"pool, largest block {fb(oom['largest_free_bytes'])}")
+                                    "(up to the first OOM, where the program would stop)"
+                                    + ("\n* the layout the trace window started with, never "
+                                       "exceeded: recorded, not predicted" if fixed else ""))
+                if c == COL_OOM and oom is not None:
+                    item.setToolTip(f"{fb(oom['size_bytes'])} requested at event "
+                                    f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
+                                    f"the {oom['pool']} pool, largest block "
+                                    f"{fb(oom['largest_free_bytes'])}")
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+
+    def _colour(self, row: int):
+        """The colour of row ``row``'s curve (row 0: the recorded run)."""
+        return theme.foreground() if row == 0 else pg.mkColor(PALETTE[(row - 1) % len(PALETTE)])
 
     def table_text(self) -> str:
         rows = ["\t".join(COLUMNS)]

@@ -31,7 +31,7 @@ from ..model.live import nvml
 from ..model.live.client import AttachError
 from ..model.live.session import LiveSession
 from ..model.live.targets import can_inject, list_targets
-from ..model.units import format_bytes
+from ..model.units import format_bytes, plural
 
 EXIT_OK, EXIT_FAILURE, EXIT_NOT_ATTACHABLE = 0, 1, 2
 INJECT_WAIT_S = 10.0
@@ -84,9 +84,9 @@ def main(argv: list[str]) -> int:
         if args.save:
             return _save(session, args.save, args.json)
         return _figures(session, args.json)
-    except AttachError as exc:
+    except AttachError as exc:  # e.g. no CUDA in the target yet: like every attach error, 2
         print(f"vramscope: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return EXIT_NOT_ATTACHABLE
     finally:
         session.close()
 
@@ -203,7 +203,7 @@ def _save(session: LiveSession, out: str, as_json: bool) -> int:
     else:
         print(f"wrote {path} ({format_bytes(path.stat().st_size)}): reserved "
               f"{format_bytes(figs.reserved_bytes)}, allocated {format_bytes(figs.allocated_bytes)}, "
-              f"{len(snap.trace.action)} trace events")
+              f"{plural(len(snap.trace.action), 'trace event')}")
     return EXIT_OK
 
 
@@ -221,7 +221,7 @@ def _figures(session: LiveSession, as_json: bool) -> int:
     print(f"{session.describe()}\n  reserved {format_bytes(f.reserved_bytes)}, allocated "
           f"{format_bytes(f.allocated_bytes)}, free in segments {format_bytes(f.free_bytes)}, "
           f"largest free block {format_bytes(f.largest_free_block_bytes)}, "
-          f"{f.segment_count} segments")
+          f"{plural(f.segment_count, 'segment')}")
     pid = session.hello.get("pid")
     used = info.process_bytes(pid) if isinstance(pid, int) else None
     if used is not None:

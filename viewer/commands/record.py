@@ -2,20 +2,26 @@
 
 The same as ``python -m vramscope.capture``.  Imported only when used, so the
 viewer itself never imports torch.  Installers ship the viewer alone; there
-this command says where capture lives instead of failing.
+this command answers (``--help`` too) with one line saying where capture
+lives instead of failing.
 """
 
 from __future__ import annotations
 
 import sys
 
+ELSEWHERE = ("capture runs in the training environment, next to torch: there, "
+             "pip install vramscope[capture], then python -m vramscope.capture "
+             "[--out DIR] script.py [args ...] (this installation is the viewer only)")
+
 
 def main(argv: list[str]) -> int:
     try:
         from vramscope.capture.runner import main as run
     except ImportError:
-        print("vramscope: error: recording needs the capture side, which runs next to torch: "
-              "pip install vramscope in the training environment, then "
-              "python -m vramscope.capture ...", file=sys.stderr)
+        if argv[:1] in (["-h"], ["--help"]):
+            print(f"vramscope record: {ELSEWHERE}")
+            return 0
+        print(f"vramscope: error: record: {ELSEWHERE}", file=sys.stderr)
         return 2
     return run(argv, prog="vramscope record")

@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
         description="Print a snapshot's memory figures (equal to torch.cuda.memory_stats() "
         "at the same instant) and, after an OOM, why it happened.",
     )
-    p.add_argument("file", help="snapshot file (.pickle, gzip/xz, or JSON), or a directory "
+    p.add_argument("file", help="snapshot file (a pickle, gzip/xz/bz2 compressed or not, "
+                   "or JSON), or a directory "
                    "of per-rank snapshots (one entry per rank, outlier ranks flagged)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--at", type=int, metavar="EVENT",
@@ -31,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true",
                    help="parse the file even if its columns are cached")
     p.add_argument("--device", type=int, metavar="N",
-                   help="device whose trace --at indexes (default: the first with events)")
+                   help="device whose trace --at indexes (default: the first with events); "
+                   "must be a device of the snapshot")
     return p
 
 
@@ -115,6 +117,12 @@ def _summary(args):
     except MemoryError:
         print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
         return 2, "", None
+    if args.device is not None:
+        known = snap.devices
+        if args.device not in known:
+            print(f"vramscope: error: {args.file}: no device {args.device} in this snapshot "
+                  f"(its devices: {', '.join(map(str, known)) or 'none'})", file=sys.stderr)
+            return 2, "", None
     # A report seeks only to the OOMs (and --at): no keyframes, those layouts kept.
     emit = oom_events(snap)
     at = None

@@ -20,6 +20,8 @@ from ..model import SnapshotError
 from ..model.allocator_rules import ConfError, parse_conf
 from ..model.errors import LoadCancelled
 from ..model.load import load_snapshot
+from ..model.progress import Progress
+from .tty_progress import TerminalProgress
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6,
           "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12,
@@ -78,28 +80,54 @@ def main(argv: list[str]) -> int:
         confs += [c for c in RECOMMENDED if c not in confs]
     if not confs:
         confs = ["recorded"]
-    try:
-        snap = load_snapshot(args.file, use_cache=not args.no_cache)
-        case = prepare(snap, args.device)
-    except SnapshotError as exc:
-        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
-        return 2
-    except LoadCancelled:  # pragma: no cover - no one cancels on the command line
-        return 1
-    check = case.self_check()
+    # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.
+    with TerminalProgress("vramscope whatif") as tp:
+        try:
+            snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
+            case = prepare(snap, args.device, tp.stage("replaying the trace"))
+        except SnapshotError as exc:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: not enough memory to load it",
+                  file=sys.stderr)
+            return 2
+        except LoadCancelled:  # pragma: no cover - no one cancels on the command line
+            return 1
+        try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
+            # The recorded run (computed once, cached in the case) for the self-check.
+            case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
+            check = case.self_check()
+            preds = predict(case, confs, args.memory_limit, _per_setting(tp, confs))
+        except SnapshotError as exc:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+            return 2
     if not check.ok:
         print(f"vramscope: warning: the model does not reproduce this recording at its own "
               f"settings ({check.first_difference}); predictions are approximate",
               file=sys.stderr)
-    preds = predict(case, confs, args.memory_limit)
     if args.recommend:
         preds = rank(preds)
     if args.json:
         json.dump([p.to_dict(case) for p in preds], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_text(case, preds, ranked=args.recommend))
+        print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
     return 0
+
+
+def _per_setting(tp: TerminalProgress, confs: list[str]) -> Progress | None:
+    """predict()'s progress, shown as "simulating 3/9: max_split_size_mb:64  41%"."""
+    if not tp.enabled:
+        return None
+    n = len(confs)
+
+    def show(_stage: str, f: float) -> None:
+        j = min(int(f * n), n - 1)
+        tp.show(f"simulating {j + 1}/{n}: {confs[j] or '(defaults)'}", f)
+
+    tp.show(f"simulating 1/{n}: {confs[0] or '(defaults)'}", 0.0, force=True)
+    return Progress(show)

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import frames as fr
 from .analysis import MemoryStats, Selection, memory_stats, pool_keys
-from .oom import last_oom
+from .oom import last_oom, oom_reports
 from .snapshot import BlockState, Snapshot
 from .units import format_bytes
 
@@ -458,6 +458,7 @@ def format_text(diff: SnapshotDiff, top: int = 10) -> str:
             p = diff.peaks[f"peak_{curve}_bytes"]
             if p["delta"] is not None:
                 row(f"peak {curve}", p["a"], p["b"], p["delta"], format_bytes, signed_bytes)
+    lines.extend(_oom_lines(diff, row))
     if len(diff.devices) > 1:
         lines.append("")
         for d, sd in sorted(diff.devices.items()):
@@ -487,6 +488,21 @@ def format_text(diff: SnapshotDiff, top: int = 10) -> str:
         lines.append("top stacks by shrink:")
         lines.extend(_stack_line(s) for s in shrink)
     return "\n".join(lines)
+
+
+def _oom_lines(diff: SnapshotDiff, row) -> list[str]:
+    """The OOM count of each side (in its trace) as a figure row, then each side's last verdict."""
+    reports = [oom_reports(diff.a), oom_reports(diff.b)]
+    na, nb = len(reports[0]), len(reports[1])
+    row("OOMs (in the trace)", na, nb, nb - na, lambda v: f"{v:,}", lambda d: f"{d:+,}")
+    lines = []
+    for side, found in zip("AB", reports):
+        if found:
+            last = found[-1]
+            lines.append(f"{side}'s {'last ' if len(found) > 1 else ''}OOM: "
+                         f"{format_bytes(last.requested_bytes)} requested on device "
+                         f"{last.device}: {last.verdict}")
+    return lines
 
 
 def _stack_line(s: StackDiff) -> str:

@@ -36,11 +36,15 @@ def available() -> bool:
 
 
 def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total: int = -1,
-                 progress: Progress | None = None) -> NativeResult | None:
+                 progress: Progress | None = None, threads: int = 1,
+                 min_events: int = 65536) -> NativeResult | None:
     """Parse with the compiled parser; None means "use the pure-Python path".
 
     ``source`` is the pickle bytes, or a file's ``readinto`` over ``total``
-    bytes (an uncompressed file, streamed through a small buffer).  Raises :class:`SnapshotError` for
+    bytes (an uncompressed file, streamed through a small buffer).  ``threads`` > 1
+    lets a whole-input parse (bytes or a mapped file) split big device traces
+    into regions parsed on that many threads (the same result; only traces of at
+    least ``min_events`` events).  Raises :class:`SnapshotError` for
     truncation and :class:`UnsafeSnapshotError` for executable objects, at the
     same byte and with the same words as :func:`.safe_pickle.safe_loads`.
     """
@@ -51,7 +55,8 @@ def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total
     was_enabled = gc.isenabled()
     gc.disable()  # few objects are built, all acyclic; collections would only cost time
     try:
-        answer = mod.parse(source, total, lambda f: progress.update("parse", f))
+        answer = mod.parse(source, total, lambda f: progress.update("parse", f), threads,
+                           min_events)
     finally:
         if was_enabled:
             gc.enable()

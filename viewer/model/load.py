@@ -3,12 +3,12 @@
 The single entry point for every reader (CLI, GUI, tests).  Formats are
 detected by content: gzip/xz/bz2 wrappers, then JSON (the form memory_viz
 also accepts) or a pickle of protocol 0-5.  Pickles go through the compiled
-parser when it is built (:mod:`.fast_pickle`; an uncompressed file is streamed,
-never read whole) and through the restricted pure-Python unpickler otherwise
-or whenever the compiled parser hands a file back.  When the CLI forked the
-parse before its imports (:mod:`vramscope.viewer.parse_ahead`), the child's
-answer is used instead of parsing here.  Errors are :class:`SnapshotError`
-with a one-line message.
+parser when it is built (:mod:`.fast_pickle`; a big uncompressed file is mapped
+and its traces parsed on all cores, a small one streamed) and through the
+restricted pure-Python unpickler otherwise or whenever the compiled parser hands
+a file back.  When the CLI started the parse on a thread before its imports
+(:mod:`vramscope.viewer.parse_ahead`), that answer is used instead of parsing
+again.  Errors are :class:`SnapshotError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def load_snapshot(
     the environment variable ``VRAMSCOPE_NO_CACHE=1``) bypasses the cache.
     """
     progress = _as_progress(progress)
-    # A parse the CLI forked before its imports (parse_ahead); unused ones are stopped.
+    # A parse the CLI started on a thread before its imports (parse_ahead); unused ones stop.
     ahead = parse_ahead.claim(path)
     try:
         if use_cache is None:
@@ -63,6 +63,7 @@ def load_snapshot(
         if ahead is not None:
             ahead.discard()  # nothing left to do once it answered
     progress.update("columns", 1.0)
+    parse_ahead.stamp("columns_done")
     snap.path = os.fspath(path)
     snap.sidecar = read_sidecar(path)
     return snap
@@ -118,9 +119,19 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
             answer = None
             if ahead is not None:
                 answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
-            fast: NativeResult | None = (
-                native_loads(f.readinto, size, progress) if answer is None
-                else from_answer(answer, progress))
+            if answer is not None:
+                fast: NativeResult | None = from_answer(answer, progress)
+            elif size >= parse_ahead.MIN_BYTES and (
+                    mapped := parse_ahead.map_file(f, threads := parse_ahead.parse_threads())
+            ) is not None:
+                # A big file: mapped whole, so its traces can be parsed on every core.
+                try:
+                    fast = native_loads(mapped, -1, progress, threads,
+                                        parse_ahead.SECTION_MIN_EVENTS)
+                finally:
+                    mapped.close()
+            else:
+                fast = native_loads(f.readinto, size, progress)
     except OSError:
         return None  # read_file() reports it in one line
     if fast is None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .analysis import Selection, fit_request, memory_stats
 from .snapshot import Action, BlockState, Snapshot
-from .units import format_bytes as fb
+from .units import format_bytes as fb, plural
 
 if TYPE_CHECKING:
     from .timeline import Timeline
@@ -125,12 +125,13 @@ def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: boo
 def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tuple[str, str]:
     req = fit.rounded_bytes
     if events_after and fit.fits:
-        return ("changed", f"the layout changed after this OOM ({events_after} later events): "
+        return ("changed", f"the layout changed after this OOM ({plural(events_after, 'later event')}): "
                 f"a {fb(req)} block would fit now, so the map shows a later state")
     if fit.free_bytes >= req:
         return ("fragmentation",
                 f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
-                f"segment{'s' if free_segments != 1 else ''}, but the largest free block is "
+                f"segment{'s' if free_segments != 1 else ''} of the {fit.pool_kind} pool, "
+                f"but the largest free block is "
                 f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested")
     if fit.free_bytes == 0:
         head = "capacity: every segment is full"

@@ -31,6 +31,9 @@ from struct import unpack_from
 from .errors import SnapshotError, UnsafeSnapshotError
 from .progress import Progress
 
+# Every form load_snapshot reads (model/load.py): said when a file is none of them.
+NOT_A_SNAPSHOT_FORMAT = ("the file is not a pickle (protocol 0-5), gzip, xz or bz2 "
+                         "compressed data, or JSON")
 REFUSED_MESSAGE = (
     "refusing to load: the file contains executable objects, "
     "so it is not a plain memory snapshot"
@@ -90,7 +93,7 @@ def safe_loads(data: bytes, progress: Progress | None = None):
             UnicodeDecodeError, RecursionError, MemoryError) as exc:
         # Malformed structure (unhashable dict key, bad text number, ...).
         if data[:1] != b"\x80":
-            raise _bad("the file is not a pickle (protocol 2-5), gzip, xz or JSON file") from None
+            raise _bad(NOT_A_SNAPSHOT_FORMAT) from None
         raise _bad(f"malformed pickle data ({type(exc).__name__})") from None
     finally:
         if was_enabled:
@@ -404,5 +407,5 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
             )
         else:
             if pos == 1:
-                raise _bad("the file is not a pickle, gzip, xz or JSON file")
+                raise _bad(NOT_A_SNAPSHOT_FORMAT)
             raise _bad(f"unknown pickle opcode 0x{op:02x} at byte {pos - 1}")

@@ -1,5 +1,14 @@
 """The recorded window as a whole: per-device replays, allocation intervals,
-and the snapshot at any event (time travel)."""
+and the snapshot at any event (time travel).
+
+Live sessions feed the same model incrementally (see :meth:`Timeline.extend`)::
+
+    tl = build_timeline(snap, live=True)       # once, on the first increment
+    ...                                        # the live columns grow (and drop old rows)
+    rebuilt = tl.extend(new_snap, first_row, dropped)
+    # rebuilt False: every DeviceReplay, CurveIndex and Intervals object the views
+    # hold was extended in place; True: the timeline was compacted, re-fetch them.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +26,8 @@ from .replay import (
     layout_snapshot,
     replay_device,
 )
+from .replay.live import adopt, extend_device, is_live
+from .replay.seed import known_facts
 from .snapshot import Action, Snapshot
 
 
@@ -48,12 +59,25 @@ class Intervals:
         return Intervals(**{f: getattr(self, f)[ids] for f in self.__dataclass_fields__})
 
 
+# A live timeline keeps events the ring has dropped until they are this share of it
+# (or MIN_SLACK events): then it is rebuilt from the snapshot (compaction, O(n)),
+# so each update costs the new events only, and compaction is amortised.
+SLACK_SHARE = 4
+MIN_SLACK = 1 << 16
+
+
 @dataclass
 class Timeline:
-    """Replays of every device that has trace events."""
+    """Replays of every device that has trace events.
+
+    A live timeline (``build_timeline(snap, live=True)``) grows with
+    :meth:`extend`; its replays may then start with events the live ring has
+    already dropped (their ``rows`` are negative) until the next compaction.
+    """
 
     snap: Snapshot
     devices: dict[int, DeviceReplay]
+    live: bool = False
 
     def replay(self, device: int) -> DeviceReplay | None:
         return self.devices.get(device)
@@ -63,14 +87,85 @@ class Timeline:
         rep = self.devices[device]
         return layout_snapshot(self.snap, rep.layout_after(k), device)
 
+    def intervals(self, device: int) -> "Intervals | None":
+        """Allocation lifetimes of ``device`` (:func:`intervals`), computed once; a live
+        timeline extends this same object in place."""
+        rep = self.devices.get(device)
+        return intervals(rep) if rep is not None else None
+
+    def stale(self, device: int) -> int:
+        """Events of ``device`` at the start of its replay that the live ring dropped."""
+        rep = self.devices.get(device)
+        if rep is None or not len(rep) or rep.rows[0] >= 0:
+            return 0
+        return int(np.searchsorted(rep.rows, rep.rows.dtype.type(0)))
+
+    def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
+               progress: Progress | None = None) -> bool:
+        """Take in a live update without replaying what is known already.
+
+        ``snap``: the live snapshot now (its trace is the ring: old rows dropped at
+        the front, new ones appended; its segments are the current ones).
+        ``first_row``: the row of ``snap.trace`` where the new events start (the
+        previous snapshot's trace length minus ``dropped``).
+        ``dropped``: rows dropped from the front of the trace since the last call
+        (the ring's ``dropped`` counter, as a difference).
+
+        Each device's replay continues from its kept state over the new rows
+        (:func:`.replay.live.extend_device`): event columns, keyframes, lifetimes,
+        curve summary (:class:`~.replay.CurveIndex`) and intervals
+        (:meth:`intervals`) are extended in place, so objects the views hold stay
+        valid.  Dropped events stay at the start of the replays (``rows`` < 0,
+        see :meth:`stale`) until they reach a quarter of the events: then the
+        timeline is rebuilt from ``snap`` (seeded from its segments) and True is
+        returned (re-fetch replays, curve columns and intervals).  After a gap in
+        the trace (events lost), build a new timeline instead.  Cost: the new
+        events (plus amortised compaction), never the whole ring.
+        """
+        if not self.live:
+            raise ValueError("extend() needs a timeline built with live=True")
+        self.snap = snap
+        if dropped:
+            for rep in self.devices.values():
+                rep.rows -= np.asarray(dropped, rep.rows.dtype)
+        n = sum(len(r) for r in self.devices.values())
+        stale = sum(self.stale(d) for d in self.devices)
+        if stale and stale > max(MIN_SLACK, n // SLACK_SHARE):
+            self.trim(progress)
+            return True
+        trace = snap.trace
+        total = len(trace.device)
+        if first_row >= total:
+            return False
+        rows = np.arange(first_row, total, dtype=np.int64)
+        dev = trace.device[first_row:]
+        for d in np.unique(dev).tolist():
+            mine = rows if len(dev) and dev[0] == dev[-1] == d and (dev == d).all() \
+                else rows[dev == d]
+            rep = self.devices.get(d)
+            if rep is None:  # a device seen for the first time
+                self.devices[d] = rep = replay_device(snap, d, progress, live=True)
+                adopt(rep)
+                continue
+            n_old = len(rep)
+            extend_device(rep, trace, mine, known_facts(snap, d))
+            _extend_intervals(rep, n_old)
+        return False
+
+    def trim(self, progress: Progress | None = None) -> None:
+        """Compaction: rebuild every replay from the current snapshot, so the dropped
+        events leave (O(n); :meth:`extend` calls it when they are many)."""
+        self.devices = build_timeline(self.snap, progress, live=True).devices
+
 
 def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: bool = True,
-                   emit: dict[int, list[int]] | None = None) -> Timeline:
+                   emit: dict[int, list[int]] | None = None, live: bool = False) -> Timeline:
     """Replay every device's trace.
 
     ``keyframes=False`` (headless reports) keeps no keyframes; the layouts after
     the events in ``emit`` (device -> event indices, e.g. :func:`oom_events`)
-    are kept instead, so seeking there stays free.
+    are kept instead, so seeking there stays free.  ``live=True`` keeps each
+    replay's state so :meth:`Timeline.extend` can add the events that come later.
     """
     progress = progress or Progress()
     trace = snap.trace
@@ -79,8 +174,13 @@ def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: 
     else:
         devices = sorted(set(np.unique(trace.device).tolist()))
     emit = emit or {}
-    return Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
-                                            emit_at=emit.get(d, ())) for d in devices})
+    tl = Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
+                                          emit_at=emit.get(d, ()), live=live)
+                         for d in devices}, live)
+    if live:
+        for rep in tl.devices.values():
+            adopt(rep)
+    return tl
 
 
 def oom_events(snap: Snapshot) -> dict[int, list[int]]:
@@ -100,7 +200,19 @@ def oom_events(snap: Snapshot) -> dict[int, list[int]]:
 
 
 def intervals(rep: DeviceReplay) -> Intervals:
-    """Allocation lifetimes: in-window allocations plus those from before recording."""
+    """Allocation lifetimes: in-window allocations plus those from before recording.
+    A live replay keeps them (extended in place as events arrive)."""
+    have = rep._derived.get("intervals")
+    if have is not None:
+        return have
+    iv = _intervals(rep)
+    if is_live(rep):
+        rep._derived["intervals"] = iv
+        adopt(rep)  # room to grow, for the intervals and the lifetimes they used
+    return iv
+
+
+def _intervals(rep: DeviceReplay) -> Intervals:
     n = len(rep)
     alloc = np.flatnonzero(rep.action == Action.ALLOC)
     # Blocks live at the start: their end is their first free_completed (by address).
@@ -148,3 +260,40 @@ def intervals(rep: DeviceReplay) -> Intervals:
 def live_at(iv: Intervals, k: int) -> np.ndarray:
     """Indices of the intervals live after event ``k``."""
     return np.flatnonzero((iv.start <= k) & (iv.end > k))
+
+
+def _extend_intervals(rep: DeviceReplay, n_old: int) -> None:
+    """Extend the kept intervals of a live replay (if any) over events ``n_old..n``:
+    open ones close where their free came, new allocations are appended."""
+    iv = rep._derived.get("intervals")
+    if iv is None:
+        return
+    from .replay.live import _grow
+
+    n = len(rep)
+    freed_at = rep.freed_at  # extended by extend_device
+    open_rows = np.flatnonzero(iv.end == n_old)
+    starts = iv.start[open_rows]
+    inside = starts >= 0
+    iv.end[open_rows[inside]] = freed_at[starts[inside]]
+    pre = open_rows[~inside]
+    iv.end[pre] = n
+    if len(pre):
+        act, alloc_of = rep.action[n_old:], rep.alloc_of[n_old:]
+        orphan = np.flatnonzero((act == Action.FREE_COMPLETED) & (alloc_of == BEFORE_RECORDING))
+        if len(orphan):
+            where = dict(zip(iv.addr[pre].tolist(), pre.tolist()))
+            for k, a in zip((orphan + n_old).tolist(), rep.addr[orphan + n_old].tolist()):
+                i = where.pop(a, None)
+                if i is not None:
+                    iv.end[i] = k
+    alloc = np.flatnonzero(rep.action[n_old:] == Action.ALLOC) + n_old
+    if not len(alloc):
+        return
+    bufs = rep._derived.setdefault("iv_buffers", {})
+    new = {"start": alloc, "end": freed_at[alloc], "size": rep.block_size[alloc],
+           "requested": rep.size[alloc], "stack": rep.stack[alloc], "addr": rep.addr[alloc],
+           "event": alloc, "stream": rep.stream[alloc], "pool": rep.pool[alloc]}
+    for f, values in new.items():
+        col = getattr(iv, f)
+        setattr(iv, f, _grow(bufs, f, col, values.astype(col.dtype, copy=False)))

@@ -55,3 +55,13 @@ def parse_bytes(text: str) -> int:
     if value <= 0:
         raise ValueError(f"the memory limit must be positive: {text!r}")
     return value
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 gap``, ``2 gaps``, ``1,024 segments`` (``many``: an irregular plural).
+
+    >>> plural(1, "gap"), plural(445, "gap")
+    ('1 gap', '445 gaps')
+    """
+    n = int(n)
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

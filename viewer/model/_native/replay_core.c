@@ -17,6 +17,11 @@
  *
  * Nothing here trusts the trace: every lookup that can miss is checked and
  * counted as an inconsistency, exactly where the Python version counts one.
+ *
+ * Why one file over 500 lines: one translation unit, so the state machine, the
+ * whole-trace scans and the curve passes share static inline helpers and export
+ * nothing but the module; the Python reference it mirrors is split by purpose in
+ * viewer/model/replay/ (state.py: blocks and segments; seed.py; curves.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -57,7 +62,7 @@ typedef struct {
     int64_t inconsistencies;
     int64_t max_split; /* <= 0: unlimited */
     int32_t divs[17];
-    int64_t *known_addr;
+    int64_t *known_addr, *known_size;
     uint8_t *known_small;
     int32_t *known_pool;
     Py_ssize_t nknown;
@@ -182,13 +187,6 @@ static int32_t segment_containing(const St *st, int64_t addr) {
     if (i < 0) return NONE;
     const Seg *g = &st->s[st->order[i]];
     return addr < g->addr + g->size ? st->order[i] : NONE;
-}
-
-static int32_t expandable_ending_at(const St *st, int64_t addr) {
-    int32_t i = seg_index(st, addr);
-    if (i < 0) return NONE;
-    const Seg *g = &st->s[st->order[i]];
-    return (g->expandable && g->addr + g->size == addr) ? st->order[i] : NONE;
 }
 
 /* ------------------------------------------------------------------ blocks */
@@ -398,20 +396,153 @@ static void merge(St *st, int32_t x) {
     }
 }
 
+/* Segment facts the trace does not carry, from the final snapshot (Known.lookup in
+ * Python): the final segment with this address and size; for a mapped range, the final
+ * mapped range containing it; else small when <= 2 MiB (never expandable), default pool. */
 static int new_segment(St *st, int64_t addr, int64_t size, int64_t stream, int expandable) {
+    if (size <= 0 || addr < 0 || addr > INT64_MAX - size) {
+        st->inconsistencies++;
+        return 0;
+    }
     int small = size <= SMALL_BUFFER && !expandable;
     int32_t pool = st->default_pool;
     Py_ssize_t lo = 0, hi = st->nknown;
-    while (lo < hi) {
+    while (lo < hi) { /* first known address > addr */
         Py_ssize_t mid = (lo + hi) / 2;
-        if (st->known_addr[mid] < addr) lo = mid + 1;
+        if (st->known_addr[mid] <= addr) lo = mid + 1;
         else hi = mid;
     }
-    if (lo < st->nknown && st->known_addr[lo] == addr) {
-        small = st->known_small[lo];
-        pool = st->known_pool[lo];
+    Py_ssize_t i = lo - 1;
+    if (i >= 0) {
+        int64_t a = st->known_addr[i], s = st->known_size[i];
+        if ((a == addr && s == size) || (expandable && a <= INT64_MAX - s && addr + size <= a + s)) {
+            small = st->known_small[i];
+            pool = st->known_pool[i];
+        }
     }
     return add_segment(st, addr, size, stream, small, pool, expandable);
+}
+
+static int joinable(const St *st, int32_t g, int64_t stream) {
+    return g >= 0 && st->s[g].expandable && st->s[g].stream == stream;
+}
+
+/* Blocks of segment `from` after block `after` (-1: all) move to the end of segment `to`. */
+static void move_blocks(St *st, int32_t from, int32_t after, int32_t to) {
+    Seg *f = &st->s[from], *t = &st->s[to];
+    int32_t first = after >= 0 ? st->b[after].next : f->head;
+    if (first < 0) return;
+    int32_t last = f->tail, count = 0;
+    for (int32_t y = first; y >= 0; y = st->b[y].next) {
+        st->b[y].seg = to;
+        count++;
+    }
+    if (after >= 0) st->b[after].next = -1;
+    else f->head = -1;
+    f->tail = after;
+    f->nblocks -= count;
+    st->b[first].prev = t->tail;
+    if (t->tail >= 0) st->b[t->tail].next = first;
+    else t->head = first;
+    t->tail = last;
+    t->nblocks += count;
+}
+
+/* Remove the segment at position i of the order (its blocks are gone or moved). */
+static void drop_segment_at(St *st, int32_t i) {
+    int32_t seg = st->order[i];
+    memmove(st->order + i, st->order + i + 1, (size_t)(st->norder - i - 1) * sizeof(int32_t));
+    st->norder--;
+    st->s[seg].head = st->free_s;
+    st->free_s = seg;
+}
+
+/* segment_map: join the mapped range ending at addr and the one starting at addr + size
+ * (expandable, same stream), or start a new range (as _State.map). */
+static int map_range(St *st, int64_t a, int64_t sz, int64_t stream) {
+    if (sz <= 0 || a < 0 || a > INT64_MAX - sz) {
+        st->inconsistencies++;
+        return 0;
+    }
+    int32_t i = seg_index(st, a); /* last segment starting at or before a */
+    int32_t left = i >= 0 ? st->order[i] : NONE;
+    if ((left >= 0 && st->s[left].addr + st->s[left].size > a) ||
+        (i + 1 < st->norder && st->s[st->order[i + 1]].addr < a + sz)) {
+        st->inconsistencies++; /* mapped twice, or into the next segment */
+        return 0;
+    }
+    if (left >= 0 && (st->s[left].addr + st->s[left].size != a || !joinable(st, left, stream)))
+        left = NONE;
+    int32_t right = i + 1 < st->norder && st->s[st->order[i + 1]].addr == a + sz ? st->order[i + 1] : NONE;
+    if (!joinable(st, right, stream)) right = NONE;
+    if (left < 0 && right < 0) return new_segment(st, a, sz, stream, 1);
+    if (left < 0) { /* the range grows downwards: it starts at a now */
+        st->s[right].addr = a;
+        left = right;
+        right = NONE;
+    }
+    st->s[left].size += sz;
+    int32_t x = put_block(st, a, sz, FREE, 0, -1, BEFORE_RECORDING, left, -2);
+    if (x < 0) return -1;
+    if (right >= 0) { /* the gap between two ranges is filled: one range */
+        st->s[left].size += st->s[right].size;
+        move_blocks(st, right, -1, left);
+        drop_segment_at(st, seg_index(st, st->s[right].addr));
+    }
+    merge(st, x);
+    return 0;
+}
+
+/* segment_unmap: whole pages inside a free block; the block's ends stay mapped and a
+ * hole in the middle splits the segment (as _State.unmap). */
+static int unmap_range(St *st, int64_t a, int64_t sz) {
+    int32_t g = segment_containing(st, a);
+    if (g < 0 || sz <= 0 || a > INT64_MAX - sz) {
+        st->inconsistencies++;
+        return 0;
+    }
+    int32_t x = -1;
+    for (int32_t y = st->s[g].head; y >= 0 && st->b[y].addr <= a; y = st->b[y].next) x = y;
+    int64_t end = a + sz;
+    if (x < 0 || st->b[x].state != FREE || st->b[x].addr + st->b[x].size < end) {
+        st->inconsistencies++;
+        return 0;
+    }
+    int64_t start = st->b[x].addr, tail = start + st->b[x].size - end;
+    if (start < a) st->b[x].size = a - start;
+    else drop_block(st, x);
+    int64_t seg_end = st->s[g].addr + st->s[g].size;
+    if (end < seg_end) { /* the mapped rest after the hole: a segment of its own */
+        int32_t ng;
+        if (st->free_s >= 0) {
+            ng = st->free_s;
+            st->free_s = st->s[ng].head;
+        } else {
+            if (grow((void **)&st->s, &st->caps, sizeof(Seg), st->ns + 1) < 0) goto oom;
+            ng = st->ns++;
+        }
+        if (grow((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder + 1) < 0) goto oom;
+        Seg *o = &st->s[g], *n = &st->s[ng];
+        *n = *o;
+        n->addr = end;
+        n->size = seg_end - end;
+        n->head = n->tail = -1;
+        n->nblocks = 0;
+        int32_t keep = st->s[g].tail;
+        while (keep >= 0 && st->b[keep].addr >= end) keep = st->b[keep].prev;
+        move_blocks(st, g, keep, ng);
+        int32_t gi = seg_index(st, st->s[g].addr);
+        memmove(st->order + gi + 2, st->order + gi + 1, (size_t)(st->norder - gi - 1) * sizeof(int32_t));
+        st->order[gi + 1] = ng;
+        st->norder++;
+        if (tail && put_block(st, end, tail, FREE, 0, -1, BEFORE_RECORDING, ng, -1) < 0) return -1;
+    }
+    if (a > st->s[g].addr) st->s[g].size = a - st->s[g].addr;
+    else drop_segment_at(st, seg_index(st, st->s[g].addr));
+    return 0;
+oom:
+    PyErr_NoMemory();
+    return -1;
 }
 
 /* ------------------------------------------------------------------ layouts */
@@ -472,6 +603,7 @@ static void st_free(St *st) {
     free(st->hkeys);
     free(st->hvals);
     free(st->known_addr);
+    free(st->known_size);
     free(st->known_small);
     free(st->known_pool);
     free(st);
@@ -490,22 +622,24 @@ static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t item, int writable, con
     return 0;
 }
 
-#define NBUF_NEW 15
-static const Py_ssize_t NEW_ITEM[NBUF_NEW] = {8, 8, 8, 1, 4, 1, 8, 8, 8, 1, 4, 8, 8, 1, 4};
+#define NBUF_NEW 16
+static const Py_ssize_t NEW_ITEM[NBUF_NEW] = {8, 8, 8, 1, 4, 1, 8, 8, 8, 1, 4, 8, 8, 8, 1, 4};
 static const char *NEW_NAME[NBUF_NEW] = {"seg_addr", "seg_size", "seg_stream", "seg_small", "seg_pool",
                                          "seg_expandable", "blk_addr", "blk_size", "blk_requested",
                                          "blk_state", "blk_stack", "blk_alloc", "known_addr",
-                                         "known_small", "known_pool"};
+                                         "known_size", "known_small", "known_pool"};
 
-/* new_state(layout columns x12, known_addr, known_small, known_pool, default_pool, max_split, divs) */
+/* new_state(layout columns x12, known_addr, known_size, known_small, known_pool, default_pool,
+ *           max_split, divs) */
 static PyObject *new_state(PyObject *self, PyObject *args) {
     PyObject *objs[NBUF_NEW];
     int default_pool;
     long long max_split;
     PyObject *divs;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOiLO", &objs[0], &objs[1], &objs[2], &objs[3],
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOiLO", &objs[0], &objs[1], &objs[2], &objs[3],
                           &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10],
-                          &objs[11], &objs[12], &objs[13], &objs[14], &default_pool, &max_split, &divs))
+                          &objs[11], &objs[12], &objs[13], &objs[14], &objs[15], &default_pool,
+                          &max_split, &divs))
         return NULL;
     Py_buffer v[NBUF_NEW];
     int got = 0;
@@ -518,7 +652,7 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
         if (v[c].len / NEW_ITEM[c] != ns) goto ragged;
     for (int c = 7; c < 12; c++)
         if (v[c].len / NEW_ITEM[c] != nb) goto ragged;
-    if (v[13].len != nk || v[14].len / 4 != nk) goto ragged;
+    if (v[13].len / 8 != nk || v[14].len != nk || v[15].len / 4 != nk) goto ragged;
     if (ns > INT32_MAX / 2 || nb > INT32_MAX / 2) {
         PyErr_SetString(PyExc_ValueError, "layout too large");
         goto done;
@@ -547,15 +681,17 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
     }
     st->nknown = nk;
     st->known_addr = malloc((size_t)(nk ? nk : 1) * 8);
+    st->known_size = malloc((size_t)(nk ? nk : 1) * 8);
     st->known_small = malloc((size_t)(nk ? nk : 1));
     st->known_pool = malloc((size_t)(nk ? nk : 1) * 4);
-    if (!st->known_addr || !st->known_small || !st->known_pool) {
+    if (!st->known_addr || !st->known_size || !st->known_small || !st->known_pool) {
         PyErr_NoMemory();
         goto done;
     }
     memcpy(st->known_addr, v[12].buf, (size_t)nk * 8);
-    memcpy(st->known_small, v[13].buf, (size_t)nk);
-    memcpy(st->known_pool, v[14].buf, (size_t)nk * 4);
+    memcpy(st->known_size, v[13].buf, (size_t)nk * 8);
+    memcpy(st->known_small, v[14].buf, (size_t)nk);
+    memcpy(st->known_pool, v[15].buf, (size_t)nk * 4);
     const int64_t *sa = v[0].buf, *ss = v[1].buf, *sst = v[2].buf;
     const uint8_t *ssm = v[3].buf, *sex = v[5].buf;
     const int32_t *sp = v[4].buf;
@@ -715,42 +851,12 @@ static PyObject *run(PyObject *self, PyObject *args) {
         case 4:
             remove_segment(st, a);
             break;
-        case 5: { /* segment_map */
-            int32_t g = segment_containing(st, a);
-            if (g < 0) g = expandable_ending_at(st, a);
-            if (g < 0) {
-                if (new_segment(st, a, sz, stream[i], 1) < 0) goto done;
-                break;
-            }
-            {
-                int32_t gi = seg_index(st, st->s[g].addr);
-                int64_t end = st->s[g].addr + st->s[g].size;
-                if (a < end || (gi + 1 < st->norder && end + sz > st->s[st->order[gi + 1]].addr)) {
-                    st->inconsistencies++; /* mapped twice, or into the next segment */
-                    break;
-                }
-            }
-            st->s[g].size += sz;
-            int32_t x = put_block(st, a, sz, FREE, 0, -1, BEFORE_RECORDING, g, -2);
-            if (x < 0) goto done;
-            merge(st, x);
+        case 5: /* segment_map */
+            if (map_range(st, a, sz, stream[i]) < 0) goto done;
             break;
-        }
-        case 6: { /* segment_unmap */
-            int32_t x = block_at_or_around(st, a, &err);
-            if (err) goto done;
-            if (x < 0 || st->b[x].state != FREE || st->b[x].size < sz) {
-                st->inconsistencies++;
-                break;
-            }
-            int32_t g = st->b[x].seg, before = st->b[x].prev;
-            st->s[g].size -= sz;
-            int64_t tail = st->b[x].size - sz;
-            drop_block(st, x);
-            if (tail && put_block(st, a + sz, tail, FREE, 0, -1, BEFORE_RECORDING, g, before) < 0)
-                goto done;
+        case 6: /* segment_unmap */
+            if (unmap_range(st, a, sz) < 0) goto done;
             break;
-        }
         default:
             break;
         }
@@ -793,6 +899,58 @@ done:
 static PyObject *get_layout(PyObject *self, PyObject *cap) {
     St *st = state_of(cap);
     return st ? layout(st) : NULL;
+}
+
+/* set_known(state, known_addr i64 (sorted), known_size i64, known_small u8, known_pool i32,
+ *           default_pool): replace the segment facts (a live replay learns new segments). */
+static PyObject *set_known(PyObject *self, PyObject *args) {
+    PyObject *cap, *o[4];
+    int default_pool;
+    if (!PyArg_ParseTuple(args, "OOOOOi", &cap, &o[0], &o[1], &o[2], &o[3], &default_pool))
+        return NULL;
+    St *st = state_of(cap);
+    if (!st) return NULL;
+    static const Py_ssize_t item[4] = {8, 8, 1, 4};
+    Py_buffer v[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++)
+        if (get_buf(o[got], &v[got], item[got], 0, "known column") < 0) goto done;
+    Py_ssize_t nk = v[0].len / 8;
+    if (v[1].len / 8 != nk || v[2].len != nk || v[3].len / 4 != nk) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    int64_t *ka = malloc((size_t)(nk ? nk : 1) * 8), *ks = malloc((size_t)(nk ? nk : 1) * 8);
+    uint8_t *ksm = malloc((size_t)(nk ? nk : 1));
+    int32_t *kp = malloc((size_t)(nk ? nk : 1) * 4);
+    if (!ka || !ks || !ksm || !kp) {
+        free(ka);
+        free(ks);
+        free(ksm);
+        free(kp);
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(ka, v[0].buf, (size_t)nk * 8);
+    memcpy(ks, v[1].buf, (size_t)nk * 8);
+    memcpy(ksm, v[2].buf, (size_t)nk);
+    memcpy(kp, v[3].buf, (size_t)nk * 4);
+    free(st->known_addr);
+    free(st->known_size);
+    free(st->known_small);
+    free(st->known_pool);
+    st->known_addr = ka;
+    st->known_size = ks;
+    st->known_small = ksm;
+    st->known_pool = kp;
+    st->nknown = nk;
+    st->default_pool = default_pool;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    return result;
 }
 
 static PyObject *get_inconsistencies(PyObject *self, PyObject *cap) {
@@ -1085,6 +1243,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Apply events; returns (keyframe layouts, emitted layouts)."},
     {"layout", get_layout, METH_O, "The state's layout as a tuple of 12 bytes columns."},
     {"inconsistencies", get_inconsistencies, METH_O, "Events the state could not apply exactly."},
+    {"set_known", set_known, METH_VARARGS, "Replace the segment facts of a state."},
     {"round_size", py_round_size, METH_VARARGS, "The allocator's rounding (for tests)."},
     {NULL, NULL, 0, NULL},
 };

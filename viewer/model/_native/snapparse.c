@@ -40,6 +40,9 @@
 
 /* ------------------------------------------------------------------ values */
 
+/* The event keys this parser models (FIELD_NAMES below).  Any other key in a trace
+ * event makes the whole file go to the Python parser: KNOWN KEYS ONLY. */
+
 enum { K_OBJ = 0, K_INT, K_EVENT, K_VLIST, K_TRACES, K_DEVLIST };
 
 typedef struct {
@@ -122,11 +125,19 @@ typedef struct {
     PyObject *kkey[64]; int kfield[64];
     PyObject *akey[64]; int aval[64];
     PyObject *skip_obj[2];   /* the last "N/A" and "" seen */
+    /* parallel sections (snapparse_src/sections.c) */
+    int threads, sec_pending;
+    int64_t sec_min, sections_done;
+    int64_t *matk; PyObject **matv; int64_t matcap, matn;   /* materialised section entries */
     /* columns */
     Col c_dev, c_act, c_addr, c_size, c_stream, c_time, c_stack, c_free, c_cc, c_um, c_first;
 } P;
 
 static PyTypeObject ColumnType;
+static PyObject *materialize(P *p, int64_t idx, int depth);
+#define M_OFFSET 4u   /* (byte offset << 3) | 4: a string or a frame dict defined in a section */
+#define M_FLIST 5u    /* (((region << 32) | local stack) << 3) | 5: a frame list of a section */
+#define M_STACK 6u    /* (stack handle << 3) | 6: that frame list once merged */
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -345,6 +356,20 @@ static inline int memo_get(P *p, uint64_t key) {
         return 0;
     }
     if ((e & 7u) == M_VLIST) { Val v; v.u.i = (int64_t)(e >> 3); v.k = K_VLIST; v.aux = 0; return push(p, v); }
+    if ((e & 7u) == M_STACK) {   /* a frame list a parallel section defined: frozen */
+        if (grow(p, (void **)&p->vl, &p->vlcap, p->nvl + 1, sizeof(int32_t)) < 0) return -1;
+        p->vl[p->nvl] = (int32_t)(e >> 3);
+        Val v; v.u.i = p->nvl++; v.k = K_VLIST; v.aux = 0;
+        return push(p, v);
+    }
+    if ((e & 7u) == M_OFFSET) {   /* a string or frame dict a parallel section defined */
+        PyObject *o = materialize(p, (int64_t)key, 0);
+        if (!o) return -1;
+        if (__builtin_expect(p->sp == p->scap, 0) && stack_grow(p) < 0) return -1;
+        Val *d = &p->st[p->sp++];
+        d->u.o = o; d->aux = BORROWED; d->k = K_OBJ;
+        return 0;
+    }
     return fallback(p, "a memo reference to an event or trace list");
 }
 
@@ -609,7 +634,10 @@ static int event_set(P *p, int64_t slot, Val *key, Val *val) {
         if (f == F_CC) Py_XSETREF(e->cc, o); else Py_XSETREF(e->um, o);
         return 0;
     }
-    case F_OTHER: return 0;
+    case F_OTHER:
+        /* A key this parser does not know (a newer torch's field): the Python path
+         * decides what it means, rather than this one silently dropping it. */
+        return fallback(p, "an event key the compiled parser does not know");
     default: return -1;
     }
 }
@@ -798,9 +826,21 @@ static int push_long(P *p, const unsigned char *s, int64_t k) {
     return push_obj(p, o);
 }
 
+#include "snapparse_src/sections.c"
+
 static int run(P *p) {
     for (;;) {
         if (p->pos >= p->end) { if (fill(p, 1) < 0) return -1; }
+        if (__builtin_expect(p->sec_pending, 0)) {
+            /* a device list was just created: once its memo op is past, its items
+             * may be parsed in parallel (snapparse_src/sections.c) */
+            int op0 = p->buf[p->pos];
+            if (op0 != 0x94 && op0 != 0x71 && op0 != 0x72) {
+                p->sec_pending = 0;
+                if ((op0 == 0x28 || op0 == 0x7D) && run_section(p) < 0) return -1;
+                if (p->pos >= p->end) { if (fill(p, 1) < 0) return -1; }
+            }
+        }
         int op = p->buf[p->pos++];
         const unsigned char *s;
         int64_t k, fs;
@@ -865,6 +905,7 @@ static int run(P *p) {
                 if (grow(p, (void **)&p->devlists, &p->devcap, p->ndev + 1, sizeof(PyObject *)) < 0) { Py_DECREF(l); return -1; }
                 Py_INCREF(l); p->devlists[p->ndev] = l;
                 v.u.o = l; v.k = K_DEVLIST; v.aux = (int32_t)p->ndev++;
+                p->sec_pending = p->threads > 1;
             } else if ((base && base->k == K_EVENT) ||
                        (top && top->k == K_OBJ && frame_len(p) >= 2 && p->st[p->sp - 2].k == K_EVENT)) {
                 if (grow(p, (void **)&p->vl, &p->vlcap, p->nvl + 1, sizeof(int32_t)) < 0) return -1;
@@ -1174,6 +1215,8 @@ static void p_free(P *p) {
                    &p->c_stack, &p->c_free, &p->c_cc, &p->c_um, &p->c_first};
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) PyMem_RawFree(cols[i]->data);
     PyMem_RawFree(p->own);
+    for (int64_t i = 0; i < p->matcap; i++) if (p->matk[i]) Py_DECREF(p->matv[i]);
+    PyMem_RawFree(p->matk); PyMem_RawFree(p->matv);
 }
 
 static PyObject *build_result(P *p) {
@@ -1209,8 +1252,9 @@ static PyObject *build_result(P *p) {
         "compile_context", column_take(&p->c_cc, "i"), "user_metadata", column_take(&p->c_um, "i"),
         "first_seen", column_take(&p->c_first, "i"));
     if (!cols) { Py_DECREF(stacks); pyerr(p); return NULL; }
-    PyObject *native = Py_BuildValue("{sNsOsOsn}", "columns", cols, "stacks", stacks,
-                                     "strings", p->str_list, "devices", (Py_ssize_t)p->ndev);
+    PyObject *native = Py_BuildValue("{sNsOsOsnsn}", "columns", cols, "stacks", stacks,
+                                     "strings", p->str_list, "devices", (Py_ssize_t)p->ndev,
+                                     "parallel", (Py_ssize_t)p->sections_done);
     Py_DECREF(stacks);
     if (!native) { pyerr(p); return NULL; }
     PyObject *r = Py_BuildValue("(sON)", "ok", result, native);
@@ -1220,7 +1264,9 @@ static PyObject *build_result(P *p) {
 static PyObject *parse(PyObject *self, PyObject *args) {
     PyObject *src, *progress = Py_None;
     long long total = -1;
-    if (!PyArg_ParseTuple(args, "O|LO", &src, &total, &progress)) return NULL;
+    int threads = 1;
+    long long sec_min = SEC_MIN_EVENTS;
+    if (!PyArg_ParseTuple(args, "O|LOiL", &src, &total, &progress, &threads, &sec_min)) return NULL;
     P *p = PyMem_RawCalloc(1, sizeof(P));
     if (!p) return PyErr_NoMemory();
     Py_buffer view; int have_view = 0;
@@ -1228,6 +1274,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     p->c_stream.itemsize = 8; p->c_time.itemsize = 8; p->c_stack.itemsize = 4; p->c_free.itemsize = 8;
     p->c_cc.itemsize = 4; p->c_um.itemsize = 4; p->c_first.itemsize = 4;
     p->last_dev = 0;
+    p->threads = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+    p->sec_min = sec_min < 1 ? 1 : sec_min;
     p->progress = progress;
     p->next_progress = PROGRESS_EVERY;
     if (PyObject_CheckBuffer(src)) {
@@ -1267,7 +1315,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"parse", parse, METH_VARARGS,
-     "parse(data | readinto, total_size=-1, progress=None) -> ('ok', obj, native | None) | "
+     "parse(data | readinto, total_size=-1, progress=None, threads=1, min_events=65536) -> "
+     "('ok', obj, native | None) | "
      "('fallback', reason) | ('truncated',) | ('refused', opname, byte)"},
     {NULL, NULL, 0, NULL},
 };

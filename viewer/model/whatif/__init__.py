@@ -16,7 +16,8 @@ settings in the snapshot).  The memory limit is the recording's
 trace: :mod:`.limits`) unless given.
 
 Modules: :mod:`.requests` (the program's requests and the recorded
-answers), :mod:`.simulator` (the allocator model), :mod:`.run` (curves,
+answers), :mod:`.simulator` (the allocator model; with :mod:`.blocks`,
+:mod:`.release`, :mod:`.expandable`), :mod:`.run` (curves,
 peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.report`.
 """
 

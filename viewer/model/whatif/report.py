@@ -12,6 +12,7 @@ from ..progress import Progress
 from ..replay import replay_device
 from ..snapshot import Snapshot
 from ..units import format_bytes as fb
+from ..recorded_window import RecordedWindow, recorded_window
 from .limits import LimitBounds, infer_limit
 from .requests import Requests, build_requests
 from .run import SimResult, simulate
@@ -67,9 +68,20 @@ class Prediction:
             },
             "oom_count": len(r.ooms),
             "recorded_ooms_avoided": len(r.recorded_ooms_avoided),
-            "peak_reserved_vs_recorded": (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
+            "peak_reserved_vs_recorded": None if self.peak_is_window_start(case) else
+            (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
             if case.recorded_peak else None,
+            # The trace began after segments existed (see model/recorded_window.py): they
+            # keep their recorded places here, and a peak equal to them predicts nothing.
+            "window_started_late": bool(case.window and case.window.started_late),
+            "peak_reserved_is_window_start": self.peak_is_window_start(case),
         }
+
+    def peak_is_window_start(self, case: "Case") -> bool:
+        """The peak is the layout the trace window started with: recorded, not predicted."""
+        w = case.window
+        return bool(w and w.started_late
+                    and self.result.peak_reserved_until_oom <= self.result.reserved_before)
 
 
 class Case:
@@ -82,6 +94,7 @@ class Case:
         self.recorded, self.limit, self.limit_source = recorded, limit, limit_source
         self.bounds, self.gpu_bytes = bounds, gpu_bytes
         self._recorded_run: SimResult | None = None
+        self.window: RecordedWindow | None = None  # what the trace window cannot show
 
     @property
     def recorded_peak(self) -> int:
@@ -163,7 +176,8 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     retries_possible = not (stats.get("num_alloc_retries") == 0
                             and recorded.max_split_size >= rules.NO_LIMIT
                             and recorded.garbage_collection_threshold == 0)
-    reqs = build_requests(rep, snap.pools, retries_possible)
+    reqs = build_requests(rep, snap.pools, retries_possible,
+                          gc_possible=recorded.garbage_collection_threshold > 0)
     bounds = infer_limit(reqs, recorded)
     if limit is not None:
         lim, source = int(limit), "given"
@@ -174,8 +188,10 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     else:
         lim, source = None, "none"
     gpu = side.get("gpu_total_memory")
-    return Case(snap, device, reqs, recorded, lim, source, bounds,
+    case = Case(snap, device, reqs, recorded, lim, source, bounds,
                 gpu if isinstance(gpu, int) and gpu > 0 else None)
+    case.window = recorded_window(rep)
+    return case
 
 
 def predict(case: Case, confs: list[str], limit: int | None = None,
@@ -197,20 +213,32 @@ def predict(case: Case, confs: list[str], limit: int | None = None,
     return out
 
 
-def format_text(case: Case, preds: list[Prediction], ranked: bool = False) -> str:
-    """The CLI's table and one line per predicted OOM."""
-    lim = case.limit
-    head = [f"device {case.device}: {len(case.requests)} requests; recorded settings: "
-            f"{case.recorded.describe()}; memory limit: "
-            + (f"{fb(lim)} ({case.limit_source})" if lim else "none")]
+def limit_text(case: Case, limit: int | None = None) -> str:
+    """The memory limit the predictions used, and where it came from.
+
+    ``limit`` is the one given (``--memory-limit``); then the recording's own
+    limit is named beside it, since "vs recorded" compares with the recorded run.
+    """
+    own = (f"{fb(case.limit)} ({case.limit_source})" if case.limit else "none")
+    if limit is None or limit == case.limit:
+        return own
+    return f"{fb(limit)} (given; the recording's: {own})"
+
+
+def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
+                limit: int | None = None) -> str:
+    """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
+    head = [f"device {case.device}: {len(case.requests):,} requests; recorded settings: "
+            f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
     rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
              "cudaMalloc", "cudaFree", "OOM")]
     for p in preds:
         d = p.to_dict(case)
         oom = d["oom"]
+        fixed = d["peak_reserved_is_window_start"]
         rows.append((
-            p.conf if p.conf else "(defaults)", fb(d["peak_reserved_bytes"]),
-            f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
+            row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+            "n/a*" if fixed else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
             if d["peak_reserved_vs_recorded"] is not None else "-",
             fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
             str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
@@ -221,9 +249,33 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False) -> st
         oom = p.result.first_oom
         if oom is not None:
             lines.append(f"  {p.conf or '(defaults)'}: OOM at event {oom.event}: {verdict(oom)}")
+    lines.extend(window_notes(case, preds))
     if ranked:
         lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
     return "\n".join(lines)
+
+
+def row_label(case: Case, p: Prediction) -> str:
+    """The setting as given; "(= recorded)" marks the one that is the recorded run's settings
+    (under --recommend the defaults often are: the baseline the other rows compare with)."""
+    label = p.conf if p.conf else "(defaults)"
+    if p.conf != RECORDED and p.config == case.recorded:
+        label += " (= recorded)"
+    return label
+
+
+def window_notes(case: Case, preds: list[Prediction]) -> list[str]:
+    """What the predictions cannot show when the trace began after segments existed."""
+    w = case.window
+    if not (w and w.started_late):
+        return []
+    lines = [f"note: {w.describe()}.",
+             "  Under every setting those segments keep their recorded places: a setting's "
+             "effect on them is unknown, and cudaMalloc/cudaFree count the window only."]
+    if any(p.peak_is_window_start(case) for p in preds):
+        lines.append(f"  * = the {fb(w.reserved_before)} the window started with, never "
+                     "exceeded: recorded, not a prediction of this setting's peak.")
+    return lines
 
 
 def rank(preds: list[Prediction]) -> list[Prediction]:

@@ -62,6 +62,41 @@ class Requests:
         return len(self.kind)
 
 
+def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, next_at: list):
+    """k -> could the cudaMalloc after the release at event ``k`` have failed?"""
+    if not len(rep):
+        return None
+    reserved = rep.reserved
+    peak = int(reserved.max())
+    start = int(reserved[0]) - _reserved_step(actions[0], sizes[0])
+    seg_growth = (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP)
+    run_start: dict[int, int] = {}
+
+    def could_fail(k: int) -> bool:
+        if next_sig[k] not in seg_growth:
+            return True  # an OOM follows: it failed
+        # The release run this event belongs to starts after the last non-release.
+        j = run_start.get(next_at[k])
+        if j is None:
+            j = k
+            while j > 0 and actions[j - 1] in (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP,
+                                                 Action.FREE_COMPLETED, Action.SNAPSHOT):
+                j -= 1
+            run_start[next_at[k]] = j
+        before = int(reserved[j - 1]) if j > 0 else start
+        return before + int(sizes[next_at[k]]) > peak
+
+    return could_fail
+
+
+def _reserved_step(action: int, size: int) -> int:
+    if action in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP):
+        return size
+    if action in (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP):
+        return -size
+    return 0
+
+
 def _private(pools: list[tuple[int, int]], index: int) -> int:
     """-1 for the ordinary pool (or unknown), else the private pool's index."""
     if index < 0 or index >= len(pools) or tuple(pools[index]) == (0, 0):
@@ -70,12 +105,21 @@ def _private(pools: list[tuple[int, int]], index: int) -> int:
 
 
 def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
-                   retries_possible: bool = True) -> Requests:
+                   retries_possible: bool = True, gc_possible: bool = False) -> Requests:
     """The request stream of one device's replay (``rep`` from the timeline).
 
     ``retries_possible=False`` says the allocator never freed cache to retry an
     allocation (``num_alloc_retries`` 0, no max_split_size, no garbage
     collection), so every release in the trace was the program's empty_cache.
+
+    Otherwise a run of releases right before a new segment is the allocator's
+    retry after a failed cudaMalloc only if that cudaMalloc could have failed:
+    reserved memory before the releases plus the new segment must exceed the
+    peak reserved of the recording (the device held that much at the peak, so
+    less never fails).  Runs that could not have failed are the program's
+    ``empty_cache``.  (With ``gc_possible`` - a garbage collection threshold -
+    the allocator releases before cudaMalloc without a failure, so the rule is
+    not applied.)
     """
     actions = rep.action.tolist()
     addrs = rep.addr.tolist()
@@ -89,11 +133,13 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
     transparent = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
                    Action.SNAPSHOT)
     next_sig = [-1] * (n + 1)
-    nxt = -1
+    next_at = [-1] * (n + 1)  # the event index of next_sig
+    nxt, nxt_at = -1, -1
     for k in range(n - 1, -1, -1):
-        next_sig[k] = nxt
+        next_sig[k], next_at[k] = nxt, nxt_at
         if actions[k] not in transparent:
-            nxt = actions[k]
+            nxt, nxt_at = actions[k], k
+    could_fail = _could_fail(rep, actions, sizes, next_sig, next_at) if not gc_possible else None
     init = rep.initial
     init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
     kind, size, stream, pool, ref, event = [], [], [], [], [], []
@@ -174,7 +220,8 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
             # segment (or its OOM); a malloc never releases a private pool
             # while capturing, so such releases are the program's too.
             by_program = not retries_possible or _private(pools, evpool[k]) >= 0 \
-                or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM)
+                or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM) \
+                or (could_fail is not None and not could_fail(k))
             if is_release and by_program:
                 if not in_empty_cache:
                     kind.append(EMPTY_CACHE)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import allocator_rules as rules
+from ..errors import SnapshotError
 from ..progress import Progress
 from ..replay import FREE as FREE_STATE
 from ..replay import PENDING as PENDING_STATE
@@ -136,8 +137,24 @@ def _seed(al: Allocator, reqs: rq.Requests, sidx_of) -> list:
 def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = None,
              gpu_bytes: int | None = None, progress: Progress | None = None,
              stage: str = "simulate") -> SimResult:
-    """Answer ``reqs`` as the allocator would under ``cfg`` and ``limit`` (bytes allowed)."""
+    """Answer ``reqs`` as the allocator would under ``cfg`` and ``limit`` (bytes allowed).
+
+    A request stream the model cannot follow (an inconsistent recording: frees of
+    blocks that overlap, segments inside segments) raises :class:`SnapshotError`
+    with one line naming the request and its trace event."""
     al = Allocator(cfg, limit, gpu_bytes, hints_of(reqs))
+    try:
+        return _simulate(al, reqs, cfg, limit, progress, stage)
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        i = al.tag
+        where = (f"request {i} (trace event {int(reqs.event[i])})" if 0 <= i < len(reqs)
+                 else "the layout before the first event")
+        raise SnapshotError(f"the trace is inconsistent at {where}: the allocator model "
+                            f"cannot follow it ({type(e).__name__})") from None
+
+
+def _simulate(al: Allocator, reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None,
+              progress: Progress | None, stage: str) -> SimResult:
     streams = sorted(set(reqs.stream.tolist()) | set(reqs.initial.seg_stream.tolist()))
     sidx = {s: i for i, s in enumerate(streams)}
     live_rows = _seed(al, reqs, sidx.__getitem__)

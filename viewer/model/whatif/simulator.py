@@ -32,102 +32,24 @@ another stream's events stays pending until then, or until the allocator
 synchronises to release cache).  Blocks are small objects linked to their
 neighbours, as in the allocator; the free lists are sorted lists of integer
 keys, so best fit is a bisection.
+
+This module is the core (malloc, best fit, split, free, merge); the data
+types are in :mod:`.blocks`, releasing cache in :mod:`.release`, expandable
+segments in :mod:`.expandable` (mixins of :class:`Allocator`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 
 from .. import allocator_rules as rules
-from ..snapshot import Action
-
-SMALL_SIZE = rules.SMALL_SIZE
-MIN_BLOCK = rules.MIN_BLOCK_SIZE
-SMALL_PAGE = rules.SMALL_BUFFER  # expandable page, small pool
-LARGE_PAGE = rules.LARGE_BUFFER  # expandable page, large pool
-SHIFT_STREAM = 104  # free-list key: stream << 104 | size << 52 | address
-SHIFT_SIZE = 52
-ADDR_MASK = (1 << SHIFT_SIZE) - 1
-SYNTH_BASE = 1 << 47  # addresses of segments the recording never had
-DEFAULT_GPU_BYTES = 80 << 30
-
-SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP = (int(Action.SEGMENT_ALLOC), int(Action.SEGMENT_FREE),
-                                           int(Action.SEGMENT_MAP), int(Action.SEGMENT_UNMAP))
+from .blocks import (ADDR_MASK, DEFAULT_GPU_BYTES, LARGE_PAGE, MIN_BLOCK, SEG_ALLOC, SEG_MAP,
+                     SHIFT_SIZE, SHIFT_STREAM, SMALL_SIZE, SYNTH_BASE, Block, Expandable, Pool)
+from .expandable import ExpandableMixin
+from .release import ReleaseMixin
 
 
-class Block:
-    """A block of a segment (allocated, pending, free or, in expandable segments, unmapped)."""
-
-    __slots__ = ("ptr", "size", "req", "sidx", "pool", "alloc", "pending", "mapped", "prev",
-                 "next", "es", "gc_base")
-
-    def __init__(self, ptr, size, sidx, pool, es=None, mapped=True):
-        self.ptr = ptr
-        self.size = size
-        self.req = 0
-        self.sidx = sidx
-        self.pool = pool
-        self.alloc = False
-        self.pending = False
-        self.mapped = mapped
-        self.prev = None
-        self.next = None
-        self.es = es
-        self.gc_base = 0
-
-    def key(self) -> int:
-        return (self.sidx << SHIFT_STREAM) | (self.size << SHIFT_SIZE) | self.ptr
-
-    def is_split(self) -> bool:
-        return self.prev is not None or self.next is not None
-
-
-class Pool:
-    """A BlockPool: free mapped blocks sorted by (stream, size, address); unmapped by address."""
-
-    __slots__ = ("small", "private", "keys", "blocks", "ukeys", "ublocks", "gc_calls")
-
-    def __init__(self, small: bool, private: int) -> None:
-        self.small = small
-        self.private = private
-        self.keys: list[int] = []
-        self.blocks: dict[int, Block] = {}
-        self.ukeys: list[int] = []
-        self.ublocks: dict[int, Block] = {}
-        self.gc_calls = 0
-
-    def insert(self, b: Block) -> None:
-        b.gc_base = self.gc_calls
-        k = b.key()
-        insort(self.keys, k)
-        self.blocks[k] = b
-
-    def remove(self, b: Block) -> None:
-        k = b.key()
-        del self.keys[bisect_left(self.keys, k)]
-        del self.blocks[k]
-
-    def uinsert(self, b: Block) -> None:
-        k = (b.sidx << SHIFT_STREAM) | b.ptr
-        insort(self.ukeys, k)
-        self.ublocks[k] = b
-
-    def uremove(self, b: Block) -> None:
-        k = (b.sidx << SHIFT_STREAM) | b.ptr
-        del self.ukeys[bisect_left(self.ukeys, k)]
-        del self.ublocks[k]
-
-
-class Expandable:
-    """The reserved address range of one expandable segment."""
-
-    __slots__ = ("base", "page", "reserve", "sidx", "pool")
-
-    def __init__(self, base, page, reserve, sidx, pool):
-        self.base, self.page, self.reserve, self.sidx, self.pool = base, page, reserve, sidx, pool
-
-
-class Allocator:
+class Allocator(ReleaseMixin, ExpandableMixin):
     """The allocator's state and its malloc / free, event for event.
 
     ``limit``: bytes allowed (as ``set_per_process_memory_fraction`` sets
@@ -204,6 +126,8 @@ class Allocator:
             if action == SEG_ALLOC and sz != size:
                 continue
             span = size if action == SEG_ALLOC else self.reserve_bytes
+            if action == SEG_MAP:
+                self._cut_reservations(addr)
             if not self._overlaps(addr, span):
                 self.used_hints.add((self.tag, j))
                 return addr
@@ -221,34 +145,6 @@ class Allocator:
         self.seg_size[ptr] = size
         self.total += size
         return self._lay_blocks(pool, sidx, blocks, None)
-
-    def add_expandable(self, ranges: list[tuple[int, int, list]], sidx: int, private: int,
-                       small: bool) -> dict[int, Block]:
-        """Mapped ranges of one expandable segment before the first request."""
-        pool = self.pool(private, small)
-        page = SMALL_PAGE if small else LARGE_PAGE
-        base = ranges[0][0]
-        es = Expandable(base, page, self.reserve_bytes, sidx, pool)
-        self.expandables.append(es)
-        live: dict[int, Block] = {}
-        chain: list[Block] = []
-        cursor = base
-        for ptr, size, blocks in ranges:
-            if ptr > cursor:
-                chain.append(Block(cursor, ptr - cursor, sidx, pool, es, mapped=False))
-            got = self._lay_blocks(pool, sidx, blocks, es, chain)
-            live.update(got)
-            self.total += size
-            cursor = ptr + size
-        end = base + es.reserve
-        if end > cursor:
-            chain.append(Block(cursor, end - cursor, sidx, pool, es, mapped=False))
-        for a, b in zip(chain, chain[1:]):
-            a.next, b.prev = b, a
-        for b in chain:
-            if not b.mapped:
-                pool.uinsert(b)
-        return live
 
     def _lay_blocks(self, pool, sidx, blocks, es, chain=None) -> dict[int, Block]:
         live = {}
@@ -374,235 +270,6 @@ class Allocator:
         self.events.append((self.tag, SEG_ALLOC, ptr, alloc_size))
         return b
 
-    # -- releasing cache ---------------------------------------------------------
-    def release_block(self, b: Block) -> None:
-        """cudaFree of a whole cached segment."""
-        self.n_free += 1
-        self.events.append((self.tag, SEG_FREE, b.ptr, b.size))
-        self.total -= b.size
-        b.pool.remove(b)
-        self.segments.pop(b.ptr, None)
-        self.seg_size.pop(b.ptr, None)
-
-    def release_available(self, pool: Pool, size: int, sidx: int) -> bool:
-        """Free oversize cached blocks, just enough for the request."""
-        if self.max_split >= rules.NO_LIMIT:
-            return False
-        want = max(size, self.max_split)
-        keys = pool.keys
-        j = bisect_left(keys, (sidx << SHIFT_STREAM) | (want << SHIFT_SIZE))
-        if j == len(keys) or keys[j] >> SHIFT_STREAM != sidx:
-            if j == 0:
-                return False
-            released = 0
-            j -= 1
-            while released < want:
-                b = pool.blocks[keys[j]]
-                if b.size < self.max_split or b.sidx != sidx or not self._whole(b):
-                    break
-                released += b.size
-                if j != 0:
-                    j -= 1
-                    self.release_block(b)
-                else:
-                    self.release_block(b)
-                    break
-            return released >= want
-        b = pool.blocks[keys[j]]
-        if not self._whole(b):
-            return False
-        self.release_block(b)
-        return True
-
-    @staticmethod
-    def _whole(b: Block) -> bool:
-        """A whole cudaMalloc'd segment.  Oversize blocks always are when the settings
-        never changed; a window seeded under other settings may hold split ones, which
-        cannot be cudaFree'd on their own."""
-        return b.prev is None and b.next is None and b.es is None
-
-    def complete_pending(self) -> None:
-        """Wait for every pending free (synchronize_and_free_events)."""
-        self.syncs += 1
-        for b in sorted(self.pending_blocks, key=lambda x: x.ptr):
-            b.pending = False
-            self.free_block(b)
-        self.pending_blocks.clear()
-
-    def release_cached(self) -> None:
-        """release_cached_blocks: every unsplit cached block of the ordinary pools,
-        then of private pools no graph uses any more."""
-        self.complete_pending()
-        for small in (False, True):
-            pool = self.pools.get((-1, small))
-            if pool is not None:
-                self.release_blocks(pool)
-        for private in self.freeable:
-            for small in (True, False):
-                pool = self.pools.get((private, small))
-                if pool is not None:
-                    self.release_blocks(pool)
-
-    def empty_cache(self) -> None:
-        """The program's torch.cuda.empty_cache().  A private pool whose segment the
-        recording released here had its graph destroyed: from now on it is freeable."""
-        for act, addr, _ in self.hints.get(self.tag, ()):
-            head = self.segments.get(addr)
-            if act == SEG_FREE and head is not None and head.pool.private >= 0 \
-                    and head.pool.private not in self.freeable:
-                self.freeable.append(head.pool.private)
-        self.release_cached()
-
-    def release_blocks(self, pool: Pool) -> None:
-        to_unmap = []
-        for k in list(pool.keys):
-            b = pool.blocks.get(k)
-            if b is None:
-                continue
-            if b.es is not None:
-                to_unmap.append(b)
-            elif b.prev is None and b.next is None:
-                self.release_block(b)
-        for b in to_unmap:
-            self.unmap_block(b)
-            if b.prev is None and b.next is None and not b.mapped:
-                pool.uremove(b)
-                self.expandables.remove(b.es)
-
-    def garbage_collect(self) -> None:
-        """Release unsplit large blocks unused longer than average, down to the threshold."""
-        threshold = int(self.cfg.garbage_collection_threshold * self.allowed)
-        if self.total <= threshold:
-            return
-        target = self.total - threshold
-        pool = self.pools.get((-1, False))
-        if pool is None:
-            return
-        calls = pool.gc_calls
-        total_age = 0
-        count = 0
-        for k in pool.keys:
-            b = pool.blocks[k]
-            if not b.is_split():
-                total_age += calls - b.gc_base
-                count += 1
-        if count == 0:
-            return
-        reclaimed = 0
-        freed = True
-        while reclaimed < target and freed and count > 0:
-            threshold_age = total_age / count
-            freed = False
-            for k in list(pool.keys):
-                b = pool.blocks.get(k)
-                if b is None or b.is_split() or b.es is not None:
-                    continue
-                age = calls - b.gc_base
-                if age >= threshold_age:
-                    freed = True
-                    reclaimed += b.size
-                    total_age -= age
-                    count -= 1
-                    self.release_block(b)
-
-    # -- expandable segments -----------------------------------------------------
-    def allocate_expandable(self, pool: Pool, sidx: int, size: int) -> Block | None:
-        c = self.find_expandable(pool, sidx, size)
-        if not c.mapped:
-            self.map_block(c, min(c.size, size))
-        while c.size < size:
-            nc = c.next
-            self.map_block(nc, min(size - c.size, nc.size))
-            c = nc
-        pool.remove(c)
-        return c
-
-    @staticmethod
-    def _free_here(b: Block | None) -> bool:
-        return b is not None and not b.alloc and not b.pending
-
-    def find_expandable(self, pool: Pool, sidx: int, size: int) -> Block:
-        """The lowest address where free and unmapped space adds up to ``size``."""
-        ukeys = pool.ukeys
-        j = bisect_left(ukeys, sidx << SHIFT_STREAM)
-        while j < len(ukeys) and ukeys[j] >> SHIFT_STREAM == sidx:
-            c = pool.ublocks[ukeys[j]]
-            if self._free_here(c.prev):
-                c = c.prev
-            got, x = 0, c
-            while got < size and self._free_here(x):
-                got += x.size
-                x = x.next
-            if got >= size:
-                return c
-            j += 1
-        page = SMALL_PAGE if pool.small else LARGE_PAGE
-        reserve = -(-self.reserve_bytes // page) * page
-        base = self._address(SEG_MAP, reserve)
-        es = Expandable(base, page, reserve, sidx, pool)
-        self.expandables.append(es)
-        c = Block(base, reserve, sidx, pool, es, mapped=False)
-        pool.uinsert(c)
-        return c
-
-    def map_block(self, b: Block, size: int) -> None:
-        es = b.es
-        begin = (b.ptr - es.base) // es.page
-        end = -(-(b.ptr + size - es.base) // es.page)
-        mapped = (end - begin) * es.page
-        pool = b.pool
-        pool.uremove(b)
-        b.mapped = True
-        ptr = b.ptr
-        if mapped < b.size:
-            rest = Block(b.ptr + mapped, b.size - mapped, b.sidx, pool, es, mapped=False)
-            rest.prev, rest.next = b, b.next
-            if b.next is not None:
-                b.next.prev = rest
-            b.next = rest
-            pool.uinsert(rest)
-            b.size = mapped
-        self._merge(b, b.prev)
-        self._merge(b, b.next)
-        pool.insert(b)
-        self.total += mapped
-        self.n_alloc += 1
-        self.events.append((self.tag, SEG_MAP, ptr, mapped))
-
-    def unmap_block(self, b: Block) -> None:
-        es = b.es
-        begin = -(-(b.ptr - es.base) // es.page)
-        end = (b.ptr + b.size - es.base) // es.page
-        if begin >= end:
-            return
-        pool = b.pool
-        pool.remove(b)
-        uptr = es.base + begin * es.page
-        usize = (end - begin) * es.page
-        before = uptr - b.ptr
-        if before > 0:
-            bf = Block(b.ptr, before, b.sidx, pool, es)
-            bf.prev, bf.next = b.prev, b
-            if b.prev is not None:
-                b.prev.next = bf
-            b.prev = bf
-            pool.insert(bf)
-        after = b.size - before - usize
-        if after > 0:
-            af = Block(uptr + usize, after, b.sidx, pool, es)
-            af.prev, af.next = b, b.next
-            if b.next is not None:
-                b.next.prev = af
-            b.next = af
-            pool.insert(af)
-        b.ptr, b.size, b.mapped = uptr, usize, False
-        self._merge(b, b.prev)
-        self._merge(b, b.next)
-        pool.uinsert(b)
-        self.total -= usize
-        self.n_free += 1
-        self.events.append((self.tag, SEG_UNMAP, uptr, usize))
-
     # -- free --------------------------------------------------------------------
     def _merge(self, dst: Block, src: Block | None) -> int:
         if src is None or src.alloc or src.pending or dst.mapped != src.mapped:
@@ -660,38 +327,3 @@ class Allocator:
                 total += size
                 largest = max(largest, size)
         return total, largest
-
-    def segment_list(self) -> list[tuple[int, int, bool, bool]]:
-        """(address, size, small, expandable) of every segment as a snapshot reports them:
-        one per cudaMalloc, one per contiguous mapped range of an expandable segment."""
-        out = []
-        for ptr, head in self.segments.items():
-            if head is not None:
-                out.append((ptr, self.seg_size[ptr], head.pool.small, False))
-        for es in self.expandables:
-            # Walk from the segment's first block (the one at its base).
-            b = self._block_at(es)
-            run_start, run = None, 0
-            while b is not None:
-                if b.mapped:
-                    if run_start is None:
-                        run_start, run = b.ptr, 0
-                    run += b.size
-                elif run_start is not None:
-                    out.append((run_start, run, es.pool.small, True))
-                    run_start = None
-                b = b.next
-            if run_start is not None:
-                out.append((run_start, run, es.pool.small, True))
-        return sorted(out)
-
-    @staticmethod
-    def _block_at(es: Expandable) -> Block | None:
-        """The first block of an expandable segment (its unmapped blocks are always listed)."""
-        pool = es.pool
-        for b in pool.ublocks.values():
-            if b.es is es:
-                while b.prev is not None:
-                    b = b.prev
-                return b
-        return None

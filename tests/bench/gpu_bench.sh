@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The cold-open benchmark on a machine where nothing is installed (the GPU host):
+#
+#     bash tests/bench/gpu_bench.sh [OUT_DIR]
+#
+# from a copy of the repository root.  Builds the C extensions in place
+# (`python3 setup.py build_ext --inplace`; VRAMSCOPE_REQUIRE_NATIVE=1: a failed
+# build stops here), makes `vramscope` importable without installing it (a
+# namespace directory of symlinks on PYTHONPATH), tiles the bundled 1M-event
+# recording to 10M events (tests/bench/tile_trace.py, ~1-2 min), then runs
+# run_bench.py on both files: pickle.load vs cold `summary --json`, re-open,
+# memory and the per-stage breakdown (best of 2; no GUI rows without PySide6).
+# Numbers and the JSON go to OUT_DIR (default /tmp/vramscope-bench).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${1:-/tmp/vramscope-bench}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+export VRAMSCOPE_REQUIRE_NATIVE=1
+if ! "$PY" setup.py -q build_ext --inplace; then
+    # e.g. a setuptools too old for pyproject.toml: the same flags, straight to the compiler
+    echo "setup.py build_ext failed; compiling viewer/model/_native/*.c directly"
+    "$PY" - <<'PYEOF'
+import pathlib, subprocess, sysconfig
+inc, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+cc = (sysconfig.get_config_var("CC") or "cc").split()
+for src in sorted(pathlib.Path("viewer/model/_native").glob("*.c")):
+    subprocess.run([*cc, "-O2", "-pthread", "-shared", "-fPIC", f"-I{inc}", str(src),
+                    "-o", str(src.with_suffix("")) + suffix], check=True)
+PYEOF
+fi
+SHIM="$(mktemp -d)"
+mkdir -p "$SHIM/vramscope/viewer"
+ln -s "$PWD/capture" "$SHIM/vramscope/capture"
+# vramscope.viewer = viewer/, with vramscope.viewer.assets = assets/ (as pyproject maps them)
+for entry in "$PWD"/viewer/*; do ln -s "$entry" "$SHIM/vramscope/viewer/"; done
+ln -s "$PWD/assets" "$SHIM/vramscope/viewer/assets"
+export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core" \
+    || { echo "the compiled modules do not import"; exit 1; }
+echo "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $(nproc) cores, $(uname -r)"
+"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 2 --no-interactive --json "$OUT/bench.json" \
+    2>&1 | tee "$OUT/bench.txt"

@@ -1,0 +1,99 @@
+"""The simulator's data: blocks, free lists (pools), expandable segments' reservations.
+
+Blocks are small objects linked to their neighbours, as in the allocator; a
+pool's free lists are sorted lists of integer keys, so best fit is a bisection.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from .. import allocator_rules as rules
+from ..snapshot import Action
+
+SMALL_SIZE = rules.SMALL_SIZE
+MIN_BLOCK = rules.MIN_BLOCK_SIZE
+SMALL_PAGE = rules.SMALL_BUFFER  # expandable page, small pool
+LARGE_PAGE = rules.LARGE_BUFFER  # expandable page, large pool
+# Free-list keys: stream << 128 | size << 64 | address (64-bit fields: sizes and
+# addresses of any trace, however odd, keep their order and never collide).
+SHIFT_STREAM = 128
+SHIFT_SIZE = 64
+ADDR_MASK = (1 << SHIFT_SIZE) - 1
+SYNTH_BASE = 1 << 47  # addresses of segments the recording never had
+DEFAULT_GPU_BYTES = 80 << 30
+
+SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP = (int(Action.SEGMENT_ALLOC), int(Action.SEGMENT_FREE),
+                                           int(Action.SEGMENT_MAP), int(Action.SEGMENT_UNMAP))
+
+
+class Block:
+    """A block of a segment (allocated, pending, free or, in expandable segments, unmapped)."""
+
+    __slots__ = ("ptr", "size", "req", "sidx", "pool", "alloc", "pending", "mapped", "prev",
+                 "next", "es", "gc_base")
+
+    def __init__(self, ptr, size, sidx, pool, es=None, mapped=True):
+        self.ptr = ptr
+        self.size = size
+        self.req = 0
+        self.sidx = sidx
+        self.pool = pool
+        self.alloc = False
+        self.pending = False
+        self.mapped = mapped
+        self.prev = None
+        self.next = None
+        self.es = es
+        self.gc_base = 0
+
+    def key(self) -> int:
+        return (self.sidx << SHIFT_STREAM) | (self.size << SHIFT_SIZE) | self.ptr
+
+    def is_split(self) -> bool:
+        return self.prev is not None or self.next is not None
+
+
+class Pool:
+    """A BlockPool: free mapped blocks sorted by (stream, size, address); unmapped by address."""
+
+    __slots__ = ("small", "private", "keys", "blocks", "ukeys", "ublocks", "gc_calls")
+
+    def __init__(self, small: bool, private: int) -> None:
+        self.small = small
+        self.private = private
+        self.keys: list[int] = []
+        self.blocks: dict[int, Block] = {}
+        self.ukeys: list[int] = []
+        self.ublocks: dict[int, Block] = {}
+        self.gc_calls = 0
+
+    def insert(self, b: Block) -> None:
+        b.gc_base = self.gc_calls
+        k = b.key()
+        insort(self.keys, k)
+        self.blocks[k] = b
+
+    def remove(self, b: Block) -> None:
+        k = b.key()
+        del self.keys[bisect_left(self.keys, k)]
+        del self.blocks[k]
+
+    def uinsert(self, b: Block) -> None:
+        k = (b.sidx << SHIFT_STREAM) | b.ptr
+        insort(self.ukeys, k)
+        self.ublocks[k] = b
+
+    def uremove(self, b: Block) -> None:
+        k = (b.sidx << SHIFT_STREAM) | b.ptr
+        del self.ukeys[bisect_left(self.ukeys, k)]
+        del self.ublocks[k]
+
+
+class Expandable:
+    """The reserved address range of one expandable segment."""
+
+    __slots__ = ("base", "page", "reserve", "sidx", "pool")
+
+    def __init__(self, base, page, reserve, sidx, pool):
+        self.base, self.page, self.reserve, self.sidx, self.pool = base, page, reserve, sidx, pool
