@@ -190,3 +190,36 @@ def test_one_job_helper_reports_done_failed_and_cancelled(qtbot, qapp):
         job.cancel()
     job.wait()
     assert job.result is None
+
+
+def test_live_source_extends_a_real_trace_exactly():
+    """model/live/doc_source: a ring that grows (prefixes of gpt2_oom's trace, each with
+    the segments of its instant) is extended update by update, never replayed whole,
+    and ends exactly where the full build of the file does."""
+    import dataclasses
+
+    from vramscope.viewer.model.live.doc_source import LiveDocumentSource
+
+    snap = load_snapshot(DATA / "gpt2_oom.pickle")
+    full = Document.build(snap)
+    rep = full.timeline.replay(0)
+    n = full.n_events(0)
+    trace_fields = [f.name for f in dataclasses.fields(snap.trace)]
+    source = LiveDocumentSource()
+    for k in (4000, 9000, 15000, 21000, n - 1):
+        at = full.at(0, k).snap
+        rows = int(rep.rows[k]) + 1
+        part = dataclasses.replace(at, trace=type(snap.trace)(
+            **{f: getattr(snap.trace, f)[:rows] for f in trace_fields}))
+        doc = source.apply(part, dropped_total=0)
+        assert doc.n_events(0) == k + 1
+    assert source.builds == 1 and source.extends == 4 and source.fallbacks == 0
+    live = doc.timeline.replay(0)
+    assert live.inconsistencies == rep.inconsistencies == 0
+    for curve in ("reserved", "allocated", "active", "requested"):
+        assert np.array_equal(np.asarray(doc.curves(0)[curve][:n]),
+                              np.asarray(full.curves(0)[curve][:n])), curve
+    assert len(doc.intervals(0)) == len(full.intervals(0))
+    a, b = doc.at(0, 12_345).snap.blocks, full.at(0, 12_345).snap.blocks
+    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == \
+        sorted(zip(b.address.tolist(), b.size.tolist(), b.state.tolist()))

@@ -128,8 +128,8 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
     w.set_cursor(2)
     t.cmd("step 3")
     # (an update fetched before the process took its steps is held too: wait for theirs)
-    qtbot.waitUntil(lambda: c.held and c.pending_doc is not None
-                    and c.pending_doc.n_events(0) == 16, timeout=10000)
+    qtbot.waitUntil(lambda: c.held and c.pending is not None
+                    and len(c.pending.trace.action) == 16, timeout=10000)
     assert w.doc.n_events(0) == 10 and w.cursor_k == 2
     c.follow()
     assert not c.held and w.doc.n_events(0) == 16

@@ -654,7 +654,7 @@ class MainWindow(QMainWindow):
         del old
         self.documentChanged.emit(doc)
 
-    def update_document(self, doc: Document) -> None:
+    def update_document(self, doc: Document, carried=None) -> None:
         """Show ``doc``, a newer picture of the same process (live attach), keeping what
         the user set up: the selectors, the selected allocation (by address), the
         timeline's range (or following the latest event), the segment map's view,
@@ -665,7 +665,8 @@ class MainWindow(QMainWindow):
         if old is None:
             self.show_document(doc)
             return
-        carried = self.vs.carried()
+        # (``carried``: taken by a caller before a live replay grew under ``old``)
+        carried = carried if carried is not None else self.vs.carried()
         sel = self.vs.carry_selection(old, doc, carried.selection)
         moment = self.calltree.moment()
         views = (self.timeline.view_state(), self.map.view_state(), self.table.view_state())

@@ -45,7 +45,12 @@ class Document:
 
     @classmethod
     def build(cls, snap: Snapshot, progress: Progress | None = None,
-              with_timeline: bool = True) -> "Document":
+              with_timeline: bool = True, live: bool = False,
+              timeline: Timeline | None = None) -> "Document":
+        """The document of ``snap``: frame labels, the replayed timeline, the OOM reports.
+        ``live=True`` keeps the replay state so the timeline can be extended (a live
+        session, :class:`~vramscope.viewer.model.live.doc_source.LiveDocumentSource`);
+        ``timeline``: one already replayed (extended) for ``snap``, used as it is."""
         progress = progress or Progress()
         cats = fr.frame_categories(snap.frames)
         top = fr.top_frames(snap.stacks, cats)
@@ -62,7 +67,8 @@ class Document:
         rank = np.empty(len(top), dtype=np.int64)
         if len(top):
             rank[np.argsort(labels.astype(str), kind="stable")] = np.arange(len(top))
-        timeline = build_timeline(snap, progress) if with_timeline and len(snap.trace.action) else None
+        if timeline is None and with_timeline and len(snap.trace.action):
+            timeline = build_timeline(snap, progress, live=live)
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)
