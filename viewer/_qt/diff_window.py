@@ -5,6 +5,9 @@ An adapter over :mod:`vramscope.viewer.model.diff`: a header of figure deltas
 and the live bytes by allocation stack as a sortable table and a call tree
 (added / removed / changed, growth in red, shrink in green).  Selecting a row
 highlights its blocks in both maps and shows its stack.
+
+Why ~600 lines: one window (two maps kept in step, the stack table, the lazy tree and
+the loads of A and B); its model is ``model/diff.py``.
 """
 
 from __future__ import annotations

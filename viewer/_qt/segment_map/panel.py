@@ -1,5 +1,9 @@
 """The segment map widget: the plot with its item, axes and labels, the sort and fit
-controls and the legend; hover tooltips, clicks, export."""
+controls and the legend; hover tooltips, clicks, export.
+
+Why ~550 lines: the widget with its controls, label placement, view fitting, hover,
+clicks and export; the layout is the model's, the item and axes are beside it.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,10 @@ One plot, x = events (or time), y = bytes:
   translucent bands;
 * the cursor: a vertical line; click, drag, arrow keys move it, and the whole
   window shows the block layout after that event.
+
+Why ~590 lines: the widget, its header controls and the cursor (keys, drag, x modes)
+belong together; the stacked allocations, the marks and the drawing are in their own
+modules beside it.
 """
 
 from __future__ import annotations
