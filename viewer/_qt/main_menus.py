@@ -3,18 +3,13 @@ shortcuts and tooltips (one place to read them), wired to the window's slots."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtGui import QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QToolButton
 
 from ..model.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
-
-def build_actions(w: "MainWindow") -> None:
+def build_actions(w) -> None:  # w: the MainWindow
     mb = w.menuBar()
     m = mb.addMenu("&File")
     w.open_action = w._action("&Open…", w.open_dialog, QKeySequence.StandardKey.Open,
@@ -128,7 +123,7 @@ def build_actions(w: "MainWindow") -> None:
     w.addAction(w.cancel_action)
 
 
-def build_toolbar(w: "MainWindow") -> None:
+def build_toolbar(w) -> None:  # w: the MainWindow
     tb = w.addToolBar("Selection")
     tb.setObjectName("selectionToolbar")
     tb.setMovable(False)
@@ -153,7 +148,7 @@ def build_toolbar(w: "MainWindow") -> None:
     tb.addWidget(w.search)
 
 
-def build_status(w: "MainWindow") -> None:
+def build_status(w) -> None:  # w: the MainWindow
     sb = w.statusBar()
     w.progress = QProgressBar()
     w.progress.setRange(0, 1000)
