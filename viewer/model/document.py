@@ -45,13 +45,17 @@ class Document:
 
     @classmethod
     def build(cls, snap: Snapshot, progress: Progress | None = None,
-              with_timeline: bool = True, live: bool = False) -> "Document":
-        """``live=True``: the timeline keeps its replay state, so a live session
-        extends it (:meth:`.timeline.Timeline.extend`) instead of rebuilding."""
+              with_timeline: bool = True, live: bool = False,
+              timeline: Timeline | None = None) -> "Document":
+        """The document of ``snap``: frame labels, the replayed timeline, the OOM reports.
+        ``live=True`` keeps the replay state so the timeline can be extended (a live
+        session, :class:`~vramscope.viewer.model.live.doc_source.LiveDocumentSource`,
+        or :meth:`extend`); ``timeline``: one already replayed (extended) for ``snap``,
+        used as it is."""
         progress = progress or Progress()
         cats, top, labels, rank = _stack_labels(snap)
-        timeline = build_timeline(snap, progress, live=live) \
-            if with_timeline and len(snap.trace.action) else None
+        if timeline is None and with_timeline and len(snap.trace.action):
+            timeline = build_timeline(snap, progress, live=live)
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)

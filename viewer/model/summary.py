@@ -9,7 +9,7 @@ import numpy as np
 from . import analysis, integrity
 from .oom import oom_reports
 from .recorded_window import recorded_window
-from .snapshot import Action, Snapshot
+from .snapshot import HOST_DEVICE, Action, Snapshot
 from .timeline import Timeline
 from .units import format_address, format_bytes, plural
 
@@ -119,12 +119,16 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["stacks"] = len(snap.stacks)
     out["frames"] = len(snap.frames)
     out["allocator_settings"] = snap.allocator_settings
+    out.update(newer_fields(snap))
     notes = []
     if total.expandable_segment_count:
         notes.append(EXPANDABLE_NOTE)
     for w in windows:
         if w.started_late:
             notes.append(w.describe() + "; peaks are over the window only")
+    overflow = snap.trace_integrity_note()
+    if overflow:
+        notes.append(overflow)
     out["notes"] = notes
     # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
@@ -166,6 +170,28 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
             out["categories_at_device"] = at[0]
     return out
 # --- end issue 15 -----------------------------------------------------------------------
+
+
+def newer_fields(snap: Snapshot) -> dict[str, Any]:
+    """What newer torch records beside the allocator state: the trace ring's overflow,
+    allocation annotations, forward stacks and pinned host memory (its own device,
+    never part of the GPU figures above it)."""
+    host = None
+    if snap.host is not None:
+        host = {
+            "device": HOST_DEVICE,
+            "reserved_bytes": snap.host.reserved_bytes,
+            "allocated_bytes": snap.host.allocated_bytes,
+            "segment_count": len(snap.host.segments),
+            "trace_events": len(snap.host.trace),
+        }
+    return {
+        "trace_overflowed": snap.trace_overflowed,
+        "trace_max_entries": snap.trace_max_entries,
+        "allocation_annotations": len(snap.alloc_annotations),
+        "forward_stacks": int((snap.trace.forward_stack >= 0).sum()),
+        "host_memory": host,
+    }
 
 
 def format_text(summary: dict[str, Any]) -> str:
@@ -217,6 +243,14 @@ def format_text(summary: dict[str, Any]) -> str:
                          f"allocated {fb(d['allocated_bytes'])}")
     lines.extend(_oom_lines(summary))
     lines.extend(breakdown_lines(summary))  # issue 15
+    host = summary.get("host_memory")
+    if host:
+        lines.append(f"pinned host memory (device 'host', not in the figures above): reserved "
+                     f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
+                     f"allocated {fb(host['allocated_bytes'])}")
+    if summary.get("allocation_annotations"):
+        lines.append(f"{summary['allocation_annotations']} allocation annotations "
+                     "(torch.cuda.memory._annotate_memory)")
     for note in summary["notes"]:
         lines.append(f"note: {note}")
     for warning in summary["warnings"]:
