@@ -193,7 +193,8 @@ class ConfError(ValueError):
 
 
 def _tokens(text: str) -> list[str]:
-    out, buf = [], []
+    out: list[str] = []
+    buf: list[str] = []
     for ch in text:
         if ch in ",:[]":
             if buf:
@@ -266,14 +267,16 @@ def parse_conf(text: str) -> AllocatorConfig:
                     d = number(i + 2, key)
                     i += 2
                     if d != 0 and not _is_pow2(d):
-                        raise ConfError("roundup_power2_divisions: divisions must be a power of 2 or 0")
+                        raise ConfError("roundup_power2_divisions: "
+                                        "divisions must be a power of 2 or 0")
                     if interval == ">":
                         for j in range(last, ROUNDUP_INTERVALS):
                             divs[j] = d
                     else:
                         size_mb = number(i - 2, key)
                         if not _is_pow2(size_mb):
-                            raise ConfError("roundup_power2_divisions: intervals must be powers of 2")
+                            raise ConfError("roundup_power2_divisions: "
+                                            "intervals must be powers of 2")
                         index = min(size_mb.bit_length() - 1, ROUNDUP_INTERVALS - 1)
                         if first:  # the first value also covers every smaller class
                             for j in range(index):

@@ -49,6 +49,11 @@ _PLAIN = (str, int, float, bool, type(None))
 ANNOTATE = "annotate"  # the trace action of _annotate_memory: not an allocator action
 
 
+def _columns(n: int) -> list[list[Any]]:
+    """``n`` empty Python lists, one per column being gathered."""
+    return [[] for _ in range(n)]
+
+
 def _uint(v: Any) -> int | None:
     """A non-negative int64, or None for anything else (bools, floats, huge)."""
     if type(v) is int and 0 <= v <= INT64_MAX:
@@ -220,9 +225,9 @@ def _whole_segment_block(seg: dict, total: int) -> dict:
 
 def _segments(raw_segments: list, interner: Interner, pools: list, pool_ids: dict,
               log: WarningLog, device: int | None = None):
-    s_device, s_addr, s_total, s_stream, s_small, s_pool, s_exp, s_stack = ([] for _ in range(8))
+    s_device, s_addr, s_total, s_stream, s_small, s_pool, s_exp, s_stack = _columns(8)
     s_bstart, s_bcount = [], []
-    b_seg, b_addr, b_size, b_req, b_state, b_stack = ([] for _ in range(6))
+    b_seg, b_addr, b_size, b_req, b_state, b_stack = _columns(6)
     stack = interner.stack
     for seg in raw_segments:
         if type(seg) is not dict:
@@ -329,11 +334,10 @@ def _segments(raw_segments: list, interner: Interner, pools: list, pool_ids: dic
 def _trace(raw_traces: list, interner: Interner, log: WarningLog, progress: Progress,
            total_events: int, device_override: int | None = None
            ) -> tuple[Trace, AllocAnnotations]:
-    t_dev, t_act, t_addr, t_size, t_stream, t_time, t_stack, t_free, t_cc, t_um = (
-        [] for _ in range(10))
+    t_dev, t_act, t_addr, t_size, t_stream, t_time, t_stack, t_free, t_cc, t_um = _columns(10)
     fwd_rows: list[int] = []  # rows with forward_frames (rare): a sparse column
     fwd_ids: list[int] = []
-    a_dev, a_addr, a_size, a_time, a_text, a_stack, a_row = ([] for _ in range(7))
+    a_dev, a_addr, a_size, a_time, a_text, a_stack, a_row = _columns(7)
     stack = interner.stack
     string = interner.string
     actions = ACTION_NAMES

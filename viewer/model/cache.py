@@ -25,6 +25,7 @@ import struct
 import tempfile
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -151,8 +152,8 @@ def write_entry(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
     with open(path, "wb") as f:
         f.write(_MAGIC + struct.pack("<Q", len(head)) + head)
         f.write(b"\0" * (base - f.tell()))
-        for name, arr in arrays.items():
-            f.write(memoryview(arr).cast("B"))
+        for arr in arrays.values():
+            f.write(arr.data.cast("B"))
             f.write(b"\0" * (-arr.nbytes % _ALIGN))
 
 
@@ -179,7 +180,8 @@ def trim(limit: int) -> None:
     """Delete least recently used entries until the cache is within ``limit`` bytes."""
     try:
         entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob("*.npz")]
-        entries += [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob(f"*{SUFFIX}")]
+        entries += [(p.stat().st_mtime, p.stat().st_size, p)
+                    for p in cache_dir().glob(f"*{SUFFIX}")]
     except OSError:
         return
     total = sum(size for _, size, _ in entries)
@@ -254,7 +256,8 @@ def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
 def _validate(snap: Snapshot) -> None:
     """Cheap consistency checks so a damaged entry is never trusted."""
     n_seg, n_blk, n_str = len(snap.segments), len(snap.blocks), len(snap.frames.strings)
-    tables = [snap.segments, snap.blocks, snap.trace, snap.annotations, snap.alloc_annotations]
+    tables: list[Any] = [snap.segments, snap.blocks, snap.trace, snap.annotations,
+                         snap.alloc_annotations]
     if snap.host is not None:
         host = snap.host
         tables += [host.segments, host.blocks, host.trace, host.alloc_annotations]
@@ -271,7 +274,8 @@ def _validate(snap: Snapshot) -> None:
         raise ValueError("ragged frame columns")
     if n_blk and (snap.blocks.segment.min() < 0 or snap.blocks.segment.max() >= n_seg):
         raise ValueError("block segment out of range")
-    if len(snap.frames) and max(int(snap.frames.filename.max()), int(snap.frames.name.max())) >= n_str:
+    if len(snap.frames) and max(int(snap.frames.filename.max()),
+                                int(snap.frames.name.max())) >= n_str:
         raise ValueError("frame string out of range")
     stacks = snap.stacks
     if len(stacks.offsets) == 0 or stacks.offsets[-1] != len(stacks.frames):

@@ -261,7 +261,8 @@ def _side_dict(snap: Snapshot, stats: MemoryStats) -> dict[str, Any]:
 # --------------------------------------------------------------------------- stack keys
 
 
-def stack_key_ids(snap: Snapshot, stack: int, categories: np.ndarray, fold: bool = True) -> list[int]:
+def stack_key_ids(snap: Snapshot, stack: int, categories: np.ndarray,
+                  fold: bool = True) -> list[int]:
     """Frame ids of ``stack``'s key, outermost first (``[]``: no stack recorded);
     the call tree's folding rule (:func:`frames.folded_frame_ids`)."""
     return fr.folded_frame_ids(snap, stack, categories, fold)
@@ -342,7 +343,8 @@ def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = Tr
                 g.stacks_b.append(sid)
     rows = sorted(groups.values(), key=lambda s: (-s.delta, -max(s.bytes_a, s.bytes_b), s.label))
     total = ScopeDelta(memory_stats(a), memory_stats(b))
-    devices = {d: ScopeDelta(memory_stats(a, Selection(device=d)), memory_stats(b, Selection(device=d)))
+    devices = {d: ScopeDelta(memory_stats(a, Selection(device=d)),
+                             memory_stats(b, Selection(device=d)))
                for d in sorted(set(a.devices) | set(b.devices))}
     pools: dict[PoolId, ScopeDelta] = {}
     ids_a = {_pool_id(a, k): k for k in pool_keys(a)}
@@ -356,10 +358,12 @@ def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = Tr
 
 
 def _pool_id(snap: Snapshot, k) -> PoolId:
-    return PoolId(k.device, tuple(int(x) for x in snap.pools[k.pool]), k.stream, k.is_small)
+    p = snap.pools[k.pool]
+    return PoolId(k.device, (int(p[0]), int(p[1])), k.stream, k.is_small)
 
 
-_EMPTY = MemoryStats(**{name: (0.0 if name == "fragmentation" else 0) for name in STAT_FIELDS})
+_ZEROS: dict[str, Any] = {name: (0.0 if name == "fragmentation" else 0) for name in STAT_FIELDS}
+_EMPTY = MemoryStats(**_ZEROS)
 
 
 def _tree(rows: list[StackDiff]) -> DiffNode:
@@ -507,4 +511,5 @@ def _oom_lines(diff: SnapshotDiff, row) -> list[str]:
 
 def _stack_line(s: StackDiff) -> str:
     return (f"  {signed_bytes(s.delta):>12}  {s.status:<8} {s.label}  "
-            f"({format_bytes(s.bytes_a)} in {s.count_a} -> {format_bytes(s.bytes_b)} in {s.count_b})")
+            f"({format_bytes(s.bytes_a)} in {s.count_a} -> "
+            f"{format_bytes(s.bytes_b)} in {s.count_b})")

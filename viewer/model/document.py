@@ -129,7 +129,7 @@ class Document:
         """
         root = self.root
         n = root.n_events(device)
-        if not n:
+        if not n or root.timeline is None:
             return root
         k = int(min(max(k, 0), n - 1))
         if k == n - 1:
@@ -178,7 +178,9 @@ class Document:
         """requested / allocated / active / reserved bytes after each event of ``device``,
         for one stream and/or pool (``None``: all)."""
         root = self.root
-        rep = root.timeline.replay(device)
+        rep = root.timeline.replay(device) if root.timeline is not None else None
+        if rep is None:
+            raise ValueError(f"no trace on device {device}")
         if stream is None and pool is None:
             # Columns computed on demand from block summaries: 10M events do not need
             # four arrays of 80 MB (see curve_index); they index like arrays.

@@ -8,7 +8,7 @@ to the same events without a QApplication.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 
 class EventEmitter:
@@ -59,6 +59,9 @@ class EmitterGroup:
         self._names = names
         for n in names:
             setattr(self, n, EventEmitter(n))
+
+    if TYPE_CHECKING:  # the emitters are attributes named at run time
+        def __getattr__(self, name: str) -> EventEmitter: ...
 
     @contextmanager
     def blocked_all(self) -> Iterator[None]:

@@ -96,7 +96,7 @@ class Interner:
         line = _sint(f.get("line", 0), 0)
         if not -(1 << 31) <= line < (1 << 31):
             line = 0
-        fx = (-1, -1, -1, -1)
+        fx: tuple[int, ...] = (-1, -1, -1, -1)
         if len(f) > 3:  # FX fields (augment_with_fx_traces): only then look for them
             fx = tuple(self._fx_string(f.get(k)) for k in FX_FIELDS)
         key = (self.string(filename if type(filename) is str else "??"), line,

@@ -68,7 +68,7 @@ def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None) -> list[OomR
     for i, row in enumerate(rows.tolist()):
         state = snap
         rep = timeline.replay(int(trace.device[row])) if timeline is not None else None
-        if rep is not None:
+        if timeline is not None and rep is not None:
             k = int(np.searchsorted(rep.rows, row))
             state = timeline.snapshot_at(rep.device, k)
         reports.append(_report(snap, state, row, is_last=i == len(rows) - 1,
@@ -125,7 +125,8 @@ def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: boo
 def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tuple[str, str]:
     req = fit.rounded_bytes
     if events_after and fit.fits:
-        return ("changed", f"the layout changed after this OOM ({plural(events_after, 'later event')}): "
+        return ("changed", "the layout changed after this OOM "
+                f"({plural(events_after, 'later event')}): "
                 f"a {fb(req)} block would fit now, so the map shows a later state")
     if fit.free_bytes >= req:
         return ("fragmentation",

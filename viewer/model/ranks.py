@@ -295,9 +295,9 @@ def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
                           ("active_bytes", "active_bytes.all.current"),
                           ("peak_reserved_bytes", "reserved_bytes.all.peak"),
                           ("peak_allocated_bytes", "allocated_bytes.all.peak")):
-            v = _int(counters.get(key))
-            if v is not None:
-                setattr(e, attr, v)
+            c = _int(counters.get(key))
+            if c is not None:
+                setattr(e, attr, c)
                 took = True
         if took:
             e.source = "allocator counters"
@@ -306,7 +306,8 @@ def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
             e.oom = True  # the allocator counted an OOM the trace no longer holds
     if rf.reason == "oom":
         e.oom = True
-    if e.oom and e.verdict is None and rf.sidecar and isinstance(rf.sidecar.get("oom_message"), str):
+    if (e.oom and e.verdict is None and rf.sidecar
+            and isinstance(rf.sidecar.get("oom_message"), str)):
         e.verdict = " ".join(rf.sidecar["oom_message"].split())[:300]
     return e
 
@@ -325,7 +326,8 @@ def flag_outliers(entries: list[RankEntry]) -> dict[str, float | None]:
     for metric in OUTLIER_METRICS:
         for e in entries:
             v = e.value(metric)
-            others = [o.value(metric) for o in entries if o is not e and o.value(metric) is not None]
+            others = [o.value(metric) for o in entries
+                      if o is not e and o.value(metric) is not None]
             if v is None or not others:
                 continue
             med = statistics.median(others)

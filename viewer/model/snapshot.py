@@ -196,7 +196,8 @@ class Trace:
     user_metadata: np.ndarray  # int32 string id, -1 if absent
     # int32 stack id of the event's ``forward_frames``: for an allocation made in
     # backward, the forward-pass stack that created it (-1: none recorded)
-    forward_stack: np.ndarray | None = None
+    # (None given: filled with -1 by __post_init__, so never None after construction)
+    forward_stack: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.forward_stack is None:

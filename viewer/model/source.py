@@ -12,6 +12,7 @@ import bz2
 import lzma
 import os
 import zlib
+from typing import Any
 
 from .errors import SnapshotError
 from .progress import Progress
@@ -100,6 +101,7 @@ class _Decoder:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self._d: Any  # the three decompressors share no type, only these methods
         if kind == "gzip":
             self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif kind == "xz":

@@ -60,7 +60,7 @@ def _index(iv: Intervals) -> _Index:
         s_ids = np.flatnonzero(short)
         l_ids = np.flatnonzero(~short)
         idx = _Index(s_ids, iv.start[s_ids], l_ids, iv.start[l_ids], iv.end[l_ids])
-        iv._stacking_index = idx  # intervals never change once built
+        iv._stacking_index = idx  # type: ignore[attr-defined]  # intervals never change once built
     return idx
 
 

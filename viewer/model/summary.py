@@ -28,16 +28,18 @@ def peaks(timeline: Timeline, device: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for curve in CURVES:
         value, k = rep.peak(curve) if rep is not None and len(rep) else (None, -1)
+        t = int(rep.time_us[k]) if rep is not None and k >= 0 else -1
         out[f"peak_{curve}_bytes"] = value
         out[f"peak_{curve}_event"] = k if k >= 0 else None
-        out[f"peak_{curve}_time_us"] = int(rep.time_us[k]) if k >= 0 and rep.time_us[k] >= 0 \
-            else None
+        out[f"peak_{curve}_time_us"] = t if t >= 0 else None
     return out
 
 
 def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
     """Facts of event ``k`` of ``device`` (what the state is "after")."""
     rep = timeline.replay(device)
+    if rep is None:
+        raise ValueError(f"no trace on device {device}")
     return {
         "device": device,
         "event": k,
@@ -80,9 +82,8 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
         out.update(device_peaks[top])
         out["peak_device"] = top
     # What each device's trace window cannot show (a wrapped ring buffer, a late start).
-    windows = [recorded_window(rep) for rep in
-               (timeline.replay(d) for d in (timeline.devices if timeline else []))
-               if rep is not None]
+    reps = [timeline.replay(d) for d in timeline.devices] if timeline else []
+    windows = [recorded_window(rep) for rep in reps if rep is not None]
     out["windows"] = [w.to_dict() for w in windows]
     ooms = [_oom_dict(snap, r) for r in reports]
     if out["at"] is not None:
@@ -230,7 +231,7 @@ def format_text(summary: dict[str, Any]) -> str:
         # Several devices: the totals above are summed, the peak is one device's; say which.
         device = (f" on device {summary['peak_device']}"
                   if len(summary["devices"]) > 1 and summary.get("peak_device") is not None else "")
-        if late and summary["peak_reserved_bytes"] == window["reserved_before"]:
+        if late and window and summary["peak_reserved_bytes"] == window["reserved_before"]:
             where = "already at the window's start"  # not an event of the window
         lines.append(
             f"peak over the {'recorded window' if late else 'recording'}{device}: reserved "

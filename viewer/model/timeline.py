@@ -229,7 +229,8 @@ def _intervals(rep: DeviceReplay) -> Intervals:
     pre_addr = init.blk_addr[live0]
     pre_end = np.full(len(live0), n, dtype=np.int64)
     pre_seg = initial_segment_of_blocks(init)[live0]
-    orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED) & (rep.alloc_of == BEFORE_RECORDING))
+    orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED)
+                            & (rep.alloc_of == BEFORE_RECORDING))
     if len(orphan) and len(live0):
         where = {a: i for i, a in enumerate(pre_addr.tolist())}
         for k, a in zip(orphan.tolist(), rep.addr[orphan].tolist()):

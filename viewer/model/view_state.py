@@ -20,6 +20,7 @@ import numpy as np
 
 from .analysis import Selection
 from .document import Document, pool_label, stream_label
+from .timeline import Intervals
 from .evented import EmitterGroup
 from .snapshot import BlockState
 
@@ -114,7 +115,7 @@ class ViewState:
         doc = self.doc
         dev = doc.trace_device(self.selection.device) if doc is not None else None
         self.cursor_device = dev
-        self.cursor_k = doc.n_events(dev) - 1 if dev is not None else -1
+        self.cursor_k = doc.n_events(dev) - 1 if doc is not None and dev is not None else -1
         self.view_doc = doc
         self.selected_interval = -1
         if emit:
@@ -178,22 +179,36 @@ class ViewState:
         if block < 0 or self.cursor_device is None or self.doc is None:
             return -1
         iv = self.doc.intervals(self.cursor_device)
-        if iv is None:
+        if iv is None or self.view_doc is None:
             return -1
         addr = int(self.view_doc.snap.blocks.address[block])
         k = self.cursor_k
         hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
         return int(hit[-1]) if len(hit) else -1
 
+    def _cursor_intervals(self) -> Intervals:
+        """The allocations of the cursor's trace (callers hold an interval of it)."""
+        doc, dev = self.doc, self.cursor_device
+        iv = doc.intervals(dev) if doc is not None and dev is not None else None
+        if iv is None:
+            raise LookupError("no timeline at the cursor")
+        return iv
+
+    def _view_doc(self) -> Document:
+        if self.view_doc is None:
+            raise LookupError("no document")
+        return self.view_doc
+
     def interval_live(self, i: int) -> bool:
         """Is allocation ``i`` alive at the cursor?"""
-        iv = self.doc.intervals(self.cursor_device)
+        iv = self._cursor_intervals()
         return bool(iv.start[i] <= self.cursor_k < iv.end[i])
 
     def select_block(self, block: int, keep_interval: bool = False) -> None:
         """Pick ``block`` of the document at the cursor (-1: nothing)."""
         self.selected_block = int(block)
-        self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
+        self.selected_addr = (int(self._view_doc().snap.blocks.address[block])
+                              if block >= 0 else -1)
         if not keep_interval:
             self.selected_interval = -1
         self.events.selected.emit(self.selected_block, self.selected_interval)
@@ -202,7 +217,7 @@ class ViewState:
         """Pick allocation ``i`` of the timeline; returns its block at the cursor (-1 if
         it is not alive there)."""
         self.selected_interval = int(i)
-        iv = self.doc.intervals(self.cursor_device)
+        iv = self._cursor_intervals()
         b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
         self.selected_block = b
         self.selected_addr = -1
@@ -214,12 +229,12 @@ class ViewState:
         address, if still alive).  Returns (block, picked_by_interval)."""
         i = self.selected_interval
         if i >= 0:
-            iv = self.doc.intervals(self.cursor_device)
+            iv = self._cursor_intervals()
             b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
             self.selected_block = b
             return b, True
         b = self.live_block(self.selected_addr)
-        snap = self.view_doc.snap
+        snap = self._view_doc().snap
         if b >= 0 and not self.selection.segment_mask(snap)[snap.blocks.segment[b]]:
             b = -1
         if b < 0:
@@ -258,6 +273,8 @@ class ViewState:
         if i < 0 or dev is None or doc is None or doc.timeline is None:
             return None
         iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        if iv is None or rep is None:
+            return None
         ev = int(iv.event[i])
         return IntervalKey(dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None,
                            int(iv.size[i]))

@@ -47,7 +47,7 @@ class LiveDocumentSource:
     def apply(self, snap: Snapshot, dropped_total: int, gap: bool = False) -> Document:
         """The document of ``snap``, the ring now (``dropped_total``: rows it has dropped
         since the session began)."""
-        if self.needs_build(dropped_total, gap):
+        if self.needs_build(dropped_total, gap) or self.timeline is None:
             return self.adopt(Document.build(snap, live=True), dropped_total)
         dropped = int(dropped_total) - self.dropped
         first_row = self.rows - dropped

@@ -67,7 +67,8 @@ class Remedy:
     where: str | None  # file:line of the code to change, when one exists
     fits: bool | None  # under the limit (None: no limit known)
     detail: str = ""
-    curve: np.ndarray | None = field(default=None, repr=False)  # simulated reserved after each request
+    # simulated reserved after each request
+    curve: np.ndarray | None = field(default=None, repr=False)
     curve_x: np.ndarray | None = field(default=None, repr=False)  # trace event of each curve point
     acts_on: np.ndarray | None = field(default=None, repr=False)  # bool per request it changes
 
@@ -134,7 +135,7 @@ def _most_common_user_frame(snap, sites: np.ndarray) -> str | None:
         w = user_frame(snap, int(s))
         if w:
             counts[w] = counts.get(w, 0) + int((sites == s).sum())
-    return max(counts, key=counts.get) if counts else None
+    return max(counts, key=counts.__getitem__) if counts else None
 
 
 def _optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
@@ -156,7 +157,8 @@ def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: 
                                    scaling.CATEGORY_FIXED, scaling.KEPT_ONCE))
     out = {
         "scales_with_batch": int(reqs.size[live & scales].sum()),
-        "activations_forward": int(reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()),
+        "activations_forward": int(
+            reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()),
         "model_state": int(reqs.size[live & state_rules].sum()),
         "optimizer_state": int(reqs.size[live & _optimizer_state(evd, j)].sum()),
         "kept_each_iteration": int(reqs.size[live & (j.rule == scaling.KEPT_EACH)].sum()),
@@ -275,7 +277,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         if not conf or case.config_of(conf) == case.recorded:
             continue
         found.append((conf, case.simulate(conf, lim)))
-    found.sort(key=lambda cr: (not (_fits(cr[1], lim) in (True, None)),
+    found.sort(key=lambda cr: (_fits(cr[1], lim) not in (True, None),
                                cr[1].peak_reserved_until_oom))
     for conf, res in found[:ALLOCATOR_REMEDIES]:
         # A setting that still runs out of memory, or needs as much, is no remedy
@@ -310,7 +312,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             change = ("keep `loss.item()` / `out.detach().cpu()`, not the tensors, and run "
                       "evaluation under `with torch.no_grad():`")
         else:
-            change = "do not keep tensors across iterations: `del` them, or keep `.item()` / `.detach()`"
+            change = ("do not keep tensors across iterations: `del` them, "
+                      "or keep `.item()` / `.detach()`")
         r = simulated(
             "free_kept", "Free what is kept every iteration", res, change, site_where,
             f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
@@ -371,7 +374,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     remedies.sort(key=lambda r: (r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
     if recorded.first_oom is not None:
-        text = f"out of memory at event {recorded.first_oom.event}: {oom_verdict(recorded.first_oom)}"
+        text = (f"out of memory at event {recorded.first_oom.event}: "
+                f"{oom_verdict(recorded.first_oom)}")
     elif lim is not None:
         text = f"fits: peak reserved {fb(peak)} of {fb(lim)} ({lim_source})"
     else:

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
     if f <= 0:
         raise ValueError(f"the batch scale must be positive, not {scale}")
     sizes = judgement.scaled_sizes(f, uncertain_factor)
-    out = copy.copy(case)
+    out = cast(ScaledCase, copy.copy(case))
     out.__class__ = ScaledCase
     out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
     out._recorded_run = None  # the recorded settings' run of *these* requests, on demand

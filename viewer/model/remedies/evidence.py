@@ -225,7 +225,8 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     alloc_rows = kinds == rq.ALLOC
     first_bwd = np.flatnonzero(alloc_rows & (phase == BACKWARD) & (prov == PROV_NONE))
     if len(first_bwd):
-        before = np.flatnonzero(alloc_rows[:first_bwd[0]] & (prov[:first_bwd[0]] == PROV_MODULE_STATE))
+        before = np.flatnonzero(alloc_rows[:first_bwd[0]]
+                                & (prov[:first_bwd[0]] == PROV_MODULE_STATE))
         if len(before):
             phase[:before[-1] + 1][phase[:before[-1] + 1] == FORWARD] = SETUP
     phase[prov == PROV_MODULE_STATE] = SETUP

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +138,7 @@ class Judgement:
 
     def summary(self) -> list[dict]:
         """Per rule: how many allocations and requested bytes it judged, largest first."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         is_alloc = self.rule != NOT_AN_ALLOCATION
         for code in range(len(RULES) - 1):
             m = (self.rule == code) & is_alloc
@@ -153,6 +154,7 @@ class Judgement:
 def _state_by_category(evd: ev.Evidence) -> np.ndarray:
     """Model state by the categories package, where it decided it (not guessed), plus the
     temporaries it names as library workspaces or optimizer scratch."""
+    assert evd.categories is not None  # callers check
     fixed = np.isin(evd.categories, FIXED_CATEGORIES)
     if evd.category_guess is not None:
         fixed &= ~evd.category_guess

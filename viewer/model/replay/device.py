@@ -180,7 +180,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     if len(trace.device) and int(trace.device.min()) == device == int(trace.device.max()):
         # One device holds every event: its columns are the trace's (views, no copies).
         n = len(trace.device)
-        rows = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+        rows: np.ndarray = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
         cols = {c: getattr(trace, c) for c in ("action", "addr", "size", "stream", "stack",
                                                 "time_us")}
     else:

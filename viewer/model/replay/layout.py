@@ -13,7 +13,8 @@ import numpy as np
 
 from ..snapshot import Blocks, BlockState, Segments, Snapshot
 
-ALLOCATED, PENDING, FREE = int(BlockState.ALLOCATED), int(BlockState.PENDING_FREE), int(BlockState.FREE)
+ALLOCATED, PENDING, FREE = (int(BlockState.ALLOCATED), int(BlockState.PENDING_FREE),
+                            int(BlockState.FREE))
 BEFORE_RECORDING = -1
 _LAYOUT_DTYPES = (np.int64, np.int64, np.int64, np.bool_, np.int32, np.bool_,
                   np.int64, np.int64, np.int64, np.int8, np.int32, np.int64)

@@ -42,8 +42,9 @@ def _grow(bufs: dict, key: str, col: np.ndarray, values: np.ndarray) -> np.ndarr
     n, m = len(col), len(values)
     buf = bufs.get(key)
     # The column must still be the head of its buffer (a trim slices the front off).
-    if buf is None or not (n + m <= len(buf) and id(col.base) == id(buf) and col.__array_interface__[
-            "data"][0] == buf.__array_interface__["data"][0]):
+    if buf is None or not (n + m <= len(buf) and id(col.base) == id(buf)
+                           and col.__array_interface__["data"][0]
+                           == buf.__array_interface__["data"][0]):
         buf = np.empty(max((n + m) * 3 // 2, 1024), col.dtype)
         buf[:n] = col
         buf[n + m:] = 0  # touch the spare pages now, not one page fault at a time later

@@ -302,4 +302,5 @@ def verdict(oom) -> str:
                  "pages" if oom.expandable else "partly used segments, which cannot be freed")
         return (head + f"{fb(oom.free_in_pool_bytes)} is free in the pool but the largest block "
                 f"is {fb(oom.largest_free_bytes)}; the free memory sits in {where}, and {grow}")
-    return head + f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the cache, and {grow}"
+    return head + (f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the "
+                   f"cache, and {grow}")

@@ -120,7 +120,8 @@ def _seed(al: Allocator, reqs: rq.Requests, sidx_of) -> list:
         blocks = [(addr_l[j], size_l[j], state_l[j], req_l[j]) for j in rows]
         private = int(reqs.initial_pool[s])
         if exp:
-            groups.setdefault((sidx_of(stream), private, small), []).append((ptr, size, blocks, rows))
+            groups.setdefault((sidx_of(stream), private, small),
+                              []).append((ptr, size, blocks, rows))
             continue
         got = al.add_segment(ptr, size, sidx_of(stream), private, small, blocks)
         for j in rows:
