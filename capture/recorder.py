@@ -180,7 +180,8 @@ class Recorder:
             raise ValueError(f"stacks must be one of {STACKS}, not {stacks!r}")
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, not {context!r}")
-        if isinstance(max_oom_dumps, bool) or not isinstance(max_oom_dumps, int) or max_oom_dumps < 0:
+        if (isinstance(max_oom_dumps, bool) or not isinstance(max_oom_dumps, int)
+                or max_oom_dumps < 0):
             raise ValueError(f"max_oom_dumps must be an int >= 0, not {max_oom_dumps!r}")
         # Absolute now: a script that changes directory must not move its snapshots.
         self.out = Path(os.path.abspath(out))

@@ -208,7 +208,8 @@ def check_bundle(app: Path) -> dict:
     for name, n in facts["contributors"][:12]:
         log(f"      {human(n):>10}  {name}")
     if size > SIZE_BUDGET:
-        raise BuildError(f"the app is {size / 1e6:.1f} MB, over the {SIZE_BUDGET / 1e6:.0f} MB budget")
+        raise BuildError(f"the app is {size / 1e6:.1f} MB, "
+                         f"over the {SIZE_BUDGET / 1e6:.0f} MB budget")
     return facts
 
 
@@ -390,7 +391,8 @@ def desktop_tree(dest: Path, exec_path: str | None = None) -> None:
 def validate_desktop(path: Path) -> str:
     tool = shutil.which("desktop-file-validate")
     if not tool:
-        raise BuildError("desktop-file-validate is missing (Debian: apt-get install desktop-file-utils)")
+        raise BuildError("desktop-file-validate is missing "
+                         "(Debian: apt-get install desktop-file-utils)")
     out = run([tool, path], capture=True, check=False)
     text = (out.stdout + out.stderr).strip()
     if out.returncode or text:  # warnings and hints count as failures too
@@ -437,7 +439,8 @@ def linux_tarball(app: Path, version: str, facts: dict, work: Path, dist: Path) 
     shutil.copyfile(LINUX_FILES / "install-desktop-integration.sh", script)
     script.chmod(0o755)
     glibc = ".".join(map(str, facts.get("glibc", (2, 28))))
-    (stage / "README.txt").write_text(TARBALL_README.format(name=name, glibc=glibc), encoding="utf-8")
+    (stage / "README.txt").write_text(TARBALL_README.format(name=name, glibc=glibc),
+                                      encoding="utf-8")
     validate_desktop(stage / "share" / "applications" / f"{APP}.desktop")
     out = dist / f"{name}.tar.gz"
     tar_gz(stage, out)
@@ -536,7 +539,8 @@ def build_deb(app: Path, version: str, facts: dict, work: Path, dist: Path) -> P
     md5 = []
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_symlink() and "DEBIAN" not in p.relative_to(root).parts:
-            md5.append(f"{hashlib.md5(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}")
+            digest = hashlib.md5(p.read_bytes()).hexdigest()
+            md5.append(f"{digest}  {p.relative_to(root).as_posix()}")
     (control / "md5sums").write_text("\n".join(md5) + "\n", encoding="utf-8")
     for p in [root, *root.rglob("*")]:  # dpkg-deb wants sane modes (umask-proof)
         if p.is_symlink():
@@ -606,7 +610,8 @@ def verify_deb(deb: Path, version: str, work: Path) -> dict:
         tags = (out.stdout + out.stderr).strip().splitlines()
         facts["lintian"] = tags
         errors = [t for t in tags if t.startswith("E:")]
-        log(f"    lintian: {len(errors)} errors, {len(tags) - len(errors)} other tags (informational)")
+        log(f"    lintian: {len(errors)} errors, "
+            f"{len(tags) - len(errors)} other tags (informational)")
         for t in tags[:40]:
             log(f"      {t}")
     return facts
@@ -617,9 +622,11 @@ def window_test(app: Path, out_png: Path) -> str | None:
     """Open a snapshot in a real window on Xvfb and take a screenshot of the screen."""
     needed = [shutil.which(t) for t in ("xvfb-run", "xwd", "xwininfo")]
     if not all(needed):
-        log("    skipped: needs xvfb-run, xwd and xwininfo (apt-get install xvfb xauth x11-apps x11-utils)")
+        log("    skipped: needs xvfb-run, xwd and xwininfo "
+            "(apt-get install xvfb xauth x11-apps x11-utils)")
         return None
-    snapshot = WINDOW_SNAPSHOT if WINDOW_SNAPSHOT.is_file() else ASSETS / "example_fragmentation_oom.pickle"
+    snapshot = (WINDOW_SNAPSHOT if WINDOW_SNAPSHOT.is_file()
+                else ASSETS / "example_fragmentation_oom.pickle")
     run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", sys.executable, __file__,
          "_window", executable(app), snapshot, out_png], timeout=300)
     return str(out_png)
@@ -640,7 +647,8 @@ def _window(exe: str, snapshot: str, out_png: str) -> int:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
-                    raise BuildError(f"the app exited ({proc.returncode}) before its window appeared")
+                    raise BuildError(f"the app exited ({proc.returncode}) "
+                                     "before its window appeared")
                 tree = subprocess.run(["xwininfo", "-root", "-tree"], capture_output=True,
                                       text=True, errors="replace").stdout
                 if failed in tree:
@@ -653,7 +661,8 @@ def _window(exe: str, snapshot: str, out_png: str) -> int:
             time.sleep(3)  # let it paint
             windows = [line.strip() for line in tree.splitlines() if title in line]
             print(f"    window: {windows[0][:160]}", flush=True)
-            xwd = subprocess.run(["xwd", "-root", "-silent"], capture_output=True, check=True).stdout
+            xwd = subprocess.run(["xwd", "-root", "-silent"], capture_output=True,
+                                 check=True).stdout
             colours = xwd_to_png(xwd, Path(out_png))
             if colours < 16:
                 raise BuildError(f"the screenshot looks blank ({colours} colours)")
@@ -694,9 +703,11 @@ def xwd_to_png(data: bytes, out: Path) -> int:
             colours.update(bytes(rgb[i:i + 3]) for i in range(0, len(rgb), 3 * 16))
 
     def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body)))
 
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
+                                                         8, 2, 0, 0, 0))
     png += chunk(b"IDAT", zlib.compress(bytes(raw), 6)) + chunk(b"IEND", b"")
     out.write_bytes(png)
     return len(colours)
@@ -722,7 +733,8 @@ def macos_archives(app: Path, version: str, dist: Path) -> list[Path]:
     outs = [out]
     if shutil.which("hdiutil"):
         dmg = dist / f"{base}.dmg"
-        run(["hdiutil", "create", "-volname", APP, "-srcfolder", app, "-ov", "-format", "UDZO", dmg])
+        run(["hdiutil", "create", "-volname", APP, "-srcfolder", app, "-ov", "-format", "UDZO",
+             dmg])
         outs.append(dmg)
     return outs
 
@@ -766,7 +778,8 @@ def main(argv: list[str] | None = None) -> int:
                 artifacts.append(linux_tarball(app, version, facts, work, dist))
             if not args.no_deb:
                 if not shutil.which("dpkg-deb"):
-                    raise BuildError("dpkg-deb is missing (use --no-deb, or build on Debian/Ubuntu)")
+                    raise BuildError("dpkg-deb is missing "
+                                     "(use --no-deb, or build on Debian/Ubuntu)")
                 with step(".deb", durations):
                     deb = build_deb(app, version, facts, work, dist)
                     artifacts.append(deb)

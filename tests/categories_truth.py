@@ -171,7 +171,7 @@ def table(comparisons: list[Comparison]) -> str:
             continue
         o, t, tl = c.ours_at_peak, c.truth_bytes, c.truth_live_at_peak
 
-        def pair(key, at_peak=True):
+        def pair(key, at_peak=True, o=o, t=t, tl=tl):
             ours = o.get(key, 0)
             ref = tl.get(key, 0) if at_peak else t.get(key, 0)
             dev = f" ({(ours - ref) / ref:+.1%})" if ref else ""

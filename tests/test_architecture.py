@@ -83,7 +83,8 @@ CAPTURE_LIVE_PROBE = """
 import sys
 import vramscope.capture, vramscope.capture.live, vramscope.capture.live.agent
 bad = sorted(m for m in sys.modules if m.split(".")[0] in {"PySide6", "pyqtgraph", "torch",
-             "numpy"} or m.startswith("vramscope.viewer.") and m != "vramscope.viewer.live_protocol")
+             "numpy"} or m.startswith("vramscope.viewer.")
+             and m != "vramscope.viewer.live_protocol")
 print(",".join(bad))
 """
 
@@ -142,7 +143,8 @@ def test_every_source_package_is_installed():
     subpackage missing from that list works from the checkout and breaks the wheel."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
     for top, name in (("viewer", "vramscope.viewer"), ("capture", "vramscope.capture")):
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top).parts

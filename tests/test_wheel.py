@@ -28,8 +28,8 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def compiled(names: list[str], stem: str) -> bool:
-    return any(n.startswith(f"vramscope/viewer/model/_native/{stem}.") and n.endswith((".so", ".pyd"))
-               for n in names)
+    return any(n.startswith(f"vramscope/viewer/model/_native/{stem}.")
+               and n.endswith((".so", ".pyd")) for n in names)
 
 
 def test_wheel_maps_top_level_folders_to_vramscope_packages(wheel):

@@ -190,7 +190,8 @@ def runtime_dir(create: bool = True) -> Path:
         if xdg and os.path.isdir(xdg):
             d = Path(xdg) / "vramscope"
         else:
-            d = Path(tempfile.gettempdir()) / f"vramscope-{_uid() if _uid() is not None else 'user'}"
+            owner = _uid() if _uid() is not None else "user"
+            d = Path(tempfile.gettempdir()) / f"vramscope-{owner}"
     if create:
         try:
             d.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -44,7 +44,8 @@ def _timed_steps(torch, step, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def bench_steps(torch, record, step, out: Path, steps: int, warmup: int, repeats: int) -> list[dict]:
+def bench_steps(torch, record, step, out: Path, steps: int, warmup: int,
+                repeats: int) -> list[dict]:
     """Median-of-repeats time per step for each recording mode."""
     rows = []
     for mode in ("off", "python", "all"):
@@ -86,7 +87,8 @@ def entries_per_step(torch, record, step, out: Path) -> tuple[float, float]:
     return len(snap["device_traces"][dev]) / 3, first
 
 
-def bench_dumps(torch, record, step, out: Path, per_step: float, sizes: dict[str, list[int]]) -> list[dict]:
+def bench_dumps(torch, record, step, out: Path, per_step: float,
+                sizes: dict[str, list[int]]) -> list[dict]:
     rows = []
     for stacks, counts in sizes.items():
         for n in counts:

@@ -15,7 +15,8 @@ WORKLOADS = REPO / "tests" / "workloads"
 FAKERUN = HERE / "capture_fakerun.py"
 
 
-def child_env(extra: Mapping[str, str] | None = None, *, drop: tuple[str, ...] = ()) -> dict[str, str]:
+def child_env(extra: Mapping[str, str] | None = None, *,
+              drop: tuple[str, ...] = ()) -> dict[str, str]:
     """Environment for a child Python that must import what this one imports.
 
     The parent's ``sys.path`` goes into ``PYTHONPATH``, so children find

@@ -211,7 +211,8 @@ def test_sidecar_rejects_unknown_reason_and_survives_odd_values(tmp_path):
     data = files.build_sidecar(name="x", reason="manual", memory_stats={"odd": object()},
                                torch_version="t", gpu=None, device=None, alloc_conf="")
     files.write_sidecar(tmp_path / "x.json", data)  # default=str: no TypeError
-    assert json.loads((tmp_path / "x.json").read_text())["memory_stats"]["odd"].startswith("<object")
+    odd = json.loads((tmp_path / "x.json").read_text())["memory_stats"]["odd"]
+    assert odd.startswith("<object")
 
 
 def test_alloc_conf_from_env():

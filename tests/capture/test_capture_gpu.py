@@ -197,7 +197,8 @@ def test_oom_propagates_unchanged_from_record_block(tmp_path):
         result = {{}}
         try:
             with record(out=out, dump_on_exit=False):
-                keep = [torch.empty(64 << 20, dtype=torch.uint8, device="cuda") for _ in range(10_000)]
+                keep = [torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+                        for _ in range(10_000)]
         except Exception as exc:
             result["type"] = type(exc).__module__ + "." + type(exc).__qualname__
             result["is_oom"] = isinstance(exc, torch.cuda.OutOfMemoryError)

@@ -186,7 +186,8 @@ def test_main_in_process_as_vramscope_record_calls_it(tmp_path, probe, monkeypat
 
 
 def test_split_argv():
-    assert runner.split_argv(["--out", "d", "s.py", "--out", "x"]) == (["--out", "d"], ["s.py", "--out", "x"])
+    assert runner.split_argv(["--out", "d", "s.py", "--out", "x"]) == (["--out", "d"],
+                                                                      ["s.py", "--out", "x"])
     assert runner.split_argv(["--out=d", "-m", "m", "a"]) == (["--out=d"], ["-m", "m", "a"])
     assert runner.split_argv(["--no-signal", "--", "-weird.py"]) == (["--no-signal"], ["-weird.py"])
     assert runner.split_argv(["--help"]) == (["--help"], [])
@@ -308,7 +309,8 @@ def test_runner_respects_options(tmp_path):
 
 def test_two_ranks_by_env_through_runner(tmp_path):
     script = tmp_path / "s.py"
-    script.write_text("from vramscope.capture.backend import get_backend\nget_backend().alloc(1 << 20)\n")
+    script.write_text("from vramscope.capture.backend import get_backend\n"
+                      "get_backend().alloc(1 << 20)\n")
     out = tmp_path / "o"
     for rank in (0, 1):
         env = child_env({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})

@@ -37,7 +37,8 @@ def test_diff_json_deltas_are_counter_differences(name_a, name_b):
                        ("peak_reserved_bytes", "reserved_bytes.all.peak"),
                        ("peak_allocated_bytes", "allocated_bytes.all.peak")):
         assert d[f"delta_{field}"] == counter_delta(name_a, name_b, key), field
-    assert d["a"]["file"].endswith(f"{name_a}.pickle") and d["b"]["file"].endswith(f"{name_b}.pickle")
+    assert d["a"]["file"].endswith(f"{name_a}.pickle")
+    assert d["b"]["file"].endswith(f"{name_b}.pickle")
     assert len(d["top_stacks"]) <= 3 and d["devices"] and d["pools"]
     growth = [s["delta_bytes"] for s in d["top_stacks"]]
     assert growth == sorted(growth, reverse=True) and all(g > 0 for g in growth)

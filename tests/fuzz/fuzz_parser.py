@@ -52,7 +52,8 @@ INSERTS = [b"(", b"0", b"1", b"2", b"N", b"\x88", b"\x89", b"}", b"]", b")", b"\
            b"h\x00", b"h\x05", b"h\xff", b"j\x00\x00\x00\x00", b"j\xff\xff\xff\x7f", b"q\x00",
            b"r\x00\x00\x00\x40", b"K\x07", b"J\xff\xff\xff\xff", b"\x8a\x09" + b"\x01" * 9,
            b"\x8c\x06action", b"\x8c\x05alloc", b"\x8c\x0ddevice_traces", b"\x8c\x06frames",
-           b"\x8c\x04size", b"\x8c\x03N/A", b"X\xff\xff\xff\x00", b"\x95" + struct.pack("<Q", 1 << 40),
+           b"\x8c\x04size", b"\x8c\x03N/A", b"X\xff\xff\xff\x00",
+           b"\x95" + struct.pack("<Q", 1 << 40),
            b"c", b"\x93", b"R", b"b", b"\x81", b"\x82\x01", b"Q", b"\x97", b"G" + b"\x00" * 8,
            b"I1\n", b"p0\n", b"g0\n", b"\x80\x05", b"\x80\x09", b"."]
 INTERESTING32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
@@ -250,7 +251,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rss-mb", type=int, default=2048, help="address-space limit of the run (0: none)")
+    parser.add_argument("--rss-mb", type=int, default=2048,
+                        help="address-space limit of the run (0: none)")
     parser.add_argument("--report-every", type=int, default=50_000)
     parser.add_argument("--crash-dir", default="fuzz-findings")
     parser.add_argument("--atheris", action="store_true", help="run under atheris/libFuzzer")

@@ -85,7 +85,8 @@ def synthetic_snapshot(n_segments: int = 500, blocks_per_segment: int = 200, see
     sizes = rng.integers(1, 64, size=n).astype(np.int64) * 512
     seg_of = np.repeat(np.arange(n_segments, dtype=np.int32), blocks_per_segment)
     seg_total = np.add.reduceat(sizes, np.arange(0, n, blocks_per_segment))
-    seg_addr = (np.int64(1) << 40) + np.concatenate([[0], np.cumsum(seg_total)[:-1]]).astype(np.int64)
+    seg_addr = ((np.int64(1) << 40)
+                + np.concatenate([[0], np.cumsum(seg_total)[:-1]]).astype(np.int64))
     within = sizes.cumsum() - sizes
     within -= np.repeat(within[::blocks_per_segment], blocks_per_segment)
     address = seg_addr[seg_of] + within
@@ -94,7 +95,8 @@ def synthetic_snapshot(n_segments: int = 500, blocks_per_segment: int = 200, see
     strings = ["train.py", "step", "model.py", "forward", "/torch/nn/linear.py", "linear"]
     frames = S.Frames(filename=np.array([0, 2, 4], np.int32), line=np.array([10, 20, 30], np.int32),
                       name=np.array([1, 3, 5], np.int32), strings=strings)
-    stacks = S.Stacks(offsets=np.array([0, 2, 4], np.int64), frames=np.array([2, 0, 2, 1], np.int32))
+    stacks = S.Stacks(offsets=np.array([0, 2, 4], np.int64),
+                      frames=np.array([2, 0, 2, 1], np.int32))
     stack = rng.integers(-1, 2, size=n).astype(np.int32)
     segments = S.Segments(
         device=np.zeros(n_segments, np.int32), address=seg_addr, total_size=seg_total,
@@ -110,5 +112,5 @@ def synthetic_snapshot(n_segments: int = 500, blocks_per_segment: int = 200, see
                     time_us=z64, stack=z32, device_free=z64, compile_context=z32, user_metadata=z32)
     ann = S.Annotations(device=z32, is_start=np.zeros(0, bool), name=z32, time_us=z64)
     return S.Snapshot(segments=segments, blocks=blocks, trace=trace, annotations=ann, frames=frames,
-                      stacks=stacks, pools=[(0, 0)], allocator_settings={}, source_format="synthetic",
-                      path="/synthetic/big.pickle")
+                      stacks=stacks, pools=[(0, 0)], allocator_settings={},
+                      source_format="synthetic", path="/synthetic/big.pickle")

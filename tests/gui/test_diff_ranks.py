@@ -80,7 +80,8 @@ def test_diff_window_pair(diff_window, qtbot, shots):
     w = diff_window(DATA / "resnet50_train.pickle", DATA / "gpt2_oom.pickle")
     d = w.diff
     ca, cb = counters("resnet50_train"), counters("gpt2_oom")
-    assert d.delta("reserved_bytes") == cb["reserved_bytes.all.current"] - ca["reserved_bytes.all.current"]
+    key = "reserved_bytes.all.current"
+    assert d.delta("reserved_bytes") == cb[key] - ca[key]
     assert w.header.delta_text("allocated_bytes") == \
         "+" + format_bytes(cb["allocated_bytes.all.current"] - ca["allocated_bytes.all.current"])
     assert "color: " + GROWTH_RED in w.header.cells["reserved_bytes"][2].styleSheet()

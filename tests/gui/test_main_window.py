@@ -72,7 +72,7 @@ def test_allocator_settings_in_status_bar(loaded):
     assert window.settings_label.text() == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
-# --------------------------------------------------------------------------- map <-> stack <-> table
+# ---------------------------------------------------------------------- map <-> stack <-> table
 
 
 def _visible_wide_block(window, state=BlockState.ALLOCATED) -> int:
@@ -325,7 +325,8 @@ def test_progress_reaches_the_end(qtbot, window):
     values = []
     with qtbot.waitSignal(window.loadFinished, timeout=30000):
         t = window.open_file(DATA / "gpt2_oom.pickle")
-        t.progressed.connect(lambda stage, f: values.append((stage, f)), Qt.ConnectionType.DirectConnection)
+        t.progressed.connect(lambda stage, f: values.append((stage, f)),
+                             Qt.ConnectionType.DirectConnection)
     assert values and values[-1][1] == pytest.approx(1.0)
     assert {s for s, _ in values} <= {"read", "parse", "columns", "replay"}
     assert "replay" in {s for s, _ in values}
@@ -434,7 +435,8 @@ def test_recent_files_remembered_across_windows(make_window, load, isolated_sett
     second = make_window()
     second._fill_recent_menu()
     data = [a.data() for a in second.recent_menu.actions() if a.data()]
-    assert data == [os.fspath((DATA / "resnet50_train.pickle").resolve()), os.fspath(FRAG.resolve())]
+    assert data == [os.fspath((DATA / "resnet50_train.pickle").resolve()),
+                    os.fspath(FRAG.resolve())]
     assert isolated_settings.exists()
     clear = [a for a in second.recent_menu.actions() if a.text() == "Clear"][0]
     clear.trigger()
@@ -486,7 +488,8 @@ def test_about_mentions_versions():
 def test_stack_toggles_and_copy(loaded):
     window = loaded(DATA / "gpt2_oom.pickle")
     snap, doc = window.doc.snap, window.doc
-    b = int(np.flatnonzero((snap.blocks.state == BlockState.ALLOCATED) & (snap.blocks.stack >= 0))[0])
+    b = int(np.flatnonzero((snap.blocks.state == BlockState.ALLOCATED)
+                           & (snap.blocks.stack >= 0))[0])
     window.select_block(b)
     stack = int(snap.blocks.stack[b])
     user_only = fr.stack_views(snap, stack, doc.categories)
@@ -578,8 +581,8 @@ def test_follows_application_palette(qtbot, qapp, loaded):
                         timeout=3000)
     finally:
         qapp.setPalette(old)
-    qtbot.waitUntil(lambda: window.map.plot.backgroundBrush().color() == old.color(QPalette.ColorRole.Base),
-                    timeout=3000)
+    base = old.color(QPalette.ColorRole.Base)
+    qtbot.waitUntil(lambda: window.map.plot.backgroundBrush().color() == base, timeout=3000)
 
 
 def test_fits_a_1366x768_screen(loaded):

@@ -21,7 +21,7 @@ def _image(w: int, h: int, seed: int) -> QImage:
     px = np.frombuffer(img.bits(), np.uint32, img.bytesPerLine() // 4 * h)
     px[:] = rng.integers(0, 1 << 24, px.size, dtype=np.uint32) | 0xFF000000
     p = QPainter(img)
-    for i in range(5):
+    for _ in range(5):
         p.fillRect(int(rng.integers(0, w)), int(rng.integers(0, h)), w // 2, h // 3,
                    QColor(int(rng.integers(0, 1 << 24))))
     p.end()

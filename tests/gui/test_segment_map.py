@@ -35,7 +35,8 @@ def synthetic(n_blocks: int, block: float = 1.0, states=None) -> MapLayout:
     states = np.zeros(n_blocks, np.int8) if states is None else np.asarray(states, np.int8)
     return MapLayout(
         seg_rows=np.array([0]), row_size=np.array([n_blocks * block]),
-        row_ptr=np.array([0, n_blocks]), blocks=np.arange(n_blocks), row=np.zeros(n_blocks, np.int64),
+        row_ptr=np.array([0, n_blocks]), blocks=np.arange(n_blocks),
+        row=np.zeros(n_blocks, np.int64),
         x0=x0, x1=x1, req_end=x1.copy(), state=states, pos_of_block=np.arange(n_blocks),
     )
 

@@ -41,7 +41,8 @@ def map_matches(window, snap) -> None:
     assert len(layout) == len(snap.blocks)
     assert window.map.doc.snap.blocks.address[layout.blocks].tolist() == \
         snap.blocks.address[layout.blocks].tolist()
-    assert sorted(window.map.doc.snap.segments.address.tolist()) == sorted(snap.segments.address.tolist())
+    assert (sorted(window.map.doc.snap.segments.address.tolist())
+            == sorted(snap.segments.address.tolist()))
 
 
 def plot_point(tl, x: float, y: float) -> QPoint:
@@ -226,8 +227,8 @@ def test_jump_between_ooms_of_fragmentation_oom(qtbot, loaded):
     assert window.map.item.request_bytes == window.doc.ooms[0].requested_bytes
     assert not tl.prev_oom_button.isEnabled() and tl.next_oom_button.isEnabled()
     # the stack panel names the request that failed at that moment
-    views = fr.stack_views(window.doc.snap, int(window.doc.snap.trace.stack[window.doc.ooms[0].event_index]),
-                           window.doc.categories)
+    oom_stack = int(window.doc.snap.trace.stack[window.doc.ooms[0].event_index])
+    views = fr.stack_views(window.doc.snap, oom_stack, window.doc.categories)
     assert window.stack.frame_texts() == [v.short for v in views]
     window.next_oom_action.trigger()
     assert window.cursor_k == ooms[1]
@@ -258,7 +259,8 @@ def test_click_stacked_band_shows_its_stack_and_block(qtbot, loaded):
     scene = tl.plot.mapToScene(pos)
     p = tl.vb.mapSceneToView(scene)
     assert tl.interval_at(p.x(), p.y()) == i
-    assert "allocation" in tl.interval_tooltip(i) and format_bytes(int(iv.size[i])) in tl.interval_tooltip(i)
+    tip = tl.interval_tooltip(i)
+    assert "allocation" in tip and format_bytes(int(iv.size[i])) in tip
     qtbot.mouseClick(tl.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     qtbot.waitUntil(lambda: window.selected_interval == i, timeout=3000)
     k = window.cursor_k
@@ -366,8 +368,10 @@ def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
     match = fr.stacks_matching(snap, "sdpa_attention")
     assert window.search_mask.tolist() == match.tolist()
     hl = window.map.item.highlighted_blocks()
-    live = (snap.blocks.state == BlockState.ALLOCATED) | (snap.blocks.state == BlockState.PENDING_FREE)
-    expect = np.flatnonzero(live & (snap.blocks.stack >= 0) & match[np.maximum(snap.blocks.stack, 0)])
+    live = ((snap.blocks.state == BlockState.ALLOCATED)
+            | (snap.blocks.state == BlockState.PENDING_FREE))
+    expect = np.flatnonzero(live & (snap.blocks.stack >= 0)
+                            & match[np.maximum(snap.blocks.stack, 0)])
     assert len(expect) > 0 and sorted(hl.tolist()) == expect.tolist()
     # the table keeps only matching rows
     rows = window.table.model.rows

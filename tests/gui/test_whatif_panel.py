@@ -1,4 +1,5 @@
-"""The What-if panel with a real event loop (offscreen): run, cancel, errors, copy, export, menu hook."""
+"""The What-if panel with a real event loop (offscreen): run, cancel, errors, copy, export,
+menu hook."""
 
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ def summarize(phases: list[dict], skip: int) -> dict:
     for name, xs in (("no_agent", off), ("agent_polled", on)):
         res[name] = {"steps": len(xs), "mean_ms": statistics.fmean(xs) * 1e3,
                      "median_ms": statistics.median(xs) * 1e3}
-    res["overhead_mean_pct"] = 100 * (res["agent_polled"]["mean_ms"] / res["no_agent"]["mean_ms"] - 1)
+    res["overhead_mean_pct"] = 100 * (res["agent_polled"]["mean_ms"]
+                                      / res["no_agent"]["mean_ms"] - 1)
     res["overhead_median_pct"] = 100 * (res["agent_polled"]["median_ms"]
                                         / res["no_agent"]["median_ms"] - 1)
     return res

@@ -3,8 +3,8 @@
     QT_QPA_PLATFORM=offscreen python tests/live/screenshot_live.py OUT_DIR
 
 Starts ``tests/workloads/live_train.py --serve --grow-mib 32`` (memory climbs
-step by step), attaches a :class:`LiveController` (a main window fed live) to it and grabs the window
-twice, some seconds apart, as OUT_DIR/live_1.png and live_2.png; prints the
+step by step), attaches a :class:`LiveController` (a main window fed live) to it and grabs the
+window twice, some seconds apart, as OUT_DIR/live_1.png and live_2.png; prints the
 reserved bytes the window showed at each grab.
 """
 
@@ -64,7 +64,8 @@ def main() -> int:
             spin(wait)
             path = out / f"live_{k}.png"
             w.grab().save(str(path))
-            shots.append({"png": path.name, "state": live.state, "stats_updates": live.stats_updates,
+            shots.append({"png": path.name, "state": live.state,
+                          "stats_updates": live.stats_updates,
                           "trace_updates": live.trace_updates,
                           "reserved_curve": live.curves.last("reserved"),
                           "status": live.live_status.toolTip(),

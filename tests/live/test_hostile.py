@@ -128,5 +128,5 @@ def test_a_flood_of_rejections_logs_a_few_lines_only(target):
         _closed_by_agent(s, 5)
     _still_serves(target)
     target.exit()
-    lines = [l for l in target.stderr().splitlines() if "rejected a client" in l]
+    lines = [ln for ln in target.stderr().splitlines() if "rejected a client" in ln]
     assert 1 <= len(lines) <= 5

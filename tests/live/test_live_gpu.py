@@ -84,6 +84,7 @@ def test_headless_grab_matches_memory_stats_of_the_same_step(tmp_path, runtime_d
 
 def test_live_session_on_a_training_process(tmp_path, runtime_dir):
     """stats (fast path, exact at its instant), incremental traces, process exit."""
+    from vramscope.viewer.model.live.client import AttachError
     from vramscope.viewer.model.live.session import ENDED, LiveSession
     from vramscope.viewer.model.document import Document
 
@@ -140,7 +141,7 @@ def test_live_session_on_a_training_process(tmp_path, runtime_dir):
         assert upd2.figures.reserved_bytes >= upd.figures.reserved_bytes  # it keeps growing
         until.touch()
         assert proc.wait(timeout=60) == 0
-        with pytest.raises(Exception):
+        with pytest.raises(AttachError):  # the agent is gone with its process
             s.poll_stats()
         assert s.state == ENDED
     finally:

@@ -51,7 +51,8 @@ def two_updates(qtbot, w, t) -> None:
     for size in (2 * MiB, 3 * MiB):
         n, u = w.doc.n_events(0), w.live.trace_updates
         t.cmd(f"alloc {size}")
-        qtbot.waitUntil(lambda: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
+        qtbot.waitUntil(lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n,
+                        timeout=10000)
 
 
 def wheel(qtbot, plot, steps: int, x_frac: float = 0.5, ctrl: bool = False) -> None:
@@ -219,7 +220,8 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     for _ in range(3):
         t.cmd("step 2")
         n, u = w.doc.n_events(0), w.live.trace_updates
-        qtbot.waitUntil(lambda: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
+        qtbot.waitUntil(lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n,
+                        timeout=10000)
     assert source.builds + source.extends >= 5
     live_doc = w.doc
     fresh = Document.build(live_doc.snap)
@@ -230,7 +232,8 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     # from the new rows, so the source rebuilds rather than show a drifted extension.
     assert rep_live.inconsistencies == rep_fresh.inconsistencies
     for name in ("action", "addr", "size", "rows"):
-        assert np.array_equal(np.asarray(getattr(rep_live, name)), np.asarray(getattr(rep_fresh, name)))
+        assert np.array_equal(np.asarray(getattr(rep_live, name)),
+                              np.asarray(getattr(rep_fresh, name)))
     for curve in ("reserved", "allocated", "active", "requested"):
         assert np.array_equal(np.asarray(live_doc.curves(0)[curve][:n]),
                               np.asarray(fresh.curves(0)[curve][:n])), curve

@@ -30,9 +30,12 @@ def test_round_trip_of_header_and_payload():
     (proto.FRAME.pack(proto.MAGIC, 99, 0, 0, 2, 0) + b"{}", "version 99"),
     (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 1 << 30, 0), "header too large"),
     (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 2, 1 << 31), "payload too large"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"[1]", "not a JSON object"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"\xff\xfe{", "not valid JSON"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 1, 0, 2, 0) + b"{}", "unexpected message kind"),
+    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"[1]",
+     "not a JSON object"),
+    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"\xff\xfe{",
+     "not valid JSON"),
+    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 1, 0, 2, 0) + b"{}",
+     "unexpected message kind"),
 ])
 def test_malformed_messages_are_refused_in_one_line(frame, message):
     a, b = _pair()

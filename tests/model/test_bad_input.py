@@ -32,7 +32,8 @@ def test_bad_input_is_refused_or_warned(name, data, expect):
     assert not os.path.exists(PWNED), "the pickle executed code"
 
 
-@pytest.mark.parametrize("name", ["global-reduce", "stack-global", "protocol0-inst", "newobj-build"])
+@pytest.mark.parametrize("name", ["global-reduce", "stack-global", "protocol0-inst",
+                                  "newobj-build"])
 def test_executable_objects_refused_with_clear_message(name):
     data = dict((c[0], c[1]) for c in CASES)[name]
     with pytest.raises(UnsafeSnapshotError) as info:

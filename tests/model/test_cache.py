@@ -38,7 +38,8 @@ def test_second_open_comes_from_cache_with_identical_columns(cache_env):
     assert second.pools == first.pools and second.allocator_settings == first.allocator_settings
     assert memory_stats(second) == memory_stats(first)
     assert second.sidecar == first.sidecar and second.path == first.path
-    for a, b in ((first.trace.stack, second.trace.stack), (first.stacks.frames, second.stacks.frames)):
+    for a, b in ((first.trace.stack, second.trace.stack),
+                 (first.stacks.frames, second.stacks.frames)):
         assert np.array_equal(a, b)
 
 

@@ -27,7 +27,8 @@ from vramscope.viewer.model.safe_pickle import safe_loads
 
 ROOT = DATA.parent.parent
 SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
-             + sorted((DATA / "ddp_2ranks").glob("*.pickle")) + sorted((ROOT / "assets").glob("*.pickle")))
+             + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
+             + sorted((ROOT / "assets").glob("*.pickle")))
 BIG_XZ = DATA / "transformer_long_python_1000k.pickle.xz"
 
 needs_native = native_gate.needs(fast_pickle.available(), "compiled parser not built")
@@ -219,7 +220,8 @@ def test_parallel_sections_give_the_serial_answer(path):
     for threads in (2, 5):
         parallel = parallel_parse(data, threads)
         assert same_parse(parallel, serial), f"{threads} threads"
-    if serial[0] == "ok" and serial[2] is not None and memoryview(serial[2]["columns"]["action"]).nbytes:
+    if (serial[0] == "ok" and serial[2] is not None
+            and memoryview(serial[2]["columns"]["action"]).nbytes):
         assert parallel[2]["parallel"] >= 1, "the parallel path was abandoned"
 
 

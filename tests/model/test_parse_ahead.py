@@ -149,7 +149,8 @@ CANCEL = textwrap.dedent("""
 
 def test_a_cancelled_wait_stops_the_parse(tmp_path):
     path = tmp_path / "big.pickle"
-    path.write_bytes(lzma.decompress((DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
+    path.write_bytes(lzma.decompress(
+        (DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
     out = subprocess.run([sys.executable, "-c", CANCEL, os.fspath(path)], capture_output=True,
                          text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

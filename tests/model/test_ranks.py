@@ -189,7 +189,8 @@ def test_broken_file_is_a_row_with_an_error(tmp_path):
     victim.write_bytes(b"not a snapshot")
     ov = load_ranks(d)
     r1 = ov.entry(1)
-    assert r1.error and r1.reserved_bytes == counters("resnet50_train")["reserved_bytes.all.current"]
+    assert r1.error
+    assert r1.reserved_bytes == counters("resnet50_train")["reserved_bytes.all.current"]
     assert r1.fragmentation is None
 
 

@@ -53,7 +53,8 @@ def test_replay_is_exact(path, recorded):
     final = tl.snapshot_at(d, len(rep) - 1)
     for a, b in ((final.segments.address, snap.segments.address),
                  (final.segments.total_size, snap.segments.total_size),
-                 (final.blocks.address, snap.blocks.address), (final.blocks.size, snap.blocks.size)):
+                 (final.blocks.address, snap.blocks.address),
+                 (final.blocks.size, snap.blocks.size)):
         assert sorted(a.tolist()) == sorted(b.tolist())
     start = 0
     if truth.get("peaks_reset_per_iteration"):

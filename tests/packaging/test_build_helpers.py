@@ -92,7 +92,8 @@ def _xwd(width: int, height: int, bpp: int, pixel: bytes) -> bytes:
     return struct.pack(">25I", *fields) + name + pixel * (width * height)
 
 
-@pytest.mark.parametrize("bpp, pixel", [(32, bytes([0x30, 0x20, 0x10, 0])), (24, bytes([0x30, 0x20, 0x10]))])
+@pytest.mark.parametrize("bpp, pixel", [(32, bytes([0x30, 0x20, 0x10, 0])),
+                                        (24, bytes([0x30, 0x20, 0x10]))])
 def test_xwd_screenshots_convert_to_png(tmp_path, bpp, pixel):
     out = tmp_path / "shot.png"
     build.xwd_to_png(_xwd(5, 3, bpp, pixel), out)
@@ -114,8 +115,8 @@ def test_tarballs_are_root_owned_and_keep_symlinks(tmp_path):
     build.tar_gz(folder, out)
     with tarfile.open(out) as tar:
         members = {m.name: m for m in tar.getmembers()}
-    assert set(members) == {folder.name, f"{folder.name}/_internal", f"{folder.name}/_internal/lib.so",
-                            f"{folder.name}/lib.so"}
+    assert set(members) == {folder.name, f"{folder.name}/_internal",
+                            f"{folder.name}/_internal/lib.so", f"{folder.name}/lib.so"}
     assert members[f"{folder.name}/lib.so"].issym()
     assert all(m.uid == 0 and m.uname == "root" for m in members.values())
 

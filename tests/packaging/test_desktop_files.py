@@ -45,7 +45,8 @@ def globs() -> list[tuple[int, str, str]]:
 
 def mime_type_of(filename: str) -> str | None:
     """The shared-mime-info rule: the highest weight wins, then the longest pattern."""
-    matches = [(w, len(p), t) for w, p, t in globs() if fnmatch.fnmatch(filename.lower(), p.lower())]
+    matches = [(w, len(p), t) for w, p, t in globs()
+               if fnmatch.fnmatch(filename.lower(), p.lower())]
     return max(matches)[2] if matches else None
 
 
@@ -156,11 +157,12 @@ def test_tarball_desktop_integration_installs_and_uninstalls(tmp_path):
     assert entry["Exec"] == f'"{escaped}" %f'
     assert entry["TryExec"] == exe
     if shutil.which("desktop-file-validate"):
-        check = subprocess.run(["desktop-file-validate", str(data / "applications" / "vramscope.desktop")],
+        check = subprocess.run(["desktop-file-validate",
+                                str(data / "applications" / "vramscope.desktop")],
                                capture_output=True, text=True)
         assert check.returncode == 0 and check.stdout == "", check.stdout
-    for rel in ("icons/hicolor/48x48/apps/vramscope.png", "icons/hicolor/scalable/apps/vramscope.svg",
-                "mime/packages/vramscope.xml"):
+    for rel in ("icons/hicolor/48x48/apps/vramscope.png",
+                "icons/hicolor/scalable/apps/vramscope.svg", "mime/packages/vramscope.xml"):
         assert (data / rel).is_file(), rel
     out = subprocess.run([str(script), "--uninstall"], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr

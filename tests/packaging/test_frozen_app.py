@@ -18,12 +18,14 @@ from tests.packaging.helpers import ROOT, build_module
 from vramscope.viewer import __version__
 
 DIST = ROOT / "dist"
-ARCH = {"amd64": "x86_64", "aarch64": "arm64"}.get(platform.machine().lower(), platform.machine().lower())
+ARCH = {"amd64": "x86_64", "aarch64": "arm64"}.get(platform.machine().lower(),
+                                                   platform.machine().lower())
 TARBALL = DIST / f"vramscope-{__version__}-linux-{ARCH}.tar.gz"
 DEBS = sorted(DIST.glob(f"vramscope_{build_module().deb_version(__version__)}_*.deb"))
 BUDGET = 200 * 1000 * 1000
 
-needs_tarball = pytest.mark.skipif(not TARBALL.is_file(), reason=f"run `make package` first ({TARBALL.name})")
+needs_tarball = pytest.mark.skipif(not TARBALL.is_file(),
+                                   reason=f"run `make package` first ({TARBALL.name})")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,8 @@ def test_tarball_holds_the_app_and_its_desktop_files():
 
 def _env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QT_QPA_PLATFORM")}
-    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "c"), XDG_CACHE_HOME=str(tmp_path / "k"))
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "c"),
+               XDG_CACHE_HOME=str(tmp_path / "k"))
     return env
 
 
@@ -93,12 +96,14 @@ def test_every_listed_command_answers_help_in_the_frozen_app(unpacked, tmp_path)
     assert "pip install vramscope[capture]" in line and "python -m vramscope.capture" in line
 
 
-@pytest.mark.skipif(not (DEBS and shutil.which("dpkg-deb")), reason="run `make package` first (.deb)")
+@pytest.mark.skipif(not (DEBS and shutil.which("dpkg-deb")),
+                    reason="run `make package` first (.deb)")
 def test_deb_installs_the_app_the_entry_the_icons_and_the_mime_type():
     contents = subprocess.run(["dpkg-deb", "--contents", str(DEBS[-1])], capture_output=True,
                               text=True, check=True).stdout
     for path in ("./usr/bin/vramscope -> /opt/vramscope/vramscope", "./opt/vramscope/vramscope",
-                 "./usr/share/applications/vramscope.desktop", "./usr/share/mime/packages/vramscope.xml",
+                 "./usr/share/applications/vramscope.desktop",
+                 "./usr/share/mime/packages/vramscope.xml",
                  "./usr/share/icons/hicolor/scalable/apps/vramscope.svg",
                  "./usr/share/icons/hicolor/256x256/apps/vramscope.png"):
         assert path in contents, path

@@ -198,7 +198,8 @@ def main(argv: list[str]) -> int:
     if lrows:
         print(f"\nlargest batch that fits {fb(lrows[0]['limit'])} (real: {lrows[0]['real']})")
         for r in lrows:
-            print(f"  from {r['from']:<24} (batch {r['from_batch']:>3}): predicted {r['predicted']}")
+            print(f"  from {r['from']:<24} (batch {r['from_batch']:>3}): "
+                  f"predicted {r['predicted']}")
     rrows = remedy_rows(dirs)
     if rrows:
         print("\nremedies: predicted peak reserved vs the real run with the change made")

@@ -202,7 +202,8 @@ def _save(session: LiveSession, out: str, as_json: bool) -> int:
                           "trace_events": int(len(snap.trace.action))}, indent=1))
     else:
         print(f"wrote {path} ({format_bytes(path.stat().st_size)}): reserved "
-              f"{format_bytes(figs.reserved_bytes)}, allocated {format_bytes(figs.allocated_bytes)}, "
+              f"{format_bytes(figs.reserved_bytes)}, "
+              f"allocated {format_bytes(figs.allocated_bytes)}, "
               f"{plural(len(snap.trace.action), 'trace event')}")
     return EXIT_OK
 

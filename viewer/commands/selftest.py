@@ -83,7 +83,8 @@ def check_model(example: Path, expected: dict) -> list[str]:
     seconds = time.perf_counter() - start
     return [
         f"  model:  {example.name}: {stats['segment_count']} segments, reserved "
-        f"{format_bytes(stats['reserved_bytes'])}, allocated {format_bytes(stats['allocated_bytes'])}"
+        f"{format_bytes(stats['reserved_bytes'])}, "
+        f"allocated {format_bytes(stats['allocated_bytes'])}"
         f"; {len(expected)} figures equal memory_stats ({seconds:.2f} s)",
         f"  OOM:    verdict {oom.kind!r} as expected: {oom.verdict.removeprefix(oom.kind + ': ')}",
     ]
@@ -178,7 +179,8 @@ def run(keep_png: str | None = None) -> list[str]:
         if keep_png:
             out = Path(keep_png)
         else:
-            out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vramscope-selftest-")))
+            out = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="vramscope-selftest-")))
             out = out / "window.png"
         lines += check_window(Path(example), out)
         if keep_png:
@@ -188,7 +190,8 @@ def run(keep_png: str | None = None) -> list[str]:
     where = location.parent if kind == "frozen app" else location.parents[1]
     header = f"vramscope self-test ({kind} in {where}, Python {sys.version.split()[0]})"
     return [header, *lines,
-            f"self-test passed: figures, OOM verdict, offscreen window and About OK in {seconds:.1f} s"]
+            "self-test passed: figures, OOM verdict, offscreen window and About OK "
+            f"in {seconds:.1f} s"]
 
 
 def main(args) -> int:

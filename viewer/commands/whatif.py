@@ -1,4 +1,5 @@
-"""``vramscope whatif FILE --conf SETTINGS [...]``: predict a recorded run under other allocator settings.
+"""``vramscope whatif FILE --conf SETTINGS [...]``: predict a recorded run under other
+allocator settings.
 
 Replays the snapshot's trace through a model of the caching allocator
 (:mod:`vramscope.viewer.model.whatif`) at each ``--conf`` and prints, per
@@ -32,7 +33,8 @@ def parse_bytes(text: str) -> int:
     """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 10000000000 or 10GB)")
+        raise argparse.ArgumentTypeError(
+            f"not a size in bytes: {text!r} (e.g. 10000000000 or 10GB)")
     value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value <= 0:
         raise argparse.ArgumentTypeError(f"the memory limit must be positive: {text!r}")

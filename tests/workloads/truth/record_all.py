@@ -94,7 +94,8 @@ def simple_specs() -> list[dict]:
                       workload=f"timm vit_tiny fp32 AdamW batch {b}"))
     s += [
         spec("stacks_all", "allocator", GPT2, small=True, batch=2, seq=128, iters=2, stacks="all",
-             expected="C++ frames in the stacks (stacks='all')", workload="small GPT-2, stacks=all"),
+             expected="C++ frames in the stacks (stacks='all')",
+             workload="small GPT-2, stacks=all"),
         spec("ring_wrap", "ring", GPT2, iters=4, max_entries=3000,
              workload="GPT-2 training with max_entries=3000: the ring buffer wraps"),
         spec("profiler_gpt2", "profiler", GPT2, iters=3, profiler=True,
@@ -242,7 +243,8 @@ def limit_task(d: Driver) -> None:
             remedy = {"batch_size": hi, "memory_limit_bytes": r.get("memory_limit_bytes"),
                       "baseline": baseline, "remedy": cand, "candidates": candidates}
             d.run(spec("remedy_gpt2_fits", "remedy", base, batch=hi, remedy=remedy, **kw,
-                       workload=f"GPT-2 batch {hi} under the limit: OOM in fp32, fits with {rname}"))
+                       workload=f"GPT-2 batch {hi} under the limit: "
+                                f"OOM in fp32, fits with {rname}"))
             return
     d.log("remedy: no candidate fitted")
 
@@ -259,7 +261,8 @@ def allocator_limit_task(d: Driver) -> None:
                workload=f"GPT-2, shapes {SHAPES}, limit 1.15 x allocated peak ({peak} B)"))
     d.run(spec("gc_threshold", "allocator", base, limit_bytes=int(peak * 1.3),
                alloc_conf="garbage_collection_threshold:0.6",
-               expected="garbage_collection_threshold:0.6 frees cached blocks above 60% of the limit",
+               expected="garbage_collection_threshold:0.6 frees cached blocks "
+                        "above 60% of the limit",
                workload=f"GPT-2, shapes {SHAPES}, limit 1.3 x allocated peak ({peak} B)"))
 
 
@@ -357,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         keys = args.only.split(",")
         tasks = [t for t in tasks if any(k in t[0] for k in keys)]
-    d.log(f"{len(tasks)} tasks, {args.jobs} at a time, budget {args.budget}s; python {sys.version.split()[0]}")
+    d.log(f"{len(tasks)} tasks, {args.jobs} at a time, budget {args.budget}s; "
+          f"python {sys.version.split()[0]}")
 
     def run_task(item) -> None:
         label, task = item

@@ -327,7 +327,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
             return 1
         side_path = capture.files.sidecar_path(path)
         capture.files.update_sidecar(side_path, memory_limit_bytes=limit, memory_fraction=fraction,
-                                     workload=spec.get("workload", ""), truth_file=f"{name}.truth.json")
+                                     workload=spec.get("workload", ""),
+                                     truth_file=f"{name}.truth.json")
         sidecar = json.loads(Path(side_path).read_text())
         rec.stop()
         raw = Path(path).read_bytes()
@@ -335,7 +336,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         os.unlink(path)
     n_trace = sidecar.get("n_trace")
 
-    overall_alloc = max([peak_before["allocated"]] + [s["max_memory_allocated"] for s in iter_stats])
+    overall_alloc = max([peak_before["allocated"]]
+                        + [s["max_memory_allocated"] for s in iter_stats])
     overall_res = max([peak_before["reserved"]] + [s["max_memory_reserved"] for s in iter_stats])
     truth.update({
         "model": wl.model_name, "model_config": wl.model_config,
@@ -426,7 +428,8 @@ def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
         after = now_us()
         held.append(x)
         marks.append({"data_ptr": x.untyped_storage().data_ptr(),
-                      "nbytes": x.untyped_storage().nbytes(), "before_us": before, "after_us": after})
+                      "nbytes": x.untyped_storage().nbytes(), "before_us": before,
+                      "after_us": after})
         time.sleep(0.02)
     truth["clock"] = marks
     truth["code_lines"] = {}

@@ -7,8 +7,9 @@ Snapshots (``.pickle.xz``) go to ``--dest``, smallest first, while each is
 at most ``--max-file`` bytes and the total there stays within
 ``--max-total``; the others (and the logs, profiler timelines) go to
 ``--overflow`` with their sidecars.  Every truth file, search and
-driver_report.json goes to ``--dest`` (a moved snapshot's truth file to both).  Tar members are extracted by plain name only: nothing with
-a path, a link or an odd name is written.
+driver_report.json goes to ``--dest`` (a moved snapshot's truth file to both).  Tar
+members are extracted by plain name only: nothing with a path, a link or an odd name
+is written.
 """
 
 from __future__ import annotations
