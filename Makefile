@@ -11,11 +11,12 @@ TORCH_SPEC ?= torch==2.13.0
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/*)
 
-.PHONY: run test bench install install-test screenshot clean help native fuzz
+.PHONY: run test lint bench install install-test screenshot clean help native fuzz
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
-	@echo "make test    - install test tools and run the whole test suite"
+	@echo "make test    - install test tools, lint (imports, ruff, mypy on the model), run the tests"
+	@echo "make lint    - only the linters: lint-imports, ruff check, mypy"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
 	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
 	@echo "make native  - rebuild the C extensions in place (after editing viewer/model/_native/*.c)"
@@ -28,7 +29,8 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
-	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter "$(TORCH_SPEC)"
+	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter \
+	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed
@@ -38,9 +40,14 @@ install-test: $(VENV)/.test-installed
 run: install
 	$(VENV)/bin/vramscope $(EXAMPLE)
 
-# lint-imports: the layers and import rules of .importlinter (README, "Architecture").
-test: install-test
+# lint-imports: the layers and import rules of .importlinter (README, "Architecture");
+# ruff: the whole tree ([tool.ruff] in pyproject.toml); mypy: the model ([tool.mypy]).
+lint: install-test
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/mypy
+
+test: lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
