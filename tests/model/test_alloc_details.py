@@ -111,3 +111,17 @@ def test_integrity_stretches(newer):
     other = integrity.Untrusted(1, 0, 1, "inconsistent", "elsewhere")
     got = integrity_stretches(snap, [fake, other], 0)
     assert [(x.first, x.last, x.text) for x in got[1:]] == [(3, 9, fake.line())]
+
+
+def test_hidden_fx_frames_get_their_own_section(newer):
+    snap, facts, tl = newer
+    from vramscope.viewer.model.alloc_details import FX_HEADING, hidden_fx_lines
+
+    row = facts["forward_rows"][0]
+    stack = int(snap.trace.stack[row])
+    fids = snap.stacks.frame_ids(stack).tolist()
+    fx = [f for f in fids if snap.frames.fx_of(f)]
+    assert fx
+    lines = hidden_fx_lines(snap, stack, set())
+    assert lines[0].text == FX_HEADING and lines[1].frame_id == fx[0]
+    assert hidden_fx_lines(snap, stack, set(fids)) == []  # shown frames carry their own

@@ -144,6 +144,7 @@ class MainWindow(QMainWindow):
         self.calltree = CallTreePanel()
         self.stack = StackPanel()
         self.map.blockClicked.connect(lambda b: self.select_block(b, origin="map"))
+        self.map.block_details = lambda b: self.vs.interval_details(self.vs.interval_of_block(b))
         self.table.blockSelected.connect(lambda b: self.select_block(b, origin="table"))
         self.table.filterApplied.connect(self._on_search_applied)
         self.timeline.cursorRequested.connect(self._on_cursor_requested)
@@ -716,7 +717,7 @@ class MainWindow(QMainWindow):
             self.map.select_block(block, ensure_visible=True)
         if origin != "table":
             self.table.select_block(block)
-        self.stack.show_block(block)
+        self.stack.show_block(block, self.vs.interval_details(self.vs.interval_of_block(block)))
 
     # ------------------------------------------------------------------ time travel
     def set_cursor(self, k: int) -> None:
@@ -803,7 +804,7 @@ class MainWindow(QMainWindow):
         facts = self.timeline.interval_tooltip(i) + (
             "<br><i>live at the cursor: outlined in the map</i>" if live
             else "<br><i>not live at the cursor</i>")
-        self.stack.show_stack(int(iv.stack[i]), facts)
+        self.stack.show_stack(int(iv.stack[i]), facts, self.vs.interval_details(i))
         self.map.select_block(b, ensure_visible=b >= 0)
         if b >= 0:
             self.table.select_block(b)

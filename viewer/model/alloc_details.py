@@ -10,7 +10,7 @@ this returns.
   of FX-generated frames), its ``_annotate_memory`` annotations, user metadata and
   compile context;
 * :func:`fx_lines`: the FX node of one frame (also shown under frames of the
-  allocation stack itself);
+  allocation stack itself), :func:`hidden_fx_lines` those of frames the filter hides;
 * :func:`tooltip_lines`: the short form for a tooltip;
 * :func:`annotation_markers`: where the timeline draws the annotations of a device;
 * :func:`integrity_stretches`: the stretches of a device's timeline that are not
@@ -117,6 +117,28 @@ def fx_lines(snap: Snapshot, fid: int) -> list[DetailLine]:
         for line in trace.splitlines():
             if line.strip():
                 out.append(DetailLine("source", line.rstrip(), tip=trace.strip(), frame_id=fid))
+    return out
+
+
+FX_HEADING = "FX-generated code in this stack"
+
+
+def hidden_fx_lines(snap: Snapshot, stack: int, shown: set[int]) -> list[DetailLine]:
+    """FX frames of ``stack`` the panel's filter hides (``shown``: the frame ids drawn):
+    their FX node matters whatever file the generated code lives in, so they get a
+    section of their own (``[]``: none)."""
+    out: list[DetailLine] = []
+    for fid in snap.stacks.frame_ids(int(stack)).tolist():
+        if fid in shown or not snap.frames.fx_of(fid):
+            continue
+        if not out:
+            out.append(DetailLine("heading", FX_HEADING,
+                                  tip="Frames of FX-generated code (hidden by the frame filter) "
+                                      "with the graph node they run and the model code it "
+                                      "came from"))
+        short, full = frame_text(snap, fid)
+        out.append(DetailLine("frame", short, tip=full, frame_id=int(fid)))
+        out.extend(fx_lines(snap, fid))
     return out
 
 

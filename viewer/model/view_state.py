@@ -185,6 +185,19 @@ class ViewState:
         hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
         return int(hit[-1]) if len(hit) else -1
 
+    def interval_details(self, i: int):
+        """What newer torch recorded about allocation ``i`` of the cursor's device
+        (:class:`~.alloc_details.AllocationDetails`; None without an alloc event)."""
+        from .alloc_details import allocation_details
+
+        doc, dev = self.doc, self.cursor_device
+        if i < 0 or doc is None or dev is None or doc.timeline is None:
+            return None
+        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        if iv is None or rep is None or i >= len(iv):
+            return None
+        return allocation_details(doc.snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
+
     def interval_live(self, i: int) -> bool:
         """Is allocation ``i`` alive at the cursor?"""
         iv = self.doc.intervals(self.cursor_device)

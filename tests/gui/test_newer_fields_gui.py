@@ -1,0 +1,98 @@
+"""What newer torch writes, shown where a user looks for it (issue 13).
+
+The file is a real bundled snapshot re-written with every field torch 2.12+ adds
+(tests/snapshot_forms.with_newer_fields), opened through the real loader thread.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
+from tests.gui.conftest import DATA
+from vramscope.viewer.model.alloc_details import FORWARD_HEADING, OVERWRITTEN_TEXT
+from vramscope.viewer.model.snapshot import HOST_DEVICE
+
+SOURCE = DATA / "fragmentation_oom.pickle"
+
+
+@pytest.fixture(scope="module")
+def newer_file(tmp_path_factory):
+    obj, facts = with_newer_fields(raw_object(SOURCE))
+    path = tmp_path_factory.mktemp("newer") / "newer_fields.pickle"
+    path.write_bytes(pickle.dumps(obj, protocol=4))  # trusted test data
+    return path, facts
+
+
+def _interval_of_row(window, row):
+    doc, dev = window.doc, window.cursor_device
+    rep = doc.timeline.replay(dev)
+    k = int(np.searchsorted(rep.rows, row))
+    assert rep.rows[k] == row
+    iv = doc.intervals(dev)
+    return int(np.flatnonzero(iv.event == k)[0])
+
+
+def test_forward_stack_of_an_allocation_in_the_stack_panel(loaded, newer_file):
+    path, facts = newer_file
+    window = loaded(path)
+    i = _interval_of_row(window, facts["forward_rows"][0])
+    window.select_interval(i)
+    panel = window.stack
+    texts = [panel.frames.item(r).text() for r in range(panel.frames.count())]
+    # the allocation stack first, then the forward pass, FX node and model code
+    n = len(panel.frame_texts())
+    assert texts[:n] == panel.frame_texts()
+    assert FORWARD_HEADING in texts[n:]
+    start = texts.index(FORWARD_HEADING)
+    assert texts[start + 1].strip() == "model.py:42 forward"
+    assert texts[start + 2].strip() == "train.py:10 <module>"
+    fx = f"FX: node={FX_FRAME['fx_node_name']}, op={FX_FRAME['fx_node_op']}, " \
+         f"target={FX_FRAME['fx_node_target']}"
+    assert fx in [t.strip() for t in texts]  # under the FX-generated allocation frame
+    assert any("y = self.fc(x)" in t for t in texts)  # fx_original_trace
+    assert ANNOTATION_TEXT in [t.strip() for t in texts]
+    assert any(t.strip().startswith("User metadata: step ") for t in texts)
+    assert "model.py" in panel.text() and ANNOTATION_TEXT in panel.text()
+    # a forward frame previews like a frame: its row maps to that frame
+    row = start + 1
+    assert panel.row_frames[row] is not None and panel.row_frames[row].line == 42
+    # the tooltip of the allocation says it too
+    tip = window.timeline.interval_tooltip(i)
+    assert "User metadata: step " in tip and ANNOTATION_TEXT in tip
+
+
+def test_ordinary_allocation_has_no_forward_section(loaded, newer_file):
+    path, facts = newer_file
+    window = loaded(path)
+    doc, dev = window.doc, window.cursor_device
+    rep, iv = doc.timeline.replay(dev), doc.intervals(dev)
+    plain = set(facts["forward_rows"])
+    i = next(j for j in range(len(iv)) if iv.event[j] >= 0
+             and int(rep.rows[iv.event[j]]) not in plain and iv.stack[j] >= 0)
+    window.select_interval(i)
+    assert window.stack.detail_texts() == []
+    assert "User metadata" not in window.timeline.interval_tooltip(i)
+
+
+def test_block_tooltip_and_stack_of_a_live_annotated_block(loaded, newer_file):
+    path, facts = newer_file
+    window = loaded(path)
+    doc, dev = window.doc, window.cursor_device
+    iv = doc.intervals(dev)
+    rows = doc.timeline.replay(dev).rows
+    ids = [_interval_of_row(window, r) for r in facts["forward_rows"]]
+    live = [i for i in ids if iv.end[i] > window.cursor_k >= iv.start[i]]
+    if not live:  # move the cursor onto one
+        window.set_cursor(int(iv.start[ids[0]]))
+        live = [ids[0]]
+    i = live[0]
+    b = window.vs.live_block(int(iv.addr[i]))
+    assert b >= 0
+    window.select_block(b)
+    assert FORWARD_HEADING in window.stack.detail_texts()
+    assert f"User metadata: step " in window.map.block_tooltip(b)
+    assert int(rows[iv.event[i]]) in facts["forward_rows"]
