@@ -96,3 +96,46 @@ def test_block_tooltip_and_stack_of_a_live_annotated_block(loaded, newer_file):
     assert FORWARD_HEADING in window.stack.detail_texts()
     assert f"User metadata: step " in window.map.block_tooltip(b)
     assert int(rows[iv.event[i]]) in facts["forward_rows"]
+
+
+def test_annotation_markers_on_the_timeline(loaded, newer_file):
+    path, facts = newer_file
+    window = loaded(path)
+    tl = window.timeline
+    rep = window.doc.timeline.replay(tl.device)
+    annotated = [r for d, _a, r in facts["annotated"] if d == tl.device]
+    assert tl.marker_count() == len(annotated) > 0
+    ks = np.searchsorted(rep.rows, annotated)  # each right after its alloc event
+    assert np.allclose(tl.notes_item.marker_x, ks + 0.5)
+    # one item draws them all, not one per marker
+    items = tl.plot.getPlotItem().items
+    assert sum(1 for it in items if it is tl.notes_item) == 1 and len(items) < 20
+    assert "annotation" in tl.legend.text()
+    # hovering a marker at the top says the annotation
+    x = float(tl.notes_item.marker_x[0])
+    assert ANNOTATION_TEXT in tl.note_tooltip(x, 2)
+    assert tl.note_tooltip(x, 200) == "" or "overwritten" in tl.note_tooltip(x, 200) \
+        or "not exact" in tl.note_tooltip(x, 200) or "estimated" in tl.note_tooltip(x, 200)
+    # the time axis places them at the time of the event after them
+    if tl.has_time:
+        tl.set_mode("time")
+        assert np.allclose(tl.notes_item.marker_x, tl.tx[np.minimum(ks + 1, tl.n - 1)])
+
+
+def test_overflowed_ring_is_said_and_its_edge_marked(loaded, newer_file):
+    path, _facts = newer_file
+    window = loaded(path)
+    note = window.header.integrity_text()
+    assert "trace ring overflowed" in note and "100,000 entries" in note
+    assert window.header.integrity.isVisible()
+    tl = window.timeline
+    assert tl.notes_item.edge_x is not None
+    x0 = float(tl.x_of(0))
+    assert tl.note_tooltip(x0 - 0.5, 200).startswith(OVERWRITTEN_TEXT)
+
+
+def test_no_notes_on_an_ordinary_file(loaded):
+    window = loaded(SOURCE)
+    assert window.header.integrity_text() == ""
+    assert window.timeline.marker_count() == 0 and window.timeline.notes_item.edge_x is None
+    assert "annotation" not in window.timeline.legend.text()

@@ -169,7 +169,13 @@ class StackedMixin:
         if not self.n or not self.vb.sceneBoundingRect().contains(scene_pos):
             return
         p = self.vb.mapSceneToView(scene_pos)
-        i = self.interval_at(p.x(), p.y())
+        top_px = scene_pos.y() - self.vb.sceneBoundingRect().top()
+        note = self.note_tooltip(p.x(), top_px)
+        i = self.interval_at(p.x(), p.y()) if not note or top_px > 12 else -1
+        if i < 0 and note:  # a marker, a stretch that is not exact, the overwritten edge
+            self._hover = -2
+            QToolTip.showText(QCursor.pos(), note, self.plot)
+            return
         if i == self._hover:
             return
         self._hover = i
