@@ -139,3 +139,27 @@ def test_no_notes_on_an_ordinary_file(loaded):
     assert window.header.integrity_text() == ""
     assert window.timeline.marker_count() == 0 and window.timeline.notes_item.edge_x is None
     assert "annotation" not in window.timeline.legend.text()
+
+
+def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
+    """A recording that lost an alloc event: the stretch the replay cannot apply is
+    drawn with integrity.check's line as its tooltip."""
+    from vramscope.viewer.model import integrity
+
+    obj = raw_object(SOURCE)
+    trace = obj["device_traces"][0]
+    allocs = [i for i, e in enumerate(trace) if e["action"] == "alloc"]
+    del trace[allocs[len(allocs) // 2]]
+    path = tmp_path / "lost_alloc.pickle"
+    path.write_bytes(pickle.dumps(obj, protocol=4))  # trusted test data
+    window = loaded(path)
+    tl = window.timeline
+    found = [u for u in integrity.check(window.doc.timeline) if u.device == tl.device]
+    assert found and found[-1].kind == "inconsistent"
+    u = found[-1]
+    spans = [s for s in tl.notes_item.stretches if s[2] == "inconsistent"]
+    assert spans == [(u.first_event - 0.5, u.last_event + 0.5, "inconsistent")]
+    mid = (u.first_event + u.last_event) / 2
+    assert tl.note_tooltip(mid, 200) == u.line()
+    assert tl.note_tooltip(u.first_event - 5, 200) != u.line()
+    assert window.header.integrity_text() == ""  # the ring did not overflow
