@@ -168,7 +168,7 @@ class StackPanel(QWidget):
                 self._add_detail(line, bold)
         hidden = hidden_fx_lines(snap, stack, {v.frame_id for v in self.views}) \
             if stack >= 0 else []
-        self.detail_lines = hidden + self.detail_lines
+        self.detail_lines = self.detail_lines + hidden
         for line in self.detail_lines:
             self._add_detail(line, bold)
         self.copy_button.setEnabled(bool(self.views or self.detail_lines))

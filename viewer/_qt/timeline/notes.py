@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPolygonF
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPolygonF
 
+from ...model.alloc_details import OVERWRITTEN_TEXT
 from .. import theme
 
 MARKER_PX = 7  # the markers' triangles: width and height in pixels
@@ -90,6 +91,18 @@ class NotesItem(pg.GraphicsObject):
             p.drawRect(QRectF(x - EDGE_PX, top, EDGE_PX, bottom - top))
             p.setPen(pg.mkPen(c, width=2))
             p.drawLine(QPointF(x, top), QPointF(x, bottom))
+            # Its name along the edge, read bottom-up, where there is room for it.
+            font = p.font()
+            font.setPointSizeF(max(font.pointSizeF() * 0.8, 6.0))
+            p.setFont(font)
+            fm = QFontMetrics(font)
+            if fm.horizontalAdvance(OVERWRITTEN_TEXT) + 8 < bottom - top:
+                p.save()
+                p.translate(x + 3 + fm.ascent(), bottom - 4)
+                p.rotate(-90)
+                p.setPen(QColor(warn))
+                p.drawText(QPointF(0, 0), OVERWRITTEN_TEXT)
+                p.restore()
         vis = self.marker_x[(self.marker_x >= xa) & (self.marker_x <= xb)]
         if len(vis):
             px = vis * tr.m11() + tr.dx()
