@@ -163,3 +163,24 @@ def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
     assert tl.note_tooltip(mid, 200) == u.line()
     assert tl.note_tooltip(u.first_event - 5, 200) != u.line()
     assert window.header.integrity_text() == ""  # the ring did not overflow
+
+
+def test_real_recording_shows_forward_stack_of_backward_allocation(loaded):
+    """tests/data/newer_fields.pickle: torch 2.11 on an H100 wrote forward_frames for
+    allocations made in backward, and user_metadata: the panel shows both."""
+    window = loaded(DATA / "newer_fields.pickle")
+    snap, dev = window.doc.snap, window.cursor_device
+    rep, iv = window.doc.timeline.replay(dev), window.doc.intervals(dev)
+    fwd = np.flatnonzero(snap.trace.forward_stack >= 0)
+    assert len(fwd)
+    k = int(np.searchsorted(rep.rows, fwd[0]))
+    i = int(np.flatnonzero(iv.event == k)[0])
+    window.select_interval(i)
+    texts = window.stack.detail_texts()
+    assert texts[0] == FORWARD_HEADING
+    shown = [ln.frame_id for ln in window.stack.detail_lines if ln.kind == "frame"]
+    assert shown[:len(snap.event_forward_frames(int(fwd[0])))] == \
+        snap.event_forward_frames(int(fwd[0])).tolist()
+    um = snap.trace.user_metadata[fwd[0]]
+    if um >= 0:
+        assert f"User metadata: {snap.string(int(um))}" in texts
