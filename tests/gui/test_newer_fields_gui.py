@@ -184,3 +184,42 @@ def test_real_recording_shows_forward_stack_of_backward_allocation(loaded):
     um = snap.trace.user_metadata[fwd[0]]
     if um >= 0:
         assert f"User metadata: {snap.string(int(um))}" in texts
+
+
+def test_pinned_host_memory_is_its_own_device(loaded, newer_file):
+    from vramscope.viewer.model import Selection, memory_stats
+
+    path, _facts = newer_file
+    window = loaded(path)
+    snap = window.doc.snap
+    combo = window.device_combo
+    i = window.combo_index(combo, HOST_DEVICE)
+    assert i >= 0 and combo.itemText(i) == "host (pinned)"
+    assert i == combo.count() - 1  # after the GPUs
+    gpu_reserved = window.header.stats.reserved_bytes
+    assert gpu_reserved == memory_stats(snap, window.selection).reserved_bytes
+    combo.setCurrentIndex(i)  # as the user picks it
+    assert window.vs.host_shown and window.selection.device == HOST_DEVICE
+    host = snap.host
+    stats = window.header.stats
+    assert stats.reserved_bytes == host.reserved_bytes and stats.allocated_bytes == host.allocated_bytes
+    assert "pinned host memory" in window.header.scope.text()
+    assert window.header.oom_text() == ""  # the GPU's OOM is not the host's
+    # the map, table and timeline show the host's segments and events only
+    assert set(window.view_doc.snap.segments.device.tolist()) == {HOST_DEVICE}
+    assert window.cursor_device == HOST_DEVICE
+    assert window.timeline.n == len(host.trace)
+    # and no GPU figure ever includes them: back to device 0, the same figures as before
+    combo.setCurrentIndex(window.combo_index(combo, 0))
+    assert not window.vs.host_shown and window.selection.device == 0
+    assert window.header.stats.reserved_bytes == memory_stats(snap, Selection(device=0)).reserved_bytes
+    assert "pinned host memory" not in window.header.scope.text()
+    all_gpus = window.combo_index(combo, None)
+    combo.setCurrentIndex(all_gpus)
+    assert window.header.stats.reserved_bytes == memory_stats(snap, Selection()).reserved_bytes
+    assert window.header.oom_text()  # the GPU's OOM banner is back
+
+
+def test_no_host_entry_without_host_memory(loaded):
+    window = loaded(SOURCE)
+    assert window.combo_index(window.device_combo, HOST_DEVICE) == -1
