@@ -223,3 +223,11 @@ def test_pinned_host_memory_is_its_own_device(loaded, newer_file):
 def test_no_host_entry_without_host_memory(loaded):
     window = loaded(SOURCE)
     assert window.combo_index(window.device_combo, HOST_DEVICE) == -1
+
+
+def test_host_timeline_axis_names_pinned_memory(loaded, newer_file):
+    path, _facts = newer_file
+    window = loaded(path)
+    window.device_combo.setCurrentIndex(window.combo_index(window.device_combo, HOST_DEVICE))
+    label = window.timeline.plot.getPlotItem().getAxis("bottom").labelText
+    assert "pinned host memory" in label and "device -1" not in label

@@ -46,6 +46,7 @@ from .axes import BytesYAxis, TimelineViewBox, XAxis
 from .items import StackedItem, VerticalBandsItem
 from .marks import MarksMixin
 from .notes import ANNOTATION_COLOR, NotesItem
+from ...model.units import device_name
 from .stacked import StackedMixin
 from .constants import (
     ACTION_TEXT,
@@ -430,7 +431,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         for b in (self.time_button, self.events_button):
             b.blockSignals(False)
         label = ("time since the first event" if self.mode == X_TIME
-                 else f"event ({self.n:,} on device {self.device})" if self.n else "event")
+                 else f"event ({self.n:,} on {device_name(self.device)})" if self.n else "event")
         if self.source_text:
             label += f"  ·  {self.source_text}"
         self.plot.getPlotItem().setLabel("bottom", label)
