@@ -46,3 +46,14 @@ def test_no_host_entry_without_host_memory():
     vs.set_document(_doc(False))
     assert HOST_DEVICE not in [v for _, v in vs.device_choices()]
     assert vs.host_document() is None
+
+
+def test_a_newer_document_goes_back_to_the_gpus():
+    doc = _doc(True)
+    vs = ViewState()
+    vs.set_document(doc)
+    vs.set_document(vs.host_document(), host=True)
+    newer = _doc(True)
+    vs.replace_document(newer, Selection(device=HOST_DEVICE))
+    assert vs.file_doc is newer and not vs.host_shown and vs.selection == Selection()
+    assert vs.host_document().snap.devices == [HOST_DEVICE]

@@ -349,7 +349,12 @@ class ViewState:
 
     def replace_document(self, doc: Document, selection: Selection) -> None:
         """A newer document of the same process: ``selection`` (carried), the cursor at
-        its end, the picks cleared (the caller re-finds them from :meth:`carried`)."""
+        its end, the picks cleared (the caller re-finds them from :meth:`carried`).
+        The new document is the file's: a shown pinned host memory goes back to the GPUs."""
+        if self.host_shown or selection.device == HOST_DEVICE:
+            selection = Selection()
+        self.file_doc = doc
+        self.host_shown = False
         self.doc = doc
         self.view_doc = doc
         self.selection = selection
