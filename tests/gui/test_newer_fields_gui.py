@@ -139,6 +139,8 @@ def test_no_notes_on_an_ordinary_file(loaded):
     assert window.header.integrity_text() == ""
     assert window.timeline.marker_count() == 0 and window.timeline.notes_item.edge_x is None
     assert "annotation" not in window.timeline.legend.text()
+    assert "not exact" not in window.timeline.legend.text()
+    assert window.timeline.notes_item.stretches == []
 
 
 def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
@@ -163,6 +165,7 @@ def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
     assert tl.note_tooltip(mid, 200) == u.line()
     assert tl.note_tooltip(u.first_event - 5, 200) != u.line()
     assert window.header.integrity_text() == ""  # the ring did not overflow
+    assert "not exact" in tl.legend.text()
 
 
 def test_real_recording_shows_forward_stack_of_backward_allocation(loaded):

@@ -20,6 +20,7 @@ from .. import theme
 MARKER_PX = 7  # the markers' triangles: width and height in pixels
 EDGE_PX = 10  # the width of the "earlier history overwritten" edge
 ANNOTATION_COLOR = "#8e44ad"
+STRETCH_LABELS = {"inconsistent": "not exact (hover for why)", "estimated": "estimated sizes"}
 
 
 class NotesItem(pg.GraphicsObject):
@@ -56,6 +57,23 @@ class NotesItem(pg.GraphicsObject):
         self.prepareGeometryChange()
         self.update()
 
+    @staticmethod
+    def _label_stretches(p: QPainter, path: QPainterPath, text: str, color: QColor) -> None:
+        """Name each shaded stretch wide enough for it, at its bottom left (the tooltip
+        says why)."""
+        fm = QFontMetrics(p.font())
+        w = fm.horizontalAdvance(text)
+        bg = theme.background()
+        bg.setAlpha(200)
+        for poly in path.toSubpathPolygons():
+            r = poly.boundingRect()
+            if r.width() < w + 8 or r.height() < fm.height() + 4:
+                continue
+            box = QRectF(r.left() + 3, r.bottom() - fm.height() - 3, w + 4, fm.height())
+            p.fillRect(box, bg)
+            p.setPen(color)
+            p.drawText(QPointF(box.left() + 2, box.top() + fm.ascent()), text)
+
     def paint(self, p: QPainter, *args) -> None:
         (xa, xb), (ya, yb) = self._view()
         tr = p.transform()
@@ -82,6 +100,8 @@ class NotesItem(pg.GraphicsObject):
             p.setBrush(QBrush(c, Qt.BrushStyle.BDiagPattern if kind == "inconsistent"
                               else Qt.BrushStyle.Dense6Pattern))
             p.drawPath(path)
+            self._label_stretches(p, path, STRETCH_LABELS[kind],
+                                  QColor(warn if kind == "inconsistent" else theme.muted()))
         if self.edge_x is not None and xa <= self.edge_x <= xb:
             x = tr.map(QPointF(self.edge_x, 0)).x()
             c = QColor(warn)

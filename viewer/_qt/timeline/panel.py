@@ -241,6 +241,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         parts.append(f'<span style="color:{theme.OOM_RED}">&#9475;</span>&nbsp;OOM')
         if self.marker_count():
             parts.append(f'<span style="color:{ANNOTATION_COLOR}">&#9660;</span>&nbsp;annotation')
+        if any(st.kind == "inconsistent" for st in getattr(self, "stretches", [])):
+            parts.append(f'<span style="color:{theme.OOM_RED}">&#9636;</span>&nbsp;not exact')
         if self.stack_mask is not None:
             parts.append(theme.search_swatch_html())
         self.legend.setText("&nbsp; ".join(parts))
