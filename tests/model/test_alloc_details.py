@@ -125,3 +125,25 @@ def test_hidden_fx_frames_get_their_own_section(newer):
     lines = hidden_fx_lines(snap, stack, set())
     assert lines[0].text == FX_HEADING and lines[1].frame_id == fx[0]
     assert hidden_fx_lines(snap, stack, set(fids)) == []  # shown frames carry their own
+
+
+def test_compile_context_is_shown_and_na_is_not():
+    obj, facts = with_newer_fields(raw_object(DATA / "fragmentation_oom.pickle"))
+    marked = 0
+    for e in obj["device_traces"][0]:
+        if e["action"] == "alloc" and str(e.get("user_metadata", "")).startswith("step"):
+            e["compile_context"] = "torch.compile frame 0/1" if marked % 2 == 0 else "N/A"
+            marked += 1
+    snap = load_bytes(pickle.dumps(obj, protocol=4))  # trusted test data
+    tl = build_timeline(snap)
+    rep, iv = tl.replay(0), tl.intervals(0)
+    got = []
+    for row in facts["forward_rows"][:2]:
+        k = int(np.searchsorted(rep.rows, row))
+        i = int(np.flatnonzero(iv.event == k)[0])
+        d = allocation_details(snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
+        got.append(([ln.text for ln in detail_lines(snap, d) if ln.kind == "context"],
+                    [t for t in tooltip_lines(snap, d) if t.startswith("Compile context")]))
+    assert got[0] == (["Compile context: torch.compile frame 0/1"],
+                      ["Compile context: torch.compile frame 0/1"])
+    assert got[1] == ([], [])  # torch's "N/A": no context recorded
