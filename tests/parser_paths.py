@@ -49,8 +49,14 @@ def pure_python():
 
 def assert_identical(a, b) -> None:
     """Every column equal (values and dtypes), ids included; metadata equal."""
-    for table in ("segments", "blocks", "trace", "annotations", "frames", "stacks"):
-        ta, tb = getattr(a, table), getattr(b, table)
+    tables = [(table, getattr(a, table), getattr(b, table)) for table in (
+        "segments", "blocks", "trace", "annotations", "frames", "stacks", "alloc_annotations")]
+    assert (a.host is None) == (b.host is None), "host memory on one path only"
+    if a.host is not None:
+        assert a.host.pools == b.host.pools
+        tables += [(f"host.{t}", getattr(a.host, t), getattr(b.host, t))
+                   for t in ("segments", "blocks", "trace", "alloc_annotations")]
+    for table, ta, tb in tables:
         for f in fields(ta):
             va, vb = getattr(ta, f.name), getattr(tb, f.name)
             if isinstance(va, np.ndarray):

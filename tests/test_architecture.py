@@ -135,3 +135,15 @@ def test_whole_viewer_imports_without_torch_at_runtime():
                          timeout=120, env={"QT_QPA_PLATFORM": "offscreen",
                                            "PATH": "/usr/bin:/bin"}, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_source_package_is_installed():
+    """pyproject lists packages by hand (the folders are renamed on install): a new
+    subpackage missing from that list works from the checkout and breaks the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    for top, name in (("viewer", "vramscope.viewer"), ("capture", "vramscope.capture")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top).parts
+            assert ".".join((name, *rel)) in listed, f"{init.parent} is not in pyproject's packages"

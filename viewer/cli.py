@@ -18,6 +18,7 @@ COMMANDS = {
     "diff": ("diff", "compare two snapshots: what grew, by allocation stack"),
     "record": ("record", "run a Python script with allocator history recording (needs torch)"),
     "whatif": ("whatif", "predict peak memory and OOMs under other allocator settings"),
+    "advise": ("advise", "rank the changes that would make a run fit, by predicted peak memory"),
     "attach": ("attach", "list running processes, watch one live, or save a snapshot from it"),
 }
 

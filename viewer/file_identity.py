@@ -12,7 +12,7 @@ import hashlib
 import os
 import sys
 
-COLUMN_CACHE_VERSION = 2  # 2: raw mapped columns (.cols) instead of .npz
+COLUMN_CACHE_VERSION = 3  # 2: raw mapped columns (.cols) instead of .npz; 3: newer torch's fields
 COLUMN_SUFFIX = ".cols"
 # Files smaller than this parse faster than a cache lookup is worth.
 MIN_FILE_BYTES = 1 << 20

@@ -96,6 +96,7 @@ def _pixel(widget, pos) -> QColor:
 def test_search_highlight_has_its_own_style(qtbot, loaded):
     """Issue 17 item 8: search matches were outlined in the legend's "pending free"
     orange.  They now have a colour of their own, named in both legends."""
+    from vramscope.viewer._qt.segment_map import block_rect
     from vramscope.viewer._qt import theme
 
     window = loaded(GPT2)
@@ -117,7 +118,7 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     sizes = window.view_doc.snap.blocks.size[blocks]
     b = int(blocks[np.argmax(sizes)])
     window.map.select_block(-1, ensure_visible=False)
-    r = window.map.layout_data.rect_of(b)
+    r = block_rect(window.map.layout_data, b)
     window.map.vb.setRange(xRange=(r.left(), r.right()), yRange=(r.top() - 1, r.bottom() + 1),
                            padding=0)
     QApplication.processEvents()

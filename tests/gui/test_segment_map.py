@@ -12,6 +12,7 @@ from vramscope.viewer._qt.segment_map import (
     SORT_FREE,
     SORT_SIZE,
     MapLayout,
+    block_rect,
     lod_rects,
     rects_path,
 )
@@ -159,5 +160,5 @@ def test_frag_layout_rect_for_every_block():
     doc = Document.build(load_snapshot(FRAG))
     layout = MapLayout.build(doc, Selection())
     for b in range(0, len(doc.snap.blocks), 11):
-        r = layout.rect_of(b)
+        r = block_rect(layout, b)
         assert r is not None and r.width() == doc.snap.blocks.size[b]

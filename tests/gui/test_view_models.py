@@ -129,3 +129,97 @@ def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
     assert vs.oom_shown() is None  # at the end: the OOM's request is not this layout's
     vs.set_cursor(k)
     assert vs.oom_shown() is not None and vs.oom_shown().requested_bytes == doc.oom.requested_bytes
+
+
+def test_curve_decimation_keeps_every_bucket_maximum():
+    """model/curve_lod: an envelope of a million events at 800 px keeps each pixel
+    bucket's maximum (from the precomputed levels) and every point when it fits."""
+    from vramscope.viewer.model.curve_lod import decimate, envelope_levels
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 1 << 30, 1_000_000).astype(np.int64)
+    xs = np.arange(len(y), dtype=np.float64)
+    levels = envelope_levels(y)
+    assert [lv for lv, _ in levels] == [64, 4096]
+    x_out, y_out = decimate(xs, y, levels, 0, len(y) - 1, 800)
+    assert len(y_out) < 2000 and y_out.max() == y.max()
+    # each drawn value is the max of the events from its x to the next one's
+    edges = np.append(x_out.astype(np.int64), len(y))
+    for j in range(0, len(y_out), 97):
+        assert y_out[j] == y[edges[j]:edges[j + 1]].max()
+    x_small, y_small = decimate(xs, y, levels, 1000, 1500, 800)
+    assert np.array_equal(y_small, y[1000:1501]) and np.array_equal(x_small, xs[1000:1501])
+
+
+def test_one_job_helper_reports_done_failed_and_cancelled(qtbot, qapp):
+    """_qt/jobs.Job: the one worker-thread helper (loads, ranks, what-if): a result,
+    a one-line error for a bug, and Cancel through the model's Progress."""
+    import threading
+
+    from vramscope.viewer._qt.jobs import Job
+
+    job = Job(lambda j: 6 * 7)
+    with qtbot.waitSignal(job.done, timeout=5000) as sig:
+        job.start()
+    job.wait()
+    assert sig.args == [42] and job.result == 42
+
+    def broken(j):
+        raise ValueError("no such pool\nsecond line")
+
+    job = Job(broken)
+    with qtbot.waitSignal(job.failed, timeout=5000) as sig:
+        job.start()
+    job.wait()
+    assert sig.args[0] == "unexpected error: ValueError: no such pool second line"
+
+    started = threading.Event()
+
+    def slow(j):
+        progress = j.progress()
+        started.set()
+        for i in range(10_000):
+            progress.update("work", i / 10_000)  # raises LoadCancelled once cancelled
+            threading.Event().wait(0.001)
+        return "finished"
+
+    job = Job(slow)
+    with qtbot.waitSignal(job.cancelled, timeout=5000):
+        job.start()
+        started.wait(5)
+        job.cancel()
+    job.wait()
+    assert job.result is None
+
+
+def test_live_source_extends_a_real_trace_exactly():
+    """model/live/doc_source: a ring that grows (prefixes of gpt2_oom's trace, each with
+    the segments of its instant) is extended update by update, never replayed whole,
+    and ends exactly where the full build of the file does."""
+    import dataclasses
+
+    from vramscope.viewer.model.live.doc_source import LiveDocumentSource
+
+    snap = load_snapshot(DATA / "gpt2_oom.pickle")
+    full = Document.build(snap)
+    rep = full.timeline.replay(0)
+    n = full.n_events(0)
+    trace_fields = [f.name for f in dataclasses.fields(snap.trace)]
+    source = LiveDocumentSource()
+    for k in (4000, 9000, 15000, 21000, n - 1):
+        at = full.at(0, k).snap
+        rows = int(rep.rows[k]) + 1
+        part = dataclasses.replace(at, trace=type(snap.trace)(
+            **{f: getattr(snap.trace, f)[:rows] for f in trace_fields}))
+        doc = source.apply(part, dropped_total=0)
+        assert doc.n_events(0) == k + 1
+    assert source.builds == 1 and source.extends == 4 and source.fallbacks == 0
+    live = doc.timeline.replay(0)
+    assert live.inconsistencies == rep.inconsistencies == 0
+    for curve in ("reserved", "allocated", "active", "requested"):
+        assert np.array_equal(np.asarray(doc.curves(0)[curve][:n]),
+                              np.asarray(full.curves(0)[curve][:n])), curve
+    assert len(doc.intervals(0)) == len(full.intervals(0))
+    a, b = doc.at(0, 12_345).snap.blocks, full.at(0, 12_345).snap.blocks
+    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == \
+        sorted(zip(b.address.tolist(), b.size.tolist(), b.state.tolist()))

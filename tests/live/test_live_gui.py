@@ -127,7 +127,9 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
                     and w.doc.n_events(0) == 10, timeout=10000)
     w.set_cursor(2)
     t.cmd("step 3")
-    qtbot.waitUntil(lambda: c.held, timeout=10000)
+    # (an update fetched before the process took its steps is held too: wait for theirs)
+    qtbot.waitUntil(lambda: c.held and c.pending is not None
+                    and len(c.pending.trace.action) == 16, timeout=10000)
     assert w.doc.n_events(0) == 10 and w.cursor_k == 2
     c.follow()
     assert not c.held and w.doc.n_events(0) == 16
@@ -187,6 +189,6 @@ def test_live_curves_tick_at_round_binary_sizes(qtbot):
     assert all(re.fullmatch(r"0|\d+(\.5)? (KiB|MiB|GiB)", s) for s in labels), labels
     assert c.plot.getViewBox().viewRange()[1][0] == 0  # from 0, like the timeline
     # One implementation: the timeline's axis.
-    from vramscope.viewer._qt.timeline_view import BytesYAxis
+    from vramscope.viewer._qt.timeline import BytesYAxis
 
     assert isinstance(c.y_axis, BytesYAxis)

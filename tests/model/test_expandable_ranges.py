@@ -14,13 +14,16 @@ import pickle
 import numpy as np
 import pytest
 
+from tests.native_gate import needs
 from vramscope.viewer.model import load_bytes
 from vramscope.viewer.model.replay import native_available, replay_device
 
 MIB = 1 << 20
 PAGE = 20 * MIB
 BASE = 0x7F0000000000
+# Both loops; without the C one only Python (a failure under the native gate).
 LOOPS = [False, True] if native_available() else [False]
+needs(native_available(), "replay_core extension not built")
 
 
 def snapshot(events, segments=(), expandable=True):
@@ -111,7 +114,7 @@ def random_expandable_snapshot(rng):
     return snapshot(events, segs), n
 
 
-@pytest.mark.skipif(not native_available(), reason="replay_core extension not built")
+@needs(native_available(), "replay_core extension not built")
 def test_native_and_python_agree_on_random_map_unmap_traces():
     rng = np.random.default_rng(2024)
     for trial in range(300):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.integrity import check
 from vramscope.viewer.model.replay import native_available, replay_device
@@ -62,7 +63,7 @@ def test_replay_lands_on_the_recorded_segments_on_every_device(path, external):
     assert [u.line() for u in check(tl) if u.kind == "inconsistent"] == []
 
 
-@pytest.mark.skipif(not native_available(), reason="replay_core extension not built")
+@needs(native_available(), "replay_core extension not built")
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:40])
 def test_native_and_python_replays_agree(path, external):
     snap, tl = external(path)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.integrity import check, final_difference
 from vramscope.viewer.model.replay import native_available
@@ -18,6 +19,7 @@ from vramscope.viewer.model.summary import summarize
 from vramscope.viewer.model.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
+needs(native_available(), "replay_core extension not built")  # under the gate: required
 
 
 def without_rows(snap, drop):

@@ -16,12 +16,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.native_gate import needs
 from vramscope.viewer.model.replay import layout_snapshot, native_available
 from vramscope.viewer.model.snapshot import Trace
 from vramscope.viewer.model import timeline
+from vramscope.viewer.model.integrity import final_difference
 from vramscope.viewer.model.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
+needs(native_available(), "replay_core extension not built")  # under the gate: required
 NAMES = ["gpt2_oom", "whatif_expandable", "side_stream_pending", "cuda_graph_pool"]
 
 
@@ -83,6 +86,7 @@ def test_extended_timeline_equals_built_at_once(name, native, loaded_snapshots, 
     for lo, hi in zip(cuts, cuts[1:] + [n]):
         assert tl.extend(rows_snapshot(snap, full, 0, hi), lo) is False
         assert tl.replay(0) is rep and tl.intervals(0) is iv
+        assert final_difference(tl) == []  # the replay lands on the live segments
     ref = build_timeline(snap).replay(0)
     assert_same(rep, ref)
     assert_same_intervals(iv, build_timeline(snap).intervals(0))
@@ -127,3 +131,93 @@ def test_extend_needs_a_live_timeline(loaded_snapshots):
     snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
     with pytest.raises(ValueError):
         build_timeline(snap).extend(snap, len(snap.trace))
+
+
+def two_devices(snap):
+    """``snap`` (one device) and a copy of it on device 1 at other addresses, the two
+    traces interleaved event by event (as one process driving two GPUs)."""
+    off = 1 << 44
+    n = len(snap.trace)
+    t = snap.trace
+    cols = {f.name: np.empty(2 * n, getattr(t, f.name).dtype) for f in dataclasses.fields(Trace)}
+    for name, out in cols.items():
+        out[0::2] = getattr(t, name)
+        out[1::2] = getattr(t, name)
+    cols["device"][1::2] = 1
+    cols["addr"][1::2] = np.where(t.addr[:] != 0, t.addr + off, 0)
+    return dataclasses.replace(snap, trace=Trace(**cols)), off
+
+
+def stack_devices(a, b, off):
+    """Segments and blocks of ``a`` (device 0) and ``b`` moved to device 1 by ``off``."""
+    sa, sb, ba, bb = a.segments, b.segments, a.blocks, b.blocks
+    segs = {f.name: np.concatenate([getattr(sa, f.name), getattr(sb, f.name)])
+            for f in dataclasses.fields(sa)}
+    segs["device"][len(sa.address):] = 1
+    segs["address"][len(sa.address):] += off
+    segs["block_start"][len(sa.address):] += len(ba.address)
+    blocks = {f.name: np.concatenate([getattr(ba, f.name), getattr(bb, f.name)])
+              for f in dataclasses.fields(ba)}
+    blocks["segment"][len(ba.address):] += len(sa.address)
+    blocks["address"][len(ba.address):] += off
+    return dataclasses.replace(a, segments=type(sa)(**segs), blocks=type(ba)(**blocks))
+
+
+@pytest.mark.parametrize("native", LOOPS)
+def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch):
+    if not native:
+        monkeypatch.setenv("VRAMSCOPE_PURE_PYTHON", "1")
+    one = loaded_snapshots(DATA / "side_stream_pending.pickle")
+    full1 = build_timeline(one)
+    snap, off = two_devices(one)
+    n = len(one.trace)
+
+    def prefix(m):  # rows [0, 2m): m events of each device
+        lay = rows_snapshot(one, full1, 0, m)
+        trace = Trace(**{f.name: getattr(snap.trace, f.name)[:2 * m]
+                         for f in dataclasses.fields(Trace)})
+        return dataclasses.replace(stack_devices(lay, lay, off), trace=trace)
+
+    cuts = [n // 4, n // 2, (3 * n) // 4, n]
+    tl = build_timeline(prefix(cuts[0]), live=True)
+    for d in (0, 1):
+        tl.replay(d).curve_index()
+        tl.intervals(d)
+    for lo, hi in zip(cuts, cuts[1:]):
+        assert tl.extend(prefix(hi), 2 * lo) is False
+    ref = build_timeline(prefix(n))
+    for d in (0, 1):
+        assert ref.replay(d).inconsistencies == 0 and len(ref.replay(d)) == n
+        assert_same(tl.replay(d), ref.replay(d), n_check=5)
+        assert_same_intervals(tl.intervals(d), ref.intervals(d))
+
+
+def test_document_extend_equals_document_build(loaded_snapshots):
+    """Document.extend: the timeline grows in place and labels are computed for the new
+    frames and stacks only; the result equals a document built at once."""
+    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.snapshot import Frames, Stacks
+
+    snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
+    full = build_timeline(snap)
+    n = len(snap.trace)
+    first = rows_snapshot(snap, full, 0, n // 2)
+    # The session's interner had seen fewer frames and stacks at the first update.
+    f, s = snap.frames, snap.stacks
+    ns = len(s) // 2
+    nf = int(s.frames[:s.offsets[ns]].max()) + 1  # the frames those stacks use
+    assert 0 < nf < len(f) and 0 < ns < len(s)
+    first = dataclasses.replace(
+        first, frames=Frames(f.filename[:nf], f.line[:nf], f.name[:nf], f.strings),
+        stacks=Stacks(s.offsets[:ns + 1], s.frames[:s.offsets[ns]]))
+    doc = Document.build(first, live=True)
+    iv = doc.intervals(0)
+    doc2 = doc.extend(rows_snapshot(snap, full, 0, n), n // 2)
+    ref = Document.build(snap)
+    for name in ("categories", "top_frame", "top_rank"):
+        assert np.array_equal(getattr(doc2, name), getattr(ref, name)), name
+    assert doc2.top_label.tolist() == ref.top_label.tolist()
+    assert doc2.timeline is doc.timeline and doc2.intervals(0) is iv
+    assert_same(doc2.timeline.replay(0), ref.timeline.replay(0), n_check=5)
+    assert_same_intervals(doc2.intervals(0), ref.intervals(0))
+    assert len(doc2.ooms) == len(ref.ooms)

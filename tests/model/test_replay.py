@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, expected_for, snapshot_files, snapshot_id
+from tests.native_gate import needs
 from tests.snapshot_forms import raw_object
 from vramscope.viewer.model import load_bytes, memory_stats
 from vramscope.viewer.model.oom import oom_reports
@@ -147,7 +148,7 @@ def test_curves_per_pool_and_stream_add_up(name, loaded_snapshots):
     assert len(snap.pools) > 1 or name != "cuda_graph_pool"
 
 
-needs_native = pytest.mark.skipif(not native_available(), reason="replay_core extension not built")
+needs_native = needs(native_available(), "replay_core extension not built")
 
 
 @needs_native

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -21,11 +21,10 @@ from ..model.calltree import CallNode, call_tree
 from ..model.snapshot import BlockState
 from ..model.units import format_bytes
 from ..model.document import Document
+from .lazy_tree import NODE_ROLE, LazyTree
 
 AT_CURSOR = "cursor"
 AT_PEAK = "peak"
-MAX_CHILDREN = 200  # children listed per node; the rest summed in one row
-NODE_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 class CallTreePanel(QWidget):
@@ -70,7 +69,7 @@ class CallTreePanel(QWidget):
         for c, w in ((1, 90), (2, 60), (3, 60)):
             hh.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
             hh.resizeSection(c, w)
-        self.tree.itemExpanded.connect(self._fill_children)
+        self.lazy = LazyTree(self.tree, self._columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_current)
         self.fold.toggled.connect(lambda _on: self.rebuild())
         self.at.currentIndexChanged.connect(self._on_at_changed)
@@ -201,35 +200,24 @@ class CallTreePanel(QWidget):
             return None
         return list(node.stacks)
 
-    def _item(self, node: CallNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([node.label, format_bytes(node.bytes), f"{node.count:,}",
-                                f"{100.0 * node.bytes / self._total:.1f}%"])
-        item.setData(0, NODE_ROLE, node)
-        item.setToolTip(0, node.label)
+    def _columns(self, node: CallNode) -> list[str]:
+        return [node.label, format_bytes(node.bytes), f"{node.count:,}",
+                f"{100.0 * node.bytes / self._total:.1f}%"]
+
+    @staticmethod
+    def _more(rest: list) -> list[str]:
+        return [f"… {len(rest):,} more", format_bytes(sum(n.bytes for n in rest)),
+                f"{sum(n.count for n in rest):,}", ""]
+
+    @staticmethod
+    def _decorate(item: QTreeWidgetItem, node: CallNode) -> None:
         item.setToolTip(1, f"{node.bytes:,} bytes")
-        for c in (1, 2, 3):
-            item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if node.children:
-            item.setChildIndicatorPolicy(QTreeWidgetItem.ChildIndicatorPolicy.ShowIndicator)
-        if parent is not None:
-            parent.addChild(item)
-        return item
+
+    def _item(self, node: CallNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
+        return self.lazy.item(node, parent)
 
     def _fill_children(self, item: QTreeWidgetItem) -> None:
-        if item.childCount():
-            return
-        node: CallNode = item.data(0, NODE_ROLE)
-        if node is None:
-            return
-        kids = node.sorted_children()
-        for child in kids[:MAX_CHILDREN]:
-            self._item(child, item)
-        if len(kids) > MAX_CHILDREN:
-            rest = kids[MAX_CHILDREN:]
-            more = QTreeWidgetItem([f"… {len(rest):,} more", format_bytes(sum(n.bytes for n in rest)),
-                                    f"{sum(n.count for n in rest):,}", ""])
-            more.setFlags(Qt.ItemFlag.ItemIsEnabled)
-            item.addChild(more)
+        self.lazy.fill_children(item)
 
     def _expand_default(self, item: QTreeWidgetItem) -> None:
         """Expand down the heavy path to the first node that branches into big shares."""

@@ -5,6 +5,9 @@ An adapter over :mod:`vramscope.viewer.model.diff`: a header of figure deltas
 and the live bytes by allocation stack as a sortable table and a call tree
 (added / removed / changed, growth in red, shrink in green).  Selecting a row
 highlights its blocks in both maps and shows its stack.
+
+Why ~600 lines: one window (two maps kept in step, the stack table, the lazy tree and
+the loads of A and B); its model is ``model/diff.py``.
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ from ..model.diff import (
 from ..model.document import Document
 from ..model.units import format_bytes
 from .loader import LoadThread
+from .lazy_tree import NODE_ROLE, LazyTree
 from .segment_map import SegmentMapView
 from .stack_panel import StackPanel
 
 GROWTH_RED = "#c62828"
 SHRINK_GREEN = "#2e7d32"
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
-ROW_ROLE = Qt.ItemDataRole.UserRole + 1
-MAX_CHILDREN = 200
+ROW_ROLE = NODE_ROLE  # (one role: the lazy tree's node, also on the stack rows)
 
 # (key, title, kind): kind "bytes", "count" or "fraction".
 HEADER_FIGURES = (
@@ -284,7 +287,7 @@ class DiffWindow(QMainWindow):
         th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in (1, 2, 3):
             th.resizeSection(c, 90)
-        self.tree.itemExpanded.connect(self._fill_children)
+        self.lazy = LazyTree(self.tree, self._node_columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_node)
 
         self.stack_panel = StackPanel()
@@ -333,7 +336,7 @@ class DiffWindow(QMainWindow):
         for side, src in (("a", a), ("b", b)):
             if not isinstance(src, Document):
                 t = LoadThread(os.fspath(src), self)
-                t.loaded.connect(lambda doc, s=side: self._on_loaded(s, doc))
+                t.done.connect(lambda doc, s=side: self._on_loaded(s, doc))
                 t.failed.connect(lambda msg, s=side: self._on_failed(s, msg))
                 t.cancelled.connect(lambda s=side: self._on_cancelled(s))
                 self._threads[side] = t
@@ -473,37 +476,26 @@ class DiffWindow(QMainWindow):
                 break
             item = nxt
 
-    def _node_item(self, node: DiffNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
-        item = QTreeWidgetItem([node.label, signed_bytes(node.delta), format_bytes(node.bytes_a),
-                                format_bytes(node.bytes_b)])
-        item.setData(0, ROW_ROLE, node)
+    @staticmethod
+    def _node_columns(node: DiffNode) -> list[str]:
+        return [node.label, signed_bytes(node.delta), format_bytes(node.bytes_a),
+                format_bytes(node.bytes_b)]
+
+    @staticmethod
+    def _more(rest: list) -> list[str]:
+        return [f"… {len(rest):,} more", signed_bytes(sum(n.delta for n in rest)), "", ""]
+
+    @staticmethod
+    def _decorate(item: QTreeWidgetItem, node: DiffNode) -> None:
         color = delta_color(node.delta)
         if color is not None:
             item.setForeground(1, QBrush(color))
-        for c in (1, 2, 3):
-            item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        item.setToolTip(0, node.label)
-        if node.children:
-            item.setChildIndicatorPolicy(QTreeWidgetItem.ChildIndicatorPolicy.ShowIndicator)
-        if parent is not None:
-            parent.addChild(item)
-        return item
+
+    def _node_item(self, node: DiffNode, parent: QTreeWidgetItem | None) -> QTreeWidgetItem:
+        return self.lazy.item(node, parent)
 
     def _fill_children(self, item: QTreeWidgetItem) -> None:
-        if item.childCount():
-            return
-        node: DiffNode = item.data(0, ROW_ROLE)
-        if node is None:
-            return
-        kids = node.sorted_children()
-        for child in kids[:MAX_CHILDREN]:
-            self._node_item(child, item)
-        if len(kids) > MAX_CHILDREN:
-            rest = kids[MAX_CHILDREN:]
-            more = QTreeWidgetItem([f"… {len(rest):,} more", signed_bytes(sum(n.delta for n in rest)),
-                                    "", ""])
-            more.setFlags(Qt.ItemFlag.ItemIsEnabled)
-            item.addChild(more)
+        self.lazy.fill_children(item)
 
     # ------------------------------------------------------------------ selection
     def row_items(self) -> list[QTreeWidgetItem]:

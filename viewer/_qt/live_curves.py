@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ..model.units import format_bytes
 from . import theme
-from .timeline_view import BytesYAxis, curve_colors
+from .timeline import BytesYAxis, curve_colors
 
 SERIES = (("reserved", "reserved_bytes.all.current", "Reserved"),
           ("allocated", "allocated_bytes.all.current", "Allocated"),

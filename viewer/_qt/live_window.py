@@ -25,6 +25,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
 
 from ..model.analysis import Selection
+from ..model.live.doc_source import LiveDocumentSource
 from ..model.live.session import DISCONNECTED, ENDED, LIVE
 from .device_panel import DevicePanel
 from .live_curves import LiveCurves
@@ -54,13 +55,17 @@ class LiveController(QObject):
         self.state = "connecting"
         self.hello: dict = {}
         self.held = False  # updates waiting while the user looks back in time
-        self.pending_doc = None
+        # Held updates, applied in order when the user follows again: the shown document
+        # must not change under someone looking back (the live replay grows in place).
+        self._pending_full = None  # (Document built live, TraceUpdate) after a gap
+        self._pending_update = None  # TraceUpdate to extend by (the latest: it has all rows)
         self.trace_updates = 0
         self.stats_updates = 0
         self._stats_time: float | None = None  # wall time of the latest stats reply
         self._doc_time: float | None = None  # when the shown document arrived
         self._header_from_stats = False  # header: the 2 Hz figures, else the document's
         self._dock_sized = False
+        self.source = LiveDocumentSource()  # the replay, extended by each trace update
         window.setWindowTitle(f"live: {target} — vramscope")
         self._build_live_ui()
         window.momentShown.connect(self._on_moment_shown)
@@ -167,30 +172,56 @@ class LiveController(QObject):
         self.device_panel.set_reserved(upd.counter("reserved_bytes.all.current", dev)
                                        if dev in upd.stats else None)
         if doc is not None and not self.trace_updates:
-            self._show_live(doc)
+            self._show(doc)  # the segments, before the first trace arrives
         elif self._at_latest() and self.window.selection == Selection():
             self.window.header.set_stats(upd.figures)
             self._header_from_stats = True
         self._stats_time = upd.time
         self._update_sources()
 
-    def _on_trace(self, doc, upd) -> None:
-        self.trace_updates += 1
-        self._show_live(doc)
+    @property
+    def pending(self):
+        """The snapshot of the latest held update (None: nothing held)."""
+        u = self._pending_update or (self._pending_full[1] if self._pending_full else None)
+        return u.snap if u is not None else None
 
-    def _show_live(self, doc) -> None:
+    def _on_trace(self, doc, upd) -> None:
+        """A trace update: a full document (the first, or after a gap) or None (extend
+        the live replay by the update's new rows: :class:`LiveDocumentSource`)."""
+        self.trace_updates += 1
+        if doc is not None:
+            self._pending_full, self._pending_update = (doc, upd), None
+        else:
+            self._pending_update = upd
         if not self._at_latest():
-            self.pending_doc = doc
             self.held = True
             self.live_status.setText(self.live_status.text().split(" — ")[0]
                                      + " — updates held while you look back (Ctrl+End follows)")
             self._update_sources()
             return
+        self._show_pending()
+
+    def _show_pending(self) -> None:
+        """Apply the held updates to the live model, in order, and show the result."""
+        if self._pending_full is None and self._pending_update is None:
+            return
+        carried = self.window.vs.carried() if self.window.doc is not None else None
+        doc = None
+        if self._pending_full is not None:
+            full, upd = self._pending_full
+            doc = self.source.adopt(full, upd.dropped)
+        if self._pending_update is not None:
+            upd = self._pending_update
+            doc = self.source.apply(upd.snap, upd.dropped, upd.gap)
+        self._pending_full = self._pending_update = None
         self.held = False
-        self.pending_doc = None
+        self._show(doc, carried)
+
+    def _show(self, doc, carried=None) -> None:
         # The user's zoom, scroll, sort, selection and expanded nodes stay
-        # (update_document); only the first picture sets the views up.
-        self.window.update_document(doc)
+        # (update_document, from what was picked before the replay grew); only the first
+        # picture sets the views up.
+        self.window.update_document(doc, carried)
         self._doc_time = time.time()
         self._header_from_stats = False
         self._update_sources()
@@ -242,13 +273,12 @@ class LiveController(QObject):
     def _on_cursor(self, _device, _k) -> None:
         """(``vs.events.cursor``) back at the latest event (Ctrl+End, the Latest button):
         show the updates held meanwhile, once the window is done moving."""
-        if self.pending_doc is not None and self._at_latest():
-            QTimer.singleShot(0, self._show_pending)
+        if self.held and self._at_latest():
+            QTimer.singleShot(0, self._follow_if_latest)
 
-    def _show_pending(self) -> None:
-        if self.pending_doc is not None and self._at_latest():
-            doc, self.pending_doc = self.pending_doc, None
-            self._show_live(doc)
+    def _follow_if_latest(self) -> None:
+        if self.held and self._at_latest():
+            self._show_pending()
 
     def eventFilter(self, obj, event) -> bool:
         if obj is self.window:

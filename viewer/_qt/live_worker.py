@@ -25,7 +25,7 @@ from ..model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession
 class LivePoller(QObject):
     connected = Signal(object)  # hello dict
     statsReady = Signal(object, object)  # StatsUpdate, Document | None (segments only)
-    traceReady = Signal(object, object)  # Document, TraceUpdate
+    traceReady = Signal(object, object)  # Document (live=True) or None: extend; TraceUpdate
     nvmlReady = Signal(object)  # NvmlInfo
     statusChanged = Signal(str, str)  # state, one line
     saved = Signal(str, str)  # path, error ("" when written)
@@ -44,6 +44,7 @@ class LivePoller(QObject):
         self.paused = False
         self.timer: QTimer | None = None
         self.want_segment_docs = True  # until a trace document arrives
+        self._live_built = False  # a live document was sent: updates extend it
         self._next = {"trace": 0.0, "nvml": 0.0, "retry": 0.0}
         self._state = ""
         self.polls = 0
@@ -113,6 +114,7 @@ class LivePoller(QObject):
             if not s.reconnect():
                 self._emit_status(s.state, s.status)
                 return
+            self._live_built = False  # (the agent may have restarted its ring: build anew)
             self.connected.emit(s.hello)
             self._emit_status(LIVE, f"reconnected: {s.status}")
         try:
@@ -147,7 +149,12 @@ class LivePoller(QObject):
             if tu.snap is not None and len(tu.snap.trace.action):
                 self.want_segment_docs = False
                 tu.snap.path = self._name(s)
-                self.traceReady.emit(Document.build(tu.snap), tu)
+                # The first picture, and the first after a gap, is replayed here (off the
+                # GUI thread, live=True); later ones only extend it by their new rows, on
+                # the GUI thread that owns the replay (LiveDocumentSource): None here.
+                full = not self._live_built or tu.gap
+                self._live_built = True
+                self.traceReady.emit(Document.build(tu.snap, live=True) if full else None, tu)
 
     @staticmethod
     def _name(s: LiveSession) -> str:

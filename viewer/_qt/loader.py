@@ -1,7 +1,7 @@
 """Load snapshots off the GUI thread, with progress and cancel.
 
-:class:`LoadThread` runs :func:`load_snapshot` (and the derived
-:class:`Document`) in a QThread; with ``defer_store`` a big file's column
+:class:`LoadThread` (a :class:`~vramscope.viewer._qt.jobs.Job`) runs
+:func:`load_snapshot` (and the derived :class:`Document`) off the GUI thread; with ``defer_store`` a big file's column
 cache is written after the document is handed over, so the first window does
 not wait for the disk.  Its :class:`Progress` callback emits a Qt signal;
 since the thread object lives in the GUI thread, receivers that are methods
@@ -14,18 +14,16 @@ relayed, a cancel passed on, its document or error used as its own.
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 
-from PySide6.QtCore import QThread, Signal
-
 from .. import preload
 from ..model import cache as column_cache
-from ..model.errors import LoadCancelled, SnapshotError
+from ..model.document import Document
+from ..model.errors import LoadCancelled
 from ..model.load import load_snapshot
 from ..model.progress import Progress
-from ..model.document import Document
+from .jobs import Job
 
 STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns",
               "replay": "Replaying the trace"}
@@ -34,66 +32,44 @@ LOAD_SHARE = 0.85
 STORE_DELAY_S = 1.0  # the column cache is written this long after the document is shown
 
 
-class LoadThread(QThread):
-    progressed = Signal(str, float)  # stage, overall fraction 0..1
-    loaded = Signal(object)  # Document
-    failed = Signal(str)  # one-line message
-    cancelled = Signal()
+class LoadThread(Job):
+    """A :class:`Job` loading one snapshot into a :class:`Document` (``done(doc)``)."""
+
+    memory_error = "not enough memory to load it"
 
     def __init__(self, path: str, parent=None) -> None:
-        super().__init__(parent)
+        super().__init__(parent=parent)
         self.path = os.fspath(path)
-        self.cancel_event = threading.Event()
         self._store_now = threading.Event()
-        # Write the column cache after ``loaded`` (the owner must wait() for the thread
+        # Write the column cache after ``done`` (the owner must wait() for the thread
         # before it is destroyed, as MainWindow.closeEvent does).
         self.defer_store = False
-        self.result: Document | None = None
-        self.error: str | None = None
+        self._store_key = None
         # The owner's hint: whether this thread's end may leave garbage worth a
         # gc.collect() (not after a first document was delivered: nothing was replaced).
         self.collect_when_done = True
 
     def cancel(self) -> None:
-        self.cancel_event.set()
+        super().cancel()
         self._store_now.set()  # a finished load still writes its cache, at once
 
-    def run(self) -> None:  # worker thread
+    def work(self) -> Document:  # worker thread
+        # The GUI command may have started this very load before Qt was imported.
+        pre = preload.claim(self.path) if self.defer_store else None
+        doc, self._store_key = self._wait_for(pre) if pre is not None else self._load()
+        return doc
+
+    def after_done(self, doc: Document) -> None:  # worker thread
+        key, self._store_key = self._store_key, None
+        if key is None:
+            return
+        # Let the window lay out and paint first (the write competes for the CPUs),
+        # unless the window closes sooner (cancel): then write it now.
+        self._store_now.wait(STORE_DELAY_S)
         try:
-            # The GUI command may have started this very load before Qt was imported.
-            pre = preload.claim(self.path) if self.defer_store else None
-            if pre is not None:
-                doc, key = self._wait_for(pre)
-            else:
-                doc, key = self._load()
-            if self.cancel_event.is_set():
-                raise LoadCancelled()
-        except LoadCancelled:
-            gc.collect()
-            self.cancelled.emit()
-            return
-        except SnapshotError as exc:
-            self.error = str(exc)
-        except MemoryError:
-            self.error = "not enough memory to load it"
-        except OSError as exc:  # pragma: no cover - read_file maps most to SnapshotError
-            self.error = exc.strerror or str(exc)
-        except Exception as exc:  # a bug; still one line for the user
-            self.error = f"unexpected error: {type(exc).__name__}: {' '.join(str(exc).split())}"
-        if self.error is not None:
-            gc.collect()
-            self.failed.emit(self.error)
-            return
-        self.result = doc
-        self.loaded.emit(doc)
-        if key is not None:
-            # Let the window lay out and paint first (the write competes for the CPUs),
-            # unless the window closes sooner (cancel): then write it now.
-            self._store_now.wait(STORE_DELAY_S)
-            try:
-                column_cache.store(key, doc.snap)  # atomic; failures only cost the next open
-            except Exception:  # noqa: BLE001 - a cache is never a reason to fail
-                pass
+            column_cache.store(key, doc.snap)  # atomic; failures only cost the next open
+        except Exception:  # noqa: BLE001 - a cache is never a reason to fail
+            pass
 
     def _load(self):
         """(document, cache key to store after it is shown or None), built here."""

@@ -4,6 +4,11 @@ Time travel: the timeline's cursor picks an event of one device's trace; the
 window then shows ``doc.at(device, k)`` (the snapshot replayed to just after
 that event) everywhere: header figures, segment map, table, stack panel and
 call tree.  The cursor starts at the end, which is the snapshot as recorded.
+
+Why ~950 lines: this is the one place that orders the views over the
+:class:`ViewState` (what is shown lives there, Qt-free; menus are in
+``main_menus.py``, loading in ``loader.py``/``jobs.py``); splitting the ordering
+across files would hide the sequence a reader needs to see whole.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
+from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
     QTabWidget,
@@ -24,11 +29,9 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
     QPushButton,
     QSplitter,
     QStackedWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -38,13 +41,14 @@ from ..model.view_state import ViewState
 from ..model.units import format_count
 from . import settings as st
 from ..model.document import Document, pool_label, stream_label
+from . import main_menus
 from .header import SummaryHeader
 from .loader import STAGE_TEXT, LoadThread
 from .segment_map import SORT_ADDRESS, SORT_FREE, SORT_SIZE, SegmentMapView
 from .calltree_panel import AT_CURSOR, AT_PEAK, CallTreePanel
 from .stack_panel import StackPanel
 from .table import AllocationsTable
-from .timeline_view import TimelinePanel
+from .timeline import TimelinePanel
 from ..model.units import format_bytes
 
 FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
@@ -121,6 +125,9 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self.vs.events.highlight.connect(self._draw_highlight)
         self._build_actions()
+        from .diagnosis_panel import add_banner_button
+
+        self.fix_button = add_banner_button(self)  # beside the OOM banner (issue 16)
         self._build_toolbar()
         self._build_status()
         self.resize(1440, 900)
@@ -231,117 +238,7 @@ class MainWindow(QMainWindow):
         return a
 
     def _build_actions(self) -> None:
-        mb = self.menuBar()
-        m = mb.addMenu("&File")
-        self.open_action = self._action("&Open…", self.open_dialog, QKeySequence.StandardKey.Open,
-                                        "Open a memory snapshot")
-        m.addAction(self.open_action)
-        self.recent_menu = m.addMenu("Open &Recent")
-        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
-        self._fill_recent_menu()
-        # Compare snapshots and ranks (issue 9): separate windows over the model.
-        self._aux_windows: list = []
-        self.compare_action = self._action("&Compare with…", self.compare_dialog, tip=(
-            "Compare this snapshot (A) with another (B): what grew, by allocation stack"))
-        self.ranks_action = self._action("Open &directory of ranks…", self.open_ranks_dialog, tip=(
-            "One row per rank of a torchrun capture directory, outlier ranks flagged"))
-        m.addAction(self.compare_action)
-        m.addAction(self.ranks_action)
-        # File > Attach... (live attach, issue 6) and Tools > What-if... (issue 8): the
-        # actions are here from the start, their modules (~10 ms of imports, the live
-        # client and the simulator) load when first used, not with every window.
-        self.attach_action = self._action(
-            "&Attach to running process…", self._open_attach, "Ctrl+Shift+A",
-            "Watch a running PyTorch process's GPU memory live, or save a snapshot from it")
-        m.addAction(self.attach_action)
-        self.documentChanged.connect(lambda doc: self.compare_action.setEnabled(doc is not None))
-        m.addSeparator()
-        self.export_png_action = self._action("Export segment map as &PNG…", self.export_png_dialog,
-                                              tip="Save the segment map as a PNG image")
-        self.export_svg_action = self._action("Export segment map as &SVG…", self.export_svg_dialog,
-                                              tip="Save the segment map as an SVG drawing")
-        m.addAction(self.export_png_action)
-        m.addAction(self.export_svg_action)
-        m.addSeparator()
-        m.addAction(self._action("&Quit", self._quit, QKeySequence.StandardKey.Quit, "Quit vramscope"))
-
-        e = mb.addMenu("&Edit")
-        self.copy_stack_action = self._action("&Copy stack", self.stack.copy, QKeySequence.StandardKey.Copy,
-                                              "Copy the selected block's stack as text")
-        e.addAction(self.copy_stack_action)
-        self.copy_map_action = self._action("Copy segment &map image", self.map.copy_image,
-                                            "Ctrl+Shift+C", "Copy the segment map to the clipboard")
-        e.addAction(self.copy_map_action)
-        e.addAction(self._action("&Search frames", self._focus_filter, QKeySequence.StandardKey.Find,
-                                 "Highlight and filter the allocations by stack text"))
-
-        v = mb.addMenu("&View")
-        self.fit_action = self._action("&Fit segment map", self.map.fit, "Ctrl+0",
-                                       "Show every segment")
-        v.addAction(self.fit_action)
-        self.home_action = self._action("&Readable rows", self.map.home, "Ctrl+9",
-                                        "Rows tall enough to read, from the top")
-        v.addAction(self.home_action)
-        v.addAction(self._action("Zoom &in", lambda: self._zoom(0.5), QKeySequence.StandardKey.ZoomIn,
-                                 "Zoom the segment map in"))
-        v.addAction(self._action("Zoom &out", lambda: self._zoom(2.0), QKeySequence.StandardKey.ZoomOut,
-                                 "Zoom the segment map out"))
-        v.addSeparator()
-        group = QActionGroup(self)
-        self.sort_address_action = self._action("Rows by &address", lambda: self.map.set_sort(SORT_ADDRESS),
-                                                "Ctrl+1", "Segments in address order")
-        self.sort_size_action = self._action("Rows by &size", lambda: self.map.set_sort(SORT_SIZE),
-                                             "Ctrl+2", "Largest segments first")
-        self.sort_free_action = self._action("Rows by largest &free gap", lambda: self.map.set_sort(SORT_FREE),
-                                             "Ctrl+3", "Segments with the largest free gaps first")
-        for a in (self.sort_address_action, self.sort_size_action, self.sort_free_action):
-            a.setCheckable(True)
-            group.addAction(a)
-            v.addAction(a)
-        self.sort_address_action.setChecked(True)
-        self.map.sortChanged.connect(self._on_sort_changed)
-
-        t = mb.addMenu("&Timeline")
-        self.peak_action = self._action("Jump to peak &allocated", lambda: self.jump_to_peak("allocated"),
-                                        "Ctrl+Shift+P", "Move the cursor to the peak of allocated memory")
-        self.peak_reserved_action = self._action("Jump to peak &reserved",
-                                                 lambda: self.jump_to_peak("reserved"), None,
-                                                 "Move the cursor to the peak of reserved memory")
-        self.oom_action = self._action("Jump to &OOM", self.jump_to_oom, "Ctrl+J",
-                                       "Move the cursor to the last out-of-memory event")
-        self.prev_oom_action = self._action("&Previous OOM", lambda: self.jump_to_oom(-1), "Ctrl+[",
-                                            "The OOM before the cursor")
-        self.next_oom_action = self._action("&Next OOM", lambda: self.jump_to_oom(+1), "Ctrl+]",
-                                            "The OOM after the cursor")
-        self.latest_action = self._action("&Latest (as recorded)", self.go_latest, "Ctrl+End",
-                                          "Back to the snapshot as recorded (the end of the trace)")
-        self.step_back_action = self._action("Step &back", lambda: self.step_cursor(-1), "Alt+Left",
-                                             "One event back (in the timeline: Left; Shift: 100)")
-        self.step_fwd_action = self._action("Step &forward", lambda: self.step_cursor(+1), "Alt+Right",
-                                            "One event forward (in the timeline: Right; Shift: 100)")
-        self.xaxis_action = self._action("Toggle x axis: &time / events", self.timeline.toggle_mode,
-                                         "Ctrl+T", "Show the timeline against time or event index")
-        self.timeline_actions = (self.peak_action, self.peak_reserved_action, self.oom_action,
-                                 self.prev_oom_action, self.next_oom_action, self.latest_action,
-                                 self.step_back_action, self.step_fwd_action, self.xaxis_action)
-        for i, a in enumerate(self.timeline_actions):
-            if i in (3, 6, 8):
-                t.addSeparator()
-            t.addAction(a)
-
-        self.whatif_action = self._action(
-            "&What-if: other allocator settings…", self._open_whatif, "Ctrl+Shift+W",
-            "Replay this trace through a model of the caching allocator under other "
-            "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs")
-        self.whatif_action.setEnabled(False)
-        self.documentChanged.connect(lambda doc: self.whatif_action.setEnabled(doc is not None))
-        mb.addMenu("T&ools").addAction(self.whatif_action)
-        h = mb.addMenu("&Help")
-        h.addAction(self._action("&About vramscope", self.about, tip="Versions and license"))
-
-        self.cancel_action = self._action("Cancel loading", self._cancel_clicked, "Esc", "Cancel the load")
-        self.cancel_action.setEnabled(False)
-        self.addAction(self.cancel_action)
+        main_menus.build_actions(self)
 
     def _open_attach(self) -> None:
         handler = type(self).attach_handler
@@ -359,57 +256,20 @@ class MainWindow(QMainWindow):
 
         open_panel(self)
 
+    def _open_diagnosis(self) -> None:
+        from .diagnosis_panel import open_panel
+
+        open_panel(self)
+
     def _on_sort_changed(self, sort: str) -> None:
         {SORT_SIZE: self.sort_size_action, SORT_FREE: self.sort_free_action}.get(
             sort, self.sort_address_action).setChecked(True)
 
     def _build_toolbar(self) -> None:
-        tb = self.addToolBar("Selection")
-        tb.setObjectName("selectionToolbar")
-        tb.setMovable(False)
-        tb.addAction(self.open_action)
-        tb.addSeparator()
-        self.device_combo = QComboBox()
-        self.device_combo.setToolTip("Show one device's segments")
-        self.pool_combo = QComboBox()
-        self.pool_combo.setToolTip("Show one memory pool: (0, 0) is the ordinary pool, others are "
-                                   "private pools (CUDA graphs, MemPool)")
-        self.stream_combo = QComboBox()
-        self.stream_combo.setToolTip("Show one stream's segments: free blocks are only reused by "
-                                     "requests on the same stream")
-        self.kind_combo = QComboBox()
-        self.kind_combo.setToolTip("Small segments (2 MiB, for requests up to 1 MiB) and large "
-                                   "segments are separate free lists")
-        for combo in (self.device_combo, self.pool_combo, self.stream_combo, self.kind_combo):
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-            combo.currentIndexChanged.connect(self._on_selector_changed)
-            tb.addWidget(combo)
-        tb.addSeparator()
-        tb.addWidget(self.search)
+        main_menus.build_toolbar(self)
 
     def _build_status(self) -> None:
-        sb = self.statusBar()
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setMaximumWidth(260)
-        self.progress.setTextVisible(True)
-        self.progress.setToolTip("Loading: reading bytes, parsing, building columns")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop loading (Esc)")
-        self.cancel_button.clicked.connect(self._cancel_clicked)
-        self.file_label = QLabel()
-        self.file_label.setToolTip("The open snapshot")
-        self.format_label = QLabel()
-        self.format_label.setToolTip("File format as detected from its content")
-        self.settings_label = QLabel()
-        self.warnings_button = QToolButton()
-        self.warnings_button.setAutoRaise(True)
-        self.warnings_button.clicked.connect(self.show_warnings)
-        for w in (self.progress, self.cancel_button, self.file_label, self.format_label,
-                  self.settings_label, self.warnings_button):
-            sb.addPermanentWidget(w)
-        self.progress.hide()
-        self.cancel_button.hide()
+        main_menus.build_status(self)
 
     # ------------------------------------------------------------------ settings
     def _restore_settings(self) -> None:
@@ -533,7 +393,7 @@ class MainWindow(QMainWindow):
         t = LoadThread(path, self)
         t.defer_store = True  # closeEvent waits for it: the cache is written after the window
         t.progressed.connect(self._on_progress)
-        t.loaded.connect(self._on_loaded)
+        t.done.connect(self._on_loaded)
         t.failed.connect(self._on_failed)
         t.cancelled.connect(self._on_cancelled)
         t.finished.connect(self._on_thread_finished)
@@ -654,7 +514,7 @@ class MainWindow(QMainWindow):
         del old
         self.documentChanged.emit(doc)
 
-    def update_document(self, doc: Document) -> None:
+    def update_document(self, doc: Document, carried=None) -> None:
         """Show ``doc``, a newer picture of the same process (live attach), keeping what
         the user set up: the selectors, the selected allocation (by address), the
         timeline's range (or following the latest event), the segment map's view,
@@ -665,7 +525,8 @@ class MainWindow(QMainWindow):
         if old is None:
             self.show_document(doc)
             return
-        carried = self.vs.carried()
+        # (``carried``: taken by a caller before a live replay grew under ``old``)
+        carried = carried if carried is not None else self.vs.carried()
         sel = self.vs.carry_selection(old, doc, carried.selection)
         moment = self.calltree.moment()
         views = (self.timeline.view_state(), self.map.view_state(), self.table.view_state())

@@ -10,12 +10,11 @@ double-clicked, so the main window opens it.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QThread, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,10 +31,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.errors import LoadCancelled, SnapshotError
 from ..model.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
 from ..model.units import format_bytes
 from . import theme
+from .jobs import Job
 
 OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
@@ -48,36 +47,19 @@ CHART_METRICS = ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
 GiB = float(1 << 30)
 
 
-class RanksLoadThread(QThread):
-    """Runs :func:`load_ranks` off the GUI thread."""
+def ranks_job(directory: str, parent=None) -> Job:
+    """A :class:`Job` running :func:`load_ranks` (``done(RankOverview)``); its progress
+    stage names the rank file being read."""
 
-    progressed = Signal(int, int, str)
-    loaded = Signal(object)  # RankOverview
-    failed = Signal(str)
-    cancelled = Signal()
+    def work(job: Job):
+        def progress(i: int, n: int, name: str) -> None:
+            job.report(f"rank file {i + 1} of {n}: {name}" if name else "", i / max(n, 1))
 
-    def __init__(self, directory: str, parent=None) -> None:
-        super().__init__(parent)
-        self.directory = directory
-        self.cancel_event = threading.Event()
+        return load_ranks(directory, progress=progress, cancelled=job.cancel_event.is_set)
 
-    def cancel(self) -> None:
-        self.cancel_event.set()
-
-    def run(self) -> None:  # worker thread
-        try:
-            overview = load_ranks(self.directory, progress=self.progressed.emit,
-                                  cancelled=self.cancel_event.is_set)
-        except LoadCancelled:
-            self.cancelled.emit()
-            return
-        except SnapshotError as exc:
-            self.failed.emit(str(exc))
-            return
-        except Exception as exc:  # a bug; still one line for the user
-            self.failed.emit(f"unexpected error: {type(exc).__name__}: {exc}")
-            return
-        self.loaded.emit(overview)
+    job = Job(work, parent)
+    job.directory = directory  # (what the window's messages name)
+    return job
 
 
 class RanksChart(pg.GraphicsLayoutWidget):
@@ -164,7 +146,7 @@ class RanksWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle("ranks — vramscope")
         self.overview: RankOverview | None = None
-        self.loader: RanksLoadThread | None = None
+        self.loader: Job | None = None
         self.last_error: str | None = None
 
         self.caption = QLabel("Open a directory of per-rank snapshots")
@@ -217,12 +199,12 @@ class RanksWindow(QMainWindow):
             app.aboutToQuit.connect(self.cancel)
 
     # ------------------------------------------------------------------ loading
-    def open_directory(self, directory: str | os.PathLike) -> RanksLoadThread:
+    def open_directory(self, directory: str | os.PathLike) -> Job:
         self.cancel()
         directory = os.fspath(directory)
-        t = RanksLoadThread(directory, self)
+        t = ranks_job(directory, self)
         t.progressed.connect(self._on_progress)
-        t.loaded.connect(self._on_loaded)
+        t.done.connect(self._on_loaded)
         t.failed.connect(self._on_failed)
         t.cancelled.connect(self._on_cancelled)
         self.loader = t
@@ -245,9 +227,9 @@ class RanksWindow(QMainWindow):
         self.cancel()
         super().closeEvent(event)
 
-    def _on_progress(self, i: int, n: int, name: str) -> None:
-        if self.sender() is self.loader and name:
-            self.statusBar().showMessage(f"Loading rank file {i + 1} of {n}: {name}")
+    def _on_progress(self, stage: str, _fraction: float) -> None:
+        if self.sender() is self.loader and stage:
+            self.statusBar().showMessage(f"Loading {stage}")
 
     def _on_loaded(self, overview: RankOverview) -> None:
         if self.sender() is not self.loader:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
+from ..model import map_layout as _map_layout
 from ..model.snapshot import BlockState
 
 # Drawing categories of the segment map (a block state, or the waste tail).
@@ -12,7 +13,7 @@ CAT_ALLOCATED = int(BlockState.ALLOCATED)
 CAT_PENDING = int(BlockState.PENDING_FREE)
 CAT_FREE = int(BlockState.FREE)
 CAT_UNKNOWN = int(BlockState.UNKNOWN)
-CAT_WASTE = 4
+CAT_WASTE = _map_layout.CAT_WASTE  # (one definition: the draw list is the model's)
 N_CATS = 5
 
 STATE_COLORS = {

@@ -2,7 +2,7 @@
 
 Pick settings (a standard set as checkboxes, plus any PYTORCH_CUDA_ALLOC_CONF
 typed in) and a memory limit; Run simulates them off the GUI thread
-(:class:`WhatIfThread`, progress + Cancel) with the model in
+(a :class:`~vramscope.viewer._qt.jobs.Job`, progress + Cancel) with the model in
 :mod:`vramscope.viewer.model.whatif`, then overlays reserved memory over the
 trace for the recorded run and each alternative, marks predicted OOMs, and
 lists the figures in a table (Copy puts it on the clipboard as TSV; Export
@@ -12,21 +12,18 @@ saves the chart as PNG).  Opened from the main window by Tools > What-if…
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QProgressBar, QPushButton, QSplitter, QStyle,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ..model.allocator_rules import ConfError, parse_conf
-from ..model.errors import LoadCancelled, SnapshotError
-from ..model.progress import Progress
 from ..model.snapshot import Snapshot
 from ..model.units import format_bytes as fb, parse_bytes
+from .jobs import Job
 from ..model.whatif import RECOMMENDED, predict, prepare
 from . import theme
 
@@ -42,39 +39,17 @@ COL_SETTING, COL_PEAK, COL_VS, COL_OOM = 0, 1, 2, 3
 GIB = 1 << 30
 
 
-class WhatIfThread(QThread):
-    """Prepares the request stream (once) and simulates each setting, off the GUI thread."""
+def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
+               parent=None) -> Job:
+    """A :class:`Job` that prepares the request stream (once) and simulates each setting;
+    ``done((case, predictions, self-check))``."""
 
-    progressed = Signal(float)
-    done = Signal(object, object, object)  # Case, list[Prediction], CheckResult
-    failed = Signal(str)
-    cancelled = Signal()
+    def work(job: Job):
+        case_ = case or prepare(snap)
+        preds = predict(case_, ["recorded"] + confs, limit, job.progress())
+        return case_, preds, case_.self_check()  # here, not on the GUI thread: it may simulate
 
-    def __init__(self, snap: Snapshot, confs: list[str], limit: int | None, case=None,
-                 parent=None) -> None:
-        super().__init__(parent)
-        self.snap, self.confs, self.limit, self.case = snap, confs, limit, case
-        self.cancel_event = threading.Event()
-
-    def cancel(self) -> None:
-        self.cancel_event.set()
-
-    def run(self) -> None:  # worker thread
-        try:
-            progress = Progress(lambda stage, f: self.progressed.emit(f), self.cancel_event)
-            case = self.case or prepare(self.snap)
-            preds = predict(case, ["recorded"] + self.confs, self.limit, progress)
-            check = case.self_check()  # here, not on the GUI thread: it may simulate
-        except LoadCancelled:
-            self.cancelled.emit()
-            return
-        except SnapshotError as exc:
-            self.failed.emit(str(exc))
-            return
-        except Exception as exc:  # one clear line in the panel, never a crash
-            self.failed.emit(f"{type(exc).__name__}: {exc}")
-            return
-        self.done.emit(case, preds, check)
+    return Job(work, parent)
 
 
 class WhatIfPanel(QWidget):
@@ -87,7 +62,7 @@ class WhatIfPanel(QWidget):
         self.snap = snap
         self.case = None
         self.preds: list = []
-        self.thread: WhatIfThread | None = None
+        self.thread: Job | None = None
         name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
         self.setWindowTitle(f"What-if: {name} — vramscope")
         self.resize(1200, 760)
@@ -277,9 +252,9 @@ class WhatIfPanel(QWidget):
         self.cancel_button.setEnabled(True)
         self.progress.setValue(0)
         self.summary.setText("Simulating…")
-        self.thread = WhatIfThread(self.snap, self.checked_confs(), limit, self.case, self)
-        self.thread.progressed.connect(lambda f: self.progress.setValue(int(f * 1000)))
-        self.thread.done.connect(self._show)
+        self.thread = whatif_job(self.snap, self.checked_confs(), limit, self.case, self)
+        self.thread.progressed.connect(lambda _stage, f: self.progress.setValue(int(f * 1000)))
+        self.thread.done.connect(lambda result: self._show(*result))
         self.thread.failed.connect(self._failed)
         self.thread.cancelled.connect(self._cancelled)
         self.thread.finished.connect(self._thread_finished)

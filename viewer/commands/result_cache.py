@@ -22,7 +22,7 @@ import os
 from .. import file_identity
 
 MAX_ENTRIES = 256
-_FORMAT = 1  # bump when the stored text changes meaning
+_FORMAT = 2  # bump when the stored text changes meaning (2: categories, iterations, leaks)
 
 
 def _results_dir() -> str:
@@ -45,7 +45,8 @@ def _code_stamp() -> str:
     viewer = os.path.dirname(here)
     newest = 0
     model = os.path.join(viewer, "model")
-    for directory in (here, model, os.path.join(model, "_native")):
+    for directory in (here, model, os.path.join(model, "_native"),
+                      os.path.join(model, "categories")):
         try:
             with os.scandir(directory) as it:
                 for entry in it:

@@ -39,6 +39,26 @@ def parse_bytes(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vramscope whatif",
@@ -56,6 +76,14 @@ def parser() -> argparse.ArgumentParser:
                    "default: the recording's, from the sidecar or inferred from the trace")
     p.add_argument("--recommend", action="store_true",
                    help="also try a standard set of settings and rank all by peak reserved")
+    p.add_argument("--batch-scale", type=_positive_float, action="append", default=[],
+                   metavar="F", help="re-simulate with the batch scaled by F (0.5 = half): "
+                   "allocations judged to grow with the batch are scaled, the rest kept; "
+                   "repeatable; each is combined with every --conf")
+    p.add_argument("--batch", type=_positive_int, metavar="N",
+                   help="the recorded batch size (optional): scaled sizes are exact per-sample "
+                   "multiples, and the answer says how much it hangs on the allocations that "
+                   "are not per-sample (cuDNN workspaces)")
     p.add_argument("--device", type=int, metavar="N", help="device to simulate (default: first)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
@@ -100,15 +128,20 @@ def main(argv: list[str]) -> int:
             # The recorded run (computed once, cached in the case) for the self-check.
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
             check = case.self_check()
+            if args.batch_scale:
+                from .whatif_batch import run_batch_scales
+
+                if not check.ok:
+                    tp.clear()
+                    _warn(check)
+                return run_batch_scales(case, confs, args, tp)
             preds = predict(case, confs, args.memory_limit, _per_setting(tp, confs))
         except SnapshotError as exc:
             tp.clear()
             print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
             return 2
     if not check.ok:
-        print(f"vramscope: warning: the model does not reproduce this recording at its own "
-              f"settings ({check.first_difference}); predictions are approximate",
-              file=sys.stderr)
+        _warn(check)
     if args.recommend:
         preds = rank(preds)
     if args.json:
@@ -117,6 +150,12 @@ def main(argv: list[str]) -> int:
     else:
         print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
     return 0
+
+
+def _warn(check) -> None:
+    print(f"vramscope: warning: the model does not reproduce this recording at its own "
+          f"settings ({check.first_difference}); predictions are approximate",
+          file=sys.stderr)
 
 
 def _per_setting(tp: TerminalProgress, confs: list[str]) -> Progress | None:

@@ -18,17 +18,21 @@ from .analysis import (
     memory_stats,
     pool_keys,
 )
+from .builder import SnapshotBuilder
 from .errors import LoadCancelled, SnapshotError, UnsafeSnapshotError
 from .load import load_bytes, load_snapshot
 from .oom import OomReport, last_oom, oom_reports
 from .progress import Progress
-from .snapshot import Action, BlockState, Snapshot
+from .snapshot import HOST_DEVICE, Action, AllocAnnotations, BlockState, HostMemory, Snapshot
 from .units import format_bytes
 
 __all__ = [
+    "HOST_DEVICE",
     "Action",
+    "AllocAnnotations",
     "BlockState",
     "FitResult",
+    "HostMemory",
     "LoadCancelled",
     "MemoryStats",
     "OomReport",
@@ -36,6 +40,7 @@ __all__ = [
     "Progress",
     "Selection",
     "Snapshot",
+    "SnapshotBuilder",
     "SnapshotError",
     "UnsafeSnapshotError",
     "fit_request",

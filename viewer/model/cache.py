@@ -29,15 +29,29 @@ from pathlib import Path
 import numpy as np
 
 from .. import file_identity
-from .snapshot import Annotations, Blocks, Frames, Segments, Snapshot, Stacks, Trace
+from .snapshot import (
+    FX_FIELDS,
+    AllocAnnotations,
+    Annotations,
+    Blocks,
+    Frames,
+    HostMemory,
+    Segments,
+    Snapshot,
+    Stacks,
+    Trace,
+)
 
 # The key and the location are stdlib-only (parse_ahead asks before numpy is imported).
 CACHE_VERSION = file_identity.COLUMN_CACHE_VERSION
 DEFAULT_MAX_BYTES = 4 << 30
 MIN_FILE_BYTES = file_identity.MIN_FILE_BYTES
 _TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace, "annotations": Annotations,
-           "stacks": Stacks}
-_FRAME_COLUMNS = ("filename", "line", "name")
+           "stacks": Stacks, "alloc_annotations": AllocAnnotations}
+# Pinned host memory: stored as host__<table>__<column> when the snapshot has it.
+_HOST_TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace,
+                "alloc_annotations": AllocAnnotations}
+_FRAME_COLUMNS = ("filename", "line", "name") + FX_FIELDS
 _MAGIC = b"VRAMSCOPE-COLS\n\x00"  # 16 bytes, then the header length (<Q)
 _ALIGN = 64
 _MAX_HEADER = 64 << 20
@@ -189,6 +203,11 @@ def _to_arrays(snap: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         obj = getattr(snap, table)
         for f in fields(cls):
             arrays[f"{table}__{f.name}"] = getattr(obj, f.name)
+    if snap.host is not None:
+        for table, cls in _HOST_TABLES.items():
+            obj = getattr(snap.host, table)
+            for f in fields(cls):
+                arrays[f"host__{table}__{f.name}"] = getattr(obj, f.name)
     for name in _FRAME_COLUMNS:
         arrays[f"frames__{name}"] = getattr(snap.frames, name)
     encoded = [s.encode("utf-8", "surrogatepass") for s in snap.frames.strings]
@@ -200,6 +219,7 @@ def _to_arrays(snap: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         "allocator_settings": snap.allocator_settings,
         "source_format": snap.source_format,
         "warnings": snap.warnings,
+        "host_pools": None if snap.host is None else snap.host.pools,
     }
     return arrays, meta
 
@@ -212,7 +232,14 @@ def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
     offsets = arrays["strings_offsets"].tolist()
     strings = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(offsets, offsets[1:])]
     frames = Frames(strings=strings, **{n: arrays[f"frames__{n}"] for n in _FRAME_COLUMNS})
+    host = None
+    if meta.get("host_pools") is not None:
+        host_tables = {table: cls(**{f.name: arrays[f"host__{table}__{f.name}"]
+                                     for f in fields(cls)})
+                       for table, cls in _HOST_TABLES.items()}
+        host = HostMemory(pools=[tuple(p) for p in meta["host_pools"]], **host_tables)
     snap = Snapshot(
+        host=host,
         frames=frames,
         pools=[tuple(p) for p in meta["pools"]],
         allocator_settings=meta["allocator_settings"],
@@ -227,10 +254,21 @@ def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
 def _validate(snap: Snapshot) -> None:
     """Cheap consistency checks so a damaged entry is never trusted."""
     n_seg, n_blk, n_str = len(snap.segments), len(snap.blocks), len(snap.frames.strings)
-    for table in (snap.segments, snap.blocks, snap.trace, snap.annotations):
+    tables = [snap.segments, snap.blocks, snap.trace, snap.annotations, snap.alloc_annotations]
+    if snap.host is not None:
+        host = snap.host
+        tables += [host.segments, host.blocks, host.trace, host.alloc_annotations]
+        if len(host.blocks) and (host.blocks.segment.min() < 0 or
+                                 host.blocks.segment.max() >= len(host.segments)):
+            raise ValueError("host block segment out of range")
+        if len(host.segments) and host.segments.pool.max() >= len(host.pools):
+            raise ValueError("host pool out of range")
+    for table in tables:
         lengths = {len(getattr(table, f.name)) for f in fields(table)}
         if len(lengths) > 1:
             raise ValueError("ragged columns")
+    if len({len(getattr(snap.frames, n)) for n in _FRAME_COLUMNS}) > 1:
+        raise ValueError("ragged frame columns")
     if n_blk and (snap.blocks.segment.min() < 0 or snap.blocks.segment.max() >= n_seg):
         raise ValueError("block segment out of range")
     if len(snap.frames) and max(int(snap.frames.filename.max()), int(snap.frames.name.max())) >= n_str:
@@ -240,10 +278,19 @@ def _validate(snap: Snapshot) -> None:
         raise ValueError("stack offsets")
     if len(stacks.frames) and stacks.frames.max() >= len(snap.frames):
         raise ValueError("stack frame out of range")
-    for ids in (snap.blocks.stack, snap.trace.stack, snap.segments.stack):
+    stack_cols = [snap.blocks.stack, snap.trace.stack, snap.segments.stack,
+                  snap.trace.forward_stack, snap.alloc_annotations.stack]
+    string_cols = [snap.trace.compile_context, snap.trace.user_metadata, snap.annotations.name,
+                   snap.alloc_annotations.text] + [getattr(snap.frames, n) for n in FX_FIELDS]
+    if snap.host is not None:
+        stack_cols += [snap.host.blocks.stack, snap.host.trace.stack, snap.host.segments.stack,
+                       snap.host.trace.forward_stack, snap.host.alloc_annotations.stack]
+        string_cols += [snap.host.trace.compile_context, snap.host.trace.user_metadata,
+                        snap.host.alloc_annotations.text]
+    for ids in stack_cols:
         if len(ids) and ids.max() >= len(stacks):
             raise ValueError("stack id out of range")
-    for ids in (snap.trace.compile_context, snap.trace.user_metadata, snap.annotations.name):
+    for ids in string_cols:
         if len(ids) and ids.max() >= n_str:
             raise ValueError("string id out of range")
     if n_seg and snap.segments.pool.max() >= len(snap.pools):

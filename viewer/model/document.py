@@ -21,7 +21,7 @@ from .analysis import Selection
 from .oom import OomReport, oom_reports
 from .progress import Progress
 from .replay import curves as replay_curves
-from .snapshot import Action, Snapshot
+from .snapshot import Action, Frames, Snapshot, Stacks
 from .timeline import Intervals, Timeline, build_timeline, intervals
 from .units import format_address
 
@@ -45,24 +45,17 @@ class Document:
 
     @classmethod
     def build(cls, snap: Snapshot, progress: Progress | None = None,
-              with_timeline: bool = True) -> "Document":
+              with_timeline: bool = True, live: bool = False,
+              timeline: Timeline | None = None) -> "Document":
+        """The document of ``snap``: frame labels, the replayed timeline, the OOM reports.
+        ``live=True`` keeps the replay state so the timeline can be extended (a live
+        session, :class:`~vramscope.viewer.model.live.doc_source.LiveDocumentSource`,
+        or :meth:`extend`); ``timeline``: one already replayed (extended) for ``snap``,
+        used as it is."""
         progress = progress or Progress()
-        cats = fr.frame_categories(snap.frames)
-        top = fr.top_frames(snap.stacks, cats)
-        labels = np.empty(len(top), dtype=object)
-        cache: dict[int, str] = {}
-        for i, fid in enumerate(top.tolist()):
-            if fid < 0:
-                labels[i] = ""
-                continue
-            text = cache.get(fid)
-            if text is None:
-                text = cache[fid] = fr.frame_view(snap.frames, fid, cats[fid]).short
-            labels[i] = text
-        rank = np.empty(len(top), dtype=np.int64)
-        if len(top):
-            rank[np.argsort(labels.astype(str), kind="stable")] = np.arange(len(top))
-        timeline = build_timeline(snap, progress) if with_timeline and len(snap.trace.action) else None
+        cats, top, labels, rank = _stack_labels(snap)
+        if timeline is None and with_timeline and len(snap.trace.action):
+            timeline = build_timeline(snap, progress, live=live)
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)
@@ -75,6 +68,34 @@ class Document:
             doc.intervals(device)
             doc.curves(device)
             progress.update("replay", 1.0)
+        return doc
+
+    def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
+               progress: Progress | None = None) -> "Document":
+        """The document after a live update, without a full replay (issue 14).
+
+        ``snap``, ``first_row``, ``dropped`` as :meth:`.timeline.Timeline.extend`;
+        from a live session: ``first_row = len(update.snap.trace) - update.added``
+        and ``dropped`` = how much ``session.columns.dropped`` grew (after a gap,
+        ``update.gap``, build a new document instead).  The timeline (built with
+        ``live=True``) is extended in place and shared with this document: its
+        replays, curve summaries and intervals are the same objects, grown.  Labels
+        are computed for the new frames and stacks only (the session's interner
+        keeps ids); the OOM verdicts are judged again.  Returns the new root.  When
+        the timeline compacted (dropped rows past a quarter of it) its replays are new
+        objects: views take them from the returned document, as always.
+        """
+        root = self.root
+        tl = root.timeline
+        if tl is None or not tl.live:
+            return Document.build(snap, progress, live=True)
+        rebuilt = tl.extend(snap, first_row, dropped, progress)
+        cats, top, labels, rank = _stack_labels(snap, root)
+        reports = oom_reports(snap, tl)
+        doc = Document(snap, cats, top, labels, rank, reports[-1] if reports else None, tl,
+                       reports)
+        if not rebuilt:  # intervals were extended in place (the same objects): keep them
+            doc._cache.update({k: v for k, v in root._cache.items() if k[0] == "iv"})
         return doc
 
     # ------------------------------------------------------------------ time travel
@@ -202,6 +223,39 @@ class Document:
         if selection.pool is not None and selection.pool != o.pool:
             return False
         return True
+
+
+def _stack_labels(snap: Snapshot, prev: Document | None = None):
+    """(frame categories, top frame per stack, its label, label rank).  With ``prev``
+    (an earlier document of the same live session: ids only ever appended) only the
+    new frames and stacks are classified."""
+    old_cats = prev.categories if prev is not None else np.zeros(0, np.int8)
+    old_top = prev.top_frame if prev is not None else np.zeros(0, np.int64)
+    old_labels = prev.top_label if prev is not None else np.zeros(0, object)
+    nf, ns = len(old_cats), len(old_top)
+    if nf > len(snap.frames) or ns > len(snap.stacks):
+        nf = ns = 0  # not the same session's tables: from scratch
+    frames, stacks = snap.frames, snap.stacks
+    new_cats = fr.frame_categories(Frames(frames.filename[nf:], frames.line[nf:],
+                                          frames.name[nf:], frames.strings))
+    cats = np.concatenate([old_cats[:nf], new_cats]) if nf else new_cats
+    new_top = fr.top_frames(Stacks(stacks.offsets[ns:], stacks.frames), cats)
+    top = np.concatenate([old_top[:ns], new_top]) if ns else new_top
+    labels = np.empty(len(top), dtype=object)
+    labels[:ns] = old_labels[:ns]
+    cache: dict[int, str] = {}
+    for i, fid in enumerate(new_top.tolist(), start=ns):
+        if fid < 0:
+            labels[i] = ""
+            continue
+        text = cache.get(fid)
+        if text is None:
+            text = cache[fid] = fr.frame_view(frames, fid, cats[fid]).short
+        labels[i] = text
+    rank = np.empty(len(top), dtype=np.int64)
+    if len(top):
+        rank[np.argsort(labels.astype(str), kind="stable")] = np.arange(len(top))
+    return cats, top, labels, rank
 
 
 def pool_label(pool: tuple[int, int]) -> str:

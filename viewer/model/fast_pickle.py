@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ._native import native_module
 from .errors import SnapshotError, UnsafeSnapshotError
 from .progress import Progress
-from .safe_pickle import REFUSED_MESSAGE
+from .safe_pickle import OUT_OF_BAND, REFUSED_MESSAGE, out_of_band_message
 
 TRUNCATED_MESSAGE = "the file is truncated: the pickle data ends before its end marker"
 
@@ -73,6 +73,8 @@ def from_answer(answer: tuple, progress: Progress | None = None) -> NativeResult
         return NativeResult(answer[1], answer[2])
     if kind == "truncated":
         raise SnapshotError(TRUNCATED_MESSAGE)
+    if kind == "refused" and answer[1] in OUT_OF_BAND.values():
+        raise SnapshotError(out_of_band_message(answer[1], answer[2]))
     if kind == "refused":
         raise UnsafeSnapshotError(f"{REFUSED_MESSAGE} ({answer[1]} at byte {answer[2]})")
     return None  # "fallback": the pure-Python parser decides

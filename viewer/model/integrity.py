@@ -114,7 +114,14 @@ def _inconsistent(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
     diff = _segments_differ(rep.layout_after(n - 1), snap, rep.device)
     if not rep.inconsistencies and not diff:
         return None
-    first, last, before = _find_inconsistent(rep) if rep.inconsistencies else (-1, -1, None)
+    events_bad = rep.inconsistencies - rep.seed_inconsistencies
+    first, last, before = _find_inconsistent(rep) if events_bad else (-1, -1, None)
+    if first < 0 and rep.seed_inconsistencies:
+        return Untrusted(rep.device, 0, n - 1, "inconsistent",
+                         f"the recorded snapshot contradicts its own trace: walking back from "
+                         f"it, {rep.seed_inconsistencies} segments or blocks overlap before "
+                         "the first event" + (f"; the replay ends on other segments ({diff})"
+                                              if diff else ""))
     if first < 0:  # no event failed, yet the end differs: events were lost unseen
         return Untrusted(rep.device, n - 1, n - 1, "inconsistent",
                          f"the replay ends on other segments than recorded ({diff}): "

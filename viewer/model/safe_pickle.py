@@ -6,8 +6,11 @@ pickle opcodes itself and supports only those that build ``None``, ``bool``,
 ``int``, ``float``, ``str``, ``bytes``, ``bytearray``, ``list``, ``tuple``,
 ``dict``, ``set`` and ``frozenset``.  Every opcode that imports or calls
 something (``GLOBAL``, ``STACK_GLOBAL``, ``REDUCE``, ``BUILD``, ``INST``,
-``OBJ``, ``NEWOBJ``, the extension registry, persistent ids, out-of-band
-buffers) is refused before anything happens.
+``OBJ``, ``NEWOBJ``, the extension registry, persistent ids) is refused
+before anything happens.  Protocol 5 is read with its in-band data
+(``BYTEARRAY8``); out-of-band buffers (``NEXT_BUFFER``, ``READONLY_BUFFER``)
+are data a pickle file cannot carry, so such a file is refused with one line
+saying so (:func:`out_of_band_message`).
 
 It is also bounded where CPython's unpickler is not:
 
@@ -54,9 +57,16 @@ _REFUSED = {
     0x84: "EXT4",
     ord("P"): "PERSID",
     ord("Q"): "BINPERSID",
-    0x97: "NEXT_BUFFER",
-    0x98: "READONLY_BUFFER",
 }
+# Protocol 5 out-of-band buffers: harmless, but their bytes live outside the file.
+OUT_OF_BAND = {0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER"}
+
+
+def out_of_band_message(opname: str, byte: int) -> str:
+    """The one line for a pickle that refers to out-of-band buffers (both parsers)."""
+    return (f"cannot load: the pickle refers to an out-of-band buffer ({opname} at byte "
+            f"{byte}), which is not in the file; write the snapshot with pickle.dump "
+            "(protocol 5 without buffer_callback keeps every buffer in-band)")
 
 # A real snapshot creates about one container per 60 bytes of pickle; a file
 # that creates one per byte is an attack on memory, not a snapshot.
@@ -405,6 +415,8 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
             raise UnsafeSnapshotError(
                 f"{REFUSED_MESSAGE} ({_REFUSED[op]} at byte {pos - 1})"
             )
+        elif op in OUT_OF_BAND:
+            raise SnapshotError(out_of_band_message(OUT_OF_BAND[op], pos - 1))
         else:
             if pos == 1:
                 raise _bad(NOT_A_SNAPSHOT_FORMAT)

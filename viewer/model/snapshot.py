@@ -8,6 +8,22 @@ to stacks by id (``-1``: no stack recorded).
 
 Sizes and addresses are ``int64``: CUDA virtual addresses fit below ``2**63``
 and the loader rejects anything outside ``[0, 2**63)``.
+
+Newer torch writes more than the allocator's state; each is kept apart so that
+no GPU figure changes:
+
+* ``annotate`` trace events (``torch.cuda.memory._annotate_memory`` /
+  ``_annotate_tensor``) are not allocator actions: they live in
+  :class:`AllocAnnotations`, never in :class:`Trace`;
+* ``forward_frames`` (the forward-pass stack of an allocation made in
+  backward) is :attr:`Trace.forward_stack`, a stack id like :attr:`Trace.stack`;
+* FX frame fields (``fx_node_name``, ``fx_node_op``, ``fx_node_target``,
+  ``fx_original_trace``) are columns of :class:`Frames`;
+* pinned host memory (``host_segments``/``host_traces``) is
+  :attr:`Snapshot.host`, its own device :data:`HOST_DEVICE`, outside
+  :attr:`Snapshot.devices` and every GPU figure;
+* ``allocator_settings.trace_alloc_overflowed``/``trace_alloc_max_entries``:
+  :attr:`Snapshot.trace_overflowed`, :meth:`Snapshot.trace_integrity_note`.
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ from typing import Any
 import numpy as np
 
 NO_STACK = -1
+HOST_DEVICE = -1  # the device number of pinned host memory (host_segments / host_traces)
 
 
 class BlockState(enum.IntEnum):
@@ -66,17 +83,45 @@ class Action(enum.IntEnum):
 ACTION_NAMES = {a.name.lower(): a for a in Action}
 
 
+FX_FIELDS = ("fx_node_name", "fx_node_op", "fx_node_target", "fx_original_trace")
+
+
 @dataclass
 class Frames:
-    """Interned frames: ``filename``/``name`` index :attr:`strings`."""
+    """Interned frames: ``filename``/``name`` index :attr:`strings`.
+
+    The ``fx_*`` columns hold the FX debug fields torch adds to frames of
+    FX-generated code (``_snapshot(augment_with_fx_traces=True)``): string ids,
+    ``-1`` where the frame has none.  ``fx_original_trace`` is the model source
+    stack (several lines) the FX node came from.
+    """
 
     filename: np.ndarray  # int32
     line: np.ndarray  # int32
     name: np.ndarray  # int32
     strings: list[str]
+    fx_node_name: np.ndarray | None = None  # int32 string id, -1: none
+    fx_node_op: np.ndarray | None = None
+    fx_node_target: np.ndarray | None = None
+    fx_original_trace: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in FX_FIELDS:
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(len(self.line), -1, dtype=np.int32))
 
     def __len__(self) -> int:
         return len(self.line)
+
+    def fx_of(self, i: int) -> dict[str, str]:
+        """The FX fields of frame ``i`` (``{}`` for ordinary frames), e.g.
+        ``{"fx_node_name": "linear", "fx_node_op": "call_function", ...}``."""
+        out = {}
+        for name in FX_FIELDS:
+            sid = int(getattr(self, name)[i])
+            if sid >= 0:
+                out[name] = self.strings[sid]
+        return out
 
     def filename_of(self, i: int) -> str:
         return self.strings[self.filename[i]]
@@ -149,6 +194,13 @@ class Trace:
     device_free: np.ndarray  # int64, -1 unless an oom event says it
     compile_context: np.ndarray  # int32 string id, -1 if absent
     user_metadata: np.ndarray  # int32 string id, -1 if absent
+    # int32 stack id of the event's ``forward_frames``: for an allocation made in
+    # backward, the forward-pass stack that created it (-1: none recorded)
+    forward_stack: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.forward_stack is None:
+            self.forward_stack = np.full(len(self.action), NO_STACK, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -165,6 +217,90 @@ class Annotations:
 
     def __len__(self) -> int:
         return len(self.time_us)
+
+    @classmethod
+    def empty(cls) -> "Annotations":
+        return cls(device=np.zeros(0, dtype=np.int32), is_start=np.zeros(0, dtype=bool),
+                   name=np.zeros(0, dtype=np.int32), time_us=np.zeros(0, dtype=np.int64))
+
+
+@dataclass
+class AllocAnnotations:
+    """``annotate`` trace events: text attached to a live allocation after the fact.
+
+    Written by ``torch.cuda.memory._annotate_memory(ptr, text)`` /
+    ``_annotate_tensor(t, text)``: ``addr`` is the allocation's base address,
+    ``text`` its ``user_metadata``, ``stack`` where the annotation was made.
+    ``trace_index`` places it on the timeline: the row in :class:`Trace` of the
+    first allocator event recorded after it (``len(trace)`` if none), so it
+    sits between the same events it was recorded between.
+    """
+
+    device: np.ndarray  # int32
+    addr: np.ndarray  # int64
+    size: np.ndarray  # int64 (the allocation's size as the event reports it)
+    time_us: np.ndarray  # int64, -1 where absent
+    text: np.ndarray  # int32 string id
+    stack: np.ndarray  # int32 stack id
+    trace_index: np.ndarray  # int64 row in Trace
+
+    def __len__(self) -> int:
+        return len(self.addr)
+
+    @classmethod
+    def empty(cls) -> "AllocAnnotations":
+        i32, i64 = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+        return cls(device=i32, addr=i64, size=i64, time_us=i64, text=i32, stack=i32,
+                   trace_index=i64)
+
+    def on_device(self, device: int, device_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(annotation rows, positions) of ``device``'s annotations on its own event axis.
+
+        ``device_rows``: the trace rows of that device's events in order
+        (``timeline.replay(device).rows``).  An annotation at position ``k``
+        was recorded after event ``k - 1`` and before event ``k`` of the device:
+        the timeline draws its marker there.
+        """
+        mine = np.flatnonzero(self.device == device)
+        return mine, np.searchsorted(device_rows, self.trace_index[mine]).astype(np.int64)
+
+    def rows_for(self, device: int, addr: int, first: int = 0, last: int | None = None
+                 ) -> np.ndarray:
+        """Rows annotating ``addr`` on ``device`` recorded between trace rows
+        ``first`` and ``last`` (the lifetime of one allocation), in order."""
+        mask = (self.device == device) & (self.addr == addr) & (self.trace_index >= first)
+        if last is not None:
+            mask &= self.trace_index <= last
+        return np.flatnonzero(mask)
+
+
+@dataclass
+class HostMemory:
+    """Pinned host memory (``host_segments``/``host_traces``), its own device.
+
+    torch records it with ``_record_memory_history(record_pinned_host_memory=True)``.
+    The columns have the GPU tables' layout; every ``device`` column holds
+    :data:`HOST_DEVICE`.  Stacks, frames and strings are the snapshot's.
+    """
+
+    segments: Segments
+    blocks: Blocks
+    trace: Trace
+    pools: list[tuple[int, int]]
+    alloc_annotations: AllocAnnotations = field(default_factory=AllocAnnotations.empty)
+
+    def __len__(self) -> int:
+        return len(self.segments) + len(self.trace)
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Pinned bytes the host allocator holds at the end of the recording."""
+        return int(self.segments.total_size.sum())
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Pinned bytes handed out (blocks in use) at the end of the recording."""
+        return int(self.blocks.size[self.blocks.state == BlockState.ALLOCATED].sum())
 
 
 @dataclass
@@ -183,6 +319,86 @@ class Snapshot:
     path: str | None = None
     warnings: list[str] = field(default_factory=list)
     sidecar: dict[str, Any] | None = None
+    alloc_annotations: AllocAnnotations = field(default_factory=AllocAnnotations.empty)
+    host: HostMemory | None = None  # pinned host memory, when the file has any
+
+    @property
+    def trace_overflowed(self) -> bool | None:
+        """``allocator_settings.trace_alloc_overflowed``: True when the allocator's
+        trace ring wrapped and its oldest events were overwritten (None: the file
+        does not say, as before torch 2.12)."""
+        v = self.allocator_settings.get("trace_alloc_overflowed")
+        return v if type(v) is bool else None
+
+    @property
+    def trace_max_entries(self) -> int | None:
+        """``allocator_settings.trace_alloc_max_entries``: the ring's size (None if absent)."""
+        v = self.allocator_settings.get("trace_alloc_max_entries")
+        return v if type(v) is int and not isinstance(v, bool) and v >= 0 else None
+
+    def trace_integrity_note(self) -> str | None:
+        """One line for the integrity line / header when the trace ring overflowed, else None.
+
+        The segments are complete either way (torch takes them at snapshot
+        time); what is lost is the history before the first recorded event.
+        """
+        if not self.trace_overflowed:
+            return None
+        size = self.trace_max_entries
+        ring = f"its {size:,} entries" if size is not None else "its entries"
+        return ("the allocator's trace ring overflowed (torch reports trace_alloc_overflowed): "
+                f"events older than {ring} were overwritten, so the timeline starts "
+                "mid-run; the segments at the end are complete")
+
+    @property
+    def has_host_memory(self) -> bool:
+        """Whether the file carries pinned host memory (shown as device :data:`HOST_DEVICE`)."""
+        return self.host is not None and len(self.host) > 0
+
+    def host_snapshot(self) -> "Snapshot | None":
+        """The pinned host memory as a snapshot of its own (device :data:`HOST_DEVICE`),
+        sharing this snapshot's frames and stacks; None without host memory.
+
+        Kept apart so no GPU figure ever includes host bytes: views that offer
+        "host" in the device selector build their document from this.
+        """
+        if self.host is None:
+            return None
+        return Snapshot(segments=self.host.segments, blocks=self.host.blocks,
+                        trace=self.host.trace, annotations=Annotations.empty(),
+                        alloc_annotations=self.host.alloc_annotations,
+                        frames=self.frames, stacks=self.stacks, pools=self.host.pools,
+                        allocator_settings=self.allocator_settings,
+                        source_format=self.source_format, path=self.path, warnings=[])
+
+    def event_details(self, row: int, until_row: int | None = None) -> dict[str, Any]:
+        """What newer torch recorded about the allocation made at trace row ``row``,
+        for tooltips and the stack panel.
+
+        ``until_row``: the row of its free (``None``: still live) bounds the
+        annotations taken.  Rows index :attr:`trace` (from a device's event
+        index ``k``, ``timeline.replay(device).rows[k]``).  Returns
+        ``user_metadata`` and ``compile_context`` (str or None),
+        ``forward_frames`` (frame ids, innermost first: the forward-pass stack
+        of an allocation made in backward) and ``annotations``: a list of
+        ``{"text", "stack", "time_us"}`` (``_annotate_memory`` calls, in order).
+        """
+        t = self.trace
+        um, cc = int(t.user_metadata[row]), int(t.compile_context[row])
+        ann = self.alloc_annotations
+        rows = ann.rows_for(int(t.device[row]), int(t.addr[row]), first=row + 1, last=until_row)
+        return {
+            "user_metadata": self.string(um) if um >= 0 else None,
+            "compile_context": self.string(cc) if cc >= 0 else None,
+            "forward_frames": self.event_forward_frames(row),
+            "annotations": [{"text": self.string(int(ann.text[i])), "stack": int(ann.stack[i]),
+                             "time_us": int(ann.time_us[i]) if ann.time_us[i] >= 0 else None}
+                            for i in rows.tolist()],
+        }
+
+    def event_forward_frames(self, event: int) -> np.ndarray:
+        """Frame ids of trace row ``event``'s forward-pass stack (empty if none)."""
+        return self.stacks.frame_ids(int(self.trace.forward_stack[event]))
 
     @property
     def ordinary_pool(self) -> int | None:
@@ -198,7 +414,8 @@ class Snapshot:
 
     @property
     def devices(self) -> list[int]:
-        """Every device that has segments or trace events, ascending."""
+        """Every GPU that has segments or trace events, ascending (pinned host
+        memory is :attr:`host`, never listed here)."""
         found = set(np.unique(self.segments.device).tolist())
         found.update(np.unique(self.trace.device).tolist())
         return sorted(found)

@@ -9,7 +9,7 @@ import numpy as np
 from . import analysis, integrity
 from .oom import oom_reports
 from .recorded_window import recorded_window
-from .snapshot import Action, Snapshot
+from .snapshot import HOST_DEVICE, Action, Snapshot
 from .timeline import Timeline
 from .units import format_address, format_bytes, plural
 
@@ -119,17 +119,79 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["stacks"] = len(snap.stacks)
     out["frames"] = len(snap.frames)
     out["allocator_settings"] = snap.allocator_settings
+    out.update(newer_fields(snap))
     notes = []
     if total.expandable_segment_count:
         notes.append(EXPANDABLE_NOTE)
     for w in windows:
         if w.started_late:
             notes.append(w.describe() + "; peaks are over the window only")
+    overflow = snap.trace_integrity_note()
+    if overflow:
+        notes.append(overflow)
     out["notes"] = notes
+    # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
+    out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
+                                out.get("peak_requested_event")))
     out["warnings"] = list(snap.warnings)
     # Stretches of the timeline that are not exact (integrity.Untrusted), with why.
     out["untrusted"] = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
     return out
+
+
+# --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
+def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
+                     peak_device: int | None, peak_event: int | None) -> dict[str, Any]:
+    """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
+    adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
+    :class:`categories.MemoryBreakdown`."""
+    out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
+                           "categories_at": None, "iterations": [], "leaks": []}
+    if timeline is None or not timeline.devices:
+        return out
+    from .categories import MemoryBreakdown
+
+    def build(device):
+        if device is None or timeline.replay(device) is None:
+            return None
+        try:
+            return MemoryBreakdown.build(snap, timeline, device)
+        except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
+            snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
+            return None
+
+    bd = build(peak_device)
+    if bd is not None:
+        out.update(bd.summary_dict(peak_event))
+    if at is not None:
+        bd_at = bd if at[0] == peak_device else build(at[0])
+        if bd_at is not None:
+            out["categories_at"] = bd_at.split_at(at[1])
+            out["categories_at_device"] = at[0]
+    return out
+# --- end issue 15 -----------------------------------------------------------------------
+
+
+def newer_fields(snap: Snapshot) -> dict[str, Any]:
+    """What newer torch records beside the allocator state: the trace ring's overflow,
+    allocation annotations, forward stacks and pinned host memory (its own device,
+    never part of the GPU figures above it)."""
+    host = None
+    if snap.host is not None:
+        host = {
+            "device": HOST_DEVICE,
+            "reserved_bytes": snap.host.reserved_bytes,
+            "allocated_bytes": snap.host.allocated_bytes,
+            "segment_count": len(snap.host.segments),
+            "trace_events": len(snap.host.trace),
+        }
+    return {
+        "trace_overflowed": snap.trace_overflowed,
+        "trace_max_entries": snap.trace_max_entries,
+        "allocation_annotations": len(snap.alloc_annotations),
+        "forward_stacks": int((snap.trace.forward_stack >= 0).sum()),
+        "host_memory": host,
+    }
 
 
 def format_text(summary: dict[str, Any]) -> str:
@@ -180,6 +242,15 @@ def format_text(summary: dict[str, Any]) -> str:
             lines.append(f"  device {d['device']}: reserved {fb(d['reserved_bytes'])}, "
                          f"allocated {fb(d['allocated_bytes'])}")
     lines.extend(_oom_lines(summary))
+    lines.extend(breakdown_lines(summary))  # issue 15
+    host = summary.get("host_memory")
+    if host:
+        lines.append(f"pinned host memory (device 'host', not in the figures above): reserved "
+                     f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
+                     f"allocated {fb(host['allocated_bytes'])}")
+    if summary.get("allocation_annotations"):
+        lines.append(f"{summary['allocation_annotations']} allocation annotations "
+                     "(torch.cuda.memory._annotate_memory)")
     for note in summary["notes"]:
         lines.append(f"note: {note}")
     for warning in summary["warnings"]:
@@ -188,6 +259,46 @@ def format_text(summary: dict[str, Any]) -> str:
         lines.append(("warning: " if u["kind"] == "inconsistent" else "note: ")
                      + integrity.Untrusted(**u).line())
     return "\n".join(lines)
+
+
+# --- issue 15: the split and leaks in words ---------------------------------------------
+def breakdown_lines(summary: dict[str, Any]) -> list[str]:
+    """The split at the peak (and at ``--at``) in one line each, every leak in words."""
+    from .categories.report import format_split
+    from .units import format_bytes as fb
+
+    lines = []
+    if summary.get("categories_at_peak"):
+        leaked = summary.get("leaked_bytes_at_peak") or 0
+        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}"
+                     + (f"; {fb(leaked)} of it kept by the "
+                        f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
+                        if leaked else ""))
+    if summary.get("categories_at"):
+        lines.append(f"after event {summary['at']['event']}: "
+                     f"{format_split(summary['categories_at'])}")
+    its = summary.get("iterations") or []
+    if its:
+        top = max(its, key=lambda it: it["peak_bytes"])
+        lines.append(f"{len(its)} iterations; the highest, #{top['index']}, peaks at "
+                     f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
+    leaks = summary.get("leaks") or []
+    if len(leaks) > 1:
+        lines.append(f"leaks: {len(leaks)} lines keep "
+                     f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
+                     f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
+    for lk in leaks[:LEAK_LINES]:
+        via = f", called from {lk['caller']}" if lk.get("caller") else ""
+        lines.append(f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
+                     f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
+                     f"iterations, {fb(lk['live_bytes'])} now)")
+    if len(leaks) > LEAK_LINES:
+        lines.append(f"  ... and {len(leaks) - LEAK_LINES} more (--json lists them all)")
+    return lines
+
+
+LEAK_LINES = 5  # leaks named in the text summary (JSON has them all)
+# --- end issue 15 -----------------------------------------------------------------------
 
 
 def _oom_lines(summary: dict[str, Any]) -> list[str]:

@@ -8,6 +8,12 @@ Live sessions feed the same model incrementally (see :meth:`Timeline.extend`)::
     rebuilt = tl.extend(new_snap, first_row, dropped)
     # rebuilt False: every DeviceReplay, CurveIndex and Intervals object the views
     # hold was extended in place; True: the timeline was compacted, re-fetch them.
+
+From a live session (``model.live.session``): ``first_row = len(update.snap.trace) -
+update.added``, ``dropped`` = the growth of ``session.columns.dropped`` since the last
+update; after ``update.gap`` build a new timeline.  ``Document.extend`` wraps this for
+the views (labels for new stacks, OOM verdicts).  ``integrity.final_difference(tl)``
+after an update says whether the replay still lands on the live segments.
 """
 
 from __future__ import annotations
@@ -139,17 +145,19 @@ class Timeline:
             return False
         rows = np.arange(first_row, total, dtype=np.int64)
         dev = trace.device[first_row:]
-        for d in np.unique(dev).tolist():
-            mine = rows if len(dev) and dev[0] == dev[-1] == d and (dev == d).all() \
-                else rows[dev == d]
-            rep = self.devices.get(d)
-            if rep is None:  # a device seen for the first time
-                self.devices[d] = rep = replay_device(snap, d, progress, live=True)
-                adopt(rep)
+        if (dev == dev[0]).all():  # one device (the usual case): no grouping pass
+            groups = [(int(dev[0]), rows)]
+        else:
+            groups = [(d, rows[dev == d]) for d in np.unique(dev).tolist()]
+        for d, mine in groups:
+            have = self.devices.get(d)
+            if have is None:  # a device seen for the first time
+                self.devices[d] = new = replay_device(snap, d, progress, live=True)
+                adopt(new)
                 continue
-            n_old = len(rep)
-            extend_device(rep, trace, mine, known_facts(snap, d))
-            _extend_intervals(rep, n_old)
+            n_old = len(have)
+            extend_device(have, trace, mine, known_facts(snap, d))
+            _extend_intervals(have, n_old)
         return False
 
     def trim(self, progress: Progress | None = None) -> None:

@@ -415,7 +415,7 @@ static int new_segment(St *st, int64_t addr, int64_t size, int64_t stream, int e
     Py_ssize_t i = lo - 1;
     if (i >= 0) {
         int64_t a = st->known_addr[i], s = st->known_size[i];
-        if ((a == addr && s == size) || (expandable && a <= INT64_MAX - s && addr + size <= a + s)) {
+        if ((a == addr && s == size) || (expandable && addr - a < s)) {
             small = st->known_small[i];
             pool = st->known_pool[i];
         }

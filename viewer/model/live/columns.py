@@ -10,17 +10,15 @@ as its newest event, so the replay of the window ends exactly at them.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
-from ..errors import WarningLog
-from ..progress import Progress
-from ..schema import _Interner, _annotations, _plain_settings, _segments, _trace
-from ..snapshot import Snapshot, Trace
+from ..builder import SnapshotBuilder
+from ..snapshot import AllocAnnotations, Snapshot, Trace
 
-_TRACE_FIELDS = ("device", "action", "addr", "size", "stream", "time_us", "stack",
-                 "device_free", "compile_context", "user_metadata")
+_TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 
 
 class LiveColumns:
@@ -28,13 +26,15 @@ class LiveColumns:
 
     def __init__(self, max_events: int = 1_000_000) -> None:
         self.max_events = max_events
-        self.log = WarningLog()
-        self.interner = _Interner(self.log)
+        self.builder = SnapshotBuilder()
+        self.log = self.builder.log
         self.chunks: list[Trace] = []
         self.n_events = 0
         self.dropped = 0
         self.raw_segments: list[Any] = []
         self.settings: dict[str, Any] = {}
+        # annotate events; trace_index counts every event ever appended (dropped included)
+        self.ann_chunks: list[AllocAnnotations] = []
 
     def reset(self) -> None:
         """Forget the trace (after a gap: a replay across it would be wrong)."""
@@ -45,10 +45,12 @@ class LiveColumns:
     def append(self, device_traces: list[Any], segments: list[Any] | None,
                settings: Any = None) -> int:
         """Add one increment (per-device lists of trace entries); returns events added."""
-        if type(device_traces) is not list:
-            device_traces = []
-        total = sum(len(t) for t in device_traces if type(t) is list) or 1
-        chunk = _trace(device_traces, self.interner, self.log, Progress(), total)
+        chunk, ann = self.builder.trace_and_annotations(device_traces)
+        if len(ann):
+            ann.trace_index += self.dropped + self.n_events
+            self.ann_chunks.append(ann)
+        # The increment's objects are freed after this call: identities must not outlive them.
+        self.builder.forget_objects()
         if len(chunk.action):
             self.chunks.append(chunk)
             self.n_events += len(chunk.action)
@@ -74,42 +76,52 @@ class LiveColumns:
 
     def trace(self) -> Trace:
         if not self.chunks:
-            return _trace([], self.interner, self.log, Progress(), 1)
+            return self.builder.trace([])
         if len(self.chunks) > 1:  # merge, so the next call is cheap
             self.chunks = [Trace(**{f: np.concatenate([getattr(c, f) for c in self.chunks])
                                     for f in _TRACE_FIELDS})]
         return self.chunks[0]
 
+    def alloc_annotations(self) -> AllocAnnotations:
+        """The ``annotate`` events of the events still held, placed on the held trace."""
+        if not self.ann_chunks:
+            return AllocAnnotations.empty()
+        merged = AllocAnnotations(**{f: np.concatenate([getattr(c, f) for c in self.ann_chunks])
+                                     for f in AllocAnnotations.__dataclass_fields__})
+        keep = merged.trace_index >= self.dropped  # the rest annotate events no longer held
+        merged = AllocAnnotations(**{f: getattr(merged, f)[keep]
+                                     for f in AllocAnnotations.__dataclass_fields__})
+        self.ann_chunks = [merged] if len(merged) else []
+        held = {f: getattr(merged, f) for f in AllocAnnotations.__dataclass_fields__}
+        held["trace_index"] = merged.trace_index - self.dropped
+        return AllocAnnotations(**held)
+
     def snapshot(self) -> Snapshot:
         """The latest segments with the accumulated trace, as one snapshot."""
-        pools: list[tuple[int, int]] = []
-        pool_ids: dict[tuple[int, int], int] = {}
-        segments, blocks = _segments(self.raw_segments, self.interner, pools, pool_ids, self.log)
+        segments, blocks, pools = self.builder.segments(self.raw_segments)
+        self.builder.forget_objects()
         return Snapshot(
             segments=segments,
             blocks=blocks,
             trace=self.trace(),
-            annotations=_annotations([], self.interner, self.log),
-            frames=self.interner.frames_table(),
-            stacks=self.interner.stacks_table(),
+            annotations=self.builder.annotations([]),
+            frames=self.builder.frames_table(),
+            stacks=self.builder.stacks_table(),
             pools=pools,
-            allocator_settings=_plain_settings(self.settings),
+            allocator_settings=self.builder.settings(self.settings),
             source_format="live",
             warnings=self.log.messages(),
+            alloc_annotations=self.alloc_annotations(),
         )
 
 
 def segments_snapshot(segments: list[Any]) -> Snapshot:
     """A snapshot of segments only (the 2 Hz stats reply): figures and the map."""
-    log = WarningLog()
-    interner = _Interner(log)
-    pools: list[tuple[int, int]] = []
-    pool_ids: dict[tuple[int, int], int] = {}
-    segs, blocks = _segments(segments if type(segments) is list else [], interner, pools,
-                             pool_ids, log)
+    builder = SnapshotBuilder()
+    segs, blocks, pools = builder.segments(segments)
     return Snapshot(segments=segs, blocks=blocks,
-                    trace=_trace([], interner, log, Progress(), 1),
-                    annotations=_annotations([], interner, log),
-                    frames=interner.frames_table(), stacks=interner.stacks_table(),
+                    trace=builder.trace([]),
+                    annotations=builder.annotations([]),
+                    frames=builder.frames_table(), stacks=builder.stacks_table(),
                     pools=pools, allocator_settings={}, source_format="live",
-                    warnings=log.messages())
+                    warnings=builder.log.messages())

@@ -54,6 +54,7 @@ class TraceUpdate:
     snap: Snapshot | None  # None when nothing new arrived
     added: int = 0
     gap: bool = False
+    dropped: int = 0  # rows the session's ring has dropped so far (front of the trace)
     throttled: bool = False
     retry_after_s: float = 0.0
     stats: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -190,7 +191,7 @@ class LiveSession:
         added = self.columns.append(decoded.get("device_traces") or [],
                                     decoded.get("segments"), decoded.get("allocator_settings"))
         return TraceUpdate(now, self.columns.snapshot(), added=added,
-                           gap=gap and bool(self.columns.dropped),
+                           gap=gap and bool(self.columns.dropped), dropped=self.columns.dropped,
                            stats=_stats_by_device(h.get("stats")))
 
     def options(self, **change: Any) -> dict[str, Any]:

@@ -18,16 +18,11 @@ from it: the replay imports this module, never the other way round.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..snapshot import Action
 from .layout import ALLOCATED, PENDING, initial_segment_of_blocks
 from . import native as _nat
-
-if TYPE_CHECKING:
-    from .device import DeviceReplay
 
 CHUNK_EVENTS = 1 << 20  # peaks are computed in chunks of this many events
 CURVES = ("requested", "allocated", "active", "reserved")
@@ -117,14 +112,14 @@ def _peaks(rep) -> dict[str, tuple[int, int]]:
     carry = _curve_starts(rep, None, None)
     if rep.native and _nat._core is not None:
         return _native_curves(rep, carry, None)
-    best = {c: (None, -1) for c in CURVES}
+    best: dict[str, tuple[int, int]] = {}
     for start in range(0, n, CHUNK_EVENTS):
         steps = _curve_steps(rep, slice(start, min(n, start + CHUNK_EVENTS)), None, None)
         for c in CURVES:
             values = np.cumsum(steps[c], out=steps[c])
             values += carry[c]
             k = int(np.argmax(values))
-            if best[c][0] is None or values[k] > best[c][0]:
+            if c not in best or values[k] > best[c][0]:
                 best[c] = (int(values[k]), start + k)
             carry[c] = int(values[-1])
     return best
@@ -138,7 +133,7 @@ COARSE = 64  # blocks per coarse block (4096 events), the second envelope level
 class CurveIndex:
     """Block maxima, block-start values and peaks of the four curves of ``rep``."""
 
-    def __init__(self, rep: "DeviceReplay") -> None:
+    def __init__(self, rep) -> None:  # a DeviceReplay (not imported: it imports this module)
         self.rep = rep
         self.n = 0
         starts = _curve_starts(rep, None, None)
@@ -171,13 +166,15 @@ class CurveIndex:
                 BLOCK, *(mx[c] for c in CURVES), *(ck[c] for c in CURVES))
             tail = {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
         else:  # the Python path: the full curves, summarised the same way
+            full = self._full
+            assert full is not None
             steps = _curve_steps(rep, slice(n_old, n), None, None)
             tail = {}
             for c in CURVES:
-                last = int(self._full[c][-1]) if n_old else int(self.checkpoints[c][0])
+                last = int(full[c][-1]) if n_old else int(self.checkpoints[c][0])
                 new = np.cumsum(steps[c], out=steps[c])
                 new += last
-                y = self._full[c] = np.concatenate([self._full[c], new]) if n_old else new
+                y = full[c] = np.concatenate([full[c], new]) if n_old else new
                 seg = y[a:n]
                 pad = np.full(nb * BLOCK, np.iinfo(np.int64).min, np.int64)
                 pad[:len(seg)] = seg

@@ -56,7 +56,8 @@ class DeviceReplay:
     keyframes: list[Layout] = field(repr=False, default_factory=list)  # after events K-1, 2K-1..
     settings: dict = field(default_factory=dict, repr=False)
     known: Known = field(default_factory=Known, repr=False)  # segment facts (see Known)
-    inconsistencies: int = 0
+    inconsistencies: int = 0  # events (and seeded guesses) that could not be applied exactly
+    seed_inconsistencies: int = 0  # of those: the final snapshot's own overlaps, in the seed
     native: bool = False  # seeks use the C loop
     # Layouts kept after chosen events (e.g. the OOMs), when there are no keyframes.
     emitted: dict = field(default_factory=dict, repr=False)
@@ -206,6 +207,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
         initial=initial, keyframe_every=keyframe_every, settings=settings, native=native,
     )
     rep.known = initial_state.known
+    rep.seed_inconsistencies = initial_state.inconsistencies
     emit = np.unique(np.asarray([k for k in emit_at if 0 <= k < n], dtype=np.int64))
     every = keyframe_every if keyframes else 0
     if native:
@@ -228,7 +230,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
                 rep.keyframe_every = every
             progress.update("replay", stop / n if n else 1.0)
             start = stop
-        rep.inconsistencies = _core.inconsistencies(cap)
+        rep.inconsistencies = _core.inconsistencies(cap) + rep.seed_inconsistencies
         if n:
             rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(cap)))
         if live:
@@ -247,7 +249,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
             if stop - 1 in stops:
                 rep.emitted[stop - 1] = st.layout()
             progress.update("replay", stop / n if n else 1.0)
-        rep.inconsistencies = st.inconsistencies
+        rep.inconsistencies = st.inconsistencies + rep.seed_inconsistencies
         if n:
             rep._derived["last"] = (n - 1, st.layout())
         if live:

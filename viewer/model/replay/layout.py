@@ -75,5 +75,6 @@ def layout_snapshot(snap: Snapshot, layout: Layout, device: int) -> Snapshot:
         frames=snap.frames, stacks=snap.stacks, pools=snap.pools,
         allocator_settings=snap.allocator_settings, source_format=snap.source_format,
         path=snap.path, warnings=snap.warnings, sidecar=snap.sidecar,
+        alloc_annotations=snap.alloc_annotations, host=snap.host,  # newer torch's, unchanged
     )
 

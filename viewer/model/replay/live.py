@@ -37,15 +37,16 @@ def is_live(rep: DeviceReplay) -> bool:
 
 def _grow(bufs: dict, key: str, col: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``col`` with ``values`` appended, as a view of a buffer with spare capacity
-    (reallocated, doubling, only when full: appending k values copies k, amortised)."""
+    (reallocated only when full, growing by half: appending k values copies O(k),
+    amortised; a live ring, compacted at 1.25x its size, never outgrows 1.5x)."""
     n, m = len(col), len(values)
     buf = bufs.get(key)
     # The column must still be the head of its buffer (a trim slices the front off).
-    fits = buf is not None and n + m <= len(buf) and col.base is buf \
-        and col.__array_interface__["data"][0] == buf.__array_interface__["data"][0]
-    if not fits:
-        buf = np.empty(max(2 * (n + m), 1024), col.dtype)
+    if buf is None or not (n + m <= len(buf) and id(col.base) == id(buf) and col.__array_interface__[
+            "data"][0] == buf.__array_interface__["data"][0]):
+        buf = np.empty(max((n + m) * 3 // 2, 1024), col.dtype)
         buf[:n] = col
+        buf[n + m:] = 0  # touch the spare pages now, not one page fault at a time later
         bufs[key] = buf
     buf[n:n + m] = values
     return buf[:n + m]
@@ -114,7 +115,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             kfs, _ = _run_native(state, rep, start, stop, every, None, rep.block_size, rep.pool)
             rep.keyframes.extend(_layout_from_columns(c) for c in kfs)
             start = stop
-        rep.inconsistencies = _core.inconsistencies(state)
+        rep.inconsistencies = _core.inconsistencies(state) + rep.seed_inconsistencies
         rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(state)))
     else:
         cuts = sorted({k0, n} | set(range((k0 // every + 1) * every, n + 1, every)))
@@ -122,7 +123,7 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
             _apply(state, rep, a, b, rep.block_size, rep.pool)
             if b % every == 0:
                 rep.keyframes.append(state.layout())
-        rep.inconsistencies = state.inconsistencies
+        rep.inconsistencies = state.inconsistencies + rep.seed_inconsistencies
         rep._derived["last"] = (n - 1, state.layout())
     # Layouts that grow far beyond the first one: keep every other keyframe.
     while sum(kf.n_blocks for kf in rep.keyframes) > 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS \

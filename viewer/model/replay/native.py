@@ -7,6 +7,8 @@ and tests compare the two on real and random traces.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import allocator_rules as rules
@@ -14,7 +16,7 @@ from .._native import native_module, pure_python_requested
 from .layout import _LAYOUT_DTYPES, Layout
 
 # The C inner loop; the Python one is the reference and the fallback.
-_core = native_module("replay_core")
+_core: Any = native_module("replay_core")
 
 
 def native_available() -> bool:

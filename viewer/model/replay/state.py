@@ -26,9 +26,9 @@ class Known:
     """Segment facts the trace does not carry (small or large pool, private pool),
     from the final snapshot: a segment made by segment_alloc takes the facts of the
     final segment with its address *and size* (an address is reused by segments of
-    other sizes and pools); a mapped range those of the final mapped range that
-    contains it.  Others: small when at most 2 MiB (never for expandable segments),
-    and the ordinary pool."""
+    other sizes and pools); a mapped range those of the final mapped range it
+    starts in (pages of one range belong to one segment).  Others: small when at
+    most 2 MiB (never for expandable segments), and the ordinary pool."""
 
     def __init__(self, addr=(), size=(), small=(), pool=(), default_pool: int = 0) -> None:
         order = np.argsort(np.asarray(addr, np.int64), kind="stable")
@@ -59,7 +59,7 @@ class Known:
         i = bisect.bisect_right(self._addr_list, addr) - 1
         if i >= 0:
             a, s = self._addr_list[i], int(self.size[i])
-            if (a == addr and s == size) or (expandable and addr + size <= a + s):
+            if (a == addr and s == size) or (expandable and addr < a + s):
                 return bool(self.small[i]), int(self.pool[i])
         return size <= rules.SMALL_BUFFER and not expandable, self.default_pool
 
@@ -263,6 +263,7 @@ class _State:
             self.new_segment(addr, size, stream, True)
             return
         if left is None:  # the range grows downwards: it starts at addr now
+            assert right is not None
             left = self._rekey(right, addr)
             right = None
         self.segs[left][0] += size

@@ -7,6 +7,7 @@ pool's free lists are sorted lists of integer keys, so best fit is a bisection.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from typing import TYPE_CHECKING
 
 from .. import allocator_rules as rules
 from ..snapshot import Action
@@ -97,3 +98,40 @@ class Expandable:
 
     def __init__(self, base, page, reserve, sidx, pool):
         self.base, self.page, self.reserve, self.sidx, self.pool = base, page, reserve, sidx, pool
+
+
+class AllocatorBase:
+    """What the mixins (:mod:`.release`, :mod:`.expandable`) use of
+    :class:`~.simulator.Allocator`, declared for type checkers only: the state is
+    set in ``Allocator.__init__`` and the methods are Allocator's own."""
+
+    if TYPE_CHECKING:
+        cfg: rules.AllocatorConfig
+        pools: dict[tuple[int, bool], Pool]
+        hints: dict
+        segments: dict[int, Block | None]
+        seg_size: dict[int, int]
+        expandables: list[Expandable]
+        reserve_bytes: int
+        max_split: int
+        allowed: int
+        total: int
+        n_alloc: int
+        n_free: int
+        syncs: int
+        tag: int
+        events: list[tuple[int, int, int, int]]
+        pending_blocks: set[Block]
+        freeable: list[int]
+
+        def pool(self, private: int, small: bool) -> Pool: ...
+
+        def _address(self, action: int, size: int) -> int: ...
+
+        def _lay_blocks(self, pool, sidx, blocks, es, chain=None) -> dict[int, Block]: ...
+
+        def _merge(self, dst: Block, src: Block | None) -> int: ...
+
+        def free_block(self, b: Block) -> None: ...
+
+        def unmap_block(self, b: Block) -> None: ...

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .blocks import (LARGE_PAGE, SEG_MAP, SEG_UNMAP, SHIFT_STREAM, SMALL_PAGE, Block, Expandable,
-                     Pool)
+from .blocks import (LARGE_PAGE, SEG_MAP, SEG_UNMAP, SHIFT_STREAM, SMALL_PAGE, AllocatorBase, Block,
+                     Expandable, Pool)
 
 
-class ExpandableMixin:
+class ExpandableMixin(AllocatorBase):
     """Expandable-segment paths of the allocator model."""
 
     def _cut_reservations(self, addr: int) -> None:

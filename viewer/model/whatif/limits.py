@@ -62,5 +62,5 @@ def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig) -> LimitBounds:
                     grown = True
                 total += size
         if kinds[i] == rq.OOM:  # the retry after releasing failed too
-            upper = min(upper, total + need - 1)
+            upper = total + need - 1 if upper is None else min(upper, total + need - 1)
     return LimitBounds(lower, upper)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .. import allocator_rules as rules
-from .blocks import SEG_FREE, SHIFT_SIZE, SHIFT_STREAM, Block, Pool
+from .blocks import SEG_FREE, SHIFT_SIZE, SHIFT_STREAM, AllocatorBase, Block, Pool
 
 
-class ReleaseMixin:
+class ReleaseMixin(AllocatorBase):
     """cudaFree paths of the allocator model."""
 
     def release_block(self, b: Block) -> None:
@@ -137,13 +137,13 @@ class ReleaseMixin:
             threshold_age = total_age / count
             freed = False
             for k in list(pool.keys):
-                b = pool.blocks.get(k)
-                if b is None or b.is_split() or b.es is not None:
+                c = pool.blocks.get(k)
+                if c is None or c.is_split() or c.es is not None:
                     continue
-                age = calls - b.gc_base
+                age = calls - c.gc_base
                 if age >= threshold_age:
                     freed = True
-                    reclaimed += b.size
+                    reclaimed += c.size
                     total_age -= age
                     count -= 1
-                    self.release_block(b)
+                    self.release_block(c)

@@ -179,6 +179,7 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     reqs = build_requests(rep, snap.pools, retries_possible,
                           gc_possible=recorded.garbage_collection_threshold > 0)
     bounds = infer_limit(reqs, recorded)
+    lim: int | None
     if limit is not None:
         lim, source = int(limit), "given"
     elif isinstance(side.get("memory_limit_bytes"), int):
@@ -204,13 +205,19 @@ def predict(case: Case, confs: list[str], limit: int | None = None,
         sub = None
         if progress is not None:
             progress.update("simulate", j / n)  # raises LoadCancelled after a Cancel
-            sub = Progress(lambda stage, f, j=j: progress.update("simulate", (j + f) / n),
-                           progress.cancel_event)
+            sub = Progress(_scaled(progress, j, n), progress.cancel_event)
         result = case.simulate(cfg, limit, sub)
         out.append(Prediction(conf, cfg, case.limit if limit is None else limit, result))
     if progress is not None:
         progress.update("simulate", 1.0)
     return out
+
+
+def _scaled(progress: Progress, j: int, n: int):
+    """A progress callback for setting ``j`` of ``n``: its fraction within the whole."""
+    def update(stage: str, f: float) -> None:
+        progress.update("simulate", (j + f) / n)
+    return update
 
 
 def limit_text(case: Case, limit: int | None = None) -> str:

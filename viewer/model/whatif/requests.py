@@ -56,6 +56,7 @@ class Requests:
     seg_addr: np.ndarray
     seg_size: np.ndarray
     n_events: int = 0  # events in the device's trace
+    replay_inconsistencies: int = 0  # the replay's: nonzero means a broken recording
     time_us: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
@@ -142,8 +143,16 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
     could_fail = _could_fail(rep, actions, sizes, next_sig, next_at) if not gc_possible else None
     init = rep.initial
     init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
-    kind, size, stream, pool, ref, event = [], [], [], [], [], []
-    seg_tag, seg_action, seg_addr, seg_size = [], [], [], []
+    kind: list[int] = []
+    size: list[int] = []
+    stream: list[int] = []
+    pool: list[int] = []
+    ref: list[int] = []
+    event: list[int] = []
+    seg_tag: list[int] = []
+    seg_action: list[int] = []
+    seg_addr: list[int] = []
+    seg_size: list[int] = []
     waiting: list[int] = []  # answers waiting for the allocation they belong to
     live: dict[int, int] = {}  # address -> ALLOC row of the block there
     pending: dict[int, int] = {}  # address -> ref of a block whose free is pending
@@ -246,5 +255,5 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
         initial=init, initial_pool=pools_init,
         seg_tag=np.array(seg_tag, np.int64), seg_action=np.array(seg_action, np.int8),
         seg_addr=np.array(seg_addr, np.int64), seg_size=np.array(seg_size, np.int64),
-        n_events=n, time_us=rep.time_us,
+        n_events=n, time_us=rep.time_us, replay_inconsistencies=rep.inconsistencies,
     )

@@ -139,13 +139,15 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
              stage: str = "simulate") -> SimResult:
     """Answer ``reqs`` as the allocator would under ``cfg`` and ``limit`` (bytes allowed).
 
-    A request stream the model cannot follow (an inconsistent recording: frees of
-    blocks that overlap, segments inside segments) raises :class:`SnapshotError`
-    with one line naming the request and its trace event."""
+    A request stream the model cannot follow from a recording the replay found
+    inconsistent (frees of blocks that overlap, segments inside segments) raises
+    :class:`SnapshotError` with one line naming the request and its trace event."""
     al = Allocator(cfg, limit, gpu_bytes, hints_of(reqs))
     try:
         return _simulate(al, reqs, cfg, limit, progress, stage)
     except (KeyError, IndexError, ValueError, AttributeError) as e:
+        if not reqs.replay_inconsistencies:
+            raise  # a consistent recording: the model's own fault, keep the traceback
         i = al.tag
         where = (f"request {i} (trace event {int(reqs.event[i])})" if 0 <= i < len(reqs)
                  else "the layout before the first event")

@@ -73,7 +73,7 @@ class Allocator(ReleaseMixin, ExpandableMixin):
         self.pools: dict[tuple[int, bool], Pool] = {}
         self.hints = hints or {}
         self.used_hints: set[tuple[int, int]] = set()
-        self.segments: dict[int, Block] = {}  # ptr -> head block of a cudaMalloc'd segment
+        self.segments: dict[int, Block | None] = {}  # ptr -> head block of a cudaMalloc'd segment
         self.seg_size: dict[int, int] = {}
         self.expandables: list[Expandable] = []
         self.synth = SYNTH_BASE

@@ -1,24 +1,18 @@
-"""The segment map: every segment a row drawn to scale, blocks coloured by state.
+"""The segment map widget: the plot with its item, axes and labels, the sort and fit
+controls and the legend; hover tooltips, clicks, export.
 
-Rendering never creates one QGraphicsItem per block.  :class:`MapLayout`
-holds the blocks of the shown segments as numpy columns in display order;
-:func:`lod_rects` turns them into a level-of-detail draw list for the current
-zoom (runs of sub-pixel blocks merged into one rect of the dominant state);
-:class:`SegmentMapItem` draws each colour of that list as one QPainterPath
-built from numpy (``pyqtgraph.functions.arrayToQPath``).  Hit-testing is a
-``searchsorted`` on the sorted offsets of one row.
+Why ~550 lines: the widget with its controls, label placement, view fitting, hover,
+clicks and export; the layout is the model's, the item and axes are beside it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from pyqtgraph import functions as pgfn
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QCursor, QFontMetrics, QGuiApplication, QImage, QPainter, QPainterPath
+from PySide6.QtGui import QFontMetrics, QGuiApplication, QImage, QPainter, QCursor
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
@@ -30,19 +24,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.analysis import Selection, largest_gaps
-from ..model.snapshot import BlockState
-from ..model.units import format_address, format_bytes
-from . import theme
-from .plotting import place_text_items, rects_path, segments_path, short_bytes, text_scene_rect
-from ..model.document import Document, pool_label, stream_label
+from ...model.analysis import Selection, largest_gaps
+from ...model.document import Document, pool_label, stream_label
+from ...model.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
+from ...model.snapshot import BlockState
+from ...model.units import format_address, format_bytes
+from .. import theme
+from ..plotting import place_text_items, short_bytes
+from ..png import save_png
+from .axes import BytesAxis, MapViewBox, SegmentAxis
+from .item import REQUEST_Y, SegmentMapItem, block_rect
 
-BAR_TOP = 0.17  # a row's bar spans [row + BAR_TOP, row + 1 - BAR_TOP]
-REQUEST_Y = -1.6  # the OOM request's bracket, above the rows
-LARGEST_Y = -0.75  # the largest free block's bracket
-SORT_ADDRESS = "address"
-SORT_SIZE = "size"
-SORT_FREE = "free"  # segments holding the largest free gaps first
 N_GAPS = 8
 DOC_OOM = object()  # set_document's default: the document's own OOM
 
@@ -53,496 +45,6 @@ def _oom_in(o, selection: Selection) -> bool:
                 or (selection.stream is not None and selection.stream != o.stream)
                 or (selection.is_small is not None and selection.is_small != (o.pool_kind == "small"))
                 or (selection.pool is not None and selection.pool != o.pool))
-
-
-# --------------------------------------------------------------------------- layout
-
-
-@dataclass
-class MapLayout:
-    """Blocks of the shown segments, in display order (row, then offset)."""
-
-    seg_rows: np.ndarray  # int64: segment index of each row
-    row_size: np.ndarray  # float64: segment size of each row
-    row_ptr: np.ndarray  # int64, n_rows + 1: CSR into the block columns
-    blocks: np.ndarray  # int64: block index (row in Snapshot.blocks)
-    row: np.ndarray  # int64: row of each block
-    x0: np.ndarray  # float64: offset of the block inside its segment
-    x1: np.ndarray  # float64: x0 + size
-    req_end: np.ndarray  # float64: x0 + requested size for active blocks, else x1
-    state: np.ndarray  # int8 BlockState
-    pos_of_block: np.ndarray  # int64 per snapshot block: position here, -1 if not shown
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.seg_rows)
-
-    def __len__(self) -> int:
-        return len(self.blocks)
-
-    @property
-    def max_size(self) -> float:
-        return float(self.row_size.max()) if len(self.row_size) else 1.0
-
-    @classmethod
-    def build(cls, doc: Document, selection: Selection, sort: str = SORT_ADDRESS) -> "MapLayout":
-        snap = doc.snap
-        segs, blocks = snap.segments, snap.blocks
-        idx = np.flatnonzero(selection.segment_mask(snap))
-        if sort == SORT_SIZE:
-            order = np.lexsort((segs.address[idx], -segs.total_size[idx]))
-        elif sort == SORT_FREE:
-            largest = np.zeros(len(segs), dtype=np.int64)
-            free_total = np.zeros(len(segs), dtype=np.int64)
-            free = blocks.state == BlockState.FREE
-            np.maximum.at(largest, blocks.segment[free], blocks.size[free])
-            np.add.at(free_total, blocks.segment[free], blocks.size[free])
-            order = np.lexsort((segs.address[idx], -free_total[idx], -largest[idx]))
-        else:
-            order = np.lexsort((segs.address[idx], segs.device[idx]))
-        rows = idx[order].astype(np.int64)
-        counts = segs.block_count[rows].astype(np.int64)
-        starts = segs.block_start[rows].astype(np.int64)
-        row_ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(counts, out=row_ptr[1:])
-        n = int(row_ptr[-1])
-        row_of = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
-        blk = starts[row_of] + (np.arange(n, dtype=np.int64) - row_ptr[:-1][row_of])
-        x0 = (blocks.address[blk] - segs.address[rows][row_of]).astype(np.float64)
-        # Keep each row sorted by offset whatever the file's order.
-        order = np.lexsort((x0, row_of))
-        blk, row_of, x0 = blk[order], row_of[order], x0[order]
-        size = blocks.size[blk].astype(np.float64)
-        state = blocks.state[blk].astype(np.int8)
-        active = (state == BlockState.ALLOCATED) | (state == BlockState.PENDING_FREE)
-        req = np.minimum(blocks.requested_size[blk].astype(np.float64), size)
-        x1 = x0 + size
-        req_end = np.where(active, x0 + req, x1)
-        pos = np.full(len(blocks), -1, dtype=np.int64)
-        pos[blk] = np.arange(n, dtype=np.int64)
-        return cls(rows, segs.total_size[rows].astype(np.float64), row_ptr, blk, row_of,
-                   x0, x1, req_end, state, pos)
-
-    def rect_of(self, block: int) -> QRectF | None:
-        """The block's bar in view coordinates (x: bytes, y: rows)."""
-        p = int(self.pos_of_block[block]) if 0 <= block < len(self.pos_of_block) else -1
-        if p < 0:
-            return None
-        r = float(self.row[p])
-        return QRectF(QPointF(self.x0[p], r + BAR_TOP), QPointF(self.x1[p], r + 1 - BAR_TOP))
-
-    def block_at(self, x: float, y: float) -> int:
-        """Block index under view point (x, y), or -1."""
-        if not self.n_rows or not (0 <= y < self.n_rows):
-            return -1
-        r = int(math.floor(y))
-        frac = y - r
-        if frac < BAR_TOP / 2 or frac > 1 - BAR_TOP / 2:
-            return -1
-        lo, hi = int(self.row_ptr[r]), int(self.row_ptr[r + 1])
-        i = int(np.searchsorted(self.x0[lo:hi], x, side="right")) - 1
-        if i < 0 or x >= self.x1[lo + i]:
-            return -1
-        return int(self.blocks[lo + i])
-
-
-@dataclass
-class LodRects:
-    """A draw list: rects ``[x0, x1] x row`` of one drawing category each."""
-
-    x0: np.ndarray
-    x1: np.ndarray
-    row: np.ndarray
-    cat: np.ndarray  # theme.CAT_*
-    edges_x: np.ndarray  # block boundaries worth drawing (wide blocks only)
-    edges_row: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.x0)
-
-
-def lod_rects(
-    layout: MapLayout,
-    bytes_per_px: float,
-    x_range: tuple[float, float] | None = None,
-    y_range: tuple[float, float] | None = None,
-    min_px: float = 1.0,
-) -> LodRects:
-    """The level-of-detail draw list for a view of ``bytes_per_px`` bytes per pixel.
-
-    Blocks outside the visible range are culled.  Consecutive blocks of a row
-    narrower than ``min_px`` pixels that fall in the same pixel are merged into
-    one rect coloured by the state holding most of its bytes (and widened to
-    one pixel so it never vanishes); wider blocks are kept exactly, plus their
-    rounding-waste tail.  The result has at most about one rect per pixel
-    column per row, plus the wide blocks.
-    """
-    px = max(float(bytes_per_px), 1e-9) * min_px
-    n_rows = layout.n_rows
-    r0, r1 = 0, n_rows
-    if y_range is not None:
-        r0 = max(0, int(math.floor(y_range[0])))
-        r1 = min(n_rows, int(math.ceil(y_range[1])) + 1)
-    if r1 <= r0:
-        return _empty_lod()
-    lo, hi = int(layout.row_ptr[r0]), int(layout.row_ptr[r1])
-    x0, x1 = layout.x0[lo:hi], layout.x1[lo:hi]
-    row, state, req_end = layout.row[lo:hi], layout.state[lo:hi], layout.req_end[lo:hi]
-    if x_range is not None:
-        keep = np.flatnonzero((x1 >= x_range[0]) & (x0 <= x_range[1]))
-        x0, x1, row, state, req_end = x0[keep], x1[keep], row[keep], state[keep], req_end[keep]
-    n = len(x0)
-    if n == 0:
-        return _empty_lod()
-    width = x1 - x0
-    small = width < px
-    pixel = np.floor(x0 / px).astype(np.int64)
-    same = np.zeros(n, dtype=bool)
-    same[1:] = small[1:] & small[:-1] & (row[1:] == row[:-1]) & (pixel[1:] == pixel[:-1])
-    starts = np.flatnonzero(~same)
-    ends = np.append(starts[1:], n) - 1
-    g_x0 = x0[starts]
-    g_x1 = x1[ends]
-    g_row = row[starts]
-    merged = ends > starts
-    g_cat = state[starts].astype(np.int8)
-    if merged.any():
-        bytes_by_state = np.stack([
-            np.add.reduceat(np.where(state == s, width, 0.0), starts) for s in range(4)
-        ])
-        g_cat = np.where(merged, np.argmax(bytes_by_state, axis=0), g_cat).astype(np.int8)
-    g_small = small[starts] | merged
-    g_x1 = np.where(g_small, np.maximum(g_x1, g_x0 + px), g_x1)
-    # Waste tails of the blocks drawn exactly.
-    exact = ~g_small
-    # (sub-pixel tails are invisible: left out)
-    waste = exact & (x1[starts] - req_end[starts] >= px)
-    w_idx = starts[waste]
-    # Block boundaries: only where blocks are a few pixels wide.
-    wide = exact & (width[starts] >= 4 * px) & (g_x0 > 0)
-    return LodRects(
-        x0=np.concatenate([g_x0, req_end[w_idx]]),
-        x1=np.concatenate([g_x1, x1[w_idx]]),
-        row=np.concatenate([g_row, row[w_idx]]),
-        cat=np.concatenate([g_cat, np.full(len(w_idx), theme.CAT_WASTE, np.int8)]),
-        edges_x=g_x0[wide],
-        edges_row=g_row[wide],
-    )
-
-
-def _empty_lod() -> LodRects:
-    z = np.zeros(0)
-    return LodRects(z, z, z.astype(np.int64), z.astype(np.int8), z, z.astype(np.int64))
-
-
-# --------------------------------------------------------------------------- item
-
-
-class SegmentMapItem(pg.GraphicsObject):
-    """Draws a :class:`MapLayout` in a handful of batched paths per paint."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layout: MapLayout | None = None
-        self.gap_blocks = np.zeros(0, dtype=np.int64)
-        self.request_bytes = 0
-        self.largest_free = 0
-        self.selected = -1
-        self.request_y, self.largest_y = REQUEST_Y, LARGEST_Y  # rows (see ruler_ys)
-        self.lod: LodRects | None = None
-        self.doc_blocks_stack: np.ndarray | None = None
-        self._paths: dict[int, QPainterPath] = {}
-        self._edges = QPainterPath()
-        self._dirty = True
-        self._lod_key = None
-        # Highlight (search matches, a call-tree node): per stack, or None.
-        self.highlight: np.ndarray | None = None
-        self._hl_pos = np.zeros(0, np.int64)  # layout positions of highlighted blocks
-        self._hl_path = QPainterPath()
-
-    # -- data
-    def set_layout(self, layout: MapLayout | None, gap_blocks=None, request_bytes: int = 0,
-                   largest_free: int = 0) -> None:
-        self.prepareGeometryChange()
-        self.layout = layout
-        self.gap_blocks = np.zeros(0, np.int64) if gap_blocks is None else np.asarray(gap_blocks)
-        self.request_bytes = int(request_bytes)
-        self.largest_free = int(largest_free)
-        self.selected = -1
-        self._update_highlight()
-        self.invalidate()
-
-    def set_highlight(self, stack_mask: np.ndarray | None) -> None:
-        """Blocks whose stack is in ``stack_mask`` stand out; the rest are dimmed."""
-        self.highlight = stack_mask
-        self._update_highlight()
-        self.invalidate()
-
-    def _update_highlight(self) -> None:
-        layout, mask = self.layout, self.highlight
-        if layout is None or mask is None or self.doc_blocks_stack is None:
-            self._hl_pos = np.zeros(0, np.int64)
-            return
-        st = self.doc_blocks_stack[layout.blocks]
-        active = (layout.state == BlockState.ALLOCATED) | (layout.state == BlockState.PENDING_FREE)
-        ok = active & (st >= 0)
-        ok[ok] = mask[st[ok]]
-        self._hl_pos = np.flatnonzero(ok)
-
-    def highlighted_blocks(self) -> np.ndarray:
-        """Block indices currently highlighted."""
-        if self.layout is None:
-            return np.zeros(0, np.int64)
-        return self.layout.blocks[self._hl_pos]
-
-    def set_selected(self, block: int) -> None:
-        self.selected = int(block)
-        self.update()
-
-    def invalidate(self) -> None:
-        self._dirty = True
-        self.update()
-
-    def viewRangeChanged(self) -> None:  # pyqtgraph hook
-        self.invalidate()
-
-    def viewTransformChanged(self) -> None:  # pyqtgraph hook
-        self.invalidate()
-
-    # -- geometry
-    def boundingRect(self) -> QRectF:
-        if self.layout is None or not self.layout.n_rows:
-            return QRectF(0, 0, 1, 1)
-        top = min(-2.2, self.request_y - 0.6) if self.request_bytes else 0.0
-        return QRectF(0, top, max(self.layout.max_size, self.request_bytes), self.layout.n_rows - top)
-
-    def bytes_per_px(self) -> float:
-        vb = self.getViewBox()
-        if vb is None:
-            return 1.0
-        w = vb.viewPixelSize()[0]
-        return float(w) if w and np.isfinite(w) and w > 0 else 1.0
-
-    def rebuild_lod(self) -> LodRects:
-        """Recompute the draw list for the current view range and size."""
-        layout = self.layout
-        vb = self.getViewBox()
-        if layout is None:
-            self.lod = _empty_lod()
-        else:
-            xr = yr = None
-            if vb is not None:
-                (xa, xb), (ya, yb) = vb.viewRange()
-                xr, yr = (xa, xb), (ya, yb)
-            self.lod = lod_rects(layout, self.bytes_per_px(), xr, yr)
-        lod = self.lod
-        y0 = lod.row + BAR_TOP
-        y1 = lod.row + (1 - BAR_TOP)
-        self._paths = {}
-        for cat in theme.DRAW_ORDER:
-            m = lod.cat == cat
-            if m.any():
-                self._paths[cat] = rects_path(lod.x0[m], lod.x1[m], y0[m], y1[m])
-        self._edges = segments_path(lod.edges_x, lod.edges_row + BAR_TOP, lod.edges_row + 1 - BAR_TOP)
-        self._hl_path = QPainterPath()
-        if self.highlight is not None and layout is not None and len(self._hl_pos):
-            pos = self._hl_pos
-            if vb is not None:
-                (xa, xb), (ya, yb) = vb.viewRange()
-                r = layout.row[pos]
-                pos = pos[(r >= math.floor(ya) - 1) & (r <= math.ceil(yb) + 1)
-                          & (layout.x1[pos] >= xa) & (layout.x0[pos] <= xb)]
-            px = self.bytes_per_px()
-            x0 = layout.x0[pos]
-            x1 = np.maximum(layout.x1[pos], x0 + px)
-            r = layout.row[pos].astype(np.float64)
-            self._hl_path = rects_path(x0, x1, r + BAR_TOP, r + 1 - BAR_TOP)
-        self._dirty = False
-        return lod
-
-    # -- painting
-    def paint(self, p: QPainter, *args) -> None:
-        layout = self.layout
-        if layout is None or not layout.n_rows:
-            return
-        if self._dirty:
-            self.rebuild_lod()
-        px = self.bytes_per_px()
-        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        # Segment extents (also shows unmapped parts of expandable segments).
-        rows = np.arange(layout.n_rows, dtype=np.float64)
-        bg = theme.row_background()
-        p.setPen(pg.mkPen(bg.darker(125), width=1, cosmetic=True))
-        p.setBrush(bg)
-        p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
-                              rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
-        p.setPen(Qt.PenStyle.NoPen)
-        for cat, path in self._paths.items():
-            p.setBrush(theme.color(cat))
-            p.drawPath(path)
-        if not self._edges.isEmpty():
-            p.setPen(pg.mkPen(theme.background(), width=1, cosmetic=True))
-            p.drawPath(self._edges)
-        if self.highlight is not None:
-            # Dim everything, then the highlighted blocks on top, outlined.
-            veil = theme.background()
-            veil.setAlpha(185)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(veil)
-            p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
-                                  rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
-            if not self._hl_path.isEmpty():
-                p.setBrush(theme.search_color())
-                p.setPen(pg.mkPen(theme.foreground(), width=1, cosmetic=True))
-                p.drawPath(self._hl_path)
-        # The largest free gaps, outlined.
-        gaps = [layout.rect_of(int(b)) for b in self.gap_blocks]
-        gaps = [r for r in gaps if r is not None]
-        if gaps:
-            p.setBrush(Qt.BrushStyle.NoBrush)
-            p.setPen(pg.mkPen(theme.gap_outline(), width=2, cosmetic=True))
-            for r in gaps:
-                p.drawRect(_min_width(r, px))
-        if self.request_bytes:
-            self._paint_request(p, gaps)
-        if self.selected >= 0:
-            r = layout.rect_of(self.selected)
-            if r is not None:
-                r = _min_width(r, 3 * px)
-                p.setBrush(Qt.BrushStyle.NoBrush)
-                p.setPen(pg.mkPen(theme.background(), width=5, cosmetic=True))
-                p.drawRect(r)
-                p.setPen(pg.mkPen(theme.foreground(), width=2.5, cosmetic=True))
-                p.drawRect(r)
-
-    def _paint_request(self, p: QPainter, gaps: list[QRectF]) -> None:
-        """The OOM request to scale: a bracket on top and a ghost over the largest gap."""
-        req = float(self.request_bytes)
-        red = QColor(theme.OOM_RED)
-        pen = pg.mkPen(red, width=2, cosmetic=True)
-        p.setPen(pen)
-        tick = min(0.3, 0.3 * (self.largest_y - self.request_y))
-        _bracket(p, 0.0, req, self.request_y, tick)
-        if self.largest_free:
-            p.setPen(pg.mkPen(theme.gap_outline().lighter(115), width=2, cosmetic=True))
-            _bracket(p, 0.0, float(self.largest_free), self.largest_y, tick)
-        if gaps:
-            g = gaps[0]
-            ghost = QRectF(g.left(), g.top() - 0.06, req, g.height() + 0.12)
-            dash = pg.mkPen(red, width=2, cosmetic=True, style=Qt.PenStyle.DashLine)
-            p.setPen(dash)
-            fill = QColor(red)
-            fill.setAlpha(40)
-            p.setBrush(fill)
-            p.drawRect(ghost)
-
-
-def _bracket(p: QPainter, x0: float, x1: float, y: float, tick: float) -> None:
-    path = QPainterPath()
-    path.moveTo(x0, y - tick)
-    path.lineTo(x0, y + tick)
-    path.moveTo(x0, y)
-    path.lineTo(x1, y)
-    path.moveTo(x1, y - tick)
-    path.lineTo(x1, y + tick)
-    p.setBrush(Qt.BrushStyle.NoBrush)
-    p.drawPath(path)
-
-
-def _min_width(r: QRectF, w: float) -> QRectF:
-    if r.width() >= w:
-        return r
-    c = r.center().x()
-    return QRectF(c - w / 2, r.top(), w, r.height())
-
-
-# --------------------------------------------------------------------------- axes
-
-
-class BytesAxis(pg.AxisItem):
-    """Byte offsets with power-of-two ticks (4 MiB, 8 MiB, ...)."""
-
-    def tickSpacing(self, minVal, maxVal, size):
-        dif = abs(maxVal - minVal)
-        if dif <= 0 or size <= 0:
-            return []
-        raw = dif / max(1.0, size / 90.0)
-        major = 2.0 ** math.ceil(math.log2(max(raw, 1.0)))
-        return [(major, 0), (major / 4, 0)]
-
-    def tickStrings(self, values, scale, spacing):
-        return [short_bytes(v) for v in values]
-
-
-class SegmentAxis(pg.AxisItem):
-    """One label per row (segment address and size) when rows are tall enough."""
-
-    MIN_PX = 16
-
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.labels: list[str] = []
-
-    def tickValues(self, minVal, maxVal, size):
-        n = len(self.labels)
-        if minVal > maxVal:  # inverted axis
-            minVal, maxVal = maxVal, minVal
-        if not n or size <= 0 or maxVal <= minVal:
-            return []
-        px_per_row = size / (maxVal - minVal)
-        step = max(1, int(math.ceil(self.MIN_PX / px_per_row)))
-        first = max(0, int(math.floor(minVal)))
-        first -= first % step
-        last = min(n - 1, int(math.ceil(maxVal)))
-        rows = [r + 0.5 for r in range(first, last + 1, step)]
-        return [(float(step), rows)]
-
-    def tickStrings(self, values, scale, spacing):
-        out = []
-        for v in values:
-            r = int(math.floor(v))
-            out.append(self.labels[r] if 0 <= r < len(self.labels) else "")
-        return out
-
-    def set_labels(self, labels: list[str]) -> None:
-        """New row labels.  pyqtgraph caches the axis as a picture that it redraws
-        only when the range or size changes: a new layout at the same range (the
-        time cursor moved) must drop it, or the old rows' labels stay (issue 17)."""
-        self.labels = labels
-        self.picture = None
-        self.update()
-
-
-# --------------------------------------------------------------------------- view box
-
-
-class MapViewBox(pg.ViewBox):
-    """Wheel scrolls rows; Ctrl+wheel zooms bytes (x); Shift+wheel zooms rows; drag pans."""
-
-    ROWS_PER_NOTCH = 3
-
-    def wheelEvent(self, ev, axis=None):
-        delta = ev.delta()
-        if not delta:
-            ev.ignore()
-            return
-        mods = ev.modifiers()
-        center = self.mapToView(ev.pos())
-        factor = 1.02 ** (-delta / 8.0)
-        if ev.orientation() == Qt.Orientation.Horizontal:
-            (xa, xb), _ = self.viewRange()
-            self.translateBy(x=-(xb - xa) * delta / 1200.0)
-        elif mods & Qt.KeyboardModifier.ControlModifier:
-            self.scaleBy((factor, 1.0), center=center)
-        elif mods & Qt.KeyboardModifier.ShiftModifier:
-            self.scaleBy((1.0, factor), center=center)
-        else:
-            self.translateBy(y=-delta / 120.0 * self.ROWS_PER_NOTCH)
-        ev.accept()
-        self.sigRangeChangedManually.emit(self.state["mouseEnabled"])
-
-
-# --------------------------------------------------------------------------- widget
 
 
 class SegmentMapView(QWidget):
@@ -851,7 +353,7 @@ class SegmentMapView(QWidget):
         px = self.item.bytes_per_px()
         gaps = []
         for t in self._labels:
-            r = layout.rect_of(t.gap_block)
+            r = block_rect(layout, t.gap_block)
             if r is None:
                 t.hide()
                 continue
@@ -939,7 +441,7 @@ class SegmentMapView(QWidget):
         self.item.set_selected(block)
         if not ensure_visible or self.layout_data is None:
             return
-        r = self.layout_data.rect_of(block)
+        r = block_rect(self.layout_data, block)
         if r is None:
             return
         (xa, xb), (ya, yb) = self.vb.viewRange()
@@ -954,7 +456,7 @@ class SegmentMapView(QWidget):
         """Where block ``block``'s bar centre is, in the plot's viewport pixels."""
         if self.layout_data is None:
             return None
-        r = self.layout_data.rect_of(block)
+        r = block_rect(self.layout_data, block)
         if r is None:
             return None
         scene = self.vb.mapViewToScene(r.center())
@@ -1024,7 +526,7 @@ class SegmentMapView(QWidget):
         return img
 
     def export_png(self, path: str) -> bool:
-        return self.render_image().save(path, "PNG")
+        return save_png(self.render_image(), path)  # (the one PNG writer, see png.py)
 
     def export_svg(self, path: str) -> bool:
         from PySide6.QtSvg import QSvgGenerator

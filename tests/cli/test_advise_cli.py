@@ -1,0 +1,94 @@
+"""`vramscope advise` and `vramscope whatif --batch-scale` in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+from tests.conftest import DATA
+from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.remedies import batch_scale, scaling
+from vramscope.viewer.model.whatif import prepare
+
+RESNET = DATA / "resnet50_train.pickle"  # batch 32, no OOM; peak reserved 1.94 GiB
+GPT2_OOM = DATA / "gpt2_oom.pickle"  # ran out of memory under 10.49 GiB
+KEYS = {"remedy", "predicted_peak_reserved_bytes", "saving_bytes", "method", "change", "where"}
+
+
+def vramscope(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_advise_json_ranks_remedies_and_names_the_largest_batch():
+    limit = 3 * 1024**3
+    out = vramscope("advise", str(RESNET), "--batch", "32", "--memory-limit", str(limit), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    rem = got["remedies"]
+    assert rem and all(KEYS <= set(r) for r in rem)
+    peaks = [r["predicted_peak_reserved_bytes"] for r in rem]
+    assert peaks == sorted(peaks)
+    assert {r["method"] for r in rem} == {"simulated", "estimated"}
+    for r in rem:
+        assert r["saving_bytes"] == got["recorded_peak_reserved_bytes"] - \
+            r["predicted_peak_reserved_bytes"]
+    assert any(r["remedy"].startswith("allocator:expandable_segments") for r in rem)
+    # The largest batch is the boundary of the simulated runs: b fits, b + 1 does not.
+    b = got["largest_batch_that_fits"]
+    assert got["memory_limit_bytes"] == limit and 32 < b < 64
+    assert abs(got["largest_scale_that_fits"] - b / 32) < 1e-9
+    case = prepare(load_snapshot(str(RESNET), use_cache=False))
+    j = scaling.judge(case, 32)
+    assert batch_scale.scaled_case(case, j, Fraction(b, 32)).simulate(None, limit).first_oom is None
+    assert batch_scale.scaled_case(case, j, Fraction(b + 1, 32)).simulate(None, limit).first_oom \
+        is not None
+
+
+def test_advise_text_on_an_oom():
+    out = vramscope("advise", str(GPT2_OOM))
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "verdict: out of memory at event 25902" in text
+    assert "largest batch scale that fits: 0.99" in text
+    assert "remedies, ranked by predicted peak reserved:" in text
+    assert " GiB" in text and " MiB" in text
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in text
+    assert out.stderr == ""  # no progress noise when stderr is not a terminal
+
+
+def test_advise_bad_file_is_one_line(tmp_path):
+    bad = tmp_path / "x.pickle"
+    bad.write_bytes(b"not a pickle")
+    out = vramscope("advise", str(bad))
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "vramscope: error:" in out.stderr
+
+
+def test_whatif_batch_scale_rows_and_judgement():
+    out = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch-scale", "1.5",
+                    "--batch", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["batch_scale"] for r in rows] == [0.5, 1.5]
+    assert [r["batch"] for r in rows] == [16.0, 48.0]
+    assert rows[0]["peak_reserved_bytes"] < 2084569088 < rows[1]["peak_reserved_bytes"]
+    assert rows[0]["peak_reserved_vs_recorded"] < 0 < rows[1]["peak_reserved_vs_recorded"]
+    # cuDNN workspaces are not per-sample sizes: the answer says how much it hangs on them.
+    for r in rows:
+        lo, hi = r["peak_reserved_sensitivity_bytes"]
+        assert r["uncertain_allocations"] > 0 and lo <= r["peak_reserved_bytes"] <= hi and lo < hi
+    rules = {r["rule"]: r for r in rows[0]["scaling"]}
+    assert rules["data_category"]["scales"] and not rules["state_category"]["scales"]
+    assert all(r["reason"] and r["examples"] for r in rows[0]["scaling"])
+    text = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch", "32")
+    assert text.returncode == 0
+    assert "batch x0.5 (16)" in text.stdout
+    assert "how each allocation was judged to scale with the batch" in text.stdout
+
+
+def test_whatif_batch_scale_rejects_nonsense():
+    out = vramscope("whatif", str(RESNET), "--batch-scale", "0")
+    assert out.returncode == 2 and "not a positive number" in out.stderr

@@ -1,0 +1,214 @@
+"""Batch-size what-if: which allocations scale with the batch, and the scaled re-simulation.
+
+The judgement is checked against what recordings show directly: in
+``whatif_default`` every step drew another batch and sequence length
+(its sidecar lists the shapes), so an allocation site whose sizes differ
+between steps holds data-shaped tensors (must be judged to scale) and a
+site whose sizes never change does not (must be judged fixed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA
+from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.remedies import batch_scale, evidence, scaling
+from vramscope.viewer.model.whatif import prepare
+from vramscope.viewer.model.whatif import requests as rq
+
+VARIED = DATA / "whatif_h200" / "whatif_default.pickle.xz"  # 6 steps of different shapes
+RESNET = DATA / "resnet50_train.pickle"  # batch 32, 4 steps, bf16 autocast, SGD
+GPT2_OOM = DATA / "gpt2_oom.pickle"  # OOM under a 10.49 GiB limit
+
+
+@pytest.fixture(scope="module")
+def case_of():
+    memo = {}
+
+    def get(path):
+        if path not in memo:
+            case = prepare(load_snapshot(str(path), use_cache=False))
+            evd = evidence.gather(case)
+            memo[path] = (case, evd)
+        return memo[path]
+
+    return get
+
+
+def test_judgement_agrees_with_shapes_that_varied_between_steps(case_of):
+    case, evd = case_of(VARIED)
+    shapes = json.loads((VARIED.parent / "whatif_default.json").read_text())["workload"]
+    assert "shapes [[8, 579], [2, 135]" in shapes  # steps really differ
+    j = scaling.judge(case, None, evd)
+    assert evd.n_iterations == 6
+    alloc = np.flatnonzero(case.requests.kind == rq.ALLOC)
+    by_site: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i in alloc.tolist():
+        # Sites with Python frames (backward's allocations share one empty stack).
+        # Workspaces made once at a site that also makes outputs are fixed: only
+        # allocations freed inside the recording are compared.
+        if evd.site[i] < 0 or evd.iteration[i] < 0 or case.requests.size[i] <= 512 \
+                or evd.provenance[i] in (evidence.PROV_NONE, evidence.PROV_AUTOGRAD) \
+                or evd.free_at[i] == len(case.requests):
+            continue
+        by_site[int(evd.site[i])][int(evd.iteration[i])].append(i)
+    checked = {True: 0, False: 0}
+    for its in by_site.values():
+        if len(its) < 2:
+            continue
+        sizes = {tuple(sorted(case.requests.size[v].tolist())) for v in its.values()}
+        varies = len(sizes) > 1
+        for v in its.values():
+            for i in v:
+                assert bool(j.scales[i]) == varies, (j.reason(i), int(case.requests.size[i]))
+                checked[varies] += 1
+    assert checked[True] > 500 and checked[False] > 100, checked
+
+
+def test_resnet_judgement_reasons(case_of):
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    reqs = case.requests
+    snap = case.snap
+
+    def rules_where(pred):
+        out = set()
+        for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist():
+            if pred(i):
+                out.add(scaling.RULES[j.rule[i]])
+        return out
+
+    def innermost(i):
+        fr = snap.stacks.frame_ids(int(evd.site[i])) if evd.site[i] >= 0 else []
+        py = [f for f in fr.tolist() if snap.frames.filename_of(f).endswith(".py")]
+        if not py:
+            return ""
+        return f"{snap.frames.filename_of(py[0]).rsplit('/', 1)[-1]}:{snap.frames.name_of(py[0])}"
+
+    # Parameters moved by .cuda(): fixed as module state; the SGD step: fixed.
+    assert rules_where(lambda i: innermost(i) == "module.py:<lambda>") <= \
+        {"module_state", "state_category", "tiny"}
+    assert rules_where(lambda i: innermost(i).startswith("sgd.py")) <= \
+        {"optimizer", "state_category", "tiny"}
+    assert all(not j.scales[i] for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
+               if innermost(i) == "module.py:<lambda>" or innermost(i).startswith("sgd.py"))
+    # The two cuBLAS workspaces (32 MiB, made once in library code, kept): fixed, by the
+    # categories' workspace reason when that package is there, else as kept once.
+    kept = np.flatnonzero((reqs.size == 33554432) & (evd.free_at == len(reqs)))
+    assert len(kept) == 2 and not j.scales[kept].any()
+    assert {scaling.RULES[r] for r in j.rule[kept]} <= {"kept_once", "state_category"}
+    # The input batch (32 x 3 x 224 x 224 fp32), made every step by the program: scales;
+    # the last one is still referenced when the recording ends (cut off, not kept).
+    inputs = np.flatnonzero((reqs.size == 32 * 3 * 224 * 224 * 4) & (reqs.kind == rq.ALLOC))
+    assert len(inputs) == 4 and j.scales[inputs].all()
+    assert scaling.RULES[j.rule[inputs[-1]]] in ("cut_off", "data_category")
+    # Under bf16 autocast each convolution first makes a bf16 copy of its fp32 weight
+    # (half a parameter's size: fixed), then its output (scales with the batch).
+    conv = np.array([i for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
+                     if innermost(i) == "conv.py:_conv_forward" and reqs.size[i] % 32 == 0])
+    weights = j.rule[conv] == scaling.STATE_SIZE
+    assert len(conv) > 100 and 0.3 < weights.mean() < 0.7
+    assert j.scales[conv[~weights]].all()
+    states = scaling.state_sizes(case, evd)
+    assert np.isin(reqs.size[conv[weights]] * 2, states).all()
+    # Every reason is a sentence the user can read.
+    assert j.reason(int(inputs[-1])).startswith("scales (")
+    assert j.reason(int(kept[0])).startswith("fixed (")
+
+
+def test_scaled_sizes_are_exact_per_sample_multiples(case_of):
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    half = j.scaled_sizes(Fraction(16, 32))
+    scales = j.scales
+    assert scales.any() and (~scales).any()
+    assert np.array_equal(half[~scales], j.size[~scales])
+    # Scaled sizes are rounded up to whole bytes: exact halves of the even ones
+    # (per-sample tensors), one byte more than half of odd ones (cuDNN workspaces).
+    assert np.array_equal(half[scales], (j.size[scales] + 1) // 2)
+    assert (j.size[scales] % 2 == 1).any()
+    # Without the batch, sizes are rounded up to whole bytes.
+    odd = scaling.Judgement(rule=np.array([scaling.PER_ITERATION, scaling.TINY], np.int8),
+                            size=np.array([1001, 1001], np.int64), batch=None)
+    assert odd.scaled_sizes(1.5).tolist() == [1502, 1001]
+
+
+def test_scale_one_reproduces_the_recording_and_peaks_grow_with_the_batch(case_of):
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    same = batch_scale.scaled_case(case, j, 1).simulate()
+    assert same.peak_reserved == case.recorded_run().peak_reserved == 2084569088
+    peaks = [batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
+             for f in (Fraction(1, 2), Fraction(1), Fraction(3, 2), Fraction(2))]
+    assert peaks == sorted(peaks) and len(set(peaks)) == 4
+    # The scaled case keeps the recording as the baseline of "vs recorded".
+    sc = batch_scale.scaled_case(case, j, 0.5)
+    assert sc.recorded_peak == case.recorded_peak
+    with pytest.raises(ValueError):
+        batch_scale.scaled_case(case, j, 0)
+
+
+def test_largest_batch_that_fits_is_the_boundary(case_of):
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    limit = 3 * 1024**3
+    found = batch_scale.largest_fitting_scale(case, j, limit, recorded_batch=32)
+    assert found.batch is not None and 32 < found.batch < 64
+    at = batch_scale.scaled_case(case, j, Fraction(found.batch, 32)).simulate(None, limit)
+    over = batch_scale.scaled_case(case, j, Fraction(found.batch + 1, 32)).simulate(None, limit)
+    assert at.first_oom is None and over.first_oom is not None
+    assert found.peak_reserved == at.peak_reserved_until_oom <= limit
+
+
+def test_oom_recording_fits_at_a_smaller_scale(case_of):
+    case, evd = case_of(GPT2_OOM)
+    j = scaling.judge(case, None, evd)
+    assert case.recorded_run().first_oom is not None
+    found = batch_scale.largest_fitting_scale(case, j, precision=0.02)
+    assert found.scale is not None and Fraction(1, 2) < found.scale < 1
+    assert batch_scale.scaled_case(case, j, found.scale).simulate().first_oom is None
+    # Just above the answer it does not fit (the bisection's upper end).
+    above = min(f for f, ok, _ in found.tried if not ok and f > found.scale)
+    assert (above - found.scale) / above <= 0.02
+
+
+def test_rules_without_the_categories_package(case_of):
+    """The judgement stands on its own rules when no categories are given."""
+    case, _ = case_of(RESNET)
+    evd = evidence.gather(case, categories=None)
+    j = scaling.judge(case, 32, evd)
+    reqs = case.requests
+    kept = np.flatnonzero(j.rule == scaling.KEPT_ONCE)
+    assert sorted(reqs.size[kept].tolist()) == [33554432, 33554432]
+    inputs = np.flatnonzero((reqs.size == 32 * 3 * 224 * 224 * 4) & (reqs.kind == rq.ALLOC))
+    assert [scaling.RULES[r] for r in j.rule[inputs]] == ["per_iteration"] * 3 + ["cut_off"]
+    with_cat = scaling.judge(case, 32, case_of(RESNET)[1])
+    # Both judgements predict nearly the same run at half the batch.
+    a = batch_scale.scaled_case(case, j, 0.5).simulate().peak_reserved
+    b = batch_scale.scaled_case(case, with_cat, 0.5).simulate().peak_reserved
+    assert abs(a / b - 1) < 0.05
+
+
+def test_removing_allocations_from_the_stream(case_of):
+    from vramscope.viewer.model.remedies import edit
+
+    case, evd = case_of(RESNET)
+    reqs = case.requests
+    same = edit.without(case, np.zeros(len(reqs), bool))
+    assert len(same.requests) == len(reqs)
+    a, b = same.simulate(), case.recorded_run()
+    assert a.peak_reserved == b.peak_reserved and a.events == b.events
+    # Without the four input batches (and their frees) the allocated peak drops by at
+    # most one of them (only one is live at a time) and at least by nothing.
+    inputs = (reqs.size == 32 * 3 * 224 * 224 * 4) & (reqs.kind == rq.ALLOC)
+    gone = edit.without(case, inputs)
+    assert len(gone.requests) == len(reqs) - 4 - 3  # 4 allocations, 3 frees in the window
+    r = gone.simulate()
+    assert b.peak_allocated - 32 * 3 * 224 * 224 * 4 <= r.peak_allocated < b.peak_allocated
+    assert not (gone.requests.ref >= len(gone.requests)).any()

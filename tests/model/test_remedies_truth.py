@@ -1,0 +1,141 @@
+"""Batch-size predictions against real runs (the truth kit, tests/workloads/truth/).
+
+Each sweep recorded one workload at 3-4 batch sizes in fresh processes; from
+one recording the peak reserved bytes at half and 1.5x its batch must come
+within 5 % of the real runs' ``reserved_bytes.all.peak``.  The limit search
+found the largest GPT-2 batch that fits 2 GiB by running it; ``advise`` must
+name the same batch.  Skipped while the recordings are absent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.workloads import batch_prediction_table as table
+
+SWEEPS = table.sweeps()
+PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
+         for b1 in sorted(by) if b1 * 2 == b0 or b1 * 2 == b0 * 3]
+TOLERANCE = 0.05
+
+
+# Known miss, measured: cuDNN chose another convolution algorithm at batch 32 than at 64,
+# whose workspaces are a quarter of the size (98.1 MiB at 64, 24.6 MiB at 32), not a
+# half; with the real sizes of those workspaces the replay is exact.  A recording at
+# one batch cannot know the algorithm cuDNN picks at another.
+KNOWN_MISSES = {("resnet", 64, 32): "cuDNN picks another algorithm (workspace 1/4, not 1/2)"}
+
+
+def _pair(fam, b0, b1):
+    why = KNOWN_MISSES.get((fam, b0, b1))
+    return pytest.param(fam, b0, b1, marks=pytest.mark.xfail(reason=why, strict=True)) \
+        if why else (fam, b0, b1)
+
+
+@pytest.mark.skipif(not PAIRS, reason="truth sweeps not recorded yet (tests/data/truth)")
+@pytest.mark.parametrize("family,src,dst", [_pair(*p) for p in PAIRS] or [("-", 0, 0)],
+                         ids=lambda v: str(v))
+def test_peak_reserved_at_half_and_one_and_a_half_batch(family, src, dst):
+    pred = table.predict_peak(SWEEPS[family][src], dst)
+    real = table.real_peak_reserved(SWEEPS[family][dst])
+    assert abs(pred / real - 1) <= TOLERANCE, \
+        f"{family} b{src} -> b{dst}: predicted {pred}, real {real} ({pred / real - 1:+.1%})"
+
+
+def test_scale_one_predicts_its_own_peak_exactly():
+    if not SWEEPS:
+        pytest.skip("truth sweeps not recorded yet")
+    for family, by in SWEEPS.items():
+        for b, path in by.items():
+            assert table.predict_peak(path, b) == table.real_peak_reserved(path), (family, b)
+
+
+LIMIT = table.find("limit_sweep_gpt2_fit") or table.find("limit_sweep_gpt2_oom")
+
+
+@pytest.mark.skipif(LIMIT is None, reason="limit search not recorded yet (tests/data/truth)")
+def test_advise_names_the_largest_batch_that_fits(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    truth = table.truth_of(LIMIT)
+    search = truth["search"]
+    real = int(search["largest_batch_that_fits"])
+    # The recording that ran out of memory (one batch too many) and the one that fit.
+    for name in ("limit_sweep_gpt2_oom", "limit_sweep_gpt2_fit"):
+        path = table.find(name)
+        if path is None:
+            continue
+        b = int(table.truth_of(path)["batch_size"])
+        out = subprocess.run(
+            [sys.executable, "-m", "vramscope.viewer", "advise", str(path), "--batch", str(b),
+             "--memory-limit", str(search["memory_limit_bytes"]), "--json"],
+            capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        assert got["largest_batch_that_fits"] == real, (name, got["largest_batch_that_fits"], real)
+        assert got["remedies"] and all(
+            r["method"] in ("simulated", "estimated") for r in got["remedies"])
+    # From a sweep recording at another batch, without any limit in it.
+    rows = [r for r in table.limit_rows() if r["from"].startswith("sweep_")]
+    for r in rows:
+        assert r["predicted"] == real, r
+
+
+LEAK = table.find("gpt2_leak")
+
+
+@pytest.mark.skipif(LEAK is None, reason="gpt2_leak not recorded yet (tests/data/truth)")
+def test_leaked_outputs_are_judged_kept_each_iteration_and_scale():
+    import numpy as np
+
+    from vramscope.viewer.model.remedies import scaling
+
+    case, j, truth = table.case_of(LEAK)
+    leak = truth["leak"]
+    kept = {int(p) for p, _ in leak["kept_blocks"]}
+    rows = np.flatnonzero(case.snap.trace.device == case.device)
+    addr = case.snap.trace.addr[rows[case.requests.event]]
+    leaked = np.isin(addr, list(kept)) & (case.requests.kind == 0) \
+        & (table.evidence_of(LEAK).free_at == len(case.requests))
+    assert leaked.sum() == len(kept) == 8
+    # Every kept output scales with the batch; most are judged kept every iteration
+    # (the last ones: cut off by the recording's end, or an activation by category).
+    assert j.scales[leaked].all()
+    assert (j.rule[leaked] == scaling.KEPT_EACH).sum() >= len(kept) // 2
+    advice = table.advice_of(LEAK)
+    free = next(r for r in advice.remedies if r.remedy == "free_kept")
+    assert free.method == "simulated" and free.saving_bytes > 0
+    assert free.where and free.where.endswith(f":{leak['line']}")
+    # It drops all eight kept outputs: the allocated peak goes down by at least
+    # seven of them (the last one may be made after the peak).
+    assert int(free.acts_on.sum()) == len(kept)
+
+
+JUDGE_PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
+               for b1 in sorted(by) if b1 == 2 * b0]
+
+
+@pytest.mark.skipif(not JUDGE_PAIRS, reason="truth sweeps not recorded yet (tests/data/truth)")
+@pytest.mark.parametrize("family,src,dst", JUDGE_PAIRS or [("-", 0, 0)], ids=lambda v: str(v))
+def test_judgement_against_the_same_program_at_twice_the_batch(family, src, dst):
+    """The same program at twice the batch makes the same requests in the same order:
+    whatever was judged fixed has the same size there, whatever was judged to scale
+    (above the 512 B minimum block) has another.  Checked by bytes, per allocation."""
+    import numpy as np
+
+    from vramscope.viewer.model.whatif import requests as rq
+
+    a, ja, _ = table.case_of(SWEEPS[family][src])
+    b, _, _ = table.case_of(SWEEPS[family][dst])
+    ia = np.flatnonzero(a.requests.kind == rq.ALLOC)
+    ib = np.flatnonzero(b.requests.kind == rq.ALLOC)
+    if len(ia) != len(ib):  # the libraries took another path (e.g. GPT-2 at 16: cuBLAS)
+        pytest.skip(f"{family} b{src} and b{dst} made {len(ia)} and {len(ib)} allocations")
+    sa, sb = a.requests.size[ia], b.requests.size[ib]
+    big = sa > 512
+    scales = ja.scales[ia]
+    right = np.where(scales, sa != sb, sa == sb) & big
+    share = sa[right].sum() / sa[big].sum()
+    assert share >= 0.99, f"{family} b{src}: {share:.2%} of the bytes judged right"

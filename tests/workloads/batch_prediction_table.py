@@ -1,0 +1,214 @@
+"""Batch-size what-if against the truth runs: predicted vs real peak reserved, and the
+largest batch that fits a limit.
+
+The truth kit (tests/workloads/truth/, README there) records the same workload at several
+batch sizes, each in a fresh process, with ``memory_stats``.  From each recording this
+predicts the peak reserved bytes of the others (``vramscope whatif FILE --batch-scale F``)
+and, from a sweep recording and from the limit recordings, the largest batch that fits the
+2 GiB limit (``vramscope advise FILE --batch N --memory-limit ...``)::
+
+    .venv/bin/python tests/workloads/batch_prediction_table.py [TRUTH_DIR ...]
+
+Default directories: tests/data/truth and /work/shared/truth (the first holding a file wins).
+The tests (tests/model/test_remedies_truth.py) use the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DIRS = [ROOT / "tests" / "data" / "truth", ROOT.parent / "shared" / "truth"]
+
+
+def find(name: str, dirs=None) -> Path | None:
+    """``NAME.pickle.xz`` (or .pickle) in the first directory that has it."""
+    for d in dirs or DIRS:
+        for ext in (".pickle.xz", ".pickle"):
+            p = Path(d) / (name + ext)
+            if p.is_file():
+                return p
+    return None
+
+
+def truth_of(path: Path) -> dict:
+    stem = path.name.split(".pickle")[0]
+    return json.loads((path.parent / f"{stem}.truth.json").read_text())
+
+
+def sidecar_of(path: Path) -> dict:
+    stem = path.name.split(".pickle")[0]
+    return json.loads((path.parent / f"{stem}.json").read_text())
+
+
+def sweeps(dirs=None) -> dict[str, dict[int, Path]]:
+    """family -> batch -> recording, for the sweep recordings present."""
+    out: dict[str, dict[int, Path]] = {}
+    for d in dirs or DIRS:
+        for p in sorted(Path(d).glob("sweep_*_b*.pickle*")) if Path(d).is_dir() else []:
+            m = re.fullmatch(r"sweep_([a-z0-9]+)_b(\d+)\.pickle(\.xz)?", p.name)
+            if m and (p.parent / (p.name.split(".pickle")[0] + ".truth.json")).is_file():
+                out.setdefault(m.group(1), {}).setdefault(int(m.group(2)), p)
+    return out
+
+
+_CASES: dict[str, tuple] = {}
+_EVIDENCE: dict[str, object] = {}
+
+
+def evidence_of(path: Path):
+    """The :class:`~vramscope.viewer.model.remedies.evidence.Evidence` of a truth recording."""
+    case_of(path)
+    return _EVIDENCE[str(path)]
+
+
+def case_of(path: Path):
+    """(what-if case, judgement) of a truth recording, with its recorded batch."""
+    from vramscope.viewer.model.load import load_snapshot
+    from vramscope.viewer.model.remedies import evidence, scaling
+    from vramscope.viewer.model.whatif import prepare
+
+    key = str(path)
+    if key not in _CASES:
+        truth = truth_of(path)
+        case = prepare(load_snapshot(str(path), use_cache=False))
+        evd = evidence.gather(case)
+        j = scaling.judge(case, int(truth["batch_size"]), evd)
+        _CASES[key] = (case, j, truth)
+        _EVIDENCE[key] = evd
+    return _CASES[key]
+
+
+def real_peak_reserved(path: Path) -> int:
+    side = sidecar_of(path)
+    stats = side.get("memory_stats") or truth_of(path).get("memory_stats_end") or {}
+    return int(stats["reserved_bytes.all.peak"])
+
+
+def predict_peak(src: Path, batch: int) -> int:
+    """Peak reserved predicted for ``batch`` from the recording ``src``."""
+    from vramscope.viewer.model.remedies import batch_scale
+
+    case, j, truth = case_of(src)
+    f = Fraction(batch, int(truth["batch_size"]))
+    return batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
+
+
+def sweep_rows(dirs=None) -> list[dict]:
+    """Every (family, from, to) pair of the sweeps: predicted vs real peak reserved."""
+    rows = []
+    for family, by_batch in sorted(sweeps(dirs).items()):
+        for b0, src in sorted(by_batch.items()):
+            for b1, dst in sorted(by_batch.items()):
+                pred = predict_peak(src, b1)
+                real = real_peak_reserved(dst)
+                rows.append({"family": family, "from_batch": b0, "to_batch": b1,
+                             "scale": b1 / b0, "predicted": pred, "real": real,
+                             "error": pred / real - 1.0})
+    return rows
+
+
+def limit_rows(dirs=None) -> list[dict]:
+    """Largest batch under the limit search's limit, predicted from several recordings."""
+    from vramscope.viewer.model.remedies import batch_scale
+
+    fit = find("limit_sweep_gpt2_fit", dirs)
+    oom = find("limit_sweep_gpt2_oom", dirs)
+    src_truth = truth_of(fit or oom) if (fit or oom) else None
+    if src_truth is None:
+        return []
+    search = src_truth["search"]
+    limit = int(search["memory_limit_bytes"])
+    real = int(search["largest_batch_that_fits"])
+    sources = [p for p in (fit, oom) if p is not None]
+    sources += [p for b, p in sorted(sweeps(dirs).get("gpt2", {}).items())]
+    rows = []
+    for src in sources:
+        case, j, truth = case_of(src)
+        found = batch_scale.largest_fitting_scale(case, j, limit,
+                                                  recorded_batch=int(truth["batch_size"]))
+        rows.append({"from": src.name.split(".pickle")[0], "from_batch": truth["batch_size"],
+                     "limit": limit, "predicted": found.batch, "real": real})
+    return rows
+
+
+def advice_of(path: Path, limit: int | None = None):
+    """``vramscope advise`` on a truth recording (its own batch and limit)."""
+    from vramscope.viewer.model.remedies.advise import advise
+
+    case, _, truth = case_of(path)
+    return advise(case, int(truth["batch_size"]), limit)
+
+
+def remedy_rows(dirs=None) -> list[dict]:
+    """Remedies predicted from one recording vs the real run with that change made.
+
+    ``eval_keeps_outputs`` -> ``eval_no_grad`` (free what is kept), and the fp32 OOM at the
+    limit -> the remedy run that fitted (``remedy_gpt2_fits``: bf16 / checkpointing)."""
+    rows = []
+    keep, nograd = find("eval_keeps_outputs", dirs), find("eval_no_grad", dirs)
+    if keep and nograd:
+        a = advice_of(keep)
+        r = next((r for r in a.remedies if r.remedy == "free_kept"), None)
+        rows.append({"from": "eval_keeps_outputs", "remedy": "free_kept", "to": "eval_no_grad",
+                     "method": r.method if r else None,
+                     "predicted": r.predicted_peak_reserved_bytes if r else None,
+                     "real": real_peak_reserved(nograd)})
+    fixed = find("remedy_gpt2_fits", dirs)
+    if fixed:
+        t = truth_of(fixed)["remedy"]
+        base = find(t.get("recording", "limit_sweep_gpt2_oom"), dirs) or find(
+            "limit_sweep_gpt2_oom", dirs)
+        if base:
+            a = advice_of(base, t.get("memory_limit_bytes"))
+            name = t["remedy"]["name"]
+            want = {"bf16_autocast": "bf16_autocast",
+                    "grad_checkpointing": "gradient_checkpointing"}.get(name)
+            r = next((r for r in a.remedies if r.remedy == want), None)
+            rows.append({"from": base.name.split(".pickle")[0], "remedy": name,
+                         "to": "remedy_gpt2_fits", "method": r.method if r else None,
+                         "predicted": r.predicted_peak_reserved_bytes if r else None,
+                         "real": int(t["remedy"]["peak_reserved"])})
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    dirs = [Path(a) for a in argv] or None
+    rows = sweep_rows(dirs)
+    if not rows:
+        print("no sweep recordings found in", ", ".join(str(d) for d in dirs or DIRS))
+        return 1
+    print("batch-size what-if: peak reserved predicted from one recording vs the real run")
+    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}")
+    for r in rows:
+        if r["from_batch"] == r["to_batch"]:
+            continue
+        print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
+              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%")
+    half = [abs(r["error"]) for r in rows if r["scale"] in (0.5, 1.5)]
+    if half:
+        print(f"at 0.5x and 1.5x: {len(half)} predictions, max |error| {max(half) * 100:.1f}%")
+    lrows = limit_rows(dirs)
+    if lrows:
+        print(f"\nlargest batch that fits {fb(lrows[0]['limit'])} (real: {lrows[0]['real']})")
+        for r in lrows:
+            print(f"  from {r['from']:<24} (batch {r['from_batch']:>3}): predicted {r['predicted']}")
+    rrows = remedy_rows(dirs)
+    if rrows:
+        print("\nremedies: predicted peak reserved vs the real run with the change made")
+        for r in rrows:
+            pred = fb(r["predicted"]) if r["predicted"] is not None else "(not offered)"
+            err = f"{r['predicted'] / r['real'] - 1:+.1%}" if r["predicted"] else ""
+            print(f"  {r['from']} + {r['remedy']} ({r['method']}): predicted {pred}, "
+                  f"real ({r['to']}) {fb(r['real'])} {err}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,156 @@
+"""What the memory is, in the window: the split at the cursor, the category timeline with
+iteration bands, and the Leaks view - one panel, fed by a worker thread.
+
+Wiring into the main window (a few lines; see the report of issue 15)::
+
+    panel = CategoriesPanel()
+    tabs.addTab(panel, "What it is")                      # or a dock
+    panel.start(doc, device)                              # after a document is loaded
+    cursor_moved.connect(panel.set_cursor)                # time travel -> split + cursor
+    panel.cursorRequested.connect(go_to_event)            # a click on the category timeline
+    panel.highlightStacks.connect(set_highlight)          # a leak's stacks (bool per stack)
+    panel.stackSelected.connect(stack_panel.show_stack)   # a leak's stack
+
+The breakdown is built off the GUI thread (:class:`BreakdownThread`, progress and
+cancel through the model's :class:`Progress`); the panel only draws.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from PySide6.QtCore import QThread, Qt, Signal
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from ..model.categories import MemoryBreakdown
+from ..model.errors import LoadCancelled
+from ..model.progress import Progress
+from .category_split import CategorySplitBar
+from .category_timeline import CategoryTimeline
+from .leaks_view import LeaksView
+
+
+class BreakdownThread(QThread):
+    """Builds a :class:`MemoryBreakdown` for one device of a document."""
+
+    progressed = Signal(float)
+    built = Signal(object)  # MemoryBreakdown
+    failed = Signal(str)
+
+    def __init__(self, doc, device: int, parent=None) -> None:
+        super().__init__(parent)
+        self.doc = doc
+        self.device = device
+        self.cancel_event = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def run(self) -> None:  # worker thread
+        progress = Progress(lambda stage, f: self.progressed.emit(f), self.cancel_event)
+        try:
+            iv = self.doc.intervals(self.device) if hasattr(self.doc, "intervals") else None
+            bd = MemoryBreakdown.build(self.doc.snap, self.doc.timeline, self.device, progress,
+                                       intervals_of_device=iv)
+        except LoadCancelled:
+            return
+        except (ValueError, IndexError, KeyError, MemoryError) as exc:
+            self.failed.emit(f"memory categories unavailable: {exc}")
+            return
+        if not self.cancel_event.is_set():
+            self.built.emit(bd)
+
+
+class CategoriesPanel(QWidget):
+    """Split bar + category timeline + leaks, for one device's breakdown."""
+
+    cursorRequested = Signal(int)
+    highlightStacks = Signal(object)  # np.ndarray bool per stack (None: clear)
+    allocationsSelected = Signal(object)  # interval ids
+    stackSelected = Signal(int)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.bd: MemoryBreakdown | None = None
+        self.thread: BreakdownThread | None = None
+        self.status = QLabel("No snapshot")
+        self.split = CategorySplitBar()
+        self.timeline = CategoryTimeline()
+        self.leaks = LeaksView()
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(self.timeline)
+        body.addWidget(self.leaks)
+        body.setStretchFactor(0, 3)
+        body.setStretchFactor(1, 2)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.status)
+        lay.addWidget(self.split)
+        lay.addWidget(body)
+        self.timeline.eventClicked.connect(self._event_clicked)
+        self.leaks.allocationsSelected.connect(self._leak_selected)
+        self.leaks.stackSelected.connect(self.stackSelected)
+
+    # -- feeding ------------------------------------------------------------------------
+    def start(self, doc, device: int | None) -> None:
+        """Build the breakdown of ``device`` of ``doc`` in the background (None: clear)."""
+        self.stop()
+        self.set_breakdown(None)
+        if doc is None or device is None or doc.timeline is None \
+                or doc.timeline.replay(device) is None:
+            self.status.setText("No trace to classify")
+            return
+        self.status.setText("Classifying the memory...")
+        self.thread = BreakdownThread(doc, device, self)
+        self.thread.progressed.connect(
+            lambda f: self.status.setText(f"Classifying the memory... {f:.0%}"))
+        self.thread.built.connect(self.set_breakdown)
+        self.thread.failed.connect(self.status.setText)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Cancel a build in flight (and wait for its thread)."""
+        if self.thread is not None:
+            self.thread.cancel()
+            self.thread.wait()
+            self.thread = None
+
+    def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
+        self.bd = bd
+        self.timeline.set_breakdown(bd)
+        if bd is None:
+            self.split.set_split(None)
+            self.leaks.set_leaks([])
+            return
+        its = bd.iterations
+        self.status.setText(f"device {bd.device}: {len(its)} iteration(s), "
+                            f"{len(bd.leaks)} leak(s)")
+        self.leaks.set_leaks(bd.leaks, len(its))
+        k = int(np.argmax(bd.requested)) if bd.n_events else None
+        self.set_cursor(k, caption="at the peak")
+
+    def set_cursor(self, k: int | None, caption: str | None = None) -> None:
+        """The split after event ``k`` (the time-travel cursor)."""
+        bd = self.bd
+        if bd is None or k is None or not 0 <= k < bd.n_events:
+            self.split.set_split(None)
+            self.timeline.set_cursor(None)
+            return
+        self.split.set_split(bd.split_at(k), bd.guessed_bytes_at(k),
+                             caption or f"after event {k}")
+        self.timeline.set_cursor(k)
+
+    # -- reactions ----------------------------------------------------------------------
+    def _event_clicked(self, k: int) -> None:
+        self.set_cursor(k)
+        self.cursorRequested.emit(k)
+
+    def _leak_selected(self, ids: np.ndarray) -> None:
+        self.allocationsSelected.emit(ids)
+        bd = self.bd
+        if bd is None:
+            return
+        mask = np.zeros(len(bd.snap.stacks), bool)
+        stacks = bd.intervals.stack[ids]
+        mask[stacks[stacks >= 0]] = True
+        self.highlightStacks.emit(mask)

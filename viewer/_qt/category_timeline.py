@@ -1,0 +1,147 @@
+"""Memory over time coloured by what it is: requested bytes stacked by category
+(parameters at the bottom, then gradients, optimizer state, activations,
+temporaries, inputs, unknown), with the iterations and their phases as bands.
+
+Level of detail: the curves are sampled at one event per horizontal pixel of the
+visible range (``MemoryBreakdown.category_curves``: O((allocations + samples) log
+allocations)), recomputed when the view changes, so 10M events stay interactive.
+Each sample is the state after that event; between samples a peak can hide, so the
+peak events of the view's iterations are always sampled too.  x is the event index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
+from ..model.units import format_bytes
+from . import theme
+from .category_colors import CATEGORY_COLORS
+
+PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
+
+
+class CategoryTimeline(QWidget):
+    """Stacked category areas over events, iteration bands, a cursor line.
+
+    ``eventClicked(k)``: the user clicked at event ``k`` (for time travel)."""
+
+    eventClicked = Signal(int)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.bd: MemoryBreakdown | None = None
+        self.plot = pg.PlotWidget(background=theme.background())
+        self.plot.setMenuEnabled(False)
+        self.plot.getAxis("bottom").setLabel("event")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
+        self.unit = (2**30, "GiB")
+        self.plot.addLegend(offset=(10, 10))
+        self.curves: list[pg.PlotDataItem] = []
+        self.fills: list[pg.FillBetweenItem] = []
+        self.bands: list[pg.LinearRegionItem] = []
+        self.cursor = pg.InfiniteLine(angle=90, movable=False,
+                                      pen=pg.mkPen(theme.HIGHLIGHT, width=1))
+        self.plot.addItem(self.cursor)
+        self.cursor.hide()
+        self.samples = np.zeros(0, np.int64)
+        self.stacked = np.zeros((len(CATEGORY_NAMES), 0))
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.plot)
+        self.plot.getViewBox().sigXRangeChanged.connect(lambda *_: self._resample())
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+
+    def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
+        """Show ``bd`` (None: empty), the whole trace in view."""
+        self.bd = bd
+        for item in self.curves + self.fills + self.bands:
+            self.plot.removeItem(item)
+        self.curves, self.fills, self.bands = [], [], []
+        legend = self.plot.plotItem.legend
+        if legend is not None:
+            legend.clear()
+        if bd is None or bd.n_events == 0:
+            return
+        # Iteration bands: alternate shading; the phase of each iteration's peak in the tip.
+        for it in bd.iterations:
+            shade = QColor(theme.muted())
+            shade.setAlpha(28 if it.index % 2 else 12)
+            band = pg.LinearRegionItem((it.start - 0.5, it.end + 0.5), movable=False,
+                                       brush=shade, pen=pg.mkPen(None))
+            band.setZValue(-10)
+            band.setToolTip(f"iteration {it.index} ({it.kind}"
+                            f"{'' if it.complete else ', cut short'}): events {it.start}-"
+                            f"{it.end}, peak {format_bytes(it.peak_bytes)} in its "
+                            f"{it.peak_phase} phase")
+            self.plot.addItem(band)
+            self.bands.append(band)
+        zero = pg.PlotDataItem([], [])
+        prev = zero
+        for c, name in enumerate(CATEGORY_NAMES):
+            col = QColor(CATEGORY_COLORS[name])
+            curve = pg.PlotDataItem([], [], pen=pg.mkPen(col, width=1))
+            fill_col = QColor(col)
+            fill_col.setAlpha(200)
+            fill = pg.FillBetweenItem(prev, curve, brush=fill_col)
+            self.plot.addItem(fill)
+            self.plot.addItem(curve)
+            legend.addItem(curve, CATEGORY_LABELS[c]) if legend is not None else None
+            self.curves.append(curve)
+            self.fills.append(fill)
+            prev = curve
+        self._zero = zero
+        self.plot.setXRange(0, bd.n_events - 1, padding=0.01)
+        self._resample()
+
+    def _resample(self) -> None:
+        bd = self.bd
+        if bd is None or not self.curves:
+            return
+        (x0, x1), _ = self.plot.getViewBox().viewRange()
+        lo = max(0, int(np.floor(x0)))
+        hi = min(bd.n_events - 1, int(np.ceil(x1)))
+        if hi < lo:
+            return
+        width = max(200, int(self.plot.width()))
+        events = np.unique(np.linspace(lo, hi, num=min(width, hi - lo + 1)).astype(np.int64))
+        peaks = [it.peak_event for it in bd.iterations if lo <= it.peak_event <= hi]
+        events = np.union1d(events, np.asarray(peaks, np.int64))
+        curves = bd.category_curves(events)
+        top = float(bd.requested.max()) if len(bd.requested) else 0.0
+        self.unit = (2**30, "GiB") if top >= 2**30 else (2**20, "MiB")
+        self.plot.getAxis("left").setLabel(f"requested ({self.unit[1]})")
+        stacked = np.cumsum(curves, axis=0) / self.unit[0]
+        self.samples, self.stacked = events, stacked
+        x = events.astype(float)
+        self._zero.setData(x, np.zeros(len(x)))
+        for c, curve in enumerate(self.curves):
+            curve.setData(x, stacked[c])
+
+    def set_cursor(self, k: int | None) -> None:
+        """The time-travel cursor at event ``k`` (None hides it)."""
+        if k is None:
+            self.cursor.hide()
+            return
+        self.cursor.setValue(k)
+        self.cursor.show()
+        if self.bd is not None:
+            split = self.bd.split_at(int(k))
+            total = sum(split.values())
+            self.cursor.setToolTip(
+                f"after event {k} ({PHASE_NAMES[int(self.bd.phases.phase[k])]}): "
+                + ", ".join(f"{CATEGORY_LABELS[i]} {format_bytes(split[n])}"
+                            for i, n in enumerate(CATEGORY_NAMES) if split[n])
+                + f" = {format_bytes(total)}")
+
+    def _clicked(self, event) -> None:
+        if self.bd is None or not self.bd.n_events:
+            return
+        p = self.plot.getViewBox().mapSceneToView(event.scenePos())
+        k = int(round(min(max(p.x(), 0), self.bd.n_events - 1)))
+        self.set_cursor(k)
+        self.eventClicked.emit(k)

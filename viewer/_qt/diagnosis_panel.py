@@ -1,0 +1,463 @@
+"""The Diagnosis panel: the verdict, what the peak is made of, and the remedies in order.
+
+Draws :class:`vramscope.viewer.model.remedies.advise.Advice`, computed off
+the GUI thread (:class:`AdviseThread`, progress + Cancel/Esc): a verdict
+line, a bar of the bytes live at the peak split by kind (scales with the
+batch / model state / other), and the remedies ranked by predicted peak
+reserved (simulated or estimated, the change, where).  Selecting a remedy
+overlays its predicted reserved curve on the recorded one (simulated
+remedies; estimated ones draw their predicted peak as a line) and emits
+:attr:`DiagnosisPanel.remedySelected` with the trace events of the
+allocations it acts on, so the main window can highlight those blocks.
+
+Hook (main window): Tools > Diagnosis… (Ctrl+Shift+D) calls
+``open_panel(window)``, which opens it over ``window.doc`` and highlights, in
+the window's map and timeline, the stacks of the allocations the selected
+remedy acts on (``events``: indices into the device's trace).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
+                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
+
+from ..model.errors import LoadCancelled, SnapshotError
+from ..model.progress import Progress
+from ..model.snapshot import Snapshot
+from ..model.units import format_bytes as fb
+from ..model.units import parse_bytes
+from . import theme
+
+COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
+SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
+         ("model_state", "model state", "#1f77b4"),
+         ("other_fixed", "other", "#7f7f7f"))
+GIB = 1 << 30
+
+
+class AdviseThread(QThread):
+    """Prepares the case (once) and computes the advice, off the GUI thread."""
+
+    progressed = Signal(float)
+    done = Signal(object, object)  # Case, Advice
+    failed = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, snap: Snapshot, batch: int | None, limit: int | None, case=None,
+                 parent=None) -> None:
+        super().__init__(parent)
+        self.snap, self.batch, self.limit, self.case = snap, batch, limit, case
+        self.cancel_event = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def run(self) -> None:  # worker thread
+        from ..model.remedies.advise import advise
+        from ..model.whatif import prepare
+
+        stages = {"judge": 0.0, "search": 0.05, "allocator": 0.6}
+        try:
+            progress = Progress(lambda stage, f: self.progressed.emit(
+                min(0.99, stages.get(stage, 0.9) + 0.4 * f)), self.cancel_event)
+            case = self.case or prepare(self.snap)
+            advice = advise(case, self.batch, self.limit, progress)
+        except LoadCancelled:
+            self.cancelled.emit()
+            return
+        except SnapshotError as exc:
+            self.failed.emit(str(exc))
+            return
+        except Exception as exc:  # one clear line in the panel, never a crash
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
+            return
+        self.done.emit(case, advice)
+
+
+class SplitBar(QWidget):
+    """One horizontal bar: the bytes live at the peak, by kind, with a legend in the tooltip."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.parts: list[tuple[str, int, str]] = []
+        self.setMinimumHeight(18)
+
+    def set_parts(self, parts: list[tuple[str, int, str]]) -> None:
+        self.parts = [p for p in parts if p[1] > 0]
+        total = sum(p[1] for p in self.parts) or 1
+        self.setToolTip("\n".join(f"{name}: {fb(v)} ({v / total:.0%})"
+                                  for name, v, _ in self.parts))
+        self.update()
+
+    def paintEvent(self, event) -> None:
+        from PySide6.QtGui import QColor, QPainter
+
+        painter = QPainter(self)
+        total = sum(p[1] for p in self.parts)
+        if not total:
+            return
+        x = 0.0
+        w = self.width()
+        for _, v, color in self.parts:
+            dx = w * v / total
+            painter.fillRect(int(x), 0, int(round(x + dx)) - int(x), self.height(), QColor(color))
+            x += dx
+        painter.end()
+
+
+class DiagnosisPanel(QWidget):
+    """Verdict, split of the peak and ranked remedies over one snapshot."""
+
+    finished = Signal()  # a run ended (shown, failed or cancelled)
+    remedySelected = Signal(object, object)  # Remedy, np.ndarray of trace events it acts on
+    closed = Signal()
+
+    def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
+        super().__init__(parent, Qt.WindowType.Window)
+        self.snap = snap
+        self.case = None
+        self.advice = None
+        self.thread: AdviseThread | None = None
+        name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
+        self.setWindowTitle(f"Diagnosis: {name} — vramscope")
+        self.resize(1200, 760)
+        self._build()
+
+    # -- layout --------------------------------------------------------------------
+    def _build(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Recorded batch:"))
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setRange(0, 1 << 20)
+        self.batch_spin.setSpecialValueText("unknown")
+        self.batch_spin.setToolTip("The batch size the recording ran with (optional): the "
+                                   "answer then names the largest batch that fits")
+        top.addWidget(self.batch_spin)
+        top.addWidget(QLabel("Memory limit:"))
+        self.limit_edit = QLineEdit()
+        self.limit_edit.setPlaceholderText("as recorded (e.g. 10GB)")
+        self.limit_edit.setToolTip("Bytes the process may reserve; empty: the recording's "
+                                   "(sidecar or inferred), else the GPU's total memory")
+        top.addWidget(self.limit_edit)
+        self.run_button = QPushButton("&Diagnose")
+        self.run_button.setShortcut(QKeySequence("Ctrl+Return"))
+        self.run_button.setToolTip("Rank the remedies for this recording (Ctrl+Enter)")
+        self.run_button.clicked.connect(self.run)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setShortcut(QKeySequence("Esc"))
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        top.addWidget(self.run_button)
+        top.addWidget(self.cancel_button)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        top.addWidget(self.progress, 1)
+
+        self.verdict = QLabel("Press Diagnose to rank what would make this run fit.")
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.split_label = QLabel("")
+        self.split_label.setWordWrap(True)
+        self.split_bar = SplitBar()
+        self.fit_label = QLabel("")
+        self.error = QLabel("")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #d62728")
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground(theme.background())
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.plot.setLabel("left", "reserved", units="GiB")
+        self.plot.setLabel("bottom", "trace event")
+        self.plot.setDownsampling(auto=True, mode="peak")
+        self.plot.setClipToView(True)
+        self.legend = self.plot.addLegend(offset=(10, 10))
+
+        row = QHBoxLayout()
+        self.copy_button = QPushButton("&Copy table")
+        self.copy_button.setToolTip("Copy the remedies as tab-separated text (Ctrl+Shift+C)")
+        self.copy_button.setShortcut(QKeySequence("Ctrl+Shift+C"))
+        self.copy_button.clicked.connect(self.copy_table)
+        row.addStretch(1)
+        row.addWidget(self.copy_button)
+
+        upper = QWidget()
+        uv = QVBoxLayout(upper)
+        uv.setContentsMargins(0, 0, 0, 0)
+        for w in (self.verdict, self.split_label, self.split_bar, self.fit_label, self.error):
+            uv.addWidget(w)
+        uv.addWidget(self.table, 1)
+        uv.addLayout(row)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(upper)
+        split.addWidget(self.plot)
+        split.setSizes([430, 300])
+        outer = QVBoxLayout(self)
+        outer.addLayout(top)
+        outer.addWidget(split, 1)
+
+    # -- running -------------------------------------------------------------------
+    def limit(self) -> int | None:
+        text = self.limit_edit.text().strip()
+        if not text:
+            return None
+        return parse_bytes(text)  # (ValueError: the panel shows its message)
+
+    def run(self) -> None:
+        if self.thread is not None:
+            return
+        try:
+            limit = self.limit()
+        except ValueError as exc:
+            self.error.setText(str(exc))
+            return
+        self.error.setText("")
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setValue(0)
+        self.verdict.setText("Simulating the remedies…")
+        batch = self.batch_spin.value() or None
+        self.thread = AdviseThread(self.snap, batch, limit, self.case, self)
+        self.thread.progressed.connect(lambda f: self.progress.setValue(int(f * 1000)))
+        self.thread.done.connect(self._show)
+        self.thread.failed.connect(self._failed)
+        self.thread.cancelled.connect(self._cancelled)
+        self.thread.finished.connect(self._thread_finished)
+        self.thread.start()
+
+    def cancel(self) -> None:
+        if self.thread is not None:
+            self.thread.cancel()
+
+    def _thread_finished(self) -> None:
+        self.thread = None
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.finished.emit()
+
+    def _failed(self, message: str) -> None:
+        self.error.setText(message)
+        self.verdict.setText("The diagnosis failed.")
+
+    def _cancelled(self) -> None:
+        self.progress.setValue(0)
+        self.verdict.setText("Cancelled.")
+
+    # -- results -------------------------------------------------------------------
+    def _show(self, case, advice) -> None:
+        self.case, self.advice = case, advice
+        self.progress.setValue(1000)
+        a = advice
+        oom = a.verdict.startswith("out of memory")
+        text = a.verdict[len("out of memory "):] if oom else a.verdict
+        self.verdict.setText(("<b>Out of memory</b> " if oom else "<b>Verdict:</b> ")
+                             + text.replace("&", "&amp;").replace("<", "&lt;"))
+        s = a.split_at_peak
+        parts = [(label, s.get(key, 0), color) for key, label, color in SPLIT]
+        self.split_bar.set_parts(parts)
+        total = sum(v for _, v, _ in parts) or 1
+        self.split_label.setText(
+            ("At the OOM: " if oom else "At the peak: ") + ", ".join(
+                f"{label} {fb(v)} ({v / total:.0%})" for label, v, _ in parts if v)
+            + (f"; of it optimizer state {fb(s['optimizer_state'])}"
+               if s.get("optimizer_state") else ""))
+        if a.largest_batch_that_fits is not None:
+            self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
+                                   f"<b>{a.largest_batch_that_fits}</b> "
+                                   f"(recorded {a.recorded_batch})")
+        elif a.largest_scale_that_fits is not None:
+            self.fit_label.setText(f"Largest batch scale that fits {fb(a.memory_limit_bytes)}: "
+                                   f"<b>{a.largest_scale_that_fits:.3g}×</b> the recorded batch")
+        else:
+            self.fit_label.setText("")
+        self._fill_table(a)
+        self._plot(case, a, None)
+        if a.remedies:
+            self.table.selectRow(0)
+
+    def _fill_table(self, a) -> None:
+        self.table.setRowCount(len(a.remedies))
+        for r, rem in enumerate(a.remedies):
+            fits = "-" if rem.fits is None else ("yes" if rem.fits else "no")
+            cells = [str(r + 1), rem.title, fb(rem.predicted_peak_reserved_bytes),
+                     fb(rem.saving_bytes), fits, rem.method, rem.change,
+                     (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1]]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c in (1, 6):
+                    item.setToolTip(f"{rem.change}\n{rem.detail}")
+                if c == 2:
+                    item.setToolTip(f"{rem.predicted_peak_reserved_bytes:,} bytes "
+                                    f"({rem.method})")
+                if c == 7 and rem.where:
+                    item.setToolTip(rem.where)
+                if c == 5 and rem.method == "estimated":
+                    item.setForeground(pg.mkColor(theme.muted()))
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        for c, most in ((1, 340), (6, 560)):  # long text stays in the tooltip
+            self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
+
+    def selected_remedy(self):
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        if not rows or self.advice is None:
+            return None
+        return self.advice.remedies[rows[0].row()]
+
+    def _selection_changed(self) -> None:
+        rem = self.selected_remedy()
+        if rem is None or self.case is None:
+            return
+        self._plot(self.case, self.advice, rem)
+        self.remedySelected.emit(rem, rem.acts_on_events(self.case))
+
+    def _plot(self, case, a, rem) -> None:
+        self.plot.clear()
+        self.legend.clear()
+        rec = case.recorded_run()
+        x = case.curve_x().astype(np.float64)
+        fg = theme.foreground()
+        self.plot.plot(x, rec.reserved / GIB, pen=pg.mkPen(fg, width=2.0), name="recorded")
+        top = float(rec.reserved.max()) if len(rec.reserved) else 0.0
+        if rem is not None and rem.curve is not None and len(rem.curve):
+            cx = rem.curve_x.astype(np.float64)
+            self.plot.plot(cx, rem.curve / GIB, pen=pg.mkPen("#2ca02c", width=1.8),
+                           name=f"{rem.title} (simulated)")
+            top = max(top, float(rem.curve.max()))
+        elif rem is not None:
+            line = pg.InfiniteLine(rem.predicted_peak_reserved_bytes / GIB, angle=0,
+                                   pen=pg.mkPen("#2ca02c", width=1.5, style=Qt.PenStyle.DotLine),
+                                   label=f"{rem.title}: {fb(rem.predicted_peak_reserved_bytes)} "
+                                   "(estimated)", labelOpts={"position": 0.3})
+            self.plot.addItem(line)
+        lim = a.memory_limit_bytes
+        if lim:
+            self.plot.addItem(pg.InfiniteLine(
+                lim / GIB, angle=0, pen=pg.mkPen(theme.muted(), width=1,
+                                                 style=Qt.PenStyle.DashLine),
+                label=f"limit {fb(lim)}", labelOpts={"position": 0.95}))
+            top = max(top, float(lim))
+        self.plot.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
+        self.plot.enableAutoRange(axis="x")
+
+    def table_text(self) -> str:
+        rows = ["\t".join(COLUMNS)]
+        for r in range(self.table.rowCount()):
+            rows.append("\t".join(self.table.item(r, c).text() if self.table.item(r, c) else ""
+                                  for c in range(self.table.columnCount())))
+        return "\n".join(rows)
+
+    def copy_table(self) -> None:
+        QGuiApplication.clipboard().setText(self.table_text())
+
+    def closeEvent(self, event) -> None:
+        if self.thread is not None:
+            self.thread.cancel()
+            self.thread.wait(5000)
+        self.closed.emit()
+        super().closeEvent(event)
+
+
+def stack_mask_of(snap: Snapshot, device: int, events: np.ndarray) -> np.ndarray:
+    """Per stack of ``snap``: True where an allocation at one of ``events`` (indices into
+    ``device``'s trace) has that stack; what the map and the timeline highlight."""
+    mask = np.zeros(len(snap.stacks), bool)
+    rows = np.flatnonzero(snap.trace.device == device)
+    ev = np.asarray(events, np.int64)
+    ev = ev[(ev >= 0) & (ev < len(rows))]
+    stacks = snap.trace.stack[rows[ev]]
+    mask[stacks[stacks >= 0]] = True
+    return mask
+
+
+def open_panel(window) -> DiagnosisPanel | None:
+    """Open a Diagnosis panel over the main window's snapshot and start it.
+
+    Selecting a remedy highlights, in the window's segment map and timeline, the
+    allocations (by stack) it acts on; closing the panel restores the window's own
+    highlight."""
+    doc = getattr(window, "doc", None)
+    if doc is None:
+        return None
+    panel = DiagnosisPanel(doc.root.snap, window)
+    windows = getattr(window, "_aux_windows", None)
+    if isinstance(windows, list):
+        windows.append(panel)
+
+    def highlight(rem, events) -> None:
+        if panel.case is None or getattr(window, "doc", None) is not doc:
+            return
+        mask = stack_mask_of(panel.snap, panel.case.device, events) if len(events) else None
+        for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
+            if view is not None and hasattr(view, "set_highlight"):
+                view.set_highlight(mask)
+
+    def restore() -> None:
+        if getattr(window, "doc", None) is doc and hasattr(window, "_apply_highlight"):
+            window._apply_highlight()
+
+    panel.remedySelected.connect(highlight)
+    panel.closed.connect(restore)
+    panel.show()
+    panel.run()
+    return panel
+
+
+class _FollowVisibility(QObject):
+    """Shows ``follower`` exactly while ``target`` is shown (the banner's button)."""
+
+    def __init__(self, target: QWidget, follower: QWidget) -> None:
+        super().__init__(follower)
+        self.follower = follower
+        target.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind == QEvent.Type.ShowToParent:
+            self.follower.setVisible(True)
+        elif kind == QEvent.Type.HideToParent:
+            self.follower.setVisible(False)
+        return False
+
+
+def add_banner_button(window) -> QPushButton | None:
+    """A "What would fix it?" button beside the main window's OOM banner, shown with it;
+    it opens the Diagnosis panel (the window's diagnosis action when it has one)."""
+    header = getattr(window, "header", None)
+    banner = getattr(header, "banner", None)
+    lay = header.layout() if header is not None else None
+    if banner is None or lay is None or lay.indexOf(banner) < 0:
+        return None
+    idx = lay.indexOf(banner)
+    lay.removeWidget(banner)
+    row = QHBoxLayout()
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(banner, 1)
+    button = QPushButton("What would fix it?")
+    button.setObjectName("diagnoseButton")
+    button.setToolTip("Rank the changes that would make this run fit, by predicted peak "
+                      "memory (Tools > Diagnosis…, Ctrl+Shift+D)")
+    action = getattr(window, "diagnosis_action", None)
+    button.clicked.connect(action.trigger if action is not None else lambda: open_panel(window))
+    row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
+    lay.insertLayout(idx, row)
+    button.setVisible(not banner.isHidden())
+    _FollowVisibility(banner, button)
+    return button

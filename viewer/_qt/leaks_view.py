@@ -1,0 +1,127 @@
+"""The Leaks view: lines of the user's code whose memory grows iteration after
+iteration and is never freed, largest growth first, with a small chart of what each
+iteration left behind.  Clicking a row asks the other views to highlight its blocks
+(``allocationsSelected``: interval ids of the device's allocations) and shows its
+stack (``stackSelected``).  The model does the work
+(:class:`vramscope.viewer.model.categories.MemoryBreakdown`); this widget only draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..model.categories import Leak
+from ..model.units import format_bytes
+from . import theme
+
+COLUMNS = ("Line", "Function", "Per iteration", "Iterations", "Live now")
+
+
+class LeaksView(QWidget):
+    """A table of leaks and a per-iteration bar chart of the selected one."""
+
+    allocationsSelected = Signal(object)  # np.ndarray of interval ids
+    stackSelected = Signal(int)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.leaks: list[Leak] = []
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.setToolTip("Lines whose allocations survive iteration after iteration "
+                              "(the first iteration's one-off growth, e.g. optimizer state, "
+                              "and the last, still in use, are not judged). Ctrl+C copies.")
+        self.table.itemSelectionChanged.connect(self._selected)
+        self.chart = pg.PlotWidget(background=theme.background())
+        self.chart.setMinimumHeight(110)
+        self.chart.setMenuEnabled(False)
+        self.chart.setMouseEnabled(False, False)
+        self.chart.getAxis("left").setLabel("kept (MiB)")
+        self.chart.getAxis("bottom").setLabel("iteration")
+        self.chart.getAxis("left").enableAutoSIPrefix(False)
+        self.bars: pg.BarGraphItem | None = None
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.chart)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.caption)
+        lay.addWidget(split)
+        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy)
+        self.set_leaks([])
+
+    def set_leaks(self, leaks: list[Leak], iterations: int | None = None) -> None:
+        """Show ``leaks`` (largest growth first); ``iterations``: how many were judged."""
+        self.leaks = list(leaks)
+        self.table.setRowCount(len(self.leaks))
+        for row, lk in enumerate(self.leaks):
+            cells = (lk.frame, lk.function, format_bytes(lk.bytes_per_iteration),
+                     str(lk.iterations), format_bytes(lk.live_bytes))
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col >= 2:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(lk.sentence() + (f"\n{lk.filename}:{lk.line}"
+                                                 if lk.filename else ""))
+                self.table.setItem(row, col, item)
+        if self.leaks:
+            self.caption.setText(f"{len(self.leaks)} line(s) keep memory every iteration: "
+                                 + self.leaks[0].sentence())
+            self.table.selectRow(0)
+        else:
+            judged = f" in {iterations} iterations" if iterations else ""
+            self.caption.setText(f"No leak{judged}: nothing a line allocates survives "
+                                 "iteration after iteration.")
+            self._draw(None)
+
+    def selected_leak(self) -> Leak | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() \
+            else []
+        return self.leaks[rows[0].row()] if rows else None
+
+    def _selected(self) -> None:
+        lk = self.selected_leak()
+        self._draw(lk)
+        if lk is not None:
+            self.allocationsSelected.emit(np.asarray(lk.allocations))
+            if lk.stack >= 0:
+                self.stackSelected.emit(int(lk.stack))
+
+    def _draw(self, lk: Leak | None) -> None:
+        if self.bars is not None:
+            self.chart.removeItem(self.bars)
+            self.bars = None
+        if lk is None or not lk.per_iteration:
+            return
+        heights = np.asarray(lk.per_iteration, float)
+        self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights / 2**20,
+                                    width=0.7, brush=theme.HIGHLIGHT)
+        self.chart.addItem(self.bars)
+        self.chart.setToolTip(f"{lk.frame}: bytes each iteration left alive "
+                              f"({', '.join(format_bytes(int(h)) for h in heights)})")
+
+    def copy(self) -> None:
+        """Every leak in words, to the clipboard."""
+        QGuiApplication.clipboard().setText("\n".join(lk.sentence() for lk in self.leaks))

@@ -1,0 +1,135 @@
+"""What the timeline marks over its curves: peaks, OOM and snapshot lines, the
+record_function ranges, and the note on a trace that starts mid-run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+
+from ...model.annotations import pair_ranges
+from ...model.snapshot import Action
+from ...model.units import format_bytes
+from .. import theme
+from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
+
+
+class MarksMixin:
+    """Peaks, markers and annotation bands of :class:`TimelinePanel` (its attributes)."""
+
+    def _place_peaks(self) -> None:
+        for t in self.peak_labels:
+            self.plot.removeItem(t)
+        self.peak_labels = []
+        colors = curve_colors()
+        spots = []
+        groups: list[list[str]] = []
+        xs = self.xs()
+        span = max(float(xs[-1] - xs[0]), 1e-9)
+        vmax = max(max(v for v, _ in self.peaks.values()), 1)
+        # Peaks close together share one label (allocated, active and requested often do).
+        for name in CURVES:
+            v, k = self.peaks[name]
+            spots.append({"pos": (float(xs[k]), float(v)), "brush": pg.mkBrush(colors[name]),
+                          "pen": pg.mkPen(theme.background(), width=1.5), "data": name})
+            for g in groups:
+                gv, gk = self.peaks[g[0]]
+                if abs(float(xs[gk] - xs[k])) < span * 0.08 and abs(gv - v) < vmax * 0.06:
+                    g.append(name)
+                    break
+            else:
+                groups.append([name])
+        self.peak_scatter.setData(spots)
+        fill = theme.background()
+        fill.setAlpha(235)
+        placed: list[float] = []  # x of the labels placed so far, highest peak first
+        groups.sort(key=lambda g: -self.peaks[g[0]][0])
+        for g in groups:
+            v, k = self.peaks[g[0]]
+            near = sum(1 for x in placed if abs(x - float(xs[k])) < span * 0.3)
+            placed.append(float(xs[k]))
+            html = ("peak in this window " if self.starts_mid_run else "peak ") + " · ".join(
+                f'<span style="color:{colors[n]}">{n} {format_bytes(self.peaks[n][0])}</span>'
+                for n in g)
+            right = float(xs[k] - xs[0]) > span * 0.6
+            t = pg.TextItem(html=f'<div style="font-size:8pt">{html}</div>',
+                            anchor=(1.0 if right else 0.0, 1.0 - 1.1 * near), fill=fill)
+            t.setPos(float(xs[k]), float(v))
+            t.setZValue(9)
+            t.curves = g
+            self.plot.addItem(t, ignoreBounds=True)
+            self.peak_labels.append(t)
+
+    def peak_label_texts(self) -> list[str]:
+        return [t.textItem.document().toPlainText() for t in self.peak_labels]
+
+    def _place_markers(self) -> None:
+        rep = self.doc.timeline.replay(self.device)
+        xs = self.xs()
+        ooms = np.flatnonzero(rep.action == Action.OOM)
+        snaps = np.flatnonzero(rep.action == Action.SNAPSHOT)
+        lines = []
+        if len(snaps):
+            lines.append((xs[snaps], theme.muted(), "snapshot", Qt.PenStyle.DotLine))
+        if len(ooms):
+            lines.append((xs[ooms], QColor(theme.OOM_RED), "OOM", Qt.PenStyle.SolidLine))
+        self.bands_item.set_lines(lines)
+        self.bands_item.set_bands(self.annotation_bands())
+
+    def annotation_bands(self) -> list[tuple[float, float, str, QColor]]:
+        """record_function ranges of this device: START/END paired per name, in x units."""
+        doc = self.doc
+        ann = doc.snap.annotations
+        if not len(ann.device) or not self.has_time:
+            return []
+        rep = doc.timeline.replay(self.device)
+        t0 = int(rep.time_us[0])
+        ranges = pair_ranges(ann, self.device)
+        spans = list(zip(ranges.start_us.tolist(), ranges.end_us.tolist(), ranges.name.tolist()))
+        names = sorted(set(ranges.name.tolist()))
+        color_of = {}
+        for i, n in enumerate(names):
+            c = QColor(ANNOTATION_COLORS[i % len(ANNOTATION_COLORS)])
+            c.setAlpha(38)
+            color_of[n] = c
+        if not spans:
+            return []
+        a, b = ranges.start_us, ranges.end_us
+        if self.mode == X_TIME:
+            x0s, x1s = (a - t0) / 1e6, (b - t0) / 1e6
+        else:  # one search for all of them
+            x0s = np.searchsorted(rep.time_us, a, side="left") - 0.5
+            x1s = np.searchsorted(rep.time_us, b, side="right") - 0.5
+        labels = {}
+        for n in names:
+            text = doc.snap.strings[n] if 0 <= n < len(doc.snap.strings) else "?"
+            labels[n] = text.split("#")[0]
+        return [(x0, x1, labels[n], color_of[n])
+                for x0, x1, (_, _, n) in zip(x0s.tolist(), x1s.tolist(), spans)]
+
+    def _set_window_note(self, rep) -> None:
+        """Say what a trace that starts mid-run cannot show (issue 17): the segments and
+        blocks that existed before its first event were made outside it, so their
+        creation, and any peak before it, are not in the recording."""
+        init = getattr(rep, "initial", None)
+        n_seg = len(init.seg_addr) if init is not None else 0
+        self.starts_mid_run = n_seg > 0
+        if not n_seg:
+            self.window_note.hide()
+            self.window_note.setText("")
+            return
+        reserved = int(init.seg_size.sum())
+        n_blk = len(init.blk_addr)
+        self.window_note.setText(
+            f"<span style='color:{theme.gap_outline().name()}'>&#9888;</span> Trace starts "
+            f"mid-run: {n_seg:,} segment{'s' if n_seg != 1 else ''} ({format_bytes(reserved)}) "
+            "existed before event 0; their creation and any earlier peak are not recorded.")
+        self.window_note.setToolTip(
+            f"{n_seg:,} segments ({format_bytes(reserved)} reserved) and {n_blk:,} blocks were "
+            "there before the first recorded event.\nThe allocator's history is a ring buffer "
+            "(max_entries): a long run keeps only its last events, or recording started after "
+            "the model was loaded.\nPeaks are peaks of this window; a what-if replay cannot "
+            "predict the segments made before it.\nRecord from the start of the program, or "
+            "with a larger max_entries, to see everything.")
+        self.window_note.show()

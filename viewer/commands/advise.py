@@ -1,0 +1,89 @@
+"""``vramscope advise FILE [--memory-limit SIZE] [--batch N] [--json]``: what would make it fit.
+
+Lists the remedies that apply to the recording (smaller batch, allocator
+settings, freeing what is kept, checkpointing, autocast, 8-bit optimizer),
+each with its predicted peak reserved, the saving, whether it was simulated
+through the allocator model or estimated, the one-line change and where in
+the code; and the largest batch (scale) that fits the memory limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..model import SnapshotError
+from ..model.errors import LoadCancelled
+from ..model.load import load_snapshot
+from ..model.progress import Progress
+from .tty_progress import TerminalProgress
+from .whatif import _positive_int, parse_bytes
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vramscope advise",
+        description="Rank the changes that would make a recorded run fit by predicted peak "
+        "reserved memory: simulated through a model of PyTorch's caching allocator where the "
+        "recording allows it, estimated from what the memory is otherwise.",
+        epilog="example: vramscope advise oom.pickle --batch 16 --memory-limit 10GiB")
+    p.add_argument("file", help="snapshot with a trace (recorded with _record_memory_history)")
+    p.add_argument("--memory-limit", type=parse_bytes, metavar="SIZE",
+                   help="bytes the process may reserve (10GB, 9.5GiB); default: the "
+                   "recording's, from the sidecar or inferred, else the GPU's total memory")
+    p.add_argument("--batch", type=_positive_int, metavar="N",
+                   help="the batch size the recording ran with: the answer then names the "
+                   "largest batch that fits (largest_batch_that_fits)")
+    p.add_argument("--device", type=int, metavar="N", help="device to analyse (default: first)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    from ..model.remedies.advise import advise, format_text
+    from ..model.whatif import prepare
+
+    args = parser().parse_args(argv)
+    # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
+    with TerminalProgress("vramscope advise") as tp:
+        try:
+            snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
+            case = prepare(snap, args.device, tp.stage("replaying the trace"))
+            case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
+            check = case.self_check()
+            result = advise(case, args.batch, args.memory_limit, _stages(tp))
+        except SnapshotError as exc:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+            return 2
+        except MemoryError:
+            tp.clear()
+            print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
+            return 2
+        except LoadCancelled:  # pragma: no cover - no one cancels on the command line
+            return 1
+    if not check.ok:
+        print(f"vramscope: warning: the allocator model does not reproduce this recording "
+              f"({check.first_difference}); predictions are approximate", file=sys.stderr)
+    if args.json:
+        out = {"file": args.file}
+        out.update(result.to_dict())
+        json.dump(out, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(format_text(result))
+    return 0
+
+
+_STAGE_TEXT = {"judge": "judging how each allocation scales with the batch",
+               "search": "searching the largest batch that fits",
+               "allocator": "simulating allocator settings"}
+
+
+def _stages(tp: TerminalProgress) -> Progress | None:
+    """advise()'s progress as "searching the largest batch that fits  40%"."""
+    if not tp.enabled:
+        return None
+    return Progress(lambda stage, f: tp.show(_STAGE_TEXT.get(stage, stage), f))

@@ -1,0 +1,14 @@
+"""What the memory is: iterations and phases, a category for every allocation
+(parameter, gradient, optimizer state, activation, temporary, input, unknown)
+with the reason it was decided, and leaks grouped by the user's own line.
+
+Model only (numpy, no Qt).  Entry point: :class:`MemoryBreakdown`.
+"""
+
+from .iterations import PHASE_NAMES, Iteration
+from .leaks import Leak
+from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS, Reason
+from .report import MemoryBreakdown, format_split
+
+__all__ = ["CATEGORY_LABELS", "CATEGORY_NAMES", "Iteration", "Leak", "MemoryBreakdown",
+           "PHASE_NAMES", "REASONS", "Reason", "format_split"]

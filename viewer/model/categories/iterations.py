@@ -1,0 +1,337 @@
+"""Phases of every event (forward, backward, optimizer step, other) and the
+training (or evaluation) iterations of one device's trace.
+
+Evidence comes from three places, strongest first:
+
+1. ``record_function`` annotations: ``Optimizer.step#…`` and
+   ``Optimizer.zero_grad#…`` ranges (torch's optimizers always emit them)
+   mapped onto events by time;
+2. the stacks of allocations (:mod:`.stack_kinds`): a module's forward call,
+   autograd's backward (its Python entry points, its C++ engine, or a stack
+   without any Python frame: autograd's device thread), the optimizer, module
+   construction and ``.to()``;
+3. where a file has neither frames nor annotations inside an iteration: the
+   curve itself (the forward ends at the iteration's highest point: activations
+   pile up in forward and are released in backward).  Phases found that way are
+   marked as guessed.
+
+Events without evidence (frees, the user's own code) take the phase of the
+evidence around them: the same phase on both sides wins, a gap between a
+forward and its backward is forward (the loss), any other gap is ``other``.
+
+An iteration ends where its optimizer step ends (several forward/backward
+passes before one step are one iteration: gradient accumulation); without any
+optimizer step the backward passes delimit them, without backward the forward
+passes (evaluation, inference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..replay import DeviceReplay
+from ..snapshot import Action, Snapshot
+from . import stack_kinds as sk
+
+PH_OTHER = 0
+PH_FORWARD = 1
+PH_BACKWARD = 2
+PH_OPTIMIZER = 3
+PHASE_NAMES = ("other", "forward", "backward", "optimizer")
+
+_STRONG_PHASE = {sk.EV_FORWARD: PH_FORWARD, sk.EV_BACKWARD: PH_BACKWARD,
+                 sk.EV_OPTIMIZER: PH_OPTIMIZER, sk.EV_PARAM_INIT: PH_OTHER,
+                 sk.EV_ZERO_GRAD: PH_OTHER}
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One iteration: events ``start..end`` (inclusive) of the device's trace."""
+
+    index: int
+    start: int
+    end: int
+    peak_bytes: int  # highest requested bytes inside it
+    peak_event: int
+    peak_phase: str
+    kind: str  # "train" (has a backward), "eval" (forward only)
+    complete: bool  # False: the recording stopped inside it (e.g. at an OOM)
+    phases_guessed: bool  # forward/backward split from the curve, not from evidence
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "start_event": self.start, "end_event": self.end,
+                "peak_bytes": self.peak_bytes, "peak_event": self.peak_event,
+                "peak_phase": self.peak_phase, "kind": self.kind,
+                "complete": self.complete, "phases_guessed": self.phases_guessed}
+
+
+@dataclass
+class Phases:
+    """Per event of one device: evidence, phase and iteration (columns)."""
+
+    evidence: np.ndarray  # int8 EV_* of the event's own stack (allocs only)
+    phase: np.ndarray  # int8 PH_*
+    guessed: np.ndarray  # bool: phase from the curve or from a Python-less stack
+    iteration: np.ndarray  # int32 iteration index, -1 outside any iteration
+    iterations: list[Iteration]
+    stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
+    annotated: bool  # optimizer steps came from record_function annotations
+    zero_grad: list = None  # event ranges [lo, hi) of annotated zero_grad calls
+
+
+def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
+                       prefix: str) -> list[tuple[int, int]]:
+    """Event ranges ``[lo, hi)`` of the record_function ranges whose name starts with
+    ``prefix`` (matched START to END in order), on ``device`` (or every device when the
+    file does not say)."""
+    ann = snap.annotations
+    if not len(ann) or not len(time_us) or time_us.min() < 0:
+        return []
+    strings = snap.strings
+    names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
+    hit = np.fromiter((i >= 0 and strings[i].startswith(prefix) for i in names.tolist()),
+                      bool, count=len(names))
+    wanted = hit[inverse.reshape(-1)]
+    rows = np.flatnonzero(wanted & ((ann.device == device) | (ann.device < 0)))
+    t0s, t1s = [], []
+    open_at = None
+    for start, t in zip(ann.is_start[rows].tolist(), ann.time_us[rows].tolist()):
+        if start:
+            open_at = t
+        elif open_at is not None:
+            t0s.append(open_at)
+            t1s.append(t)
+            open_at = None
+    t0 = np.array(t0s, np.int64)
+    t1 = np.array(t1s, np.int64)
+    inside = (t1 >= time_us[0]) & (t0 <= time_us[-1])  # ring buffers keep older ones
+    lo = np.searchsorted(time_us, t0[inside], "left")
+    hi = np.searchsorted(time_us, t1[inside], "right")
+    return list(zip(lo.tolist(), hi.tolist()))
+
+
+def _mark(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Boolean per event: inside any of ``ranges``."""
+    out = np.zeros(n, bool)
+    for lo, hi in ranges:  # a few per iteration: slices, no pass over every event
+        out[lo:hi] = True
+    return out
+
+
+def _set_ranges(arr: np.ndarray, ranges: list[tuple[int, int]], value) -> None:
+    for lo, hi in ranges:
+        arr[lo:hi] = value
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends exclusive) of the runs of True in ``mask``."""
+    m = np.concatenate(([False], mask, [False])).view(np.int8)
+    d = np.diff(m)
+    return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+
+
+def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
+                                                                                  np.ndarray]:
+    """(evidence per event, guessed per event): the evidence of each alloc's or requested
+    free's stack."""
+    has_py = sk.stack_has_python(snap)
+    ev_stack = sk.stack_evidence(kinds, has_py)
+    guessed_stack = ev_stack == sk.EV_NO_PYTHON
+    if has_py.any():
+        ev_stack[guessed_stack] = sk.EV_BACKWARD  # autograd's device thread (a guess)
+    else:
+        ev_stack[guessed_stack] = sk.EV_NONE  # no Python anywhere: a stack says nothing
+        guessed_stack[:] = False
+    n = len(rep)
+    ev = np.zeros(n, np.int8)
+    guessed = np.zeros(n, bool)
+    # Allocations and the frees a program asked for both carry the stack of the moment
+    # (``del x`` in the user's code, a free inside autograd's thread).
+    act = rep.action
+    st = rep.stack
+    has = ((act == Action.ALLOC) | (act == Action.FREE_REQUESTED)) & (st >= 0)
+    if len(ev_stack):
+        # Per-stack tables, one gather each (a stack's evidence and its guess in one int8).
+        code = ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4)
+        got = code[np.where(has, st, 0)]
+        got[~has] = 0
+        ev = got & 15
+        guessed = (got >> 4).astype(bool)
+    return ev, guessed
+
+
+_USER_CODE = 9  # the run code of the user's own code (not a phase)
+
+
+def _rule(pp: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """Phase of events after the user's own code ran, between strong phases ``pp`` (before)
+    and ``qp`` (after): other, except between a forward and its backward (the loss:
+    forward) and inside a backward or a step (it stays there)."""
+    out = np.full(len(pp), PH_OTHER, np.int8)
+    fb = (pp == PH_FORWARD) & (qp == PH_BACKWARD)
+    out[fb] = PH_FORWARD
+    same = (pp == qp) & (pp != PH_FORWARD) & (pp >= 0)
+    out[same] = pp[same]
+    return out
+
+
+def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
+    """Phase per event from the strong evidence around it.
+
+    ``forced`` (int8, -1 = none) overrides the evidence (annotation ranges).  Rules: a
+    phase goes on (its last frees) until the user's own code runs outside it; after the
+    user's code, events are ``other`` - except between a forward and its backward (the
+    loss: forward) and inside a backward or a step.  Work is done on *runs*: consecutive
+    evidence of one kind (a forward is one run, however many events it has), a few per
+    iteration; the events get their run's value with one ``repeat``."""
+    n = len(ev)
+    if n == 0:
+        return np.zeros(0, np.int8)
+    lut = np.full(256, -1, np.int8)
+    for e, p in _STRONG_PHASE.items():
+        lut[e] = p
+    lut[sk.EV_USER] = _USER_CODE
+    code = lut[ev.view(np.uint8)]
+    np.copyto(code, forced, where=forced >= 0)
+    key = np.flatnonzero(code >= 0)
+    phase = np.full(n, PH_OTHER, np.int8)
+    if not len(key):
+        return phase
+    kc = code[key]
+    starts = np.flatnonzero(kc[1:] != kc[:-1]) + 1
+    starts = np.concatenate(([0], starts))
+    rc = kc[starts]  # the code of each run
+    r = len(rc)
+    strong = rc != _USER_CODE
+    ri = np.arange(r, dtype=np.int64)
+    prev_s = np.where(strong, ri, -1)
+    np.maximum.accumulate(prev_s, out=prev_s)
+    nxt = np.where(strong, ri, r)[::-1]
+    next_s = np.minimum.accumulate(nxt)[::-1]
+    ext = np.append(rc, np.int8(-1))
+    value = rc.copy()  # a strong run, and the gap after it, keep their phase
+    user = ~strong
+    value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
+    lengths = np.diff(key[starts], append=n)
+    phase[key[0]:] = np.repeat(value, lengths)
+    return phase
+
+
+def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarray,
+                    spans: list[tuple[int, int]]) -> None:
+    """Inside each span without forward/backward evidence, the forward ends at the highest
+    point of the curve (activations pile up, then backward releases them): a guess."""
+    if not spans:
+        return
+    lo = np.array([a for a, _ in spans], np.int64)
+    hi = np.maximum(np.array([b for _, b in spans], np.int64), lo)
+    work = np.flatnonzero((phase == PH_FORWARD) | (phase == PH_BACKWARD))
+    n_work = np.searchsorted(work, hi) - np.searchsorted(work, lo)
+    bare = np.flatnonzero((hi - lo >= 2) & (n_work == 0))
+    for i in bare.tolist():  # only spans without evidence: files without frames
+        a, b = int(lo[i]), int(hi[i])
+        seg = phase[a:b]
+        top = a + int(np.argmax(requested[a:b]))
+        free = seg == PH_OTHER
+        fwd = np.zeros(b - a, bool)
+        fwd[:top - a + 1] = True
+        seg[free & fwd] = PH_FORWARD
+        seg[free & ~fwd] = PH_BACKWARD
+        guessed[a:b] |= free
+
+
+def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
+                requested: np.ndarray | None = None) -> Phases:
+    """Evidence, phases and iterations of one device's trace (``requested``: the requested
+    bytes after each event, default ``rep.requested``)."""
+    if kinds is None:
+        kinds = sk.stack_kinds(snap)
+    if requested is None:
+        requested = rep.requested
+    n = len(rep)
+    ev, guessed = event_evidence(snap, rep, kinds)
+    forced = np.full(n, -1, np.int8)
+    steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step")
+    zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad")
+    _set_ranges(forced, zero, PH_OTHER)
+    _set_ranges(forced, steps, PH_OPTIMIZER)
+    phase = fill_phases(ev, forced)
+
+    # Anchors: where iterations end.
+    o_starts, o_ends = _runs(phase == PH_OPTIMIZER)
+    anchors = list(zip(o_starts.tolist(), o_ends.tolist()))
+    is_opt = phase == PH_OPTIMIZER
+    for lo, hi in steps:  # steps that allocated nothing and freed nothing: empty ranges
+        if hi <= lo and not (lo < n and is_opt[lo]) and not (lo > 0 and is_opt[lo - 1]):
+            anchors.append((lo, lo))
+    anchors.sort()
+    if anchors:
+        # Without frames, split each span between steps at its highest point (guess).
+        bounds = [0] + [hi for _, hi in anchors]
+        spans = [(b, lo) for b, (lo, _) in zip(bounds, anchors)]
+        _split_by_curve(phase, guessed, requested, spans)
+    else:
+        for ph in (PH_BACKWARD, PH_FORWARD):
+            s, e = _runs(phase == ph)
+            if len(s):
+                anchors = list(zip(s.tolist(), e.tolist()))
+                break
+    iterations, iteration = _iterations(ev, phase, guessed, requested, anchors, n)
+    return Phases(zero_grad=zero, evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
+                  iterations=iterations, stack_kinds=kinds, annotated=bool(steps))
+
+
+def _iterations(ev, phase, guessed, requested, anchors, n):
+    iteration = np.full(n, -1, np.int32)
+    out: list[Iteration] = []
+    if not anchors or n == 0:
+        return out, iteration
+    work = (phase == PH_FORWARD) | (phase == PH_BACKWARD)
+    first_work = np.flatnonzero(work[:max(anchors[0][1], anchors[0][0] + 1)])
+    first = int(first_work[0]) if len(first_work) else anchors[0][0]
+    # The first iteration starts after the last module construction / .to() before it.
+    setup = np.flatnonzero(ev[:first] == sk.EV_PARAM_INIT)
+    start = int(setup[-1]) + 1 if len(setup) else 0
+    spans = []
+    for lo, hi in anchors:
+        end = max(hi, lo + 1, start + 1)
+        spans.append((start, min(end, n), True))
+        start = min(end, n)
+    if start < n and work[start:].any():  # the recording stopped inside an iteration
+        spans.append((start, n, False))
+    spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
+    if not spans:
+        return out, iteration
+    lo = np.array([sp[0] for sp in spans], np.int64)
+    hi = np.array([sp[1] for sp in spans], np.int64)
+
+    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) counts per span.
+    end = int(hi[-1])
+
+    def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
+        return np.add.reduceat(mask[:end], lo, dtype=np.int64)
+
+    n_bwd = count(phase == PH_BACKWARD)
+    n_ev_fwd = count(ev == sk.EV_FORWARD)
+    lengths = hi - lo
+    iteration[lo[0]:end] = np.repeat(np.arange(len(lo), dtype=np.int32), lengths)
+    # Each span's peak: its maximum (one reduceat), then the first event reaching it.
+    req = requested[lo[0]:end]
+    top = np.maximum.reduceat(req, lo - lo[0])
+    at_top = np.flatnonzero(req == np.repeat(top, lengths)) + lo[0]
+    peak = at_top[np.searchsorted(at_top, lo)]
+    peak_phase = phase[peak]
+    for i, (a, b, complete) in enumerate(spans):
+        if a == 0 and not (phase[a:b] == PH_FORWARD).any():
+            complete = False  # the recording started inside it (a ring buffer)
+        k = int(peak[i])
+        kind = "train" if n_bwd[i] else "eval"
+        if not complete and out:  # cut short (an OOM): it was going to be like the others
+            kind = out[-1].kind
+        out.append(Iteration(
+            index=len(out), start=a, end=b - 1, peak_bytes=int(top[i]), peak_event=k,
+            peak_phase=PHASE_NAMES[int(peak_phase[i])], kind=kind, complete=complete,
+            phases_guessed=not n_ev_fwd[i]))
+    return out, iteration

@@ -1,0 +1,110 @@
+"""Categories of memory and the reason codes that say how each allocation's
+category was decided (and whether that is a guess)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PARAMETER = 0
+GRADIENT = 1
+OPTIMIZER_STATE = 2
+ACTIVATION = 3
+TEMPORARY = 4
+INPUT = 5
+UNKNOWN = 6
+CATEGORY_NAMES = ("parameter", "gradient", "optimizer_state", "activation", "temporary",
+                  "input", "unknown")
+CATEGORY_LABELS = ("parameters", "gradients", "optimizer state", "activations",
+                   "temporaries", "inputs", "unknown")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """How a category was decided."""
+
+    code: str
+    category: int
+    guess: bool
+    text: str
+
+
+# Index in this tuple = the reason id stored per allocation (int8).
+REASONS: tuple[Reason, ...] = (
+    Reason("param_module_apply", PARAMETER, False,
+           "made by a module's _apply (model.to() / .cuda() / .half())"),
+    Reason("param_module_init", PARAMETER, False,
+           "made while constructing a module (__init__, reset_parameters, nn.init)"),
+    Reason("param_buffer", PARAMETER, True,
+           "made by a module's _apply or constructor, but no gradient has its size: "
+           "a buffer (e.g. BatchNorm statistics) or a frozen parameter"),
+    Reason("param_size_match", PARAMETER, True,
+           "made before the first iteration, alive throughout, and a gradient of "
+           "exactly its size exists (a guess from sizes)"),
+    Reason("pre_param_size_match", PARAMETER, True,
+           "allocated before recording; one per gradient of exactly its size "
+           "(a guess from sizes: parameter or optimizer state of the same size)"),
+    Reason("grad_accumulate", GRADIENT, False,
+           "made by autograd's AccumulateGrad and alive after the backward pass"),
+    Reason("grad_survives_backward", GRADIENT, False,
+           "made in the backward pass and alive after it (a .grad)"),
+    Reason("grad_survives_backward_guess", GRADIENT, True,
+           "made by a thread without Python (autograd's device thread, presumably) "
+           "and alive after the backward pass"),
+    Reason("opt_init_group", OPTIMIZER_STATE, False,
+           "made by the optimizer's _init_group (its lazily created state)"),
+    Reason("opt_survives_step", OPTIMIZER_STATE, False,
+           "made in the optimizer step and alive after it"),
+    Reason("pre_opt_size_match", OPTIMIZER_STATE, True,
+           "allocated before recording; more blocks of a gradient's exact size than "
+           "gradients (a guess from sizes: optimizer state such as Adam's moments)"),
+    Reason("act_saved", ACTIVATION, False,
+           "made in the forward pass and alive when the backward pass starts"),
+    Reason("act_saved_guess", ACTIVATION, True,
+           "made before the iteration's highest point and alive past it "
+           "(phases guessed from the curve)"),
+    Reason("act_output_no_backward", ACTIVATION, True,
+           "made in a forward pass that no backward follows, and alive after it"),
+    Reason("act_kept", ACTIVATION, False,
+           "made in the forward pass, alive into backward, and still alive after its "
+           "iteration ended: the program kept a reference (e.g. the outputs of the last "
+           "step, alive until the next forward replaces them)"),
+    Reason("workspace_cublas", TEMPORARY, False,
+           "cuBLAS / cuBLASLt workspace (its C++ frames say so): scratch the library keeps "
+           "for reuse for the whole run"),
+    Reason("workspace_guess", TEMPORARY, True,
+           "made in the first iteration's forward or backward (or before recording), never "
+           "freed, of a cuBLAS workspace's size (32 MiB / 1 MiB / 8.125 MiB / 4 MiB), a few "
+           "at most, and no parameter's: presumably a library workspace"),
+    Reason("temp_forward", TEMPORARY, False, "made and freed inside the forward pass"),
+    Reason("temp_backward", TEMPORARY, False, "made and freed inside the backward pass"),
+    Reason("temp_optimizer", TEMPORARY, False, "made and freed inside the optimizer step"),
+    Reason("temp_other", TEMPORARY, False,
+           "made and freed outside forward, backward and the optimizer step"),
+    Reason("input_user_code", INPUT, False,
+           "made by the user's code outside the model and alive into the next forward pass"),
+    Reason("input_lifetime", INPUT, True,
+           "made outside any pass (no telling stack) and alive into the next forward pass"),
+    Reason("pre_act_freed_in_backward", ACTIVATION, True,
+           "allocated before recording (which started inside an iteration) and freed in "
+           "that iteration's backward pass: presumably its activation"),
+    Reason("pre_grad_freed_in_zero_grad", GRADIENT, True,
+           "allocated before recording and freed by zero_grad: presumably the previous "
+           "iteration's gradient"),
+    Reason("leak_kept", UNKNOWN, False,
+           "kept by a line that leaks (see the leaks): made outside the passes, alive ever "
+           "since; what it holds, the trace cannot tell"),
+    Reason("unknown_pre_recording", UNKNOWN, False,
+           "allocated before the recording started: nothing says what it is"),
+    Reason("unknown_setup", UNKNOWN, False,
+           "made before the first iteration, alive into it, not by a module"),
+    Reason("unknown_other", UNKNOWN, False,
+           "made outside forward, backward and the optimizer step and kept"),
+    Reason("unknown_no_iterations", UNKNOWN, False,
+           "no iterations found in the trace to relate it to"),
+)
+REASON_IDS = {r.code: i for i, r in enumerate(REASONS)}
+
+
+def reason_id(code: str) -> int:
+    """The stored id of reason ``code``."""
+    return REASON_IDS[code]

@@ -1,0 +1,189 @@
+"""What a call stack says about the memory it allocated: frame kinds, per stack.
+
+Every interned frame gets a bit set of kinds (optimizer step, its lazy state
+init, module ``_apply``/``.to()``/``.cuda()``, module construction, a module's
+forward call, autograd's backward, ``AccumulateGrad``, gradient checkpointing's
+recomputation, zero_grad, the user's own code).  A stack's kinds are the OR
+of its frames' kinds, computed once per stack with one ``reduceat`` (stacks
+are interned: a 10M-event file has a few thousand).  From the kinds, each
+stack gets one piece of *evidence* about the phase its allocation was made in.
+
+Frames are matched by file path and function name, never by line number
+(line numbers move between torch versions).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..frames import CAT_USER, frame_categories
+from ..snapshot import Snapshot
+
+# Kind bits of a frame (and, OR'ed, of a stack).
+K_USER = 1 << 0  # the user's own Python code
+K_MODULE_CALL = 1 << 1  # torch/nn/modules/module.py _call_impl: inside a module's forward
+K_APPLY = 1 << 2  # module._apply (.to() / .cuda() / .half() of a module)
+K_MODULE_INIT = 1 << 3  # module construction: __init__, reset_parameters, nn.init
+K_OPTIM = 1 << 4  # torch/optim: optimizer step
+K_OPT_INIT = 1 << 5  # the optimizer's lazy state creation (_init_group)
+K_ZERO_GRAD = 1 << 6  # optimizer / module zero_grad
+K_BACKWARD = 1 << 7  # autograd backward (Python entry points or the C++ engine)
+K_ACCUMULATE_GRAD = 1 << 8  # the C++ AccumulateGrad node: writes .grad
+K_RECOMPUTE = 1 << 9  # activation checkpointing recomputing in backward
+K_CPP = 1 << 10  # any native frame (the file was recorded with C++ stacks)
+K_DATA = 1 << 11  # torch.utils.data (loaders, collate, pin memory)
+K_WORKSPACE = 1 << 12  # a library's scratch kept for reuse (cuBLAS / cuBLASLt workspace)
+
+# Evidence a stack gives about the phase of its allocation.
+EV_NONE = 0  # no stack, or nothing telling
+EV_FORWARD = 1
+EV_BACKWARD = 2
+EV_OPTIMIZER = 3
+EV_ZERO_GRAD = 4
+EV_PARAM_INIT = 5  # module construction or .to()/.cuda()
+EV_USER = 6  # the user's code outside any module, optimizer or backward
+EV_NO_PYTHON = 7  # a stack without a single Python frame: a thread that runs no Python
+
+EVIDENCE_NAMES = ("none", "forward", "backward", "optimizer", "zero_grad", "param_init",
+                  "user", "no_python")
+
+_OPT_INIT_NAMES = ("_init_group", "_init_state", "_lazy_init")
+_MODULE_INIT_NAMES = ("__init__", "reset_parameters", "_reset_parameters", "_init_weights",
+                      "init_weights", "post_init", "tie_weights")
+_APPLY_NAMES = ("_apply", "to", "cuda", "half", "float", "double", "bfloat16", "type",
+                "to_empty", "convert", "_load_from_state_dict", "load_state_dict")
+_BACKWARD_PY_NAMES = ("backward", "_engine_run_backward", "grad", "_make_grads", "run_backward")
+_RECOMPUTE_NAMES = ("unpack_hook", "recompute_fn", "backward", "_recompute", "unpack")
+
+
+def _torch_rel(filename: str) -> str | None:
+    """The path inside the torch package (``nn/modules/module.py``), or None."""
+    f = filename.replace("\\", "/")
+    for marker in ("/site-packages/torch/", "/dist-packages/torch/", "/torch/"):
+        if marker in f:
+            return f.rsplit(marker, 1)[1]
+    if f.startswith("torch/"):
+        return f[len("torch/"):]
+    return None
+
+
+def frame_kind(filename: str, name: str, category: int) -> int:
+    """The kind bits of one frame (file path, function name, vramscope frame category)."""
+    kind = 0
+    if category == CAT_USER:
+        kind |= K_USER
+    is_py = filename.endswith(".py")
+    if not is_py:
+        if category != CAT_USER:
+            kind |= K_CPP
+        # Native frames that name the autograd engine or AccumulateGrad.
+        if "autograd::Engine::" in name or "autograd::Node::operator()" in name \
+                or "autograd::python::PythonEngine" in name or "call_function(" in name \
+                and "autograd" in name:
+            kind |= K_BACKWARD
+        if "Workspace" in name and ("cublas" in name.lower() or "BlasLt" in name
+                                    or "setWorkspaceForHandle" in name):
+            kind |= K_WORKSPACE
+        if "AccumulateGrad" in name:
+            kind |= K_BACKWARD | K_ACCUMULATE_GRAD
+        return kind
+    rel = _torch_rel(filename)
+    if rel is None:
+        return kind
+    if rel.startswith("nn/modules/"):
+        if rel == "nn/modules/module.py":
+            if name in ("_call_impl", "_wrapped_call_impl"):
+                kind |= K_MODULE_CALL
+            elif name in _APPLY_NAMES or name == "<lambda>" or name == "_apply":
+                kind |= K_APPLY
+            elif name == "zero_grad":
+                kind |= K_ZERO_GRAD
+        if name in _MODULE_INIT_NAMES:
+            kind |= K_MODULE_INIT
+    elif rel.startswith(("nn/init.py", "nn/parameter.py")):
+        kind |= K_MODULE_INIT
+    elif rel.startswith("optim/"):
+        if name == "zero_grad":
+            kind |= K_ZERO_GRAD
+        else:
+            kind |= K_OPTIM
+            if name in _OPT_INIT_NAMES:
+                kind |= K_OPT_INIT
+    elif rel in ("_tensor.py", "autograd/__init__.py", "autograd/graph.py") \
+            and name in _BACKWARD_PY_NAMES:
+        kind |= K_BACKWARD
+    elif rel == "autograd/function.py" and name == "backward":
+        kind |= K_BACKWARD  # a custom Function's backward, run by the engine
+    elif rel.startswith("utils/checkpoint.py") and name in _RECOMPUTE_NAMES:
+        kind |= K_RECOMPUTE | K_BACKWARD
+    elif rel.startswith("utils/data/"):
+        kind |= K_DATA
+    return kind
+
+
+def frame_kinds(snap: Snapshot, categories: np.ndarray | None = None) -> np.ndarray:
+    """Kind bits of every interned frame (int32), one string test per distinct (file, name)."""
+    frames = snap.frames
+    if categories is None:
+        categories = frame_categories(frames)
+    out = np.zeros(len(frames), dtype=np.int32)
+    cache: dict[tuple[int, int, int], int] = {}
+    strings = frames.strings
+    for i, (f, n, c) in enumerate(zip(frames.filename.tolist(), frames.name.tolist(),
+                                      categories.tolist())):
+        key = (f, n, c)
+        k = cache.get(key)
+        if k is None:
+            k = cache[key] = frame_kind(strings[f], strings[n], c)
+        out[i] = k
+    return out
+
+
+def stack_kinds(snap: Snapshot, kinds: np.ndarray | None = None) -> np.ndarray:
+    """OR of the kinds of every frame of every stack (int32 per stack; 0 for empty ones)."""
+    if kinds is None:
+        kinds = frame_kinds(snap)
+    stacks = snap.stacks
+    n = len(stacks)
+    out = np.zeros(n, dtype=np.int32)
+    if n == 0 or not len(stacks.frames):
+        return out
+    lengths = np.diff(stacks.offsets)
+    nonempty = lengths > 0
+    out[nonempty] = np.bitwise_or.reduceat(kinds[stacks.frames],
+                                           stacks.offsets[:-1][nonempty])
+    return out
+
+
+def stack_has_python(snap: Snapshot) -> np.ndarray:
+    """Per stack: does it hold at least one Python frame?"""
+    frames = snap.frames
+    strings = frames.strings
+    py_string = np.fromiter((s.endswith(".py") for s in strings), bool, count=len(strings))
+    is_py = py_string[frames.filename] if len(frames) else np.zeros(0, bool)
+    stacks = snap.stacks
+    n = len(stacks)
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or not len(stacks.frames):
+        return out
+    lengths = np.diff(stacks.offsets)
+    nonempty = lengths > 0
+    out[nonempty] = np.logical_or.reduceat(is_py[stacks.frames], stacks.offsets[:-1][nonempty])
+    return out
+
+
+def stack_evidence(kinds: np.ndarray, has_python: np.ndarray) -> np.ndarray:
+    """One phase evidence per stack (int8), from its kinds; the order of the tests is the
+    priority: backward wins over a forward frame (recomputation under checkpointing runs
+    module forwards inside backward), the optimizer over anything it calls."""
+    ev = np.full(len(kinds), EV_NONE, dtype=np.int8)
+    ev[(kinds & K_USER) != 0] = EV_USER
+    ev[(kinds & K_MODULE_CALL) != 0] = EV_FORWARD
+    ev[(kinds & (K_APPLY | K_MODULE_INIT)) != 0] = EV_PARAM_INIT
+    ev[(kinds & K_ZERO_GRAD) != 0] = EV_ZERO_GRAD
+    ev[(kinds & K_OPTIM) != 0] = EV_OPTIMIZER
+    ev[(kinds & K_BACKWARD) != 0] = EV_BACKWARD
+    # No Python frame and nothing native that names a phase: a thread without Python,
+    # in a training program almost always autograd's device thread (a guess).
+    ev[~has_python & (ev == EV_NONE)] = EV_NO_PYTHON
+    return ev

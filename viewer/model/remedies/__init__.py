@@ -1,0 +1,12 @@
+"""Remedies: what change would make a recorded run fit, predicted from the recording.
+
+* :mod:`.evidence`: per-request lifetime, iteration, phase and provenance;
+* :mod:`.scaling`: which allocations grow with the batch, with a reason each;
+* :mod:`.batch_scale`: the run re-simulated at another batch size, and the
+  largest batch that fits a memory limit (bisection over simulations);
+* :mod:`.advise`: the remedy catalogue, each simulated or estimated, ranked
+  by predicted peak reserved.
+
+No Qt, no torch: the CLI (``vramscope whatif --batch-scale``, ``vramscope
+advise``) and the GUI's Diagnosis panel share it.
+"""

@@ -1,0 +1,421 @@
+"""Which change would make this run fit: remedies, each with a predicted peak, ranked.
+
+Simulated remedies run the recorded request stream, edited, through the
+allocator model (:mod:`..whatif`), so caching and fragmentation are part of
+the answer:
+
+* ``smaller_batch``: the largest batch that fits the limit (or half the
+  batch when there is no limit), via :mod:`.batch_scale`;
+* ``allocator:SETTINGS``: other ``PYTORCH_CUDA_ALLOC_CONF`` settings (the
+  what-if standard set; the best few that lower the peak);
+* ``free_kept``: drop what is kept every iteration (a leak in training;
+  outputs and their graphs kept by an evaluation loop without ``no_grad``).
+
+Estimated remedies (no program to re-run; labelled ``estimated``) subtract
+from the recorded peak what they would remove from the bytes live at it:
+
+* ``gradient_checkpointing``: half the activations live at the peak (a
+  checkpointed block keeps its input and recomputes the rest in backward;
+  with the model's repeated blocks checkpointed roughly half to two thirds
+  of the activations go; half is the conservative figure);
+* ``bf16_autocast``: a quarter of the forward activations, when the recording
+  shows no half-precision weight copies (autocast already on).  Not half:
+  autocast keeps the fp32 weights (and adds bf16 copies) and runs softmax,
+  norms and the loss in fp32.  The quarter is one measurement (GPT-2, batch
+  13, fp32 -> bf16: 1.72 GiB real vs 2.03 GiB needed), not a law;
+* ``8bit_optimizer``: three quarters of the optimizer state live at the peak
+  (two fp32 moments become two 8-bit ones);
+* ``set_to_none``: the gradients live at a peak in the forward pass (with
+  the categories package: gradients zeroed in place stay allocated).
+
+The live bytes at the peak are split by the batch-scaling judgement
+(:mod:`.scaling`): activations = allocations that scale with the batch and
+were made in forward; model state = parameters, optimizer state and
+gradients-by-size; the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from ..progress import Progress
+from ..units import format_bytes as fb
+from ..whatif import Case, RECOMMENDED
+from ..whatif import requests as rq
+from ..whatif.report import verdict as oom_verdict
+from ..whatif.run import simulate as simulate_requests
+from . import batch_scale, edit, evidence, scaling
+
+SIMULATED, ESTIMATED = "simulated", "estimated"
+ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that lower the peak)
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
+
+
+@dataclass
+class Remedy:
+    """One change and what it is predicted to do."""
+
+    remedy: str  # id: smaller_batch, allocator:..., free_kept, gradient_checkpointing, ...
+    title: str
+    predicted_peak_reserved_bytes: int
+    saving_bytes: int
+    method: str  # simulated | estimated
+    change: str  # the one-line change to make
+    where: str | None  # file:line of the code to change, when one exists
+    fits: bool | None  # under the limit (None: no limit known)
+    detail: str = ""
+    curve: np.ndarray | None = field(default=None, repr=False)  # simulated reserved after each request
+    curve_x: np.ndarray | None = field(default=None, repr=False)  # trace event of each curve point
+    acts_on: np.ndarray | None = field(default=None, repr=False)  # bool per request it changes
+
+    def acts_on_events(self, case: Case) -> np.ndarray:
+        """Trace event indices (of the case's device) of the allocations this remedy changes."""
+        if self.acts_on is None:
+            return np.zeros(0, np.int64)
+        return case.requests.event[self.acts_on]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("curve")
+        d.pop("curve_x")
+        d.pop("acts_on")
+        return d
+
+
+@dataclass
+class Advice:
+    """Everything ``vramscope advise`` says about one recording."""
+
+    device: int
+    recorded_peak_reserved_bytes: int
+    memory_limit_bytes: int | None
+    limit_source: str
+    verdict: str
+    split_at_peak: dict[str, int]
+    remedies: list[Remedy]
+    largest_scale_that_fits: float | None
+    largest_batch_that_fits: int | None
+    recorded_batch: int | None
+    search_capped: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device,
+            "recorded_peak_reserved_bytes": self.recorded_peak_reserved_bytes,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "memory_limit_source": self.limit_source,
+            "verdict": self.verdict,
+            "split_at_peak": self.split_at_peak,
+            "recorded_batch": self.recorded_batch,
+            "largest_scale_that_fits": self.largest_scale_that_fits,
+            "largest_batch_that_fits": self.largest_batch_that_fits,
+            "search_capped": self.search_capped,
+            "remedies": [r.to_dict() for r in self.remedies],
+        }
+
+
+def user_frame(snap, stack: int) -> str | None:
+    """``file.py:LINE`` of the innermost frame of the program's own code in ``stack``."""
+    if stack < 0:
+        return None
+    for f in snap.stacks.frame_ids(stack).tolist():
+        fn = snap.frames.filename_of(f).replace("\\", "/")
+        if fn.endswith(".py") and not any(m in fn for m in _LIBRARY):
+            return f"{fn}:{int(snap.frames.line[f])}"
+    return None
+
+
+def _most_common_user_frame(snap, sites: np.ndarray) -> str | None:
+    counts: dict[str, int] = {}
+    for s in np.unique(sites).tolist():
+        w = user_frame(snap, int(s))
+        if w:
+            counts[w] = counts.get(w, 0) + int((sites == s).sum())
+    return max(counts, key=counts.get) if counts else None
+
+
+def _optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations that are optimizer state: by category when known, else kept optimizer
+    allocations."""
+    if evd.categories is not None:
+        return evd.categories == "optimizer_state"
+    return (j.rule == scaling.OPTIMIZER) & (evd.free_at == len(evd))
+
+
+def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: int) -> dict:
+    """Requested bytes live after ``request``, by what the judgement says they are."""
+    reqs = case.requests
+    n = len(reqs)
+    idx = np.arange(n)
+    live = (reqs.kind == rq.ALLOC) & (idx <= request) & (evd.free_at > request)
+    scales = j.scales
+    state_rules = np.isin(j.rule, (scaling.MODULE_STATE, scaling.OPTIMIZER, scaling.STATE_SIZE,
+                                   scaling.CATEGORY_FIXED, scaling.KEPT_ONCE))
+    out = {
+        "scales_with_batch": int(reqs.size[live & scales].sum()),
+        "activations_forward": int(reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()),
+        "model_state": int(reqs.size[live & state_rules].sum()),
+        "optimizer_state": int(reqs.size[live & _optimizer_state(evd, j)].sum()),
+        "kept_each_iteration": int(reqs.size[live & (j.rule == scaling.KEPT_EACH)].sum()),
+        "before_recording": int(reqs.initial.blk_requested[reqs.initial.blk_state == 0].sum())
+        if reqs.initial.n_blocks else 0,
+    }
+    out["other_fixed"] = int(reqs.size[live & ~scales & ~state_rules].sum())
+    return out
+
+
+def _kept_each_iteration(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations the program keeps every iteration: never freed, growing with the batch,
+    two or more from one call site (whatever rule judged them: the categories call kept
+    graphs activations), with that site's last ones that the recording's end cut off."""
+    reqs = case.requests
+    n = len(reqs)
+    never = (reqs.kind == rq.ALLOC) & (evd.free_at == n)
+    if not never.any():
+        return never
+    cut = scaling.cut_off(reqs, evd, never)
+    cand = never & ~cut & j.scales
+    sites, counts = np.unique(evd.site[cand], return_counts=True)
+    keeping = sites[counts >= 2]
+    return never & j.scales & np.isin(evd.site, keeping)
+
+
+def _demand(case, result, limit) -> int:
+    """Peak reserved the run needs: under the limit when it fits, else without a limit
+    (the run truncated at its OOM would understate it)."""
+    if result.first_oom is None or limit is None:
+        return result.peak_reserved_until_oom
+    return simulate_requests(case.requests, result.config, None, case.gpu_bytes).peak_reserved
+
+
+def _fits(result, limit) -> bool | None:
+    if limit is None:
+        return None
+    return result.first_oom is None and result.peak_reserved_until_oom <= limit
+
+
+def advise(case: Case, batch: int | None = None, limit: int | None = None,
+           progress: Progress | None = None) -> Advice:
+    """The remedies for ``case`` (a what-if Case), ranked by predicted peak reserved.
+
+    ``batch``: the recorded batch size (gives ``largest_batch_that_fits``);
+    ``limit``: bytes allowed (default: the recording's, else the GPU's memory).
+    """
+    progress = progress or Progress()
+    snap = case.snap
+    lim = limit if limit is not None else case.limit
+    lim_source = "given" if limit is not None else case.limit_source
+    if lim is None and case.gpu_bytes:
+        lim, lim_source = case.gpu_bytes, "GPU total memory"
+    progress.update("judge", 0.0)
+    evd = evidence.gather(case)
+    j = scaling.judge(case, batch, evd)
+    base = case.simulate(None, lim)
+    recorded = case.recorded_run()
+    # The baseline is what the run needs: after an OOM, its peak without a limit
+    # (the failed request served), so savings compare demands, not truncated runs.
+    peak = _demand(case, base, lim)
+    if recorded.first_oom is not None:
+        at = recorded.first_oom.request
+    else:  # the moment most bytes are allocated: where the split matters
+        at = int(np.argmax(recorded.allocated)) if len(recorded.allocated) else 0
+    split = split_at(case, evd, j, at)
+    remedies: list[Remedy] = []
+    n = len(case.requests)
+
+    def simulated(rid, title, result, change, where, detail="", scaled=None,
+                  acts_on=None) -> Remedy:
+        p = _demand(scaled or case, result, lim)
+        # A stream with requests removed has its own x (the trace events it kept).
+        cx = (scaled or case).curve_x()
+        return Remedy(rid, title, p, peak - p, SIMULATED, change, where, _fits(result, lim),
+                      detail, result.reserved, cx, acts_on)
+
+    # -- smaller batch (simulated) ---------------------------------------------------
+    progress.update("search", 0.0)
+    sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
+    search = batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub) \
+        if lim is not None else None
+    if evd.categories is not None and (evd.categories == "input").any():
+        input_sites = evd.site[evd.categories == "input"]
+    else:
+        input_sites = evd.site[(j.rule == scaling.INPUT_ONCE) | (
+            evd.user_line & j.scales & (j.rule != scaling.KEPT_EACH))]
+    batch_where = _most_common_user_frame(snap, input_sites) if len(input_sites) else None
+    if search is not None and search.scale is not None and search.scale < 1:
+        f = search.scale
+        sc = batch_scale.scaled_case(case, j, f)
+        res = sc.simulate(None, lim)
+        what = f"batch {search.batch}" if search.batch else f"{float(f):.0%} of the batch"
+        remedies.append(simulated(
+            "smaller_batch", f"Smaller batch: the largest that fits ({what})", res,
+            f"reduce the batch size to {search.batch}" if search.batch
+            else f"reduce the batch size to {float(f):.0%} of the recorded one "
+                 "(pass --batch N for the exact size)", batch_where,
+            "re-simulated with every allocation that scales with the batch scaled", sc,
+            j.scales))
+    else:
+        f = Fraction(1, 2)
+        sc = batch_scale.scaled_case(case, j, f)
+        res = sc.simulate(None, lim)
+        remedies.append(simulated(
+            "smaller_batch", "Half the batch", res,
+            f"halve the batch size (to {batch // 2})" if batch and batch >= 2
+            else "halve the batch size", batch_where,
+            "re-simulated with every allocation that scales with the batch halved", sc,
+            j.scales))
+    # -- allocator settings (simulated) ------------------------------------------------
+    progress.update("allocator", 0.0)
+    found = []
+    for k, conf in enumerate(RECOMMENDED):
+        progress.update("allocator", k / len(RECOMMENDED))
+        if not conf or case.config_of(conf) == case.recorded:
+            continue
+        found.append((conf, case.simulate(conf, lim)))
+    found.sort(key=lambda cr: (not (_fits(cr[1], lim) in (True, None)),
+                               cr[1].peak_reserved_until_oom))
+    for conf, res in found[:ALLOCATOR_REMEDIES]:
+        if res.peak_reserved_until_oom >= peak and (res.first_oom is not None
+                                                    or base.first_oom is None):
+            continue
+        remedies.append(simulated(
+            f"allocator:{conf}", f"Allocator setting {conf}", res,
+            f"PYTORCH_CUDA_ALLOC_CONF={conf} (set before the process starts CUDA)", None,
+            f"{res.n_cuda_malloc} cudaMalloc, fragmentation at the peak "
+            f"{res.fragmentation_at_peak:.0%}"))
+    # -- free what is kept every iteration (simulated) ---------------------------------
+    kept = _kept_each_iteration(case, evd, j)
+    if kept.any():
+        eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
+        # Keep only the latest: each kept allocation is released right after the next one
+        # from its call site is made (what reassigning or `del` does); the last stays.
+        site = evd.site
+        order = np.flatnonzero(kept)
+        frees = []
+        last_of: dict[int, int] = {}
+        for i in order.tolist():
+            s_ = int(site[i])
+            if s_ in last_of:
+                frees.append((last_of[s_], i))
+            last_of[s_] = i
+        freed = edit.freed_after(case, frees)
+        res = freed.simulate(None, lim)
+        site_where = _most_common_user_frame(snap, evd.site[kept])
+        per = int(case.requests.size[kept].sum())
+        if eval_loop:
+            change = ("wrap the evaluation in `with torch.no_grad():` and keep `loss.item()` "
+                      "or `out.detach().cpu()`, not the tensor")
+        else:
+            change = "do not keep tensors across iterations: `del` them, or keep `.item()` / `.detach()`"
+        r = simulated(
+            "free_kept", "Free what is kept every iteration", res, change, site_where,
+            f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
+            "again at the same line; re-simulated keeping only the latest of each"
+            + ("; without no_grad the graph is still saved in each step, so no_grad "
+               "saves more than this" if eval_loop else ""), freed, kept)
+        if r.saving_bytes > 0:
+            remedies.append(r)
+    # -- estimated from the split at the peak ------------------------------------------
+    act = split["activations_forward"]
+    fwd_where = _most_common_user_frame(snap, evd.site[j.scales & (evd.phase == evidence.FORWARD)])
+
+    def estimated(rid, title, saving, change, where, detail, acts_on=None) -> Remedy:
+        saving = int(min(max(saving, 0), peak))
+        p = peak - saving
+        return Remedy(rid, title, p, saving, ESTIMATED, change, where,
+                      None if lim is None else p <= lim, detail, acts_on=acts_on)
+
+    activations = j.scales & (evd.phase == evidence.FORWARD)
+
+    if act > 0:
+        remedies.append(estimated(
+            "gradient_checkpointing", "Gradient checkpointing of the repeated blocks", act // 2,
+            "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
+            "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
+            f"estimated: half of the {fb(act)} of forward activations live at the peak",
+            activations))
+        autocast_on = int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
+        if not autocast_on:
+            remedies.append(estimated(
+                "bf16_autocast", "bf16 mixed precision (autocast)", act // 4,
+                "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",
+                fwd_where, f"estimated: a quarter of the {fb(act)} of forward activations "
+                "(autocast keeps fp32 weights and runs softmax, norms and the loss in fp32)",
+                activations))
+    opt = split["optimizer_state"]
+    if opt > 0:
+        opt_where = _most_common_user_frame(snap, evd.site[_optimizer_state(evd, j)])
+        remedies.append(estimated(
+            "8bit_optimizer", "8-bit optimizer state", opt * 3 // 4,
+            "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`) or SGD without "
+            "momentum", opt_where,
+            f"estimated: three quarters of the {fb(opt)} of optimizer state live at the peak",
+            _optimizer_state(evd, j)))
+    if evd.categories is not None and 0 <= at < n and evd.phase[at] == evidence.FORWARD:
+        idx = np.arange(n)
+        grads = (case.requests.kind == rq.ALLOC) & (idx <= at) & (evd.free_at > at) \
+            & (evd.categories == "gradient")
+        kept_grads = int(case.requests.size[grads].sum())
+        if kept_grads > 0:
+            remedies.append(estimated(
+                "set_to_none", "Free gradients before the forward pass (set_to_none)",
+                kept_grads, "call `optimizer.zero_grad(set_to_none=True)` (the default since "
+                "torch 2.0) instead of zeroing gradients in place",
+                _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER]),
+                f"estimated: {fb(kept_grads)} of gradients are live at a peak in the forward "
+                "pass; with set_to_none they are made again in backward", grads))
+    remedies.sort(key=lambda r: (r.predicted_peak_reserved_bytes, r.method != SIMULATED))
+    progress.update("search", 1.0)
+    if recorded.first_oom is not None:
+        text = f"out of memory at event {recorded.first_oom.event}: {oom_verdict(recorded.first_oom)}"
+    elif lim is not None:
+        text = f"fits: peak reserved {fb(peak)} of {fb(lim)} ({lim_source})"
+    else:
+        text = f"peak reserved {fb(peak)}; no memory limit known (give --memory-limit)"
+    return Advice(
+        device=case.device, recorded_peak_reserved_bytes=peak, memory_limit_bytes=lim,
+        limit_source=lim_source, verdict=text, split_at_peak=split, remedies=remedies,
+        largest_scale_that_fits=float(search.scale) if search and search.scale else None,
+        largest_batch_that_fits=search.batch if search else None, recorded_batch=batch,
+        search_capped=bool(search and search.capped))
+
+
+def format_text(advice: Advice) -> str:
+    """The CLI's text: verdict, split at the peak, ranked remedies, largest fitting batch."""
+    a = advice
+    lim = f"{fb(a.memory_limit_bytes)} ({a.limit_source})" if a.memory_limit_bytes else "none"
+    need = "needed (without a limit)" if a.verdict.startswith("out of memory") else ""
+    lines = [f"device {a.device}: peak reserved {fb(a.recorded_peak_reserved_bytes)} {need}; "
+             f"memory limit {lim}".replace("  ", " ").replace(" ;", ";"),
+             f"verdict: {a.verdict}"]
+    s = a.split_at_peak
+    moment = "at the OOM" if a.verdict.startswith("out of memory") else "at the peak"
+    lines.append(f"{moment}: {fb(s['scales_with_batch'])} scales with the batch "
+                 f"({fb(s['activations_forward'])} forward activations), "
+                 f"{fb(s['model_state'])} model state ({fb(s['optimizer_state'])} optimizer), "
+                 f"{fb(s['other_fixed'])} other")
+    if a.largest_scale_that_fits is not None:
+        more = " or more (search stopped at 64x)" if a.search_capped else ""
+        if a.largest_batch_that_fits is not None:
+            lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
+                         f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g})")
+        else:
+            lines.append(f"largest batch scale that fits: {a.largest_scale_that_fits:.3g}{more} "
+                         "(pass --batch N for a batch size)")
+    elif a.memory_limit_bytes is not None:
+        lines.append("no batch size fits: the memory that does not scale with the batch "
+                     "is over the limit")
+    rows = [("#", "remedy", "peak reserved", "saving", "fits", "method")]
+    for k, r in enumerate(a.remedies, 1):
+        rows.append((str(k), r.title, fb(r.predicted_peak_reserved_bytes), fb(r.saving_bytes),
+                     "-" if r.fits is None else ("yes" if r.fits else "no"), r.method))
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    lines.append("remedies, ranked by predicted peak reserved:")
+    for row in rows:
+        lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    for k, r in enumerate(a.remedies, 1):
+        lines.append(f"  {k}. {r.change}" + (f"  [{r.where}]" if r.where else ""))
+    return "\n".join(lines)

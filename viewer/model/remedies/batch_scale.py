@@ -1,0 +1,184 @@
+"""Batch-size what-if: the recorded run re-simulated with the batch scaled.
+
+:func:`scaled_case` multiplies the requested size of every allocation
+:mod:`.scaling` judged to grow with the batch, keeps the rest, and returns
+a what-if :class:`~..whatif.Case` over that request stream; the allocator
+model (:mod:`..whatif`) then answers it under any setting and memory limit,
+so rounding, segment sizes, caching and fragmentation are part of the
+prediction.  :func:`largest_fitting_scale` bisects over such simulations for
+the largest batch that runs without an out-of-memory error.
+
+Blocks alive before the recording began (a wrapped trace) keep their size.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..progress import Progress
+from ..whatif import Case
+from ..whatif.run import SimResult
+from .scaling import Judgement
+
+MAX_SCALE = 64.0  # the upward search stops here (a batch 64x the recorded one)
+
+
+class ScaledCase(Case):
+    """A :class:`~..whatif.Case` whose requests were batch-scaled.
+
+    Its :attr:`recorded_peak` (the baseline of ``peak_reserved_vs_recorded``)
+    stays the recording's own."""
+
+    base: Case
+    scale: Fraction
+    judgement: Judgement
+
+    @property
+    def recorded_peak(self) -> int:
+        return self.base.recorded_peak
+
+
+def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
+                uncertain_factor: Fraction | int = 1) -> ScaledCase:
+    """``case`` with the batch multiplied by ``scale`` (0.5 = half); the allocations whose
+    scaling is uncertain (:attr:`~.scaling.Judgement.uncertain`) additionally by
+    ``uncertain_factor`` (for the range of :func:`peak_range`)."""
+    f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
+    if f <= 0:
+        raise ValueError(f"the batch scale must be positive, not {scale}")
+    sizes = judgement.scaled_sizes(f, uncertain_factor)
+    out = copy.copy(case)
+    out.__class__ = ScaledCase
+    out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
+    out._recorded_run = None  # the recorded settings' run of *these* requests, on demand
+    out.base, out.scale, out.judgement = case, f, judgement
+    return out
+
+
+# cuDNN picks a convolution algorithm per shape; measured on ResNet-18 (truth sweeps),
+# its workspaces came out between a quarter and twice the proportional size.
+UNCERTAIN_FACTORS = (Fraction(1, 2), Fraction(1), Fraction(2))
+
+
+def sensitivity(case: Case, judgement: Judgement, scale, conf=None, limit=None
+                ) -> tuple[int, int] | None:
+    """Lowest and highest peak reserved with the allocations whose scaling is uncertain
+    (:attr:`~.scaling.Judgement.uncertain`) at half, once and twice their proportional
+    size; None when there are none.  How much the answer hangs on them, not a bound:
+    peak reserved is not monotone in any one size (segments are reused or not)."""
+    if not judgement.uncertain.any():
+        return None
+    peaks = [scaled_case(case, judgement, scale, g).simulate(conf, limit).peak_reserved_until_oom
+             for g in UNCERTAIN_FACTORS]
+    return min(peaks), max(peaks)
+
+
+def scale_for_batch(batch: int, recorded_batch: int) -> Fraction:
+    return Fraction(int(batch), int(recorded_batch))
+
+
+def fits(result: SimResult) -> bool:
+    """The run goes through without an out-of-memory error."""
+    return result.first_oom is None
+
+
+@dataclass
+class FitSearch:
+    """The largest batch scale that fits under a limit, and the runs that showed it."""
+
+    limit: int | None
+    scale: Fraction | None  # None: not even the smallest scale tried fits
+    batch: int | None  # with the recorded batch known: the largest batch that fits
+    peak_reserved: int | None  # of the largest fitting run
+    tried: list[tuple[Fraction, bool, int]]  # (scale, fits, peak reserved until OOM)
+    capped: bool = False  # still fits at MAX_SCALE (the search stopped there)
+
+
+def largest_fitting_scale(case: Case, judgement: Judgement, limit: int | None = None,
+                          conf=None, recorded_batch: int | None = None,
+                          precision: float = 0.01,
+                          progress: Progress | None = None) -> FitSearch:
+    """Bisect over simulated runs for the largest scale that fits ``limit``.
+
+    Peak memory grows with the batch, so "fits" is monotone in the scale;
+    with ``recorded_batch`` the search is over whole batch sizes (exact),
+    else to ``precision`` of the scale.  ``limit`` None: the case's own."""
+    lim = case.limit if limit is None else limit
+    tried: list[tuple[Fraction, bool, int]] = []
+    progress = progress or Progress()
+
+    def run(f: Fraction) -> bool:
+        progress.update("search", min(len(tried) / 16, 0.99))
+        r = scaled_case(case, judgement, f).simulate(conf, lim)
+        ok = fits(r)
+        tried.append((f, ok, r.peak_reserved_until_oom))
+        return ok
+
+    if recorded_batch:
+        b = int(recorded_batch)
+        step = lambda lo, hi: (lo + hi) // 2  # noqa: E731
+        to_f = lambda k: Fraction(k, b)  # noqa: E731
+        lo_v, hi_v = 0, None  # lo fits (0 = nothing known to fit), hi does not
+        k = b
+        if run(to_f(k)):
+            lo_v = k
+            while hi_v is None:
+                k *= 2
+                if k > MAX_SCALE * b:
+                    break
+                if run(to_f(k)):
+                    lo_v = k
+                else:
+                    hi_v = k
+        else:
+            hi_v = k
+        capped = hi_v is None
+        hi_v = hi_v if hi_v is not None else lo_v
+        while hi_v - lo_v > 1 and not capped:
+            mid = step(lo_v, hi_v)
+            if run(to_f(mid)):
+                lo_v = mid
+            else:
+                hi_v = mid
+        progress.update("search", 1.0)
+        if lo_v == 0:
+            return FitSearch(lim, None, None, None, tried)
+        peak = next(p for f, ok, p in tried if f == to_f(lo_v) and ok)
+        return FitSearch(lim, to_f(lo_v), lo_v, peak, tried, capped)
+    # Scale only: bisection on a continuous scale, to `precision`.
+    lo, hi = Fraction(0), None
+    f = Fraction(1)
+    if run(f):
+        lo = f
+        while hi is None and f * 2 <= MAX_SCALE:
+            f *= 2
+            if run(f):
+                lo = f
+            else:
+                hi = f
+    else:
+        hi = f
+        f = Fraction(1, 2)
+        while f >= Fraction(1, 1024):
+            if run(f):
+                lo = f
+                break
+            hi = f
+            f /= 2
+    capped = hi is None
+    while hi is not None and lo > 0 and (hi - lo) / hi > precision:
+        mid = ((lo + hi) / 2).limit_denominator(1 << 16)
+        if run(mid):
+            lo = mid
+        else:
+            hi = mid
+    progress.update("search", 1.0)
+    if lo == 0:
+        return FitSearch(lim, None, None, None, tried)
+    peak = next(p for s, ok, p in tried if s == lo and ok)
+    return FitSearch(lim, lo, None, peak, tried, capped)

@@ -1,0 +1,97 @@
+"""Edits of a what-if request stream: the recorded run without some allocations.
+
+Used to simulate remedies that remove memory the program keeps (a leak, the
+outputs an evaluation loop keeps without ``no_grad``): the allocations go,
+with their frees; the recorded segment answers tagged to them are dropped
+(they were the answer to a request that is no longer made).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+
+from ..whatif import Case
+from ..whatif import requests as rq
+
+
+def without(case: Case, drop: np.ndarray) -> Case:
+    """``case`` with the ALLOC requests in ``drop`` (bool per request) and their frees removed."""
+    reqs = case.requests
+    n = len(reqs)
+    drop = drop & (reqs.kind == rq.ALLOC)
+    gone = drop.copy()
+    is_free = (reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ) | (reqs.kind == rq.FREE_DONE)
+    refs = reqs.ref
+    freeing = is_free & (refs >= 0)
+    gone[freeing] = drop[refs[freeing]]
+    keep = ~gone
+    new_index = np.cumsum(keep) - 1  # old request -> new request (for kept rows)
+    new_ref = refs.copy()
+    m = keep & freeing
+    new_ref[m] = new_index[refs[m]]
+    tag = reqs.seg_tag
+    tag_ok = (tag >= 0) & (tag < n)
+    seg_keep = ~tag_ok | keep[np.clip(tag, 0, max(n - 1, 0))]
+    new_tag = tag.copy()
+    new_tag[tag_ok] = new_index[tag[tag_ok]]
+    new_tag[tag >= n] = int(keep.sum())
+    out_reqs = dataclasses.replace(
+        reqs, kind=reqs.kind[keep], size=reqs.size[keep], stream=reqs.stream[keep],
+        pool=reqs.pool[keep], ref=new_ref[keep], event=reqs.event[keep],
+        seg_tag=new_tag[seg_keep], seg_action=reqs.seg_action[seg_keep],
+        seg_addr=reqs.seg_addr[seg_keep], seg_size=reqs.seg_size[seg_keep])
+    out = copy.copy(case)
+    out.requests = out_reqs
+    out._recorded_run = None
+    return out
+
+
+def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
+    """``case`` with a FREE of allocation ``a`` inserted right after request ``k``, for each
+    ``(a, k)`` in ``frees`` (a kept tensor released when the program would drop it)."""
+    reqs = case.requests
+    n = len(reqs)
+    if not frees:
+        return case
+    frees = sorted(frees, key=lambda ak: ak[1])
+    after = np.array([k for _, k in frees], np.int64)
+    allocs = np.array([a for a, _ in frees], np.int64)
+    old = np.arange(n)
+    shift = np.searchsorted(after, old, side="left")  # insertions before each old row
+    new_index = old + shift
+    ins_pos = after + np.arange(len(after)) + 1  # where each inserted row lands
+    total = n + len(after)
+    is_new = np.zeros(total, bool)
+    is_new[ins_pos] = True
+    kind = np.empty(total, reqs.kind.dtype)
+    size = np.empty(total, np.int64)
+    stream = np.empty(total, np.int64)
+    pool = np.empty(total, reqs.pool.dtype)
+    ref = np.empty(total, np.int64)
+    event = np.empty(total, np.int64)
+    keep = ~is_new
+    kind[keep], size[keep], stream[keep] = reqs.kind, reqs.size, reqs.stream
+    pool[keep], event[keep] = reqs.pool, reqs.event
+    r = reqs.ref.copy()
+    m = r >= 0
+    r[m] = new_index[r[m]]
+    ref[keep] = r
+    kind[ins_pos] = rq.FREE
+    size[ins_pos] = reqs.size[allocs]
+    stream[ins_pos] = reqs.stream[allocs]
+    pool[ins_pos] = -1
+    ref[ins_pos] = new_index[allocs]
+    event[ins_pos] = reqs.event[after]
+    tag = reqs.seg_tag.copy()
+    ok = (tag >= 0) & (tag < n)
+    tag[ok] = new_index[tag[ok]]
+    tag[reqs.seg_tag >= n] = total
+    out_reqs = dataclasses.replace(reqs, kind=kind, size=size, stream=stream, pool=pool,
+                                   ref=ref, event=event, seg_tag=tag)
+    out = copy.copy(case)
+    out.requests = out_reqs
+    out._recorded_run = None
+    return out

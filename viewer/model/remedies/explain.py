@@ -1,0 +1,58 @@
+"""How the batch-size judgement went, in words and JSON: per rule, counts, bytes and examples."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..units import format_bytes as fb
+from . import scaling
+
+EXAMPLES = 3
+
+
+def where(snap, stack: int) -> str:
+    """``file.py:LINE (function)`` of the innermost Python frame of ``stack`` ('' if none)."""
+    if stack < 0:
+        return ""
+    for f in snap.stacks.frame_ids(stack).tolist():
+        fn = snap.frames.filename_of(f)
+        if fn.endswith(".py"):
+            return f"{fn.replace(chr(92), '/').rsplit('/', 1)[-1]}:{int(snap.frames.line[f])} " \
+                   f"({snap.frames.name_of(f)})"
+    return ""
+
+
+def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
+    """:meth:`~.scaling.Judgement.summary` plus the largest allocations of each rule."""
+    rows = judgement.summary()
+    for row in rows:
+        codes = [c for c, name in enumerate(scaling.RULES) if name == row["rule"]
+                 and (c in scaling.SCALED_RULES) == row["scales"]]
+        idx = np.flatnonzero(np.isin(judgement.rule, codes))
+        order = idx[np.argsort(-judgement.size[idx], kind="stable")]
+        seen, examples = set(), []
+        for i in order.tolist():
+            key = (int(judgement.size[i]), int(evd.site[i]))
+            if key in seen:
+                continue
+            seen.add(key)
+            examples.append({"requested_bytes": int(judgement.size[i]),
+                             "event": case.event_of(i),
+                             "where": where(case.snap, int(evd.site[i])) or "(no Python frame)"})
+            if len(examples) == EXAMPLES:
+                break
+        row["examples"] = examples
+    return rows
+
+
+def format_rule_table(rows: list[dict]) -> str:
+    """Text lines: how the allocations were judged."""
+    lines = ["how each allocation was judged to scale with the batch "
+             "(requested bytes over the whole recording):"]
+    for r in rows:
+        verb = "scales" if r["scales"] else "fixed "
+        lines.append(f"  {verb} {r['rule']:<13} {r['allocations']:>7} allocations "
+                     f"{fb(r['requested_bytes']):>11}  {r['reason']}")
+        for ex in r["examples"][:2]:
+            lines.append(f"{'':>24}e.g. {fb(ex['requested_bytes'])} at {ex['where']}")
+    return "\n".join(lines)

@@ -1,0 +1,270 @@
+"""Which allocations grow with the batch: a judgement per allocation, with its reason.
+
+Changing the batch size changes the size of the tensors that have a batch
+dimension (inputs, activations and the temporaries made from them, in
+forward and backward) in proportion, and leaves the model's state alone
+(parameters, gradients, optimizer state, and workspaces such as cuBLAS's).
+A recording made at one batch size does not label its allocations, so each
+request is judged by the first rule that applies (:data:`RULES`, in order):
+
+Fixed (the size stays):
+
+* ``tiny``: at most 512 B, one minimum block at any batch;
+* ``state_category``: the categories package (:mod:`..categories`) says
+  parameter / gradient / optimizer_state (not as a guess), or a library
+  workspace or optimizer temporary;
+* ``optimizer``: made inside ``Optimizer.step`` / ``zero_grad`` or by
+  ``torch/optim`` code, which works on parameters;
+* ``module_state``: made by ``nn.Module._apply`` / ``.to()`` / ``.cuda()`` /
+  parameter initialisation (parameters and buffers);
+* ``state_size``: outside forward, its size equals a model-state tensor's (a
+  parameter, an optimizer state, anything made before the recording and
+  still alive) and, in backward, it is not the gradient of a forward
+  activation of the same size (freed inside the pass);
+  anywhere, half of one (the bf16/fp16 copy autocast makes of
+  an fp32 weight).
+  Gradients and the weight-gradient temporaries of backward are judged by
+  this rule, because autograd's thread leaves no Python frame to go by;
+* ``kept_once``: never freed, and the only allocation its call site made
+  inside library code: a workspace or lazily-created state, made once for
+  the whole run.
+
+Scaled (the size is multiplied by the factor, rounded up to a byte):
+
+* ``data_category``: activation or input by category (tried after ``state_size``);
+* ``cut_off``: never freed only because the recording ended (its call site
+  made and freed the same allocation in earlier iterations);
+* ``kept_each``: never freed, and its call site made several such: outputs
+  kept every iteration (a list of losses or predictions), which grow with
+  the batch;
+* ``input_once``: never freed, made once by a line of the program's own
+  code (not torch's): a batch of inputs made once and reused every step;
+* ``per_iteration``: everything else made during the run: forward and
+  backward activations, inputs and their temporaries.
+
+The judgement is columns: :attr:`Judgement.rule` per request, the rule's
+reason in :data:`REASONS`.  Sizes are requested bytes; the allocator's own
+rounding (512 B blocks, 2 MiB / 20 MiB segments) happens in the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..whatif import requests as rq
+from . import evidence as ev
+
+# Rule codes (int8), in the order they are tried.
+(TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, STATE_SIZE, NOT_MULTIPLE, KEPT_ONCE,
+ CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION, NOT_AN_ALLOCATION) = range(13)
+RULES = ("tiny", "state_category", "optimizer", "module_state", "state_size", "not_multiple",
+         "kept_once", "data_category", "cut_off", "kept_each", "input_once", "per_iteration", "-")
+SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION)
+REASONS = (
+    "at most 512 B: one minimum block at any batch size",
+    "model state by category (parameter, gradient, optimizer state, library workspace "
+    "or optimizer temporary)",
+    "made by the optimizer (torch/optim, Optimizer.step or zero_grad), which works on parameters",
+    "parameter or buffer made by nn.Module (_apply, .to(), .cuda(), initialisation)",
+    "same size as a model-state tensor (or its half-precision copy): a gradient, "
+    "weight-gradient temporary or autocast weight copy",
+    "not a multiple of the recorded batch size, so not a per-sample tensor",
+    "never freed and the only allocation of its call site: a workspace or state made once",
+    "activation or input by category (made in forward and saved for backward, or "
+    "the program's input)",
+    "never freed only because the recording ended; its call site made and freed it earlier",
+    "never freed, made again and again by its call site: outputs kept every iteration",
+    "never freed, made once by a line of the program itself (not library code): "
+    "a batch of inputs reused every step",
+    "made per iteration in forward or backward: an activation, input or their temporary",
+    "not an allocation",
+)
+TINY_BYTES = 512
+STATE_SIZE_MIN = 1024  # smaller model-state sizes collide too easily with activations
+FIXED_CATEGORIES = ("parameter", "gradient", "optimizer_state")
+# Temporaries the categories package names as library workspaces or optimizer scratch.
+FIXED_REASONS = ("workspace_cublas", "workspace_guess", "temp_optimizer")
+SCALED_CATEGORIES = ("activation", "input")
+
+
+@dataclass
+class Judgement:
+    """How each request of a stream scales with the batch."""
+
+    rule: np.ndarray  # int8 rule code per request
+    size: np.ndarray  # int64 requested bytes (as recorded)
+    batch: int | None  # the recorded batch size, when given
+
+    @property
+    def scales(self) -> np.ndarray:
+        """Bool per request: its size is proportional to the batch."""
+        return np.isin(self.rule, SCALED_RULES)
+
+    def reason(self, request: int) -> str:
+        """The rule and why, for one request."""
+        code = int(self.rule[request])
+        verb = "scales" if code in SCALED_RULES else "fixed"
+        return f"{verb} ({RULES[code]}): {REASONS[code]}"
+
+    @property
+    def uncertain(self) -> np.ndarray:
+        """Bool per request: scaled, but not a whole number of bytes per sample of the
+        recorded batch (needs it): cuDNN-like workspaces, whose size follows the algorithm
+        the library picks for each shape, not the batch alone."""
+        if not self.batch:
+            return np.zeros(len(self.rule), bool)
+        return self.scales & (self.size % int(self.batch) != 0)
+
+    def scaled_sizes(self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
+                     ) -> np.ndarray:
+        """Requested sizes with the batch scaled by ``scale``, rounded up to whole bytes.
+
+        With the recorded batch known, ``scale`` is taken as a fraction of it,
+        so a per-sample size times the new batch is exact."""
+        f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
+        out = self.size.copy()
+        m = self.scales
+        # ceil(size * p / q) in integers, no float rounding on large sizes.
+        out[m] = -((-self.size[m] * f.numerator) // f.denominator)
+        if uncertain_factor != 1:
+            u = self.uncertain
+            g = Fraction(uncertain_factor) * f
+            out[u] = np.maximum(-((-self.size[u] * g.numerator) // g.denominator), 1)
+        return out
+
+    def summary(self) -> list[dict]:
+        """Per rule: how many allocations and requested bytes it judged, largest first."""
+        rows = []
+        is_alloc = self.rule != NOT_AN_ALLOCATION
+        for code in range(len(RULES) - 1):
+            m = (self.rule == code) & is_alloc
+            if not m.any():
+                continue
+            rows.append({"rule": RULES[code], "scales": code in SCALED_RULES,
+                         "reason": REASONS[code], "allocations": int(m.sum()),
+                         "requested_bytes": int(self.size[m].sum())})
+        rows.sort(key=lambda r: -r["requested_bytes"])
+        return rows
+
+
+def _state_by_category(evd: ev.Evidence) -> np.ndarray:
+    """Model state by the categories package, where it decided it (not guessed), plus the
+    temporaries it names as library workspaces or optimizer scratch."""
+    fixed = np.isin(evd.categories, FIXED_CATEGORIES)
+    if evd.category_guess is not None:
+        fixed &= ~evd.category_guess
+    if evd.category_reasons is not None:
+        fixed |= np.isin(evd.category_reasons, FIXED_REASONS)
+    return fixed
+
+
+def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
+    """Sorted requested sizes of model-state tensors: made by nn.Module, kept
+    optimizer allocations, and blocks alive before the recording that it never frees."""
+    reqs = case.requests
+    n = len(reqs)
+    alloc = reqs.kind == rq.ALLOC
+    sizes = [reqs.size[alloc & (evd.provenance == ev.PROV_MODULE_STATE)],
+             reqs.size[alloc & (evd.phase == ev.OPTIMIZER) & (evd.free_at == n)]]
+    init = reqs.initial
+    if init.n_blocks:
+        freed = set((-reqs.ref[reqs.ref <= -2] - 2).tolist())
+        keep = np.array([j not in freed for j in range(init.n_blocks)], bool)
+        live = keep & (init.blk_state == 0)
+        sizes.append(init.blk_requested[live])
+    if evd.categories is not None:
+        sizes.append(reqs.size[alloc & _state_by_category(evd)])
+    s = np.unique(np.concatenate(sizes).astype(np.int64)) if sizes else np.zeros(0, np.int64)
+    return s[s >= STATE_SIZE_MIN]
+
+
+def cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
+    """Never-freed allocations that were alive only because the recording ended.
+
+    Those made in the last, unfinished iteration (when iterations are
+    known), and those whose call site made and freed allocations before
+    them but none after (the previous step's outputs, still referenced when
+    the recording stopped).  A workspace made first at a site that goes on
+    making and freeing outputs has freed allocations after it: kept."""
+    n = len(reqs)
+    alloc = reqs.kind == rq.ALLOC
+    freed = alloc & (evd.free_at < n)
+    site = evd.site.astype(np.int64)
+    idx = np.arange(n)
+    last_freed: dict[int, int] = {}
+    first_freed: dict[int, int] = {}
+    for s, i in zip(site[freed].tolist(), idx[freed].tolist()):
+        last_freed[s] = i
+        first_freed.setdefault(s, i)
+    out = np.zeros(n, bool)
+    for i in np.flatnonzero(never).tolist():
+        s = int(site[i])
+        out[i] = s in first_freed and first_freed[s] < i and last_freed[s] < i
+    if evd.n_iterations:
+        out |= never & (evd.iteration >= evd.n_iterations)
+    return out
+
+
+def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Judgement:
+    """Judge every request of ``case`` (a what-if Case); ``batch``: the recorded batch size."""
+    evd = evd if evd is not None else ev.gather(case)
+    reqs = case.requests
+    n = len(reqs)
+    size = reqs.size.astype(np.int64)
+    rule = np.full(n, NOT_AN_ALLOCATION, np.int8)
+    todo = (reqs.kind == rq.ALLOC) | (reqs.kind == rq.OOM)
+
+    def assign(mask: np.ndarray, code: int) -> None:
+        m = todo & mask
+        rule[m] = code
+        todo[m] = False
+
+    assign(size <= TINY_BYTES, TINY)
+    if evd.categories is not None:
+        # Guessed state falls through to the size rule: a guessed "gradient" that
+        # has no parameter's size is an activation's gradient, and scales.
+        assign(_state_by_category(evd), CATEGORY_FIXED)
+    assign(evd.phase == ev.OPTIMIZER, OPTIMIZER)
+    assign(evd.provenance == ev.PROV_MODULE_STATE, MODULE_STATE)
+    states = state_sizes(case, evd)
+    if len(states):
+        # Before the categories' activations: autocast's weight copies are saved for
+        # backward (an activation by lifetime) yet are half a parameter's size.
+        # A parameter's exact size in forward is an activation that happens to match
+        # (GPT-2 at batch 4: 4 x 256 x 384 fp32 = the position table, 1.5 MiB); what
+        # forward makes of the weights is autocast's half-size copies.
+        exact = np.isin(size, states) & (evd.phase != ev.FORWARD)
+        # In backward, a parameter-sized allocation that is freed inside the pass and has
+        # the size of something forward made is that activation's gradient (GPT-2 at batch
+        # 4: 4 x 256 x 384 fp32 = the position table); a gradient outlives the pass, and a
+        # tied weight's summed gradients have no forward twin.
+        n = len(reqs)
+        freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
+        in_pass = (evd.phase == ev.BACKWARD) & (evd.free_at < n) & (freed_in == ev.BACKWARD)
+        made_forward = np.unique(size[(reqs.kind == rq.ALLOC) & (evd.phase == ev.FORWARD)])
+        twin = in_pass & np.isin(size, made_forward)
+        if evd.categories is not None:
+            twin &= evd.categories != "gradient"
+        exact &= ~twin
+        assign(exact | np.isin(size * 2, states), STATE_SIZE)
+    if evd.categories is not None:
+        assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
+    # No rule from divisibility by the batch: cuDNN convolution workspaces are not
+    # multiples of it, yet grow with it (measured: 116.4 MiB at batch 32, 58.2 MiB at 16).
+    never = (evd.free_at == n) & (reqs.kind == rq.ALLOC)
+    if never.any():
+        assign(never & cut_off(reqs, evd, never), CUT_OFF)
+        kept = todo & never
+        site = evd.site.astype(np.int64)
+        uniq, inv = np.unique(site[kept], return_inverse=True)
+        per_site = np.bincount(inv, minlength=len(uniq))
+        count = np.zeros(n, np.int64)
+        count[kept] = per_site[inv]
+        assign(kept & (count >= 2), KEPT_EACH)
+        assign(kept & evd.user_line & (evd.phase == ev.FORWARD), INPUT_ONCE)
+        assign(kept, KEPT_ONCE)
+    assign(np.ones(n, bool), PER_ITERATION)
+    return Judgement(rule=rule, size=size, batch=batch)
