@@ -243,7 +243,11 @@ def test_real_recording_with_newer_fields():
         assert {(a, t) for a, t in truth["annotations"]} <= got
     if truth["metadata"] and "user_metadata" in keys["event"]:
         seen = {snap.string(int(i)) for i in np.unique(snap.trace.user_metadata) if i >= 0}
-        assert set(truth["metadata"]) <= seen
+        seen.discard("")  # events recorded while no metadata was set
+        # The ring is smaller than the run: early steps' events (and their metadata) are
+        # overwritten; what is read is the recorded steps', and the last step is there.
+        assert seen and seen <= set(truth["metadata"])
+        assert truth["metadata"][-1] in seen
     if "forward_frames" in keys["event"]:
         assert (snap.trace.forward_stack >= 0).any()
     if "host_segments" in keys["top"]:

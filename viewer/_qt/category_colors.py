@@ -19,6 +19,10 @@ CATEGORY_COLORS = {
     "unknown": "#9e9e9e",
 }
 
+# The Leaks view's bars and the category timeline's cursor (theirs, not the theme's:
+# the category views keep working whatever the shared theme renames).
+ACCENT = "#ff6f00"
+
 
 def color(category: int | str) -> QColor:
     """The colour of a category (index into CATEGORY_NAMES, or its name)."""

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
 from ..model.units import format_bytes
 from . import theme
-from .category_colors import CATEGORY_COLORS
+from .category_colors import ACCENT, CATEGORY_COLORS
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
 
@@ -45,7 +45,7 @@ class CategoryTimeline(QWidget):
         self.fills: list[pg.FillBetweenItem] = []
         self.bands: list[pg.LinearRegionItem] = []
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
-                                      pen=pg.mkPen(theme.HIGHLIGHT, width=1))
+                                      pen=pg.mkPen(ACCENT, width=1))
         self.plot.addItem(self.cursor)
         self.cursor.hide()
         self.samples = np.zeros(0, np.int64)

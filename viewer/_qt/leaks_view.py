@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from ..model.categories import Leak
 from ..model.units import format_bytes
 from . import theme
+from .category_colors import ACCENT
 
 COLUMNS = ("Line", "Function", "Per iteration", "Iterations", "Live now")
 
@@ -117,7 +118,7 @@ class LeaksView(QWidget):
             return
         heights = np.asarray(lk.per_iteration, float)
         self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights / 2**20,
-                                    width=0.7, brush=theme.HIGHLIGHT)
+                                    width=0.7, brush=ACCENT)
         self.chart.addItem(self.bars)
         self.chart.setToolTip(f"{lk.frame}: bytes each iteration left alive "
                               f"({', '.join(format_bytes(int(h)) for h in heights)})")

@@ -145,21 +145,22 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
         ev_stack[guessed_stack] = sk.EV_NONE  # no Python anywhere: a stack says nothing
         guessed_stack[:] = False
     n = len(rep)
-    ev = np.zeros(n, np.int8)
-    guessed = np.zeros(n, bool)
+    if not len(ev_stack):
+        return np.zeros(n, np.int8), np.zeros(n, bool)
     # Allocations and the frees a program asked for both carry the stack of the moment
     # (``del x`` in the user's code, a free inside autograd's thread).
-    act = rep.action
-    st = rep.stack
-    has = ((act == Action.ALLOC) | (act == Action.FREE_REQUESTED)) & (st >= 0)
-    if len(ev_stack):
-        # Per-stack tables, one gather each (a stack's evidence and its guess in one int8).
-        code = ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4)
-        got = code[np.where(has, st, 0)]
-        got[~has] = 0
-        ev = got & 15
-        guessed = (got >> 4).astype(bool)
-    return ev, guessed
+    # One int8 per stack (its evidence, and its guess in bit 4) with a last entry 0 for
+    # stack -1; one gather per event, zeroed where the action carries no evidence. Few
+    # full-length temporaries: at 10M events each is a fresh, page-faulted mapping.
+    code = np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4),
+                     np.int8(0))
+    got = code[rep.stack]
+    act_lut = np.zeros(256, np.int8)
+    act_lut[[Action.ALLOC, Action.FREE_REQUESTED]] = 1
+    np.multiply(got, act_lut[rep.action.view(np.uint8)], out=got)
+    guessed = got >= 16
+    np.bitwise_and(got, 15, out=got)
+    return got, guessed
 
 
 _USER_CODE = 9  # the run code of the user's own code (not a phase)
@@ -227,9 +228,16 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
         return
     lo = np.array([a for a, _ in spans], np.int64)
     hi = np.maximum(np.array([b for _, b in spans], np.int64), lo)
-    work = np.flatnonzero((phase == PH_FORWARD) | (phase == PH_BACKWARD))
-    n_work = np.searchsorted(work, hi) - np.searchsorted(work, lo)
-    bare = np.flatnonzero((hi - lo >= 2) & (n_work == 0))
+    # Runs of forward/backward (a few per iteration), not every such event.
+    starts = np.concatenate(([0], np.flatnonzero(phase[1:] != phase[:-1]) + 1))
+    ends = np.append(starts[1:], len(phase))
+    rph = phase[starts]
+    work = (rph == PH_FORWARD) | (rph == PH_BACKWARD)
+    w_start, w_end = starts[work], ends[work]
+    last = np.searchsorted(w_start, hi) - 1  # the last such run starting before hi
+    overlaps = (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else \
+        np.zeros(len(lo), bool)
+    bare = np.flatnonzero((hi - lo >= 2) & ~overlaps)
     for i in bare.tolist():  # only spans without evidence: files without frames
         a, b = int(lo[i]), int(hi[i])
         seg = phase[a:b]
