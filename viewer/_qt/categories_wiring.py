@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QCoreApplication, QEvent, QObject
 from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
@@ -105,6 +105,7 @@ class CategoriesWiring(QObject):
         self.phases = PhaseBands(w.timeline)
         w.timeline.color_provider = self._timeline_colors
         w.timeline.legend_provider = self._legend
+        w.map.legend_provider = self._map_legend
         self.overlay = CategoryOverlay(w.map.item)
         w.map.plot.addItem(self.overlay)
         w.table.row_filter = self._table_keep
@@ -282,6 +283,11 @@ class CategoriesWiring(QObject):
         if tl.n and tl.iv is not None and tl.layout is not None:
             tl.refresh_stack()  # (the layout too: it may be of a document just replaced)
         tl._update_legend()
+        w.map._update_legend()
+        # The longer category legends are cut rather than widen the window (and squeeze
+        # the dock); their tooltips say what the colours are.
+        for legend in (tl.legend, w.map.legend):
+            legend.setMinimumWidth(240 if cv.by_category else 0)  # (0: its own hint)
         self._color_map_and_table()
 
     def _legend(self, parts: list[str]) -> list[str]:
@@ -291,6 +297,20 @@ class CategoriesWiring(QObject):
             # (the curves' names give way: the header row has room for one legend)
             parts = [swatch_html(c) for c in range(len(CATEGORY_NAMES))] + parts[len(CURVES):]
         return parts
+
+    def _map_legend(self, parts: list[str]) -> list[str]:
+        """The segment map's legend: live blocks by category while colouring by it."""
+        if self.cv.by_category:
+            # (allocated, rounding waste, pending free and the state 'unknown' give way)
+            return [swatch_html(c) for c in range(len(CATEGORY_NAMES))] + parts[3:4] + parts[5:]
+        return parts
+
+    def settle(self, timeout_ms: int = 120000) -> None:
+        """Wait for the breakdown in flight and draw it (headless screenshots)."""
+        t = self.panel.thread
+        if t is not None and t.wait(timeout_ms):
+            QCoreApplication.processEvents()
+            QCoreApplication.processEvents()
 
     def _block_categories(self, doc) -> np.ndarray | None:
         if self.cv.bd is None or doc is None:

@@ -184,6 +184,8 @@ class SegmentMapView(QWidget):
             parts.append(theme.search_swatch_html())
         if self.has_private_rows:
             parts.append("<b>P</b>&nbsp;private pool")
+        if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
+            parts = self.legend_provider(parts)
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
     # -- data
