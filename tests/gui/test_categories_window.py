@@ -154,3 +154,23 @@ def test_opening_another_file_drops_the_old_breakdown(qtbot, loaded, load, path)
     qtbot.waitUntil(lambda: w.categories.bd is not None and w.categories.bd is not old,
                     timeout=30000)
     assert w.categories.bd.n_events == w.doc.n_events(w.cursor_device)
+
+
+def test_clicking_a_part_of_the_header_split_highlights_that_category(qtbot, loaded):
+    w = opened(qtbot, loaded, BF16)
+    bd = w.categories.bd
+    w.set_cursor(int(np.argmax(bd.requested)))
+    bar = w.categories_wiring.header_split.bar
+    qtbot.waitUntil(lambda: bar.isVisible() and bar.width() > 0)
+    c = CATEGORY_NAMES.index("optimizer_state")
+    x0, x1 = next((a, b) for name, a, b in bar.parts() if name == "optimizer_state")
+    from PySide6.QtCore import QPoint
+
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(int((x0 + x1) / 2), 5))
+    mask = w.vs.highlight_mask()
+    assert mask is not None
+    blocks = w.map.item.highlighted_blocks()
+    cats = bd.categories_of_addresses(w.cursor_k, w.view_doc.snap.blocks.address[blocks])
+    assert len(blocks) and (cats == c).mean() > 0.9  # (a stack may make two categories)
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(int((x0 + x1) / 2), 5))
+    assert w.vs.highlight_mask() is None

@@ -79,8 +79,10 @@ class CategoriesWiring(QObject):
 
     def __init__(self, window) -> None:
         super().__init__(window)
+        self._bars = ()
         self.w = w = window
         w.installEventFilter(self)  # (closing: the build in flight is cancelled)
+        self.highlighted: int | None = None  # the category a split bar's click highlights
         self.cv = cv = CategoryView()
         self.doc = None
         self._built_for = None  # (doc, device) whose breakdown is built or building
@@ -109,6 +111,11 @@ class CategoriesWiring(QObject):
         self.overlay = CategoryOverlay(w.map.item)
         w.map.plot.addItem(self.overlay)
         w.table.row_filter = self._table_keep
+        # A click on a part of a split bar highlights that category's blocks.
+        self._bars = (self.header_split.bar, self.panel.split)
+        for bar in self._bars:
+            bar.installEventFilter(self)
+            bar.setCursor(Qt.CursorShape.PointingHandCursor)
         # -- signals
         self._quiet = False  # the Leaks view selects its first row on its own: no highlight
         self.panel.highlightStacks.connect(self._on_leak_highlight)
@@ -132,7 +139,26 @@ class CategoriesWiring(QObject):
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
         if obj is self.w and event.type() == QEvent.Type.Close:
             self.panel.stop()
+        elif obj in self._bars and event.type() == QEvent.Type.MouseButtonPress:
+            x = event.position().x()
+            hit = [n for n, x0, x1 in obj.parts() if x0 <= x < x1]
+            if hit:
+                self.highlight_category(CATEGORY_NAMES.index(hit[0]))
         return False
+
+    def highlight_category(self, category: int | None) -> None:
+        """Highlight the blocks of one category (a click on a split bar's part); the same
+        category again, or None, clears it."""
+        w = self.w
+        if category is None or category == self.highlighted or self.cv.bd is None \
+                or w.doc is None:
+            self.highlighted = None
+            w.vs.set_category_mask(None)
+            return
+        self.highlighted = category
+        w.vs.set_category_mask(self.cv.category_stack_mask(category, len(w.doc.snap.stacks)))
+        w.statusBar().showMessage(f"Highlighted: {CATEGORY_LABELS[category]} "
+                                  "(click the part again to clear)", 5000)
 
     # ------------------------------------------------------------------ menu
     def _build_menu(self) -> None:
