@@ -174,3 +174,16 @@ def test_clicking_a_part_of_the_header_split_highlights_that_category(qtbot, loa
     assert len(blocks) and (cats == c).mean() > 0.9  # (a stack may make two categories)
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(int((x0 + x1) / 2), 5))
     assert w.vs.highlight_mask() is None
+
+
+def test_a_blocks_tooltip_says_what_it_is(qtbot, loaded):
+    w = opened(qtbot, loaded, BF16)
+    bd = w.categories.bd
+    w.set_cursor(int(np.argmax(bd.requested)))
+    blocks = w.view_doc.snap.blocks
+    cats = bd.categories_of_addresses(w.cursor_k, blocks.address)
+    b = int(np.flatnonzero(cats == CATEGORY_NAMES.index("parameter"))[0])
+    tip = w.map.block_tooltip(b)
+    assert "parameter: " in tip
+    assert tip.split("<br>")[-1] == bd.explain(w.vs.interval_of_block(b)).replace(
+        "&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -108,6 +108,7 @@ class CategoriesWiring(QObject):
         w.timeline.color_provider = self._timeline_colors
         w.timeline.legend_provider = self._legend
         w.map.legend_provider = self._map_legend
+        w.map.tooltip_provider = self._block_lines
         self.overlay = CategoryOverlay(w.map.item)
         w.map.plot.addItem(self.overlay)
         w.table.row_filter = self._table_keep
@@ -330,6 +331,16 @@ class CategoriesWiring(QObject):
             # (allocated, rounding waste, pending free and the state 'unknown' give way)
             return [swatch_html(c) for c in range(len(CATEGORY_NAMES))] + parts[3:4] + parts[5:]
         return parts
+
+    def _block_lines(self, block: int) -> list[str]:
+        """The map's tooltip: what a live block is, and how that was decided."""
+        bd, vs = self.cv.bd, self.w.vs
+        if bd is None or vs.cursor_device != bd.device:
+            return []
+        i = vs.interval_of_block(block)
+        if i < 0 or i >= len(bd.category):
+            return []
+        return [bd.explain(i)]
 
     def settle(self, timeout_ms: int = 120000) -> None:
         """Wait for the breakdown in flight and draw it (headless screenshots)."""

@@ -520,6 +520,9 @@ class SegmentMapView(QWidget):
             lines.append(f"from <tt>{_html(top)}</tt>")
         if active:  # what newer torch recorded about its allocation (user metadata, ...)
             lines += [_html(t) for t in tooltip_lines(snap, self.block_details(b))]
+            more = getattr(self, "tooltip_provider", None)  # what the memory is (issue 15)
+            if more is not None:
+                lines += [_html(t) for t in more(b)]
         return "<br>".join(lines)
 
     # -- export
