@@ -130,7 +130,9 @@ def test_leaks_view_names_the_planted_line_and_highlights_its_blocks(qtbot, load
     w = opened(qtbot, loaded, LEAK)
     t = truth(LEAK)["leak"]
     leaks = w.categories_wiring.panel.leaks
-    assert w.categories_wiring.dock.isVisible()
+    assert w.tabs.tabText(w.categories_wiring.tab_index) == "What it is (1 leak)"
+    w.categories_wiring.tab_action.trigger()  # View > What the memory is
+    assert leaks.isVisible()
     assert leaks.table.rowCount() >= 1
     assert leaks.table.item(0, 0).text() == f"{Path(t['file']).name}:{t['line']}"
     assert w.vs.highlight_mask() is None  # opening highlights nothing by itself

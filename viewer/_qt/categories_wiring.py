@@ -1,7 +1,7 @@
 """What the memory is (issue 15), wired into the main window: the split at the cursor in
 the header, the stacked timeline coloured by category (a toggle with the code-site
 colouring), iteration and phase bands on the timeline, the segment map and the Blocks
-table coloured / filtered by category, and the "What the memory is" dock (split,
+table coloured / filtered by category, and the "What it is" tab (split,
 category timeline, Leaks view).  A pick in any of them highlights the blocks through
 the window's :class:`ViewState`.
 
@@ -17,7 +17,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtCore import QCoreApplication, QEvent, QObject
-from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QLabel, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
 from ..model.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
@@ -32,6 +32,7 @@ from .timeline.phase_bands import PhaseBands
 
 KEY_COLOR = "view/colorBy"
 KEY_PHASES = "view/phaseBands"
+TAB_TITLE = "What it is"
 
 
 class HeaderSplit(QWidget):
@@ -86,20 +87,22 @@ class CategoriesWiring(QObject):
         self.cv = cv = CategoryView()
         self.doc = None
         self._built_for = None  # (doc, device) whose breakdown is built or building
-        # -- the dock
+        # -- the tab beside Blocks and Call tree (a dock beside the segment map would
+        # squeeze it: the timeline's header row already needs ~1240 px)
         self.panel = CategoriesPanel()
-        # (narrow is allowed: the window must still fit a 1366x768 screen beside it)
         self.panel.status.setWordWrap(True)
-        self.panel.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.panel.leaks.caption.setSizePolicy(QSizePolicy.Policy.Ignored,
                                                QSizePolicy.Policy.Preferred)
-        self.dock = QDockWidget("What the memory is", w)
-        self.dock.setObjectName("categoriesDock")
-        self.dock.setWidget(self.panel)
-        self.dock.setToolTip("Parameters, gradients, optimizer state, activations, "
-                             "temporaries, inputs; iterations and leaks")
-        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
-        w.resizeDocks([self.dock], [440], Qt.Orientation.Horizontal)
+        body = self.panel.findChild(QSplitter)
+        if body is not None:  # the bottom area is wide and low: side by side
+            body.setOrientation(Qt.Orientation.Horizontal)
+        legend = self.panel.timeline.plot.getPlotItem().legend
+        if legend is not None:  # (the timeline's header names the colours; no room here)
+            legend.setVisible(False)
+        self.tab_index = w.tabs.addTab(self.panel, TAB_TITLE)
+        w.tabs.setTabToolTip(self.tab_index, "What the memory is: parameters, gradients, "
+                             "optimizer state, activations, temporaries, inputs; the "
+                             "iterations and the Leaks view (Ctrl+Shift+W)")
         # -- the header line
         self.header_split = HeaderSplit()
         w.header.layout().addWidget(self.header_split)
@@ -205,12 +208,12 @@ class CategoriesWiring(QObject):
             group.addAction(a)
             self.filter_menu.addAction(a)
             self.filter_actions[c] = a
-        self.dock_action = self.dock.toggleViewAction()
-        self.dock_action.setText("&What the memory is")
-        self.dock_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
-        self.dock_action.setToolTip("Show or hide the categories, iterations and Leaks view "
-                                    "(Ctrl+Shift+W)")
-        view.addAction(self.dock_action)
+        self.tab_action = QAction("&What the memory is", w)
+        self.tab_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
+        self.tab_action.setToolTip("The categories, iterations and Leaks view (Ctrl+Shift+W)")
+        self.tab_action.setStatusTip(self.tab_action.toolTip())
+        self.tab_action.triggered.connect(lambda: w.tabs.setCurrentWidget(self.panel))
+        view.addAction(self.tab_action)
 
     def _on_phases_toggled(self, on: bool) -> None:
         self.phases.set_visible(on)
@@ -232,6 +235,7 @@ class CategoriesWiring(QObject):
             return
         self._built_for = (doc, dev)
         self._quiet = True
+        self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
         self.cv.set_breakdown(None)
         self.panel.start(doc, dev)
         if self.panel.thread is not None:
@@ -243,6 +247,9 @@ class CategoriesWiring(QObject):
 
     def _built(self, bd) -> None:
         self._quiet = False
+        n = len(bd.leaks)
+        self.w.tabs.setTabText(self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})"
+                                                            if n else ""))
         if self._built_for is not None and bd.device == self._built_for[1]:
             self.cv.set_breakdown(bd)
 
@@ -312,7 +319,7 @@ class CategoriesWiring(QObject):
         tl._update_legend()
         w.map._update_legend()
         # The longer category legends are cut rather than widen the window (and squeeze
-        # the dock); their tooltips say what the colours are.
+        # the other views); their tooltips say what the colours are.
         for legend in (tl.legend, w.map.legend):
             legend.setMinimumWidth(240 if cv.by_category else 0)  # (0: its own hint)
         self._color_map_and_table()
