@@ -60,19 +60,20 @@ class HeaderSplit(QWidget):
         lay.addWidget(title)
         lay.addWidget(self.bar)
         lay.addWidget(self.text, 1)
-        self.hide()
+        # Always laid out (empty until the breakdown is built): a line that appears later
+        # would move every view below it while the user looks at them.
 
     def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "") -> None:
         self.split = dict(split or {})
         if split is None:
-            self.hide()
+            self.bar.set_split(None)
+            self.text.setText("")
             return
         self.bar.set_split(split, guessed, caption)
         total = sum(self.split.values())
         self.text.setText(f"{format_split(self.split)} = {format_bytes(total)}"
                           + (f" ({format_bytes(guessed)} guessed)" if guessed else ""))
         self.text.setToolTip(self.bar.toolTip())
-        self.show()
 
 
 class CategoriesWiring(QObject):
@@ -113,7 +114,7 @@ class CategoriesWiring(QObject):
         w.map.legend_provider = self._map_legend
         w.map.tooltip_provider = self._block_lines
         self.overlay = CategoryOverlay(w.map.item)
-        w.map.plot.addItem(self.overlay)
+        w.map.plot.addItem(self.overlay, ignoreBounds=True)
         w.table.row_filter = self._table_keep
         # A click on a part of a split bar highlights that category's blocks.
         self._bars = (self.header_split.bar, self.panel.split)
