@@ -97,6 +97,15 @@ class CategoriesWiring(QObject):
         body = self.panel.findChild(QSplitter)
         if body is not None:  # the bottom area is wide and low: side by side
             body.setOrientation(Qt.Orientation.Horizontal)
+            body.setStretchFactor(0, 2)
+            body.setStretchFactor(1, 3)
+        inner = self.panel.leaks.findChild(QSplitter)
+        if inner is not None:  # the leaks' table beside their chart, for the same reason
+            inner.setOrientation(Qt.Orientation.Horizontal)
+        self.panel.layout().setContentsMargins(2, 2, 2, 0)
+        self.panel.layout().setSpacing(2)
+        self.panel.leaks.chart.setMinimumHeight(40)  # (the tab must not raise the window's
+        self.panel.timeline.plot.setMinimumHeight(40)  # minimum height)
         legend = self.panel.timeline.plot.getPlotItem().legend
         if legend is not None:  # (the timeline's header names the colours; no room here)
             legend.setVisible(False)
