@@ -53,10 +53,12 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
             info = {"batch_scale": f, "conf": conf}
             if args.batch:
                 info["batch"] = float(f * args.batch)
-                unc = judgement.uncertain
-                info["uncertain_allocations"] = int(unc.sum())
-                rng = batch_scale.sensitivity(case, judgement, f, cfg, args.memory_limit)
-                info["peak_reserved_sensitivity_bytes"] = list(rng) if rng else None
+                est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
+                info["uncertain_allocations"] = est.workspaces if est else 0
+                info["peak_reserved_sensitivity_bytes"] = [est.low, est.high] if est else None
+                # The range is an estimate and says so; the row's own figure is the
+                # workspaces at their proportional size.
+                info["peak_reserved_estimate"] = est.to_dict() if est else None
             extra.append(info)
     if tp is not None:
         tp.clear()
@@ -76,10 +78,11 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
     else:
         print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
         for p, info in zip(preds, extra):
-            rng = info.get("peak_reserved_sensitivity_bytes")
-            if rng:
-                print(f"  {p.conf}: {fb(rng[0])} to {fb(rng[1])} if the "
-                      f"{info['uncertain_allocations']} allocations that are not per-sample "
-                      "(cuDNN-like workspaces) were half or twice proportional")
+            est = info.get("peak_reserved_estimate")
+            if est:
+                print(f"  {p.conf}: estimate {fb(est['low_bytes'])} to {fb(est['high_bytes'])}: "
+                      f"{est['workspace_allocations']} library workspaces (cuDNN-like: not "
+                      "per-sample, freed at once) may be half to twice their proportional "
+                      "size at this batch; the figure above takes them proportional")
         print(explain.format_rule_table(rows_explain))
     return 0
