@@ -45,20 +45,22 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
                  f"{conf or '(defaults)'}", (a * len(confs) + b) / total)
             cfg = case.config_of(conf)
             result = sc.simulate(cfg, args.memory_limit)
+            # Workspaces (cuDNN-like) make the figure an estimate: the range says how far.
+            est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
             label = scale_label(f, args.batch) + ("" if conf == "recorded" else
                                                    f" {conf or '(defaults)'}")
+            if est is not None:
+                label += " (estimate)"
             p = Prediction(label, cfg, case.limit if args.memory_limit is None
                            else args.memory_limit, result)
             preds.append(p)
-            info = {"batch_scale": f, "conf": conf}
+            info = {"batch_scale": f, "conf": conf,
+                    "peak_reserved_is_estimate": est is not None,
+                    "uncertain_allocations": est.workspaces if est else 0,
+                    "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
+                    "peak_reserved_estimate": est.to_dict() if est else None}
             if args.batch:
                 info["batch"] = float(f * args.batch)
-                est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
-                info["uncertain_allocations"] = est.workspaces if est else 0
-                info["peak_reserved_sensitivity_bytes"] = [est.low, est.high] if est else None
-                # The range is an estimate and says so; the row's own figure is the
-                # workspaces at their proportional size.
-                info["peak_reserved_estimate"] = est.to_dict() if est else None
             extra.append(info)
     if tp is not None:
         tp.clear()
