@@ -111,3 +111,19 @@ def test_the_estimate_repeats_and_its_bounds_move_with_the_scale():
     assert (hi_half >= rec).all() and (hi_half <= rec + 1).all()
     lo_two, hi_two = batch_scale.workspace_bounds(j, 2)
     assert (lo_two == rec).all() and (hi_two == 4 * rec).all()
+
+
+@needs_resnet
+def test_advise_labels_its_batch_answers_estimates_where_workspaces_are():
+    from vramscope.viewer.model.remedies.advise import format_text
+
+    a = table.advice_of(RESNET[max(RESNET)], 2 << 30)
+    d = a.to_dict()
+    assert d["largest_batch_is_estimate"] is True and d["batch_workspace_allocations"] > 0
+    assert "estimate" in format_text(a).split("largest batch that fits")[1].splitlines()[0]
+    small = next(r for r in a.remedies if r.remedy == "smaller_batch")
+    assert "estimate" in small.detail
+    gpt2 = SWEEPS.get("gpt2")
+    if gpt2:
+        g = table.advice_of(gpt2[min(gpt2)], 2 << 30).to_dict()
+        assert g["largest_batch_is_estimate"] is False and g["largest_batch_that_fits"] == 12
