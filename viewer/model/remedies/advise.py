@@ -416,15 +416,15 @@ def format_text(advice: Advice) -> str:
                  f"{fb(s['other_fixed'])} other")
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
-        if a.batch_workspaces:
-            more += (f" (estimate: {a.batch_workspaces} library workspaces, cuDNN-like, taken "
-                     "proportional to the batch)")
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) taken "
+               "proportional to the batch") if a.batch_workspaces else ""
         if a.largest_batch_that_fits is not None:
             lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
-                         f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g})")
+                         f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g}"
+                         f"{est})")
         else:
             lines.append(f"largest batch scale that fits: {a.largest_scale_that_fits:.3g}{more} "
-                         "(pass --batch N for a batch size)")
+                         f"(pass --batch N for a batch size{est})")
     elif a.memory_limit_bytes is not None:
         lines.append("no batch size fits: the memory that does not scale with the batch "
                      "is over the limit")
