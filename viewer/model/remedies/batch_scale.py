@@ -61,6 +61,8 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
 
 
 ESTIMATE_SAMPLES = 32  # simulated draws of the workspace sizes for the estimate's range
+# ... and on long streams (a replay of a million events takes seconds) fewer.
+ESTIMATE_SAMPLES_LONG, LONG_STREAM = 8, 200_000
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +109,7 @@ class PeakEstimate:
 
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
-                   samples: int = ESTIMATE_SAMPLES, seed: int = 0) -> PeakEstimate | None:
+                   samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
     """Peak reserved over workspace sizes within :func:`workspace_bounds`; None when the
     recording has no workspace whose size is uncertain.
 
@@ -115,10 +117,14 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
     cached segment that later activations share), so the range is not taken from the
     bounds alone: all at low, all at high, the proportional point and ``samples``
     draws, one log-uniform factor per recorded size (the same layer shape makes the same
-    choice in every iteration), seeded so the answer repeats."""
+    choice in every iteration), seeded so the answer repeats.  ``samples`` None:
+    :data:`ESTIMATE_SAMPLES`, or :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM`
+    requests."""
     w = judgement.workspace
     if not w.any():
         return None
+    if samples is None:
+        samples = ESTIMATE_SAMPLES if len(w) <= LONG_STREAM else ESTIMATE_SAMPLES_LONG
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     base = judgement.scaled_sizes(f)
     lo, hi = workspace_bounds(judgement, f)
