@@ -88,6 +88,7 @@ class CategoriesWiring(QObject):
         self.cv = cv = CategoryView()
         self.doc = None
         self._built_for = None  # (doc, device) whose breakdown is built or building
+        self._waiting = None  # a live document that arrived while a build ran
         # -- the tab beside Blocks and Call tree (a dock beside the segment map would
         # squeeze it: the timeline's header row already needs ~1240 px)
         self.panel = CategoriesPanel()
@@ -243,13 +244,29 @@ class CategoriesWiring(QObject):
         if self._built_for is not None and self._built_for[0] is doc \
                 and self._built_for[1] == dev:
             return
+        thread = self.panel.thread
+        live = w.live is not None
+        if live and thread is not None and thread.isRunning():
+            # Live updates come faster than a build: restarting each time would never
+            # finish.  The build in flight ends first; the latest document follows.
+            self._waiting = doc
+            return
+        self._waiting = None
         self._built_for = (doc, dev)
         self._quiet = True
-        self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
-        self.cv.set_breakdown(None)
+        if not live:  # (live: the last breakdown stays shown until the next one lands)
+            self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
+            self.cv.set_breakdown(None)
         self.panel.start(doc, dev)
         if self.panel.thread is not None:
             self.panel.thread.built.connect(self._built)
+            self.panel.thread.finished.connect(self._after_build)
+
+    def _after_build(self) -> None:
+        """A live document that arrived during the build: its turn now."""
+        doc, self._waiting = self._waiting, None
+        if doc is not None and doc is self.w.doc:
+            self._on_document(doc)
 
     def _on_leak_highlight(self, mask) -> None:
         if not self._quiet:  # (a row the user picked, not the first one shown)
