@@ -146,7 +146,7 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
 
 
 def _with_sizes(case: Case, judgement: Judgement, f: Fraction, sizes: np.ndarray) -> ScaledCase:
-    out = copy.copy(case)
+    out = cast(ScaledCase, copy.copy(case))
     out.__class__ = ScaledCase
     out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
     out._recorded_run = None
