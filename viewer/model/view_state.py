@@ -8,12 +8,23 @@ and how a selection carries over to a newer document of the same process (live
 attach).  The Qt side (``_qt/main_window.py``) orders the drawing.
 
 Events (see :class:`~vramscope.viewer.model.evented.EmitterGroup`): ``document``
-(doc), ``selection`` (Selection), ``cursor`` (device, k), ``selected`` (block,
-interval), ``highlight`` (mask or None).
+(doc; :attr:`ViewState.origin` says why), ``selection`` (Selection), ``trace``
+(device: the cursor's trace changed, the cursor at its end), ``cursor`` (device, k),
+``moment`` (keep_view: what the views show changed, redraw once), ``selected``
+(block, interval), ``highlight`` (mask or None).
+
+Order and coalescing (the views rely on both): one change of document emits
+``document``, ``trace``, ``cursor``, ``moment``; one cursor move emits ``cursor`` then
+``moment``, once each; a new selection emits (``trace``, ``cursor`` if the device's
+trace changed,) ``selection``, ``moment``.  Inside :meth:`ViewState.batch` the
+``moment`` is held and emitted once at its end (``keep_view`` only if every change
+kept it), so a compound change redraws each view once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +64,13 @@ class ViewState:
     """The state of one window over one document (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.events = EmitterGroup("document", "selection", "cursor", "selected", "highlight")
+        self.events = EmitterGroup("document", "selection", "trace", "cursor", "moment",
+                                   "selected", "highlight")
+        # Why the latest ``document`` event: "open" (a file), "host" (to or from the
+        # pinned host memory's own document), "replace" (a newer picture, live).
+        self.origin = "open"
+        self._batch = 0
+        self._held_moment: bool | None = None  # keep_view of a moment held by batch()
         self.doc: Document | None = None
         # The document of the opened file (its GPUs); ``doc`` is the pinned host memory's
         # own document while that is shown (``host_shown``).
@@ -71,12 +88,33 @@ class ViewState:
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
 
     # ------------------------------------------------------------------ document
-    def set_document(self, doc: Document | None, host: bool = False) -> None:
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Changes inside emit one ``moment`` at the end (see the module docstring)."""
+        self._batch += 1
+        try:
+            yield
+        finally:
+            self._batch -= 1
+            if not self._batch and self._held_moment is not None:
+                keep, self._held_moment = self._held_moment, None
+                self.events.moment.emit(keep)
+
+    def _moment(self, keep_view: bool) -> None:
+        if self._batch:
+            held = self._held_moment
+            self._held_moment = keep_view if held is None else (held and keep_view)
+        else:
+            self.events.moment.emit(keep_view)
+
+    def set_document(self, doc: Document | None, host: bool = False,
+                     origin: str | None = None) -> None:
         """A new document: the default selection, the cursor at the end, nothing picked.
         ``host``: ``doc`` is the file's pinned host memory (:meth:`host_document`), the
         file's own document stays :attr:`file_doc`."""
         if not host:
             self.file_doc = doc
+        self.origin = origin or ("host" if host else "open")
         self.host_shown = bool(host)
         self.doc = doc
         self.view_doc = doc
@@ -85,6 +123,20 @@ class ViewState:
         self.selection = Selection(device=HOST_DEVICE) if host else self.default_selection(doc)
         self.reset_cursor(emit=False)
         self.events.document.emit(doc)
+        self.reset_cursor()
+        self._moment(False)
+
+    def show_host(self, on: bool, device: int | None = None) -> bool:
+        """The file's pinned host memory as its own document (``on``), or the file's GPUs
+        again (``device``: the one to select); one ``moment``.  False when there is none."""
+        target = self.host_document() if on else self.file_doc
+        if target is None:
+            return False
+        with self.batch():
+            self.set_document(target, host=on, origin="host")
+            if not on:
+                self.set_selection(Selection(device=device))
+        return True
 
     def host_document(self) -> Document | None:
         """The document of the file's pinned host memory (``host_segments`` /
@@ -138,10 +190,11 @@ class ViewState:
         self.selection = selection
         moved = False
         if self.doc is not None and self.doc.trace_device(selection.device) != self.cursor_device:
-            self.reset_cursor(emit=False)
+            self.reset_cursor()
             moved = True
         if old != selection:
             self.events.selection.emit(selection)
+        self._moment(False)
         return moved
 
     # ------------------------------------------------------------------ cursor
@@ -154,6 +207,7 @@ class ViewState:
         self.view_doc = doc
         self.selected_interval = -1
         if emit:
+            self.events.trace.emit(dev)
             self.events.cursor.emit(dev, self.cursor_k)
 
     def set_cursor(self, k: int) -> bool:
@@ -166,6 +220,7 @@ class ViewState:
         self.cursor_k = int(min(max(k, 0), n - 1))
         self.view_doc = doc.at(dev, self.cursor_k)
         self.events.cursor.emit(dev, self.cursor_k)
+        self._moment(True)
         return True
 
     def at_latest(self) -> bool:
@@ -347,12 +402,14 @@ class ViewState:
         stream = sel.stream if sel.stream in set(segs.stream.tolist()) else None
         return Selection(device=device, pool=pool, stream=stream, is_small=sel.is_small)
 
-    def replace_document(self, doc: Document, selection: Selection) -> None:
+    def replace_document(self, doc: Document, selection: Selection, addr: int = -1) -> None:
         """A newer document of the same process: ``selection`` (carried), the cursor at
-        its end, the picks cleared (the caller re-finds them from :meth:`carried`).
-        The new document is the file's: a shown pinned host memory goes back to the GPUs."""
+        its end, the block at ``addr`` (carried) picked if live, the other picks cleared
+        (the caller re-finds them from :meth:`carried`).  The new document is the
+        file's: a shown pinned host memory goes back to the GPUs."""
         if self.host_shown or selection.device == HOST_DEVICE:
             selection = Selection()
+        self.origin = "replace"
         self.file_doc = doc
         self.host_shown = False
         self.doc = doc
@@ -362,6 +419,17 @@ class ViewState:
         self.selected_block = -1
         self.node_mask = None
         self.events.document.emit(doc)
+        self.reset_cursor()
+        self.selected_addr = int(addr)
+        self._moment(True)
+
+    @staticmethod
+    def stacks_mask(doc: Document, stacks) -> np.ndarray:
+        """Per stack of ``doc``: one of ``stacks`` (ids; negative or unknown ones skipped)."""
+        mask = np.zeros(len(doc.snap.stacks), bool)
+        ids = np.asarray([s for s in stacks if 0 <= s < len(mask)], dtype=np.int64)
+        mask[ids] = True
+        return mask
 
     # ------------------------------------------------------------------ words
     def scope_text(self) -> str:
