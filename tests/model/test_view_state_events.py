@@ -134,3 +134,16 @@ def test_a_newer_document_keeps_the_view_and_carries_the_picked_address(gpt2):
 def test_stacks_mask_skips_unknown_ids(gpt2):
     m = ViewState.stacks_mask(gpt2, [0, 2, -1, 10**9])
     assert m.shape == (len(gpt2.snap.stacks),) and m.sum() == 2 and m[0] and m[2]
+
+
+def test_oom_marks_follow_the_cursor(gpt2):
+    vs = ViewState()
+    assert vs.oom_marks().count == 0 and not vs.oom_marks().not_latest
+    vs.set_document(gpt2)
+    ooms = gpt2.oom_events(0)
+    m = vs.oom_marks()  # gpt2 ends at its OOM
+    assert m.count == len(ooms) >= 1 and m.number == len(ooms) and m.here is not None
+    assert m.last_k == ooms[-1] and not m.after and not m.not_latest
+    vs.set_cursor(ooms[0] - 1)
+    m = vs.oom_marks()
+    assert m.after and not m.before and m.number == 0 and m.here is None and m.not_latest

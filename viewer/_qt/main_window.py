@@ -426,33 +426,6 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
         if target is not None:
             self.set_cursor(target)
 
-    def _update_oom_buttons(self) -> None:
-        doc, dev = self.doc, self.cursor_device
-        ooms = doc.oom_events(dev) if doc is not None and dev is not None else []
-        k = self.cursor_k
-        tl = self.timeline
-        tl.oom_button.setEnabled(bool(ooms))
-        tl.oom_button.setText(f"OOM ({len(ooms)})" if len(ooms) > 1 else "OOM")
-        tl.prev_oom_button.setVisible(len(ooms) > 1)
-        tl.next_oom_button.setVisible(len(ooms) > 1)
-        tl.prev_oom_button.setEnabled(any(o < k for o in ooms))
-        tl.next_oom_button.setEnabled(any(o > k for o in ooms))
-        self.oom_action.setEnabled(bool(ooms))
-        self.prev_oom_action.setEnabled(any(o < k for o in ooms))
-        self.next_oom_action.setEnabled(any(o > k for o in ooms))
-        n = doc.n_events(dev) if doc is not None and dev is not None else 0
-        tl.latest_button.setEnabled(n > 0 and k != n - 1)
-
-    def _update_banner(self) -> None:
-        doc = self.doc
-        if doc is None or doc.oom is None or self.cursor_device is None:
-            return
-        here = doc.oom_at(self.cursor_device, self.cursor_k)
-        ooms = doc.oom_events(self.cursor_device)
-        number = ooms.index(self.cursor_k) + 1 if here is not None and self.cursor_k in ooms else 0
-        last_k = ooms[-1] if ooms else -1
-        self.header.set_moment(doc, here, number, len(ooms), last_k)
-
     def select_interval(self, i: int) -> None:
         """Select an allocation of the timeline: its stack, and its block if live at the cursor."""
         doc = self.doc

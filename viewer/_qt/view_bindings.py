@@ -90,12 +90,12 @@ def _timeline(w, ev) -> None:
         drawn["filter"] = (sel.stream, sel.pool)
         for a in w.timeline_actions:
             a.setEnabled(dev is not None)
-        w._update_oom_buttons()
+        _oom_controls(w)
 
     def on_cursor(dev, k) -> None:
         if dev is not None:  # the timeline kept its old cursor otherwise
             w.timeline.set_cursor(k)
-        w._update_oom_buttons()
+        _oom_controls(w)
 
     def on_selection(sel) -> None:
         if drawn["filter"] != (sel.stream, sel.pool):
@@ -132,13 +132,38 @@ def _map_table(w, ev) -> None:
         w.table.set_rows(doc, doc.blocks_in(vs.selection))
         w.stack.set_document(doc, keep=keep_view)
         w._reselect()
-        w._update_banner()
+        _banner(w)
         w._calltree_dirty = True
         w.refresh_calltree()
         w.momentShown.emit()
 
     ev.document.connect(on_document)
     ev.moment.connect(on_moment)
+
+
+def _oom_controls(w) -> None:
+    """The timeline's OOM / Latest buttons and the OOM actions, for the cursor."""
+    m = w.vs.oom_marks()
+    tl = w.timeline
+    tl.oom_button.setEnabled(m.count > 0)
+    tl.oom_button.setText(f"OOM ({m.count})" if m.count > 1 else "OOM")
+    tl.prev_oom_button.setVisible(m.count > 1)
+    tl.next_oom_button.setVisible(m.count > 1)
+    tl.prev_oom_button.setEnabled(m.before)
+    tl.next_oom_button.setEnabled(m.after)
+    w.oom_action.setEnabled(m.count > 0)
+    w.prev_oom_action.setEnabled(m.before)
+    w.next_oom_action.setEnabled(m.after)
+    tl.latest_button.setEnabled(m.not_latest)
+
+
+def _banner(w) -> None:
+    """The header's OOM banner for the moment (kept as it is without an OOM)."""
+    doc = w.vs.doc
+    if doc is None or doc.oom is None or w.vs.cursor_device is None:
+        return
+    m = w.vs.oom_marks()
+    w.header.set_moment(doc, m.here, m.number, m.count, m.last_k)
 
 
 def _draw_highlight(w, mask) -> None:

@@ -60,6 +60,19 @@ class Carried:
     interval: IntervalKey | None
 
 
+@dataclass(frozen=True)
+class OomMarks:
+    """The cursor among the OOMs of its trace."""
+
+    count: int  # OOM events in the trace
+    before: bool  # an OOM before the cursor
+    after: bool  # an OOM after the cursor
+    not_latest: bool  # the cursor is before the trace's last event
+    number: int  # 1-based: the OOM the cursor is at (0: none)
+    last_k: int  # the last OOM's event (-1: none)
+    here: object  # the OOM at the cursor (None: none)
+
+
 class ViewState:
     """The state of one window over one document (see the module docstring)."""
 
@@ -243,6 +256,18 @@ class ViewState:
             after = [o for o in ooms if o > k]
             return after[0] if after else None
         return ooms[-1] if ooms else None
+
+    def oom_marks(self) -> OomMarks:
+        """Where the cursor stands among its trace's OOMs (the OOM buttons, the banner)."""
+        doc, dev, k = self.doc, self.cursor_device, self.cursor_k
+        if doc is None or dev is None:
+            return OomMarks(0, False, False, False, 0, -1, None)
+        ooms = doc.oom_events(dev)
+        n = doc.n_events(dev)
+        here = doc.oom_at(dev, k)
+        number = ooms.index(k) + 1 if here is not None and k in ooms else 0
+        return OomMarks(len(ooms), any(o < k for o in ooms), any(o > k for o in ooms),
+                        n > 0 and k != n - 1, number, ooms[-1] if ooms else -1, here)
 
     def oom_shown(self):
         """The OOM whose request the map draws: the one at the cursor's event (a trace),
