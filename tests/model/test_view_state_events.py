@@ -147,3 +147,24 @@ def test_oom_marks_follow_the_cursor(gpt2):
     vs.set_cursor(ooms[0] - 1)
     m = vs.oom_marks()
     assert m.after and not m.before and m.number == 0 and m.here is None and m.not_latest
+
+
+def test_repick_emits_the_picked_allocation_at_the_new_moment(gpt2):
+    vs = ViewState()
+    vs.set_document(gpt2)
+    vs.set_cursor(17_700)
+    iv = gpt2.intervals(0)
+    live = np.flatnonzero((iv.start <= 17_700) & (iv.end > 17_700) & (iv.end < gpt2.n_events(0)))
+    i = int(live[np.argmax(iv.size[live])])
+    b = vs.select_interval(i)
+    assert b >= 0 and vs.pick_origin == "interval"
+    picked = []
+    vs.events.selected.connect(lambda blk, j: picked.append((vs.pick_origin, blk, j)))
+    vs.repick()  # the same moment: the same block
+    assert picked == [("moment-interval", b, i)]
+    vs.set_cursor(int(iv.end[i]))  # freed there: no block, the allocation stays picked
+    vs.repick()
+    assert picked[-1] == ("moment-interval", -1, i)
+    vs.select_block(-1)
+    vs.repick()
+    assert picked[-1] == ("moment-none", -1, -1)

@@ -356,34 +356,17 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
 
     def _reselect(self) -> None:
         """Keep the selection across moments: the same allocation (by address) if live."""
-        b, by_interval = self.vs.reselect()
-        if by_interval:
-            self.map.select_block(b, ensure_visible=b >= 0)
-            if b >= 0:
-                self.table.select_block(b)
-        elif b >= 0:
-            self.select_block(b, origin="moment")
-        else:
-            self.map.select_block(-1, ensure_visible=False)
-            self.table.select_block(-1)
-            if self.stack.custom is None:
-                self.stack.show_block(-1)
+        self.vs.repick()  # (the views draw the picks: view_bindings._picks)
 
     def _live_block(self, addr: int) -> int:
         return self.vs.live_block(addr)
 
     def select_block(self, block: int, origin: str = "") -> None:
-        """Select ``block`` (of the document at the cursor) in the map, the table and the stack panel."""
+        """Select ``block`` (of the document at the cursor) in the map, the table and the
+        stack panel; ``origin``: the view it was picked in ("moment": by the cursor)."""
         if self.view_doc is None:
             return
-        self.vs.select_block(block, keep_interval=origin == "moment")
-        if origin != "moment":
-            self.timeline.set_selected_interval(self.vs.interval_of_block(block))
-        if origin != "map":
-            self.map.select_block(block, ensure_visible=True)
-        if origin != "table":
-            self.table.select_block(block)
-        self.stack.show_block(block, self.vs.interval_details(self.vs.interval_of_block(block)))
+        self.vs.select_block(block, keep_interval=origin == "moment", origin=origin)
 
     # ------------------------------------------------------------------ time travel
     def set_cursor(self, k: int) -> None:
@@ -428,22 +411,11 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
 
     def select_interval(self, i: int) -> None:
         """Select an allocation of the timeline: its stack, and its block if live at the cursor."""
-        doc = self.doc
-        if doc is None or self.cursor_device is None:
+        if self.doc is None or self.cursor_device is None:
             return
         if self._seek_timer.isActive():  # a click moves the cursor first, then selects
             self._apply_pending_seek()
-        iv = doc.intervals(self.cursor_device)
-        b = self.vs.select_interval(i)
-        self.timeline.set_selected_interval(i)
-        live = self.vs.interval_live(i)
-        facts = self.timeline.interval_tooltip(i) + (
-            "<br><i>live at the cursor: outlined in the map</i>" if live
-            else "<br><i>not live at the cursor</i>")
-        self.stack.show_stack(int(iv.stack[i]), facts, self.vs.interval_details(i))
-        self.map.select_block(b, ensure_visible=b >= 0)
-        if b >= 0:
-            self.table.select_block(b)
+        self.vs.select_interval(i)
 
     # ------------------------------------------------------------------ who holds memory
     def refresh_calltree(self, force: bool = False) -> None:

@@ -18,7 +18,8 @@ from .segment_map import SORT_ADDRESS, SORT_FREE
 def bind_views(w) -> None:
     """Connect the views of MainWindow ``w`` to ``w.vs`` (called once, when built)."""
     ev = w.vs.events
-    for connect in (_window, _selectors, _header, _stack, _calltree, _timeline, _map_table):
+    for connect in (_window, _selectors, _header, _stack, _calltree, _timeline, _map_table,
+                    _picks):
         connect(w, ev)
     ev.highlight.connect(lambda mask: _draw_highlight(w, mask))
 
@@ -139,6 +140,42 @@ def _map_table(w, ev) -> None:
 
     ev.document.connect(on_document)
     ev.moment.connect(on_moment)
+
+
+def _picks(w, ev) -> None:
+    """The picked block / allocation in the map, the table, the timeline and the stack
+    panel (``selected``; the view it was picked in shows it already)."""
+    vs = w.vs
+
+    def on_selected(b: int, i: int) -> None:
+        origin = vs.pick_origin
+        if origin == "interval":
+            w.timeline.set_selected_interval(i)
+            iv = vs.doc.intervals(vs.cursor_device)
+            facts = w.timeline.interval_tooltip(i) + (
+                "<br><i>live at the cursor: outlined in the map</i>" if vs.interval_live(i)
+                else "<br><i>not live at the cursor</i>")
+            w.stack.show_stack(int(iv.stack[i]), facts, vs.interval_details(i))
+        if origin in ("interval", "moment-interval"):
+            w.map.select_block(b, ensure_visible=b >= 0)
+            if b >= 0:
+                w.table.select_block(b)
+            return
+        if origin == "moment-none":
+            w.map.select_block(-1, ensure_visible=False)
+            w.table.select_block(-1)
+            if w.stack.custom is None:
+                w.stack.show_block(-1)
+            return
+        if origin != "moment":
+            w.timeline.set_selected_interval(vs.interval_of_block(b))
+        if origin != "map":
+            w.map.select_block(b, ensure_visible=True)
+        if origin != "table":
+            w.table.select_block(b)
+        w.stack.show_block(b, vs.interval_details(vs.interval_of_block(b)))
+
+    ev.selected.connect(on_selected)
 
 
 def _oom_controls(w) -> None:

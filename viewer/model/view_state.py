@@ -97,6 +97,10 @@ class ViewState:
         self.selected_block = -1  # a block of view_doc
         self.selected_addr = -1  # the selected block's address: kept across moments
         self.selected_interval = -1  # an allocation of the timeline (interval id)
+        # Who picked (the latest ``selected`` event): "map", "table" (that view shows it
+        # already), "interval" (the timeline), "moment" (the same block at a new moment),
+        # "moment-interval" (the picked allocation at a new moment), "moment-none".
+        self.pick_origin = ""
         self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
 
@@ -319,8 +323,10 @@ class ViewState:
         iv = self.doc.intervals(self.cursor_device)
         return bool(iv.start[i] <= self.cursor_k < iv.end[i])
 
-    def select_block(self, block: int, keep_interval: bool = False) -> None:
-        """Pick ``block`` of the document at the cursor (-1: nothing)."""
+    def select_block(self, block: int, keep_interval: bool = False, origin: str = "") -> None:
+        """Pick ``block`` of the document at the cursor (-1: nothing); ``origin``: the
+        view it was picked in (see :attr:`pick_origin`)."""
+        self.pick_origin = origin
         self.selected_block = int(block)
         self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
         if not keep_interval:
@@ -330,6 +336,7 @@ class ViewState:
     def select_interval(self, i: int) -> int:
         """Pick allocation ``i`` of the timeline; returns its block at the cursor (-1 if
         it is not alive there)."""
+        self.pick_origin = "interval"
         self.selected_interval = int(i)
         iv = self.doc.intervals(self.cursor_device)
         b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
@@ -354,6 +361,21 @@ class ViewState:
         if b < 0:
             self.selected_block = -1
         return b, False
+
+    def repick(self) -> None:
+        """After the cursor moved: pick the picked allocation again at the new moment
+        (:meth:`reselect`) and emit ``selected`` (origin "moment…")."""
+        if self.view_doc is None:
+            return
+        b, by_interval = self.reselect()
+        if by_interval:
+            self.pick_origin = "moment-interval"
+            self.events.selected.emit(b, self.selected_interval)
+        elif b >= 0:
+            self.select_block(b, keep_interval=True, origin="moment")
+        else:
+            self.pick_origin = "moment-none"
+            self.events.selected.emit(-1, self.selected_interval)
 
     # ------------------------------------------------------------------ highlight
     def set_search_mask(self, mask: np.ndarray | None) -> None:
