@@ -168,3 +168,18 @@ def test_repick_emits_the_picked_allocation_at_the_new_moment(gpt2):
     vs.select_block(-1)
     vs.repick()
     assert picked[-1] == ("moment-none", -1, -1)
+
+
+def test_holders_at_the_cursor_or_the_peak(gpt2):
+    vs = ViewState()
+    assert vs.holders_at() is None
+    vs.set_document(gpt2)
+    vs.set_cursor(10_000)
+    doc, mask, caption = vs.holders_at()
+    assert doc is vs.view_doc and caption == "at the cursor (event 10,000)"
+    assert mask.shape == (len(doc.snap.blocks),) and mask.all()  # everything selected
+    vs.set_selection(Selection(is_small=True))
+    _, small, _ = vs.holders_at()
+    assert 0 < small.sum() < len(small)
+    peak, _, caption = vs.holders_at(20_000)
+    assert peak.snap is gpt2.at(0, 20_000).snap and "peak" in caption and "20,000" in caption

@@ -64,7 +64,7 @@ def app_icon() -> QIcon:
 
 class _State:
     """A window attribute that is the :class:`ViewState`'s (``window.cursor_k`` is
-    ``window.vs.cursor_k``): the state lives in the model, the window orders drawing."""
+    ``window.vs.cursor_k``): the state lives in the model, the views draw it."""
 
     def __set_name__(self, owner, name: str) -> None:
         self.name = name
@@ -425,22 +425,13 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
         if not self._calltree_dirty or self.tabs.currentWidget() is not self.calltree:
             return
         self._calltree_dirty = False
-        doc = self.view_doc
-        if doc is None:
+        peaks = self.timeline.peaks
+        at_peak = self.calltree.moment() == AT_PEAK and bool(peaks)
+        shown = self.vs.holders_at(peaks["allocated"][1] if at_peak else None)
+        if shown is None:
             self.calltree.set_blocks(None, None)
-            return
-        dev = self.cursor_device
-        if self.calltree.moment() == AT_PEAK and dev is not None and self.timeline.peaks:
-            k = self.timeline.peaks["allocated"][1]
-            doc = self.doc.at(dev, k)
-            caption = f"at the peak of allocated (event {k:,})"
-        elif dev is not None:
-            caption = f"at the cursor (event {self.cursor_k:,})"
         else:
-            caption = "as recorded"
-        snap = doc.snap
-        mask = self.selection.segment_mask(snap)[snap.blocks.segment] if len(snap.blocks) else None
-        self.calltree.set_blocks(doc, mask, caption)
+            self.calltree.set_blocks(*shown)
 
     def _on_node_selected(self, stacks, best: int) -> None:
         doc = self.doc

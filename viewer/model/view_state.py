@@ -19,6 +19,9 @@ Order and coalescing (the views rely on both): one change of document emits
 trace changed,) ``selection``, ``moment``.  Inside :meth:`ViewState.batch` the
 ``moment`` is held and emitted once at its end (``keep_view`` only if every change
 kept it), so a compound change redraws each view once.
+
+Why ~500 lines: one object on purpose (the issue-14 target shape); what it holds and
+emits is one contract the views rely on, and its helpers are small queries of it.
 """
 
 from __future__ import annotations
@@ -376,6 +379,24 @@ class ViewState:
         else:
             self.pick_origin = "moment-none"
             self.events.selected.emit(-1, self.selected_interval)
+
+    def holders_at(self, peak_k: int | None = None):
+        """What the call tree groups: (document, per-block mask of the selection or None,
+        caption), at the cursor, or after event ``peak_k`` (the peak of allocated memory)
+        of the cursor's trace; None without a document."""
+        doc, dev = self.view_doc, self.cursor_device
+        if doc is None:
+            return None
+        if peak_k is not None and dev is not None:
+            doc = self.doc.at(dev, peak_k)
+            caption = f"at the peak of allocated (event {peak_k:,})"
+        elif dev is not None:
+            caption = f"at the cursor (event {self.cursor_k:,})"
+        else:
+            caption = "as recorded"
+        snap = doc.snap
+        mask = self.selection.segment_mask(snap)[snap.blocks.segment] if len(snap.blocks) else None
+        return doc, mask, caption
 
     # ------------------------------------------------------------------ highlight
     def set_search_mask(self, mask: np.ndarray | None) -> None:
