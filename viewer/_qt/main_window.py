@@ -354,13 +354,6 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
     def scope_text(self) -> str:
         return self.vs.scope_text()
 
-    def _reselect(self) -> None:
-        """Keep the selection across moments: the same allocation (by address) if live."""
-        self.vs.repick()  # (the views draw the picks: view_bindings._picks)
-
-    def _live_block(self, addr: int) -> int:
-        return self.vs.live_block(addr)
-
     def select_block(self, block: int, origin: str = "") -> None:
         """Select ``block`` (of the document at the cursor) in the map, the table and the
         stack panel; ``origin``: the view it was picked in ("moment": by the cursor)."""

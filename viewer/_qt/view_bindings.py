@@ -132,7 +132,7 @@ def _map_table(w, ev) -> None:
         w.map.set_document(doc, vs.selection, sort=sort, fit=not keep_view, oom=vs.oom_shown())
         w.table.set_rows(doc, doc.blocks_in(vs.selection))
         w.stack.set_document(doc, keep=keep_view)
-        w._reselect()
+        vs.repick()  # the picked allocation at this moment (drawn by _picks)
         _banner(w)
         w._calltree_dirty = True
         w.refresh_calltree()
