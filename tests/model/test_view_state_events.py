@@ -183,3 +183,20 @@ def test_holders_at_the_cursor_or_the_peak(gpt2):
     assert 0 < small.sum() < len(small)
     peak, _, caption = vs.holders_at(20_000)
     assert peak.snap is gpt2.at(0, 20_000).snap and "peak" in caption and "20,000" in caption
+
+
+def test_carry_over_picks_the_same_allocation_in_a_newer_document(gpt2):
+    vs = ViewState()
+    vs.set_document(gpt2)
+    iv = gpt2.intervals(0)
+    i = int(np.flatnonzero(iv.end >= gpt2.n_events(0))[-1])  # alive at the end
+    b = vs.select_interval(i)
+    carried = vs.carried()
+    newer = Document.build(load_snapshot(DATA / "gpt2_oom.pickle"))  # another object
+    seen = _listen(vs)
+    picked = []
+    vs.events.selected.connect(lambda blk, j: picked.append((vs.pick_origin, blk, j)))
+    vs.carry_over(newer, carried)
+    assert vs.doc is newer and seen[0] == ("document", "replace") and seen[-1] == ("moment", True)
+    assert vs.selected_interval == i and picked == [("interval", b, i)]
+    assert int(newer.snap.blocks.address[b]) == int(iv.addr[i])

@@ -325,16 +325,9 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
             return
         # (``carried``: taken by a caller before a live replay grew under ``old``)
         carried = carried if carried is not None else self.vs.carried()
-        sel = self.vs.carry_selection(old, doc, carried.selection)
         views = (self.timeline.view_state(), self.map.view_state(), self.table.view_state())
         self.calltree.hold_state()
-        self.vs.replace_document(doc, sel, carried.addr)
-        i = self.vs.find_interval(carried.interval)
-        gap = self.vs.find_gap(carried.gap) if self.selected_block < 0 else -1
-        if i >= 0:
-            self.select_interval(i)
-        elif gap >= 0:
-            self.select_block(gap, origin="moment")
+        self.vs.carry_over(doc, carried)  # (a drag in progress lands after it: _seek_timer)
         self.timeline.restore_view_state(views[0])
         self.map.restore_view_state(views[1])
         self.table.restore_view_state(views[2])

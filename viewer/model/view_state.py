@@ -491,6 +491,22 @@ class ViewState:
         self.selected_addr = int(addr)
         self._moment(True)
 
+    def carry_over(self, doc: Document, carried: Carried) -> None:
+        """Show ``doc``, a newer document of the same process, with the picks
+        ``carried`` (:meth:`carried`, taken from the older one): the selection, the
+        allocation picked on the timeline (by address, size and time) or the block
+        (by address) or free gap (by address and size)."""
+        old = self.doc
+        sel = self.carry_selection(old, doc, carried.selection) if old is not None \
+            else carried.selection
+        self.replace_document(doc, sel, carried.addr)
+        i = self.find_interval(carried.interval)
+        gap = self.find_gap(carried.gap) if self.selected_block < 0 else -1
+        if i >= 0:
+            self.select_interval(i)
+        elif gap >= 0:
+            self.select_block(gap, keep_interval=True, origin="moment")
+
     @staticmethod
     def stacks_mask(doc: Document, stacks) -> np.ndarray:
         """Per stack of ``doc``: one of ``stacks`` (ids; negative or unknown ones skipped)."""
