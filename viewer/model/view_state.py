@@ -20,7 +20,7 @@ trace changed,) ``selection``, ``moment``.  Inside :meth:`ViewState.batch` the
 ``moment`` is held and emitted once at its end (``keep_view`` only if every change
 kept it), so a compound change redraws each view once.
 
-Why ~500 lines: one object on purpose (the issue-14 target shape); what it holds and
+Why ~550 lines: one object on purpose (the issue-14 target shape); what it holds and
 emits is one contract the views rely on, and its helpers are small queries of it.
 """
 
