@@ -125,6 +125,9 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
         self._build_toolbar()
         self._build_status()
         bind_views(self)  # the views subscribe to self.vs (view_bindings.py)
+        from .categories_wiring import install as install_categories
+
+        install_categories(self)  # what the memory is (issue 15): dock, colours, bands
         self.resize(1440, 900)
         if persist:
             self._restore_settings()
