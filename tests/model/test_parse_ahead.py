@@ -202,7 +202,9 @@ def test_model_leaves_are_stdlib_only():
 
     for stem in model_leaf.LEAVES:
         path = os.path.join(model_leaf.MODEL_DIR, stem + ".py")
-        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{stem}: a package-relative import"
                 names = [node.module]
