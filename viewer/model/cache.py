@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import file_identity
+from . import file_identity
 from .snapshot import (
     FX_FIELDS,
     AllocAnnotations,
