@@ -196,14 +196,10 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     lut[sk.EV_USER] = _USER_CODE
     code = lut[ev.view(np.uint8)]
     np.copyto(code, forced, where=forced >= 0)
-    key = np.flatnonzero(code >= 0)
     phase = np.full(n, PH_OTHER, np.int8)
-    if not len(key):
+    run_at, rc = _key_runs(code)  # where each run of equal evidence starts, its code
+    if not len(run_at):
         return phase
-    kc = code[key]
-    starts = np.flatnonzero(kc[1:] != kc[:-1]) + 1
-    starts = np.concatenate(([0], starts))
-    rc = kc[starts]  # the code of each run
     r = len(rc)
     strong = rc != _USER_CODE
     ri = np.arange(r, dtype=np.int64)
@@ -215,9 +211,33 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     value = rc.copy()  # a strong run, and the gap after it, keep their phase
     user = ~strong
     value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
-    lengths = np.diff(key[starts], append=n)
-    phase[key[0]:] = np.repeat(value, lengths)
+    lengths = np.diff(run_at, append=n)
+    phase[run_at[0]:] = np.repeat(value, lengths)
     return phase
+
+
+_CHUNK = 1 << 20
+
+
+def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event where each run of equal codes >= 0 starts, the run's code), events with code
+    -1 skipped (they join the run before them).  In chunks of events: the positions of all
+    events with evidence (int64, most of the trace) are never held at once - at 10M events
+    that array alone was 50 MB of fresh memory."""
+    at, codes = [], []
+    last = np.int8(-1)
+    for c0 in range(0, len(code), _CHUNK):
+        key = np.flatnonzero(code[c0:c0 + _CHUNK] >= 0)
+        if not len(key):
+            continue
+        kc = code[c0:c0 + _CHUNK][key]
+        change = np.flatnonzero(np.concatenate(([kc[0] != last], kc[1:] != kc[:-1])))
+        at.append(key[change] + c0)
+        codes.append(kc[change])
+        last = kc[-1]
+    if not at:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8)
+    return np.concatenate(at), np.concatenate(codes)
 
 
 def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarray,
@@ -296,8 +316,8 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     out: list[Iteration] = []
     if not anchors or n == 0:
         return out, iteration
-    work = (phase == PH_FORWARD) | (phase == PH_BACKWARD)
-    first_work = np.flatnonzero(work[:max(anchors[0][1], anchors[0][0] + 1)])
+    head = phase[:max(anchors[0][1], anchors[0][0] + 1)]
+    first_work = np.flatnonzero((head == PH_FORWARD) | (head == PH_BACKWARD))
     first = int(first_work[0]) if len(first_work) else anchors[0][0]
     # The first iteration starts after the last module construction / .to() before it.
     setup = np.flatnonzero(ev[:first] == sk.EV_PARAM_INIT)
@@ -307,7 +327,9 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
         end = max(hi, lo + 1, start + 1)
         spans.append((start, min(end, n), True))
         start = min(end, n)
-    if start < n and work[start:].any():  # the recording stopped inside an iteration
+    tail = phase[start:]
+    # The recording stopped inside an iteration.
+    if start < n and ((tail == PH_FORWARD) | (tail == PH_BACKWARD)).any():
         spans.append((start, n, False))
     spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
     if not spans:
@@ -319,17 +341,21 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     end = int(hi[-1])
 
     def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
-        return np.add.reduceat(mask[:end], lo, dtype=np.int64)
+        return np.add.reduceat(mask, lo, dtype=np.int64)
 
-    n_bwd = count(phase == PH_BACKWARD)
-    n_ev_fwd = count(ev == sk.EV_FORWARD)
-    lengths = hi - lo
-    iteration[lo[0]:end] = np.repeat(np.arange(len(lo), dtype=np.int32), lengths)
-    # Each span's peak: its maximum (one reduceat), then the first event reaching it.
-    req = requested[lo[0]:end]
-    top = np.maximum.reduceat(req, lo - lo[0])
-    at_top = np.flatnonzero(req == np.repeat(top, lengths)) + lo[0]
-    peak = at_top[np.searchsorted(at_top, lo)]
+    n_bwd = count(phase[:end] == PH_BACKWARD)
+    n_ev_fwd = count(ev[:end] == sk.EV_FORWARD)
+    # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
+    # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
+    # each - page faults that cost more than the arithmetic.
+    # Each span's peak: the first event reaching its maximum (argmax: the first).
+    top = np.empty(len(lo), np.int64)
+    peak = np.empty(len(lo), np.int64)
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        iteration[a:b] = i
+        k = a + int(np.argmax(requested[a:b]))
+        peak[i] = k
+        top[i] = requested[k]
     peak_phase = phase[peak]
     for i, (a, b, complete) in enumerate(spans):
         if a == 0 and not (phase[a:b] == PH_FORWARD).any():
