@@ -21,11 +21,12 @@ from ..replay import DeviceReplay
 from ..replay.curves import _curve_starts, _native_curves
 from ..replay import native as _nat
 from ..snapshot import Snapshot
-from ..timeline import Intervals, Timeline, intervals
+from ..timeline import Intervals, Timeline
 from ..units import format_bytes
 from . import stack_kinds as sk
 from .classify import classify
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
+from .lean import lean_intervals
 from .leaks import Leak, find_leaks, leak_frames
 from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
 
@@ -85,7 +86,7 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        iv = intervals_of_device if intervals_of_device is not None else intervals(rep)
+        iv = intervals_of_device if intervals_of_device is not None else lean_intervals(rep)
         progress.update("categories", 0.3)
         requested = requested_curve(iv, len(rep), rep)
         kinds = sk.stack_kinds(snap)

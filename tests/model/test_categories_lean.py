@@ -1,0 +1,60 @@
+"""The categories' lean allocation lifetimes (categories/lean.py) equal the timeline's,
+column by column, on real recordings: in-window allocations, blocks from before
+recording (a ring buffer), several devices, side streams, private pools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vramscope.viewer.model import load_snapshot
+from vramscope.viewer.model.categories import MemoryBreakdown
+from vramscope.viewer.model.categories.lean import LeanIntervals, lean_intervals
+from vramscope.viewer.model.timeline import Intervals, build_timeline, intervals
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+FILES = [DATA / f for f in ("transformer_long_python_1000k.pickle.xz", "gpt2_oom.pickle",
+                            "cuda_graph_pool.pickle", "side_stream_pending.pickle",
+                            "small_pool_mixed.pickle", "newer_fields.pickle")] + [
+    EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz",
+    EXTERNAL / "cranberrii_ftcourse-memory_snapshot.pickle.xz"]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_lean_intervals_equal_the_timelines_column_by_column(path):
+    if not path.exists():
+        pytest.skip(f"{path.name} absent")
+    snap = load_snapshot(path, use_cache=False)
+    tl = build_timeline(snap, keyframes=False)
+    assert tl.devices
+    for device, rep in tl.devices.items():
+        lean = lean_intervals(rep)
+        full = intervals(rep)
+        assert isinstance(lean, LeanIntervals)
+        assert len(lean) == len(full)
+        for name in Intervals.__dataclass_fields__:
+            a, b = getattr(lean, name), getattr(full, name)
+            assert a.dtype == b.dtype, name
+            assert np.array_equal(a, b), name
+        some = np.arange(0, len(full), 7)
+        taken = lean_intervals(rep).take(some)  # fresh: lazy columns read through take()
+        assert np.array_equal(taken.addr, full.addr[some])
+        assert np.array_equal(taken.pool, full.pool[some])
+
+
+def test_the_summary_build_leaves_the_unread_columns_unmade():
+    """What the cold summary saves: the block size, stream and pool of every allocation
+    are never gathered by the classification."""
+    snap = load_snapshot(DATA / "transformer_long_python_1000k.pickle.xz", use_cache=False)
+    tl = build_timeline(snap, keyframes=False)
+    bd = MemoryBreakdown.build(snap, tl)
+    made = vars(bd.intervals)
+    assert "start" in made and "requested" in made
+    assert not {"size", "stream", "pool"} & set(made)
+    # Read later (the GUI's allocations table), they appear - and equal the timeline's.
+    rep = tl.replay(bd.device)
+    assert np.array_equal(bd.intervals.size, intervals(rep).size)
+    assert "size" in vars(bd.intervals)
