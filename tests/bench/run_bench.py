@@ -440,9 +440,10 @@ def main() -> int:
             print(f"measuring {path.name} ...", flush=True)
             rows.append(bench_file(path, tmp, args.repeat, gui, env, args.no_interactive))
     report(rows)
-    # Issue 14: a live update extends the replay; its cost against a rebuild.
-    print("\nlive update of a 1M-event ring (bench_live_update.py):", flush=True)
-    subprocess.run([sys.executable, str(HERE / "bench_live_update.py")], check=False, env=env)
+    if not args.no_interactive:
+        # Issue 14: a live update extends the replay; its cost against a rebuild.
+        print("\nlive update of a 1M-event ring (bench_live_update.py):", flush=True)
+        subprocess.run([sys.executable, str(HERE / "bench_live_update.py")], check=False, env=env)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     print(f"\n(bench took {time.perf_counter() - started:.0f} s; "
           f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})")

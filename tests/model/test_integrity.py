@@ -102,3 +102,16 @@ def test_whatif_on_an_inconsistent_trace_is_one_clear_error():
             raised += 1
             assert "\n" not in str(e) and "inconsistent" in str(e)
     assert raised  # these traces are garbage: some must be refused, none may crash
+
+
+def test_overflowed_torch_211_ring_replays_exactly_with_estimates_labelled():
+    """A real torch 2.11 recording whose ring overflowed (tests/data/newer_fields):
+    exact on the counters, only the stretch of inferred sizes labelled."""
+    snap = load_snapshot(DATA / "newer_fields.pickle")
+    tl = build_timeline(snap)
+    rep = tl.replay(0)
+    assert rep.inconsistencies == 0
+    stats = snap.sidecar["memory_stats"]
+    assert rep.peak("reserved")[0] == stats["reserved_bytes.all.peak"]
+    found = check(tl)
+    assert [u.kind for u in found] == ["estimated"] and found[0].first_event == 0

@@ -108,6 +108,14 @@ class SummaryHeader(QWidget):
             "font-weight: bold; padding: 6px 10px; border-radius: 4px; }")
         self.banner.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
         self.banner.hide()
+        # A recording that is itself incomplete (an overflowed trace ring): one line.
+        self.integrity = QLabel()
+        self.integrity.setObjectName("integrityNote")
+        self.integrity.setWordWrap(True)
+        self.integrity.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.integrity.setStyleSheet(f"QLabel#integrityNote {{ color: {theme.gap_outline().name()}; "
+                                     "font-size: 8pt; }")
+        self.integrity.hide()
         self.facts = QLabel()
         self.facts.setWordWrap(True)
         self.facts.setToolTip("From the capture's JSON sidecar next to the snapshot")
@@ -153,6 +161,7 @@ class SummaryHeader(QWidget):
         lay.setContentsMargins(6, 4, 6, 0)
         lay.setSpacing(4)
         lay.addWidget(self.banner)
+        lay.addWidget(self.integrity)
         lay.addWidget(grid_frame)
         line = QHBoxLayout()  # what the figures count, and the capture's facts: one line
         line.setContentsMargins(0, 0, 0, 0)
@@ -232,6 +241,14 @@ class SummaryHeader(QWidget):
                 tip.append(f"\nPyTorch said:\n{message}")
             self.banner.setToolTip("\n".join(tip))
             self.banner.show()
+        note = doc.snap.trace_integrity_note() if doc is not None else None
+        self.integrity.setText(f"\u26a0 {note[0].upper()}{note[1:]}" if note else "")
+        self.integrity.setToolTip(
+            "The recording itself is incomplete: the allocator's trace ring "
+            "(_record_memory_history(max_entries=...)) kept only its newest events. The "
+            "timeline's left edge is marked; record with a larger max_entries to see the "
+            "whole run." if note else "")
+        self.integrity.setVisible(bool(note))
         facts = []
         side = (doc.snap.sidecar or {}) if doc is not None else {}
         if side.get("torch"):
@@ -263,6 +280,10 @@ class SummaryHeader(QWidget):
             self.banner.setText(f"CUDA out of memory{at} ({oom_where(last)}; Ctrl+J jumps "
                                 f"there): {last.verdict}")
         self.banner.show()
+
+    def integrity_text(self) -> str:
+        """The integrity warning's text, or "" when none is shown."""
+        return "" if self.integrity.isHidden() else self.integrity.text()
 
     def oom_text(self) -> str:
         """The banner's text, or "" when no banner is shown."""

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.analysis import Selection, memory_stats
+from ..model.snapshot import HOST_DEVICE
 from ..model.view_state import ViewState
 from ..model.units import format_count
 from . import settings as st
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
         self.calltree = CallTreePanel()
         self.stack = StackPanel()
         self.map.blockClicked.connect(lambda b: self.select_block(b, origin="map"))
+        self.map.block_details = lambda b: self.vs.interval_details(self.vs.interval_of_block(b))
         self.table.blockSelected.connect(lambda b: self.select_block(b, origin="table"))
         self.table.filterApplied.connect(self._on_search_applied)
         self.timeline.cursorRequested.connect(self._on_cursor_requested)
@@ -579,7 +581,7 @@ class MainWindow(QMainWindow):
         (Python objects, never QVariant: PySide6 mishandles bool item data)."""
         doc = self.doc
         choices: dict[QComboBox, list[tuple[str, object]]] = {
-            self.device_combo: [("All devices", None)],
+            self.device_combo: self.vs.device_choices(),  # GPUs, then pinned host memory
             self.pool_combo: [("All pools", None)],
             self.stream_combo: [("All streams", None)],
             self.kind_combo: [("Small + large", None), ("Large segments", False),
@@ -587,8 +589,6 @@ class MainWindow(QMainWindow):
         }
         if doc is not None:
             snap = doc.snap
-            for d in sorted(set(snap.segments.device.tolist())):
-                choices[self.device_combo].append((f"Device {d}", int(d)))
             used = set(snap.segments.pool.tolist())
             for i, pool in enumerate(snap.pools):
                 if i in used:
@@ -635,11 +635,32 @@ class MainWindow(QMainWindow):
             stream=self._value(self.stream_combo),
             is_small=self._value(self.kind_combo),
         )
+        if (new.device == HOST_DEVICE) != self.vs.host_shown:  # to or from pinned host memory
+            self.show_host(new.device == HOST_DEVICE, new.device)
+            return
         if self.vs.set_selection(new):  # another device's trace: back to its end
             self._reset_cursor()
         elif (old.stream, old.pool) != (self.selection.stream, self.selection.pool):
             self.timeline.set_filter(self.selection.stream, self.selection.pool)
         self._apply_selection()
+
+    def show_host(self, on: bool, device: int | None = None) -> None:
+        """Show the file's pinned host memory as its own document (``on``), or the file's
+        GPUs again (``device``: the one to select).  The host document's figures never
+        mix with a GPU's: it is another document, not a filter of this one."""
+        target = self.vs.host_document() if on else self.vs.file_doc
+        if target is None:
+            return
+        self.vs.set_document(target, host=on)
+        if not on:
+            self.vs.set_selection(Selection(device=device))
+        self._fill_selectors()
+        self._show_selectors(self.selection)
+        self.header.set_document(target if not on else None)
+        self.stack.set_document(target)
+        self._reset_cursor()
+        self._apply_selection(sort=SORT_ADDRESS)
+        self._update_oom_buttons()
 
     def set_selection(self, selection: Selection) -> None:
         """Set the selectors (and so the selection) programmatically."""
@@ -716,7 +737,7 @@ class MainWindow(QMainWindow):
             self.map.select_block(block, ensure_visible=True)
         if origin != "table":
             self.table.select_block(block)
-        self.stack.show_block(block)
+        self.stack.show_block(block, self.vs.interval_details(self.vs.interval_of_block(block)))
 
     # ------------------------------------------------------------------ time travel
     def set_cursor(self, k: int) -> None:
@@ -803,7 +824,7 @@ class MainWindow(QMainWindow):
         facts = self.timeline.interval_tooltip(i) + (
             "<br><i>live at the cursor: outlined in the map</i>" if live
             else "<br><i>not live at the cursor</i>")
-        self.stack.show_stack(int(iv.stack[i]), facts)
+        self.stack.show_stack(int(iv.stack[i]), facts, self.vs.interval_details(i))
         self.map.select_block(b, ensure_visible=b >= 0)
         if b >= 0:
             self.table.select_block(b)

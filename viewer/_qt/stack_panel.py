@@ -1,4 +1,10 @@
-"""The stack panel: facts and call stack of the selected block."""
+"""The stack panel: facts and call stack of the selected block.
+
+Under the allocation stack, what newer torch recorded about the allocation
+(:mod:`..model.alloc_details`): the forward-pass stack of an allocation made in
+backward, FX nodes and the model code they came from, annotations, user
+metadata and compile context.  The panel only draws those lines.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..model import frames as fr
+from ..model.alloc_details import (AllocationDetails, DetailLine, detail_lines, fx_lines,
+                                   hidden_fx_lines)
 from ..model.snapshot import BlockState
 from ..model.units import format_address, format_bytes
 from ..model.document import Document, pool_label, stream_label
@@ -42,6 +50,9 @@ class StackPanel(QWidget):
         self.block = -1
         self.custom: tuple[str, int] | None = None
         self.views: list[fr.FrameView] = []
+        self.details: AllocationDetails | None = None  # of the allocation shown
+        self.detail_lines: list[DetailLine] = []  # the sections drawn under the stack
+        self.row_frames: list[fr.FrameView | None] = []  # per list row: its frame, if any
         self.facts = QLabel("Click a block in the map or a row in the table.")
         self.facts.setWordWrap(True)
         self.facts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -102,21 +113,27 @@ class StackPanel(QWidget):
             return
         self.show_block(-1)
 
-    def show_block(self, block: int) -> None:
+    def show_block(self, block: int, details: AllocationDetails | None = None) -> None:
+        """``details``: what newer torch recorded about the block's allocation."""
         self.block = int(block)
         self.custom = None
+        self.details = details
         self.refresh()
 
-    def show_stack(self, stack: int, facts: str) -> None:
-        """Show any stack (an allocation of the timeline, a call-tree node) with ``facts``."""
+    def show_stack(self, stack: int, facts: str, details: AllocationDetails | None = None) -> None:
+        """Show any stack (an allocation of the timeline, a call-tree node) with ``facts``
+        (``details``: of the allocation, drawn under its stack)."""
         self.block = -1
         self.custom = (facts, int(stack))
+        self.details = details
         self.refresh()
 
     def refresh(self) -> None:
         self.frames.clear()
         self.preview.clear()
         self.views = []
+        self.detail_lines = []
+        self.row_frames = []
         subject = self._subject()
         if subject is None:
             self.facts.setText("Click a block in the map or a row in the table.")
@@ -132,14 +149,13 @@ class StackPanel(QWidget):
             show_cpp=self.show_cpp.isChecked() or all_frames,
             show_noise=all_frames,
         )
+        self.detail_lines = detail_lines(snap, self.details) if self.details is not None else []
+        bold = QFont(self.frames.font())
+        bold.setBold(True)
         if stack < 0 or not self.views:
             item = QListWidgetItem("(no stack recorded)" if stack < 0 else "(no frames)")
             item.setFlags(Qt.ItemFlag.NoItemFlags)
-            self.frames.addItem(item)
-            self.copy_button.setEnabled(False)
-            return
-        bold = QFont(self.frames.font())
-        bold.setBold(True)
+            self._add(item, None)
         for v in self.views:
             item = QListWidgetItem(v.short)
             item.setToolTip(v.full)
@@ -147,8 +163,45 @@ class StackPanel(QWidget):
                 item.setFont(bold)
             else:
                 item.setForeground(self.palette().placeholderText())
-            self.frames.addItem(item)
-        self.copy_button.setEnabled(True)
+            self._add(item, v)
+            for line in fx_lines(snap, v.frame_id):  # a frame of FX-generated code
+                self._add_detail(line, bold)
+        hidden = hidden_fx_lines(snap, stack, {v.frame_id for v in self.views}) \
+            if stack >= 0 else []
+        self.detail_lines = self.detail_lines + hidden
+        for line in self.detail_lines:
+            self._add_detail(line, bold)
+        self.copy_button.setEnabled(bool(self.views or self.detail_lines))
+
+    def _add(self, item: QListWidgetItem, view: fr.FrameView | None) -> None:
+        self.frames.addItem(item)
+        self.row_frames.append(view)
+
+    def _add_detail(self, line: DetailLine, bold: QFont) -> None:
+        """One line of :func:`detail_lines` / :func:`fx_lines`: headings bold, FX and
+        model code indented, forward frames like frames (previewable)."""
+        view = None
+        indent = {"heading": "", "frame": "  ", "fx": "      ", "source": "        "}.get(
+            line.kind, "  ")
+        item = QListWidgetItem(indent + line.text)
+        item.setToolTip(line.tip or line.text)
+        if line.kind == "heading":
+            item.setFont(bold)
+            if self.frames.count():
+                spacer = QListWidgetItem("")
+                spacer.setFlags(Qt.ItemFlag.NoItemFlags)
+                self._add(spacer, None)
+        elif line.kind == "frame" and line.frame_id >= 0:
+            snap = self.doc.snap
+            view = fr.frame_view(snap.frames, line.frame_id,
+                                 int(self.doc.categories[line.frame_id]))
+        elif line.kind in ("fx", "source"):
+            item.setForeground(self.palette().placeholderText())
+        self._add(item, view)
+
+    def detail_texts(self) -> list[str]:
+        """The lines drawn under the stack (headings, forward frames, FX, annotations…)."""
+        return [line.text for line in self.detail_lines]
 
     def _subject(self) -> tuple[str, int] | None:
         """(facts as rich text, stack id) of what the panel shows.
@@ -193,15 +246,20 @@ class StackPanel(QWidget):
         return [v.short for v in self.views]
 
     def text(self) -> str:
-        return fr.format_stack(self.views)
+        text = fr.format_stack(self.views)
+        if self.detail_lines:
+            text += "\n\n" + "\n".join(
+                ("" if ln.kind == "heading" else "  ") + (ln.tip if ln.kind == "frame" else ln.text)
+                for ln in self.detail_lines)
+        return text
 
     def copy(self) -> None:
-        if self.views:
+        if self.views or self.detail_lines:
             QGuiApplication.clipboard().setText(self.text())
 
     def _preview_row(self, row: int) -> None:
-        if 0 <= row < len(self.views):
-            self.show_source(self.views[row])
+        if 0 <= row < len(self.row_frames) and self.row_frames[row] is not None:
+            self.show_source(self.row_frames[row])
 
     def show_source(self, view: fr.FrameView) -> bool:
         """Show lines around ``view.line`` if its file exists here."""
@@ -222,9 +280,9 @@ class StackPanel(QWidget):
 
     def _on_double_click(self, item: QListWidgetItem) -> None:
         row = self.frames.row(item)
-        if not 0 <= row < len(self.views):
+        if not 0 <= row < len(self.row_frames) or self.row_frames[row] is None:
             return
-        view = self.views[row]
+        view = self.row_frames[row]
         if self.show_source(view):
             self.fileOpened.emit(view.filename, view.line)
             if self.open_externally:

@@ -99,7 +99,7 @@ def _estimated(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
     live0 = int(np.count_nonzero(init.blk_state != 2)) if init.n_blocks else 0
     if not len(orphans) or not live0:
         return None
-    overflowed = bool((snap.allocator_settings or {}).get("trace_alloc_overflowed"))
+    overflowed = bool(snap.trace_overflowed)
     why = ("the ring buffer overflowed (trace_alloc_overflowed)" if overflowed
            else "the trace starts after allocations were made (a wrapped ring buffer or a "
                 "late start)")

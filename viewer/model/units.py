@@ -65,3 +65,10 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     """
     n = int(n)
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def device_name(device: int | None) -> str:
+    """``device 0``, or ``pinned host memory`` for the host's own device (-1)."""
+    from .snapshot import HOST_DEVICE
+
+    return "pinned host memory" if device == HOST_DEVICE else f"device {device}"

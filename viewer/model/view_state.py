@@ -21,7 +21,10 @@ import numpy as np
 from .analysis import Selection
 from .document import Document, pool_label, stream_label
 from .evented import EmitterGroup
-from .snapshot import BlockState
+from .snapshot import HOST_DEVICE, BlockState
+
+HOST_LABEL = "host (pinned)"  # the device selector's entry for pinned host memory
+HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,11 @@ class ViewState:
     def __init__(self) -> None:
         self.events = EmitterGroup("document", "selection", "cursor", "selected", "highlight")
         self.doc: Document | None = None
+        # The document of the opened file (its GPUs); ``doc`` is the pinned host memory's
+        # own document while that is shown (``host_shown``).
+        self.file_doc: Document | None = None
+        self.host_shown = False
+        self._host_doc: tuple[Document, Document] | None = None  # (file doc, host doc)
         self.view_doc: Document | None = None  # the document at the cursor
         self.selection = Selection()
         self.cursor_device: int | None = None
@@ -63,15 +71,43 @@ class ViewState:
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
 
     # ------------------------------------------------------------------ document
-    def set_document(self, doc: Document | None) -> None:
-        """A new document: the default selection, the cursor at the end, nothing picked."""
+    def set_document(self, doc: Document | None, host: bool = False) -> None:
+        """A new document: the default selection, the cursor at the end, nothing picked.
+        ``host``: ``doc`` is the file's pinned host memory (:meth:`host_document`), the
+        file's own document stays :attr:`file_doc`."""
+        if not host:
+            self.file_doc = doc
+        self.host_shown = bool(host)
         self.doc = doc
         self.view_doc = doc
         self.selected_block = self.selected_addr = self.selected_interval = -1
         self.node_mask = None
-        self.selection = self.default_selection(doc)
+        self.selection = Selection(device=HOST_DEVICE) if host else self.default_selection(doc)
         self.reset_cursor(emit=False)
         self.events.document.emit(doc)
+
+    def host_document(self) -> Document | None:
+        """The document of the file's pinned host memory (``host_segments`` /
+        ``host_traces``, device :data:`HOST_DEVICE`), built once per file; None when the
+        file has none."""
+        f = self.file_doc
+        if f is None or not f.snap.has_host_memory:
+            return None
+        if self._host_doc is None or self._host_doc[0] is not f:
+            self._host_doc = (f, Document.build(f.snap.host_snapshot()))
+        return self._host_doc[1]
+
+    def device_choices(self) -> list[tuple[str, int | None]]:
+        """The device selector's entries: all, each GPU with segments, and the pinned host
+        memory when the file has any (after the GPUs: it is no GPU)."""
+        f = self.file_doc
+        out: list[tuple[str, int | None]] = [("All devices", None)]
+        if f is None:
+            return out
+        out += [(f"Device {d}", int(d)) for d in sorted(set(f.snap.segments.device.tolist()))]
+        if f.snap.has_host_memory:
+            out.append((HOST_LABEL, HOST_DEVICE))
+        return out
 
     @staticmethod
     def default_selection(doc: Document | None) -> Selection:
@@ -184,6 +220,19 @@ class ViewState:
         k = self.cursor_k
         hit = np.flatnonzero((iv.addr == addr) & (iv.start <= k) & (iv.end > k))
         return int(hit[-1]) if len(hit) else -1
+
+    def interval_details(self, i: int):
+        """What newer torch recorded about allocation ``i`` of the cursor's device
+        (:class:`~.alloc_details.AllocationDetails`; None without an alloc event)."""
+        from .alloc_details import allocation_details
+
+        doc, dev = self.doc, self.cursor_device
+        if i < 0 or doc is None or dev is None or doc.timeline is None:
+            return None
+        iv, rep = doc.intervals(dev), doc.timeline.replay(dev)
+        if iv is None or rep is None or i >= len(iv):
+            return None
+        return allocation_details(doc.snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
 
     def interval_live(self, i: int) -> bool:
         """Is allocation ``i`` alive at the cursor?"""
@@ -300,7 +349,12 @@ class ViewState:
 
     def replace_document(self, doc: Document, selection: Selection) -> None:
         """A newer document of the same process: ``selection`` (carried), the cursor at
-        its end, the picks cleared (the caller re-finds them from :meth:`carried`)."""
+        its end, the picks cleared (the caller re-finds them from :meth:`carried`).
+        The new document is the file's: a shown pinned host memory goes back to the GPUs."""
+        if self.host_shown or selection.device == HOST_DEVICE:
+            selection = Selection()
+        self.file_doc = doc
+        self.host_shown = False
         self.doc = doc
         self.view_doc = doc
         self.selection = selection
@@ -317,7 +371,9 @@ class ViewState:
             return ""
         segs = view.snap.segments
         devs = sorted(set(segs.device[sel.segment_mask(view.snap)].tolist())) if len(segs) else []
-        if sel.device is not None:
+        if self.host_shown or sel.device == HOST_DEVICE:
+            where = HOST_SCOPE
+        elif sel.device is not None:
             where = f"device {sel.device}"
         elif len(devs) > 1:
             where = f"{len(devs)} devices summed ({', '.join(map(str, devs))})"

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...model.alloc_details import tooltip_lines
 from ...model.analysis import Selection, largest_gaps
 from ...model.document import Document, pool_label, stream_label
 from ...model.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
@@ -55,6 +56,9 @@ class SegmentMapView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # block -> AllocationDetails of its allocation, or None (set by the window, which
+        # knows the timeline's cursor; see ViewState.interval_details)
+        self.block_details = lambda _b: None
         self.doc: Document | None = None
         self.oom = None  # the OOM whose request is drawn (see set_document)
         self.selection = Selection()
@@ -512,6 +516,8 @@ class SegmentMapView(QWidget):
         top = doc.block_top_label(b)
         if top:
             lines.append(f"from <tt>{_html(top)}</tt>")
+        if active:  # what newer torch recorded about its allocation (user metadata, ...)
+            lines += [_html(t) for t in tooltip_lines(snap, self.block_details(b))]
         return "<br>".join(lines)
 
     # -- export

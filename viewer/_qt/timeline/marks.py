@@ -8,11 +8,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
+from ...model import integrity
+from ...model.alloc_details import Markers, annotation_markers, integrity_stretches
 from ...model.annotations import pair_ranges
 from ...model.snapshot import Action
 from ...model.units import format_bytes
 from .. import theme
 from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
+from .notes import EDGE_PX, MARKER_PX
 
 
 class MarksMixin:
@@ -76,6 +79,64 @@ class MarksMixin:
             lines.append((xs[ooms], QColor(theme.OOM_RED), "OOM", Qt.PenStyle.SolidLine))
         self.bands_item.set_lines(lines)
         self.bands_item.set_bands(self.annotation_bands())
+        self._place_notes(rep)
+
+    def _place_notes(self, rep) -> None:
+        """Allocation annotations as markers, untrusted stretches hatched, and the left
+        edge of a trace whose earlier history was overwritten (one item for all)."""
+        snap = self.doc.snap
+        self.markers = annotation_markers(snap, self.device, rep.rows)
+        self.stretches = integrity_stretches(snap, self._untrusted(), self.device)
+        n = self.n
+        if self.mode == X_TIME and self.has_time:
+            mx = self.tx[np.clip(self.markers.position, 0, n - 1)]
+            spans = [(float(self.tx[max(s.first, 0)]), float(self.tx[min(s.last, n - 1)]), s.kind)
+                     for s in self.stretches if s.first >= 0]
+        else:
+            mx = self.markers.x_events()
+            spans = [(s.first - 0.5, s.last + 0.5, s.kind) for s in self.stretches if s.first >= 0]
+        self.marker_xs = mx
+        edge = any(s.kind == "overwritten" for s in self.stretches)
+        self.notes_item.set_notes(mx, spans, float(self.x_of(0)) - 0.5 if edge else None)
+        self._update_legend()
+
+    def _untrusted(self) -> list:
+        """integrity.check of the document, once per document (it replays to the end)."""
+        doc = self.doc
+        if getattr(self, "_untrusted_of", (None, None))[0] is not doc:
+            try:
+                found = integrity.check(doc.timeline)
+            except (ValueError, KeyError, IndexError) as exc:  # say it, never crash
+                doc.snap.warnings.append(f"integrity check skipped: {exc}")
+                found = []
+            self._untrusted_of = (doc, found)
+        return self._untrusted_of[1]
+
+    def note_tooltip(self, x: float, top_px: float) -> str:
+        """The tooltip at view x: an annotation marker's when the pointer is in the strip
+        of markers at the top (``top_px``: pixels below the plot's top), else the text
+        of the untrusted stretch or overwritten edge there ("" if none)."""
+        px = self.vb.viewPixelSize()[0] or 1.0
+        if top_px <= MARKER_PX + 3 and len(getattr(self, "markers", ())):
+            i = self.markers.nearest(x, self.marker_xs, 4 * px)
+            if i >= 0:
+                near = np.flatnonzero(np.abs(self.marker_xs - self.marker_xs[i]) <= px)
+                tips = [self.markers.tip[j] for j in near[:5].tolist()]
+                more = len(near) - len(tips)
+                return "\n\n".join(tips) + (f"\n(+{more} more here)" if more > 0 else "")
+        x0 = float(self.x_of(0))
+        for s in getattr(self, "stretches", []):
+            if s.first < 0:
+                if x0 - 0.5 - EDGE_PX * px <= x <= x0 - 0.5 + 2 * px:
+                    return s.text
+                continue
+            a, b = float(self.x_of(s.first)) - 0.5, float(self.x_of(s.last)) + 0.5
+            if a <= x <= b:
+                return s.text
+        return ""
+
+    def marker_count(self) -> int:
+        return len(getattr(self, "markers", ()))
 
     def annotation_bands(self) -> list[tuple[float, float, str, QColor]]:
         """record_function ranges of this device: START/END paired per name, in x units."""

@@ -45,6 +45,8 @@ from ..plotting import place_text_items, text_scene_rect
 from .axes import BytesYAxis, TimelineViewBox, XAxis
 from .items import StackedItem, VerticalBandsItem
 from .marks import MarksMixin
+from .notes import ANNOTATION_COLOR, NotesItem
+from ...model.units import device_name
 from .stacked import StackedMixin
 from .constants import (
     ACTION_TEXT,
@@ -168,6 +170,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         self.plot.addItem(self.bands_item, ignoreBounds=True)
         self.stacked = StackedItem()
         self.plot.addItem(self.stacked, ignoreBounds=True)
+        self.notes_item = NotesItem()  # annotations, untrusted stretches, overwritten edge
+        self.plot.addItem(self.notes_item, ignoreBounds=True)
         self.curve_items: dict[str, pg.PlotCurveItem] = {}
         for z, name in enumerate(CURVES):
             item = pg.PlotCurveItem()  # data decimated here, per view (see _update_curves)
@@ -235,6 +239,10 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         colors = curve_colors()
         parts = [f'<span style="color:{colors[c]}">&#9473;</span>&nbsp;{c}' for c in CURVES]
         parts.append(f'<span style="color:{theme.OOM_RED}">&#9475;</span>&nbsp;OOM')
+        if self.marker_count():
+            parts.append(f'<span style="color:{ANNOTATION_COLOR}">&#9660;</span>&nbsp;annotation')
+        if any(st.kind == "inconsistent" for st in getattr(self, "stretches", [])):
+            parts.append(f'<span style="color:{theme.OOM_RED}">&#9636;</span>&nbsp;not exact')
         if self.stack_mask is not None:
             parts.append(theme.search_swatch_html())
         self.legend.setText("&nbsp; ".join(parts))
@@ -266,6 +274,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
             self.layout = None
             self.curves = {}
             self.stacked.clear()
+            self.notes_item.clear()
             for item in self.curve_items.values():
                 item.setData([], [])
             self.position.setText("")
@@ -424,7 +433,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         for b in (self.time_button, self.events_button):
             b.blockSignals(False)
         label = ("time since the first event" if self.mode == X_TIME
-                 else f"event ({self.n:,} on device {self.device})" if self.n else "event")
+                 else f"event ({self.n:,} on {device_name(self.device)})" if self.n else "event")
         if self.source_text:
             label += f"  ·  {self.source_text}"
         self.plot.getPlotItem().setLabel("bottom", label)

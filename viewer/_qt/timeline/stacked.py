@@ -10,6 +10,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QCursor, QPainterPath
 from PySide6.QtWidgets import QToolTip
 
+from ...model.alloc_details import allocation_details, tooltip_lines
 from ...model.stacking import stacked_layout
 from ...model.units import format_bytes
 from .. import theme
@@ -168,7 +169,13 @@ class StackedMixin:
         if not self.n or not self.vb.sceneBoundingRect().contains(scene_pos):
             return
         p = self.vb.mapSceneToView(scene_pos)
-        i = self.interval_at(p.x(), p.y())
+        top_px = scene_pos.y() - self.vb.sceneBoundingRect().top()
+        note = self.note_tooltip(p.x(), top_px)
+        i = self.interval_at(p.x(), p.y()) if not note or top_px > 12 else -1
+        if i < 0 and note:  # a marker, a stretch that is not exact, the overwritten edge
+            self._hover = -2
+            QToolTip.showText(QCursor.pos(), note, self.plot)
+            return
         if i == self._hover:
             return
         self._hover = i
@@ -195,6 +202,12 @@ class StackedMixin:
                  life]
         label = doc.stack_label(int(iv.stack[i]))
         lines.append(f"from <tt>{_html(label)}</tt>" if label else "no stack recorded")
+        # What newer torch recorded about it (user metadata, compile context, ...).
+        if doc.timeline is not None and self.device is not None:
+            rep = doc.timeline.replay(self.device)
+            details = allocation_details(doc.snap, rep.rows, int(iv.event[i]), int(iv.end[i])) \
+                if rep is not None else None
+            lines += [_html(t) for t in tooltip_lines(doc.snap, details)]
         return "<br>".join(lines)
 
 

@@ -625,7 +625,7 @@ static int event_set(P *p, int64_t slot, Val *key, Val *val) {
     case F_TIME: return val_sint(p, val, -1, &e->time_us);
     case F_FREE: return val_sint(p, val, -1, &e->device_free);
     case F_FRAMES: {
-        int64_t h;
+        int64_t h = -1;
         if (val->k == K_VLIST) { h = vlist_freeze(p, val->u.i); if (h < 0) return -1; }
         else if (val->k == K_OBJ && val->u.o == Py_None) h = -1;
         else if (val->k == K_OBJ && (PyList_CheckExact(val->u.o) || PyTuple_CheckExact(val->u.o))) {
@@ -834,7 +834,19 @@ static int push_long(P *p, const unsigned char *s, int64_t k) {
     return push_obj(p, o);
 }
 
+#if defined(__linux__)
 #include "snapparse_src/sections.c"
+#else
+/* Parallel sections use pthreads and Linux's madvise: elsewhere every list is
+ * parsed by the serial VM (the same answer), and no section memo entry exists. */
+#define SEC_MIN_EVENTS 65536
+static int run_section(P *p) { (void)p; return 0; }
+static PyObject *materialize(P *p, int64_t idx, int depth) {
+    (void)idx; (void)depth;
+    fallback(p, "a memo reference to an event or trace list");
+    return NULL;
+}
+#endif
 
 static int run(P *p) {
     for (;;) {

@@ -278,8 +278,9 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     found.sort(key=lambda cr: (not (_fits(cr[1], lim) in (True, None)),
                                cr[1].peak_reserved_until_oom))
     for conf, res in found[:ALLOCATOR_REMEDIES]:
-        if res.peak_reserved_until_oom >= peak and (res.first_oom is not None
-                                                    or base.first_oom is None):
+        # A setting that still runs out of memory, or needs as much, is no remedy
+        # (`vramscope whatif --recommend` lists them all).
+        if _fits(res, lim) is False or _demand(case, res, lim) >= peak:
             continue
         remedies.append(simulated(
             f"allocator:{conf}", f"Allocator setting {conf}", res,
@@ -305,9 +306,9 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         res = freed.simulate(None, lim)
         site_where = _most_common_user_frame(snap, evd.site[kept])
         per = int(case.requests.size[kept].sum())
-        if eval_loop:
-            change = ("wrap the evaluation in `with torch.no_grad():` and keep `loss.item()` "
-                      "or `out.detach().cpu()`, not the tensor")
+        if eval_loop:  # no backward, no optimizer step: evaluation (or no telling)
+            change = ("keep `loss.item()` / `out.detach().cpu()`, not the tensors, and run "
+                      "evaluation under `with torch.no_grad():`")
         else:
             change = "do not keep tensors across iterations: `del` them, or keep `.item()` / `.detach()`"
         r = simulated(

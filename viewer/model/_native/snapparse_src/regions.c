@@ -136,8 +136,14 @@ typedef struct {
     Win win;
 } W;   /* a worker's cursor */
 
-static const int FIELD_LEN[] = {6, 4, 4, 6, 7, 6, 15, 13, 11};
-static const int ACTION_LEN[] = {5, 14, 14, 13, 12, 11, 13, 3, 8};
+/* strlen of FIELD_NAMES / ACTIONS (snapparse.c), filled by lens_init() */
+static int FIELD_LEN[F_OTHER];
+static int ACTION_LEN[N_ACTIONS];
+
+static void lens_init(void) {
+    for (int i = 0; i < F_OTHER; i++) FIELD_LEN[i] = (int)strlen(FIELD_NAMES[i]);
+    for (int i = 0; i < N_ACTIONS; i++) ACTION_LEN[i] = (int)strlen(ACTIONS[i]);
+}
 
 /* A memo reference at pos (BINGET / LONG_BINGET): its index, else -1. */
 static inline int64_t get_idx(const unsigned char *b, int64_t pos) {

@@ -76,6 +76,7 @@ static int run_section(P *p) {
     (void)t0;
     Val *top = frame_top(p);
     if (!top || top->k != K_DEVLIST || p->reader || p->threads < 2 || top->aux < p->last_dev) return 0;
+    lens_init();   /* before any thread reads the tables */
     Skim sk = {0};
     int64_t pos0 = p->pos, memo0 = p->mlen;
     int ok;
