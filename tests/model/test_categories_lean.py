@@ -58,3 +58,27 @@ def test_the_summary_build_leaves_the_unread_columns_unmade():
     rep = tl.replay(bd.device)
     assert np.array_equal(bd.intervals.size, intervals(rep).size)
     assert "size" in vars(bd.intervals)
+
+
+@pytest.mark.parametrize("chunk", [997, 4096, 1 << 20])
+def test_iteration_peaks_in_chunks_equal_the_whole_curves(chunk):
+    """RequestedCurve.span_peaks (the C pass in chunks, spans crossing chunk borders) gives
+    the maximum and the first event at it of every span, as argmax over the whole curve."""
+    from vramscope.viewer.model.categories.report import RequestedCurve
+
+    snap = load_snapshot(DATA / "transformer_long_python_1000k.pickle.xz", use_cache=False)
+    tl = build_timeline(snap, keyframes=False)
+    rep = tl.replay(min(tl.devices))
+    iv = lean_intervals(rep)
+    curve = RequestedCurve(iv, len(rep), rep)
+    curve.CHUNK = chunk
+    bd = MemoryBreakdown.build(snap, tl)
+    lo = np.array([it.start for it in bd.iterations], np.int64)
+    hi = np.array([it.end + 1 for it in bd.iterations], np.int64)
+    top, peak = curve.span_peaks(lo, hi)
+    assert curve._array is None  # the whole curve was never made
+    whole = bd.requested
+    want = np.array([a + int(np.argmax(whole[a:b])) for a, b in zip(lo, hi)])
+    assert np.array_equal(peak, want)
+    assert np.array_equal(top, whole[want])
+    assert [it.peak_event for it in bd.iterations] == want.tolist()

@@ -240,7 +240,7 @@ def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(at), np.concatenate(codes)
 
 
-def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarray,
+def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
                     spans: list[tuple[int, int]]) -> None:
     """Inside each span without forward/backward evidence, the forward ends at the highest
     point of the curve (activations pile up, then backward releases them): a guess."""
@@ -258,6 +258,8 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
     overlaps = (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else \
         np.zeros(len(lo), bool)
     bare = np.flatnonzero((hi - lo >= 2) & ~overlaps)
+    if len(bare):
+        requested = _curve_array(requested)
     for i in bare.tolist():  # only spans without evidence: files without frames
         a, b = int(lo[i]), int(hi[i])
         seg = phase[a:b]
@@ -270,10 +272,29 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
         guessed[a:b] |= free
 
 
+def _curve_array(requested) -> np.ndarray:
+    """The requested bytes after each event, from an array or a ``RequestedCurve``."""
+    return requested if isinstance(requested, np.ndarray) else requested.array()
+
+
+def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(maximum, first event reaching it) of the requested curve in each span [lo, hi)."""
+    if not isinstance(requested, np.ndarray):
+        return requested.span_peaks(lo, hi)  # report.RequestedCurve: in chunks
+    top = np.empty(len(lo), np.int64)
+    peak = np.empty(len(lo), np.int64)
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        k = a + int(np.argmax(requested[a:b]))  # argmax: the first event at the maximum
+        peak[i] = k
+        top[i] = requested[k]
+    return top, peak
+
+
 def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
-                requested: np.ndarray | None = None) -> Phases:
+                requested=None) -> Phases:
     """Evidence, phases and iterations of one device's trace (``requested``: the requested
-    bytes after each event, default ``rep.requested``)."""
+    bytes after each event - an array, or a ``report.RequestedCurve`` that makes only what
+    is read - default ``rep.requested``)."""
     if kinds is None:
         kinds = sk.stack_kinds(snap)
     if requested is None:
@@ -348,14 +369,9 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
     # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
     # each - page faults that cost more than the arithmetic.
-    # Each span's peak: the first event reaching its maximum (argmax: the first).
-    top = np.empty(len(lo), np.int64)
-    peak = np.empty(len(lo), np.int64)
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         iteration[a:b] = i
-        k = a + int(np.argmax(requested[a:b]))
-        peak[i] = k
-        top[i] = requested[k]
+    top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
     peak_phase = phase[peak]
     for i, (a, b, complete) in enumerate(spans):
         if a == 0 and not (phase[a:b] == PH_FORWARD).any():
