@@ -82,3 +82,26 @@ def test_iteration_peaks_in_chunks_equal_the_whole_curves(chunk):
     assert np.array_equal(peak, want)
     assert np.array_equal(top, whole[want])
     assert [it.peak_event for it in bd.iterations] == want.tolist()
+
+
+def test_iteration_of_events_indexes_like_its_column():
+    """Phases.iteration answers per event without a column: same values as the column
+    it stands for, for ints, arrays, negative indices, masks and slices."""
+    bd = MemoryBreakdown.build(*_loaded("gpt2_oom.pickle"))
+    it = bd.phases.iteration
+    col = np.asarray(it)
+    assert col.dtype == np.int32 and len(col) == bd.n_events
+    assert (col == -1).any() and col.max() == len(bd.iterations) - 1
+    for i, x in enumerate(bd.iterations):
+        assert (col[x.start:x.end + 1] == i).all()
+    ev = np.arange(-5, bd.n_events, 3)
+    assert np.array_equal(it[ev], col[ev])
+    assert it[7] == col[7] and it[-1] == col[-1]
+    assert np.array_equal(it[10:200], col[10:200])
+    mask = col >= 1
+    assert np.array_equal(it[mask], col[mask])
+
+
+def _loaded(name):
+    snap = load_snapshot(DATA / name, use_cache=False)
+    return snap, build_timeline(snap, keyframes=False)

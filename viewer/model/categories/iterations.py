@@ -67,6 +67,37 @@ class Iteration:
                 "complete": self.complete, "phases_guessed": self.phases_guessed}
 
 
+class IterationOf:
+    """Iteration index of every event (-1 outside any iteration), without a column per
+    event: the iterations are contiguous spans, so an event's is one binary search.
+    Index it like the int32 column it stands for (``it[events]``); ``np.asarray(it)``
+    makes that column (40 MB at 10M events, which the classification never needs)."""
+
+    def __init__(self, lo: np.ndarray, end: int, n: int) -> None:
+        self.lo = lo  # first event of each iteration (sorted); they run up to ``end``
+        self.end = end
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (slice, tuple)) or np.asarray(idx).dtype == bool:
+            return np.asarray(self)[idx]
+        ev = np.asarray(idx, np.int64)
+        ev = np.where(ev < 0, ev + self.n, ev)
+        i = np.searchsorted(self.lo, ev, "right") - 1
+        out = np.where((i >= 0) & (ev < self.end), i, -1).astype(np.int32)
+        return out if out.ndim else np.int32(out)
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.full(self.n, -1, np.int32)
+        for i, a in enumerate(self.lo.tolist()):
+            b = int(self.lo[i + 1]) if i + 1 < len(self.lo) else self.end
+            out[a:b] = i
+        return out if dtype is None else out.astype(dtype)
+
+
 @dataclass
 class Phases:
     """Per event of one device: evidence, phase and iteration (columns)."""
@@ -74,7 +105,8 @@ class Phases:
     evidence: np.ndarray  # int8 EV_* of the event's own stack (allocs only)
     phase: np.ndarray  # int8 PH_*
     guessed: np.ndarray  # bool: phase from the curve or from a Python-less stack
-    iteration: np.ndarray  # int32 iteration index, -1 outside any iteration
+    iteration: "IterationOf"  # per event: iteration index, -1 outside any (int32 when
+    # indexed; np.asarray() makes the column)
     iterations: list[Iteration]
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
@@ -333,7 +365,7 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
 
 
 def _iterations(ev, phase, guessed, requested, anchors, n):
-    iteration = np.full(n, -1, np.int32)
+    iteration = IterationOf(np.zeros(0, np.int64), 0, n)
     out: list[Iteration] = []
     if not anchors or n == 0:
         return out, iteration
@@ -369,8 +401,7 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
     # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
     # each - page faults that cost more than the arithmetic.
-    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-        iteration[a:b] = i
+    iteration = IterationOf(lo, end, n)
     top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
     peak_phase = phase[peak]
     for i, (a, b, complete) in enumerate(spans):
