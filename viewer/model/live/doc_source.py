@@ -3,9 +3,9 @@ incrementally (Tracy's worker), never the whole ring replayed per update.
 
 The first picture (and any after a gap in the trace) is a full
 ``Document.build(snap, live=True)``; every later update of the ring extends its
-timeline by the new trace rows (:meth:`Timeline.extend`: the kept C replay state
-goes on from the last event; intervals and curve summaries grow in place), and the
-new :class:`Document` is built over that timeline.  Rows the ring dropped at the
+timeline by the new trace rows (:meth:`Document.extend` over
+:meth:`Timeline.extend`: the kept C replay state goes on from the last event;
+intervals and curve summaries grow in place; labels only for new stacks).  Rows the ring dropped at the
 front are passed on as ``dropped`` (the timeline compacts itself when they are many).
 """
 
@@ -20,6 +20,7 @@ class LiveDocumentSource:
     """``apply(snap, dropped_total)`` per live update -> the document to show."""
 
     def __init__(self) -> None:
+        self.doc: Document | None = None  # the last document (its timeline grows)
         self.timeline: Timeline | None = None
         self.rows = 0  # trace rows of the last snapshot applied
         self.dropped = 0  # the ring's dropped counter at the last snapshot
@@ -38,6 +39,7 @@ class LiveDocumentSource:
         """Continue from ``doc`` (built with ``live=True``, e.g. on a worker thread)."""
         if doc.timeline is None or not doc.timeline.live:
             raise ValueError("adopt() needs a document built with live=True")
+        self.doc = doc
         self.timeline = doc.timeline
         self.rows = len(doc.snap.trace.action)
         self.dropped = int(dropped_total)
@@ -52,17 +54,19 @@ class LiveDocumentSource:
         dropped = int(dropped_total) - self.dropped
         first_row = self.rows - dropped
         before = self.inconsistencies()
-        self.timeline.extend(snap, first_row, dropped)
+        doc = self.doc.extend(snap, first_row, dropped)  # new labels only for new stacks
+        self.timeline = doc.timeline
         if self.inconsistencies() > before:
             # The new rows do not account for the update's segments (a trace without
             # segment events, events lost between polls): what a full replay of this ring
             # shows is the truth here, never a drifted extension.
             self.fallbacks += 1
             return self.adopt(Document.build(snap, live=True), dropped_total)
+        self.doc = doc
         self.rows = len(snap.trace.action)
         self.dropped = int(dropped_total)
         self.extends += 1
-        return Document.build(snap, timeline=self.timeline)
+        return doc
 
     def inconsistencies(self) -> int:
         """Replay inconsistencies over the devices (the replay against the recording)."""
