@@ -390,14 +390,14 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     lo = np.array([sp[0] for sp in spans], np.int64)
     hi = np.array([sp[1] for sp in spans], np.int64)
 
-    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) counts per span.
+    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) per span.
     end = int(hi[-1])
 
-    def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
-        return np.add.reduceat(mask, lo, dtype=np.int64)
+    def any_of(mask: np.ndarray) -> np.ndarray:  # per span: any event of ``mask``
+        return np.logical_or.reduceat(mask, lo)  # bool: no int64 cast of every event
 
-    n_bwd = count(phase[:end] == PH_BACKWARD)
-    n_ev_fwd = count(ev[:end] == sk.EV_FORWARD)
+    n_bwd = any_of(phase[:end] == PH_BACKWARD)
+    n_ev_fwd = any_of(ev[:end] == sk.EV_FORWARD)
     # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
     # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
     # each - page faults that cost more than the arithmetic.
