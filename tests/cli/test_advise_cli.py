@@ -7,6 +7,8 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import pytest
+
 from tests.conftest import DATA
 from vramscope.viewer.model.load import load_snapshot
 from vramscope.viewer.model.remedies import batch_scale, scaling
@@ -80,15 +82,35 @@ def test_whatif_batch_scale_rows_and_judgement():
     for r in rows:
         lo, hi = r["peak_reserved_sensitivity_bytes"]
         assert r["uncertain_allocations"] > 0 and lo <= r["peak_reserved_bytes"] <= hi and lo < hi
+        # ... and labels the figure and its range as an estimate, never as exact.
+        est = r["peak_reserved_estimate"]
+        assert r["peak_reserved_is_estimate"] is True and est["estimate"] is True
+        assert (est["low_bytes"], est["high_bytes"]) == (lo, hi)
+        assert est["workspace_allocations"] == r["uncertain_allocations"]
     rules = {r["rule"]: r for r in rows[0]["scaling"]}
     assert rules["data_category"]["scales"] and not rules["state_category"]["scales"]
     assert all(r["reason"] and r["examples"] for r in rows[0]["scaling"])
     text = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch", "32")
     assert text.returncode == 0
-    assert "batch x0.5 (16)" in text.stdout
+    assert "batch x0.5 (16) (estimate)" in text.stdout
+    assert "estimate " in text.stdout and "library workspaces" in text.stdout
     assert "how each allocation was judged to scale with the batch" in text.stdout
 
 
 def test_whatif_batch_scale_rejects_nonsense():
     out = vramscope("whatif", str(RESNET), "--batch-scale", "0")
     assert out.returncode == 2 and "not a positive number" in out.stderr
+
+
+def test_whatif_batch_scale_without_workspaces_is_not_an_estimate():
+    """GPT-2's recording has no cuDNN-like workspace: its figure is not labelled an
+    estimate (and it is exact against the real run, tests/model/test_remedies_truth.py)."""
+    path = DATA / "truth" / "sweep_gpt2_b08.pickle.xz"
+    if not path.is_file():
+        pytest.skip("truth sweep not recorded")
+    out = vramscope("whatif", str(path), "--batch-scale", "0.5", "--batch", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["peak_reserved_is_estimate"] is False and row["peak_reserved_estimate"] is None
+    text = vramscope("whatif", str(path), "--batch-scale", "0.5", "--batch", "8")
+    assert "batch x0.5 (4)" in text.stdout and "estimate" not in text.stdout

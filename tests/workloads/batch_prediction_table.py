@@ -98,6 +98,15 @@ def predict_peak(src: Path, batch: int) -> int:
     return batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
 
 
+def predict_range(src: Path, batch: int):
+    """The estimate's range (:class:`~vramscope.viewer.model.remedies.batch_scale.PeakEstimate`)
+    of peak reserved at ``batch`` from ``src``; None when no workspace is uncertain."""
+    from vramscope.viewer.model.remedies import batch_scale
+
+    case, j, truth = case_of(src)
+    return batch_scale.estimate_range(case, j, Fraction(batch, int(truth["batch_size"])))
+
+
 def sweep_rows(dirs=None) -> list[dict]:
     """Every (family, from, to) pair of the sweeps: predicted vs real peak reserved."""
     rows = []
@@ -106,9 +115,13 @@ def sweep_rows(dirs=None) -> list[dict]:
             for b1, dst in sorted(by_batch.items()):
                 pred = predict_peak(src, b1)
                 real = real_peak_reserved(dst)
+                est = predict_range(src, b1) if b1 != b0 else None
                 rows.append({"family": family, "from_batch": b0, "to_batch": b1,
                              "scale": b1 / b0, "predicted": pred, "real": real,
-                             "error": pred / real - 1.0})
+                             "error": pred / real - 1.0,
+                             "estimate_low": est.low if est else pred,
+                             "estimate_high": est.high if est else pred,
+                             "workspaces": est.workspaces if est else 0})
     return rows
 
 
@@ -185,12 +198,16 @@ def main(argv: list[str]) -> int:
         print("no sweep recordings found in", ", ".join(str(d) for d in dirs or DIRS))
         return 1
     print("batch-size what-if: peak reserved predicted from one recording vs the real run")
-    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}")
+    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}"
+          f"   {'estimate range (workspaces)':<30}{'real in it':>10}")
     for r in rows:
         if r["from_batch"] == r["to_batch"]:
             continue
         print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
-              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%")
+              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%   "
+              + (f"{fb(r['estimate_low'])} .. {fb(r['estimate_high'])}"
+                 if r["workspaces"] else "(no workspaces: exact)").ljust(30)
+              + f"{'yes' if r['estimate_low'] <= r['real'] <= r['estimate_high'] else 'NO':>10}")
     half = [abs(r["error"]) for r in rows if r["scale"] in (0.5, 1.5)]
     if half:
         print(f"at 0.5x and 1.5x: {len(half)} predictions, max |error| {max(half) * 100:.1f}%")

@@ -89,6 +89,9 @@ def _grab_main(window: MainWindow):
     app = QApplication.instance()
     for _ in range(3):  # layout requests and resizes of the loaded views: nothing paints
         app.processEvents()
+    wiring = getattr(window, "categories_wiring", None)
+    if wiring is not None:  # what the memory is (issue 15): built, then drawn
+        wiring.settle()
     window.map.home()
     window.timeline.flush()  # its stacked allocations for this size: now, not after a debounce
     app.processEvents()

@@ -131,6 +131,9 @@ class MainWindow(QMainWindow):
         self.fix_button = add_banner_button(self)  # beside the OOM banner (issue 16)
         self._build_toolbar()
         self._build_status()
+        from .categories_wiring import install as install_categories
+
+        install_categories(self)  # what the memory is (issue 15): dock, colours, bands
         self.resize(1440, 900)
         if persist:
             self._restore_settings()

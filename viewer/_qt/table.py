@@ -48,6 +48,8 @@ class BlocksModel(QAbstractTableModel):
         self.sort_column = -1
         self.sort_order = Qt.SortOrder.AscendingOrder
         self._waste = np.zeros(0, dtype=np.int64)
+        # Colour by (issue 15): block -> QColor or None (the state's colour), or None.
+        self.block_colors = None
 
     # -- content
     def set_rows(self, doc: Document | None, rows: np.ndarray) -> None:
@@ -100,6 +102,9 @@ class BlocksModel(QAbstractTableModel):
                 return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             return None
         if role == Qt.ItemDataRole.DecorationRole and col == COL_STATE:
+            c = self.block_colors(b) if self.block_colors is not None else None
+            if c is not None:
+                return c
             return QColor(theme.STATE_COLORS[int(self.doc.snap.blocks.state[b])])
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == COL_FRAME:
@@ -217,6 +222,9 @@ class AllocationsTable(QWidget):
         self.stack_mask: np.ndarray | None = None  # per stack: matches the filter text
         self._mask_key = None
         self._applied_text = ""
+        # Rows kept besides the search (issue 15: a category filter): (doc, rows) -> bool
+        # per row, or None for all.
+        self.row_filter = None
         self.model = BlocksModel(self)
         self.view = QTableView()
         self.view.setModel(self.model)
@@ -279,6 +287,9 @@ class AllocationsTable(QWidget):
             has = stacks >= 0
             ok[has] = match[stacks[has]]
             rows = rows[ok]
+        keep = self.row_filter(doc, rows) if self.row_filter and doc is not None else None
+        if keep is not None:
+            rows = rows[keep]
         # A block index means something in its own document only: another document
         # (another moment, a live update) re-selects by address, in the main window.
         current = self.current_block() if doc is self.model.doc else -1

@@ -45,18 +45,22 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
                  f"{conf or '(defaults)'}", (a * len(confs) + b) / total)
             cfg = case.config_of(conf)
             result = sc.simulate(cfg, args.memory_limit)
+            # Workspaces (cuDNN-like) make the figure an estimate: the range says how far.
+            est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
             label = scale_label(f, args.batch) + ("" if conf == "recorded" else
                                                    f" {conf or '(defaults)'}")
+            if est is not None:
+                label += " (estimate)"
             p = Prediction(label, cfg, case.limit if args.memory_limit is None
                            else args.memory_limit, result)
             preds.append(p)
-            info = {"batch_scale": f, "conf": conf}
+            info = {"batch_scale": f, "conf": conf,
+                    "peak_reserved_is_estimate": est is not None,
+                    "uncertain_allocations": est.workspaces if est else 0,
+                    "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
+                    "peak_reserved_estimate": est.to_dict() if est else None}
             if args.batch:
                 info["batch"] = float(f * args.batch)
-                unc = judgement.uncertain
-                info["uncertain_allocations"] = int(unc.sum())
-                rng = batch_scale.sensitivity(case, judgement, f, cfg, args.memory_limit)
-                info["peak_reserved_sensitivity_bytes"] = list(rng) if rng else None
             extra.append(info)
     if tp is not None:
         tp.clear()
@@ -76,10 +80,11 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
     else:
         print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
         for p, info in zip(preds, extra):
-            rng = info.get("peak_reserved_sensitivity_bytes")
-            if rng:
-                print(f"  {p.conf}: {fb(rng[0])} to {fb(rng[1])} if the "
-                      f"{info['uncertain_allocations']} allocations that are not per-sample "
-                      "(cuDNN-like workspaces) were half or twice proportional")
+            est = info.get("peak_reserved_estimate")
+            if est:
+                print(f"  {p.conf}: estimate {fb(est['low_bytes'])} to {fb(est['high_bytes'])}: "
+                      f"{est['workspace_allocations']} library workspaces (cuDNN-like: not "
+                      "per-sample, freed at once) may be half to twice their proportional "
+                      "size at this batch; the figure above takes them proportional")
         print(explain.format_rule_table(rows_explain))
     return 0

@@ -69,6 +69,7 @@ class ViewState:
         self.selected_interval = -1  # an allocation of the timeline (interval id)
         self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
+        self.category_mask: np.ndarray | None = None  # per stack: a leak's / category's (issue 15)
 
     # ------------------------------------------------------------------ document
     def set_document(self, doc: Document | None, host: bool = False) -> None:
@@ -81,7 +82,7 @@ class ViewState:
         self.doc = doc
         self.view_doc = doc
         self.selected_block = self.selected_addr = self.selected_interval = -1
-        self.node_mask = None
+        self.node_mask = self.category_mask = None
         self.selection = Selection(device=HOST_DEVICE) if host else self.default_selection(doc)
         self.reset_cursor(emit=False)
         self.events.document.emit(doc)
@@ -284,8 +285,15 @@ class ViewState:
         self.node_mask = mask
         self.events.highlight.emit(self.highlight_mask())
 
+    def set_category_mask(self, mask: np.ndarray | None) -> None:
+        """A leak or a category picked in the categories views (issue 15)."""
+        self.category_mask = mask
+        self.events.highlight.emit(self.highlight_mask())
+
     def highlight_mask(self) -> np.ndarray | None:
         """Per stack: highlighted in the map and the timeline (None: nothing is)."""
+        if self.category_mask is not None:  # the latest pick of the categories views
+            return self.category_mask
         a, b = self.node_mask, self.search_mask
         if a is not None and b is not None and len(a) == len(b):
             return a & b
@@ -360,7 +368,7 @@ class ViewState:
         self.selection = selection
         self.reset_cursor(emit=False)
         self.selected_block = -1
-        self.node_mask = None
+        self.node_mask = self.category_mask = None
         self.events.document.emit(doc)
 
     # ------------------------------------------------------------------ words

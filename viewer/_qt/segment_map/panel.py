@@ -184,6 +184,8 @@ class SegmentMapView(QWidget):
             parts.append(theme.search_swatch_html())
         if self.has_private_rows:
             parts.append("<b>P</b>&nbsp;private pool")
+        if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
+            parts = self.legend_provider(parts)
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
     # -- data
@@ -518,6 +520,9 @@ class SegmentMapView(QWidget):
             lines.append(f"from <tt>{_html(top)}</tt>")
         if active:  # what newer torch recorded about its allocation (user metadata, ...)
             lines += [_html(t) for t in tooltip_lines(snap, self.block_details(b))]
+            more = getattr(self, "tooltip_provider", None)  # what the memory is (issue 15)
+            if more is not None:
+                lines += [_html(t) for t in more(b)]
         return "<br>".join(lines)
 
     # -- export

@@ -245,6 +245,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9636;</span>&nbsp;not exact')
         if self.stack_mask is not None:
             parts.append(theme.search_swatch_html())
+        if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
+            parts = self.legend_provider(parts)
         self.legend.setText("&nbsp; ".join(parts))
 
     # ------------------------------------------------------------------ data

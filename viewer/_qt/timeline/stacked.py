@@ -58,8 +58,13 @@ class StackedMixin:
         self.xs_cols = cx
         xl, xr = column_edges(cx)
         ids = self.layout_ids
-        color = self.band_color[ids] if len(ids) else np.zeros(0, np.int64)
-        n_colors = len(BAND_COLORS)
+        # Colour by: the code site (band_color, BAND_COLORS) unless a provider (issue 15:
+        # by category) gives a colour index per interval and its palette (uint32 ARGB).
+        provided = self.color_provider() if getattr(self, "color_provider", None) else None
+        per_iv, base = provided if provided is not None else (
+            self.band_color, [QColor(c).rgba() for c in BAND_COLORS])
+        color = per_iv[ids].astype(np.int64) if len(ids) else np.zeros(0, np.int64)
+        n_colors = len(base)
         hit = None
         if self.stack_mask is not None and len(ids):
             st = self.iv.stack[ids]
@@ -68,8 +73,8 @@ class StackedMixin:
             hit[ok] = self.stack_mask[st[ok]]
             color = np.where(hit, n_colors + 1, n_colors)  # matches: the search colour
         dim = QColor(DIM_COLOR if not theme.is_dark() else "#424242")
-        palette = np.array([QColor(c).rgba() for c in BAND_COLORS]
-                           + [dim.rgba(), theme.search_color().rgba()], np.uint32)
+        palette = np.array(list(base) + [dim.rgba(), theme.search_color().rgba()], np.uint32)
+        self.band_rgba = palette[color] if len(color) else palette[:0]  # per band, as drawn
         (_, _), (ya, yb) = self.vb.viewRange()
         h = max(1, min(int(self.vb.height()) or 1, 4096))
         x_lo, x_hi = float(xl[0]) if len(xl) else 0.0, float(xr[-1]) if len(xr) else 1.0

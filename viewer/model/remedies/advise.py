@@ -54,6 +54,16 @@ ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that low
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
 
 
+def _workspace_note(case: Case, j: scaling.Judgement, f, lim) -> str:
+    """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate."""
+    est = batch_scale.estimate_range(case, j, f, None, lim)
+    if est is None:
+        return ""
+    return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like) may be half to "
+            f"twice their proportional size, peak reserved {fb(est.low)} to "
+            f"{fb(est.high)}")
+
+
 @dataclass
 class Remedy:
     """One change and what it is predicted to do."""
@@ -100,6 +110,9 @@ class Advice:
     largest_batch_that_fits: int | None
     recorded_batch: int | None
     search_capped: bool = False
+    # Library workspaces (cuDNN-like) whose size at another batch is not in the recording:
+    # the batch answers (largest batch, smaller-batch remedy) are then estimates.
+    batch_workspaces: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -113,6 +126,8 @@ class Advice:
             "largest_scale_that_fits": self.largest_scale_that_fits,
             "largest_batch_that_fits": self.largest_batch_that_fits,
             "search_capped": self.search_capped,
+            "largest_batch_is_estimate": self.batch_workspaces > 0,
+            "batch_workspace_allocations": self.batch_workspaces,
             "remedies": [r.to_dict() for r in self.remedies],
         }
 
@@ -255,8 +270,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"reduce the batch size to {search.batch}" if search.batch
             else f"reduce the batch size to {float(f):.0%} of the recorded one "
                  "(pass --batch N for the exact size)", batch_where,
-            "re-simulated with every allocation that scales with the batch scaled", sc,
-            j.scales))
+            "re-simulated with every allocation that scales with the batch scaled"
+            + _workspace_note(case, j, f, lim), sc, j.scales))
     else:
         f = Fraction(1, 2)
         sc = batch_scale.scaled_case(case, j, f)
@@ -265,8 +280,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             "smaller_batch", "Half the batch", res,
             f"halve the batch size (to {batch // 2})" if batch and batch >= 2
             else "halve the batch size", batch_where,
-            "re-simulated with every allocation that scales with the batch halved", sc,
-            j.scales))
+            "re-simulated with every allocation that scales with the batch halved"
+            + _workspace_note(case, j, f, lim), sc, j.scales))
     # -- allocator settings (simulated) ------------------------------------------------
     progress.update("allocator", 0.0)
     found = []
@@ -381,7 +396,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         limit_source=lim_source, verdict=text, split_at_peak=split, remedies=remedies,
         largest_scale_that_fits=float(search.scale) if search and search.scale else None,
         largest_batch_that_fits=search.batch if search else None, recorded_batch=batch,
-        search_capped=bool(search and search.capped))
+        search_capped=bool(search and search.capped),
+        batch_workspaces=int(j.workspace.sum()))
 
 
 def format_text(advice: Advice) -> str:
@@ -400,12 +416,15 @@ def format_text(advice: Advice) -> str:
                  f"{fb(s['other_fixed'])} other")
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) taken "
+               "proportional to the batch") if a.batch_workspaces else ""
         if a.largest_batch_that_fits is not None:
             lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
-                         f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g})")
+                         f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g}"
+                         f"{est})")
         else:
             lines.append(f"largest batch scale that fits: {a.largest_scale_that_fits:.3g}{more} "
-                         "(pass --batch N for a batch size)")
+                         f"(pass --batch N for a batch size{est})")
     elif a.memory_limit_bytes is not None:
         lines.append("no batch size fits: the memory that does not scale with the batch "
                      "is over the limit")

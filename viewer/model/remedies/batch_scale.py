@@ -47,7 +47,7 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
                 uncertain_factor: Fraction | int = 1) -> ScaledCase:
     """``case`` with the batch multiplied by ``scale`` (0.5 = half); the allocations whose
     scaling is uncertain (:attr:`~.scaling.Judgement.uncertain`) additionally by
-    ``uncertain_factor`` (for the range of :func:`peak_range`)."""
+    ``uncertain_factor``."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     if f <= 0:
         raise ValueError(f"the batch scale must be positive, not {scale}")
@@ -60,22 +60,104 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
     return out
 
 
-# cuDNN picks a convolution algorithm per shape; measured on ResNet-18 (truth sweeps),
-# its workspaces came out between a quarter and twice the proportional size.
-UNCERTAIN_FACTORS = (Fraction(1, 2), Fraction(1), Fraction(2))
+ESTIMATE_SAMPLES = 32  # simulated draws of the workspace sizes for the estimate's range
+# ... and on long streams (a replay of a million events takes seconds) fewer.
+ESTIMATE_SAMPLES_LONG, LONG_STREAM = 8, 200_000
+
+
+def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest requested size of every :attr:`~.scaling.Judgement.workspace`
+    allocation at ``scale`` (arrays over those allocations, in request order).
+
+    Half to twice the proportional size, widened to take in the recorded size.  cuDNN
+    took an algorithm whose workspace is a quarter at half the batch (98.1 -> 24.6 MiB
+    on ResNet-18) and four times at twice it (12.4 -> 49.6 MiB at 16 -> 32 -> ... ->
+    98.1 at 64); a workspace's fixed part (e.g. one 9 MiB convolution weight in a
+    backward-filter workspace) does not follow the batch at all (15.1 MiB at batch 16
+    where batch 64 made 33.5 MiB; 12.6 MiB at 16, 21.3 MiB at 64).  Every workspace of
+    the ResNet-18 sweeps lies within these bounds at every other batch
+    (tests/model/test_remedies_workspaces.py)."""
+    f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
+    w = judgement.workspace
+    prop = judgement.scaled_sizes(f)[w]
+    rec = judgement.size[w]
+    lo = np.maximum(np.minimum(prop // 2, rec), 1)
+    hi = np.maximum(prop * 2, rec)
+    return lo, hi
+
+
+@dataclass
+class PeakEstimate:
+    """The range of peak reserved bytes over workspace sizes drawn within their bounds:
+    an estimate (the library's choice at another batch is not in the recording), unlike
+    the rest of the prediction, which follows from per-sample sizes."""
+
+    low: int
+    high: int
+    workspaces: int  # allocations whose size is estimated
+    workspace_bytes: int  # their requested bytes at the proportional size
+    samples: int
+
+    def to_dict(self) -> dict:
+        return {"estimate": True, "low_bytes": self.low, "high_bytes": self.high,
+                "workspace_allocations": self.workspaces,
+                "workspace_bytes_proportional": self.workspace_bytes,
+                "samples": self.samples,
+                "what": "library workspaces (cuDNN-like: not per-sample, freed at once) "
+                        "drawn between half and twice their proportional size, or their "
+                        "recorded size"}
+
+
+def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
+                   samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
+    """Peak reserved over workspace sizes within :func:`workspace_bounds`; None when the
+    recording has no workspace whose size is uncertain.
+
+    Peak reserved is not monotone in a workspace's size (a large one leaves a large
+    cached segment that later activations share), so the range is not taken from the
+    bounds alone: all at low, all at high, the proportional point and ``samples``
+    draws, one log-uniform factor per recorded size (the same layer shape makes the same
+    choice in every iteration), seeded so the answer repeats.  ``samples`` None:
+    :data:`ESTIMATE_SAMPLES`, or :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM`
+    requests."""
+    w = judgement.workspace
+    if not w.any():
+        return None
+    if samples is None:
+        samples = ESTIMATE_SAMPLES if len(w) <= LONG_STREAM else ESTIMATE_SAMPLES_LONG
+    f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
+    base = judgement.scaled_sizes(f)
+    lo, hi = workspace_bounds(judgement, f)
+    _, group = np.unique(judgement.size[w], return_inverse=True)
+    rng = np.random.default_rng(seed)
+    draws = [base[w], lo, hi]
+    llo, lhi = np.log(lo), np.log(hi)
+    for _ in range(samples):
+        u = rng.random(int(group.max()) + 1)[group]
+        draws.append(np.clip(np.exp(llo + u * (lhi - llo)).astype(np.int64), lo, hi))
+    peaks = []
+    for sizes in draws:
+        s = base.copy()
+        s[w] = sizes
+        peaks.append(_with_sizes(case, judgement, f, s).simulate(conf, limit)
+                     .peak_reserved_until_oom)
+    return PeakEstimate(min(peaks), max(peaks), int(w.sum()), int(base[w].sum()), samples)
+
+
+def _with_sizes(case: Case, judgement: Judgement, f: Fraction, sizes: np.ndarray) -> ScaledCase:
+    out = copy.copy(case)
+    out.__class__ = ScaledCase
+    out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
+    out._recorded_run = None
+    out.base, out.scale, out.judgement = case, f, judgement
+    return out
 
 
 def sensitivity(case: Case, judgement: Judgement, scale, conf=None, limit=None
                 ) -> tuple[int, int] | None:
-    """Lowest and highest peak reserved with the allocations whose scaling is uncertain
-    (:attr:`~.scaling.Judgement.uncertain`) at half, once and twice their proportional
-    size; None when there are none.  How much the answer hangs on them, not a bound:
-    peak reserved is not monotone in any one size (segments are reused or not)."""
-    if not judgement.uncertain.any():
-        return None
-    peaks = [scaled_case(case, judgement, scale, g).simulate(conf, limit).peak_reserved_until_oom
-             for g in UNCERTAIN_FACTORS]
-    return min(peaks), max(peaks)
+    """(low, high) of :func:`estimate_range`; None when no workspace is uncertain."""
+    got = estimate_range(case, judgement, scale, conf, limit)
+    return (got.low, got.high) if got is not None else None
 
 
 def scale_for_batch(batch: int, recorded_batch: int) -> Fraction:

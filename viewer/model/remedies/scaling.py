@@ -97,6 +97,9 @@ class Judgement:
     rule: np.ndarray  # int8 rule code per request
     size: np.ndarray  # int64 requested bytes (as recorded)
     batch: int | None  # the recorded batch size, when given
+    # Bool per request: freed by the very next request of the stream (a scratch buffer
+    # made and dropped inside one operation); None when not known.
+    transient: np.ndarray | None = None
 
     @property
     def scales(self) -> np.ndarray:
@@ -117,6 +120,24 @@ class Judgement:
         if not self.batch:
             return np.zeros(len(self.rule), bool)
         return self.scales & (self.size % int(self.batch) != 0)
+
+    @property
+    def workspace(self) -> np.ndarray:
+        """Bool per request: a library workspace whose size at another batch is an
+        estimate.  Scaled, freed by the very next request (made and dropped inside one
+        operation, as cuDNN's convolution workspaces are) and not a per-sample tensor's
+        size: not a whole number of bytes per sample of the recorded batch, or not a
+        multiple of 512 B (cuDNN asks for odd sizes: 61051664 B at ResNet-18 batch 16 is
+        a multiple of 16 but not of 512).  Measured on ResNet-18 (truth sweeps at batch
+        16/32/48/64), such a workspace is a per-sample part plus a fixed part (often one
+        convolution weight's size: 9 MiB for 512x512x3x3 fp32), and cuDNN switches
+        algorithm between batches (98.1 MiB at 64, 24.6 MiB at 32: a quarter, not a
+        half), so one recording cannot tell its size at another batch."""
+        odd = self.size % 512 != 0
+        if self.batch:
+            odd |= self.size % int(self.batch) != 0
+        w = self.scales & odd & (self.size > TINY_BYTES)
+        return w & self.transient if self.transient is not None else w
 
     def scaled_sizes(self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
                      ) -> np.ndarray:
@@ -267,4 +288,5 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         assign(kept & evd.user_line & (evd.phase == ev.FORWARD), INPUT_ONCE)
         assign(kept, KEPT_ONCE)
     assign(np.ones(n, bool), PER_ITERATION)
-    return Judgement(rule=rule, size=size, batch=batch)
+    transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
+    return Judgement(rule=rule, size=size, batch=batch, transient=transient)

@@ -1,0 +1,63 @@
+"""Iteration and phase bands on the timeline (issue 15): forward, backward and optimizer
+step of every iteration as translucent vertical bands under the curves, one
+:class:`VerticalBandsItem` (batched, painting only what is visible).  The spans come
+from the model (:func:`vramscope.viewer.model.category_view.phase_spans`)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+from .constants import X_TIME
+from .items import VerticalBandsItem
+
+PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
+
+
+class PhaseBands:
+    """Owns the bands item of one :class:`TimelinePanel`."""
+
+    def __init__(self, panel) -> None:
+        self.panel = panel
+        self.item = VerticalBandsItem()
+        self.item.setZValue(-11)  # under the record_function bands
+        panel.plot.addItem(self.item, ignoreBounds=True)
+        panel.legend.setToolTip(panel.legend.toolTip() + "\nTinted ranges under the curves: "
+                                "each iteration's forward (orange), backward (purple) and "
+                                "optimizer step (green); View > Iteration phases.")
+        self.spans = []
+        self.visible = True
+
+    def set_spans(self, spans) -> None:
+        self.spans = list(spans)
+        self.redraw()
+
+    def set_visible(self, on: bool) -> None:
+        self.visible = bool(on)
+        self.item.setVisible(self.visible)
+
+    @property
+    def bands(self):
+        return self.item.bands
+
+    def redraw(self) -> None:
+        """(Again after the x axis changed between events and time.)"""
+        panel = self.panel
+        if not panel.n or not self.spans:
+            self.item.set_bands([])
+            return
+        colors = {}
+        for name, c in PHASE_COLORS.items():
+            q = QColor(c)
+            q.setAlpha(34)
+            colors[name] = q
+        n = panel.n
+        pad = 0.0 if (panel.mode == X_TIME and panel.has_time) else 0.5
+        bands = []
+        for s in self.spans:
+            if s.end >= n:
+                continue
+            x0 = float(panel.x_of(s.start)) - pad
+            x1 = float(panel.x_of(s.end)) + pad
+            bands.append((x0, x1, "", colors[s.phase]))  # unlabelled: the legend names them
+        self.item.set_bands(bands)
+

@@ -1,0 +1,132 @@
+"""What the window shows of the memory categories (issue 15), Qt-free: the breakdown of
+the trace's device, whether the views colour by category or by code site, which
+categories the views keep (a filter), and the iteration / phase spans the timeline
+shades.  Views subscribe to ``events`` and only draw.
+
+Events (:class:`~vramscope.viewer.model.evented.EmitterGroup`): ``breakdown`` (bd or
+None), ``color_mode`` (str), ``category_filter`` (frozenset or None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .categories import CATEGORY_NAMES, MemoryBreakdown
+from .categories.iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PHASE_NAMES
+from .evented import EmitterGroup
+
+COLOR_SITE = "site"  # the present colouring: one colour per code site (top frame)
+COLOR_CATEGORY = "category"
+PHASES_SHOWN = (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER)
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    """Events ``start..end`` (inclusive) of one phase of one iteration."""
+
+    iteration: int
+    phase: str  # "forward" | "backward" | "optimizer"
+    start: int
+    end: int
+
+
+def phase_spans(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
+    """Per iteration, each of its forward / backward / optimizer phases as one span (from
+    the first to the last event of that phase inside the iteration): iterations x phases
+    spans on a training run, fewer on evaluation (no backward).  Columns, one pass: a
+    sort by (iteration, phase) and the first/last of each group."""
+    if bd is None or not bd.n_events:
+        return []
+    it = bd.phases.iteration.astype(np.int64)
+    ph = bd.phases.phase.astype(np.int64)
+    keep = (it >= 0) & np.isin(ph, PHASES_SHOWN)
+    ev = np.flatnonzero(keep)
+    if not len(ev):
+        return []
+    key = it[ev] * 8 + ph[ev]  # events are in order: each group's first/last by key
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    e = ev[order]
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    last = np.r_[first[1:] - 1, len(k) - 1]
+    return [PhaseSpan(int(k[a] // 8), PHASE_NAMES[int(k[a] % 8)], int(e[a]), int(e[b]))
+            for a, b in zip(first.tolist(), last.tolist())]
+
+
+class CategoryView:
+    """The category state of one window (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.events = EmitterGroup("breakdown", "color_mode", "category_filter")
+        self.bd: MemoryBreakdown | None = None
+        self.color_mode = COLOR_SITE
+        self.category_filter: frozenset[int] | None = None  # category indices kept
+        self.spans: list[PhaseSpan] = []
+
+    def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
+        self.bd = bd
+        self.spans = phase_spans(bd)
+        self.events.breakdown.emit(bd)
+
+    @property
+    def by_category(self) -> bool:
+        """Do the views colour by category now (chosen, and a breakdown to colour by)?"""
+        return self.color_mode == COLOR_CATEGORY and self.bd is not None
+
+    def set_color_mode(self, mode: str) -> None:
+        if mode not in (COLOR_SITE, COLOR_CATEGORY):
+            raise ValueError(f"colour mode {mode!r}: 'site' or 'category'")
+        if mode != self.color_mode:
+            self.color_mode = mode
+            self.events.color_mode.emit(mode)
+
+    def set_category_filter(self, categories) -> None:
+        """Keep only ``categories`` (names or indices; None or all of them: no filter)."""
+        if categories is not None:
+            idx = frozenset(CATEGORY_NAMES.index(c) if isinstance(c, str) else int(c)
+                            for c in categories)
+            categories = None if len(idx) == len(CATEGORY_NAMES) else idx
+        if categories != self.category_filter:
+            self.category_filter = categories
+            self.events.category_filter.emit(categories)
+
+    # ------------------------------------------------------------------ columns for views
+    def interval_categories(self) -> np.ndarray | None:
+        """int8 category per allocation of the trace's device (timeline interval ids)."""
+        return self.bd.category if self.bd is not None else None
+
+    def block_categories(self, k: int, addresses: np.ndarray) -> np.ndarray:
+        """Category (-1: none) of the allocation at each block address after event ``k``."""
+        if self.bd is None or k < 0:
+            return np.full(len(addresses), -1, np.int8)
+        return self.bd.categories_of_addresses(min(int(k), self.bd.n_events - 1), addresses)
+
+    def keep_blocks(self, k: int, addresses: np.ndarray) -> np.ndarray | None:
+        """Which blocks the category filter keeps (None: no filter, all)."""
+        f = self.category_filter
+        if f is None or self.bd is None:
+            return None
+        cats = self.block_categories(k, addresses)
+        return np.isin(cats, np.fromiter(f, np.int64, len(f)))
+
+    def leak_stack_mask(self, leak_index: int, n_stacks: int) -> np.ndarray | None:
+        """Per stack: the stacks of what leak ``leak_index`` keeps (to highlight)."""
+        bd = self.bd
+        if bd is None or not 0 <= leak_index < len(bd.leaks):
+            return None
+        ids = np.asarray(bd.leaks[leak_index].allocations, np.int64)
+        mask = np.zeros(n_stacks, bool)
+        st = bd.intervals.stack[ids]
+        mask[st[st >= 0]] = True
+        return mask
+
+    def category_stack_mask(self, category: int, n_stacks: int) -> np.ndarray:
+        """Per stack: the stacks of the allocations of one category (to highlight)."""
+        mask = np.zeros(n_stacks, bool)
+        bd = self.bd
+        if bd is not None:
+            st = bd.intervals.stack[bd.category == category]
+            mask[st[st >= 0]] = True
+        return mask
