@@ -105,3 +105,11 @@ def test_iteration_of_events_indexes_like_its_column():
 def _loaded(name):
     snap = load_snapshot(DATA / name, use_cache=False)
     return snap, build_timeline(snap, keyframes=False)
+
+
+def test_iteration_of_events_acts_as_an_array_for_the_views():
+    bd = MemoryBreakdown.build(*_loaded("gpt2_oom.pickle"))
+    it = bd.phases.iteration
+    col = np.asarray(it)
+    assert np.array_equal(it.astype(np.int64), col.astype(np.int64))
+    assert it.max() == col.max() and it.dtype == np.int32

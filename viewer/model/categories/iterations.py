@@ -90,12 +90,26 @@ class IterationOf:
         out = np.where((i >= 0) & (ev < self.end), i, -1).astype(np.int32)
         return out if out.ndim else np.int32(out)
 
+    def column(self) -> np.ndarray:
+        """The int32 column (made once, on first use: views that draw iteration bands)."""
+        col = self.__dict__.get("_column")
+        if col is None:
+            col = np.full(self.n, -1, np.int32)
+            for i, a in enumerate(self.lo.tolist()):
+                b = int(self.lo[i + 1]) if i + 1 < len(self.lo) else self.end
+                col[a:b] = i
+            self._column = col
+        return col
+
     def __array__(self, dtype=None, copy=None):
-        out = np.full(self.n, -1, np.int32)
-        for i, a in enumerate(self.lo.tolist()):
-            b = int(self.lo[i + 1]) if i + 1 < len(self.lo) else self.end
-            out[a:b] = i
-        return out if dtype is None else out.astype(dtype)
+        col = self.column()
+        return col if dtype is None else col.astype(dtype)
+
+    def __getattr__(self, name: str):
+        # Anything else an int32 column has (astype, max, ...): the column's.
+        if name.startswith("__") or name == "_column":
+            raise AttributeError(name)
+        return getattr(self.column(), name)
 
 
 @dataclass
