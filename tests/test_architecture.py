@@ -48,6 +48,7 @@ def test_model_imports_no_qt_and_no_torch(path):
     for name in imported_modules(path):
         assert top(name) not in QT | TORCH, f"{path.name} imports {name}"
         assert "_qt" not in name and "commands" not in name, f"{path.name} imports {name}"
+        assert "startup" not in name, f"{path.name} imports {name} (start-up sits above the model)"
 
 
 @pytest.mark.parametrize("path", files("viewer"), ids=lambda p: str(p.relative_to(ROOT)))

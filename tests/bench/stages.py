@@ -56,19 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     with clock("import"):
         import numpy  # noqa: F401
 
-        from vramscope.viewer import parse_ahead
+        from vramscope.viewer.model import parse_handover
         from vramscope.viewer.model import fast_pickle
         from vramscope.viewer.model.load import _to_snapshot
         from vramscope.viewer.model.summary import summarize
         from vramscope.viewer.model.timeline import build_timeline, oom_events
-    threads = args.threads or parse_ahead.parse_threads()
+    threads = args.threads or parse_handover.parse_threads()
     with clock("read"):
         with open(args.file, "rb") as f:
             data = f.read()
     del data
     with open(args.file, "rb") as f:
         with clock("map"):
-            mapped = parse_ahead.map_file(f)
+            mapped = parse_handover.map_file(f)
         with clock("parse"):
             fast = fast_pickle.native_loads(mapped, -1, None, threads, file_mapped=True)
         if args.serial:

@@ -1,4 +1,4 @@
-"""The document built ahead of the window (viewer/preload.py) is the one the window shows.
+"""The document built ahead of the window (viewer/startup/preload.py) is the one the window shows.
 
 ``vramscope FILE`` starts loading FILE on a thread before Qt is imported; the
 window's loader claims that load instead of starting its own: the same
@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from tests.gui.conftest import BIG_XZ, FRAG
-from vramscope.viewer import preload
+from vramscope.viewer.startup import preload
 from vramscope.viewer.model import load_snapshot
 
 

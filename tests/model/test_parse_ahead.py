@@ -39,13 +39,13 @@ pytestmark = [
 # Runs in a fresh interpreter: argv = JSON list of files; prints one JSON line per file.
 COMPARE = textwrap.dedent("""
     import json, os, sys
-    from vramscope.viewer import parse_ahead
-    parse_ahead.MIN_BYTES = 0  # the bundled files are small
-    parse_ahead.SECTION_MIN_EVENTS = 1  # and their traces short: parallel sections anyway
+    from vramscope.viewer.startup import parse_ahead
+    parse_ahead.handover.MIN_BYTES = 0  # the bundled files are small
+    parse_ahead.handover.SECTION_MIN_EVENTS = 1  # and their traces short: parallel sections anyway
     os.environ["VRAMSCOPE_PARSE_THREADS"] = "4"
     files = json.loads(sys.argv[1])
     started = {f: parse_ahead.start(f, use_cache=False) for f in files}
-    assert "numpy" not in sys.modules
+    assert "numpy" not in sys.modules and "vramscope.viewer.model" not in sys.modules
     answers = {}
     original = parse_ahead.Ahead.answer
     def answer(self, *a, **k):
@@ -108,13 +108,13 @@ def test_bad_inputs_give_the_same_errors(tmp_path):
 def test_small_compressed_and_text_files_are_not_parsed_ahead(tmp_path):
     script = textwrap.dedent("""
         import sys, lzma
-        from vramscope.viewer import parse_ahead
+        from vramscope.viewer.startup import parse_ahead
         data = open(sys.argv[1], "rb").read()
         small, xz, text = sys.argv[2:5]
         open(xz, "wb").write(lzma.compress(data, preset=0))
         open(text, "wb").write(b"(dp0\\n" + b" " * (5 << 20))
-        print(parse_ahead.start(small, use_cache=False), parse_ahead.MIN_BYTES > 1 << 20)
-        parse_ahead.MIN_BYTES = 0
+        print(parse_ahead.start(small, use_cache=False), parse_ahead.handover.MIN_BYTES > 1 << 20)
+        parse_ahead.handover.MIN_BYTES = 0
         print(parse_ahead.start(xz, use_cache=False), parse_ahead.start(text, use_cache=False))
     """)
     src = DATA / "fragmentation_oom.pickle"
@@ -127,7 +127,7 @@ def test_small_compressed_and_text_files_are_not_parsed_ahead(tmp_path):
 
 CANCEL = textwrap.dedent("""
     import os, sys, time
-    from vramscope.viewer import parse_ahead
+    from vramscope.viewer.startup import parse_ahead
     path = sys.argv[1]
     os.environ["VRAMSCOPE_PARSE_THREADS"] = "1"  # the serial parse: progress all along
     assert parse_ahead.start(path, use_cache=False)
@@ -158,11 +158,11 @@ def test_a_cancelled_wait_stops_the_parse(tmp_path):
 
 REPLACED = textwrap.dedent("""
     import os, shutil, sys
-    from vramscope.viewer import parse_ahead
-    parse_ahead.MIN_BYTES = 0
+    from vramscope.viewer.startup import parse_ahead
+    parse_ahead.handover.MIN_BYTES = 0
     path, other = sys.argv[1:3]
     assert parse_ahead.start(path, use_cache=False)
-    ahead = parse_ahead._pending[os.path.abspath(path)]
+    assert parse_ahead.handover.pending(path)
     os.replace(other, path)  # a new file (inode) at the same path
     from vramscope.viewer.model import load_snapshot
     snap = load_snapshot(path, use_cache=False)
@@ -184,17 +184,60 @@ def test_a_file_replaced_after_the_start_is_parsed_anew(tmp_path):
 
 
 def test_modules_run_before_numpy_import_no_numpy():
-    code = ("import sys; import vramscope.viewer.parse_ahead, vramscope.viewer.preload, "
-            "vramscope.viewer.file_identity, vramscope.viewer.cli; "
-            "print(sorted(m for m in ('numpy', 'PySide6') if m in sys.modules))")
+    code = ("import sys; import vramscope.viewer.startup.parse_ahead, "
+            "vramscope.viewer.startup.preload, vramscope.viewer.commands.result_cache, "
+            "vramscope.viewer.cli; "
+            "print(sorted(m for m in ('numpy', 'PySide6', 'vramscope.viewer.model') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
+def test_model_leaves_are_stdlib_only():
+    """What start-up loads without the model package must not need the package."""
+    import ast
+
+    from vramscope.viewer.startup import model_leaf
+
+    for stem in model_leaf.LEAVES:
+        path = os.path.join(model_leaf.MODEL_DIR, stem + ".py")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{stem}: a package-relative import"
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names, f"{stem} imports {name}"
+    with pytest.raises(ValueError):
+        model_leaf.model_module("cache")  # imports numpy: never loaded this way
+
+
+SAME_MODULES = textwrap.dedent("""
+    import sys
+    from vramscope.viewer.commands import result_cache
+    from vramscope.viewer.startup import parse_ahead
+    assert "vramscope.viewer.model" not in sys.modules
+    from vramscope.viewer.model import cache, load
+    print(load.parse_handover is parse_ahead.handover, cache.file_identity is result_cache.file_identity)
+""")
+
+
+def test_the_model_uses_the_leaves_start_up_loaded():
+    """One module object each: the model's loader claims what start-up offered."""
+    out = subprocess.run([sys.executable, "-c", SAME_MODULES], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+
+
 def test_the_cache_key_is_the_column_cache_key(tmp_path):
-    from vramscope.viewer import file_identity
-    from vramscope.viewer.model import cache
+    from vramscope.viewer.model import cache, file_identity
 
     p = tmp_path / "x.pickle"
     p.write_bytes(pickle.dumps({"segments": []}) + b"\0" * (2 << 20))
@@ -204,7 +247,7 @@ def test_the_cache_key_is_the_column_cache_key(tmp_path):
 
 CACHED = textwrap.dedent("""
     import sys
-    from vramscope.viewer import parse_ahead
+    from vramscope.viewer.startup import parse_ahead
     path = sys.argv[1]
     print(parse_ahead.start(path), parse_ahead.start(path, use_cache=False))
 """)

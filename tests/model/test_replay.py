@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, expected_for, snapshot_files, snapshot_id
-from tests.native_gate import needs
+from tests.native_gate import needs, required, skip_unless
 from tests.snapshot_forms import raw_object
 from vramscope.viewer.model import load_bytes, memory_stats
 from vramscope.viewer.model.oom import oom_reports
@@ -220,8 +220,8 @@ def test_curve_index_gives_the_curves_exactly(name, native, loaded_snapshots):
     """Views read the curves through block summaries; every value and envelope is exact."""
     from vramscope.viewer.model.curve_index import BLOCK, CurveIndex
 
-    if native and not native_available():
-        pytest.skip("replay_core extension not built")
+    if native:  # under VRAMSCOPE_REQUIRE_NATIVE=1 a missing extension fails, never skips
+        skip_unless(native_available(), "replay_core extension not built")
     snap = loaded_snapshots(DATA / f"{name}.pickle")
     rep = replay_device(snap, 0, native=native)
     full = {c: getattr(rep, c) for c in CURVE_COUNTERS}
@@ -271,6 +271,8 @@ def random_trace_snapshot(rng, actions):
 
 def test_random_traces_replay_without_errors():
     """Any trace, however inconsistent, replays (both loops): counted, never raised."""
+    if not native_available():  # the Python loop alone, but never under the native gate
+        assert not required(), "replay_core extension not built, but VRAMSCOPE_REQUIRE_NATIVE=1"
     rng = np.random.default_rng(99)
     for _ in range(40):
         snap, n = random_trace_snapshot(rng, list(range(9)))

@@ -8,7 +8,7 @@ since the thread object lives in the GUI thread, receivers that are methods
 of GUI objects get it queued.  :meth:`LoadThread.cancel` sets the
 cancel event; the model raises ``LoadCancelled`` at its next checkpoint.
 When ``vramscope FILE`` already started that load before Qt was imported
-(:mod:`vramscope.viewer.preload`), the thread takes it over: its progress is
+(:mod:`vramscope.viewer.startup.preload`), the thread takes it over: its progress is
 relayed, a cancel passed on, its document or error used as its own.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .. import preload
+from ..startup import preload
 from ..model import cache as column_cache
 from ..model.document import Document
 from ..model.errors import LoadCancelled

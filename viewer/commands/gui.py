@@ -34,7 +34,7 @@ def _main(args, collecting: bool) -> int:
         # a forked child, on another core (first: fork before any thread exists), and the
         # document is built on a thread as soon as it is parsed; the window's loader
         # picks it up.
-        from .. import parse_ahead, preload
+        from ..startup import parse_ahead, preload
 
         parse_ahead.start(path, use_cache=os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"))
         preload.start(path)

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import os
 
-from .. import file_identity
+from ..startup.model_leaf import model_module
+
+# The model's content key, without the model package (numpy): a hit stays a read.
+file_identity = model_module("file_identity")
 
 MAX_ENTRIES = 256
 _FORMAT = 2  # bump when the stored text changes meaning (2: categories, iterations, leaks)

@@ -93,7 +93,7 @@ def _summary(args):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
     # Before numpy and the model are imported: the parse runs meanwhile, on another core.
-    from .. import parse_ahead
+    from ..startup import parse_ahead
 
     if parse_ahead.start(args.file, use_cache=use_cache):
         # While the child parses, this process would only wait: numpy.ma (which np.unique

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import file_identity
+from . import file_identity
 from .snapshot import (
     FX_FIELDS,
     AllocAnnotations,

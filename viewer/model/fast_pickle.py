@@ -65,7 +65,7 @@ def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total
 
 
 def from_answer(answer: tuple, progress: Progress | None = None) -> NativeResult | None:
-    """Interpret ``snapparse.parse``'s answer (here or from :mod:`vramscope.viewer.parse_ahead`)."""
+    """Interpret ``snapparse.parse``'s answer (here or from :mod:`vramscope.viewer.startup.parse_ahead`)."""
     progress = progress or Progress()
     kind = answer[0]
     if kind == "ok":

@@ -7,8 +7,9 @@ parser when it is built (:mod:`.fast_pickle`; a big uncompressed file is mapped
 and its traces parsed on all cores, a small one streamed) and through the
 restricted pure-Python unpickler otherwise or whenever the compiled parser hands
 a file back.  When the CLI started the parse on a thread before its imports
-(:mod:`vramscope.viewer.parse_ahead`), that answer is used instead of parsing
-again.  Errors are :class:`SnapshotError` with a one-line message.
+(:mod:`vramscope.viewer.startup.parse_ahead`, handed over through
+:mod:`.parse_handover`: the model never imports the start-up code), that
+answer is used instead of parsing again.  Errors are :class:`SnapshotError` with a one-line message.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .. import parse_ahead
-from . import cache
+from . import cache, parse_handover
 from .errors import LoadCancelled, SnapshotError
 from .fast_pickle import NativeResult, available as native_available, from_answer, native_loads
 from .progress import Progress, ProgressCallback
@@ -29,6 +29,16 @@ from .snapshot import Snapshot
 from .source import compression_of, decompress, read_file
 
 SIDECAR_MAX_BYTES = 16 << 20
+
+
+class PendingParse(Protocol):
+    """A parse of a file already under way (what :func:`parse_handover.claim` returns)."""
+
+    def answer(self, update=None, path: str | os.PathLike | None = None) -> tuple | None:
+        """Wait for it: ``snapparse.parse``'s answer, or None (parse in-process instead)."""
+
+    def discard(self) -> None:
+        """Stop it and drop what it built."""
 
 
 def load_snapshot(
@@ -45,7 +55,7 @@ def load_snapshot(
     """
     progress = _as_progress(progress)
     # A parse the CLI started on a thread before its imports (parse_ahead); unused ones stop.
-    ahead = parse_ahead.claim(path)
+    ahead: PendingParse | None = parse_handover.claim(path)
     try:
         if use_cache is None:
             use_cache = os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
@@ -63,7 +73,7 @@ def load_snapshot(
         if ahead is not None:
             ahead.discard()  # nothing left to do once it answered
     progress.update("columns", 1.0)
-    parse_ahead.stamp("columns_done")
+    parse_handover.stamp("columns_done")
     snap.path = os.fspath(path)
     snap.sidecar = read_sidecar(path)
     return snap
@@ -104,7 +114,7 @@ def _to_snapshot(obj: Any, progress: Progress, fmt: str, native: dict | None) ->
 
 
 def _stream_native(path: str | os.PathLike, progress: Progress,
-                   ahead: parse_ahead.Ahead | None = None) -> Snapshot | None:
+                   ahead: PendingParse | None = None) -> Snapshot | None:
     """An uncompressed pickle streamed through the compiled parser (a 1 MiB
     buffer, never the whole file in memory), or its answer from the child that
     ``ahead`` waits for; None: read it whole instead."""
@@ -121,12 +131,12 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
                 answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
             if answer is not None:
                 fast: NativeResult | None = from_answer(answer, progress)
-            elif (size >= parse_ahead.MIN_BYTES and (threads := parse_ahead.parse_threads()) > 1
-                  and (mapped := parse_ahead.map_file(f)) is not None):
+            elif (size >= parse_handover.MIN_BYTES and (threads := parse_handover.parse_threads()) > 1
+                  and (mapped := parse_handover.map_file(f)) is not None):
                 # A big file: mapped whole, so its traces can be parsed on every core.
                 try:
                     fast = native_loads(mapped, -1, progress, threads,
-                                        parse_ahead.SECTION_MIN_EVENTS, True)
+                                        parse_handover.SECTION_MIN_EVENTS, True)
                 finally:
                     mapped.close()
             else:

@@ -2,7 +2,7 @@
 
 ``vramscope FILE`` spends ~0.45 s importing PySide6 and pyqtgraph before a
 window can exist.  :func:`start` (called by the GUI command before those
-imports, after :mod:`vramscope.viewer.parse_ahead` started the parse) runs
+imports, after :mod:`vramscope.viewer.startup.parse_ahead` started the parse) runs
 what the loader thread would run - :func:`load_snapshot` and
 :meth:`Document.build` - at once, on a thread, so the parts that release the
 GIL (the wait for the parse, numpy) overlap the imports.  The window's loader
@@ -46,10 +46,11 @@ class Preload:
 
     def _run(self) -> None:
         try:
-            from .model import cache as column_cache
-            from .model.document import Document
-            from .model.load import load_snapshot
-            from .model.progress import Progress
+            from ..model import cache as column_cache
+            from ..model.document import Document
+            from ..model.load import load_snapshot
+            from ..model.parse_handover import stamp
+            from ..model.progress import Progress
 
             key = None
             if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
@@ -60,8 +61,6 @@ class Preload:
                                  use_cache=None if key is None else False)
             doc = Document.build(snap, Progress(self._report, self.cancel_event))
             del snap
-            from .parse_ahead import stamp
-
             stamp("document_done")
             self.store_key = key
             self.document = doc

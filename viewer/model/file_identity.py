@@ -1,9 +1,11 @@
 """Where vramscope keeps its caches and how it names a file's content (stdlib only).
 
-Shared by the column cache (:mod:`vramscope.viewer.model.cache`) and by
-:mod:`vramscope.viewer.parse_ahead`, which must decide before numpy is even
-imported whether a file's columns are already cached: one implementation, so
-the two can never disagree about a key.
+Shared by the column cache (:mod:`vramscope.viewer.model.cache`), the summary's
+result cache and :mod:`vramscope.viewer.startup.parse_ahead`, which must decide
+before numpy is even imported whether a file's columns are already cached: one
+implementation, so they can never disagree about a key.  Stdlib only and no
+package-relative imports: those two load it without the model package
+(:mod:`vramscope.viewer.startup.model_leaf`).
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ parser splits into regions parsed by C threads with the GIL released
 (``_native/snapparse_src/sections.c``), so a plain Python thread started before
 the imports overlaps them: :func:`start` loads only the compiled parser (from its
 file, without the model package or numpy), maps the file (on one core: streams
-it) and parses it on a daemon thread.  :func:`vramscope.viewer.model.load.load_snapshot` claims the answer for
-that file; it is ``snapparse.parse``'s own tuple, interpreted exactly as an
-in-process parse's.  No fork, no copy: the columns the parser wrote are the ones
+it) and parses it on a daemon thread, and offers it to the model
+(:mod:`vramscope.viewer.model.parse_handover`, loaded without the model package):
+:func:`vramscope.viewer.model.load.load_snapshot` claims the answer for that
+file; it is ``snapparse.parse``'s own tuple, interpreted exactly as an
+in-process parse's.  The model never imports this module.  No fork, no copy: the columns the parser wrote are the ones
 the snapshot uses.
 
 Anything unusual - no compiled parser, a file replaced meanwhile, a thread that
@@ -25,65 +27,23 @@ import stat
 import sys
 import threading
 
-MIN_BYTES = 4 << 20  # below this the parse is shorter than starting a thread
+from .model_leaf import MODEL_DIR, model_module
+
 _DISABLE_ENV = "VRAMSCOPE_NO_PARSE_AHEAD"
-THREADS_ENV = "VRAMSCOPE_PARSE_THREADS"
-MAX_THREADS = 32
-SECTION_MIN_EVENTS = 65536  # shorter device traces: one thread (tests lower it)
-_pending: dict[str, "Ahead"] = {}
-
-
-def stamp(stage: str) -> None:
-    """Note when a start-up stage ended (``time.perf_counter``, the clock the benchmark's
-    launcher shares) in the file ``VRAMSCOPE_STAGE_LOG`` names, if set: the per-stage
-    breakdown of ``make bench`` for whole processes.  Costs nothing when unset."""
-    log = os.environ.get("VRAMSCOPE_STAGE_LOG")
-    if log:
-        import time
-
-        try:
-            with open(log, "a", encoding="ascii") as f:
-                f.write(f"{stage} {time.perf_counter():.6f}\n")
-        except OSError:
-            pass
+# How big files are parsed (MIN_BYTES, threads, mapping), shared with the model's loader.
+handover = model_module("parse_handover")
+stamp = handover.stamp
 
 
 def _identity(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def parse_threads() -> int:
-    """How many threads the compiled parser may use: the cores this process may run
-    on (at most :data:`MAX_THREADS`), or ``VRAMSCOPE_PARSE_THREADS``."""
-    forced = os.environ.get(THREADS_ENV, "")
-    if forced.isdigit() and int(forced) > 0:
-        return min(int(forced), 256)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_THREADS))
-
-
-def map_file(f):
-    """A read-only map of the open file ``f`` for a parse on several threads, or None
-    where it cannot be mapped.  Its pages are not touched here: the parser's threads
-    map the stretches they read in large steps, in parallel, and unmap them behind
-    them (``parse(..., file_mapped=True)``), so the file never counts whole in this
-    process's memory."""
-    import mmap
-
-    try:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, OverflowError):
-        return None
-
-
 def _extension_file() -> str | None:
     """The compiled parser's file (``model/_native/snapparse.<ext>``), if built."""
     from importlib.machinery import EXTENSION_SUFFIXES
 
-    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model", "_native")
+    folder = os.path.join(MODEL_DIR, "_native")
     for suffix in EXTENSION_SUFFIXES:
         candidate = os.path.join(folder, "snapparse" + suffix)
         if os.path.isfile(candidate):
@@ -110,7 +70,7 @@ def _parser(extension: str):
 def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
     """Start parsing ``path`` on a thread; True when one is working on it.
 
-    Only for an uncompressed binary pickle of at least :data:`MIN_BYTES` whose
+    Only for an uncompressed binary pickle of at least ``parse_handover.MIN_BYTES`` whose
     columns are not cached (``use_cache=False``: whatever the cache holds), with
     the compiled parser built, and never with ``VRAMSCOPE_PURE_PYTHON=1`` or
     ``VRAMSCOPE_NO_PARSE_AHEAD=1``.
@@ -121,7 +81,7 @@ def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
     try:
         path = os.path.abspath(os.fspath(path))
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < MIN_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size < handover.MIN_BYTES:
             return False
         with open(path, "rb") as f:
             if f.read(1) != b"\x80":  # PROTO: a binary pickle (compressed/JSON/text: later)
@@ -129,26 +89,24 @@ def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
     except (OSError, ValueError):
         return False
     extension = _extension_file()
-    if extension is None or path in _pending:
+    if extension is None or handover.pending(path):
         return False
     if use_cache and env("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
-        from . import file_identity
-
+        file_identity = model_module("file_identity")
         key = file_identity.column_key(path)
         if key is not None and os.path.exists(file_identity.column_entry(key)):
             return False  # mapping the cached columns is faster than any parse
     ahead = Ahead(path, extension)
-    _pending[path] = ahead
+    handover.offer(path, ahead)
     stamp("parse_start")
     ahead.thread.start()
     return True
 
 
 def claim(path: str | os.PathLike) -> "Ahead | None":
-    """The parse started for ``path``, handed to the caller (once), or None."""
-    if not _pending:
-        return None
-    return _pending.pop(os.path.abspath(os.fspath(path)), None)
+    """The parse started for ``path``, handed to the caller (once), or None (what
+    :func:`vramscope.viewer.model.load.load_snapshot` does through the hand-over)."""
+    return handover.claim(path)
 
 
 class _Cancelled(Exception):
@@ -178,14 +136,14 @@ class Ahead:
             parser = _parser(self.extension)
             with open(self.path, "rb") as f:
                 self.ident = _identity(os.fstat(f.fileno()))
-                threads = parse_threads()
-                mapped = map_file(f) if threads > 1 else None
+                threads = handover.parse_threads()
+                mapped = handover.map_file(f) if threads > 1 else None
                 if mapped is None:  # one core: streamed through a small buffer
                     self.result = parser.parse(f.readinto, self.ident[2], self._progress)
                     return
                 try:
                     self.result = parser.parse(mapped, -1, self._progress, threads,
-                                               SECTION_MIN_EVENTS, True)
+                                               handover.SECTION_MIN_EVENTS, True)
                 finally:
                     mapped.close()
         except BaseException as exc:  # noqa: BLE001 - the loader parses again and reports
