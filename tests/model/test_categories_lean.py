@@ -113,3 +113,4 @@ def test_iteration_of_events_acts_as_an_array_for_the_views():
     col = np.asarray(it)
     assert np.array_equal(it.astype(np.int64), col.astype(np.int64))
     assert it.max() == col.max() and it.dtype == np.int32
+    assert np.array_equal(it == 1, col == 1) and np.array_equal(it >= 2, col >= 2)

@@ -105,6 +105,27 @@ class IterationOf:
         col = self.column()
         return col if dtype is None else col.astype(dtype)
 
+    # Comparisons give the column's (``phases.iteration == i``: a mask per event).
+    def __eq__(self, other):
+        return self.column() == other
+
+    def __ne__(self, other):
+        return self.column() != other
+
+    def __lt__(self, other):
+        return self.column() < other
+
+    def __le__(self, other):
+        return self.column() <= other
+
+    def __gt__(self, other):
+        return self.column() > other
+
+    def __ge__(self, other):
+        return self.column() >= other
+
+    __hash__ = None
+
     def __getattr__(self, name: str):
         # Anything else an int32 column has (astype, max, ...): the column's.
         if name.startswith("__") or name == "_column":
