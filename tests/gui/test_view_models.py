@@ -66,7 +66,8 @@ def test_view_state_opens_at_the_end_and_moves_with_events(gpt2):
     vs.events.cursor.connect(lambda dev, k: seen.append(("cursor", dev, k)))
     vs.set_document(gpt2)
     n = gpt2.n_events(0)
-    assert seen == [("doc", gpt2)] and vs.cursor_device == 0 and vs.cursor_k == n - 1
+    assert seen == [("doc", gpt2), ("cursor", 0, n - 1)]
+    assert vs.cursor_device == 0 and vs.cursor_k == n - 1
     assert vs.selection == Selection() and vs.opening_event() is None  # the OOM is the end
     assert vs.set_cursor(10_000) and seen[-1] == ("cursor", 0, 10_000)
     assert vs.view_doc.snap is gpt2.at(0, 10_000).snap

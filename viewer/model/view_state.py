@@ -8,12 +8,26 @@ and how a selection carries over to a newer document of the same process (live
 attach).  The Qt side (``_qt/main_window.py``) orders the drawing.
 
 Events (see :class:`~vramscope.viewer.model.evented.EmitterGroup`): ``document``
-(doc), ``selection`` (Selection), ``cursor`` (device, k), ``selected`` (block,
-interval), ``highlight`` (mask or None).
+(doc; :attr:`ViewState.origin` says why), ``selection`` (Selection), ``trace``
+(device: the cursor's trace changed, the cursor at its end), ``cursor`` (device, k),
+``moment`` (keep_view: what the views show changed, redraw once), ``selected``
+(block, interval), ``highlight`` (mask or None).
+
+Order and coalescing (the views rely on both): one change of document emits
+``document``, ``trace``, ``cursor``, ``moment``; one cursor move emits ``cursor`` then
+``moment``, once each; a new selection emits (``trace``, ``cursor`` if the device's
+trace changed,) ``selection``, ``moment``.  Inside :meth:`ViewState.batch` the
+``moment`` is held and emitted once at its end (``keep_view`` only if every change
+kept it), so a compound change redraws each view once.
+
+Why ~550 lines: one object on purpose (the issue-14 target shape); what it holds and
+emits is one contract the views rely on, and its helpers are small queries of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,11 +63,30 @@ class Carried:
     interval: IntervalKey | None
 
 
+@dataclass(frozen=True)
+class OomMarks:
+    """The cursor among the OOMs of its trace."""
+
+    count: int  # OOM events in the trace
+    before: bool  # an OOM before the cursor
+    after: bool  # an OOM after the cursor
+    not_latest: bool  # the cursor is before the trace's last event
+    number: int  # 1-based: the OOM the cursor is at (0: none)
+    last_k: int  # the last OOM's event (-1: none)
+    here: object  # the OOM at the cursor (None: none)
+
+
 class ViewState:
     """The state of one window over one document (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.events = EmitterGroup("document", "selection", "cursor", "selected", "highlight")
+        self.events = EmitterGroup("document", "selection", "trace", "cursor", "moment",
+                                   "selected", "highlight")
+        # Why the latest ``document`` event: "open" (a file), "host" (to or from the
+        # pinned host memory's own document), "replace" (a newer picture, live).
+        self.origin = "open"
+        self._batch = 0
+        self._held_moment: bool | None = None  # keep_view of a moment held by batch()
         self.doc: Document | None = None
         # The document of the opened file (its GPUs); ``doc`` is the pinned host memory's
         # own document while that is shown (``host_shown``).
@@ -67,17 +100,42 @@ class ViewState:
         self.selected_block = -1  # a block of view_doc
         self.selected_addr = -1  # the selected block's address: kept across moments
         self.selected_interval = -1  # an allocation of the timeline (interval id)
+        # Who picked (the latest ``selected`` event): "map", "table" (that view shows it
+        # already), "interval" (the timeline), "moment" (the same block at a new moment),
+        # "moment-interval" (the picked allocation at a new moment), "moment-none".
+        self.pick_origin = ""
         self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
         self.category_mask: np.ndarray | None = None  # per stack: a leak's / category's (issue 15)
 
     # ------------------------------------------------------------------ document
-    def set_document(self, doc: Document | None, host: bool = False) -> None:
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Changes inside emit one ``moment`` at the end (see the module docstring)."""
+        self._batch += 1
+        try:
+            yield
+        finally:
+            self._batch -= 1
+            if not self._batch and self._held_moment is not None:
+                keep, self._held_moment = self._held_moment, None
+                self.events.moment.emit(keep)
+
+    def _moment(self, keep_view: bool) -> None:
+        if self._batch:
+            held = self._held_moment
+            self._held_moment = keep_view if held is None else (held and keep_view)
+        else:
+            self.events.moment.emit(keep_view)
+
+    def set_document(self, doc: Document | None, host: bool = False,
+                     origin: str | None = None) -> None:
         """A new document: the default selection, the cursor at the end, nothing picked.
         ``host``: ``doc`` is the file's pinned host memory (:meth:`host_document`), the
         file's own document stays :attr:`file_doc`."""
         if not host:
             self.file_doc = doc
+        self.origin = origin or ("host" if host else "open")
         self.host_shown = bool(host)
         self.doc = doc
         self.view_doc = doc
@@ -86,6 +144,20 @@ class ViewState:
         self.selection = Selection(device=HOST_DEVICE) if host else self.default_selection(doc)
         self.reset_cursor(emit=False)
         self.events.document.emit(doc)
+        self.reset_cursor()
+        self._moment(False)
+
+    def show_host(self, on: bool, device: int | None = None) -> bool:
+        """The file's pinned host memory as its own document (``on``), or the file's GPUs
+        again (``device``: the one to select); one ``moment``.  False when there is none."""
+        target = self.host_document() if on else self.file_doc
+        if target is None:
+            return False
+        with self.batch():
+            self.set_document(target, host=on, origin="host")
+            if not on:
+                self.set_selection(Selection(device=device))
+        return True
 
     def host_document(self) -> Document | None:
         """The document of the file's pinned host memory (``host_segments`` /
@@ -139,10 +211,11 @@ class ViewState:
         self.selection = selection
         moved = False
         if self.doc is not None and self.doc.trace_device(selection.device) != self.cursor_device:
-            self.reset_cursor(emit=False)
+            self.reset_cursor()
             moved = True
         if old != selection:
             self.events.selection.emit(selection)
+        self._moment(False)
         return moved
 
     # ------------------------------------------------------------------ cursor
@@ -155,6 +228,7 @@ class ViewState:
         self.view_doc = doc
         self.selected_interval = -1
         if emit:
+            self.events.trace.emit(dev)
             self.events.cursor.emit(dev, self.cursor_k)
 
     def set_cursor(self, k: int) -> bool:
@@ -167,6 +241,7 @@ class ViewState:
         self.cursor_k = int(min(max(k, 0), n - 1))
         self.view_doc = doc.at(dev, self.cursor_k)
         self.events.cursor.emit(dev, self.cursor_k)
+        self._moment(True)
         return True
 
     def at_latest(self) -> bool:
@@ -189,6 +264,18 @@ class ViewState:
             after = [o for o in ooms if o > k]
             return after[0] if after else None
         return ooms[-1] if ooms else None
+
+    def oom_marks(self) -> OomMarks:
+        """Where the cursor stands among its trace's OOMs (the OOM buttons, the banner)."""
+        doc, dev, k = self.doc, self.cursor_device, self.cursor_k
+        if doc is None or dev is None:
+            return OomMarks(0, False, False, False, 0, -1, None)
+        ooms = doc.oom_events(dev)
+        n = doc.n_events(dev)
+        here = doc.oom_at(dev, k)
+        number = ooms.index(k) + 1 if here is not None and k in ooms else 0
+        return OomMarks(len(ooms), any(o < k for o in ooms), any(o > k for o in ooms),
+                        n > 0 and k != n - 1, number, ooms[-1] if ooms else -1, here)
 
     def oom_shown(self):
         """The OOM whose request the map draws: the one at the cursor's event (a trace),
@@ -240,8 +327,10 @@ class ViewState:
         iv = self.doc.intervals(self.cursor_device)
         return bool(iv.start[i] <= self.cursor_k < iv.end[i])
 
-    def select_block(self, block: int, keep_interval: bool = False) -> None:
-        """Pick ``block`` of the document at the cursor (-1: nothing)."""
+    def select_block(self, block: int, keep_interval: bool = False, origin: str = "") -> None:
+        """Pick ``block`` of the document at the cursor (-1: nothing); ``origin``: the
+        view it was picked in (see :attr:`pick_origin`)."""
+        self.pick_origin = origin
         self.selected_block = int(block)
         self.selected_addr = int(self.view_doc.snap.blocks.address[block]) if block >= 0 else -1
         if not keep_interval:
@@ -251,6 +340,7 @@ class ViewState:
     def select_interval(self, i: int) -> int:
         """Pick allocation ``i`` of the timeline; returns its block at the cursor (-1 if
         it is not alive there)."""
+        self.pick_origin = "interval"
         self.selected_interval = int(i)
         iv = self.doc.intervals(self.cursor_device)
         b = self.live_block(int(iv.addr[i])) if self.interval_live(i) else -1
@@ -275,6 +365,39 @@ class ViewState:
         if b < 0:
             self.selected_block = -1
         return b, False
+
+    def repick(self) -> None:
+        """After the cursor moved: pick the picked allocation again at the new moment
+        (:meth:`reselect`) and emit ``selected`` (origin "moment…")."""
+        if self.view_doc is None:
+            return
+        b, by_interval = self.reselect()
+        if by_interval:
+            self.pick_origin = "moment-interval"
+            self.events.selected.emit(b, self.selected_interval)
+        elif b >= 0:
+            self.select_block(b, keep_interval=True, origin="moment")
+        else:
+            self.pick_origin = "moment-none"
+            self.events.selected.emit(-1, self.selected_interval)
+
+    def holders_at(self, peak_k: int | None = None):
+        """What the call tree groups: (document, per-block mask of the selection or None,
+        caption), at the cursor, or after event ``peak_k`` (the peak of allocated memory)
+        of the cursor's trace; None without a document."""
+        doc, dev = self.view_doc, self.cursor_device
+        if doc is None:
+            return None
+        if peak_k is not None and dev is not None:
+            doc = self.doc.at(dev, peak_k)
+            caption = f"at the peak of allocated (event {peak_k:,})"
+        elif dev is not None:
+            caption = f"at the cursor (event {self.cursor_k:,})"
+        else:
+            caption = "as recorded"
+        snap = doc.snap
+        mask = self.selection.segment_mask(snap)[snap.blocks.segment] if len(snap.blocks) else None
+        return doc, mask, caption
 
     # ------------------------------------------------------------------ highlight
     def set_search_mask(self, mask: np.ndarray | None) -> None:
@@ -355,12 +478,14 @@ class ViewState:
         stream = sel.stream if sel.stream in set(segs.stream.tolist()) else None
         return Selection(device=device, pool=pool, stream=stream, is_small=sel.is_small)
 
-    def replace_document(self, doc: Document, selection: Selection) -> None:
+    def replace_document(self, doc: Document, selection: Selection, addr: int = -1) -> None:
         """A newer document of the same process: ``selection`` (carried), the cursor at
-        its end, the picks cleared (the caller re-finds them from :meth:`carried`).
-        The new document is the file's: a shown pinned host memory goes back to the GPUs."""
+        its end, the block at ``addr`` (carried) picked if live, the other picks cleared
+        (the caller re-finds them from :meth:`carried`).  The new document is the
+        file's: a shown pinned host memory goes back to the GPUs."""
         if self.host_shown or selection.device == HOST_DEVICE:
             selection = Selection()
+        self.origin = "replace"
         self.file_doc = doc
         self.host_shown = False
         self.doc = doc
@@ -370,6 +495,33 @@ class ViewState:
         self.selected_block = -1
         self.node_mask = self.category_mask = None
         self.events.document.emit(doc)
+        self.reset_cursor()
+        self.selected_addr = int(addr)
+        self._moment(True)
+
+    def carry_over(self, doc: Document, carried: Carried) -> None:
+        """Show ``doc``, a newer document of the same process, with the picks
+        ``carried`` (:meth:`carried`, taken from the older one): the selection, the
+        allocation picked on the timeline (by address, size and time) or the block
+        (by address) or free gap (by address and size)."""
+        old = self.doc
+        sel = self.carry_selection(old, doc, carried.selection) if old is not None \
+            else carried.selection
+        self.replace_document(doc, sel, carried.addr)
+        i = self.find_interval(carried.interval)
+        gap = self.find_gap(carried.gap) if self.selected_block < 0 else -1
+        if i >= 0:
+            self.select_interval(i)
+        elif gap >= 0:
+            self.select_block(gap, keep_interval=True, origin="moment")
+
+    @staticmethod
+    def stacks_mask(doc: Document, stacks) -> np.ndarray:
+        """Per stack of ``doc``: one of ``stacks`` (ids; negative or unknown ones skipped)."""
+        mask = np.zeros(len(doc.snap.stacks), bool)
+        ids = np.asarray([s for s in stacks if 0 <= s < len(mask)], dtype=np.int64)
+        mask[ids] = True
+        return mask
 
     # ------------------------------------------------------------------ words
     def scope_text(self) -> str:
