@@ -284,7 +284,8 @@ def verdict(value: float | None, target: float) -> str:
     return "PASS " if value <= target else "MISS "
 
 
-STAGES = ["import", "read", "map", "parse", "parse_serial", "columns", "replay", "summary"]
+STAGES = ["import", "read", "map", "parse", "parse_serial", "columns", "replay", "summary",
+          "categories"]  # categories: the part of summary that classifies (issue 15)
 
 
 def stage_report(rows: list[dict]) -> None:
@@ -308,7 +309,8 @@ def stage_report(rows: list[dict]) -> None:
     print(f"(in one fresh process each: import = numpy + the model; read = the whole file "
           f"once, the floor; map = mmap + populate; parse = the compiled parser on "
           f"{rows[0].get('stages', {}).get('threads', '?')} threads, parse_serial on one; "
-          f"columns = the answer to a Snapshot; replay = build_timeline as summary runs it)")
+          f"columns = the answer to a Snapshot; replay = build_timeline as summary runs it; "
+          f"categories = the part of summary that classifies the memory)")
     print(f"{'whole processes, seconds from start':<34}{'parse started':>15}{'parse done':>12}"
           f"{'columns done':>14}{'output/exit':>13}{'document built':>16}{'first paint':>13}")
     for r in rows:

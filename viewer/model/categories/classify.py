@@ -30,12 +30,19 @@ R = reason_id
 _REASON_CATEGORY = np.array([r.category for r in REASONS], np.int8)
 
 
-def _run_end_at(phase: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For events ``at``: the exclusive end of the run of equal phases that holds each."""
+def _run_ends(phase: np.ndarray) -> np.ndarray:
+    """The exclusive ends of the runs of equal phases (found once: a pass over every event)."""
+    return np.append(np.flatnonzero(phase[1:] != phase[:-1]) + 1, len(phase))
+
+
+def _run_end_at(phase: np.ndarray, at: np.ndarray, ends: np.ndarray | None = None) -> np.ndarray:
+    """For events ``at``: the exclusive end of the run of equal phases that holds each
+    (``ends``: :func:`_run_ends` of ``phase`` when the caller has it)."""
     n = len(phase)
     if n == 0:
         return np.zeros(len(at), np.int64)
-    ends = np.append(np.flatnonzero(phase[1:] != phase[:-1]) + 1, n)
+    if ends is None:
+        ends = _run_ends(phase)
     return ends[np.searchsorted(ends, at, "right")]
 
 
@@ -113,8 +120,10 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         grp = _Group(np.flatnonzero((phase == ph_code) & ~decided), reason)
         return grp
 
+    phase_run_ends = _run_ends(ph.phase)
+
     def run_end(ids: np.ndarray) -> np.ndarray:
-        return _run_end_at(ph.phase, s[ids])
+        return _run_end_at(ph.phase, s[ids], phase_run_ends)
 
     # -- optimizer step --------------------------------------------------------------------
     g = group(PH_OPTIMIZER)

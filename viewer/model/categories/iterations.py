@@ -67,6 +67,72 @@ class Iteration:
                 "complete": self.complete, "phases_guessed": self.phases_guessed}
 
 
+class IterationOf:
+    """Iteration index of every event (-1 outside any iteration), without a column per
+    event: the iterations are contiguous spans, so an event's is one binary search.
+    Index it like the int32 column it stands for (``it[events]``); ``np.asarray(it)``
+    makes that column (40 MB at 10M events, which the classification never needs)."""
+
+    def __init__(self, lo: np.ndarray, end: int, n: int) -> None:
+        self.lo = lo  # first event of each iteration (sorted); they run up to ``end``
+        self.end = end
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (slice, tuple)) or np.asarray(idx).dtype == bool:
+            return np.asarray(self)[idx]
+        ev = np.asarray(idx, np.int64)
+        ev = np.where(ev < 0, ev + self.n, ev)
+        i = np.searchsorted(self.lo, ev, "right") - 1
+        out = np.where((i >= 0) & (ev < self.end), i, -1).astype(np.int32)
+        return out if out.ndim else np.int32(out)
+
+    def column(self) -> np.ndarray:
+        """The int32 column (made once, on first use: views that draw iteration bands)."""
+        col = self.__dict__.get("_column")
+        if col is None:
+            col = np.full(self.n, -1, np.int32)
+            for i, a in enumerate(self.lo.tolist()):
+                b = int(self.lo[i + 1]) if i + 1 < len(self.lo) else self.end
+                col[a:b] = i
+            self._column = col
+        return col
+
+    def __array__(self, dtype=None, copy=None):
+        col = self.column()
+        return col if dtype is None else col.astype(dtype)
+
+    # Comparisons give the column's (``phases.iteration == i``: a mask per event).
+    def __eq__(self, other):
+        return self.column() == other
+
+    def __ne__(self, other):
+        return self.column() != other
+
+    def __lt__(self, other):
+        return self.column() < other
+
+    def __le__(self, other):
+        return self.column() <= other
+
+    def __gt__(self, other):
+        return self.column() > other
+
+    def __ge__(self, other):
+        return self.column() >= other
+
+    __hash__ = None
+
+    def __getattr__(self, name: str):
+        # Anything else an int32 column has (astype, max, ...): the column's.
+        if name.startswith("__") or name == "_column":
+            raise AttributeError(name)
+        return getattr(self.column(), name)
+
+
 @dataclass
 class Phases:
     """Per event of one device: evidence, phase and iteration (columns)."""
@@ -74,7 +140,8 @@ class Phases:
     evidence: np.ndarray  # int8 EV_* of the event's own stack (allocs only)
     phase: np.ndarray  # int8 PH_*
     guessed: np.ndarray  # bool: phase from the curve or from a Python-less stack
-    iteration: np.ndarray  # int32 iteration index, -1 outside any iteration
+    iteration: "IterationOf"  # per event: iteration index, -1 outside any (int32 when
+    # indexed; np.asarray() makes the column)
     iterations: list[Iteration]
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
@@ -196,14 +263,10 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     lut[sk.EV_USER] = _USER_CODE
     code = lut[ev.view(np.uint8)]
     np.copyto(code, forced, where=forced >= 0)
-    key = np.flatnonzero(code >= 0)
     phase = np.full(n, PH_OTHER, np.int8)
-    if not len(key):
+    run_at, rc = _key_runs(code)  # where each run of equal evidence starts, its code
+    if not len(run_at):
         return phase
-    kc = code[key]
-    starts = np.flatnonzero(kc[1:] != kc[:-1]) + 1
-    starts = np.concatenate(([0], starts))
-    rc = kc[starts]  # the code of each run
     r = len(rc)
     strong = rc != _USER_CODE
     ri = np.arange(r, dtype=np.int64)
@@ -215,12 +278,36 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     value = rc.copy()  # a strong run, and the gap after it, keep their phase
     user = ~strong
     value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
-    lengths = np.diff(key[starts], append=n)
-    phase[key[0]:] = np.repeat(value, lengths)
+    lengths = np.diff(run_at, append=n)
+    phase[run_at[0]:] = np.repeat(value, lengths)
     return phase
 
 
-def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarray,
+_CHUNK = 1 << 20
+
+
+def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event where each run of equal codes >= 0 starts, the run's code), events with code
+    -1 skipped (they join the run before them).  In chunks of events: the positions of all
+    events with evidence (int64, most of the trace) are never held at once - at 10M events
+    that array alone was 50 MB of fresh memory."""
+    at, codes = [], []
+    last = np.int8(-1)
+    for c0 in range(0, len(code), _CHUNK):
+        key = np.flatnonzero(code[c0:c0 + _CHUNK] >= 0)
+        if not len(key):
+            continue
+        kc = code[c0:c0 + _CHUNK][key]
+        change = np.flatnonzero(np.concatenate(([kc[0] != last], kc[1:] != kc[:-1])))
+        at.append(key[change] + c0)
+        codes.append(kc[change])
+        last = kc[-1]
+    if not at:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8)
+    return np.concatenate(at), np.concatenate(codes)
+
+
+def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
                     spans: list[tuple[int, int]]) -> None:
     """Inside each span without forward/backward evidence, the forward ends at the highest
     point of the curve (activations pile up, then backward releases them): a guess."""
@@ -238,6 +325,8 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
     overlaps = (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else \
         np.zeros(len(lo), bool)
     bare = np.flatnonzero((hi - lo >= 2) & ~overlaps)
+    if len(bare):
+        requested = _curve_array(requested)
     for i in bare.tolist():  # only spans without evidence: files without frames
         a, b = int(lo[i]), int(hi[i])
         seg = phase[a:b]
@@ -250,10 +339,29 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested: np.ndarra
         guessed[a:b] |= free
 
 
+def _curve_array(requested) -> np.ndarray:
+    """The requested bytes after each event, from an array or a ``RequestedCurve``."""
+    return requested if isinstance(requested, np.ndarray) else requested.array()
+
+
+def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(maximum, first event reaching it) of the requested curve in each span [lo, hi)."""
+    if not isinstance(requested, np.ndarray):
+        return requested.span_peaks(lo, hi)  # report.RequestedCurve: in chunks
+    top = np.empty(len(lo), np.int64)
+    peak = np.empty(len(lo), np.int64)
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        k = a + int(np.argmax(requested[a:b]))  # argmax: the first event at the maximum
+        peak[i] = k
+        top[i] = requested[k]
+    return top, peak
+
+
 def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
-                requested: np.ndarray | None = None) -> Phases:
+                requested=None) -> Phases:
     """Evidence, phases and iterations of one device's trace (``requested``: the requested
-    bytes after each event, default ``rep.requested``)."""
+    bytes after each event - an array, or a ``report.RequestedCurve`` that makes only what
+    is read - default ``rep.requested``)."""
     if kinds is None:
         kinds = sk.stack_kinds(snap)
     if requested is None:
@@ -292,12 +400,12 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
 
 
 def _iterations(ev, phase, guessed, requested, anchors, n):
-    iteration = np.full(n, -1, np.int32)
+    iteration = IterationOf(np.zeros(0, np.int64), 0, n)
     out: list[Iteration] = []
     if not anchors or n == 0:
         return out, iteration
-    work = (phase == PH_FORWARD) | (phase == PH_BACKWARD)
-    first_work = np.flatnonzero(work[:max(anchors[0][1], anchors[0][0] + 1)])
+    head = phase[:max(anchors[0][1], anchors[0][0] + 1)]
+    first_work = np.flatnonzero((head == PH_FORWARD) | (head == PH_BACKWARD))
     first = int(first_work[0]) if len(first_work) else anchors[0][0]
     # The first iteration starts after the last module construction / .to() before it.
     setup = np.flatnonzero(ev[:first] == sk.EV_PARAM_INIT)
@@ -307,7 +415,9 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
         end = max(hi, lo + 1, start + 1)
         spans.append((start, min(end, n), True))
         start = min(end, n)
-    if start < n and work[start:].any():  # the recording stopped inside an iteration
+    tail = phase[start:]
+    # The recording stopped inside an iteration.
+    if start < n and ((tail == PH_FORWARD) | (tail == PH_BACKWARD)).any():
         spans.append((start, n, False))
     spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
     if not spans:
@@ -315,21 +425,19 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     lo = np.array([sp[0] for sp in spans], np.int64)
     hi = np.array([sp[1] for sp in spans], np.int64)
 
-    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) counts per span.
+    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) per span.
     end = int(hi[-1])
 
-    def count(mask: np.ndarray) -> np.ndarray:  # events of ``mask`` per span
-        return np.add.reduceat(mask[:end], lo, dtype=np.int64)
+    def any_of(mask: np.ndarray) -> np.ndarray:  # per span: any event of ``mask``
+        return np.logical_or.reduceat(mask, lo)  # bool: no int64 cast of every event
 
-    n_bwd = count(phase == PH_BACKWARD)
-    n_ev_fwd = count(ev == sk.EV_FORWARD)
-    lengths = hi - lo
-    iteration[lo[0]:end] = np.repeat(np.arange(len(lo), dtype=np.int32), lengths)
-    # Each span's peak: its maximum (one reduceat), then the first event reaching it.
-    req = requested[lo[0]:end]
-    top = np.maximum.reduceat(req, lo - lo[0])
-    at_top = np.flatnonzero(req == np.repeat(top, lengths)) + lo[0]
-    peak = at_top[np.searchsorted(at_top, lo)]
+    n_bwd = any_of(phase[:end] == PH_BACKWARD)
+    n_ev_fwd = any_of(ev[:end] == sk.EV_FORWARD)
+    # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
+    # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
+    # each - page faults that cost more than the arithmetic.
+    iteration = IterationOf(lo, end, n)
+    top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
     peak_phase = phase[peak]
     for i, (a, b, complete) in enumerate(spans):
         if a == 0 and not (phase[a:b] == PH_FORWARD).any():
