@@ -30,7 +30,7 @@ def test_lean_intervals_equal_the_timelines_column_by_column(path):
     snap = load_snapshot(path, use_cache=False)
     tl = build_timeline(snap, keyframes=False)
     assert tl.devices
-    for device, rep in tl.devices.items():
+    for rep in tl.devices.values():
         lean = lean_intervals(rep)
         full = intervals(rep)
         assert isinstance(lean, LeanIntervals)
