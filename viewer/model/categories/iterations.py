@@ -124,7 +124,7 @@ class IterationOf:
     def __ge__(self, other):
         return self.column() >= other
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # compares like a column: unhashable
 
     def __getattr__(self, name: str):
         # Anything else an int32 column has (astype, max, ...): the column's.
@@ -145,7 +145,7 @@ class Phases:
     iterations: list[Iteration]
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
-    zero_grad: list = None  # event ranges [lo, hi) of annotated zero_grad calls
+    zero_grad: list | None = None  # event ranges [lo, hi) of annotated zero_grad calls
 
 
 def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,

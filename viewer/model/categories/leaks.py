@@ -23,7 +23,7 @@ from ..frames import CAT_USER, frame_categories, top_frames
 from ..snapshot import Snapshot
 from ..timeline import Intervals
 from ..units import format_bytes
-from .iterations import Iteration
+from .iterations import Iteration, IterationOf
 
 MIN_ITERATIONS = 2
 MIN_SHARE = 0.6
@@ -75,7 +75,7 @@ def leak_frames(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 
 
 def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
-               iteration_of_event: np.ndarray, at: int,
+               iteration_of_event: np.ndarray | IterationOf, at: int,
                frames: tuple[np.ndarray, np.ndarray] | None = None) -> list[Leak]:
     """Leaking lines as of event ``at``, largest growth first."""
     done = [it for it in iterations if it.complete and it.end <= at]

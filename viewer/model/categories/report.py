@@ -82,7 +82,7 @@ class RequestedCurve:
         peak = np.empty(len(lo), np.int64)
         native = (rep is not None and rep.native and _nat._core is not None
                   and rep._derived.get("curves") is None)
-        if self._array is not None or not native or not len(lo):
+        if self._array is not None or not native or not len(lo) or rep is None:
             req = self.array()
             for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
                 k = a + int(np.argmax(req[a:b]))  # argmax: the first event at the maximum
