@@ -9,8 +9,8 @@ unless FILEs are given.  Rows: pickle.load (the reference, fresh process); the
 classification itself, ``MemoryBreakdown.build`` (lifetimes, intervals, phases,
 categories, leaks) on a loaded snapshot and its replay: its first build in a fresh
 process (what a cold open pays; best of ``--repeat`` processes), and a second one in
-the same process (warm, for information); and, for information, a cold ``vramscope summary --json`` (which
-includes it).
+the same process (warm, for information); and, for information, a cold
+``vramscope summary --json`` (which includes it).
 """
 
 from __future__ import annotations

@@ -387,7 +387,7 @@ def report(rows: list[dict]) -> None:
                   f"{mt:>9.1f} ms model")
             continue
         judged = r["events"] >= INTERACTIVE_FROM_EVENTS
-        def v(key: str, target: str) -> str:
+        def v(key: str, target: str, w=w, judged=judged) -> str:
             return verdict(w[key], TARGETS[target]) if judged else "     "
 
         print(f"{r['file']:<34}{r['events']:>11,}"

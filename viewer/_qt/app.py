@@ -6,7 +6,8 @@ import os
 import sys
 
 import pyqtgraph as pg
-from PySide6.QtCore import QCoreApplication, QEventLoop, QSize, QtMsgType, QTimer, qInstallMessageHandler
+from PySide6.QtCore import (QCoreApplication, QEventLoop, QSize, QtMsgType, QTimer,
+                            qInstallMessageHandler)
 from PySide6.QtWidgets import QApplication
 
 from . import settings as st

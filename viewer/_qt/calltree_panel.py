@@ -60,8 +60,8 @@ class CallTreePanel(QWidget):
         self.tree.setUniformRowHeights(True)
         self.tree.setAlternatingRowColors(True)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.setToolTip("Live blocks grouped by the stack that allocated them, outermost frame "
-                             "first. Click a node: its blocks are highlighted in the map and "
+        self.tree.setToolTip("Live blocks grouped by the stack that allocated them, outermost "
+                             "frame first. Click a node: its blocks are highlighted in the map and "
                              "the timeline, and its biggest stack shown.")
         hh = self.tree.header()
         hh.setStretchLastSection(False)

@@ -448,7 +448,8 @@ class DiffWindow(QMainWindow):
                 item.setData(c, SORT_ROLE, v)
             item.setData(0, ROW_ROLE, i)
             for c in (0, 2, 3, 4):
-                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight
+                                      | Qt.AlignmentFlag.AlignVCenter)
             color = delta_color(s.delta)
             if color is not None:
                 item.setForeground(0, QBrush(color))

@@ -201,7 +201,8 @@ class FileActionsMixin:
         self.loadFinished.emit("cancelled")
 
     def _show_error(self, title: str, message: str, detail: str = "") -> None:
-        box = QMessageBox(QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self)
+        box = QMessageBox(QMessageBox.Icon.Critical, title, message,
+                          QMessageBox.StandardButton.Ok, self)
         if detail:
             box.setInformativeText(detail)
         box.setWindowModality(Qt.WindowModality.WindowModal)
@@ -235,8 +236,8 @@ class FileActionsMixin:
         if self.doc is None:
             return
         box = QMessageBox(QMessageBox.Icon.Warning, "Snapshot warnings",
-                          f"{len(self.doc.snap.warnings)} kinds of entries were skipped while reading "
-                          f"{self.doc.name}.", QMessageBox.StandardButton.Ok, self)
+                          f"{len(self.doc.snap.warnings)} kinds of entries were skipped while "
+                          f"reading {self.doc.name}.", QMessageBox.StandardButton.Ok, self)
         box.setDetailedText("\n".join(self.doc.snap.warnings))
         box.open()
 
@@ -280,4 +281,5 @@ class FileActionsMixin:
 def _local_files(mime) -> list[str]:
     if not mime.hasUrls():
         return []
-    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and os.path.isfile(u.toLocalFile())]
+    return [u.toLocalFile() for u in mime.urls()
+            if u.isLocalFile() and os.path.isfile(u.toLocalFile())]

@@ -113,7 +113,8 @@ class SummaryHeader(QWidget):
         self.integrity.setObjectName("integrityNote")
         self.integrity.setWordWrap(True)
         self.integrity.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.integrity.setStyleSheet(f"QLabel#integrityNote {{ color: {theme.gap_outline().name()}; "
+        self.integrity.setStyleSheet("QLabel#integrityNote { "
+                                     f"color: {theme.gap_outline().name()}; "
                                      "font-size: 8pt; }")
         self.integrity.hide()
         self.facts = QLabel()

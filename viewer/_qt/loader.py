@@ -1,8 +1,9 @@
 """Load snapshots off the GUI thread, with progress and cancel.
 
 :class:`LoadThread` (a :class:`~vramscope.viewer._qt.jobs.Job`) runs
-:func:`load_snapshot` (and the derived :class:`Document`) off the GUI thread; with ``defer_store`` a big file's column
-cache is written after the document is handed over, so the first window does
+:func:`load_snapshot` (and the derived :class:`Document`) off the GUI thread; with
+``defer_store`` a big file's column cache is written after the document is handed
+over, so the first window does
 not wait for the disk.  Its :class:`Progress` callback emits a Qt signal;
 since the thread object lives in the GUI thread, receivers that are methods
 of GUI objects get it queued.  :meth:`LoadThread.cancel` sets the

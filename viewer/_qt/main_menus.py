@@ -82,7 +82,7 @@ def build_actions(w) -> None:  # w: the MainWindow
 
     t = mb.addMenu("&Timeline")
     w.peak_action = w._action("Jump to peak &allocated", lambda: w.jump_to_peak("allocated"),
-                                    "Ctrl+Shift+P", "Move the cursor to the peak of allocated memory")
+                              "Ctrl+Shift+P", "Move the cursor to the peak of allocated memory")
     w.peak_reserved_action = w._action("Jump to peak &reserved",
                                              lambda: w.jump_to_peak("reserved"), None,
                                              "Move the cursor to the peak of reserved memory")

@@ -279,7 +279,8 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        for key, split in (("window/mainSplit3", self.main_split), ("window/bottomSplit", self.bottom_split)):
+        for key, split in (("window/mainSplit3", self.main_split),
+                           ("window/bottomSplit", self.bottom_split)):
             v = s.value(key)
             if isinstance(v, QByteArray) and not v.isEmpty():
                 split.restoreState(v)

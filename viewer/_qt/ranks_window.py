@@ -292,8 +292,10 @@ class RanksWindow(QMainWindow):
             item.setData(0, PATH_ROLE, e.file.path)
             item.setData(0, RANK_ROLE, e.rank)
             for c in range(1, 6):
-                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            tip = [f"figures from {e.source}"] + e.outlier_reasons + ([e.verdict] if e.verdict else [])
+                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight
+                                      | Qt.AlignmentFlag.AlignVCenter)
+            tip = ([f"figures from {e.source}"] + e.outlier_reasons
+                   + ([e.verdict] if e.verdict else []))
             if e.error:
                 tip.append(f"could not load: {e.error}")
             for c in range(len(COLUMNS)):

@@ -93,8 +93,10 @@ class SelectorsMixin:
         """Set the selectors (and so the selection) programmatically."""
         self._syncing = True
         try:
-            for combo, value in ((self.device_combo, selection.device), (self.pool_combo, selection.pool),
-                                 (self.stream_combo, selection.stream), (self.kind_combo, selection.is_small)):
+            for combo, value in ((self.device_combo, selection.device),
+                                 (self.pool_combo, selection.pool),
+                                 (self.stream_combo, selection.stream),
+                                 (self.kind_combo, selection.is_small)):
                 values = [v for _, v in self._choices.get(combo, [])]
                 combo.setCurrentIndex(values.index(value) if value in values else 0)
         finally:

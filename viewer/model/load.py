@@ -131,7 +131,8 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
                 answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
             if answer is not None:
                 fast: NativeResult | None = from_answer(answer, progress)
-            elif (size >= parse_handover.MIN_BYTES and (threads := parse_handover.parse_threads()) > 1
+            elif (size >= parse_handover.MIN_BYTES
+                  and (threads := parse_handover.parse_threads()) > 1
                   and (mapped := parse_handover.map_file(f)) is not None):
                 # A big file: mapped whole, so its traces can be parsed on every core.
                 try:

@@ -11,8 +11,8 @@ it) and parses it on a daemon thread, and offers it to the model
 (:mod:`vramscope.viewer.model.parse_handover`, loaded without the model package):
 :func:`vramscope.viewer.model.load.load_snapshot` claims the answer for that
 file; it is ``snapparse.parse``'s own tuple, interpreted exactly as an
-in-process parse's.  The model never imports this module.  No fork, no copy: the columns the parser wrote are the ones
-the snapshot uses.
+in-process parse's.  The model never imports this module.  No fork, no copy: the columns
+the parser wrote are the ones the snapshot uses.
 
 Anything unusual - no compiled parser, a file replaced meanwhile, a thread that
 fails - and the loader parses again as before.  Progress comes from the

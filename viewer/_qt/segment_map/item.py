@@ -102,7 +102,8 @@ class SegmentMapItem(pg.GraphicsObject):
         if self.layout is None or not self.layout.n_rows:
             return QRectF(0, 0, 1, 1)
         top = min(-2.2, self.request_y - 0.6) if self.request_bytes else 0.0
-        return QRectF(0, top, max(self.layout.max_size, self.request_bytes), self.layout.n_rows - top)
+        return QRectF(0, top, max(self.layout.max_size, self.request_bytes),
+                      self.layout.n_rows - top)
 
     def bytes_per_px(self) -> float:
         vb = self.getViewBox()
@@ -131,7 +132,8 @@ class SegmentMapItem(pg.GraphicsObject):
             m = lod.cat == cat
             if m.any():
                 self._paths[cat] = rects_path(lod.x0[m], lod.x1[m], y0[m], y1[m])
-        self._edges = segments_path(lod.edges_x, lod.edges_row + BAR_TOP, lod.edges_row + 1 - BAR_TOP)
+        self._edges = segments_path(lod.edges_x, lod.edges_row + BAR_TOP,
+                                    lod.edges_row + 1 - BAR_TOP)
         self._hl_path = QPainterPath()
         if self.highlight is not None and layout is not None and len(self._hl_pos):
             pos = self._hl_pos

@@ -44,7 +44,8 @@ def _oom_in(o, selection: Selection) -> bool:
     """Is OOM ``o``'s request about segments in this selection?"""
     return not ((selection.device is not None and selection.device != o.device)
                 or (selection.stream is not None and selection.stream != o.stream)
-                or (selection.is_small is not None and selection.is_small != (o.pool_kind == "small"))
+                or (selection.is_small is not None
+                    and selection.is_small != (o.pool_kind == "small"))
                 or (selection.pool is not None and selection.pool != o.pool))
 
 
@@ -210,7 +211,8 @@ class SegmentMapView(QWidget):
                           SORT_FREE if button is self.by_free else SORT_ADDRESS)
 
     def _check_sort_button(self) -> None:
-        {SORT_SIZE: self.by_size, SORT_FREE: self.by_free}.get(self.sort, self.by_address).setChecked(True)
+        button = {SORT_SIZE: self.by_size, SORT_FREE: self.by_free}.get(self.sort, self.by_address)
+        button.setChecked(True)
 
     def set_selection(self, selection: Selection) -> None:
         self.selection = selection
@@ -507,7 +509,8 @@ class SegmentMapView(QWidget):
             f"size {format_bytes(size)} ({size:,} B)",
         ]
         if active:
-            lines.append(f"requested {format_bytes(req)}, rounding waste {format_bytes(size - req)}")
+            lines.append(f"requested {format_bytes(req)}, "
+                         f"rounding waste {format_bytes(size - req)}")
         seg_kind = "small" if segs.is_small[s] else "large"
         extra = ", expandable" if segs.is_expandable[s] else ""
         lines.append(

@@ -165,7 +165,7 @@ class VerticalBandsItem(pg.GraphicsObject):
             p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
             p.drawImage(QRectF(left, y_px[0], width, y_px[1] - y_px[0]), img)
             p.restore()
-        for xs, color, text, style in self.lines:
+        for xs, color, _text, style in self.lines:
             if not len(xs):
                 continue
             p.setPen(pg.mkPen(color, width=1.5, cosmetic=True, style=style))

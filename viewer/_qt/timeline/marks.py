@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from ...model import integrity
-from ...model.alloc_details import Markers, annotation_markers, integrity_stretches
+from ...model.alloc_details import annotation_markers, integrity_stretches
 from ...model.annotations import pair_ranges
 from ...model.snapshot import Action
 from ...model.units import format_bytes

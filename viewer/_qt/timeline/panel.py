@@ -120,7 +120,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         self.next_oom_button = QToolButton(text="▶")
         self.next_oom_button.setToolTip("Next OOM (Ctrl+Shift+])")
         self.latest_button = QToolButton(text="Latest (as recorded)")
-        self.latest_button.setToolTip("Back to the snapshot as it was recorded: the end of the trace (End)")
+        self.latest_button.setToolTip("Back to the snapshot as it was recorded: "
+                                      "the end of the trace (End)")
         self.fit_button = QToolButton(text="Fit")
         self.fit_button.setToolTip("Show the whole trace")
         self.fit_button.clicked.connect(self.fit)
@@ -155,7 +156,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         self.y_axis.setWidth(64)
         self.vb = TimelineViewBox(enableMenu=False)  # no context menu: none built
         self.vb.setMouseEnabled(x=True, y=False)
-        self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.plot = pg.PlotWidget(viewBox=self.vb,
+                                  axisItems={"bottom": self.x_axis, "left": self.y_axis})
         self.plot.setMinimumSize(QSize(200, 90))
         self.plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.plot.installEventFilter(self)
