@@ -21,6 +21,7 @@ from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, Mem
 from ..model.units import format_bytes
 from . import theme
 from .category_colors import ACCENT, CATEGORY_COLORS
+from .timeline.items import VerticalBandsItem
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
 
@@ -43,7 +44,11 @@ class CategoryTimeline(QWidget):
         self.plot.addLegend(offset=(10, 10))
         self.curves: list[pg.PlotDataItem] = []
         self.fills: list[pg.FillBetweenItem] = []
-        self.bands: list[pg.LinearRegionItem] = []
+        # The iterations' bands: one batched item (VerticalBandsItem), not one each.
+        self.band_item = VerticalBandsItem()
+        self.band_item.setZValue(-10)
+        self.plot.addItem(self.band_item, ignoreBounds=True)
+        self._band_starts = np.zeros(0, np.int64)
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(ACCENT, width=1))
         self.plot.addItem(self.cursor)
@@ -55,31 +60,57 @@ class CategoryTimeline(QWidget):
         lay.addWidget(self.plot)
         self.plot.getViewBox().sigXRangeChanged.connect(lambda *_: self._resample())
         self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.plot.scene().sigMouseMoved.connect(self._hovered)
+
+    @property
+    def bands(self) -> list:
+        """The iterations' bands: (x0, x1, label, colour) each."""
+        return self.band_item.bands
+
+    def iteration_at(self, x: float):
+        """The iteration whose band covers event ``x``, or None."""
+        bd = self.bd
+        if bd is None or not len(self._band_starts):
+            return None
+        i = int(np.searchsorted(self._band_starts, x + 0.5, side="right")) - 1
+        if i < 0:
+            return None
+        it = bd.iterations[i]
+        return it if it.start - 0.5 <= x <= it.end + 0.5 else None
+
+    def _hovered(self, pos) -> None:
+        p = self.plot.getViewBox().mapSceneToView(pos)
+        it = self.iteration_at(p.x())
+        self.plot.setToolTip("" if it is None else (
+            f"iteration {it.index} ({it.kind}{'' if it.complete else ', cut short'}): "
+            f"events {it.start}-{it.end}, peak {format_bytes(it.peak_bytes)} in its "
+            f"{it.peak_phase} phase"))
 
     def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
         """Show ``bd`` (None: empty), the whole trace in view."""
         self.bd = bd
-        for item in self.curves + self.fills + self.bands:
+        for item in self.curves + self.fills:
             self.plot.removeItem(item)
-        self.curves, self.fills, self.bands = [], [], []
+        self.curves, self.fills = [], []
+        self.band_item.set_bands([])
+        self._band_starts = np.zeros(0, np.int64)
         legend = self.plot.plotItem.legend
         if legend is not None:
             legend.clear()
         if bd is None or bd.n_events == 0:
             return
-        # Iteration bands: alternate shading; the phase of each iteration's peak in the tip.
-        for it in bd.iterations:
+        # Iteration bands: alternate shading, one batched item that paints only what is
+        # visible (thousands of iterations in a long trace: one item each took seconds);
+        # the tooltip of the iteration under the mouse is looked up on hover.
+        shades = []
+        for a in (12, 28):
             shade = QColor(theme.muted())
-            shade.setAlpha(28 if it.index % 2 else 12)
-            band = pg.LinearRegionItem((it.start - 0.5, it.end + 0.5), movable=False,
-                                       brush=shade, pen=pg.mkPen(None))
-            band.setZValue(-10)
-            band.setToolTip(f"iteration {it.index} ({it.kind}"
-                            f"{'' if it.complete else ', cut short'}): events {it.start}-"
-                            f"{it.end}, peak {format_bytes(it.peak_bytes)} in its "
-                            f"{it.peak_phase} phase")
-            self.plot.addItem(band)
-            self.bands.append(band)
+            shade.setAlpha(a)
+            shades.append(shade)
+        its = bd.iterations
+        self.band_item.set_bands([(it.start - 0.5, it.end + 0.5, "", shades[it.index % 2])
+                                  for it in its])
+        self._band_starts = np.array([it.start for it in its], np.int64)
         zero = pg.PlotDataItem([], [])
         prev = zero
         for c, name in enumerate(CATEGORY_NAMES):
