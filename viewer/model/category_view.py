@@ -45,13 +45,21 @@ def phase_spans(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
     ev = np.flatnonzero(keep)
     if not len(ev):
         return []
-    key = it[ev] * 8 + ph[ev]  # events are in order: each group's first/last by key
-    order = np.argsort(key, kind="stable")
-    k = key[order]
-    e = ev[order]
+    key = it[ev] * 8 + ph[ev]
+    # Runs of one (iteration, phase) in event order, then the runs (a few per iteration)
+    # grouped by key: no sort of the millions of events (that took seconds on 10M).
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:] - 1, len(key) - 1]
+    rk = key[starts]
+    order = np.argsort(rk, kind="stable")
+    k = rk[order]
+    first_ev, last_ev = ev[starts[order]], ev[ends[order]]
     first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     last = np.r_[first[1:] - 1, len(k) - 1]
-    return [PhaseSpan(int(k[a] // 8), PHASE_NAMES[int(k[a] % 8)], int(e[a]), int(e[b]))
+    # A group's runs are in event order (stable sort): its first run's start and its
+    # last run's end.
+    return [PhaseSpan(int(k[a] // 8), PHASE_NAMES[int(k[a] % 8)], int(first_ev[a]),
+                      int(last_ev[b]))
             for a, b in zip(first.tolist(), last.tolist())]
 
 
