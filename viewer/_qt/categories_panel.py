@@ -24,6 +24,7 @@ from PySide6.QtCore import QThread, Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ..model.categories import MemoryBreakdown
+from ..model.category_view import phase_spans
 from ..model.errors import LoadCancelled
 from ..model.progress import Progress
 from .category_split import CategorySplitBar
@@ -43,6 +44,7 @@ class BreakdownThread(QThread):
         self.doc = doc
         self.device = device
         self.cancel_event = threading.Event()
+        self.spans = None  # the breakdown's phase spans, built with it
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -53,6 +55,10 @@ class BreakdownThread(QThread):
             iv = self.doc.intervals(self.device) if hasattr(self.doc, "intervals") else None
             bd = MemoryBreakdown.build(self.doc.snap, self.doc.timeline, self.device, progress,
                                        intervals_of_device=iv)
+            # The views' first draw needs these: built here, not on the GUI thread when
+            # the breakdown lands (seconds on 10M events: the window would freeze).
+            bd.category_curves(np.zeros(1, np.int64))  # (its per-category index, cached)
+            self.spans = phase_spans(bd)
         except LoadCancelled:
             return
         except (ValueError, IndexError, KeyError, MemoryError) as exc:

@@ -278,7 +278,8 @@ class CategoriesWiring(QObject):
         self.w.tabs.setTabText(self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})"
                                                             if n else ""))
         if self._built_for is not None and bd.device == self._built_for[1]:
-            self.cv.set_breakdown(bd)
+            thread = self.sender()
+            self.cv.set_breakdown(bd, getattr(thread, "spans", None))
 
     def _on_cursor(self, dev, k) -> None:
         if dev is not None and self._built_for is not None and dev != self._built_for[1]:

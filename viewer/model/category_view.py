@@ -73,9 +73,11 @@ class CategoryView:
         self.category_filter: frozenset[int] | None = None  # category indices kept
         self.spans: list[PhaseSpan] = []
 
-    def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
+    def set_breakdown(self, bd: MemoryBreakdown | None, spans=None) -> None:
+        """Show ``bd``; ``spans``: its :func:`phase_spans` where already built (off the
+        GUI thread), else they are built here."""
         self.bd = bd
-        self.spans = phase_spans(bd)
+        self.spans = list(spans) if spans is not None and bd is not None else phase_spans(bd)
         self.events.breakdown.emit(bd)
 
     @property
