@@ -44,7 +44,7 @@ class BreakdownThread(QThread):
         self.doc = doc
         self.device = device
         self.cancel_event = threading.Event()
-        self.spans = None  # the breakdown's phase spans, built with it
+        self.spans: list | None = None  # the breakdown's phase spans, built with it
 
     def cancel(self) -> None:
         self.cancel_event.set()
