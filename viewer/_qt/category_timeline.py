@@ -49,6 +49,7 @@ class CategoryTimeline(QWidget):
         self.band_item.setZValue(-10)
         self.plot.addItem(self.band_item, ignoreBounds=True)
         self._band_starts = np.zeros(0, np.int64)
+        self._sampled = None  # (breakdown, first, last event, width) of the samples shown
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(ACCENT, width=1))
         self.plot.addItem(self.cursor)
@@ -89,6 +90,7 @@ class CategoryTimeline(QWidget):
     def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
         """Show ``bd`` (None: empty), the whole trace in view."""
         self.bd = bd
+        self._sampled = None
         for item in self.curves + self.fills:
             self.plot.removeItem(item)
         self.curves, self.fills = [], []
@@ -139,6 +141,10 @@ class CategoryTimeline(QWidget):
         if hi < lo:
             return
         width = max(200, int(self.plot.width()))
+        key = (id(bd), lo, hi, width)
+        if key == self._sampled:
+            return  # (set_breakdown's setXRange already sampled this view)
+        self._sampled = key
         events = np.unique(np.linspace(lo, hi, num=min(width, hi - lo + 1)).astype(np.int64))
         peaks = [it.peak_event for it in bd.iterations if lo <= it.peak_event <= hi]
         events = np.union1d(events, np.asarray(peaks, np.int64))
