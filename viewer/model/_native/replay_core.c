@@ -1067,12 +1067,16 @@ static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
     const int8_t *act = v[0].buf;
     const int64_t *addr = v[1].buf;
     int32_t *alloc_of = v[2].buf, *freed_at = v[3].buf, *freq_at = v[4].buf;
+    int oom = 0;
+    /* Plain C over buffers the caller keeps alive: other Python threads (the categories'
+     * phases) run meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
         int8_t a = act[k];
         if (a == 0) {
             if (h_put(&st, addr[k], (int32_t)k) < 0) {
-                PyErr_NoMemory();
-                goto done;
+                oom = 1;
+                break;
             }
         } else if (a == 1 || a == 2) {
             int32_t x = h_get(&st, addr[k]);
@@ -1085,6 +1089,11 @@ static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
                 }
             }
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -1138,6 +1147,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
         best[j] = INT64_MIN;
         at[j] = -1;
     }
+    Py_BEGIN_ALLOW_THREADS  /* plain C: other Python threads run meanwhile */
     for (Py_ssize_t k = 0; k < n; k++) {
         apply_event(c, act[k], bs[k], sz[k]);
         for (int j = 0; j < 4; j++) {
@@ -1148,6 +1158,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
             }
         }
     }
+    Py_END_ALLOW_THREADS
     result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best[0], (long long)at[0],
                            (long long)best[1], (long long)at[1], (long long)best[2],
                            (long long)at[2], (long long)best[3], (long long)at[3]);
