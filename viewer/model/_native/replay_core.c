@@ -1043,7 +1043,16 @@ done:
 
 /* link_lifetimes(action i8, addr i64, alloc_of i32 out, freed_at i32 out, free_requested_at i32 out)
  * Pairs every free with the latest allocation at its address (outputs pre-filled by the caller). */
+static PyObject *link_lifetimes_impl(PyObject *args, int fill);
 static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
+    return link_lifetimes_impl(args, 0);
+}
+/* link_lifetimes_fill: the same, writing every entry of the outputs (the caller passes
+ * uninitialised memory: no 3 x n memset of fresh pages first). */
+static PyObject *link_lifetimes_fill(PyObject *self, PyObject *args) {
+    return link_lifetimes_impl(args, 1);
+}
+static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
     PyObject *o[5];
     if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
     static const Py_ssize_t item[5] = {1, 8, 4, 4, 4};
@@ -1073,6 +1082,11 @@ static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
         int8_t a = act[k];
+        if (fill) {  /* defaults for k; later events only overwrite entries before them */
+            alloc_of[k] = -1;
+            freed_at[k] = (int32_t)n;
+            freq_at[k] = (int32_t)n;
+        }
         if (a == 0) {
             if (h_put(&st, addr[k], (int32_t)k) < 0) {
                 oom = 1;
@@ -1250,6 +1264,8 @@ static PyMethodDef methods[] = {
     {"curves", curves, METH_VARARGS, "requested/allocated/active/reserved after each event, and peaks."},
     {"seed_scan", seed_scan, METH_VARARGS, "First-free events and allocated addresses (for the seed)."},
     {"link_lifetimes", link_lifetimes, METH_VARARGS, "Pair frees with allocations by address."},
+    {"link_lifetimes_fill", link_lifetimes_fill, METH_VARARGS,
+     "link_lifetimes writing every output entry (outputs need no pre-fill)."},
     {"new_state", new_state, METH_VARARGS, "Replay state from a layout (columns) and segment facts."},
     {"run", run, METH_VARARGS, "Apply events; returns (keyframe layouts, emitted layouts)."},
     {"layout", get_layout, METH_O, "The state's layout as a tuple of 12 bytes columns."},
