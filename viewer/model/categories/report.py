@@ -16,6 +16,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from typing import cast
+
 import numpy as np
 
 from ..progress import Progress
@@ -160,7 +162,8 @@ class MemoryBreakdown:
             # The lifetimes (the C pass, which lets go of the GIL) and the intervals on a
             # second thread while this one finds the phases: they read only the replay's
             # event columns (the curve's peaks come from the C pass, not the intervals).
-            curve = RequestedCurve(None, n, rep)
+            # The intervals arrive from the thread below; set before anything reads them.
+            curve = RequestedCurve(cast(Intervals, None), n, rep)
             with ThreadPoolExecutor(1) as pool:
                 job = pool.submit(lean_intervals, rep)
                 ph = find_phases(snap, rep, kinds, curve)
