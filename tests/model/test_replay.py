@@ -194,6 +194,17 @@ def test_native_seed_scan_and_lifetimes_equal_python(monkeypatch):
     assert np.array_equal(np.sort(native[0][1]), python[0][1])
     for f in native[1]:
         assert np.array_equal(native[1][f], python[1][f]), f
+    # The fill variant (what link_lifetimes uses, on np.empty) writes every entry: on
+    # outputs full of garbage it gives what the pre-filled variant gives.
+    from vramscope.viewer.model.replay.native import _core
+    n = len(action)
+    junk = [np.full(n, 777, np.int32) for _ in range(3)]
+    _core.link_lifetimes_fill(action, addr, *junk)
+    pre = [np.full(n, -1, np.int32), np.full(n, n, np.int32), np.full(n, n, np.int32)]
+    _core.link_lifetimes(action, addr, *pre)
+    for a, b, f in zip(junk, pre, ("alloc_of", "freed_at", "free_requested_at")):
+        assert np.array_equal(a, b), f
+        assert np.array_equal(a, python[1][f]), f
 
 
 def test_summary_replay_without_keyframes_keeps_oom_layouts(loaded_snapshots):

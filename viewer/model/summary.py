@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,15 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     With ``at=(device, k)`` the figures are those after event ``k`` of that
     device (replayed), and ``"at"`` describes the event.
     """
+    # Issue 15's breakdown (the slowest part) on a second thread from the start when the
+    # device it is for is known already (one device with events): the peaks, windows and
+    # pools below run meanwhile; joined where its fields are written.
+    early = None
+    if timeline is not None and len(timeline.devices) == 1 and (os.cpu_count() or 1) > 1:
+        early_pool = ThreadPoolExecutor(1)
+        early = (next(iter(timeline.devices)),
+                 early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices))))
+        early_pool.shutdown(wait=False)
     reports = oom_reports(snap, timeline)
     state = snap
     if at is not None and timeline is not None:
@@ -133,7 +144,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["notes"] = notes
     # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
-                                out.get("peak_requested_event")))
+                                out.get("peak_requested_event"), early))
     out["warnings"] = list(snap.warnings)
     # Stretches of the timeline that are not exact (integrity.Untrusted), with why.
     out["untrusted"] = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
@@ -141,25 +152,41 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
 
 
 # --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
+def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None):
+    """The :class:`categories.MemoryBreakdown` of ``device``; None (and a warning) where
+    the trace is inconsistent."""
+    from .categories import MemoryBreakdown
+
+    if device is None or timeline.replay(device) is None:
+        return None
+    try:
+        return MemoryBreakdown.build(snap, timeline, device)
+    except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
+        snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
+        return None
+
+
 def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
-                     peak_device: int | None, peak_event: int | None) -> dict[str, Any]:
+                     peak_device: int | None, peak_event: int | None,
+                     early: tuple[int, Future] | None = None) -> dict[str, Any]:
     """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
     adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
-    :class:`categories.MemoryBreakdown`."""
+    :class:`categories.MemoryBreakdown` (``early``: (device, the build of it already
+    started on a thread))."""
     out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
                            "categories_at": None, "iterations": [], "leaks": []}
     if timeline is None or not timeline.devices:
+        if early is not None:
+            early[1].result()
         return out
-    from .categories import MemoryBreakdown
+    made = {}
+    if early is not None:
+        made[early[0]] = early[1].result()
 
     def build(device):
-        if device is None or timeline.replay(device) is None:
-            return None
-        try:
-            return MemoryBreakdown.build(snap, timeline, device)
-        except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
-            snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
-            return None
+        if device not in made:
+            made[device] = _build_breakdown(snap, timeline, device)
+        return made[device]
 
     bd = build(peak_device)
     if bd is not None:

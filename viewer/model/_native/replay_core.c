@@ -1043,7 +1043,16 @@ done:
 
 /* link_lifetimes(action i8, addr i64, alloc_of i32 out, freed_at i32 out, free_requested_at i32 out)
  * Pairs every free with the latest allocation at its address (outputs pre-filled by the caller). */
+static PyObject *link_lifetimes_impl(PyObject *args, int fill);
 static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
+    return link_lifetimes_impl(args, 0);
+}
+/* link_lifetimes_fill: the same, writing every entry of the outputs (the caller passes
+ * uninitialised memory: no 3 x n memset of fresh pages first). */
+static PyObject *link_lifetimes_fill(PyObject *self, PyObject *args) {
+    return link_lifetimes_impl(args, 1);
+}
+static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
     PyObject *o[5];
     if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
     static const Py_ssize_t item[5] = {1, 8, 4, 4, 4};
@@ -1067,12 +1076,21 @@ static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
     const int8_t *act = v[0].buf;
     const int64_t *addr = v[1].buf;
     int32_t *alloc_of = v[2].buf, *freed_at = v[3].buf, *freq_at = v[4].buf;
+    int oom = 0;
+    /* Plain C over buffers the caller keeps alive: other Python threads (the categories'
+     * phases) run meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
         int8_t a = act[k];
+        if (fill) {  /* defaults for k; later events only overwrite entries before them */
+            alloc_of[k] = -1;
+            freed_at[k] = (int32_t)n;
+            freq_at[k] = (int32_t)n;
+        }
         if (a == 0) {
             if (h_put(&st, addr[k], (int32_t)k) < 0) {
-                PyErr_NoMemory();
-                goto done;
+                oom = 1;
+                break;
             }
         } else if (a == 1 || a == 2) {
             int32_t x = h_get(&st, addr[k]);
@@ -1085,6 +1103,11 @@ static PyObject *link_lifetimes(PyObject *self, PyObject *args) {
                 }
             }
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -1138,6 +1161,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
         best[j] = INT64_MIN;
         at[j] = -1;
     }
+    Py_BEGIN_ALLOW_THREADS  /* plain C: other Python threads run meanwhile */
     for (Py_ssize_t k = 0; k < n; k++) {
         apply_event(c, act[k], bs[k], sz[k]);
         for (int j = 0; j < 4; j++) {
@@ -1148,6 +1172,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
             }
         }
     }
+    Py_END_ALLOW_THREADS
     result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best[0], (long long)at[0],
                            (long long)best[1], (long long)at[1], (long long)best[2],
                            (long long)at[2], (long long)best[3], (long long)at[3]);
@@ -1239,6 +1264,8 @@ static PyMethodDef methods[] = {
     {"curves", curves, METH_VARARGS, "requested/allocated/active/reserved after each event, and peaks."},
     {"seed_scan", seed_scan, METH_VARARGS, "First-free events and allocated addresses (for the seed)."},
     {"link_lifetimes", link_lifetimes, METH_VARARGS, "Pair frees with allocations by address."},
+    {"link_lifetimes_fill", link_lifetimes_fill, METH_VARARGS,
+     "link_lifetimes writing every output entry (outputs need no pre-fill)."},
     {"new_state", new_state, METH_VARARGS, "Replay state from a layout (columns) and segment facts."},
     {"run", run, METH_VARARGS, "Apply events; returns (keyframe layouts, emitted layouts)."},
     {"layout", get_layout, METH_O, "The state's layout as a tuple of 12 bytes columns."},

@@ -12,7 +12,11 @@ iterations and leak candidates, never over events or allocations.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+from typing import cast
 
 import numpy as np
 
@@ -26,11 +30,14 @@ from ..units import format_bytes
 from . import stack_kinds as sk
 from .classify import classify
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
+from ..replay.live import is_live
 from .lean import lean_intervals
 from .leaks import Leak, find_leaks, leak_frames
 from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
 
 N_CATEGORIES = len(CATEGORY_NAMES)
+# Below this many events a second thread costs more than it saves.
+OVERLAP_MIN_EVENTS = 1 << 20
 
 
 def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> np.ndarray:
@@ -149,15 +156,28 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        iv = intervals_of_device if intervals_of_device is not None else lean_intervals(rep)
-        progress.update("categories", 0.3)
-        curve = RequestedCurve(iv, len(rep), rep)
         kinds = sk.stack_kinds(snap)
-        ph = find_phases(snap, rep, kinds, curve)
-        progress.update("categories", 0.6)
-        category, reason = classify(iv, ph, len(rep))
-        progress.update("categories", 0.9)
         n = len(rep)
+        if intervals_of_device is None and _overlap(rep):
+            # The lifetimes (the C pass, which lets go of the GIL) and the intervals on a
+            # second thread while this one finds the phases: they read only the replay's
+            # event columns (the curve's peaks come from the C pass, not the intervals).
+            # The intervals arrive from the thread below; set before anything reads them.
+            curve = RequestedCurve(cast(Intervals, None), n, rep)
+            with ThreadPoolExecutor(1) as pool:
+                job = pool.submit(lean_intervals, rep)
+                ph = find_phases(snap, rep, kinds, curve)
+                iv = job.result()
+            curve._args = (iv, n, rep)
+            progress.update("categories", 0.3)
+        else:
+            iv = intervals_of_device if intervals_of_device is not None else lean_intervals(rep)
+            progress.update("categories", 0.3)
+            curve = RequestedCurve(iv, n, rep)
+            ph = find_phases(snap, rep, kinds, curve)
+        progress.update("categories", 0.6)
+        category, reason = classify(iv, ph, n)
+        progress.update("categories", 0.9)
         leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap)) \
             if n else []
         _mark_leaked(leaks, category, reason)
@@ -284,6 +304,16 @@ class MemoryBreakdown:
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
         return out
+
+
+def _overlap(rep: DeviceReplay) -> bool:
+    """Whether the intervals can be made on a second thread while the phases are found:
+    several cores, a large trace, the native curve pass (the phases then never read the
+    intervals) and lifetimes not made yet (the work that overlaps)."""
+    return ((os.cpu_count() or 1) > 1 and len(rep) >= OVERLAP_MIN_EVENTS and rep.native
+            and _nat._core is not None and rep._derived.get("curves") is None
+            and rep._derived.get("lifetimes") is None
+            and rep._derived.get("intervals") is None and not is_live(rep))
 
 
 def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) -> None:

@@ -267,6 +267,14 @@ def link_lifetimes(action: np.ndarray, addr: np.ndarray,
     alloc (n: never)."""
     n = len(action)
     dt = np.int32 if n < 2**31 - 1 else np.int64
+    if use_native(native) and dt == np.int32 and hasattr(_core, "link_lifetimes_fill"):
+        # The C pass writes every entry: fresh memory is touched once, not memset first.
+        out = {"alloc_of": np.empty(n, dt), "freed_at": np.empty(n, dt),
+               "free_requested_at": np.empty(n, dt)}
+        _core.link_lifetimes_fill(np.ascontiguousarray(action, np.int8),
+                                  np.ascontiguousarray(addr, np.int64), out["alloc_of"],
+                                  out["freed_at"], out["free_requested_at"])
+        return out
     out = {"alloc_of": np.full(n, -1, dt), "freed_at": np.full(n, n, dt),
            "free_requested_at": np.full(n, n, dt)}
     if use_native(native) and dt == np.int32:

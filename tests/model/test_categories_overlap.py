@@ -1,0 +1,48 @@
+"""The breakdown built with the intervals on a second thread (large traces, several cores)
+equals the one built on one thread, column for column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vramscope.viewer.model.categories import MemoryBreakdown, report
+from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.replay import native as _nat
+from vramscope.viewer.model.timeline import build_timeline, oom_events
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+FILES = [DATA / f for f in ("transformer_long_python_1000k.pickle.xz", "gpt2_oom.pickle",
+                            "cuda_graph_pool.pickle", "side_stream_pending.pickle")] + [
+    EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz"]
+
+
+def _build(path, overlap: bool, monkeypatch):
+    monkeypatch.setattr(report, "OVERLAP_MIN_EVENTS", 0 if overlap else 1 << 62)
+    monkeypatch.setattr(report.os, "cpu_count", lambda: 2)
+    snap = load_snapshot(path)
+    tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))
+    rep = tl.replay(min(tl.devices))
+    assert report._overlap(rep) == (overlap and rep.native and _nat._core is not None)
+    return MemoryBreakdown.build(snap, tl)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_overlapped_build_is_identical(path, monkeypatch):
+    if not path.exists():
+        pytest.skip(f"{path.name} absent")
+    if _nat._core is None:
+        pytest.skip("no native replay core: nothing runs on a second thread")
+    a = _build(path, True, monkeypatch)
+    b = _build(path, False, monkeypatch)
+    for col in ("start", "end", "requested", "stack", "addr", "size"):
+        np.testing.assert_array_equal(getattr(a.intervals, col), getattr(b.intervals, col))
+    np.testing.assert_array_equal(a.category, b.category)
+    np.testing.assert_array_equal(a.reason, b.reason)
+    np.testing.assert_array_equal(a.phases.phase, b.phases.phase)
+    assert [it.to_dict() for it in a.iterations] == [it.to_dict() for it in b.iterations]
+    assert [lk.to_dict() for lk in a.leaks] == [lk.to_dict() for lk in b.leaks]
+    np.testing.assert_array_equal(a.requested, b.requested)
