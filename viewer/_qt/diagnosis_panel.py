@@ -1,7 +1,7 @@
 """The Diagnosis panel: the verdict, what the peak is made of, and the remedies in order.
 
 Draws :class:`vramscope.viewer.model.remedies.advise.Advice`, computed off
-the GUI thread (:class:`AdviseThread`, progress + Cancel/Esc): a verdict
+the GUI thread (a :class:`~.jobs.Job`, progress + Cancel/Esc): a verdict
 line, a bar of the bytes live at the peak split by kind (scales with the
 batch / model state / other), and the remedies ranked by predicted peak
 reserved (simulated or estimated, the change, where).  Selecting a remedy
@@ -18,22 +18,19 @@ remedy acts on (``events``: indices into the device's trace).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt, QThread, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ..model.errors import LoadCancelled, SnapshotError
-from ..model.progress import Progress
 from ..model.snapshot import Snapshot
 from ..model.units import format_bytes as fb
 from ..model.units import parse_bytes
 from . import theme
+from .jobs import Job
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
@@ -42,43 +39,29 @@ SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
 GIB = 1 << 30
 
 
-class AdviseThread(QThread):
-    """Prepares the case (once) and computes the advice, off the GUI thread."""
+# The advice's stages as parts of one bar (judging is quick, the batch search and the
+# allocator settings are most of the simulations).
+_STAGE_START = {"judge": 0.0, "search": 0.05, "allocator": 0.6}
 
-    progressed = Signal(float)
-    done = Signal(object, object)  # Case, Advice
-    failed = Signal(str)
-    cancelled = Signal()
 
-    def __init__(self, snap: Snapshot, batch: int | None, limit: int | None, case=None,
-                 parent=None) -> None:
-        super().__init__(parent)
-        self.snap, self.batch, self.limit, self.case = snap, batch, limit, case
-        self.cancel_event = threading.Event()
+def advise_job(snap: Snapshot, batch: int | None, limit: int | None, case=None,
+               parent=None) -> Job:
+    """A :class:`Job` that prepares the case (once) and computes the advice;
+    ``done((case, advice))``, ``progressed(stage, fraction of that stage)``."""
 
-    def cancel(self) -> None:
-        self.cancel_event.set()
-
-    def run(self) -> None:  # worker thread
+    def work(job: Job):
         from ..model.remedies.advise import advise
         from ..model.whatif import prepare
 
-        stages = {"judge": 0.0, "search": 0.05, "allocator": 0.6}
-        try:
-            progress = Progress(lambda stage, f: self.progressed.emit(
-                min(0.99, stages.get(stage, 0.9) + 0.4 * f)), self.cancel_event)
-            case = self.case or prepare(self.snap)
-            advice = advise(case, self.batch, self.limit, progress)
-        except LoadCancelled:
-            self.cancelled.emit()
-            return
-        except SnapshotError as exc:
-            self.failed.emit(str(exc))
-            return
-        except Exception as exc:  # one clear line in the panel, never a crash
-            self.failed.emit(f"{type(exc).__name__}: {exc}")
-            return
-        self.done.emit(case, advice)
+        case_ = case or prepare(snap)
+        return case_, advise(case_, batch, limit, job.progress())
+
+    return Job(work, parent)
+
+
+def _overall(stage: str, fraction: float) -> float:
+    """One bar for all stages: where ``stage`` starts plus its share."""
+    return min(0.99, _STAGE_START.get(stage, 0.9) + 0.4 * fraction)
 
 
 class SplitBar(QWidget):
@@ -124,7 +107,7 @@ class DiagnosisPanel(QWidget):
         self.snap = snap
         self.case = None
         self.advice = None
-        self.thread: AdviseThread | None = None
+        self.thread: Job | None = None
         name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
         self.setWindowTitle(f"Diagnosis: {name} — vramscope")
         self.resize(1200, 760)
@@ -234,9 +217,10 @@ class DiagnosisPanel(QWidget):
         self.progress.setValue(0)
         self.verdict.setText("Simulating the remedies…")
         batch = self.batch_spin.value() or None
-        self.thread = AdviseThread(self.snap, batch, limit, self.case, self)
-        self.thread.progressed.connect(lambda f: self.progress.setValue(int(f * 1000)))
-        self.thread.done.connect(self._show)
+        self.thread = advise_job(self.snap, batch, limit, self.case, self)
+        self.thread.progressed.connect(
+            lambda stage, f: self.progress.setValue(int(_overall(stage, f) * 1000)))
+        self.thread.done.connect(lambda result: self._show(*result))
         self.thread.failed.connect(self._failed)
         self.thread.cancelled.connect(self._cancelled)
         self.thread.finished.connect(self._thread_finished)
