@@ -14,31 +14,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 
 from ..model import SnapshotError
 from ..model.allocator_rules import ConfError, parse_conf
 from ..model.errors import LoadCancelled
 from ..model.load import load_snapshot
+from ..model import units
 from ..model.progress import Progress
 from .tty_progress import TerminalProgress
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 1 << 10, "m": 10**6, "mb": 10**6,
-          "mib": 1 << 20, "g": 10**9, "gb": 10**9, "gib": 1 << 30, "t": 10**12, "tb": 10**12,
-          "tib": 1 << 40}
-
-
 def parse_bytes(text: str) -> int:
-    """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(
-            f"not a size in bytes: {text!r} (e.g. 10000000000 or 10GB)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"the memory limit must be positive: {text!r}")
-    return value
+    """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type over the one
+    parser the GUI uses too, :func:`..model.units.parse_bytes`)."""
+    try:
+        return units.parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_float(text: str) -> float:
