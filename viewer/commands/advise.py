@@ -15,10 +15,9 @@ import sys
 
 from ..model import SnapshotError
 from ..model.errors import LoadCancelled
-from ..model.load import load_snapshot
 from ..model.progress import Progress
 from .tty_progress import TerminalProgress
-from .whatif import _positive_int, parse_bytes
+from .whatif import _positive_int, load_case, parse_bytes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,14 +42,14 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from ..model.remedies.advise import advise, format_text
-    from ..model.whatif import prepare
 
     args = parser().parse_args(argv)
     # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
     with TerminalProgress("vramscope advise") as tp:
-        try:
-            snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
-            case = prepare(snap, args.device, tp.stage("replaying the trace"))
+        case = load_case(args, tp)
+        if isinstance(case, int):
+            return case
+        try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
             check = case.self_check()
             result = advise(case, args.batch, args.memory_limit, _stages(tp))

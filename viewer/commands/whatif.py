@@ -84,8 +84,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+
+def load_case(args: argparse.Namespace, tp: TerminalProgress):
+    """Load ``args.file`` and prepare ``args.device``'s request stream for simulation
+    (``whatif`` and ``advise``); an unreadable file: one line on stderr and the exit
+    code to return instead of the case."""
+    from ..model.whatif import prepare
+
+    try:
+        snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
+        return prepare(snap, args.device, tp.stage("replaying the trace"))
+    except SnapshotError as exc:
+        tp.clear()
+        print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        tp.clear()
+        print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
+        return 2
+    except LoadCancelled:  # pragma: no cover - no one cancels on the command line
+        return 1
+
 def main(argv: list[str]) -> int:
-    from ..model.whatif import RECOMMENDED, predict, prepare
+    from ..model.whatif import RECOMMENDED, predict
     from ..model.whatif.report import format_text, rank
 
     args = parser().parse_args(argv)
@@ -104,20 +125,9 @@ def main(argv: list[str]) -> int:
         confs = ["recorded"]
     # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.
     with TerminalProgress("vramscope whatif") as tp:
-        try:
-            snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
-            case = prepare(snap, args.device, tp.stage("replaying the trace"))
-        except SnapshotError as exc:
-            tp.clear()
-            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-            return 2
-        except MemoryError:
-            tp.clear()
-            print(f"vramscope: error: {args.file}: not enough memory to load it",
-                  file=sys.stderr)
-            return 2
-        except LoadCancelled:  # pragma: no cover - no one cancels on the command line
-            return 1
+        case = load_case(args, tp)
+        if isinstance(case, int):
+            return case
         try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
             # The recorded run (computed once, cached in the case) for the self-check.
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
