@@ -14,21 +14,12 @@ simulation of the recorded settings), so they travel between machines:
 
 from __future__ import annotations
 
-import io
-import lzma
-import pickle
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT = ROOT / "tests" / "data" / "transformer_long_python_1000k.pickle.xz"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
+from bench_whatif import DEFAULT, pickle_load_seconds, timed  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -38,10 +29,7 @@ def main(argv: list[str]) -> int:
     from vramscope.viewer.model.whatif import prepare
 
     path = Path(argv[0]) if argv else DEFAULT
-    raw = path.read_bytes()
-    if raw[:6] == b"\xfd7zXZ\x00":
-        raw = lzma.decompress(raw)
-    _, t_pickle = timed(lambda: pickle.load(io.BytesIO(raw)))
+    t_pickle = pickle_load_seconds(path)
     snap = load_snapshot(path)
     case = prepare(snap)
     _, t_sim = timed(lambda: case.simulate("expandable_segments:True"))
