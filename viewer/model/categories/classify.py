@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import Intervals
+from . import native
 from . import stack_kinds as sk
 from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, Phases
 from .reasons import ACTIVATION, GRADIENT, PARAMETER, REASONS, reason_id
@@ -120,7 +121,8 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         grp = _Group(np.flatnonzero((phase == ph_code) & ~decided), reason)
         return grp
 
-    phase_run_ends = _run_ends(ph.phase)
+    runs = ph.phase_runs()
+    phase_run_ends = runs.end
 
     def run_end(ids: np.ndarray) -> np.ndarray:
         return _run_end_at(ph.phase, s[ids], phase_run_ends)
@@ -146,10 +148,7 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         g.put(True, "temp_backward")
 
     # -- forward ---------------------------------------------------------------------------
-    bwd_events = ph.phase == PH_BACKWARD
-    b_starts = np.flatnonzero(bwd_events[1:] & ~bwd_events[:-1]) + 1
-    if bwd_events[0]:
-        b_starts = np.insert(b_starts, 0, 0)
+    b_starts = runs.of(PH_BACKWARD)[0]
     g = group(PH_FORWARD)
     if len(g.ids):
         sg, eg, k = s[g.ids], e[g.ids], kinds_ext[iv.stack[g.ids]]
@@ -178,7 +177,10 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         _param_rules(g, evg, k)
         # Inputs: made outside any pass, alive into the next forward, freed by the end of
         # the iteration after that one (parameters made without a telling stack live on).
-        next_f = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD), sg + 1, n)
+        if native.available():  # no positions of every forward event
+            next_f = native.next_equal(ph.evidence, sk.EV_FORWARD, sg + 1)
+        else:
+            next_f = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD), sg + 1, n)
         if iters:
             ends = np.array([it.end for it in iters] + [n], np.int64)
             it_of_f = ph.iteration[np.minimum(next_f, n - 1)]
