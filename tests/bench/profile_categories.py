@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         (native, "phases"), (iterations, "PhaseRuns"),
         (iterations, "_annotation_ranges"), (iterations, "_split_by_curve"),
         (iterations, "_iterations"), (iterations, "_span_peaks"), (report, "classify"),
+        (classify, "_window_native"), (classify, "_window"),
         (classify, "_refine_by_sizes"), (classify, "_workspaces"), (report, "find_leaks"),
         (report, "leak_frames"), (report, "_mark_leaked"), (report.sk, "stack_kinds"),
         (iterations, "stack_codes"),

@@ -41,7 +41,7 @@ static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t item, int writable, con
 
 /* Buffers taken in order and released together. */
 typedef struct {
-    Py_buffer v[12];
+    Py_buffer v[16];
     int got;
 } Bufs;
 
@@ -570,6 +570,150 @@ done:
     return result;
 }
 
+/* -- classify_window: the reasons of the allocations made in the window ------------------ */
+
+/* Rules, in the order of the reason ids the caller passes (classify.WINDOW_REASONS). */
+enum { R_WORKSPACE, R_OPT_INIT, R_OPT_SURVIVES, R_TEMP_OPT, R_GRAD_ACC, R_GRAD_GUESS, R_GRAD,
+       R_TEMP_BWD, R_PARAM_APPLY, R_PARAM_INIT, R_ACT_GUESS, R_ACT_KEPT, R_ACT_SAVED,
+       R_ACT_OUTPUT, R_TEMP_FWD, R_INPUT_USER, R_INPUT_LIFETIME, R_TEMP_OTHER, R_UNK_SETUP,
+       R_UNK_OTHER, R_UNK_NO_ITER, N_RULES };
+
+/* classify_window(start i64, end i64, stack i32, kinds i32 (per stack + a last 0),
+ *                 phase i8, evidence i8, guessed u8, run_ends i64, b_starts i64,
+ *                 it_lo i64, it_end i64, reason_ids i16 (N_RULES), reason i16 (out),
+ *                 (n, it_span_end, k_workspace, k_opt_init, k_accumulate_grad, k_apply))
+ *   -> True, or False (nothing written) when the allocations made in the window are not
+ *      in event order (the caller then takes the numpy path).
+ * = classify.classify's rules for every allocation made in the window (start >= 0):
+ * library workspaces, then by the phase it was made in: optimizer step, backward,
+ * forward, other - each a first-match list of rules (see classify.py, the reference).
+ * Allocations from before recording (start < 0) are left as they are. */
+static PyObject *classify_window(PyObject *self, PyObject *args) {
+    PyObject *o[13];
+    long long n, it_span_end, k_ws, k_opt_init, k_acc, k_apply;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO(LLLLLL)", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &n,
+                          &it_span_end, &k_ws, &k_opt_init, &k_acc, &k_apply))
+        return NULL;
+    static const Py_ssize_t item[13] = {8, 8, 4, 4, 1, 1, 1, 8, 8, 8, 8, 2, 2};
+    static const char *name[13] = {"start", "end", "stack", "kinds", "phase", "evidence",
+                                   "guessed", "run_ends", "b_starts", "it_lo", "it_end",
+                                   "reason_ids", "reason"};
+    Bufs b = {.got = 0};
+    PyObject *result = NULL;
+    for (int i = 0; i < 13; i++)
+        if (take(&b, o[i], item[i], i == 12, name[i]) < 0) goto done;
+    Py_ssize_t m = b.v[0].len / 8, ns = b.v[3].len / 4, nr = b.v[7].len / 8,
+               nb = b.v[8].len / 8, ni = b.v[9].len / 8;
+    if (b.v[1].len / 8 != m || b.v[2].len / 4 != m || b.v[12].len / 2 != m ||
+        b.v[4].len != n || b.v[5].len != n || b.v[6].len != n || b.v[10].len / 8 != ni ||
+        b.v[11].len / 2 != N_RULES || ns < 1 || nr < 1) {
+        PyErr_SetString(PyExc_ValueError, "classify_window: columns of different lengths");
+        goto done;
+    }
+    const int64_t *start = b.v[0].buf, *end = b.v[1].buf, *run_ends = b.v[7].buf,
+                  *b_starts = b.v[8].buf, *it_lo = b.v[9].buf, *it_end = b.v[10].buf;
+    const int32_t *stack = b.v[2].buf, *kinds = b.v[3].buf;
+    const int8_t *phase = b.v[4].buf, *evid = b.v[5].buf;
+    const uint8_t *guessed = b.v[6].buf;
+    const int16_t *rid = b.v[11].buf;
+    int16_t *reason = b.v[12].buf;
+    /* In event order? (next_f below walks forward once) */
+    int64_t prev = -1;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (start[i] < 0) continue;
+        if (start[i] < prev || start[i] >= n) {
+            if (start[i] >= n) PyErr_SetString(PyExc_IndexError, "classify_window: an "
+                                               "allocation after the last event");
+            else result = Py_NewRef(Py_False);
+            goto done;
+        }
+        prev = start[i];
+    }
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* The starts rise, so every lookup walks forward: the run of phases holding s, the
+     * next backward run, the iteration span holding s, the next forward evidence. */
+    Py_ssize_t ri = 0, bj = 0, ij = 0, fk = 0;
+    int64_t next_f = -1;  /* the first forward-evidence event >= the last query, or n */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int64_t s = start[i];
+        if (s < 0) continue;
+        int64_t e = end[i], st = stack[i];
+        if (st < 0) st += ns;
+        if (st < 0 || st >= ns) {
+            err = 2;
+            break;
+        }
+        int64_t k = kinds[st];
+        int r;
+        if (k & k_ws) {
+            reason[i] = rid[R_WORKSPACE];
+            continue;
+        }
+        int8_t ph = phase[s];
+        /* The exclusive end of the run of equal phases that holds s (the last run ends
+         * at n > s). */
+        while (run_ends[ri] <= s) ri++;
+        int64_t run_end = run_ends[ri];
+        int8_t ev = evid[s];
+        if (ph == PH_OPTIMIZER) {
+            int kept = e > run_end || e >= n;
+            r = (k & k_opt_init) && kept ? R_OPT_INIT : kept ? R_OPT_SURVIVES : R_TEMP_OPT;
+        } else if (ph == PH_BACKWARD) {
+            int survives = e > run_end;
+            r = survives && (k & k_acc) ? R_GRAD_ACC
+                : survives && guessed[s] ? R_GRAD_GUESS
+                : survives ? R_GRAD : R_TEMP_BWD;
+        } else if (ev == EV_PARAM_INIT) {  /* forward or other: made by a module's setup */
+            r = (k & k_apply) ? R_PARAM_APPLY : R_PARAM_INIT;
+        } else if (ph == PH_FORWARD) {
+            while (bj < nb && b_starts[bj] < s + 1) bj++;
+            int64_t next_b = bj < nb ? b_starts[bj] : n;
+            int has_b = next_b < n, saved = has_b && e > next_b;
+            int kept = 0;
+            if (saved && ni) {
+                /* IterationOf: the span holding s (-1 outside every span). */
+                while (ij < ni && it_lo[ij] <= s) ij++;
+                Py_ssize_t own = ij - 1;
+                kept = own >= 0 && s < it_span_end && e > it_end[own] + 1;
+            }
+            r = saved && guessed[s] ? R_ACT_GUESS
+                : kept ? R_ACT_KEPT
+                : saved ? R_ACT_SAVED
+                : !has_b && (e > run_end || e >= n) ? R_ACT_OUTPUT : R_TEMP_FWD;
+        } else {
+            if (next_f < s + 1) {  /* walk on from the last answer */
+                int64_t x = s + 1;
+                while (x < n && evid[x] != EV_FORWARD) x++;
+                next_f = x;
+            }
+            int64_t limit = n + 1;
+            if (ni) {
+                int64_t at = next_f < n - 1 ? next_f : n - 1;
+                while (fk < ni && it_lo[fk] <= at) fk++;
+                Py_ssize_t it = fk - 1;
+                if (!(it >= 0 && at < it_span_end)) it = -1;
+                Py_ssize_t nxt = (it > 0 ? it : 0) + 1;
+                limit = (nxt < ni ? it_end[nxt] : n) + 1;
+            }
+            int into = next_f < n && e > next_f && e <= limit;
+            r = into && ev == EV_USER ? R_INPUT_USER
+                : into && ev == 0 ? R_INPUT_LIFETIME
+                : e <= run_end ? R_TEMP_OTHER
+                : !ni ? R_UNK_NO_ITER
+                : s < it_lo[0] && e > it_lo[0] ? R_UNK_SETUP : R_UNK_OTHER;
+        }
+        reason[i] = rid[r];
+    }
+    Py_END_ALLOW_THREADS
+    if (err) PyErr_SetString(PyExc_IndexError, "classify_window: a stack index out of range");
+    else result = Py_NewRef(Py_True);
+done:
+    release(&b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"count_action", count_action, METH_VARARGS, "Events with the given action."},
     {"alloc_lifetimes", alloc_lifetimes, METH_VARARGS,
@@ -578,6 +722,8 @@ static PyMethodDef methods[] = {
     {"runs", runs, METH_VARARGS, "Runs of equal int8 values: starts and values."},
     {"spans_any", spans_any, METH_VARARGS, "logical_or.reduceat(values == value, lo)."},
     {"next_equal", next_equal, METH_VARARGS, "First event >= each query holding a value."},
+    {"classify_window", classify_window, METH_VARARGS,
+     "The reasons of the allocations made in the window (classify.py's rules)."},
     {"span_peaks", span_peaks, METH_VARARGS,
      "Maximum of the requested curve, and the first event at it, per span."},
     {NULL, NULL, 0, NULL}};

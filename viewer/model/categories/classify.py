@@ -24,7 +24,7 @@ import numpy as np
 from ..timeline import Intervals
 from . import native
 from . import stack_kinds as sk
-from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, Phases
+from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf, Phases
 from .reasons import ACTIVATION, GRADIENT, PARAMETER, REASONS, reason_id
 
 R = reason_id
@@ -84,9 +84,6 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         reason[:] = R("unknown_pre_recording")
         reason8 = reason.astype(np.int8)
         return _REASON_CATEGORY[reason8], reason8
-    phase = np.where(made, ph.phase[np.maximum(s, 0)], np.int8(-1))
-    iters = ph.iterations
-
     # -- before recording ----------------------------------------------------------------
     g = _Group(np.flatnonzero(~made), reason)
     if len(g.ids):
@@ -111,6 +108,23 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
             in_zero |= (eg < n) & (j >= 0) & (eg < z[np.maximum(j, 0), 1] + 1)
         g.put(in_zero, "pre_grad_freed_in_zero_grad")
         g.put(True, "unknown_pre_recording")
+
+    if not _window_native(iv, ph, n, reason, kinds_ext):
+        _window(iv, ph, n, reason, kinds_ext, made)
+    _refine_by_sizes(iv, reason, ph)
+    _workspaces(iv, reason, ph, n)
+    reason8 = reason.astype(np.int8)
+    return _REASON_CATEGORY[reason8], reason8
+
+
+def _window(iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np.ndarray,
+            made: np.ndarray) -> None:
+    """The reasons of the allocations made in the window (numpy; the reference of
+    catcore.classify_window): library workspaces, then per phase they were made in."""
+    s = iv.start
+    e = iv.end
+    phase = np.where(made, ph.phase[np.maximum(s, 0)], np.int8(-1))
+    iters = ph.iterations
 
     # Library workspaces, named by their C++ frames.
     ws = np.flatnonzero(made & ((kinds_ext[iv.stack] & sk.K_WORKSPACE) != 0))
@@ -198,10 +212,32 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         else:
             g.put(True, "unknown_no_iterations")
 
-    _refine_by_sizes(iv, reason, ph)
-    _workspaces(iv, reason, ph, n)
-    reason8 = reason.astype(np.int8)
-    return _REASON_CATEGORY[reason8], reason8
+
+# The rules of catcore.classify_window, in the order of its R_* ids.
+WINDOW_REASONS = (
+    "workspace_cublas", "opt_init_group", "opt_survives_step", "temp_optimizer",
+    "grad_accumulate", "grad_survives_backward_guess", "grad_survives_backward",
+    "temp_backward", "param_module_apply", "param_module_init", "act_saved_guess",
+    "act_kept", "act_saved", "act_output_no_backward", "temp_forward", "input_user_code",
+    "input_lifetime", "temp_other", "unknown_setup", "unknown_other",
+    "unknown_no_iterations")
+
+
+def _window_native(iv: Intervals, ph: Phases, n: int, reason: np.ndarray,
+                   kinds_ext: np.ndarray) -> bool:
+    """:func:`_window` in one C pass over the allocations (no per-allocation masks, index
+    arrays or gathers); False where it does not apply (not built, allocations not in event
+    order, phases without their runs' iteration spans) and nothing was written."""
+    if not native.available() or not isinstance(ph.iteration, IterationOf):
+        return False
+    runs = ph.phase_runs()
+    it = ph.iteration
+    return native.classify_window(
+        iv.start, iv.end, iv.stack, kinds_ext, ph.phase, ph.evidence, ph.guessed,
+        runs.end, runs.of(PH_BACKWARD)[0], it.lo,
+        np.array([x.end for x in ph.iterations], np.int64),
+        np.array([R(c) for c in WINDOW_REASONS], np.int16), reason,
+        (n, it.end, sk.K_WORKSPACE, sk.K_OPT_INIT, sk.K_ACCUMULATE_GRAD, sk.K_APPLY))
 
 
 def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:

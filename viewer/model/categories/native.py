@@ -74,6 +74,17 @@ def next_equal(values: np.ndarray, value: int, queries: np.ndarray) -> np.ndarra
                                          _c(queries, np.int64)), np.int64)
 
 
+def classify_window(start, end, stack, kinds_ext, phase, evidence, guessed, run_ends,
+                    b_starts, it_lo, it_end, reason_ids, reason, scalars) -> bool:
+    """classify._window's rules in one pass over the allocations, written into ``reason``
+    (int16); False (nothing written) when the allocations are not in event order."""
+    return bool(_cat.classify_window(
+        _c(start, np.int64), _c(end, np.int64), _c(stack, np.int32), _c(kinds_ext, np.int32),
+        _c(phase, np.int8), _c(evidence, np.int8), _c(guessed, bool).view(np.uint8),
+        _c(run_ends, np.int64), _c(b_starts, np.int64), _c(it_lo, np.int64),
+        _c(it_end, np.int64), _c(reason_ids, np.int16), reason, tuple(int(x) for x in scalars)))
+
+
 def span_peaks(action, size, start: int, lo: np.ndarray, hi: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """(maximum, first event at it) of the requested curve in each span [lo_i, hi_i)."""
