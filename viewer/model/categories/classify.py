@@ -24,7 +24,9 @@ import numpy as np
 from ..timeline import Intervals
 from . import native
 from . import stack_kinds as sk
-from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf, Phases
+from .iterations import (PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf,
+                         Phases)
+from .lean import column_at
 from .reasons import ACTIVATION, GRADIENT, PARAMETER, REASONS, reason_id
 
 R = reason_id
@@ -247,35 +249,49 @@ def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:
     g.put(param, "param_module_init")
 
 
+# Per-(iteration, gradient size) counts in one dense bincount up to this many cells.
+_DENSE_COUNTS = 1 << 22
+
+
 def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     """Sizes of gradients name what nothing else can: a module's block without a
     gradient of its size is a buffer; blocks from before recording (or from setup without
     a telling stack) of a gradient's exact size are parameters and optimizer state."""
     cat = _REASON_CATEGORY[reason]
-    grads = np.flatnonzero((cat == GRADIENT) & (iv.start >= 0))  # made in the window
+    grads = np.flatnonzero(cat == GRADIENT)
+    grads = grads[iv.start[grads] >= 0]  # made in the window
     if not len(grads):
         return
     req = iv.requested
-    grad_sizes = np.unique(req[grads])
+    req_g = req[grads]
+    grad_sizes, size_of = np.unique(req_g, return_inverse=True)
+    size_of = size_of.reshape(-1)
     params = np.flatnonzero(cat == PARAMETER)
     buffer = params[~np.isin(req[params], grad_sizes)]
     reason[buffer] = R("param_buffer")
 
-    # Gradients per size in one iteration (the most any iteration made).
+    # Gradients per size in one iteration (the most any iteration made, the gradients
+    # made outside every iteration counting as one more).
     if ph.iterations:
         it = ph.iteration[np.maximum(iv.start[grads], 0)].astype(np.int64)
-        key = it * (1 << 40) + np.searchsorted(grad_sizes, req[grads])
-        uk, counts = np.unique(key, return_counts=True)
-        per_size = np.zeros(len(grad_sizes), np.int64)
-        np.maximum.at(per_size, uk % (1 << 40), counts)
+        n_sizes = len(grad_sizes)
+        if (len(ph.iterations) + 1) * n_sizes <= _DENSE_COUNTS:
+            counts = np.bincount((it + 1) * n_sizes + size_of,
+                                 minlength=(len(ph.iterations) + 1) * n_sizes)
+            per_size = counts.reshape(-1, n_sizes).max(axis=0).astype(np.int64)
+        else:
+            uk, counts = np.unique(it * (1 << 40) + size_of, return_counts=True)
+            per_size = np.zeros(n_sizes, np.int64)
+            np.maximum.at(per_size, uk % (1 << 40), counts)
     else:
-        per_size = np.unique(req[grads], return_counts=True)[1]
+        per_size = np.bincount(size_of, minlength=len(grad_sizes)).astype(np.int64)
     first = ph.iterations[0].start if ph.iterations else 0
     # Parameters and optimizer state are never freed: only blocks alive to the end.
     n_end = int(iv.end.max()) if len(iv) else 0
-    unknown_long = np.flatnonzero(
-        ((reason == R("unknown_pre_recording")) | (reason == R("unknown_setup")))
-        & (iv.end > first) & (iv.end >= n_end))
+    unknown_long = np.flatnonzero((reason == R("unknown_pre_recording"))
+                                  | (reason == R("unknown_setup")))  # few
+    end_u = iv.end[unknown_long]
+    unknown_long = unknown_long[(end_u > first) & (end_u >= n_end)]
     if not len(unknown_long):
         return
     sizes = req[unknown_long]
@@ -285,7 +301,7 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     cand = unknown_long[match]
     if not len(cand):
         return
-    order = np.lexsort((iv.addr[cand], req[cand]))
+    order = np.lexsort((column_at(iv, "addr", cand), req[cand]))
     cand = cand[order]
     csize = req[cand]
     g = per_size[np.searchsorted(grad_sizes, csize)]

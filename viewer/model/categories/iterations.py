@@ -192,12 +192,14 @@ class PhaseRuns:
 
 
 def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
-                       prefix: str) -> list[tuple[int, int]]:
+                       prefix: str, time_min: int | None = None) -> list[tuple[int, int]]:
     """Event ranges ``[lo, hi)`` of the record_function ranges whose name starts with
     ``prefix`` (matched START to END in order), on ``device`` (or every device when the
-    file does not say)."""
+    file does not say).  ``time_min``: ``time_us.min()`` when the caller has it."""
     ann = snap.annotations
-    if not len(ann) or not len(time_us) or time_us.min() < 0:
+    if not len(ann) or not len(time_us):
+        return []
+    if (time_us.min() if time_min is None else time_min) < 0:
         return []
     strings = snap.strings
     names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
@@ -400,8 +402,9 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     if requested is None:
         requested = rep.requested
     n = len(rep)
-    steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step")
-    zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad")
+    t_min = int(rep.time_us.min()) if n and len(snap.annotations) else None  # one pass
+    steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step", t_min)
+    zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad", t_min)
     code = stack_codes(snap, kinds) if native.available() else None
     if code is not None:
         # One C pass: evidence, guess and phase of every event (no temporaries of n).
@@ -480,16 +483,17 @@ def _iterations(ev, phase, runs: PhaseRuns, requested, anchors, n):
     # each - page faults that cost more than the arithmetic.
     iteration = IterationOf(lo, end, n)
     top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
-    peak_phase = phase[peak]
-    for i, (a, b, complete) in enumerate(spans):
+    peak_phase = phase[peak].tolist()
+    # Python lists for the loop over the iterations (thousands at 10M events).
+    for i, ((a, b, complete), k, t, bwd, fwd) in enumerate(zip(
+            spans, peak.tolist(), top.tolist(), n_bwd.tolist(), n_ev_fwd.tolist())):
         if a == 0 and not runs.any_in(np.array([a]), np.array([b]), PH_FORWARD)[0]:
             complete = False  # the recording started inside it (a ring buffer)
-        k = int(peak[i])
-        kind = "train" if n_bwd[i] else "eval"
+        kind = "train" if bwd else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
         out.append(Iteration(
-            index=len(out), start=a, end=b - 1, peak_bytes=int(top[i]), peak_event=k,
-            peak_phase=PHASE_NAMES[int(peak_phase[i])], kind=kind, complete=complete,
-            phases_guessed=not n_ev_fwd[i]))
+            index=i, start=a, end=b - 1, peak_bytes=t, peak_event=k,
+            peak_phase=PHASE_NAMES[peak_phase[i]], kind=kind, complete=complete,
+            phases_guessed=not fwd))
     return out, iteration

@@ -50,6 +50,24 @@ class LeanIntervals(Intervals):
         return col
 
 
+def column_at(iv: Intervals, name: str, ids: np.ndarray) -> np.ndarray:
+    """``getattr(iv, name)[ids]`` without making a lazy column of every allocation for a
+    few of them (the addresses of a handful of candidates)."""
+    if not isinstance(iv, LeanIntervals) or name not in ("size", "addr") \
+            or name in iv.__dict__:
+        return getattr(iv, name)[ids]
+    rep, alloc, live0 = iv._lazy
+    ids = np.asarray(ids, np.int64)
+    p = len(live0)
+    pre = ids < p
+    init = rep.initial
+    out = np.empty(len(ids), np.int64)
+    out[pre] = (init.blk_size if name == "size" else init.blk_addr)[live0[ids[pre]]]
+    src = rep.block_size if name == "size" else rep.addr
+    out[~pre] = src[alloc[ids[~pre] - p]]
+    return out
+
+
 def _column(pre: np.ndarray, src: np.ndarray, alloc: np.ndarray, dtype) -> np.ndarray:
     """``pre`` then ``src[alloc]``, written once into the final array."""
     p = len(pre)
