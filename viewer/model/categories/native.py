@@ -9,11 +9,13 @@ fresh 10-80 MB mapping at 10M events - and let go of the GIL.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._native import native_module
 
-_cat = native_module("catcore")
+_cat: Any = native_module("catcore")  # None: not built, or VRAMSCOPE_PURE_PYTHON
 
 
 def available() -> bool:

@@ -88,9 +88,8 @@ class RequestedCurve:
         iv, n, rep = self._args
         top = np.empty(len(lo), np.int64)
         peak = np.empty(len(lo), np.int64)
-        fresh = (rep is not None and self._array is None and len(lo)
-                 and rep._derived.get("curves") is None)
-        if fresh and _native.available():
+        if rep is not None and self._array is None and len(lo) \
+                and rep._derived.get("curves") is None and _native.available():
             # One C pass from event 0 to the last span's end, no buffer of the curve.
             return _native.span_peaks(rep.action, rep.size,
                                       _curve_starts(rep, None, None)["requested"], lo, hi)
