@@ -13,6 +13,10 @@ import sys
 
 from . import result_cache
 
+# The CLI ends the process right after the output (see cli.main): nothing to clean up
+# here (the column cache is written by a forked child of its own).
+EXIT_WITHOUT_TEARDOWN = True
+
 # The model (numpy) is imported only when the answer is not cached: a cached
 # re-open costs an interpreter start and one small read.
 
@@ -109,6 +113,8 @@ def _summary(args):
     from ..model.summary import format_text, summarize
     from ..model.timeline import build_timeline, oom_events
     from ..startup.parse_ahead import stamp
+
+    stamp("imported")
 
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
