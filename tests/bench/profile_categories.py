@@ -6,7 +6,8 @@ Loads FILE (the column cache helps: ``VRAMSCOPE_CACHE_DIR``), replays it as ``su
 does, then builds the categories once in this fresh process (the cold build a ``summary``
 pays) with the steps wrapped: per step its wall seconds, this thread's user and system
 CPU seconds and minor page faults (fresh memory), inclusive of the steps it calls.
-``--serial``: without the second thread (steps then add up); ``--warm``: a second build.
+``--serial``: without the second thread (steps then add up); ``--warm``: a second build;
+``--no-cache``: the snapshot parsed from the file, as a cold ``summary`` has it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file")
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--serial", action="store_true")
+    ap.add_argument("--no-cache", action="store_true", help="parse the file (as a cold "
+                    "summary does), not the column cache")
     args = ap.parse_args(argv)
     from vramscope.viewer.model.categories import MemoryBreakdown
     from vramscope.viewer.model.categories import classify, iterations, report
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from vramscope.viewer.model.replay import device
     from vramscope.viewer.model.timeline import build_timeline, oom_events
 
-    snap = load_snapshot(args.file)
+    snap = load_snapshot(args.file, use_cache=not args.no_cache)
     tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))
     if args.serial:
         report.OVERLAP_MIN_EVENTS = 1 << 62

@@ -334,16 +334,16 @@ def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
     first = ph.iterations[0]
     s = iv.start
     # Made in the first iteration, or before recording (a ring buffer), never freed.
-    cand = np.flatnonzero((s <= first.end) & (iv.end >= n))
+    cand = np.flatnonzero(iv.end >= n)  # alive at the end: few
+    cand = cand[s[cand] <= first.end]
     cat_c = _REASON_CATEGORY[reason[cand]]
     pre_c = s[cand] < 0
     cand = cand[np.isin(iv.requested[cand], WORKSPACE_SIZES)
                 & ((((cat_c == GRADIENT) | (cat_c == ACTIVATION)) & (s[cand] >= first.start))
                    | (pre_c & (reason[cand] == R("unknown_pre_recording"))))]
-    cat = _REASON_CATEGORY[reason]
     if not len(cand):
         return
-    params = iv.requested[cat == PARAMETER]
+    params = iv.requested[_REASON_CATEGORY[reason] == PARAMETER]
     cand = cand[~np.isin(iv.requested[cand], params)]
     # One workspace per cuBLAS handle (thread and stream): a few of a size, not hundreds.
     sizes, counts = np.unique(iv.requested[cand], return_counts=True)
