@@ -114,7 +114,8 @@ def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot
     assert cell.text() == (f"{fb(rem.predicted_peak_reserved_bytes)} "
                            f"(estimate, {fb(lo)} - {fb(hi)})")
     assert "cuDNN" in cell.toolTip() and "cannot be known from one recording" in cell.toolTip()
-    assert "an estimate: 168 library workspaces" in panel.fit_label.text()
+    assert f"an estimate: 168 library workspaces (cuDNN-like), peak {fb(lo)} - {fb(hi)}" \
+        in panel.fit_label.text() and "cuDNN" in panel.fit_label.toolTip()
     panel.table.selectRow(row)
     bands = [i for i in panel.plot.getPlotItem().items if isinstance(i, pg.LinearRegionItem)]
     assert len(bands) == 1 and bands[0].getRegion() == pytest.approx((lo / 2**30, hi / 2**30))
@@ -203,6 +204,7 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     with qtbot.waitSignal(panel.finished, timeout=120000):
         panel.run()
     assert panel.advice.largest_batch_that_fits == 12  # the truth: 12 fits, 13 does not
+    assert "estimate" not in panel.fit_label.text()  # exact: the real run's figure
     rems = panel.advice.remedies
     sim = next(r for r, rem in enumerate(rems) if rem.remedy == "smaller_batch")
     panel.table.clearSelection()
@@ -226,7 +228,9 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     x, y = ov.curve.getData()
     assert len(x) > 10 and float(y.max()) == float(rem.curve.max())
     assert tl.overlay_labels() == [f"predicted: {rem.title} · peak {fb(ov.peak)}"]
-    assert "predicted: Smaller batch" in tl.legend.text()
+    assert "predicted" in tl.legend.text()
+    axis = tl.plot.getPlotItem().getAxis("bottom").labelText
+    assert f"predicted: {rem.title}, peak {fb(ov.peak)}" in axis
     assert tl.stack_mask is not None and tl.stack_mask.any()  # the highlight is kept
     # In time mode it follows the x axis.
     tl.set_mode("time")
@@ -239,10 +243,12 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     ov = tl.overlays[OVERLAY_KEY]
     assert ov.curve is None and ov.level == rems[est].predicted_peak_reserved_bytes
     assert tl.overlay_labels()[0].startswith(f"predicted: {rems[est].title}")
+    assert "estimated peak" in tl.plot.getPlotItem().getAxis("bottom").labelText
     # Cleared selection: overlay and highlight go.
     panel.table.clearSelection()
     assert OVERLAY_KEY not in tl.overlays and tl.stack_mask is None
-    assert "predicted:" not in tl.legend.text()
+    assert "predicted" not in tl.legend.text()
+    assert "predicted" not in tl.plot.getPlotItem().getAxis("bottom").labelText
     # Closing the panel takes them away.
     panel.table.selectRow(sim)
     assert OVERLAY_KEY in tl.overlays
@@ -258,3 +264,31 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     panel.table.selectRow(1)  # a panel over the old document draws nothing on the new one
     assert OVERLAY_KEY not in tl.overlays
     panel.close()
+
+
+def test_the_readme_picture_renders_in_a_real_process(tmp_path):
+    """``python -m vramscope.viewer._qt.diagnosis_shot`` (how assets/diagnosis.png is made):
+    the main window with the remedy's curve over the panel, one PNG."""
+    import os
+    import subprocess
+    import sys
+
+    from PySide6.QtGui import QImage
+
+    from vramscope.viewer._qt.diagnosis_shot import PANEL_SIZE, WINDOW_SIZE
+
+    out = tmp_path / "d.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    run = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
+                          str(GPT2_LIMIT_OOM), str(out), "--batch", "13",
+                          "--remedy", "smaller_batch"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    image = QImage(str(out))
+    assert image.width() == WINDOW_SIZE.width()
+    assert image.height() == WINDOW_SIZE.height() + 8 + PANEL_SIZE.height()
+    bad = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
+                          str(GPT2_LIMIT_OOM), str(tmp_path / "e.png"), "--remedy", "nothing"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "no remedy 'nothing'" in bad.stderr

@@ -38,7 +38,7 @@ from ..model.units import format_bytes as fb
 from ..model.units import parse_bytes
 from . import theme
 from .jobs import Job
-from .timeline.overlay import overlay_color
+from .diagnosis_chart import RemedyChart
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
@@ -192,17 +192,8 @@ class DiagnosisPanel(QWidget):
         self.table.addAction(self.copy_action)
         self.table.addAction(self.copy_all_action)
 
-        self.plot = pg.PlotWidget()
-        self.plot.setBackground(theme.background())
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
-        self.plot.setLabel("left", "reserved", units="GiB")
-        self.plot.setLabel("bottom", "trace event")
-        self.plot.setDownsampling(auto=True, mode="peak")
-        self.plot.setClipToView(True)
-        # The legend below the chart, in the plot's own layout (as the What-if panel's):
-        # never over the curves or the limit.
-        self.legend = pg.LegendItem(offset=None, colCount=3)
-        self.plot.getPlotItem().layout.addItem(self.legend, 4, 1)
+        self.plot = RemedyChart()
+        self.legend = self.plot.legend
 
         row = QHBoxLayout()
         self.copy_button = QPushButton("&Copy table")
@@ -293,8 +284,12 @@ class DiagnosisPanel(QWidget):
                 f"{label} {fb(v)} ({v / total:.0%})" for label, v, _ in parts if v)
             + (f"; of it optimizer state {fb(s['optimizer_state'])}"
                if s.get("optimizer_state") else ""))
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) taken "
-               "proportional to the batch") if a.batch_workspaces else ""
+        # An estimate when the batch prediction has a range (library workspaces whose every
+        # drawn size gives the same peak leave it exact, as on GPT-2).
+        batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
+        rng = batch_rem.predicted_peak_reserved_range if batch_rem is not None else None
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like), peak "
+               f"{fb(rng[0])} - {fb(rng[1])}") if rng is not None else ""
         if a.largest_batch_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
                                    f"<b>{a.largest_batch_that_fits}</b> "
@@ -361,46 +356,7 @@ class DiagnosisPanel(QWidget):
         self.remedySelected.emit(rem, rem.acts_on_events(self.case))
 
     def _plot(self, case, a, rem) -> None:
-        self.plot.clear()
-        self.legend.clear()
-        rec = case.recorded_run()
-        x = case.curve_x().astype(np.float64)
-        fg = theme.foreground()
-        self.plot.plot(x, rec.reserved / GIB, pen=pg.mkPen(fg, width=2.0))
-        top = float(rec.reserved.max()) if len(rec.reserved) else 0.0
-        self.legend.addItem(self.plot.listDataItems()[-1], "recorded")
-        color = overlay_color()
-        if rem is not None and rem.predicted_peak_reserved_range is not None:
-            lo, hi = rem.predicted_peak_reserved_range
-            shade = pg.mkColor(color)
-            shade.setAlpha(45)
-            self.plot.addItem(pg.LinearRegionItem(
-                (lo / GIB, hi / GIB), orientation="horizontal", movable=False,
-                brush=pg.mkBrush(shade), pen=pg.mkPen(None)))
-            self.legend.addItem(pg.BarGraphItem(x=[0], height=[1], width=1, brush=shade),
-                                f"estimate {fb(lo)} - {fb(hi)}")
-            top = max(top, float(hi))
-        if rem is not None and rem.curve is not None and len(rem.curve):
-            cx = rem.curve_x.astype(np.float64)
-            curve = self.plot.plot(cx, rem.curve / GIB, pen=pg.mkPen(color, width=1.8),
-                                   name=f"{rem.title} (simulated)")
-            self.legend.addItem(curve, "predicted: " + _short(rem.title))
-            top = max(top, float(rem.curve.max()))
-        elif rem is not None:
-            pen = pg.mkPen(color, width=1.8, style=Qt.PenStyle.DashLine)
-            self.plot.addItem(pg.InfiniteLine(rem.predicted_peak_reserved_bytes / GIB, angle=0,
-                                              pen=pen))
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen),
-                                f"estimated peak: {_short(rem.title)} "
-                                f"{fb(rem.predicted_peak_reserved_bytes)}")
-        lim = a.memory_limit_bytes
-        if lim:
-            pen = pg.mkPen(theme.muted(), width=1, style=Qt.PenStyle.DashLine)
-            self.plot.addItem(pg.InfiniteLine(lim / GIB, angle=0, pen=pen))
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}")
-            top = max(top, float(lim))
-        self.plot.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
-        self.plot.enableAutoRange(axis="x")
+        self.plot.show_remedy(case, a, rem)
 
     def table_text(self, rows: list[int] | None = None) -> str:
         """The remedies (``rows``; None: all) as tab-separated text under a header line:
@@ -431,10 +387,6 @@ class DiagnosisPanel(QWidget):
             self.thread.wait(5000)
         self.closed.emit()
         super().closeEvent(event)
-
-
-def _short(title: str, most: int = 60) -> str:
-    return title if len(title) <= most else title[:most - 1] + "…"
 
 
 def stack_mask_of(snap: Snapshot, device: int, events: np.ndarray) -> np.ndarray:

@@ -6,8 +6,10 @@ ones with :meth:`OverlayMixin.set_overlay`: the curve is given per request (x =
 trace events of the timeline's device, as :meth:`~...model.whatif.Case.curve_x`),
 made a step curve per event and drawn at the plot's resolution like the recorded
 curves (:mod:`...model.curve_lod`), so it follows zoom and the x mode.  It is
-named in the header's legend and beside its peak; an estimated figure without a
-curve is a dashed level, and a range (an estimate) a shaded band.  Overlays are
+named in the x axis's title (the header's legend has a short entry; the
+header row has no room for a remedy's name) and beside its peak where a label
+fits; an estimated figure without a curve is a dashed level, and a range (an
+estimate) a shaded band.  Overlays are
 keyed by who set them, and go when the document or the device changes.
 """
 
@@ -25,7 +27,7 @@ from .. import theme
 
 OVERLAY_COLOR = "#00897b"  # teal: none of the recorded curves' colours, nor OOM red
 OVERLAY_COLOR_DARK = "#4db6ac"
-LEGEND_CHARS = 48  # longer names are cut in the header (the plot's label has them whole)
+AXIS_CHARS = 72  # longer names are cut in the axis title (the plot's label has them whole)
 
 
 def overlay_color() -> str:
@@ -125,6 +127,7 @@ class OverlayMixin:
         self.overlays[key] = ov
         self._place_overlays()
         self._update_legend()
+        self._set_mode_buttons()  # (the x axis's title names it)
         self._on_x_range()
         return True
 
@@ -136,6 +139,7 @@ class OverlayMixin:
                 self.plot.removeItem(item)
         if keys:
             self._update_legend()
+            self._set_mode_buttons()
 
     def overlay_labels(self) -> list[str]:
         """The labels drawn beside the overlays (plain text; tests, accessibility)."""
@@ -143,12 +147,22 @@ class OverlayMixin:
                 if ov.text is not None]
 
     def _overlay_legend(self) -> list[str]:
+        """The header legend's entry: one short swatch (the names are in the axis title)."""
+        if not self.overlays:
+            return []
+        color = next(iter(self.overlays.values())).color
+        return [f'<span style="color:{color}">&#9476;</span>&nbsp;predicted']
+
+    def overlay_title(self) -> str:
+        """What the x axis's title says of the overlays: ``predicted: NAME, peak SIZE``."""
         parts = []
         for ov in self.overlays.values():
-            name = ov.label if len(ov.label) <= LEGEND_CHARS else ov.label[:LEGEND_CHARS - 1] + "…"
-            parts.append(f'<span style="color:{ov.color}">&#9476;</span>&nbsp;'
-                         f'predicted: {_html(name)}')
-        return parts
+            name = ov.label if len(ov.label) <= AXIS_CHARS else ov.label[:AXIS_CHARS - 1] + "…"
+            what = "estimated peak" if ov.y is None else "peak"
+            rng = (f" ({format_bytes(ov.value_range[0])} - {format_bytes(ov.value_range[1])})"
+                   if ov.value_range else "")
+            parts.append(f"predicted: {name}, {what} {format_bytes(ov.peak)}{rng}")
+        return "  ·  ".join(parts)
 
     def _update_overlays(self, xs_all, k0: int, k1: int, cols: int) -> float:
         """Redraw the overlay curves over events ``k0..k1``; the highest value drawn."""

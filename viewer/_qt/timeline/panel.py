@@ -445,6 +445,8 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
                  else f"event ({self.n:,} on {device_name(self.device)})" if self.n else "event")
         if self.source_text:
             label += f"  ·  {self.source_text}"
+        if getattr(self, "overlays", None):
+            label += f"  ·  {self.overlay_title()}"
         self.plot.getPlotItem().setLabel("bottom", label)
         self.x_axis.picture = None
         self.x_axis.update()
