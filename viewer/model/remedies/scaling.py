@@ -105,6 +105,8 @@ class Judgement:
     # int64 per request: the bytes of a workspace that stay at any batch (its weight
     # part, :mod:`.workspaces`); None or 0: proportional.
     fixed: np.ndarray | None = None
+    # int8 per request: how that part was found (:data:`.workspaces.HOW`); None: not looked.
+    fixed_how: np.ndarray | None = None
 
     @property
     def scales(self) -> np.ndarray:
@@ -302,6 +304,6 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
     judged_fixed = np.isin(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
-    j.fixed = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed,
-                                     batch).fixed
+    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch)
+    j.fixed, j.fixed_how = model.fixed, model.how
     return j
