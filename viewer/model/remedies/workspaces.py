@@ -8,15 +8,17 @@ tests/model/test_remedies_workspaces.py), while cuDNN keeps its algorithm a work
     size = s x W + k x O + d
 
 * ``W``: the convolution's weight (the weight gradient allocated beside it in backward;
-  a parameter's size in forward), kept ``s`` times: once in forward and backward-data
-  (e.g. 9 MiB + 2 x grad + 16 B), several times in backward-filter (split-K partial
-  weight gradients: 15 x 147456 B + 2 x grad + 679 B at every batch of layer1);
+  in forward, one of the weights found so), kept ``s`` times: once in forward and
+  backward-data (e.g. 9 MiB + 2 x grad + 16 B), several times in backward-filter
+  (split-K partial weight gradients: 15 x 147456 B + 2 x grad + 679 B at every batch of
+  layer1);
 * ``O``: an activation of the same operation (its output, input or gradient, allocated
   just before), ``k`` a small multiple (1/2 .. 8), which grows with the batch;
 * ``d``: a few hundred bytes of alignment (|d| < 1 KiB).
 
 From one recording the decomposition is found by testing the recorded size against
-those candidates: the weight beside it (or any parameter's size, once), the activations
+those candidates: the weight beside it (or, once, any weight found beside a backward
+workspace: any parameter's size would match by chance too often), the activations
 made just before it, whole and half multiples.  Among the decompositions that explain the
 recorded bytes to within ``d``, the one with the fewest weight copies and the largest
 per-sample part is taken (the least fixed memory: nearest to proportional).  Its fixed
@@ -133,32 +135,36 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     if batch:
         unit_ok &= size % int(batch) == 0
     beside_ok = alloc & judged_fixed & backward & (size > 512)
+    beside: dict[int, int] = {}
+    for i in rows[backward[rows]].tolist():
+        s = int(size[i])
+        for dist in range(1, WEIGHT_WINDOW + 1):
+            # i + 1 is the workspace's own free: the next request after it is i + 2.
+            near = [k for k in (i - dist, i + 1 + dist) if 0 <= k < n and beside_ok[k]
+                    and size[k] < s and int(size[k]) in weight_set]
+            if near:
+                beside[i] = int(size[near[0]])
+                break
+    # The convolutions' weights: those whose gradients backward made beside a workspace.
+    # Only they can be a workspace's fixed part where no gradient is beside it (forward):
+    # any parameter's size would match by chance too often.
+    conv_weights = np.array(sorted(set(beside.values())), np.int64)
     cache: dict[tuple, tuple[int, float] | None] = {}
     for i in rows.tolist():
         s = int(size[i])
-        beside = 0
-        if backward[i]:
-            for dist in range(1, WEIGHT_WINDOW + 1):
-                # i + 1 is the workspace's own free: the next request after it is i + 2.
-                for k in (i - dist, i + 1 + dist):
-                    if 0 <= k < n and beside_ok[k] and size[k] < s \
-                            and int(size[k]) in weight_set:
-                        beside = int(size[k])
-                        break
-                if beside:
-                    break
+        w = beside.get(i, 0)
         units: list[int] = []
         for k in range(i - 1, max(-1, i - UNIT_LOOKBACK - 1), -1):
             if unit_ok[k] and int(size[k]) not in units:
                 units.append(int(size[k]))
-        key = (s, beside, tuple(units))
+        key = (s, w, tuple(units))
         if key not in cache:
-            cache[key] = _decompose(s, units, beside, weights)
+            cache[key] = _decompose(s, units, w, conv_weights)
         got = cache[key]
         if got is not None:
             fixed[i], mult[i] = max(got[0], 0), got[1]
             how[i] = DECOMPOSED
-        elif beside:
-            fixed[i] = beside
+        elif w:
+            fixed[i] = w
             how[i] = WEIGHT_BESIDE
     return WorkspaceModel(fixed, how, mult)
