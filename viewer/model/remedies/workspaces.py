@@ -7,8 +7,9 @@ tests/model/test_remedies_workspaces.py), while cuDNN keeps its algorithm a work
 
     size = s x W + k x O + d
 
-* ``W``: the convolution's weight (the weight gradient allocated beside it in backward;
-  in forward, one of the weights found so), kept ``s`` times: once in forward and
+* ``W``: the convolution's weight, or under autocast its half-precision copy (the
+  weight gradient allocated beside it in backward, the copy beside it in forward; else
+  one of the weights found so), kept ``s`` times: once in forward and
   backward-data (e.g. 9 MiB + 2 x grad + 16 B), several times in backward-filter
   (split-K partial weight gradients: 15 x 147456 B + 2 x grad + 679 B at every batch of
   layer1);
@@ -46,7 +47,7 @@ MAX_SPLITS = 16  # copies of the weight beside it (split-K partial gradients)
 MAX_MULTIPLE = 8  # k: activations per workspace, in halves up to this
 UNIT_LOOKBACK = 16  # requests before the workspace searched for its activations
 WEIGHT_WINDOW = 4  # requests either side searched for the weight (gradient) beside it
-MIN_UNIT = 4096  # activations smaller than this are statistics, not the operation's tensors
+MIN_UNIT = 4096  # smaller: statistics and norm-layer vectors, not a convolution's tensors
 
 # How a workspace's fixed part was found (int8 per request).
 NONE, DECOMPOSED, WEIGHT_BESIDE = range(3)
@@ -129,14 +130,15 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     if not len(rows):
         return WorkspaceModel(fixed, how, mult)
     weights = weight_sizes(case, evd)
-    weight_set = set(weights.tolist())
-    backward = evd.phase == ev.BACKWARD
+    # A weight, or its half-precision copy (autocast makes one beside each convolution
+    # in forward, and its gradient in backward).
+    weight_set = set(weights.tolist()) | {w // 2 for w in weights.tolist() if w % 2 == 0}
     unit_ok = alloc & scales & ~workspace & (size > MIN_UNIT)
     if batch:
         unit_ok &= size % int(batch) == 0
-    beside_ok = alloc & judged_fixed & backward & (size > 512)
+    beside_ok = alloc & judged_fixed & (size > MIN_UNIT)  # not a norm layer's vector
     beside: dict[int, int] = {}
-    for i in rows[backward[rows]].tolist():
+    for i in rows.tolist():
         s = int(size[i])
         for dist in range(1, WEIGHT_WINDOW + 1):
             # i + 1 is the workspace's own free: the next request after it is i + 2.
@@ -145,9 +147,10 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
             if near:
                 beside[i] = int(size[near[0]])
                 break
-    # The convolutions' weights: those whose gradients backward made beside a workspace.
-    # Only they can be a workspace's fixed part where no gradient is beside it (forward):
-    # any parameter's size would match by chance too often.
+    # The convolutions' weights: those found beside a workspace (a weight gradient in
+    # backward, autocast's weight copy in forward).  Only they can be the fixed part of
+    # a workspace with none beside it: any parameter's size would match by chance too
+    # often.
     conv_weights = np.array(sorted(set(beside.values())), np.int64)
     cache: dict[tuple, tuple[int, float] | None] = {}
     for i in rows.tolist():
