@@ -331,6 +331,12 @@ def stage_report(rows: list[dict]) -> None:
         paint = r["gui_s"] - doc if doc is not None and "gui_s" in r else None
         print(f"{r['file'] + ' (summary)':<34}{f(c.get('parse_start')):>15}"
               f"{f(c.get('parse_done')):>12}{f(c.get('columns_done')):>14}{f(r['cold_s']):>13}")
+        if c.get("replay_done") is not None:
+            print(f"{'  then (summary)':<34}{'imported':>15}{'replay done':>12}{'summary':>14}"
+                  f"{'output':>13}{'exit':>16}")
+            print(f"{'':<34}{f(c.get('imported')):>15}{f(c.get('replay_done')):>12}"
+                  f"{f(c.get('summary_done')):>14}{f(c.get('output_done')):>13}"
+                  f"{f(r['cold_s']):>16}")
         if g:
             print(f"{r['file'] + ' (GUI)':<34}{f(g.get('parse_start')):>15}"
                   f"{f(g.get('parse_done')):>12}{f(g.get('columns_done')):>14}"

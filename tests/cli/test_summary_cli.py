@@ -224,3 +224,34 @@ def test_summary_of_a_wrapped_trace_says_what_the_window_cannot_show():
     whole = json.loads(vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--json").stdout)
     assert not whole["windows"][0]["started_late"]
     assert "peak over the recording:" in vramscope("summary", str(DATA / "gpt2_oom.pickle")).stdout
+
+
+def test_summary_process_ends_after_its_output(tmp_path):
+    """As the process's entry, `summary` ends right after its output (no teardown of the
+    columns, no atexit handlers), with the full output and its exit code; called with an
+    argv list (tests, embedding) cli.main returns instead."""
+    path = DATA / "fragmentation_oom.pickle"
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+              "from vramscope.viewer.cli import main\n"
+              "sys.argv = ['vramscope'] + sys.argv[1:]\n"
+              "code = main() if sys.argv[1] == 'entry' else None\n"
+              "print('RETURNED', main(sys.argv[2:]), file=sys.stderr)\n")
+    env_args = ["--no-cache", "--json"]
+    entry = subprocess.run([sys.executable, "-c", script.replace("sys.argv[1] == 'entry'",
+                                                                 "True"),
+                            "summary", str(path), *env_args],
+                           capture_output=True, text=True, timeout=120)
+    assert entry.returncode == 0, entry.stderr
+    assert json.loads(entry.stdout)["oom"] is not None
+    assert "TEARDOWN" not in entry.stderr and "RETURNED" not in entry.stderr
+    missing = subprocess.run([sys.executable, "-c", script.replace("sys.argv[1] == 'entry'",
+                                                                   "True"),
+                              "summary", str(tmp_path / "absent.pickle")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "error" in missing.stderr
+    assert "TEARDOWN" not in missing.stderr
+    embedded = subprocess.run([sys.executable, "-c", script, "x", "summary", str(path),
+                               *env_args], capture_output=True, text=True, timeout=120)
+    assert embedded.returncode == 0, embedded.stderr
+    assert "RETURNED 0" in embedded.stderr and "TEARDOWN" in embedded.stderr

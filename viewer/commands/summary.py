@@ -13,6 +13,10 @@ import sys
 
 from . import result_cache
 
+# The CLI ends the process right after the output (see cli.main): nothing to clean up
+# here (the column cache is written by a forked child of its own).
+EXIT_WITHOUT_TEARDOWN = True
+
 # The model (numpy) is imported only when the answer is not cached: a cached
 # re-open costs an interpreter start and one small read.
 
@@ -52,6 +56,10 @@ def main(argv: list[str]) -> int:
     if code:
         return code
     sys.stdout.write(text)
+    sys.stdout.flush()
+    from ..startup.parse_ahead import stamp  # stdlib only (the cached path stays numpy-free)
+
+    stamp("output_done")
     if key:
         result_cache.put(key, text)
     if deferred is not None:
@@ -104,6 +112,9 @@ def _summary(args):
     from ..model.load import load_snapshot
     from ..model.summary import format_text, summarize
     from ..model.timeline import build_timeline, oom_events
+    from ..startup.parse_ahead import stamp
+
+    stamp("imported")
 
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
@@ -142,7 +153,9 @@ def _summary(args):
         at = (device, k)
         emit.setdefault(device, []).append(k)
     timeline = build_timeline(snap, keyframes=False, emit=emit)
+    stamp("replay_done")
     summary = summarize(snap, timeline, at)
+    stamp("summary_done")
     text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
     return 0, text, (key, snap) if deferred else None
 

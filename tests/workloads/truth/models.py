@@ -32,8 +32,10 @@ class Workload:
 
 
 def build(family: str, device: Any, *, seq: int | None = None, image: int | None = None,
-          vit: str = "vit_small_patch16_224", small: bool = False) -> Workload:
-    """The model of ``family`` (gpt2, bert, resnet, vit, mlp) on ``device``."""
+          vit: str = "vit_small_patch16_224", small: bool = False,
+          arch: str | None = None) -> Workload:
+    """The model of ``family`` (gpt2, bert, resnet, vit, mlp) on ``device``; ``arch``: the
+    torchvision convolutional net of family "resnet" (default resnet18)."""
     import torch
 
     if family == "gpt2":
@@ -82,9 +84,10 @@ def build(family: str, device: Any, *, seq: int | None = None, image: int | None
         if family == "resnet":
             import torchvision
 
-            cfg = {"arch": "resnet18", "num_classes": 100}
-            model = torchvision.models.resnet18(weights=None, num_classes=100).to(device)
-            name = "torchvision.resnet18"
+            arch = arch or "resnet18"
+            cfg = {"arch": arch, "num_classes": 100}
+            model = getattr(torchvision.models, arch)(weights=None, num_classes=100).to(device)
+            name = f"torchvision.{arch}"
             ckpt = None
         else:
             import timm

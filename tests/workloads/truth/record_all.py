@@ -86,6 +86,22 @@ def simple_specs() -> list[dict]:
                       iters=3, optimizer="SGD", optimizer_kwargs={"lr": 0.1, "momentum": 0.9},
                       sweep={"family": "resnet", "batch_sizes": [16, 32, 48, 64]},
                       workload=f"resnet18 SGD momentum batch {b}"))
+    # Held-out convolutional sweeps (cuDNN picks workspaces per batch): more batches of
+    # resnet18, and two other torchvision nets, to check the batch-scale model on runs
+    # it was not developed on.
+    for b in (8, 24, 96):
+        s.append(spec(f"sweep_resnet_b{b:02d}", "sweep", family="resnet", image=224, batch=b,
+                      iters=3, optimizer="SGD", optimizer_kwargs={"lr": 0.1, "momentum": 0.9},
+                      sweep={"family": "resnet", "batch_sizes": [8, 16, 24, 32, 48, 64, 96]},
+                      workload=f"resnet18 SGD momentum batch {b}"))
+    for arch, tag, sizes in (("resnet50", "resnet50", (16, 24, 32, 48)),
+                             ("mobilenet_v3_large", "mobilenet", (16, 32, 48, 64))):
+        for b in sizes:
+            s.append(spec(f"sweep_{tag}_b{b:02d}", "sweep", family="resnet", arch=arch,
+                          image=224, batch=b, iters=3, optimizer="SGD",
+                          optimizer_kwargs={"lr": 0.1, "momentum": 0.9},
+                          sweep={"family": tag, "batch_sizes": list(sizes)},
+                          workload=f"torchvision {arch} SGD momentum batch {b}"))
     for b in (8, 16, 32):
         s.append(spec(f"sweep_vit_b{b:02d}", "sweep", family="vit", vit="vit_tiny_patch16_224",
                       image=224, batch=b, iters=3, optimizer="AdamW",

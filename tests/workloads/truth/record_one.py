@@ -157,7 +157,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
 
     family = spec["family"]
     wl = models.build(family, dev, seq=spec.get("seq"), image=spec.get("image"),
-                      vit=spec.get("vit", "vit_small_patch16_224"), small=spec.get("small", False))
+                      vit=spec.get("vit", "vit_small_patch16_224"), small=spec.get("small", False),
+                      arch=spec.get("arch"))
     model = wl.model
     if spec.get("grad_checkpointing"):
         if wl.enable_checkpointing is None:
