@@ -143,7 +143,9 @@ def test_phases_equal_event_evidence_and_fill_phases():
             lo = int(rng.integers(0, n + 5))
             forced_list.append((lo, lo + int(rng.integers(-3, 200)),
                                 int(rng.choice([PH_OTHER, PH_OPTIMIZER]))))
-        ev, guessed, phase = native.phases(action, stack, code, forced_list)
+        ev, guessed, phase, (at, v) = native.phases(action, stack, code, forced_list)
+        want_at, want_v = native.runs(phase)
+        assert np.array_equal(at, want_at) and np.array_equal(v, want_v), trial
         got = code[stack] * np.isin(action, (0, 1)).astype(np.int8)
         assert np.array_equal(guessed, got >= 16), trial
         assert np.array_equal(ev, got & 15), trial

@@ -280,10 +280,11 @@ done:
 
 /* phases(action i8, stack i32, stack_code i8 (one per stack + a last one for stack -1:
  *        evidence | guessed << 4), forced i64 (lo, hi, phase triples, applied in order),
- *        out_evidence i8, out_guessed u8, out_phase i8) -> None
+ *        out_evidence i8, out_guessed u8, out_phase i8)
+ *   -> (run starts bytes(i64), run phases bytes(i8)): the runs of equal phases written
  * = iterations.event_evidence + fill_phases: the evidence of each alloc's / requested
  * free's stack, then the phase of every event from the runs of strong evidence around
- * it (see fill_phases for the rules).  The phase column is the scratch for each event's
+ * it (see fill_phases for the rules); and runs() of the phases.  The phase column is the scratch for each event's
  * evidence code until the runs are known. */
 static PyObject *phases(PyObject *self, PyObject *args) {
     PyObject *o[7];
@@ -295,7 +296,9 @@ static PyObject *phases(PyObject *self, PyObject *args) {
     Bufs b = {.got = 0};
     PyObject *result = NULL;
     Vec at = {0}, rc = {0};
-    int64_t *prev = NULL;
+    int64_t *prev = NULL, *ms = NULL;  /* ms, mv: the merged runs (start, phase) */
+    char *mv = NULL;
+    Py_ssize_t w = 0;
     for (int i = 0; i < 7; i++)
         if (take(&b, o[i], item[i], i >= 4, name[i]) < 0) goto done;
     Py_ssize_t n = b.v[0].len, ns = b.v[2].len, nf = b.v[3].len / 8;
@@ -386,15 +389,34 @@ static PyObject *phases(PyObject *self, PyObject *args) {
     } else if (!err) {
         memset(phase, PH_OTHER, (size_t)n);
     }
+    /* 6. The runs of equal phases of the column just written (runs() of it). */
+    if (!err && n) {
+        ms = malloc((size_t)(r + 1) * sizeof *ms);
+        mv = malloc((size_t)(r + 1));
+        if (!ms || !mv) err = 1;
+    }
+    if (!err && n) {
+        if (!r || at.a[0] > 0) {
+            ms[w] = 0;
+            mv[w++] = PH_OTHER;
+        }
+        for (Py_ssize_t i = 0; i < r; i++)
+            if (!w || mv[w - 1] != (char)rc.a[i]) {
+                ms[w] = at.a[i];
+                mv[w++] = (char)rc.a[i];
+            }
+    }
     Py_END_ALLOW_THREADS
     if (err == 1) PyErr_NoMemory();
     else if (err == 2) PyErr_SetString(PyExc_IndexError, "phases: a stack index out of range");
-    else result = Py_NewRef(Py_None);
+    else result = pair(bytes_of(ms, w * 8), bytes_of(mv, w));
 done:
     release(&b);
     free(at.a);
     free(rc.a);
     free(prev);
+    free(ms);
+    free(mv);
     return result;
 }
 

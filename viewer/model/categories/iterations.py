@@ -162,9 +162,12 @@ class PhaseRuns:
     the optimizer steps are, does an iteration hold a backward) are answered from them,
     not from masks and index arrays of every event (fresh memory at 10M events)."""
 
-    def __init__(self, phase: np.ndarray) -> None:
+    def __init__(self, phase: np.ndarray,
+                 known: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         n = len(phase)
-        if native.available():
+        if known is not None:  # (starts, phases) of the runs, from the pass that wrote them
+            start, value = known
+        elif native.available():
             start, value = native.runs(phase)
         elif n:
             start = np.concatenate(([0], np.flatnonzero(phase[1:] != phase[:-1]) + 1))
@@ -408,7 +411,7 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     code = stack_codes(snap, kinds) if native.available() else None
     if code is not None:
         # One C pass: evidence, guess and phase of every event (no temporaries of n).
-        ev, guessed, phase = native.phases(
+        ev, guessed, phase, known = native.phases(
             rep.action, rep.stack, code,
             [(lo, hi, PH_OTHER) for lo, hi in zero] + [(lo, hi, PH_OPTIMIZER)
                                                        for lo, hi in steps])
@@ -418,7 +421,8 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
         _set_ranges(forced, zero, PH_OTHER)
         _set_ranges(forced, steps, PH_OPTIMIZER)
         phase = fill_phases(ev, forced)
-    runs = PhaseRuns(phase)
+        known = None
+    runs = PhaseRuns(phase, known)
 
     # Anchors: where iterations end.
     o_starts, o_ends = runs.of(PH_OPTIMIZER)

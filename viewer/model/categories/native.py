@@ -43,18 +43,19 @@ def alloc_lifetimes(action, addr, size, stack, start, end, requested,
 
 
 def phases(action, stack, stack_code: np.ndarray, forced: list[tuple[int, int, int]]
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """(evidence int8, guessed bool, phase int8) per event: ``event_evidence`` and
     ``fill_phases`` in one pass (``stack_code``: evidence | guessed << 4 per stack, and a
-    last 0 for stack -1; ``forced``: (lo, hi, phase) ranges applied in order)."""
+    last 0 for stack -1; ``forced``: (lo, hi, phase) ranges applied in order); and the
+    runs of equal phases of that column, as :func:`runs` gives them."""
     n = len(action)
     ev = np.empty(n, np.int8)
     guessed = np.empty(n, bool)
     phase = np.empty(n, np.int8)
     f = np.array(forced, np.int64).reshape(-1)
-    _cat.phases(_c(action, np.int8), _c(stack, np.int32), _c(stack_code, np.int8), f, ev,
-                guessed.view(np.uint8), phase)
-    return ev, guessed, phase
+    at, v = _cat.phases(_c(action, np.int8), _c(stack, np.int32), _c(stack_code, np.int8), f,
+                        ev, guessed.view(np.uint8), phase)
+    return ev, guessed, phase, (np.frombuffer(at, np.int64), np.frombuffer(v, np.int8))
 
 
 def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
