@@ -264,3 +264,13 @@ def test_phase_runs_answer_like_masks():
         lo, hi = cuts[:-1], cuts[1:]
         want = np.logical_or.reduceat(phase == PH_BACKWARD, lo)
         assert np.array_equal(runs.any_in(lo, hi, PH_BACKWARD), want), trial
+
+
+def test_unique_inverse_equals_numpy():
+    rng = np.random.default_rng(29)
+    for trial in range(100):
+        pool = rng.integers(-(1 << 62), 1 << 62, int(rng.integers(1, 300)))
+        x = rng.choice(pool, int(rng.integers(0, 5000)))
+        u, inv = native.unique_inverse(x)
+        wu, winv = np.unique(x, return_inverse=True)
+        assert np.array_equal(u, wu) and np.array_equal(inv, winv.reshape(-1)), trial

@@ -592,6 +592,59 @@ done:
     return result;
 }
 
+/* unique_inverse(values i64) -> (sorted distinct values bytes(i64), inverse bytes(i64))
+ * = numpy.unique(values, return_inverse=True) by hashing: linear in the values, for the
+ * few distinct sizes of hundreds of thousands of gradients (numpy sorts them all). */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *unique_inverse(PyObject *self, PyObject *args) {
+    PyObject *o;
+    if (!PyArg_ParseTuple(args, "O", &o)) return NULL;
+    Bufs b = {.got = 0};
+    if (take(&b, o, 8, 0, "values") < 0) return NULL;
+    const int64_t *x = b.v[0].buf;
+    Py_ssize_t m = b.v[0].len / 8;
+    PyObject *result = NULL, *inv = PyBytes_FromStringAndSize(NULL, m * 8);
+    Map map = {0};
+    Vec keys = {0};
+    int err = inv ? 0 : 2;
+    if (!err && map_init(&map, 1 << 6) < 0) err = 1;
+    if (!err) {
+        int64_t *out = (int64_t *)PyBytes_AS_STRING(inv);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < m && !err; i++) {  /* distinct values, first seen */
+            size_t j = slot_of(&map, x[i]);
+            while (map.used[j] && map.keys[j] != x[i]) j = (j + 1) & map.mask;
+            if (!map.used[j] && (vec_push(&keys, x[i]) < 0 || map_put(&map, x[i], 0) < 0))
+                err = 1;
+        }
+        if (!err) {
+            qsort(keys.a, (size_t)keys.n, sizeof *keys.a, cmp_i64);
+            for (Py_ssize_t r = 0; r < keys.n; r++) map_put(&map, keys.a[r], r);  /* ranks */
+            for (Py_ssize_t i = 0; i < m; i++) {
+                size_t j = slot_of(&map, x[i]);
+                while (map.keys[j] != x[i]) j = (j + 1) & map.mask;
+                out[i] = map.vals[j];
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (err == 1) PyErr_NoMemory();
+    if (!err) {
+        PyObject *u = bytes_of(keys.a, keys.n * 8);
+        Py_INCREF(inv);
+        result = pair(u, inv);
+    }
+    Py_XDECREF(inv);
+    release(&b);
+    map_free(&map);
+    free(keys.a);
+    return result;
+}
+
 /* -- classify_window: the reasons of the allocations made in the window ------------------ */
 
 /* Rules, in the order of the reason ids the caller passes (classify.WINDOW_REASONS). */
@@ -744,6 +797,8 @@ static PyMethodDef methods[] = {
     {"runs", runs, METH_VARARGS, "Runs of equal int8 values: starts and values."},
     {"spans_any", spans_any, METH_VARARGS, "logical_or.reduceat(values == value, lo)."},
     {"next_equal", next_equal, METH_VARARGS, "First event >= each query holding a value."},
+    {"unique_inverse", unique_inverse, METH_VARARGS,
+     "numpy.unique(values, return_inverse=True) of int64 values, by hashing."},
     {"classify_window", classify_window, METH_VARARGS,
      "The reasons of the allocations made in the window (classify.py's rules)."},
     {"span_peaks", span_peaks, METH_VARARGS,

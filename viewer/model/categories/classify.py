@@ -264,8 +264,11 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
         return
     req = iv.requested
     req_g = req[grads]
-    grad_sizes, size_of = np.unique(req_g, return_inverse=True)
-    size_of = size_of.reshape(-1)
+    if native.available():  # a few distinct sizes: hashed, not sorted
+        grad_sizes, size_of = native.unique_inverse(req_g)
+    else:
+        grad_sizes, size_of = np.unique(req_g, return_inverse=True)
+        size_of = size_of.reshape(-1)
     params = np.flatnonzero(cat == PARAMETER)
     buffer = params[~np.isin(req[params], grad_sizes)]
     reason[buffer] = R("param_buffer")

@@ -88,6 +88,12 @@ def classify_window(start, end, stack, kinds_ext, phase, evidence, guessed, run_
         _c(it_end, np.int64), _c(reason_ids, np.int16), reason, tuple(int(x) for x in scalars)))
 
 
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of int64 values, by hashing (linear)."""
+    u, inv = _cat.unique_inverse(_c(values, np.int64))
+    return np.frombuffer(u, np.int64), np.frombuffer(inv, np.int64)
+
+
 def span_peaks(action, size, start: int, lo: np.ndarray, hi: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """(maximum, first event at it) of the requested curve in each span [lo_i, hi_i)."""
