@@ -129,10 +129,18 @@ def test_scaled_sizes_are_exact_per_sample_multiples(case_of):
     scales = j.scales
     assert scales.any() and (~scales).any()
     assert np.array_equal(half[~scales], j.size[~scales])
-    # Scaled sizes are rounded up to whole bytes: exact halves of the even ones
-    # (per-sample tensors), one byte more than half of odd ones (cuDNN workspaces).
-    assert np.array_equal(half[scales], (j.size[scales] + 1) // 2)
-    assert (j.size[scales] % 2 == 1).any()
+    # Scaled sizes are exact halves of per-sample tensors.
+    plain = scales & (j.fixed == 0)
+    assert np.array_equal(half[plain], (j.size[plain] + 1) // 2)
+    assert (j.size[plain] % 2 == 0).all()
+    # A workspace with a fixed weight part (viewer/model/remedies/workspaces.py) keeps it
+    # and halves the rest, rounded up to a whole byte (cuDNN asks for odd sizes); only
+    # workspaces have one.
+    part = scales & (j.fixed > 0)
+    assert part.any() and not (part & ~j.workspace).any()
+    assert (j.fixed[part] < j.size[part]).all()
+    assert np.array_equal(half[part], j.fixed[part] + (j.size[part] - j.fixed[part] + 1) // 2)
+    assert ((j.size[part] - j.fixed[part]) % 2 == 1).any()
     # Without the batch, sizes are rounded up to whole bytes.
     odd = scaling.Judgement(rule=np.array([scaling.PER_ITERATION, scaling.TINY], np.int8),
                             size=np.array([1001, 1001], np.int64), batch=None)
@@ -212,3 +220,22 @@ def test_removing_allocations_from_the_stream(case_of):
     r = gone.simulate()
     assert b.peak_allocated - 32 * 3 * 224 * 224 * 4 <= r.peak_allocated < b.peak_allocated
     assert not (gone.requests.ref >= len(gone.requests)).any()
+
+
+def test_autocast_workspaces_keep_the_half_precision_weight_beside_them(case_of):
+    """Under bf16 autocast a convolution's workspace holds the bf16 copy of its weight
+    (made just before it in forward; its gradient beside it in backward) plus its
+    output's multiples: ResNet-50 layer4, 7929872 B = 4718592 (512x512x3x3 in bf16) +
+    2 x 1605632 (32 x 512 x 7 x 7 bf16) + 16."""
+    from vramscope.viewer.model.remedies import workspaces
+
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    w = j.workspace
+    assert w.sum() > 100
+    # Nearly all are explained by a weight (or its copy) and their activations.
+    assert (j.fixed_how[w] == workspaces.DECOMPOSED).mean() > 0.9
+    bf16 = w & (case.requests.size == 7929872) & (evd.phase == evidence.FORWARD)
+    assert bf16.any() and (j.fixed[bf16] == 512 * 512 * 9 * 2 + 16).all()
+    half = j.scaled_sizes(Fraction(1, 2))[bf16]
+    assert (half == 512 * 512 * 9 * 2 + 16 + 1605632).all()

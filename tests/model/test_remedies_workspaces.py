@@ -1,5 +1,6 @@
-"""Library workspaces in the batch-size what-if: which allocations they are, their bounds,
-and the estimated range of peak reserved, against real runs at other batch sizes.
+"""Library workspaces in the batch-size what-if: which allocations they are, their estimated
+size (a fixed weight part plus a per-sample part), their bounds, and the estimated range of
+peak reserved, against real runs at other batch sizes.
 
 The ResNet-18 truth sweep recorded the same program at batch 16, 32, 48 and 64 in fresh
 processes; each made the same requests in the same order, so an allocation of one run is
@@ -12,13 +13,14 @@ are absent.
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from tests.workloads import batch_prediction_table as table
-from vramscope.viewer.model.remedies import batch_scale
+from vramscope.viewer.model.remedies import batch_scale, scaling, workspaces
 from vramscope.viewer.model.whatif import requests as rq
 
 SWEEPS = table.sweeps()
@@ -40,7 +42,7 @@ def _pair(b0, b1):
 @pytest.mark.parametrize("b0,b1", PAIRS or [(0, 0)], ids=lambda v: str(v))
 def test_workspaces_are_the_allocations_that_do_not_scale_in_proportion(b0, b1):
     a, ja, real, f = _pair(b0, b1)
-    pred = ja.scaled_sizes(f)
+    pred = _proportional(ja, f)
     alloc = (a.requests.kind == rq.ALLOC) & (ja.size > 512)
     off = alloc & (np.abs(pred - real) > 4096)  # more than a few alignment bytes
     w = ja.workspace
@@ -53,6 +55,62 @@ def test_workspaces_are_the_allocations_that_do_not_scale_in_proportion(b0, b1):
     assert ja.size[w & off].sum() >= 0.8 * ja.size[w].sum()
 
 
+def _proportional(j, f):
+    """Sizes with every scaled allocation proportional (no fixed workspace part)."""
+    return dataclasses.replace(j, fixed=None).scaled_sizes(f)
+
+
+@needs_resnet
+@pytest.mark.parametrize("b0,b1", PAIRS or [(0, 0)], ids=lambda v: str(v))
+def test_the_estimated_workspace_sizes_are_nearer_the_real_ones_than_proportional(b0, b1):
+    """A workspace's fixed weight part plus its per-sample part, found in one recording,
+    gives the size the real run at the other batch made, to the byte (within the
+    decomposition's 2 KiB), for every workspace whose algorithm cuDNN kept.  Measured on
+    the 12 pairs: 87..126 of 168 workspaces exact (45..66 % of their bytes; in proportion
+    9..12), and the summed miss 28..80 % of the proportional one (the rest: another
+    algorithm at the other batch, e.g. layer1's forward doubling its per-sample part
+    from 32 to 48)."""
+    a, ja, real, f = _pair(b0, b1)
+    w = ja.workspace
+    est, prop, got = ja.scaled_sizes(f)[w], _proportional(ja, f)[w], real[w]
+    exact = np.abs(est - got) < 2048
+    assert exact.sum() >= w.sum() // 2, (int(exact.sum()), int(w.sum()))
+    assert (np.abs(prop - got) < 2048).sum() < exact.sum() // 4
+    miss, miss_prop = np.abs(est - got).sum(), np.abs(prop - got).sum()
+    assert miss < 0.85 * miss_prop, (int(miss), int(miss_prop))
+
+
+@needs_resnet
+def test_a_workspace_is_its_weight_copies_plus_activations():
+    """The decomposition of measured sizes (ResNet-18, batch 32): layer1's backward-filter
+    workspace holds 15 partial gradients of its 64x64x3x3 weight plus twice its output
+    gradient; layer4's backward-data one the 512x512x3x3 weight once plus twice its
+    input gradient; sizes nothing explains are left alone."""
+    w1, o1 = 64 * 64 * 9 * 4, 32 * 64 * 56 * 56 * 4
+    assert workspaces._decompose(53592743, [o1], w1, np.array([w1])) == (15 * w1 + 679, 2.0)
+    w4, o4 = 512 * 512 * 9 * 4, 32 * 512 * 7 * 7 * 4
+    assert workspaces._decompose(15859728, [o4], w4, np.array([w4])) == (w4 + 16, 2.0)
+    # Forward: no weight gradient beside it; any parameter's size, once.
+    assert workspaces._decompose(25837584, [o1], 0, np.array([w4, w1])) == (w1 + 16, 1.0)
+    # In proportion when the activations explain it alone (a 1x1 convolution, stride 2).
+    assert workspaces._decompose(9633939, [o4], 0, np.array([w4])) == (147, 3.0)
+    assert workspaces._decompose(21365247, [o4], w4, np.array([w4])) is None
+    assert workspaces._decompose(21365247, [], w4, np.array([w4])) is None
+
+
+@needs_resnet
+def test_most_workspaces_are_explained_by_their_weight_and_activations():
+    case, j, _ = table.case_of(RESNET[32])
+    m = workspaces.fixed_parts(case, table.evidence_of(RESNET[32]), j.workspace, j.scales,
+                               np.isin(j.rule, (scaling.STATE_SIZE, scaling.CATEGORY_FIXED,
+                                                scaling.MODULE_STATE)), 32)
+    w = j.workspace
+    assert np.array_equal(m.fixed, j.fixed)
+    assert (m.how[w] == workspaces.DECOMPOSED).mean() > 0.8
+    assert (m.how[~w] == workspaces.NONE).all() and (m.fixed[~w] == 0).all()
+    assert (m.fixed[w] < j.size[w]).all()
+
+
 @needs_resnet
 @pytest.mark.parametrize("b0,b1", PAIRS or [(0, 0)], ids=lambda v: str(v))
 def test_every_workspace_lies_within_its_bounds_at_the_other_batch(b0, b1):
@@ -61,12 +119,12 @@ def test_every_workspace_lies_within_its_bounds_at_the_other_batch(b0, b1):
     got = real[ja.workspace]
     assert ((got >= lo) & (got <= hi)).all(), \
         [(int(x), int(y), int(z)) for x, y, z in zip(lo, got, hi) if not y >= x or not y <= z]
-    # The proportional size is inside; the bounds are no wider than half .. twice it,
+    # The estimated size is inside; the bounds are no wider than half .. twice it,
     # widened to the recorded size.
-    prop = ja.scaled_sizes(f)[ja.workspace]
+    est = ja.scaled_sizes(f)[ja.workspace]
     rec = ja.size[ja.workspace]
-    assert (lo <= prop).all() and (hi >= prop).all() and (lo < hi).all()
-    assert (lo >= np.minimum(prop // 2, rec)).all() and (hi <= np.maximum(2 * prop, rec)).all()
+    assert (lo <= est).all() and (hi >= est).all() and (lo < hi).all()
+    assert (lo >= np.minimum(est // 2, rec)).all() and (hi <= np.maximum(2 * est, rec)).all()
 
 
 @needs_resnet
@@ -105,12 +163,16 @@ def test_the_estimate_repeats_and_its_bounds_move_with_the_scale():
     assert one == batch_scale.estimate_range(case, j, Fraction(1, 2))  # seeded
     lo_half, hi_half = batch_scale.workspace_bounds(j, Fraction(1, 2))
     lo_one, hi_one = batch_scale.workspace_bounds(j, 1)
-    rec = j.size[j.workspace]
+    rec, fixed = j.size[j.workspace], j.fixed[j.workspace]
     assert (lo_half <= lo_one).all() and (hi_one == 2 * rec).all() and (lo_one == rec // 2).all()
-    # Downscaled, a workspace may keep its recorded size (its fixed part); upscaled, too.
-    assert (hi_half >= rec).all() and (hi_half <= rec + 1).all()
+    # Downscaled, a workspace may keep its recorded size, and twice its fixed part
+    # (another algorithm doubling the estimate).
+    assert (hi_half >= rec).all() and (hi_half <= rec + fixed + 1).all()
+    # Upscaled, it may shrink (measured: 21.7 MiB at batch 32, 19.2 MiB at 48) down to
+    # half the estimate, and grow to twice it.
     lo_two, hi_two = batch_scale.workspace_bounds(j, 2)
-    assert (lo_two == rec).all() and (hi_two == 4 * rec).all()
+    assert (lo_two == np.minimum((2 * rec - fixed) // 2, rec)).all() and (lo_two < rec).any()
+    assert (hi_two == 2 * (2 * rec - fixed)).all()
 
 
 @needs_resnet

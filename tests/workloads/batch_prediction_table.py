@@ -7,7 +7,11 @@ predicts the peak reserved bytes of the others (``vramscope whatif FILE --batch-
 and, from a sweep recording and from the limit recordings, the largest batch that fits the
 2 GiB limit (``vramscope advise FILE --batch N --memory-limit ...``)::
 
-    .venv/bin/python tests/workloads/batch_prediction_table.py [TRUTH_DIR ...]
+    .venv/bin/python tests/workloads/batch_prediction_table.py [--workspaces] [TRUTH_DIR ...]
+
+``--workspaces`` first prints the workspace study: at half and 1.5x the recorded batch,
+each cuDNN workspace's recorded size, its real size in the other run, the estimate and the
+proportional size, then per pair how many are exact.
 
 Default directories: tests/data/truth and /work/shared/truth (the first holding a file wins).
 The tests (tests/model/test_remedies_truth.py) use the same functions.
@@ -89,11 +93,16 @@ def real_peak_reserved(path: Path) -> int:
     return int(stats["reserved_bytes.all.peak"])
 
 
-def predict_peak(src: Path, batch: int) -> int:
-    """Peak reserved predicted for ``batch`` from the recording ``src``."""
+def predict_peak(src: Path, batch: int, proportional: bool = False) -> int:
+    """Peak reserved predicted for ``batch`` from the recording ``src``; ``proportional``:
+    with every workspace scaled in proportion (no fixed weight part: the model before)."""
+    import dataclasses
+
     from vramscope.viewer.model.remedies import batch_scale
 
     case, j, truth = case_of(src)
+    if proportional:
+        j = dataclasses.replace(j, fixed=None)
     f = Fraction(batch, int(truth["batch_size"]))
     return batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
 
@@ -116,9 +125,11 @@ def sweep_rows(dirs=None) -> list[dict]:
                 pred = predict_peak(src, b1)
                 real = real_peak_reserved(dst)
                 est = predict_range(src, b1) if b1 != b0 else None
+                prop = predict_peak(src, b1, proportional=True) if est else pred
                 rows.append({"family": family, "from_batch": b0, "to_batch": b1,
                              "scale": b1 / b0, "predicted": pred, "real": real,
                              "error": pred / real - 1.0,
+                             "proportional_error": prop / real - 1.0,
                              "estimate_low": est.low if est else pred,
                              "estimate_high": est.high if est else pred,
                              "workspaces": est.workspaces if est else 0})
@@ -189,28 +200,114 @@ def remedy_rows(dirs=None) -> list[dict]:
     return rows
 
 
+def workspace_rows(dirs=None) -> list[dict]:
+    """Per sweep pair whose runs made the same requests: every workspace's recorded size,
+    its real size at the other batch, the estimate (fixed weight part + per-sample part,
+    viewer/model/remedies/workspaces.py) and the proportional size."""
+    import dataclasses
+
+    import numpy as np
+
+    out = []
+    for family, by_batch in sorted(sweeps(dirs).items()):
+        for b0, src in sorted(by_batch.items()):
+            case, j, _ = case_of(src)
+            w = np.flatnonzero(j.workspace)
+            if not len(w):
+                continue
+            evd = evidence_of(src)
+            how = j.fixed_how
+            for b1, dst in sorted(by_batch.items()):
+                other = case_of(dst)[0].requests
+                if b1 == b0 or len(other) != len(case.requests) \
+                        or not (other.kind == case.requests.kind).all():
+                    continue
+                f = Fraction(b1, b0)
+                est = j.scaled_sizes(f)[w]
+                prop = dataclasses.replace(j, fixed=None).scaled_sizes(f)[w]
+                out.append({"family": family, "from_batch": b0, "to_batch": b1,
+                            "request": w, "phase": evd.phase[w], "iteration": evd.iteration[w],
+                            "recorded": j.size[w], "fixed": j.fixed[w], "how": how[w],
+                            "real": other.size[w].astype(np.int64), "estimate": est,
+                            "proportional": prop})
+    return out
+
+
+def print_workspaces(dirs=None, scales=(0.5, 1.5)) -> None:
+    """The workspace study: each workspace of the first iteration that has them, at half
+    and 1.5x the recorded batch, then a summary line per pair."""
+    import numpy as np
+
+    from vramscope.viewer.model.remedies import evidence, workspaces
+
+    rows = workspace_rows(dirs)
+    for r in rows:
+        if r["to_batch"] / r["from_batch"] not in scales:
+            continue
+        print(f"\n{r['family']} {r['from_batch']} -> {r['to_batch']}: workspaces of the first "
+              "iteration (bytes; how: D decomposed s x W + k x O + d, W weight beside it "
+              "fixed, - proportional)")
+        print(f"{'request':>8} {'phase':<9}{'recorded':>12}{'fixed':>10}{'real':>12}"
+              f"{'estimate':>12}{'error':>8}{'proportional':>14}{'error':>8}  how")
+        it = r["iteration"]
+        first = it == it.min()
+        for k in np.flatnonzero(first):
+            real = int(r["real"][k])
+            print(f"{int(r['request'][k]):>8} {evidence.PHASES[r['phase'][k]]:<9}"
+                  f"{int(r['recorded'][k]):>12}{int(r['fixed'][k]):>10}{real:>12}"
+                  f"{int(r['estimate'][k]):>12}{r['estimate'][k] / real - 1:>+8.1%}"
+                  f"{int(r['proportional'][k]):>14}{r['proportional'][k] / real - 1:>+8.1%}  "
+                  + "-DW"[int(r["how"][k])])
+    print("\nworkspaces per pair: exact (within 2 KiB) and the summed miss, estimate vs "
+          "proportional")
+    for r in rows:
+        e = np.abs(r["estimate"] - r["real"])
+        p = np.abs(r["proportional"] - r["real"])
+        n = len(e)
+        print(f"  {r['family']:<8}{r['from_batch']:>4} -> {r['to_batch']:<4} exact "
+              f"{(e < 2048).sum():>4} / {n} (proportional {(p < 2048).sum():>4}), miss "
+              f"{e.sum() / 2**20:8.1f} MiB (proportional {p.sum() / 2**20:8.1f} MiB); "
+              f"decomposed {(r['how'] == workspaces.DECOMPOSED).sum()}, "
+              f"weight beside {(r['how'] == workspaces.WEIGHT_BESIDE).sum()}")
+
+
 def main(argv: list[str]) -> int:
     from vramscope.viewer.model.units import format_bytes as fb
 
+    study = "--workspaces" in argv
+    argv = [a for a in argv if a != "--workspaces"]
     dirs = [Path(a) for a in argv] or None
     rows = sweep_rows(dirs)
     if not rows:
         print("no sweep recordings found in", ", ".join(str(d) for d in dirs or DIRS))
         return 1
-    print("batch-size what-if: peak reserved predicted from one recording vs the real run")
+    if study:
+        print_workspaces(dirs)
+        print()
+    print("batch-size what-if: peak reserved predicted from one recording vs the real run "
+          "(proportional: the error with every workspace scaled in proportion)")
     print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}"
-          f"   {'estimate range (workspaces)':<30}{'real in it':>10}")
+          f"{'proportional':>14}   {'estimate range (workspaces)':<30}{'real in it':>10}")
     for r in rows:
         if r["from_batch"] == r["to_batch"]:
             continue
         print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
-              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%   "
+              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
+              f"{r['proportional_error'] * 100:>+13.1f}%   "
               + (f"{fb(r['estimate_low'])} .. {fb(r['estimate_high'])}"
                  if r["workspaces"] else "(no workspaces: exact)").ljust(30)
               + f"{'yes' if r['estimate_low'] <= r['real'] <= r['estimate_high'] else 'NO':>10}")
-    half = [abs(r["error"]) for r in rows if r["scale"] in (0.5, 1.5)]
+    half = [r for r in rows if r["scale"] in (0.5, 1.5)]
     if half:
-        print(f"at 0.5x and 1.5x: {len(half)} predictions, max |error| {max(half) * 100:.1f}%")
+        print(f"at 0.5x and 1.5x: {len(half)} predictions, max |error| "
+              f"{max(abs(r['error']) for r in half) * 100:.1f}% (proportional "
+              f"{max(abs(r['proportional_error']) for r in half) * 100:.1f}%)")
+    moved = [r for r in rows if r["from_batch"] != r["to_batch"]]
+    print(f"all {len(moved)} pairs: mean |error| "
+          f"{sum(abs(r['error']) for r in moved) / len(moved) * 100:.1f}%, max "
+          f"{max(abs(r['error']) for r in moved) * 100:.1f}% (proportional "
+          f"{sum(abs(r['proportional_error']) for r in moved) / len(moved) * 100:.1f}%, "
+          f"{max(abs(r['proportional_error']) for r in moved) * 100:.1f}%)")
     lrows = limit_rows(dirs)
     if lrows:
         print(f"\nlargest batch that fits {fb(lrows[0]['limit'])} (real: {lrows[0]['real']})")

@@ -70,20 +70,20 @@ def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarra
     """Lowest and highest requested size of every :attr:`~.scaling.Judgement.workspace`
     allocation at ``scale`` (arrays over those allocations, in request order).
 
-    Half to twice the proportional size, widened to take in the recorded size.  cuDNN
-    took an algorithm whose workspace is a quarter at half the batch (98.1 -> 24.6 MiB
-    on ResNet-18) and four times at twice it (12.4 -> 49.6 MiB at 16 -> 32 -> ... ->
-    98.1 at 64); a workspace's fixed part (e.g. one 9 MiB convolution weight in a
-    backward-filter workspace) does not follow the batch at all (15.1 MiB at batch 16
-    where batch 64 made 33.5 MiB; 12.6 MiB at 16, 21.3 MiB at 64).  Every workspace of
-    the ResNet-18 sweeps lies within these bounds at every other batch
+    Half to twice the estimated size (a fixed weight part plus a per-sample part,
+    :mod:`.workspaces`; proportional where no fixed part was found), widened to take in
+    the recorded size.  cuDNN picks its algorithm per shape: measured on ResNet-18, a
+    forward workspace of ``W + 1 x output`` at batch 16 and 32 is ``W + 2 x output`` at
+    48 and 64 (twice the estimate from 32, half of it from 64), and a backward-filter
+    workspace keeps 8 partial weight gradients at batch 16 but 15 at 32.  Every workspace
+    of the ResNet-18 sweeps lies within these bounds at every other batch
     (tests/model/test_remedies_workspaces.py)."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     w = judgement.workspace
-    prop = judgement.scaled_sizes(f)[w]
+    est = judgement.scaled_sizes(f)[w]
     rec = judgement.size[w]
-    lo = np.maximum(np.minimum(prop // 2, rec), 1)
-    hi = np.maximum(prop * 2, rec)
+    lo = np.maximum(np.minimum(est // 2, rec), 1)
+    hi = np.maximum(est * 2, rec)
     return lo, hi
 
 
@@ -96,17 +96,17 @@ class PeakEstimate:
     low: int
     high: int
     workspaces: int  # allocations whose size is estimated
-    workspace_bytes: int  # their requested bytes at the proportional size
+    workspace_bytes: int  # their requested bytes at the estimated size
     samples: int
 
     def to_dict(self) -> dict:
         return {"estimate": True, "low_bytes": self.low, "high_bytes": self.high,
                 "workspace_allocations": self.workspaces,
-                "workspace_bytes_proportional": self.workspace_bytes,
+                "workspace_bytes_estimated": self.workspace_bytes,
                 "samples": self.samples,
                 "what": "library workspaces (cuDNN-like: not per-sample, freed at once) "
-                        "drawn between half and twice their proportional size, or their "
-                        "recorded size"}
+                        "estimated as a fixed weight part plus a per-sample part, drawn "
+                        "between half and twice that size, or their recorded size"}
 
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
@@ -116,7 +116,7 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
 
     Peak reserved is not monotone in a workspace's size (a large one leaves a large
     cached segment that later activations share), so the range is not taken from the
-    bounds alone: all at low, all at high, the proportional point and ``samples``
+    bounds alone: all at low, all at high, the estimated point and ``samples``
     draws, one log-uniform factor per recorded size (the same layer shape makes the same
     choice in every iteration), seeded so the answer repeats.  ``samples`` None:
     :data:`ESTIMATE_SAMPLES`, or :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM`

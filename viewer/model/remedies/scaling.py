@@ -57,6 +57,7 @@ import numpy as np
 
 from ..whatif import requests as rq
 from . import evidence as ev
+from . import workspaces
 
 # Rule codes (int8), in the order they are tried.
 (TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, STATE_SIZE, NOT_MULTIPLE, KEPT_ONCE,
@@ -101,6 +102,11 @@ class Judgement:
     # Bool per request: freed by the very next request of the stream (a scratch buffer
     # made and dropped inside one operation); None when not known.
     transient: np.ndarray | None = None
+    # int64 per request: the bytes of a workspace that stay at any batch (its weight
+    # part, :mod:`.workspaces`); None or 0: proportional.
+    fixed: np.ndarray | None = None
+    # int8 per request: how that part was found (:data:`.workspaces.HOW`); None: not looked.
+    fixed_how: np.ndarray | None = None
 
     @property
     def scales(self) -> np.ndarray:
@@ -145,12 +151,17 @@ class Judgement:
         """Requested sizes with the batch scaled by ``scale``, rounded up to whole bytes.
 
         With the recorded batch known, ``scale`` is taken as a fraction of it,
-        so a per-sample size times the new batch is exact."""
+        so a per-sample size times the new batch is exact.  A workspace with a fixed
+        part (:attr:`fixed`, :mod:`.workspaces`) keeps it and scales the rest."""
         f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
         out = self.size.copy()
         m = self.scales
         # ceil(size * p / q) in integers, no float rounding on large sizes.
         out[m] = -((-self.size[m] * f.numerator) // f.denominator)
+        if self.fixed is not None:
+            w = m & (self.fixed > 0)
+            keep = np.minimum(self.fixed[w], self.size[w])
+            out[w] = keep + (-((-(self.size[w] - keep) * f.numerator) // f.denominator))
         if uncertain_factor != 1:
             u = self.uncertain
             g = Fraction(uncertain_factor) * f
@@ -291,4 +302,8 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         assign(kept, KEPT_ONCE)
     assign(np.ones(n, bool), PER_ITERATION)
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
-    return Judgement(rule=rule, size=size, batch=batch, transient=transient)
+    j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
+    judged_fixed = np.isin(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
+    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch)
+    j.fixed, j.fixed_how = model.fixed, model.how
+    return j
