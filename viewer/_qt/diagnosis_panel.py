@@ -51,7 +51,8 @@ OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 WORKSPACE_WHY = ("An estimate: library workspaces (cuDNN-like: convolution algorithms chosen "
                  "per shape) were seen in the recording, and the sizes cuDNN would pick at "
                  "another batch cannot be known from one recording. The range is the peak with "
-                 "those workspaces between half and twice their proportional size.")
+                 "those workspaces between half and twice their estimated size (a fixed "
+                 "part and a per-sample part).")
 ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
                  "change would remove from the bytes live at it, not a simulation.")
 

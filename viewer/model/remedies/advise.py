@@ -70,7 +70,7 @@ def _workspace_note(est: batch_scale.PeakEstimate | None) -> str:
     if est is None:
         return ""
     return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like) may be half to "
-            f"twice their proportional size, peak reserved {fb(est.low)} to "
+            f"twice their estimated size, peak reserved {fb(est.low)} to "
             f"{fb(est.high)}")
 
 
