@@ -292,3 +292,34 @@ def test_the_readme_picture_renders_in_a_real_process(tmp_path):
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "no remedy 'nothing'" in bad.stderr
+
+
+def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, load):
+    """ResNet-18 at batch 64 under 1.4 GiB: the smaller batch's prediction is an estimate;
+    on the main timeline its curve comes with the range shaded and named in the axis."""
+    import pyqtgraph as pg
+
+    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    w = make_window()
+    assert load(w, RESNET_B64) == "loaded"
+    panel = open_panel(w)
+    qtbot.waitUntil(lambda: panel.thread is None, timeout=120000)
+    panel.batch_spin.setValue(64)
+    panel.limit_edit.setText("1.4GiB")
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    row = next(r for r, rem in enumerate(panel.advice.remedies) if rem.remedy == "smaller_batch")
+    rem = panel.advice.remedies[row]
+    panel.table.selectRow(row)  # (the same row as the first run's: the new answer drawn)
+    ov = w.timeline.overlays[OVERLAY_KEY]
+    lo, hi = rem.predicted_peak_reserved_range
+    assert ov.value_range == (lo, hi) and ov.curve is not None
+    (band,) = [i for i in ov.items if isinstance(i, pg.LinearRegionItem)]
+    assert band.getRegion() == (lo, hi) and band in w.timeline.plot.getPlotItem().items
+    assert f"({fb(lo)} - {fb(hi)})" in w.timeline.plot.getPlotItem().getAxis("bottom").labelText
+    _, ymax = w.timeline.vb.viewRange()[1]
+    assert ymax >= hi  # the band in view
+    panel.close()
+    assert band not in w.timeline.plot.getPlotItem().items

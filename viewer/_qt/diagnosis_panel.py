@@ -302,6 +302,10 @@ class DiagnosisPanel(QWidget):
         else:
             self.fit_label.setText("")
         self.fit_label.setToolTip(WORKSPACE_WHY if est else "")
+        # A new answer: the old selection goes first (its overlay and highlight with it),
+        # so that selecting the first row draws this answer's remedy even when the same
+        # row was selected before.
+        self.table.clearSelection()
         self._fill_table(a)
         self._plot(case, a, None)
         if a.remedies:
