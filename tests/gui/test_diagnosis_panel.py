@@ -321,5 +321,29 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
     assert f"({fb(lo)} - {fb(hi)})" in w.timeline.plot.getPlotItem().getAxis("bottom").labelText
     _, ymax = w.timeline.vb.viewRange()[1]
     assert ymax >= hi  # the band in view
+    # A dark palette: drawn again in its colour, the same prediction.
+    from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from vramscope.viewer._qt.timeline.overlay import OVERLAY_COLOR, OVERLAY_COLOR_DARK
+    app = QApplication.instance()
+    old = app.palette()
+    dark = QPalette(old)
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    dark.setColor(QPalette.ColorRole.Base, QColor("#17181a"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e8eaed"))
+    assert ov.color == OVERLAY_COLOR
+    try:
+        app.setPalette(dark)
+        qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR_DARK,
+                        timeout=3000)
+        dark_ov = w.timeline.overlays[OVERLAY_KEY]
+        assert dark_ov.value_range == (lo, hi) and (dark_ov.y == ov.y).all()
+    finally:
+        app.setPalette(old)
+    qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR,
+                    timeout=3000)
+    band = next(i for i in w.timeline.overlays[OVERLAY_KEY].items
+                if isinstance(i, pg.LinearRegionItem))
     panel.close()
     assert band not in w.timeline.plot.getPlotItem().items
