@@ -36,6 +36,7 @@ def make_panel(qtbot):
 
 def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_path):
     from vramscope.viewer.model.remedies.advise import advise, format_peak
+    from vramscope.viewer.model.units import format_bytes
     from vramscope.viewer.model.whatif import prepare
 
     panel = make_panel(GPT2_OOM)
@@ -50,8 +51,13 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         assert panel.table.item(r, 1).text() == rem.title
         assert panel.table.item(r, 2).text() == format_peak(rem)
         if rem.method == "estimated":  # labelled an estimate, and why
-            assert panel.table.item(r, 2).text().endswith("(estimate)")
+            assert "(estimate" in panel.table.item(r, 2).text()
             assert "An estimate: no program to re-run" in panel.table.item(r, 2).toolTip()
+            assert "cuDNN" not in panel.table.item(r, 2).toolTip()
+            if rem.remedy == "gradient_checkpointing":  # half to two thirds: a range
+                lo, hi = rem.predicted_peak_reserved_range
+                assert panel.table.item(r, 2).text().endswith(
+                    f"(estimate, {format_bytes(lo)} - {format_bytes(hi)})")
         else:
             assert "estimate" not in panel.table.item(r, 2).text()
     # Selecting a simulated remedy overlays its curve and names the memory it acts on.

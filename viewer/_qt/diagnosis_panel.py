@@ -330,7 +330,7 @@ class DiagnosisPanel(QWidget):
                     item.setForeground(pg.mkColor(theme.muted()))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        for c, most in ((1, 340), (6, 560)):  # long text stays in the tooltip
+        for c, most in ((1, 340), (6, 480)):  # long text stays in the tooltip
             self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
 
     @staticmethod
@@ -339,9 +339,11 @@ class DiagnosisPanel(QWidget):
         tip = f"{rem.predicted_peak_reserved_bytes:,} bytes ({rem.method})"
         if rem.predicted_peak_reserved_range is not None:
             lo, hi = rem.predicted_peak_reserved_range
-            tip += f", estimated range {lo:,} - {hi:,} bytes\n\n{WORKSPACE_WHY}"
-        elif rem.is_estimate:
+            tip += f", estimated range {lo:,} - {hi:,} bytes"
+        if rem.method == "estimated":
             tip += f"\n\n{ESTIMATED_WHY}\n{rem.detail}"
+        elif rem.predicted_peak_reserved_range is not None:  # a batch prediction
+            tip += f"\n\n{WORKSPACE_WHY}"
         return tip
 
     def selected_remedy(self):
