@@ -353,3 +353,33 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
                 if isinstance(i, pg.LinearRegionItem))
     panel.close()
     assert band not in w.timeline.plot.getPlotItem().items
+
+
+def test_per_event_steps_a_remedy_curve_over_the_trace():
+    """A remedy that frees what an evaluation loop keeps (a real recording) has requests
+    added: its curve, made one value per trace event, is the value after the last request
+    at or before each event, the recorded curve before its first request."""
+    import numpy as np
+
+    from vramscope.viewer._qt.timeline.overlay import per_event
+    from vramscope.viewer.model import load_snapshot
+    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.remedies.advise import advise
+    from vramscope.viewer.model.whatif import prepare
+
+    snap = load_snapshot(DATA / "truth" / "eval_keeps_outputs.pickle.xz")
+    case = prepare(snap)
+    rem = next(r for r in advise(case).remedies if r.remedy == "free_kept")
+    doc = Document.build(snap)
+    reserved = doc.curves(case.device)["reserved"]
+    n = len(doc.timeline.replay(case.device))
+    y = per_event(rem.curve_x, rem.curve, n, reserved)
+    assert len(y) == n and len(rem.curve_x) > len(case.requests)  # frees were added
+    cx = rem.curve_x
+    last = np.r_[cx[1:] != cx[:-1], True]
+    assert np.array_equal(y[cx[last]], rem.curve[last])
+    first = int(cx[0])
+    assert np.array_equal(y[:first], np.asarray(reserved[:first]))
+    between = np.setdiff1d(np.arange(first, n), cx)  # events with no request: held
+    prev = np.searchsorted(cx, between, side="right") - 1
+    assert np.array_equal(y[between], rem.curve[prev])

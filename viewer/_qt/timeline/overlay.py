@@ -40,8 +40,12 @@ def per_event(curve_x: np.ndarray, y: np.ndarray, n: int, before) -> np.ndarray:
     before it.  The events before the first request take ``before[k]`` (the recorded
     curve: nothing was changed yet)."""
     cx = np.asarray(curve_x, np.int64)
+    y = np.asarray(y, np.int64)
+    if len(cx) > 1 and (cx[1:] < cx[:-1]).any():  # (streams are in event order; be sure)
+        order = np.argsort(cx, kind="stable")
+        cx, y = cx[order], y[order]
     idx = np.searchsorted(cx, np.arange(n), side="right") - 1
-    out = np.asarray(y, np.int64)[np.maximum(idx, 0)]
+    out = y[np.maximum(idx, 0)]
     first = min(max(int(cx[0]), 0), n)
     if first:
         out[:first] = np.asarray(before[:first], np.int64)
