@@ -114,3 +114,45 @@ def test_whatif_batch_scale_without_workspaces_is_not_an_estimate():
     assert row["peak_reserved_is_estimate"] is False and row["peak_reserved_estimate"] is None
     text = vramscope("whatif", str(path), "--batch-scale", "0.5", "--batch", "8")
     assert "batch x0.5 (4)" in text.stdout and "estimate" not in text.stdout
+
+
+def test_advise_json_gives_the_range_of_an_estimated_batch_prediction():
+    """ResNet's cuDNN workspaces make a batch prediction an estimate: advise --json gives
+    its range (the model's own estimate_range, the prediction inside it); what is simulated
+    exactly has none, and the estimated remedies say they are estimates."""
+    path = DATA / "truth" / "sweep_resnet_b64.pickle.xz"
+    limit = int(1.4 * 1024**3)
+    out = vramscope("advise", str(path), "--batch", "64", "--memory-limit", str(limit), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    by_id = {r["remedy"]: r for r in got["remedies"]}
+    batch = by_id["smaller_batch"]
+    lo, hi = batch["predicted_peak_reserved_range"]
+    assert lo <= batch["predicted_peak_reserved_bytes"] <= hi and lo < hi
+    assert batch["method"] == "simulated" and batch["predicted_peak_is_estimate"] is True
+    b = got["largest_batch_that_fits"]
+    case = prepare(load_snapshot(str(path), use_cache=False))
+    j = scaling.judge(case, 64)
+    est = batch_scale.estimate_range(case, j, Fraction(b, 64), None, limit)
+    assert (est.low, est.high) == (lo, hi)
+    for r in got["remedies"]:
+        assert "predicted_peak_reserved_range" in r and KEYS <= set(r)
+        if r["method"] == "estimated":
+            assert r["predicted_peak_is_estimate"] is True
+        elif r["remedy"] != "smaller_batch":
+            assert r["predicted_peak_reserved_range"] is None
+            assert r["predicted_peak_is_estimate"] is False
+    text = vramscope("advise", str(path), "--batch", "64", "--memory-limit", str(limit))
+    from vramscope.viewer.model.units import format_bytes as fb
+    assert f"(estimate, {fb(lo)} - {fb(hi)})" in text.stdout
+
+
+def test_advise_json_exact_batch_prediction_has_no_range():
+    """GPT-2 has no cuDNN-like workspace: its batch prediction is exact, without a range."""
+    out = vramscope("advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"),
+                    "--batch", "13", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    batch = next(r for r in got["remedies"] if r["remedy"] == "smaller_batch")
+    assert batch["predicted_peak_reserved_range"] is None
+    assert batch["predicted_peak_is_estimate"] is False and got["largest_batch_that_fits"] == 12

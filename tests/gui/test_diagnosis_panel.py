@@ -1,4 +1,5 @@
-"""The Diagnosis panel with a real event loop (offscreen): ranked remedies, overlay, cancel."""
+"""The Diagnosis panel with a real event loop (offscreen): ranked remedies, estimates and
+their ranges, copy, the chart's legend, the overlay on the main window's timeline, cancel."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from tests.gui.conftest import DATA
 
 GPT2_OOM = DATA / "gpt2_oom.pickle"  # a real OOM (fragmentation) under a 10.49 GiB limit
 RESNET = DATA / "resnet50_train.pickle"
+# A real GPT-2 OOM under a 2 GiB limit at batch 13 (12 fits: the truth's probes).
+GPT2_LIMIT_OOM = DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"
+# ResNet-18 at batch 64: cuDNN workspaces make a batch prediction an estimate.
+RESNET_B64 = DATA / "truth" / "sweep_resnet_b64.pickle.xz"
 
 
 @pytest.fixture
@@ -30,8 +35,7 @@ def make_panel(qtbot):
 
 
 def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_path):
-    from vramscope.viewer.model.remedies.advise import advise
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.remedies.advise import advise, format_peak
     from vramscope.viewer.model.whatif import prepare
 
     panel = make_panel(GPT2_OOM)
@@ -44,7 +48,12 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     assert panel.table.rowCount() == len(want.remedies) >= 4
     for r, rem in enumerate(want.remedies):
         assert panel.table.item(r, 1).text() == rem.title
-        assert panel.table.item(r, 2).text() == format_bytes(rem.predicted_peak_reserved_bytes)
+        assert panel.table.item(r, 2).text() == format_peak(rem)
+        if rem.method == "estimated":  # labelled an estimate, and why
+            assert panel.table.item(r, 2).text().endswith("(estimate)")
+            assert "An estimate: no program to re-run" in panel.table.item(r, 2).toolTip()
+        else:
+            assert "estimate" not in panel.table.item(r, 2).text()
     # Selecting a simulated remedy overlays its curve and names the memory it acts on.
     sim = next(r for r, rem in enumerate(want.remedies) if rem.remedy == "smaller_batch")
     with qtbot.waitSignal(panel.remedySelected, timeout=5000) as blocker:
@@ -53,12 +62,64 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     assert rem.remedy == "smaller_batch" and len(events) > 1000
     curves = [c for c in panel.plot.listDataItems() if c.xData is not None and len(c.xData) > 1]
     assert len(curves) == 2
-    panel.copy_table()
+    # The legend names them (and the limit) below the chart, clear of the curves.
+    qtbot.wait(50)
+    labels = [label.text for _, label in panel.legend.items]
+    assert labels[0] == "recorded" and labels[1] == "predicted: " + want.remedies[sim].title
+    assert labels[-1].startswith("memory limit ")
+    legend = panel.legend.sceneBoundingRect()
+    view = panel.plot.getPlotItem().vb.sceneBoundingRect()
+    assert legend.height() > 0 and legend.top() >= view.bottom() - 1
+    from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
+    panel.copy_table()
     lines = QGuiApplication.clipboard().text().splitlines()
     assert lines[0].startswith("#\tremedy\tpredicted peak") and len(lines) == len(want.remedies) + 1
+    # Ctrl+C in the table (and its context menu's Copy): the selected remedy, change and
+    # code location whole.
+    QGuiApplication.clipboard().setText("")
+    panel.table.setFocus()
+    qtbot.keyClick(panel.table, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    lines = QGuiApplication.clipboard().text().splitlines()
+    assert len(lines) == 2 and lines[0] == "\t".join(
+        ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where"))
+    cells = lines[1].split("\t")
+    rem = want.remedies[sim]
+    assert cells[1:4] == [rem.title, format_peak(rem), panel.table.item(sim, 3).text()]
+    assert cells[5:] == [rem.method, rem.change, rem.where or ""]
+    assert [a.text() for a in panel.table.actions()] == ["&Copy", "Copy &table"]
     out = tmp_path / "diagnosis.png"
     assert panel.grab().save(str(out), "PNG") and out.stat().st_size > 5000
+
+
+def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot):
+    """ResNet-18's cuDNN workspaces: the smaller-batch remedy's peak is an estimate with a
+    range, shown in the table as the model gives it, the tooltip says why, and the chart
+    shades the range."""
+    import pyqtgraph as pg
+
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    panel = make_panel(RESNET_B64)
+    panel.batch_spin.setValue(64)
+    panel.limit_edit.setText("1.4GiB")
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    a = panel.advice
+    row = next(r for r, rem in enumerate(a.remedies) if rem.remedy == "smaller_batch")
+    rem = a.remedies[row]
+    lo, hi = rem.predicted_peak_reserved_range
+    assert lo < hi
+    cell = panel.table.item(row, 2)
+    assert cell.text() == (f"{fb(rem.predicted_peak_reserved_bytes)} "
+                           f"(estimate, {fb(lo)} - {fb(hi)})")
+    assert "cuDNN" in cell.toolTip() and "cannot be known from one recording" in cell.toolTip()
+    assert f"an estimate: 168 library workspaces (cuDNN-like), peak {fb(lo)} - {fb(hi)}" \
+        in panel.fit_label.text() and "cuDNN" in panel.fit_label.toolTip()
+    panel.table.selectRow(row)
+    bands = [i for i in panel.plot.getPlotItem().items if isinstance(i, pg.LinearRegionItem)]
+    assert len(bands) == 1 and bands[0].getRegion() == pytest.approx((lo / 2**30, hi / 2**30))
+    assert f"estimate {fb(lo)} - {fb(hi)}" in [label.text for _, label in panel.legend.items]
 
 
 def test_batch_and_limit_give_the_largest_batch(make_panel, qtbot):
@@ -122,3 +183,112 @@ def test_button_beside_the_oom_banner(make_window, qtbot, load):
     assert len(panels) == 1
     qtbot.waitUntil(lambda: panels[0].thread is None, timeout=120000)
     panels[0].close()
+
+
+def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window, qtbot, load):
+    """The real GPT-2 OOM under 2 GiB: the selected remedy's predicted reserved curve is
+    drawn on the main window's timeline, at the events it was predicted for, named after
+    the remedy; an estimated one is a level; it goes when the selection is cleared, the
+    panel closes or the window opens another document."""
+    import numpy as np
+
+    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    w = make_window()
+    assert load(w, GPT2_LIMIT_OOM) == "loaded"
+    tl = w.timeline
+    panel = open_panel(w)
+    panel.batch_spin.setValue(13)  # (the run starts with the panel: the batch is for a re-run)
+    qtbot.waitUntil(lambda: panel.thread is None, timeout=120000)
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    assert panel.advice.largest_batch_that_fits == 12  # the truth: 12 fits, 13 does not
+    assert "estimate" not in panel.fit_label.text()  # exact: the real run's figure
+    rems = panel.advice.remedies
+    sim = next(r for r, rem in enumerate(rems) if rem.remedy == "smaller_batch")
+    panel.table.clearSelection()
+    assert OVERLAY_KEY not in tl.overlays
+    panel.table.selectRow(sim)
+    rem = rems[sim]
+    ov = tl.overlays[OVERLAY_KEY]
+    # The prediction's x are the timeline's events: the recorded run replayed by the model
+    # equals the timeline's reserved curve at every request event.
+    cx = panel.case.curve_x()
+    rec = panel.case.recorded_run().reserved
+    assert np.array_equal(np.asarray(tl.curves["reserved"][cx]), rec)
+    last = np.r_[cx[1:] != cx[:-1], True]  # the value after the last request of an event
+    assert np.array_equal(ov.y[rem.curve_x[last]], rem.curve[last])
+    # ... and its peak is the real run's at batch 12 (the truth's probe, memory_stats).
+    import json
+    spec = json.loads(json.loads(GPT2_LIMIT_OOM.with_name("limit_sweep_gpt2_oom.json")
+                                 .read_text())["argv"][4])
+    probe = next(p for p in spec["search"]["probes"] if p["batch_size"] == 12)
+    assert ov.peak == int(rem.curve.max()) == probe["peak_reserved"]
+    x, y = ov.curve.getData()
+    assert len(x) > 10 and float(y.max()) == float(rem.curve.max())
+    assert tl.overlay_labels() == [f"predicted: {rem.title} · peak {fb(ov.peak)}"]
+    assert "predicted" in tl.legend.text()
+    axis = tl.plot.getPlotItem().getAxis("bottom").labelText
+    assert f"predicted: {rem.title}, peak {fb(ov.peak)}" in axis
+    assert tl.stack_mask is not None and tl.stack_mask.any()  # the highlight is kept
+    # In time mode it follows the x axis.
+    tl.set_mode("time")
+    x_time, _ = ov.curve.getData()
+    assert float(x_time.max()) <= float(tl.tx[-1]) + 1e-9
+    tl.set_mode("events")
+    # An estimated remedy: its predicted peak as a level, no curve.
+    est = next(r for r, rem in enumerate(rems) if rem.method == "estimated")
+    panel.table.selectRow(est)
+    ov = tl.overlays[OVERLAY_KEY]
+    assert ov.curve is None and ov.level == rems[est].predicted_peak_reserved_bytes
+    assert tl.overlay_labels()[0].startswith(f"predicted: {rems[est].title}")
+    assert "estimated peak" in tl.plot.getPlotItem().getAxis("bottom").labelText
+    # Cleared selection: overlay and highlight go.
+    panel.table.clearSelection()
+    assert OVERLAY_KEY not in tl.overlays and tl.stack_mask is None
+    assert "predicted" not in tl.legend.text()
+    assert "predicted" not in tl.plot.getPlotItem().getAxis("bottom").labelText
+    # Closing the panel takes them away.
+    panel.table.selectRow(sim)
+    assert OVERLAY_KEY in tl.overlays
+    panel.close()
+    assert OVERLAY_KEY not in tl.overlays and tl.stack_mask is None
+    # Another document: the overlay of the old one goes.
+    panel = open_panel(w)
+    qtbot.waitUntil(lambda: panel.advice is not None and panel.thread is None, timeout=120000)
+    panel.table.selectRow(0)
+    assert OVERLAY_KEY in tl.overlays
+    assert load(w, RESNET) == "loaded"
+    assert OVERLAY_KEY not in tl.overlays
+    panel.table.selectRow(1)  # a panel over the old document draws nothing on the new one
+    assert OVERLAY_KEY not in tl.overlays
+    panel.close()
+
+
+def test_the_readme_picture_renders_in_a_real_process(tmp_path):
+    """``python -m vramscope.viewer._qt.diagnosis_shot`` (how assets/diagnosis.png is made):
+    the main window with the remedy's curve over the panel, one PNG."""
+    import os
+    import subprocess
+    import sys
+
+    from PySide6.QtGui import QImage
+
+    from vramscope.viewer._qt.diagnosis_shot import PANEL_SIZE, WINDOW_SIZE
+
+    out = tmp_path / "d.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    run = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
+                          str(GPT2_LIMIT_OOM), str(out), "--batch", "13",
+                          "--remedy", "smaller_batch"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    image = QImage(str(out))
+    assert image.width() == WINDOW_SIZE.width()
+    assert image.height() == WINDOW_SIZE.height() + 8 + PANEL_SIZE.height()
+    bad = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
+                          str(GPT2_LIMIT_OOM), str(tmp_path / "e.png"), "--remedy", "nothing"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "no remedy 'nothing'" in bad.stderr

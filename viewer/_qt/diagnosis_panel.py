@@ -4,16 +4,22 @@ Draws :class:`vramscope.viewer.model.remedies.advise.Advice`, computed off
 the GUI thread (a :class:`~.jobs.Job`, progress + Cancel/Esc): a verdict
 line, a bar of the bytes live at the peak split by kind (scales with the
 batch / model state / other), and the remedies ranked by predicted peak
-reserved (simulated or estimated, the change, where).  Selecting a remedy
+reserved (simulated or estimated, the change, where); an estimate shows its
+range where one is known and says why in its tooltip.  Selecting a remedy
 overlays its predicted reserved curve on the recorded one (simulated
-remedies; estimated ones draw their predicted peak as a line) and emits
-:attr:`DiagnosisPanel.remedySelected` with the trace events of the
-allocations it acts on, so the main window can highlight those blocks.
+remedies; estimated ones draw their predicted peak as a line, a range as a
+band) and emits :attr:`DiagnosisPanel.remedySelected` with the trace events
+of the allocations it acts on (``None`` when the selection is cleared).
+Ctrl+C or the table's context menu copies the selected remedy, Ctrl+Shift+C
+the whole table, as tab-separated text.
 
 Hook (main window): Tools > Diagnosis… (Ctrl+Shift+D) calls
-``open_panel(window)``, which opens it over ``window.doc`` and highlights, in
-the window's map and timeline, the stacks of the allocations the selected
-remedy acts on (``events``: indices into the device's trace).
+``open_panel(window)``, which opens it over ``window.doc``; the selected
+remedy's curve is overlaid on the window's timeline (its predicted-curve
+overlay, :mod:`.timeline.overlay`) and the stacks of the allocations it acts
+on are highlighted in the map and the timeline (``events``: indices into the
+device's trace); both go when the selection is cleared, the panel closes or
+the window shows another document.
 """
 
 from __future__ import annotations
@@ -21,22 +27,33 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
+from ..model.remedies.advise import format_peak
 from ..model.snapshot import Snapshot
 from ..model.units import format_bytes as fb
 from ..model.units import parse_bytes
 from . import theme
 from .jobs import Job
+from .diagnosis_chart import RemedyChart
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
          ("model_state", "model state", "#1f77b4"),
          ("other_fixed", "other", "#7f7f7f"))
 GIB = 1 << 30
+OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
+# Why a batch prediction with a range is an estimate (the model's PeakEstimate says how
+# the range was drawn).
+WORKSPACE_WHY = ("An estimate: library workspaces (cuDNN-like: convolution algorithms chosen "
+                 "per shape) were seen in the recording, and the sizes cuDNN would pick at "
+                 "another batch cannot be known from one recording. The range is the peak with "
+                 "those workspaces between half and twice their proportional size.")
+ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
+                 "change would remove from the bytes live at it, not a simulation.")
 
 
 # The advice's stages as parts of one bar (judging is quick, the batch search and the
@@ -163,15 +180,20 @@ class DiagnosisPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
         self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.copy_action = QAction("&Copy", self.table)
+        self.copy_action.setShortcut(QKeySequence.StandardKey.Copy)
+        self.copy_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        self.copy_action.setToolTip("Copy the selected remedy as tab-separated text (Ctrl+C)")
+        self.copy_action.triggered.connect(self.copy_selection)
+        self.copy_all_action = QAction("Copy &table", self.table)
+        self.copy_all_action.setToolTip("Copy every remedy as tab-separated text")
+        self.copy_all_action.triggered.connect(self.copy_table)
+        self.table.addAction(self.copy_action)
+        self.table.addAction(self.copy_all_action)
 
-        self.plot = pg.PlotWidget()
-        self.plot.setBackground(theme.background())
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
-        self.plot.setLabel("left", "reserved", units="GiB")
-        self.plot.setLabel("bottom", "trace event")
-        self.plot.setDownsampling(auto=True, mode="peak")
-        self.plot.setClipToView(True)
-        self.legend = self.plot.addLegend(offset=(10, 10))
+        self.plot = RemedyChart()
+        self.legend = self.plot.legend
 
         row = QHBoxLayout()
         self.copy_button = QPushButton("&Copy table")
@@ -262,15 +284,23 @@ class DiagnosisPanel(QWidget):
                 f"{label} {fb(v)} ({v / total:.0%})" for label, v, _ in parts if v)
             + (f"; of it optimizer state {fb(s['optimizer_state'])}"
                if s.get("optimizer_state") else ""))
+        # An estimate when the batch prediction has a range (library workspaces whose every
+        # drawn size gives the same peak leave it exact, as on GPT-2).
+        batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
+        rng = batch_rem.predicted_peak_reserved_range if batch_rem is not None else None
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like), peak "
+               f"{fb(rng[0])} - {fb(rng[1])}") if rng is not None else ""
         if a.largest_batch_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
                                    f"<b>{a.largest_batch_that_fits}</b> "
-                                   f"(recorded {a.recorded_batch})")
+                                   f"(recorded {a.recorded_batch}{est})")
         elif a.largest_scale_that_fits is not None:
             self.fit_label.setText(f"Largest batch scale that fits {fb(a.memory_limit_bytes)}: "
-                                   f"<b>{a.largest_scale_that_fits:.3g}×</b> the recorded batch")
+                                   f"<b>{a.largest_scale_that_fits:.3g}×</b> the recorded batch"
+                                   + (f" ({est[2:]})" if est else ""))
         else:
             self.fit_label.setText("")
+        self.fit_label.setToolTip(WORKSPACE_WHY if est else "")
         self._fill_table(a)
         self._plot(case, a, None)
         if a.remedies:
@@ -280,7 +310,7 @@ class DiagnosisPanel(QWidget):
         self.table.setRowCount(len(a.remedies))
         for r, rem in enumerate(a.remedies):
             fits = "-" if rem.fits is None else ("yes" if rem.fits else "no")
-            cells = [str(r + 1), rem.title, fb(rem.predicted_peak_reserved_bytes),
+            cells = [str(r + 1), rem.title, format_peak(rem),
                      fb(rem.saving_bytes), fits, rem.method, rem.change,
                      (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1]]
             for c, text in enumerate(cells):
@@ -288,8 +318,7 @@ class DiagnosisPanel(QWidget):
                 if c in (1, 6):
                     item.setToolTip(f"{rem.change}\n{rem.detail}")
                 if c == 2:
-                    item.setToolTip(f"{rem.predicted_peak_reserved_bytes:,} bytes "
-                                    f"({rem.method})")
+                    item.setToolTip(self._peak_tip(rem))
                 if c == 7 and rem.where:
                     item.setToolTip(rem.where)
                 if c == 5 and rem.method == "estimated":
@@ -299,6 +328,17 @@ class DiagnosisPanel(QWidget):
         for c, most in ((1, 340), (6, 560)):  # long text stays in the tooltip
             self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
 
+    @staticmethod
+    def _peak_tip(rem) -> str:
+        """The predicted peak's tooltip: the bytes and, for an estimate, why it is one."""
+        tip = f"{rem.predicted_peak_reserved_bytes:,} bytes ({rem.method})"
+        if rem.predicted_peak_reserved_range is not None:
+            lo, hi = rem.predicted_peak_reserved_range
+            tip += f", estimated range {lo:,} - {hi:,} bytes\n\n{WORKSPACE_WHY}"
+        elif rem.is_estimate:
+            tip += f"\n\n{ESTIMATED_WHY}\n{rem.detail}"
+        return tip
+
     def selected_remedy(self):
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
         if not rows or self.advice is None:
@@ -307,49 +347,39 @@ class DiagnosisPanel(QWidget):
 
     def _selection_changed(self) -> None:
         rem = self.selected_remedy()
-        if rem is None or self.case is None:
+        if self.case is None:
             return
         self._plot(self.case, self.advice, rem)
+        if rem is None:  # cleared: the overlay and the highlight go
+            self.remedySelected.emit(None, np.zeros(0, np.int64))
+            return
         self.remedySelected.emit(rem, rem.acts_on_events(self.case))
 
     def _plot(self, case, a, rem) -> None:
-        self.plot.clear()
-        self.legend.clear()
-        rec = case.recorded_run()
-        x = case.curve_x().astype(np.float64)
-        fg = theme.foreground()
-        self.plot.plot(x, rec.reserved / GIB, pen=pg.mkPen(fg, width=2.0), name="recorded")
-        top = float(rec.reserved.max()) if len(rec.reserved) else 0.0
-        if rem is not None and rem.curve is not None and len(rem.curve):
-            cx = rem.curve_x.astype(np.float64)
-            self.plot.plot(cx, rem.curve / GIB, pen=pg.mkPen("#2ca02c", width=1.8),
-                           name=f"{rem.title} (simulated)")
-            top = max(top, float(rem.curve.max()))
-        elif rem is not None:
-            line = pg.InfiniteLine(rem.predicted_peak_reserved_bytes / GIB, angle=0,
-                                   pen=pg.mkPen("#2ca02c", width=1.5, style=Qt.PenStyle.DotLine),
-                                   label=f"{rem.title}: {fb(rem.predicted_peak_reserved_bytes)} "
-                                   "(estimated)", labelOpts={"position": 0.3})
-            self.plot.addItem(line)
-        lim = a.memory_limit_bytes
-        if lim:
-            self.plot.addItem(pg.InfiniteLine(
-                lim / GIB, angle=0, pen=pg.mkPen(theme.muted(), width=1,
-                                                 style=Qt.PenStyle.DashLine),
-                label=f"limit {fb(lim)}", labelOpts={"position": 0.95}))
-            top = max(top, float(lim))
-        self.plot.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
-        self.plot.enableAutoRange(axis="x")
+        self.plot.show_remedy(case, a, rem)
 
-    def table_text(self) -> str:
-        rows = ["\t".join(COLUMNS)]
-        for r in range(self.table.rowCount()):
-            rows.append("\t".join(self.table.item(r, c).text() if self.table.item(r, c) else ""
-                                  for c in range(self.table.columnCount())))
-        return "\n".join(rows)
+    def table_text(self, rows: list[int] | None = None) -> str:
+        """The remedies (``rows``; None: all) as tab-separated text under a header line:
+        the table's columns with the change and the code location whole."""
+        if self.advice is None:
+            return "\t".join(COLUMNS)
+        lines = ["\t".join(COLUMNS)]
+        for r in range(len(self.advice.remedies)) if rows is None else rows:
+            rem = self.advice.remedies[r]
+            cells = [self.table.item(r, c).text() if self.table.item(r, c) else ""
+                     for c in range(len(COLUMNS))]
+            cells[6], cells[7] = rem.change, rem.where or ""
+            lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in cells))
+        return "\n".join(lines)
 
     def copy_table(self) -> None:
         QGuiApplication.clipboard().setText(self.table_text())
+
+    def copy_selection(self) -> None:
+        """The selected remedies (all when none is selected) to the clipboard."""
+        sm = self.table.selectionModel()
+        rows = sorted({i.row() for i in sm.selectedRows()}) if sm is not None else []
+        QGuiApplication.clipboard().setText(self.table_text(rows or None))
 
     def closeEvent(self, event) -> None:
         if self.thread is not None:
@@ -388,17 +418,60 @@ def open_panel(window) -> DiagnosisPanel | None:
     def highlight(rem, events) -> None:
         if panel.case is None or getattr(window, "doc", None) is not doc:
             return
+        if rem is None:
+            restore()
+            return
         mask = stack_mask_of(panel.snap, panel.case.device, events) if len(events) else None
         for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
             if view is not None and hasattr(view, "set_highlight"):
                 view.set_highlight(mask)
+        overlay(rem)
+
+    def overlay(rem) -> None:
+        """The remedy's predicted reserved curve (or level, and range) on the timeline."""
+        timeline = getattr(window, "timeline", None)
+        if timeline is None or not hasattr(timeline, "set_overlay"):
+            return
+        if timeline.device != panel.case.device:  # the window shows another device
+            timeline.clear_overlay(OVERLAY_KEY)
+            return
+        has_curve = rem.curve is not None and len(rem.curve) > 0
+        timeline.set_overlay(OVERLAY_KEY, rem.title,
+                             rem.curve_x if has_curve else None,
+                             rem.curve if has_curve else None,
+                             None if has_curve else rem.predicted_peak_reserved_bytes,
+                             rem.predicted_peak_reserved_range)
 
     def restore() -> None:
-        if getattr(window, "doc", None) is doc and hasattr(window, "_apply_highlight"):
+        if getattr(window, "doc", None) is not doc:
+            return  # another document: the timeline dropped the overlay with the old one
+        timeline = getattr(window, "timeline", None)
+        if timeline is not None and hasattr(timeline, "clear_overlay"):
+            timeline.clear_overlay(OVERLAY_KEY)
+        if hasattr(window, "_apply_highlight"):
             window._apply_highlight()
 
+    def document_replaced(new_doc) -> None:
+        """The window shows another document: the remedy's highlight (of the old one's
+        stacks) goes before any view draws the new one with it (the timeline drops the
+        overlay itself)."""
+        if new_doc is doc:
+            return
+        vs.events.document.disconnect(document_replaced)
+        for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
+            if view is not None and hasattr(view, "set_highlight"):
+                view.set_highlight(None)
+
+    def closed() -> None:
+        restore()
+        if vs is not None:
+            vs.events.document.disconnect(document_replaced)
+
+    vs = getattr(window, "vs", None)
+    if vs is not None:  # (the view state's document event comes before the views redraw)
+        vs.events.document.connect(document_replaced)
     panel.remedySelected.connect(highlight)
-    panel.closed.connect(restore)
+    panel.closed.connect(closed)
     panel.show()
     panel.run()
     return panel

@@ -46,6 +46,7 @@ from .axes import BytesYAxis, TimelineViewBox, XAxis
 from .items import StackedItem, VerticalBandsItem
 from .marks import MarksMixin
 from .notes import ANNOTATION_COLOR, NotesItem
+from .overlay import OverlayMixin
 from ...model.units import device_name
 from .stacked import StackedMixin
 from .constants import (
@@ -61,7 +62,7 @@ from .constants import (
 from .raster import EventXs, band_color_index
 
 
-class TimelinePanel(MarksMixin, StackedMixin, QWidget):
+class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
     """Header (cursor position, navigation) over the plot."""
 
     cursorRequested = Signal(int)  # the user moved the cursor to event k
@@ -94,6 +95,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         self.curves: dict[str, np.ndarray] = {}
         self.peaks: dict[str, tuple[int, int]] = {}
         self._hover = -1
+        self._init_overlays()  # predicted curves of other panels (overlay.py)
         self.source_text = ""  # what instant the trace reaches (live attach)
         self.latest_text = "latest (as recorded)"  # the last event, in the position line
 
@@ -247,6 +249,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9636;</span>&nbsp;not exact')
         if self.stack_mask is not None:
             parts.append(theme.search_swatch_html())
+        parts += self._overlay_legend()
         if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
             parts = self.legend_provider(parts)
         self.legend.setText("&nbsp; ".join(parts))
@@ -256,6 +259,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
                      pool: int | None = None) -> None:
         """Show ``device``'s trace of ``doc`` (``stream``/``pool``: only that stream's or
         pool's curves and allocations)."""
+        if doc is not self.doc or device != self.device:
+            self.clear_overlay()  # a prediction of another recording (or device)
         self.doc = doc
         self.device = device
         self.stream = stream
@@ -440,6 +445,8 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
                  else f"event ({self.n:,} on {device_name(self.device)})" if self.n else "event")
         if self.source_text:
             label += f"  ·  {self.source_text}"
+        if getattr(self, "overlays", None):
+            label += f"  ·  {self.overlay_title()}"
         self.plot.getPlotItem().setLabel("bottom", label)
         self.x_axis.picture = None
         self.x_axis.update()
@@ -452,6 +459,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         xs = self.xs()
         self._update_curves(0, self.n - 1)
         self._place_peaks()
+        self._place_overlays()
         self._place_markers()
         x_lo, x_hi = float(xs[0]), float(xs[-1])
         span = max(x_hi - x_lo, 1e-9)
@@ -561,10 +569,12 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
         ka, kb = self._visible_events(xa, xb)
         env = self._update_curves(ka, kb)
         ymax = max(float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
-                   float(env["active"].max()) if len(env["active"]) else 1.0, 1.0)
+                   float(env["active"].max()) if len(env["active"]) else 1.0, 1.0,
+                   self._overlay_top)
         self.vb.setYRange(0, ymax * 1.35, padding=0)
-        # Peak labels (highest first) only where they fit whole and clear of each other.
-        place_text_items(self.peak_labels, self.vb)
+        # Peak labels (highest first), then the overlays' names, only where they fit
+        # whole and clear of each other.
+        place_text_items(self.peak_labels + self._overlay_texts(), self.vb)
         self._timer.start()
 
     def _build_envelopes(self) -> None:
@@ -583,6 +593,7 @@ class TimelinePanel(MarksMixin, StackedMixin, QWidget):
             x_out, y_out = decimate(xs_all, self.curves[name], env.get(name, []), k0, k1, cols)
             item.setData(x_out, y_out)
             drawn[name] = y_out
+        self._overlay_top = self._update_overlays(xs_all, k0, k1, cols)
         return drawn
 
     def _visible_events(self, xa: float, xb: float) -> tuple[int, int]:

@@ -22,8 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import Intervals
+from . import native
 from . import stack_kinds as sk
-from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, Phases
+from .iterations import (PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf,
+                         Phases)
+from .lean import column_at
 from .reasons import ACTIVATION, GRADIENT, PARAMETER, REASONS, reason_id
 
 R = reason_id
@@ -83,9 +86,6 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         reason[:] = R("unknown_pre_recording")
         reason8 = reason.astype(np.int8)
         return _REASON_CATEGORY[reason8], reason8
-    phase = np.where(made, ph.phase[np.maximum(s, 0)], np.int8(-1))
-    iters = ph.iterations
-
     # -- before recording ----------------------------------------------------------------
     g = _Group(np.flatnonzero(~made), reason)
     if len(g.ids):
@@ -111,6 +111,23 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         g.put(in_zero, "pre_grad_freed_in_zero_grad")
         g.put(True, "unknown_pre_recording")
 
+    if not _window_native(iv, ph, n, reason, kinds_ext):
+        _window(iv, ph, n, reason, kinds_ext, made)
+    _refine_by_sizes(iv, reason, ph)
+    _workspaces(iv, reason, ph, n)
+    reason8 = reason.astype(np.int8)
+    return _REASON_CATEGORY[reason8], reason8
+
+
+def _window(iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np.ndarray,
+            made: np.ndarray) -> None:
+    """The reasons of the allocations made in the window (numpy; the reference of
+    catcore.classify_window): library workspaces, then per phase they were made in."""
+    s = iv.start
+    e = iv.end
+    phase = np.where(made, ph.phase[np.maximum(s, 0)], np.int8(-1))
+    iters = ph.iterations
+
     # Library workspaces, named by their C++ frames.
     ws = np.flatnonzero(made & ((kinds_ext[iv.stack] & sk.K_WORKSPACE) != 0))
     reason[ws] = R("workspace_cublas")
@@ -120,7 +137,8 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         grp = _Group(np.flatnonzero((phase == ph_code) & ~decided), reason)
         return grp
 
-    phase_run_ends = _run_ends(ph.phase)
+    runs = ph.phase_runs()
+    phase_run_ends = runs.end
 
     def run_end(ids: np.ndarray) -> np.ndarray:
         return _run_end_at(ph.phase, s[ids], phase_run_ends)
@@ -146,10 +164,7 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         g.put(True, "temp_backward")
 
     # -- forward ---------------------------------------------------------------------------
-    bwd_events = ph.phase == PH_BACKWARD
-    b_starts = np.flatnonzero(bwd_events[1:] & ~bwd_events[:-1]) + 1
-    if bwd_events[0]:
-        b_starts = np.insert(b_starts, 0, 0)
+    b_starts = runs.of(PH_BACKWARD)[0]
     g = group(PH_FORWARD)
     if len(g.ids):
         sg, eg, k = s[g.ids], e[g.ids], kinds_ext[iv.stack[g.ids]]
@@ -178,7 +193,10 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         _param_rules(g, evg, k)
         # Inputs: made outside any pass, alive into the next forward, freed by the end of
         # the iteration after that one (parameters made without a telling stack live on).
-        next_f = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD), sg + 1, n)
+        if native.available():  # no positions of every forward event
+            next_f = native.next_equal(ph.evidence, sk.EV_FORWARD, sg + 1)
+        else:
+            next_f = _next_at(np.flatnonzero(ph.evidence == sk.EV_FORWARD), sg + 1, n)
         if iters:
             ends = np.array([it.end for it in iters] + [n], np.int64)
             it_of_f = ph.iteration[np.minimum(next_f, n - 1)]
@@ -196,10 +214,32 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         else:
             g.put(True, "unknown_no_iterations")
 
-    _refine_by_sizes(iv, reason, ph)
-    _workspaces(iv, reason, ph, n)
-    reason8 = reason.astype(np.int8)
-    return _REASON_CATEGORY[reason8], reason8
+
+# The rules of catcore.classify_window, in the order of its R_* ids.
+WINDOW_REASONS = (
+    "workspace_cublas", "opt_init_group", "opt_survives_step", "temp_optimizer",
+    "grad_accumulate", "grad_survives_backward_guess", "grad_survives_backward",
+    "temp_backward", "param_module_apply", "param_module_init", "act_saved_guess",
+    "act_kept", "act_saved", "act_output_no_backward", "temp_forward", "input_user_code",
+    "input_lifetime", "temp_other", "unknown_setup", "unknown_other",
+    "unknown_no_iterations")
+
+
+def _window_native(iv: Intervals, ph: Phases, n: int, reason: np.ndarray,
+                   kinds_ext: np.ndarray) -> bool:
+    """:func:`_window` in one C pass over the allocations (no per-allocation masks, index
+    arrays or gathers); False where it does not apply (not built, allocations not in event
+    order, phases without their runs' iteration spans) and nothing was written."""
+    if not native.available() or not isinstance(ph.iteration, IterationOf):
+        return False
+    runs = ph.phase_runs()
+    it = ph.iteration
+    return native.classify_window(
+        iv.start, iv.end, iv.stack, kinds_ext, ph.phase, ph.evidence, ph.guessed,
+        runs.end, runs.of(PH_BACKWARD)[0], it.lo,
+        np.array([x.end for x in ph.iterations], np.int64),
+        np.array([R(c) for c in WINDOW_REASONS], np.int16), reason,
+        (n, it.end, sk.K_WORKSPACE, sk.K_OPT_INIT, sk.K_ACCUMULATE_GRAD, sk.K_APPLY))
 
 
 def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:
@@ -209,35 +249,49 @@ def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:
     g.put(param, "param_module_init")
 
 
+# Per-(iteration, gradient size) counts in one dense bincount up to this many cells.
+_DENSE_COUNTS = 1 << 22
+
+
 def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     """Sizes of gradients name what nothing else can: a module's block without a
     gradient of its size is a buffer; blocks from before recording (or from setup without
     a telling stack) of a gradient's exact size are parameters and optimizer state."""
     cat = _REASON_CATEGORY[reason]
-    grads = np.flatnonzero((cat == GRADIENT) & (iv.start >= 0))  # made in the window
+    grads = np.flatnonzero(cat == GRADIENT)
+    grads = grads[iv.start[grads] >= 0]  # made in the window
     if not len(grads):
         return
     req = iv.requested
-    grad_sizes = np.unique(req[grads])
+    req_g = req[grads]
+    grad_sizes, size_of = np.unique(req_g, return_inverse=True)
+    size_of = size_of.reshape(-1)
     params = np.flatnonzero(cat == PARAMETER)
     buffer = params[~np.isin(req[params], grad_sizes)]
     reason[buffer] = R("param_buffer")
 
-    # Gradients per size in one iteration (the most any iteration made).
+    # Gradients per size in one iteration (the most any iteration made, the gradients
+    # made outside every iteration counting as one more).
     if ph.iterations:
         it = ph.iteration[np.maximum(iv.start[grads], 0)].astype(np.int64)
-        key = it * (1 << 40) + np.searchsorted(grad_sizes, req[grads])
-        uk, counts = np.unique(key, return_counts=True)
-        per_size = np.zeros(len(grad_sizes), np.int64)
-        np.maximum.at(per_size, uk % (1 << 40), counts)
+        n_sizes = len(grad_sizes)
+        if (len(ph.iterations) + 1) * n_sizes <= _DENSE_COUNTS:
+            counts = np.bincount((it + 1) * n_sizes + size_of,
+                                 minlength=(len(ph.iterations) + 1) * n_sizes)
+            per_size = counts.reshape(-1, n_sizes).max(axis=0).astype(np.int64)
+        else:
+            uk, counts = np.unique(it * (1 << 40) + size_of, return_counts=True)
+            per_size = np.zeros(n_sizes, np.int64)
+            np.maximum.at(per_size, uk % (1 << 40), counts)
     else:
-        per_size = np.unique(req[grads], return_counts=True)[1]
+        per_size = np.bincount(size_of, minlength=len(grad_sizes)).astype(np.int64)
     first = ph.iterations[0].start if ph.iterations else 0
     # Parameters and optimizer state are never freed: only blocks alive to the end.
     n_end = int(iv.end.max()) if len(iv) else 0
-    unknown_long = np.flatnonzero(
-        ((reason == R("unknown_pre_recording")) | (reason == R("unknown_setup")))
-        & (iv.end > first) & (iv.end >= n_end))
+    unknown_long = np.flatnonzero((reason == R("unknown_pre_recording"))
+                                  | (reason == R("unknown_setup")))  # few
+    end_u = iv.end[unknown_long]
+    unknown_long = unknown_long[(end_u > first) & (end_u >= n_end)]
     if not len(unknown_long):
         return
     sizes = req[unknown_long]
@@ -247,7 +301,7 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     cand = unknown_long[match]
     if not len(cand):
         return
-    order = np.lexsort((iv.addr[cand], req[cand]))
+    order = np.lexsort((column_at(iv, "addr", cand), req[cand]))
     cand = cand[order]
     csize = req[cand]
     g = per_size[np.searchsorted(grad_sizes, csize)]

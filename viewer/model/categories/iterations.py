@@ -33,6 +33,7 @@ import numpy as np
 
 from ..replay import DeviceReplay
 from ..snapshot import Action, Snapshot
+from . import native
 from . import stack_kinds as sk
 
 PH_OTHER = 0
@@ -146,15 +147,59 @@ class Phases:
     stack_kinds: np.ndarray  # int32 kind bits per stack (shared with classify)
     annotated: bool  # optimizer steps came from record_function annotations
     zero_grad: list | None = None  # event ranges [lo, hi) of annotated zero_grad calls
+    runs: "PhaseRuns | None" = None  # the runs of equal phases (made from ``phase``)
+
+    def phase_runs(self) -> "PhaseRuns":
+        """The runs of equal phases of ``phase`` (kept)."""
+        if self.runs is None:
+            self.runs = PhaseRuns(self.phase)
+        return self.runs
+
+
+class PhaseRuns:
+    """The runs of equal phases of a phase column: where each starts and ends and its
+    phase.  A few per iteration, so questions about the phases of spans of events (where
+    the optimizer steps are, does an iteration hold a backward) are answered from them,
+    not from masks and index arrays of every event (fresh memory at 10M events)."""
+
+    def __init__(self, phase: np.ndarray) -> None:
+        n = len(phase)
+        if native.available():
+            start, value = native.runs(phase)
+        elif n:
+            start = np.concatenate(([0], np.flatnonzero(phase[1:] != phase[:-1]) + 1))
+            value = phase[start]
+        else:
+            start, value = np.zeros(0, np.int64), np.zeros(0, np.int8)
+        self.start = start
+        self.end = np.append(start[1:], n).astype(np.int64)
+        self.value = value
+
+    def of(self, *phases: int) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends exclusive) of the runs of any of ``phases`` (= ``_runs`` of the
+        mask of that phase, for one phase)."""
+        keep = np.isin(self.value, phases)
+        return self.start[keep], self.end[keep]
+
+    def any_in(self, lo: np.ndarray, hi: np.ndarray, *phases: int) -> np.ndarray:
+        """Per span [lo_i, hi_i): does an event of ``phases`` lie in it?"""
+        s, e = self.of(*phases)
+        i = np.searchsorted(e, lo, "right")  # the first such run ending after lo
+        ok = i < len(s)
+        out = np.zeros(len(lo), bool)
+        out[ok] = s[i[ok]] < hi[ok]
+        return out
 
 
 def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
-                       prefix: str) -> list[tuple[int, int]]:
+                       prefix: str, time_min: int | None = None) -> list[tuple[int, int]]:
     """Event ranges ``[lo, hi)`` of the record_function ranges whose name starts with
     ``prefix`` (matched START to END in order), on ``device`` (or every device when the
-    file does not say)."""
+    file does not say).  ``time_min``: ``time_us.min()`` when the caller has it."""
     ann = snap.annotations
-    if not len(ann) or not len(time_us) or time_us.min() < 0:
+    if not len(ann) or not len(time_us):
+        return []
+    if (time_us.min() if time_min is None else time_min) < 0:
         return []
     strings = snap.strings
     names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
@@ -179,30 +224,14 @@ def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
     return list(zip(lo.tolist(), hi.tolist()))
 
 
-def _mark(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
-    """Boolean per event: inside any of ``ranges``."""
-    out = np.zeros(n, bool)
-    for lo, hi in ranges:  # a few per iteration: slices, no pass over every event
-        out[lo:hi] = True
-    return out
-
-
 def _set_ranges(arr: np.ndarray, ranges: list[tuple[int, int]], value) -> None:
     for lo, hi in ranges:
         arr[lo:hi] = value
 
 
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends exclusive) of the runs of True in ``mask``."""
-    m = np.concatenate(([False], mask, [False])).view(np.int8)
-    d = np.diff(m)
-    return np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-
-
-def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
-                                                                                  np.ndarray]:
-    """(evidence per event, guessed per event): the evidence of each alloc's or requested
-    free's stack."""
+def stack_codes(snap: Snapshot, kinds: np.ndarray) -> np.ndarray | None:
+    """One int8 per stack: its evidence, and its guess in bit 4; a last entry 0 for stack
+    -1 (None: the file has no stacks)."""
     has_py = sk.stack_has_python(snap)
     ev_stack = sk.stack_evidence(kinds, has_py)
     guessed_stack = ev_stack == sk.EV_NO_PYTHON
@@ -211,16 +240,24 @@ def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tupl
     else:
         ev_stack[guessed_stack] = sk.EV_NONE  # no Python anywhere: a stack says nothing
         guessed_stack[:] = False
-    n = len(rep)
     if not len(ev_stack):
+        return None
+    return np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4),
+                     np.int8(0))
+
+
+def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
+                                                                                  np.ndarray]:
+    """(evidence per event, guessed per event): the evidence of each alloc's or requested
+    free's stack."""
+    n = len(rep)
+    code = stack_codes(snap, kinds)
+    if code is None:
         return np.zeros(n, np.int8), np.zeros(n, bool)
     # Allocations and the frees a program asked for both carry the stack of the moment
     # (``del x`` in the user's code, a free inside autograd's thread).
-    # One int8 per stack (its evidence, and its guess in bit 4) with a last entry 0 for
-    # stack -1; one gather per event, zeroed where the action carries no evidence. Few
+    # One gather per event, zeroed where the action carries no evidence. Few
     # full-length temporaries: at 10M events each is a fresh, page-faulted mapping.
-    code = np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4),
-                     np.int8(0))
     got = code[rep.stack]
     act_lut = np.zeros(256, np.int8)
     act_lut[[Action.ALLOC, Action.FREE_REQUESTED]] = 1
@@ -308,19 +345,16 @@ def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
-                    spans: list[tuple[int, int]]) -> None:
+                    spans: list[tuple[int, int]], runs: PhaseRuns) -> bool:
     """Inside each span without forward/backward evidence, the forward ends at the highest
-    point of the curve (activations pile up, then backward releases them): a guess."""
+    point of the curve (activations pile up, then backward releases them): a guess.
+    True when a phase changed (``runs`` are then out of date)."""
     if not spans:
-        return
+        return False
     lo = np.array([a for a, _ in spans], np.int64)
     hi = np.maximum(np.array([b for _, b in spans], np.int64), lo)
     # Runs of forward/backward (a few per iteration), not every such event.
-    starts = np.concatenate(([0], np.flatnonzero(phase[1:] != phase[:-1]) + 1))
-    ends = np.append(starts[1:], len(phase))
-    rph = phase[starts]
-    work = (rph == PH_FORWARD) | (rph == PH_BACKWARD)
-    w_start, w_end = starts[work], ends[work]
+    w_start, w_end = runs.of(PH_FORWARD, PH_BACKWARD)
     last = np.searchsorted(w_start, hi) - 1  # the last such run starting before hi
     overlaps = (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else \
         np.zeros(len(lo), bool)
@@ -337,6 +371,7 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
         seg[free & fwd] = PH_FORWARD
         seg[free & ~fwd] = PH_BACKWARD
         guessed[a:b] |= free
+    return bool(len(bare))
 
 
 def _curve_array(requested) -> np.ndarray:
@@ -367,46 +402,57 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     if requested is None:
         requested = rep.requested
     n = len(rep)
-    ev, guessed = event_evidence(snap, rep, kinds)
-    forced = np.full(n, -1, np.int8)
-    steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step")
-    zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad")
-    _set_ranges(forced, zero, PH_OTHER)
-    _set_ranges(forced, steps, PH_OPTIMIZER)
-    phase = fill_phases(ev, forced)
+    t_min = int(rep.time_us.min()) if n and len(snap.annotations) else None  # one pass
+    steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step", t_min)
+    zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad", t_min)
+    code = stack_codes(snap, kinds) if native.available() else None
+    if code is not None:
+        # One C pass: evidence, guess and phase of every event (no temporaries of n).
+        ev, guessed, phase = native.phases(
+            rep.action, rep.stack, code,
+            [(lo, hi, PH_OTHER) for lo, hi in zero] + [(lo, hi, PH_OPTIMIZER)
+                                                       for lo, hi in steps])
+    else:
+        ev, guessed = event_evidence(snap, rep, kinds)
+        forced = np.full(n, -1, np.int8)
+        _set_ranges(forced, zero, PH_OTHER)
+        _set_ranges(forced, steps, PH_OPTIMIZER)
+        phase = fill_phases(ev, forced)
+    runs = PhaseRuns(phase)
 
     # Anchors: where iterations end.
-    o_starts, o_ends = _runs(phase == PH_OPTIMIZER)
+    o_starts, o_ends = runs.of(PH_OPTIMIZER)
     anchors = list(zip(o_starts.tolist(), o_ends.tolist()))
-    is_opt = phase == PH_OPTIMIZER
     for lo, hi in steps:  # steps that allocated nothing and freed nothing: empty ranges
-        if hi <= lo and not (lo < n and is_opt[lo]) and not (lo > 0 and is_opt[lo - 1]):
+        if hi <= lo and not (lo < n and phase[lo] == PH_OPTIMIZER) \
+                and not (lo > 0 and phase[lo - 1] == PH_OPTIMIZER):
             anchors.append((lo, lo))
     anchors.sort()
     if anchors:
         # Without frames, split each span between steps at its highest point (guess).
         bounds = [0] + [hi for _, hi in anchors]
         spans = [(b, lo) for b, (lo, _) in zip(bounds, anchors)]
-        _split_by_curve(phase, guessed, requested, spans)
+        if _split_by_curve(phase, guessed, requested, spans, runs):
+            runs = PhaseRuns(phase)
     else:
         for ph in (PH_BACKWARD, PH_FORWARD):
-            s, e = _runs(phase == ph)
+            s, e = runs.of(ph)
             if len(s):
                 anchors = list(zip(s.tolist(), e.tolist()))
                 break
-    iterations, iteration = _iterations(ev, phase, guessed, requested, anchors, n)
+    iterations, iteration = _iterations(ev, phase, runs, requested, anchors, n)
     return Phases(zero_grad=zero, evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
-                  iterations=iterations, stack_kinds=kinds, annotated=bool(steps))
+                  iterations=iterations, stack_kinds=kinds, annotated=bool(steps), runs=runs)
 
 
-def _iterations(ev, phase, guessed, requested, anchors, n):
+def _iterations(ev, phase, runs: PhaseRuns, requested, anchors, n):
     iteration = IterationOf(np.zeros(0, np.int64), 0, n)
     out: list[Iteration] = []
     if not anchors or n == 0:
         return out, iteration
-    head = phase[:max(anchors[0][1], anchors[0][0] + 1)]
-    first_work = np.flatnonzero((head == PH_FORWARD) | (head == PH_BACKWARD))
-    first = int(first_work[0]) if len(first_work) else anchors[0][0]
+    work_s, work_e = runs.of(PH_FORWARD, PH_BACKWARD)
+    head = max(anchors[0][1], anchors[0][0] + 1)
+    first = int(work_s[0]) if len(work_s) and work_s[0] < head else anchors[0][0]
     # The first iteration starts after the last module construction / .to() before it.
     setup = np.flatnonzero(ev[:first] == sk.EV_PARAM_INIT)
     start = int(setup[-1]) + 1 if len(setup) else 0
@@ -415,9 +461,8 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
         end = max(hi, lo + 1, start + 1)
         spans.append((start, min(end, n), True))
         start = min(end, n)
-    tail = phase[start:]
     # The recording stopped inside an iteration.
-    if start < n and ((tail == PH_FORWARD) | (tail == PH_BACKWARD)).any():
+    if start < n and len(work_e) and work_e[-1] > start:
         spans.append((start, n, False))
     spans = [(lo, hi, c) for lo, hi, c in spans if hi > lo]
     if not spans:
@@ -425,29 +470,30 @@ def _iterations(ev, phase, guessed, requested, anchors, n):
     lo = np.array([sp[0] for sp in spans], np.int64)
     hi = np.array([sp[1] for sp in spans], np.int64)
 
-    # Spans are contiguous: one reduceat over [lo_i, lo_i+1) per span.
+    # Spans are contiguous (each starts where the one before ends): per span, from the
+    # runs of phases and one pass over the evidence - no mask of every event.
     end = int(hi[-1])
-
-    def any_of(mask: np.ndarray) -> np.ndarray:  # per span: any event of ``mask``
-        return np.logical_or.reduceat(mask, lo)  # bool: no int64 cast of every event
-
-    n_bwd = any_of(phase[:end] == PH_BACKWARD)
-    n_ev_fwd = any_of(ev[:end] == sk.EV_FORWARD)
+    n_bwd = runs.any_in(lo, hi, PH_BACKWARD)
+    if native.available():
+        n_ev_fwd = native.spans_any(ev, sk.EV_FORWARD, lo, end)
+    else:
+        n_ev_fwd = np.logical_or.reduceat(ev[:end] == sk.EV_FORWARD, lo)
     # Per span, slices and argmax: no per-event int32/int64 temporaries (np.repeat of the
     # span ids or of their maxima), which at 10M events are 40-80 MB of fresh memory
     # each - page faults that cost more than the arithmetic.
     iteration = IterationOf(lo, end, n)
     top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
-    peak_phase = phase[peak]
-    for i, (a, b, complete) in enumerate(spans):
-        if a == 0 and not (phase[a:b] == PH_FORWARD).any():
+    peak_phase = phase[peak].tolist()
+    # Python lists for the loop over the iterations (thousands at 10M events).
+    for i, ((a, b, complete), k, t, bwd, fwd) in enumerate(zip(
+            spans, peak.tolist(), top.tolist(), n_bwd.tolist(), n_ev_fwd.tolist())):
+        if a == 0 and not runs.any_in(np.array([a]), np.array([b]), PH_FORWARD)[0]:
             complete = False  # the recording started inside it (a ring buffer)
-        k = int(peak[i])
-        kind = "train" if n_bwd[i] else "eval"
+        kind = "train" if bwd else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
         out.append(Iteration(
-            index=len(out), start=a, end=b - 1, peak_bytes=int(top[i]), peak_event=k,
-            peak_phase=PHASE_NAMES[int(peak_phase[i])], kind=kind, complete=complete,
-            phases_guessed=not n_ev_fwd[i]))
+            index=i, start=a, end=b - 1, peak_bytes=t, peak_event=k,
+            peak_phase=PHASE_NAMES[peak_phase[i]], kind=kind, complete=complete,
+            phases_guessed=not fwd))
     return out, iteration

@@ -17,6 +17,7 @@ from ..replay import ALLOCATED, BEFORE_RECORDING, PENDING, DeviceReplay, initial
 from ..replay.live import is_live
 from ..snapshot import Action
 from ..timeline import Intervals, intervals
+from . import native
 
 _LAZY = ("size", "addr", "stream", "pool")
 
@@ -49,6 +50,24 @@ class LeanIntervals(Intervals):
         return col
 
 
+def column_at(iv: Intervals, name: str, ids: np.ndarray) -> np.ndarray:
+    """``getattr(iv, name)[ids]`` without making a lazy column of every allocation for a
+    few of them (the addresses of a handful of candidates)."""
+    if not isinstance(iv, LeanIntervals) or name not in ("size", "addr") \
+            or name in iv.__dict__:
+        return getattr(iv, name)[ids]
+    rep, alloc, live0 = iv._lazy
+    ids = np.asarray(ids, np.int64)
+    p = len(live0)
+    pre = ids < p
+    init = rep.initial
+    out = np.empty(len(ids), np.int64)
+    out[pre] = (init.blk_size if name == "size" else init.blk_addr)[live0[ids[pre]]]
+    src = rep.block_size if name == "size" else rep.addr
+    out[~pre] = src[alloc[ids[~pre] - p]]
+    return out
+
+
 def _column(pre: np.ndarray, src: np.ndarray, alloc: np.ndarray, dtype) -> np.ndarray:
     """``pre`` then ``src[alloc]``, written once into the final array."""
     p = len(pre)
@@ -69,11 +88,13 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
     if have is not None or is_live(rep):
         return intervals(rep)
     n = len(rep)
+    init = rep.initial
+    live0 = np.flatnonzero((init.blk_state == ALLOCATED) | (init.blk_state == PENDING))
+    if native.available() and rep._derived.get("lifetimes") is None:
+        return _lean_native(rep, live0)
     # As timeline._intervals: in-window allocations, plus blocks live at the start (their
     # end is their first free_completed by address).
     alloc = np.flatnonzero(rep.action == Action.ALLOC)
-    init = rep.initial
-    live0 = np.flatnonzero((init.blk_state == ALLOCATED) | (init.blk_state == PENDING))
     pre_end = np.full(len(live0), n, dtype=np.int64)
     if len(live0):
         orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED)
@@ -93,3 +114,34 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
         end=_column(pre_end, rep.freed_at, alloc, np.int64),
         requested=_column(init.blk_requested[live0], rep.size, alloc, np.int64),
         stack=_column(init.blk_stack[live0], rep.stack, alloc, np.int32))
+
+
+def _lean_native(rep: DeviceReplay, live0: np.ndarray) -> Intervals:
+    """:func:`lean_intervals` from one C pass over the events (catcore.alloc_lifetimes):
+    each column written once into its final array, no lifetimes of every event (three
+    int32 columns of n), no mask or index array of every event."""
+    n = len(rep)
+    init = rep.initial
+    m = native.count_allocs(rep.action)
+    p = len(live0)
+    start = np.empty(p + m, np.int64)
+    end = np.empty(p + m, np.int64)
+    requested = np.empty(p + m, np.int64)
+    stack = np.empty(p + m, np.int32)
+    orphan_at, orphan_addr = native.alloc_lifetimes(
+        rep.action, rep.addr, rep.size, rep.stack, start[p:], end[p:], requested[p:],
+        stack[p:])
+    start[:p] = -1
+    end[:p] = n
+    requested[:p] = init.blk_requested[live0]
+    stack[:p] = init.blk_stack[live0]
+    if p and len(orphan_at):
+        # A block from before recording ends at the first orphan free at its address.
+        where = {a: i for i, a in enumerate(init.blk_addr[live0].tolist())}
+        for k, a in zip(orphan_at.tolist(), orphan_addr.tolist()):
+            i = where.pop(a, None)
+            if i is not None:
+                end[i] = k
+    # The allocation events themselves: start[p:] (the lazy columns gather through them).
+    return LeanIntervals(rep, start[p:], live0, start=start, event=start, end=end,
+                         requested=requested, stack=stack)

@@ -27,6 +27,7 @@ from ..replay import native as _nat
 from ..snapshot import Snapshot
 from ..timeline import Intervals, Timeline
 from ..units import format_bytes
+from . import native as _native
 from . import stack_kinds as sk
 from .classify import classify
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
@@ -87,6 +88,11 @@ class RequestedCurve:
         iv, n, rep = self._args
         top = np.empty(len(lo), np.int64)
         peak = np.empty(len(lo), np.int64)
+        if rep is not None and self._array is None and len(lo) \
+                and rep._derived.get("curves") is None and _native.available():
+            # One C pass from event 0 to the last span's end, no buffer of the curve.
+            return _native.span_peaks(rep.action, rep.size,
+                                      _curve_starts(rep, None, None)["requested"], lo, hi)
         native = (rep is not None and rep.native and _nat._core is not None
                   and rep._derived.get("curves") is None)
         if self._array is not None or not native or not len(lo) or rep is None:

@@ -54,9 +54,19 @@ ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that low
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
 
 
-def _workspace_note(case: Case, j: scaling.Judgement, f, lim) -> str:
+def _workspace_estimate(case: Case, j: scaling.Judgement, f, result, lim
+                        ) -> batch_scale.PeakEstimate | None:
+    """The range of a batch prediction's peak when cuDNN-like workspaces make it an
+    estimate (None: no such workspace).  Under the limit when the run fits, else without
+    one, as :func:`_demand` takes the predicted peak, so the prediction lies inside.
+    Workspaces whose every drawn size gives the same peak leave it exact: None."""
+    est = batch_scale.estimate_range(case, j, f, None,
+                                     lim if result.first_oom is None else None)
+    return est if est is not None and est.low < est.high else None
+
+
+def _workspace_note(est: batch_scale.PeakEstimate | None) -> str:
     """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate."""
-    est = batch_scale.estimate_range(case, j, f, None, lim)
     if est is None:
         return ""
     return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like) may be half to "
@@ -81,6 +91,15 @@ class Remedy:
     curve: np.ndarray | None = field(default=None, repr=False)
     curve_x: np.ndarray | None = field(default=None, repr=False)  # trace event of each curve point
     acts_on: np.ndarray | None = field(default=None, repr=False)  # bool per request it changes
+    # (low, high) of the predicted peak when it is an estimate with a range: a batch
+    # prediction that hangs on library workspaces (cuDNN-like) whose size at another
+    # batch is not in the recording.  None: no range known (exact, or estimated without).
+    predicted_peak_reserved_range: tuple[int, int] | None = None
+
+    @property
+    def is_estimate(self) -> bool:
+        """The predicted peak is an estimate (estimated method, or a range)."""
+        return self.method == ESTIMATED or self.predicted_peak_reserved_range is not None
 
     def acts_on_events(self, case: Case) -> np.ndarray:
         """Trace event indices (of the case's device) of the allocations this remedy changes."""
@@ -93,6 +112,9 @@ class Remedy:
         d.pop("curve")
         d.pop("curve_x")
         d.pop("acts_on")
+        rng = self.predicted_peak_reserved_range
+        d["predicted_peak_reserved_range"] = list(rng) if rng is not None else None
+        d["predicted_peak_is_estimate"] = self.is_estimate
         return d
 
 
@@ -244,12 +266,13 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     n = len(case.requests)
 
     def simulated(rid, title, result, change, where, detail="", scaled=None,
-                  acts_on=None) -> Remedy:
+                  acts_on=None, estimate=None) -> Remedy:
         p = _demand(scaled or case, result, lim)
         # A stream with requests removed has its own x (the trace events it kept).
         cx = (scaled or case).curve_x()
+        rng = (estimate.low, estimate.high) if estimate is not None else None
         return Remedy(rid, title, p, peak - p, SIMULATED, change, where, _fits(result, lim),
-                      detail, result.reserved, cx, acts_on)
+                      detail, result.reserved, cx, acts_on, rng)
 
     # -- smaller batch (simulated) ---------------------------------------------------
     progress.update("search", 0.0)
@@ -266,6 +289,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         f = search.scale
         sc = batch_scale.scaled_case(case, j, f)
         res = sc.simulate(None, lim)
+        est = _workspace_estimate(case, j, f, res, lim)
         what = f"batch {search.batch}" if search.batch else f"{float(f):.0%} of the batch"
         remedies.append(simulated(
             "smaller_batch", f"Smaller batch: the largest that fits ({what})", res,
@@ -273,17 +297,18 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             else f"reduce the batch size to {float(f):.0%} of the recorded one "
                  "(pass --batch N for the exact size)", batch_where,
             "re-simulated with every allocation that scales with the batch scaled"
-            + _workspace_note(case, j, f, lim), sc, j.scales))
+            + _workspace_note(est), sc, j.scales, est))
     else:
         f = Fraction(1, 2)
         sc = batch_scale.scaled_case(case, j, f)
         res = sc.simulate(None, lim)
+        est = _workspace_estimate(case, j, f, res, lim)
         remedies.append(simulated(
             "smaller_batch", "Half the batch", res,
             f"halve the batch size (to {batch // 2})" if batch and batch >= 2
             else "halve the batch size", batch_where,
             "re-simulated with every allocation that scales with the batch halved"
-            + _workspace_note(case, j, f, lim), sc, j.scales))
+            + _workspace_note(est), sc, j.scales, est))
     # -- allocator settings (simulated) ------------------------------------------------
     progress.update("allocator", 0.0)
     found = []
@@ -404,6 +429,16 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         batch_workspaces=int(j.workspace.sum()))
 
 
+def format_peak(r: Remedy) -> str:
+    """The predicted peak as people should read it: ``1.36 GiB (estimate, 1.10 - 1.55
+    GiB)`` with a range, ``1.71 GiB (estimate)`` estimated without one, else exact."""
+    text = fb(r.predicted_peak_reserved_bytes)
+    if r.predicted_peak_reserved_range is not None:
+        lo, hi = r.predicted_peak_reserved_range
+        return f"{text} (estimate, {fb(lo)} - {fb(hi)})"
+    return f"{text} (estimate)" if r.is_estimate else text
+
+
 def format_text(advice: Advice) -> str:
     """The CLI's text: verdict, split at the peak, ranked remedies, largest fitting batch."""
     a = advice
@@ -434,7 +469,7 @@ def format_text(advice: Advice) -> str:
                      "is over the limit")
     rows = [("#", "remedy", "peak reserved", "saving", "fits", "method")]
     for k, r in enumerate(a.remedies, 1):
-        rows.append((str(k), r.title, fb(r.predicted_peak_reserved_bytes), fb(r.saving_bytes),
+        rows.append((str(k), r.title, format_peak(r), fb(r.saving_bytes),
                      "-" if r.fits is None else ("yes" if r.fits else "no"), r.method))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines.append("remedies, ranked by predicted peak reserved:")

@@ -1,0 +1,83 @@
+"""The Diagnosis panel's chart: the recorded reserved curve, a remedy's prediction, the limit.
+
+A simulated remedy is its reserved curve; an estimated one its predicted peak as a
+dashed level; an estimate with a range (a batch prediction hanging on cuDNN-like
+workspaces) a shaded band.  The legend sits below the chart, in the plot's own
+layout (as the What-if panel's), never over the curves or the limit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from ..model.units import format_bytes as fb
+from . import theme
+from .timeline.overlay import overlay_color
+
+GIB = 1 << 30
+
+
+class RemedyChart(pg.PlotWidget):
+    """Reserved GiB over trace events: recorded, predicted, limit (see the module)."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setBackground(theme.background())
+        self.showGrid(x=True, y=True, alpha=0.2)
+        self.setLabel("left", "reserved", units="GiB")
+        self.setLabel("bottom", "trace event")
+        self.setDownsampling(auto=True, mode="peak")
+        self.setClipToView(True)
+        self.legend = pg.LegendItem(offset=None, colCount=3)
+        self.getPlotItem().layout.addItem(self.legend, 4, 1)
+
+    def show_remedy(self, case, a, rem) -> None:
+        """The recorded reserved curve of ``case``, ``rem``'s prediction (None: none) and
+        the advice ``a``'s memory limit."""
+        self.clear()
+        self.legend.clear()
+        rec = case.recorded_run()
+        x = case.curve_x().astype(np.float64)
+        fg = theme.foreground()
+        self.plot(x, rec.reserved / GIB, pen=pg.mkPen(fg, width=2.0))
+        top = float(rec.reserved.max()) if len(rec.reserved) else 0.0
+        self.legend.addItem(self.listDataItems()[-1], "recorded")
+        color = overlay_color()
+        if rem is not None and rem.predicted_peak_reserved_range is not None:
+            lo, hi = rem.predicted_peak_reserved_range
+            shade = pg.mkColor(color)
+            shade.setAlpha(45)
+            self.addItem(pg.LinearRegionItem(
+                (lo / GIB, hi / GIB), orientation="horizontal", movable=False,
+                brush=pg.mkBrush(shade), pen=pg.mkPen(None)))
+            self.legend.addItem(pg.BarGraphItem(x=[0], height=[1], width=1, brush=shade),
+                                f"estimate {fb(lo)} - {fb(hi)}")
+            top = max(top, float(hi))
+        if rem is not None and rem.curve is not None and len(rem.curve):
+            cx = rem.curve_x.astype(np.float64)
+            curve = self.plot(cx, rem.curve / GIB, pen=pg.mkPen(color, width=1.8),
+                              name=f"{rem.title} (simulated)")
+            self.legend.addItem(curve, "predicted: " + _short(rem.title))
+            top = max(top, float(rem.curve.max()))
+        elif rem is not None:
+            pen = pg.mkPen(color, width=1.8, style=Qt.PenStyle.DashLine)
+            self.addItem(pg.InfiniteLine(rem.predicted_peak_reserved_bytes / GIB, angle=0,
+                                         pen=pen))
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pen),
+                                f"estimated peak: {_short(rem.title)} "
+                                f"{fb(rem.predicted_peak_reserved_bytes)}")
+        lim = a.memory_limit_bytes
+        if lim:
+            pen = pg.mkPen(theme.muted(), width=1, style=Qt.PenStyle.DashLine)
+            self.addItem(pg.InfiniteLine(lim / GIB, angle=0, pen=pen))
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}")
+            top = max(top, float(lim))
+        self.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
+        self.enableAutoRange(axis="x")
+
+
+
+def _short(title: str, most: int = 60) -> str:
+    return title if len(title) <= most else title[:most - 1] + "…"
