@@ -103,10 +103,10 @@ def test_the_estimated_workspace_sizes_are_nearer_the_real_ones_than_proportiona
     """A workspace's fixed weight part plus its per-sample part, found in one recording,
     gives the size the real run at the other batch made, to the byte (within the
     decomposition's 2 KiB), for every workspace whose algorithm cuDNN kept.  Measured on
-    the 12 pairs: 87..126 of 168 workspaces exact (45..66 % of their bytes; in proportion
-    9..12), and the summed miss 28..80 % of the proportional one (the rest: another
-    algorithm at the other batch, e.g. layer1's forward doubling its per-sample part
-    from 32 to 48)."""
+    the 22 pairs with the same request stream (batch 16/32/48/64/96, and 8 <-> 24):
+    87..126 of 150..171 workspaces exact (in proportion 9..12), and the summed miss
+    22..80 % of the proportional one (the rest: another algorithm at the other batch,
+    e.g. layer1's forward doubling its per-sample part from 32 to 48)."""
     a, ja, real, f = _pair(b0, b1)
     w = ja.workspace
     est, prop, got = ja.scaled_sizes(f)[w], _proportional(ja, f)[w], real[w]
