@@ -156,3 +156,22 @@ def test_advise_json_exact_batch_prediction_has_no_range():
     batch = next(r for r in got["remedies"] if r["remedy"] == "smaller_batch")
     assert batch["predicted_peak_reserved_range"] is None
     assert batch["predicted_peak_is_estimate"] is False and got["largest_batch_that_fits"] == 12
+
+
+def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
+    """GPT-2 at batch 13 ran out of memory under 2 GiB; the same program with gradient
+    checkpointing (ckpt_gpt2_b13, a real run) peaked at its sidecar's reserved peak,
+    inside the range advise gives for checkpointing (half to two thirds of the forward
+    activations), whose upper end is the point figure."""
+    truth = json.loads((DATA / "truth" / "ckpt_gpt2_b13.json").read_text())
+    real = truth["memory_stats"]["reserved_bytes.all.peak"]
+    out = vramscope("advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"),
+                    "--batch", "13", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    ckpt = next(r for r in got["remedies"] if r["remedy"] == "gradient_checkpointing")
+    lo, hi = ckpt["predicted_peak_reserved_range"]
+    assert lo < real < hi == ckpt["predicted_peak_reserved_bytes"]
+    act = got["split_at_peak"]["activations_forward"]
+    peak = got["recorded_peak_reserved_bytes"]
+    assert (lo, hi) == (peak - act * 2 // 3, peak - act // 2)

@@ -36,6 +36,7 @@ def make_panel(qtbot):
 
 def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_path):
     from vramscope.viewer.model.remedies.advise import advise, format_peak
+    from vramscope.viewer.model.units import format_bytes
     from vramscope.viewer.model.whatif import prepare
 
     panel = make_panel(GPT2_OOM)
@@ -50,8 +51,13 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         assert panel.table.item(r, 1).text() == rem.title
         assert panel.table.item(r, 2).text() == format_peak(rem)
         if rem.method == "estimated":  # labelled an estimate, and why
-            assert panel.table.item(r, 2).text().endswith("(estimate)")
+            assert "(estimate" in panel.table.item(r, 2).text()
             assert "An estimate: no program to re-run" in panel.table.item(r, 2).toolTip()
+            assert "cuDNN" not in panel.table.item(r, 2).toolTip()
+            if rem.remedy == "gradient_checkpointing":  # half to two thirds: a range
+                lo, hi = rem.predicted_peak_reserved_range
+                assert panel.table.item(r, 2).text().endswith(
+                    f"(estimate, {format_bytes(lo)} - {format_bytes(hi)})")
         else:
             assert "estimate" not in panel.table.item(r, 2).text()
     # Selecting a simulated remedy overlays its curve and names the memory it acts on.
@@ -292,3 +298,88 @@ def test_the_readme_picture_renders_in_a_real_process(tmp_path):
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "no remedy 'nothing'" in bad.stderr
+
+
+def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, load):
+    """ResNet-18 at batch 64 under 1.4 GiB: the smaller batch's prediction is an estimate;
+    on the main timeline its curve comes with the range shaded and named in the axis."""
+    import pyqtgraph as pg
+
+    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    w = make_window()
+    assert load(w, RESNET_B64) == "loaded"
+    panel = open_panel(w)
+    qtbot.waitUntil(lambda: panel.thread is None, timeout=120000)
+    panel.batch_spin.setValue(64)
+    panel.limit_edit.setText("1.4GiB")
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    row = next(r for r, rem in enumerate(panel.advice.remedies) if rem.remedy == "smaller_batch")
+    rem = panel.advice.remedies[row]
+    panel.table.selectRow(row)  # (the same row as the first run's: the new answer drawn)
+    ov = w.timeline.overlays[OVERLAY_KEY]
+    lo, hi = rem.predicted_peak_reserved_range
+    assert ov.value_range == (lo, hi) and ov.curve is not None
+    (band,) = [i for i in ov.items if isinstance(i, pg.LinearRegionItem)]
+    assert band.getRegion() == (lo, hi) and band in w.timeline.plot.getPlotItem().items
+    assert f"({fb(lo)} - {fb(hi)})" in w.timeline.plot.getPlotItem().getAxis("bottom").labelText
+    _, ymax = w.timeline.vb.viewRange()[1]
+    assert ymax >= hi  # the band in view
+    # A dark palette: drawn again in its colour, the same prediction.
+    from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from vramscope.viewer._qt.timeline.overlay import OVERLAY_COLOR, OVERLAY_COLOR_DARK
+    app = QApplication.instance()
+    old = app.palette()
+    dark = QPalette(old)
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    dark.setColor(QPalette.ColorRole.Base, QColor("#17181a"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e8eaed"))
+    assert ov.color == OVERLAY_COLOR
+    try:
+        app.setPalette(dark)
+        qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR_DARK,
+                        timeout=3000)
+        dark_ov = w.timeline.overlays[OVERLAY_KEY]
+        assert dark_ov.value_range == (lo, hi) and (dark_ov.y == ov.y).all()
+    finally:
+        app.setPalette(old)
+    qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR,
+                    timeout=3000)
+    band = next(i for i in w.timeline.overlays[OVERLAY_KEY].items
+                if isinstance(i, pg.LinearRegionItem))
+    panel.close()
+    assert band not in w.timeline.plot.getPlotItem().items
+
+
+def test_per_event_steps_a_remedy_curve_over_the_trace():
+    """A remedy that frees what an evaluation loop keeps (a real recording) has requests
+    added: its curve, made one value per trace event, is the value after the last request
+    at or before each event, the recorded curve before its first request."""
+    import numpy as np
+
+    from vramscope.viewer._qt.timeline.overlay import per_event
+    from vramscope.viewer.model import load_snapshot
+    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.remedies.advise import advise
+    from vramscope.viewer.model.whatif import prepare
+
+    snap = load_snapshot(DATA / "truth" / "eval_keeps_outputs.pickle.xz")
+    case = prepare(snap)
+    rem = next(r for r in advise(case).remedies if r.remedy == "free_kept")
+    doc = Document.build(snap)
+    reserved = doc.curves(case.device)["reserved"]
+    n = len(doc.timeline.replay(case.device))
+    y = per_event(rem.curve_x, rem.curve, n, reserved)
+    assert len(y) == n and len(rem.curve_x) > len(case.requests)  # frees were added
+    cx = rem.curve_x
+    last = np.r_[cx[1:] != cx[:-1], True]
+    assert np.array_equal(y[cx[last]], rem.curve[last])
+    first = int(cx[0])
+    assert np.array_equal(y[:first], np.asarray(reserved[:first]))
+    between = np.setdiff1d(np.arange(first, n), cx)  # events with no request: held
+    prev = np.searchsorted(cx, between, side="right") - 1
+    assert np.array_equal(y[between], rem.curve[prev])

@@ -19,13 +19,19 @@ PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by
 TOLERANCE = 0.05
 
 
-# Known misses of the point figure: none on our recordings.  ResNet-18 64 -> 32 missed
+# Known misses of the point figure.  ResNet-18 64 -> 32 missed
 # (-6.1 %) while cuDNN's convolution workspaces were scaled in proportion; they are now
 # a fixed weight part plus a per-sample part (viewer/model/remedies/workspaces.py), and
 # what is left is the algorithm cuDNN picks at the other batch, which one recording
 # cannot show (tests/model/test_remedies_workspaces.py measures both).  A pair that
 # misses for that reason goes here with a strict xfail, its reason and its numbers.
-KNOWN_MISSES: dict[tuple[str, int, int], str] = {}
+KNOWN_MISSES: dict[tuple[str, int, int], str] = {
+    # Held out (recorded after the model was written): -8.3 % (1.80 GiB predicted, real
+    # 1.96 GiB), the same with workspaces in proportion.
+    ("mobilenet", 64, 32): "at batch 64 cuDNN picked algorithms without a workspace for "
+                           "the two largest backward convolutions (124.4 and 50.0 MiB at "
+                           "batch 32): the batch-64 recording has no allocation to scale",
+}
 
 
 def _pair(fam, b0, b1):

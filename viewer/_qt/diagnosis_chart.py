@@ -30,7 +30,7 @@ class RemedyChart(pg.PlotWidget):
         self.setLabel("bottom", "trace event")
         self.setDownsampling(auto=True, mode="peak")
         self.setClipToView(True)
-        self.legend = pg.LegendItem(offset=None, colCount=3)
+        self.legend = pg.LegendItem(offset=None, colCount=3, labelTextColor=theme.foreground())
         self.getPlotItem().layout.addItem(self.legend, 4, 1)
 
     def show_remedy(self, case, a, rem) -> None:

@@ -51,7 +51,8 @@ OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 WORKSPACE_WHY = ("An estimate: library workspaces (cuDNN-like: convolution algorithms chosen "
                  "per shape) were seen in the recording, and the sizes cuDNN would pick at "
                  "another batch cannot be known from one recording. The range is the peak with "
-                 "those workspaces between half and twice their proportional size.")
+                 "those workspaces between half and twice their estimated size (a fixed "
+                 "part and a per-sample part).")
 ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
                  "change would remove from the bytes live at it, not a simulation.")
 
@@ -301,6 +302,10 @@ class DiagnosisPanel(QWidget):
         else:
             self.fit_label.setText("")
         self.fit_label.setToolTip(WORKSPACE_WHY if est else "")
+        # A new answer: the old selection goes first (its overlay and highlight with it),
+        # so that selecting the first row draws this answer's remedy even when the same
+        # row was selected before.
+        self.table.clearSelection()
         self._fill_table(a)
         self._plot(case, a, None)
         if a.remedies:
@@ -325,7 +330,7 @@ class DiagnosisPanel(QWidget):
                     item.setForeground(pg.mkColor(theme.muted()))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        for c, most in ((1, 340), (6, 560)):  # long text stays in the tooltip
+        for c, most in ((1, 340), (6, 480)):  # long text stays in the tooltip
             self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
 
     @staticmethod
@@ -334,9 +339,11 @@ class DiagnosisPanel(QWidget):
         tip = f"{rem.predicted_peak_reserved_bytes:,} bytes ({rem.method})"
         if rem.predicted_peak_reserved_range is not None:
             lo, hi = rem.predicted_peak_reserved_range
-            tip += f", estimated range {lo:,} - {hi:,} bytes\n\n{WORKSPACE_WHY}"
-        elif rem.is_estimate:
+            tip += f", estimated range {lo:,} - {hi:,} bytes"
+        if rem.method == "estimated":
             tip += f"\n\n{ESTIMATED_WHY}\n{rem.detail}"
+        elif rem.predicted_peak_reserved_range is not None:  # a batch prediction
+            tip += f"\n\n{WORKSPACE_WHY}"
         return tip
 
     def selected_remedy(self):

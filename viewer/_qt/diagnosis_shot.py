@@ -17,7 +17,7 @@ from PySide6.QtCore import QEventLoop, QSize, QTimer
 from PySide6.QtGui import QColor, QImage, QPainter
 
 WINDOW_SIZE = QSize(1440, 900)
-PANEL_SIZE = QSize(1440, 640)
+PANEL_SIZE = QSize(1440, 700)
 SPLIT = [400, 250, 170]  # the main window's timeline / map / table: the timeline tall
 
 

@@ -40,8 +40,12 @@ def per_event(curve_x: np.ndarray, y: np.ndarray, n: int, before) -> np.ndarray:
     before it.  The events before the first request take ``before[k]`` (the recorded
     curve: nothing was changed yet)."""
     cx = np.asarray(curve_x, np.int64)
+    y = np.asarray(y, np.int64)
+    if len(cx) > 1 and (cx[1:] < cx[:-1]).any():  # (streams are in event order; be sure)
+        order = np.argsort(cx, kind="stable")
+        cx, y = cx[order], y[order]
     idx = np.searchsorted(cx, np.arange(n), side="right") - 1
-    out = np.asarray(y, np.int64)[np.maximum(idx, 0)]
+    out = y[np.maximum(idx, 0)]
     first = min(max(int(cx[0]), 0), n)
     if first:
         out[:first] = np.asarray(before[:first], np.int64)
@@ -61,6 +65,7 @@ class Overlay:
     items: list = field(default_factory=list)  # the graphics items drawing it
     curve: pg.PlotCurveItem | None = None
     text: pg.TextItem | None = None
+    args: tuple = ()  # what set_overlay was given (drawn again in another palette)
 
     @property
     def peak(self) -> int:
@@ -94,7 +99,8 @@ class OverlayMixin:
                             self.doc.curves(self.device)["reserved"])
         elif level is None:
             return False
-        ov = Overlay(label, per, level, value_range, overlay_color())
+        ov = Overlay(label, per, level, value_range, overlay_color(),
+                     args=(label, curve_x, y, level, value_range))
         pen = pg.mkPen(ov.color, width=2, style=Qt.PenStyle.DashLine)
         if value_range is not None:
             lo, hi = value_range
@@ -130,6 +136,12 @@ class OverlayMixin:
         self._set_mode_buttons()  # (the x axis's title names it)
         self._on_x_range()
         return True
+
+    def _recolor_overlays(self) -> None:
+        """Draw the overlays again in the palette's colours (light / dark switched)."""
+        for key, ov in list(getattr(self, "overlays", {}).items()):
+            if ov.color != overlay_color():
+                self.set_overlay(key, *ov.args)
 
     def clear_overlay(self, key: str | None = None) -> None:
         """Remove ``key``'s overlay (None: all of them)."""

@@ -237,6 +237,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         colors = curve_colors()
         for name, item in self.curve_items.items():
             item.setPen(pg.mkPen(colors[name], width=1.5 if name == "reserved" else 1))
+        self._recolor_overlays()
         self._update_legend()
 
     def _update_legend(self) -> None:
