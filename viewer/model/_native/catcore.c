@@ -14,6 +14,10 @@
  *
  * Inputs are read through the buffer protocol (no numpy headers); small
  * results are returned as ``bytes`` that Python wraps with ``numpy.frombuffer``.
+ *
+ * Why one file over 500 lines: one translation unit, so every pass shares the buffer
+ * helpers and the address hash map as static functions and the module exports nothing
+ * else; each pass is short and mirrors one numpy function named in its comment.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
