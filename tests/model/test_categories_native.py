@@ -274,3 +274,27 @@ def test_unique_inverse_equals_numpy():
         u, inv = native.unique_inverse(x)
         wu, winv = np.unique(x, return_inverse=True)
         assert np.array_equal(u, wu) and np.array_equal(inv, winv.reshape(-1)), trial
+
+
+@pytest.mark.parametrize("path", FILES[:8], ids=lambda p: p.name)
+def test_phase_spans_from_runs_equal_the_per_event_columns(path):
+    """category_view.phase_spans (runs cut at the iterations' bounds) = the reference
+    from the per-event phase and iteration columns."""
+    from vramscope.viewer.model.category_view import phase_spans, phase_spans_of_columns
+
+    snap = load_snapshot(path)
+    tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))
+    for d in tl.devices:
+        bd = MemoryBreakdown.build(snap, tl, d)
+        assert phase_spans(bd) == phase_spans_of_columns(bd)
+
+
+@pytest.mark.parametrize("leak", [False, True])
+def test_phase_spans_of_a_frameless_loop_equal_the_columns(leak):
+    from vramscope.viewer.model.category_view import phase_spans, phase_spans_of_columns
+
+    data, _ = syn.training_run(iterations=7, layers=4, leak=leak)
+    snap = load_bytes(data)
+    bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
+    spans = phase_spans(bd)
+    assert spans and spans == phase_spans_of_columns(bd)

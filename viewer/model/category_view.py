@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .categories import CATEGORY_NAMES, MemoryBreakdown
-from .categories.iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PHASE_NAMES
+from .categories.iterations import (PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PHASE_NAMES,
+                                    IterationOf)
 from .evented import EmitterGroup
 
 COLOR_SITE = "site"  # the present colouring: one colour per code site (top frame)
@@ -35,8 +36,48 @@ class PhaseSpan:
 def phase_spans(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
     """Per iteration, each of its forward / backward / optimizer phases as one span (from
     the first to the last event of that phase inside the iteration): iterations x phases
-    spans on a training run, fewer on evaluation (no backward).  Columns, one pass: a
-    sort by (iteration, phase) and the first/last of each group."""
+    spans on a training run, fewer on evaluation (no backward).  From the runs of equal
+    phases cut at the iterations' bounds (a few per iteration): no column of every event
+    (at 10M events the per-event version made ~400 MB of temporaries, a second of page
+    faults; :func:`phase_spans_of_columns` is that reference, tests compare the two)."""
+    if bd is None or not bd.n_events:
+        return []
+    it_of = bd.phases.iteration
+    if not isinstance(it_of, IterationOf):
+        return phase_spans_of_columns(bd)
+    lo, end = it_of.lo.astype(np.int64), int(it_of.end)
+    if not len(lo):
+        return []
+    runs = bd.phases.phase_runs()
+    keep = np.isin(runs.value, PHASES_SHOWN)
+    s = np.maximum(runs.start[keep], lo[0])  # events outside every iteration: none
+    e = np.minimum(runs.end[keep], end)
+    p = runs.value[keep].astype(np.int64)
+    ok = e > s
+    s, e, p = s[ok], e[ok], p[ok]
+    if not len(s):
+        return []
+    # Each run cut at the iterations' bounds: one piece per iteration it touches.
+    i0 = np.searchsorted(lo, s, "right") - 1
+    i1 = np.searchsorted(lo, e - 1, "right") - 1
+    count = i1 - i0 + 1
+    run = np.repeat(np.arange(len(s)), count)
+    it = i0[run] + np.arange(len(run)) - np.repeat(np.cumsum(count) - count, count)
+    hi = np.append(lo[1:], end)
+    ps = np.maximum(s[run], lo[it])
+    pe = np.minimum(e[run], hi[it])
+    key = it * 8 + p[run]
+    order = np.argsort(key, kind="stable")  # pieces are in event order: kept per key
+    k = key[order]
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    last = np.r_[first[1:] - 1, len(k) - 1]
+    first_ev, last_ev = ps[order][first], pe[order][last] - 1
+    return [PhaseSpan(int(key_ // 8), PHASE_NAMES[int(key_ % 8)], int(a), int(b))
+            for key_, a, b in zip(k[first].tolist(), first_ev.tolist(), last_ev.tolist())]
+
+
+def phase_spans_of_columns(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
+    """:func:`phase_spans` from the per-event phase and iteration columns (the reference)."""
     if bd is None or not bd.n_events:
         return []
     it = bd.phases.iteration.astype(np.int64)
