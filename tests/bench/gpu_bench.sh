@@ -12,6 +12,8 @@
 # memory and the per-stage breakdown (best of 2; no GUI rows: the targets there are
 # for the cold summary; ~3-4 minutes in all).
 # Numbers and the JSON go to OUT_DIR (default /tmp/vramscope-bench).
+# CATEGORIES=1 bash tests/bench/gpu_bench.sh OUT_DIR: also the memory categories'
+# cost and its per-step breakdown (OUT_DIR/categories.txt; ~1-2 minutes more).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${1:-/tmp/vramscope-bench}"
@@ -37,8 +39,18 @@ ln -s "$PWD/capture" "$SHIM/vramscope/capture"
 for entry in "$PWD"/viewer/*; do ln -s "$entry" "$SHIM/vramscope/viewer/"; done
 ln -s "$PWD/assets" "$SHIM/vramscope/viewer/assets"
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
-"$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core" \
+"$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core, vramscope.viewer.model._native.catcore" \
     || { echo "the compiled modules do not import"; exit 1; }
 echo "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $(nproc) cores, $(uname -r)"
 "$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 2 --no-interactive --no-gui --json "$OUT/bench.json" \
     2>&1 | tee "$OUT/bench.txt"
+# CATEGORIES=1: also the memory categories' cost on the 10M file (bench_categories.py:
+# first build in a fresh process vs pickle.load) and where it goes, step by step
+# (profile_categories.py; --serial: without the second thread, so steps add up).
+if [ "${CATEGORIES:-0}" != "0" ]; then
+    "$PY" tests/bench/bench_categories.py --keep "$OUT" --repeat 2 2>&1 | tee "$OUT/categories.txt"
+    for mode in "" --serial; do
+        "$PY" tests/bench/profile_categories.py "$OUT/tiled_10M.pickle" --no-cache $mode \
+            2>&1 | tee -a "$OUT/categories.txt"
+    done
+fi
