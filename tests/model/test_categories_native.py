@@ -304,7 +304,7 @@ def test_breakdowns_of_random_inconsistent_traces_identical(monkeypatch):
     """Frees of unknown blocks, allocations over live ones, OOMs, segments: the whole
     breakdown with the C passes = without them (never an error either way)."""
     rng = np.random.default_rng(42)
-    for trial in range(150):
+    for _ in range(150):
         snap, _ = random_trace_snapshot(rng, [0, 0, 1, 2, 2, 3, 4, 7])
         fast = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
         with monkeypatch.context() as m:
