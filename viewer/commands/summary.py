@@ -110,8 +110,8 @@ def _summary(args):
     from ..model import SnapshotError
     from ..model import cache as column_cache
     from ..model.load import load_snapshot
-    from ..model.summary import format_text, summarize
-    from ..model.timeline import build_timeline, oom_events
+    from ..model.summary import format_text, summarize, summary_timeline
+    from ..model.timeline import oom_events
     from ..startup.parse_ahead import stamp
 
     stamp("imported")
@@ -152,9 +152,10 @@ def _summary(args):
             return 2, "", None
         at = (device, k)
         emit.setdefault(device, []).append(k)
-    timeline = build_timeline(snap, keyframes=False, emit=emit)
+    # The memory categories' first part is made on another thread during the replay.
+    timeline, prepared = summary_timeline(snap, emit)
     stamp("replay_done")
-    summary = summarize(snap, timeline, at)
+    summary = summarize(snap, timeline, at, prepared)
     stamp("summary_done")
     text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
     return 0, text, (key, snap) if deferred else None

@@ -63,11 +63,13 @@ def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:
 
 
 def summarize(snap: Snapshot, timeline: Timeline | None = None,
-              at: tuple[int, int] | None = None) -> dict[str, Any]:
+              at: tuple[int, int] | None = None,
+              prepared: Future | None = None) -> dict[str, Any]:
     """Everything ``vramscope summary --json`` prints.
 
     With ``at=(device, k)`` the figures are those after event ``k`` of that
-    device (replayed), and ``"at"`` describes the event.
+    device (replayed), and ``"at"`` describes the event.  ``prepared``: the breakdown's
+    first part, made while the replay ran (:func:`summary_timeline`).
     """
     # Issue 15's breakdown (the slowest part) on a second thread from the start when the
     # device it is for is known already (one device with events): the peaks, windows and
@@ -76,7 +78,8 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     if timeline is not None and len(timeline.devices) == 1 and (os.cpu_count() or 1) > 1:
         early_pool = ThreadPoolExecutor(1)
         early = (next(iter(timeline.devices)),
-                 early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices))))
+                 early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices)),
+                                   prepared))
         early_pool.shutdown(wait=False)
     reports = oom_reports(snap, timeline)
     state = snap
@@ -142,25 +145,56 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     if overflow:
         notes.append(overflow)
     out["notes"] = notes
+    # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
+    # the breakdown's thread still runs (both are mostly C passes without the GIL).
+    untrusted = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
     # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
                                 out.get("peak_requested_event"), early))
     out["warnings"] = list(snap.warnings)
-    # Stretches of the timeline that are not exact (integrity.Untrusted), with why.
-    out["untrusted"] = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
+    out["untrusted"] = untrusted
     return out
 
 
 # --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
-def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None):
+def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
+                     ) -> tuple[Timeline, Future | None]:
+    """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
+    kept), and, for a trace of one device on a machine of several cores, the first part
+    of its memory breakdown (:func:`categories.report.prepare`: the allocations and
+    phases, which read only the event columns) made on another thread while the replay
+    applies the events: pass the future to :func:`summarize` (``prepared``)."""
+    from .categories.report import OVERLAP_MIN_EVENTS, prepare
+    from .timeline import build_timeline
+
+    trace = snap.trace
+    one_device = bool(len(trace.device)) and int(trace.device.min()) == int(trace.device.max())
+    if not one_device or (os.cpu_count() or 1) < 2 or len(trace.device) < OVERLAP_MIN_EVENTS:
+        return build_timeline(snap, keyframes=False, emit=emit), None
+    pool = ThreadPoolExecutor(1)
+    started: list[Future] = []
+
+    def on_seeded(rep) -> None:
+        started.append(pool.submit(prepare, snap, rep))
+
+    try:
+        timeline = build_timeline(snap, keyframes=False, emit=emit, on_seeded=on_seeded)
+    finally:
+        pool.shutdown(wait=False)
+    return timeline, (started[0] if started else None)
+
+
+def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None,
+                     prepared: Future | None = None):
     """The :class:`categories.MemoryBreakdown` of ``device``; None (and a warning) where
-    the trace is inconsistent."""
+    the trace is inconsistent.  ``prepared``: see :func:`summary_timeline`."""
     from .categories import MemoryBreakdown
 
     if device is None or timeline.replay(device) is None:
         return None
     try:
-        return MemoryBreakdown.build(snap, timeline, device)
+        part = prepared.result() if prepared is not None else None
+        return MemoryBreakdown.build(snap, timeline, device, prepared=part)
     except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
         snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
         return None

@@ -18,6 +18,7 @@ after an update says whether the replay still lands on the live segments.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,13 +168,15 @@ class Timeline:
 
 
 def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: bool = True,
-                   emit: dict[int, list[int]] | None = None, live: bool = False) -> Timeline:
+                   emit: dict[int, list[int]] | None = None, live: bool = False,
+                   on_seeded: Callable[[DeviceReplay], None] | None = None) -> Timeline:
     """Replay every device's trace.
 
     ``keyframes=False`` (headless reports) keeps no keyframes; the layouts after
     the events in ``emit`` (device -> event indices, e.g. :func:`oom_events`)
     are kept instead, so seeking there stays free.  ``live=True`` keeps each
     replay's state so :meth:`Timeline.extend` can add the events that come later.
+    ``on_seeded(rep)``: see :func:`replay_device`.
     """
     progress = progress or Progress()
     trace = snap.trace
@@ -183,7 +186,8 @@ def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: 
         devices = sorted(set(np.unique(trace.device).tolist()))
     emit = emit or {}
     tl = Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
-                                          emit_at=emit.get(d, ()), live=live)
+                                          emit_at=emit.get(d, ()), live=live,
+                                          on_seeded=on_seeded)
                          for d in devices}, live)
     if live:
         for rep in tl.devices.values():

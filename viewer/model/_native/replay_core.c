@@ -36,6 +36,15 @@ enum { ALLOCATED = 0, PENDING = 1, FREE = 2 };
 #define BEFORE_RECORDING (-1)
 #define NONE (-1)
 
+/* Out of memory inside the state's helpers.  The event loop of run() lets go of the GIL
+ * (other Python threads work meanwhile), so a helper may fail without holding it: then the
+ * error is only noted, and run() raises MemoryError once it holds the GIL again. */
+static int nomem_pending = 0;
+static void no_memory(void) {
+    if (PyGILState_Check()) no_memory();
+    else nomem_pending = 1;
+}
+
 typedef struct {
     int64_t addr, size, requested, alloc;
     int32_t stack, seg, prev, next;
@@ -247,7 +256,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
         st->free_b = st->b[x].next;
     } else {
         if (grow((void **)&st->b, &st->capb, sizeof(Block), st->nb + 1) < 0) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         x = st->nb++;
@@ -260,7 +269,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
     b->stack = stack;
     b->alloc = alloc;
     if (h_put(st, addr, x) < 0) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     link_block(st, seg, x, after);
@@ -334,7 +343,7 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
     if (size && put_block(st, addr, size, FREE, 0, -1, BEFORE_RECORDING, seg, -1) < 0) return -1;
     return 0;
 oom:
-    PyErr_NoMemory();
+    no_memory();
     return -1;
 }
 
@@ -541,7 +550,7 @@ static int unmap_range(St *st, int64_t a, int64_t sz) {
     else drop_segment_at(st, seg_index(st, st->s[g].addr));
     return 0;
 oom:
-    PyErr_NoMemory();
+    no_memory();
     return -1;
 }
 
@@ -789,6 +798,17 @@ static PyObject *run(PyObject *self, PyObject *args) {
     Py_ssize_t nemit = v[5].len / 8, e = 0;
     while (e < nemit && emit[e] < k0) e++;
     int err = 0;
+    /* The loop is plain C on the state and the columns: the GIL is let go for it and held
+     * again only to make a layout (keyframes, emitted moments) and to raise.  Every exit
+     * from the loop (goto done) passes through HOLD_GIL first. */
+    PyThreadState *ts = PyEval_SaveThread();
+#define HOLD_GIL() do { if (ts) { PyEval_RestoreThread(ts); ts = NULL; } } while (0)
+#define FAIL() do {                                                  \
+        HOLD_GIL();                                                     \
+        if (nomem_pending || !PyErr_Occurred()) PyErr_NoMemory();       \
+        nomem_pending = 0;                                              \
+        goto done;                                                      \
+    } while (0)
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t k = k0 + i, a = addr[i], sz = size[i], got_size = 0;
         int8_t ac = act[i];
@@ -799,7 +819,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         switch (ac) {
         case 0: { /* alloc */
             int32_t x = block_at_or_around(st, a, &err);
-            if (err) goto done;
+            if (err) FAIL();
             int64_t want = round_size(st, sz);
             if (x < 0) {
                 st->inconsistencies++;
@@ -811,7 +831,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             if (remaining < 0) st->inconsistencies++;
             else if (should_split(st, remaining, want, &st->s[st->b[x].seg])) {
                 if (put_block(st, a + want, remaining, FREE, 0, -1, BEFORE_RECORDING, st->b[x].seg, x) < 0)
-                    goto done;
+                    FAIL();
                 st->b[x].size = want;
             }
             Block *b = &st->b[x];
@@ -846,16 +866,16 @@ static PyObject *run(PyObject *self, PyObject *args) {
             break;
         }
         case 3:
-            if (new_segment(st, a, sz, stream[i], 0) < 0) goto done;
+            if (new_segment(st, a, sz, stream[i], 0) < 0) FAIL();
             break;
         case 4:
             remove_segment(st, a);
             break;
         case 5: /* segment_map */
-            if (map_range(st, a, sz, stream[i]) < 0) goto done;
+            if (map_range(st, a, sz, stream[i]) < 0) FAIL();
             break;
         case 6: /* segment_unmap */
-            if (unmap_range(st, a, sz) < 0) goto done;
+            if (unmap_range(st, a, sz) < 0) FAIL();
             break;
         default:
             break;
@@ -866,25 +886,30 @@ static PyObject *run(PyObject *self, PyObject *args) {
             pools[i] = g >= 0 ? st->s[g].pool : -1;
         }
         if (every > 0 && (k + 1) % every == 0) {
+            HOLD_GIL();
             PyObject *l = layout(st);
             if (!l || PyList_Append(keyframes, l) < 0) {
                 Py_XDECREF(l);
                 goto done;
             }
             Py_DECREF(l);
+            ts = PyEval_SaveThread();
         }
         while (e < nemit && emit[e] <= k) {
             if (emit[e] == k) {
+                HOLD_GIL();
                 PyObject *l = layout(st);
                 if (!l || PyList_Append(emitted, l) < 0) {
                     Py_XDECREF(l);
                     goto done;
                 }
                 Py_DECREF(l);
+                ts = PyEval_SaveThread();
             }
             e++;
         }
     }
+    HOLD_GIL();
     result = PyTuple_Pack(2, keyframes, emitted);
     goto done;
 short_out:
@@ -894,6 +919,8 @@ done:
     Py_XDECREF(keyframes);
     Py_XDECREF(emitted);
     return result;
+#undef HOLD_GIL
+#undef FAIL
 }
 
 static PyObject *get_layout(PyObject *self, PyObject *cap) {

@@ -150,11 +150,13 @@ class MemoryBreakdown:
     @classmethod
     def build(cls, snap: Snapshot, timeline: Timeline, device: int | None = None,
               progress: Progress | None = None,
-              intervals_of_device: Intervals | None = None) -> "MemoryBreakdown":
+              intervals_of_device: Intervals | None = None,
+              prepared: "Prepared | None" = None) -> "MemoryBreakdown":
         """Classify every allocation of ``device`` (default: the first with events).
 
         ``intervals_of_device``: ``timeline.intervals(replay)`` when the caller has it
-        already (the GUI's Document caches it): not computed twice."""
+        already (the GUI's Document caches it): not computed twice.  ``prepared``: the
+        part made while the replay ran (:func:`prepare` on this device's replay)."""
         progress = progress or Progress()
         if device is None:
             device = min(timeline.devices) if timeline.devices else 0
@@ -162,25 +164,9 @@ class MemoryBreakdown:
         if rep is None:
             raise KeyError(f"device {device} has no trace events")
         progress.update("categories", 0.0)
-        kinds = sk.stack_kinds(snap)
-        n = len(rep)
-        if intervals_of_device is None and _overlap(rep):
-            # The lifetimes (the C pass, which lets go of the GIL) and the intervals on a
-            # second thread while this one finds the phases: they read only the replay's
-            # event columns (the curve's peaks come from the C pass, not the intervals).
-            # The intervals arrive from the thread below; set before anything reads them.
-            curve = RequestedCurve(cast(Intervals, None), n, rep)
-            with ThreadPoolExecutor(1) as pool:
-                job = pool.submit(lean_intervals, rep)
-                ph = find_phases(snap, rep, kinds, curve)
-                iv = job.result()
-            curve._args = (iv, n, rep)
-            progress.update("categories", 0.3)
-        else:
-            iv = intervals_of_device if intervals_of_device is not None else lean_intervals(rep)
-            progress.update("categories", 0.3)
-            curve = RequestedCurve(iv, n, rep)
-            ph = find_phases(snap, rep, kinds, curve)
+        if prepared is None or prepared.rep is not rep:
+            prepared = prepare(snap, rep, intervals_of_device)
+        iv, ph, curve, n = prepared.intervals, prepared.phases, prepared.curve, len(rep)
         progress.update("categories", 0.6)
         category, reason = classify(iv, ph, n)
         progress.update("categories", 0.9)
@@ -310,6 +296,42 @@ class MemoryBreakdown:
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
         return out
+
+
+@dataclass
+class Prepared:
+    """The part of a breakdown that reads only a replay's event columns and its layout
+    before the first event: the allocations (lean intervals) and the phases.  Made by
+    :func:`prepare`, possibly while the replay applies its events (its ``on_seeded``);
+    the sizes the replay fills in (``block_size``, ``pool``) are read lazily, later."""
+
+    rep: DeviceReplay
+    intervals: Intervals
+    phases: Phases
+    curve: RequestedCurve
+
+
+def prepare(snap: Snapshot, rep: DeviceReplay,
+            intervals_of_device: Intervals | None = None) -> Prepared:
+    """The allocations and phases of ``rep`` (see :class:`Prepared`)."""
+    kinds = sk.stack_kinds(snap)
+    n = len(rep)
+    if intervals_of_device is None and _overlap(rep):
+        # The lifetimes (the C pass, which lets go of the GIL) and the intervals on a
+        # second thread while this one finds the phases: they read only the replay's
+        # event columns (the curve's peaks come from the C pass, not the intervals).
+        # The intervals arrive from the thread below; set before anything reads them.
+        curve = RequestedCurve(cast(Intervals, None), n, rep)
+        with ThreadPoolExecutor(1) as pool:
+            job = pool.submit(lean_intervals, rep)
+            ph = find_phases(snap, rep, kinds, curve)
+            iv = job.result()
+        curve._args = (iv, n, rep)
+    else:
+        iv = intervals_of_device if intervals_of_device is not None else lean_intervals(rep)
+        curve = RequestedCurve(iv, n, rep)
+        ph = find_phases(snap, rep, kinds, curve)
+    return Prepared(rep, iv, ph, curve)
 
 
 def _overlap(rep: DeviceReplay) -> bool:

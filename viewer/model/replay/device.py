@@ -8,6 +8,7 @@ most that many events from the nearest keyframe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,7 +165,8 @@ class DeviceReplay:
 
 def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
                   keyframe_every: int | None = None, keyframes: bool = True,
-                  emit_at=(), native: bool | None = None, live: bool = False) -> DeviceReplay:
+                  emit_at=(), native: bool | None = None, live: bool = False,
+                  on_seeded: Callable[[DeviceReplay], None] | None = None) -> DeviceReplay:
     """Replay ``device``'s trace of ``snap`` (see the module docstring).
 
     ``keyframes=False`` keeps no keyframes (a headless summary seeks at most
@@ -172,6 +174,10 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     the C loop or the Python one (``None``: the C loop when built).
     ``live=True`` keeps the replay state after the last event, so
     :func:`.live.extend_device` can apply events that arrive later.
+    ``on_seeded(rep)`` is called once the replay's event columns and ``initial`` layout
+    exist, before its events are applied: work that reads only those (the memory
+    categories' lifetimes and phases) can start on another thread meanwhile (the C loop
+    lets go of the GIL).  ``block_size``/``pool`` are filled only after it returns.
     """
     keyframes = keyframes or live
     progress = progress or Progress()
@@ -208,6 +214,8 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     )
     rep.known = initial_state.known
     rep.seed_inconsistencies = initial_state.inconsistencies
+    if on_seeded is not None:
+        on_seeded(rep)
     emit = np.unique(np.asarray([k for k in emit_at if 0 <= k < n], dtype=np.int64))
     every = keyframe_every if keyframes else 0
     if native:
