@@ -82,7 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         module = importlib.import_module(f".commands.{COMMANDS[argv[0]][0]}", __package__)
-        code = module.main(argv[1:])
+        try:
+            code = module.main(argv[1:])
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # `vramscope advise FILE | head`: the reader left; no traceback.  Python would
+            # fail again flushing stdout at exit, so stdout now points at /dev/null.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_FAILURE
         if entry and getattr(module, "EXIT_WITHOUT_TEARDOWN", False):
             _exit_now(code)
         return code

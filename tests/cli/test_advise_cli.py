@@ -175,3 +175,12 @@ def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
     act = got["split_at_peak"]["activations_forward"]
     peak = got["recorded_peak_reserved_bytes"]
     assert (lo, hi) == (peak - act * 2 // 3, peak - act // 2)
+
+
+def test_advise_under_a_limit_below_the_recorded_peak_says_it_does_not_fit():
+    # resnet50_train fits its own GPU (peak reserved 1.94 GiB); under 1 GiB it would not.
+    out = vramscope("advise", str(RESNET), "--batch", "32", "--memory-limit", "1GiB")
+    assert out.returncode == 0, out.stderr
+    verdict = next(line for line in out.stdout.splitlines() if line.startswith("verdict:"))
+    assert verdict.startswith("verdict: does not fit: peak reserved 1.94 GiB is above the "
+                              "limit 1.00 GiB"), verdict

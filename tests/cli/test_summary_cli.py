@@ -255,3 +255,18 @@ def test_summary_process_ends_after_its_output(tmp_path):
                                *env_args], capture_output=True, text=True, timeout=120)
     assert embedded.returncode == 0, embedded.stderr
     assert "RETURNED 0" in embedded.stderr and "TEARDOWN" in embedded.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`vramscope summary FILE --json | head -1`: the pipe closes under the writer (here
+    before it writes at all, so even a short output meets it)."""
+    script = ("import os, sys\n"
+              "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+              "from vramscope.viewer.cli import main\n"
+              "code = main(sys.argv[1:])\n"
+              "sys.stderr.write(f'CODE {code}\\n')\n")
+    out = subprocess.run([sys.executable, "-c", script, "summary",
+                          str(DATA / "fragmentation_oom.pickle"), "--json", "--no-cache"],
+                         capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
+    assert "CODE 1" in out.stderr

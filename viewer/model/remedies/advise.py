@@ -423,6 +423,9 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     if recorded.first_oom is not None:
         text = (f"out of memory at event {recorded.first_oom.event}: "
                 f"{oom_verdict(recorded.first_oom)}")
+    elif lim is not None and peak > lim:  # a limit below the recorded run's own
+        text = (f"does not fit: peak reserved {fb(peak)} is above the limit {fb(lim)} "
+                f"({lim_source})")
     elif lim is not None:
         text = f"fits: peak reserved {fb(peak)} of {fb(lim)} ({lim_source})"
     else:
@@ -462,8 +465,8 @@ def format_text(advice: Advice) -> str:
                  f"{fb(s['other_fixed'])} other")
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) taken "
-               "proportional to the batch") if a.batch_workspaces else ""
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) sized "
+               "as a fixed weight part plus a per-sample part") if a.batch_workspaces else ""
         if a.largest_batch_that_fits is not None:
             lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
                          f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g}"
