@@ -9,7 +9,8 @@
 # namespace directory of symlinks on PYTHONPATH), tiles the bundled 1M-event
 # recording to 10M events (tests/bench/tile_trace.py, ~1-2 min), then runs
 # run_bench.py on both files: pickle.load vs cold `summary --json`, re-open,
-# memory and the per-stage breakdown (best of 2; no GUI rows: the targets there are
+# memory and the per-stage breakdown (best of 3 for the 10M file, whose first cold run
+# follows the reference freeing ~4 GB; no GUI rows: the targets there are
 # for the cold summary; ~3-4 minutes in all).
 # Numbers and the JSON go to OUT_DIR (default /tmp/vramscope-bench).
 # CATEGORIES=1 bash tests/bench/gpu_bench.sh OUT_DIR: also the memory categories'
@@ -42,7 +43,7 @@ export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core, vramscope.viewer.model._native.catcore" \
     || { echo "the compiled modules do not import"; exit 1; }
 echo "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $(nproc) cores, $(uname -r)"
-"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 2 --no-interactive --no-gui --json "$OUT/bench.json" \
+"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 6 --no-interactive --no-gui --json "$OUT/bench.json" \
     2>&1 | tee "$OUT/bench.txt"
 # CATEGORIES=1: also the memory categories' cost on the 10M file (bench_categories.py:
 # first build in a fresh process vs pickle.load) and where it goes, step by step
