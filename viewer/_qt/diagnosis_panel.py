@@ -39,6 +39,7 @@ from ..model.units import parse_bytes
 from . import theme
 from .jobs import Job
 from .diagnosis_chart import RemedyChart
+from .window_link import WindowLink
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
@@ -412,8 +413,9 @@ def open_panel(window) -> DiagnosisPanel | None:
     """Open a Diagnosis panel over the main window's snapshot and start it.
 
     Selecting a remedy highlights, in the window's segment map and timeline, the
-    allocations (by stack) it acts on; closing the panel restores the window's own
-    highlight."""
+    allocations (by stack) it acts on (the legends say "acted on by: <remedy>") and
+    overlays its predicted curve on the timeline (:class:`.window_link.WindowLink`);
+    closing the panel restores the window's own highlight."""
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
@@ -422,63 +424,21 @@ def open_panel(window) -> DiagnosisPanel | None:
     if isinstance(windows, list):
         windows.append(panel)
 
-    def highlight(rem, events) -> None:
-        if panel.case is None or getattr(window, "doc", None) is not doc:
+    link = WindowLink(window, OVERLAY_KEY, panel.closed)
+
+    def selected(rem, events) -> None:
+        if panel.case is None or not link.current:
             return
-        if rem is None:
-            restore()
+        if rem is None:  # cleared: the overlay and the highlight go
+            link.clear()
             return
         mask = stack_mask_of(panel.snap, panel.case.device, events) if len(events) else None
-        for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
-            if view is not None and hasattr(view, "set_highlight"):
-                view.set_highlight(mask)
-        overlay(rem)
+        link.highlight(mask, f"acted on by: {rem.title}")
+        # Its predicted reserved curve (or, estimated, its level and range).
+        link.overlay(panel.case.device, rem.title, rem.curve_x, rem.curve,
+                     rem.predicted_peak_reserved_bytes, rem.predicted_peak_reserved_range)
 
-    def overlay(rem) -> None:
-        """The remedy's predicted reserved curve (or level, and range) on the timeline."""
-        timeline = getattr(window, "timeline", None)
-        if timeline is None or not hasattr(timeline, "set_overlay"):
-            return
-        if timeline.device != panel.case.device:  # the window shows another device
-            timeline.clear_overlay(OVERLAY_KEY)
-            return
-        has_curve = rem.curve is not None and len(rem.curve) > 0
-        timeline.set_overlay(OVERLAY_KEY, rem.title,
-                             rem.curve_x if has_curve else None,
-                             rem.curve if has_curve else None,
-                             None if has_curve else rem.predicted_peak_reserved_bytes,
-                             rem.predicted_peak_reserved_range)
-
-    def restore() -> None:
-        if getattr(window, "doc", None) is not doc:
-            return  # another document: the timeline dropped the overlay with the old one
-        timeline = getattr(window, "timeline", None)
-        if timeline is not None and hasattr(timeline, "clear_overlay"):
-            timeline.clear_overlay(OVERLAY_KEY)
-        if hasattr(window, "_apply_highlight"):
-            window._apply_highlight()
-
-    def document_replaced(new_doc) -> None:
-        """The window shows another document: the remedy's highlight (of the old one's
-        stacks) goes before any view draws the new one with it (the timeline drops the
-        overlay itself)."""
-        if new_doc is doc:
-            return
-        vs.events.document.disconnect(document_replaced)
-        for view in (getattr(window, "map", None), getattr(window, "timeline", None)):
-            if view is not None and hasattr(view, "set_highlight"):
-                view.set_highlight(None)
-
-    def closed() -> None:
-        restore()
-        if vs is not None:
-            vs.events.document.disconnect(document_replaced)
-
-    vs = getattr(window, "vs", None)
-    if vs is not None:  # (the view state's document event comes before the views redraw)
-        vs.events.document.connect(document_replaced)
-    panel.remedySelected.connect(highlight)
-    panel.closed.connect(closed)
+    panel.remedySelected.connect(selected)
     panel.show()
     panel.run()
     return panel

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QApplication
 
 from ..model import map_layout as _map_layout
 from ..model.snapshot import BlockState
+from ..model.view_state import HIGHLIGHT_SEARCH
 
 # Drawing categories of the segment map (a block state, or the waste tail).
 CAT_ALLOCATED = int(BlockState.ALLOCATED)
@@ -38,7 +39,7 @@ OOM_RED = "#c62828"
 # marker uses (the old orange read as "pending free", issue 17), filled, not outlined.
 SEARCH = "#d500f9"
 SEARCH_DARK = "#ea80fc"
-SEARCH_LABEL = "search match"
+SEARCH_LABEL = HIGHLIGHT_SEARCH  # the legends' name of a search's highlight
 
 
 def palette() -> QPalette:
@@ -85,6 +86,9 @@ def search_color() -> QColor:
     return QColor(SEARCH_DARK if is_dark() else SEARCH)
 
 
-def search_swatch_html() -> str:
+def search_swatch_html(label: str | None = None) -> str:
+    """The legends' entry of the highlight, named ``label`` (what it is: a search's
+    matches, a category, what a remedy acts on; see ``ViewState.highlight_label``)."""
+    text = (label or SEARCH_LABEL).replace("&", "&amp;").replace("<", "&lt;")
     return (f'<span style="color:{search_color().name()}">&#9632;</span>'
-            f"&nbsp;<b>{SEARCH_LABEL}</b>")
+            f"&nbsp;<b>{text}</b>")

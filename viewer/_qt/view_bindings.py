@@ -204,6 +204,8 @@ def _banner(w) -> None:
 
 
 def _draw_highlight(w, mask) -> None:
-    """(``highlight``) the views draw the highlighted allocations."""
-    w.map.set_highlight(mask)
-    w.timeline.set_highlight(mask)
+    """(``highlight``) the views draw the highlighted allocations, their legends name
+    what they are."""
+    label = w.vs.highlight_label()
+    w.map.set_highlight(mask, label)
+    w.timeline.set_highlight(mask, label)

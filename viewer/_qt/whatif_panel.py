@@ -7,7 +7,10 @@ typed in) and a memory limit; Run simulates them off the GUI thread
 trace for the recorded run and each alternative, marks predicted OOMs, and
 lists the figures in a table (Copy puts it on the clipboard as TSV; Export
 saves the chart as PNG).  Opened from the main window by Tools > What-if…
-(Ctrl+Shift+W, :func:`open_panel`).
+(Ctrl+Shift+W, :func:`open_panel`); selecting a row of the table overlays that
+setting's predicted reserved curve on the window's timeline (key
+:data:`OVERLAY_KEY`, :class:`.window_link.WindowLink`), gone when the selection is
+cleared, the panel closes or the window shows another document or device.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..model.units import format_bytes as fb, parse_bytes
 from .jobs import Job
 from ..model.whatif import RECOMMENDED, predict, prepare
 from . import theme
+from .window_link import WindowLink
 
 DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
                    "garbage_collection_threshold:0.6")
@@ -37,6 +41,7 @@ COLUMNS = ("setting", "peak reserved", "vs recorded", "OOM", "peak allocated", "
            "cudaMalloc", "cudaFree")
 COL_SETTING, COL_PEAK, COL_VS, COL_OOM = 0, 1, 2, 3
 GIB = 1 << 30
+OVERLAY_KEY = "whatif"  # the main timeline's overlay set by this panel
 
 
 def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
@@ -56,6 +61,8 @@ class WhatIfPanel(QWidget):
     """A window over one snapshot: settings, chart, table."""
 
     finished = Signal()  # a run ended (results shown, failed or cancelled)
+    settingSelected = Signal(object)  # the selected row's Prediction (None: cleared)
+    closed = Signal()
 
     def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
@@ -138,6 +145,12 @@ class WhatIfPanel(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSortingEnabled(False)
+        # One row at a time: its predicted curve goes on the main window's timeline.
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
+        self.table.setToolTip("Select a setting: its predicted reserved memory is drawn on "
+                              "the main window's timeline")
+        self.table.itemSelectionChanged.connect(self._selection_changed)
         # Columns sized to their contents (never an elided "event 2590…"); the table
         # scrolls sideways when they do not all fit.
         self.table.horizontalHeader().setStretchLastSection(False)
@@ -283,6 +296,7 @@ class WhatIfPanel(QWidget):
         self.case, self.preds = case, preds
         self.progress.setValue(1000)
         self._plot(case, preds)
+        self.table.clearSelection()  # (the old run's overlay goes)
         self._fill_table(case, preds)
         lim = preds[0].limit if preds else case.limit
         text = (f"{len(case.requests):,} requests of device {case.device}; memory limit "
@@ -376,6 +390,32 @@ class WhatIfPanel(QWidget):
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
 
+    def selected_prediction(self):
+        """The selected row's Prediction (None: no row is selected)."""
+        sm = self.table.selectionModel()
+        rows = sm.selectedRows() if sm is not None else []
+        if not rows or not 0 <= rows[0].row() < len(self.preds):
+            return None
+        return self.preds[rows[0].row()]
+
+    def _selection_changed(self) -> None:
+        if self.case is not None:
+            self.settingSelected.emit(self.selected_prediction())
+
+    def predicted_curve(self, pred) -> tuple[np.ndarray, np.ndarray]:
+        """``pred``'s reserved bytes after each request (x: trace events of the case's
+        device) up to its first OOM, where the program would have stopped (as its
+        table row's peak)."""
+        x = self.case.curve_x()
+        y = pred.result.reserved
+        oom = pred.result.first_oom
+        cut = len(y) if oom is None else oom.request + 1
+        return x[:cut], y[:cut]
+
+    def overlay_label(self, pred) -> str:
+        """The timeline's name of ``pred``'s curve."""
+        return "what-if: " + ("recorded settings" if pred is self.preds[0] else pred.conf)
+
     def _colour(self, row: int):
         """The colour of row ``row``'s curve (row 0: the recorded run)."""
         return theme.foreground() if row == 0 else pg.mkColor(PALETTE[(row - 1) % len(PALETTE)])
@@ -403,11 +443,13 @@ class WhatIfPanel(QWidget):
         if self.thread is not None:
             self.thread.cancel()
             self.thread.wait(5000)
+        self.closed.emit()
         super().closeEvent(event)
 
 
 def open_panel(window) -> WhatIfPanel | None:
-    """Open a What-if panel over the main window's snapshot (kept alive by the window)."""
+    """Open a What-if panel over the main window's snapshot (kept alive by the window);
+    the selected setting's predicted curve is overlaid on the window's timeline."""
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
@@ -415,5 +457,15 @@ def open_panel(window) -> WhatIfPanel | None:
     windows = getattr(window, "_aux_windows", None)
     if isinstance(windows, list):
         windows.append(panel)
+    link = WindowLink(window, OVERLAY_KEY, panel.closed)
+
+    def selected(pred) -> None:
+        if pred is None or panel.case is None:
+            link.clear()
+            return
+        x, y = panel.predicted_curve(pred)
+        link.overlay(panel.case.device, panel.overlay_label(pred), x, y)
+
+    panel.settingSelected.connect(selected)
     panel.show()
     return panel

@@ -11,7 +11,8 @@ Events (see :class:`~vramscope.viewer.model.evented.EmitterGroup`): ``document``
 (doc; :attr:`ViewState.origin` says why), ``selection`` (Selection), ``trace``
 (device: the cursor's trace changed, the cursor at its end), ``cursor`` (device, k),
 ``moment`` (keep_view: what the views show changed, redraw once), ``selected``
-(block, interval), ``highlight`` (mask or None).
+(block, interval), ``highlight`` (mask or None; :meth:`ViewState.highlight_label`
+says what it is, for the legends).
 
 Order and coalescing (the views rely on both): one change of document emits
 ``document``, ``trace``, ``cursor``, ``moment``; one cursor move emits ``cursor`` then
@@ -40,6 +41,13 @@ from .snapshot import HOST_DEVICE, BlockState
 
 HOST_LABEL = "host (pinned)"  # the device selector's entry for pinned host memory
 HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
+
+
+# What the legends call each kind of highlight (:meth:`ViewState.highlight_label`).
+HIGHLIGHT_SEARCH = "search match"
+HIGHLIGHT_NODE = "call-tree node"
+HIGHLIGHT_CATEGORY = "category"
+HIGHLIGHT_PANEL = "selected in a panel"
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,11 @@ class ViewState:
         self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
         self.category_mask: np.ndarray | None = None  # per stack: a leak's / category's (issue 15)
+        self.category_label = ""  # what the category mask is (the legends name it)
+        # Per stack: what a panel's selection acts on (a remedy of the Diagnosis panel),
+        # drawn over the window's own highlight while set; ``panel_label`` names it.
+        self.panel_mask: np.ndarray | None = None
+        self.panel_label = ""
 
     # ------------------------------------------------------------------ document
     @contextmanager
@@ -141,7 +154,7 @@ class ViewState:
         self.doc = doc
         self.view_doc = doc
         self.selected_block = self.selected_addr = self.selected_interval = -1
-        self.node_mask = self.category_mask = None
+        self.node_mask = self.category_mask = self.panel_mask = None
         self.selection = Selection(device=HOST_DEVICE) if host else self.default_selection(doc)
         self.reset_cursor(emit=False)
         self.events.document.emit(doc)
@@ -426,19 +439,43 @@ class ViewState:
         self.node_mask = mask
         self.events.highlight.emit(self.highlight_mask())
 
-    def set_category_mask(self, mask: np.ndarray | None) -> None:
-        """A leak or a category picked in the categories views (issue 15)."""
+    def set_category_mask(self, mask: np.ndarray | None, label: str = "") -> None:
+        """A leak or a category picked in the categories views (issue 15); ``label``
+        names it in the legends (e.g. "category: activations")."""
         self.category_mask = mask
+        self.category_label = label if mask is not None else ""
+        self.events.highlight.emit(self.highlight_mask())
+
+    def set_panel_mask(self, mask: np.ndarray | None, label: str = "") -> None:
+        """What a panel's selection acts on (e.g. ``"acted on by: <remedy>"``), shown
+        instead of the window's own highlight until cleared (None)."""
+        self.panel_mask = mask
+        self.panel_label = label if mask is not None else ""
         self.events.highlight.emit(self.highlight_mask())
 
     def highlight_mask(self) -> np.ndarray | None:
         """Per stack: highlighted in the map and the timeline (None: nothing is)."""
+        if self.panel_mask is not None:  # a panel's pick, until it is cleared
+            return self.panel_mask
         if self.category_mask is not None:  # the latest pick of the categories views
             return self.category_mask
         a, b = self.node_mask, self.search_mask
         if a is not None and b is not None and len(a) == len(b):
             return a & b
         return a if a is not None else b
+
+    def highlight_label(self) -> str:
+        """What :meth:`highlight_mask` is, as the legends name it ("" when nothing is
+        highlighted): a search's matches, a call-tree node's stacks, a category, or
+        what a panel's pick acts on."""
+        if self.panel_mask is not None:
+            return self.panel_label or HIGHLIGHT_PANEL
+        if self.category_mask is not None:
+            return self.category_label or HIGHLIGHT_CATEGORY
+        a, b = self.node_mask, self.search_mask
+        if a is not None and b is not None and len(a) == len(b):
+            return f"{HIGHLIGHT_SEARCH} in {HIGHLIGHT_NODE}"
+        return HIGHLIGHT_NODE if a is not None else HIGHLIGHT_SEARCH if b is not None else ""
 
     # ------------------------------------------------------------------ carry-over
     def carried(self) -> Carried:

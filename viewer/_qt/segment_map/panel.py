@@ -182,7 +182,7 @@ class SegmentMapView(QWidget):
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9482;&#9472;&#9482;</span>'
                          "&nbsp;OOM request")
         if self.item.highlight is not None:
-            parts.append(theme.search_swatch_html())
+            parts.append(theme.search_swatch_html(getattr(self, "highlight_label", "")))
         if self.has_private_rows:
             parts.append("<b>P</b>&nbsp;private pool")
         if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
@@ -301,7 +301,10 @@ class SegmentMapView(QWidget):
                 self.home()
         self._place_gap_labels()  # (also on every range change)
 
-    def set_highlight(self, stack_mask: np.ndarray | None) -> None:
+    def set_highlight(self, stack_mask: np.ndarray | None, label: str = "") -> None:
+        """Blocks whose stack is in ``stack_mask`` outlined; ``label``: the legend's name
+        of them (empty: a search's)."""
+        self.highlight_label = label
         self.item.set_highlight(stack_mask)
         self._update_legend()
 

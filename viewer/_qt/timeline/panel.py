@@ -249,7 +249,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if any(st.kind == "inconsistent" for st in getattr(self, "stretches", [])):
             parts.append(f'<span style="color:{theme.OOM_RED}">&#9636;</span>&nbsp;not exact')
         if self.stack_mask is not None:
-            parts.append(theme.search_swatch_html())
+            parts.append(theme.search_swatch_html(getattr(self, "highlight_label", "")))
         parts += self._overlay_legend()
         if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
             parts = self.legend_provider(parts)

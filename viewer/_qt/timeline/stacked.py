@@ -101,9 +101,11 @@ class StackedMixin:
         self.stacked.set_image(pixels, QRectF(x_lo, ya, x_hi - x_lo, yb - ya), sel,
                                bounds.united(QRectF(x_lo, ya, x_hi - x_lo, yb - ya)), hl)
 
-    def set_highlight(self, stack_mask: np.ndarray | None) -> None:
-        """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed."""
+    def set_highlight(self, stack_mask: np.ndarray | None, label: str = "") -> None:
+        """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed;
+        ``label``: the legend's name of them (empty: a search's)."""
         self.stack_mask = stack_mask
+        self.highlight_label = label
         self._update_legend()
         self._build_paths()
 
