@@ -40,6 +40,7 @@ OOM_RED = "#c62828"
 SEARCH = "#d500f9"
 SEARCH_DARK = "#ea80fc"
 SEARCH_LABEL = HIGHLIGHT_SEARCH  # the legends' name of a search's highlight
+LEGEND_CHARS = 36  # longer highlight names are cut in the legends
 
 
 def palette() -> QPalette:
@@ -89,6 +90,10 @@ def search_color() -> QColor:
 def search_swatch_html(label: str | None = None) -> str:
     """The legends' entry of the highlight, named ``label`` (what it is: a search's
     matches, a category, what a remedy acts on; see ``ViewState.highlight_label``)."""
-    text = (label or SEARCH_LABEL).replace("&", "&amp;").replace("<", "&lt;")
-    return (f'<span style="color:{search_color().name()}">&#9632;</span>'
-            f"&nbsp;<b>{text}</b>")
+    text = label or SEARCH_LABEL
+    if len(text) > LEGEND_CHARS:  # (a remedy's title: the legends' rows have little room)
+        text = text[:LEGEND_CHARS - 1].rstrip() + "…"
+    # One piece: a legend that wraps does so between its entries, not inside this one.
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    return (f'<span style="white-space:nowrap"><span style="color:{search_color().name()}">'
+            f"&#9632;</span>&nbsp;<b>{text}</b></span>")

@@ -46,7 +46,7 @@ HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
 # What the legends call each kind of highlight (:meth:`ViewState.highlight_label`).
 HIGHLIGHT_SEARCH = "search match"
 HIGHLIGHT_NODE = "call-tree node"
-HIGHLIGHT_CATEGORY = "category"
+HIGHLIGHT_CATEGORY = "category / leak"  # (the categories views may name theirs)
 HIGHLIGHT_PANEL = "selected in a panel"
 
 
