@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from tests.gui.conftest import DATA
 
@@ -104,4 +105,41 @@ def test_a_predicted_oom_ends_the_overlay_at_the_row_peak(make_window, qtbot, lo
     assert ov.peak == pred.to_dict(panel.case)["peak_reserved_bytes"]
     x, _ = panel.predicted_curve(pred)
     assert len(x) == pred.result.first_oom.request + 1
+    panel.close()
+
+
+SUN = DATA.parents[2] / "shared" / "external" / \
+    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 GPUs, the OOM on GPU 1
+
+
+@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+def test_the_device_the_window_shows_is_simulated_and_another_clears_it(
+        make_window, qtbot, load):
+    """A three-GPU recording opens at its OOM on device 1: the panel simulates device 1
+    (not the first device), so its curve goes on that timeline; showing another device
+    removes it, and selecting a row then says why nothing is drawn."""
+    from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer.model.analysis import Selection
+
+    w = make_window()
+    assert load(w, SUN) == "loaded"
+    tl = w.timeline
+    assert tl.device == 1
+    panel = open_panel(w)
+    _run(panel, qtbot, ["expandable_segments:True"])
+    assert panel.case.device == 1
+    panel.table.selectRow(1)
+    ov = tl.overlays[OVERLAY_KEY]
+    assert ov.peak == panel.preds[1].to_dict(panel.case)["peak_reserved_bytes"]
+    assert panel.link_note.isHidden()
+    w.set_selection(Selection(device=0))
+    assert tl.device == 0 and OVERLAY_KEY not in tl.overlays
+    panel.table.clearSelection()
+    panel.table.selectRow(1)
+    assert OVERLAY_KEY not in tl.overlays
+    assert not panel.link_note.isHidden() and "device 0" in panel.link_note.text()
+    w.set_selection(Selection(device=1))
+    panel.table.clearSelection()
+    panel.table.selectRow(1)
+    assert OVERLAY_KEY in tl.overlays and panel.link_note.isHidden()
     panel.close()

@@ -45,12 +45,13 @@ OVERLAY_KEY = "whatif"  # the main timeline's overlay set by this panel
 
 
 def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
-               parent=None) -> Job:
-    """A :class:`Job` that prepares the request stream (once) and simulates each setting;
+               parent=None, device: int | None = None) -> Job:
+    """A :class:`Job` that prepares the request stream of ``device`` (once; None: the
+    first with trace events) and simulates each setting;
     ``done((case, predictions, self-check))``."""
 
     def work(job: Job):
-        case_ = case or prepare(snap)
+        case_ = case or prepare(snap, device)
         preds = predict(case_, ["recorded"] + confs, limit, job.progress())
         return case_, preds, case_.self_check()  # here, not on the GUI thread: it may simulate
 
@@ -64,9 +65,11 @@ class WhatIfPanel(QWidget):
     settingSelected = Signal(object)  # the selected row's Prediction (None: cleared)
     closed = Signal()
 
-    def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
+    def __init__(self, snap: Snapshot, parent: QWidget | None = None,
+                 device: int | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.snap = snap
+        self.device = device  # whose requests are simulated (None: the first with a trace)
         self.case = None
         self.preds: list = []
         self.thread: Job | None = None
@@ -141,6 +144,10 @@ class WhatIfPanel(QWidget):
         self.summary = QLabel("Press Run to simulate the checked settings.")
         self.summary.setWordWrap(True)
         tv.addWidget(self.summary)
+        self.link_note = QLabel("")  # why the selected row is not on the main timeline
+        self.link_note.setWordWrap(True)
+        self.link_note.setVisible(False)
+        tv.addWidget(self.link_note)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
@@ -265,7 +272,8 @@ class WhatIfPanel(QWidget):
         self.cancel_button.setEnabled(True)
         self.progress.setValue(0)
         self.summary.setText("Simulating…")
-        self.thread = whatif_job(self.snap, self.checked_confs(), limit, self.case, self)
+        self.thread = whatif_job(self.snap, self.checked_confs(), limit, self.case, self,
+                                 self.device)
         self.thread.progressed.connect(lambda _stage, f: self.progress.setValue(int(f * 1000)))
         self.thread.done.connect(lambda result: self._show(*result))
         self.thread.failed.connect(self._failed)
@@ -453,18 +461,33 @@ def open_panel(window) -> WhatIfPanel | None:
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
-    panel = WhatIfPanel(doc.root.snap, window)
+    # The device the window shows (a multi-GPU file opens at its OOM's): its requests
+    # are simulated, so that the selected setting's curve can go on its timeline.
+    snap = doc.root.snap
+    shown = getattr(getattr(window, "timeline", None), "device", None)
+    traced = set(np.unique(snap.trace.device).tolist()) if len(snap.trace.device) else set()
+    panel = WhatIfPanel(snap, window, shown if shown in traced else None)
     windows = getattr(window, "_aux_windows", None)
     if isinstance(windows, list):
         windows.append(panel)
     link = WindowLink(window, OVERLAY_KEY, panel.closed)
 
     def selected(pred) -> None:
+        panel.link_note.setVisible(False)
         if pred is None or panel.case is None:
             link.clear()
             return
         x, y = panel.predicted_curve(pred)
-        link.overlay(panel.case.device, panel.overlay_label(pred), x, y)
+        if link.overlay(panel.case.device, panel.overlay_label(pred), x, y) \
+                or not link.current:
+            return
+        tl = getattr(window, "timeline", None)
+        shown = getattr(tl, "device", None)
+        if shown is not None and shown != panel.case.device:  # say why it is not drawn
+            panel.link_note.setText(f"Not drawn on the main window's timeline: it shows "
+                                    f"device {shown}, this prediction is of device "
+                                    f"{panel.case.device}.")
+            panel.link_note.setVisible(True)
 
     panel.settingSelected.connect(selected)
     panel.show()
