@@ -383,3 +383,25 @@ def test_per_event_steps_a_remedy_curve_over_the_trace():
     between = np.setdiff1d(np.arange(first, n), cx)  # events with no request: held
     prev = np.searchsorted(cx, between, side="right") - 1
     assert np.array_equal(y[between], rem.curve[prev])
+
+
+SUN = DATA.parents[2] / "shared" / "external" / \
+    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 GPUs, the OOM on GPU 1
+
+
+@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+def test_diagnosis_from_the_window_diagnoses_the_device_it_shows(make_window, qtbot, load):
+    """The three-GPU recording opens at its OOM on device 1, where the banner's button
+    is: the Diagnosis panel diagnoses that OOM (it diagnosed device 0, which has none),
+    and its remedies' curves go on that timeline."""
+    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+
+    w = make_window()
+    assert load(w, SUN) == "loaded"
+    assert w.timeline.device == 1
+    panel = open_panel(w)
+    qtbot.waitUntil(lambda: panel.advice is not None and panel.thread is None, timeout=120000)
+    assert panel.case.device == 1
+    assert panel.advice.verdict.startswith("out of memory at event 421")
+    assert OVERLAY_KEY in w.timeline.overlays  # the first remedy, selected
+    panel.close()

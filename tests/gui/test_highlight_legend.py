@@ -46,3 +46,4 @@ def test_legend_says_what_the_highlight_is(make_window, qtbot, load):
     if os.environ.get("VRAMSCOPE_SHOTS"):
         w.grab().save(os.path.join(os.environ["VRAMSCOPE_SHOTS"], "search_legend.png"))
     panel.close()
+

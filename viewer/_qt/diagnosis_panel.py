@@ -39,7 +39,7 @@ from ..model.units import parse_bytes
 from . import theme
 from .jobs import Job
 from .diagnosis_chart import RemedyChart
-from .window_link import WindowLink
+from .window_link import WindowLink, shown_device
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
@@ -64,15 +64,16 @@ _STAGE_START = {"judge": 0.0, "search": 0.05, "allocator": 0.6}
 
 
 def advise_job(snap: Snapshot, batch: int | None, limit: int | None, case=None,
-               parent=None) -> Job:
-    """A :class:`Job` that prepares the case (once) and computes the advice;
+               parent=None, device: int | None = None) -> Job:
+    """A :class:`Job` that prepares the case of ``device`` (once; None: the first with
+    trace events) and computes the advice;
     ``done((case, advice))``, ``progressed(stage, fraction of that stage)``."""
 
     def work(job: Job):
         from ..model.remedies.advise import advise
         from ..model.whatif import prepare
 
-        case_ = case or prepare(snap)
+        case_ = case or prepare(snap, device)
         return case_, advise(case_, batch, limit, job.progress())
 
     return Job(work, parent)
@@ -121,9 +122,11 @@ class DiagnosisPanel(QWidget):
     remedySelected = Signal(object, object)  # Remedy, np.ndarray of trace events it acts on
     closed = Signal()
 
-    def __init__(self, snap: Snapshot, parent: QWidget | None = None) -> None:
+    def __init__(self, snap: Snapshot, parent: QWidget | None = None,
+                 device: int | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.snap = snap
+        self.device = device  # whose run is diagnosed (None: the first with a trace)
         self.case = None
         self.advice = None
         self.thread: Job | None = None
@@ -241,7 +244,7 @@ class DiagnosisPanel(QWidget):
         self.progress.setValue(0)
         self.verdict.setText("Simulating the remedies…")
         batch = self.batch_spin.value() or None
-        self.thread = advise_job(self.snap, batch, limit, self.case, self)
+        self.thread = advise_job(self.snap, batch, limit, self.case, self, self.device)
         self.thread.progressed.connect(
             lambda stage, f: self.progress.setValue(int(_overall(stage, f) * 1000)))
         self.thread.done.connect(lambda result: self._show(*result))
@@ -419,7 +422,9 @@ def open_panel(window) -> DiagnosisPanel | None:
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
-    panel = DiagnosisPanel(doc.root.snap, window)
+    # The device the window shows (a multi-GPU file opens at its OOM's, where the
+    # banner's "What would fix it?" is): that run is diagnosed.
+    panel = DiagnosisPanel(doc.root.snap, window, shown_device(window, doc.root.snap))
     windows = getattr(window, "_aux_windows", None)
     if isinstance(windows, list):
         windows.append(panel)

@@ -29,7 +29,7 @@ from ..model.units import format_bytes as fb, parse_bytes
 from .jobs import Job
 from ..model.whatif import RECOMMENDED, predict, prepare
 from . import theme
-from .window_link import WindowLink
+from .window_link import WindowLink, shown_device
 
 DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
                    "garbage_collection_threshold:0.6")
@@ -464,9 +464,7 @@ def open_panel(window) -> WhatIfPanel | None:
     # The device the window shows (a multi-GPU file opens at its OOM's): its requests
     # are simulated, so that the selected setting's curve can go on its timeline.
     snap = doc.root.snap
-    shown = getattr(getattr(window, "timeline", None), "device", None)
-    traced = set(np.unique(snap.trace.device).tolist()) if len(snap.trace.device) else set()
-    panel = WhatIfPanel(snap, window, shown if shown in traced else None)
+    panel = WhatIfPanel(snap, window, shown_device(window, snap))
     windows = getattr(window, "_aux_windows", None)
     if isinstance(windows, list):
         windows.append(panel)

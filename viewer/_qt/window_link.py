@@ -15,6 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 
+def shown_device(window, snap) -> int | None:
+    """The device ``window``'s timeline shows, where ``snap`` has trace events of it (a
+    multi-GPU file opens at its OOM's device): the one a panel opened from the window
+    predicts, so that its curves can go on that timeline.  None: the model's default."""
+    shown = getattr(getattr(window, "timeline", None), "device", None)
+    dev = snap.trace.device
+    return shown if shown is not None and len(dev) and bool((dev == shown).any()) else None
+
+
 class WindowLink:
     """Draws one panel's selection (overlay ``key``) on ``window``, for the document
     the window shows now; ``closed``: the panel's signal emitted when it closes."""
