@@ -75,3 +75,29 @@ def test_a_failing_first_part_becomes_a_warning_not_a_crash(monkeypatch):
     assert out["categories_at_peak"] is None
     assert any("memory categories of device" in w and "freed twice" in w
                for w in out["warnings"])
+
+
+def test_replays_on_several_threads_at_once_equal_serial_ones():
+    """The C replay lets go of the GIL in its event loop: replays of different files on
+    several threads at once (a GUI load beside a live session) give the serial answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vramscope.viewer.model.replay import native as _nat
+
+    if _nat._core is None:
+        pytest.skip("compiled replay not built")
+    names = ["gpt2_oom.pickle", "resnet50_train.pickle", "fragmentation_oom.pickle",
+             "small_pool_mixed.pickle"] * 2
+    snaps = {n: load_snapshot(DATA / n, use_cache=False) for n in set(names)}
+
+    def answer(name):
+        tl = build_timeline(snaps[name], keyframes=True)
+        rep = tl.replay(min(tl.devices))
+        last = rep.layout_after(len(rep) - 1)
+        return (rep.block_size.tolist(), rep.pool.tolist(), rep.inconsistencies,
+                [rep.peak(c) for c in S.CURVES], last.blk_addr.tolist(), len(rep.keyframes))
+
+    serial = {n: answer(n) for n in set(names)}
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(answer, names))
+    assert together == [serial[n] for n in names]
