@@ -270,3 +270,24 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
                          capture_output=True, text=True, timeout=120)
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
     assert "CODE 1" in out.stderr
+
+
+def test_an_oom_in_an_estimated_stretch_says_not_exact(tmp_path):
+    """A real recording whose trace start is cut off (a wrapped ring): its first OOM lies
+    where sizes are estimated, so its verdict line says so; the last OOM's does not."""
+    from tests.model.test_oom_exactness import cut_ring
+
+    path = cut_ring(tmp_path / "cut.pickle")
+    out = vramscope("summary", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    (u,) = summary["untrusted"]
+    assert [o["exact"] for o in summary["ooms"]] == [False, True]
+    assert summary["ooms"][0]["not_exact_reason"] == u["reason"]
+    text = vramscope("summary", str(path))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    marked = [i for i, line in enumerate(lines) if "(not exact: " in line]
+    assert len(marked) == 1 and u["reason"] in lines[marked[0]]
+    first = summary["ooms"][0]["event"]
+    assert lines[marked[0] - 1].startswith(f"OOM on device 0 at event {first}:")

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.analysis import MemoryStats
+from ..model.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
 from ..model.units import format_bytes
 from . import theme
 from ..model.document import Document, stream_label
@@ -154,6 +155,16 @@ class SummaryHeader(QWidget):
                               "stream and segment kind, after the timeline cursor's event")
         self.scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.scope.hide()
+        # The figures at a moment inside a stretch that is not exact (issue 13): a tag
+        # beside the scope line, each value prefixed with ≈; the reason as tooltip.
+        self.inexact: Mark | None = None
+        self._banner_tip: list[str] = []  # the last OOM's tooltip (set_document)
+        self.exactness = QLabel()
+        self.exactness.setObjectName("figuresNotExact")
+        self.exactness.setStyleSheet("QLabel#figuresNotExact { font-size: 8pt; font-weight: bold; "
+                                     f"color: {theme.gap_outline().name()}; }}")
+        self.exactness.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
+        self.exactness.hide()
         self.source = QLabel()
         self.source.setStyleSheet("font-size: 8pt;")
         self.source.setEnabled(False)
@@ -168,15 +179,19 @@ class SummaryHeader(QWidget):
         line.setContentsMargins(0, 0, 0, 0)
         line.setSpacing(16)
         line.addWidget(self.scope)
+        line.addWidget(self.exactness)  # right after the scope it qualifies
+        self.scope.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         line.addWidget(self.facts, 1)
+        line.addStretch(0)  # (the facts hidden: the scope and its tag stay on the left)
         lay.addLayout(line)
         lay.addWidget(self.source)
         self.facts.hide()
 
     def set_stats(self, stats: MemoryStats | None) -> None:
         self.stats = stats
+        sign = f"{NOT_EXACT_SIGN} " if self.inexact is not None else ""
         for key, label in self.values.items():
-            label.setText("–" if stats is None else figure_text(stats, key))
+            label.setText("–" if stats is None else sign + figure_text(stats, key))
         self._reflow()  # longer figures may no longer fit on one line
         if stats is not None:
             frag = self.values["fragmentation"]
@@ -215,6 +230,33 @@ class SummaryHeader(QWidget):
             grid.addWidget(self.values[key], 2 * r + 1, c)
         grid.setColumnStretch(per_row, 1)
 
+    def set_exactness(self, mark: Mark | None) -> None:
+        """Whether the figures shown are exact at their moment (None: exact), from
+        :func:`~..model.exactness.figures_mark`."""
+        if mark == self.inexact:
+            return
+        self.inexact = mark
+        self.exactness.setText(mark.text if mark else "")
+        self.exactness.setToolTip(mark.tip if mark else "")
+        self.exactness.setVisible(mark is not None)
+        for key, label in self.values.items():
+            label.setToolTip(FIGURES[key][1] + (f"\n\n{NOT_EXACT_SIGN} {mark.tip}" if mark else ""))
+        if self.stats is not None:
+            self.set_stats(self.stats)
+
+    def exactness_text(self) -> str:
+        """The figures' not-exact tag, or "" when they are exact."""
+        return "" if self.exactness.isHidden() else self.exactness.text()
+
+    def _set_banner(self, text: str, oom, tip: list[str] | None = None) -> None:
+        """The banner's text for ``oom``, with its not-exact mark when it has one."""
+        mark = oom_mark(oom)
+        self.banner.setText(text + (f" \u2014 {mark.text}" if mark else ""))
+        tip = list(tip or [])
+        if mark:
+            tip.append(f"\n{mark.tip}")
+        self.banner.setToolTip("\n".join(tip))
+
     def set_scope(self, text: str) -> None:
         """The line under the figures saying what they count ("" hides it)."""
         self.scope.setText(text)
@@ -234,13 +276,13 @@ class SummaryHeader(QWidget):
             self.banner.setText("")
             self.banner.setToolTip("")
         else:
-            self.banner.setText(f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}")
             message = (doc.snap.sidecar or {}).get("oom_message")
             tip = ["Why the last OOM happened, from the snapshot's blocks and the allocator's "
                    "OOM record."]
             if message:
                 tip.append(f"\nPyTorch said:\n{message}")
-            self.banner.setToolTip("\n".join(tip))
+            self._banner_tip = tip
+            self._set_banner(f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}", oom, tip)
             self.banner.show()
         note = doc.snap.trace_integrity_note() if doc is not None else None
         self.integrity.setText(f"\u26a0 {note[0].upper()}{note[1:]}" if note else "")
@@ -273,13 +315,14 @@ class SummaryHeader(QWidget):
         if last is None:
             return
         many = f"OOM {number} of {total} · " if total > 1 and oom_here is not None else ""
+        tip = self._banner_tip
         if oom_here is not None:
-            self.banner.setText(f"{many}CUDA out of memory ({oom_where(oom_here)}): "
-                                f"{oom_here.verdict}")
+            self._set_banner(f"{many}CUDA out of memory ({oom_where(oom_here)}): "
+                             f"{oom_here.verdict}", oom_here, tip)
         else:
             at = f" at event {last_event:,}" if last_event >= 0 else ""
-            self.banner.setText(f"CUDA out of memory{at} ({oom_where(last)}; Ctrl+J jumps "
-                                f"there): {last.verdict}")
+            self._set_banner(f"CUDA out of memory{at} ({oom_where(last)}; Ctrl+J jumps "
+                             f"there): {last.verdict}", last, tip)
         self.banner.show()
 
     def integrity_text(self) -> str:
@@ -289,3 +332,16 @@ class SummaryHeader(QWidget):
     def oom_text(self) -> str:
         """The banner's text, or "" when no banner is shown."""
         return "" if self.banner.isHidden() else self.banner.text()
+
+
+def bind_exactness(w) -> None:
+    """MainWindow ``w``'s header says when its figures are not exact at the cursor's
+    moment (decided by :func:`~..model.exactness.figures_mark`; connected after
+    ``bind_views`` so it follows the figures of the same moment)."""
+    vs = w.vs
+
+    def on_moment(_keep: bool = False) -> None:
+        w.header.set_exactness(figures_mark(vs))
+
+    vs.events.document.connect(lambda _doc: on_moment())
+    vs.events.moment.connect(on_moment)

@@ -39,7 +39,7 @@ from . import main_menus
 from . import settings as st
 from .calltree_panel import AT_PEAK, CallTreePanel
 from .file_actions import FILE_FILTER, FileActionsMixin, _local_files  # noqa: F401 (re-exported)
-from .header import SummaryHeader
+from .header import SummaryHeader, bind_exactness
 from .loader import LoadThread
 from .segment_map import SORT_FREE, SORT_SIZE, SegmentMapView
 from .selectors import SelectorsMixin
@@ -125,6 +125,7 @@ class MainWindow(FileActionsMixin, SelectorsMixin, QMainWindow):
         self._build_toolbar()
         self._build_status()
         bind_views(self)  # the views subscribe to self.vs (view_bindings.py)
+        bind_exactness(self)  # the header's figures: not exact inside untrusted stretches
         from .categories_wiring import install as install_categories
 
         install_categories(self)  # what the memory is (issue 15): dock, colours, bands

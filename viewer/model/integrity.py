@@ -57,11 +57,14 @@ class Untrusted:
         return asdict(self)
 
 
-def check(timeline: Timeline) -> list[Untrusted]:
-    """Every untrusted stretch of every device of ``timeline`` (device order)."""
+def check(timeline: Timeline, devices=None) -> list[Untrusted]:
+    """Every untrusted stretch of every device of ``timeline`` (device order);
+    ``devices``: only those (the OOM reports check their devices only)."""
     out: list[Untrusted] = []
     snap = timeline.snap
     for d in sorted(timeline.devices):
+        if devices is not None and d not in devices:
+            continue
         rep = timeline.devices[d]
         if not len(rep):
             continue
@@ -72,6 +75,14 @@ def check(timeline: Timeline) -> list[Untrusted]:
         if bad is not None:
             out.append(bad)
     return out
+
+
+def untrusted_at(untrusted: list[Untrusted], device: int, k: int) -> Untrusted | None:
+    """The stretch of ``untrusted`` that holds event ``k`` of ``device``, or None when
+    the state after that event is exact.  Where an estimate and an inconsistency
+    overlap, the inconsistency (the graver reason) is the one named."""
+    hits = [u for u in untrusted if u.device == device and u.first_event <= k <= u.last_event]
+    return next((u for u in hits if u.kind == "inconsistent"), hits[0] if hits else None)
 
 
 def final_difference(timeline: Timeline, snap: Snapshot | None = None) -> list[Untrusted]:

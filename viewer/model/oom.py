@@ -15,13 +15,14 @@ sits in partly used segments.  So:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from typing import TYPE_CHECKING
 
 from .analysis import Selection, fit_request, memory_stats
+from .integrity import Untrusted, check, untrusted_at
 from .snapshot import Action, BlockState, Snapshot
 from .units import format_bytes as fb, plural
 
@@ -49,21 +50,34 @@ class OomReport:
     kind: str  # "fragmentation" | "capacity" | "changed"
     verdict: str  # one line, for people
     is_last: bool
+    # False when the OOM's event lies in a stretch of its device's timeline that is not
+    # exact (integrity.Untrusted): the layout judged is estimated or inconsistent there,
+    # so are the verdict's figures; not_exact_reason says why (the stretch's reason).
+    exact: bool = True
+    not_exact_reason: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None) -> list[OomReport]:
+def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None,
+                untrusted: "list[Untrusted] | None" = None) -> list[OomReport]:
     """One report per ``oom`` trace event, in recorded order.
 
     Each verdict is judged on the block layout at the moment of its OOM:
     replayed from the trace when ``timeline`` is given; otherwise the final
     layout, which is exact for the last event (snapshots dumped from the OOM
     observer end with it) and marked ``changed`` when the layout moved on.
+
+    With ``timeline``, a report whose event lies in an untrusted stretch
+    (:func:`integrity.check`) is marked ``exact=False`` with the stretch's reason.
+    ``untrusted``: that check's result when the caller has it already; otherwise it is
+    run here, on the devices with an OOM only, and only when there is one.
     """
     trace = snap.trace
     rows = np.flatnonzero(trace.action == Action.OOM)
+    if timeline is not None and untrusted is None and len(rows):
+        untrusted = _check(timeline, set(np.unique(trace.device[rows]).tolist()))
     reports = []
     for i, row in enumerate(rows.tolist()):
         state = snap
@@ -71,9 +85,24 @@ def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None) -> list[OomR
         if timeline is not None and rep is not None:
             k = int(np.searchsorted(rep.rows, row))
             state = timeline.snapshot_at(rep.device, k)
-        reports.append(_report(snap, state, row, is_last=i == len(rows) - 1,
-                               exact=rep is not None))
+        report = _report(snap, state, row, is_last=i == len(rows) - 1, exact=rep is not None)
+        if rep is not None and untrusted:
+            u = untrusted_at(untrusted, rep.device, k)
+            if u is not None:
+                report = replace(report, exact=False, not_exact_reason=u.reason)
+        reports.append(report)
     return reports
+
+
+def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":
+    """integrity.check of ``devices``; a check that cannot run leaves every OOM of them
+    marked not exact (never shown as exact on a trace that could not be checked)."""
+    try:
+        return check(timeline, devices)
+    except (ValueError, KeyError, IndexError) as exc:
+        return [Untrusted(d, 0, len(timeline.devices[d]) - 1, "inconsistent",
+                          f"the integrity check could not run ({exc})")
+                for d in sorted(devices) if d in timeline.devices]
 
 
 def last_oom(snap: Snapshot, timeline: "Timeline | None" = None) -> OomReport | None:

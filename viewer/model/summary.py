@@ -81,7 +81,11 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
                  early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices)),
                                    prepared))
         early_pool.shutdown(wait=False)
-    reports = oom_reports(snap, timeline)
+    # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
+    # the breakdown's thread runs (both are mostly C passes without the GIL); before the
+    # OOM reports, which it marks (an OOM inside a stretch is not exact).
+    found = integrity.check(timeline) if timeline else []
+    reports = oom_reports(snap, timeline, untrusted=found)
     state = snap
     if at is not None and timeline is not None:
         state = timeline.snapshot_at(*at)
@@ -145,9 +149,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     if overflow:
         notes.append(overflow)
     out["notes"] = notes
-    # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
-    # the breakdown's thread still runs (both are mostly C passes without the GIL).
-    untrusted = [u.to_dict() for u in integrity.check(timeline)] if timeline else []
+    untrusted = [u.to_dict() for u in found]  # (checked above, before breakdown_fields)
     # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
                                 out.get("peak_requested_event"), early))
@@ -380,7 +382,8 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
             f"requested ({oom['pool_kind']} pool, stream "
             f"{oom['stream'] and format_address(oom['stream'])})"
         )
-        lines.append(f"  {oom['verdict']}")
+        lines.append(f"  {oom['verdict']}" + ("" if oom.get("exact", True)
+                                              else f" (not exact: {oom['not_exact_reason']})"))
     later = summary.get("ooms_after_at") or 0
     if at and later:
         lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "
