@@ -105,6 +105,15 @@ def test_a_predicted_oom_ends_the_overlay_at_the_row_peak(make_window, qtbot, lo
     assert ov.peak == pred.to_dict(panel.case)["peak_reserved_bytes"]
     x, _ = panel.predicted_curve(pred)
     assert len(x) == pred.result.first_oom.request + 1
+    # Nothing is drawn after the OOM's event: the program would have stopped there.
+    oom_event = int(x[-1])
+    assert len(ov.y) == oom_event + 1 < w.timeline.n
+    w.timeline.plot.getViewBox().setXRange(0, w.timeline.n - 1, padding=0)
+    qtbot.wait(50)
+    drawn_x, _ = ov.curve.getData()
+    xs = w.timeline.xs()
+    assert drawn_x is not None and len(drawn_x)
+    assert float(np.max(drawn_x)) <= float(xs[oom_event])
     panel.close()
 
 

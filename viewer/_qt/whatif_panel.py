@@ -476,7 +476,8 @@ def open_panel(window) -> WhatIfPanel | None:
             link.clear()
             return
         x, y = panel.predicted_curve(pred)
-        if link.overlay(panel.case.device, panel.overlay_label(pred), x, y) \
+        if link.overlay(panel.case.device, panel.overlay_label(pred), x, y,
+                        ends=pred.result.first_oom is not None) \
                 or not link.current:
             return
         tl = getattr(window, "timeline", None)

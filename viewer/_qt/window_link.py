@@ -49,9 +49,10 @@ class WindowLink:
         return tl if tl is not None and hasattr(tl, "set_overlay") else None
 
     def overlay(self, device: int, label: str, curve_x=None, y=None, level: int | None = None,
-                value_range: tuple[int, int] | None = None) -> bool:
-        """Show a predicted curve (or level) of ``device`` named ``label`` on the timeline;
-        False (and the old one gone) when the window shows another document or device."""
+                value_range: tuple[int, int] | None = None, ends: bool = False) -> bool:
+        """Show a predicted curve (or level) of ``device`` named ``label`` on the timeline
+        (``ends``: it stops at its last request, a predicted OOM); False (and the old one
+        gone) when the window shows another document or device."""
         tl = self._timeline()
         if tl is None or not self.current:
             return False
@@ -61,7 +62,7 @@ class WindowLink:
         has_curve = y is not None and curve_x is not None and len(y) > 0
         return tl.set_overlay(self.key, label, curve_x if has_curve else None,
                               y if has_curve else None, None if has_curve else level,
-                              value_range)
+                              value_range, ends and has_curve)
 
     def highlight(self, mask: np.ndarray | None, label: str) -> None:
         """Highlight the stacks of ``mask`` in the window's views, named ``label`` in the

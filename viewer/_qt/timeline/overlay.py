@@ -85,11 +85,13 @@ class OverlayMixin:
 
     def set_overlay(self, key: str, label: str, curve_x: np.ndarray | None = None,
                     y: np.ndarray | None = None, level: int | None = None,
-                    value_range: tuple[int, int] | None = None) -> bool:
+                    value_range: tuple[int, int] | None = None,
+                    ends: bool = False) -> bool:
         """Show a predicted reserved curve named ``label`` (replacing ``key``'s): ``y``
         bytes after each request at trace event ``curve_x``; or, without a curve, a
-        predicted ``level``; ``value_range``: the (low, high) of an estimate.  False
-        (nothing shown) when the timeline has no trace."""
+        predicted ``level``; ``value_range``: the (low, high) of an estimate; ``ends``:
+        the program stops at the curve's last request (a predicted OOM), so nothing is
+        drawn after it.  False (nothing shown) when the timeline has no trace."""
         self.clear_overlay(key)
         if not self.n or self.doc is None:
             return False
@@ -97,10 +99,12 @@ class OverlayMixin:
         if y is not None and curve_x is not None and len(y):
             per = per_event(curve_x, y, self.n,
                             self.doc.curves(self.device)["reserved"])
+            if ends:  # no value after the OOM: the program would have stopped there
+                per = per[:min(self.n, max(int(np.max(curve_x)), 0) + 1)]
         elif level is None:
             return False
         ov = Overlay(label, per, level, value_range, overlay_color(),
-                     args=(label, curve_x, y, level, value_range))
+                     args=(label, curve_x, y, level, value_range, ends))
         pen = pg.mkPen(ov.color, width=2, style=Qt.PenStyle.DashLine)
         if value_range is not None:
             lo, hi = value_range
@@ -181,10 +185,14 @@ class OverlayMixin:
         top = 0.0
         for ov in self.overlays.values():
             if ov.curve is not None and ov.y is not None:
-                x_out, y_out = decimate(xs_all, ov.y, ov.env, k0, k1, cols)
-                ov.curve.setData(x_out, y_out)
-                if len(y_out):
-                    top = max(top, float(np.max(y_out)))
+                last = min(k1, len(ov.y) - 1)  # a curve that ends (at an OOM) stops there
+                if last < k0:
+                    ov.curve.setData([], [])
+                else:
+                    x_out, y_out = decimate(xs_all, ov.y, ov.env, k0, last, cols)
+                    ov.curve.setData(x_out, y_out)
+                    if len(y_out):
+                        top = max(top, float(np.max(y_out)))
             top = max(top, float(ov.level or 0),
                       float(ov.value_range[1]) if ov.value_range else 0.0)
         return top
