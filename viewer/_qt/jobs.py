@@ -11,7 +11,6 @@ a directory of ranks and a what-if run are all jobs.
 
 from __future__ import annotations
 
-import gc
 import threading
 from typing import Any, Callable
 
@@ -61,7 +60,10 @@ class Job(QThread):
             if self.cancel_event.is_set():
                 raise LoadCancelled()
         except LoadCancelled:
-            gc.collect()  # a half-built result may hold big arrays in cycles
+            # No gc.collect() here: a full collection on this worker thread may destroy Qt
+            # objects of the GUI (garbage of closed windows) and deadlock against the GUI
+            # thread (seen: ~QObject here waiting for the GIL, ~QMenu there for Qt's lock).
+            # The owners collect on the GUI thread (file_actions after a cancelled load).
             self.cancelled.emit()
             return
         except SnapshotError as exc:
@@ -78,5 +80,4 @@ class Job(QThread):
             self.after_done(result)
             return
         self.error = error
-        gc.collect()
         self.failed.emit(error)
