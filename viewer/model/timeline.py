@@ -224,6 +224,20 @@ def intervals(rep: DeviceReplay) -> Intervals:
     return iv
 
 
+def gather_column(pre: np.ndarray, src: np.ndarray, alloc: np.ndarray, dtype) -> np.ndarray:
+    """An interval column: ``pre`` (the blocks live at the start) then ``src[alloc]`` (the
+    in-window allocations), written once into its final array (millions of allocations
+    at 10M events: no concatenate-then-cast copies)."""
+    p = len(pre)
+    out = np.empty(p + len(alloc), dtype)
+    out[:p] = pre
+    if src.dtype == dtype:
+        np.take(src, alloc, out=out[p:])
+    else:
+        out[p:] = src[alloc]
+    return out
+
+
 def _intervals(rep: DeviceReplay) -> Intervals:
     n = len(rep)
     alloc = np.flatnonzero(rep.action == Action.ALLOC)
@@ -241,18 +255,10 @@ def _intervals(rep: DeviceReplay) -> Intervals:
             i = where.pop(a, None)
             if i is not None:
                 pre_end[i] = k
-    # Each column written once into its final array (millions of allocations at 10M
-    # events: no concatenate-then-cast copies).
     p = len(live0)
 
     def column(pre: np.ndarray, src: np.ndarray, dtype) -> np.ndarray:
-        out = np.empty(p + len(alloc), dtype)
-        out[:p] = pre
-        if src.dtype == dtype:
-            np.take(src, alloc, out=out[p:])
-        else:
-            out[p:] = src[alloc]
-        return out
+        return gather_column(pre, src, alloc, dtype)
 
     start = np.empty(p + len(alloc), np.int64)
     start[:p] = -1

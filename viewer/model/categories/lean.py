@@ -19,7 +19,7 @@ import numpy as np
 from ..replay import ALLOCATED, BEFORE_RECORDING, PENDING, DeviceReplay, initial_segment_of_blocks
 from ..replay.live import is_live
 from ..snapshot import Action
-from ..timeline import Intervals, intervals
+from ..timeline import Intervals, gather_column, intervals
 from . import native
 
 _LAZY = ("size", "addr", "stream", "pool")
@@ -48,7 +48,7 @@ class LeanIntervals(Intervals):
             pre = (init.blk_size if name == "size" else init.blk_addr)[live0]
         src = {"size": rep.block_size, "addr": rep.addr, "stream": rep.stream,
                "pool": rep.pool}[name]
-        col = _column(pre, src, alloc, np.int32 if name == "pool" else np.int64)
+        col = gather_column(pre, src, alloc, np.int32 if name == "pool" else np.int64)
         object.__setattr__(self, name, col)
         return col
 
@@ -68,18 +68,6 @@ def column_at(iv: Intervals, name: str, ids: np.ndarray) -> np.ndarray:
     out[pre] = (init.blk_size if name == "size" else init.blk_addr)[live0[ids[pre]]]
     src = rep.block_size if name == "size" else rep.addr
     out[~pre] = src[alloc[ids[~pre] - p]]
-    return out
-
-
-def _column(pre: np.ndarray, src: np.ndarray, alloc: np.ndarray, dtype) -> np.ndarray:
-    """``pre`` then ``src[alloc]``, written once into the final array."""
-    p = len(pre)
-    out = np.empty(p + len(alloc), dtype)
-    out[:p] = pre
-    if src.dtype == dtype:
-        np.take(src, alloc, out=out[p:])
-    else:
-        out[p:] = src[alloc]
     return out
 
 
@@ -114,9 +102,9 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
     start[p:] = alloc
     return LeanIntervals(
         rep, alloc, live0, start=start, event=start,
-        end=_column(pre_end, rep.freed_at, alloc, np.int64),
-        requested=_column(init.blk_requested[live0], rep.size, alloc, np.int64),
-        stack=_column(init.blk_stack[live0], rep.stack, alloc, np.int32))
+        end=gather_column(pre_end, rep.freed_at, alloc, np.int64),
+        requested=gather_column(init.blk_requested[live0], rep.size, alloc, np.int64),
+        stack=gather_column(init.blk_stack[live0], rep.stack, alloc, np.int32))
 
 
 def _lean_native(rep: DeviceReplay, live0: np.ndarray) -> Intervals:
