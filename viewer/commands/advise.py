@@ -13,11 +13,9 @@ import argparse
 import json
 import sys
 
-from ..model import SnapshotError
-from ..model.errors import LoadCancelled
 from ..model.progress import Progress
 from .tty_progress import TerminalProgress
-from .whatif import _positive_int, load_case, parse_bytes
+from .whatif import _positive_int, load_case, parse_bytes, reported
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,20 +47,15 @@ def main(argv: list[str]) -> int:
         case = load_case(args, tp)
         if isinstance(case, int):
             return case
-        try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
+        def run():
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            check = case.self_check()
-            result = advise(case, args.batch, args.memory_limit, _stages(tp))
-        except SnapshotError as exc:
-            tp.clear()
-            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-            return 2
-        except MemoryError:
-            tp.clear()
-            print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
-            return 2
-        except LoadCancelled:  # pragma: no cover - no one cancels on the command line
-            return 1
+            return case.self_check(), advise(case, args.batch, args.memory_limit, _stages(tp))
+
+        # An inconsistent recording: one line naming where (SnapshotError), no traceback.
+        got = reported(args, tp, run)
+        if isinstance(got, int):
+            return got
+        check, result = got
     if not check.ok:
         print(f"vramscope: warning: the allocator model does not reproduce this recording "
               f"({check.first_difference}); predictions are approximate", file=sys.stderr)

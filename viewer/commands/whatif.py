@@ -91,9 +91,18 @@ def load_case(args: argparse.Namespace, tp: TerminalProgress):
     code to return instead of the case."""
     from ..model.whatif import prepare
 
-    try:
+    def load():
         snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
         return prepare(snap, args.device, tp.stage("replaying the trace"))
+
+    return reported(args, tp, load)
+
+
+def reported(args: argparse.Namespace, tp: TerminalProgress, work):
+    """``work()``'s result; a file the model cannot read or follow: one line on stderr and
+    the exit code to return instead (2; 1 when cancelled)."""
+    try:
+        return work()
     except SnapshotError as exc:
         tp.clear()
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
