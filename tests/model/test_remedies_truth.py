@@ -23,14 +23,29 @@ TOLERANCE = 0.05
 # (-6.1 %) while cuDNN's convolution workspaces were scaled in proportion; they are now
 # a fixed weight part plus a per-sample part (viewer/model/remedies/workspaces.py), and
 # what is left is the algorithm cuDNN picks at the other batch, which one recording
-# cannot show (tests/model/test_remedies_workspaces.py measures both).  A pair that
-# misses for that reason goes here with a strict xfail, its reason and its numbers.
+# cannot show (tests/model/test_remedies_workspaces.py measures both; the real peak of
+# every pair lies in the estimate's range there).  A pair that misses for that reason
+# goes here with a strict xfail, its reason and its numbers.  All are held out (recorded
+# after the model was written, not tuned to).
+SWITCHED_AT_64 = ("at batch 64 and above cuDNN (H100, 9.19, heuristics) picks backward-"
+                  "filter algorithms without a real workspace (0.4 MiB the largest at 64) "
+                  "where every batch up to 56 copies both operands (124.4 MiB at 32 for "
+                  "the 16->64-channel 1x1 convolution at 112x112): the recording has no "
+                  "allocation of that size to scale; the range holds the real peak")
 KNOWN_MISSES: dict[tuple[str, int, int], str] = {
-    # Held out (recorded after the model was written): -8.3 % (1.80 GiB predicted, real
-    # 1.96 GiB), the same with workspaces in proportion.
-    ("mobilenet", 64, 32): "at batch 64 cuDNN picked algorithms without a workspace for "
-                           "the two largest backward convolutions (124.4 and 50.0 MiB at "
-                           "batch 32): the batch-64 recording has no allocation to scale",
+    # -8.3 % (1.80 GiB predicted, real 1.96 GiB), -8.1 %, -7.9 %.
+    ("mobilenet", 64, 32): SWITCHED_AT_64,
+    ("mobilenet", 80, 40): SWITCHED_AT_64,
+    ("mobilenet", 96, 48): SWITCHED_AT_64,
+    # -6.9 % (3.16 GiB predicted, real 3.39 GiB).
+    ("efficientnet", 64, 32): "EfficientNet-B0 likewise: at batch 64 cuDNN picked algorithms "
+                              "whose largest workspace is 0.84 MiB per sample, 5.4 MiB per "
+                              "sample at 16 / 32 / 48; the range holds the real peak",
+    # -5.5 % (2.30 GiB predicted, real 2.44 GiB).
+    ("convnext", 32, 16): "ConvNeXt-T at batch 16 made another request stream than at 32 "
+                          "and 48 (4385 requests vs 4739 at 32: other kernels were "
+                          "picked), so scaling batch 32's requests misses it; 32 <-> 48 "
+                          "are within 1.3 %",
 }
 
 

@@ -40,16 +40,12 @@ ADDRESSES = ("with every size of the real run at 96 the replay of this stream is
              "40 MiB (1 %) low: the real run's segments came at other addresses, and the "
              "allocator's best fit breaks ties by address; a recording at another batch "
              "cannot show where cudaMalloc puts them")
-VANISHED = ("at batch 64 cuDNN picked algorithms without a workspace for the two largest "
-            "backward convolutions (61.8 / 124.4 / 185.7 MiB and 24.8 / 50.0 / 74.5 MiB "
-            "at batch 16 / 32 / 48; 0.4 MiB the largest at 64): the batch-64 recording has "
-            "no allocation to scale, so no range from it holds them")
 KNOWN = {
     "in_proportion": {(8, 24): AT_8},
     "bounds": {(24, 8): "the workspace of 9846928 B at batch 24 is 1024 B at batch 8 "
                         "(below half its estimate): " + AT_8},
     "replay": {(8, 24): AT_8, **{(b, 96): ADDRESSES for b in (16, 32, 48, 64)}},
-    "range": {("mobilenet", 64, b): VANISHED for b in (16, 32, 48)},
+    "range": {},
 }
 
 
@@ -153,15 +149,19 @@ def test_most_workspaces_are_explained_by_their_weight_and_activations():
 def test_every_workspace_lies_within_its_bounds_at_the_other_batch(b0, b1):
     a, ja, real, f = _pair(b0, b1)
     lo, hi = batch_scale.workspace_bounds(ja, f)
-    got = real[ja.workspace]
+    w = ja.uncertain_workspace
+    got = real[w]
     assert ((got >= lo) & (got <= hi)).all(), \
         [(int(x), int(y), int(z)) for x, y, z in zip(lo, got, hi) if not y >= x or not y <= z]
     # The estimated size is inside; the bounds are no wider than half .. twice it,
-    # widened to the recorded size.
-    est = ja.scaled_sizes(f)[ja.workspace]
-    rec = ja.size[ja.workspace]
+    # widened to the recorded size, and above to a copy of the operands.
+    est = ja.scaled_sizes(f)[w]
+    rec = ja.size[w]
+    _, band_hi, copy = batch_scale.workspace_sizes(ja, f)
     assert (lo <= est).all() and (hi >= est).all() and (lo < hi).all()
-    assert (lo >= np.minimum(est // 2, rec)).all() and (hi <= np.maximum(2 * est, rec)).all()
+    assert (band_hi == np.maximum(2 * est, rec)).all() and (hi == np.maximum(band_hi, copy)).all()
+    assert (lo >= np.minimum(est // 2, rec)).all()
+    assert (copy > 0).mean() > 0.9  # every convolution's operands are found but a few
 
 
 @needs_resnet
@@ -199,8 +199,8 @@ def test_the_estimate_repeats_and_its_bounds_move_with_the_scale():
     case, j, _ = table.case_of(RESNET[max(RESNET)])
     one = batch_scale.estimate_range(case, j, Fraction(1, 2))
     assert one == batch_scale.estimate_range(case, j, Fraction(1, 2))  # seeded
-    lo_half, hi_half = batch_scale.workspace_bounds(j, Fraction(1, 2))
-    lo_one, hi_one = batch_scale.workspace_bounds(j, 1)
+    lo_half, hi_half, _ = batch_scale.workspace_sizes(j, Fraction(1, 2))
+    lo_one, hi_one, _ = batch_scale.workspace_sizes(j, 1)
     rec, fixed = j.size[j.workspace], j.fixed[j.workspace]
     assert (lo_half <= lo_one).all() and (hi_one == 2 * rec).all() and (lo_one == rec // 2).all()
     # Downscaled, a workspace may keep its recorded size, and twice its fixed part
@@ -208,7 +208,7 @@ def test_the_estimate_repeats_and_its_bounds_move_with_the_scale():
     assert (hi_half >= rec).all() and (hi_half <= rec + fixed + 1).all()
     # Upscaled, it may shrink (measured: 21.7 MiB at batch 32, 19.2 MiB at 48) down to
     # half the estimate, and grow to twice it.
-    lo_two, hi_two = batch_scale.workspace_bounds(j, 2)
+    lo_two, hi_two, _ = batch_scale.workspace_sizes(j, 2)
     assert (lo_two == np.minimum((2 * rec - fixed) // 2, rec)).all() and (lo_two < rec).any()
     assert (hi_two == 2 * (2 * rec - fixed)).all()
 
@@ -227,3 +227,36 @@ def test_advise_labels_its_batch_answers_estimates_where_workspaces_are():
     if gpt2:
         g = table.advice_of(gpt2[min(gpt2)], 2 << 30).to_dict()
         assert g["largest_batch_is_estimate"] is False and g["largest_batch_that_fits"] == 12
+
+
+MOBILENET = SWEEPS.get("mobilenet", {})
+
+
+@pytest.mark.skipif(not {32, 64} <= set(MOBILENET), reason="MobileNetV3 sweep not recorded")
+def test_a_per_sample_sized_scratch_beside_a_weight_may_be_a_workspace():
+    """At batch 64 cuDNN's backward-filter workspaces of MobileNetV3 are 262144 B and
+    65536 B: multiples of the batch and of 512 B, so the point estimate scales them as
+    per-sample tensors, but they are scratch beside a convolution's weight gradient and
+    the range lets cuDNN pick the operand-copying algorithm it used at batch 32 (124.4
+    MiB), which the batch-64 recording cannot show."""
+    case, j, _ = table.case_of(MOBILENET[64])
+    size = j.size
+    maybe = np.flatnonzero(j.maybe_workspace)
+    assert len(maybe) and not (j.maybe_workspace & j.workspace).any()
+    assert 262144 in size[maybe] and 65536 in size[maybe]
+    assert (j.transient[maybe]).all() and (j.scales[maybe]).all()
+    # The point estimate keeps them proportional (not decomposed)...
+    f = Fraction(1, 2)
+    assert (j.scaled_sizes(f)[maybe] == size[maybe] // 2).all()
+    assert (j.fixed[maybe] == 0).all()
+    # ... their operands are the convolution's input and output gradient (205520896 B =
+    # 64 x 64 x 112 x 112 fp32 twice at the largest), and the bounds at half the batch
+    # take in the largest workspace the real batch-32 run asked for.
+    i = maybe[size[maybe] == 262144][0]
+    assert j.operands[i] == 2 * 205520896
+    lo, hi = batch_scale.workspace_bounds(j, f)
+    real32, j32, _ = table.case_of(MOBILENET[32])
+    assert hi.max() >= j32.size[j32.uncertain_workspace].max() == 130484351
+    # Transformers have no such scratch: their predictions stay exact.
+    for b, path in SWEEPS.get("gpt2", {}).items():
+        assert not table.case_of(path)[1].maybe_workspace.any(), b

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPu
                                QWidget)
 
 from ..model.remedies.advise import format_peak
+from ..model.remedies.batch_scale import RANGE_WHAT
 from ..model.snapshot import Snapshot
 from ..model.units import format_bytes as fb
 from ..model.units import parse_bytes
@@ -51,9 +52,8 @@ OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 # the range was drawn).
 WORKSPACE_WHY = ("An estimate: library workspaces (cuDNN-like: convolution algorithms chosen "
                  "per shape) were seen in the recording, and the sizes cuDNN would pick at "
-                 "another batch cannot be known from one recording. The range is the peak with "
-                 "those workspaces between half and twice their estimated size (a fixed "
-                 "part and a per-sample part).")
+                 "another batch cannot be known from one recording. The figure assumes the "
+                 "recorded algorithms; the range covers the others: " + RANGE_WHAT + ".")
 ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
                  "change would remove from the bytes live at it, not a simulation.")
 

@@ -84,8 +84,8 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
             if est:
                 print(f"  {p.conf}: estimate {fb(est['low_bytes'])} to {fb(est['high_bytes'])}: "
                       f"{est['workspace_allocations']} library workspaces (cuDNN-like: not "
-                      "per-sample, freed at once) may be half to twice their estimated "
-                      "size at this batch; the figure above keeps their weight part and "
-                      "scales the rest")
+                      f"per-sample, freed at once): {batch_scale.RANGE_WHAT}; the figure "
+                      "above assumes the recorded algorithms (weight part kept, the rest "
+                      "scaled)")
         print(explain.format_rule_table(rows_explain))
     return 0

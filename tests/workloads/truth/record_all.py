@@ -94,8 +94,15 @@ def simple_specs() -> list[dict]:
                       iters=3, optimizer="SGD", optimizer_kwargs={"lr": 0.1, "momentum": 0.9},
                       sweep={"family": "resnet", "batch_sizes": [8, 16, 24, 32, 48, 64, 96]},
                       workload=f"resnet18 SGD momentum batch {b}"))
+    # The second set (mobilenet's other batches, efficientnet, densenet, convnext) was
+    # recorded after MobileNet at batch 64 showed cuDNN switching its algorithm by batch:
+    # where it switches, and how large a workspace it takes when it does.
     for arch, tag, sizes in (("resnet50", "resnet50", (16, 24, 32, 48)),
-                             ("mobilenet_v3_large", "mobilenet", (16, 32, 48, 64))):
+                             ("mobilenet_v3_large", "mobilenet",
+                              (16, 24, 32, 40, 48, 56, 64, 80, 96, 128)),
+                             ("efficientnet_b0", "efficientnet", (16, 32, 48, 64)),
+                             ("densenet121", "densenet", (16, 24, 32, 48)),
+                             ("convnext_tiny", "convnext", (16, 32, 48))):
         for b in sizes:
             s.append(spec(f"sweep_{tag}_b{b:02d}", "sweep", family="resnet", arch=arch,
                           image=224, batch=b, iters=3, optimizer="SGD",

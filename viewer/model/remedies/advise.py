@@ -71,8 +71,8 @@ def _workspace_note(est: batch_scale.PeakEstimate | None) -> str:
     """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate."""
     if est is None:
         return ""
-    return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like) may be half to "
-            f"twice their estimated size, peak reserved {fb(est.low)} to "
+    return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like): "
+            f"{batch_scale.RANGE_WHAT}; peak reserved {fb(est.low)} to "
             f"{fb(est.high)}")
 
 

@@ -64,27 +64,55 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
 ESTIMATE_SAMPLES = 32  # simulated draws of the workspace sizes for the estimate's range
 # ... and on long streams (a replay of a million events takes seconds) fewer.
 ESTIMATE_SAMPLES_LONG, LONG_STREAM = 8, 200_000
+# A workspace that copies a convolution's two operands asks for up to this many times
+# their bytes: measured 1.007-1.026 on MobileNetV3 and EfficientNet-B0 backward-filter
+# (H100, cuDNN 9.19), the rest alignment and a per-call constant.
+COPY_SLACK = Fraction(21, 20)
+# What the range of a batch prediction spans, in words (CLI and GUI say it the same way).
+RANGE_WHAT = ("cuDNN picks each convolution's algorithm per batch, so each workspace may be "
+              "like the recorded one (half to twice its estimated size), a copy of its "
+              "operands, or none")
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
-    """Lowest and highest requested size of every :attr:`~.scaling.Judgement.workspace`
-    allocation at ``scale`` (arrays over those allocations, in request order).
+    """Lowest and highest requested size of every
+    :attr:`~.scaling.Judgement.uncertain_workspace` allocation at ``scale`` (arrays over
+    those allocations, in request order): :func:`workspace_sizes`' ``low`` and the larger
+    of its ``band_high`` and ``copy``."""
+    lo, band_hi, copy = workspace_sizes(judgement, scale)
+    return lo, np.maximum(band_hi, copy)
 
-    Half to twice the estimated size (a fixed weight part plus a per-sample part,
-    :mod:`.workspaces`; proportional where no fixed part was found), widened to take in
-    the recorded size.  cuDNN picks its algorithm per shape: measured on ResNet-18, a
-    forward workspace of ``W + 1 x output`` at batch 16 and 32 is ``W + 2 x output`` at
-    48 and 64 (twice the estimate from 32, half of it from 64), and a backward-filter
-    workspace keeps 8 partial weight gradients at batch 16 but 15 at 32.  Every workspace
-    of the ResNet-18 sweeps lies within these bounds at every other batch
-    (tests/model/test_remedies_workspaces.py)."""
+
+def workspace_sizes(judgement: Judgement, scale
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, band_high, copy) per :attr:`~.scaling.Judgement.uncertain_workspace`
+    allocation at ``scale``.
+
+    ``low`` .. ``band_high``: an algorithm like the recorded one, half to twice the
+    estimated size (a fixed weight part plus a per-sample part, :mod:`.workspaces`;
+    proportional where no fixed part was found), widened to take in the recorded size.
+    cuDNN picks its algorithm per shape: measured on ResNet-18, a forward workspace of
+    ``W + 1 x output`` at batch 16 and 32 is ``W + 2 x output`` at 48 and 64 (twice the
+    estimate from 32, half of it from 64), and a backward-filter workspace keeps 8
+    partial weight gradients at batch 16 but 15 at 32; every workspace of the ResNet-18
+    sweeps lies in this band at every other batch (tests/model/test_remedies_workspaces.py).
+    ``copy``: an algorithm that copies the workspace's operands at ``scale``
+    (:data:`COPY_SLACK` x their bytes; 0 where they are not known).  MobileNetV3's
+    backward-filter workspaces copy both operands up to batch 56 and are under 0.5 MiB
+    from 64 (:mod:`.workspaces`): from 64, half the batch asks for hundreds of times the
+    estimate, which only the copy takes in."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
-    w = judgement.workspace
+    w = judgement.uncertain_workspace
     est = judgement.scaled_sizes(f)[w]
     rec = judgement.size[w]
     lo = np.maximum(np.minimum(est // 2, rec), 1)
     hi = np.maximum(est * 2, rec)
-    return lo, hi
+    copy = np.zeros_like(hi)
+    if judgement.operands is not None:
+        ops = judgement.operands[w]
+        copy = -((-ops * COPY_SLACK.numerator * f.numerator)
+                 // (COPY_SLACK.denominator * f.denominator))
+    return lo, hi, copy
 
 
 @dataclass
@@ -105,37 +133,55 @@ class PeakEstimate:
                 "workspace_bytes_estimated": self.workspace_bytes,
                 "samples": self.samples,
                 "what": "library workspaces (cuDNN-like: not per-sample, freed at once) "
-                        "estimated as a fixed weight part plus a per-sample part, drawn "
-                        "between half and twice that size, or their recorded size"}
+                        "estimated as a fixed weight part plus a per-sample part; " + RANGE_WHAT}
 
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
                    samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
-    """Peak reserved over workspace sizes within :func:`workspace_bounds`; None when the
-    recording has no workspace whose size is uncertain.
+    """Peak reserved over the workspace sizes cuDNN could ask for at ``scale``; None when
+    the recording has no workspace whose size is uncertain.
 
-    Peak reserved is not monotone in a workspace's size (a large one leaves a large
-    cached segment that later activations share), so the range is not taken from the
-    bounds alone: all at low, all at high, the estimated point and ``samples``
-    draws, one log-uniform factor per recorded size (the same layer shape makes the same
-    choice in every iteration), seeded so the answer repeats.  ``samples`` None:
-    :data:`ESTIMATE_SAMPLES`, or :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM`
-    requests."""
-    w = judgement.workspace
+    Per workspace, three kinds of algorithm (:func:`workspace_sizes`): one like the
+    recorded (half .. twice the estimate), one that copies its operands, and one with no
+    workspace (cuDNN always has such an algorithm; MobileNetV3 at batch 64 used them
+    where batch 32 took 124 MiB).  Peak reserved is not monotone in a workspace's size (a
+    large one leaves a large cached segment that later activations share), so the range
+    is not taken from the bounds alone: the estimated point; all at the band's low, all at
+    its high, all copies, all without a workspace; ``samples`` draws within the band and
+    half as many with each layer shape's algorithm drawn too; one choice per recorded
+    size (the same layer shape makes the same choice in every iteration), seeded so the
+    answer repeats.  ``samples`` None: :data:`ESTIMATE_SAMPLES`, or
+    :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM` requests."""
+    w = judgement.uncertain_workspace
     if not w.any():
         return None
     if samples is None:
         samples = ESTIMATE_SAMPLES if len(w) <= LONG_STREAM else ESTIMATE_SAMPLES_LONG
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     base = judgement.scaled_sizes(f)
-    lo, hi = workspace_bounds(judgement, f)
+    lo, hi, copy = workspace_sizes(judgement, f)
+    copied = np.maximum(copy, lo)
+    none = np.ones_like(lo)
     _, group = np.unique(judgement.size[w], return_inverse=True)
+    groups = int(group.max()) + 1
     rng = np.random.default_rng(seed)
-    draws = [base[w], lo, hi]
+    draws = [base[w], lo, hi, none]
+    if (copy > hi).any():
+        draws.append(np.maximum(copied, hi))
     llo, lhi = np.log(lo), np.log(hi)
+
+    def band():
+        u = rng.random(groups)[group]
+        return np.clip(np.exp(llo + u * (lhi - llo)).astype(np.int64), lo, hi)
+
     for _ in range(samples):
-        u = rng.random(int(group.max()) + 1)[group]
-        draws.append(np.clip(np.exp(llo + u * (lhi - llo)).astype(np.int64), lo, hi))
+        draws.append(band())
+    for _ in range(samples // 2):
+        sizes = band()
+        kind = rng.integers(0, 3, groups)[group]  # 0 like recorded, 1 copy, 2 none
+        sizes[kind == 1] = copied[kind == 1]
+        sizes[kind == 2] = 1
+        draws.append(sizes)
     peaks = []
     for sizes in draws:
         s = base.copy()

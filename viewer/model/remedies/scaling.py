@@ -102,11 +102,22 @@ class Judgement:
     # Bool per request: freed by the very next request of the stream (a scratch buffer
     # made and dropped inside one operation); None when not known.
     transient: np.ndarray | None = None
+    # Bool per request: scaled like a per-sample tensor (its size is a whole number of
+    # bytes per sample) yet made and dropped inside one operation beside a convolution's
+    # weight, and no longer-lived allocation of the stream has its size: it may be a
+    # library's workspace whose size only happens to be such a multiple (MobileNetV3's
+    # backward-filter workspaces at batch 64: 262144 B).  Its point estimate stays
+    # proportional; the estimate's range lets cuDNN pick another algorithm for it
+    # (:func:`.batch_scale.estimate_range`).  None when not looked.
+    maybe_workspace: np.ndarray | None = None
     # int64 per request: the bytes of a workspace that stay at any batch (its weight
     # part, :mod:`.workspaces`); None or 0: proportional.
     fixed: np.ndarray | None = None
     # int8 per request: how that part was found (:data:`.workspaces.HOW`); None: not looked.
     fixed_how: np.ndarray | None = None
+    # int64 per request: a workspace's operands (:attr:`.workspaces.WorkspaceModel.operands`),
+    # bytes at the recorded batch (they scale with it); None or 0: not known.
+    operands: np.ndarray | None = None
 
     @property
     def scales(self) -> np.ndarray:
@@ -127,6 +138,13 @@ class Judgement:
         if not self.batch:
             return np.zeros(len(self.rule), bool)
         return self.scales & (self.size % int(self.batch) != 0)
+
+    @property
+    def uncertain_workspace(self) -> np.ndarray:
+        """Bool per request: :attr:`workspace` or :attr:`maybe_workspace`, the allocations
+        whose size at another batch follows the algorithm cuDNN picks there."""
+        w = self.workspace
+        return w | self.maybe_workspace if self.maybe_workspace is not None else w
 
     @property
     def workspace(self) -> np.ndarray:
@@ -303,7 +321,12 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     assign(np.ones(n, bool), PER_ITERATION)
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
+    kept_sizes = np.unique(size[(reqs.kind == rq.ALLOC) & ~transient])
+    scratch = (transient & j.scales & ~j.workspace & (size > TINY_BYTES)
+               & ~np.isin(size, kept_sizes))
     judged_fixed = np.isin(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
-    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch)
-    j.fixed, j.fixed_how = model.fixed, model.how
+    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch,
+                                   scratch)
+    j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
+    j.maybe_workspace = model.maybe
     return j

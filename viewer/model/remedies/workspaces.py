@@ -29,8 +29,15 @@ in proportion.
 
 What one recording cannot show is the algorithm cuDNN picks at another batch: measured,
 layer1's forward workspace is ``W + 1 x O`` at batch 16 and 32 but ``W + 2 x O`` at 48
-and 64, and the split count changes (8 copies at batch 16, 15 at 32).  The size is an
-estimate (the what-if says so and gives a range, :func:`.batch_scale.estimate_range`).
+and 64, and the split count changes (8 copies at batch 16, 15 at 32).  The choice can
+also switch to another kind of algorithm: MobileNetV3's and EfficientNet-B0's
+backward-filter workspaces are a copy of both operands (input and output gradient,
+1.007-1.026 x their sum) at every batch up to 56 but under 0.5 MiB at 64 and above
+(H100, cuDNN 9.19, heuristics mode; PyTorch passes cuDNN's first choice through, with no
+filter of its own by size).  So each workspace also carries its :attr:`WorkspaceModel.operands`,
+the two per-sample allocations made just before it, as the size such a copy would take.
+The size is an estimate (the what-if says so and gives a range,
+:func:`.batch_scale.estimate_range`).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ MAX_MULTIPLE = 8  # k: activations per workspace, in halves up to this
 UNIT_LOOKBACK = 16  # requests before the workspace searched for its activations
 WEIGHT_WINDOW = 4  # requests either side searched for the weight (gradient) beside it
 MIN_UNIT = 4096  # smaller: statistics and norm-layer vectors, not a convolution's tensors
+MIN_WEIGHT = 512  # smaller: not taken as a weight beside a possible workspace
 
 # How a workspace's fixed part was found (int8 per request).
 NONE, DECOMPOSED, WEIGHT_BESIDE = range(3)
@@ -62,6 +70,13 @@ class WorkspaceModel:
     fixed: np.ndarray  # int64; 0 for every request that is not a workspace
     how: np.ndarray  # int8: NONE / DECOMPOSED / WEIGHT_BESIDE
     multiple: np.ndarray  # float64: k (activations per workspace); 0 when not decomposed
+    # int64: the two largest per-sample allocations made just before a workspace, summed
+    # (a convolution's input and output or their gradients): what an algorithm that
+    # copies both operands asks for; 0 for every other request.
+    operands: np.ndarray
+    # bool: of the candidates passed in, those made beside a convolution's weight (see
+    # :attr:`.scaling.Judgement.maybe_workspace`).
+    maybe: np.ndarray
 
 
 def weight_sizes(case, evd: ev.Evidence) -> np.ndarray:
@@ -112,13 +127,16 @@ def _decompose(size: int, units: list[int], beside: int, weights: np.ndarray
 
 
 def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarray,
-                judged_fixed: np.ndarray, batch: int | None = None) -> WorkspaceModel:
+                judged_fixed: np.ndarray, batch: int | None = None,
+                candidates: np.ndarray | None = None) -> WorkspaceModel:
     """The :class:`WorkspaceModel` of a request stream.
 
     ``workspace``: bool per request (:attr:`~.scaling.Judgement.workspace`); ``scales``:
     judged to grow with the batch; ``judged_fixed``: judged model state (the weight
     gradients beside a backward workspace are); ``batch``: the recorded batch size, when
-    known (an activation of the operation is then a whole number of bytes per sample)."""
+    known (an activation of the operation is then a whole number of bytes per sample);
+    ``candidates``: per-sample-sized scratch allocations that may be workspaces too (kept
+    in :attr:`WorkspaceModel.maybe` when a weight is beside them; never decomposed)."""
     reqs = case.requests
     n = len(reqs)
     size = reqs.size.astype(np.int64)
@@ -126,9 +144,12 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     fixed = np.zeros(n, np.int64)
     how = np.zeros(n, np.int8)
     mult = np.zeros(n, np.float64)
+    operands = np.zeros(n, np.int64)
+    maybe = np.zeros(n, bool)
+    cand = candidates & ~workspace if candidates is not None else np.zeros(n, bool)
     rows = np.flatnonzero(workspace)
-    if not len(rows):
-        return WorkspaceModel(fixed, how, mult)
+    if not len(rows) and not cand.any():
+        return WorkspaceModel(fixed, how, mult, operands, maybe)
     weights = weight_sizes(case, evd)
     # A weight, or its half-precision copy (autocast makes one beside each convolution
     # in forward, and its gradient in backward).
@@ -137,21 +158,19 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     if batch:
         unit_ok &= size % int(batch) == 0
     beside_ok = alloc & judged_fixed & (size > MIN_UNIT)  # not a norm layer's vector
-    beside: dict[int, int] = {}
-    for i in rows.tolist():
-        s = int(size[i])
-        for dist in range(1, WEIGHT_WINDOW + 1):
-            # i + 1 is the workspace's own free: the next request after it is i + 2.
-            near = [k for k in (i - dist, i + 1 + dist) if 0 <= k < n and beside_ok[k]
-                    and size[k] < s and int(size[k]) in weight_set]
-            if near:
-                beside[i] = int(size[near[0]])
-                break
+    beside = _beside(np.flatnonzero(workspace), size, beside_ok, weight_set)
+    # A candidate needs only some weight's size beside it: a 1x1 convolution's weight
+    # can be as small as a norm layer's vector (16 x 64 fp32 = 4 KiB in MobileNetV3).
+    near = _beside(np.flatnonzero(cand), size, alloc & judged_fixed & (size > MIN_WEIGHT),
+                   weight_set)
+    for i in near:
+        maybe[i] = True
+        operands[i] = _operands(i, size, unit_ok)
     # The convolutions' weights: those found beside a workspace (a weight gradient in
     # backward, autocast's weight copy in forward).  Only they can be the fixed part of
     # a workspace with none beside it: any parameter's size would match by chance too
     # often.
-    conv_weights = np.array(sorted(set(beside.values())), np.int64)
+    conv_weights = np.array(sorted({w for i, w in beside.items() if workspace[i]}), np.int64)
     cache: dict[tuple, tuple[int, float] | None] = {}
     for i in rows.tolist():
         s = int(size[i])
@@ -160,6 +179,7 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
         for k in range(i - 1, max(-1, i - UNIT_LOOKBACK - 1), -1):
             if unit_ok[k] and int(size[k]) not in units:
                 units.append(int(size[k]))
+        operands[i] = _operands(i, size, unit_ok)
         key = (s, w, tuple(units))
         if key not in cache:
             cache[key] = _decompose(s, units, w, conv_weights)
@@ -170,4 +190,29 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
         elif w:
             fixed[i] = w
             how[i] = WEIGHT_BESIDE
-    return WorkspaceModel(fixed, how, mult)
+    return WorkspaceModel(fixed, how, mult, operands, maybe)
+
+
+def _beside(rows: np.ndarray, size: np.ndarray, ok: np.ndarray, weight_set: set
+            ) -> dict[int, int]:
+    """Row -> the size of the weight allocated beside it (within :data:`WEIGHT_WINDOW`
+    requests either side, smaller than it), for the rows that have one."""
+    n = len(size)
+    out: dict[int, int] = {}
+    for i in rows.tolist():
+        s = int(size[i])
+        for dist in range(1, WEIGHT_WINDOW + 1):
+            # i + 1 is the workspace's own free: the next request after it is i + 2.
+            near = [k for k in (i - dist, i + 1 + dist) if 0 <= k < n and ok[k]
+                    and size[k] < s and int(size[k]) in weight_set]
+            if near:
+                out[i] = int(size[near[0]])
+                break
+    return out
+
+
+def _operands(i: int, size: np.ndarray, unit_ok: np.ndarray) -> int:
+    """The two largest per-sample allocations made just before request ``i``, summed."""
+    lo = max(0, i - UNIT_LOOKBACK)
+    made = np.sort(size[lo:i][unit_ok[lo:i]])
+    return int(made[-2:].sum())
