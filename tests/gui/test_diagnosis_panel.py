@@ -12,6 +12,7 @@ RESNET = DATA / "resnet50_train.pickle"
 # A real GPT-2 OOM under a 2 GiB limit at batch 13 (12 fits: the truth's probes).
 GPT2_LIMIT_OOM = DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"
 # ResNet-18 at batch 64: cuDNN workspaces make a batch prediction an estimate.
+MOBILENET_B64 = DATA / "truth" / "sweep_mobilenet_b64.pickle.xz"
 RESNET_B64 = DATA / "truth" / "sweep_resnet_b64.pickle.xz"
 
 
@@ -126,6 +127,33 @@ def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot
     bands = [i for i in panel.plot.getPlotItem().items if isinstance(i, pg.LinearRegionItem)]
     assert len(bands) == 1 and bands[0].getRegion() == pytest.approx((lo / 2**30, hi / 2**30))
     assert f"estimate {fb(lo)} - {fb(hi)}" in [label.text for _, label in panel.legend.items]
+
+
+@pytest.mark.skipif(not MOBILENET_B64.exists(), reason="truth sweep not recorded")
+def test_a_limit_far_above_the_curves_is_left_off_the_chart(make_panel, qtbot):
+    """A run that fits easily (MobileNetV3 at batch 64: 3.4 GiB of an 80 GiB GPU): the
+    chart keeps to the curves, and its legend says the limit is above it; a limit near
+    them stays on it."""
+    from vramscope.viewer.model.units import format_bytes as fb
+
+    panel = make_panel(MOBILENET_B64)
+    panel.batch_spin.setValue(64)
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    lim = panel.advice.memory_limit_bytes
+    row = next(r for r, rem in enumerate(panel.advice.remedies) if rem.remedy == "smaller_batch")
+    panel.table.selectRow(row)
+    labels = [label.text for _, label in panel.legend.items]
+    assert f"memory limit {fb(lim)} (above the chart)" in labels
+    top = panel.plot.getPlotItem().vb.viewRange()[1][1] * 2**30
+    assert top < lim / 3 and top >= panel.advice.recorded_peak_reserved_bytes
+    panel.limit_edit.setText("4GiB")
+    with qtbot.waitSignal(panel.finished, timeout=120000):
+        panel.run()
+    panel.table.selectRow(0)
+    labels = [label.text for _, label in panel.legend.items]
+    assert "memory limit 4.00 GiB" in labels
+    assert panel.plot.getPlotItem().vb.viewRange()[1][1] >= 4.0
 
 
 def test_batch_and_limit_give_the_largest_batch(make_panel, qtbot):

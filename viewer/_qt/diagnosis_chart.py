@@ -17,6 +17,7 @@ from . import theme
 from .timeline.overlay import overlay_color
 
 GIB = 1 << 30
+LIMIT_OFF_CHART = 3  # a limit above this many times the highest curve is left off the y range
 
 
 class RemedyChart(pg.PlotWidget):
@@ -72,8 +73,13 @@ class RemedyChart(pg.PlotWidget):
         if lim:
             pen = pg.mkPen(theme.muted(), width=1, style=Qt.PenStyle.DashLine)
             self.addItem(pg.InfiniteLine(lim / GIB, angle=0, pen=pen))
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}")
-            top = max(top, float(lim))
+            # A limit far above the curves (the whole GPU for a run that fits easily)
+            # would flatten them to the axis: the chart keeps to the curves and says so.
+            above = lim > LIMIT_OFF_CHART * top
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}"
+                                + (" (above the chart)" if above else ""))
+            if not above:
+                top = max(top, float(lim))
         self.setYRange(0, max(top, 1.0) * 1.05 / GIB, padding=0)
         self.enableAutoRange(axis="x")
 

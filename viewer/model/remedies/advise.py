@@ -436,7 +436,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         largest_scale_that_fits=float(search.scale) if search and search.scale else None,
         largest_batch_that_fits=search.batch if search else None, recorded_batch=batch,
         search_capped=bool(search and search.capped),
-        batch_workspaces=int(j.workspace.sum()))
+        batch_workspaces=int(j.uncertain_workspace.sum()))
 
 
 def format_peak(r: Remedy) -> str:
