@@ -93,6 +93,9 @@ def test_whatif_batch_scale_rows_and_judgement():
     text = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch", "32")
     assert text.returncode == 0
     assert "batch x0.5 (16) (estimate)" in text.stdout
+    # The row is the recorded allocator settings with another batch, not the recorded run.
+    assert "(16) (estimate) (recorded settings)" in text.stdout
+    assert "(= recorded)" not in text.stdout
     assert "estimate " in text.stdout and "library workspaces" in text.stdout
     assert "how each allocation was judged to scale with the batch" in text.stdout
 

@@ -267,7 +267,9 @@ def row_label(case: Case, p: Prediction) -> str:
     (under --recommend the defaults often are: the baseline the other rows compare with)."""
     label = p.conf if p.conf else "(defaults)"
     if p.conf != RECORDED and p.config == case.recorded:
-        label += " (= recorded)"
+        # A batch-size row changes the program, not the allocator: "(= recorded)" would
+        # read as if it were the recorded run.
+        label += " (recorded settings)" if label.startswith("batch x") else " (= recorded)"
     return label
 
 
