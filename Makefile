@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 
 # C extensions (viewer/model/_native/*.c, built by setup.py; optional: without a
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
-NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/*)
+NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
 .PHONY: run test lint bench install install-test screenshot clean help native fuzz
 

@@ -10,7 +10,8 @@ purpose (used to test that fallback); ``VRAMSCOPE_NATIVE_CFLAGS`` adds flags
 (the CI's native gate) makes a failed compile fail the build instead of warning.
 
 A C file may include private headers and sources from ``_native/<stem>_src/``
-(one extension still: sources there are ``#include``d, headers tracked for rebuilds).
+(one extension still: sources there are ``#include``d, headers tracked for rebuilds),
+and the headers every extension shares from ``_native/common/`` (tracked for all).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def native_extensions() -> list[Extension]:
             f"vramscope.viewer.model._native.{src.stem}",
             sources=[(NATIVE / src.name).as_posix()],
             depends=[p.relative_to(HERE).as_posix()
-                     for p in sorted((HERE / NATIVE / f"{src.stem}_src").glob("*"))],
+                     for d in (f"{src.stem}_src", "common")
+                     for p in sorted((HERE / NATIVE / d).glob("*"))],
             extra_compile_args=flags,
             extra_link_args=[f for f in flags if f.startswith(("-fsanitize", "-pthread"))],
         ))

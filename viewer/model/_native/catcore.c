@@ -25,23 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buffers.h"
+
 enum { A_ALLOC = 0, A_FREE_REQUESTED = 1, A_FREE_COMPLETED = 2 };
 /* Phases and evidence (categories/iterations.py, stack_kinds.py). */
 enum { PH_OTHER = 0, PH_FORWARD = 1, PH_BACKWARD = 2, PH_OPTIMIZER = 3, USER_CODE = 9 };
 enum { EV_FORWARD = 1, EV_BACKWARD = 2, EV_OPTIMIZER = 3, EV_ZERO_GRAD = 4, EV_PARAM_INIT = 5,
        EV_USER = 6 };
-
-static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t item, int writable, const char *what) {
-    if (PyObject_GetBuffer(o, v, writable ? (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
-                                          : PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (v->len % item) {
-        PyErr_Format(PyExc_ValueError, "%s: item size is not %zd bytes", what, item);
-        PyBuffer_Release(v);
-        return -1;
-    }
-    return 0;
-}
 
 /* Buffers taken in order and released together. */
 typedef struct {

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buffers.h"
+
 enum { ALLOCATED = 0, PENDING = 1, FREE = 2 };
 #define MIN_BLOCK_SIZE 512LL
 #define SMALL_SIZE (1LL << 20)
@@ -619,17 +621,6 @@ static void st_free(St *st) {
 }
 
 static void capsule_free(PyObject *cap) { st_free((St *)PyCapsule_GetPointer(cap, "replay_state")); }
-
-static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t item, int writable, const char *what) {
-    if (PyObject_GetBuffer(o, v, writable ? (PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) : PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    if (v->len % item) {
-        PyErr_Format(PyExc_ValueError, "%s: item size is not %zd bytes", what, item);
-        PyBuffer_Release(v);
-        return -1;
-    }
-    return 0;
-}
 
 #define NBUF_NEW 16
 static const Py_ssize_t NEW_ITEM[NBUF_NEW] = {8, 8, 8, 1, 4, 1, 8, 8, 8, 1, 4, 8, 8, 8, 1, 4};
