@@ -52,7 +52,7 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
             if est is not None:
                 label += " (estimate)"
             p = Prediction(label, cfg, case.limit if args.memory_limit is None
-                           else args.memory_limit, result)
+                           else args.memory_limit, result, program_changed=True)
             preds.append(p)
             info = {"batch_scale": f, "conf": conf,
                     "peak_reserved_is_estimate": est is not None,

@@ -167,7 +167,7 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
     rng = np.random.default_rng(seed)
     draws = [base[w], lo, hi, none]
     if (copy > hi).any():
-        draws.append(np.maximum(copied, hi))
+        draws.append(np.maximum(copy, hi))  # every workspace at its bounds' top
     llo, lhi = np.log(lo), np.log(hi)
 
     def band():

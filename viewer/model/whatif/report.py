@@ -41,6 +41,9 @@ class Prediction:
     config: rules.AllocatorConfig
     limit: int | None
     result: SimResult
+    # The program was changed too (another batch size): at the recorded settings the row
+    # is still not the recorded run.
+    program_changed: bool = False
 
     def to_dict(self, case: "Case") -> dict:
         r = self.result
@@ -264,12 +267,13 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
 
 def row_label(case: Case, p: Prediction) -> str:
     """The setting as given; "(= recorded)" marks the one that is the recorded run's settings
-    (under --recommend the defaults often are: the baseline the other rows compare with)."""
+    (under --recommend the defaults often are: the baseline the other rows compare with),
+    "(recorded settings)" the same settings with the program changed (another batch)."""
     label = p.conf if p.conf else "(defaults)"
     if p.conf != RECORDED and p.config == case.recorded:
-        # A batch-size row changes the program, not the allocator: "(= recorded)" would
-        # read as if it were the recorded run.
-        label += " (recorded settings)" if label.startswith("batch x") else " (= recorded)"
+        # A changed program (another batch) at the recorded settings is not the recorded
+        # run: "(= recorded)" would read as if it were.
+        label += " (recorded settings)" if p.program_changed else " (= recorded)"
     return label
 
 
