@@ -38,7 +38,7 @@ def _real() -> bytes:
 
 
 def _snapshot_obj():
-    from vramscope.viewer.model.safe_pickle import safe_loads
+    from vramscope.viewer.model.io.safe_pickle import safe_loads
 
     return safe_loads(_real())
 

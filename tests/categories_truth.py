@@ -74,8 +74,8 @@ TRUTH_KEYS = {"parameter": "parameters", "gradient": "gradients",
 def compare(truth_path: Path) -> Comparison:
     """Load the snapshot of ``truth_path``, classify it, set the figures side by side."""
     from vramscope.viewer.model.categories import CATEGORY_NAMES, MemoryBreakdown
-    from vramscope.viewer.model.load import load_snapshot
-    from vramscope.viewer.model.timeline import build_timeline
+    from vramscope.viewer.model.io.load import load_snapshot
+    from vramscope.viewer.model.replay.timeline import build_timeline
 
     truth = json.loads(truth_path.read_text())
     name = truth.get("name", truth_path.name[:-len(".truth.json")])
@@ -158,7 +158,7 @@ def leak_line(truth: dict) -> tuple[str, int] | None:
 
 def table(comparisons: list[Comparison]) -> str:
     """A Markdown table: ours at the peak vs the program's bytes, per recording."""
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     head = ("| recording | peak | parameter ours / truth | optimizer_state ours / truth "
             "| gradient ours (peak, end) / truth | activation ours (peak, last backward start) "
@@ -220,7 +220,7 @@ def profiler_split_at_peak(c: Comparison) -> dict | None:
 
 def profiler_table(comparisons: list[Comparison]) -> str:
     """Ours at our peak beside torch.profiler's categories at its peak."""
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     lines = []
     for c in comparisons:

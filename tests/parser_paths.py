@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests import native_gate
-from vramscope.viewer.model import fast_pickle
+from vramscope.viewer.model.io import fast_pickle
 from vramscope.viewer.model._native import PURE_PYTHON_ENV
 
 PATHS = ["native", "python"]

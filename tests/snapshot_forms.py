@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vramscope.viewer.model.safe_pickle import safe_loads
+from vramscope.viewer.model.io.safe_pickle import safe_loads
 
 
 def raw_object(path: Path):

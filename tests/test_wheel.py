@@ -37,7 +37,7 @@ def compiled(names: list[str], stem: str) -> bool:
 def test_wheel_maps_top_level_folders_to_vramscope_packages(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "vramscope/viewer/__init__.py" in names
-    assert "vramscope/viewer/model/safe_pickle.py" in names
+    assert "vramscope/viewer/model/io/safe_pickle.py" in names
     # The C extensions are compiled into the (now platform-specific) wheel.
     assert compiled(names, "snapparse"), "the compiled snapshot parser is missing"
     assert "-py3-none-any" not in wheel.name

@@ -39,8 +39,8 @@ REFERENCE_CPU = ("import pickle, sys, time\nt = time.process_time()\n"
 # first one's memory) is printed for information.
 CLASSIFY = r"""
 import json, resource, sys, time
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.timeline import build_timeline, oom_events
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 from vramscope.viewer.model.categories import MemoryBreakdown
 snap = load_snapshot(sys.argv[1])
 tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))

@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 from tests.bench.tile_trace import find_period  # noqa: E402
 from vramscope.viewer.model import load_snapshot  # noqa: E402
 from vramscope.viewer.model.replay import layout_snapshot  # noqa: E402
-from vramscope.viewer.model.snapshot import Trace  # noqa: E402
-from vramscope.viewer.model.timeline import build_timeline  # noqa: E402
+from vramscope.viewer.model.core.snapshot import Trace  # noqa: E402
+from vramscope.viewer.model.replay.timeline import build_timeline  # noqa: E402
 
 DEFAULT = ROOT / "tests" / "data" / "transformer_long_python_1000k.pickle.xz"
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({rebuilt} compactions in {args.updates} updates; "
               f"{rep.inconsistencies} inconsistencies)")
     # What the live window does per update: the document (labels, OOM verdicts, timeline).
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     for k in [x for x in sizes if x <= 10_000]:
         doc = Document.build(first, live=True)

@@ -27,7 +27,7 @@ COUNTERS = {"requested": "requested_bytes", "allocated": "allocated_bytes",
 
 def main(argv: list[str] | None = None) -> int:
     from vramscope.viewer.model import load_snapshot, memory_stats
-    from vramscope.viewer.model.timeline import build_timeline
+    from vramscope.viewer.model.replay.timeline import build_timeline
 
     path = Path((argv or sys.argv[1:])[0])
     t = time.perf_counter()

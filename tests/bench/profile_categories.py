@@ -52,16 +52,16 @@ def main(argv: list[str] | None = None) -> int:
                     "summary does), not the column cache")
     args = ap.parse_args(argv)
     from vramscope.viewer.model.categories import MemoryBreakdown
-    from vramscope.viewer.model.categories import classify, iterations, report
-    from vramscope.viewer.model.load import load_snapshot
+    from vramscope.viewer.model.categories import classify, iterations, breakdown as report
+    from vramscope.viewer.model.io.load import load_snapshot
     from vramscope.viewer.model.replay import device
-    from vramscope.viewer.model.timeline import build_timeline, oom_events
+    from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 
     snap = load_snapshot(args.file, use_cache=not args.no_cache)
     tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))
     if args.serial:
         report.OVERLAP_MIN_EVENTS = 1 << 62
-    from vramscope.viewer.model.categories import native
+    from vramscope.viewer.model.categories import native_passes as native
 
     steps = [
         (report, "lean_intervals"), (device, "link_lifetimes"), (native, "alloc_lifetimes"),

@@ -246,10 +246,10 @@ def model_child(path: str) -> int:
     import random
 
     from vramscope.viewer.model import load_snapshot
-    from vramscope.viewer.model.calltree import call_tree
-    from vramscope.viewer.model.frames import frame_categories
+    from vramscope.viewer.model.analysis.calltree import call_tree
+    from vramscope.viewer.model.core.frames import frame_categories
     from vramscope.viewer.model.replay import native_available
-    from vramscope.viewer.model.timeline import build_timeline, intervals
+    from vramscope.viewer.model.replay.timeline import build_timeline, intervals
 
     t = time.perf_counter()
     snap = load_snapshot(path)

@@ -56,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     with clock("import"):
         import numpy  # noqa: F401
 
-        from vramscope.viewer.model import parse_handover
-        from vramscope.viewer.model import fast_pickle
-        from vramscope.viewer.model.load import _to_snapshot
-        from vramscope.viewer.model.summary import summarize
-        from vramscope.viewer.model.timeline import build_timeline, oom_events
+        from vramscope.viewer.early import parse_handover
+        from vramscope.viewer.model.io import fast_pickle
+        from vramscope.viewer.model.io.load import _to_snapshot
+        from vramscope.viewer.model.reports.summary import summarize
+        from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
     threads = args.threads or parse_handover.parse_threads()
     with clock("read"):
         with open(args.file, "rb") as f:

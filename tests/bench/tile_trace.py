@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from vramscope.viewer.model import load_snapshot  # noqa: E402
-from vramscope.viewer.model.safe_pickle import safe_loads  # noqa: E402
-from vramscope.viewer.model.snapshot import Action  # noqa: E402
-from vramscope.viewer.model.timeline import build_timeline  # noqa: E402
+from vramscope.viewer.model.io.safe_pickle import safe_loads  # noqa: E402
+from vramscope.viewer.model.core.snapshot import Action  # noqa: E402
+from vramscope.viewer.model.replay.timeline import build_timeline  # noqa: E402
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 

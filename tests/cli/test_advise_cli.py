@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from tests.conftest import DATA
-from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import batch_scale, scaling
 from vramscope.viewer.model.whatif import prepare
 
@@ -146,7 +146,7 @@ def test_advise_json_gives_the_range_of_an_estimated_batch_prediction():
             assert r["predicted_peak_reserved_range"] is None
             assert r["predicted_peak_is_estimate"] is False
     text = vramscope("advise", str(path), "--batch", "64", "--memory-limit", str(limit))
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
     assert f"(estimate, {fb(lo)} - {fb(hi)})" in text.stdout
 
 

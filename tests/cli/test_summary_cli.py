@@ -111,7 +111,7 @@ def test_summary_json_peaks_equal_allocator_peaks(name):
 
 def test_summary_at_event_reports_that_moment():
     from vramscope.viewer.model import load_snapshot, memory_stats
-    from vramscope.viewer.model.timeline import build_timeline
+    from vramscope.viewer.model.replay.timeline import build_timeline
 
     path = DATA / "fragmentation_oom.pickle"
     summary = json.loads(vramscope("summary", str(path), "--at", "1067", "--json").stdout)

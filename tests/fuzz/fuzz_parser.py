@@ -71,7 +71,7 @@ def _trimmed(obj, events: int, segments: int):
 
 def seed_corpus() -> list[bytes]:
     from tests.bad_inputs import cases
-    from vramscope.viewer.model.safe_pickle import safe_loads
+    from vramscope.viewer.model.io.safe_pickle import safe_loads
 
     seeds: list[bytes] = []
     for i, name in enumerate(SEED_FILES):
@@ -228,7 +228,7 @@ def atheris_main(args) -> int:  # pragma: no cover - optional tool
     # Coverage feedback from the Python side (the C parser is not instrumented:
     # gcc has no libFuzzer; the sanitizer build below covers its memory safety).
     with atheris.instrument_imports(include=["vramscope"]):
-        from vramscope.viewer.model import fast_pickle, load, safe_pickle, schema  # noqa: F401
+        from vramscope.viewer.model.io import fast_pickle, load, safe_pickle, schema  # noqa: F401
     from vramscope.viewer.model._native import native_module
 
     assert native_module("snapparse") is not None

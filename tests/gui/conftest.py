@@ -78,7 +78,7 @@ def synthetic_snapshot(n_segments: int = 500, blocks_per_segment: int = 200, see
     """A snapshot with ``n_segments * blocks_per_segment`` blocks (100k by default)."""
     import numpy as np
 
-    from vramscope.viewer.model import snapshot as S
+    from vramscope.viewer.model.core import snapshot as S
 
     rng = np.random.default_rng(seed)
     n = n_segments * blocks_per_segment

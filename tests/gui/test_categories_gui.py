@@ -9,7 +9,7 @@ import numpy as np
 
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_training as syn  # noqa: E402
@@ -110,7 +110,7 @@ def test_category_timeline_stacks_up_to_the_requested_curve(qtbot):
 
 def test_categories_panel_builds_off_the_gui_thread_and_follows_the_cursor(qtbot):
     from vramscope.viewer._qt.categories_panel import CategoriesPanel
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     data, _ = syn.training_run(iterations=7, layers=3, leak=True, leak_bytes=5 * syn.MIB)
     doc = Document.build(load_bytes(data))

@@ -37,7 +37,7 @@ def make_panel(qtbot):
 
 def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_path):
     from vramscope.viewer.model.remedies.advise import advise, format_peak
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
     from vramscope.viewer.model.whatif import prepare
 
     panel = make_panel(GPT2_OOM)
@@ -105,7 +105,7 @@ def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot
     shades the range."""
     import pyqtgraph as pg
 
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     panel = make_panel(RESNET_B64)
     panel.batch_spin.setValue(64)
@@ -134,7 +134,7 @@ def test_a_limit_far_above_the_curves_is_left_off_the_chart(make_panel, qtbot):
     """A run that fits easily (MobileNetV3 at batch 64: 3.4 GiB of an 80 GiB GPU): the
     chart keeps to the curves, and its legend says the limit is above it; a limit near
     them stays on it."""
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     panel = make_panel(MOBILENET_B64)
     panel.batch_spin.setValue(64)
@@ -227,7 +227,7 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     import numpy as np
 
     from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
     assert load(w, GPT2_LIMIT_OOM) == "loaded"
@@ -334,7 +334,7 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
     import pyqtgraph as pg
 
     from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
     assert load(w, RESNET_B64) == "loaded"
@@ -391,7 +391,7 @@ def test_per_event_steps_a_remedy_curve_over_the_trace():
 
     from vramscope.viewer._qt.timeline.overlay import per_event
     from vramscope.viewer.model import load_snapshot
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer.model.remedies.advise import advise
     from vramscope.viewer.model.whatif import prepare
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 
-from vramscope.viewer.model.document import Document
-from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.view.document import Document
+from vramscope.viewer.model.io.load import load_snapshot
 
 from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
 from tests.conftest import expected_for
@@ -75,7 +75,7 @@ def counters(name):
 
 def test_diff_window_pair(diff_window, qtbot, shots):
     from vramscope.viewer._qt.diff_window import GROWTH_RED, SHRINK_GREEN, highlight_count
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
 
     w = diff_window(DATA / "resnet50_train.pickle", DATA / "gpt2_oom.pickle")
     d = w.diff
@@ -191,7 +191,7 @@ def test_ranks_window_overview(ranks_window, qtbot, tmp_path, shots):
     ranks = [w.table.topLevelItem(i) for i in range(4)]
     assert [r.text(0) for r in ranks] == ["0", "1", "2", "3"]
     oom = counters("fragmentation_oom")
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
     assert ranks[3].text(1) == format_bytes(oom["reserved_bytes.all.current"])
     assert ranks[3].text(6) == "yes" and ranks[3].text(7) == "yes"
     assert ranks[3].foreground(0).color().name() == OUTLIER_RED
@@ -279,7 +279,7 @@ def test_ranks_window_opens_a_real_torchrun_directory(ranks_window, qtbot, shots
     assert w.table.topLevelItemCount() == 2
     rank0, rank1 = (w.table.topLevelItem(i) for i in range(2))
     sidecar1 = json.loads(next(REAL_DDP.glob("*_rank1_*_exit_*.json")).read_text())
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
 
     assert rank1.text(1) == format_bytes(sidecar1["memory_stats"]["reserved_bytes.all.current"])
     assert rank1.text(7) == "yes" and rank0.text(6) == "yes"

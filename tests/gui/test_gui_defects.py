@@ -8,7 +8,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from vramscope.viewer.model.analysis import Selection
+from vramscope.viewer.model.analysis.figures import Selection
 
 from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
 
@@ -201,7 +201,7 @@ def test_three_devices_open_at_the_oom_of_one_device(loaded):
     """Issue 13: three devices with an OOM on device 1.  The window shows device 1 at
     its OOM: header, map and ruler of one device and one instant, and says so; the
     ruler is drawn only while the map shows the OOM's moment."""
-    from vramscope.viewer.model.analysis import memory_stats
+    from vramscope.viewer.model.analysis.figures import memory_stats
 
     window = loaded(SUN)
     doc = window.doc
@@ -229,7 +229,7 @@ def test_numbers_say_what_they_count(loaded):
     """Issue 17 item 11: the banner names the pool its free figure counts; the table's
     count says blocks (free gaps included) and how many are allocations; the header
     says which device and instant its figures are of."""
-    from vramscope.viewer.model.snapshot import BlockState
+    from vramscope.viewer.model.core.snapshot import BlockState
 
     window = loaded(GPT2)
     banner = window.header.oom_text()

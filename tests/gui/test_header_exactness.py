@@ -10,7 +10,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 
 from tests.model.test_oom_exactness import cut_ring
-from vramscope.viewer.model.snapshot import Action
+from vramscope.viewer.model.core.snapshot import Action
 
 
 def test_banner_and_figures_say_not_exact_inside_the_estimated_stretch(qtbot, loaded, tmp_path):

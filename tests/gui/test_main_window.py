@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
 
-from vramscope.viewer.model import frames as fr
-from vramscope.viewer.model.analysis import Selection, memory_stats
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.oom import last_oom
-from vramscope.viewer.model.snapshot import BlockState
+from vramscope.viewer.model.core import frames as fr
+from vramscope.viewer.model.analysis.figures import Selection, memory_stats
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.analysis.oom import last_oom
+from vramscope.viewer.model.core.snapshot import BlockState
 
 from conftest import BIG_XZ, DATA, FRAG, synthetic_snapshot  # noqa: E402  (tests/gui/conftest.py)
 
@@ -184,7 +184,7 @@ def test_table_sort_by_size_largest_first(qtbot, loaded):
 
 
 def fr_bytes(n: int) -> str:
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
 
     return format_bytes(n)
 
@@ -522,7 +522,7 @@ def test_stack_source_preview(loaded):
 def test_100k_blocks_stay_responsive(qtbot, window):
     import time
 
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer._qt.table import COL_SIZE
 
     snap = synthetic_snapshot()

@@ -13,8 +13,8 @@ import pytest
 
 from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
 from tests.gui.conftest import DATA
-from vramscope.viewer.model.alloc_details import FORWARD_HEADING, OVERWRITTEN_TEXT
-from vramscope.viewer.model.snapshot import HOST_DEVICE
+from vramscope.viewer.model.analysis.alloc_details import FORWARD_HEADING, OVERWRITTEN_TEXT
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 
 SOURCE = DATA / "fragmentation_oom.pickle"
 
@@ -146,7 +146,7 @@ def test_no_notes_on_an_ordinary_file(loaded):
 def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
     """A recording that lost an alloc event: the stretch the replay cannot apply is
     drawn with integrity.check's line as its tooltip."""
-    from vramscope.viewer.model import integrity
+    from vramscope.viewer.model.replay import integrity
 
     obj = raw_object(SOURCE)
     trace = obj["device_traces"][0]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vramscope.viewer._qt import theme
-from vramscope.viewer.model.document import Document
+from vramscope.viewer.model.view.document import Document
 from vramscope.viewer._qt.segment_map import (
     SORT_ADDRESS,
     SORT_FREE,
@@ -16,9 +16,9 @@ from vramscope.viewer._qt.segment_map import (
     lod_rects,
     rects_path,
 )
-from vramscope.viewer.model.analysis import Selection
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.snapshot import BlockState
+from vramscope.viewer.model.analysis.figures import Selection
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.core.snapshot import BlockState
 
 from conftest import DATA, FRAG  # noqa: E402
 

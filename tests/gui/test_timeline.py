@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor
 
-from vramscope.viewer.model import frames as fr
-from vramscope.viewer.model.analysis import Selection, memory_stats
-from vramscope.viewer.model.snapshot import Action, BlockState
-from vramscope.viewer.model.units import format_bytes
+from vramscope.viewer.model.core import frames as fr
+from vramscope.viewer.model.analysis.figures import Selection, memory_stats
+from vramscope.viewer.model.core.snapshot import Action, BlockState
+from vramscope.viewer.model.core.units import format_bytes
 
 from conftest import BIG_XZ, DATA, FRAG  # noqa: E402  (tests/gui/conftest.py)
 

@@ -3,7 +3,7 @@ change of what is shown redraws each view once, in a real window."""
 
 from __future__ import annotations
 
-from vramscope.viewer.model.analysis import Selection
+from vramscope.viewer.model.analysis.figures import Selection
 
 from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vramscope.viewer.model.annotations import pair_ranges, place_labels
-from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.view.annotations import pair_ranges, place_labels
+from vramscope.viewer.model.io.load import load_snapshot
 
 from conftest import DATA  # noqa: E402
 
@@ -40,9 +40,9 @@ def test_pair_ranges_of_a_real_trace():
 
 # --------------------------------------------------------------------------- ViewState
 
-from vramscope.viewer.model.analysis import Selection  # noqa: E402
-from vramscope.viewer.model.document import Document  # noqa: E402
-from vramscope.viewer.model.view_state import ViewState  # noqa: E402
+from vramscope.viewer.model.analysis.figures import Selection  # noqa: E402
+from vramscope.viewer.model.view.document import Document  # noqa: E402
+from vramscope.viewer.model.view.view_state import ViewState  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -135,7 +135,7 @@ def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
 def test_curve_decimation_keeps_every_bucket_maximum():
     """model/curve_lod: an envelope of a million events at 800 px keeps each pixel
     bucket's maximum (from the precomputed levels) and every point when it fits."""
-    from vramscope.viewer.model.curve_lod import decimate, envelope_levels
+    from vramscope.viewer.model.view.curve_lod import decimate, envelope_levels
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 1 << 30, 1_000_000).astype(np.int64)

@@ -29,7 +29,7 @@ def _run(panel, qtbot, confs, limit=""):
 
 def test_selected_setting_is_overlaid_on_the_main_timeline(make_window, qtbot, load):
     from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
     assert load(w, WHATIF) == "loaded"
@@ -128,7 +128,7 @@ def test_the_device_the_window_shows_is_simulated_and_another_clears_it(
     (not the first device), so its curve goes on that timeline; showing another device
     removes it, and selecting a row then says why nothing is drawn."""
     from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
-    from vramscope.viewer.model.analysis import Selection
+    from vramscope.viewer.model.analysis.figures import Selection
 
     w = make_window()
     assert load(w, SUN) == "loaded"

@@ -36,7 +36,7 @@ def test_run_shows_curves_table_and_self_check(panel, qtbot, tmp_path):
     # The table shows the model's figures.
     case = prepare(panel.snap)
     want = predict(case, ["recorded", "expandable_segments:True", "max_split_size_mb:64"])
-    from vramscope.viewer.model.units import format_bytes
+    from vramscope.viewer.model.core.units import format_bytes
     for row, p in enumerate(want):
         assert panel.table.item(row, 1).text() == format_bytes(p.result.peak_reserved_until_oom)
     # One curve per setting, each as long as the request stream.

@@ -20,9 +20,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer.model.live.doc_source import LiveDocumentSource
-    from vramscope.viewer.model.load import load_snapshot
+    from vramscope.viewer.model.io.load import load_snapshot
 
     ap = argparse.ArgumentParser()
     ap.add_argument("file", nargs="?", default=str(HERE.parent / "data" /

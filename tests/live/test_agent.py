@@ -63,7 +63,7 @@ def test_traces_are_incremental_never_resent(start_target):
     assert len(second.snap.trace.action) == 16  # appended to the columns
     assert s.poll_trace().added == 0  # nothing new: nothing sent
     # The window replays: the timeline ends at the segments sent with it.
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     doc = Document.build(second.snap)
     assert doc.timeline is not None and doc.n_events(0) == 16

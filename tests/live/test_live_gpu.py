@@ -86,7 +86,7 @@ def test_live_session_on_a_training_process(tmp_path, runtime_dir):
     """stats (fast path, exact at its instant), incremental traces, process exit."""
     from vramscope.viewer.model.live.client import AttachError
     from vramscope.viewer.model.live.session import ENDED, LiveSession
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     hs = tmp_path / "hs"
     hs.mkdir()

@@ -80,7 +80,7 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
 
     from vramscope.viewer._qt.segment_map import SORT_SIZE
     from vramscope.viewer._qt.table import COL_SIZE
-    from vramscope.viewer.model.snapshot import BlockState
+    from vramscope.viewer.model.core.snapshot import BlockState
 
     w, t = attached
     # Timeline: zoom in around the middle (not at the latest event).
@@ -161,8 +161,8 @@ def test_following_the_latest_still_follows(qtbot, attached):
 
 
 def test_selectors_and_call_tree_survive_updates(qtbot, attached):
-    from vramscope.viewer.model.analysis import Selection
-    from vramscope.viewer.model.snapshot import BlockState
+    from vramscope.viewer.model.analysis.figures import Selection
+    from vramscope.viewer.model.core.snapshot import BlockState
 
     w, t = attached
     stream = w._choices[w.stream_combo][1][1]
@@ -211,7 +211,7 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     """Issue 14: every trace update goes into one live model (extended, or rebuilt when
     an extension would disagree with the recording) and shows what a full rebuild of
     the same ring shows: events, curves, lifetimes, the layout at a moment."""
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     w, t = attached
     source = w.live.source

@@ -13,8 +13,9 @@ import pytest
 
 from tests.conftest import DATA
 from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
-from vramscope.viewer.model import integrity, load_bytes
-from vramscope.viewer.model.alloc_details import (
+from vramscope.viewer.model.replay import integrity
+from vramscope.viewer.model import load_bytes
+from vramscope.viewer.model.analysis.alloc_details import (
     ANNOTATIONS_HEADING,
     FORWARD_HEADING,
     OVERWRITTEN_TEXT,
@@ -25,7 +26,7 @@ from vramscope.viewer.model.alloc_details import (
     interval_rows,
     tooltip_lines,
 )
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_forward_stack_fx_and_annotation_of_an_allocation(newer):
 
 def test_fx_frame_lines(newer):
     snap, facts, tl = newer
-    from vramscope.viewer.model.alloc_details import fx_lines
+    from vramscope.viewer.model.analysis.alloc_details import fx_lines
 
     fids = [f for f in range(len(snap.frames)) if snap.frames.fx_of(f)]
     assert fids
@@ -115,7 +116,7 @@ def test_integrity_stretches(newer):
 
 def test_hidden_fx_frames_get_their_own_section(newer):
     snap, facts, tl = newer
-    from vramscope.viewer.model.alloc_details import FX_HEADING, hidden_fx_lines
+    from vramscope.viewer.model.analysis.alloc_details import FX_HEADING, hidden_fx_lines
 
     row = facts["forward_rows"][0]
     stack = int(snap.trace.stack[row])

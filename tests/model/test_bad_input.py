@@ -89,7 +89,7 @@ def test_decompression_bomb_is_refused(monkeypatch):
 
 
 def test_default_decompression_cap_scales_with_size():
-    from vramscope.viewer.model.source import decompressed_cap
+    from vramscope.viewer.model.io.source import decompressed_cap
 
     assert decompressed_cap(1000) == 1 << 30
     assert decompressed_cap(100 << 20) == 200 * (100 << 20)

@@ -9,9 +9,9 @@ import numpy as np
 from tests.conftest import DATA
 from tests.snapshot_forms import ANNOTATION_TEXT, raw_object, resolved_stack, with_newer_fields
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.builder import SnapshotBuilder
+from vramscope.viewer.model.io.builder import SnapshotBuilder
 from vramscope.viewer.model.live.columns import LiveColumns
-from vramscope.viewer.model.snapshot import HOST_DEVICE
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 
 
 def test_builder_parts_equal_the_file_loader():

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import DATA
 from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from tests.snapshot_forms import assert_same_snapshot
-from vramscope.viewer.model import cache, load_snapshot, memory_stats
+from vramscope.viewer.model.io import cache
+from vramscope.viewer.model import load_snapshot, memory_stats
 
 
 @pytest.fixture

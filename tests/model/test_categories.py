@@ -11,7 +11,7 @@ import pytest
 
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_training as syn  # noqa: E402
@@ -95,7 +95,7 @@ def test_every_reason_belongs_to_its_category_and_guesses_are_marked():
 
 
 def test_requested_curve_from_lifetimes_equals_the_replays():
-    from vramscope.viewer.model.categories.report import requested_curve
+    from vramscope.viewer.model.categories.breakdown import requested_curve
 
     bd = breakdown(DATA / "gpt2_oom.pickle")
     assert (requested_curve(bd.intervals, bd.n_events) == bd.requested).all()

@@ -12,7 +12,7 @@ import pytest
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.categories.lean import LeanIntervals, lean_intervals
-from vramscope.viewer.model.timeline import Intervals, build_timeline, intervals
+from vramscope.viewer.model.replay.timeline import Intervals, build_timeline, intervals
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
@@ -64,7 +64,7 @@ def test_the_summary_build_leaves_the_unread_columns_unmade():
 def test_iteration_peaks_in_chunks_equal_the_whole_curves(chunk):
     """RequestedCurve.span_peaks (the C pass in chunks, spans crossing chunk borders) gives
     the maximum and the first event at it of every span, as argmax over the whole curve."""
-    from vramscope.viewer.model.categories.report import RequestedCurve
+    from vramscope.viewer.model.categories.breakdown import RequestedCurve
 
     snap = load_snapshot(DATA / "transformer_long_python_1000k.pickle.xz", use_cache=False)
     tl = build_timeline(snap, keyframes=False)

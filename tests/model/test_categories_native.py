@@ -14,11 +14,11 @@ import pytest
 from tests.native_gate import needs
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown, classify, iterations, lean
-from vramscope.viewer.model.categories import native
+from vramscope.viewer.model.categories import native_passes as native
 from vramscope.viewer.model.categories.iterations import (PH_BACKWARD, PH_FORWARD,
                                                           PH_OPTIMIZER, PH_OTHER, Iteration,
                                                           IterationOf, PhaseRuns, Phases)
-from vramscope.viewer.model.timeline import Intervals, build_timeline, oom_events
+from vramscope.viewer.model.replay.timeline import Intervals, build_timeline, oom_events
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_training as syn  # noqa: E402
@@ -280,7 +280,7 @@ def test_unique_inverse_equals_numpy():
 def test_phase_spans_from_runs_equal_the_per_event_columns(path):
     """category_view.phase_spans (runs cut at the iterations' bounds) = the reference
     from the per-event phase and iteration columns."""
-    from vramscope.viewer.model.category_view import phase_spans, phase_spans_of_columns
+    from vramscope.viewer.model.view.category_view import phase_spans, phase_spans_of_columns
 
     snap = load_snapshot(path)
     tl = build_timeline(snap, keyframes=False, emit=oom_events(snap))
@@ -291,7 +291,7 @@ def test_phase_spans_from_runs_equal_the_per_event_columns(path):
 
 @pytest.mark.parametrize("leak", [False, True])
 def test_phase_spans_of_a_frameless_loop_equal_the_columns(leak):
-    from vramscope.viewer.model.category_view import phase_spans, phase_spans_of_columns
+    from vramscope.viewer.model.view.category_view import phase_spans, phase_spans_of_columns
 
     data, _ = syn.training_run(iterations=7, layers=4, leak=leak)
     snap = load_bytes(data)

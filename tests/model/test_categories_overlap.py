@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vramscope.viewer.model.categories import MemoryBreakdown, report
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.replay import native as _nat
-from vramscope.viewer.model.timeline import build_timeline, oom_events
+from vramscope.viewer.model.categories import MemoryBreakdown, breakdown as report
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.replay import native_loop as _nat
+from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 
 from pathlib import Path
 

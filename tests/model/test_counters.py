@@ -6,8 +6,8 @@ import pytest
 
 from tests.conftest import expected_for, snapshot_files, snapshot_id
 from vramscope.viewer.model import memory_stats
-from vramscope.viewer.model.analysis import ALLOCATOR_COUNTERS as COUNTERS
-from vramscope.viewer.model.summary import summarize
+from vramscope.viewer.model.analysis.figures import ALLOCATOR_COUNTERS as COUNTERS
+from vramscope.viewer.model.reports.summary import summarize
 
 
 

@@ -8,12 +8,17 @@ import json
 import pytest
 
 from vramscope.viewer.model import load_bytes, memory_stats
-from vramscope.viewer.model.analysis import ALLOCATOR_COUNTERS as COUNTERS
-from vramscope.viewer.model.analysis import Selection
-from vramscope.viewer.model.diff import (
-    STATUS_ADDED, STATUS_CHANGED, STATUS_REMOVED, STATUS_UNCHANGED, diff_snapshots, format_text,
+from vramscope.viewer.model.analysis.figures import ALLOCATOR_COUNTERS as COUNTERS
+from vramscope.viewer.model.analysis.figures import Selection
+from vramscope.viewer.model.reports.diff import (
+    STATUS_ADDED,
+    STATUS_CHANGED,
+    STATUS_REMOVED,
+    STATUS_UNCHANGED,
+    diff_snapshots,
+    format_text,
 )
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 from tests.conftest import DATA, expected_for
 from tests.snapshot_forms import merge_devices, on_device, raw_object

@@ -14,9 +14,9 @@ import pytest
 
 from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.integrity import check
+from vramscope.viewer.model.replay.integrity import check
 from vramscope.viewer.model.replay import native_available, replay_device
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"

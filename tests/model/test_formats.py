@@ -19,7 +19,7 @@ from tests.snapshot_forms import (
     to_legacy,
 )
 from vramscope.viewer.model import Selection, load_bytes, memory_stats
-from vramscope.viewer.model.safe_pickle import safe_loads
+from vramscope.viewer.model.io.safe_pickle import safe_loads
 
 SMALL = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool", "whatif_expandable"]
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.parser_paths import parallel_parse, parser_path, same_parse  # noqa: F401 - autouse
-from vramscope.viewer.model import fast_pickle
+from vramscope.viewer.model.io import fast_pickle
 from vramscope.viewer.model import Snapshot, SnapshotError, load_bytes
 
 SEED = (DATA / "side_stream_pending.pickle").read_bytes()

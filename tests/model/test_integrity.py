@@ -12,11 +12,11 @@ import pytest
 from tests.conftest import DATA
 from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.integrity import check, final_difference
+from vramscope.viewer.model.replay.integrity import check, final_difference
 from vramscope.viewer.model.replay import native_available
-from vramscope.viewer.model.snapshot import Action, Trace
-from vramscope.viewer.model.summary import summarize
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.core.snapshot import Action, Trace
+from vramscope.viewer.model.reports.summary import summarize
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
 needs(native_available(), "replay_core extension not built")  # under the gate: required
@@ -87,7 +87,7 @@ def test_final_difference_names_a_live_drift(loaded_snapshots):
 def test_whatif_on_an_inconsistent_trace_is_one_clear_error():
     """A request stream the allocator model cannot follow: SnapshotError, one line."""
     from tests.model.test_replay import random_trace_snapshot
-    from vramscope.viewer.model.errors import SnapshotError
+    from vramscope.viewer.model.core.errors import SnapshotError
     from vramscope.viewer.model.whatif import prepare
 
     rng = np.random.default_rng(7)

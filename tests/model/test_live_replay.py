@@ -18,10 +18,10 @@ import pytest
 from tests.conftest import DATA
 from tests.native_gate import needs
 from vramscope.viewer.model.replay import layout_snapshot, native_available
-from vramscope.viewer.model.snapshot import Trace
-from vramscope.viewer.model import timeline
-from vramscope.viewer.model.integrity import final_difference
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.core.snapshot import Trace
+from vramscope.viewer.model.replay import timeline
+from vramscope.viewer.model.replay.integrity import final_difference
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 LOOPS = [False, True] if native_available() else [False]
 needs(native_available(), "replay_core extension not built")  # under the gate: required
@@ -195,8 +195,8 @@ def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch
 def test_document_extend_equals_document_build(loaded_snapshots):
     """Document.extend: the timeline grows in place and labels are computed for the new
     frames and stacks only; the result equals a document built at once."""
-    from vramscope.viewer.model.document import Document
-    from vramscope.viewer.model.snapshot import Frames, Stacks
+    from vramscope.viewer.model.view.document import Document
+    from vramscope.viewer.model.core.snapshot import Frames, Stacks
 
     snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
     full = build_timeline(snap)

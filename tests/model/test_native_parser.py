@@ -22,8 +22,8 @@ from tests.bad_inputs import cases
 from tests.conftest import DATA
 from tests.parser_paths import assert_identical, parallel_parse, pure_python, same_parse
 from vramscope.viewer.model import LoadCancelled, Progress, SnapshotError, load_bytes, load_snapshot
-from vramscope.viewer.model import fast_pickle
-from vramscope.viewer.model.safe_pickle import safe_loads
+from vramscope.viewer.model.io import fast_pickle
+from vramscope.viewer.model.io.safe_pickle import safe_loads
 
 ROOT = DATA.parent.parent
 SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))

@@ -25,8 +25,8 @@ from tests.snapshot_forms import (
     with_newer_fields,
 )
 from vramscope.viewer.model import Selection, SnapshotError, load_bytes, load_snapshot, memory_stats
-from vramscope.viewer.model import cache, fast_pickle
-from vramscope.viewer.model.snapshot import HOST_DEVICE, Action
+from vramscope.viewer.model.io import cache, fast_pickle
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE, Action
 
 NAMES = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool"]
 ANN_COLUMNS = ("device", "addr", "size", "time_us", "trace_index")
@@ -275,7 +275,7 @@ def test_event_details_for_tooltips_and_the_stack_panel(newer):
 def test_host_device_builds_its_own_document_and_replays_exactly(newer):
     """Selecting 'host' in the device selector: a document of its own whose replay
     ends on the recorded host segments."""
-    from vramscope.viewer.model.document import Document
+    from vramscope.viewer.model.view.document import Document
 
     snap = load_bytes(newer["fragmentation_oom"][0])
     doc = Document.build(snap.host_snapshot())
@@ -321,7 +321,7 @@ def test_malformed_newer_fields_are_skipped_with_a_warning():
 def test_annotations_placed_on_a_devices_event_axis():
     """Two devices: each annotation lands right after its alloc on its own device's axis."""
     from tests.snapshot_forms import merge_devices, on_device
-    from vramscope.viewer.model.timeline import build_timeline
+    from vramscope.viewer.model.replay.timeline import build_timeline
 
     a, _ = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"), host=False)
     b, _ = with_newer_fields(on_device(raw_object(DATA / "cuda_graph_pool.pickle"), 1),
@@ -381,8 +381,8 @@ def test_every_encoding_of_a_newer_file_gives_the_same_snapshot():
 def test_fx_frames_survive_the_threaded_sections():
     """Big traces are parsed in threaded sections; frame dicts with FX fields come out
     whole (the same ids as the Python path)."""
-    from vramscope.viewer.model.safe_pickle import safe_loads
-    from vramscope.viewer.model.schema import to_snapshot
+    from vramscope.viewer.model.io.safe_pickle import safe_loads
+    from vramscope.viewer.model.io.schema import to_snapshot
 
     events = []
     for i in range(20_000):
@@ -403,7 +403,7 @@ def test_fx_frames_survive_the_threaded_sections():
 
 def test_a_snapshot_at_any_event_keeps_the_newer_fields(newer):
     """Time travel (timeline.snapshot_at) keeps annotations, host memory and settings."""
-    from vramscope.viewer.model.timeline import build_timeline
+    from vramscope.viewer.model.replay.timeline import build_timeline
 
     snap = load_bytes(newer["side_stream_pending"][0])
     at = build_timeline(snap).snapshot_at(0, 3)

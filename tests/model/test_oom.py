@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.conftest import DATA, expected_for
 from vramscope.viewer.model import last_oom, oom_reports
-from vramscope.viewer.model.analysis import fit_request
+from vramscope.viewer.model.analysis.figures import fit_request
 
 
 def test_fragmentation_verdict(loaded_snapshots):

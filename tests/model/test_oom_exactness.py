@@ -16,12 +16,13 @@ import pytest
 
 from tests.conftest import DATA
 from tests.model.test_integrity import without_rows
-from vramscope.viewer.model import integrity, load_snapshot
-from vramscope.viewer.model.integrity import Untrusted, check, untrusted_at
-from vramscope.viewer.model.oom import oom_reports
-from vramscope.viewer.model.snapshot import Action
-from vramscope.viewer.model.summary import format_text, summarize
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay import integrity
+from vramscope.viewer.model import load_snapshot
+from vramscope.viewer.model.replay.integrity import Untrusted, check, untrusted_at
+from vramscope.viewer.model.analysis.oom import oom_reports
+from vramscope.viewer.model.core.snapshot import Action
+from vramscope.viewer.model.reports.summary import format_text, summarize
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 CUT = 500  # trace entries cut from fragmentation_oom's start (its OOMs: 1068, 1959)
 
@@ -75,7 +76,7 @@ def test_given_check_is_used_not_run_again(cut, monkeypatch):
     snap, tl = cut
     found = check(tl)
     calls = []
-    monkeypatch.setattr("vramscope.viewer.model.oom.check",
+    monkeypatch.setattr("vramscope.viewer.model.analysis.oom.check",
                         lambda *a, **k: calls.append(a) or [])
     reports = oom_reports(snap, tl, untrusted=found)
     assert calls == [] and [r.exact for r in reports] == [False, True]
@@ -87,7 +88,7 @@ def test_summary_marks_the_oom_and_checks_once(cut, monkeypatch):
     snap, tl = cut
     real, calls = integrity.check, []
     monkeypatch.setattr(integrity, "check", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr("vramscope.viewer.model.oom.check",
+    monkeypatch.setattr("vramscope.viewer.model.analysis.oom.check",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     out = summarize(snap, tl)
     assert len(calls) == 1  # summarize's check is the one the OOM reports use

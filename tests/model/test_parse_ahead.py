@@ -25,7 +25,7 @@ import pytest
 from tests import native_gate
 from tests.bad_inputs import cases
 from tests.conftest import DATA
-from vramscope.viewer.model import fast_pickle
+from vramscope.viewer.model.io import fast_pickle
 
 ROOT = DATA.parent.parent
 SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
@@ -195,42 +195,39 @@ def test_modules_run_before_numpy_import_no_numpy():
     assert out.stdout.strip() == "[]"
 
 
-def test_model_leaves_are_stdlib_only():
-    """What start-up loads without the model package must not need the package."""
+def test_the_early_helpers_are_stdlib_only():
+    """What start-up imports before numpy must need nothing but the standard library."""
     import ast
 
-    from vramscope.viewer.startup import model_leaf
-
-    for stem in model_leaf.LEAVES:
-        path = os.path.join(model_leaf.MODEL_DIR, stem + ".py")
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+    early = ROOT / "viewer" / "early"
+    modules = sorted(early.glob("*.py"))
+    assert len(modules) >= 3  # __init__, file_identity, parse_handover
+    for path in modules:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                assert node.level == 0, f"{stem}: a package-relative import"
+                assert node.level == 0, f"{path.name}: a package-relative import"
                 names = [node.module]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             else:
                 continue
             for name in names:
-                assert name.split(".")[0] in sys.stdlib_module_names, f"{stem} imports {name}"
-    with pytest.raises(ValueError):
-        model_leaf.model_module("cache")  # imports numpy: never loaded this way
+                assert name.split(".")[0] in sys.stdlib_module_names, f"{path.name} imports {name}"
 
 
 SAME_MODULES = textwrap.dedent("""
     import sys
     from vramscope.viewer.commands import result_cache
     from vramscope.viewer.startup import parse_ahead
-    assert "vramscope.viewer.model" not in sys.modules
-    from vramscope.viewer.model import cache, load
+    assert "numpy" not in sys.modules
+    from vramscope.viewer.model.io import cache, load
     print(load.parse_handover is parse_ahead.handover,
           cache.file_identity is result_cache.file_identity)
 """)
 
 
-def test_the_model_uses_the_leaves_start_up_loaded():
+def test_the_model_uses_the_helpers_start_up_loaded():
     """One module object each: the model's loader claims what start-up offered."""
     out = subprocess.run([sys.executable, "-c", SAME_MODULES], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
@@ -239,7 +236,8 @@ def test_the_model_uses_the_leaves_start_up_loaded():
 
 
 def test_the_cache_key_is_the_column_cache_key(tmp_path):
-    from vramscope.viewer.model import cache, file_identity
+    from vramscope.viewer.model.io import cache
+    from vramscope.viewer.early import file_identity
 
     p = tmp_path / "x.pickle"
     p.write_bytes(pickle.dumps({"segments": []}) + b"\0" * (2 << 20))

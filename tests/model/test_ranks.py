@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from vramscope.viewer.model.errors import SnapshotError
-from vramscope.viewer.model.ranks import (
-    OUTLIER_ABSOLUTE, RankEntry, RankFile, flag_outliers, format_text, is_temp_name, load_ranks,
-    read_rank_file, scan_directory,
+from vramscope.viewer.model.core.errors import SnapshotError
+from vramscope.viewer.model.reports.ranks import (
+    OUTLIER_ABSOLUTE,
+    RankEntry,
+    RankFile,
+    flag_outliers,
+    format_text,
+    is_temp_name,
+    load_ranks,
+    read_rank_file,
+    scan_directory,
 )
 
 from tests.conftest import DATA, expected_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import DATA, expected_for
-from vramscope.viewer.model.recorded_window import recorded_window
+from vramscope.viewer.model.replay.recorded_window import recorded_window
 from vramscope.viewer.model.replay import replay_device
 
 

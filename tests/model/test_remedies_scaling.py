@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
-from vramscope.viewer.model.load import load_snapshot
+from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import batch_scale, evidence, scaling
 from vramscope.viewer.model.whatif import prepare
 from vramscope.viewer.model.whatif import requests as rq

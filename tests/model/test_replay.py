@@ -12,9 +12,10 @@ from tests.conftest import DATA, expected_for, snapshot_files, snapshot_id
 from tests.native_gate import needs, required, skip_unless
 from tests.snapshot_forms import raw_object
 from vramscope.viewer.model import load_bytes, memory_stats
-from vramscope.viewer.model.oom import oom_reports
-from vramscope.viewer.model.replay import _apply, _State, native_available, replay_device
-from vramscope.viewer.model.timeline import build_timeline, intervals, live_at
+from vramscope.viewer.model.analysis.oom import oom_reports
+from vramscope.viewer.model.replay import native_available, replay_device
+from vramscope.viewer.model.replay.state import _apply, _State
+from vramscope.viewer.model.replay.timeline import build_timeline, intervals, live_at
 
 CURVE_COUNTERS = {"requested": "requested_bytes", "reserved": "reserved_bytes",
                   "allocated": "allocated_bytes", "active": "active_bytes"}
@@ -183,20 +184,21 @@ def test_native_replay_equals_python_replay(path, loaded_snapshots):
 def test_native_seed_scan_and_lifetimes_equal_python(monkeypatch):
     """Random traces (addresses reused, frees without allocs) through both scans."""
     from vramscope.viewer.model import replay as rp
+    from vramscope.viewer.model.replay.seed import _first_frees
 
     rng = np.random.default_rng(5)
     action = rng.integers(0, 9, 20_000).astype(np.int8)
     addr = rng.integers(0, 300, 20_000).astype(np.int64) * 512
-    native = rp._first_frees(action, addr), rp.link_lifetimes(action, addr)
+    native = _first_frees(action, addr), rp.link_lifetimes(action, addr)
     monkeypatch.setenv("VRAMSCOPE_PURE_PYTHON", "1")
-    python = rp._first_frees(action, addr), rp.link_lifetimes(action, addr)
+    python = _first_frees(action, addr), rp.link_lifetimes(action, addr)
     assert np.array_equal(native[0][0], python[0][0])
     assert np.array_equal(np.sort(native[0][1]), python[0][1])
     for f in native[1]:
         assert np.array_equal(native[1][f], python[1][f]), f
     # The fill variant (what link_lifetimes uses, on np.empty) writes every entry: on
     # outputs full of garbage it gives what the pre-filled variant gives.
-    from vramscope.viewer.model.replay.native import _core
+    from vramscope.viewer.model.replay.native_loop import _core
     n = len(action)
     junk = [np.full(n, 777, np.int32) for _ in range(3)]
     _core.link_lifetimes_fill(action, addr, *junk)
@@ -210,7 +212,7 @@ def test_native_seed_scan_and_lifetimes_equal_python(monkeypatch):
 def test_summary_replay_without_keyframes_keeps_oom_layouts(loaded_snapshots):
     """A headless replay keeps no keyframes, only the layouts at the OOMs, and they equal
     the seeks of a full replay."""
-    from vramscope.viewer.model.timeline import oom_events
+    from vramscope.viewer.model.replay.timeline import oom_events
 
     snap = loaded_snapshots(DATA / "fragmentation_oom.pickle")
     emit = oom_events(snap)
@@ -229,7 +231,7 @@ def test_summary_replay_without_keyframes_keeps_oom_layouts(loaded_snapshots):
 @pytest.mark.parametrize("name", ["gpt2_oom", "whatif_expandable"])
 def test_curve_index_gives_the_curves_exactly(name, native, loaded_snapshots):
     """Views read the curves through block summaries; every value and envelope is exact."""
-    from vramscope.viewer.model.curve_index import BLOCK, CurveIndex
+    from vramscope.viewer.model.replay.curves import BLOCK, CurveIndex
 
     if native:  # under VRAMSCOPE_REQUIRE_NATIVE=1 a missing extension fails, never skips
         skip_unless(native_available(), "replay_core extension not built")

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
-from vramscope.viewer.model import summary as S
-from vramscope.viewer.model.categories import report
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.timeline import build_timeline, oom_events
+from vramscope.viewer.model.reports import summary as S
+from vramscope.viewer.model.categories import breakdown as report
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 
 TRUTH = DATA / "truth"
 EXTERNAL = Path(__file__).resolve().parents[2].parent / "shared" / "external"
@@ -82,7 +82,7 @@ def test_replays_on_several_threads_at_once_equal_serial_ones():
     several threads at once (a GUI load beside a live session) give the serial answers."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from vramscope.viewer.model.replay import native as _nat
+    from vramscope.viewer.model.replay import native_loop as _nat
 
     if _nat._core is None:
         pytest.skip("compiled replay not built")

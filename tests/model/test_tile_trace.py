@@ -10,7 +10,7 @@ import numpy as np
 
 from tests.conftest import ASSETS
 from vramscope.viewer.model import load_snapshot, memory_stats
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.timeline import build_timeline
 
 MiB = 1 << 20
 BASE = 0x7F0000000000

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tests.conftest import DATA
-from vramscope.viewer.model.calltree import call_tree
-from vramscope.viewer.model.frames import frame_categories
-from vramscope.viewer.model.stacking import stacked_layout
-from vramscope.viewer.model.timeline import build_timeline, intervals, live_at
+from vramscope.viewer.model.analysis.calltree import call_tree
+from vramscope.viewer.model.core.frames import frame_categories
+from vramscope.viewer.model.view.stacking import stacked_layout
+from vramscope.viewer.model.replay.timeline import build_timeline, intervals, live_at
 
 
 def test_stacked_layout_tops_equal_active_and_bands_bounded(loaded_snapshots):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.integrity import check
-from vramscope.viewer.model.timeline import build_timeline
+from vramscope.viewer.model.replay.integrity import check
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "truth"

@@ -15,10 +15,10 @@ import pytest
 from tests.conftest import DATA
 from tests.snapshot_forms import raw_object, with_newer_fields
 from vramscope.viewer.model import Selection, load_bytes
-from vramscope.viewer.model.document import Document
-from vramscope.viewer.model.load import load_snapshot
-from vramscope.viewer.model.snapshot import HOST_DEVICE, BlockState
-from vramscope.viewer.model.view_state import ViewState
+from vramscope.viewer.model.view.document import Document
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE, BlockState
+from vramscope.viewer.model.view.view_state import ViewState
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vramscope.viewer.model.view_state import HIGHLIGHT_SEARCH, ViewState
+from vramscope.viewer.model.view.view_state import HIGHLIGHT_SEARCH, ViewState
 
 
 def test_highlight_label_follows_what_is_highlighted():

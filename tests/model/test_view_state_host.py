@@ -7,10 +7,10 @@ import pickle
 from tests.conftest import DATA
 from tests.snapshot_forms import raw_object, with_newer_fields
 from vramscope.viewer.model import Selection, load_bytes, memory_stats
-from vramscope.viewer.model.document import Document
-from vramscope.viewer.model.snapshot import HOST_DEVICE
-from vramscope.viewer.model.units import device_name
-from vramscope.viewer.model.view_state import HOST_LABEL, HOST_SCOPE, ViewState
+from vramscope.viewer.model.view.document import Document
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE
+from vramscope.viewer.model.core.units import device_name
+from vramscope.viewer.model.view.view_state import HOST_LABEL, HOST_SCOPE, ViewState
 
 
 def _doc(host: bool) -> Document:

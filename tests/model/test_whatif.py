@@ -12,9 +12,9 @@ import pytest
 from tests.conftest import DATA, expected_for, snapshot_files, snapshot_id
 from tests.snapshot_forms import raw_object
 from vramscope.viewer.model import load_bytes
-from vramscope.viewer.model import allocator_rules as rules
-from vramscope.viewer.model.errors import LoadCancelled
-from vramscope.viewer.model.progress import Progress
+from vramscope.viewer.model.core import allocator_rules as rules
+from vramscope.viewer.model.core.errors import LoadCancelled
+from vramscope.viewer.model.core.progress import Progress
 from vramscope.viewer.model.whatif import prepare
 from vramscope.viewer.model.whatif import requests as rq
 from vramscope.viewer.model.whatif.selfcheck import compare_events
@@ -183,7 +183,7 @@ def test_a_fragmentation_oom_under_expandable_segments_is_explained(cases):
     """The issue's second surprise: expandable segments can still run out by fragmentation.
     Free pieces between live blocks of the one growing segment add up to the request, none
     is big enough, and the pages they share with live blocks cannot be unmapped."""
-    from vramscope.viewer.model.whatif.report import verdict
+    from vramscope.viewer.model.whatif.predictions import verdict
 
     case = cases(DATA / "gpt2_oom.pickle")
     limit = 10_000_000_000  # a little under the recording's own (inferred) limit

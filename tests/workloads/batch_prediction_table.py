@@ -72,7 +72,7 @@ def evidence_of(path: Path):
 
 def case_of(path: Path):
     """(what-if case, judgement) of a truth recording, with its recorded batch."""
-    from vramscope.viewer.model.load import load_snapshot
+    from vramscope.viewer.model.io.load import load_snapshot
     from vramscope.viewer.model.remedies import evidence, scaling
     from vramscope.viewer.model.whatif import prepare
 
@@ -272,7 +272,7 @@ def print_workspaces(dirs=None, scales=(0.5, 1.5)) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from vramscope.viewer.model.units import format_bytes as fb
+    from vramscope.viewer.model.core.units import format_bytes as fb
 
     study = "--workspaces" in argv
     argv = [a for a in argv if a != "--workspaces"]

@@ -10,7 +10,7 @@ from PySide6.QtCore import (QCoreApplication, QEventLoop, QSize, QtMsgType, QTim
                             qInstallMessageHandler)
 from PySide6.QtWidgets import QApplication
 
-from ..model.parse_handover import stamp
+from ..early.parse_handover import stamp
 from . import settings as st
 from .main_window import MainWindow, app_icon
 from .png import save_png

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from .. import live_protocol as proto
 from ..model.live.targets import Target, list_targets, opt_in_hint
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 
 COLUMNS = ("PID", "Status", "Rank", "GPU", "GPU memory", "Command")
 

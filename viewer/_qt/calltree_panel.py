@@ -17,10 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.calltree import CallNode, call_tree
-from ..model.snapshot import BlockState
-from ..model.units import format_bytes
-from ..model.document import Document
+from ..model.analysis.calltree import CallNode, call_tree
+from ..model.core.snapshot import BlockState
+from ..model.core.units import format_bytes
+from ..model.view.document import Document
 from .lazy_tree import NODE_ROLE, LazyTree
 
 AT_CURSOR = "cursor"

@@ -24,9 +24,9 @@ from PySide6.QtCore import QThread, Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ..model.categories import MemoryBreakdown
-from ..model.category_view import phase_spans
-from ..model.errors import LoadCancelled
-from ..model.progress import Progress
+from ..model.view.category_view import phase_spans
+from ..model.core.errors import LoadCancelled
+from ..model.core.progress import Progress
 from .category_split import CategorySplitBar
 from .category_timeline import CategoryTimeline
 from .leaks_view import LeaksView

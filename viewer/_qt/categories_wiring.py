@@ -20,8 +20,8 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ..model.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
-from ..model.units import format_bytes
+from ..model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
+from ..model.core.units import format_bytes
 from . import settings as st
 from .categories_panel import CategoriesPanel
 from .category_colors import CATEGORY_COLORS, rgba_table, swatch_html

@@ -9,7 +9,7 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 from . import theme
 from .category_colors import color
 

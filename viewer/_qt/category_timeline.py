@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 from . import theme
 from .category_colors import ACCENT, CATEGORY_COLORS
 from .timeline.items import VerticalBandsItem

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from ..model.live.nvml import NvmlInfo
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 
 ROWS = {
     "gpu": ("GPU", "The device the attached process works on (NVML)"),

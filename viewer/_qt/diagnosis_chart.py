@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ..model.units import format_bytes as fb
+from ..model.core.units import format_bytes as fb
 from . import theme
 from .timeline.overlay import overlay_color
 

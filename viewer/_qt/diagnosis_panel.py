@@ -34,9 +34,9 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPu
 
 from ..model.remedies.advise import format_peak
 from ..model.remedies.batch_scale import RANGE_WHAT
-from ..model.snapshot import Snapshot
-from ..model.units import format_bytes as fb
-from ..model.units import parse_bytes
+from ..model.core.snapshot import Snapshot
+from ..model.core.units import format_bytes as fb
+from ..model.core.units import parse_bytes
 from . import theme
 from .jobs import Job
 from .diagnosis_chart import RemedyChart

@@ -1,6 +1,6 @@
 """The Diff window: two snapshots side by side, what grew between them.
 
-An adapter over :mod:`vramscope.viewer.model.diff`: a header of figure deltas
+An adapter over :mod:`vramscope.viewer.model.reports.diff`: a header of figure deltas
 (B - A), the two segment maps with synchronised byte zoom/pan and row scroll,
 and the live bytes by allocation stack as a sortable table and a call tree
 (added / removed / changed, growth in red, shrink in green).  Selecting a row
@@ -36,12 +36,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.diff import (
-    STATUS_ADDED, STATUS_CHANGED, STATUS_REMOVED, DiffNode, SnapshotDiff, StackDiff,
-    diff_snapshots, signed_bytes,
+from ..model.reports.diff import (
+    STATUS_ADDED,
+    STATUS_CHANGED,
+    STATUS_REMOVED,
+    DiffNode,
+    SnapshotDiff,
+    StackDiff,
+    diff_snapshots,
+    signed_bytes,
 )
-from ..model.document import Document
-from ..model.units import format_bytes
+from ..model.view.document import Document
+from ..model.core.units import format_bytes
 from .loader import LoadThread
 from .lazy_tree import NODE_ROLE, LazyTree
 from .segment_map import SegmentMapView

@@ -13,8 +13,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from ..model.document import Document
-from ..model.units import format_count
+from ..model.view.document import Document
+from ..model.core.units import format_count
 from . import settings as st
 from .loader import STAGE_TEXT, LoadThread
 

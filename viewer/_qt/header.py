@@ -13,11 +13,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.analysis import MemoryStats
-from ..model.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
-from ..model.units import format_bytes
+from ..model.analysis.figures import MemoryStats
+from ..model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
+from ..model.core.units import format_bytes
 from . import theme
-from ..model.document import Document, stream_label
+from ..model.view.document import Document, stream_label
 
 # key -> (title, tooltip).  Each tooltip says which torch.cuda.memory_stats()
 # counter the figure equals (".all.current" of the same instant).

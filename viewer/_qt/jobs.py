@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QThread, Signal
 
-from ..model.errors import LoadCancelled, SnapshotError
-from ..model.progress import Progress
+from ..model.core.errors import LoadCancelled, SnapshotError
+from ..model.core.progress import Progress
 
 
 class Job(QThread):

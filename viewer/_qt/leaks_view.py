@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.categories import Leak
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 from . import theme
 from .category_colors import ACCENT
 

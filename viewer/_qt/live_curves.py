@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ..model.units import format_bytes
+from ..model.core.units import format_bytes
 from . import theme
 from .timeline import BytesYAxis, curve_colors
 

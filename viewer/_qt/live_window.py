@@ -24,7 +24,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
 
-from ..model.analysis import Selection
+from ..model.analysis.figures import Selection
 from ..model.live.doc_source import LiveDocumentSource
 from ..model.live.session import DISCONNECTED, ENDED, LIVE
 from .device_panel import DevicePanel

@@ -16,7 +16,7 @@ import time
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from ..model.document import Document
+from ..model.view.document import Document
 from ..model.live import nvml
 from ..model.live.client import AttachError
 from ..model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession

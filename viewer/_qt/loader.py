@@ -19,11 +19,11 @@ import os
 import threading
 
 from ..startup import preload
-from ..model import cache as column_cache
-from ..model.document import Document
-from ..model.errors import LoadCancelled
-from ..model.load import load_snapshot
-from ..model.progress import Progress
+from ..model.io import cache as column_cache
+from ..model.view.document import Document
+from ..model.core.errors import LoadCancelled
+from ..model.io.load import load_snapshot
+from ..model.core.progress import Progress
 from .jobs import Job
 
 STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtGui import QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QToolButton
 
-from ..model.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE
+from ..model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE
 
 
 def build_actions(w) -> None:  # w: the MainWindow

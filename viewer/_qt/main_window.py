@@ -32,9 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.document import Document
-from ..model.units import format_bytes
-from ..model.view_state import ViewState
+from ..model.view.document import Document
+from ..model.core.units import format_bytes
+from ..model.view.view_state import ViewState
 from . import main_menus
 from . import settings as st
 from .calltree_panel import AT_PEAK, CallTreePanel

@@ -1,6 +1,6 @@
 """Drawing helpers shared by the plots (timeline, segment map): batched paths built
 from numpy, short byte labels, and where a ``pg.TextItem`` lands in pixels so labels
-can be placed without overlap (:func:`vramscope.viewer.model.annotations.place_labels`)."""
+can be placed without overlap (:func:`vramscope.viewer.model.view.annotations.place_labels`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pyqtgraph import functions as pgfn
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QPainterPath
 
-from ..model.annotations import place_labels
+from ..model.view.annotations import place_labels
 
 
 def rects_path(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> QPainterPath:

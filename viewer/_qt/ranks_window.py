@@ -1,6 +1,6 @@
 """The Ranks window: a directory of per-rank snapshots (torchrun + capture).
 
-An adapter over :mod:`vramscope.viewer.model.ranks`: a table with one row per
+An adapter over :mod:`vramscope.viewer.model.reports.ranks`: a table with one row per
 rank (its files as children), small multiples of reserved / allocated / peak /
 fragmentation per rank with the outlier ranks in red and the median dashed,
 and ``openRequested(path)`` when a rank (or one of its files) is
@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
-from ..model.units import format_bytes
+from ..model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
+from ..model.core.units import format_bytes
 from . import theme
 from .jobs import Job
 

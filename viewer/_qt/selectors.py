@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QComboBox
 
-from ..model.analysis import Selection
-from ..model.document import pool_label, stream_label
-from ..model.snapshot import HOST_DEVICE
+from ..model.analysis.figures import Selection
+from ..model.view.document import pool_label, stream_label
+from ..model.core.snapshot import HOST_DEVICE
 
 
 class SelectorsMixin:

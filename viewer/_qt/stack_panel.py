@@ -26,12 +26,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model import frames as fr
-from ..model.alloc_details import (AllocationDetails, DetailLine, detail_lines, fx_lines,
-                                   hidden_fx_lines)
-from ..model.snapshot import BlockState
-from ..model.units import format_address, format_bytes
-from ..model.document import Document, pool_label, stream_label
+from ..model.core import frames as fr
+from ..model.analysis.alloc_details import (
+    AllocationDetails,
+    DetailLine,
+    detail_lines,
+    fx_lines,
+    hidden_fx_lines,
+)
+from ..model.core.snapshot import BlockState
+from ..model.core.units import format_address, format_bytes
+from ..model.view.document import Document, pool_label, stream_label
 
 CONTEXT_LINES = 4
 

@@ -16,11 +16,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.frames import stacks_matching
-from ..model.snapshot import BlockState
-from ..model.units import format_address, format_bytes
+from ..model.core.frames import stacks_matching
+from ..model.core.snapshot import BlockState
+from ..model.core.units import format_address, format_bytes
 from . import theme
-from ..model.document import Document, stream_label
+from ..model.view.document import Document, stream_label
 
 COLUMNS = ("Address", "Size", "Requested", "Waste", "State", "Segment", "Stream", "Top frame")
 COL_ADDRESS, COL_SIZE, COL_REQUESTED, COL_WASTE, COL_STATE, COL_SEGMENT, COL_STREAM, COL_FRAME = \

@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-from ..model import map_layout as _map_layout
-from ..model.snapshot import BlockState
-from ..model.view_state import HIGHLIGHT_SEARCH
+from ..model.view import map_layout as _map_layout
+from ..model.core.snapshot import BlockState
+from ..model.view.view_state import HIGHLIGHT_SEARCH
 
 # Drawing categories of the segment map (a block state, or the waste tail).
 CAT_ALLOCATED = int(BlockState.ALLOCATED)

@@ -10,7 +10,7 @@ table, …), kept from the hand-ordered calls this replaced, so what users see i
 
 from __future__ import annotations
 
-from ..model.analysis import memory_stats
+from ..model.analysis.figures import memory_stats
 from .calltree_panel import AT_CURSOR, AT_PEAK
 from .segment_map import SORT_ADDRESS, SORT_FREE
 

@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QLis
                                QListWidgetItem, QProgressBar, QPushButton, QSplitter, QStyle,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..model.allocator_rules import ConfError, parse_conf
-from ..model.snapshot import Snapshot
-from ..model.units import format_bytes as fb, parse_bytes
+from ..model.core.allocator_rules import ConfError, parse_conf
+from ..model.core.snapshot import Snapshot
+from ..model.core.units import format_bytes as fb, parse_bytes
 from .jobs import Job
 from ..model.whatif import RECOMMENDED, predict, prepare
 from . import theme

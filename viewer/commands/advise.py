@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from ..model.progress import Progress
+from ..model.core.progress import Progress
 from .tty_progress import TerminalProgress
 from .whatif import _positive_int, load_case, parse_bytes, reported
 

@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 from .. import live_protocol as proto
-from ..model.analysis import Selection, memory_stats
+from ..model.analysis.figures import Selection, memory_stats
 from ..model.live import nvml
 from ..model.live.client import AttachError
 from ..model.live.session import LiveSession
 from ..model.live.targets import can_inject, list_targets
-from ..model.units import format_bytes, plural
+from ..model.core.units import format_bytes, plural
 
 EXIT_OK, EXIT_FAILURE, EXIT_NOT_ATTACHABLE = 0, 1, 2
 INJECT_WAIT_S = 10.0

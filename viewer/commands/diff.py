@@ -7,9 +7,9 @@ import json
 import sys
 
 from ..model import SnapshotError
-from ..model.diff import diff_snapshots, format_text
-from ..model.load import load_snapshot
-from ..model.timeline import build_timeline
+from ..model.reports.diff import diff_snapshots, format_text
+from ..model.io.load import load_snapshot
+from ..model.replay.timeline import build_timeline
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """Cached output of ``vramscope summary`` for big files: a re-open in a blink.
 
-The column cache (:mod:`vramscope.viewer.model.cache`) skips the parse, but a
+The column cache (:mod:`vramscope.viewer.model.io.cache`) skips the parse, but a
 re-open would still import numpy and replay the trace.  A summary is a pure
 function of the file's content, the arguments and vramscope's code, so its
 text is stored under a key of exactly those: the file's size, mtime and a
@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import os
 
-from ..startup.model_leaf import model_module
-
 # The model's content key, without the model package (numpy): a hit stays a read.
-file_identity = model_module("file_identity")
+from ..early import file_identity
 
 MAX_ENTRIES = 256
 _FORMAT = 2  # bump when the stored text changes meaning (2: categories, iterations, leaks)

@@ -35,7 +35,7 @@ from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
-from ..model.analysis import ALLOCATOR_COUNTERS as COUNTERS
+from ..model.analysis.figures import ALLOCATOR_COUNTERS as COUNTERS
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -74,7 +74,7 @@ def _can_fork() -> bool:
 def _store_in_background(key: str, snap) -> None:
     """Write the column cache after the answer is out: in a forked child with its own
     session and no terminal, so the command returns (and pipes close) at once."""
-    from ..model import cache as column_cache
+    from ..model.io import cache as column_cache
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -108,10 +108,10 @@ def _summary(args):
         # imports on first use, ~20 ms) is imported now rather than after the parse.
         import numpy.ma  # noqa: F401
     from ..model import SnapshotError
-    from ..model import cache as column_cache
-    from ..model.load import load_snapshot
-    from ..model.summary import format_text, summarize, summary_timeline
-    from ..model.timeline import oom_events
+    from ..model.io import cache as column_cache
+    from ..model.io.load import load_snapshot
+    from ..model.reports.summary import format_text, summarize, summary_timeline
+    from ..model.replay.timeline import oom_events
     from ..startup.parse_ahead import stamp
 
     stamp("imported")
@@ -163,7 +163,8 @@ def _summary(args):
 
 def _directory(args) -> int:
     """One entry per rank of a directory written by the capture module."""
-    from ..model import SnapshotError, ranks
+    from ..model import SnapshotError
+    from ..model.reports import ranks
 
     if args.at is not None:
         print("vramscope: error: --at needs a snapshot file, not a directory", file=sys.stderr)

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import TextIO
 
-from ..model.progress import Progress
+from ..model.core.progress import Progress
 
 REDRAW_S = 0.1
 

@@ -17,11 +17,11 @@ import json
 import sys
 
 from ..model import SnapshotError
-from ..model.allocator_rules import ConfError, parse_conf
-from ..model.errors import LoadCancelled
-from ..model.load import load_snapshot
-from ..model import units
-from ..model.progress import Progress
+from ..model.core.allocator_rules import ConfError, parse_conf
+from ..model.core.errors import LoadCancelled
+from ..model.io.load import load_snapshot
+from ..model.core import units
+from ..model.core.progress import Progress
 from .tty_progress import TerminalProgress
 
 def parse_bytes(text: str) -> int:
@@ -116,7 +116,7 @@ def reported(args: argparse.Namespace, tp: TerminalProgress, work):
 
 def main(argv: list[str]) -> int:
     from ..model.whatif import RECOMMENDED, predict
-    from ..model.whatif.report import format_text, rank
+    from ..model.whatif.predictions import format_text, rank
 
     args = parser().parse_args(argv)
     confs = list(args.conf)

@@ -14,8 +14,8 @@ import sys
 from fractions import Fraction
 
 from ..model.remedies import batch_scale, evidence, explain, scaling
-from ..model.units import format_bytes as fb
-from ..model.whatif.report import Prediction, format_text, rank
+from ..model.core.units import format_bytes as fb
+from ..model.whatif.predictions import Prediction, format_text, rank
 
 
 def scale_label(scale: float, batch: int | None) -> str:

@@ -1,55 +1,96 @@
-"""vramscope's model: load, analyse and explain CUDA memory snapshots.
+"""vramscope's model: load, replay, analyse and explain CUDA memory snapshots.
 
-Pure Python + numpy, no Qt and no torch: usable from the CLI, tests and any
-script.  Typical use::
+Pure Python + numpy (+ optional C extensions), no Qt and no torch: usable from
+the CLI, tests and any script.  Typical use::
 
     from vramscope.viewer.model import load_snapshot, memory_stats, last_oom
     snap = load_snapshot("snapshot.pickle")
     print(memory_stats(snap).reserved_bytes, last_oom(snap).verdict)
+
+The packages, each importing only those below it (``.importlinter``, "model layers"):
+
+==============  ==============================================================
+``live``        a running process's snapshot, fed incrementally (client, session)
+``reports``     whole-file reports: summary, diff of two files, rank directories
+``view``        what the window shows: document, view state, layouts, LOD, exactness
+``remedies``    what would fix it: evidence, scaling judgements, ranked remedies
+``categories``  what the memory is: categories, iterations and phases, leaks
+``whatif``      the allocator simulated under other settings and request streams
+``analysis``    exact figures at an instant, OOM verdicts, call tree, block details
+``replay``      the allocator replayed event by event: layouts, curves, timeline
+``io``          bytes to a :class:`Snapshot`: safe unpickling, parsers, column cache
+``core``        the snapshot's columns, the allocator's rules, units, errors, progress
+``_native``     optional C extensions (each with a Python reference)
+==============  ==============================================================
+
+This module is a lazy facade: importing it imports nothing else; each name
+below is imported from its package on first use.
 """
 
-from .analysis import (
-    FitResult,
-    MemoryStats,
-    PoolKey,
-    Selection,
-    fit_request,
-    largest_gaps,
-    memory_stats,
-    pool_keys,
-)
-from .builder import SnapshotBuilder
-from .errors import LoadCancelled, SnapshotError, UnsafeSnapshotError
-from .load import load_bytes, load_snapshot
-from .oom import OomReport, last_oom, oom_reports
-from .progress import Progress
-from .snapshot import HOST_DEVICE, Action, AllocAnnotations, BlockState, HostMemory, Snapshot
-from .units import format_bytes
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> module that defines it (relative to this package)
+_EXPORTS = {
+    "FitResult": "analysis.figures",
+    "MemoryStats": "analysis.figures",
+    "PoolKey": "analysis.figures",
+    "Selection": "analysis.figures",
+    "fit_request": "analysis.figures",
+    "largest_gaps": "analysis.figures",
+    "memory_stats": "analysis.figures",
+    "pool_keys": "analysis.figures",
+    "OomReport": "analysis.oom",
+    "last_oom": "analysis.oom",
+    "oom_reports": "analysis.oom",
+    "SnapshotBuilder": "io.builder",
+    "load_bytes": "io.load",
+    "load_snapshot": "io.load",
+    "LoadCancelled": "core.errors",
+    "SnapshotError": "core.errors",
+    "UnsafeSnapshotError": "core.errors",
+    "Progress": "core.progress",
+    "HOST_DEVICE": "core.snapshot",
+    "Action": "core.snapshot",
+    "AllocAnnotations": "core.snapshot",
+    "BlockState": "core.snapshot",
+    "HostMemory": "core.snapshot",
+    "Snapshot": "core.snapshot",
+    "format_bytes": "core.units",
+}
 
 __all__ = [
-    "HOST_DEVICE",
-    "Action",
-    "AllocAnnotations",
-    "BlockState",
-    "FitResult",
-    "HostMemory",
-    "LoadCancelled",
-    "MemoryStats",
-    "OomReport",
-    "PoolKey",
-    "Progress",
-    "Selection",
-    "Snapshot",
-    "SnapshotBuilder",
-    "SnapshotError",
-    "UnsafeSnapshotError",
-    "fit_request",
-    "format_bytes",
-    "largest_gaps",
-    "last_oom",
-    "load_bytes",
-    "load_snapshot",
-    "memory_stats",
-    "oom_reports",
+    "Action", "AllocAnnotations", "BlockState", "FitResult", "HOST_DEVICE", "HostMemory",
+    "LoadCancelled", "MemoryStats", "OomReport", "PoolKey", "Progress", "Selection", "Snapshot",
+    "SnapshotBuilder", "SnapshotError", "UnsafeSnapshotError", "fit_request", "format_bytes",
+    "largest_gaps", "last_oom", "load_bytes", "load_snapshot", "memory_stats", "oom_reports",
     "pool_keys",
 ]
+assert sorted(__all__) == sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .analysis.figures import (FitResult, MemoryStats, PoolKey, Selection, fit_request,
+                                   largest_gaps, memory_stats, pool_keys)
+    from .analysis.oom import OomReport, last_oom, oom_reports
+    from .core.errors import LoadCancelled, SnapshotError, UnsafeSnapshotError
+    from .core.progress import Progress
+    from .core.snapshot import (HOST_DEVICE, Action, AllocAnnotations, BlockState, HostMemory,
+                                Snapshot)
+    from .core.units import format_bytes
+    from .io.builder import SnapshotBuilder
+    from .io.load import load_bytes, load_snapshot
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -6,11 +6,12 @@ over a preloaded document:
 
 - :mod:`.parse_ahead`: the parse of a big file on a thread, started before
   numpy is imported; the model's loader claims it through
-  :mod:`vramscope.viewer.model.parse_handover` (the model never imports this
+  :mod:`vramscope.viewer.early.parse_handover` (the model never imports this
   package);
 - :mod:`.preload`: the first document built on a thread while the GUI imports Qt;
-- :mod:`.model_leaf`: the model's stdlib-only modules (file identity, the
-  parse hand-over) loaded without the model package, so none of this imports numpy.
+- the stdlib-only helpers it shares with the model (file identity, the parse
+  hand-over) are in :mod:`vramscope.viewer.early`, so none of this imports numpy.
 
-Stdlib only at import time.
+May import at import time: the standard library and :mod:`vramscope.viewer.early`;
+the model only inside functions (the preload).
 """

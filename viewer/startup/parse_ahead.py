@@ -8,8 +8,8 @@ parser splits into regions parsed by C threads with the GIL released
 the imports overlaps them: :func:`start` loads only the compiled parser (from its
 file, without the model package or numpy), maps the file (on one core: streams
 it) and parses it on a daemon thread, and offers it to the model
-(:mod:`vramscope.viewer.model.parse_handover`, loaded without the model package):
-:func:`vramscope.viewer.model.load.load_snapshot` claims the answer for that
+(:mod:`vramscope.viewer.early.parse_handover`, loaded without the model package):
+:func:`vramscope.viewer.model.io.load.load_snapshot` claims the answer for that
 file; it is ``snapparse.parse``'s own tuple, interpreted exactly as an
 in-process parse's.  The model never imports this module.  No fork, no copy: the columns
 the parser wrote are the ones the snapshot uses.
@@ -27,11 +27,14 @@ import stat
 import sys
 import threading
 
-from .model_leaf import MODEL_DIR, model_module
+from ..early import file_identity
+from ..early import parse_handover as handover
 
 _DISABLE_ENV = "VRAMSCOPE_NO_PARSE_AHEAD"
+# The compiled parser is found by path: importing the model package to find it is what
+# the parse ahead exists to run before.
+_MODEL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
 # How big files are parsed (MIN_BYTES, threads, mapping), shared with the model's loader.
-handover = model_module("parse_handover")
 stamp = handover.stamp
 
 
@@ -43,7 +46,7 @@ def _extension_file() -> str | None:
     """The compiled parser's file (``model/_native/snapparse.<ext>``), if built."""
     from importlib.machinery import EXTENSION_SUFFIXES
 
-    folder = os.path.join(MODEL_DIR, "_native")
+    folder = os.path.join(_MODEL_DIR, "_native")
     for suffix in EXTENSION_SUFFIXES:
         candidate = os.path.join(folder, "snapparse" + suffix)
         if os.path.isfile(candidate):
@@ -92,7 +95,6 @@ def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
     if extension is None or handover.pending(path):
         return False
     if use_cache and env("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
-        file_identity = model_module("file_identity")
         key = file_identity.column_key(path)
         if key is not None and os.path.exists(file_identity.column_entry(key)):
             return False  # mapping the cached columns is faster than any parse
@@ -105,7 +107,7 @@ def start(path: str | os.PathLike, use_cache: bool = True) -> bool:
 
 def claim(path: str | os.PathLike) -> "Ahead | None":
     """The parse started for ``path``, handed to the caller (once), or None (what
-    :func:`vramscope.viewer.model.load.load_snapshot` does through the hand-over)."""
+    :func:`vramscope.viewer.model.io.load.load_snapshot` does through the hand-over)."""
     return handover.claim(path)
 
 

@@ -46,11 +46,11 @@ class Preload:
 
     def _run(self) -> None:
         try:
-            from ..model import cache as column_cache
-            from ..model.document import Document
-            from ..model.load import load_snapshot
-            from ..model.parse_handover import stamp
-            from ..model.progress import Progress
+            from ..model.io import cache as column_cache
+            from ..model.view.document import Document
+            from ..model.io.load import load_snapshot
+            from ..early.parse_handover import stamp
+            from ..model.core.progress import Progress
 
             key = None
             if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):

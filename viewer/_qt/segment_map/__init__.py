@@ -1,12 +1,12 @@
 """The segment map: every segment a row drawn to scale, blocks coloured by state.
 
 Rendering never creates one QGraphicsItem per block: the layout and its level of
-detail are numpy columns in the model (:mod:`vramscope.viewer.model.map_layout`);
+detail are numpy columns in the model (:mod:`vramscope.viewer.model.view.map_layout`);
 ``item`` draws each colour of the draw list as one QPainterPath built from numpy,
 ``axes`` labels rows and offsets, ``panel`` is the widget with its controls.
 """
 
-from ...model.map_layout import (  # noqa: F401  (the map's public names, in one place)
+from ...model.view.map_layout import (  # noqa: F401  (the map's public names, in one place)
     BAR_TOP,
     SORT_ADDRESS,
     SORT_FREE,

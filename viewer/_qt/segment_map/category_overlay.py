@@ -10,8 +10,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 
-from ...model.map_layout import BAR_TOP
-from ...model.snapshot import BlockState
+from ...model.view.map_layout import BAR_TOP
+from ...model.core.snapshot import BlockState
 from .. import theme
 from ..category_colors import rgba_table
 from ..plotting import rects_path

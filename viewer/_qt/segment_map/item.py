@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 
-from ...model.map_layout import BAR_TOP, LodRects, MapLayout, _empty_lod, lod_rects
-from ...model.snapshot import BlockState
+from ...model.view.map_layout import BAR_TOP, LodRects, MapLayout, _empty_lod, lod_rects
+from ...model.core.snapshot import BlockState
 from .. import theme
 from ..plotting import rects_path, segments_path
 

@@ -24,12 +24,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.alloc_details import tooltip_lines
-from ...model.analysis import Selection, largest_gaps
-from ...model.document import Document, pool_label, stream_label
-from ...model.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
-from ...model.snapshot import BlockState
-from ...model.units import format_address, format_bytes
+from ...model.analysis.alloc_details import tooltip_lines
+from ...model.analysis.figures import Selection, largest_gaps
+from ...model.view.document import Document, pool_label, stream_label
+from ...model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
+from ...model.core.snapshot import BlockState
+from ...model.core.units import format_address, format_bytes
 from .. import theme
 from ..plotting import place_text_items, short_bytes
 from ..png import save_png
@@ -38,15 +38,6 @@ from .item import REQUEST_Y, SegmentMapItem, block_rect
 
 N_GAPS = 8
 DOC_OOM = object()  # set_document's default: the document's own OOM
-
-
-def _oom_in(o, selection: Selection) -> bool:
-    """Is OOM ``o``'s request about segments in this selection?"""
-    return not ((selection.device is not None and selection.device != o.device)
-                or (selection.stream is not None and selection.stream != o.stream)
-                or (selection.is_small is not None
-                    and selection.is_small != (o.pool_kind == "small"))
-                or (selection.pool is not None and selection.pool != o.pool))
 
 
 class SegmentMapView(QWidget):
@@ -250,7 +241,7 @@ class SegmentMapView(QWidget):
         gaps = largest_gaps(snap, N_GAPS, self.selection)
         gaps = gaps[layout.pos_of_block[gaps] >= 0] if len(gaps) else gaps
         oom = self.oom
-        oom = oom if oom is not None and _oom_in(oom, self.selection) and oom.kind != "changed" \
+        oom = oom if oom is not None and oom.concerns(self.selection) and oom.kind != "changed" \
             else None
         req = oom.requested_bytes if oom else 0
         largest = int(snap.blocks.size[gaps[0]]) if len(gaps) else 0

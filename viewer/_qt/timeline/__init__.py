@@ -1,7 +1,7 @@
 """The timeline: memory over time, the stacked allocations and the time-travel cursor.
 
 ``panel`` is the widget (header, plot, cursor, curves at the plot's resolution via
-:mod:`vramscope.viewer.model.curve_lod`); ``stacked`` the stacked allocations and their
+:mod:`vramscope.viewer.model.view.curve_lod`); ``stacked`` the stacked allocations and their
 hit-test; ``marks`` peaks, markers and annotation bands; ``items`` the graphics items;
 ``raster`` the stacked image; ``axes`` the axes and view box.
 """

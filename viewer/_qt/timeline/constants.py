@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from ...model.snapshot import Action
+from ...model.core.snapshot import Action
 from .. import theme
 
 

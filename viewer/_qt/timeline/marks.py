@@ -8,11 +8,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from ...model import integrity
-from ...model.alloc_details import annotation_markers, integrity_stretches
-from ...model.annotations import pair_ranges
-from ...model.snapshot import Action
-from ...model.units import format_bytes
+from ...model.replay import integrity
+from ...model.analysis.alloc_details import annotation_markers, integrity_stretches
+from ...model.view.annotations import pair_ranges
+from ...model.core.snapshot import Action
+from ...model.core.units import format_bytes
 from .. import theme
 from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
 from .notes import EDGE_PX, MARKER_PX

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPolygonF
 
-from ...model.alloc_details import OVERWRITTEN_TEXT
+from ...model.analysis.alloc_details import OVERWRITTEN_TEXT
 from .. import theme
 
 MARKER_PX = 7  # the markers' triangles: width and height in pixels

@@ -21,8 +21,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ...model.curve_lod import decimate, envelope_levels
-from ...model.units import format_bytes
+from ...model.view.curve_lod import decimate, envelope_levels
+from ...model.core.units import format_bytes
 from .. import theme
 
 OVERLAY_COLOR = "#00897b"  # teal: none of the recorded curves' colours, nor OOM red

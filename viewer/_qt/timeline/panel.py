@@ -35,11 +35,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.curve_lod import decimate, envelope_levels
-from ...model.document import Document, stream_label
-from ...model.snapshot import Action
-from ...model.stacking import StackedLayout
-from ...model.units import format_bytes
+from ...model.view.curve_lod import decimate, envelope_levels
+from ...model.view.document import Document, stream_label
+from ...model.core.snapshot import Action
+from ...model.view.stacking import StackedLayout
+from ...model.core.units import format_bytes
 from .. import theme
 from ..plotting import place_text_items, text_scene_rect
 from .axes import BytesYAxis, TimelineViewBox, XAxis
@@ -47,7 +47,7 @@ from .items import StackedItem, VerticalBandsItem
 from .marks import MarksMixin
 from .notes import ANNOTATION_COLOR, NotesItem
 from .overlay import OverlayMixin
-from ...model.units import device_name
+from ...model.core.units import device_name
 from .stacked import StackedMixin
 from .constants import (
     ACTION_TEXT,
@@ -585,7 +585,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
 
     def _update_curves(self, k0: int, k1: int) -> dict[str, np.ndarray]:
         """The curves over events ``k0..k1`` at the plot's resolution (see
-        :func:`~vramscope.viewer.model.curve_lod.decimate`).  Returns the y values drawn."""
+        :func:`~vramscope.viewer.model.view.curve_lod.decimate`).  Returns the y values drawn."""
         cols = self.columns()
         xs_all = self.xs()
         drawn = {}

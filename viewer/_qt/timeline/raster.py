@@ -7,7 +7,7 @@ import numpy as np
 from pyqtgraph import functions as pgfn
 from PySide6.QtGui import QPainterPath
 
-from ...model.stacking import StackedLayout
+from ...model.view.stacking import StackedLayout
 from .constants import BAND_COLORS
 
 

@@ -10,9 +10,9 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QCursor, QPainterPath
 from PySide6.QtWidgets import QToolTip
 
-from ...model.alloc_details import allocation_details, tooltip_lines
-from ...model.stacking import stacked_layout
-from ...model.units import format_bytes
+from ...model.analysis.alloc_details import allocation_details, tooltip_lines
+from ...model.view.stacking import stacked_layout
+from ...model.core.units import format_bytes
 from .. import theme
 from ..plotting import rects_path
 from .constants import BAND_COLORS, DIM_COLOR, STACK_PX, SUMMARY_COLOR, format_seconds

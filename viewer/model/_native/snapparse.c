@@ -1,6 +1,6 @@
 /* The snapshot pickle parser in C (vramscope.viewer.model._native.snapparse).
  *
- * A restricted pickle VM with the same rules as ``viewer/model/safe_pickle.py``
+ * A restricted pickle VM with the same rules as ``viewer/model/io/safe_pickle.py``
  * (builtin types only; GLOBAL/REDUCE/BUILD/INST/OBJ/NEWOBJ/EXT/persistent ids/
  * out-of-band buffers refused before anything happens; lengths checked against
  * the remaining input; container budget; iterative, no recursion), which stays

@@ -8,7 +8,7 @@ Model only (numpy, no Qt).  Entry point: :class:`MemoryBreakdown`.
 from .iterations import PHASE_NAMES, Iteration
 from .leaks import Leak
 from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS, Reason
-from .report import MemoryBreakdown, format_split
+from .breakdown import MemoryBreakdown, format_split
 
 __all__ = ["CATEGORY_LABELS", "CATEGORY_NAMES", "Iteration", "Leak", "MemoryBreakdown",
            "PHASE_NAMES", "REASONS", "Reason", "format_split"]

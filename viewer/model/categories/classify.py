@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..timeline import Intervals
-from . import native
+from ..replay.timeline import Intervals
+from . import native_passes as native
 from . import stack_kinds as sk
 from .iterations import (PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf,
                          Phases)

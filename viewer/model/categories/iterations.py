@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..replay import DeviceReplay
-from ..snapshot import Action, Snapshot
-from . import native
+from ..core.snapshot import Action, Snapshot
+from . import native_passes as native
 from . import stack_kinds as sk
 from .runs import PhaseRuns
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..frames import CAT_USER, frame_categories, top_frames
-from ..snapshot import Snapshot
-from ..timeline import Intervals
-from ..units import format_bytes
+from ..core.frames import CAT_USER, frame_categories, top_frames
+from ..core.snapshot import Snapshot
+from ..replay.timeline import Intervals
+from ..core.units import format_bytes
 from .iterations import Iteration, IterationOf
 
 MIN_ITERATIONS = 2

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..replay import ALLOCATED, BEFORE_RECORDING, PENDING, DeviceReplay, initial_segment_of_blocks
-from ..replay.live import is_live
-from ..snapshot import Action
-from ..timeline import Intervals, gather_column, intervals
-from . import native
+from ..replay.incremental import is_live
+from ..core.snapshot import Action
+from ..replay.timeline import Intervals, gather_column, intervals
+from . import native_passes as native
 
 _LAZY = ("size", "addr", "stream", "pool")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import native
+from . import native_passes as native
 
 
 class PhaseRuns:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..frames import CAT_USER, frame_categories
-from ..snapshot import Snapshot
+from ..core.frames import CAT_USER, frame_categories
+from ..core.snapshot import Snapshot
 
 # Kind bits of a frame (and, OR'ed, of a stack).
 K_USER = 1 << 0  # the user's own Python code

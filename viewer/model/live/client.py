@@ -16,8 +16,8 @@ from typing import Any
 
 from vramscope.viewer import live_protocol as proto
 
-from ..errors import SnapshotError
-from ..safe_pickle import safe_loads
+from ..core.errors import SnapshotError
+from ..io.safe_pickle import safe_loads
 
 CONNECT_TIMEOUT_S = 5.0
 #: A full snapshot of a big ring buffer takes the agent a while to build.

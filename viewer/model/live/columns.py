@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..builder import SnapshotBuilder
-from ..snapshot import AllocAnnotations, Snapshot, Trace
+from ..io.builder import SnapshotBuilder
+from ..core.snapshot import AllocAnnotations, Snapshot, Trace
 
 _TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from vramscope.viewer import live_protocol as proto
 
-from ..analysis import MemoryStats, Selection, memory_stats
-from ..errors import SnapshotError
-from ..load import load_bytes
-from ..snapshot import Snapshot
+from ..analysis.figures import MemoryStats, Selection, memory_stats
+from ..core.errors import SnapshotError
+from ..io.load import load_bytes
+from ..core.snapshot import Snapshot
 from .client import AttachError, LiveClient, resolve_target
 from .columns import LiveColumns, segments_snapshot
 

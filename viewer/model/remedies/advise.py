@@ -43,11 +43,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..progress import Progress
-from ..units import format_bytes as fb
+from ..core.progress import Progress
+from ..core.units import format_bytes as fb
 from ..whatif import Case, RECOMMENDED
 from ..whatif import requests as rq
-from ..whatif.report import verdict as oom_verdict
+from ..whatif.predictions import verdict as oom_verdict
 from ..whatif.run import simulate as simulate_requests
 from . import batch_scale, edit, evidence, scaling
 

@@ -21,7 +21,7 @@ from typing import cast
 
 import numpy as np
 
-from ..progress import Progress
+from ..core.progress import Progress
 from ..whatif import Case
 from ..whatif.run import SimResult
 from .scaling import Judgement

@@ -133,7 +133,7 @@ def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray, np.ndarr
     allocations); None when that package is absent."""
     try:
         from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
-        from ..timeline import build_timeline
+        from ..replay.timeline import build_timeline
     except ImportError:  # the categories package is not there: rules without it
         return None
     snap = case.snap

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..units import format_bytes as fb
+from ..core.units import format_bytes as fb
 from . import scaling
 
 EXAMPLES = 3

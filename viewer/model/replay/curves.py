@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..snapshot import Action
+from ..core.snapshot import Action
 from .layout import ALLOCATED, PENDING, initial_segment_of_blocks
-from . import native as _nat
+from . import native_loop as _nat
 
 CHUNK_EVENTS = 1 << 20  # peaks are computed in chunks of this many events
 CURVES = ("requested", "allocated", "active", "reserved")

@@ -13,13 +13,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..progress import Progress
-from ..snapshot import Snapshot
+from ..core.progress import Progress
+from ..core.snapshot import Snapshot
 from .curves import CurveIndex, _peaks, curves
 from .layout import Layout
-from .native import (_core, _divisions, _known_arrays, _layout_columns, _layout_from_columns,
-                     _run_native, use_native)
-from .. import allocator_rules as rules
+from .native_loop import (
+    _core,
+    _divisions,
+    _known_arrays,
+    _layout_columns,
+    _layout_from_columns,
+    _run_native,
+    use_native,
+)
+from ..core import allocator_rules as rules
 from .seed import _seed
 from .state import Known, _State, _apply
 

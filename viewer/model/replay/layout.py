@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..snapshot import Blocks, BlockState, Segments, Snapshot
+from ..core.snapshot import Blocks, BlockState, Segments, Snapshot
 
 ALLOCATED, PENDING, FREE = (int(BlockState.ALLOCATED), int(BlockState.PENDING_FREE),
                             int(BlockState.FREE))

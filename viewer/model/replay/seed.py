@@ -15,10 +15,10 @@ import bisect
 
 import numpy as np
 
-from .. import allocator_rules as rules
-from ..snapshot import Action, BlockState, Snapshot
+from ..core import allocator_rules as rules
+from ..core.snapshot import Action, BlockState, Snapshot
 from .layout import ALLOCATED, BEFORE_RECORDING, FREE, PENDING
-from .native import _core, use_native
+from .native_loop import _core, use_native
 from .state import Known, _State
 
 

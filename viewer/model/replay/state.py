@@ -15,7 +15,7 @@ import bisect
 
 import numpy as np
 
-from .. import allocator_rules as rules
+from ..core import allocator_rules as rules
 from .layout import ALLOCATED, BEFORE_RECORDING, FREE, PENDING, Layout
 
 

@@ -21,6 +21,6 @@ answers), :mod:`.simulator` (the allocator model; with :mod:`.blocks`,
 peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.report`.
 """
 
-from .report import RECOMMENDED, Case, Prediction, prepare, predict
+from .predictions import RECOMMENDED, Case, Prediction, prepare, predict
 
 __all__ = ["RECOMMENDED", "Case", "Prediction", "prepare", "predict"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import TYPE_CHECKING
 
-from .. import allocator_rules as rules
-from ..snapshot import Action
+from ..core import allocator_rules as rules
+from ..core.snapshot import Action
 
 SMALL_SIZE = rules.SMALL_SIZE
 MIN_BLOCK = rules.MIN_BLOCK_SIZE

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import allocator_rules as rules
-from ..snapshot import Action
+from ..core import allocator_rules as rules
+from ..core.snapshot import Action
 from . import requests as rq
 
 RELEASES = (int(Action.SEGMENT_FREE), int(Action.SEGMENT_UNMAP))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .. import allocator_rules as rules
+from ..core import allocator_rules as rules
 from .blocks import SEG_FREE, SHIFT_SIZE, SHIFT_STREAM, AllocatorBase, Block, Pool
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..replay import DeviceReplay, Layout
-from ..snapshot import Action
+from ..core.snapshot import Action
 
 ALLOC, FREE, FREE_REQ, FREE_DONE, OOM, EMPTY_CACHE = range(6)
 KIND_NAMES = ("alloc", "free", "free_requested", "free_completed", "oom", "empty_cache")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import allocator_rules as rules
-from ..errors import SnapshotError
-from ..progress import Progress
+from ..core import allocator_rules as rules
+from ..core.errors import SnapshotError
+from ..core.progress import Progress
 from ..replay import FREE as FREE_STATE
 from ..replay import PENDING as PENDING_STATE
 from . import requests as rq

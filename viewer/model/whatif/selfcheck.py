@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..snapshot import Action, Snapshot
+from ..core.snapshot import Action, Snapshot
 from .requests import Requests
 from .run import SimResult
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from .. import allocator_rules as rules
+from ..core import allocator_rules as rules
 from .blocks import (ADDR_MASK, DEFAULT_GPU_BYTES, LARGE_PAGE, MIN_BLOCK, SEG_ALLOC, SEG_MAP,
                      SHIFT_SIZE, SHIFT_STREAM, SMALL_SIZE, SYNTH_BASE, Block, Expandable, Pool)
 from .expandable import ExpandableMixin

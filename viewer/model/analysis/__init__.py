@@ -1,0 +1,12 @@
+"""Exact figures and explanations at one instant of one device.
+
+* :mod:`.figures` - :func:`memory_stats` (each figure equals the allocator's
+  ``memory_stats()`` counter of the same name), selections, largest gaps, whether a
+  request fits;
+* :mod:`.oom` - OOM verdicts (fragmentation, capacity, limit) with their exactness,
+  and whether an OOM concerns a selection;
+* :mod:`.calltree` - bytes alive by call stack;
+* :mod:`.alloc_details` - what one block is: its allocation, stack, lifetime.
+
+May import: :mod:`..replay`, :mod:`..core`, numpy.
+"""

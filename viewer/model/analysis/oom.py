@@ -1,0 +1,188 @@
+"""Explain out-of-memory events: fragmentation or capacity?
+
+For each ``oom`` trace event the allocator recorded the rounded request, the
+stream and the device's free memory (``cudaMemGetInfo``).  Before raising, the
+allocator already released every cached segment it could; what is still free
+sits in partly used segments.  So:
+
+* free bytes in the request's pool add up to the request but no single block
+  does -> **fragmentation**;
+* otherwise -> **capacity**: the cache has too little free memory, and a new
+  segment could not be had, because the GPU is full or because the process is
+  at a memory limit (``set_per_process_memory_fraction``) while the device
+  still had room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from typing import TYPE_CHECKING
+
+from .figures import Selection, fit_request, memory_stats
+from ..replay.integrity import Untrusted, check, untrusted_at
+from ..core.snapshot import Action, BlockState, Snapshot
+from ..core.units import format_bytes as fb, plural
+
+if TYPE_CHECKING:
+    from ..replay.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class OomReport:
+    event_index: int  # row in Snapshot.trace
+    device: int
+    stream: int
+    time_us: int
+    requested_bytes: int  # the rounded block size the allocator looked for
+    pool_kind: str  # "small" or "large"
+    pool: int | None  # index into Snapshot.pools of the pool searched (the ordinary one)
+    new_segment_bytes: int  # the cudaMalloc the allocator then attempted
+    device_free_bytes: int  # free on the device per cudaMemGetInfo, -1 unknown
+    free_in_pool_bytes: int  # free inside segments of the request's pool and stream
+    free_segments: int  # how many of those segments hold free blocks
+    largest_free_block_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    events_after: int  # trace events on this device after the OOM
+    kind: str  # "fragmentation" | "capacity" | "changed"
+    verdict: str  # one line, for people
+    is_last: bool
+    # False when the OOM's event lies in a stretch of its device's timeline that is not
+    # exact (integrity.Untrusted): the layout judged is estimated or inconsistent there,
+    # so are the verdict's figures; not_exact_reason says why (the stretch's reason).
+    exact: bool = True
+    not_exact_reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def concerns(self, selection: Selection) -> bool:
+        """Is this OOM's request about segments in ``selection`` (its device, stream,
+        pool kind and pool)?  Views show the request only beside the memory it concerns."""
+        return not ((selection.device is not None and selection.device != self.device)
+                    or (selection.stream is not None and selection.stream != self.stream)
+                    or (selection.is_small is not None
+                        and selection.is_small != (self.pool_kind == "small"))
+                    or (selection.pool is not None and selection.pool != self.pool))
+
+
+def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None,
+                untrusted: "list[Untrusted] | None" = None) -> list[OomReport]:
+    """One report per ``oom`` trace event, in recorded order.
+
+    Each verdict is judged on the block layout at the moment of its OOM:
+    replayed from the trace when ``timeline`` is given; otherwise the final
+    layout, which is exact for the last event (snapshots dumped from the OOM
+    observer end with it) and marked ``changed`` when the layout moved on.
+
+    With ``timeline``, a report whose event lies in an untrusted stretch
+    (:func:`integrity.check`) is marked ``exact=False`` with the stretch's reason.
+    ``untrusted``: that check's result when the caller has it already; otherwise it is
+    run here, on the devices with an OOM only, and only when there is one.
+    """
+    trace = snap.trace
+    rows = np.flatnonzero(trace.action == Action.OOM)
+    if timeline is not None and untrusted is None and len(rows):
+        untrusted = _check(timeline, set(np.unique(trace.device[rows]).tolist()))
+    reports = []
+    for i, row in enumerate(rows.tolist()):
+        state = snap
+        rep = timeline.replay(int(trace.device[row])) if timeline is not None else None
+        if timeline is not None and rep is not None:
+            k = int(np.searchsorted(rep.rows, row))
+            state = timeline.snapshot_at(rep.device, k)
+        report = _report(snap, state, row, is_last=i == len(rows) - 1, exact=rep is not None)
+        if rep is not None and untrusted:
+            u = untrusted_at(untrusted, rep.device, k)
+            if u is not None:
+                report = replace(report, exact=False, not_exact_reason=u.reason)
+        reports.append(report)
+    return reports
+
+
+def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":
+    """integrity.check of ``devices``; a check that cannot run leaves every OOM of them
+    marked not exact (never shown as exact on a trace that could not be checked)."""
+    try:
+        return check(timeline, devices)
+    except (ValueError, KeyError, IndexError) as exc:
+        return [Untrusted(d, 0, len(timeline.devices[d]) - 1, "inconsistent",
+                          f"the integrity check could not run ({exc})")
+                for d in sorted(devices) if d in timeline.devices]
+
+
+def last_oom(snap: Snapshot, timeline: "Timeline | None" = None) -> OomReport | None:
+    """The OOM that matters most: the last one recorded."""
+    reports = oom_reports(snap, timeline)
+    return reports[-1] if reports else None
+
+
+def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: bool) -> OomReport:
+    """``state`` holds the layout to judge (the final one, or replayed to the OOM)."""
+    trace = snap.trace
+    device = int(trace.device[row])
+    stream = int(trace.stream[row])
+    size = int(trace.size[row])
+    events_after = int(np.count_nonzero(trace.device[row + 1:] == device))
+    fit = fit_request(state, size, device=device, stream=stream, rounded=True)
+    pool = snap.ordinary_pool
+    sel = Selection(device=device, pool=pool, stream=stream, is_small=fit.pool_kind == "small")
+    seg_mask = sel.segment_mask(state) if pool is not None else np.zeros(len(state.segments), bool)
+    blocks = state.blocks
+    free_blocks = (blocks.state == BlockState.FREE) & seg_mask[blocks.segment] \
+        if len(blocks) else np.zeros(0, bool)
+    free_segments = int(len(np.unique(blocks.segment[free_blocks])))
+    dev_stats = memory_stats(state, Selection(device=device))
+    device_free = int(trace.device_free[row])
+    kind, verdict = _verdict(fit, free_segments, device_free, 0 if exact else events_after)
+    return OomReport(
+        event_index=row,
+        device=device,
+        stream=stream,
+        time_us=int(trace.time_us[row]),
+        requested_bytes=size,
+        pool_kind=fit.pool_kind,
+        pool=pool,
+        new_segment_bytes=fit.new_segment_bytes,
+        device_free_bytes=device_free,
+        free_in_pool_bytes=fit.free_bytes,
+        free_segments=free_segments,
+        largest_free_block_bytes=fit.largest_free_block_bytes,
+        reserved_bytes=dev_stats.reserved_bytes,
+        allocated_bytes=dev_stats.allocated_bytes,
+        events_after=events_after,
+        kind=kind,
+        verdict=verdict,
+        is_last=is_last,
+    )
+
+
+def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tuple[str, str]:
+    req = fit.rounded_bytes
+    if events_after and fit.fits:
+        return ("changed", "the layout changed after this OOM "
+                f"({plural(events_after, 'later event')}): "
+                f"a {fb(req)} block would fit now, so the map shows a later state")
+    if fit.free_bytes >= req:
+        return ("fragmentation",
+                f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
+                f"segment{'s' if free_segments != 1 else ''} of the {fit.pool_kind} pool, "
+                f"but the largest free block is "
+                f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested")
+    if fit.free_bytes == 0:
+        head = "capacity: every segment is full"
+    else:
+        head = (f"capacity: only {fb(fit.free_bytes)} is free in the cache, "
+                f"less than the {fb(req)} requested")
+    if device_free < 0:
+        tail = f"and no new {fb(fit.new_segment_bytes)} segment could be allocated"
+    elif device_free >= fit.new_segment_bytes:
+        tail = (f"and the process is at its memory limit (the GPU still had {fb(device_free)} "
+                f"free, but a new {fb(fit.new_segment_bytes)} segment was refused)")
+    else:
+        tail = (f"and the GPU has too little free memory ({fb(device_free)} free on the device, "
+                f"a new segment needs {fb(fit.new_segment_bytes)})")
+    return "capacity", f"{head} {tail}"

@@ -1,0 +1,420 @@
+"""A directory of per-rank snapshots (``torchrun ... -m vramscope.capture``):
+one overview row per rank, and which rank is the outlier.
+
+The capture module names each file after host, pid, rank, device, reason and
+time (``host_pid123_rank0_cuda0_oom_20250301-142501-318.pickle``) and writes a
+JSON sidecar beside it with ``rank``, ``world_size``, ``reason`` and the
+allocator's ``memory_stats`` at that instant.  Hidden files and in-progress
+writes (``.*``, ``*.tmp``) are skipped.  The rank comes from the sidecar,
+else from the name.  When a rank has several files (an OOM dump and the exit
+dump, say), the overview uses its latest OOM dump, else its latest file, and
+lists all of them.
+
+Per rank, reserved / allocated / active and their peaks are the allocator's
+own counters from the sidecar (``*.all.current`` / ``*.all.peak``) when it
+has them; otherwise the snapshot's exact figures and the peaks of the
+replayed trace.  Fragmentation, free memory and the OOM verdict come from
+the snapshot.
+
+Outlier rule (:data:`OUTLIER_RULE`): a rank is an outlier on reserved,
+allocated, peak reserved or peak allocated when it exceeds the median of the
+*other* ranks by more than 10 % of that median and by more than 256 MiB;
+a rank that hit an OOM while at least one other rank did not is an outlier
+too.  Only excess is flagged (memory trouble is the rank that holds more),
+and comparing with the other ranks' median makes a 2-rank job flag the
+rank that holds more, not both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..analysis.figures import memory_stats
+from ..core.errors import LoadCancelled, SnapshotError
+from ..io.load import load_snapshot, read_sidecar
+from ..analysis.oom import oom_reports
+from ..core.snapshot import Snapshot
+from ..replay.timeline import build_timeline
+from ..core.units import format_bytes
+
+OUTLIER_RELATIVE = 0.10
+OUTLIER_ABSOLUTE = 256 << 20
+OUTLIER_METRICS = ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
+                   "peak_allocated_bytes")
+OUTLIER_RULE = (
+    "a rank is an outlier on reserved, allocated, peak reserved or peak allocated when it "
+    "exceeds the median of the other ranks by more than 10 % and by more than 256 MiB; "
+    "a rank that hit an OOM while another rank did not is an outlier too"
+)
+METRIC_LABELS = {
+    "reserved_bytes": "reserved",
+    "allocated_bytes": "allocated",
+    "peak_reserved_bytes": "peak reserved",
+    "peak_allocated_bytes": "peak allocated",
+    "fragmentation": "fragmentation",
+}
+
+SNAPSHOT_SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pickle.xz", ".pickle.bz2",
+                     ".pkl.gz", ".pkl.xz", ".pkl.bz2")
+# host_pid123_rank0_cuda0_oom_20250301-142501-318[-2].pickle
+NAME_RE = re.compile(
+    r"^(?P<host>[^_]*)_pid(?P<pid>\d+)_rank(?P<rank>\d+)_cuda(?P<device>\d+|-)_"
+    r"(?P<reason>[a-z]+)_(?P<stamp>\d{8}-\d{6}-\d{3})(?:-(?P<n>\d+))?\.")
+RANK_RE = re.compile(r"(?:^|_)rank(\d+)(?:_|\.|$)")
+
+
+def is_temp_name(name: str) -> bool:
+    """In-progress or hidden files (the capture module's atomic-write temps)."""
+    return name.startswith(".") or name.endswith(".tmp")
+
+
+def is_snapshot_name(name: str) -> bool:
+    return name.endswith(SNAPSHOT_SUFFIXES) and not is_temp_name(name)
+
+
+@dataclass
+class RankFile:
+    """One snapshot file of the directory, with what its name and sidecar say."""
+
+    path: str
+    rank: int | None
+    reason: str | None  # exit | oom | signal | manual (None: unknown)
+    device: int | None
+    host: str | None
+    pid: int | None
+    stamp: str  # sortable time: the name's stamp, else the file's mtime
+    world_size: int | None = None
+    local_rank: int | None = None
+    sidecar: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.path, "rank": self.rank, "reason": self.reason,
+                "device": self.device, "host": self.host, "pid": self.pid, "time": self.stamp}
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def read_rank_file(path: str | os.PathLike) -> RankFile:
+    p = Path(path)
+    m = NAME_RE.match(p.name)
+    side = read_sidecar(p)
+    rank = _int(side.get("rank")) if side else None
+    if rank is None and m:
+        rank = int(m["rank"])
+    if rank is None:
+        r = RANK_RE.search(p.name)
+        rank = int(r.group(1)) if r else None
+    reason = side.get("reason") if side and isinstance(side.get("reason"), str) else None
+    if reason is None and m:
+        reason = m["reason"]
+    device = _int(side.get("device")) if side else None
+    if device is None and m and m["device"] != "-":
+        device = int(m["device"])
+    if m:
+        stamp = m["stamp"] + (f"-{int(m['n']):03d}" if m["n"] else "")
+    else:
+        try:
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(p.stat().st_mtime)) + "-000"
+        except OSError:
+            stamp = ""
+    return RankFile(
+        path=os.fspath(p), rank=rank, reason=reason, device=device,
+        host=(side.get("host") if side and isinstance(side.get("host"), str) else
+              (m["host"] if m else None)),
+        pid=(_int(side.get("pid")) if side else None) or (int(m["pid"]) if m else None),
+        stamp=stamp,
+        world_size=_int(side.get("world_size")) if side else None,
+        local_rank=_int(side.get("local_rank")) if side else None,
+        sidecar=side,
+    )
+
+
+def scan_directory(directory: str | os.PathLike) -> tuple[dict[int, list[RankFile]], list[str]]:
+    """Snapshot files of ``directory`` grouped by rank (each list preferred first),
+    and the names skipped (no rank in name or sidecar)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise SnapshotError(f"not a directory: {d}")
+    try:
+        names = sorted(e.name for e in d.iterdir() if e.is_file())
+    except OSError as exc:
+        raise SnapshotError(f"cannot list {d}: {exc.strerror or exc}") from None
+    by_rank: dict[int, list[RankFile]] = {}
+    skipped: list[str] = []
+    for name in names:
+        if not is_snapshot_name(name):
+            continue
+        rf = read_rank_file(d / name)
+        if rf.rank is None:
+            skipped.append(name)
+            continue
+        by_rank.setdefault(rf.rank, []).append(rf)
+    for files in by_rank.values():
+        files.sort(key=preference, reverse=True)
+    return dict(sorted(by_rank.items())), skipped
+
+
+def preference(rf: RankFile) -> tuple:
+    """Sort key, best last: OOM dumps first, then the latest."""
+    return (rf.reason == "oom", rf.stamp, rf.name)
+
+
+@dataclass
+class RankEntry:
+    """The overview row of one rank."""
+
+    rank: int
+    file: RankFile  # the file the figures come from
+    files: list[RankFile]  # every file of this rank, preferred first
+    reserved_bytes: int | None = None
+    allocated_bytes: int | None = None
+    active_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    free_bytes: int | None = None
+    largest_free_block_bytes: int | None = None
+    fragmentation: float | None = None
+    segment_count: int | None = None
+    source: str = "snapshot"  # "allocator counters" when the sidecar had them
+    oom: bool = False
+    oom_kind: str | None = None
+    verdict: str | None = None
+    error: str | None = None  # the snapshot could not be loaded
+    outlier_reasons: list[str] = field(default_factory=list)
+    deviations: dict[str, int] = field(default_factory=dict)  # metric -> bytes above median
+
+    @property
+    def outlier(self) -> bool:
+        return bool(self.outlier_reasons)
+
+    def value(self, metric: str):
+        return getattr(self, metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "rank": self.rank,
+            "file": self.file.path,
+            "reason": self.file.reason,
+            "device": self.file.device,
+            "host": self.file.host,
+            "world_size": self.file.world_size,
+        }
+        for k in ("reserved_bytes", "allocated_bytes", "active_bytes", "peak_reserved_bytes",
+                  "peak_allocated_bytes", "free_bytes", "largest_free_block_bytes",
+                  "fragmentation", "segment_count", "source", "oom", "oom_kind", "verdict",
+                  "error"):
+            d[k] = getattr(self, k)
+        d["outlier"] = self.outlier
+        d["outlier_reasons"] = list(self.outlier_reasons)
+        d["excess_over_median_bytes"] = dict(self.deviations)
+        d["files"] = [f.to_dict() for f in self.files]
+        return d
+
+
+@dataclass
+class RankOverview:
+    directory: str
+    ranks: list[RankEntry]
+    skipped: list[str]
+    medians: dict[str, float | None]
+
+    def entry(self, rank: int) -> RankEntry | None:
+        for e in self.ranks:
+            if e.rank == rank:
+                return e
+        return None
+
+    @property
+    def outliers(self) -> list[RankEntry]:
+        return [e for e in self.ranks if e.outlier]
+
+    @property
+    def world_size(self) -> int | None:
+        sizes = {e.file.world_size for e in self.ranks if e.file.world_size}
+        return max(sizes) if sizes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "world_size": self.world_size,
+            "rank_count": len(self.ranks),
+            "outlier_ranks": [e.rank for e in self.outliers],
+            "outlier_rule": OUTLIER_RULE,
+            "medians": self.medians,
+            "ranks": [e.to_dict() for e in self.ranks],
+            "skipped": list(self.skipped),
+        }
+
+
+def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
+               error: str | None = None) -> RankEntry:
+    """The figures of one rank from its preferred file (``snap``: that file, loaded)."""
+    rf = files[0]
+    e = RankEntry(rank, rf, files, error=error)
+    if snap is not None:
+        stats = memory_stats(snap)
+        timeline = build_timeline(snap) if len(snap.trace) else None
+        e.reserved_bytes = stats.reserved_bytes
+        e.allocated_bytes = stats.allocated_bytes
+        e.active_bytes = stats.active_bytes
+        e.free_bytes = stats.free_bytes
+        e.largest_free_block_bytes = stats.largest_free_block_bytes
+        e.fragmentation = stats.fragmentation
+        e.segment_count = stats.segment_count
+        if timeline is not None:
+            for curve in ("reserved", "allocated"):
+                best = None
+                for d in timeline.devices:
+                    rep = timeline.replay(d)
+                    if rep is not None and len(rep):
+                        v, _k = rep.peak(curve)
+                        best = v if best is None else max(best, v)
+                setattr(e, f"peak_{curve}_bytes", best)
+        reports = oom_reports(snap, timeline)
+        if reports:
+            e.oom = True
+            e.oom_kind = reports[-1].kind
+            e.verdict = reports[-1].verdict
+    counters = (rf.sidecar or {}).get("memory_stats")
+    if isinstance(counters, dict):
+        took = False
+        for attr, key in (("reserved_bytes", "reserved_bytes.all.current"),
+                          ("allocated_bytes", "allocated_bytes.all.current"),
+                          ("active_bytes", "active_bytes.all.current"),
+                          ("peak_reserved_bytes", "reserved_bytes.all.peak"),
+                          ("peak_allocated_bytes", "allocated_bytes.all.peak")):
+            c = _int(counters.get(key))
+            if c is not None:
+                setattr(e, attr, c)
+                took = True
+        if took:
+            e.source = "allocator counters"
+        n_ooms = _int(counters.get("num_ooms"))
+        if n_ooms and not e.oom:
+            e.oom = True  # the allocator counted an OOM the trace no longer holds
+    if rf.reason == "oom":
+        e.oom = True
+    if (e.oom and e.verdict is None and rf.sidecar
+            and isinstance(rf.sidecar.get("oom_message"), str)):
+        e.verdict = " ".join(rf.sidecar["oom_message"].split())[:300]
+    return e
+
+
+def flag_outliers(entries: list[RankEntry]) -> dict[str, float | None]:
+    """Apply :data:`OUTLIER_RULE` in place; the median of each metric over all ranks."""
+    medians: dict[str, float | None] = {}
+    for metric in (*OUTLIER_METRICS, "fragmentation"):
+        values = [e.value(metric) for e in entries if e.value(metric) is not None]
+        medians[metric] = statistics.median(values) if values else None
+    for e in entries:
+        e.outlier_reasons = []
+        e.deviations = {}
+    if len(entries) < 2:
+        return medians
+    for metric in OUTLIER_METRICS:
+        for e in entries:
+            v = e.value(metric)
+            others = [o.value(metric) for o in entries
+                      if o is not e and o.value(metric) is not None]
+            if v is None or not others:
+                continue
+            med = statistics.median(others)
+            excess = v - med
+            if excess > OUTLIER_RELATIVE * med and excess > OUTLIER_ABSOLUTE:
+                e.deviations[metric] = int(excess)
+                e.outlier_reasons.append(
+                    f"{METRIC_LABELS[metric]} {format_bytes(v)} is {format_bytes(excess)} above "
+                    f"the other ranks' median ({format_bytes(med)})")
+    if any(not e.oom for e in entries):
+        for e in entries:
+            if e.oom:
+                e.outlier_reasons.insert(0, "ran out of memory while other ranks did not")
+    return medians
+
+
+def load_ranks(directory: str | os.PathLike,
+               progress: Callable[[int, int, str], None] | None = None,
+               cancelled: Callable[[], bool] | None = None,
+               use_cache: bool | None = None) -> RankOverview:
+    """Load every rank's preferred file of ``directory`` and flag the outliers.
+
+    ``progress(i, n, name)`` is called before each file; ``cancelled()``
+    returning true raises :class:`LoadCancelled`.  A file that cannot be
+    loaded gives a row with ``error`` set (the sidecar's counters still count).
+    Raises :class:`SnapshotError` when the directory holds no ranked snapshot.
+    """
+    by_rank, skipped = scan_directory(directory)
+    if not by_rank:
+        raise SnapshotError(f"no snapshot files with a rank in {directory}"
+                            + (f" ({len(skipped)} without a rank)" if skipped else ""))
+    entries = []
+    n = len(by_rank)
+    for i, (rank, files) in enumerate(by_rank.items()):
+        if cancelled is not None and cancelled():
+            raise LoadCancelled()
+        if progress is not None:
+            progress(i, n, files[0].name)
+        snap, error = None, None
+        try:
+            snap = load_snapshot(files[0].path, use_cache=use_cache)
+        except SnapshotError as exc:
+            error = str(exc)
+        except MemoryError:
+            error = "not enough memory to load it"
+        entries.append(rank_entry(rank, files, snap, error))
+        del snap
+    medians = flag_outliers(entries)
+    if progress is not None:
+        progress(n, n, "")
+    return RankOverview(os.fspath(directory), entries, skipped, medians)
+
+
+def format_text(overview: RankOverview) -> str:
+    """The overview as a table for the terminal."""
+    fb = format_bytes
+
+    def cell(v, frac=False):
+        if v is None:
+            return "?"
+        return f"{v:.1%}" if frac else fb(v)
+
+    lines = [f"{overview.directory}: {len(overview.ranks)} ranks"
+             + (f" (world size {overview.world_size})" if overview.world_size else "")]
+    head = (f"{'rank':>4}  {'reserved':>11}  {'allocated':>11}  {'peak res.':>11}  "
+            f"{'peak alloc.':>11}  {'frag.':>6}  {'OOM':<3}  file")
+    lines.append(head)
+    for e in overview.ranks:
+        flag = " *" if e.outlier else "  "
+        lines.append(
+            f"{e.rank:>4}{flag}{cell(e.reserved_bytes):>11}  {cell(e.allocated_bytes):>11}  "
+            f"{cell(e.peak_reserved_bytes):>11}  {cell(e.peak_allocated_bytes):>11}  "
+            f"{cell(e.fragmentation, True):>6}  {'yes' if e.oom else 'no':<3}  {e.file.name}"
+            + (f"  (+{len(e.files) - 1} more)" if len(e.files) > 1 else ""))
+    for e in overview.ranks:
+        if e.error:
+            lines.append(f"rank {e.rank}: could not load {e.file.name}: {e.error}")
+    if overview.outliers:
+        lines.append("outliers (*):")
+        for e in overview.outliers:
+            for r in e.outlier_reasons:
+                lines.append(f"  rank {e.rank}: {r}")
+            if e.verdict:
+                lines.append(f"  rank {e.rank}: {e.verdict}")
+    else:
+        lines.append("no outlier rank")
+    lines.append(f"rule: {OUTLIER_RULE}")
+    for name in overview.skipped:
+        lines.append(f"skipped (no rank in its name or sidecar): {name}")
+    return "\n".join(lines)

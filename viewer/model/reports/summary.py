@@ -1,0 +1,392 @@
+"""The summary report behind ``vramscope summary`` (plain data, JSON-ready)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..analysis import figures as analysis
+from ..replay import integrity
+from ..analysis.oom import oom_reports
+from ..replay.recorded_window import recorded_window
+from ..core.snapshot import HOST_DEVICE, Action, Snapshot
+from ..replay.timeline import Timeline
+from ..core.units import format_address, format_bytes, plural
+
+CURVES = ("requested", "allocated", "active", "reserved")
+
+EXPANDABLE_NOTE = (
+    "the allocator does not count expandable segments in segment_count and "
+    "inactive_split_bytes; vramscope's own figures for them are "
+    "expandable_segment_count and expandable_free_bytes"
+)
+
+
+def peaks(timeline: Timeline, device: int) -> dict[str, Any]:
+    """Peaks of the four curves over the recorded window, with where they happen."""
+    rep = timeline.replay(device)
+    out: dict[str, Any] = {}
+    for curve in CURVES:
+        value, k = rep.peak(curve) if rep is not None and len(rep) else (None, -1)
+        t = int(rep.time_us[k]) if rep is not None and k >= 0 else -1
+        out[f"peak_{curve}_bytes"] = value
+        out[f"peak_{curve}_event"] = k if k >= 0 else None
+        out[f"peak_{curve}_time_us"] = t if t >= 0 else None
+    return out
+
+
+def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
+    """Facts of event ``k`` of ``device`` (what the state is "after")."""
+    rep = timeline.replay(device)
+    if rep is None:
+        raise ValueError(f"no trace on device {device}")
+    return {
+        "device": device,
+        "event": k,
+        "events": len(rep),
+        "action": Action(int(rep.action[k])).name.lower(),
+        "addr": int(rep.addr[k]),
+        "size": int(rep.size[k]),
+        "stream": int(rep.stream[k]),
+        "time_us": int(rep.time_us[k]) if rep.time_us[k] >= 0 else None,
+        "trace_row": int(rep.rows[k]),  # index in the whole trace (all devices)
+    }
+
+
+def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:
+    """An OOM report plus ``event``: its index among its device's events (what --at takes)."""
+    d = report.to_dict()
+    d["event"] = int(np.count_nonzero(snap.trace.device[:report.event_index] == report.device))
+    return d
+
+
+def summarize(snap: Snapshot, timeline: Timeline | None = None,
+              at: tuple[int, int] | None = None,
+              prepared: Future | None = None) -> dict[str, Any]:
+    """Everything ``vramscope summary --json`` prints.
+
+    With ``at=(device, k)`` the figures are those after event ``k`` of that
+    device (replayed), and ``"at"`` describes the event.  ``prepared``: the breakdown's
+    first part, made while the replay ran (:func:`summary_timeline`).
+    """
+    # Issue 15's breakdown (the slowest part) on a second thread from the start when the
+    # device it is for is known already (one device with events): the peaks, windows and
+    # pools below run meanwhile; joined where its fields are written.
+    early = None
+    if timeline is not None and len(timeline.devices) == 1 and (os.cpu_count() or 1) > 1:
+        early_pool = ThreadPoolExecutor(1)
+        early = (next(iter(timeline.devices)),
+                 early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices)),
+                                   prepared))
+        early_pool.shutdown(wait=False)
+    # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
+    # the breakdown's thread runs (both are mostly C passes without the GIL); before the
+    # OOM reports, which it marks (an OOM inside a stretch is not exact).
+    found = integrity.check(timeline) if timeline else []
+    reports = oom_reports(snap, timeline, untrusted=found)
+    state = snap
+    if at is not None and timeline is not None:
+        state = timeline.snapshot_at(*at)
+    total = analysis.memory_stats(state)
+    out: dict[str, Any] = {"file": snap.path, "format": snap.source_format}
+    out.update(total.to_dict())
+    out["at"] = at_event(timeline, *at) if at is not None and timeline is not None else None
+    device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
+    if device_peaks:
+        # One device: its peaks.  Several: the device with the highest reserved peak.
+        top = max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+        out.update(device_peaks[top])
+        out["peak_device"] = top
+    # What each device's trace window cannot show (a wrapped ring buffer, a late start).
+    reps = [timeline.replay(d) for d in timeline.devices] if timeline else []
+    windows = [recorded_window(rep) for rep in reps if rep is not None]
+    out["windows"] = [w.to_dict() for w in windows]
+    ooms = [_oom_dict(snap, r) for r in reports]
+    if out["at"] is not None:
+        # The state after --at: only the OOMs up to that event explain it.
+        row = out["at"]["trace_row"]
+        before = [o for o in ooms if o["event_index"] <= row]
+        out["ooms_after_at"] = len(ooms) - len(before)
+        out["oom"] = before[-1] if before else None
+    else:
+        out["oom"] = ooms[-1] if ooms else None
+    out["ooms"] = ooms
+    out["devices"] = []
+    if timeline is not None:  # its devices are the trace's (no second pass over the trace)
+        devices = set(timeline.devices) | set(np.unique(snap.segments.device).tolist()) \
+            | set(np.unique(state.segments.device).tolist())
+    else:
+        devices = set(snap.devices) | set(state.devices)
+    for device in sorted(devices):
+        d = {"device": device}
+        d.update(analysis.memory_stats(state, analysis.Selection(device=device)).to_dict())
+        d.update(device_peaks.get(device, {}))
+        d["pools"] = [
+            {
+                "pool_id": list(state.pools[key.pool]),
+                "stream": key.stream,
+                "segment_type": "small" if key.is_small else "large",
+                **analysis.memory_stats(state, key.selection()).to_dict(),
+            }
+            for key in analysis.pool_keys(state)
+            if key.device == device
+        ]
+        out["devices"].append(d)
+    out["trace_events"] = len(snap.trace)
+    out["stacks"] = len(snap.stacks)
+    out["frames"] = len(snap.frames)
+    out["allocator_settings"] = snap.allocator_settings
+    out.update(newer_fields(snap))
+    notes = []
+    if total.expandable_segment_count:
+        notes.append(EXPANDABLE_NOTE)
+    for w in windows:
+        if w.started_late:
+            notes.append(w.describe() + "; peaks are over the window only")
+    overflow = snap.trace_integrity_note()
+    if overflow:
+        notes.append(overflow)
+    out["notes"] = notes
+    untrusted = [u.to_dict() for u in found]  # (checked above, before breakdown_fields)
+    # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
+    out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
+                                out.get("peak_requested_event"), early))
+    out["warnings"] = list(snap.warnings)
+    out["untrusted"] = untrusted
+    return out
+
+
+# --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
+def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
+                     ) -> tuple[Timeline, Future | None]:
+    """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
+    kept), and, for a trace of one device on a machine of several cores, the first part
+    of its memory breakdown (:func:`categories.report.prepare`: the allocations and
+    phases, which read only the event columns) made on another thread while the replay
+    applies the events: pass the future to :func:`summarize` (``prepared``)."""
+    from ..categories.breakdown import OVERLAP_MIN_EVENTS, prepare
+    from ..replay.timeline import build_timeline
+
+    trace = snap.trace
+    one_device = bool(len(trace.device)) and int(trace.device.min()) == int(trace.device.max())
+    if not one_device or (os.cpu_count() or 1) < 2 or len(trace.device) < OVERLAP_MIN_EVENTS:
+        return build_timeline(snap, keyframes=False, emit=emit), None
+    pool = ThreadPoolExecutor(1)
+    started: list[Future] = []
+
+    def on_seeded(rep) -> None:
+        started.append(pool.submit(prepare, snap, rep))
+
+    try:
+        timeline = build_timeline(snap, keyframes=False, emit=emit, on_seeded=on_seeded)
+    finally:
+        pool.shutdown(wait=False)
+    return timeline, (started[0] if started else None)
+
+
+def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None,
+                     prepared: Future | None = None):
+    """The :class:`categories.MemoryBreakdown` of ``device``; None (and a warning) where
+    the trace is inconsistent.  ``prepared``: see :func:`summary_timeline`."""
+    from ..categories import MemoryBreakdown
+
+    if device is None or timeline.replay(device) is None:
+        return None
+    try:
+        part = prepared.result() if prepared is not None else None
+        return MemoryBreakdown.build(snap, timeline, device, prepared=part)
+    except (ValueError, IndexError, KeyError) as exc:  # an inconsistent trace: say so
+        snap.warnings.append(f"memory categories of device {device} skipped: {exc}")
+        return None
+
+
+def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
+                     peak_device: int | None, peak_event: int | None,
+                     early: tuple[int, Future] | None = None) -> dict[str, Any]:
+    """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
+    adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
+    :class:`categories.MemoryBreakdown` (``early``: (device, the build of it already
+    started on a thread))."""
+    out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
+                           "categories_at": None, "iterations": [], "leaks": []}
+    if timeline is None or not timeline.devices:
+        if early is not None:
+            early[1].result()
+        return out
+    made = {}
+    if early is not None:
+        made[early[0]] = early[1].result()
+
+    def build(device):
+        if device not in made:
+            made[device] = _build_breakdown(snap, timeline, device)
+        return made[device]
+
+    bd = build(peak_device)
+    if bd is not None:
+        out.update(bd.summary_dict(peak_event))
+    if at is not None:
+        bd_at = bd if at[0] == peak_device else build(at[0])
+        if bd_at is not None:
+            out["categories_at"] = bd_at.split_at(at[1])
+            out["categories_at_device"] = at[0]
+    return out
+# --- end issue 15 -----------------------------------------------------------------------
+
+
+def newer_fields(snap: Snapshot) -> dict[str, Any]:
+    """What newer torch records beside the allocator state: the trace ring's overflow,
+    allocation annotations, forward stacks and pinned host memory (its own device,
+    never part of the GPU figures above it)."""
+    host = None
+    if snap.host is not None:
+        host = {
+            "device": HOST_DEVICE,
+            "reserved_bytes": snap.host.reserved_bytes,
+            "allocated_bytes": snap.host.allocated_bytes,
+            "segment_count": len(snap.host.segments),
+            "trace_events": len(snap.host.trace),
+        }
+    return {
+        "trace_overflowed": snap.trace_overflowed,
+        "trace_max_entries": snap.trace_max_entries,
+        "allocation_annotations": len(snap.alloc_annotations),
+        "forward_stacks": int((snap.trace.forward_stack >= 0).sum()),
+        "host_memory": host,
+    }
+
+
+def format_text(summary: dict[str, Any]) -> str:
+    """A short human-readable report."""
+    fb = format_bytes
+    lines = [f"{summary['file']} ({summary['format']})"]
+    at = summary.get("at")
+    if at:
+        lines.append(f"after event {at['event']} of {at['events']} on device {at['device']}: "
+                     f"{at['action']} {fb(at['size'])}")
+    lines.append(
+        f"reserved {fb(summary['reserved_bytes'])} in {plural(summary['segment_count'], 'segment')}"
+        + (f" + {summary['expandable_segment_count']} expandable"
+           if summary["expandable_segment_count"] else "")
+    )
+    lines.append(
+        f"allocated {fb(summary['allocated_bytes'])}, active {fb(summary['active_bytes'])}, "
+        f"requested {fb(summary['requested_bytes'])}"
+    )
+    lines.append(
+        f"free inside segments (all pools) {fb(summary['free_bytes'])} in "
+        f"{plural(summary['gap_count'], 'gap')}, "
+        f"largest free block {fb(summary['largest_free_block_bytes'])}, "
+        f"fragmentation {summary['fragmentation']:.1%}"
+    )
+    lines.append(
+        f"inactive split {fb(summary['inactive_split_bytes'])}, "
+        f"rounding waste {fb(summary['rounding_waste_bytes'])}, "
+        f"pending free {fb(summary['pending_free_bytes'])}"
+    )
+    if summary.get("peak_reserved_bytes") is not None:
+        window = next((w for w in summary.get("windows") or []
+                       if w["device"] == summary.get("peak_device")), None)
+        late = bool(window and window["started_late"])
+        where = f"event {summary['peak_reserved_event']}"
+        # Several devices: the totals above are summed, the peak is one device's; say which.
+        device = (f" on device {summary['peak_device']}"
+                  if len(summary["devices"]) > 1 and summary.get("peak_device") is not None else "")
+        if late and window and summary["peak_reserved_bytes"] == window["reserved_before"]:
+            where = "already at the window's start"  # not an event of the window
+        lines.append(
+            f"peak over the {'recorded window' if late else 'recording'}{device}: reserved "
+            f"{fb(summary['peak_reserved_bytes'])} ({where}), requested "
+            f"{fb(summary['peak_requested_bytes'])} (event {summary['peak_requested_event']})"
+        )
+    if len(summary["devices"]) > 1:
+        for d in summary["devices"]:
+            lines.append(f"  device {d['device']}: reserved {fb(d['reserved_bytes'])}, "
+                         f"allocated {fb(d['allocated_bytes'])}")
+    lines.extend(_oom_lines(summary))
+    lines.extend(breakdown_lines(summary))  # issue 15
+    host = summary.get("host_memory")
+    if host:
+        lines.append(f"pinned host memory (device 'host', not in the figures above): reserved "
+                     f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
+                     f"allocated {fb(host['allocated_bytes'])}")
+    if summary.get("allocation_annotations"):
+        lines.append(f"{summary['allocation_annotations']} allocation annotations "
+                     "(torch.cuda.memory._annotate_memory)")
+    for note in summary["notes"]:
+        lines.append(f"note: {note}")
+    for warning in summary["warnings"]:
+        lines.append(f"warning: {warning}")
+    for u in summary.get("untrusted", []):
+        lines.append(("warning: " if u["kind"] == "inconsistent" else "note: ")
+                     + integrity.Untrusted(**u).line())
+    return "\n".join(lines)
+
+
+# --- issue 15: the split and leaks in words ---------------------------------------------
+def breakdown_lines(summary: dict[str, Any]) -> list[str]:
+    """The split at the peak (and at ``--at``) in one line each, every leak in words."""
+    from ..categories.breakdown import format_split
+    from ..core.units import format_bytes as fb
+
+    lines = []
+    if summary.get("categories_at_peak"):
+        leaked = summary.get("leaked_bytes_at_peak") or 0
+        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}"
+                     + (f"; {fb(leaked)} of it kept by the "
+                        f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
+                        if leaked else ""))
+    if summary.get("categories_at"):
+        lines.append(f"after event {summary['at']['event']}: "
+                     f"{format_split(summary['categories_at'])}")
+    its = summary.get("iterations") or []
+    if its:
+        top = max(its, key=lambda it: it["peak_bytes"])
+        lines.append(f"{len(its)} iterations; the highest, #{top['index']}, peaks at "
+                     f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
+    leaks = summary.get("leaks") or []
+    if len(leaks) > 1:
+        lines.append(f"leaks: {len(leaks)} lines keep "
+                     f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
+                     f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
+    for lk in leaks[:LEAK_LINES]:
+        via = f", called from {lk['caller']}" if lk.get("caller") else ""
+        lines.append(f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
+                     f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
+                     f"iterations, {fb(lk['live_bytes'])} now)")
+    if len(leaks) > LEAK_LINES:
+        lines.append(f"  ... and {len(leaks) - LEAK_LINES} more (--json lists them all)")
+    return lines
+
+
+LEAK_LINES = 5  # leaks named in the text summary (JSON has them all)
+# --- end issue 15 -----------------------------------------------------------------------
+
+
+def _oom_lines(summary: dict[str, Any]) -> list[str]:
+    """Every OOM of the recording (up to the --at event when one is given), two lines each."""
+    fb = format_bytes
+    ooms = summary.get("ooms") or []
+    at = summary.get("at")
+    if at:
+        ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
+    lines = []
+    if len(ooms) > 1:
+        lines.append(f"{len(ooms)} OOMs{' up to this event' if at else ''}:")
+    for oom in ooms:
+        event = oom.get("event", oom["event_index"])
+        lines.append(
+            f"OOM on device {oom['device']} at event {event}: {fb(oom['requested_bytes'])} "
+            f"requested ({oom['pool_kind']} pool, stream "
+            f"{oom['stream'] and format_address(oom['stream'])})"
+        )
+        lines.append(f"  {oom['verdict']}" + ("" if oom.get("exact", True)
+                                              else f" (not exact: {oom['not_exact_reason']})"))
+    later = summary.get("ooms_after_at") or 0
+    if at and later:
+        lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "
+                     "not shown: run without --at for all)")
+    return lines

@@ -1,0 +1,17 @@
+"""What the window shows, without Qt: the views subscribe to these and only draw.
+
+* :mod:`.document` - :class:`Document`: one loaded snapshot and its replays;
+* :mod:`.view_state` - :class:`ViewState`: device, instant, selection, highlight
+  (evented fields that document themselves);
+* :mod:`.evented` - the small event/field machinery the view state is made of;
+* :mod:`.exactness` - whether the figures shown at an instant are exact, and why not;
+* :mod:`.category_view` - the categories at the cursor, for the legend and panels;
+* :mod:`.map_layout` - the segment map's geometry (rows, widths, gaps);
+* :mod:`.curve_lod` - curves reduced to the pixels they are drawn on;
+* :mod:`.stacking` - stacked category curves;
+* :mod:`.annotations` - ``record_function`` ranges and labels placed so they never overlap.
+
+May import: every layer below (:mod:`..remedies`, :mod:`..categories`,
+:mod:`..whatif`, :mod:`..analysis`, :mod:`..replay`, :mod:`..io`, :mod:`..core`);
+never :mod:`..reports`.
+"""

@@ -1,0 +1,312 @@
+"""Predictions per setting: the figures the CLI prints and the panel shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core import allocator_rules as rules
+from ..core.errors import SnapshotError
+from ..core.progress import Progress
+from ..replay import replay_device
+from ..core.snapshot import Snapshot
+from ..core.units import format_bytes as fb
+from ..replay.recorded_window import RecordedWindow, recorded_window
+from .limits import LimitBounds, infer_limit
+from .requests import Requests, build_requests
+from .run import SimResult, simulate
+from .selfcheck import CheckResult, self_check
+
+RECORDED = "recorded"
+# The standard set --recommend tries (each from the defaults, as the allocator parses them).
+RECOMMENDED = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "garbage_collection_threshold:0.6",
+    "expandable_segments:True,garbage_collection_threshold:0.6",
+]
+
+
+@dataclass
+class Prediction:
+    """One setting's simulated run."""
+
+    conf: str  # as given
+    config: rules.AllocatorConfig
+    limit: int | None
+    result: SimResult
+    # The program was changed too (another batch size): at the recorded settings the row
+    # is still not the recorded run.
+    program_changed: bool = False
+
+    def to_dict(self, case: "Case") -> dict:
+        r = self.result
+        oom = r.first_oom
+        return {
+            "conf": self.conf,
+            "settings": self.config.describe(),
+            "memory_limit_bytes": self.limit,
+            "peak_reserved_bytes": r.peak_reserved_until_oom,
+            "peak_reserved_event": case.event_of(r.peak_reserved_request),
+            "peak_allocated_bytes": r.peak_allocated,
+            "fragmentation_at_peak": round(r.fragmentation_at_peak, 6),
+            "free_at_peak_bytes": r.free_at_peak,
+            "largest_free_at_peak_bytes": r.largest_free_at_peak,
+            "cuda_malloc_count": r.n_cuda_malloc,
+            "cuda_free_count": r.n_cuda_free,
+            "alloc_retries": r.n_retries,
+            "oom": None if oom is None else {
+                "event": oom.event, "time_us": case.time_of(oom.event), "size_bytes": oom.size,
+                "pool": oom.pool_kind, "kind": oom.kind, "reserved_bytes": oom.reserved_bytes,
+                "allocated_bytes": oom.allocated_bytes,
+                "free_in_pool_bytes": oom.free_in_pool_bytes,
+                "largest_free_bytes": oom.largest_free_bytes, "as_recorded": oom.recorded,
+                "verdict": verdict(oom),
+            },
+            "oom_count": len(r.ooms),
+            "recorded_ooms_avoided": len(r.recorded_ooms_avoided),
+            "peak_reserved_vs_recorded": None if self.peak_is_window_start(case) else
+            (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
+            if case.recorded_peak else None,
+            # The trace began after segments existed (see model/recorded_window.py): they
+            # keep their recorded places here, and a peak equal to them predicts nothing.
+            "window_started_late": bool(case.window and case.window.started_late),
+            "peak_reserved_is_window_start": self.peak_is_window_start(case),
+        }
+
+    def peak_is_window_start(self, case: "Case") -> bool:
+        """The peak is the layout the trace window started with: recorded, not predicted."""
+        w = case.window
+        return bool(w and w.started_late
+                    and self.result.peak_reserved_until_oom <= self.result.reserved_before)
+
+
+class Case:
+    """One device's recorded requests, ready to be simulated under any setting."""
+
+    def __init__(self, snap: Snapshot, device: int, reqs: Requests,
+                 recorded: rules.AllocatorConfig, limit: int | None, limit_source: str,
+                 bounds: LimitBounds, gpu_bytes: int | None) -> None:
+        self.snap, self.device, self.requests = snap, device, reqs
+        self.recorded, self.limit, self.limit_source = recorded, limit, limit_source
+        self.bounds, self.gpu_bytes = bounds, gpu_bytes
+        self._recorded_run: SimResult | None = None
+        self.window: RecordedWindow | None = None  # what the trace window cannot show
+
+    @property
+    def recorded_peak(self) -> int:
+        """Peak reserved of the recorded run (the model's, equal to the recording's)."""
+        return self.recorded_run().peak_reserved_until_oom
+
+    def recorded_run(self) -> SimResult:
+        if self._recorded_run is None:
+            self._recorded_run = simulate(self.requests, self.recorded, self.limit, self.gpu_bytes)
+        return self._recorded_run
+
+    def config_of(self, conf: str | rules.AllocatorConfig | None) -> rules.AllocatorConfig:
+        if conf is None or conf == RECORDED:
+            return self.recorded
+        if isinstance(conf, rules.AllocatorConfig):
+            return conf
+        return rules.parse_conf(conf)
+
+    def simulate(self, conf: str | rules.AllocatorConfig | None = None,
+                 limit: int | None = None, progress: Progress | None = None) -> SimResult:
+        """Simulate under ``conf`` (a PYTORCH_CUDA_ALLOC_CONF string, ``"recorded"`` or None)."""
+        cfg = self.config_of(conf)
+        lim = self.limit if limit is None else limit
+        if cfg == self.recorded and lim == self.limit:
+            if self._recorded_run is None:  # computed once, also for the self-check
+                self._recorded_run = simulate(self.requests, cfg, lim, self.gpu_bytes, progress)
+            return self._recorded_run
+        return simulate(self.requests, cfg, lim, self.gpu_bytes, progress)
+
+    def self_check(self) -> CheckResult:
+        """The model at the recorded settings against the recording (events, segments, peaks)."""
+        sim = self.recorded_run()
+        check = self_check(self.snap, self.device, self.requests, sim)
+        side = self.snap.sidecar or {}
+        stats = side.get("memory_stats") or {}
+        if side.get("device") not in (None, self.device):
+            stats = {}  # the sidecar's counters are another device's
+        if check.ok and not self._wrapped():
+            for name, ours in (("reserved_bytes.all.peak", sim.peak_reserved),
+                               ("allocated_bytes.all.peak", sim.peak_allocated)):
+                theirs = stats.get(name)
+                if isinstance(theirs, int) and theirs != ours:
+                    return CheckResult(False, check.n_segment_events,
+                                       f"{name}: recorded {theirs}, simulated {ours}")
+        return check
+
+    def _wrapped(self) -> bool:
+        return bool(len(self.requests.initial.seg_addr))
+
+    def event_of(self, request: int) -> int:
+        return int(self.requests.event[request]) if 0 <= request < len(self.requests) else -1
+
+    def time_of(self, event: int) -> int:
+        t = self.requests.time_us
+        return int(t[event]) if 0 <= event < len(t) else -1
+
+    def curve_x(self) -> np.ndarray:
+        """Trace event index of each request (the x of the reserved curves)."""
+        return self.requests.event
+
+
+def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None = None,
+            limit: int | None = None) -> Case:
+    """The request stream of ``device`` (default: the first with trace events)."""
+    devices = sorted(set(np.unique(snap.trace.device).tolist()))
+    if device is None:
+        if not devices:
+            raise SnapshotError("the snapshot has no trace events to simulate "
+                                "(record with torch.cuda.memory._record_memory_history)")
+        device = devices[0]
+    elif device not in devices:
+        raise SnapshotError(f"no trace events on device {device}")
+    rep = replay_device(snap, device, progress, keyframes=False)
+    recorded = rules.config_from_settings(snap.allocator_settings)
+    side = snap.sidecar or {}
+    stats = side.get("memory_stats") or {}
+    # With no retries recorded (and no rule that releases without one), every
+    # release in the trace was the program's own empty_cache.
+    retries_possible = not (stats.get("num_alloc_retries") == 0
+                            and recorded.max_split_size >= rules.NO_LIMIT
+                            and recorded.garbage_collection_threshold == 0)
+    reqs = build_requests(rep, snap.pools, retries_possible,
+                          gc_possible=recorded.garbage_collection_threshold > 0)
+    bounds = infer_limit(reqs, recorded)
+    lim: int | None
+    if limit is not None:
+        lim, source = int(limit), "given"
+    elif isinstance(side.get("memory_limit_bytes"), int):
+        lim, source = int(side["memory_limit_bytes"]), "sidecar"
+    elif bounds.upper is not None:
+        lim, source = bounds.estimate, "inferred"
+    else:
+        lim, source = None, "none"
+    gpu = side.get("gpu_total_memory")
+    case = Case(snap, device, reqs, recorded, lim, source, bounds,
+                gpu if isinstance(gpu, int) and gpu > 0 else None)
+    case.window = recorded_window(rep)
+    return case
+
+
+def predict(case: Case, confs: list[str], limit: int | None = None,
+            progress: Progress | None = None) -> list[Prediction]:
+    """One :class:`Prediction` per setting, in the order given."""
+    out = []
+    n = max(len(confs), 1)
+    for j, conf in enumerate(confs):
+        cfg = case.config_of(conf)
+        sub = None
+        if progress is not None:
+            progress.update("simulate", j / n)  # raises LoadCancelled after a Cancel
+            sub = Progress(_scaled(progress, j, n), progress.cancel_event)
+        result = case.simulate(cfg, limit, sub)
+        out.append(Prediction(conf, cfg, case.limit if limit is None else limit, result))
+    if progress is not None:
+        progress.update("simulate", 1.0)
+    return out
+
+
+def _scaled(progress: Progress, j: int, n: int):
+    """A progress callback for setting ``j`` of ``n``: its fraction within the whole."""
+    def update(stage: str, f: float) -> None:
+        progress.update("simulate", (j + f) / n)
+    return update
+
+
+def limit_text(case: Case, limit: int | None = None) -> str:
+    """The memory limit the predictions used, and where it came from.
+
+    ``limit`` is the one given (``--memory-limit``); then the recording's own
+    limit is named beside it, since "vs recorded" compares with the recorded run.
+    """
+    own = (f"{fb(case.limit)} ({case.limit_source})" if case.limit else "none")
+    if limit is None or limit == case.limit:
+        return own
+    return f"{fb(limit)} (given; the recording's: {own})"
+
+
+def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
+                limit: int | None = None) -> str:
+    """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
+    head = [f"device {case.device}: {len(case.requests):,} requests; recorded settings: "
+            f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
+    rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
+             "cudaMalloc", "cudaFree", "OOM")]
+    for p in preds:
+        d = p.to_dict(case)
+        oom = d["oom"]
+        fixed = d["peak_reserved_is_window_start"]
+        rows.append((
+            row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+            "n/a*" if fixed else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
+            if d["peak_reserved_vs_recorded"] is not None else "-",
+            fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
+            str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
+            "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    for p in preds:
+        oom = p.result.first_oom
+        if oom is not None:
+            lines.append(f"  {p.conf or '(defaults)'}: OOM at event {oom.event}: {verdict(oom)}")
+    lines.extend(window_notes(case, preds))
+    if ranked:
+        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
+    return "\n".join(lines)
+
+
+def row_label(case: Case, p: Prediction) -> str:
+    """The setting as given; "(= recorded)" marks the one that is the recorded run's settings
+    (under --recommend the defaults often are: the baseline the other rows compare with),
+    "(recorded settings)" the same settings with the program changed (another batch)."""
+    label = p.conf if p.conf else "(defaults)"
+    if p.conf != RECORDED and p.config == case.recorded:
+        # A changed program (another batch) at the recorded settings is not the recorded
+        # run: "(= recorded)" would read as if it were.
+        label += " (recorded settings)" if p.program_changed else " (= recorded)"
+    return label
+
+
+def window_notes(case: Case, preds: list[Prediction]) -> list[str]:
+    """What the predictions cannot show when the trace began after segments existed."""
+    w = case.window
+    if not (w and w.started_late):
+        return []
+    lines = [f"note: {w.describe()}.",
+             "  Under every setting those segments keep their recorded places: a setting's "
+             "effect on them is unknown, and cudaMalloc/cudaFree count the window only."]
+    if any(p.peak_is_window_start(case) for p in preds):
+        lines.append(f"  * = the {fb(w.reserved_before)} the window started with, never "
+                     "exceeded: recorded, not a prediction of this setting's peak.")
+    return lines
+
+
+def rank(preds: list[Prediction]) -> list[Prediction]:
+    """Settings that run without OOM first, then by predicted peak reserved."""
+    return sorted(preds, key=lambda p: (p.result.first_oom is not None,
+                                        p.result.peak_reserved_until_oom))
+
+
+def verdict(oom) -> str:
+    """One line: why this request failed, in the allocator's terms."""
+    head = f"{fb(oom.size)} requested ({oom.pool_kind} pool): {oom.kind}: "
+    limit = fb(oom.limit) if oom.limit else "the GPU's free memory"
+    grow = (f"{fb(oom.reserved_bytes)} reserved + {fb(oom.new_memory_bytes)} new "
+            f"{'pages' if oom.expandable else 'segment'} would pass {limit}")
+    if oom.kind == "fragmentation":
+        where = ("partly used pages of the expandable segment, which only unmap whole "
+                 "pages" if oom.expandable else "partly used segments, which cannot be freed")
+        return (head + f"{fb(oom.free_in_pool_bytes)} is free in the pool but the largest block "
+                f"is {fb(oom.largest_free_bytes)}; the free memory sits in {where}, and {grow}")
+    return head + (f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the "
+                   f"cache, and {grow}")
