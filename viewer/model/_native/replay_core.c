@@ -38,15 +38,6 @@ enum { ALLOCATED = 0, PENDING = 1, FREE = 2 };
 #define BEFORE_RECORDING (-1)
 #define NONE (-1)
 
-/* Out of memory inside the state's helpers.  The event loop of run() lets go of the GIL
- * (other Python threads work meanwhile), so a helper may fail without holding it: then the
- * error is only noted, and run() raises MemoryError once it holds the GIL again. */
-static int nomem_pending = 0;
-static void no_memory(void) {
-    if (PyGILState_Check()) no_memory();
-    else nomem_pending = 1;
-}
-
 typedef struct {
     int64_t addr, size, requested, alloc;
     int32_t stack, seg, prev, next;
@@ -78,7 +69,18 @@ typedef struct {
     int32_t *known_pool;
     Py_ssize_t nknown;
     int32_t default_pool;
+    int nomem_pending; /* out of memory without the GIL: run() raises MemoryError (no_memory) */
 } St;
+
+/* Out of memory inside the state's helpers.  With the GIL held (new_state) MemoryError is
+ * raised at once.  The event loop of run() lets go of the GIL (other Python threads work
+ * meanwhile), so a helper may fail without holding it: then the error is only noted in the
+ * state, and run() raises MemoryError once it holds the GIL again.  The note is the state's
+ * own: replays of other states may run on other threads at the same time. */
+static void no_memory(St *st) {
+    if (PyGILState_Check()) PyErr_NoMemory();
+    else st->nomem_pending = 1;
+}
 
 /* ------------------------------------------------------------------ memory */
 static int grow(void **p, int32_t *cap, size_t item, int32_t need) {
@@ -123,12 +125,17 @@ static int h_put(St *st, int64_t key, int32_t val);
 static int h_rehash(St *st) {
     int64_t *ok = st->hkeys;
     int32_t *ov = st->hvals;
-    uint64_t ocap = st->hcap;
+    uint64_t ocap = st->hcap, ocount = st->hcount;
+    int obits = st->hbits;
     if (h_init(st, st->hbits + 1) < 0) {
+        /* the old table stays, whole: the state remains usable after the MemoryError */
         free(st->hkeys);
         free(st->hvals);
         st->hkeys = ok;
         st->hvals = ov;
+        st->hbits = obits;
+        st->hcap = ocap;
+        st->hcount = ocount;
         return -1;
     }
     for (uint64_t i = 0; i < ocap; i++)
@@ -258,7 +265,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
         st->free_b = st->b[x].next;
     } else {
         if (grow((void **)&st->b, &st->capb, sizeof(Block), st->nb + 1) < 0) {
-            no_memory();
+            no_memory(st);
             return -1;
         }
         x = st->nb++;
@@ -271,7 +278,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
     b->stack = stack;
     b->alloc = alloc;
     if (h_put(st, addr, x) < 0) {
-        no_memory();
+        no_memory(st);
         return -1;
     }
     link_block(st, seg, x, after);
@@ -345,7 +352,7 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
     if (size && put_block(st, addr, size, FREE, 0, -1, BEFORE_RECORDING, seg, -1) < 0) return -1;
     return 0;
 oom:
-    no_memory();
+    no_memory(st);
     return -1;
 }
 
@@ -552,7 +559,7 @@ static int unmap_range(St *st, int64_t a, int64_t sz) {
     else drop_segment_at(st, seg_index(st, st->s[g].addr));
     return 0;
 oom:
-    no_memory();
+    no_memory(st);
     return -1;
 }
 
@@ -796,8 +803,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
 #define HOLD_GIL() do { if (ts) { PyEval_RestoreThread(ts); ts = NULL; } } while (0)
 #define FAIL() do {                                                  \
         HOLD_GIL();                                                     \
-        if (nomem_pending || !PyErr_Occurred()) PyErr_NoMemory();       \
-        nomem_pending = 0;                                              \
+        if (st->nomem_pending || !PyErr_Occurred()) PyErr_NoMemory();   \
+        st->nomem_pending = 0;                                          \
         goto done;                                                      \
     } while (0)
     for (Py_ssize_t i = 0; i < n; i++) {
