@@ -67,7 +67,7 @@ clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache fuzz-findings
 	rm -f viewer/model/_native/*.so viewer/model/_native/*.pyd
 
-# ---------------------------------------------------------------- installers (issue 7)
+# ---------------------------------------------------------------- installers
 # `make package`: PyInstaller app (viewer only) -> dist/vramscope-<version>-linux-<arch>.tar.gz
 # and dist/vramscope_<version>-1_<arch>.deb, self-tested, desktop entry validated, a real
 # window checked under Xvfb (packaging/README.md).  Builds in its own venv, never .venv.

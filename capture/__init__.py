@@ -192,7 +192,7 @@ def stop_serving() -> None:
 
 def _reset_for_tests() -> None:
     """Stop everything and forget process state (tests only)."""
-    from . import _log, backend, recorder
+    from . import messages, backend, recorder
     from .live import agent as live_agent
 
     live_agent.stop_serving()
@@ -203,5 +203,5 @@ def _reset_for_tests() -> None:
     recorder._State.external_before = False
     recorder._State.applied = None
     recorder._State.deferred_pending = False
-    _log._reset_once()
+    messages._reset_once()
     backend.reset_backend()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from . import _log
+from . import messages
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def make_observer(dispatch: Callable[[OomEvent], None]) -> Callable[[int, int, i
         try:
             dispatch(OomEvent(int(device), int(alloc), int(device_alloc), int(device_free)))
         except Exception as exc:  # never into the allocator; the OOM must stay the user's error
-            _log.warn(f"the out-of-memory snapshot failed: {type(exc).__name__}: {exc}")
+            messages.warn(f"the out-of-memory snapshot failed: {type(exc).__name__}: {exc}")
 
     return observer
 
@@ -68,7 +68,7 @@ def ensure_attached(backend: Any, dispatch: Callable[[OomEvent], None]) -> bool:
     try:
         backend.attach_oom_observer(make_observer(dispatch))
     except Exception as exc:
-        _log.warn(f"cannot watch for out-of-memory errors: {type(exc).__name__}: {exc}")
+        messages.warn(f"cannot watch for out-of-memory errors: {type(exc).__name__}: {exc}")
         return False
     backend._vramscope_oom_attached = True
     return True

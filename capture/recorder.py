@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from . import _log, files, oom, signals
+from . import messages, files, oom, signals
 from .backend import HistorySettings, get_backend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,7 +62,7 @@ def _usable_backend() -> Any:
     """The torch backend if recording can work here; else None, after one warning."""
     backend = get_backend()
     if backend is None:
-        _log.warn_once(
+        messages.warn_once(
             _NO_CUDA,
             "torch cannot be imported, so CUDA memory cannot be recorded; "
             "your program runs without recording",
@@ -70,7 +70,7 @@ def _usable_backend() -> Any:
         return None
     problem = backend.early_problem()
     if problem is not None:
-        _log.warn_once(_NO_CUDA, problem)
+        messages.warn_once(_NO_CUDA, problem)
         return None
     return backend
 
@@ -90,7 +90,7 @@ def _apply(backend: Any) -> None:
                 backend.record_history(None)
             _State.applied = None
     except Exception as exc:
-        _log.warn(f"cannot change CUDA memory history recording: {type(exc).__name__}: {exc}")
+        messages.warn(f"cannot change CUDA memory history recording: {type(exc).__name__}: {exc}")
 
 
 def _apply_deferred(backend: Any) -> None:
@@ -112,7 +112,7 @@ def _apply_deferred(backend: Any) -> None:
             _State.external_before = bool(backend.history_enabled())
         _apply(backend)
     except Exception as exc:
-        _log.warn(f"cannot start CUDA memory history recording: {exc}")
+        messages.warn(f"cannot start CUDA memory history recording: {exc}")
     finally:
         _State.lock.release()
 
@@ -264,7 +264,7 @@ class Recorder:
                     self._signal_held = signals.acquire(self._signum)
                 _sync(backend)
             except Exception as exc:
-                _log.warn(f"cannot start recording: {type(exc).__name__}: {exc}")
+                messages.warn(f"cannot start recording: {type(exc).__name__}: {exc}")
         return self
 
     def stop(self) -> None:
@@ -286,7 +286,7 @@ class Recorder:
                     self._signal_held = False
                 _sync(self._backend)
             except Exception as exc:
-                _log.warn(f"cannot stop recording cleanly: {type(exc).__name__}: {exc}")
+                messages.warn(f"cannot stop recording cleanly: {type(exc).__name__}: {exc}")
 
     def __enter__(self) -> "Recorder":
         return self.start()
@@ -342,7 +342,7 @@ class Recorder:
         if not self.oom:
             return
         if self._oom_dumps >= self.max_oom_dumps:
-            _log.warn_once(
+            messages.warn_once(
                 f"oom-cap-{id(self)}",
                 f"{self.max_oom_dumps} out-of-memory snapshots written; not writing more "
                 "(max_oom_dumps)",
@@ -361,7 +361,7 @@ class Recorder:
             if self._backend.is_oom(exc):
                 files.update_sidecar(files.sidecar_path(self.last_oom_path), oom_message=str(exc))
         except Exception as exc2:
-            _log.warn(f"cannot add the OOM message to the sidecar: {exc2}")
+            messages.warn(f"cannot add the OOM message to the sidecar: {exc2}")
 
     def _dump(
         self,
@@ -378,21 +378,21 @@ class Recorder:
             return None
         if device is None and not backend.cuda_initialized():
             if not backend.cuda_available():
-                _log.warn_once(
+                messages.warn_once(
                     _NO_CUDA,
                     f"CUDA is not available (torch {backend.torch_version} sees no GPU), "
                     "so no GPU memory was recorded",
                 )
             else:
-                _log.info(f"no {reason} snapshot: this process has not used CUDA")
+                messages.info(f"no {reason} snapshot: this process has not used CUDA")
             return None
         if not _State.dump_lock.acquire(blocking=blocking):
-            _log.info(f"a snapshot is being written already; {reason} request skipped")
+            messages.info(f"a snapshot is being written already; {reason} request skipped")
             return None
         try:
             return self._write(backend, reason, path, device, oom_event, extra)
         except Exception as exc:
-            _log.warn(f"could not write the {reason} snapshot: {type(exc).__name__}: {exc}")
+            messages.warn(f"could not write the {reason} snapshot: {type(exc).__name__}: {exc}")
             return None
         finally:
             _State.dump_lock.release()
@@ -462,7 +462,7 @@ class Recorder:
             when=when,
         )
         files.write_sidecar(files.sidecar_path(target), side)
-        _log.info(f"wrote {target} ({reason})")
+        messages.info(f"wrote {target} ({reason})")
         self.paths.append(target)
         return target
 

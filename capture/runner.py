@@ -30,7 +30,7 @@ import sys
 from types import TracebackType
 from typing import Sequence
 
-from . import _log
+from . import messages
 from .recorder import Recorder
 
 # Runner options that consume the next argument (when not written as --opt=value).
@@ -220,7 +220,7 @@ def _announce(recorder: Recorder) -> None:
     if recorder._signal_held and recorder._signum is not None:
         name = signal.Signals(recorder._signum).name.removeprefix("SIG")
         line += f"; `kill -{name} {os.getpid()}` writes a snapshot without stopping"
-    _log.info(line)
+    messages.info(line)
 
 
 def _exit_status(code: object) -> int:

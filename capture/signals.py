@@ -18,7 +18,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable
 
-from . import _log
+from . import messages
 
 DEFAULT_SIGNAL = "SIGUSR1"
 
@@ -60,7 +60,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     try:
         _dispatch(signum)
     except Exception as exc:  # a handler's exception would surface in the user's code
-        _log.warn(f"the on-demand snapshot failed: {type(exc).__name__}: {exc}")
+        messages.warn(f"the on-demand snapshot failed: {type(exc).__name__}: {exc}")
     entry = _installed.get(signum)
     previous = entry[0] if entry else None
     if callable(previous) and previous is not _handler:
@@ -84,7 +84,7 @@ def acquire(signum: int) -> bool:
             entry[1] += 1
             return True
         if threading.current_thread() is not threading.main_thread():
-            _log.info(
+            messages.info(
                 f"on-demand dumps ({signal.Signals(signum).name}) are off: "
                 "recording was started outside the main thread"
             )
@@ -92,7 +92,7 @@ def acquire(signum: int) -> bool:
         try:
             previous = signal.signal(signum, _handler)
         except (ValueError, OSError) as exc:
-            _log.warn(f"cannot install the on-demand dump signal handler: {exc}")
+            messages.warn(f"cannot install the on-demand dump signal handler: {exc}")
             return False
         _installed[signum] = [previous, 1]
         return True
@@ -113,4 +113,4 @@ def release(signum: int) -> None:
             if signal.getsignal(signum) is _handler:
                 signal.signal(signum, entry[0] if entry[0] is not None else signal.SIG_DFL)
         except (ValueError, OSError) as exc:
-            _log.warn(f"cannot restore the previous signal handler: {exc}")
+            messages.warn(f"cannot restore the previous signal handler: {exc}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build vramscope's workstation installers (issue 7).
+"""Build vramscope's workstation installers.
 
 Run with the Python of a build environment in which vramscope is installed
 (``pip install .``, not editable) together with ``packaging/requirements.txt``;
@@ -51,7 +51,7 @@ LINUX_FILES = PACKAGING / "linux"
 ASSETS = ROOT / "assets"
 APP = "vramscope"
 ICON_SIZES = (16, 32, 48, 64, 128, 256)
-SIZE_BUDGET = 200 * 1000 * 1000  # bytes, unpacked (issue 7: <= 200 MB)
+SIZE_BUDGET = 200 * 1000 * 1000  # bytes, unpacked: an app users download must stay small
 WINDOW_SNAPSHOT = ROOT / "tests" / "data" / "gpt2_oom.pickle"
 
 LINUX = sys.platform.startswith("linux")
@@ -352,7 +352,7 @@ def command_answer_problem(name: str, result) -> str | None:
 
 
 def check_listed_commands(exe: Path, env: dict, cwd: str, label: str) -> list[str]:
-    """Every command ``--help`` lists answers its own ``--help`` in the frozen app (issue 17)."""
+    """Every command ``--help`` lists answers its own ``--help`` in the frozen app."""
     names = listed_commands(run([exe, "--help"], capture=True, env=env, cwd=cwd).stdout)
     if not names:
         raise BuildError(f"{label}: --help lists no commands")

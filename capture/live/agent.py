@@ -35,7 +35,7 @@ from typing import Any
 
 from vramscope.viewer import live_protocol as proto
 
-from .. import _log
+from .. import messages
 from ..recorder import Recorder, active_recorder
 from . import registry, traces
 from .allocator import LiveAllocator, NotReady
@@ -291,12 +291,12 @@ def serve(out: str | os.PathLike[str] = "snapshots", *, max_entries: int = 100_0
         except ValueError as exc:
             if "budget" in str(exc):
                 raise
-            _log.warn(f"live attach is off: {exc}")
+            messages.warn(f"live attach is off: {exc}")
             return None
         try:
             agent.start()
         except Exception as exc:
-            _log.warn(f"live attach is off: cannot listen: {type(exc).__name__}: {exc}")
+            messages.warn(f"live attach is off: cannot listen: {type(exc).__name__}: {exc}")
             agent.close()
             return None
         if active_recorder() is None:
@@ -308,7 +308,7 @@ def serve(out: str | os.PathLike[str] = "snapshots", *, max_entries: int = 100_0
                 raise
         _agent = agent
         atexit.register(_close_at_exit, agent)
-        _log.info(f"live attach: `vramscope attach {os.getpid()}` or File > Attach... "
+        messages.info(f"live attach: `vramscope attach {os.getpid()}` or File > Attach... "
                   f"({agent.endpoint})")
         return agent
 

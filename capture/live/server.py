@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from vramscope.viewer import live_protocol as proto
 
-from .. import _log
+from .. import messages
 
 HELLO_TIMEOUT_S = 5.0
 MESSAGE_DEADLINE_S = proto.MESSAGE_DEADLINE_S
@@ -57,7 +57,7 @@ class RejectLog:
             n = self.count
             self.reasons = (self.reasons + [reason])[-20:]
         if n <= self.first or n % 100 == 0:
-            _log.warn(f"live agent: rejected a client ({reason}); {n} rejected so far")
+            messages.warn(f"live agent: rejected a client ({reason}); {n} rejected so far")
 
 
 class Server:
@@ -149,7 +149,7 @@ class Server:
                         return
                     self._accept_one()
         except Exception as exc:  # never into the user's program
-            _log.warn(f"live agent: the listener stopped: {type(exc).__name__}: {exc}")
+            messages.warn(f"live agent: the listener stopped: {type(exc).__name__}: {exc}")
         finally:
             sel.close()
 
@@ -160,7 +160,7 @@ class Server:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            _log.warn(f"live agent: accept failed: {exc}")
+            messages.warn(f"live agent: accept failed: {exc}")
             return
         conn.setblocking(True)
         if not self._slots.acquire(blocking=False):
@@ -199,7 +199,7 @@ class Server:
         except OSError:
             pass  # the viewer went away mid-reply: nothing to do
         except Exception as exc:
-            _log.warn(f"live agent: {type(exc).__name__}: {exc}")
+            messages.warn(f"live agent: {type(exc).__name__}: {exc}")
         finally:
             with self._clients_lock:
                 self._clients.discard(conn)

@@ -1,4 +1,4 @@
-"""``vramscope diff A B [--json]``: what grew between two snapshots (issue 9)."""
+"""``vramscope diff A B [--json]``: what grew between two snapshots."""
 
 from __future__ import annotations
 

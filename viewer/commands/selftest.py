@@ -1,4 +1,4 @@
-"""``vramscope --self-test``: check that an installed (or frozen) app works (issue 7).
+"""``vramscope --self-test``: check that an installed (or frozen) app works.
 
 Runs the same code a user's session runs, on the example snapshot shipped
 inside the package (``vramscope.viewer.assets``), and compares it with the

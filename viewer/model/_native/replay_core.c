@@ -1,7 +1,7 @@
 /* The allocator replay's inner loop in C (vramscope.viewer.model._native.replay_core).
  *
  * Same rules, same results as the pure-Python state machine in
- * ``viewer/model/replay.py`` (``_State`` / ``_apply``), which stays the
+ * ``viewer/model/replay/state.py`` (``_State`` / ``_apply``), which stays the
  * reference and the fallback when this extension is not built; tests compare
  * the two on every bundled snapshot.  Why C: the replay is a sequential state
  * machine (split on alloc, merge on free), one dict lookup and a few list
@@ -32,9 +32,9 @@
 #include "common/buffers.h"
 
 enum { ALLOCATED = 0, PENDING = 1, FREE = 2 };
-#define MIN_BLOCK_SIZE 512LL
-#define SMALL_SIZE (1LL << 20)
-#define SMALL_BUFFER (2LL << 20)
+/* The allocator's sizes are not declared here: each state receives them from
+ * allocator_rules.NATIVE_SIZES (min_block, small_size, small_buffer), as it receives
+ * max_split and the rounding divisions, so the rules have one home. */
 #define BEFORE_RECORDING (-1)
 #define NONE (-1)
 
@@ -63,6 +63,7 @@ typedef struct {
     int hbits;
     int64_t inconsistencies;
     int64_t max_split; /* <= 0: unlimited */
+    int64_t min_block, small_size, small_buffer; /* allocator_rules.NATIVE_SIZES */
     int32_t divs[17];
     int64_t *known_addr, *known_size;
     uint8_t *known_small;
@@ -377,13 +378,14 @@ static int32_t block_at_or_around(St *st, int64_t addr, int *err) {
 }
 
 static int64_t round_size(const St *st, int64_t size) {
-    if (size < MIN_BLOCK_SIZE) return MIN_BLOCK_SIZE;
+    const int64_t min_block = st->min_block;
+    if (size < min_block) return min_block;
     int bitlen = 64 - __builtin_clzll((unsigned long long)size);
     int index = bitlen - 1 - 20;
     if (index < 0) index = 0;
     if (index > 16) index = 16;
     int64_t divisions = st->divs[index];
-    if (divisions > 1 && size > MIN_BLOCK_SIZE * divisions) {
+    if (divisions > 1 && size > min_block * divisions) {
         if ((size & (size - 1)) == 0) return size;
         int64_t floor_ = 1LL << (bitlen - 1);
         int dbits = 64 - __builtin_clzll((unsigned long long)divisions);
@@ -392,12 +394,13 @@ static int64_t round_size(const St *st, int64_t size) {
         int64_t base = size & ~(step - 1);
         return base == size ? size : base + step;
     }
-    return MIN_BLOCK_SIZE * ((size + MIN_BLOCK_SIZE - 1) / MIN_BLOCK_SIZE);
+    return min_block * ((size + min_block - 1) / min_block);
 }
 
 static int should_split(const St *st, int64_t remaining, int64_t size, const Seg *g) {
-    if (g->small || g->expandable) return remaining >= MIN_BLOCK_SIZE;
-    return (st->max_split <= 0 || size < st->max_split) && remaining > SMALL_SIZE;
+    /* allocator_rules.should_split */
+    if (g->small || g->expandable) return remaining >= st->min_block;
+    return (st->max_split <= 0 || size < st->max_split) && remaining > st->small_size;
 }
 
 static void merge(St *st, int32_t x) {
@@ -422,7 +425,7 @@ static int new_segment(St *st, int64_t addr, int64_t size, int64_t stream, int e
         st->inconsistencies++;
         return 0;
     }
-    int small = size <= SMALL_BUFFER && !expandable;
+    int small = size <= st->small_buffer && !expandable;
     int32_t pool = st->default_pool;
     Py_ssize_t lo = 0, hi = st->nknown;
     while (lo < hi) { /* first known address > addr */
@@ -637,17 +640,22 @@ static const char *NEW_NAME[NBUF_NEW] = {"seg_addr", "seg_size", "seg_stream", "
                                          "known_size", "known_small", "known_pool"};
 
 /* new_state(layout columns x12, known_addr, known_size, known_small, known_pool, default_pool,
- *           max_split, divs) */
+ *           max_split, divs, (min_block, small_size, small_buffer)) */
 static PyObject *new_state(PyObject *self, PyObject *args) {
     PyObject *objs[NBUF_NEW];
     int default_pool;
-    long long max_split;
+    long long max_split, min_block, small_size, small_buffer;
     PyObject *divs;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOiLO", &objs[0], &objs[1], &objs[2], &objs[3],
-                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10],
-                          &objs[11], &objs[12], &objs[13], &objs[14], &objs[15], &default_pool,
-                          &max_split, &divs))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOiLO(LLL)", &objs[0], &objs[1], &objs[2],
+                          &objs[3], &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9],
+                          &objs[10], &objs[11], &objs[12], &objs[13], &objs[14], &objs[15],
+                          &default_pool, &max_split, &divs, &min_block, &small_size,
+                          &small_buffer))
         return NULL;
+    if (min_block <= 0 || small_size <= 0 || small_buffer <= 0) {
+        PyErr_SetString(PyExc_ValueError, "the allocator's sizes must be positive");
+        return NULL;
+    }
     Py_buffer v[NBUF_NEW];
     int got = 0;
     St *st = NULL;
@@ -672,6 +680,9 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
     st->free_b = st->free_s = -1;
     st->default_pool = default_pool;
     st->max_split = max_split;
+    st->min_block = min_block;
+    st->small_size = small_size;
+    st->small_buffer = small_buffer;
     PyObject *seq = PySequence_Fast(divs, "divs must be a sequence");
     if (!seq) goto done;
     for (Py_ssize_t i = 0; i < 17; i++) {
@@ -983,23 +994,6 @@ static PyObject *get_inconsistencies(PyObject *self, PyObject *cap) {
     return st ? PyLong_FromLongLong(st->inconsistencies) : NULL;
 }
 
-static PyObject *py_round_size(PyObject *self, PyObject *args) {
-    long long size;
-    PyObject *divs;
-    if (!PyArg_ParseTuple(args, "LO", &size, &divs)) return NULL;
-    St st;
-    memset(&st, 0, sizeof st);
-    PyObject *seq = PySequence_Fast(divs, "divs must be a sequence");
-    if (!seq) return NULL;
-    for (Py_ssize_t i = 0; i < 17 && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        long d = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-        st.divs[i] = (int32_t)(d > 0 && d < (1 << 20) ? d : 0);
-    }
-    Py_DECREF(seq);
-    if (PyErr_Occurred()) return NULL;
-    return PyLong_FromLongLong(round_size(&st, size));
-}
-
 /* ------------------------------------------------------------------ whole-trace scans */
 /* seed_scan(action i8, addr i64) -> (first-free event indices i64, allocated addresses i64)
  * For the seed: events whose address is first seen (among alloc / free events) by a free
@@ -1296,12 +1290,11 @@ static PyMethodDef methods[] = {
     {"layout", get_layout, METH_O, "The state's layout as a tuple of 12 bytes columns."},
     {"inconsistencies", get_inconsistencies, METH_O, "Events the state could not apply exactly."},
     {"set_known", set_known, METH_VARARGS, "Replace the segment facts of a state."},
-    {"round_size", py_round_size, METH_VARARGS, "The allocator's rounding (for tests)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "replay_core",
-                                    "The allocator replay's inner loop (see replay.py).", -1, methods,
+                                    "The allocator replay's inner loop (see replay/state.py).", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_replay_core(void) { return PyModule_Create(&module); }

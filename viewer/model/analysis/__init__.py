@@ -8,5 +8,10 @@
 * :mod:`.calltree` - bytes alive by call stack;
 * :mod:`.alloc_details` - what one block is: its allocation, stack, lifetime.
 
+Exact numbers: every figure is computed from the blocks and tested against
+``memory_stats()`` taken at the same instant on every real snapshot in ``tests/data``.
+The allocator leaves expandable segments out of ``segment`` and
+``inactive_split_bytes``; so does vramscope, and reports its own figures beside them.
+
 May import: :mod:`..replay`, :mod:`..core`, numpy.
 """

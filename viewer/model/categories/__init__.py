@@ -2,7 +2,11 @@
 (parameter, gradient, optimizer state, activation, temporary, input, unknown)
 with the reason it was decided, and leaks grouped by the user's own line.
 
-Model only (numpy, no Qt).  Entry point: :class:`MemoryBreakdown`.
+Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.classify`,
+:mod:`.iterations`, :mod:`.leaks`, :mod:`.reasons`, :mod:`.stack_kinds`; the passes over
+every event in C through :mod:`.native_passes`, numpy the reference.
+
+May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
 
 from .iterations import PHASE_NAMES, Iteration

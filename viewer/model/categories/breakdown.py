@@ -22,8 +22,7 @@ import numpy as np
 
 from ..core.progress import Progress
 from ..replay import DeviceReplay
-from ..replay.curves import _curve_starts, _native_curves
-from ..replay import native_loop as _nat
+from ..replay.curves import curve_starts, native_requested_chunk, requested_curve_of
 from ..core.snapshot import Snapshot
 from ..replay.timeline import Intervals, Timeline
 from ..core.units import format_bytes
@@ -46,15 +45,9 @@ def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> n
     views already made it, else only this one of its four curves (the C pass), else from
     the allocations' lifetimes (the same numbers; tests check they agree)."""
     if rep is not None:
-        have = rep._derived.get("curves")
-        if have is not None:
-            return have["requested"]
-        if rep.native and _nat._core is not None and n:
-            out = np.empty(n, np.int64)
-            _native_curves(rep, _curve_starts(rep, None, None),
-                           {"requested": out, "allocated": None, "active": None,
-                            "reserved": None})
-            return out
+        made = requested_curve_of(rep)
+        if made is not None:
+            return made
     if n == 0:
         return np.zeros(0, np.int64)
     s = np.maximum(iv.start, 0)
@@ -89,12 +82,11 @@ class RequestedCurve:
         top = np.empty(len(lo), np.int64)
         peak = np.empty(len(lo), np.int64)
         if rep is not None and self._array is None and len(lo) \
-                and rep._derived.get("curves") is None and _native.available():
+                and rep.derived("curves") is None and _native.available():
             # One C pass from event 0 to the last span's end, no buffer of the curve.
             return _native.span_peaks(rep.action, rep.size,
-                                      _curve_starts(rep, None, None)["requested"], lo, hi)
-        native = (rep is not None and rep.native and _nat._core is not None
-                  and rep._derived.get("curves") is None)
+                                      curve_starts(rep)["requested"], lo, hi)
+        native = rep is not None and rep.uses_native_loop and rep.derived("curves") is None
         if self._array is not None or not native or not len(lo) or rep is None:
             req = self.array()
             for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
@@ -102,8 +94,7 @@ class RequestedCurve:
                 peak[i] = k
                 top[i] = req[k]
             return top, peak
-        starts = _curve_starts(rep, None, None)
-        carry = starts["requested"]
+        carry = curve_starts(rep)["requested"]
         buf = np.empty(min(self.CHUNK, n), np.int64)
         act = np.ascontiguousarray(rep.action, np.int8)
         bsz = np.ascontiguousarray(rep.block_size, np.int64)
@@ -114,8 +105,7 @@ class RequestedCurve:
         for c0 in range(0, end, self.CHUNK):  # from event 0: the curve is a running sum
             c1 = min(c0 + self.CHUNK, n)
             out = buf[:c1 - c0]
-            _nat._core.curves(act[c0:c1], bsz[c0:c1], size[c0:c1], (carry, 0, 0, 0),
-                              out, None, None, None)
+            native_requested_chunk(act[c0:c1], bsz[c0:c1], size[c0:c1], carry, out)
             carry = int(out[-1])
             # Every span that overlaps [c0, c1): its part in this chunk.
             j = i
@@ -271,17 +261,12 @@ class MemoryBreakdown:
             out[c] = born - gone
         return out
 
-    def leaks_at(self, k: int) -> list[Leak]:
-        """Leaks as of event ``k`` (``leaks`` is as of the last event)."""
-        ph = self.phases
-        return find_leaks(self.snap, self.intervals, ph.iterations, ph.iteration, k)
-
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]
 
     # -- reports ------------------------------------------------------------------------
     def summary_dict(self, peak_event: int | None, at: int | None = None) -> dict:
-        """The ``vramscope summary --json`` fields of issue 15."""
+        """The ``vramscope summary --json`` fields of what the memory is."""
         out = {
             "categories_device": self.device,
             "categories_at_peak": self.split_at(peak_event) if peak_event is not None
@@ -338,10 +323,10 @@ def _overlap(rep: DeviceReplay) -> bool:
     """Whether the intervals can be made on a second thread while the phases are found:
     several cores, a large trace, the native curve pass (the phases then never read the
     intervals) and lifetimes not made yet (the work that overlaps)."""
-    return ((os.cpu_count() or 1) > 1 and len(rep) >= OVERLAP_MIN_EVENTS and rep.native
-            and _nat._core is not None and rep._derived.get("curves") is None
-            and rep._derived.get("lifetimes") is None
-            and rep._derived.get("intervals") is None and not is_live(rep))
+    return ((os.cpu_count() or 1) > 1 and len(rep) >= OVERLAP_MIN_EVENTS
+            and rep.uses_native_loop and rep.derived("curves") is None
+            and rep.derived("lifetimes") is None
+            and rep.derived("intervals") is None and not is_live(rep))
 
 
 def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) -> None:

@@ -348,7 +348,7 @@ def _curve_array(requested) -> np.ndarray:
 def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(maximum, first event reaching it) of the requested curve in each span [lo, hi)."""
     if not isinstance(requested, np.ndarray):
-        return requested.span_peaks(lo, hi)  # report.RequestedCurve: in chunks
+        return requested.span_peaks(lo, hi)  # breakdown.RequestedCurve: in chunks
     top = np.empty(len(lo), np.int64)
     peak = np.empty(len(lo), np.int64)
     for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
@@ -361,7 +361,7 @@ def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, 
 def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
                 requested=None) -> Phases:
     """Evidence, phases and iterations of one device's trace (``requested``: the requested
-    bytes after each event - an array, or a ``report.RequestedCurve`` that makes only what
+    bytes after each event - an array, or a ``breakdown.RequestedCurve`` that makes only what
     is read - default ``rep.requested``)."""
     if kinds is None:
         kinds = sk.stack_kinds(snap)

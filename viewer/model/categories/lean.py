@@ -75,13 +75,13 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
     """The device's allocation lifetimes (= ``timeline.intervals(rep)``), with the columns
     the classification does not read in bulk made lazily.  A live replay, or one whose
     intervals are kept already, gets those (extended in place by live updates)."""
-    have = rep._derived.get("intervals")
+    have = rep.derived("intervals")
     if have is not None or is_live(rep):
         return intervals(rep)
     n = len(rep)
     init = rep.initial
     live0 = np.flatnonzero((init.blk_state == ALLOCATED) | (init.blk_state == PENDING))
-    if native.available() and rep._derived.get("lifetimes") is None:
+    if native.available() and rep.derived("lifetimes") is None:
         return _lean_native(rep, live0)
     # As timeline._intervals: in-window allocations, plus blocks live at the start (their
     # end is their first free_completed by address).

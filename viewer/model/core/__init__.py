@@ -9,5 +9,10 @@
 * :mod:`.errors` - :class:`SnapshotError` (one clear line) and its kinds;
 * :mod:`.progress` - :class:`Progress`: reporting and cancelling long work.
 
+Columns, not objects: a loaded snapshot is a handful of numpy arrays - segments,
+blocks (grouped by segment in address order), trace events, and interned frames and
+stacks (each distinct frame and call stack stored once, as CSR arrays).  Blocks and
+events refer to stacks by id.  Nothing per event or per block is a Python object.
+
 May import: the standard library and numpy only (no other model package).
 """

@@ -1,9 +1,10 @@
 """Size rules of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp).
 
 Only the arithmetic: how a request is rounded, which pool serves it, how big a
-new segment would be.  Used to explain OOMs, to answer "would N bytes fit?",
-and by the what-if simulator (:mod:`.whatif`), which also needs the settings
-as the allocator parses them (:class:`AllocatorConfig`, :func:`parse_conf`).
+new segment would be, whether a block is split.  One place for every user: the
+OOM verdicts and "would N bytes fit?", the replay (Python and, through
+:data:`NATIVE_SIZES`, its C loop) and the what-if simulator, which also needs the
+settings as the allocator parses them (:class:`AllocatorConfig`, :func:`parse_conf`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE = 2 << 20  # kRoundLarge: bigger segments round up to 2 MiB
 ROUNDUP_INTERVALS = 16  # roundup_power2_divisions classes: 1 MiB, 2 MiB, ... 32 GiB and up
 NO_LIMIT = (1 << 64) - 1  # max_split_size when unset (SIZE_MAX)
+# The sizes the compiled replay loop needs, handed to it when a replay state is made
+# (``_native/replay_core.c`` declares none of its own).
+NATIVE_SIZES = (MIN_BLOCK_SIZE, SMALL_SIZE, SMALL_BUFFER)
 
 
 def roundup_divisions(size: int, settings: dict[str, Any] | None) -> int:
@@ -47,6 +51,17 @@ def segment_size_for(rounded: int) -> int:
     if rounded < MIN_LARGE_ALLOC:
         return LARGE_BUFFER
     return ROUND_LARGE * ((rounded + ROUND_LARGE - 1) // ROUND_LARGE)
+
+
+def should_split(remaining: int, rounded: int, small_or_expandable: bool,
+                 max_split: int | None) -> bool:
+    """Whether the allocator splits a free block it serves a ``rounded`` request from,
+    leaving ``remaining`` bytes as a new free block (``shouldSplit``): any remainder in
+    the small pool and in expandable segments; in the large pool only a remainder over
+    1 MiB, and only for requests under ``max_split`` (None: unlimited)."""
+    if small_or_expandable:
+        return remaining >= MIN_BLOCK_SIZE
+    return (max_split is None or rounded < max_split) and remaining > SMALL_SIZE
 
 
 def max_split_size(settings: dict[str, Any] | None) -> int | None:
@@ -101,17 +116,6 @@ class AllocatorConfig:
     def round_size(self, size: int) -> int:
         """The block size for a request of ``size`` bytes (round_size)."""
         return _rounded(size, self.divisions(size))
-
-    def as_settings(self) -> dict[str, Any]:
-        """The ``allocator_settings`` dict a snapshot of these settings would carry."""
-        return {
-            "max_split_size": -1 if self.max_split_size >= NO_LIMIT else self.max_split_size,
-            "max_non_split_rounding": self.max_non_split_rounding,
-            "garbage_collection_threshold": self.garbage_collection_threshold,
-            "expandable_segments": self.expandable_segments,
-            "roundup_power2_divisions": {str(1 << i): d for i, d in
-                                         enumerate(self.roundup_power2_divisions)},
-        }
 
     def describe(self) -> str:
         """The settings as a PYTORCH_CUDA_ALLOC_CONF string (defaults left out)."""

@@ -424,5 +424,3 @@ class Snapshot:
     def block_frames(self, block: int) -> np.ndarray:
         return self.stacks.frame_ids(int(self.blocks.stack[block]))
 
-    def segment_of(self, block: int) -> int:
-        return int(self.blocks.segment[block])

@@ -8,6 +8,10 @@
 * :mod:`.nvml`     device totals and GPU processes via ``pynvml``, or a calm
                    "not available".
 * :mod:`.targets`  what can be attached: registry agents plus NVML processes.
+* :mod:`.doc_source` each update extends one document's replay.
+
+May import: every model layer below (:mod:`..view`, :mod:`..io`, ...), the wire
+format :mod:`vramscope.viewer.live_protocol`, ``pynvml`` when installed.
 """
 
 from .client import AttachError, LiveClient, connect

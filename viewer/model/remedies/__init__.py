@@ -9,4 +9,7 @@
 
 No Qt, no torch: the CLI (``vramscope whatif --batch-scale``, ``vramscope
 advise``) and the GUI's Diagnosis panel share it.
+
+May import: :mod:`..whatif` and :mod:`..categories` (their public names),
+:mod:`..replay`, :mod:`..core`, numpy.
 """

@@ -13,7 +13,6 @@ Blocks alive before the recording began (a wrapped trace) keep their size.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
@@ -53,10 +52,9 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
     if f <= 0:
         raise ValueError(f"the batch scale must be positive, not {scale}")
     sizes = judgement.scaled_sizes(f, uncertain_factor)
-    out = cast(ScaledCase, copy.copy(case))
+    out = cast(ScaledCase, case.with_requests(
+        dataclasses.replace(case.requests, size=sizes.astype(np.int64))))
     out.__class__ = ScaledCase
-    out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
-    out._recorded_run = None  # the recorded settings' run of *these* requests, on demand
     out.base, out.scale, out.judgement = case, f, judgement
     return out
 
@@ -192,23 +190,11 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
 
 
 def _with_sizes(case: Case, judgement: Judgement, f: Fraction, sizes: np.ndarray) -> ScaledCase:
-    out = cast(ScaledCase, copy.copy(case))
+    out = cast(ScaledCase, case.with_requests(
+        dataclasses.replace(case.requests, size=sizes.astype(np.int64))))
     out.__class__ = ScaledCase
-    out.requests = dataclasses.replace(case.requests, size=sizes.astype(np.int64))
-    out._recorded_run = None
     out.base, out.scale, out.judgement = case, f, judgement
     return out
-
-
-def sensitivity(case: Case, judgement: Judgement, scale, conf=None, limit=None
-                ) -> tuple[int, int] | None:
-    """(low, high) of :func:`estimate_range`; None when no workspace is uncertain."""
-    got = estimate_range(case, judgement, scale, conf, limit)
-    return (got.low, got.high) if got is not None else None
-
-
-def scale_for_batch(batch: int, recorded_batch: int) -> Fraction:
-    return Fraction(int(batch), int(recorded_batch))
 
 
 def fits(result: SimResult) -> bool:

@@ -8,7 +8,6 @@ with their frees; the recorded segment answers tagged to them are dropped
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import numpy as np
@@ -43,10 +42,7 @@ def without(case: Case, drop: np.ndarray) -> Case:
         pool=reqs.pool[keep], ref=new_ref[keep], event=reqs.event[keep],
         seg_tag=new_tag[seg_keep], seg_action=reqs.seg_action[seg_keep],
         seg_addr=reqs.seg_addr[seg_keep], seg_size=reqs.seg_size[seg_keep])
-    out = copy.copy(case)
-    out.requests = out_reqs
-    out._recorded_run = None
-    return out
+    return case.with_requests(out_reqs)
 
 
 def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
@@ -91,7 +87,4 @@ def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
     tag[reqs.seg_tag >= n] = total
     out_reqs = dataclasses.replace(reqs, kind=kind, size=size, stream=stream, pool=pool,
                                    ref=ref, event=event, seg_tag=tag)
-    out = copy.copy(case)
-    out.requests = out_reqs
-    out._recorded_run = None
-    return out
+    return case.with_requests(out_reqs)

@@ -20,6 +20,18 @@ Modules (each imports only those above it; nothing here imports the views):
   against the final snapshot;
 * :mod:`.recorded_window` - the stretch of the run the trace covers.
 
+The replay applies the caching allocator's own rules (rounding, whether a free block
+is split, merging on free, segments mapped and unmapped) to the trace's addresses and
+sizes, so the block layout after every event is exact.  Recordings that started late
+or whose ring buffer wrapped are seeded by walking back from the final snapshot;
+blocks from before the window are "allocated before recording", their sizes labelled
+estimates.  A whole replay reproduces the final snapshot block for block and its peaks
+equal the allocator's ``*.all.peak`` counters.  The Python state machine is the
+reference; the C loop must equal it on real and random traces.  Seeking is keyframes
+plus a partial replay.  Where a recording is broken, :mod:`.integrity` names the first
+event that could not be applied and the stretch that cannot be trusted: nothing inside
+it is shown as exact.
+
 May import: :mod:`..core`, :mod:`.._native`, numpy.
 """
 

@@ -38,17 +38,17 @@ def curves(rep, stream: int | None = None,
     segment allocs / frees and expandable maps / unmaps.  Starting values come
     from the layout before the first event.
     """
-    starts = _curve_starts(rep, stream, pool)
+    starts = curve_starts(rep, stream, pool)
     if stream is None and pool is None and rep.native and _nat._core is not None:
         out = {c: np.empty(len(rep), np.int64) for c in CURVES}
-        _native_curves(rep, starts, out)
+        native_curves(rep, starts, out)
         return out
     steps = _curve_steps(rep, slice(0, len(rep)), stream, pool)
     return {c: np.cumsum(steps[c], out=steps[c]) + starts[c] if len(steps[c]) else steps[c]
             for c in CURVES}
 
 
-def _curve_starts(rep, stream: int | None, pool: int | None) -> dict[str, int]:
+def curve_starts(rep, stream: int | None = None, pool: int | None = None) -> dict[str, int]:
     """The four curves' values before the first event."""
     init = rep.initial
     seg_on = np.ones(len(init.seg_addr), bool)
@@ -91,13 +91,36 @@ def _curve_steps(rep, sl: slice, stream: int | None,
                              (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP), req)}
 
 
-def _native_curves(rep, starts: dict[str, int], out: dict | None):
+def native_curves(rep, starts: dict[str, int], out: dict | None):
     """The four curves in one C pass (into ``out`` when given); their peaks."""
     peaks = _nat._core.curves(
         np.ascontiguousarray(rep.action, np.int8), np.ascontiguousarray(rep.block_size, np.int64),
         np.ascontiguousarray(rep.size, np.int64), tuple(starts[c] for c in CURVES),
         *((out[c] if out is not None else None) for c in CURVES))
     return {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
+
+
+def native_requested_chunk(action: np.ndarray, block_size: np.ndarray, size: np.ndarray,
+                           start: int, out: np.ndarray) -> None:
+    """Requested bytes after each of these events, starting from ``start``, into ``out``
+    (the C loop's curve pass over one chunk; only with :func:`native_available`)."""
+    _nat._core.curves(action, block_size, size, (start, 0, 0, 0), out, None, None, None)
+
+
+def requested_curve_of(rep) -> np.ndarray | None:
+    """Requested bytes after each event, from the replay alone: the curve already made
+    for the views, else only this one of the four curves in a C pass; None when neither
+    is at hand (callers then sum the allocations' lifetimes: the same numbers)."""
+    have = rep.derived("curves")
+    if have is not None:
+        return have["requested"]
+    n = len(rep)
+    if not (rep.uses_native_loop and n):
+        return None
+    out = np.empty(n, np.int64)
+    native_curves(rep, curve_starts(rep), {"requested": out, "allocated": None, "active": None,
+                                           "reserved": None})
+    return out
 
 
 def _peaks(rep) -> dict[str, tuple[int, int]]:
@@ -109,9 +132,9 @@ def _peaks(rep) -> dict[str, tuple[int, int]]:
     have = rep._derived.get("curves")
     if have is not None:
         return {c: (int(have[c][k]), k) for c in CURVES for k in [int(np.argmax(have[c]))]}
-    carry = _curve_starts(rep, None, None)
+    carry = curve_starts(rep, None, None)
     if rep.native and _nat._core is not None:
-        return _native_curves(rep, carry, None)
+        return native_curves(rep, carry, None)
     best: dict[str, tuple[int, int]] = {}
     for start in range(0, n, CHUNK_EVENTS):
         steps = _curve_steps(rep, slice(start, min(n, start + CHUNK_EVENTS)), None, None)
@@ -136,7 +159,7 @@ class CurveIndex:
     def __init__(self, rep) -> None:  # a DeviceReplay (not imported: it imports this module)
         self.rep = rep
         self.n = 0
-        starts = _curve_starts(rep, None, None)
+        starts = curve_starts(rep, None, None)
         self.maxima = {c: np.empty(0, np.int64) for c in CURVES}
         self.checkpoints = {c: np.array([starts[c]], np.int64) for c in CURVES}
         self.native = rep.native and _nat._core is not None

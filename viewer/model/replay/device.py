@@ -24,6 +24,7 @@ from .native_loop import (
     _layout_columns,
     _layout_from_columns,
     _run_native,
+    native_available,
     use_native,
 )
 from ..core import allocator_rules as rules
@@ -73,6 +74,17 @@ class DeviceReplay:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def derived(self, name: str):
+        """What was already derived from the events under ``name`` ("curves",
+        "lifetimes", "intervals"), or None: callers reuse it instead of computing again,
+        and choose a cheaper path while it is not made."""
+        return self._derived.get(name)
+
+    @property
+    def uses_native_loop(self) -> bool:
+        """Whether this replay's passes can run in the compiled loop."""
+        return self.native and native_available()
 
     # -- curves: bytes after each event, computed on first use ---------------
     def _curves(self) -> dict[str, np.ndarray]:
@@ -150,7 +162,7 @@ class DeviceReplay:
             known = self._derived["known"] = _known_arrays(self.known)
         return _core.new_state(*_layout_columns(layout), *known,
                                rules.max_split_size(self.settings) or 0,
-                               _divisions(self.settings))
+                               _divisions(self.settings), rules.NATIVE_SIZES)
 
     def peak(self, curve: str) -> tuple[int, int]:
         """(value, event index) of a curve's maximum; the first event that reaches it."""

@@ -186,10 +186,9 @@ class _State:
         return block[0]
 
     def _should_split(self, remaining: int, size: int, seg) -> bool:
-        if seg[2] or seg[4]:  # small pool or expandable segments
-            return remaining >= rules.MIN_BLOCK_SIZE
-        limit = rules.max_split_size(self.settings)
-        return (limit is None or size < limit) and remaining > rules.SMALL_SIZE
+        # seg[2]: small pool, seg[4]: expandable segments
+        return rules.should_split(remaining, size, bool(seg[2] or seg[4]),
+                                  rules.max_split_size(self.settings))
 
     def free_requested(self, addr) -> int:
         block = self.blocks.get(addr)

@@ -61,6 +61,14 @@ class Intervals:
     def __len__(self) -> int:
         return len(self.start)
 
+    def derived(self, key: str, make):
+        """``make(self)``, computed once and kept with these intervals (which never change
+        once built): an index a view keeps over them."""
+        memo = self.__dict__.setdefault("_memo", {})
+        if key not in memo:
+            memo[key] = make(self)
+        return memo[key]
+
     def take(self, ids: np.ndarray) -> "Intervals":
         """The intervals ``ids`` (in that order), e.g. one stream's."""
         return Intervals(**{f: getattr(self, f)[ids] for f in self.__dataclass_fields__})

@@ -72,7 +72,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     device (replayed), and ``"at"`` describes the event.  ``prepared``: the breakdown's
     first part, made while the replay ran (:func:`summary_timeline`).
     """
-    # Issue 15's breakdown (the slowest part) on a second thread from the start when the
+    # The categories' breakdown (the slowest part) on a second thread from the start when the
     # device it is for is known already (one device with events): the peaks, windows and
     # pools below run meanwhile; joined where its fields are written.
     early = None
@@ -151,7 +151,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
         notes.append(overflow)
     out["notes"] = notes
     untrusted = [u.to_dict() for u in found]  # (checked above, before breakdown_fields)
-    # Issue 15 (before the warnings are copied: a trace it cannot read adds one).
+    # What the memory is (before the warnings are copied: a trace it cannot read adds one).
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
                                 out.get("peak_requested_event"), early))
     out["warnings"] = list(snap.warnings)
@@ -159,7 +159,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     return out
 
 
-# --- issue 15: what the memory is (categories at the peak, iterations, leaks) ----------
+# --- what the memory is: categories at the peak, iterations, leaks ---------------------
 def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
                      ) -> tuple[Timeline, Future | None]:
     """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
@@ -234,7 +234,6 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
             out["categories_at"] = bd_at.split_at(at[1])
             out["categories_at_device"] = at[0]
     return out
-# --- end issue 15 -----------------------------------------------------------------------
 
 
 def newer_fields(snap: Snapshot) -> dict[str, Any]:
@@ -307,7 +306,7 @@ def format_text(summary: dict[str, Any]) -> str:
             lines.append(f"  device {d['device']}: reserved {fb(d['reserved_bytes'])}, "
                          f"allocated {fb(d['allocated_bytes'])}")
     lines.extend(_oom_lines(summary))
-    lines.extend(breakdown_lines(summary))  # issue 15
+    lines.extend(breakdown_lines(summary))
     host = summary.get("host_memory")
     if host:
         lines.append(f"pinned host memory (device 'host', not in the figures above): reserved "
@@ -326,7 +325,7 @@ def format_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# --- issue 15: the split and leaks in words ---------------------------------------------
+# --- the split and leaks in words ------------------------------------------------------
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
     from ..categories.breakdown import format_split
@@ -363,7 +362,6 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
 
 
 LEAK_LINES = 5  # leaks named in the text summary (JSON has them all)
-# --- end issue 15 -----------------------------------------------------------------------
 
 
 def _oom_lines(summary: dict[str, Any]) -> list[str]:

@@ -11,6 +11,14 @@
 * :mod:`.stacking` - stacked category curves;
 * :mod:`.annotations` - ``record_function`` ranges and labels placed so they never overlap.
 
+Views that only draw: everything a window shows is one :class:`ViewState` - the
+document, the selection (device, pool, stream, segment kind), the cursor, the picked
+block or allocation and the highlight masks - with the logic that decides them (which
+moment a file opens at, how picks carry over to a newer document).  It emits events
+(``document``, ``trace``, ``cursor``, ``moment``, ``selection``, ``selected``,
+``highlight``; :meth:`ViewState.batch` coalesces compound changes); each Qt widget
+subscribes and only draws.  Level-of-detail code is model code too.
+
 May import: every layer below (:mod:`..remedies`, :mod:`..categories`,
 :mod:`..whatif`, :mod:`..analysis`, :mod:`..replay`, :mod:`..io`, :mod:`..core`);
 never :mod:`..reports`.

@@ -1,4 +1,4 @@
-"""What the window shows of the memory categories (issue 15), Qt-free: the breakdown of
+"""What the window shows of the memory categories, Qt-free: the breakdown of
 the trace's device, whether the views colour by category or by code site, which
 categories the views keep (a filter), and the iteration / phase spans the timeline
 shades.  Views subscribe to ``events`` and only draw.

@@ -5,7 +5,7 @@ A view of ``k0..k1`` that is wider than the plot in pixels draws, per pixel buck
 maximum of its events (peaks survive; what lies under the curve stays visible).  The
 maxima come from precomputed levels: a ``CurveColumn``'s own index, or
 :func:`envelope_levels` over a plain array at the same block sizes as
-:mod:`curve_index`.
+:class:`~vramscope.viewer.model.replay.curves.CurveIndex`.
 """
 
 from __future__ import annotations

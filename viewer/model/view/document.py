@@ -72,7 +72,7 @@ class Document:
 
     def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
                progress: Progress | None = None) -> "Document":
-        """The document after a live update, without a full replay (issue 14).
+        """The document after a live update, without a full replay.
 
         ``snap``, ``first_row``, ``dropped`` as :meth:`.timeline.Timeline.extend`;
         from a live session: ``first_row = len(update.snap.trace) - update.added``

@@ -1,4 +1,4 @@
-"""Whether what the window shows at its moment is exact, and if not, why (issue 13).
+"""Whether what the window shows at its moment is exact, and if not, why.
 
 :func:`integrity.check` finds the stretches of a timeline that are not exact; the
 timeline draws them hatched.  The header's figures and the OOM banner are of one moment

@@ -54,14 +54,14 @@ class _Index:
 
 
 def _index(iv: Intervals) -> _Index:
-    idx = getattr(iv, "_stacking_index", None)
-    if idx is None:
-        short = (iv.start >= 0) & (iv.end - iv.start <= SHORT_EVENTS)
-        s_ids = np.flatnonzero(short)
-        l_ids = np.flatnonzero(~short)
-        idx = _Index(s_ids, iv.start[s_ids], l_ids, iv.start[l_ids], iv.end[l_ids])
-        iv._stacking_index = idx  # type: ignore[attr-defined]  # intervals never change once built
-    return idx
+    return iv.derived("stacking_index", _make_index)
+
+
+def _make_index(iv: Intervals) -> _Index:
+    short = (iv.start >= 0) & (iv.end - iv.start <= SHORT_EVENTS)
+    s_ids = np.flatnonzero(short)
+    l_ids = np.flatnonzero(~short)
+    return _Index(s_ids, iv.start[s_ids], l_ids, iv.start[l_ids], iv.end[l_ids])
 
 
 def _visible(iv: Intervals, samples: np.ndarray):

@@ -5,7 +5,7 @@ and the highlight masks, with change events the views subscribe to.
 The logic that decides *what* to show lives here, testable without Qt: which moment a
 document opens at, which OOM a jump goes to, which block an allocation is at a moment,
 and how a selection carries over to a newer document of the same process (live
-attach).  The Qt side (``_qt/main_window.py``) orders the drawing.
+attach).  The Qt side (the main window) orders the drawing.
 
 Events (see :class:`~vramscope.viewer.model.view.evented.EmitterGroup`): ``document``
 (doc; :attr:`ViewState.origin` says why), ``selection`` (Selection), ``trace``
@@ -21,8 +21,9 @@ trace changed,) ``selection``, ``moment``.  Inside :meth:`ViewState.batch` the
 ``moment`` is held and emitted once at its end (``keep_view`` only if every change
 kept it), so a compound change redraws each view once.
 
-Why ~550 lines: one object on purpose (the issue-14 target shape); what it holds and
-emits is one contract the views rely on, and its helpers are small queries of it.
+Why one long class: what it holds and emits is one contract the views rely on, and its
+helpers are small queries of it; split up, the order and coalescing above would be
+spread over several objects.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class ViewState:
         self.pick_origin = ""
         self.node_mask: np.ndarray | None = None  # per stack: the call-tree node's stacks
         self.search_mask: np.ndarray | None = None  # per stack: frames matching the search
-        self.category_mask: np.ndarray | None = None  # per stack: a leak's / category's (issue 15)
+        self.category_mask: np.ndarray | None = None  # per stack: a leak's / category's
         self.category_label = ""  # what the category mask is (the legends name it)
         # Per stack: what a panel's selection acts on (a remedy of the Diagnosis panel),
         # drawn over the window's own highlight while set; ``panel_label`` names it.
@@ -440,7 +441,7 @@ class ViewState:
         self.events.highlight.emit(self.highlight_mask())
 
     def set_category_mask(self, mask: np.ndarray | None, label: str = "") -> None:
-        """A leak or a category picked in the categories views (issue 15); ``label``
+        """A leak or a category picked in the categories views; ``label``
         names it in the legends (e.g. "category: activations")."""
         self.category_mask = mask
         self.category_label = label if mask is not None else ""

@@ -18,7 +18,10 @@ trace: :mod:`.limits`) unless given.
 Modules: :mod:`.requests` (the program's requests and the recorded
 answers), :mod:`.simulator` (the allocator model; with :mod:`.blocks`,
 :mod:`.release`, :mod:`.expandable`), :mod:`.run` (curves,
-peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.report`.
+peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.predictions` (the rows per
+setting the CLI prints and the panels show).
+
+May import: :mod:`..replay`, :mod:`..core` (the allocator's rules), numpy.
 """
 
 from .predictions import RECOMMENDED, Case, Prediction, prepare, predict

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..core.snapshot import Snapshot
 from ..core.units import format_bytes as fb
 from ..replay.recorded_window import RecordedWindow, recorded_window
 from .limits import LimitBounds, infer_limit
-from .requests import Requests, build_requests
+from .requests import Requests, build_requests, released_by_empty_cache
 from .run import SimResult, simulate
 from .selfcheck import CheckResult, self_check
 
@@ -104,6 +105,14 @@ class Case:
         """Peak reserved of the recorded run (the model's, equal to the recording's)."""
         return self.recorded_run().peak_reserved_until_oom
 
+    def with_requests(self, requests: Requests) -> "Case":
+        """A copy of this case for another request stream (a program edit, another
+        batch); its recorded-settings run is simulated again when first asked for."""
+        out = copy.copy(self)
+        out.requests = requests
+        out._recorded_run = None
+        return out
+
     def recorded_run(self) -> SimResult:
         if self._recorded_run is None:
             self._recorded_run = simulate(self.requests, self.recorded, self.limit, self.gpu_bytes)
@@ -180,7 +189,8 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
                             and recorded.max_split_size >= rules.NO_LIMIT
                             and recorded.garbage_collection_threshold == 0)
     reqs = build_requests(rep, snap.pools, retries_possible,
-                          gc_possible=recorded.garbage_collection_threshold > 0)
+                          gc_possible=recorded.garbage_collection_threshold > 0, cfg=recorded,
+                          emptied=released_by_empty_cache(snap, rep))
     bounds = infer_limit(reqs, recorded)
     lim: int | None
     if limit is not None:

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..replay import DeviceReplay, Layout
-from ..core.snapshot import Action
+from ..core import allocator_rules as rules
+from ..core.snapshot import Action, Snapshot
 
 ALLOC, FREE, FREE_REQ, FREE_DONE, OOM, EMPTY_CACHE = range(6)
 KIND_NAMES = ("alloc", "free", "free_requested", "free_completed", "oom", "empty_cache")
@@ -90,6 +91,99 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
     return could_fail
 
 
+def _served_from_cache(rep: DeviceReplay, pools: list[tuple[int, int]],
+                       cfg: rules.AllocatorConfig, next_sig: list, next_at: list):
+    """k -> would the request after the release run at event ``k`` have been served
+    from the cache that run released, so that it never called cudaMalloc?
+
+    The allocator frees cache for an allocation only after its best-fit search
+    found no cached block and cudaMalloc (or the garbage collector's turn before
+    it) came next.  Every segment the run cudaFree'd was one whole cached block
+    just before; if one of them, in the request's pool and on its stream, would
+    have passed that search (big enough; not an oversize block for a request
+    under max_split_size, nor one past max_non_split_rounding), the search
+    would have returned a block at least as good, so the run was not that
+    allocation's: it was the program's empty_cache.  Blocks whose pending
+    frees complete inside the run were not cached before it (release_cached_blocks
+    waits for pending frees first), so their segments prove nothing; nor do
+    expandable segments, whose best fit counts unmapped space."""
+    if cfg.expandable_segments:
+        return None
+    actions = rep.action.tolist()
+    n = len(actions)
+    request_at = [-1] * (n + 1)  # the first ALLOC / OOM at or after each event
+    nxt = -1
+    for k in range(n - 1, -1, -1):
+        if actions[k] in (Action.ALLOC, Action.OOM):
+            nxt = k
+        request_at[k] = nxt
+    addrs, sizes, streams, evpool = (rep.addr.tolist(), rep.size.tolist(),
+                                     rep.stream.tolist(), rep.pool.tolist())
+    transparent = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
+                   Action.SNAPSHOT)
+    memo: dict[int, bool] = {}
+
+    def served(k: int) -> bool:
+        end = next_at[k]
+        if end in memo:
+            return memo[end]
+        memo[end] = False
+        r = end if next_sig[k] == Action.OOM else request_at[end]
+        if r < 0 or _private(pools, evpool[r]) >= 0:
+            return False
+        size = cfg.round_size(sizes[r])
+        small = size <= rules.SMALL_SIZE
+        j = k
+        while j > 0 and actions[j - 1] in transparent:
+            j -= 1
+        completed = [addrs[i] for i in range(j, end) if actions[i] == Action.FREE_COMPLETED]
+        for i in range(j, end):
+            seg, length = addrs[i], sizes[i]
+            if actions[i] != Action.SEGMENT_FREE or streams[i] != streams[r] \
+                    or _private(pools, evpool[i]) >= 0 or (length <= rules.SMALL_BUFFER) != small \
+                    or length < size or any(seg <= a < seg + length for a in completed):
+                continue
+            if size < cfg.max_split_size <= length:
+                continue
+            if size >= cfg.max_split_size and length >= size + cfg.max_non_split_rounding:
+                continue
+            memo[end] = True
+            break
+        return memo[end]
+
+    return served
+
+
+def released_by_empty_cache(snap: Snapshot, rep: DeviceReplay) -> np.ndarray:
+    """Per event of ``rep``: a release whose recorded call stack runs through
+    ``empty_cache`` (torch's Python function or the allocator's ``emptyCache``).
+
+    Only the program's empty_cache gathers its own stack for the releases; a
+    release inside an allocation carries the allocation's stack, or the one the
+    segment was allocated with, and neither can pass through empty_cache.  So
+    such a stack settles what the allocator's rules can only bound."""
+    out = np.zeros(len(rep), bool)
+    release = np.flatnonzero(np.isin(rep.action, (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP))
+                             & (rep.stack >= 0))
+    if not len(release):
+        return out
+    frames, strings = snap.frames, snap.frames.strings
+    verdict: dict[int, bool] = {}
+    for k, stack in zip(release.tolist(), rep.stack[release].tolist()):
+        hit = verdict.get(stack)
+        if hit is None:
+            hit = False
+            for f in snap.stacks.frame_ids(stack).tolist():
+                name = strings[frames.name[f]]
+                path = strings[frames.filename[f]].replace("\\", "/")
+                if "emptyCache" in name or (name == "empty_cache" and "torch/" in path):
+                    hit = True
+                    break
+            verdict[stack] = hit
+        out[k] = hit
+    return out
+
+
 def _reserved_step(action: int, size: int) -> int:
     if action in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP):
         return size
@@ -106,7 +200,9 @@ def _private(pools: list[tuple[int, int]], index: int) -> int:
 
 
 def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
-                   retries_possible: bool = True, gc_possible: bool = False) -> Requests:
+                   retries_possible: bool = True, gc_possible: bool = False,
+                   cfg: rules.AllocatorConfig | None = None,
+                   emptied: np.ndarray | None = None) -> Requests:
     """The request stream of one device's replay (``rep`` from the timeline).
 
     ``retries_possible=False`` says the allocator never freed cache to retry an
@@ -120,7 +216,12 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
     less never fails).  Runs that could not have failed are the program's
     ``empty_cache``.  (With ``gc_possible`` - a garbage collection threshold -
     the allocator releases before cudaMalloc without a failure, so the rule is
-    not applied.)
+    not applied.)  Nor are runs after which the request would have been served
+    from a segment the run released (:func:`_served_from_cache`; ``cfg``: the
+    recorded settings, default the allocator's defaults): the allocator looks
+    in its cache before it ever frees any.  ``emptied`` (per event, from
+    :func:`released_by_empty_cache`) marks releases whose recorded stack shows
+    the program's empty_cache: those are the program's whatever the rules say.
     """
     actions = rep.action.tolist()
     addrs = rep.addr.tolist()
@@ -141,6 +242,7 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
         if actions[k] not in transparent:
             nxt, nxt_at = actions[k], k
     could_fail = _could_fail(rep, actions, sizes, next_sig, next_at) if not gc_possible else None
+    served = _served_from_cache(rep, pools, cfg or rules.AllocatorConfig(), next_sig, next_at)
     init = rep.initial
     init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
     kind: list[int] = []
@@ -229,8 +331,10 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
             # segment (or its OOM); a malloc never releases a private pool
             # while capturing, so such releases are the program's too.
             by_program = not retries_possible or _private(pools, evpool[k]) >= 0 \
+                or (emptied is not None and bool(emptied[k])) \
                 or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM) \
-                or (could_fail is not None and not could_fail(k))
+                or (could_fail is not None and not could_fail(k)) \
+                or (act == Action.SEGMENT_FREE and served is not None and served(k))
             if is_release and by_program:
                 if not in_empty_cache:
                     kind.append(EMPTY_CACHE)

@@ -43,7 +43,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from ..core import allocator_rules as rules
-from .blocks import (ADDR_MASK, DEFAULT_GPU_BYTES, LARGE_PAGE, MIN_BLOCK, SEG_ALLOC, SEG_MAP,
+from .blocks import (ADDR_MASK, DEFAULT_GPU_BYTES, LARGE_PAGE, SEG_ALLOC, SEG_MAP,
                      SHIFT_SIZE, SHIFT_STREAM, SMALL_SIZE, SYNTH_BASE, Block, Expandable, Pool)
 from .expandable import ExpandableMixin
 from .release import ReleaseMixin
@@ -103,10 +103,6 @@ class Allocator(ReleaseMixin, ExpandableMixin):
         if r is None:
             r = self.round_cache[size] = self.cfg.round_size(size)
         return r
-
-    @staticmethod
-    def allocation_size(size: int) -> int:
-        return rules.segment_size_for(size)
 
     def _overlaps(self, ptr: int, size: int) -> bool:
         end = ptr + size
@@ -195,11 +191,7 @@ class Allocator(ReleaseMixin, ExpandableMixin):
 
     def alloc_found(self, pool: Pool, block: Block, size: int, req: int, sidx: int) -> Block:
         remaining = block.size - size
-        if pool.small or self.expandable:
-            split = remaining >= MIN_BLOCK
-        else:
-            split = size < self.max_split and remaining > SMALL_SIZE
-        if split:
+        if rules.should_split(remaining, size, pool.small or self.expandable, self.max_split):
             nb = Block(block.ptr, size, sidx, pool, block.es)
             nb.prev = block.prev
             if nb.prev is not None:

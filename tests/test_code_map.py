@@ -1,0 +1,137 @@
+"""The code's map stays readable: packages say what they are, the model's top level
+stays small, packages talk through public names, and comments say why, not when.
+
+Static checks over the source tree (no imports), each with a test that the check
+itself catches a violation.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_TOPS = ("viewer", "capture")
+# Names a private-looking folder has on purpose: the Qt views and the C extensions.
+PRIVATE_PACKAGES = {"_qt", "_native"}
+MODEL_TOP_LEVEL_MAX = 10
+ISSUE_REFERENCE = re.compile(r"\b[Ii]ssues?[\s_-]*#?\d+")
+
+
+def source_files(*tops: str) -> list[Path]:
+    return sorted(p for top in tops for p in (ROOT / top).rglob("*.py"))
+
+
+def module_name(path: Path, root: Path = ROOT) -> tuple[str, str]:
+    """(dotted module name, its package) of a source file, as installed."""
+    rel = path.relative_to(root).with_suffix("").parts
+    dotted = ".".join(("vramscope", *rel))
+    if rel[-1] == "__init__":
+        dotted = dotted.rsplit(".", 1)[0]
+        return dotted, dotted
+    return dotted, dotted.rsplit(".", 1)[0]
+
+
+def is_package(dotted: str, root: Path = ROOT) -> bool:
+    parts = dotted.split(".")[1:]
+    return (root.joinpath(*parts) / "__init__.py").exists()
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``from X import _name`` (or from a private module) where X lies in another package."""
+    _, package = module_name(path, root)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")
+            base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+            target = ".".join(base + ([node.module] if node.module else []))
+        elif (node.module or "").startswith("vramscope."):
+            target = node.module
+        else:
+            continue
+        for alias in node.names:
+            full = f"{target}.{alias.name}"
+            as_path = root.joinpath(*full.split(".")[1:])
+            if is_package(full, root) or as_path.with_suffix(".py").exists():
+                module = full  # a module imported by name
+                name_private = False
+            else:
+                module = target
+                name_private = alias.name.startswith("_") and not alias.name.startswith("__")
+            parts = module.split(".")
+            module_private = any(p.startswith("_") and p not in PRIVATE_PACKAGES
+                                 and not p.startswith("__") for p in parts)
+            owner = module if is_package(module, root) else module.rsplit(".", 1)[0]
+            if (name_private or module_private) and owner != package:
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                found.append(f"{where}: {module} import {alias.name}")
+    return found
+
+
+def issue_references(path: Path, root: Path = ROOT) -> list[str]:
+    """Comments and docstrings that name an issue (process history, not a reason)."""
+    text = path.read_text(encoding="utf-8")
+    return [f"{path.relative_to(root)}:{i}: {line.strip()}"
+            for i, line in enumerate(text.splitlines(), 1) if ISSUE_REFERENCE.search(line)]
+
+
+def test_every_package_says_what_it_is():
+    inits = [p for top in SOURCE_TOPS for p in (ROOT / top).rglob("__init__.py")]
+    assert len(inits) >= 15
+    missing = [str(p.relative_to(ROOT)) for p in inits
+               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not missing, f"packages without a docstring: {missing}"
+
+
+def test_every_model_package_says_what_it_may_import():
+    inits = sorted((ROOT / "viewer" / "model").glob("*/__init__.py"))
+    assert len(inits) >= 10
+    silent = [str(p.relative_to(ROOT)) for p in inits
+              if "may import" not in (ast.get_docstring(ast.parse(p.read_text())) or "").lower()]
+    assert not silent, f"model packages that do not say what they may import: {silent}"
+
+
+def test_the_model_top_level_holds_packages_not_modules():
+    modules = [p.name for p in (ROOT / "viewer" / "model").glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= MODEL_TOP_LEVEL_MAX, modules
+
+
+def test_no_module_imports_a_private_name_of_another_package():
+    files = source_files(*SOURCE_TOPS)
+    assert len(files) > 150
+    found = [hit for path in files for hit in private_imports(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_import_check_catches_one(tmp_path):
+    for pkg in ("viewer", "viewer/a", "viewer/b"):
+        (tmp_path / pkg).mkdir(exist_ok=True)
+        (tmp_path / pkg / "__init__.py").write_text('"""x"""\n')
+    (tmp_path / "viewer" / "a" / "impl.py").write_text("def _helper():\n    pass\n")
+    user = tmp_path / "viewer" / "b" / "user.py"
+    user.write_text("from ..a.impl import _helper\nfrom ..a.impl import helper_ok\n")
+    sibling = tmp_path / "viewer" / "a" / "sibling.py"
+    sibling.write_text("from .impl import _helper\n")
+    assert private_imports(user, tmp_path) == [
+        "viewer/b/user.py:1: vramscope.viewer.a.impl import _helper"]
+    assert private_imports(sibling, tmp_path) == []  # inside its own package: fine
+
+
+def test_no_comment_names_an_issue():
+    files = (source_files(*SOURCE_TOPS, "tests", "packaging")
+             + [ROOT / name for name in ("setup.py", "Makefile", "pyproject.toml", ".importlinter")]
+             + sorted((ROOT / "viewer" / "model" / "_native").rglob("*.[ch]")))
+    files = [p for p in files if p.resolve() != Path(__file__).resolve()]
+    assert len(files) > 300
+    found = [hit for path in files for hit in issue_references(path)]
+    assert not found, "say why, not which issue:\n" + "\n".join(found)
+
+
+def test_the_issue_check_catches_one(tmp_path):
+    p = tmp_path / "x.py"
+    p.write_text("x = 1  # (issue 15) kept for the panel\ny = 2  # the allocator's issue\n")
+    assert issue_references(p, tmp_path) == ["x.py:1: x = 1  # (issue 15) kept for the panel"]
