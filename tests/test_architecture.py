@@ -60,7 +60,7 @@ def test_viewer_never_imports_torch(path):
 
 
 # The live-attach wire protocol is the one viewer module capture may import: both
-# sides speak it, and the frozen viewer ships without capture (issue 6).
+# sides speak it, and the frozen viewer ships without capture.
 PROTOCOL = "vramscope.viewer.live_protocol"
 
 

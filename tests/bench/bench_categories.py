@@ -1,5 +1,5 @@
 """Benchmark (not a test): what classifying the memory adds to a cold open, as a ratio
-against pickle.load of the same file measured in the same run (issue 15's target:
+against pickle.load of the same file measured in the same run (target:
 at most 0.05x at 10M events).
 
     .venv/bin/python tests/bench/bench_categories.py [--events 10000000] [--keep DIR] [FILE ...]

@@ -1,4 +1,4 @@
-"""Benchmark: a live update of a 1M-entry ring, extended vs rebuilt (issue 14).
+"""Benchmark: a live update of a 1M-entry ring, extended vs rebuilt.
 
 A live session's ring holds the last 1M trace events; every poll brings k new
 events and drops the k oldest.  Before, each update rebuilt the timeline (a full

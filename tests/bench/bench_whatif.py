@@ -1,6 +1,6 @@
 """Benchmark: the what-if simulator on the bundled 1M-event trace.
 
-Target (issue 8): 1M events simulated in <= 10 s on this machine.  Seconds
+Target: 1M events simulated in <= 10 s on this machine.  Seconds
 travel badly between machines, so the ratio against a reference measured in
 the same run is printed too: plain ``pickle.load`` of the same (decompressed)
 file, and the timeline replay of the same trace.

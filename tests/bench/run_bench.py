@@ -18,7 +18,7 @@ Rows per file: cold ``vramscope summary --json`` (empty cache), the re-open
 with the cache present (and, for information, with only the column cache),
 the GUI's first full window (``--screenshot``, cold), and through the real
 widgets (``gui_bench.py``): timeline pan/zoom redraw, time-travel seek and
-the call tree at the peak.  Targets (issue 5) are printed with PASS / MISS;
+the call tree at the peak.  Targets are printed with PASS / MISS;
 they are goals, not test assertions.
 """
 
@@ -212,7 +212,7 @@ def first_window(cmd: list[str], png: Path, env: dict,
     log = env.get("VRAMSCOPE_STAGE_LOG")
     stamps = read_stamps(Path(log), got["start"]) if log else {}
     # The first window is the first paint of the loaded window (stamped right after it
-    # is painted); what the memory is (issue 15) is built off the GUI thread and drawn
+    # is painted); the memory categories are built off the GUI thread and drawn
     # when it lands, so the PNG - the complete picture, categories included - may come
     # later: that is "complete" (stamps["png_on_disk"]).
     stamps["png_on_disk"] = shown
@@ -293,7 +293,7 @@ def verdict(value: float | None, target: float) -> str:
 
 
 STAGES = ["import", "read", "map", "parse", "parse_serial", "columns", "replay", "summary",
-          "categories"]  # categories: the part of summary that classifies (issue 15)
+          "categories"]  # categories: the part of summary that classifies
 
 
 def stage_report(rows: list[dict]) -> None:
@@ -350,7 +350,7 @@ def stage_report(rows: list[dict]) -> None:
 
 def report(rows: list[dict]) -> None:
     print()
-    print("vramscope benchmark (issue 5): ratios against pickle.load of the same file, same run")
+    print("vramscope benchmark: ratios against pickle.load of the same file, same run")
     hdr = (f"{'file':<34}{'events':>11}{'MiB':>6}{'pickle.load':>13}  "
            f"{'cold summary':>22}  {'cold RSS':>16}  {'re-open':>16}  {'GUI first window':>19}")
     print(hdr)
@@ -461,7 +461,7 @@ def main() -> int:
             rows.append(bench_file(path, tmp, args.repeat, gui, env, args.no_interactive))
     report(rows)
     if not args.no_interactive:
-        # Issue 14: a live update extends the replay; its cost against a rebuild.
+        # A live update extends the replay; its cost against a rebuild.
         print("\nlive update of a 1M-event ring (bench_live_update.py):", flush=True)
         subprocess.run([sys.executable, str(HERE / "bench_live_update.py")], check=False, env=env)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"

@@ -8,8 +8,8 @@ whole file read once: the physical floor), ``map`` (the file mapped; its
 pages are mapped by the parser's threads as they read), ``parse`` (the compiled parser on all
 cores, ``--threads``), ``columns`` (the parser's answer to a :class:`Snapshot`),
 ``replay`` (:func:`build_timeline` as ``summary`` runs it) and ``summary``
-(:func:`summarize`), of which ``categories`` is the memory categories' build
-(issue 15).  ``parse_serial`` is the same parse on one thread, for scale.  Run by
+(:func:`summarize`), of which ``categories`` is the memory categories' build.
+``parse_serial`` is the same parse on one thread, for scale.  Run by
 ``run_bench.py``; the GUI's first paint is measured there (whole processes).
 """
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     del fast
     with clock("replay"):
         timeline = build_timeline(snap, keyframes=False, emit=oom_events(snap))
-    # ``categories``: the part of ``summary`` spent in MemoryBreakdown.build (issue 15),
+    # ``categories``: the part of ``summary`` spent in MemoryBreakdown.build,
     # timed from inside it (summary includes it; it is not run twice).
     from vramscope.viewer.model.categories import MemoryBreakdown
     build = MemoryBreakdown.build.__func__

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from fractions import Fraction
 
-import pytest
-
 from tests.conftest import DATA
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import batch_scale, scaling
@@ -109,8 +107,6 @@ def test_whatif_batch_scale_without_workspaces_is_not_an_estimate():
     """GPT-2's recording has no cuDNN-like workspace: its figure is not labelled an
     estimate (and it is exact against the real run, tests/model/test_remedies_truth.py)."""
     path = DATA / "truth" / "sweep_gpt2_b08.pickle.xz"
-    if not path.is_file():
-        pytest.skip("truth sweep not recorded")
     out = vramscope("whatif", str(path), "--batch-scale", "0.5", "--batch", "8", "--json")
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)

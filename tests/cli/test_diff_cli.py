@@ -57,7 +57,7 @@ def test_diff_text_by_line():
 
 
 def test_diff_text_names_the_ooms_of_each_side():
-    """Issue 17.4: the text diff never mentioned OOMs."""
+    """Regression: the text diff never mentioned OOMs."""
     out = vramscope("diff", str(DATA / "resnet50_train.pickle"),
                     str(DATA / "fragmentation_oom.pickle"), "--no-peaks")
     assert out.returncode == 0, out.stderr

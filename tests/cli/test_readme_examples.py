@@ -1,4 +1,4 @@
-"""README's console examples are produced by their commands (issue 17.5).
+"""README's console examples are produced by their commands.
 
 An example is a ```sh block followed directly by a ```text block: every
 ``vramscope ...`` line of the first is run (from the repository root, as a new

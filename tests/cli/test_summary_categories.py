@@ -1,4 +1,4 @@
-"""`vramscope summary` in a real subprocess: what the memory is (issue 15):
+"""`vramscope summary` in a real subprocess: what the memory is:
 ``categories_at_peak``, ``categories_at`` (``--at``), ``iterations``, ``leaks``."""
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def test_summary_at_event_reports_that_moment():
 
 
 def test_summary_text_lists_every_oom():
-    """Issue 17.4: fragmentation_oom has a capacity OOM (event 1068) and a fragmentation OOM
+    """Regression: fragmentation_oom has a capacity OOM (event 1068) and a fragmentation OOM
     (1959); the text showed only the last."""
     path = DATA / "fragmentation_oom.pickle"
     ooms = json.loads(vramscope("summary", str(path), "--json").stdout)["ooms"]
@@ -140,7 +140,7 @@ def test_summary_text_lists_every_oom():
 
 
 def test_summary_at_shows_only_the_ooms_up_to_that_event():
-    """Issue 17.10: `--at 0` printed the verdict of an OOM that happens later."""
+    """Regression: `--at 0` printed the verdict of an OOM that happens later."""
     path = DATA / "fragmentation_oom.pickle"
     out = vramscope("summary", str(path), "--at", "0")
     assert out.returncode == 0, out.stderr
@@ -154,7 +154,7 @@ def test_summary_at_shows_only_the_ooms_up_to_that_event():
 
 
 def test_unknown_format_error_names_every_form_that_loads(tmp_path):
-    """Issue 17.10: the error said "protocol 2-5, gzip, xz or JSON" while protocol 0/1 and
+    """Regression: the error said "protocol 2-5, gzip, xz or JSON" while protocol 0/1 and
     bz2 files load; each form it names must load."""
     import bz2
     import pickle
@@ -179,7 +179,7 @@ def test_unknown_format_error_names_every_form_that_loads(tmp_path):
 
 
 def test_help_names_bz2_and_the_directory_of_ranks():
-    """Issue 17.10: `vramscope --help` omitted bz2 and the directory form."""
+    """Regression: `vramscope --help` omitted bz2 and the directory form."""
     out = vramscope("--help")
     assert out.returncode == 0
     text = " ".join(out.stdout.split())
@@ -188,7 +188,7 @@ def test_help_names_bz2_and_the_directory_of_ranks():
 
 
 def test_summary_device_not_in_the_file_is_an_error():
-    """Issue 17.10: `summary --device 1` on a one-device file was silently accepted."""
+    """Regression: `summary --device 1` on a one-device file was silently accepted."""
     out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "1", "--no-cache")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (f"vramscope: error: {DATA / 'gpt2_oom.pickle'}: no device 1 "
@@ -198,13 +198,13 @@ def test_summary_device_not_in_the_file_is_an_error():
 
 
 def test_text_plurals():
-    """Issue 17.10: "in 1 gaps"."""
+    """Regression: "in 1 gaps"."""
     out = vramscope("summary", str(DATA / "fragmentation_oom.pickle"), "--at", "0")
     assert "in 1 segment\n" in out.stdout and "in 1 gap," in out.stdout, out.stdout
 
 
 def test_summary_of_a_wrapped_trace_says_what_the_window_cannot_show():
-    """Issue 17.6: summary put the peak at "event 0" with no word that the recording saw none
+    """Regression: summary put the peak at "event 0" with no word that the recording saw none
     of the segment creation."""
     path = DATA / "transformer_long_python_1000k.pickle.xz"
     out = vramscope("summary", str(path), "--no-cache")

@@ -96,7 +96,7 @@ def test_snapshot_without_trace_exits_2(tmp_path):
 
 
 def test_text_header_shows_the_given_memory_limit():
-    """Issue 17.3: the header named the inferred limit while the table used --memory-limit."""
+    """Regression: the header named the inferred limit while the table used --memory-limit."""
     out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
                     "--memory-limit", "5GiB")
     assert out.returncode == 0, out.stderr
@@ -136,7 +136,7 @@ def _whatif_on_a_terminal(*args: str) -> tuple[int, str, str]:
 
 
 def test_recommend_shows_progress_on_a_terminal_and_nothing_when_piped():
-    """Issue 17.12: --recommend ran for seconds with no sign of life on the terminal."""
+    """Regression: --recommend ran for seconds with no sign of life on the terminal."""
     path = str(DATA / "gpt2_oom.pickle")
     code, stdout, stderr = _whatif_on_a_terminal(path, "--recommend")
     assert code == 0, stderr
@@ -153,7 +153,7 @@ WRAPPED = DATA / "transformer_long_python_1000k.pickle.xz"  # the ring started a
 
 
 def test_wrapped_trace_says_what_the_window_cannot_show():
-    """Issue 17.6: on the 1M file every setting gave 1.34 GiB with no word that the trace saw
+    """Regression: on the 1M file every setting gave 1.34 GiB with no word that the trace saw
     none of the segment creation; an unchanged peak was presented as a prediction."""
     out = vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True")
     assert out.returncode == 0, out.stderr

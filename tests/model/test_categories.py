@@ -1,4 +1,4 @@
-"""Memory categories, iterations and leaks (issue 15) on real snapshots and on a
+"""Memory categories, iterations and leaks on real snapshots and on a
 training loop written as a trace with what every allocation is meant to be."""
 
 from __future__ import annotations

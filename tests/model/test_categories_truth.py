@@ -1,7 +1,8 @@
 """Memory categories and leaks against the ground truth the programs wrote themselves
 (tests/workloads/truth: exact parameter / optimizer-state storages with addresses,
-the planted leak's line and bytes per iteration).  Skips while the recordings are
-absent (they are recorded on the GPU machine)."""
+the planted leak's line and bytes per iteration).  The recordings are in the repository
+(tests/data/truth; recorded on the GPU machine): each test's cases are chosen at collection
+time from the truth files, and a floor on their number fails when one goes missing."""
 
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import categories_truth as ct  # noqa: E402
 
 FILES = [p for p in ct.truth_files() if ct.snapshot_for(p) is not None]
-pytestmark = pytest.mark.skipif(not FILES, reason="no ground-truth recordings "
-                                "(tests/data/truth) yet")
 
 
 def _kind(p: Path) -> str:
@@ -41,6 +40,24 @@ LOOPS = [p for p in FILES if _truth(p).get("iterations")]
 TRAIN = [p for p in LOOPS if _truth(p).get("optimizer")]
 HEALTHY = [p for p in LOOPS if _kind(p) != "leak"]
 LEAKS = [p for p in FILES if _kind(p) == "leak"]
+# A healthy loop may still keep what it made on purpose (an eval loop keeping its outputs):
+# no "no leak" there.  A run stopped by an OOM did not run all its iterations.
+NO_LEAK = [p for p in HEALTHY if not _truth(p).get("leak")]
+RAN_THROUGH = [p for p in LOOPS if _kind(p) != "ring" and not _truth(p).get("oom")]
+EVAL_KEEPS = [p for p in FILES if _kind(p) == "eval" and _truth(p).get("leak")]
+
+# Floors: the cases compared when these tests were written.  The recordings are in the
+# repository: fewer cases means one was lost, and the parametrised tests would still pass
+# on what is left.
+MIN_CASES = {"recordings": 61, "training loops": 58, "healthy loops": 58, "leaks": 2,
+             "without a leak": 57, "run to the end": 57, "eval keeping outputs": 1}
+
+
+def test_enough_recordings_are_compared():
+    have = {"recordings": len(FILES), "training loops": len(TRAIN),
+            "healthy loops": len(HEALTHY), "leaks": len(LEAKS), "without a leak": len(NO_LEAK),
+            "run to the end": len(RAN_THROUGH), "eval keeping outputs": len(EVAL_KEEPS)}
+    assert all(have[k] >= n for k, n in MIN_CASES.items()), (have, MIN_CASES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,11 +109,9 @@ def test_unknown_beyond_the_leak_is_under_5_percent(path):
         ct.table([c])
 
 
-@pytest.mark.parametrize("path", HEALTHY, ids=_ids)
+@pytest.mark.parametrize("path", NO_LEAK, ids=_ids)
 def test_no_leak_on_a_healthy_run(path):
     c = compared(path)
-    if c.truth.get("leak"):
-        pytest.skip("this eval case keeps its outputs on purpose")
     assert c.leaks == [], [lk.sentence() for lk in c.leaks]
 
 
@@ -122,17 +137,14 @@ def test_planted_leak_is_named_with_its_growth(path):
             "models.py", Path(planted["file"]).name), found[0].sentence()
 
 
-@pytest.mark.parametrize("path", [p for p in LOOPS if _kind(p) != "ring"], ids=_ids)
+@pytest.mark.parametrize("path", RAN_THROUGH, ids=_ids)
 def test_every_iteration_is_found(path):
     c = compared(path)
     expected = int(c.truth.get("iterations") or 0)
-    if c.truth.get("oom"):
-        pytest.skip("stopped by an OOM")
     assert c.iterations_found == expected, ct.table([c])
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if _kind(p) == "eval"
-                                  and _truth(p).get("leak")], ids=_ids)
+@pytest.mark.parametrize("path", EVAL_KEEPS, ids=_ids)
 def test_eval_loop_keeping_its_outputs_leaks_the_whole_graph(path):
     """Keeping (loss, logits) without backward keeps every tensor the forward saved: many
     lines of the model leak at once; together they grow by what the program kept."""

@@ -1,4 +1,4 @@
-"""The Qt-free state behind the categories in the window (issue 15): colour mode,
+"""The Qt-free state behind the categories in the window: colour mode,
 category filter, the iteration x phase spans and the ViewState's category highlight."""
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pickle
 import numpy as np
 import pytest
 
+from tests import native_gate
 from tests.conftest import DATA, expected_for
 from tests.parser_paths import assert_identical, parser_path, pure_python  # noqa: F401 - autouse
 from tests.snapshot_forms import (
@@ -189,7 +190,7 @@ def test_cache_keeps_the_newer_fields(newer, tmp_path, monkeypatch):
     assert back.host.pools == snap.host.pools and back.trace_overflowed
 
 
-needs_native = pytest.mark.skipif(not fast_pickle.available(), reason="compiled parser not built")
+needs_native = native_gate.needs(fast_pickle.available(), "compiled parser not built")
 
 
 @needs_native
@@ -226,7 +227,6 @@ def test_pool_id_files_read_alike_on_both_paths():
 RECORDED = DATA / "newer_fields.pickle"  # tests/workloads/newer_fields.py, recorded on the GPU
 
 
-@pytest.mark.skipif(not RECORDED.exists(), reason="record it: tests/workloads/newer_fields.py")
 def test_real_recording_with_newer_fields():
     """A real recording: figures equal memory_stats; what its torch wrote is read."""
     snap = load_snapshot(RECORDED)

@@ -1,5 +1,5 @@
 """An OOM inside a stretch that is not exact (integrity.Untrusted) is said to be not
-exact, with the stretch's reason; OOMs outside stay exact (issue 13's leftover).
+exact, with the stretch's reason; OOMs outside stay exact.
 
 The cases are real recordings made untrusted the ways recordings break: the start of
 the trace cut off (what a wrapped ring buffer leaves: sizes before it are estimated),

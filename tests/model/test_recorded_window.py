@@ -1,5 +1,5 @@
 """RecordedWindow: what a device's trace window cannot show, checked against the allocator's
-own counters (issue 17.6)."""
+own counters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""packaging/build.py's helpers and the PyInstaller spec's promises (issue 7), without building."""
+"""packaging/build.py's helpers and the PyInstaller spec's promises, without building."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_spec_excludes_torch_capture_and_heavy_extras():
 
 
 def test_spec_names_the_commands_cli_imports_by_name():
-    """Issue 17.2: `record` was excluded, so the frozen app crashed on a command its --help
+    """Regression: `record` was excluded, so the frozen app crashed on a command its --help
     lists.  Every listed command is bundled (its capture side stays out)."""
     hidden = set(spec_list("HIDDEN"))
     excludes = set(spec_list("EXCLUDES"))
@@ -151,7 +151,7 @@ def test_listed_commands_are_read_from_the_real_help():
 
 
 def test_record_without_the_capture_side_answers_in_one_line():
-    """Issue 17.2: as in the frozen app (vramscope.capture left out), `record --help` answers
+    """Regression: as in the frozen app (vramscope.capture left out), `record --help` answers
     on stdout with exit 0 and `record x.py` exits 2 with one line: both say where capture runs."""
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""Desktop integration files (issue 7): the desktop entry, the MIME types, the
+"""Desktop integration files: the desktop entry, the MIME types, the
 install script and the .deb maintainer scripts.
 
 Checked with Debian's tools when present (desktop-file-validate, xmllint,

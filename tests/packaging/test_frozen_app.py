@@ -1,4 +1,4 @@
-"""The built installers (issue 7), when ``make package`` has made them for this version.
+"""The built installers, when ``make package`` has made them for this version.
 
 ``make package`` takes about 2 minutes, so the test suite never builds; it checks
 the artifacts in dist/ when they exist and skips otherwise.
@@ -73,7 +73,7 @@ def test_unpacked_app_self_test_and_version(unpacked, tmp_path):
 
 @needs_tarball
 def test_every_listed_command_answers_help_in_the_frozen_app(unpacked, tmp_path):
-    """Issue 17.2: `vramscope record --help` from the .deb printed a traceback
+    """Regression: `vramscope record --help` from the .deb printed a traceback
     (ModuleNotFoundError) while `vramscope --help` listed `record`."""
     build = build_module()
     exe = unpacked / "vramscope"

@@ -1,4 +1,4 @@
-"""``vramscope --self-test`` (issue 7): passes on a working install, one line and exit 1 otherwise.
+"""``vramscope --self-test``: passes on a working install, one line and exit 1 otherwise.
 
 The frozen app runs the same code; ``make package`` runs it there (and
 tests/packaging/test_frozen_app.py does when an archive has been built).

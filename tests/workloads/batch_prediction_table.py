@@ -87,10 +87,22 @@ def case_of(path: Path):
     return _CASES[key]
 
 
+def _memory_stats(path: Path) -> dict:
+    return sidecar_of(path).get("memory_stats") or truth_of(path).get("memory_stats_end") or {}
+
+
 def real_peak_reserved(path: Path) -> int:
-    side = sidecar_of(path)
-    stats = side.get("memory_stats") or truth_of(path).get("memory_stats_end") or {}
-    return int(stats["reserved_bytes.all.peak"])
+    return int(_memory_stats(path)["reserved_bytes.all.peak"])
+
+
+def request_counts(path: Path) -> tuple[int, int]:
+    """(allocations, frees) the recorded run made: the allocator's own counters, taken
+    right after the snapshot (a sweep records from before its first allocation, so they
+    count the recorded requests).  Read from the sidecar, not the snapshot, so that the
+    tests can tell at collection time which runs of one program are comparable request
+    by request; the tests then check the streams themselves."""
+    stats = _memory_stats(path)
+    return int(stats["allocation.all.allocated"]), int(stats["allocation.all.freed"])
 
 
 def predict_peak(src: Path, batch: int, proportional: bool = False) -> int:

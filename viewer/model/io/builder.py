@@ -1,7 +1,7 @@
 """One :class:`SnapshotBuilder` turns decoded snapshot parts into columns.
 
 Both sources of snapshots use it: :func:`.schema.to_snapshot` (a whole file)
-and :class:`.live.columns.LiveColumns` (a running process, increment by
+and :class:`..live.columns.LiveColumns` (a running process, increment by
 increment).  The builder owns the interner, so a frame, stack or string keeps
 its id across every part it converts.
 

@@ -8,7 +8,7 @@ and its traces parsed on all cores, a small one streamed) and through the
 restricted pure-Python unpickler otherwise or whenever the compiled parser hands
 a file back.  When the CLI started the parse on a thread before its imports
 (:mod:`vramscope.viewer.startup.parse_ahead`, handed over through
-:mod:`.parse_handover`: the model never imports the start-up code), that
+:mod:`vramscope.viewer.early.parse_handover`: the model never imports the start-up code), that
 answer is used instead of parsing again.  Errors are :class:`SnapshotError` with a one-line message.
 """
 

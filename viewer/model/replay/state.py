@@ -1,7 +1,7 @@
 """The reference state machine of the replay (pure Python; the C loop is its copy).
 
 Trace events carry *requested* sizes and addresses; the block sizes follow
-from the caching allocator's rules (:mod:`..allocator_rules`): an allocation
+from the caching allocator's rules (:mod:`..core.allocator_rules`): an allocation
 takes the start of a free block, rounded, and splits off the rest only when
 the remainder is worth keeping (``should_split``); a completed free merges
 with free neighbours.  Replaying those rules over the known addresses gives

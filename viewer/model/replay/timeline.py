@@ -127,7 +127,7 @@ class Timeline:
         (the ring's ``dropped`` counter, as a difference).
 
         Each device's replay continues from its kept state over the new rows
-        (:func:`.replay.live.extend_device`): event columns, keyframes, lifetimes,
+        (:func:`.incremental.extend_device`): event columns, keyframes, lifetimes,
         curve summary (:class:`~.replay.CurveIndex`) and intervals
         (:meth:`intervals`) are extended in place, so objects the views hold stay
         valid.  Dropped events stay at the start of the replays (``rows`` < 0,

@@ -164,7 +164,7 @@ def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
                      ) -> tuple[Timeline, Future | None]:
     """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
     kept), and, for a trace of one device on a machine of several cores, the first part
-    of its memory breakdown (:func:`categories.report.prepare`: the allocations and
+    of its memory breakdown (:func:`categories.breakdown.prepare`: the allocations and
     phases, which read only the event columns) made on another thread while the replay
     applies the events: pass the future to :func:`summarize` (``prepared``)."""
     from ..categories.breakdown import OVERLAP_MIN_EVENTS, prepare

@@ -74,7 +74,7 @@ class Document:
                progress: Progress | None = None) -> "Document":
         """The document after a live update, without a full replay.
 
-        ``snap``, ``first_row``, ``dropped`` as :meth:`.timeline.Timeline.extend`;
+        ``snap``, ``first_row``, ``dropped`` as :meth:`..replay.timeline.Timeline.extend`;
         from a live session: ``first_row = len(update.snap.trace) - update.added``
         and ``dropped`` = how much ``session.columns.dropped`` grew (after a gap,
         ``update.gap``, build a new document instead).  The timeline (built with

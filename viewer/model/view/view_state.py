@@ -342,7 +342,7 @@ class ViewState:
 
     def interval_details(self, i: int):
         """What newer torch recorded about allocation ``i`` of the cursor's device
-        (:class:`~.alloc_details.AllocationDetails`; None without an alloc event)."""
+        (:class:`~..analysis.alloc_details.AllocationDetails`; None without an alloc event)."""
         from ..analysis.alloc_details import allocation_details
 
         doc, dev = self.doc, self.cursor_device

@@ -1,7 +1,7 @@
 """A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp, torch 2.11).
 
 It takes a request stream (:mod:`.requests`) and answers it the way the
-allocator would under given settings (:class:`~..allocator_rules.AllocatorConfig`)
+allocator would under given settings (:class:`~..core.allocator_rules.AllocatorConfig`)
 and a memory limit:
 
 * pools: small (requests <= 1 MiB) and large, per private pool (CUDA graphs);
