@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from vramscope.viewer._qt import app as qtapp
-    from vramscope.viewer._qt.calltree_panel import AT_PEAK
+    from vramscope.viewer._qt.main_window.calltree_panel import AT_PEAK
     from vramscope.viewer._qt.main_window import MainWindow
 
     app = qtapp.application()

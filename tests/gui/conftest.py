@@ -25,7 +25,7 @@ def make_window(qtbot, monkeypatch):
     """Build main windows at 1440x900; closing them (cancelling loads) at teardown."""
     from vramscope.viewer._qt.app import application
     from vramscope.viewer._qt.main_window import MainWindow
-    from vramscope.viewer._qt.stack_panel import StackPanel
+    from vramscope.viewer._qt.widgets.stack_panel import StackPanel
 
     application()
     monkeypatch.setattr(StackPanel, "open_externally", False)

@@ -1,4 +1,4 @@
-"""The Leaks view and the category split bar (issue 15) in a real Qt event loop."""
+"""The Leaks view and the category split bar in a real Qt event loop."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def leaky_breakdown() -> MemoryBreakdown:
 
 
 def test_leaks_view_lists_the_leak_and_highlights_its_blocks(qtbot):
-    from vramscope.viewer._qt.leaks_view import LeaksView
+    from vramscope.viewer._qt.categories.leaks_view import LeaksView
 
     bd = leaky_breakdown()
     view = LeaksView()
@@ -50,7 +50,7 @@ def test_leaks_view_lists_the_leak_and_highlights_its_blocks(qtbot):
 
 
 def test_leaks_view_says_no_leak_on_a_healthy_run(qtbot):
-    from vramscope.viewer._qt.leaks_view import LeaksView
+    from vramscope.viewer._qt.categories.leaks_view import LeaksView
 
     snap = load_snapshot(DATA / "whatif_default.pickle", use_cache=False)
     bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
@@ -62,7 +62,7 @@ def test_leaks_view_says_no_leak_on_a_healthy_run(qtbot):
 
 
 def test_split_bar_parts_follow_the_bytes(qtbot):
-    from vramscope.viewer._qt.category_split import CategorySplitBar
+    from vramscope.viewer._qt.categories.split_bar import CategorySplitBar
 
     snap = load_snapshot(DATA / "gpt2_oom.pickle", use_cache=False)
     bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
@@ -84,7 +84,7 @@ def test_split_bar_parts_follow_the_bytes(qtbot):
 
 
 def test_category_timeline_stacks_up_to_the_requested_curve(qtbot):
-    from vramscope.viewer._qt.category_timeline import CategoryTimeline
+    from vramscope.viewer._qt.categories.category_timeline import CategoryTimeline
 
     snap = load_snapshot(DATA / "resnet50_train.pickle", use_cache=False)
     bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), 0)
@@ -109,7 +109,7 @@ def test_category_timeline_stacks_up_to_the_requested_curve(qtbot):
 
 
 def test_categories_panel_builds_off_the_gui_thread_and_follows_the_cursor(qtbot):
-    from vramscope.viewer._qt.categories_panel import CategoriesPanel
+    from vramscope.viewer._qt.categories.panel import CategoriesPanel
     from vramscope.viewer.model.view.document import Document
 
     data, _ = syn.training_run(iterations=7, layers=3, leak=True, leak_bytes=5 * syn.MIB)

@@ -1,4 +1,4 @@
-"""What the memory is (issue 15) in the main window: the header's split at the cursor,
+"""What the memory is, in the main window: the header's split at the cursor,
 the timeline coloured by category, iteration/phase bands, the Blocks table and the
 segment map by category, and the Leaks view that highlights the blocks - on real
 recordings whose program wrote the truth beside them (tests/data/truth)."""

@@ -19,7 +19,7 @@ RESNET_B64 = DATA / "truth" / "sweep_resnet_b64.pickle.xz"
 @pytest.fixture
 def make_panel(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.diagnosis_panel import DiagnosisPanel
+    from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel
     from vramscope.viewer.model import load_snapshot
 
     application()
@@ -186,9 +186,9 @@ def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_win
     qtbot.waitUntil(lambda: w.doc is not None, timeout=60000)
     assert w.diagnosis_action.isEnabled()
     assert w.diagnosis_action.shortcut().toString() == "Ctrl+Shift+D"
-    from vramscope.viewer._qt.diagnosis_panel import DiagnosisPanel
+    from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel
     w.diagnosis_action.trigger()
-    panels = [x for x in w._aux_windows if isinstance(x, DiagnosisPanel)]
+    panels = [x for x in w.aux_windows if isinstance(x, DiagnosisPanel)]
     assert len(panels) == 1 and panels[0].isVisible()
     panel = panels[0]
     qtbot.waitUntil(lambda: panel.advice is not None and panel.thread is None, timeout=120000)
@@ -201,7 +201,7 @@ def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_win
 
 
 def test_button_beside_the_oom_banner(make_window, qtbot, load):
-    from vramscope.viewer._qt.diagnosis_panel import DiagnosisPanel
+    from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel
 
     w = make_window()
     assert w.fix_button is not None and not w.fix_button.isVisible()
@@ -213,7 +213,7 @@ def test_button_beside_the_oom_banner(make_window, qtbot, load):
     from PySide6.QtCore import Qt
 
     qtbot.mouseClick(w.fix_button, Qt.MouseButton.LeftButton)
-    panels = [x for x in w._aux_windows if isinstance(x, DiagnosisPanel)]
+    panels = [x for x in w.aux_windows if isinstance(x, DiagnosisPanel)]
     assert len(panels) == 1
     qtbot.waitUntil(lambda: panels[0].thread is None, timeout=120000)
     panels[0].close()
@@ -226,7 +226,7 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     panel closes or the window opens another document."""
     import numpy as np
 
-    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.diagnosis.panel import OVERLAY_KEY, open_panel
     from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
@@ -333,7 +333,7 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
     on the main timeline its curve comes with the range shaded and named in the axis."""
     import pyqtgraph as pg
 
-    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.diagnosis.panel import OVERLAY_KEY, open_panel
     from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
@@ -422,7 +422,7 @@ def test_diagnosis_from_the_window_diagnoses_the_device_it_shows(make_window, qt
     """The three-GPU recording opens at its OOM on device 1, where the banner's button
     is: the Diagnosis panel diagnoses that OOM (it diagnosed device 0, which has none),
     and its remedies' curves go on that timeline."""
-    from vramscope.viewer._qt.diagnosis_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.diagnosis.panel import OVERLAY_KEY, open_panel
 
     w = make_window()
     assert load(w, SUN) == "loaded"

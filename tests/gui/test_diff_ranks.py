@@ -45,8 +45,8 @@ def grab(window, path: Path, size=(1440, 900)) -> None:
 @pytest.fixture
 def diff_window(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.diff_window import DiffWindow
-    from vramscope.viewer._qt.stack_panel import StackPanel
+    from vramscope.viewer._qt.compare.diff_window import DiffWindow
+    from vramscope.viewer._qt.widgets.stack_panel import StackPanel
 
     application()
     StackPanel.open_externally = False
@@ -74,7 +74,7 @@ def counters(name):
 
 
 def test_diff_window_pair(diff_window, qtbot, shots):
-    from vramscope.viewer._qt.diff_window import GROWTH_RED, SHRINK_GREEN, highlight_count
+    from vramscope.viewer._qt.compare.diff_window import GROWTH_RED, SHRINK_GREEN, highlight_count
     from vramscope.viewer.model.core.units import format_bytes
 
     w = diff_window(DATA / "resnet50_train.pickle", DATA / "gpt2_oom.pickle")
@@ -147,7 +147,7 @@ def test_diff_match_modes_and_documents(diff_window, qtbot, shots):
 
 def test_diff_window_load_failure(qtbot, tmp_path):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.diff_window import DiffWindow
+    from vramscope.viewer._qt.compare.diff_window import DiffWindow
 
     application()
     bad = tmp_path / "bad.pickle"
@@ -167,7 +167,7 @@ def test_diff_window_load_failure(qtbot, tmp_path):
 @pytest.fixture
 def ranks_window(qtbot, tmp_path):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.ranks_window import RanksWindow
+    from vramscope.viewer._qt.ranks.window import RanksWindow
 
     application()
     w = RanksWindow()
@@ -180,7 +180,7 @@ def ranks_window(qtbot, tmp_path):
 
 
 def test_ranks_window_overview(ranks_window, qtbot, tmp_path, shots):
-    from vramscope.viewer._qt.ranks_window import BAR_BLUE, OUTLIER_RED
+    from vramscope.viewer._qt.ranks.window import BAR_BLUE, OUTLIER_RED
 
     d = make_rank_dir(tmp_path / "run")
     w = ranks_window
@@ -284,7 +284,7 @@ def test_ranks_window_opens_a_real_torchrun_directory(ranks_window, qtbot, shots
     assert rank1.text(1) == format_bytes(sidecar1["memory_stats"]["reserved_bytes.all.current"])
     assert rank1.text(7) == "yes" and rank0.text(6) == "yes"
     assert rank0.childCount() == 2  # the OOM dump and the exit dump
-    from vramscope.viewer._qt.ranks_window import BAR_BLUE, OUTLIER_RED
+    from vramscope.viewer._qt.ranks.window import BAR_BLUE, OUTLIER_RED
 
     # Red where a rank's own figure stands out: rank 1's +1 GiB, not rank 0's small
     # reserved (rank 0 is flagged for its OOM, which the table and outline show).

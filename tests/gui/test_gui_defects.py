@@ -1,4 +1,4 @@
-"""GUI defects found by new users (issues 17 and 13): each test failed before its fix."""
+"""GUI defects found by new users: each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def axis_texts(monkeypatch):
 
 
 def test_row_labels_follow_the_time_cursor(loaded, axis_texts):
-    """Issue 17 item 1: the bars redraw for the new moment, and so must the labels."""
+    """The bars redraw for the new moment, and so must the labels."""
     window = loaded(GPT2)
     seen = []
     for k in (17700, 10100):
@@ -59,7 +59,7 @@ def test_row_labels_follow_the_time_cursor(loaded, axis_texts):
 
 
 def test_pool_filter_hit_test_returns_interval_ids(loaded):
-    """Issue 13: with a pool selected and all streams, hovering or clicking a band
+    """With a pool selected and all streams, hovering or clicking a band
     names that band's allocation, not its index among the pool's allocations."""
     window = loaded(GRAPH)
     doc = window.doc
@@ -93,10 +93,10 @@ def _pixel(widget, pos) -> QColor:
 
 
 def test_search_highlight_has_its_own_style(qtbot, loaded):
-    """Issue 17 item 8: search matches were outlined in the legend's "pending free"
+    """Search matches were outlined in the legend's "pending free"
     orange.  They now have a colour of their own, named in both legends."""
     from vramscope.viewer._qt.segment_map import block_rect
-    from vramscope.viewer._qt import theme
+    from vramscope.viewer._qt.widgets import theme
 
     window = loaded(GPT2)
     window.set_cursor(20000)
@@ -141,7 +141,7 @@ def _disjoint(named: list[tuple[str, object]]) -> None:
 
 
 def map_labels(window) -> list[tuple[str, object]]:
-    from vramscope.viewer._qt.plotting import text_scene_rect
+    from vramscope.viewer._qt.widgets.plotting import text_scene_rect
 
     m = window.map
     view = m.vb.sceneBoundingRect()
@@ -155,7 +155,7 @@ def map_labels(window) -> list[tuple[str, object]]:
 
 
 def timeline_labels(window) -> list[tuple[str, object]]:
-    from vramscope.viewer._qt.plotting import text_scene_rect
+    from vramscope.viewer._qt.widgets.plotting import text_scene_rect
 
     tl = window.timeline
     QApplication.processEvents()
@@ -172,7 +172,7 @@ def timeline_labels(window) -> list[tuple[str, object]]:
                                   "whatif_default.pickle",
                                   "transformer_long_python_1000k.pickle.xz"])
 def test_labels_never_overlap(loaded, name):
-    """Issue 17 item 7: peak labels, record_function names, marker labels and the
+    """Peak labels, record_function names, marker labels and the
     segment map's captions are placed so none covers another (the less important one
     is dropped), and none is cut at the plot's edge."""
     window = loaded(DATA / name)
@@ -198,7 +198,7 @@ SUN = DATA.parents[2] / "shared" / "external" / \
 
 @pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
 def test_three_devices_open_at_the_oom_of_one_device(loaded):
-    """Issue 13: three devices with an OOM on device 1.  The window shows device 1 at
+    """Three devices with an OOM on device 1.  The window shows device 1 at
     its OOM: header, map and ruler of one device and one instant, and says so; the
     ruler is drawn only while the map shows the OOM's moment."""
     from vramscope.viewer.model.analysis.figures import memory_stats
@@ -226,7 +226,7 @@ def test_three_devices_open_at_the_oom_of_one_device(loaded):
 
 
 def test_numbers_say_what_they_count(loaded):
-    """Issue 17 item 11: the banner names the pool its free figure counts; the table's
+    """The banner names the pool its free figure counts; the table's
     count says blocks (free gaps included) and how many are allocations; the header
     says which device and instant its figures are of."""
     from vramscope.viewer.model.core.snapshot import BlockState
@@ -247,7 +247,7 @@ def test_numbers_say_what_they_count(loaded):
 
 
 def test_timeline_axis_in_the_headers_unit(loaded):
-    """Issue 17 item 11: the 1M-event timeline's axis said "1500 MiB" beside a header
+    """The 1M-event timeline's axis said "1500 MiB" beside a header
     in GiB; past 1 GiB the ticks are in GiB."""
     window = loaded(DATA / "transformer_long_python_1000k.pickle.xz")
     assert window.header.values["reserved_bytes"].text().endswith("GiB")
@@ -260,7 +260,7 @@ def test_timeline_axis_in_the_headers_unit(loaded):
 
 
 def test_private_pool_suffix_in_the_legend_and_titles_name_the_app_once(loaded):
-    """Issue 17 item 10: the "P" row suffix is explained in the legend; window titles end
+    """The "P" row suffix is explained in the legend; window titles end
     with the application's name (Qt appends it to any title that does not), once."""
     window = loaded(GRAPH)
     assert any(label.endswith("  P") for label in window.map.y_axis.labels)
@@ -279,7 +279,7 @@ def test_private_pool_suffix_in_the_legend_and_titles_name_the_app_once(loaded):
 
 
 def test_a_trace_that_starts_mid_run_says_what_it_cannot_show(loaded):
-    """Issue 17 item 6: the 1M-event ring started after every segment existed; the
+    """The 1M-event ring started after every segment existed; the
     timeline says so (how many segments, that their creation is not recorded) and
     calls its peaks the window's; a trace recorded from the start says nothing."""
     window = loaded(DATA / "transformer_long_python_1000k.pickle.xz")
@@ -296,7 +296,7 @@ def test_a_trace_that_starts_mid_run_says_what_it_cannot_show(loaded):
 
 
 def test_two_flagged_ranks_say_why_each(qtbot, loaded):
-    """Issue 17 item 11: in the 2-rank run both ranks are outliers, for different
+    """In the 2-rank run both ranks are outliers, for different
     reasons (rank 0 ran out of memory, rank 1 holds 1 GiB more); the caption says
     which is which instead of two unexplained flags."""
     window = loaded(GPT2)

@@ -1,4 +1,4 @@
-"""The header says when what it shows is not exact (issue 13): the OOM banner of an OOM
+"""The header says when what it shows is not exact: the OOM banner of an OOM
 inside an untrusted stretch carries the mark and its reason; the figures at a moment
 inside such a stretch are prefixed with ≈ and tagged, the reason as tooltip."""
 

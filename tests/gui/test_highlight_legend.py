@@ -12,8 +12,8 @@ GPT2_LIMIT_OOM = DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"
 
 
 def test_legend_says_what_the_highlight_is(make_window, qtbot, load):
-    from vramscope.viewer._qt import theme
-    from vramscope.viewer._qt.diagnosis_panel import open_panel
+    from vramscope.viewer._qt.widgets import theme
+    from vramscope.viewer._qt.diagnosis.panel import open_panel
 
     w = make_window()
     assert load(w, GPT2_LIMIT_OOM) == "loaded"

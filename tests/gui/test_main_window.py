@@ -20,7 +20,7 @@ from conftest import BIG_XZ, DATA, FRAG, synthetic_snapshot  # noqa: E402  (test
 
 
 def figures_match(window, stats) -> None:
-    from vramscope.viewer._qt.header import FIGURES, figure_text
+    from vramscope.viewer._qt.main_window.header import FIGURES, figure_text
 
     assert window.header.stats == stats
     for key in FIGURES:
@@ -157,7 +157,7 @@ def test_map_selection_selects_table_row(loaded):
 
 
 def test_table_sort_by_size_largest_first(qtbot, loaded):
-    from vramscope.viewer._qt.table import COL_SIZE
+    from vramscope.viewer._qt.main_window.table import COL_SIZE
 
     window = loaded(DATA / "gpt2_oom.pickle")
     model = window.table.model
@@ -523,7 +523,7 @@ def test_100k_blocks_stay_responsive(qtbot, window):
     import time
 
     from vramscope.viewer.model.view.document import Document
-    from vramscope.viewer._qt.table import COL_SIZE
+    from vramscope.viewer._qt.main_window.table import COL_SIZE
 
     snap = synthetic_snapshot()
     assert len(snap.blocks) == 100_000

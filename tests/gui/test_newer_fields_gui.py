@@ -1,4 +1,4 @@
-"""What newer torch writes, shown where a user looks for it (issue 13).
+"""What newer torch writes, shown where a user looks for it.
 
 The file is a real bundled snapshot re-written with every field torch 2.12+ adds
 (tests/snapshot_forms.with_newer_fields), opened through the real loader thread.

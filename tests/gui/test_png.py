@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QColor, QImage, QPainter
 
-from vramscope.viewer._qt.png import png_bytes, save_png
+from vramscope.viewer._qt.widgets.png import png_bytes, save_png
 
 
 def _image(w: int, h: int, seed: int) -> QImage:

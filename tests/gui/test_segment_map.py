@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vramscope.viewer._qt import theme
+from vramscope.viewer._qt.widgets import theme
 from vramscope.viewer.model.view.document import Document
 from vramscope.viewer._qt.segment_map import (
     SORT_ADDRESS,

@@ -22,7 +22,7 @@ MiB = 1 << 20
 
 
 def figures_match(window, stats) -> None:
-    from vramscope.viewer._qt.header import FIGURES, figure_text
+    from vramscope.viewer._qt.main_window.header import FIGURES, figure_text
 
     assert window.header.stats == stats
     for key in FIGURES:
@@ -395,7 +395,7 @@ def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
 
 
 def test_cancel_during_replay(qtbot, window):
-    from vramscope.viewer._qt.loader import LoadThread
+    from vramscope.viewer._qt.widgets.loader import LoadThread
 
     t = LoadThread(os.fspath(GPT2))
     stages = []

@@ -1,4 +1,4 @@
-"""The views subscribe to the window's ViewState (``_qt/view_bindings.py``): one
+"""The views subscribe to the window's ViewState (each in its constructor): one
 change of what is shown redraws each view once, in a real window."""
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def test_one_job_helper_reports_done_failed_and_cancelled(qtbot, qapp):
     a one-line error for a bug, and Cancel through the model's Progress."""
     import threading
 
-    from vramscope.viewer._qt.jobs import Job
+    from vramscope.viewer._qt.widgets.jobs import Job
 
     job = Job(lambda j: 6 * 7)
     with qtbot.waitSignal(job.done, timeout=5000) as sig:

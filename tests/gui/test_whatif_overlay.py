@@ -28,7 +28,7 @@ def _run(panel, qtbot, confs, limit=""):
 
 
 def test_selected_setting_is_overlaid_on_the_main_timeline(make_window, qtbot, load):
-    from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.whatif.panel import OVERLAY_KEY, open_panel
     from vramscope.viewer.model.core.units import format_bytes as fb
 
     w = make_window()
@@ -92,7 +92,7 @@ def test_selected_setting_is_overlaid_on_the_main_timeline(make_window, qtbot, l
 def test_a_predicted_oom_ends_the_overlay_at_the_row_peak(make_window, qtbot, load):
     """Under its 2 GiB limit the recorded GPT-2 run OOMs: the overlay's peak is the row's
     (up to the first OOM, where the program stopped), not the curve past it."""
-    from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.whatif.panel import OVERLAY_KEY, open_panel
 
     w = make_window()
     assert load(w, GPT2_LIMIT_OOM) == "loaded"
@@ -127,7 +127,7 @@ def test_the_device_the_window_shows_is_simulated_and_another_clears_it(
     """A three-GPU recording opens at its OOM on device 1: the panel simulates device 1
     (not the first device), so its curve goes on that timeline; showing another device
     removes it, and selecting a row then says why nothing is drawn."""
-    from vramscope.viewer._qt.whatif_panel import OVERLAY_KEY, open_panel
+    from vramscope.viewer._qt.whatif.panel import OVERLAY_KEY, open_panel
     from vramscope.viewer.model.analysis.figures import Selection
 
     w = make_window()

@@ -13,7 +13,7 @@ WHATIF = DATA / "whatif_h200" / "whatif_default.pickle.xz"
 @pytest.fixture
 def panel(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer._qt.whatif.panel import WhatIfPanel
     from vramscope.viewer.model import load_snapshot
 
     application()
@@ -65,7 +65,7 @@ def test_predicted_oom_is_marked(panel, qtbot):
     panel.limit_edit.setText("6GB")
     with qtbot.waitSignal(panel.finished, timeout=60000):
         panel.run()
-    from vramscope.viewer._qt.whatif_panel import COL_OOM
+    from vramscope.viewer._qt.whatif.panel import COL_OOM
 
     assert panel.table.item(0, COL_OOM).text().startswith("event ")
     marks = [c for c in panel.plot.listDataItems() if c.opts.get("symbol") == "x"]
@@ -106,8 +106,8 @@ def test_main_window_menu_opens_the_panel(make_window, qtbot):
     assert w.whatif_action.isEnabled()
     assert w.whatif_action.shortcut().toString() == "Ctrl+Shift+W"
     w.whatif_action.trigger()
-    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
-    panels = [x for x in w._aux_windows if isinstance(x, WhatIfPanel)]
+    from vramscope.viewer._qt.whatif.panel import WhatIfPanel
+    panels = [x for x in w.aux_windows if isinstance(x, WhatIfPanel)]
     assert len(panels) == 1 and panels[0].isVisible()
     panels[0].close()
 
@@ -117,7 +117,7 @@ def test_snapshot_without_trace_shows_one_line(qtbot):
 
     from tests.snapshot_forms import raw_object
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer._qt.whatif.panel import WhatIfPanel
     from vramscope.viewer.model import load_bytes
 
     application()
@@ -132,14 +132,14 @@ def test_snapshot_without_trace_shows_one_line(qtbot):
     assert p.run_button.isEnabled()
 
 
-# --------------------------------------------------------------------------- issue 17.9
+# --------------------------------------------------------------------------- readability
 GPT2 = DATA / "gpt2_oom.pickle"  # the recorded run ends in an OOM at event 25902
 
 
 @pytest.fixture
 def gpt2_panel(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.whatif_panel import WhatIfPanel
+    from vramscope.viewer._qt.whatif.panel import WhatIfPanel
     from vramscope.viewer.model import load_snapshot
 
     application()
@@ -161,7 +161,7 @@ def _text_fits(view, text: str, width: int, icon: int = 0) -> bool:
 
 def test_table_cells_are_never_cut(gpt2_panel, qtbot):
     """The OOM cell read "event 2590…" for event 25902; long settings were cut."""
-    from vramscope.viewer._qt.whatif_panel import COL_OOM
+    from vramscope.viewer._qt.whatif.panel import COL_OOM
 
     p = gpt2_panel
     long_conf = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
@@ -213,10 +213,10 @@ def test_limit_and_legend_stay_off_the_curves(gpt2_panel, qtbot):
 
 
 def test_wrapped_trace_says_what_the_window_cannot_show(qtbot):
-    """Issue 17.6 in the panel: on the 1M file (the ring started after every segment existed)
-    every setting showed 1.34 GiB, +0.0%, as if predicted."""
+    """A trace started mid-run, in the panel: on the 1M file (the ring started after every
+    segment existed) every setting showed 1.34 GiB, +0.0%, as if predicted."""
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.whatif_panel import COL_PEAK, COL_VS, WhatIfPanel
+    from vramscope.viewer._qt.whatif.panel import COL_PEAK, COL_VS, WhatIfPanel
     from vramscope.viewer.model import load_snapshot
 
     application()

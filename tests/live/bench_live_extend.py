@@ -5,7 +5,7 @@
 A ring of FILE's trace (default: the 1M-event file in tests/data) minus its last
 ``--new`` events is built live; then the update that brings those events is applied
 (:class:`LiveDocumentSource`), and a full ``Document.build`` of the same ring is timed
-in the same run.  Issue 14's target: the update costs <= 10 % of the rebuild.
+in the same run.  The target: the update costs <= 10 % of the rebuild.
 """
 
 from __future__ import annotations

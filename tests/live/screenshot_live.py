@@ -45,7 +45,7 @@ def main() -> int:
             time.sleep(0.1)
         pid = json.loads((hs / "ready.json").read_text())["pid"]
         from vramscope.viewer._qt.app import application
-        from vramscope.viewer._qt.live_window import LiveController
+        from vramscope.viewer._qt.live.controller import LiveController
 
         app = application()
         live = LiveController(str(pid))

@@ -89,7 +89,7 @@ def test_unattachable_targets_exit_2_with_one_line(runtime_dir, target):
 
 def test_save_from_a_process_without_cuda_exits_2_with_one_line(start_target, runtime_dir,
                                                                 tmp_path):
-    """Issue 17.10: this exited 1 while every other attach error exits 2."""
+    """Regression: this exited 1 while every other attach error exits 2."""
     t = start_target(env={"FAKE_UNINITIALISED": "1"})
     out = tmp_path / "x.pickle"
     r = _attach(runtime_dir, str(t.pid), "--save", str(out))

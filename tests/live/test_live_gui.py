@@ -20,7 +20,7 @@ MiB = 1 << 20
 @pytest.fixture
 def live_window(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.live_window import LiveController
+    from vramscope.viewer._qt.live.controller import LiveController
 
     application()
     made = []
@@ -53,7 +53,7 @@ def test_file_menu_has_attach_with_a_shortcut(qtbot):
 
 
 def test_attach_dialog_lists_agents_and_attaches(qtbot, start_target):
-    from vramscope.viewer._qt.attach_dialog import AttachDialog
+    from vramscope.viewer._qt.live.attach_dialog import AttachDialog
 
     t = start_target()
     dlg = AttachDialog()
@@ -69,7 +69,7 @@ def test_attach_dialog_lists_agents_and_attaches(qtbot, start_target):
 
 
 def test_attach_dialog_with_nothing_to_attach_explains_the_opt_in(qtbot, runtime_dir):
-    from vramscope.viewer._qt.attach_dialog import AttachDialog
+    from vramscope.viewer._qt.live.attach_dialog import AttachDialog
 
     dlg = AttachDialog()
     qtbot.addWidget(dlg)
@@ -137,7 +137,7 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
 
 def test_no_gpu_device_panel_says_so(qtbot):
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.device_panel import DevicePanel
+    from vramscope.viewer._qt.live.device_panel import DevicePanel
     from vramscope.viewer.model.live.nvml import NvmlInfo
 
     application()
@@ -172,7 +172,7 @@ def test_live_curves_tick_at_round_binary_sizes(qtbot):
     import re
 
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.live_curves import LiveCurves
+    from vramscope.viewer._qt.live.curves import LiveCurves
 
     application()
     c = LiveCurves()

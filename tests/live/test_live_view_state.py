@@ -26,7 +26,7 @@ MiB = 1 << 20
 def attached(qtbot, start_target, tmp_path, monkeypatch):
     """A live window on a fake process that has made some allocations."""
     from vramscope.viewer._qt.app import application
-    from vramscope.viewer._qt.live_window import LiveController
+    from vramscope.viewer._qt.live.controller import LiveController
 
     monkeypatch.chdir(tmp_path)  # where the process would dump an OOM snapshot
     application()
@@ -79,7 +79,7 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     from PySide6.QtCore import Qt
 
     from vramscope.viewer._qt.segment_map import SORT_SIZE
-    from vramscope.viewer._qt.table import COL_SIZE
+    from vramscope.viewer._qt.main_window.table import COL_SIZE
     from vramscope.viewer.model.core.snapshot import BlockState
 
     w, t = attached
@@ -165,7 +165,7 @@ def test_selectors_and_call_tree_survive_updates(qtbot, attached):
     from vramscope.viewer.model.core.snapshot import BlockState
 
     w, t = attached
-    stream = w._choices[w.stream_combo][1][1]
+    stream = w.selectors.choices[w.stream_combo][1][1]
     w.set_selection(Selection(stream=stream, is_small=False))
     w.tabs.setCurrentWidget(w.calltree)
     root = w.calltree.tree.topLevelItem(0)
@@ -208,7 +208,7 @@ def test_header_and_timeline_say_which_instant_they_show(qtbot, attached):
 
 
 def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
-    """Issue 14: every trace update goes into one live model (extended, or rebuilt when
+    """Regression: every trace update goes into one live model (extended, or rebuilt when
     an extension would disagree with the recording) and shows what a full rebuild of
     the same ring shows: events, curves, lifetimes, the layout at a moment."""
     from vramscope.viewer.model.view.document import Document

@@ -3,4 +3,23 @@
 Nothing here computes memory figures: widgets only display what
 :mod:`vramscope.viewer.model` returns.  Import this package only from the GUI
 entry point (``vramscope.viewer.commands.gui``): it imports Qt.
+
+The packages, by feature (each ``__init__`` says what it may import):
+
+* ``app`` - the QApplication, the headless screenshot, the composition root
+  (it hands File > Attach to ``live``); ``diagnosis_shot`` - the README's picture of
+  the Diagnosis panel over a main window.
+* ``main_window/`` - the main window: header, selectors, Blocks table, call tree, menus,
+  files in and out, time travel.
+* ``timeline/``, ``segment_map/`` - the two big views of the main window.
+* ``categories/`` - what the memory is: the "What it is" tab, colours, phase bands, leaks.
+* ``diagnosis/``, ``whatif/`` - the Diagnosis and What-if panels (a cancellable job each).
+* ``compare/`` - the Diff window; ``ranks/`` - the Ranks window.
+* ``live/`` - live attach: the controller feeding a main window, the poller, the attach
+  dialog, the live curves and the NVML device panel.
+* ``widgets/`` - building blocks more than one feature uses (jobs, the job panel, the
+  loader, theme, settings, plotting, PNG, lazy tree, stack panel, category colours).
+
+Below them all, ``widgets``; above, the features; ``live`` composes ``main_window``;
+``app`` and ``diagnosis_shot`` compose everything.
 """

@@ -11,9 +11,9 @@ from PySide6.QtCore import (QCoreApplication, QEventLoop, QSize, QtMsgType, QTim
 from PySide6.QtWidgets import QApplication
 
 from ..early.parse_handover import stamp
-from . import settings as st
 from .main_window import MainWindow, app_icon
-from .png import save_png
+from .widgets import settings as st
+from .widgets.png import save_png
 
 SCREENSHOT_SIZE = QSize(1440, 900)
 
@@ -32,15 +32,15 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def _open_attach(window: MainWindow) -> None:
-    from .live_window import open_attach_dialog  # (its ~10 ms of imports on first use)
+def _open_attach(window: MainWindow):
+    from .live.controller import open_attach_dialog  # (its ~10 ms of imports on first use)
 
-    open_attach_dialog(window)
+    return open_attach_dialog(window)
 
 
 def run_live(target: str) -> int:
     """``vramscope attach TARGET --gui``: a live window as the whole application."""
-    from .live_window import LiveController
+    from .live.controller import LiveController
 
     app = application()
     live = LiveController(target)
@@ -85,7 +85,7 @@ def render_window(window, size: QSize = SCREENSHOT_SIZE):
     return window.grab()
 
 
-def _grab_main(window: MainWindow):
+def grab_main_window(window: MainWindow):
     """The main window of :func:`screenshot` (shown at its final size, updates off),
     settled and grabbed in one paint."""
     app = QApplication.instance()
@@ -101,7 +101,7 @@ def _grab_main(window: MainWindow):
         pixmap = window.grab()
         stamp("first_paint")
         return pixmap
-    # What the memory is (issue 15) is built off the GUI thread, after the window first
+    # What the memory is (the categories) is built off the GUI thread, after the window first
     # shows: the first paint (what a user sees first, stamped for ``make bench``) does
     # not wait for it; the PNG does - it is painted again once the breakdown is drawn.
     window.grab()
@@ -121,7 +121,7 @@ def _save(window, out: str, pixmap=None) -> tuple[int, str]:
     return 0, ""
 
 
-def _quiet_qt_messages(mode, context, message) -> None:
+def quiet_qt_messages(mode, context, message) -> None:
     """Headless renders keep stderr for vramscope's own one-line errors."""
     if mode in (QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg):
         sys.stderr.write(message + "\n")
@@ -132,7 +132,7 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
 
     A directory of per-rank snapshots renders the rank overview instead.
     """
-    qInstallMessageHandler(_quiet_qt_messages)
+    qInstallMessageHandler(quiet_qt_messages)
     application()
     if path and os.path.isdir(path):
         try:
@@ -155,7 +155,7 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
                 return 2, window.last_error or f"{path}: load {result}"
             if window.error_box is not None:
                 window.error_box.close()
-        return _save(window, out, _grab_main(window))
+        return _save(window, out, grab_main_window(window))
     finally:
         window.close()
         window.deleteLater()
@@ -163,7 +163,7 @@ def screenshot(path: str | None, out: str) -> tuple[int, str]:
 
 
 def _screenshot_ranks(directory: str, out: str) -> tuple[int, str]:
-    from .ranks_window import RanksWindow
+    from .ranks.window import RanksWindow
 
     window = RanksWindow()
     try:

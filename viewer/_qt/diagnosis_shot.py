@@ -37,12 +37,12 @@ def shoot(path: str, out: str, batch: int | None = None, remedy: str | None = No
     """Render (see the module docstring); 0 on success, else 2 with one line on stderr."""
     from PySide6.QtCore import qInstallMessageHandler
 
-    from .app import _grab_main, _quiet_qt_messages, application, wait_for_load
-    from .diagnosis_panel import open_panel
+    from .app import application, grab_main_window, quiet_qt_messages, wait_for_load
+    from .diagnosis.panel import open_panel
     from .main_window import MainWindow
-    from .png import save_png
+    from .widgets.png import save_png
 
-    qInstallMessageHandler(_quiet_qt_messages)  # stderr: vramscope's own lines only
+    qInstallMessageHandler(quiet_qt_messages)  # stderr: vramscope's own lines only
     app = application()
     window = MainWindow(persist=False)
     window.resize(WINDOW_SIZE)
@@ -71,7 +71,7 @@ def shoot(path: str, out: str, batch: int | None = None, remedy: str | None = No
     panel.resize(PANEL_SIZE)
     for _ in range(3):
         app.processEvents()
-    top = _grab_main(window).toImage()
+    top = grab_main_window(window).toImage()
     bottom = panel.grab().toImage()
     ratio = top.devicePixelRatio()
     w = max(top.width(), bottom.width())

@@ -17,11 +17,11 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
-from ..model.core.units import format_bytes
-from . import theme
-from .category_colors import ACCENT, CATEGORY_COLORS
-from .timeline.items import VerticalBandsItem
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
+from ...model.core.units import format_bytes
+from ..widgets import theme
+from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
+from ..timeline.items import VerticalBandsItem
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
 

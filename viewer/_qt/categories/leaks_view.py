@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.categories import Leak
-from ..model.core.units import format_bytes
-from . import theme
-from .category_colors import ACCENT
+from ...model.categories import Leak
+from ...model.core.units import format_bytes
+from ..widgets import theme
+from ..widgets.category_colors import ACCENT
 
 COLUMNS = ("Line", "Function", "Per iteration", "Iterations", "Live now")
 

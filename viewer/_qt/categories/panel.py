@@ -1,7 +1,7 @@
 """What the memory is, in the window: the split at the cursor, the category timeline with
 iteration bands, and the Leaks view - one panel, fed by a worker thread.
 
-Wiring into the main window (a few lines; see the report of issue 15)::
+How a window wires it in (the main window's is :class:`~.wiring.CategoriesWiring`)::
 
     panel = CategoriesPanel()
     tabs.addTab(panel, "What it is")                      # or a dock
@@ -23,11 +23,11 @@ import numpy as np
 from PySide6.QtCore import QThread, Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from ..model.categories import MemoryBreakdown
-from ..model.view.category_view import phase_spans
-from ..model.core.errors import LoadCancelled
-from ..model.core.progress import Progress
-from .category_split import CategorySplitBar
+from ...model.categories import MemoryBreakdown
+from ...model.view.category_view import phase_spans
+from ...model.core.errors import LoadCancelled
+from ...model.core.progress import Progress
+from .split_bar import CategorySplitBar
 from .category_timeline import CategoryTimeline
 from .leaks_view import LeaksView
 

@@ -8,10 +8,10 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ..model.core.units import format_bytes
-from . import theme
-from .category_colors import color
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
+from ...model.core.units import format_bytes
+from ..widgets import theme
+from ..widgets.category_colors import color
 
 
 class CategorySplitBar(QWidget):

@@ -1,4 +1,4 @@
-"""What the memory is (issue 15), wired into the main window: the split at the cursor in
+"""What the memory is, wired into the main window: the split at the cursor in
 the header, the stacked timeline coloured by category (a toggle with the code-site
 colouring), iteration and phase bands on the timeline, the segment map and the Blocks
 table coloured / filtered by category, and the "What it is" tab (split,
@@ -6,29 +6,30 @@ category timeline, Leaks view).  A pick in any of them highlights the blocks thr
 the window's :class:`ViewState`.
 
 State lives in the Qt-free :class:`CategoryView` (``window.categories``); this module
-only connects it to the widgets, which draw.  The breakdown is built off the GUI
-thread by :class:`CategoriesPanel` (progress and Cancel).  Remembered between runs
-(settings): the colour mode and whether the phase bands show.
+only connects it to the widgets, which draw, through their public members and hooks
+(the timeline's and the map's legend, colour and tooltip providers, the table's row
+filter).  The main window builds the wiring and hands itself over.  The breakdown is
+built off the GUI thread by :class:`CategoriesPanel` (progress and Cancel).
+Remembered between runs (settings): the colour mode and whether the phase bands show.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
-from PySide6.QtCore import QCoreApplication, QEvent, QObject
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
-from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ..model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
-from ..model.core.units import format_bytes
-from . import settings as st
-from .categories_panel import CategoriesPanel
-from .category_colors import CATEGORY_COLORS, rgba_table, swatch_html
-from .category_split import CategorySplitBar
-from .segment_map.category_overlay import CategoryOverlay
-from .timeline.constants import CURVES
-from .timeline.phase_bands import PhaseBands
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
+from ...model.core.units import format_bytes
+from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
+from ..segment_map.category_overlay import CategoryOverlay
+from ..timeline.constants import CURVES
+from ..timeline.phase_bands import PhaseBands
+from ..widgets import settings as st
+from ..widgets.category_colors import CATEGORY_COLORS, rgba_table, swatch_html
+from .panel import CategoriesPanel
+from .split_bar import CategorySplitBar
 
 KEY_COLOR = "view/colorBy"
 KEY_PHASES = "view/phaseBands"
@@ -77,7 +78,7 @@ class HeaderSplit(QWidget):
 
 
 class CategoriesWiring(QObject):
-    """Connects ``window`` (a MainWindow) to a :class:`CategoryView`."""
+    """Connects ``window`` (a MainWindow) to its own :class:`CategoryView` (``cv``)."""
 
     def __init__(self, window) -> None:
         super().__init__(window)
@@ -228,7 +229,7 @@ class CategoriesWiring(QObject):
 
     def _on_phases_toggled(self, on: bool) -> None:
         self.phases.set_visible(on)
-        self.w.timeline._update_legend()
+        self.w.timeline.update_legend()
         if self.w.persist:
             st.settings().setValue(KEY_PHASES, "true" if on else "false")
 
@@ -290,7 +291,7 @@ class CategoriesWiring(QObject):
 
     def _on_breakdown(self, bd) -> None:
         self.phases.set_spans(self.cv.spans)
-        self.w.timeline._update_legend()
+        self.w.timeline.update_legend()
         self._update_header()
         self._recolor()
         if self.cv.category_filter is not None:
@@ -344,8 +345,8 @@ class CategoriesWiring(QObject):
         tl = w.timeline
         if tl.n and tl.iv is not None and tl.layout is not None:
             tl.refresh_stack()  # (the layout too: it may be of a document just replaced)
-        tl._update_legend()
-        w.map._update_legend()
+        tl.update_legend()
+        w.map.update_legend()
         # The longer category legends are cut rather than widen the window (and squeeze
         # the other views); their tooltips say what the colours are.
         for legend in (tl.legend, w.map.legend):
@@ -426,11 +427,3 @@ class CategoriesWiring(QObject):
         facts = (f"<b>leak</b>: {lk.sentence()}<br>Its blocks are highlighted."
                  if lk is not None else "")
         self.w.stack.show_stack(int(stack), facts)
-
-
-def install(window) -> CategoriesWiring:
-    """Wire the categories into ``window`` (``window.categories`` is the CategoryView)."""
-    wiring = CategoriesWiring(window)
-    window.categories = wiring.cv
-    window.categories_wiring = wiring
-    return wiring

@@ -7,7 +7,7 @@ and the live bytes by allocation stack as a sortable table and a call tree
 highlights its blocks in both maps and shows its stack.
 
 Why ~600 lines: one window (two maps kept in step, the stack table, the lazy tree and
-the loads of A and B); its model is ``model/diff.py``.
+the loads of A and B); its model is ``model/reports/diff.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.reports.diff import (
+from ...model.reports.diff import (
     STATUS_ADDED,
     STATUS_CHANGED,
     STATUS_REMOVED,
@@ -46,12 +46,12 @@ from ..model.reports.diff import (
     diff_snapshots,
     signed_bytes,
 )
-from ..model.view.document import Document
-from ..model.core.units import format_bytes
-from .loader import LoadThread
-from .lazy_tree import NODE_ROLE, LazyTree
-from .segment_map import SegmentMapView
-from .stack_panel import StackPanel
+from ...model.view.document import Document
+from ...model.core.units import format_bytes
+from ..widgets.loader import LoadThread
+from ..widgets.lazy_tree import NODE_ROLE, LazyTree
+from ..segment_map import SegmentMapView
+from ..widgets.stack_panel import StackPanel
 
 GROWTH_RED = "#c62828"
 SHRINK_GREEN = "#2e7d32"
@@ -507,13 +507,6 @@ class DiffWindow(QMainWindow):
     # ------------------------------------------------------------------ selection
     def row_items(self) -> list[QTreeWidgetItem]:
         return [self.stacks.topLevelItem(i) for i in range(self.stacks.topLevelItemCount())]
-
-    def select_row(self, index: int) -> None:
-        """Select row ``index`` of ``diff.stacks`` in the table."""
-        for item in self.row_items():
-            if item.data(0, ROW_ROLE) == index:
-                self.stacks.setCurrentItem(item)
-                return
 
     def _on_row(self, current: QTreeWidgetItem | None, _prev) -> None:
         if current is None or self.diff is None:

@@ -12,9 +12,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ..model.core.units import format_bytes as fb
-from . import theme
-from .timeline.overlay import overlay_color
+from ...model.core.units import format_bytes as fb
+from ..widgets import theme
+from ..timeline.overlay import overlay_color
 
 GIB = 1 << 30
 LIMIT_OFF_CHART = 3  # a limit above this many times the highest curve is left off the y range

@@ -1,7 +1,8 @@
 """The Diagnosis panel: the verdict, what the peak is made of, and the remedies in order.
 
 Draws :class:`vramscope.viewer.model.remedies.advise.Advice`, computed off
-the GUI thread (a :class:`~.jobs.Job`, progress + Cancel/Esc): a verdict
+the GUI thread (the job of a :class:`~..widgets.job_panel.JobPanel`, progress +
+Cancel/Esc): a verdict
 line, a bar of the bytes live at the peak split by kind (scales with the
 batch / model state / other), and the remedies ranked by predicted peak
 reserved (simulated or estimated, the change, where); an estimate shows its
@@ -16,7 +17,7 @@ the whole table, as tab-separated text.
 Hook (main window): Tools > Diagnosis… (Ctrl+Shift+D) calls
 ``open_panel(window)``, which opens it over ``window.doc``; the selected
 remedy's curve is overlaid on the window's timeline (its predicted-curve
-overlay, :mod:`.timeline.overlay`) and the stacks of the allocations it acts
+overlay, :mod:`..timeline.overlay`) and the stacks of the allocations it acts
 on are highlighted in the map and the timeline (``events``: indices into the
 device's trace); both go when the selection is cleared, the panel closes or
 the window shows another document.
@@ -26,21 +27,20 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
-                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..model.remedies.advise import format_peak
-from ..model.remedies.batch_scale import RANGE_WHAT
-from ..model.core.snapshot import Snapshot
-from ..model.core.units import format_bytes as fb
-from ..model.core.units import parse_bytes
-from . import theme
-from .jobs import Job
-from .diagnosis_chart import RemedyChart
-from .window_link import WindowLink, shown_device
+from ...model.core.snapshot import Snapshot
+from ...model.core.units import format_bytes as fb
+from ...model.remedies.advise import format_peak
+from ...model.remedies.batch_scale import RANGE_WHAT
+from ..widgets import theme
+from ..widgets.job_panel import JobPanel
+from ..widgets.jobs import Job
+from ..widgets.window_link import WindowLink, shown_device
+from .chart import RemedyChart
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
@@ -70,8 +70,8 @@ def advise_job(snap: Snapshot, batch: int | None, limit: int | None, case=None,
     ``done((case, advice))``, ``progressed(stage, fraction of that stage)``."""
 
     def work(job: Job):
-        from ..model.remedies.advise import advise
-        from ..model.whatif import prepare
+        from ...model.remedies.advise import advise
+        from ...model.whatif import prepare
 
         case_ = case or prepare(snap, device)
         return case_, advise(case_, batch, limit, job.progress())
@@ -115,24 +115,22 @@ class SplitBar(QWidget):
         painter.end()
 
 
-class DiagnosisPanel(QWidget):
-    """Verdict, split of the peak and ranked remedies over one snapshot."""
+class DiagnosisPanel(JobPanel):
+    """Verdict, split of the peak and ranked remedies over one snapshot (of ``device``:
+    None diagnoses the first device with a trace)."""
 
-    finished = Signal()  # a run ended (shown, failed or cancelled)
     remedySelected = Signal(object, object)  # Remedy, np.ndarray of trace events it acts on
-    closed = Signal()
+
+    title = "Diagnosis"
+    run_text = "&Diagnose"
+    run_tip = "Rank the remedies for this recording (Ctrl+Enter)"
+    running_text = "Simulating the remedies…"
+    failed_text = "The diagnosis failed."
 
     def __init__(self, snap: Snapshot, parent: QWidget | None = None,
                  device: int | None = None) -> None:
-        super().__init__(parent, Qt.WindowType.Window)
-        self.snap = snap
-        self.device = device  # whose run is diagnosed (None: the first with a trace)
-        self.case = None
+        super().__init__(snap, parent, device)
         self.advice = None
-        self.thread: Job | None = None
-        name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
-        self.setWindowTitle(f"Diagnosis: {name} — vramscope")
-        self.resize(1200, 760)
         self._build()
 
     # -- layout --------------------------------------------------------------------
@@ -146,24 +144,12 @@ class DiagnosisPanel(QWidget):
                                    "answer then names the largest batch that fits")
         top.addWidget(self.batch_spin)
         top.addWidget(QLabel("Memory limit:"))
-        self.limit_edit = QLineEdit()
         self.limit_edit.setPlaceholderText("as recorded (e.g. 10GB)")
         self.limit_edit.setToolTip("Bytes the process may reserve; empty: the recording's "
                                    "(sidecar or inferred), else the GPU's total memory")
         top.addWidget(self.limit_edit)
-        self.run_button = QPushButton("&Diagnose")
-        self.run_button.setShortcut(QKeySequence("Ctrl+Return"))
-        self.run_button.setToolTip("Rank the remedies for this recording (Ctrl+Enter)")
-        self.run_button.clicked.connect(self.run)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setShortcut(QKeySequence("Esc"))
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
         top.addWidget(self.run_button)
         top.addWidget(self.cancel_button)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(False)
         top.addWidget(self.progress, 1)
 
         self.verdict = QLabel("Press Diagnose to rank what would make this run fit.")
@@ -173,9 +159,6 @@ class DiagnosisPanel(QWidget):
         self.split_label.setWordWrap(True)
         self.split_bar = SplitBar()
         self.fit_label = QLabel("")
-        self.error = QLabel("")
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #d62728")
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -223,56 +206,20 @@ class DiagnosisPanel(QWidget):
         outer.addLayout(top)
         outer.addWidget(split, 1)
 
-    # -- running -------------------------------------------------------------------
-    def limit(self) -> int | None:
-        text = self.limit_edit.text().strip()
-        if not text:
-            return None
-        return parse_bytes(text)  # (ValueError: the panel shows its message)
+    # -- running (JobPanel) ----------------------------------------------------------
+    def status_line(self) -> QLabel:
+        return self.verdict
 
-    def run(self) -> None:
-        if self.thread is not None:
-            return
-        try:
-            limit = self.limit()
-        except ValueError as exc:
-            self.error.setText(str(exc))
-            return
-        self.error.setText("")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        self.progress.setValue(0)
-        self.verdict.setText("Simulating the remedies…")
+    def make_job(self, limit: int | None) -> Job:
         batch = self.batch_spin.value() or None
-        self.thread = advise_job(self.snap, batch, limit, self.case, self, self.device)
-        self.thread.progressed.connect(
-            lambda stage, f: self.progress.setValue(int(_overall(stage, f) * 1000)))
-        self.thread.done.connect(lambda result: self._show(*result))
-        self.thread.failed.connect(self._failed)
-        self.thread.cancelled.connect(self._cancelled)
-        self.thread.finished.connect(self._thread_finished)
-        self.thread.start()
+        return advise_job(self.snap, batch, limit, self.case, self, self.device)
 
-    def cancel(self) -> None:
-        if self.thread is not None:
-            self.thread.cancel()
-
-    def _thread_finished(self) -> None:
-        self.thread = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.finished.emit()
-
-    def _failed(self, message: str) -> None:
-        self.error.setText(message)
-        self.verdict.setText("The diagnosis failed.")
-
-    def _cancelled(self) -> None:
-        self.progress.setValue(0)
-        self.verdict.setText("Cancelled.")
+    def overall_progress(self, stage: str, fraction: float) -> float:
+        return _overall(stage, fraction)
 
     # -- results -------------------------------------------------------------------
-    def _show(self, case, advice) -> None:
+    def show_result(self, case, advice) -> None:
+        """Draw ``advice`` (of ``case``): verdict, split, the remedies; the first selected."""
         self.case, self.advice = case, advice
         self.progress.setValue(1000)
         a = advice
@@ -392,12 +339,6 @@ class DiagnosisPanel(QWidget):
         rows = sorted({i.row() for i in sm.selectedRows()}) if sm is not None else []
         QGuiApplication.clipboard().setText(self.table_text(rows or None))
 
-    def closeEvent(self, event) -> None:
-        if self.thread is not None:
-            self.thread.cancel()
-            self.thread.wait(5000)
-        self.closed.emit()
-        super().closeEvent(event)
 
 
 def stack_mask_of(snap: Snapshot, device: int, events: np.ndarray) -> np.ndarray:
@@ -417,17 +358,16 @@ def open_panel(window) -> DiagnosisPanel | None:
 
     Selecting a remedy highlights, in the window's segment map and timeline, the
     allocations (by stack) it acts on (the legends say "acted on by: <remedy>") and
-    overlays its predicted curve on the timeline (:class:`.window_link.WindowLink`);
-    closing the panel restores the window's own highlight."""
+    overlays its predicted curve on the timeline
+    (:class:`~..widgets.window_link.WindowLink`); closing the panel restores the
+    window's own highlight.  The window keeps the panel alive (``add_aux_window``)."""
     doc = getattr(window, "doc", None)
     if doc is None:
         return None
     # The device the window shows (a multi-GPU file opens at its OOM's, where the
     # banner's "What would fix it?" is): that run is diagnosed.
     panel = DiagnosisPanel(doc.root.snap, window, shown_device(window, doc.root.snap))
-    windows = getattr(window, "_aux_windows", None)
-    if isinstance(windows, list):
-        windows.append(panel)
+    window.add_aux_window(panel)
 
     link = WindowLink(window, OVERLAY_KEY, panel.closed)
 
@@ -449,44 +389,13 @@ def open_panel(window) -> DiagnosisPanel | None:
     return panel
 
 
-class _FollowVisibility(QObject):
-    """Shows ``follower`` exactly while ``target`` is shown (the banner's button)."""
-
-    def __init__(self, target: QWidget, follower: QWidget) -> None:
-        super().__init__(follower)
-        self.follower = follower
-        target.installEventFilter(self)
-
-    def eventFilter(self, obj, event) -> bool:
-        kind = event.type()
-        if kind == QEvent.Type.ShowToParent:
-            self.follower.setVisible(True)
-        elif kind == QEvent.Type.HideToParent:
-            self.follower.setVisible(False)
-        return False
-
-
-def add_banner_button(window) -> QPushButton | None:
-    """A "What would fix it?" button beside the main window's OOM banner, shown with it;
-    it opens the Diagnosis panel (the window's diagnosis action when it has one)."""
-    header = getattr(window, "header", None)
-    banner = getattr(header, "banner", None)
-    lay = header.layout() if header is not None else None
-    if banner is None or lay is None or lay.indexOf(banner) < 0:
-        return None
-    idx = lay.indexOf(banner)
-    lay.removeWidget(banner)
-    row = QHBoxLayout()
-    row.setContentsMargins(0, 0, 0, 0)
-    row.addWidget(banner, 1)
+def banner_button(diagnosis_action: QAction) -> QPushButton:
+    """The "What would fix it?" button the main window puts beside its OOM banner
+    (:meth:`~..main_window.header.SummaryHeader.add_beside_banner`): it triggers the
+    window's Tools > Diagnosis action, which opens the panel."""
     button = QPushButton("What would fix it?")
     button.setObjectName("diagnoseButton")
     button.setToolTip("Rank the changes that would make this run fit, by predicted peak "
                       "memory (Tools > Diagnosis…, Ctrl+Shift+D)")
-    action = getattr(window, "diagnosis_action", None)
-    button.clicked.connect(action.trigger if action is not None else lambda: open_panel(window))
-    row.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
-    lay.insertLayout(idx, row)
-    button.setVisible(not banner.isHidden())
-    _FollowVisibility(banner, button)
+    button.clicked.connect(diagnosis_action.trigger)
     return button

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from .. import live_protocol as proto
-from ..model.live.targets import Target, list_targets, opt_in_hint
-from ..model.core.units import format_bytes
+from ... import live_protocol as proto
+from ...model.live.targets import Target, list_targets, opt_in_hint
+from ...model.core.units import format_bytes
 
 COLUMNS = ("PID", "Status", "Rank", "GPU", "GPU memory", "Command")
 

@@ -21,16 +21,17 @@ import os
 import time
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QSplitter
 
-from ..model.analysis.figures import Selection
-from ..model.live.doc_source import LiveDocumentSource
-from ..model.live.session import DISCONNECTED, ENDED, LIVE
+from ...model.analysis.figures import Selection
+from ...model.live.doc_source import LiveDocumentSource
+from ...model.live.session import DISCONNECTED, ENDED, LIVE
+from ..main_window import MainWindow
+from ..widgets.actions import make_action
+from .curves import LiveCurves
 from .device_panel import DevicePanel
-from .live_curves import LiveCurves
-from .live_worker import LivePoller, PollerThread
-from .main_window import MainWindow
+from .worker import LivePoller, PollerThread
 
 STATE_COLORS = {LIVE: "#2e7d32", DISCONNECTED: "#b26a00", ENDED: "#666666", "paused": "#1565c0"}
 
@@ -88,15 +89,6 @@ class LiveController(QObject):
         self._age_timer.start()
 
     # ------------------------------------------------------------------ building
-    def _action(self, text, slot, shortcut=None, tip="") -> QAction:
-        a = QAction(text, self.window)
-        if shortcut is not None:
-            a.setShortcut(QKeySequence(shortcut))
-        a.setToolTip(tip)
-        a.setStatusTip(tip)
-        a.triggered.connect(slot)
-        return a
-
     def _build_live_ui(self) -> None:
         w = self.window
         self.live_status = QLabel("attaching…")
@@ -126,16 +118,16 @@ class LiveController(QObject):
         self.live_dock = dock
 
         menu = w.menuBar().addMenu("&Live")
-        self.pause_action = self._action("&Pause updates", self.toggle_pause, "F8",
-                                         "Stop fetching from the process (it keeps running); "
-                                         "F8 again resumes")
+        self.pause_action = make_action(w, "&Pause updates", self.toggle_pause, "F8",
+                                        "Stop fetching from the process (it keeps running); "
+                                        "F8 again resumes")
         self.pause_action.setCheckable(True)
-        self.save_action = self._action("&Save snapshot…", self.save_dialog,
-                                        QKeySequence.StandardKey.Save,
-                                        "Save the process's full snapshot now, as a standard "
-                                        "pickle that torch's memory_viz opens too")
-        self.follow_action = self._action("&Follow the latest", self.follow, None,
-                                          "Show every update again (after looking back in time)")
+        self.save_action = make_action(w, "&Save snapshot…", self.save_dialog,
+                                       QKeySequence.StandardKey.Save,
+                                       "Save the process's full snapshot now, as a standard "
+                                       "pickle that torch's memory_viz opens too")
+        self.follow_action = make_action(w, "&Follow the latest", self.follow, None,
+                                         "Show every update again (after looking back in time)")
         for a in (self.pause_action, self.save_action, self.follow_action):
             menu.addAction(a)
         tb = w.addToolBar("Live")
@@ -346,12 +338,13 @@ def _ago(seconds: float) -> str:
 
 # ---------------------------------------------------------------------- entry points
 def open_attach_dialog(window: MainWindow):
+    """File > Attach: the dialog listing the processes to attach to, over ``window``
+    (which keeps it); attaching opens a live window beside it."""
     from .attach_dialog import AttachDialog
 
     dlg = AttachDialog(window)
     dlg.attachRequested.connect(lambda target: open_live_window(window, target))
     dlg.open()
-    window._attach_dialog = dlg
     return dlg
 
 

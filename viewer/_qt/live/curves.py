@@ -18,9 +18,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ..model.core.units import format_bytes
-from . import theme
-from .timeline import BytesYAxis, curve_colors
+from ...model.core.units import format_bytes
+from ..widgets import theme
+from ..timeline import BytesYAxis, curve_colors
 
 SERIES = (("reserved", "reserved_bytes.all.current", "Reserved"),
           ("allocated", "allocated_bytes.all.current", "Allocated"),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
-from ..model.live.nvml import NvmlInfo
-from ..model.core.units import format_bytes
+from ...model.live.nvml import NvmlInfo
+from ...model.core.units import format_bytes
 
 ROWS = {
     "gpu": ("GPU", "The device the attached process works on (NVML)"),

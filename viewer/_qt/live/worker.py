@@ -16,10 +16,10 @@ import time
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from ..model.view.document import Document
-from ..model.live import nvml
-from ..model.live.client import AttachError
-from ..model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession
+from ...model.view.document import Document
+from ...model.live import nvml
+from ...model.live.client import AttachError
+from ...model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession
 
 
 class LivePoller(QObject):

@@ -1,4 +1,9 @@
-"""Who holds memory: live bytes grouped by allocation stack, as a collapsible tree."""
+"""Who holds memory: live bytes grouped by allocation stack, as a collapsible tree.
+
+Given the window's :class:`ViewState`, the panel picks its moment for each opened file
+itself (at the OOM when there is one, else at the peak); what it shows is the window's
+to set (:meth:`CallTreePanel.set_blocks`): it is built only while its tab is shown.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.analysis.calltree import CallNode, call_tree
-from ..model.core.snapshot import BlockState
-from ..model.core.units import format_bytes
-from ..model.view.document import Document
-from .lazy_tree import NODE_ROLE, LazyTree
+from ...model.analysis.calltree import CallNode, call_tree
+from ...model.core.snapshot import BlockState
+from ...model.core.units import format_bytes
+from ...model.view.document import Document
+from ...model.view.view_state import ViewState
+from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 
 AT_CURSOR = "cursor"
 AT_PEAK = "peak"
@@ -37,8 +43,9 @@ class CallTreePanel(QWidget):
     nodeSelected = Signal(object, int)
     momentChanged = Signal(str)
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent=None) -> None:
         super().__init__(parent)
+        self.vs = view_state
         self.doc: Document | None = None
         self.root: CallNode | None = None
         self.stack_bytes: dict[int, int] = {}
@@ -86,6 +93,16 @@ class CallTreePanel(QWidget):
         self._mask = None
         self._syncing = False
         self._held: dict | None = None  # expansion to re-apply at the next rebuild
+        if view_state is not None:
+            view_state.events.document.connect(self._on_document)
+
+    def _on_document(self, doc: Document | None) -> None:
+        if self.vs.origin != "open":
+            return  # (a newer picture keeps the moment the user chose)
+        # Who holds memory: at the OOM (the cursor starts there) when there is one,
+        # otherwise at the peak of allocated memory.
+        self.set_moment(AT_CURSOR if doc is None or doc.oom is not None
+                        or doc.timeline is None else AT_PEAK)
 
     # -- data
     def moment(self) -> str:

@@ -1,8 +1,13 @@
-"""The summary header: memory figures of the selection and the OOM verdict."""
+"""The summary header: memory figures of the selection and the OOM verdict.
+
+Given the window's :class:`ViewState`, the header subscribes itself: a new document
+sets its banner, integrity note and the capture's facts; each moment its figures,
+what they count, whether they are exact there and the banner for the OOM at the cursor.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -13,11 +18,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.analysis.figures import MemoryStats
-from ..model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
-from ..model.core.units import format_bytes
-from . import theme
-from ..model.view.document import Document, stream_label
+from ...model.analysis.figures import MemoryStats, memory_stats
+from ...model.core.units import format_bytes
+from ...model.view.document import Document, stream_label
+from ...model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
+from ...model.view.view_state import ViewState
+from ..widgets import theme
 
 # key -> (title, tooltip).  Each tooltip says which torch.cuda.memory_stats()
 # counter the figure equals (".all.current" of the same instant).
@@ -90,15 +96,21 @@ def figure_text(stats: MemoryStats, key: str) -> str:
 
 def oom_where(oom) -> str:
     """Which memory an OOM verdict counts: its "free inside N segments" is of the request's
-    pool kind and stream on one device, not the header's figures (issue 17)."""
+    pool kind and stream on one device, not the header's figures (which may sum devices,
+    pools and streams: said next to the verdict, the two never read as a contradiction)."""
     return f"device {oom.device}, {oom.pool_kind} pool, {stream_label(int(oom.stream))}"
 
 
 class SummaryHeader(QWidget):
-    """Figures in a grid; a red OOM banner above them when there is an OOM."""
+    """Figures in a grid; a red OOM banner above them when there is an OOM.
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    ``view_state``: the window's :class:`ViewState`, whose ``document`` and ``moment``
+    the header draws (None: the caller sets what it shows)."""
+
+    def __init__(self, view_state: ViewState | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.vs = view_state
         self.stats: MemoryStats | None = None
         self.banner = QLabel()
         self.banner.setObjectName("oomBanner")
@@ -155,8 +167,9 @@ class SummaryHeader(QWidget):
                               "stream and segment kind, after the timeline cursor's event")
         self.scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.scope.hide()
-        # The figures at a moment inside a stretch that is not exact (issue 13): a tag
-        # beside the scope line, each value prefixed with ≈; the reason as tooltip.
+        # The figures at a moment inside a stretch of the trace that is not exact (the
+        # replay could not follow the allocator there): a tag beside the scope line, each
+        # value prefixed with ≈; the reason as tooltip.
         self.inexact: Mark | None = None
         self._banner_tip: list[str] = []  # the last OOM's tooltip (set_document)
         self.exactness = QLabel()
@@ -186,7 +199,52 @@ class SummaryHeader(QWidget):
         lay.addLayout(line)
         lay.addWidget(self.source)
         self.facts.hide()
+        if view_state is not None:
+            view_state.events.document.connect(self._on_document)
+            view_state.events.moment.connect(self._on_moment)
 
+    # ------------------------------------------------------------------ the view state
+    def _on_document(self, doc: Document | None) -> None:
+        vs = self.vs
+        self.set_document(None if vs.host_shown else doc)
+        self.set_exactness(figures_mark(vs))
+
+    def _on_moment(self, _keep_view: bool) -> None:
+        vs = self.vs
+        doc = vs.view_doc
+        if doc is None:
+            self.set_stats(None)
+        else:
+            self.set_stats(memory_stats(doc.snap, vs.selection))
+            self.set_scope(vs.scope_text())
+            self._show_oom_at_cursor()
+        # Not exact inside an untrusted stretch of the trace (figures_mark says why).
+        self.set_exactness(figures_mark(vs))
+
+    def _show_oom_at_cursor(self) -> None:
+        """The OOM banner for the moment (kept as it is without an OOM)."""
+        vs = self.vs
+        doc = vs.doc
+        if doc is None or doc.oom is None or vs.cursor_device is None:
+            return
+        m = vs.oom_marks()
+        self.set_moment(doc, m.here, m.number, m.count, m.last_k)
+
+    def add_beside_banner(self, widget: QWidget) -> None:
+        """Put ``widget`` at the right of the OOM banner, shown exactly while the banner
+        is (the Diagnosis panel's "What would fix it?")."""
+        lay = self.layout()
+        idx = lay.indexOf(self.banner)
+        lay.removeWidget(self.banner)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.banner, 1)
+        row.addWidget(widget, 0, Qt.AlignmentFlag.AlignTop)
+        lay.insertLayout(idx, row)
+        widget.setVisible(not self.banner.isHidden())
+        _FollowVisibility(self.banner, widget)
+
+    # ------------------------------------------------------------------ drawing
     def set_stats(self, stats: MemoryStats | None) -> None:
         self.stats = stats
         sign = f"{NOT_EXACT_SIGN} " if self.inexact is not None else ""
@@ -232,7 +290,7 @@ class SummaryHeader(QWidget):
 
     def set_exactness(self, mark: Mark | None) -> None:
         """Whether the figures shown are exact at their moment (None: exact), from
-        :func:`~..model.exactness.figures_mark`."""
+        :func:`~...model.view.exactness.figures_mark`."""
         if mark == self.inexact:
             return
         self.inexact = mark
@@ -334,14 +392,18 @@ class SummaryHeader(QWidget):
         return "" if self.banner.isHidden() else self.banner.text()
 
 
-def bind_exactness(w) -> None:
-    """MainWindow ``w``'s header says when its figures are not exact at the cursor's
-    moment (decided by :func:`~..model.exactness.figures_mark`; connected after
-    ``bind_views`` so it follows the figures of the same moment)."""
-    vs = w.vs
+class _FollowVisibility(QObject):
+    """Shows ``follower`` exactly while ``target`` is shown (a widget beside the banner)."""
 
-    def on_moment(_keep: bool = False) -> None:
-        w.header.set_exactness(figures_mark(vs))
+    def __init__(self, target: QWidget, follower: QWidget) -> None:
+        super().__init__(follower)
+        self.follower = follower
+        target.installEventFilter(self)
 
-    vs.events.document.connect(lambda _doc: on_moment())
-    vs.events.moment.connect(on_moment)
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind == QEvent.Type.ShowToParent:
+            self.follower.setVisible(True)
+        elif kind == QEvent.Type.HideToParent:
+            self.follower.setVisible(False)
+        return False

@@ -1,4 +1,6 @@
-"""The allocations table: a model over numpy columns, formatted on demand."""
+"""The allocations table (the Blocks tab): a model over numpy columns, formatted on
+demand.  Given the window's :class:`ViewState`, the table subscribes itself: its rows
+are the blocks of the selection at each ``moment``."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.core.frames import stacks_matching
-from ..model.core.snapshot import BlockState
-from ..model.core.units import format_address, format_bytes
-from . import theme
-from ..model.view.document import Document, stream_label
+from ...model.core.frames import stacks_matching
+from ...model.core.snapshot import BlockState
+from ...model.core.units import format_address, format_bytes
+from ...model.view.document import Document, stream_label
+from ...model.view.view_state import ViewState
+from ..widgets import theme
 
 COLUMNS = ("Address", "Size", "Requested", "Waste", "State", "Segment", "Stream", "Top frame")
 COL_ADDRESS, COL_SIZE, COL_REQUESTED, COL_WASTE, COL_STATE, COL_SEGMENT, COL_STREAM, COL_FRAME = \
@@ -48,7 +51,7 @@ class BlocksModel(QAbstractTableModel):
         self.sort_column = -1
         self.sort_order = Qt.SortOrder.AscendingOrder
         self._waste = np.zeros(0, dtype=np.int64)
-        # Colour by (issue 15): block -> QColor or None (the state's colour), or None.
+        # Colour by category: block -> QColor or None (the state's colour), or None.
         self.block_colors = None
 
     # -- content
@@ -197,7 +200,7 @@ class BlocksModel(QAbstractTableModel):
 
 def count_text(doc: Document | None, rows: np.ndarray, total: int) -> str:
     """"12 / 895 blocks · 447 allocated · 448 free": the rows are blocks, not only
-    allocations (issue 17: "Allocations 895/895" counted free gaps too)."""
+    allocations (an "Allocations 895/895" would count the free gaps as allocations)."""
     text = f"{len(rows):,} / {total:,} blocks"
     if doc is None or not len(rows):
         return text
@@ -209,21 +212,25 @@ def count_text(doc: Document | None, rows: np.ndarray, total: int) -> str:
 
 
 class AllocationsTable(QWidget):
-    """Filter box + table; emits :attr:`blockSelected` for the current row."""
+    """Filter box + table; emits :attr:`blockSelected` for the current row.
+
+    ``view_state``: the window's :class:`ViewState`, whose moments the table shows
+    (None: the caller sets the rows)."""
 
     blockSelected = Signal(int)
     filterApplied = Signal(str)  # the stack text now filtering (after a change)
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent=None) -> None:
         super().__init__(parent)
+        self.vs = view_state
         self.doc: Document | None = None
         self.all_rows = np.zeros(0, dtype=np.int64)
         self._syncing = False
         self.stack_mask: np.ndarray | None = None  # per stack: matches the filter text
         self._mask_key = None
         self._applied_text = ""
-        # Rows kept besides the search (issue 15: a category filter): (doc, rows) -> bool
-        # per row, or None for all.
+        # Rows kept besides the search (the category filter): (doc, rows) -> bool per
+        # row, or None for all.
         self.row_filter = None
         self.model = BlocksModel(self)
         self.view = QTableView()
@@ -268,6 +275,15 @@ class AllocationsTable(QWidget):
         lay.setSpacing(2)
         lay.addLayout(top)
         lay.addWidget(self.view, 1)
+        if view_state is not None:
+            view_state.events.moment.connect(self._on_moment)
+
+    def _on_moment(self, _keep_view: bool) -> None:
+        doc = self.vs.view_doc
+        if doc is None:
+            self.set_rows(None, [])
+        else:
+            self.set_rows(doc, doc.blocks_in(self.vs.selection))
 
     def set_rows(self, doc: Document | None, rows: np.ndarray) -> None:
         self.doc = doc

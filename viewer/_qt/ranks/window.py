@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
-from ..model.core.units import format_bytes
-from . import theme
-from .jobs import Job
+from ...model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
+from ...model.core.units import format_bytes
+from ..widgets import theme
+from ..widgets.jobs import Job
 
 OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
@@ -262,7 +262,7 @@ class RanksWindow(QMainWindow):
         if outl:
             # Each flagged rank with its first reason: two ranks flagged for different
             # things (one ran out of memory, the other holds more) read as such, not as
-            # a contradiction (issue 17).
+            # a contradiction.
             why = "; ".join(f"rank {e.rank}: {_html(_short_reason(e.outlier_reasons[0]))}"
                             for e in outl[:4])
             head += (f" · <span style='color:{OUTLIER_RED}'><b>outlier rank"

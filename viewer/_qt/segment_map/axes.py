@@ -7,7 +7,7 @@ import math
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ..plotting import short_bytes
+from ..widgets.plotting import short_bytes
 
 
 class BytesAxis(pg.AxisItem):
@@ -58,7 +58,7 @@ class SegmentAxis(pg.AxisItem):
     def set_labels(self, labels: list[str]) -> None:
         """New row labels.  pyqtgraph caches the axis as a picture that it redraws
         only when the range or size changes: a new layout at the same range (the
-        time cursor moved) must drop it, or the old rows' labels stay (issue 17)."""
+        time cursor moved) must drop it, or the old rows' labels stay."""
         self.labels = labels
         self.picture = None
         self.update()

@@ -1,4 +1,4 @@
-"""The segment map coloured by memory category (issue 15): the live blocks of the map's
+"""The segment map coloured by memory category: the live blocks of the map's
 layout repainted in their category's colour, one batched path per category (never one
 item per block); blocks outside the category filter veiled.  The categories come from
 the model (:meth:`CategoryView.block_categories`); this item only draws."""
@@ -12,9 +12,9 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath
 
 from ...model.view.map_layout import BAR_TOP
 from ...model.core.snapshot import BlockState
-from .. import theme
-from ..category_colors import rgba_table
-from ..plotting import rects_path
+from ..widgets import theme
+from ..widgets.category_colors import rgba_table
+from ..widgets.plotting import rects_path
 
 
 class CategoryOverlay(pg.GraphicsObject):
@@ -76,7 +76,8 @@ class CategoryOverlay(pg.GraphicsObject):
             p.setBrush(veil)
             p.drawPath(self._veil)
         # The window's highlight (a leak, a search) stays visible over the colours.
-        if self.item.highlight is not None and not self.item._hl_path.isEmpty():
+        highlighted = self.item.highlight_path()
+        if self.item.highlight is not None and not highlighted.isEmpty():
             p.setBrush(theme.search_color())
             p.setPen(pg.mkPen(theme.foreground(), width=1, cosmetic=True))
-            p.drawPath(self.item._hl_path)
+            p.drawPath(highlighted)

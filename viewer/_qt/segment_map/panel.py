@@ -1,8 +1,13 @@
 """The segment map widget: the plot with its item, axes and labels, the sort and fit
 controls and the legend; hover tooltips, clicks, export.
 
-Why ~550 lines: the widget with its controls, label placement, view fitting, hover,
-clicks and export; the layout is the model's, the item and axes are beside it.
+Given the window's :class:`ViewState`, the widget subscribes itself: it draws the
+document at the cursor for each ``moment`` (sorted by free gap after an OOM, the OOM's
+request only at the OOM's moment) and the highlighted stacks (``highlight``).
+
+Why ~600 lines: the widget with its controls, label placement, view fitting, hover,
+clicks, export and its view-state subscription; the layout is the model's, the item
+and axes are beside it.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from ...model.analysis.alloc_details import tooltip_lines
 from ...model.analysis.figures import Selection, largest_gaps
 from ...model.view.document import Document, pool_label, stream_label
 from ...model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
+from ...model.view.view_state import ViewState
 from ...model.core.snapshot import BlockState
 from ...model.core.units import format_address, format_bytes
-from .. import theme
-from ..plotting import place_text_items, short_bytes
-from ..png import save_png
+from ..widgets import theme
+from ..widgets.plotting import place_text_items, short_bytes
+from ..widgets.png import save_png
 from .axes import BytesAxis, MapViewBox, SegmentAxis
 from .item import REQUEST_Y, SegmentMapItem, block_rect
 
@@ -41,16 +47,25 @@ DOC_OOM = object()  # set_document's default: the document's own OOM
 
 
 class SegmentMapView(QWidget):
-    """The map plus its legend and controls."""
+    """The map plus its legend and controls.
+
+    ``view_state``: the window's :class:`ViewState`, whose moments and highlight the
+    map draws (None: the caller sets what it shows, as the Diff window does)."""
 
     blockClicked = Signal(int)
     sortChanged = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # block -> AllocationDetails of its allocation, or None (set by the window, which
-        # knows the timeline's cursor; see ViewState.interval_details)
+        self.vs = view_state
+        self._pending_sort: str | None = None  # the next moment's sort (a new document's)
+        # block -> AllocationDetails of its allocation, or None (the view state knows the
+        # timeline's cursor; see ViewState.interval_details)
         self.block_details = lambda _b: None
+        if view_state is not None:
+            self.block_details = lambda b: view_state.interval_details(
+                view_state.interval_of_block(b))
         self.doc: Document | None = None
         self.oom = None  # the OOM whose request is drawn (see set_document)
         self.selection = Selection()
@@ -128,7 +143,7 @@ class SegmentMapView(QWidget):
             "size: a request only fits inside ONE free gap.\nRow labels: segment address and "
             "size (P: a private pool, e.g. CUDA graphs).\n\nWheel: scroll rows · "
             "Ctrl+wheel: zoom bytes · Shift+wheel: zoom rows · drag: pan · click: select")
-        self._update_legend()
+        self.update_legend()
         self.caption = QLabel()
         self.caption.setToolTip("What the map shows")
         top = QHBoxLayout()
@@ -150,6 +165,32 @@ class SegmentMapView(QWidget):
         lay.addWidget(self.plot, 1)
         self.apply_palette()
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        if view_state is not None:
+            view_state.events.document.connect(self._on_document)
+            view_state.events.moment.connect(self._on_moment)
+            view_state.events.highlight.connect(self._on_highlight)
+
+    # -- the view state
+    def _on_document(self, doc: Document | None) -> None:
+        origin = self.vs.origin
+        # After an OOM, the segments with the largest free gaps come first; a newer picture
+        # of the same process (live) keeps the user's sort.
+        self._pending_sort = (None if doc is None or origin == "replace"
+                              else SORT_ADDRESS if origin == "host"
+                              else SORT_FREE if doc.oom else SORT_ADDRESS)
+
+    def _on_moment(self, keep_view: bool) -> None:
+        vs = self.vs
+        sort, self._pending_sort = self._pending_sort, None
+        doc = vs.view_doc
+        if doc is None:
+            self.set_document(None)
+            return
+        # The OOM ruler belongs to the OOM's moment: drawn only while the map shows it.
+        self.set_document(doc, vs.selection, sort=sort, fit=not keep_view, oom=vs.oom_shown())
+
+    def _on_highlight(self, mask: np.ndarray | None) -> None:
+        self.set_highlight(mask, self.vs.highlight_label())  # (its legend names it)
 
     # -- appearance
     def apply_palette(self) -> None:
@@ -160,10 +201,10 @@ class SegmentMapView(QWidget):
             ax.setPen(pg.mkPen(fg))
             ax.setTextPen(pg.mkPen(fg))
         self._largest_label.setColor(theme.gap_outline())
-        self._update_legend()
+        self.update_legend()
         self.item.invalidate()
 
-    def _update_legend(self) -> None:
+    def update_legend(self) -> None:
         parts = [theme.swatch_html(c) for c in (theme.CAT_ALLOCATED, theme.CAT_WASTE,
                                                  theme.CAT_PENDING, theme.CAT_FREE,
                                                  theme.CAT_UNKNOWN)]
@@ -176,7 +217,7 @@ class SegmentMapView(QWidget):
             parts.append(theme.search_swatch_html(getattr(self, "highlight_label", "")))
         if self.has_private_rows:
             parts.append("<b>P</b>&nbsp;private pool")
-        if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
+        if getattr(self, "legend_provider", None) is not None:  # colour by category
             parts = self.legend_provider(parts)
         self.legend.setText("&nbsp;&nbsp; ".join(parts))
 
@@ -233,7 +274,7 @@ class SegmentMapView(QWidget):
             self._request_label.hide()
             self._largest_label.hide()
             self.caption.setText("")
-            self._update_legend()
+            self.update_legend()
             return
         snap = doc.snap
         layout = MapLayout.build(doc, self.selection, self.sort)
@@ -276,7 +317,7 @@ class SegmentMapView(QWidget):
             self._largest_label.hide()
         n_small = int(segs.is_small[layout.seg_rows].sum()) if layout.n_rows else 0
         self.caption.setText(f"{layout.n_rows} segments ({n_small} small), {len(layout)} blocks")
-        self._update_legend()
+        self.update_legend()
         self._hover = -1
         maxs = max(layout.max_size, float(req), 1.0)
         top = -2.3 if req else -0.5
@@ -297,7 +338,7 @@ class SegmentMapView(QWidget):
         of them (empty: a search's)."""
         self.highlight_label = label
         self.item.set_highlight(stack_mask)
-        self._update_legend()
+        self.update_legend()
 
     def _on_manual_range(self, *_args) -> None:
         self.view_auto = False
@@ -348,7 +389,7 @@ class SegmentMapView(QWidget):
         """Gap sizes inside their gap when they fit, else beside it (inside the row);
         then every label of the map is shown only where it overlaps no more important
         one and lies wholly in the view: the OOM request's caption first, the largest
-        free block's, then the gaps largest first (issue 17: never a pile of labels)."""
+        free block's, then the gaps largest first (never a pile of unreadable labels)."""
         layout = self.layout_data
         if layout is None:
             return
@@ -517,7 +558,7 @@ class SegmentMapView(QWidget):
             lines.append(f"from <tt>{_html(top)}</tt>")
         if active:  # what newer torch recorded about its allocation (user metadata, ...)
             lines += [_html(t) for t in tooltip_lines(snap, self.block_details(b))]
-            more = getattr(self, "tooltip_provider", None)  # what the memory is (issue 15)
+            more = getattr(self, "tooltip_provider", None)  # what the memory is (categories)
             if more is not None:
                 lines += [_html(t) for t in more(b)]
         return "<br>".join(lines)

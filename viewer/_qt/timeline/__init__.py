@@ -3,7 +3,12 @@
 ``panel`` is the widget (header, plot, cursor, curves at the plot's resolution via
 :mod:`vramscope.viewer.model.view.curve_lod`); ``stacked`` the stacked allocations and their
 hit-test; ``marks`` peaks, markers and annotation bands; ``items`` the graphics items;
-``raster`` the stacked image; ``axes`` the axes and view box.
+``raster`` the stacked image; ``axes`` the axes and view box; ``overlay`` other panels'
+predicted curves; ``notes`` annotations and untrusted stretches; ``phase_bands`` the
+iterations' phases.
+
+May import: ``..widgets``, the model.  Never a feature package: the main window, the
+categories, the Diagnosis panel and the live curves use the timeline.
 """
 
 from .axes import BytesYAxis, TimelineViewBox, XAxis  # noqa: F401

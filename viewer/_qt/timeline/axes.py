@@ -7,14 +7,14 @@ import math
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ..plotting import short_bytes
+from ..widgets.plotting import short_bytes
 from .constants import X_EVENTS, X_TIME
 
 
 class BytesYAxis(pg.AxisItem):
     """Bytes at round binary units: 0, 2 GiB, 4 GiB…  Once the range reaches 1 GiB the
     ticks are in GiB (0.5 GiB, 1 GiB, 1.5 GiB), the unit of the header's figures: never
-    "1500 MiB" beside a header saying "1.34 GiB" (issue 17)."""
+    "1500 MiB" beside a header saying "1.34 GiB"."""
 
     def tickSpacing(self, minVal, maxVal, size):
         dif = abs(maxVal - minVal)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ...model.core.snapshot import Action
-from .. import theme
+from ..widgets import theme
 
 
 X_TIME = "time"

@@ -11,7 +11,7 @@ from pyqtgraph import functions as pgfn
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPainterPath
 
-from .. import theme
+from ..widgets import theme
 from .constants import HIGHLIGHT_PEN
 
 

@@ -13,7 +13,7 @@ from ...model.analysis.alloc_details import annotation_markers, integrity_stretc
 from ...model.view.annotations import pair_ranges
 from ...model.core.snapshot import Action
 from ...model.core.units import format_bytes
-from .. import theme
+from ..widgets import theme
 from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
 from .notes import EDGE_PX, MARKER_PX
 
@@ -98,7 +98,7 @@ class MarksMixin:
         self.marker_xs = mx
         edge = any(s.kind == "overwritten" for s in self.stretches)
         self.notes_item.set_notes(mx, spans, float(self.x_of(0)) - 0.5 if edge else None)
-        self._update_legend()
+        self.update_legend()
 
     def _untrusted(self) -> list:
         """integrity.check of the document, once per document (it replays to the end)."""
@@ -170,7 +170,7 @@ class MarksMixin:
                 for x0, x1, (_, _, n) in zip(x0s.tolist(), x1s.tolist(), spans)]
 
     def _set_window_note(self, rep) -> None:
-        """Say what a trace that starts mid-run cannot show (issue 17): the segments and
+        """Say what a trace that starts mid-run cannot show: the segments and
         blocks that existed before its first event were made outside it, so their
         creation, and any peak before it, are not in the recording."""
         init = getattr(rep, "initial", None)

@@ -4,7 +4,7 @@
 the allocator's ring overwrote.
 
 One item draws all of them (one path per kind, never an item per marker); positions
-and texts come from :mod:`...model.alloc_details`.
+and texts come from :mod:`...model.analysis.alloc_details`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPainterPath, QPolygonF
 
 from ...model.analysis.alloc_details import OVERWRITTEN_TEXT
-from .. import theme
+from ..widgets import theme
 
 MARKER_PX = 7  # the markers' triangles: width and height in pixels
 EDGE_PX = 10  # the width of the "earlier history overwritten" edge

@@ -23,7 +23,7 @@ from PySide6.QtCore import Qt
 
 from ...model.view.curve_lod import decimate, envelope_levels
 from ...model.core.units import format_bytes
-from .. import theme
+from ..widgets import theme
 
 OVERLAY_COLOR = "#00897b"  # teal: none of the recorded curves' colours, nor OOM red
 OVERLAY_COLOR_DARK = "#4db6ac"
@@ -136,7 +136,7 @@ class OverlayMixin:
             self.plot.addItem(item, ignoreBounds=True)
         self.overlays[key] = ov
         self._place_overlays()
-        self._update_legend()
+        self.update_legend()
         self._set_mode_buttons()  # (the x axis's title names it)
         self._on_x_range()
         return True
@@ -154,7 +154,7 @@ class OverlayMixin:
             for item in self.overlays.pop(k).items:
                 self.plot.removeItem(item)
         if keys:
-            self._update_legend()
+            self.update_legend()
             self._set_mode_buttons()
 
     def overlay_labels(self) -> list[str]:

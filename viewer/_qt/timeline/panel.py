@@ -13,9 +13,14 @@ One plot, x = events (or time), y = bytes:
 * the cursor: a vertical line; click, drag, arrow keys move it, and the whole
   window shows the block layout after that event.
 
-Why ~590 lines: the widget, its header controls and the cursor (keys, drag, x modes)
-belong together; the stacked allocations, the marks and the drawing are in their own
-modules beside it.
+Given the window's :class:`ViewState`, the panel subscribes itself: the cursor's trace
+(``trace``), the cursor (``cursor``), the stream / pool filter (``selection``) and the
+highlighted stacks (``highlight``).  Its OOM buttons are the window's to set
+(:meth:`TimelinePanel.show_oom_marks`), with the window's OOM actions.
+
+Why ~660 lines: the widget, its header controls, the cursor (keys, drag, x modes) and
+its view-state subscription belong together; the stacked allocations, the marks, the
+overlays and the drawing are in their own modules beside it.
 """
 
 from __future__ import annotations
@@ -35,19 +40,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...model.analysis.figures import Selection
+from ...model.core.snapshot import Action
+from ...model.core.units import device_name, format_bytes
 from ...model.view.curve_lod import decimate, envelope_levels
 from ...model.view.document import Document, stream_label
-from ...model.core.snapshot import Action
 from ...model.view.stacking import StackedLayout
-from ...model.core.units import format_bytes
-from .. import theme
-from ..plotting import place_text_items, text_scene_rect
+from ...model.view.view_state import OomMarks, ViewState
+from ..widgets import theme
+from ..widgets.plotting import place_text_items, text_scene_rect
 from .axes import BytesYAxis, TimelineViewBox, XAxis
 from .items import StackedItem, VerticalBandsItem
 from .marks import MarksMixin
 from .notes import ANNOTATION_COLOR, NotesItem
 from .overlay import OverlayMixin
-from ...model.core.units import device_name
 from .stacked import StackedMixin
 from .constants import (
     ACTION_TEXT,
@@ -63,14 +69,20 @@ from .raster import EventXs, band_color_index
 
 
 class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
-    """Header (cursor position, navigation) over the plot."""
+    """Header (cursor position, navigation) over the plot.
+
+    ``view_state``: the window's :class:`ViewState`, whose trace, cursor, filter and
+    highlight the panel draws (None: the caller sets what it shows)."""
 
     cursorRequested = Signal(int)  # the user moved the cursor to event k
     intervalClicked = Signal(int)  # an allocation band was clicked (interval id)
     latestRequested = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.vs = view_state
+        self._drawn_filter: tuple[int | None, int | None] | None = None  # (stream, pool)
         self.doc: Document | None = None
         self.device: int | None = None
         self.stream: int | None = None
@@ -200,7 +212,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh_stack)
-        self._update_legend()
+        self.update_legend()
 
         # A trace that starts mid-run (a late start, a wrapped ring): what it cannot show.
         self.window_note = QLabel()
@@ -224,6 +236,42 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         lay.addWidget(self.empty, 1)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.apply_palette()
+        if view_state is not None:
+            ev = view_state.events
+            ev.trace.connect(self._on_trace)
+            ev.cursor.connect(self._on_cursor)
+            ev.selection.connect(self._on_selection)
+            ev.highlight.connect(self._on_highlight)
+
+    # ------------------------------------------------------------------ the view state
+    def _on_trace(self, device: int | None) -> None:
+        sel = self.vs.selection
+        self.set_document(self.vs.doc, device, sel.stream, sel.pool)
+        self._drawn_filter = (sel.stream, sel.pool)
+
+    def _on_cursor(self, device: int | None, k: int) -> None:
+        if device is not None:  # the timeline keeps its old cursor otherwise
+            self.set_cursor(k)
+
+    def _on_selection(self, sel: Selection) -> None:
+        if self._drawn_filter != (sel.stream, sel.pool):
+            self.set_filter(sel.stream, sel.pool)
+            self._drawn_filter = (sel.stream, sel.pool)
+
+    def _on_highlight(self, mask: np.ndarray | None) -> None:
+        self.set_highlight(mask, self.vs.highlight_label())  # (its legend names it)
+
+    def show_oom_marks(self, marks: OomMarks) -> None:
+        """The OOM buttons (one, or previous / next among several) and Latest for the
+        cursor among the trace's OOMs (the window's, which also enables its OOM actions
+        by them)."""
+        self.oom_button.setEnabled(marks.count > 0)
+        self.oom_button.setText(f"OOM ({marks.count})" if marks.count > 1 else "OOM")
+        self.prev_oom_button.setVisible(marks.count > 1)
+        self.next_oom_button.setVisible(marks.count > 1)
+        self.prev_oom_button.setEnabled(marks.before)
+        self.next_oom_button.setEnabled(marks.after)
+        self.latest_button.setEnabled(marks.not_latest)
 
     # ------------------------------------------------------------------ appearance
     def apply_palette(self) -> None:
@@ -238,9 +286,9 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         for name, item in self.curve_items.items():
             item.setPen(pg.mkPen(colors[name], width=1.5 if name == "reserved" else 1))
         self._recolor_overlays()
-        self._update_legend()
+        self.update_legend()
 
-    def _update_legend(self) -> None:
+    def update_legend(self) -> None:
         colors = curve_colors()
         parts = [f'<span style="color:{colors[c]}">&#9473;</span>&nbsp;{c}' for c in CURVES]
         parts.append(f'<span style="color:{theme.OOM_RED}">&#9475;</span>&nbsp;OOM')
@@ -251,7 +299,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if self.stack_mask is not None:
             parts.append(theme.search_swatch_html(getattr(self, "highlight_label", "")))
         parts += self._overlay_legend()
-        if getattr(self, "legend_provider", None) is not None:  # colour by (issue 15)
+        if getattr(self, "legend_provider", None) is not None:  # colour by category, phases
             parts = self.legend_provider(parts)
         self.legend.setText("&nbsp; ".join(parts))
 

@@ -1,4 +1,4 @@
-"""Iteration and phase bands on the timeline (issue 15): forward, backward and optimizer
+"""Iteration and phase bands on the timeline: forward, backward and optimizer
 step of every iteration as translucent vertical bands under the curves, one
 :class:`VerticalBandsItem` (batched, painting only what is visible).  The spans come
 from the model (:func:`vramscope.viewer.model.view.category_view.phase_spans`)."""

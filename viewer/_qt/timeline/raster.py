@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-from pyqtgraph import functions as pgfn
-from PySide6.QtGui import QPainterPath
 
 from ...model.view.stacking import StackedLayout
 from .constants import BAND_COLORS
@@ -79,17 +77,6 @@ def band_rects(lay: StackedLayout, xl: np.ndarray, xr: np.ndarray):
     ends = np.append(starts[1:], n) - 1
     return (xl[pc[starts]], xr[pc[ends]], bot[starts].astype(np.float64),
             top[starts].astype(np.float64), pb[starts])
-
-
-def summary_polygon(lay: StackedLayout, xl: np.ndarray, xr: np.ndarray) -> QPainterPath:
-    h = lay.summary_height.astype(np.float64)
-    if not len(h) or not h.any():
-        return QPainterPath()
-    xs = np.stack([xl, xr], axis=1).ravel()
-    ys = np.repeat(h, 2)
-    xs = np.concatenate([[xl[0]], xs, [xr[-1]]])
-    ys = np.concatenate([[0.0], ys, [0.0]])
-    return pgfn.arrayToQPath(xs, ys, connect="all", finiteCheck=False)
 
 
 def stacked_raster(lay: StackedLayout, band_argb: np.ndarray, summary_argb: int, y0: float,

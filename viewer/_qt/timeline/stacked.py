@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QToolTip
 from ...model.analysis.alloc_details import allocation_details, tooltip_lines
 from ...model.view.stacking import stacked_layout
 from ...model.core.units import format_bytes
-from .. import theme
-from ..plotting import rects_path
+from ..widgets import theme
+from ..widgets.plotting import rects_path
 from .constants import BAND_COLORS, DIM_COLOR, STACK_PX, SUMMARY_COLOR, format_seconds
 from .raster import band_rects, column_edges, stacked_raster
 
@@ -58,8 +58,8 @@ class StackedMixin:
         self.xs_cols = cx
         xl, xr = column_edges(cx)
         ids = self.layout_ids
-        # Colour by: the code site (band_color, BAND_COLORS) unless a provider (issue 15:
-        # by category) gives a colour index per interval and its palette (uint32 ARGB).
+        # Colour by: the code site (band_color, BAND_COLORS) unless a provider (colour by
+        # category) gives a colour index per interval and its palette (uint32 ARGB).
         provided = self.color_provider() if getattr(self, "color_provider", None) else None
         per_iv, base = provided if provided is not None else (
             self.band_color, [QColor(c).rgba() for c in BAND_COLORS])
@@ -106,7 +106,7 @@ class StackedMixin:
         ``label``: the legend's name of them (empty: a search's)."""
         self.stack_mask = stack_mask
         self.highlight_label = label
-        self._update_legend()
+        self.update_legend()
         self._build_paths()
 
     def set_selected_interval(self, i: int) -> None:
@@ -139,7 +139,7 @@ class StackedMixin:
         if hit < 0:
             return -1
         # With a stream or a pool filter the layout's bands index the filtered
-        # intervals: back to the document's interval ids (issue 13).
+        # intervals: back to the document's interval ids (those the view state selects).
         filtered = self.stream is not None or self.pool is not None
         return int(self.iv_ids[hit]) if filtered else hit
 

@@ -2,14 +2,14 @@
 
 Pick settings (a standard set as checkboxes, plus any PYTORCH_CUDA_ALLOC_CONF
 typed in) and a memory limit; Run simulates them off the GUI thread
-(a :class:`~vramscope.viewer._qt.jobs.Job`, progress + Cancel) with the model in
+(the job of a :class:`~..widgets.job_panel.JobPanel`, progress + Cancel) with the model in
 :mod:`vramscope.viewer.model.whatif`, then overlays reserved memory over the
 trace for the recorded run and each alternative, marks predicted OOMs, and
 lists the figures in a table (Copy puts it on the clipboard as TSV; Export
 saves the chart as PNG).  Opened from the main window by Tools > What-if…
 (Ctrl+Shift+W, :func:`open_panel`); selecting a row of the table overlays that
 setting's predicted reserved curve on the window's timeline (key
-:data:`OVERLAY_KEY`, :class:`.window_link.WindowLink`), gone when the selection is
+:data:`OVERLAY_KEY`, :class:`~..widgets.window_link.WindowLink`), gone when the selection is
 cleared, the panel closes or the window shows another document or device.
 """
 
@@ -20,16 +20,17 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QProgressBar, QPushButton, QSplitter, QStyle,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QListWidgetItem, QPushButton, QSplitter, QStyle, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..model.core.allocator_rules import ConfError, parse_conf
-from ..model.core.snapshot import Snapshot
-from ..model.core.units import format_bytes as fb, parse_bytes
-from .jobs import Job
-from ..model.whatif import RECOMMENDED, predict, prepare
-from . import theme
-from .window_link import WindowLink, shown_device
+from ...model.core.allocator_rules import ConfError, parse_conf
+from ...model.core.snapshot import Snapshot
+from ...model.core.units import format_bytes as fb
+from ...model.whatif import RECOMMENDED, predict, prepare
+from ..widgets import theme
+from ..widgets.job_panel import JobPanel
+from ..widgets.jobs import Job
+from ..widgets.window_link import WindowLink, shown_device
 
 DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
                    "garbage_collection_threshold:0.6")
@@ -58,24 +59,22 @@ def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
     return Job(work, parent)
 
 
-class WhatIfPanel(QWidget):
-    """A window over one snapshot: settings, chart, table."""
+class WhatIfPanel(JobPanel):
+    """A window over one snapshot: settings, chart, table (``device``: whose requests are
+    simulated; None: the first with a trace)."""
 
-    finished = Signal()  # a run ended (results shown, failed or cancelled)
     settingSelected = Signal(object)  # the selected row's Prediction (None: cleared)
-    closed = Signal()
+
+    title = "What-if"
+    run_text = "&Run"
+    run_tip = "Simulate the checked settings (Ctrl+Enter)"
+    running_text = "Simulating…"
+    failed_text = "The simulation failed."
 
     def __init__(self, snap: Snapshot, parent: QWidget | None = None,
                  device: int | None = None) -> None:
-        super().__init__(parent, Qt.WindowType.Window)
-        self.snap = snap
-        self.device = device  # whose requests are simulated (None: the first with a trace)
-        self.case = None
+        super().__init__(snap, parent, device)
         self.preds: list = []
-        self.thread: Job | None = None
-        name = snap.path.rsplit("/", 1)[-1] if snap.path else "snapshot"
-        self.setWindowTitle(f"What-if: {name} — vramscope")
-        self.resize(1200, 760)
         self._build()
 
     # -- layout ------------------------------------------------------------------
@@ -97,30 +96,15 @@ class WhatIfPanel(QWidget):
         self.conf_edit.returnPressed.connect(self.add_conf)
         lv.addWidget(self.conf_edit)
         lv.addWidget(QLabel("Memory limit (bytes, or e.g. 10GB; empty: as recorded):"))
-        self.limit_edit = QLineEdit()
         self.limit_edit.setToolTip("Like torch.cuda.set_per_process_memory_fraction: a new segment "
                                    "that would pass it makes the allocator free cache and retry, "
                                    "then raise OOM")
         lv.addWidget(self.limit_edit)
-        self.error = QLabel("")
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #d62728")
         lv.addWidget(self.error)
         buttons = QHBoxLayout()
-        self.run_button = QPushButton("&Run")
-        self.run_button.setShortcut(QKeySequence("Ctrl+Return"))
-        self.run_button.setToolTip("Simulate the checked settings (Ctrl+Enter)")
-        self.run_button.clicked.connect(self.run)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setShortcut(QKeySequence("Esc"))
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         lv.addLayout(buttons)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(False)
         lv.addWidget(self.progress)
 
         right = QSplitter(Qt.Orientation.Vertical)
@@ -252,55 +236,16 @@ class WhatIfPanel(QWidget):
                 self._add_item(conf, True)
         self._fit_settings()
 
-    def limit(self) -> int | None:
-        text = self.limit_edit.text().strip()
-        if not text:
-            return None
-        return parse_bytes(text)  # (ValueError: the panel shows its message)
+    # -- running (JobPanel) ----------------------------------------------------------
+    def status_line(self) -> QLabel:
+        return self.summary
 
-    # -- running -------------------------------------------------------------------
-    def run(self) -> None:
-        if self.thread is not None:
-            return
-        try:
-            limit = self.limit()
-        except ValueError as exc:
-            self.error.setText(str(exc))
-            return
-        self.error.setText("")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        self.progress.setValue(0)
-        self.summary.setText("Simulating…")
-        self.thread = whatif_job(self.snap, self.checked_confs(), limit, self.case, self,
-                                 self.device)
-        self.thread.progressed.connect(lambda _stage, f: self.progress.setValue(int(f * 1000)))
-        self.thread.done.connect(lambda result: self._show(*result))
-        self.thread.failed.connect(self._failed)
-        self.thread.cancelled.connect(self._cancelled)
-        self.thread.finished.connect(self._thread_finished)
-        self.thread.start()
-
-    def cancel(self) -> None:
-        if self.thread is not None:
-            self.thread.cancel()
-
-    def _thread_finished(self) -> None:
-        self.thread = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.finished.emit()
-
-    def _failed(self, message: str) -> None:
-        self.error.setText(message)
-        self.summary.setText("The simulation failed.")
-
-    def _cancelled(self) -> None:
-        self.progress.setValue(0)
-        self.summary.setText("Cancelled.")
+    def make_job(self, limit: int | None) -> Job:
+        return whatif_job(self.snap, self.checked_confs(), limit, self.case, self, self.device)
 
     # -- results -------------------------------------------------------------------
-    def _show(self, case, preds, check) -> None:
+    def show_result(self, case, preds, check) -> None:
+        """Draw the predictions ``preds`` of ``case`` (``check``: the model's self-check)."""
         self.case, self.preds = case, preds
         self.progress.setValue(1000)
         self._plot(case, preds)
@@ -314,7 +259,7 @@ class WhatIfPanel(QWidget):
                  "segment event of the recording." if check.ok else
                  f"Self-check FAILED ({check.first_difference}): predictions are approximate.")
         w = getattr(case, "window", None)
-        if w is not None and w.started_late:  # what the window cannot show (issue 17.6)
+        if w is not None and w.started_late:  # what a trace started mid-run cannot show
             text += (f" Note: {w.describe()}. Those segments keep their recorded places under "
                      "every setting, so a setting's effect on them is unknown; cudaMalloc/"
                      "cudaFree count the window only.")
@@ -447,12 +392,6 @@ class WhatIfPanel(QWidget):
         if path:
             self.export_png(path)
 
-    def closeEvent(self, event) -> None:
-        if self.thread is not None:
-            self.thread.cancel()
-            self.thread.wait(5000)
-        self.closed.emit()
-        super().closeEvent(event)
 
 
 def open_panel(window) -> WhatIfPanel | None:
@@ -465,9 +404,7 @@ def open_panel(window) -> WhatIfPanel | None:
     # are simulated, so that the selected setting's curve can go on its timeline.
     snap = doc.root.snap
     panel = WhatIfPanel(snap, window, shown_device(window, snap))
-    windows = getattr(window, "_aux_windows", None)
-    if isinstance(windows, list):
-        windows.append(panel)
+    window.add_aux_window(panel)
     link = WindowLink(window, OVERLAY_KEY, panel.closed)
 
     def selected(pred) -> None:

@@ -1,4 +1,4 @@
-"""Colours of the memory categories (issue 15): one fixed scheme, readable on light and
+"""Colours of the memory categories: one fixed scheme, readable on light and
 dark backgrounds, for every view that colours by category (timeline, segment map,
 allocations table, the split bar, the leaks view)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtGui import QColor
 
-from ..model.categories import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
 
 CATEGORY_COLORS = {
     "parameter": "#1f77b4",

@@ -5,8 +5,9 @@ The work is a function of the job (``work(job)``) that reports through
 :meth:`Job.progress` (a model :class:`Progress` whose cancel event is the job's) and
 returns a result; the job emits ``done(result)``, ``failed(one line)`` or
 ``cancelled()``.  The thread object lives in the GUI thread, so slots of GUI objects get
-its signals queued.  Loading a snapshot (:class:`~vramscope.viewer._qt.loader.LoadThread`),
-a directory of ranks and a what-if run are all jobs.
+its signals queued.  Loading a snapshot (:class:`~.loader.LoadThread`), a directory of
+ranks, a what-if run and a diagnosis are all jobs (the last two run by a
+:class:`~.job_panel.JobPanel`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QThread, Signal
 
-from ..model.core.errors import LoadCancelled, SnapshotError
-from ..model.core.progress import Progress
+from ...model.core.errors import LoadCancelled, SnapshotError
+from ...model.core.progress import Progress
 
 
 class Job(QThread):
@@ -63,7 +64,7 @@ class Job(QThread):
             # No gc.collect() here: a full collection on this worker thread may destroy Qt
             # objects of the GUI (garbage of closed windows) and deadlock against the GUI
             # thread (seen: ~QObject here waiting for the GIL, ~QMenu there for Qt's lock).
-            # The owners collect on the GUI thread (file_actions after a cancelled load).
+            # The owners collect on the GUI thread (the main window after a cancelled load).
             self.cancelled.emit()
             return
         except SnapshotError as exc:

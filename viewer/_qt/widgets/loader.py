@@ -1,6 +1,6 @@
 """Load snapshots off the GUI thread, with progress and cancel.
 
-:class:`LoadThread` (a :class:`~vramscope.viewer._qt.jobs.Job`) runs
+:class:`LoadThread` (a :class:`~.jobs.Job`) runs
 :func:`load_snapshot` (and the derived :class:`Document`) off the GUI thread; with
 ``defer_store`` a big file's column cache is written after the document is handed
 over, so the first window does
@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import threading
 
-from ..startup import preload
-from ..model.io import cache as column_cache
-from ..model.view.document import Document
-from ..model.core.errors import LoadCancelled
-from ..model.io.load import load_snapshot
-from ..model.core.progress import Progress
+from ...startup import preload
+from ...model.io import cache as column_cache
+from ...model.view.document import Document
+from ...model.core.errors import LoadCancelled
+from ...model.io.load import load_snapshot
+from ...model.core.progress import Progress
 from .jobs import Job
 
 STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns",

@@ -10,7 +10,7 @@ from pyqtgraph import functions as pgfn
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QPainterPath
 
-from ..model.view.annotations import place_labels
+from ...model.view.annotations import place_labels
 
 
 def rects_path(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> QPainterPath:

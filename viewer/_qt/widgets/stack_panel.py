@@ -1,7 +1,7 @@
 """The stack panel: facts and call stack of the selected block.
 
 Under the allocation stack, what newer torch recorded about the allocation
-(:mod:`..model.alloc_details`): the forward-pass stack of an allocation made in
+(:mod:`...model.analysis.alloc_details`): the forward-pass stack of an allocation made in
 backward, FX nodes and the model code they came from, annotations, user
 metadata and compile context.  The panel only draws those lines.
 """
@@ -26,31 +26,37 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.core import frames as fr
-from ..model.analysis.alloc_details import (
+from ...model.core import frames as fr
+from ...model.analysis.alloc_details import (
     AllocationDetails,
     DetailLine,
     detail_lines,
     fx_lines,
     hidden_fx_lines,
 )
-from ..model.core.snapshot import BlockState
-from ..model.core.units import format_address, format_bytes
-from ..model.view.document import Document, pool_label, stream_label
+from ...model.core.snapshot import BlockState
+from ...model.core.units import format_address, format_bytes
+from ...model.view.document import Document, pool_label, stream_label
+from ...model.view.view_state import ViewState
 
 CONTEXT_LINES = 4
 
 
 class StackPanel(QWidget):
-    """Block facts, then its frames: your code first; torch/C++ on request."""
+    """Block facts, then its frames: your code first; torch/C++ on request.
+
+    ``view_state``: the main window's :class:`ViewState`, whose documents and moments
+    the panel follows (a shown stack stays at another moment of the same file); None:
+    the caller sets the document (the Diff window)."""
 
     fileOpened = Signal(str, int)
 
     # Tests turn this off so that double-clicks never launch an editor.
     open_externally = True
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent=None) -> None:
         super().__init__(parent)
+        self.vs = view_state
         self.doc: Document | None = None
         self.block = -1
         self.custom: tuple[str, int] | None = None
@@ -109,6 +115,17 @@ class StackPanel(QWidget):
         lay.addLayout(opts)
         lay.addWidget(split, 1)
         self.copy_button.setEnabled(False)
+        if view_state is not None:
+            view_state.events.document.connect(self._on_document)
+            view_state.events.moment.connect(self._on_moment)
+
+    def _on_document(self, doc: Document | None) -> None:
+        # (a newer picture of the same process keeps the stack shown)
+        self.set_document(doc, keep=self.vs.origin == "replace")
+
+    def _on_moment(self, keep_view: bool) -> None:
+        if self.vs.view_doc is not None:
+            self.set_document(self.vs.view_doc, keep=keep_view)
 
     def set_document(self, doc: Document | None, keep: bool = False) -> None:
         """``keep``: the same file at another moment; a shown stack stays."""

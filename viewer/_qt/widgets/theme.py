@@ -5,9 +5,9 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-from ..model.view import map_layout as _map_layout
-from ..model.core.snapshot import BlockState
-from ..model.view.view_state import HIGHLIGHT_SEARCH
+from ...model.view import map_layout as _map_layout
+from ...model.core.snapshot import BlockState
+from ...model.view.view_state import HIGHLIGHT_SEARCH
 
 # Drawing categories of the segment map (a block state, or the waste tail).
 CAT_ALLOCATED = int(BlockState.ALLOCATED)
@@ -36,7 +36,7 @@ DRAW_ORDER = (CAT_FREE, CAT_UNKNOWN, CAT_PENDING, CAT_ALLOCATED, CAT_WASTE)
 
 OOM_RED = "#c62828"
 # Search matches and the selected call-tree node: a colour no block state, curve or
-# marker uses (the old orange read as "pending free", issue 17), filled, not outlined.
+# marker uses (orange would read as "pending free"), filled, not outlined.
 SEARCH = "#d500f9"
 SEARCH_DARK = "#ea80fc"
 SEARCH_LABEL = HIGHLIGHT_SEARCH  # the legends' name of a search's highlight

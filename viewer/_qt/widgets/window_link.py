@@ -2,9 +2,9 @@
 
 The Diagnosis and What-if panels predict reserved memory under a change; the row the
 user selects is drawn on the window's timeline as a keyed predicted-curve overlay
-(:meth:`~.timeline.panel.TimelinePanel.set_overlay`) and, where the change acts on
+(:meth:`~..timeline.panel.TimelinePanel.set_overlay`) and, where the change acts on
 known allocations, highlighted in the map and the timeline through the view state
-(:meth:`~..model.view_state.ViewState.set_panel_mask`, whose label the legends show).
+(:meth:`~...model.view.view_state.ViewState.set_panel_mask`, whose label the legends show).
 Both go when the selection is cleared (:meth:`WindowLink.clear`), the panel closes
 (its ``closed`` signal) or the window shows another document or device (the panel's
 prediction is of the old one).  One :class:`WindowLink` per panel does that wiring.
