@@ -1,8 +1,8 @@
 """The ViewState's events, without Qt: their order and their coalescing.
 
-The views (``_qt/view_bindings.py``) redraw on ``moment`` and draw the timeline on
-``trace`` / ``cursor``; so one change of what is shown must emit each once, in the
-order the views rely on (document, trace, cursor, then moment).
+The views (each Qt widget subscribes in its own constructor) redraw on ``moment`` and
+draw the timeline on ``trace`` / ``cursor``; so one change of what is shown must emit each
+once, in the order the views rely on (document, trace, cursor, then moment).
 """
 
 from __future__ import annotations

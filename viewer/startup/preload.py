@@ -6,7 +6,7 @@ imports, after :mod:`vramscope.viewer.startup.parse_ahead` started the parse) ru
 what the loader thread would run - :func:`load_snapshot` and
 :meth:`Document.build` - at once, on a thread, so the parts that release the
 GIL (the wait for the parse, numpy) overlap the imports.  The window's loader
-(:class:`vramscope.viewer._qt.loader.LoadThread`) then :func:`claim` s it for
+(:class:`vramscope.viewer._qt.widgets.loader.LoadThread`) then :func:`claim` s it for
 the same file, relays its progress and cancel, and gets the same document it
 would have built itself.  Stdlib only at import time: the model (and numpy) is
 imported on the thread.

@@ -11,19 +11,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 
-from ...model.view.map_layout import BAR_TOP, LodRects, MapLayout, lod_rects
+from ...model.view.map_layout import BAR_TOP, LodRects, MapLayout, empty_lod, lod_rects
 from ...model.core.snapshot import BlockState
 from ..widgets import theme
 from ..widgets.plotting import rects_path, segments_path
 
 REQUEST_Y = -1.6  # the OOM request's bracket, above the rows (rows; see the panel)
 LARGEST_Y = -0.75  # the largest free block's bracket
-
-
-def _no_rects() -> LodRects:
-    """An empty draw list (no layout to draw)."""
-    z = np.zeros(0)
-    return LodRects(z, z, z.astype(np.int64), z.astype(np.int8), z, z.astype(np.int64))
 
 
 def block_rect(layout: MapLayout | None, block: int) -> QRectF | None:
@@ -128,7 +122,7 @@ class SegmentMapItem(pg.GraphicsObject):
         layout = self.layout
         vb = self.getViewBox()
         if layout is None:
-            self.lod = _no_rects()
+            self.lod = empty_lod()
         else:
             xr = yr = None
             if vb is not None:

@@ -153,7 +153,7 @@ def lod_rects(
         r0 = max(0, int(math.floor(y_range[0])))
         r1 = min(n_rows, int(math.ceil(y_range[1])) + 1)
     if r1 <= r0:
-        return _empty_lod()
+        return empty_lod()
     lo, hi = int(layout.row_ptr[r0]), int(layout.row_ptr[r1])
     x0, x1 = layout.x0[lo:hi], layout.x1[lo:hi]
     row, state, req_end = layout.row[lo:hi], layout.state[lo:hi], layout.req_end[lo:hi]
@@ -162,7 +162,7 @@ def lod_rects(
         x0, x1, row, state, req_end = x0[keep], x1[keep], row[keep], state[keep], req_end[keep]
     n = len(x0)
     if n == 0:
-        return _empty_lod()
+        return empty_lod()
     width = x1 - x0
     small = width < px
     pixel = np.floor(x0 / px).astype(np.int64)
@@ -199,6 +199,7 @@ def lod_rects(
     )
 
 
-def _empty_lod() -> LodRects:
+def empty_lod() -> LodRects:
+    """An empty draw list (no layout, nothing to draw)."""
     z = np.zeros(0)
     return LodRects(z, z, z.astype(np.int64), z.astype(np.int8), z, z.astype(np.int64))
