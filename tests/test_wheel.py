@@ -94,7 +94,7 @@ def test_wheel_without_a_compiler_still_builds_and_runs(tmp_path):
 
     paths = os.pathsep.join([str(site), str(Path(numpy.__file__).parents[1])])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VRAMSCOPE_PURE_PYTHON")}
-    code = ("import sys; from vramscope.viewer.model import fast_pickle; "
+    code = ("import sys; from vramscope.viewer.model.io import fast_pickle; "
             "assert not fast_pickle.available(); "
             "assert fast_pickle.__file__.startswith(sys.argv[1]); "
             "from vramscope.viewer.cli import main; sys.exit(main(sys.argv[2:]))")
