@@ -39,6 +39,12 @@ class TorchBackend:
         self._torch = torch_module
 
     @property
+    def torch(self) -> Any:
+        """The torch module this backend speaks to (the live agent's fast path calls
+        into ``torch._C`` directly)."""
+        return self._torch
+
+    @property
     def torch_version(self) -> str:
         return str(getattr(self._torch, "__version__", "unknown"))
 

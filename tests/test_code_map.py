@@ -124,11 +124,90 @@ def test_the_private_import_check_catches_one(tmp_path):
 def test_no_comment_names_an_issue():
     files = (source_files(*SOURCE_TOPS, "tests", "packaging")
              + [ROOT / name for name in ("setup.py", "Makefile", "pyproject.toml", ".importlinter")]
-             + sorted((ROOT / "viewer" / "model" / "_native").rglob("*.[ch]")))
+             + sorted((ROOT / "viewer" / "model" / "_native").rglob("*.[ch]"))
+             + sorted(p for p in ROOT.rglob("*.md")
+                      if not {".venv", ".git", "build", "dist"} & set(p.parts)))
     files = [p for p in files if p.resolve() != Path(__file__).resolve()]
     assert len(files) > 300
     found = [hit for path in files for hit in issue_references(path)]
     assert not found, "say why, not which issue:\n" + "\n".join(found)
+
+
+CROSS_REFERENCE = re.compile(r":(?:mod|func|class|meth|attr|data|exc):`~?([.\w]+)`")
+
+
+def defined_names(path: Path) -> set[str]:
+    """Names a module defines or imports at any depth (a reference may name a method)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def module_path(parts: list[str], root: Path) -> Path | None:
+    """The file of module ``vramscope.<parts>``, or None."""
+    if parts[:2] == ["viewer", "assets"]:
+        return root / "assets" / "__init__.py"
+    folder = root.joinpath(*parts)
+    for candidate in (folder / "__init__.py", folder.with_suffix(".py")):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def broken_cross_references(path: Path, root: Path = ROOT) -> list[str]:
+    """Docstring references (``:mod:`..core.units```, ``:func:`vramscope.viewer...```)
+    to modules or names that do not exist: what a move leaves behind."""
+    rel = path.relative_to(root).with_suffix("").parts
+    package = list(rel[:-1])
+    found = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for match in CROSS_REFERENCE.finditer(line):
+            target = match.group(1)
+            if target.startswith("."):
+                dots = len(target) - len(target.lstrip("."))
+                base = package[:len(package) - (dots - 1)]
+                parts = base + [p for p in target[dots:].split(".") if p]
+            elif target.startswith("vramscope."):
+                parts = target.split(".")[1:]
+            else:
+                continue  # a bare name: resolved by the reader, not checked here
+            for k in range(len(parts), 0, -1):
+                module = module_path(parts[:k], root)
+                if module is not None:
+                    rest = parts[k:]
+                    if rest and rest[0] not in defined_names(module):
+                        found.append(f"{path.relative_to(root)}:{i}: {match.group(0)}")
+                    break
+            else:
+                found.append(f"{path.relative_to(root)}:{i}: {match.group(0)}")
+    return found
+
+
+def test_docstring_cross_references_resolve():
+    files = source_files(*SOURCE_TOPS)
+    found = [hit for path in files for hit in broken_cross_references(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_cross_reference_check_catches_one(tmp_path):
+    (tmp_path / "viewer" / "model" / "core").mkdir(parents=True)
+    for pkg in ("viewer", "viewer/model", "viewer/model/core"):
+        (tmp_path / pkg / "__init__.py").write_text('"""x"""\n')
+    units = tmp_path / "viewer" / "model" / "core" / "units.py"
+    units.write_text("def parse_bytes():\n    pass\n")
+    user = tmp_path / "viewer" / "model" / "user.py"
+    user.write_text('"""See :func:`.core.units.parse_bytes`, :mod:`.units` and '
+                    ':func:`vramscope.viewer.model.core.units.gone`."""\n')
+    assert broken_cross_references(user, tmp_path) == [
+        "viewer/model/user.py:1: :mod:`.units`",
+        "viewer/model/user.py:1: :func:`vramscope.viewer.model.core.units.gone`"]
 
 
 def test_the_issue_check_catches_one(tmp_path):

@@ -24,7 +24,6 @@ COMMANDS = {
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 def gui_parser() -> argparse.ArgumentParser:

@@ -106,7 +106,7 @@ class LiveAllocator:
         direct = getattr(backend, "segments_snapshot", None)
         if direct is not None:
             return list(direct()), True
-        torch = getattr(backend, "_torch", None)
+        torch = getattr(backend, "torch", None)
         if torch is not None and self._fast is not False:
             # torch >= 2.11: _cuda_memorySnapshot((pool_a, pool_b, include_traces));
             # pool (0, 0) means every pool, and without traces the ring buffer is

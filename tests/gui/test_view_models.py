@@ -1,4 +1,5 @@
-"""The Qt-free layout code the views use (model/annotations.py, ...): no QApplication."""
+"""The Qt-free layout code the views use (model/view/: annotations, curve_lod, ...): no
+QApplication."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
 
 
 def test_curve_decimation_keeps_every_bucket_maximum():
-    """model/curve_lod: an envelope of a million events at 800 px keeps each pixel
+    """model/view/curve_lod: an envelope of a million events at 800 px keeps each pixel
     bucket's maximum (from the precomputed levels) and every point when it fits."""
     from vramscope.viewer.model.view.curve_lod import decimate, envelope_levels
 

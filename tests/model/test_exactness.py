@@ -1,4 +1,4 @@
-"""model.exactness: whether the header's figures at ViewState's moment are exact, and the
+"""model.view.exactness: whether the header's figures at ViewState's moment are exact, and the
 OOM banner's mark; Qt-free (the views only draw these)."""
 
 from __future__ import annotations

@@ -221,3 +221,28 @@ def test_document_extend_equals_document_build(loaded_snapshots):
     assert_same(doc2.timeline.replay(0), ref.timeline.replay(0), n_check=5)
     assert_same_intervals(doc2.intervals(0), ref.intervals(0))
     assert len(doc2.ooms) == len(ref.ooms)
+
+
+def test_what_views_derived_from_the_intervals_follows_a_live_extend(loaded_snapshots):
+    """A view's index over the intervals (the stacked timeline's) is made again after a
+    live update extended them in place, not kept from before."""
+    from vramscope.viewer.model.view.stacking import stacked_layout
+
+    snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
+    full = build_timeline(snap)
+    n = len(snap.trace)
+    tl = build_timeline(rows_snapshot(snap, full, 0, n // 3), live=True)
+    iv = tl.intervals(0)
+    stacked_layout(iv, 0, n // 3, 200)  # the view's index is made here
+    assert tl.extend(rows_snapshot(snap, full, 0, n), n // 3) is False
+    assert tl.intervals(0) is iv
+    fresh = build_timeline(snap).intervals(0)
+    got, want = stacked_layout(iv, 0, n, 200), stacked_layout(fresh, 0, n, 200)
+
+    def bands(layout, ivs):
+        ids = layout.band_interval
+        return sorted(zip(ivs.start[ids].tolist(), ivs.addr[ids].tolist()))
+
+    assert len(want.band_interval) > 0
+    assert bands(got, iv) == bands(want, fresh)
+    assert np.array_equal(got.summary_height, want.summary_height)

@@ -26,7 +26,7 @@ from .tty_progress import TerminalProgress
 
 def parse_bytes(text: str) -> int:
     """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type over the one
-    parser the GUI uses too, :func:`..model.units.parse_bytes`)."""
+    parser the GUI uses too, :func:`..model.core.units.parse_bytes`)."""
     try:
         return units.parse_bytes(text)
     except ValueError as exc:

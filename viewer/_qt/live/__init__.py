@@ -3,6 +3,6 @@ running process and adds its "Live" dock; the poller on its own thread (``worker
 the attach dialog, the live counters (``curves``) and the NVML device panel.
 
 May import: ``..main_window`` (it composes one), ``..timeline`` (the curves' axis and
-colours), ``..widgets``, the model.  Nothing imports this package but ``..app``, on
-first use.
+colours), ``..widgets``, the model, :mod:`vramscope.viewer.live_protocol`.  Nothing
+imports this package but ``..app``, on first use.
 """

@@ -38,7 +38,6 @@ TIPS = (
     "CUDA stream of the segment",
     "The innermost frame of your code that allocated the block",
 )
-STATE_CAT = {int(s): int(s) for s in BlockState}
 
 
 class BlocksModel(QAbstractTableModel):

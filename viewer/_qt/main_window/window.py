@@ -8,8 +8,9 @@ call tree.  The cursor starts at the end, which is the snapshot as recorded.
 What is shown is :attr:`MainWindow.vs`, a Qt-free :class:`ViewState`.  Each view takes
 it in its constructor and subscribes itself to the events it draws (napari's ``qt_*``
 widgets): the header, the timeline, the segment map, the Blocks table, the stack panel,
-the call tree and the toolbar's selectors.  The window subscribes after them for what
-spans several views: the picked block or allocation (drawn in four views, depending on
+the call tree and the toolbar's selectors.  The window subscribes first to ``document``
+(to show the page with the views before they draw it) and after them for what spans
+several views: the picked block or allocation (drawn in four views, depending on
 the view it was picked in), the call tree's contents (built only while its tab shows),
 the actions' enabled state and :attr:`MainWindow.momentShown`.  The events call their
 subscribers in connection order, so the views have drawn a moment before the window

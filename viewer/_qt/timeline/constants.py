@@ -14,12 +14,6 @@ CURVE_COLORS = {"reserved": "#37474f", "active": "#8e24aa", "allocated": "#0d47a
                 "requested": "#2e7d32"}
 CURVE_COLORS_DARK = {"reserved": "#eceff1", "active": "#e1bee7", "allocated": "#82b1ff",
                      "requested": "#b9f6ca"}
-CURVE_TIPS = {
-    "reserved": "Reserved: bytes in segments (torch.cuda.memory_reserved())",
-    "active": "Active: allocated + pending-free blocks (the top of the stacked allocations)",
-    "allocated": "Allocated: blocks handed to live tensors (torch.cuda.memory_allocated())",
-    "requested": "Requested: what the callers asked for, before rounding",
-}
 # Bands: soft colours so the curves stay readable; one per code site.
 BAND_COLORS = ("#90caf9", "#a5d6a7", "#ffcc80", "#ce93d8", "#80deea", "#e6ee9c", "#bcaaa4",
                "#aed581", "#9fa8da", "#c5e1a5", "#ffe082", "#80cbc4", "#b39ddb", "#4fc3f7",

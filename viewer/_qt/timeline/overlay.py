@@ -5,7 +5,7 @@ panel; any other replay of the request stream) shows its curve over the recorded
 ones with :meth:`OverlayMixin.set_overlay`: the curve is given per request (x =
 trace events of the timeline's device, as :meth:`~...model.whatif.Case.curve_x`),
 made a step curve per event and drawn at the plot's resolution like the recorded
-curves (:mod:`...model.curve_lod`), so it follows zoom and the x mode.  It is
+curves (:mod:`...model.view.curve_lod`), so it follows zoom and the x mode.  It is
 named in the x axis's title (the header's legend has a short entry; the
 header row has no room for a remedy's name) and beside its peak where a label
 fits; an estimated figure without a curve is a dashed level, and a range (an

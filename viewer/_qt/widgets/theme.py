@@ -15,7 +15,6 @@ CAT_PENDING = int(BlockState.PENDING_FREE)
 CAT_FREE = int(BlockState.FREE)
 CAT_UNKNOWN = int(BlockState.UNKNOWN)
 CAT_WASTE = _map_layout.CAT_WASTE  # (one definition: the draw list is the model's)
-N_CATS = 5
 
 STATE_COLORS = {
     CAT_ALLOCATED: "#2f6db5",

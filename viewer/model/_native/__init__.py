@@ -6,8 +6,8 @@ install without a compiler still succeeds, and every caller keeps a pure-Python
 fallback.  Use :func:`native_module` to import one (``None`` when it is not
 built, or when ``VRAMSCOPE_PURE_PYTHON=1`` asks for the pure-Python paths).
 
-May import: the standard library only (the C files include only CPython's headers
-and ``common/``).
+May import: the standard library only (the C files include CPython's and the C
+library's headers, ``common/`` and their own ``<stem>_src/``, nothing of the model).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 classification reads four of them in bulk (start, end, requested bytes, stack).
 At 10M events (3.3M allocations) the other five are ~90 MB of fresh memory - on
 a cold open, page faults that cost more than the arithmetic.  :func:`lean_intervals`
-returns the same :class:`~..timeline.Intervals` with ``size``, ``addr``,
+returns the same :class:`~..replay.timeline.Intervals` with ``size``, ``addr``,
 ``stream`` and ``pool`` made on first access (same values, same dtypes: the
 tests compare every column with :func:`timeline.intervals`).  With the compiled
 passes (``_native/catcore.c``) the eager columns come from one pass over the events,

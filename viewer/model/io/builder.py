@@ -10,10 +10,10 @@ Reading rules (every schema generation torch has written):
 * malformed entries are skipped with a counted warning naming what was
   skipped; nothing here recurses into user data, so nesting cannot hurt;
 * what newer torch adds is read, never dropped: ``annotate`` events
-  (:class:`.snapshot.AllocAnnotations`), ``forward_frames``
-  (:attr:`.snapshot.Trace.forward_stack`), FX frame fields
-  (:class:`.snapshot.Frames`), ``user_metadata`` given as a dict, pinned host
-  memory (:class:`.snapshot.HostMemory`);
+  (:class:`..core.snapshot.AllocAnnotations`), ``forward_frames``
+  (:attr:`..core.snapshot.Trace.forward_stack`), FX frame fields
+  (:class:`..core.snapshot.Frames`), ``user_metadata`` given as a dict, pinned host
+  memory (:class:`..core.snapshot.HostMemory`);
 * keys torch writes that no view uses (``pool_id`` on events, a segment's
   ``allocated_size``) are ignored by design.
 """

@@ -34,7 +34,7 @@ from struct import unpack_from
 from ..core.errors import SnapshotError, UnsafeSnapshotError
 from ..core.progress import Progress
 
-# Every form load_snapshot reads (model/load.py): said when a file is none of them.
+# Every form load_snapshot reads (io/load.py): said when a file is none of them.
 NOT_A_SNAPSHOT_FORMAT = ("the file is not a pickle (protocol 0-5), gzip, xz or bz2 "
                          "compressed data, or JSON")
 REFUSED_MESSAGE = (

@@ -192,7 +192,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     to the events in ``emit_at``, whose layouts are kept); ``native`` picks
     the C loop or the Python one (``None``: the C loop when built).
     ``live=True`` keeps the replay state after the last event, so
-    :func:`.live.extend_device` can apply events that arrive later.
+    :func:`.incremental.extend_device` can apply events that arrive later.
     ``on_seeded(rep)`` is called once the replay's event columns and ``initial`` layout
     exist, before its events are applied: work that reads only those (the memory
     categories' lifetimes and phases) can start on another thread meanwhile (the C loop

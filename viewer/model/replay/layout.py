@@ -2,7 +2,7 @@
 
 Shared by every part of the replay (the Python reference state, the C glue,
 seeding, curves) and by the views (``layout_snapshot`` turns a layout into
-a :class:`~..snapshot.Snapshot` so every view works at any moment).
+a :class:`~..core.snapshot.Snapshot` so every view works at any moment).
 """
 
 from __future__ import annotations

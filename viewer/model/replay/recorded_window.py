@@ -4,7 +4,7 @@ A trace is a window of the run: ``_record_memory_history`` keeps the last
 ``max_entries`` events in a ring buffer (older ones are overwritten), and
 recording may start after the program already allocated.  The replay seeds
 such a window with the layout before its first event, walked back from the
-final snapshot (``replay.py``); those segments and blocks are facts, but
+final snapshot (:mod:`.seed`); those segments and blocks are facts, but
 their creation is not in the trace.  :class:`RecordedWindow` says how much
 of the run the window misses, so reports can say what it cannot show:
 

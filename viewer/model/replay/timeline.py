@@ -62,12 +62,17 @@ class Intervals:
         return len(self.start)
 
     def derived(self, key: str, make):
-        """``make(self)``, computed once and kept with these intervals (which never change
-        once built): an index a view keeps over them."""
+        """``make(self)``, computed once and kept with these intervals: an index a view
+        keeps over them, until the intervals change (a live replay extends them in place,
+        and forgets what was derived: :meth:`forget_derived`)."""
         memo = self.__dict__.setdefault("_memo", {})
         if key not in memo:
             memo[key] = make(self)
         return memo[key]
+
+    def forget_derived(self) -> None:
+        """Drop what :meth:`derived` kept: the intervals changed."""
+        self.__dict__.pop("_memo", None)
 
     def take(self, ids: np.ndarray) -> "Intervals":
         """The intervals ``ids`` (in that order), e.g. one stream's."""
@@ -128,7 +133,7 @@ class Timeline:
 
         Each device's replay continues from its kept state over the new rows
         (:func:`.incremental.extend_device`): event columns, keyframes, lifetimes,
-        curve summary (:class:`~.replay.CurveIndex`) and intervals
+        curve summary (:class:`~.curves.CurveIndex`) and intervals
         (:meth:`intervals`) are extended in place, so objects the views hold stay
         valid.  Dropped events stay at the start of the replays (``rows`` < 0,
         see :meth:`stale`) until they reach a quarter of the events: then the
@@ -298,6 +303,7 @@ def _extend_intervals(rep: DeviceReplay, n_old: int) -> None:
     from .incremental import _grow
 
     n = len(rep)
+    iv.forget_derived()  # ends close and rows are appended below: views' indexes are stale
     freed_at = rep.freed_at  # extended by extend_device
     open_rows = np.flatnonzero(iv.end == n_old)
     starts = iv.start[open_rows]

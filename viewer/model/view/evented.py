@@ -7,8 +7,7 @@ to the same events without a QApplication.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 
 class EventEmitter:
@@ -17,7 +16,6 @@ class EventEmitter:
     def __init__(self, name: str = "") -> None:
         self.name = name
         self._slots: list[Callable[..., Any]] = []
-        self._blocked = 0
 
     def connect(self, slot: Callable[..., Any]) -> Callable[..., Any]:
         """Call ``slot(*values)`` on every :meth:`emit` (returns ``slot``: usable as a
@@ -34,42 +32,19 @@ class EventEmitter:
             self._slots.remove(slot)
 
     def emit(self, *values: Any) -> None:
-        if self._blocked:
-            return
         for slot in list(self._slots):
             slot(*values)
-
-    @contextmanager
-    def blocked(self) -> Iterator[None]:
-        """No emission inside the block (nested blocks are fine)."""
-        self._blocked += 1
-        try:
-            yield
-        finally:
-            self._blocked -= 1
 
     def __len__(self) -> int:
         return len(self._slots)
 
 
 class EmitterGroup:
-    """Named emitters: ``events.cursor.connect(...)``; :meth:`blocked_all` mutes them."""
+    """Named emitters: ``events.cursor.connect(...)``."""
 
     def __init__(self, *names: str) -> None:
-        self._names = names
         for n in names:
             setattr(self, n, EventEmitter(n))
 
     if TYPE_CHECKING:  # the emitters are attributes named at run time
         def __getattr__(self, name: str) -> EventEmitter: ...
-
-    @contextmanager
-    def blocked_all(self) -> Iterator[None]:
-        emitters = [getattr(self, n) for n in self._names]
-        for e in emitters:
-            e._blocked += 1
-        try:
-            yield
-        finally:
-            for e in emitters:
-                e._blocked -= 1

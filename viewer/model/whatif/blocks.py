@@ -13,7 +13,6 @@ from ..core import allocator_rules as rules
 from ..core.snapshot import Action
 
 SMALL_SIZE = rules.SMALL_SIZE
-MIN_BLOCK = rules.MIN_BLOCK_SIZE
 SMALL_PAGE = rules.SMALL_BUFFER  # expandable page, small pool
 LARGE_PAGE = rules.LARGE_BUFFER  # expandable page, large pool
 # Free-list keys: stream << 128 | size << 64 | address (64-bit fields: sizes and

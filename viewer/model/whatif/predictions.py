@@ -75,7 +75,7 @@ class Prediction:
             "peak_reserved_vs_recorded": None if self.peak_is_window_start(case) else
             (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
             if case.recorded_peak else None,
-            # The trace began after segments existed (see model/recorded_window.py): they
+            # The trace began after segments existed (see replay/recorded_window.py): they
             # keep their recorded places here, and a peak equal to them predicts nothing.
             "window_started_late": bool(case.window and case.window.started_late),
             "peak_reserved_is_window_start": self.peak_is_window_start(case),
