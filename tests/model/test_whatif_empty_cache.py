@@ -112,11 +112,10 @@ def test_empty_cache_before_a_request_the_released_cache_would_serve():
     assert case.limit is None and case.bounds.upper is None  # no failed cudaMalloc
 
 
-@pytest.mark.parametrize("frames", [PY_EMPTY_CACHE, CPP_EMPTY_CACHE], ids=["python", "cpp"])
-def test_a_release_recorded_inside_empty_cache_is_the_programs(frames):
-    """After empty_cache at the peak the next request (200 MiB) is bigger than anything
-    released, so the totals allow a retry; the recorded stack says empty_cache, and the
-    model must not invent a memory limit the program hit."""
+def _released_at_the_peak_then_a_bigger_request(frames):
+    """Two segments freed at the peak with ``frames`` as the releases' stack, then a
+    200 MiB request bigger than either: the totals alone allow a retry.  The model must
+    reproduce the recording whatever it decides the releases were."""
     rec = Recording()
     rec.alloc_in_new_segment(BASE, 20 * MIB, 8 * MIB)
     rec.alloc_in_new_segment(BASE + 256 * MIB, 100 * MIB, 100 * MIB)
@@ -126,6 +125,15 @@ def test_a_release_recorded_inside_empty_cache_is_the_programs(frames):
     case = prepare(load_bytes(rec.snapshot()))
     check = case.self_check()
     assert check.ok, check.first_difference
+    return case
+
+
+@pytest.mark.parametrize("frames", [PY_EMPTY_CACHE, CPP_EMPTY_CACHE], ids=["python", "cpp"])
+def test_a_release_recorded_inside_empty_cache_is_the_programs(frames):
+    """After empty_cache at the peak the next request (200 MiB) is bigger than anything
+    released, so the totals allow a retry; the recorded stack says empty_cache, and the
+    model must not invent a memory limit the program hit."""
+    case = _released_at_the_peak_then_a_bigger_request(frames)
     assert _releases_are_the_programs(case)
     assert case.limit is None and case.limit_source == "none"
 
@@ -133,14 +141,6 @@ def test_a_release_recorded_inside_empty_cache_is_the_programs(frames):
 def test_a_release_with_the_allocations_stack_stays_a_possible_retry():
     """The same run recorded with a malloc stack (a retry's, or the segment's own when
     empty_cache gathered none) proves nothing: the totals still allow a retry."""
-    rec = Recording()
-    rec.alloc_in_new_segment(BASE, 20 * MIB, 8 * MIB)
-    rec.alloc_in_new_segment(BASE + 256 * MIB, 100 * MIB, 100 * MIB)
-    rec.free_all()
-    rec.release_all(MALLOC)
-    rec.alloc_in_new_segment(BASE + (1 << 30), 200 * MIB, 200 * MIB)
-    case = prepare(load_bytes(rec.snapshot()))
-    check = case.self_check()
-    assert check.ok, check.first_difference
+    case = _released_at_the_peak_then_a_bigger_request(MALLOC)
     assert not (case.requests.kind == rq.EMPTY_CACHE).any()
     assert case.bounds.upper is not None

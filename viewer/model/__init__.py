@@ -61,26 +61,24 @@ _EXPORTS = {
     "format_bytes": "core.units",
 }
 
-__all__ = [
-    "Action", "AllocAnnotations", "BlockState", "FitResult", "HOST_DEVICE", "HostMemory",
-    "LoadCancelled", "MemoryStats", "OomReport", "PoolKey", "Progress", "Selection", "Snapshot",
-    "SnapshotBuilder", "SnapshotError", "UnsafeSnapshotError", "fit_request", "format_bytes",
-    "largest_gaps", "last_oom", "load_bytes", "load_snapshot", "memory_stats", "oom_reports",
-    "pool_keys",
-]
-assert sorted(__all__) == sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)
 
-if TYPE_CHECKING:
-    from .analysis.figures import (FitResult, MemoryStats, PoolKey, Selection, fit_request,
-                                   largest_gaps, memory_stats, pool_keys)
-    from .analysis.oom import OomReport, last_oom, oom_reports
-    from .core.errors import LoadCancelled, SnapshotError, UnsafeSnapshotError
-    from .core.progress import Progress
-    from .core.snapshot import (HOST_DEVICE, Action, AllocAnnotations, BlockState, HostMemory,
-                                Snapshot)
-    from .core.units import format_bytes
-    from .io.builder import SnapshotBuilder
-    from .io.load import load_bytes, load_snapshot
+if TYPE_CHECKING:  # the same names, for type checkers and editors ("X as X": re-exported)
+    from .analysis.figures import FitResult as FitResult, MemoryStats as MemoryStats
+    from .analysis.figures import PoolKey as PoolKey, Selection as Selection
+    from .analysis.figures import fit_request as fit_request, largest_gaps as largest_gaps
+    from .analysis.figures import memory_stats as memory_stats, pool_keys as pool_keys
+    from .analysis.oom import OomReport as OomReport, last_oom as last_oom
+    from .analysis.oom import oom_reports as oom_reports
+    from .core.errors import LoadCancelled as LoadCancelled, SnapshotError as SnapshotError
+    from .core.errors import UnsafeSnapshotError as UnsafeSnapshotError
+    from .core.progress import Progress as Progress
+    from .core.snapshot import HOST_DEVICE as HOST_DEVICE, Action as Action
+    from .core.snapshot import AllocAnnotations as AllocAnnotations, BlockState as BlockState
+    from .core.snapshot import HostMemory as HostMemory, Snapshot as Snapshot
+    from .core.units import format_bytes as format_bytes
+    from .io.builder import SnapshotBuilder as SnapshotBuilder
+    from .io.load import load_bytes as load_bytes, load_snapshot as load_snapshot
 
 
 def __getattr__(name: str) -> Any:

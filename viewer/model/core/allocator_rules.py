@@ -72,22 +72,25 @@ def max_split_size(settings: dict[str, Any] | None) -> int | None:
     return None
 
 
-def block_usable(block_size: int, rounded: int, settings: dict[str, Any] | None) -> bool:
-    """Whether a free block of ``block_size`` may serve a rounded request.
-
-    With ``max_split_size`` set, oversize blocks only serve oversize requests,
-    and not when they would waste a whole large buffer or more.
-    """
+def may_serve(block_size: int, rounded: int, max_split: int | None,
+              max_non_split: int = LARGE_BUFFER) -> bool:
+    """Whether the best-fit search may hand a free block of ``block_size`` to a rounded
+    request: big enough, and with ``max_split`` set (None: unlimited), oversize blocks
+    serve only oversize requests, and not when they would waste ``max_non_split`` bytes
+    (``max_non_split_rounding``) or more."""
     if block_size < rounded:
         return False
-    limit = max_split_size(settings)
-    if limit is None:
+    if max_split is None:
         return True
-    if rounded < limit and block_size >= limit:
+    if rounded < max_split <= block_size:
         return False
-    if rounded >= limit and block_size >= rounded + LARGE_BUFFER:
-        return False
-    return True
+    return not (rounded >= max_split and block_size >= rounded + max_non_split)
+
+
+def block_usable(block_size: int, rounded: int, settings: dict[str, Any] | None) -> bool:
+    """:func:`may_serve` under a snapshot's ``allocator_settings`` (which do not carry
+    ``max_non_split_rounding``: its default)."""
+    return may_serve(block_size, rounded, max_split_size(settings))
 
 
 # -- settings as the allocator parses them -----------------------------------

@@ -64,6 +64,19 @@ class Requests:
         return len(self.kind)
 
 
+# Events inside a release run: what the allocator's cache release emits (segments freed
+# or unmapped, the pending frees it waits for first) and snapshots taken meanwhile.
+RELEASE_RUN = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
+               Action.SNAPSHOT)
+
+
+def _run_start(actions: list, k: int) -> int:
+    """The first event of the release run that event ``k`` belongs to."""
+    while k > 0 and actions[k - 1] in RELEASE_RUN:
+        k -= 1
+    return k
+
+
 def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, next_at: list):
     """k -> could the cudaMalloc after the release at event ``k`` have failed?"""
     if not len(rep):
@@ -80,11 +93,7 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
         # The release run this event belongs to starts after the last non-release.
         j = run_start.get(next_at[k])
         if j is None:
-            j = k
-            while j > 0 and actions[j - 1] in (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP,
-                                                 Action.FREE_COMPLETED, Action.SNAPSHOT):
-                j -= 1
-            run_start[next_at[k]] = j
+            j = run_start[next_at[k]] = _run_start(actions, k)
         before = int(reserved[j - 1]) if j > 0 else start
         return before + int(sizes[next_at[k]]) > peak
 
@@ -92,7 +101,8 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
 
 
 def _served_from_cache(rep: DeviceReplay, pools: list[tuple[int, int]],
-                       cfg: rules.AllocatorConfig, next_sig: list, next_at: list):
+                       cfg: rules.AllocatorConfig, columns: tuple[list, list, list, list, list],
+                       next_sig: list, next_at: list):
     """k -> would the request after the release run at event ``k`` have been served
     from the cache that run released, so that it never called cudaMalloc?
 
@@ -109,47 +119,43 @@ def _served_from_cache(rep: DeviceReplay, pools: list[tuple[int, int]],
     expandable segments, whose best fit counts unmapped space."""
     if cfg.expandable_segments:
         return None
-    actions = rep.action.tolist()
-    n = len(actions)
-    request_at = [-1] * (n + 1)  # the first ALLOC / OOM at or after each event
-    nxt = -1
-    for k in range(n - 1, -1, -1):
-        if actions[k] in (Action.ALLOC, Action.OOM):
-            nxt = k
-        request_at[k] = nxt
-    addrs, sizes, streams, evpool = (rep.addr.tolist(), rep.size.tolist(),
-                                     rep.stream.tolist(), rep.pool.tolist())
-    transparent = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
-                   Action.SNAPSHOT)
+    actions, addrs, sizes, streams, evpool = columns
+    # Events of the requests (allocations and OOMs), found only when a run is judged:
+    # most traces have no release run at all.
+    requests: list[np.ndarray] = []
     memo: dict[int, bool] = {}
+
+    def request_after(k: int) -> int:
+        if not requests:
+            requests.append(np.flatnonzero(np.isin(rep.action, (Action.ALLOC, Action.OOM))))
+        at = int(np.searchsorted(requests[0], k))
+        return int(requests[0][at]) if at < len(requests[0]) else -1
 
     def served(k: int) -> bool:
         end = next_at[k]
-        if end in memo:
-            return memo[end]
-        memo[end] = False
-        r = end if next_sig[k] == Action.OOM else request_at[end]
-        if r < 0 or _private(pools, evpool[r]) >= 0:
-            return False
-        size = cfg.round_size(sizes[r])
-        small = size <= rules.SMALL_SIZE
-        j = k
-        while j > 0 and actions[j - 1] in transparent:
-            j -= 1
-        completed = [addrs[i] for i in range(j, end) if actions[i] == Action.FREE_COMPLETED]
-        for i in range(j, end):
-            seg, length = addrs[i], sizes[i]
-            if actions[i] != Action.SEGMENT_FREE or streams[i] != streams[r] \
-                    or _private(pools, evpool[i]) >= 0 or (length <= rules.SMALL_BUFFER) != small \
-                    or length < size or any(seg <= a < seg + length for a in completed):
-                continue
-            if size < cfg.max_split_size <= length:
-                continue
-            if size >= cfg.max_split_size and length >= size + cfg.max_non_split_rounding:
-                continue
-            memo[end] = True
-            break
+        if end not in memo:
+            memo[end] = False
+            r = end if next_sig[k] == Action.OOM else request_after(end)
+            if r >= 0 and _private(pools, evpool[r]) < 0:
+                memo[end] = release_fits(r, _run_start(actions, k), end)
         return memo[end]
+
+    def release_fits(r: int, start: int, end: int) -> bool:
+        """Did the run ``[start, end)`` free a whole cached segment that request ``r``'s
+        best-fit search would have taken?"""
+        size = cfg.round_size(sizes[r])
+        small = rules.is_small_request(size)
+        completed = [addrs[i] for i in range(start, end) if actions[i] == Action.FREE_COMPLETED]
+        for i in range(start, end):
+            seg, length = addrs[i], sizes[i]
+            if actions[i] == Action.SEGMENT_FREE and streams[i] == streams[r] \
+                    and _private(pools, evpool[i]) < 0 \
+                    and (length <= rules.SMALL_BUFFER) == small \
+                    and rules.may_serve(length, size, cfg.max_split_size,
+                                        cfg.max_non_split_rounding) \
+                    and not any(seg <= a < seg + length for a in completed):
+                return True
+        return False
 
     return served
 
@@ -232,17 +238,16 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
     # For each event: the first later event that is neither a release nor a
     # completion.  Releases followed by a new segment or an OOM belong to an
     # allocation (the allocator freeing cache to retry); others are empty_cache.
-    transparent = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
-                   Action.SNAPSHOT)
     next_sig = [-1] * (n + 1)
     next_at = [-1] * (n + 1)  # the event index of next_sig
     nxt, nxt_at = -1, -1
     for k in range(n - 1, -1, -1):
         next_sig[k], next_at[k] = nxt, nxt_at
-        if actions[k] not in transparent:
+        if actions[k] not in RELEASE_RUN:
             nxt, nxt_at = actions[k], k
     could_fail = _could_fail(rep, actions, sizes, next_sig, next_at) if not gc_possible else None
-    served = _served_from_cache(rep, pools, cfg or rules.AllocatorConfig(), next_sig, next_at)
+    served = _served_from_cache(rep, pools, cfg or rules.AllocatorConfig(),
+                                (actions, addrs, sizes, streams, evpool), next_sig, next_at)
     init = rep.initial
     init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
     kind: list[int] = []

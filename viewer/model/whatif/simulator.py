@@ -238,9 +238,7 @@ class Allocator(ReleaseMixin, ExpandableMixin):
                     if j == n or keys[j] >> SHIFT_STREAM != sidx:
                         return None
                     b = pool.blocks[keys[j]]
-        if size < self.max_split and b.size >= self.max_split:
-            return None
-        if size >= self.max_split and b.size >= size + self.max_non_split:
+        if not rules.may_serve(b.size, size, self.max_split, self.max_non_split):
             return None
         pool.remove(b)
         return b
