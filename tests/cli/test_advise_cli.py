@@ -53,9 +53,11 @@ def test_advise_text_on_an_oom():
     text = out.stdout
     assert "verdict: out of memory at event 25902" in text
     assert "largest batch scale that fits: 0.99" in text
-    assert "remedies, ranked by predicted peak reserved:" in text
     assert " GiB" in text and " MiB" in text
-    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in text
+    # A fragmentation OOM leads with the setting that removes the fragmentation.
+    assert "fragmentation: " in text
+    assert "remedies, the fragmentation's first, then by predicted peak reserved:" in text
+    assert "  1. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in text
     assert out.stderr == ""  # no progress noise when stderr is not a terminal
 
 
@@ -160,8 +162,9 @@ def test_advise_json_exact_batch_prediction_has_no_range():
 def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
     """GPT-2 at batch 13 ran out of memory under 2 GiB; the same program with gradient
     checkpointing (ckpt_gpt2_b13, a real run) peaked at its sidecar's reserved peak,
-    inside the range advise gives for checkpointing (half to two thirds of the forward
-    activations), whose upper end is the point figure."""
+    inside the range advise gives for checkpointing (half to two thirds of the
+    activations live at the OOM, the category summary names), whose upper end is the
+    point figure."""
     truth = json.loads((DATA / "truth" / "ckpt_gpt2_b13.json").read_text())
     real = truth["memory_stats"]["reserved_bytes.all.peak"]
     out = vramscope("advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"),
@@ -171,7 +174,8 @@ def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
     ckpt = next(r for r in got["remedies"] if r["remedy"] == "gradient_checkpointing")
     lo, hi = ckpt["predicted_peak_reserved_range"]
     assert lo < real < hi == ckpt["predicted_peak_reserved_bytes"]
-    act = got["split_at_peak"]["activations_forward"]
+    act = got["split_at_peak"]["activations"]
+    assert act == got["split_at_peak"]["categories"]["activation"]
     peak = got["recorded_peak_reserved_bytes"]
     assert (lo, hi) == (peak - act * 2 // 3, peak - act // 2)
 

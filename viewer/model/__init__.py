@@ -43,6 +43,8 @@ _EXPORTS = {
     "memory_stats": "analysis.figures",
     "pool_keys": "analysis.figures",
     "OomReport": "analysis.oom",
+    "default_device": "analysis.focus",
+    "default_trace_device": "analysis.focus",
     "last_oom": "analysis.oom",
     "oom_reports": "analysis.oom",
     "SnapshotBuilder": "io.builder",
@@ -68,6 +70,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors ("X as X": re
     from .analysis.figures import PoolKey as PoolKey, Selection as Selection
     from .analysis.figures import fit_request as fit_request, largest_gaps as largest_gaps
     from .analysis.figures import memory_stats as memory_stats, pool_keys as pool_keys
+    from .analysis.focus import default_device as default_device
+    from .analysis.focus import default_trace_device as default_trace_device
     from .analysis.oom import OomReport as OomReport, last_oom as last_oom
     from .analysis.oom import oom_reports as oom_reports
     from .core.errors import LoadCancelled as LoadCancelled, SnapshotError as SnapshotError

@@ -5,6 +5,8 @@
   request fits;
 * :mod:`.oom` - OOM verdicts (fragmentation, capacity, limit) with their exactness,
   and whether an OOM concerns a selection;
+* :mod:`.focus` - which device a view answers for when the user did not say (the
+  last OOM's, else the highest reserved peak's): one rule for the CLI and the GUI;
 * :mod:`.calltree` - bytes alive by call stack;
 * :mod:`.alloc_details` - what one block is: its allocation, stack, lifetime.
 

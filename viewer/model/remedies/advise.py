@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ class Advice:
     memory_limit_bytes: int | None
     limit_source: str
     verdict: str
-    split_at_peak: dict[str, int]
+    split_at_peak: dict[str, Any]
     remedies: list[Remedy]
     largest_scale_that_fits: float | None
     largest_batch_that_fits: int | None
@@ -138,6 +139,12 @@ class Advice:
     # Library workspaces (cuDNN-like) whose size at another batch is not in the recording:
     # the batch answers (largest batch, smaller-batch remedy) are then estimates.
     batch_workspaces: int = 0
+    # "at the OOM" / "at the peak": the instant split_at_peak describes (its "event").
+    moment: str = "at the peak"
+    # The recorded run ran out of memory by fragmentation: remedies lead with settings.
+    fragmentation: bool = False
+    # What the user should know about these answers (a window that starts late, ...).
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -147,6 +154,10 @@ class Advice:
             "memory_limit_source": self.limit_source,
             "verdict": self.verdict,
             "split_at_peak": self.split_at_peak,
+            "split_moment": self.moment,
+            "memory_limit_known": self.memory_limit_bytes is not None,
+            "fragmentation_oom": self.fragmentation,
+            "notes": self.notes,
             "recorded_batch": self.recorded_batch,
             "largest_scale_that_fits": self.largest_scale_that_fits,
             "largest_batch_that_fits": self.largest_batch_that_fits,
@@ -185,27 +196,106 @@ def _optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray
     return (j.rule == scaling.OPTIMIZER) & (evd.free_at == len(evd))
 
 
-def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: int) -> dict:
-    """Requested bytes live after ``request``, by what the judgement says they are."""
+def moment(case: Case, evd: evidence.Evidence, recorded) -> tuple[int, int, str]:
+    """(request index, trace event, name) of the instant the split describes: the
+    recorded run's first OOM, else the first event at the peak of requested bytes - the
+    instant ``summary`` calls "at the peak", so both give the same split."""
+    reqs = case.requests
+    if recorded.first_oom is not None:
+        r = int(recorded.first_oom.request)
+        return r, int(reqs.event[r]) if 0 <= r < len(reqs) else -1, "at the OOM"
+    bd = evd.breakdown
+    if bd is not None and bd.n_events:
+        k = int(np.argmax(bd.requested))
+        r = int(np.searchsorted(reqs.event, k, side="right")) - 1
+        return max(r, 0), k, "at the peak"
+    r = int(np.argmax(recorded.allocated)) if len(recorded.allocated) else 0
+    return r, int(reqs.event[r]) if 0 <= r < len(reqs) else -1, "at the peak"
+
+
+def split_at(case: Case, evd: evidence.Evidence, j: scaling.Judgement, request: int,
+             event: int | None = None) -> dict:
+    """Requested bytes live after ``request`` (trace event ``event``), split two ways
+    that add up to the same total:
+
+    * ``categories``: what the memory is (parameter, activation, ...), the split
+      ``summary`` and the header give at the same event (None without categories);
+    * how it scales with the batch: ``scales_with_batch`` + ``model_state`` +
+      ``other_fixed`` + ``before_recording`` (live blocks allocated before the
+      recording started, whose requests the window does not hold).
+
+    ``activations`` (the category's bytes) is what checkpointing and autocast act on;
+    ``activations_forward`` (scales with the batch, made in forward) is the same idea
+    judged without categories."""
     reqs = case.requests
     n = len(reqs)
     idx = np.arange(n)
     live = (reqs.kind == rq.ALLOC) & (idx <= request) & (evd.free_at > request)
     scales = j.scales
     state_rules = np.isin(j.rule, (scaling.MODULE_STATE, scaling.OPTIMIZER, scaling.STATE_SIZE,
-                                   scaling.CATEGORY_FIXED, scaling.KEPT_ONCE))
+                                   scaling.CATEGORY_FIXED, scaling.KEPT_ONCE)) & ~scales
+    recorded_live = int(reqs.size[live].sum())
+    cats: dict[str, int] | None = None
+    bd = evd.breakdown
+    if bd is not None and event is not None and 0 <= event < bd.n_events:
+        cats = bd.split_at(event)
+    elif evd.categories is not None:
+        cats = {}
+        for name in np.unique(evd.categories[live]).tolist():
+            if name:
+                cats[name] = int(reqs.size[live & (evd.categories == name)].sum())
+    if cats is not None:
+        before = max(sum(cats.values()) - recorded_live, 0)
+    else:
+        before = int(reqs.initial.blk_requested[reqs.initial.blk_state == 0].sum()) \
+            if reqs.initial.n_blocks else 0
+    activations = int(reqs.size[live & (evd.categories == "activation")].sum()) \
+        if evd.categories is not None else int(
+            reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum())
     out = {
+        "categories": cats,
         "scales_with_batch": int(reqs.size[live & scales].sum()),
+        "activations": activations,
         "activations_forward": int(
             reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()),
         "model_state": int(reqs.size[live & state_rules].sum()),
         "optimizer_state": int(reqs.size[live & _optimizer_state(evd, j)].sum()),
         "kept_each_iteration": int(reqs.size[live & (j.rule == scaling.KEPT_EACH)].sum()),
-        "before_recording": int(reqs.initial.blk_requested[reqs.initial.blk_state == 0].sum())
-        if reqs.initial.n_blocks else 0,
+        "other_fixed": int(reqs.size[live & ~scales & ~state_rules].sum()),
+        "before_recording": before,
+        "event": event,
     }
-    out["other_fixed"] = int(reqs.size[live & ~scales & ~state_rules].sum())
     return out
+
+
+def _reserved_before_recording(case: Case) -> int:
+    """Bytes of the segments the device held when the recording started: a prediction
+    made from the window keeps them (it cannot tell what made them)."""
+    return int(case.requests.initial.seg_size.sum())
+
+
+def _iterations_spanned(evd: evidence.Evidence, mask: np.ndarray, reqs) -> int:
+    """How many distinct iterations the requests of ``mask`` were made in (0: no
+    iterations known)."""
+    bd = evd.breakdown
+    its = bd.iterations if bd is not None else None
+    if its:
+        starts = np.array([it.start for it in its], np.int64)
+        ev = reqs.event[mask]
+        inside = np.searchsorted(starts, ev, side="right") - 1
+        return int(len(np.unique(inside[inside >= 0])))
+    if evd.n_iterations:
+        return int(len(np.unique(evd.iteration[mask & (evd.iteration >= 0)])))
+    return 0
+
+
+def _repeated_sites(evd: evidence.Evidence, mask: np.ndarray) -> bool:
+    """Two or more allocations of ``mask`` share one call stack: the same code ran more
+    than once (the repeated blocks of a model, whose saved activations checkpointing
+    recomputes)."""
+    sites = evd.site[mask]
+    sites = sites[sites >= 0]
+    return bool(len(sites)) and int(np.unique(sites, return_counts=True)[1].max()) >= 2
 
 
 def _kept_each_iteration(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
@@ -230,6 +320,11 @@ def _demand(case, result, limit) -> int:
     if result.first_oom is None or limit is None:
         return result.peak_reserved_until_oom
     return simulate_requests(case.requests, result.config, None, case.gpu_bytes).peak_reserved
+
+
+def _is_fragmentation(case: Case, recorded) -> bool:
+    """The recorded run's first OOM was one of fragmentation (free bytes enough, no block)."""
+    return getattr(recorded.first_oom, "kind", None) == "fragmentation"
 
 
 def _fits(result, limit) -> bool | None:
@@ -259,11 +354,9 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     # The baseline is what the run needs: after an OOM, its peak without a limit
     # (the failed request served), so savings compare demands, not truncated runs.
     peak = _demand(case, base, lim)
-    if recorded.first_oom is not None:
-        at = recorded.first_oom.request
-    else:  # the moment most bytes are allocated: where the split matters
-        at = int(np.argmax(recorded.allocated)) if len(recorded.allocated) else 0
-    split = split_at(case, evd, j, at)
+    at, at_event, moment_name = moment(case, evd, recorded)
+    split = split_at(case, evd, j, at, at_event)
+    floor = _reserved_before_recording(case)
     remedies: list[Remedy] = []
     n = len(case.requests)
 
@@ -287,7 +380,10 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         input_sites = evd.site[(j.rule == scaling.INPUT_ONCE) | (
             evd.user_line & j.scales & (j.rule != scaling.KEPT_EACH))]
     batch_where = _most_common_user_frame(snap, input_sites) if len(input_sites) else None
-    if search is not None and search.scale is not None and search.scale < 1:
+    anything_scales = bool((j.scales & (case.requests.kind == rq.ALLOC)).any())
+    if not anything_scales:
+        pass  # nothing grows with the batch: a smaller one would change nothing
+    elif search is not None and search.scale is not None and search.scale < 1:
         f = search.scale
         sc = batch_scale.scaled_case(case, j, f)
         res = sc.simulate(None, lim)
@@ -324,7 +420,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     for conf, res in found[:ALLOCATOR_REMEDIES]:
         # A setting that still runs out of memory, or needs as much, is no remedy
         # (`vramscope whatif --recommend` lists them all).
-        if _fits(res, lim) is False or _demand(case, res, lim) >= peak:
+        # On a run that ran out of memory a setting that makes it fit is a remedy even
+        # when it needs as much at its peak (fragmentation: the same bytes, placed so
+        # that they fit).
+        rescues = recorded.first_oom is not None and _fits(res, lim) is True
+        if _fits(res, lim) is False or (_demand(case, res, lim) >= peak and not rescues):
             continue
         remedies.append(simulated(
             f"allocator:{conf}", f"Allocator setting {conf}", res,
@@ -333,7 +433,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"{res.fragmentation_at_peak:.0%}"))
     # -- free what is kept every iteration (simulated) ---------------------------------
     kept = _kept_each_iteration(case, evd, j)
-    if kept.any():
+    # Evidence for it: the same line kept something in two or more iterations.
+    if kept.any() and _iterations_spanned(evd, kept, case.requests) >= 2:
         eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
         # Keep only the latest: each kept allocation is released right after the next one
         # from its call site is made (what reassigning or `del` does); the last stays.
@@ -365,35 +466,52 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- estimated from the split at the peak ------------------------------------------
-    act = split["activations_forward"]
-    fwd_where = _most_common_user_frame(snap, evd.site[j.scales & (evd.phase == evidence.FORWARD)])
+    act = split["activations"]
+    if evd.categories is not None:
+        activations = evd.categories == "activation"
+    else:
+        activations = j.scales & (evd.phase == evidence.FORWARD)
+    fwd_where = _most_common_user_frame(snap, evd.site[activations])
+    idx_all = np.arange(n)
+    live_activations = activations & (case.requests.kind == rq.ALLOC) & (idx_all <= at) \
+        & (evd.free_at > at)
 
     def estimated(rid, title, saving, change, where, detail, acts_on=None,
                   most_saving=None) -> Remedy:
-        saving = int(min(max(saving, 0), peak))
+        # The segments reserved before the recording stay in the prediction, as they
+        # stay in the simulated ones: the window cannot tell what made them.
+        room = max(peak - floor, 0)
+        want = max(int(most_saving if most_saving is not None else saving), 0)
+        saving = int(min(max(saving, 0), room))
         p = peak - saving
         # ``most_saving``: the upper end of what the change is known to save (a range).
-        rng = (peak - int(min(max(most_saving, saving), peak)), p) \
+        rng = (peak - int(min(max(most_saving, saving), room)), p) \
             if most_saving is not None else None
+        if rng is not None and rng[0] >= rng[1]:
+            rng = None  # a range of zero width is no range
+        if floor and want > room:
+            detail += (f"; the {fb(floor)} reserved before the recording started stays "
+                       "reserved in this prediction (the window cannot show what made it)")
         return Remedy(rid, title, p, saving, ESTIMATED, change, where,
                       None if lim is None else p <= lim, detail, acts_on=acts_on,
                       predicted_peak_reserved_range=rng)
 
-    activations = j.scales & (evd.phase == evidence.FORWARD)
-
-    if act > 0:
+    # Checkpointing needs saved activations made by repeated blocks; autocast needs
+    # activations at all.
+    if act > 0 and _repeated_sites(evd, live_activations):
         remedies.append(estimated(
             "gradient_checkpointing", "Gradient checkpointing of the repeated blocks", act // 2,
             "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
             "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
-            f"estimated: half (up to two thirds) of the {fb(act)} of forward activations live "
-            "at the peak", activations, most_saving=act * 2 // 3))
+            f"estimated: half (up to two thirds) of the {fb(act)} of activations live "
+            f"{moment_name}", activations, most_saving=act * 2 // 3))
+    if act > 0:
         autocast_on = int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
         if not autocast_on:
             remedies.append(estimated(
                 "bf16_autocast", "bf16 mixed precision (autocast)", act // 4,
                 "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",
-                fwd_where, f"estimated: a quarter of the {fb(act)} of forward activations "
+                fwd_where, f"estimated: a quarter of the {fb(act)} of activations "
                 "(autocast keeps fp32 weights and runs softmax, norms and the loss in fp32)",
                 activations))
     opt = split["optimizer_state"]
@@ -403,7 +521,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             "8bit_optimizer", "8-bit optimizer state", opt * 3 // 4,
             "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`) or SGD without "
             "momentum", opt_where,
-            f"estimated: three quarters of the {fb(opt)} of optimizer state live at the peak",
+            f"estimated: three quarters of the {fb(opt)} of optimizer state live {moment_name}",
             _optimizer_state(evd, j)))
     if evd.categories is not None and 0 <= at < n and evd.phase[at] == evidence.FORWARD:
         idx = np.arange(n)
@@ -418,7 +536,22 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                 _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER]),
                 f"estimated: {fb(kept_grads)} of gradients are live at a peak in the forward "
                 "pass; with set_to_none they are made again in backward", grads))
-    remedies.sort(key=lambda r: (r.predicted_peak_reserved_bytes, r.method != SIMULATED))
+    # A remedy that saves nothing is no remedy, unless it makes an OOM run fit.
+    remedies = [r for r in remedies if r.saving_bytes > 0
+                or (recorded.first_oom is not None and r.fits)]
+    notes = []
+    if floor and floor >= peak // 2:
+        notes.append(f"{fb(floor)} of the {fb(peak)} peak was reserved before the recording "
+                     "started, and predictions keep it: record from the program's start "
+                     "(capture before the first CUDA allocation) to judge what a change saves")
+    if not remedies:
+        notes.append("no remedy has its evidence in this recording (nothing that scales "
+                     "with the batch, no saved activations, nothing kept each iteration)")
+    fragmentation = recorded.first_oom is not None and _is_fragmentation(case, recorded)
+    # The order follows the verdict: a fragmentation OOM leads with what removes the
+    # fragmentation (allocator settings), then the rest by predicted peak.
+    remedies.sort(key=lambda r: (not (fragmentation and r.remedy.startswith("allocator:")),
+                                 r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
     if recorded.first_oom is not None:
         text = (f"out of memory at event {recorded.first_oom.event}: "
@@ -429,10 +562,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     elif lim is not None:
         text = f"fits: peak reserved {fb(peak)} of {fb(lim)} ({lim_source})"
     else:
-        text = f"peak reserved {fb(peak)}; no memory limit known (give --memory-limit)"
+        text = f"peak reserved {fb(peak)}; no memory limit known"
     return Advice(
         device=case.device, recorded_peak_reserved_bytes=peak, memory_limit_bytes=lim,
         limit_source=lim_source, verdict=text, split_at_peak=split, remedies=remedies,
+        moment=moment_name, fragmentation=fragmentation, notes=notes,
         largest_scale_that_fits=float(search.scale) if search and search.scale else None,
         largest_batch_that_fits=search.batch if search else None, recorded_batch=batch,
         search_capped=bool(search and search.capped),
@@ -449,6 +583,27 @@ def format_peak(r: Remedy) -> str:
     return f"{text} (estimate)" if r.is_estimate else text
 
 
+def split_lines(advice: Advice) -> list[str]:
+    """The memory at the advice's instant in words, two axes of the same bytes: what it
+    is (the categories, the words of ``summary`` and the header) and how it scales with
+    the batch (what a smaller batch would change)."""
+    from ..categories.breakdown import format_split
+
+    s = advice.split_at_peak
+    at = advice.moment + (f" (event {s['event']})" if s.get("event") is not None
+                          and s["event"] >= 0 else "")
+    out = []
+    if s.get("categories") is not None:
+        out.append(f"{at}: {format_split(s['categories'])}")
+        at = "  of which"
+    before = (f", {fb(s['before_recording'])} from before the recording"
+              if s.get("before_recording") else "")
+    out.append(f"{at}: {fb(s['scales_with_batch'])} scales with the batch, "
+               f"{fb(s['model_state'])} model state ({fb(s['optimizer_state'])} optimizer "
+               f"state), {fb(s['other_fixed'])} other fixed{before}")
+    return out
+
+
 def format_text(advice: Advice) -> str:
     """The CLI's text: verdict, split at the peak, ranked remedies, largest fitting batch."""
     a = advice
@@ -456,13 +611,9 @@ def format_text(advice: Advice) -> str:
     need = "needed (without a limit)" if a.verdict.startswith("out of memory") else ""
     lines = [f"device {a.device}: peak reserved {fb(a.recorded_peak_reserved_bytes)} {need}; "
              f"memory limit {lim}".replace("  ", " ").replace(" ;", ";"),
-             f"verdict: {a.verdict}"]
-    s = a.split_at_peak
-    moment = "at the OOM" if a.verdict.startswith("out of memory") else "at the peak"
-    lines.append(f"{moment}: {fb(s['scales_with_batch'])} scales with the batch "
-                 f"({fb(s['activations_forward'])} forward activations), "
-                 f"{fb(s['model_state'])} model state ({fb(s['optimizer_state'])} optimizer), "
-                 f"{fb(s['other_fixed'])} other")
+             f"verdict: {a.verdict}"
+             + ("" if a.memory_limit_bytes is not None else " (give --memory-limit)")]
+    lines += split_lines(a)
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
         est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) sized "
@@ -482,9 +633,15 @@ def format_text(advice: Advice) -> str:
         rows.append((str(k), r.title, format_peak(r), fb(r.saving_bytes),
                      "-" if r.fits is None else ("yes" if r.fits else "no"), r.method))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    lines.append("remedies, ranked by predicted peak reserved:")
+    if not a.remedies:
+        rows = []
+    elif a.fragmentation and a.remedies[0].remedy.startswith("allocator:"):
+        lines.append("remedies, the fragmentation's first, then by predicted peak reserved:")
+    else:
+        lines.append("remedies, ranked by predicted peak reserved:")
     for row in rows:
         lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
     for k, r in enumerate(a.remedies, 1):
         lines.append(f"  {k}. {r.change}" + (f"  [{r.where}]" if r.where else ""))
+    lines += [f"note: {t}" for t in a.notes]
     return "\n".join(lines)

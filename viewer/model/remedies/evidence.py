@@ -25,10 +25,14 @@ objects: one numpy array per feature, indexed by request.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..whatif import requests as rq
+
+if TYPE_CHECKING:
+    from ..categories import MemoryBreakdown
 
 PHASES = ("setup", "forward", "backward", "optimizer")
 SETUP, FORWARD, BACKWARD, OPTIMIZER = range(4)
@@ -57,6 +61,10 @@ class Evidence:
     categories: np.ndarray | None = None  # object array of category names when known
     category_reasons: np.ndarray | None = None  # object array of reason codes when known
     category_guess: np.ndarray | None = None  # bool: the category is a guess (its reason says)
+    # The device's categories.MemoryBreakdown the categories came from (None without it):
+    # the split by category at an event, the iterations, the leaks - the same words and
+    # numbers as summary and the header.
+    breakdown: "MemoryBreakdown | None" = None
 
     def __len__(self) -> int:
         return len(self.free_at)
@@ -127,10 +135,12 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
-def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def categories_of(case, progress=None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, "MemoryBreakdown"] | None:
     """Per request: the category, reason code and whether it is a guess, as
     :mod:`..categories` decides for its allocation (``""`` for requests that are not
-    allocations); None when that package is absent."""
+    allocations), and the MemoryBreakdown they come from; None when that package is
+    absent."""
     try:
         from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
         from ..replay.timeline import build_timeline
@@ -157,14 +167,16 @@ def categories_of(case, progress=None) -> tuple[np.ndarray, np.ndarray, np.ndarr
         np.zeros(len(alloc), bool)
     cat[alloc[hit]] = bd.category[ids[pos[hit]]]
     why[alloc[hit]] = bd.reason[ids[pos[hit]]]
-    return names[cat], codes[why], guess[why]
+    return names[cat], codes[why], guess[why], bd
 
 
 AUTO = "auto"
 
 
 def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
-           category_guess: np.ndarray | None = None) -> Evidence:
+           category_guess: np.ndarray | None = None,
+           breakdown: "MemoryBreakdown | None" = None
+           ) -> Evidence:
     """The :class:`Evidence` of ``case`` (a :class:`~..whatif.Case`).
 
     ``categories``: per-request category names (``"parameter"``,
@@ -173,7 +185,8 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     """
     if isinstance(categories, str) and categories == AUTO:
         got = categories_of(case)
-        categories, category_reasons, category_guess = got if got is not None else (None,) * 3
+        categories, category_reasons, category_guess, breakdown = \
+            got if got is not None else (None,) * 4
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -233,4 +246,5 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     return Evidence(free_at=free_at, iteration=iteration, phase=phase, provenance=prov,
                     site=site, user_line=user, n_iterations=len(step_end_req),
                     iteration_starts=np.array(starts, np.int64), categories=categories,
-                    category_reasons=category_reasons, category_guess=category_guess)
+                    category_reasons=category_reasons, category_guess=category_guess,
+                    breakdown=breakdown)
