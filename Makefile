@@ -40,7 +40,7 @@ install-test: $(VENV)/.test-installed
 run: install
 	$(VENV)/bin/vramscope $(EXAMPLE)
 
-# lint-imports: the layers and import rules of .importlinter (README, "Architecture");
+# lint-imports: the layers and import rules of .importlinter (viewer/README.md, "Architecture");
 # ruff: the whole tree ([tool.ruff] in pyproject.toml); mypy: the model ([tool.mypy]).
 lint: install-test
 	$(VENV)/bin/lint-imports --no-cache

@@ -1,4 +1,8 @@
-"""README's console examples are produced by their commands.
+"""The READMEs' console examples are produced by their commands.
+
+README.md (the user's guide) and viewer/README.md (the reference) both hold examples;
+together they must keep at least ``MIN_EXAMPLES``, so moving one between them is fine
+but losing one is not.
 
 An example is a ```sh block followed directly by a ```text block: every
 ``vramscope ...`` line of the first is run (from the repository root, as a new
@@ -19,7 +23,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+READMES = (ROOT / "README.md", ROOT / "viewer" / "README.md")
+# The summary and advise examples of README.md, the categories and what-if examples of
+# viewer/README.md (and its advise example: README.md's with more rows).
+MIN_EXAMPLES = 5
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -28,9 +35,10 @@ def blocks(text: str) -> list[tuple[str, str, int, int]]:
     return [(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
 
 
-def examples(text: str, strict: bool = True) -> list[tuple[list[str], str]]:
-    """(command lines, shown output) pairs; raises on a ```text block without a command
-    (``strict=False``: skips it)."""
+def examples(text: str, strict: bool = True,
+             name: str = "README.md") -> list[tuple[list[str], str]]:
+    """(command lines, shown output) pairs of the Markdown ``text`` (of file ``name``);
+    raises on a ```text block without a command (``strict=False``: skips it)."""
     found = []
     bs = blocks(text)
     for i, (lang, body, start, _end) in enumerate(bs):
@@ -41,7 +49,7 @@ def examples(text: str, strict: bool = True) -> list[tuple[list[str], str]]:
             if not strict:
                 continue
             line = text.count("\n", 0, start) + 1
-            raise AssertionError(f"README.md:{line}: a ```text example without its ```sh "
+            raise AssertionError(f"{name}:{line}: a ```text example without its ```sh "
                                  "command right before it")
         commands = [ln for ln in prev[1].splitlines() if ln.strip().startswith("vramscope ")]
         assert commands, f"no vramscope command before the example {body[:60]!r}"
@@ -57,15 +65,33 @@ def shown_line_appears(shown: str, printed: list[str]) -> bool:
     return shown in printed
 
 
-EXAMPLES = examples(README.read_text(encoding="utf-8"), strict=False)
+def readme_examples(strict: bool = True) -> list[tuple[str, list[str], str]]:
+    """(file, command lines, shown output) of every README's examples, in order."""
+    found = []
+    for path in READMES:
+        name = path.relative_to(ROOT).as_posix()
+        found += [(name, commands, shown) for commands, shown in
+                  examples(path.read_text(encoding="utf-8"), strict, name)]
+    return found
+
+
+EXAMPLES = [(commands, shown) for _, commands, shown in readme_examples(strict=False)]
+IDS = [f"{name}: {commands[0].split('#')[0].strip()[:60]}"
+       for name, commands, _ in readme_examples(strict=False)]
 
 
 def test_every_readme_output_example_has_its_command():
-    assert len(examples(README.read_text(encoding="utf-8"))) >= 2
+    assert len(readme_examples()) >= MIN_EXAMPLES
 
 
-@pytest.mark.parametrize("commands,shown", EXAMPLES,
-                         ids=[c[0].split("#")[0].strip()[:60] for c, _ in EXAMPLES])
+def test_each_readme_has_examples():
+    """The user's guide shows what its commands print; so does the reference."""
+    for path in READMES:
+        name = path.relative_to(ROOT).as_posix()
+        assert examples(path.read_text(encoding="utf-8"), name=name), name
+
+
+@pytest.mark.parametrize("commands,shown", EXAMPLES, ids=IDS)
 def test_readme_example_is_what_its_command_prints(commands, shown, tmp_path):
     printed: list[str] = []
     for line in commands:
