@@ -45,11 +45,13 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         panel.run()
     assert "Out of memory" in panel.verdict.text() and "fragmentation" in panel.verdict.text()
     assert panel.split_label.text().startswith("At the OOM: scales with the batch")
-    assert "Largest batch scale that fits" in panel.fit_label.text()
+    # No recorded batch given: the answer is a share "of the recorded batch".
+    assert "Largest batch that fits" in panel.fit_label.text()
+    assert "of the recorded batch" in panel.fit_label.text()
     want = advise(prepare(panel.snap))
     assert panel.table.rowCount() == len(want.remedies) >= 4
     for r, rem in enumerate(want.remedies):
-        assert panel.table.item(r, 1).text() == rem.title
+        assert panel.table.item(r, 1).text() == panel.remedy_title(rem)
         assert panel.table.item(r, 2).text() == format_peak(rem)
         if rem.method == "estimated":  # labelled an estimate, and why
             assert "(estimate" in panel.table.item(r, 2).text()
@@ -72,7 +74,9 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     # The legend names them (and the limit) below the chart, clear of the curves.
     qtbot.wait(50)
     labels = [label.text for _, label in panel.legend.items]
-    assert labels[0] == "recorded" and labels[1] == "predicted: " + want.remedies[sim].title
+    from vramscope.viewer._qt.diagnosis.chart import _short  # (long titles are cut)
+    assert labels[0] == "recorded"
+    assert labels[1] == "predicted: " + _short(panel.remedy_title(want.remedies[sim]))
     assert labels[-1].startswith("memory limit ")
     legend = panel.legend.sceneBoundingRect()
     view = panel.plot.getPlotItem().vb.sceneBoundingRect()
@@ -92,8 +96,9 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where"))
     cells = lines[1].split("\t")
     rem = want.remedies[sim]
-    assert cells[1:4] == [rem.title, format_peak(rem), panel.table.item(sim, 3).text()]
-    assert cells[5:] == [rem.method, rem.change, rem.where or ""]
+    assert cells[1:4] == [panel.remedy_title(rem), format_peak(rem),
+                          panel.table.item(sim, 3).text()]
+    assert cells[5:] == [rem.method, panel.remedy_change(rem), rem.where or ""]
     assert [a.text() for a in panel.table.actions()] == ["&Copy", "Copy &table"]
     out = tmp_path / "diagnosis.png"
     assert panel.grab().save(str(out), "PNG") and out.stat().st_size > 5000
@@ -261,10 +266,12 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     assert ov.peak == int(rem.curve.max()) == probe["peak_reserved"]
     x, y = ov.curve.getData()
     assert len(x) > 10 and float(y.max()) == float(rem.curve.max())
-    assert tl.overlay_labels() == [f"predicted: {rem.title} · peak {fb(ov.peak)}"]
+    title = panel.remedy_title(rem)  # in samples: "batch 12 of the recorded 13"
+    assert "batch 12 of the recorded 13" in title
+    assert tl.overlay_labels() == [f"predicted: {title} · peak {fb(ov.peak)}"]
     assert "predicted" in tl.legend.text()
     axis = tl.plot.getPlotItem().getAxis("bottom").labelText
-    assert f"predicted: {rem.title}, peak {fb(ov.peak)}" in axis
+    assert f"predicted: {title}, peak {fb(ov.peak)}" in axis
     assert tl.stack_mask is not None and tl.stack_mask.any()  # the highlight is kept
     # In time mode it follows the x axis.
     tl.set_mode("time")
@@ -276,7 +283,7 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     panel.table.selectRow(est)
     ov = tl.overlays[OVERLAY_KEY]
     assert ov.curve is None and ov.level == rems[est].predicted_peak_reserved_bytes
-    assert tl.overlay_labels()[0].startswith(f"predicted: {rems[est].title}")
+    assert tl.overlay_labels()[0].startswith(f"predicted: {panel.remedy_title(rems[est])}")
     assert "estimated peak" in tl.plot.getPlotItem().getAxis("bottom").labelText
     # Cleared selection: overlay and highlight go.
     panel.table.clearSelection()

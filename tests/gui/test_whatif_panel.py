@@ -174,6 +174,12 @@ def test_table_cells_are_never_cut(gpt2_panel, qtbot):
     for r in range(t.rowCount()):
         for c in range(t.columnCount()):
             text = t.item(r, c).text()
+            if c == 0 and not _text_fits(t, text, t.columnWidth(c), icon):
+                # A long setting wraps (after its commas and colons), whole, in a taller
+                # row; the tooltip has it on one line.
+                assert t.item(r, c).toolTip() == text
+                assert t.rowHeight(r) >= 2 * t.fontMetrics().height(), (r, text)
+                continue
             assert _text_fits(t, text, t.columnWidth(c), icon if c == 0 else 0), (r, c, text)
     # The settings list shows every setting whole, also one typed in.
     p.conf_edit.setText("max_split_size_mb:256,garbage_collection_threshold:0.7")

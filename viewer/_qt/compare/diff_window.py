@@ -47,6 +47,7 @@ from ...model.reports.diff import (
     signed_bytes,
 )
 from ...model.view.document import Document
+from ...model.view.view_state import HIGHLIGHT_DIFF_NODE, HIGHLIGHT_DIFF_ROW
 from ...model.core.units import format_bytes
 from ..widgets.loader import LoadThread
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
@@ -511,23 +512,28 @@ class DiffWindow(QMainWindow):
     def _on_row(self, current: QTreeWidgetItem | None, _prev) -> None:
         if current is None or self.diff is None:
             return
-        self.highlight_rows([int(current.data(0, ROW_ROLE))])
+        row = int(current.data(0, ROW_ROLE))
+        self.highlight_rows([row], f"{HIGHLIGHT_DIFF_ROW}: {self.diff.stacks[row].label}")
 
     def _on_node(self, current: QTreeWidgetItem | None, _prev) -> None:
         if current is None or self.diff is None:
             return
         node = current.data(0, ROW_ROLE)
         if isinstance(node, DiffNode):
-            self.highlight_rows(list(node.rows))
+            self.highlight_rows(list(node.rows), f"{HIGHLIGHT_DIFF_NODE}: {node.label}")
 
-    def highlight_rows(self, rows: list[int]) -> None:
-        """Highlight the blocks of ``rows`` (of ``diff.stacks``) in both maps; show the
-        stack of the row that grew most."""
+    def highlight_rows(self, rows: list[int], label: str = "") -> None:
+        """Highlight the blocks of ``rows`` (of ``diff.stacks``) in both maps, named
+        ``label`` in their legends (empty: "selected diff row" and the row's line); show
+        the stack of the row that grew most."""
         d = self.diff
         if not rows:
             return
-        self.map_a.set_highlight(d.stack_mask("a", rows))
-        self.map_b.set_highlight(d.stack_mask("b", rows))
+        if not label:
+            label = HIGHLIGHT_DIFF_ROW + (f": {d.stacks[rows[0]].label}" if len(rows) == 1
+                                          else f"s ({len(rows)})")
+        self.map_a.set_highlight(d.stack_mask("a", rows), label)
+        self.map_b.set_highlight(d.stack_mask("b", rows), label)
         best: StackDiff = max((d.stacks[i] for i in rows), key=lambda s: (s.delta, s.bytes_b))
         self._show_stack(best)
 

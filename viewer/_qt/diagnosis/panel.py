@@ -25,12 +25,14 @@ the window shows another document.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox,
+                               QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
@@ -39,10 +41,17 @@ from ...model.remedies.batch_scale import RANGE_WHAT
 from ..widgets import theme
 from ..widgets.job_panel import JobPanel
 from ..widgets.jobs import Job
+from ..widgets.settings import settings
 from ..widgets.window_link import WindowLink, shown_device
 from .chart import RemedyChart
 
 COLUMNS = ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
+COL_REMEDY, COL_PEAK, COL_CHANGE, COL_WHERE = 1, 2, 6, 7
+# The columns whose text may be long: they wrap (remedy, change) or are capped (where),
+# so that every column stays inside the table at a 1300 px window; their tooltips hold
+# the whole text.
+REMEDY_WIDTH, WHERE_WIDTH = 280, 220
+BATCH_KEY = "diagnosis/recordedBatch/"  # + the file's absolute path: its recorded batch
 SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
          ("model_state", "model state", "#1f77b4"),
          ("other_fixed", "other", "#7f7f7f"))
@@ -140,8 +149,13 @@ class DiagnosisPanel(JobPanel):
         self.batch_spin = QSpinBox()
         self.batch_spin.setRange(0, 1 << 20)
         self.batch_spin.setSpecialValueText("unknown")
-        self.batch_spin.setToolTip("The batch size the recording ran with (optional): the "
-                                   "answer then names the largest batch that fits")
+        self.batch_spin.setToolTip("The batch size the recording ran with (optional, "
+                                   "remembered for this file): the answers are then in "
+                                   "samples (the largest batch that fits), not fractions of "
+                                   "the recorded batch; Enter diagnoses again")
+        self.batch_spin.setValue(self.remembered_batch() or 0)
+        self.batch_spin.valueChanged.connect(self._remember_batch)
+        self.batch_spin.editingFinished.connect(self._batch_entered)
         top.addWidget(self.batch_spin)
         top.addWidget(QLabel("Memory limit:"))
         self.limit_edit.setPlaceholderText("as recorded (e.g. 10GB)")
@@ -159,13 +173,27 @@ class DiagnosisPanel(JobPanel):
         self.split_label.setWordWrap(True)
         self.split_bar = SplitBar()
         self.fit_label = QLabel("")
+        self.fit_label.setWordWrap(True)
+        self.limit_label = QLabel("")  # the limit the answer is judged against, and its source
+        self.limit_label.setWordWrap(True)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        # Every column inside the table (the location was pushed off a 1300 px window):
+        # the change takes what is left and wraps, the remedy wraps in a capped width,
+        # the location is capped (the tooltip has it whole); rows grow to the wrapped text.
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COL_CHANGE, QHeaderView.ResizeMode.Stretch)
+        for c in (COL_REMEDY, COL_WHERE):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
+        self.table.setWordWrap(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setVisible(False)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
@@ -194,7 +222,8 @@ class DiagnosisPanel(JobPanel):
         upper = QWidget()
         uv = QVBoxLayout(upper)
         uv.setContentsMargins(0, 0, 0, 0)
-        for w in (self.verdict, self.split_label, self.split_bar, self.fit_label, self.error):
+        for w in (self.verdict, self.limit_label, self.split_label, self.split_bar,
+                  self.fit_label, self.error):
             uv.addWidget(w)
         uv.addWidget(self.table, 1)
         uv.addLayout(row)
@@ -205,6 +234,41 @@ class DiagnosisPanel(JobPanel):
         outer = QVBoxLayout(self)
         outer.addLayout(top)
         outer.addWidget(split, 1)
+
+    # -- the recorded batch, remembered per file ------------------------------------
+    def _batch_key(self) -> str | None:
+        path = self.snap.path
+        return BATCH_KEY + os.path.abspath(path).replace("\\", "/") if path else None
+
+    def remembered_batch(self) -> int | None:
+        """The recorded batch size typed for this file before (None: never typed)."""
+        key = self._batch_key()
+        if key is None:
+            return None
+        try:
+            value = int(settings().value(key, 0) or 0)
+        except (TypeError, ValueError):
+            return None
+        return value if value > 0 else None
+
+    def _remember_batch(self, value: int) -> None:
+        key = self._batch_key()
+        if key is None:
+            return
+        s = settings()
+        if value > 0:
+            s.setValue(key, int(value))
+        else:
+            s.remove(key)
+        s.sync()
+
+    def _batch_entered(self) -> None:
+        """A batch typed after an answer: answer again, in samples (the search depends
+        on it), unless that answer already used it."""
+        if self.advice is None or self.thread is not None:
+            return
+        if (self.batch_spin.value() or None) != self.advice.recorded_batch:
+            self.run()
 
     # -- running (JobPanel) ----------------------------------------------------------
     def status_line(self) -> QLabel:
@@ -217,6 +281,61 @@ class DiagnosisPanel(JobPanel):
     def overall_progress(self, stage: str, fraction: float) -> float:
         return _overall(stage, fraction)
 
+    # -- the panel's own words for the model's answers ---------------------------------
+    @staticmethod
+    def limit_words(a) -> str:
+        """The memory limit of the answer and where it came from, as the What-if panel
+        words it: "79.18 GiB (GPU total memory)"; "none known" without one."""
+        if a.memory_limit_bytes is None:
+            return "none known"
+        return f"{fb(a.memory_limit_bytes)} ({a.limit_source})"
+
+    @staticmethod
+    def _is_largest_fitting(a, rem) -> bool:
+        """``rem`` is the smaller batch the search found (not the fallback "half")."""
+        return (rem.remedy == "smaller_batch" and a.largest_scale_that_fits is not None
+                and a.largest_scale_that_fits < 1)
+
+    @staticmethod
+    def batch_answer(a) -> str:
+        """The largest fitting batch in samples when the recorded batch is known ("batch
+        23 of the recorded 24"), else as a share "of the recorded batch"; "or more" when
+        the search stopped at its cap."""
+        more = " or more (the search stopped there)" if a.search_capped else ""
+        if a.largest_batch_that_fits is not None and a.recorded_batch:
+            n, rec = a.largest_batch_that_fits, a.recorded_batch
+            return (f"batch {n}{more} of the recorded {rec}" if n < rec
+                    else f"batch {n}{more} (recorded {rec})")
+        f = a.largest_scale_that_fits
+        if f is None:
+            return ""
+        share = f"{f:.0%} of the" if f < 1 else f"{f:.3g}× the"
+        return f"{share} recorded batch{more}"
+
+    def remedy_title(self, rem) -> str:
+        """``rem``'s title as the panel shows it: the smaller batch in samples (or "of the
+        recorded batch"), whatever the model's own words are."""
+        a = self.advice
+        if a is not None and self._is_largest_fitting(a, rem):
+            return f"Smaller batch: the largest that fits ({self.batch_answer(a)})"
+        return rem.title
+
+    def remedy_change(self, rem) -> str:
+        """``rem``'s change in the panel's words: the smaller batch names the GUI's batch
+        box, never a command-line flag."""
+        a = self.advice
+        if a is None or rem.remedy != "smaller_batch":
+            return rem.change
+        if self._is_largest_fitting(a, rem):
+            if a.largest_batch_that_fits is not None and a.recorded_batch:
+                return (f"reduce the batch size from {a.recorded_batch} to "
+                        f"{a.largest_batch_that_fits}")
+            return (f"reduce the batch size to {a.largest_scale_that_fits:.0%} of the recorded "
+                    "batch (type the recorded batch size above for it in samples)")
+        if a.recorded_batch and a.recorded_batch >= 2:
+            return f"halve the batch size (from {a.recorded_batch} to {a.recorded_batch // 2})"
+        return "halve the batch size"
+
     # -- results -------------------------------------------------------------------
     def show_result(self, case, advice) -> None:
         """Draw ``advice`` (of ``case``): verdict, split, the remedies; the first selected."""
@@ -224,9 +343,18 @@ class DiagnosisPanel(JobPanel):
         self.progress.setValue(1000)
         a = advice
         oom = a.verdict.startswith("out of memory")
-        text = a.verdict[len("out of memory "):] if oom else a.verdict
+        if a.memory_limit_bytes is None and not oom:
+            # The model's words may name a command-line flag: the panel names its box.
+            text = (f"peak reserved {fb(a.recorded_peak_reserved_bytes)}; no memory limit "
+                    "known: type one in the Memory limit box above and press Diagnose")
+        else:
+            text = a.verdict[len("out of memory "):] if oom else a.verdict
         self.verdict.setText(("<b>Out of memory</b> " if oom else "<b>Verdict:</b> ")
                              + text.replace("&", "&amp;").replace("<", "&lt;"))
+        self.limit_label.setText("Memory limit: " + self.limit_words(a))
+        self.limit_edit.setPlaceholderText("none known: type one (e.g. 10GB)"
+                                           if a.memory_limit_bytes is None
+                                           else "as recorded (e.g. 10GB)")
         s = a.split_at_peak
         parts = [(label, s.get(key, 0), color) for key, label, color in SPLIT]
         self.split_bar.set_parts(parts)
@@ -244,12 +372,14 @@ class DiagnosisPanel(JobPanel):
                f"{fb(rng[0])} - {fb(rng[1])}") if rng is not None else ""
         if a.largest_batch_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
-                                   f"<b>{a.largest_batch_that_fits}</b> "
-                                   f"(recorded {a.recorded_batch}{est})")
-        elif a.largest_scale_that_fits is not None:
-            self.fit_label.setText(f"Largest batch scale that fits {fb(a.memory_limit_bytes)}: "
-                                   f"<b>{a.largest_scale_that_fits:.3g}×</b> the recorded batch"
+                                   f"<b>{self.batch_answer(a)}</b>"
                                    + (f" ({est[2:]})" if est else ""))
+        elif a.largest_scale_that_fits is not None:
+            self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
+                                   f"<b>{self.batch_answer(a)}</b>"
+                                   + (f" ({est[2:]})" if est else "")
+                                   + " &mdash; type the recorded batch size above for the "
+                                     "answer in samples")
         else:
             self.fit_label.setText("")
         self.fit_label.setToolTip(WORKSPACE_WHY if est else "")
@@ -266,23 +396,30 @@ class DiagnosisPanel(JobPanel):
         self.table.setRowCount(len(a.remedies))
         for r, rem in enumerate(a.remedies):
             fits = "-" if rem.fits is None else ("yes" if rem.fits else "no")
-            cells = [str(r + 1), rem.title, format_peak(rem),
-                     fb(rem.saving_bytes), fits, rem.method, rem.change,
+            title, change = self.remedy_title(rem), self.remedy_change(rem)
+            cells = [str(r + 1), title, format_peak(rem),
+                     fb(rem.saving_bytes), fits, rem.method, change,
                      (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1]]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if c in (1, 6):
-                    item.setToolTip(f"{rem.change}\n{rem.detail}")
-                if c == 2:
-                    item.setToolTip(self._peak_tip(rem))
-                if c == 7 and rem.where:
+                # Every cell's whole text is in its tooltip (a narrow window wraps or
+                # elides the long ones).
+                item.setToolTip(text)
+                if c == COL_REMEDY:
+                    item.setToolTip(f"{title}\n{change}\n{rem.detail}")
+                if c == COL_CHANGE:
+                    item.setToolTip(f"{change}\n{rem.detail}")
+                if c == COL_PEAK:
+                    item.setToolTip(f"{text}\n{self._peak_tip(rem)}")
+                if c == COL_WHERE and rem.where:
                     item.setToolTip(rem.where)
                 if c == 5 and rem.method == "estimated":
                     item.setForeground(pg.mkColor(theme.muted()))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
-        for c, most in ((1, 340), (6, 480)):  # long text stays in the tooltip
-            self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
+        for c, most in ((COL_REMEDY, REMEDY_WIDTH), (COL_WHERE, WHERE_WIDTH)):
+            self.table.setColumnWidth(c, min(self.table.sizeHintForColumn(c), most))
+        self.table.resizeRowsToContents()
 
     @staticmethod
     def _peak_tip(rem) -> str:
@@ -314,7 +451,7 @@ class DiagnosisPanel(JobPanel):
         self.remedySelected.emit(rem, rem.acts_on_events(self.case))
 
     def _plot(self, case, a, rem) -> None:
-        self.plot.show_remedy(case, a, rem)
+        self.plot.show_remedy(case, a, rem, self.remedy_title(rem) if rem is not None else "")
 
     def table_text(self, rows: list[int] | None = None) -> str:
         """The remedies (``rows``; None: all) as tab-separated text under a header line:
@@ -326,7 +463,7 @@ class DiagnosisPanel(JobPanel):
             rem = self.advice.remedies[r]
             cells = [self.table.item(r, c).text() if self.table.item(r, c) else ""
                      for c in range(len(COLUMNS))]
-            cells[6], cells[7] = rem.change, rem.where or ""
+            cells[COL_CHANGE], cells[COL_WHERE] = self.remedy_change(rem), rem.where or ""
             lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in cells))
         return "\n".join(lines)
 
@@ -378,9 +515,10 @@ def open_panel(window) -> DiagnosisPanel | None:
             link.clear()
             return
         mask = stack_mask_of(panel.snap, panel.case.device, events) if len(events) else None
-        link.highlight(mask, f"acted on by: {rem.title}")
+        title = panel.remedy_title(rem)
+        link.highlight(mask, f"acted on by: {title}")
         # Its predicted reserved curve (or, estimated, its level and range).
-        link.overlay(panel.case.device, rem.title, rem.curve_x, rem.curve,
+        link.overlay(panel.case.device, title, rem.curve_x, rem.curve,
                      rem.predicted_peak_reserved_bytes, rem.predicted_peak_reserved_range)
 
     panel.remedySelected.connect(selected)

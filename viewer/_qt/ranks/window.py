@@ -35,6 +35,7 @@ from ...model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankO
 from ...model.core.units import format_bytes
 from ..widgets import theme
 from ..widgets.jobs import Job
+from ..widgets.plotting import byte_unit
 
 OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
@@ -44,7 +45,6 @@ COLUMNS = ("Rank", "Reserved", "Allocated", "Peak reserved", "Peak allocated", "
            "OOM", "Outlier", "File")
 CHART_METRICS = ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
                  "peak_allocated_bytes", "fragmentation")
-GiB = float(1 << 30)
 
 
 def ranks_job(directory: str, parent=None) -> Job:
@@ -87,7 +87,10 @@ class RanksChart(pg.GraphicsLayoutWidget):
         x = np.arange(len(self.ranks), dtype=float)
         for col, metric in enumerate(CHART_METRICS):
             frac = metric == "fragmentation"
-            title = METRIC_LABELS[metric] + (" (%)" if frac else " (GiB)")
+            values = [e.value(metric) for e in ov.ranks]
+            # Bytes in the unit the largest reads best in (MiB for ranks under 1 GiB).
+            unit, size = byte_unit(max([v or 0 for v in values], default=0))
+            title = METRIC_LABELS[metric] + (" (%)" if frac else f" ({unit})")
             p = self.addPlot(row=0, col=col, title=title)
             p.setMenuEnabled(False)
             p.hideButtons()
@@ -99,8 +102,7 @@ class RanksChart(pg.GraphicsLayoutWidget):
                 ax.setTextPen(pg.mkPen(fg))
             p.getAxis("bottom").setTicks([[(i, str(r)) for i, r in enumerate(self.ranks)]])
             p.setLabel("bottom", "rank")
-            values = [e.value(metric) for e in ov.ranks]
-            scale = 100.0 if frac else 1 / GiB
+            scale = 100.0 if frac else 1 / size
             heights = np.array([(v or 0) * scale for v in values], dtype=float)
             brushes = [OUTLIER_RED if metric in e.deviations else BAR_BLUE for e in ov.ranks]
             # A rank that ran out of memory alone is outlined in every chart; its bars

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QPushButton, QSplitter, QStyle, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyle,
+                               QStyledItemDelegate, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from ...model.core.allocator_rules import ConfError, parse_conf
 from ...model.core.snapshot import Snapshot
@@ -30,6 +31,7 @@ from ...model.whatif import RECOMMENDED, predict, prepare
 from ..widgets import theme
 from ..widgets.job_panel import JobPanel
 from ..widgets.jobs import Job
+from ..widgets.plotting import set_byte_axis
 from ..widgets.window_link import WindowLink, shown_device
 
 DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
@@ -41,22 +43,46 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#1
 COLUMNS = ("setting", "peak reserved", "vs recorded", "OOM", "peak allocated", "frag. at peak",
            "cudaMalloc", "cudaFree")
 COL_SETTING, COL_PEAK, COL_VS, COL_OOM = 0, 1, 2, 3
+# The header as shown: two lines where a name is wider than its figures, so that the
+# setting keeps room at a 1300 px window (COLUMNS, one line each, heads the copied table).
+HEADER = ("setting", "peak\nreserved", "vs\nrecorded", "OOM", "peak\nallocated",
+          "frag.\nat peak", "cudaMalloc", "cudaFree")
 GIB = 1 << 30
+LIMIT_OFF_CHART = 3  # a limit above this many times the highest curve is left off the y range
 OVERLAY_KEY = "whatif"  # the main timeline's overlay set by this panel
+
+
+def run_limit(case, given: int | None) -> tuple[int | None, str]:
+    """The memory limit the settings are simulated under and where it comes from: the
+    case's one rule (:meth:`Case.effective_limit`), which the Diagnosis panel's advice
+    takes too, so that both panels judge (and name) the same limit."""
+    return case.effective_limit(given)
 
 
 def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
                parent=None, device: int | None = None) -> Job:
     """A :class:`Job` that prepares the request stream of ``device`` (once; None: the
-    first with trace events) and simulates each setting;
-    ``done((case, predictions, self-check))``."""
+    first with trace events) and simulates each setting under :func:`run_limit`;
+    ``done((case, predictions, self-check, the limit's source))``."""
 
     def work(job: Job):
         case_ = case or prepare(snap, device)
-        preds = predict(case_, ["recorded"] + confs, limit, job.progress())
-        return case_, preds, case_.self_check()  # here, not on the GUI thread: it may simulate
+        lim, source = run_limit(case_, limit)
+        preds = predict(case_, ["recorded"] + confs, lim, job.progress())
+        # The self-check here, not on the GUI thread: it may simulate.
+        return case_, preds, case_.self_check(), source
 
     return Job(work, parent)
+
+
+class BreakableDelegate(QStyledItemDelegate):
+    """Draws a setting so that a wrapped line may break after its commas and colons (a
+    setting has no spaces to break at); the item's text itself is left as it is."""
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        # A zero-width space is a line-break opportunity that draws as nothing.
+        option.text = option.text.replace(",", ",\u200b").replace(":", ":\u200b")
 
 
 class WhatIfPanel(JobPanel):
@@ -75,6 +101,7 @@ class WhatIfPanel(JobPanel):
                  device: int | None = None) -> None:
         super().__init__(snap, parent, device)
         self.preds: list = []
+        self.limit_text = ""  # the limit of the last run and its source, as the summary says
         self._build()
 
     # -- layout ------------------------------------------------------------------
@@ -111,7 +138,7 @@ class WhatIfPanel(JobPanel):
         self.plot = pg.PlotWidget()
         self.plot.setBackground(theme.background())
         self.plot.showGrid(x=True, y=True, alpha=0.2)
-        self.plot.setLabel("left", "reserved", units="GiB")
+        self.unit = set_byte_axis(self.plot, "left", "reserved", GIB)  # bytes per axis unit
         self.plot.setLabel("bottom", "trace event")
         self.plot.setDownsampling(auto=True, mode="peak")
         self.plot.setClipToView(True)
@@ -133,7 +160,7 @@ class WhatIfPanel(JobPanel):
         self.link_note.setVisible(False)
         tv.addWidget(self.link_note)
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setHorizontalHeaderLabels(HEADER)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setSortingEnabled(False)
         # One row at a time: its predicted curve goes on the main window's timeline.
@@ -142,11 +169,21 @@ class WhatIfPanel(JobPanel):
         self.table.setToolTip("Select a setting: its predicted reserved memory is drawn on "
                               "the main window's timeline")
         self.table.itemSelectionChanged.connect(self._selection_changed)
-        # Columns sized to their contents (never an elided "event 2590…"); the table
-        # scrolls sideways when they do not all fit.
-        self.table.horizontalHeader().setStretchLastSection(False)
+        # The figures sized to their contents (never an elided "event 2590…"); the setting
+        # takes what is left and wraps (anywhere: a setting has no spaces), so that every
+        # column stays inside the table at a 1300 px window; rows grow to the wrapped text.
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COL_SETTING, QHeaderView.ResizeMode.Fixed)
         self.table.setTextElideMode(Qt.TextElideMode.ElideNone)
-        self.table.setWordWrap(False)
+        self.table.setWordWrap(True)
+        self.setting_delegate = BreakableDelegate(self.table)
+        self.table.setItemDelegateForColumn(COL_SETTING, self.setting_delegate)
+        self.table.verticalHeader().setVisible(False)  # (the colour swatch numbers the rows)
+        # The setting's width is what the figures leave (set here, not by a Stretch
+        # section, which kept the setting's whole width); the rows follow it.
+        self.table.viewport().installEventFilter(self)
         tv.addWidget(self.table)
         row = QHBoxLayout()
         self.copy_button = QPushButton("&Copy table")
@@ -172,6 +209,22 @@ class WhatIfPanel(JobPanel):
         self._fit_settings()
         outer = QVBoxLayout(self)
         outer.addWidget(split)
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_setting_column()
+        return super().eventFilter(obj, event)
+
+    def _fit_setting_column(self) -> None:
+        """The setting column takes the table's width less the figures' (never less than
+        a few characters); its text wraps in it and the rows grow to fit."""
+        t = self.table
+        others = sum(t.columnWidth(c) for c in range(t.columnCount()) if c != COL_SETTING)
+        least = 8 * t.fontMetrics().averageCharWidth()
+        want = max(t.viewport().width() - others, least)
+        if t.columnWidth(COL_SETTING) != want:
+            t.setColumnWidth(COL_SETTING, want)
+        t.resizeRowsToContents()
 
     def _fit_settings(self) -> None:
         """Widen the settings pane so that the longest setting shows whole (up to half the
@@ -244,17 +297,21 @@ class WhatIfPanel(JobPanel):
         return whatif_job(self.snap, self.checked_confs(), limit, self.case, self, self.device)
 
     # -- results -------------------------------------------------------------------
-    def show_result(self, case, preds, check) -> None:
-        """Draw the predictions ``preds`` of ``case`` (``check``: the model's self-check)."""
+    def show_result(self, case, preds, check, source: str = "") -> None:
+        """Draw the predictions ``preds`` of ``case`` (``check``: the model's self-check;
+        ``source``: where the limit they were simulated under came from)."""
         self.case, self.preds = case, preds
         self.progress.setValue(1000)
         self._plot(case, preds)
         self.table.clearSelection()  # (the old run's overlay goes)
         self._fill_table(case, preds)
         lim = preds[0].limit if preds else case.limit
+        if not source:
+            source = case.limit_source if lim == case.limit else "given"
+        self.limit_text = (f"{fb(lim)} ({source})" if lim
+                           else "none known: type one in the Memory limit box")
         text = (f"{len(case.requests):,} requests of device {case.device}; memory limit "
-                + (f"{fb(lim)}" + (f" ({case.limit_source})" if lim == case.limit else "")
-                   if lim else "none") + ". ")
+                f"{self.limit_text}. ")
         text += ("Self-check passed: at the recorded settings the model reproduces every "
                  "segment event of the recording." if check.ok else
                  f"Self-check FAILED ({check.first_difference}): predictions are approximate.")
@@ -272,9 +329,20 @@ class WhatIfPanel(JobPanel):
         self.plot.clear()
         self.legend.clear()
         x = case.curve_x().astype(np.float64)
+        lim = preds[0].limit if preds else None
+        top = max([float(p.result.reserved.max()) if len(p.result.reserved) else 0.0
+                   for p in preds] + [0.0])
+        # A limit far above the curves (the whole GPU for a run that fits easily) would
+        # flatten them to the axis: the chart keeps to the curves and the legend says so
+        # (as the Diagnosis chart).
+        above = lim is not None and lim > LIMIT_OFF_CHART * top
+        if lim and not above:
+            top = max(top, float(lim))
+        # The unit from what is drawn: a run under 1 GiB reads in MiB.
+        u = self.unit = set_byte_axis(self.plot, "left", "reserved", top)
         named_oom = False
         for j, p in enumerate(preds):
-            y = p.result.reserved / GIB
+            y = p.result.reserved / u
             recorded = j == 0
             color = self._colour(j)
             pen = pg.mkPen(color, width=2.5 if recorded else 1.6)
@@ -290,26 +358,24 @@ class WhatIfPanel(JobPanel):
                 self.plot.plot(x[cut - 1:], y[cut - 1:],
                                pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
             if oom is not None:
-                mark = self.plot.plot([float(oom.event)], [oom.reserved_bytes / GIB], pen=None,
+                mark = self.plot.plot([float(oom.event)], [oom.reserved_bytes / u], pen=None,
                                       symbol="x", symbolSize=16,
                                       symbolPen=pg.mkPen("#d62728", width=3), symbolBrush=None,
                                       name="predicted OOM")
                 if not named_oom:
                     self.legend.addItem(mark, "predicted OOM")
                 named_oom = True
-        lim = preds[0].limit if preds else None
-        top = max([float(p.result.reserved.max()) if len(p.result.reserved) else 0.0
-                   for p in preds] + [float(lim or 0)])
         # From zero, so differences look as large as they are; the limit and the OOM
         # marks (at most at the limit) inside the view, not on its edge.
-        self.plot.setYRange(0, max(top, 1.0) * 1.08 / GIB, padding=0)
+        self.plot.setYRange(0, max(top, 1.0) * 1.08 / u, padding=0)
         if len(x):
             self.plot.setXRange(float(x[0]), float(x[-1]), padding=0.03)
         if lim:
             pen = pg.mkPen(theme.muted(), width=1.5, style=Qt.PenStyle.DashLine)
-            self.plot.addItem(pg.InfiniteLine(lim / GIB, angle=0, pen=pen))
+            self.plot.addItem(pg.InfiniteLine(lim / u, angle=0, pen=pen))
             # Named in the legend, not by a label on the line under the curves.
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}")
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}"
+                                + (" (above the chart)" if above else ""))
 
     def _fill_table(self, case, preds) -> None:
         self.table.setRowCount(len(preds))
@@ -331,17 +397,20 @@ class WhatIfPanel(JobPanel):
                     item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))  # = its curve
                     item.setToolTip(cells[0])
                 if c == COL_PEAK:
-                    item.setToolTip(f"{d['peak_reserved_bytes']:,} bytes "
+                    item.setToolTip(f"{text} = {d['peak_reserved_bytes']:,} bytes "
                                     "(up to the first OOM, where the program would stop)"
                                     + ("\n* the layout the trace window started with, never "
                                        "exceeded: recorded, not predicted" if fixed else ""))
                 if c == COL_OOM and oom is not None:
-                    item.setToolTip(f"{fb(oom['size_bytes'])} requested at event "
+                    item.setToolTip(f"{text}: {fb(oom['size_bytes'])} requested at event "
                                     f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
                                     f"the {oom['pool']} pool, largest block "
                                     f"{fb(oom['largest_free_bytes'])}")
+                if not item.toolTip():  # every cell's text reachable, wrapped or not
+                    item.setToolTip(text)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        self._fit_setting_column()
 
     def selected_prediction(self):
         """The selected row's Prediction (None: no row is selected)."""
@@ -359,6 +428,7 @@ class WhatIfPanel(JobPanel):
         """``pred``'s reserved bytes after each request (x: trace events of the case's
         device) up to its first OOM, where the program would have stopped (as its
         table row's peak)."""
+        assert self.case is not None  # a prediction exists only once a case was run
         x = self.case.curve_x()
         y = pred.result.reserved
         oom = pred.result.first_oom
@@ -376,8 +446,8 @@ class WhatIfPanel(JobPanel):
     def table_text(self) -> str:
         rows = ["\t".join(COLUMNS)]
         for r in range(self.table.rowCount()):
-            rows.append("\t".join(self.table.item(r, c).text() if self.table.item(r, c) else ""
-                                  for c in range(self.table.columnCount())))
+            items = (self.table.item(r, c) for c in range(self.table.columnCount()))
+            rows.append("\t".join(it.text() if it is not None else "" for it in items))
         return "\n".join(rows)
 
     def copy_table(self) -> None:

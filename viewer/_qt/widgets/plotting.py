@@ -1,5 +1,6 @@
-"""Drawing helpers shared by the plots (timeline, segment map): batched paths built
-from numpy, short byte labels, and where a ``pg.TextItem`` lands in pixels so labels
+"""Drawing helpers shared by the plots (timeline, segment map, the panels' charts):
+batched paths built from numpy, short byte labels, byte axes in one unit
+(:func:`byte_unit`, :func:`set_byte_axis`), and where a ``pg.TextItem`` lands in pixels so labels
 can be placed without overlap (:func:`vramscope.viewer.model.view.annotations.place_labels`)."""
 
 from __future__ import annotations
@@ -32,6 +33,36 @@ def segments_path(x: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> QPainterPath
     xs = np.repeat(x, 2)
     ys = np.stack([y0, y1], axis=1).ravel()
     return pgfn.arrayToQPath(xs, ys, connect="pairs", finiteCheck=False)
+
+
+# The units a byte axis is labelled in, largest first (binary, as format_bytes writes them).
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+def byte_unit(top: float) -> tuple[str, int]:
+    """The unit values up to ``top`` bytes read best in (the largest that keeps ``top``
+    at 1 or more: 300 MiB, not 0.29 GiB) and its size in bytes."""
+    for unit, size in BYTE_UNITS:
+        if abs(top) >= size:
+            return unit, size
+    return BYTE_UNITS[-1]
+
+
+def set_byte_axis(plot, axis: str, label: str, top: float) -> int:
+    """Label ``plot``'s ``axis`` (a PlotWidget or PlotItem; "left", "bottom"…) as
+    ``label (unit)``, the unit chosen for values up to ``top`` bytes by :func:`byte_unit`;
+    returns the unit's size, which the plotted bytes are divided by.
+
+    pyqtgraph's automatic SI prefix is turned off: on a unit that is already a binary
+    multiple it would scale the ticks again and read "mGiB" for values under 1 GiB."""
+    unit, size = byte_unit(top)
+    ax = plot.getAxis(axis)
+    # No range qualifies for a prefix: enableAutoSIPrefix(False) alone still computes
+    # one from the axis' current range (pyqtgraph 0.14), which then sticks.
+    ax.setSIPrefixEnableRanges(())
+    ax.enableAutoSIPrefix(False)
+    plot.setLabel(axis, label, units=unit)
+    return size
 
 
 def short_bytes(v: float) -> str:

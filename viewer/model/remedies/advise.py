@@ -99,6 +99,11 @@ class Remedy:
     # batch is not in the recording.  None: no range known (exact, or estimated without).
     predicted_peak_reserved_range: tuple[int, int] | None = None
 
+    # A smaller-batch remedy's batch (None: the recorded batch is not known) and its
+    # fraction of the recorded batch; None for every other remedy.
+    batch: int | None = None
+    batch_scale: float | None = None
+
     @property
     def is_estimate(self) -> bool:
         """The predicted peak is an estimate (estimated method, or a range)."""
@@ -143,6 +148,11 @@ class Advice:
     moment: str = "at the peak"
     # The recorded run ran out of memory by fragmentation: remedies lead with settings.
     fragmentation: bool = False
+    @property
+    def limit_known(self) -> bool:
+        """A memory limit was given, recorded, inferred or is the GPU's total memory."""
+        return self.memory_limit_bytes is not None
+
     # What the user should know about these answers (a window that starts late, ...).
     notes: list[str] = field(default_factory=list)
 
@@ -155,7 +165,7 @@ class Advice:
             "verdict": self.verdict,
             "split_at_peak": self.split_at_peak,
             "split_moment": self.moment,
-            "memory_limit_known": self.memory_limit_bytes is not None,
+            "memory_limit_known": self.limit_known,
             "fragmentation_oom": self.fragmentation,
             "notes": self.notes,
             "recorded_batch": self.recorded_batch,
@@ -342,10 +352,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     """
     progress = progress or Progress()
     snap = case.snap
-    lim = limit if limit is not None else case.limit
-    lim_source = "given" if limit is not None else case.limit_source
-    if lim is None and case.gpu_bytes:
-        lim, lim_source = case.gpu_bytes, "GPU total memory"
+    lim, lim_source = case.effective_limit(limit)
     progress.update("judge", 0.0)
     evd = evidence.gather(case)
     j = scaling.judge(case, batch, evd)
@@ -392,10 +399,10 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         remedies.append(simulated(
             "smaller_batch", f"Smaller batch: the largest that fits ({what})", res,
             f"reduce the batch size to {search.batch}" if search.batch
-            else f"reduce the batch size to {float(f):.0%} of the recorded one "
-                 "(pass --batch N for the exact size)", batch_where,
+            else f"reduce the batch size to {float(f):.0%} of the recorded one", batch_where,
             "re-simulated with every allocation that scales with the batch scaled"
             + _workspace_note(est), sc, j.scales, est))
+        remedies[-1].batch, remedies[-1].batch_scale = search.batch, float(f)
     else:
         f = Fraction(1, 2)
         sc = batch_scale.scaled_case(case, j, f)
@@ -407,6 +414,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             else "halve the batch size", batch_where,
             "re-simulated with every allocation that scales with the batch halved"
             + _workspace_note(est), sc, j.scales, est))
+        remedies[-1].batch = batch // 2 if batch and batch >= 2 else None
+        remedies[-1].batch_scale = 0.5
     # -- allocator settings (simulated) ------------------------------------------------
     progress.update("allocator", 0.0)
     found = []
@@ -642,6 +651,9 @@ def format_text(advice: Advice) -> str:
     for row in rows:
         lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
     for k, r in enumerate(a.remedies, 1):
-        lines.append(f"  {k}. {r.change}" + (f"  [{r.where}]" if r.where else ""))
+        hint = " (pass --batch N for the exact size)" \
+            if r.remedy == "smaller_batch" and r.batch is None and a.recorded_batch is None \
+            and r.batch_scale not in (None, 0.5) else ""
+        lines.append(f"  {k}. {r.change}{hint}" + (f"  [{r.where}]" if r.where else ""))
     lines += [f"note: {t}" for t in a.notes]
     return "\n".join(lines)

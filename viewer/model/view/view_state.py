@@ -49,6 +49,8 @@ HIGHLIGHT_SEARCH = "search match"
 HIGHLIGHT_NODE = "call-tree node"
 HIGHLIGHT_CATEGORY = "category / leak"  # (the categories views may name theirs)
 HIGHLIGHT_PANEL = "selected in a panel"
+HIGHLIGHT_DIFF_ROW = "selected diff row"  # the Diff window's maps: a stack row's blocks
+HIGHLIGHT_DIFF_NODE = "selected call path"  # the Diff window's maps: a tree node's blocks
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,19 @@ class Case:
             return conf
         return rules.parse_conf(conf)
 
+    def effective_limit(self, given: int | None = None) -> tuple[int | None, str]:
+        """The memory limit a judgement of this case runs under, and where it comes from:
+        the one ``given``, else the recording's (sidecar, inferred), else the GPU's total
+        memory; (None, "none") without any.  advise, the Diagnosis and the What-if panels
+        all take it from here, so they judge and name the same limit."""
+        if given is not None:
+            return int(given), "given"
+        if self.limit is not None:
+            return int(self.limit), self.limit_source
+        if self.gpu_bytes:
+            return int(self.gpu_bytes), "GPU total memory"
+        return None, "none"
+
     def simulate(self, conf: str | rules.AllocatorConfig | None = None,
                  limit: int | None = None, progress: Progress | None = None) -> SimResult:
         """Simulate under ``conf`` (a PYTORCH_CUDA_ALLOC_CONF string, ``"recorded"`` or None)."""
@@ -170,13 +183,18 @@ class Case:
 
 def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None = None,
             limit: int | None = None) -> Case:
-    """The request stream of ``device`` (default: the first with trace events)."""
+    """The request stream of ``device`` (default: the last OOM's device, else the one whose
+    reserved memory peaked highest, among those with trace events:
+    :func:`..analysis.focus.default_trace_device`, the rule every view follows)."""
+    from ..analysis.focus import default_trace_device
+
     devices = sorted(set(np.unique(snap.trace.device).tolist()))
     if device is None:
         if not devices:
             raise SnapshotError("the snapshot has no trace events to simulate "
                                 "(record with torch.cuda.memory._record_memory_history)")
-        device = devices[0]
+        device = default_trace_device(snap)
+        assert device is not None  # some device has events
     elif device not in devices:
         raise SnapshotError(f"no trace events on device {device}")
     rep = replay_device(snap, device, progress, keyframes=False)
