@@ -44,7 +44,12 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     with qtbot.waitSignal(panel.finished, timeout=120000):
         panel.run()
     assert "Out of memory" in panel.verdict.text() and "fragmentation" in panel.verdict.text()
-    assert panel.split_label.text().startswith("At the OOM: scales with the batch")
+    # What the memory is, in the categories' words, then the same bytes by the batch.
+    from vramscope.viewer.model.categories import format_split
+    first, second = panel.split_label.text().split("\n")
+    assert first == (f"At the OOM (event 25902): "
+                     f"{format_split(panel.advice.split_at_peak['categories'])}")
+    assert second.startswith("of which: ") and "scales with the batch" in second
     # No recorded batch given: the answer is a share "of the recorded batch".
     assert "Largest batch that fits" in panel.fit_label.text()
     assert "of the recorded batch" in panel.fit_label.text()

@@ -36,9 +36,11 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QS
 
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
-from ...model.remedies.advise import format_peak
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.remedies.advise import format_peak, split_lines
 from ...model.remedies.batch_scale import RANGE_WHAT
 from ..widgets import theme
+from ..widgets.category_colors import color as category_color
 from ..widgets.job_panel import JobPanel
 from ..widgets.jobs import Job
 from ..widgets.settings import settings
@@ -52,9 +54,6 @@ COL_REMEDY, COL_PEAK, COL_CHANGE, COL_WHERE = 1, 2, 6, 7
 # the whole text.
 REMEDY_WIDTH, WHERE_WIDTH = 280, 220
 BATCH_KEY = "diagnosis/recordedBatch/"  # + the file's absolute path: its recorded batch
-SPLIT = (("scales_with_batch", "scales with the batch", "#ff7f0e"),
-         ("model_state", "model state", "#1f77b4"),
-         ("other_fixed", "other", "#7f7f7f"))
 GIB = 1 << 30
 OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 # Why a batch prediction with a range is an estimate (the model's PeakEstimate says how
@@ -94,14 +93,15 @@ def _overall(stage: str, fraction: float) -> float:
 
 
 class SplitBar(QWidget):
-    """One horizontal bar: the bytes live at the peak, by kind, with a legend in the tooltip."""
+    """One horizontal bar: the bytes live at the peak by category (the colours and words
+    of the main window's "What it is"), with a legend in the tooltip."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.parts: list[tuple[str, int, str]] = []
+        self.parts: list[tuple[str, int, object]] = []
         self.setMinimumHeight(18)
 
-    def set_parts(self, parts: list[tuple[str, int, str]]) -> None:
+    def set_parts(self, parts: list[tuple[str, int, object]]) -> None:
         self.parts = [p for p in parts if p[1] > 0]
         total = sum(p[1] for p in self.parts) or 1
         self.setToolTip("\n".join(f"{name}: {fb(v)} ({v / total:.0%})"
@@ -355,15 +355,14 @@ class DiagnosisPanel(JobPanel):
         self.limit_edit.setPlaceholderText("none known: type one (e.g. 10GB)"
                                            if a.memory_limit_bytes is None
                                            else "as recorded (e.g. 10GB)")
-        s = a.split_at_peak
-        parts = [(label, s.get(key, 0), color) for key, label, color in SPLIT]
-        self.split_bar.set_parts(parts)
-        total = sum(v for _, v, _ in parts) or 1
-        self.split_label.setText(
-            ("At the OOM: " if oom else "At the peak: ") + ", ".join(
-                f"{label} {fb(v)} ({v / total:.0%})" for label, v, _ in parts if v)
-            + (f"; of it optimizer state {fb(s['optimizer_state'])}"
-               if s.get("optimizer_state") else ""))
+        # The categories' words and colours (as the header and summary), then the same
+        # bytes by how they scale with the batch: the model's two lines, as the CLI's.
+        cats = a.split_at_peak.get("categories") or {}
+        self.split_bar.set_parts([(label, int(cats.get(name, 0)), category_color(name))
+                                  for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)])
+        words = split_lines(a)
+        words[0] = words[0][:1].upper() + words[0][1:]
+        self.split_label.setText("\n".join(w.strip() for w in words))
         # An estimate when the batch prediction has a range (library workspaces whose every
         # drawn size gives the same peak leave it exact, as on GPT-2).
         batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
