@@ -2,11 +2,13 @@
 (parameters at the bottom, then gradients, optimizer state, activations,
 temporaries, inputs, unknown), with the iterations and their phases as bands.
 
-Level of detail: the curves are sampled at one event per horizontal pixel of the
-visible range (``MemoryBreakdown.category_curves``: O((allocations + samples) log
-allocations)), recomputed when the view changes, so 10M events stay interactive.
-Each sample is the state after that event; between samples a peak can hide, so the
-peak events of the view's iterations are always sampled too.  x is the event index.
+Level of detail: the curves are sampled at the events of each horizontal pixel
+column's lowest and highest requested bytes in the visible range (a min/max
+decimation, :func:`~vramscope.viewer.model.reports.html_report.column_extremes`;
+``MemoryBreakdown.category_curves``: O((allocations + samples) log allocations)),
+recomputed when the view changes, so 10M events stay interactive and every
+iteration's peak shows; the view's iterations' peak events are sampled too.
+x is the event index (whole events, thousands separators).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
 from ...model.core.units import format_bytes
+from ...model.reports.html_report import column_extremes
 from ..widgets import theme
 from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
+from ..timeline.axes import XAxis
 from ..timeline.items import VerticalBandsItem
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
@@ -36,7 +40,9 @@ class CategoryTimeline(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.bd: MemoryBreakdown | None = None
-        self.plot = pg.PlotWidget(background=theme.background())
+        self.plot = pg.PlotWidget(background=theme.background(),
+                                  axisItems={"bottom": XAxis("bottom")})
+        self.plot.getAxis("bottom").enableAutoSIPrefix(False)  # (never "event (x0.001)")
         self.plot.setMenuEnabled(False)
         self.plot.getAxis("bottom").setLabel("event")
         self.plot.getAxis("left").enableAutoSIPrefix(False)
@@ -60,6 +66,8 @@ class CategoryTimeline(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.plot)
         self.plot.getViewBox().sigXRangeChanged.connect(lambda *_: self._resample())
+        # (built while its tab is hidden: sampled again for the width it shows at)
+        self.plot.getViewBox().sigResized.connect(lambda *_: self._resample())
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.plot.scene().sigMouseMoved.connect(self._hovered)
 
@@ -100,6 +108,13 @@ class CategoryTimeline(QWidget):
         if legend is not None:
             legend.clear()
         if bd is None or bd.n_events == 0:
+            # Empty: not the last file's events and bytes (nor negative ones around 0).
+            self.samples = np.zeros(0, np.int64)
+            self.stacked = np.zeros((len(CATEGORY_NAMES), 0))
+            self.cursor.hide()
+            self.plot.setToolTip("")
+            self.plot.setXRange(0, 1, padding=0)
+            self.plot.setYRange(0, 1, padding=0)
             return
         # Iteration bands: alternate shading, one batched item that paints only what is
         # visible (thousands of iterations in a long trace: one item each took seconds);
@@ -117,7 +132,10 @@ class CategoryTimeline(QWidget):
         prev = zero
         for c, name in enumerate(CATEGORY_NAMES):
             col = QColor(CATEGORY_COLORS[name])
-            curve = pg.PlotDataItem([], [], pen=pg.mkPen(col, width=1))
+            # No outline: with two samples a pixel column (its min and its max) a line
+            # zigzags between them and paints the column over the areas below it; the
+            # curve is only the fills' edge.
+            curve = pg.PlotDataItem([], [], pen=pg.mkPen(QColor(0, 0, 0, 0), width=0))
             fill_col = QColor(col)
             fill_col.setAlpha(200)
             fill = pg.FillBetweenItem(prev, curve, brush=fill_col)
@@ -128,7 +146,9 @@ class CategoryTimeline(QWidget):
             self.fills.append(fill)
             prev = curve
         self._zero = zero
-        self.plot.setXRange(0, bd.n_events - 1, padding=0.01)
+        self.plot.enableAutoRange(axis="y")  # (an empty chart fixed it at 0..1)
+        # (half an event each side: a one-event trace is one event wide, centred on 0)
+        self.plot.setXRange(-0.5, bd.n_events - 0.5, padding=0.01)
         self._resample()
 
     def _resample(self) -> None:
@@ -145,7 +165,7 @@ class CategoryTimeline(QWidget):
         if key == self._sampled:
             return  # (set_breakdown's setXRange already sampled this view)
         self._sampled = key
-        events = np.unique(np.linspace(lo, hi, num=min(width, hi - lo + 1)).astype(np.int64))
+        events = column_extremes(bd.requested, lo, hi, width)
         peaks = [it.peak_event for it in bd.iterations if lo <= it.peak_event <= hi]
         events = np.union1d(events, np.asarray(peaks, np.int64))
         curves = bd.category_curves(events)
@@ -155,6 +175,9 @@ class CategoryTimeline(QWidget):
         stacked = np.cumsum(curves, axis=0) / self.unit[0]
         self.samples, self.stacked = events, stacked
         x = events.astype(float)
+        if len(x) == 1:  # one event: a bar one event wide, not a zero-width sliver
+            x = np.array([x[0] - 0.45, x[0] + 0.45])
+            stacked = np.repeat(stacked, 2, axis=1)
         self._zero.setData(x, np.zeros(len(x)))
         for c, curve in enumerate(self.curves):
             curve.setData(x, stacked[c])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -69,8 +69,21 @@ class LeaksView(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.caption)
         lay.addWidget(split)
-        QShortcut(QKeySequence.StandardKey.Copy, self.table, activated=self.copy)
+        # Ctrl+C in the table copies the leaks.  Not a QShortcut: one of the window's
+        # context would be ambiguous with Edit > Copy stack (Ctrl+C then does nothing
+        # anywhere); the table takes the key while it has the focus instead.
+        self.table.installEventFilter(self)
         self.set_leaks([])
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
+        kind = event.type()
+        if obj is self.table and kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress) \
+                and event.matches(QKeySequence.StandardKey.Copy):
+            event.accept()  # (ShortcutOverride accepted: the key comes here, not to a shortcut)
+            if kind == QEvent.Type.KeyPress:
+                self.copy()
+            return True
+        return super().eventFilter(obj, event)
 
     def set_leaks(self, leaks: list[Leak], iterations: int | None = None) -> None:
         """Show ``leaks`` (largest growth first); ``iterations``: how many were judged."""
@@ -97,6 +110,11 @@ class LeaksView(QWidget):
                                  "iteration after iteration.")
             self._draw(None)
 
+    def set_unavailable(self, why: str) -> None:
+        """No leaks to show, and ``why`` (a file without a trace: not "no leak")."""
+        self.set_leaks([])
+        self.caption.setText(why)
+
     def selected_leak(self) -> Leak | None:
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() \
             else []
@@ -115,11 +133,15 @@ class LeaksView(QWidget):
             self.chart.removeItem(self.bars)
             self.bars = None
         if lk is None or not lk.per_iteration:
+            self.chart.setToolTip("")
+            self.chart.setXRange(0, 1, padding=0)  # (not the last leak's iterations)
+            self.chart.setYRange(0, 1, padding=0)
             return
         heights = np.asarray(lk.per_iteration, float)
         self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights / 2**20,
                                     width=0.7, brush=ACCENT)
         self.chart.addItem(self.bars)
+        self.chart.enableAutoRange()  # (an empty chart fixed its range at 0..1)
         self.chart.setToolTip(f"{lk.frame}: bytes each iteration left alive "
                               f"({', '.join(format_bytes(int(h)) for h in heights)})")
 

@@ -32,6 +32,13 @@ from .category_timeline import CategoryTimeline
 from .leaks_view import LeaksView
 
 
+NO_SNAPSHOT = "No snapshot"
+NO_TRACE = ("This snapshot has no allocation history (no trace), so what the memory is "
+            "cannot be told: record with torch.cuda.memory._record_memory_history() "
+            "(Help > How to record a snapshot).")
+NO_TRACE_LEAKS = "Leaks need the allocation history: this snapshot has none."
+
+
 class BreakdownThread(QThread):
     """Builds a :class:`MemoryBreakdown` for one device of a document."""
 
@@ -80,7 +87,7 @@ class CategoriesPanel(QWidget):
         super().__init__(parent)
         self.bd: MemoryBreakdown | None = None
         self.thread: BreakdownThread | None = None
-        self.status = QLabel("No snapshot")
+        self.status = QLabel(NO_SNAPSHOT)
         self.split = CategorySplitBar()
         self.timeline = CategoryTimeline()
         self.leaks = LeaksView()
@@ -104,15 +111,22 @@ class CategoriesPanel(QWidget):
         self.set_breakdown(None)
         if doc is None or device is None or doc.timeline is None \
                 or doc.timeline.replay(device) is None:
-            self.status.setText("No trace to classify")
+            # Not "no leak": without the allocation history nothing can be judged.
+            self.status.setText(NO_SNAPSHOT if doc is None else NO_TRACE)
+            self.leaks.set_unavailable(NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
             return
         self.status.setText("Classifying the memory...")
         self.thread = BreakdownThread(doc, device, self)
         self.thread.progressed.connect(
             lambda f: self.status.setText(f"Classifying the memory... {f:.0%}"))
-        self.thread.built.connect(self.set_breakdown)
+        self.thread.built.connect(self._on_built)
         self.thread.failed.connect(self.status.setText)
         self.thread.start()
+
+    def _on_built(self, bd) -> None:
+        # (queued: a build superseded by another file may still deliver; not shown)
+        if self.sender() is self.thread:
+            self.set_breakdown(bd)
 
     def stop(self) -> None:
         """Cancel a build in flight (and wait for its thread)."""

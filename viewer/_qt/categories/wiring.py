@@ -27,13 +27,16 @@ from ..segment_map.category_overlay import CategoryOverlay
 from ..timeline.constants import CURVES
 from ..timeline.phase_bands import PhaseBands
 from ..widgets import settings as st
-from ..widgets.category_colors import CATEGORY_COLORS, rgba_table, swatch_html
+from ..widgets import theme
+from ...model.reports.html_report import leak_interval_mask, leaked_blocks
+from ..widgets.category_colors import LEAK, color, rgba_table, swatch_html
 from .panel import CategoriesPanel
 from .split_bar import CategorySplitBar
 
 KEY_COLOR = "view/colorBy"
 KEY_PHASES = "view/phaseBands"
 TAB_TITLE = "What it is"
+TAB_SHORTCUT = "Ctrl+Shift+M"  # View > What the memory is
 
 
 class HeaderSplit(QWidget):
@@ -52,9 +55,8 @@ class HeaderSplit(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(8)
-        title = QLabel("What it is:")
-        title.setStyleSheet("font-size: 8pt;")
-        title.setEnabled(False)
+        self.title = title = QLabel("What it is:")
+        title.setStyleSheet(theme.caption_style())  # (muted but readable: 4.5:1)
         title.setToolTip("Requested bytes live after the cursor's event, by category: "
                          "parameters, gradients, optimizer state, activations, temporaries, "
                          "inputs, unknown (View > What the memory is)")
@@ -64,7 +66,16 @@ class HeaderSplit(QWidget):
         # Always laid out (empty until the breakdown is built): a line that appears later
         # would move every view below it while the user looks at them.
 
-    def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "") -> None:
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) \
+                and hasattr(self, "title"):  # (built)
+            self.title.setStyleSheet(theme.caption_style())
+        super().changeEvent(event)
+
+    def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "",
+                  leaked: int = 0) -> None:
+        """``split`` (None: empty); ``guessed``: bytes of it placed by a guess; ``leaked``:
+        bytes of it kept by leaking lines (the views paint those as a leak)."""
         self.split = dict(split or {})
         if split is None:
             self.bar.set_split(None)
@@ -73,7 +84,8 @@ class HeaderSplit(QWidget):
         self.bar.set_split(split, guessed, caption)
         total = sum(self.split.values())
         self.text.setText(f"{format_split(self.split)} = {format_bytes(total)}"
-                          + (f" ({format_bytes(guessed)} guessed)" if guessed else ""))
+                          + (f" ({format_bytes(guessed)} guessed)" if guessed else "")
+                          + (f" · leak: {format_bytes(leaked)}" if leaked else ""))
         self.text.setToolTip(self.bar.toolTip())
 
 
@@ -88,6 +100,11 @@ class CategoriesWiring(QObject):
         self.highlighted: int | None = None  # the category a split bar's click highlights
         self.cv = cv = CategoryView()
         self.doc = None
+        # What leaking lines keep (bool per allocation; None: no leak) and the colour
+        # indices present (categories, then LEAK): a leak is painted as a leak, and
+        # every colour painted is in the legends - and none that is not.
+        self.leak_mask: np.ndarray | None = None
+        self.present: list[int] = []
         self._built_for = None  # (doc, device) whose breakdown is built or building
         self._waiting = None  # a live document that arrived while a build ran
         # -- the tab beside Blocks and Call tree (a dock beside the segment map would
@@ -114,7 +131,7 @@ class CategoriesWiring(QObject):
         self.tab_index = w.tabs.addTab(self.panel, TAB_TITLE)
         w.tabs.setTabToolTip(self.tab_index, "What the memory is: parameters, gradients, "
                              "optimizer state, activations, temporaries, inputs; the "
-                             "iterations and the Leaks view (Ctrl+Shift+W)")
+                             "iterations and the Leaks view (Ctrl+Shift+M)")
         # -- the header line
         self.header_split = HeaderSplit()
         w.header.layout().addWidget(self.header_split)
@@ -221,8 +238,10 @@ class CategoriesWiring(QObject):
             self.filter_menu.addAction(a)
             self.filter_actions[c] = a
         self.tab_action = QAction("&What the memory is", w)
-        self.tab_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
-        self.tab_action.setToolTip("The categories, iterations and Leaks view (Ctrl+Shift+W)")
+        # (M for memory: Ctrl+Shift+W is Tools > What-if's; one key, one action)
+        self.tab_action.setShortcut(QKeySequence(TAB_SHORTCUT))
+        self.tab_action.setToolTip("The categories, iterations and Leaks view "
+                                   f"({TAB_SHORTCUT})")
         self.tab_action.setStatusTip(self.tab_action.toolTip())
         self.tab_action.triggered.connect(lambda: w.tabs.setCurrentWidget(self.panel))
         view.addAction(self.tab_action)
@@ -238,9 +257,14 @@ class CategoriesWiring(QObject):
         w = self.w
         dev = w.cursor_device
         if doc is None or dev is None:
+            # Nothing to classify (no file, or one without a trace): nothing of the last
+            # file stays - its tab title's leaks, its chart, its split.
             self._built_for = None
-            self.panel.start(None, None)
+            self._waiting = None
+            self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
+            self.panel.start(doc, dev)
             self.cv.set_breakdown(None)
+            self.highlighted = None
             return
         if self._built_for is not None and self._built_for[0] is doc \
                 and self._built_for[1] == dev:
@@ -274,6 +298,8 @@ class CategoriesWiring(QObject):
             self.w.vs.set_category_mask(mask)
 
     def _built(self, bd) -> None:
+        if self._built_for is None or self.sender() is not self.panel.thread:
+            return  # (a build superseded by another file, delivered late)
         self._quiet = False
         n = len(bd.leaks)
         self.w.tabs.setTabText(self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})"
@@ -290,6 +316,8 @@ class CategoriesWiring(QObject):
         self._update_header()
 
     def _on_breakdown(self, bd) -> None:
+        self.leak_mask = leak_interval_mask(bd) if bd is not None and bd.leaks else None
+        self.present = self._colors_present(bd)
         self.phases.set_spans(self.cv.spans)
         self.w.timeline.update_legend()
         self._update_header()
@@ -322,7 +350,8 @@ class CategoriesWiring(QObject):
         if bd is None or k is None or not 0 <= k < bd.n_events:
             self.header_split.set_split(None)
             return
-        self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k), f"after event {k}")
+        self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k), f"after event {k}",
+                                    bd.leaked_bytes_at(k) if bd.leaks else 0)
 
     def _timeline_colors(self):
         """The timeline's colour provider: (colour index per interval, ARGB palette)."""
@@ -334,8 +363,26 @@ class CategoriesWiring(QObject):
         if tl.iv is None or len(cats) != len(tl.iv) or built is None \
                 or built[0] is not tl.doc or self.cv.bd.device != tl.device:
             return None  # (a breakdown of another document or device: not its colours)
-        palette = [QColor(CATEGORY_COLORS[n]).rgba() for n in CATEGORY_NAMES]
+        if self.leak_mask is not None and len(self.leak_mask) == len(cats):
+            cats = np.where(self.leak_mask, np.int8(LEAK), cats).astype(cats.dtype)
+        palette = [color(c).rgba() for c in range(len(CATEGORY_NAMES) + 1)]
         return cats, palette
+
+    def colored_categories(self) -> np.ndarray | None:
+        """The colour index per allocation the views paint: its category, or LEAK for
+        what a leaking line keeps (None: no breakdown)."""
+        cats = self.cv.interval_categories()
+        if cats is None or self.leak_mask is None or len(self.leak_mask) != len(cats):
+            return cats
+        return np.where(self.leak_mask, np.int8(LEAK), cats).astype(cats.dtype)
+
+    def _colors_present(self, bd) -> list[int]:
+        if bd is None:
+            return []
+        cats = self.colored_categories()
+        if cats is None:
+            return []
+        return [int(c) for c in np.unique(cats) if c >= 0]
 
     def _recolor(self) -> None:
         w, cv = self.w, self.cv
@@ -349,8 +396,11 @@ class CategoriesWiring(QObject):
         w.map.update_legend()
         # The longer category legends are cut rather than widen the window (and squeeze
         # the other views); their tooltips say what the colours are.
+        # The category legends wrap (two lines) rather than lose an entry: a colour on
+        # the screen that the legend does not name is a colour nobody can read.
+        tl.legend.setWordWrap(cv.by_category)
         for legend in (tl.legend, w.map.legend):
-            legend.setMinimumWidth(240 if cv.by_category else 0)  # (0: its own hint)
+            legend.setMinimumWidth(360 if cv.by_category else 0)  # (0: its own hint)
         self._color_map_and_table()
 
     def _legend(self, parts: list[str]) -> list[str]:
@@ -358,14 +408,19 @@ class CategoriesWiring(QObject):
         the phase bands' colours while they show."""
         if self.cv.by_category:
             # (the curves' names give way: the header row has room for one legend)
-            parts = [swatch_html(c) for c in range(len(CATEGORY_NAMES))] + parts[len(CURVES):]
+            parts = [swatch_html(c) for c in self._legend_colors()] + parts[len(CURVES):]
         return parts
+
+    def _legend_colors(self) -> list[int]:
+        """The colour indices the category legends list: those present (all of the
+        categories until a breakdown says which are)."""
+        return self.present if self.cv.bd is not None else list(range(len(CATEGORY_NAMES)))
 
     def _map_legend(self, parts: list[str]) -> list[str]:
         """The segment map's legend: live blocks by category while colouring by it."""
         if self.cv.by_category:
             # (allocated, rounding waste, pending free and the state 'unknown' give way)
-            return [swatch_html(c) for c in range(len(CATEGORY_NAMES))] + parts[3:4] + parts[5:]
+            return [swatch_html(c) for c in self._legend_colors()] + parts[3:4] + parts[5:]
         return parts
 
     def _block_lines(self, block: int) -> list[str]:
@@ -390,20 +445,33 @@ class CategoriesWiring(QObject):
             return None
         return self.cv.block_categories(self.w.cursor_k, doc.snap.blocks.address)
 
+    def _block_colors(self, doc, cats: np.ndarray) -> np.ndarray:
+        """``cats`` (per block of ``doc``) with the blocks a leaking line keeps as LEAK."""
+        bd = self.cv.bd
+        if bd is None or self.leak_mask is None or self.w.cursor_k is None:
+            return cats
+        leaked = leaked_blocks(bd, self.w.cursor_k, doc.snap.blocks.address, self.leak_mask)
+        return np.where(leaked, np.int8(LEAK), cats).astype(cats.dtype)
+
     def _color_map_and_table(self) -> None:
         w, cv = self.w, self.cv
         doc = w.view_doc
         cats = self._block_categories(doc) if (cv.by_category or cv.category_filter) else None
+        if cats is not None and cv.by_category:
+            colors = self._block_colors(doc, cats)
+        else:
+            colors = cats
         layout = w.map.item.layout
         if cats is None or layout is None:
             self.overlay.set_categories(None, None)
         else:
             per = cats[layout.blocks]
             keep = None
-            if cv.category_filter is not None:
+            if cv.category_filter is not None:  # (by category, not by colour: leaks too)
                 keep = np.isin(per, np.fromiter(cv.category_filter, np.int64))
-            self.overlay.set_categories(per if cv.by_category else np.full(len(per), -1),
-                                        keep)
+            self.overlay.set_categories(colors[layout.blocks] if cv.by_category
+                                        else np.full(len(per), -1), keep)
+        cats = colors
         model = w.table.model
         if cv.by_category and cats is not None:
             qcolors = [QColor(*row.tolist()) for row in rgba_table()]

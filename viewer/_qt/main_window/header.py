@@ -144,8 +144,7 @@ class SummaryHeader(QWidget):
         grid.setVerticalSpacing(0)
         for i, (key, (title, tip)) in enumerate(FIGURES.items()):
             t = QLabel(title)
-            t.setStyleSheet("font-size: 8pt;")
-            t.setEnabled(False)  # muted title, palette-aware
+            t.setObjectName("figureCaption")  # muted, readable: _apply_caption_colors
             v = QLabel("–")
             v.setStyleSheet("font-size: 12pt; font-weight: 600;")
             v.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -179,9 +178,8 @@ class SummaryHeader(QWidget):
         self.exactness.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         self.exactness.hide()
         self.source = QLabel()
-        self.source.setStyleSheet("font-size: 8pt;")
-        self.source.setEnabled(False)
         self.source.hide()
+        self._apply_caption_colors()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 0)
         lay.setSpacing(4)
@@ -202,6 +200,23 @@ class SummaryHeader(QWidget):
         if view_state is not None:
             view_state.events.document.connect(self._on_document)
             view_state.events.moment.connect(self._on_moment)
+
+    def captions(self) -> list[QLabel]:
+        """The muted captions: the figures' titles and the source line."""
+        return [*self.titles.values(), self.source]
+
+    def _apply_caption_colors(self) -> None:
+        # Not a disabled label's grey (1.6:1 on the light palette): a muted colour with a
+        # contrast of at least 4.5:1 on the window's background, light or dark.
+        style = theme.caption_style()
+        for label in self.captions():
+            label.setStyleSheet(style)
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) \
+                and hasattr(self, "source"):  # (built)
+            self._apply_caption_colors()
+        super().changeEvent(event)
 
     # ------------------------------------------------------------------ the view state
     def _on_document(self, doc: Document | None) -> None:

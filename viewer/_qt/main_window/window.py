@@ -60,6 +60,10 @@ from .header import SummaryHeader
 from .selectors import Selectors
 from .table import AllocationsTable
 
+# The status bar's permanent labels: at most this wide, elided (the whole text in the
+# tooltip), so that a long file name never runs into the allocator settings beside it.
+FILE_LABEL_WIDTH = 320
+SETTINGS_LABEL_WIDTH = 360
 PLACEHOLDER = "Open a snapshot (Ctrl+O) or drop a file here"
 FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
               "*.bz2 *.json);;All files (*)"
@@ -281,6 +285,11 @@ class MainWindow(QMainWindow):
                                              tip="Save the segment map as an SVG drawing")
         m.addAction(self.export_png_action)
         m.addAction(self.export_svg_action)
+        self.export_report_action = make_action(
+            self, "Export &report…", self.export_report_dialog, "Ctrl+E",
+            "Save one self-contained HTML page to attach to a bug report: the figures, the "
+            "OOM verdict, what the memory is, the remedies and images of the views")
+        m.addAction(self.export_report_action)
         m.addSeparator()
         m.addAction(make_action(self, "&Quit", self._quit, QKeySequence.StandardKey.Quit,
                                 "Quit vramscope"))
@@ -331,8 +340,10 @@ class MainWindow(QMainWindow):
                                        lambda: self.jump_to_peak("allocated"), "Ctrl+Shift+P",
                                        "Move the cursor to the peak of allocated memory")
         self.peak_reserved_action = make_action(self, "Jump to peak &reserved",
-                                                lambda: self.jump_to_peak("reserved"), None,
-                                                "Move the cursor to the peak of reserved memory")
+                                                lambda: self.jump_to_peak("reserved"),
+                                                "Ctrl+Shift+R",
+                                                "Move the cursor to the event after which the "
+                                                "shown device's reserved memory peaks")
         self.oom_action = make_action(self, "Jump to &OOM", self.jump_to_oom, "Ctrl+J",
                                       "Move the cursor to the last out-of-memory event")
         self.prev_oom_action = make_action(self, "&Previous OOM", lambda: self.jump_to_oom(-1),
@@ -375,6 +386,14 @@ class MainWindow(QMainWindow):
         tools.addAction(self.whatif_action)
         tools.addAction(self.diagnosis_action)
         h = mb.addMenu("&Help")
+        self.shortcuts_action = make_action(self, "&Keyboard shortcuts", self.show_shortcuts,
+                                            "Ctrl+/", "Every shortcut of this window")
+        self.record_help_action = make_action(
+            self, "How to &record a snapshot", self.show_record_help,
+            tip="The command line and the torch calls that write a snapshot")
+        h.addAction(self.shortcuts_action)
+        h.addAction(self.record_help_action)
+        h.addSeparator()
         h.addAction(make_action(self, "&About vramscope", self.about, tip="Versions and license"))
 
         self.cancel_action = make_action(self, "Cancel loading", self._cancel_clicked, "Esc",
@@ -443,7 +462,7 @@ class MainWindow(QMainWindow):
             return  # (the file's pinned host memory: the same file, the same page)
         self.pages.setCurrentIndex(0 if doc is None else 1)
         for a in (self.export_png_action, self.export_svg_action, self.copy_map_action,
-                  self.fit_action):
+                  self.fit_action, self.export_report_action):
             a.setEnabled(doc is not None)
 
     def _enable_document_actions(self, doc: Document | None) -> None:
@@ -718,7 +737,7 @@ class MainWindow(QMainWindow):
         if self.persist:
             st.add_recent_file(doc.snap.path)
             self._fill_recent_menu()
-        self.statusBar().showMessage(f"Loaded {doc.snap.path}", 8000)
+        self.statusBar().showMessage(f"Loaded {doc.name}", 8000)
         self.loadFinished.emit("loaded")
 
     def _on_failed(self, message: str) -> None:
@@ -758,15 +777,14 @@ class MainWindow(QMainWindow):
             self.warnings_button.hide()
             return
         snap = doc.snap
-        self.file_label.setText(doc.name)
-        self.file_label.setToolTip(snap.path or "")
+        set_elided(self.file_label, doc.name, FILE_LABEL_WIDTH, snap.path or doc.name)
         self.format_label.setText(snap.source_format)
         conf = str(snap.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF") or "").strip()
-        self.settings_label.setText(f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf
-                                    else "default allocator settings")
+        text = f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf else "default allocator settings"
         detail = "\n".join(f"{k}: {v}" for k, v in snap.allocator_settings.items()
                            if k != "roundup_power2_divisions")
-        self.settings_label.setToolTip("Allocator settings recorded in the snapshot\n" + detail)
+        set_elided(self.settings_label, text, SETTINGS_LABEL_WIDTH,
+                   f"{text}\n\nAllocator settings recorded in the snapshot\n{detail}")
         n = len(snap.warnings)
         self.warnings_button.setVisible(n > 0)
         self.warnings_button.setText(f"⚠ {format_count(n)} warning{'s' if n != 1 else ''}")
@@ -808,6 +826,68 @@ class MainWindow(QMainWindow):
 
     def export_svg_dialog(self) -> None:
         self._export_dialog("svg", "SVG drawing (*.svg)")
+
+    def export_report_dialog(self) -> None:
+        """File > Export report…: ask where (starting in the folder last written to)."""
+        from .report_export import last_folder
+
+        if self.doc is None:
+            return
+        name = self.doc.name.split(".")[0] + "-report.html"
+        start = os.path.join(last_folder(), name) if self.persist and last_folder() else name
+        path, _ = QFileDialog.getSaveFileName(self, "Export report", start,
+                                              "HTML page (*.html)")
+        if not path:
+            return
+        if not path.lower().endswith((".html", ".htm")):
+            path += ".html"
+        self.export_report(path)
+
+    def export_report(self, path: str, remedies: bool = True):
+        """Write the HTML report of the open document to ``path`` off the GUI thread
+        (``remedies``: compute them when no Diagnosis panel has); the
+        :class:`~.report_export.ReportExport` (its ``finished(outcome, detail)``)."""
+        from .report_export import ReportExport, remember_folder
+
+        if self.doc is None:
+            return None
+        export = ReportExport(self, os.fspath(path), remedies)
+
+        def ended(outcome: str, detail: str) -> None:
+            if outcome == "done":
+                if self.persist:
+                    remember_folder(detail)
+                self.statusBar().showMessage(f"Exported {detail}", 8000)
+            elif outcome == "failed":
+                self._show_error("Export failed", f"Could not write the report: {detail}",
+                                 os.fspath(path))
+            else:
+                self.statusBar().showMessage("Report export cancelled", 4000)
+            export.deleteLater()
+
+        export.finished.connect(ended)
+        self.report_export = export
+        export.start()
+        return export
+
+    # ------------------------------------------------------------------ help
+    def show_shortcuts(self):
+        """Help > Keyboard shortcuts: every action's shortcut, read from the actions."""
+        from .help_dialogs import ShortcutsDialog
+
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
+
+    def show_record_help(self):
+        """Help > How to record a snapshot."""
+        from .help_dialogs import RecordDialog
+
+        dialog = RecordDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        return dialog
 
     # ------------------------------------------------------------------ document
     def show_document(self, doc: Document | None) -> None:
@@ -1022,6 +1102,16 @@ def about_text() -> str:
         f"<p>Qt {qVersion()}<br>PySide6 {PySide6.__version__}<br>pyqtgraph {pyqtgraph.__version__}"
         f"<br>numpy {numpy.__version__}<br>Python {sys.version.split()[0]}</p>"
     )
+
+
+def set_elided(label: QLabel, text: str, width: int, tip: str | None = None) -> None:
+    """``text`` in ``label``, cut in the middle (the end of a file name stays) to at most
+    ``width`` pixels; the whole of it in the tooltip (``tip`` when given)."""
+    label.setMaximumWidth(width)
+    shown = label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle, width - 4)
+    label.setText(shown)
+    label.setToolTip(tip if tip is not None else text)
+    label.setAccessibleName(text)
 
 
 def _local_files(mime) -> list[str]:

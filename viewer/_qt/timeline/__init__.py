@@ -11,7 +11,7 @@ May import: ``..widgets``, the model.  Never a feature package: the main window,
 categories, the Diagnosis panel and the live curves use the timeline.
 """
 
-from .axes import BytesYAxis, TimelineViewBox, XAxis  # noqa: F401
+from .axes import BytesYAxis, TimelineViewBox, XAxis, event_tick_step  # noqa: F401
 from .constants import CURVES, X_EVENTS, X_TIME, curve_colors, format_seconds  # noqa: F401
 from .items import StackedItem, VerticalBandsItem  # noqa: F401
 from .panel import TimelinePanel  # noqa: F401

@@ -43,12 +43,35 @@ class BytesYAxis(pg.AxisItem):
         return [short_bytes(v) for v in values]
 
 
+def event_tick_step(span: float, pixels: float, label_px: float) -> float:
+    """A round step (1, 2, 2.5, 5 x 10^n; never below one event) between event ticks so
+    that labels ``label_px`` wide never touch over ``pixels``: "200,000  400,000", not
+    "200000400000" run together, and one tick at 0 for a one-event trace."""
+    if span <= 0 or pixels <= 0:
+        return 1.0
+    most = max(1.0, pixels / max(label_px, 1.0))  # labels that fit side by side
+    raw = span / most
+    base = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    for m in (1, 2, 2.5, 5, 10):
+        if m * base >= raw:
+            return max(1.0, m * base)
+    return max(1.0, 10 * base)
+
+
 class XAxis(pg.AxisItem):
     """Event index (thousands separators) or time relative to the first event."""
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
         self.mode = X_EVENTS
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph API)
+        if self.mode != X_EVENTS:
+            return super().tickSpacing(minVal, maxVal, size)
+        # Whole events only, spaced for labels as wide as the largest one.
+        chars = len(f"{int(max(abs(minVal), abs(maxVal))):,}") + 1
+        step = event_tick_step(maxVal - minVal, size, chars * 7.5 + 12)
+        return [(step, 0)]
 
     def tickStrings(self, values, scale, spacing):
         if self.mode == X_TIME:

@@ -126,13 +126,14 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         group.addButton(self.events_button)
         self.time_button.toggled.connect(self._on_mode_button)
         self.peak_button = QToolButton(text="Peak")
-        self.peak_button.setToolTip("Jump to the peak of allocated memory (Ctrl+Shift+P)")
+        self.peak_button.setToolTip("Jump to the peak of allocated memory (Ctrl+Shift+P; "
+                                    "of reserved memory: Ctrl+Shift+R)")
         self.prev_oom_button = QToolButton(text="◀")
-        self.prev_oom_button.setToolTip("Previous OOM (Ctrl+Shift+[)")
+        self.prev_oom_button.setToolTip("Previous OOM (Ctrl+[)")
         self.oom_button = QToolButton(text="OOM")
         self.oom_button.setToolTip("Jump to the last out-of-memory event (Ctrl+J)")
         self.next_oom_button = QToolButton(text="▶")
-        self.next_oom_button.setToolTip("Next OOM (Ctrl+Shift+])")
+        self.next_oom_button.setToolTip("Next OOM (Ctrl+])")
         self.latest_button = QToolButton(text="Latest (as recorded)")
         self.latest_button.setToolTip("Back to the snapshot as it was recorded: "
                                       "the end of the trace (End)")

@@ -19,28 +19,39 @@ CATEGORY_COLORS = {
     "unknown": "#9e9e9e",
 }
 
+# What a leaking line keeps (MemoryBreakdown.leaks): its own colour index past the
+# categories, so that colour-by-category views show a leak as a leak, not as "unknown".
+LEAK = len(CATEGORY_NAMES)
+LEAK_COLOR = "#8c564b"
+LEAK_LABEL = "leak"
+
 # The Leaks view's bars and the category timeline's cursor (theirs, not the theme's:
 # the category views keep working whatever the shared theme renames).
 ACCENT = "#ff6f00"
 
 
 def color(category: int | str) -> QColor:
-    """The colour of a category (index into CATEGORY_NAMES, or its name)."""
+    """The colour of a category (index into CATEGORY_NAMES, or its name; :data:`LEAK`
+    or "leak": what leaking lines keep)."""
+    if category in (LEAK, LEAK_LABEL):
+        return QColor(LEAK_COLOR)
     name = CATEGORY_NAMES[category] if isinstance(category, (int, np.integer)) else category
     return QColor(CATEGORY_COLORS[name])
 
 
 def rgba_table(alpha: int = 255) -> np.ndarray:
-    """(7, 4) uint8 RGBA per category index: for batched drawing (one colour lookup per
-    allocation, ``table[category]``)."""
-    out = np.zeros((len(CATEGORY_NAMES), 4), np.uint8)
-    for i, name in enumerate(CATEGORY_NAMES):
-        c = QColor(CATEGORY_COLORS[name])
+    """(8, 4) uint8 RGBA per colour index (the 7 categories, then :data:`LEAK`): for
+    batched drawing (one colour lookup per allocation, ``table[category]``)."""
+    out = np.zeros((len(CATEGORY_NAMES) + 1, 4), np.uint8)
+    for i in range(len(CATEGORY_NAMES) + 1):
+        c = color(i)
         out[i] = (c.red(), c.green(), c.blue(), alpha)
     return out
 
 
 def swatch_html(category: int) -> str:
-    """A coloured square and the category's label, for tooltips and legends."""
-    return (f'<span style="color:{CATEGORY_COLORS[CATEGORY_NAMES[category]]}">&#9632;</span>'
-            f"&nbsp;{CATEGORY_LABELS[category]}")
+    """A coloured square and the category's label (:data:`LEAK`: "leak"), for tooltips
+    and legends; one piece: a legend that wraps does so between entries."""
+    label = LEAK_LABEL if category == LEAK else CATEGORY_LABELS[category]
+    return (f'<span style="white-space:nowrap"><span style="color:{color(category).name()}">'
+            f"&#9632;</span>&nbsp;{label}</span>")

@@ -96,3 +96,44 @@ def search_swatch_html(label: str | None = None) -> str:
     text = text.replace("&", "&amp;").replace("<", "&lt;")
     return (f'<span style="white-space:nowrap"><span style="color:{search_color().name()}">'
             f"&#9632;</span>&nbsp;<b>{text}</b></span>")
+
+
+# --------------------------------------------------------------------------- readable text
+MIN_CONTRAST = 4.5  # WCAG AA for normal text: captions are small, they need it most
+
+
+def _luminance(c: QColor) -> float:
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF())
+
+
+def contrast_ratio(a: QColor, b: QColor) -> float:
+    """WCAG contrast ratio of two colours (1: the same, 21: black on white)."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def caption_color(background: QColor | None = None) -> QColor:
+    """Muted text (the header's captions) on ``background`` (default: the window's):
+    the text colour blended toward the background as far as a contrast of
+    :data:`MIN_CONTRAST` allows - muted, never unreadable (a disabled label's grey is
+    1.6:1 on the light Fusion palette), in light and dark themes alike."""
+    pal = palette()
+    bg = background if background is not None else pal.color(QPalette.ColorRole.Window)
+    fg = pal.color(QPalette.ColorRole.WindowText)
+    if contrast_ratio(fg, bg) < MIN_CONTRAST:  # (a palette whose own text is faint)
+        fg = QColor("#000000") if _luminance(bg) > 0.18 else QColor("#ffffff")
+    for t in (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05):
+        c = QColor.fromRgbF(fg.redF() + (bg.redF() - fg.redF()) * t,
+                            fg.greenF() + (bg.greenF() - fg.greenF()) * t,
+                            fg.blueF() + (bg.blueF() - fg.blueF()) * t)
+        if contrast_ratio(c, bg) >= MIN_CONTRAST + 0.1:  # (a margin for rounding)
+            return c
+    return fg
+
+
+def caption_style(size_pt: int = 8) -> str:
+    """The stylesheet of a caption: small, in :func:`caption_color`."""
+    return f"font-size: {size_pt}pt; color: {caption_color().name()};"

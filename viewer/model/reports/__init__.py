@@ -2,7 +2,9 @@
 
 * :mod:`.summary` - ``vramscope summary``: figures, OOM verdicts, categories, leaks;
 * :mod:`.diff` - ``vramscope diff``: two snapshots compared;
-* :mod:`.ranks` - a directory of per-rank snapshots side by side.
+* :mod:`.ranks` - a directory of per-rank snapshots side by side;
+* :mod:`.html_report` - one self-contained HTML page (the GUI's File > Export report),
+  and which allocations leak (the colour views paint them as a leak).
 
 May import: every layer below (:mod:`..categories`, :mod:`..analysis`,
 :mod:`..replay`, :mod:`..io`, :mod:`..core`); never :mod:`..view`.
