@@ -15,7 +15,8 @@ import sys
 
 from ..model.core.progress import Progress
 from .tty_progress import TerminalProgress
-from .whatif import _positive_int, load_case, parse_bytes, reported
+from .device_choice import device_fields, device_line
+from .whatif import _positive_int, glue_values, load_case, parse_bytes, reported
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive_int, metavar="N",
                    help="the batch size the recording ran with: the answer then names the "
                    "largest batch that fits (largest_batch_that_fits)")
-    p.add_argument("--device", type=int, metavar="N", help="device to analyse (default: first)")
+    p.add_argument("--device", type=int, metavar="N", help="device to analyse (default: the "
+                   "last OOM's, else the one with the highest reserved peak)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -41,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     from ..model.remedies.advise import advise, format_text
 
-    args = parser().parse_args(argv)
+    args = parser().parse_args(glue_values(argv))
     # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
     with TerminalProgress("vramscope advise") as tp:
         case = load_case(args, tp)
@@ -60,11 +62,14 @@ def main(argv: list[str]) -> int:
         print(f"vramscope: warning: the allocator model does not reproduce this recording "
               f"({check.first_difference}); predictions are approximate", file=sys.stderr)
     if args.json:
-        out = {"file": args.file}
+        out = {"file": args.file, **device_fields(case, args)}
         out.update(result.to_dict())
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
+        line = device_line(case, args)
+        if line:
+            print(line)
         print(format_text(result))
     return 0
 

@@ -66,6 +66,7 @@ def expected_stats(sidecar: Path) -> dict:
 def check_model(example: Path, expected: dict) -> list[str]:
     """Load ``example``, compare its figures with ``expected``; report lines."""
     from vramscope.viewer.model import format_bytes, last_oom, load_snapshot, memory_stats
+    from vramscope.viewer.model.core.units import plural
 
     start = time.perf_counter()
     snap = load_snapshot(example, use_cache=False)
@@ -82,10 +83,10 @@ def check_model(example: Path, expected: dict) -> list[str]:
                             f"{EXPECTED_VERDICT!r}: {oom.verdict}")
     seconds = time.perf_counter() - start
     return [
-        f"  model:  {example.name}: {stats['segment_count']} segments, reserved "
+        f"  model:  {example.name}: {plural(stats['segment_count'], 'segment')}, reserved "
         f"{format_bytes(stats['reserved_bytes'])}, "
         f"allocated {format_bytes(stats['allocated_bytes'])}"
-        f"; {len(expected)} figures equal memory_stats ({seconds:.2f} s)",
+        f"; {plural(len(expected), 'figure')} equal memory_stats ({seconds:.2f} s)",
         f"  OOM:    verdict {oom.kind!r} as expected: {oom.verdict.removeprefix(oom.kind + ': ')}",
     ]
 
@@ -98,6 +99,7 @@ def check_window(example: Path, out: Path) -> list[str]:
         from PySide6.QtGui import QImage
 
         from vramscope.viewer._qt import app as qtapp
+        from vramscope.viewer.model.core.units import plural
     except ImportError as exc:
         raise SelfTestError(f"the GUI cannot be imported: {exc}") from exc
     code, error = qtapp.screenshot(os.fspath(example), os.fspath(out))
@@ -114,11 +116,12 @@ def check_window(example: Path, out: Path) -> list[str]:
                for x in range(0, image.width(), max(1, image.width() // 96))
                for y in range(0, image.height(), max(1, image.height() // 60))}
     if len(colours) < MIN_COLOURS:
-        raise SelfTestError(f"{out}: the rendered window looks blank ({len(colours)} colours)")
+        raise SelfTestError(
+            f"{out}: the rendered window looks blank ({plural(len(colours), 'colour')})")
     about = about_versions()
     seconds = time.perf_counter() - start
     return [f"  window: main window rendered offscreen, {image.width()}x{image.height()}, "
-            f"{len(colours)} colours sampled ({seconds:.2f} s)",
+            f"{plural(len(colours), 'colour')} sampled ({seconds:.2f} s)",
             f"  about:  Help > About names {about}"]
 
 

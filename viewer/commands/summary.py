@@ -36,13 +36,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true",
                    help="parse the file even if its columns are cached")
     p.add_argument("--device", type=int, metavar="N",
-                   help="device whose trace --at indexes (default: the first with events); "
-                   "must be a device of the snapshot")
+                   help="device to answer for: its peaks, memory categories and allocation "
+                   "sites, and the trace --at indexes (default: the last OOM's, else the "
+                   "one with the highest reserved peak); must be a device of the snapshot")
     return p
+
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.at is not None and args.at < 0:
+        # Refused rather than counted from the end: "-5" would silently be another event
+        # than the one typed (and the positive bound is checked against the device's count).
+        print(f"vramscope: error: --at {args.at}: events are numbered from 0; give one "
+              "of the device's events (0 or more)", file=sys.stderr)
+        return 2
     if os.path.isdir(args.file):
         return _directory(args)
     key = None
@@ -134,19 +142,24 @@ def _summary(args):
             print(f"vramscope: error: {args.file}: no device {args.device} in this snapshot "
                   f"(its devices: {', '.join(map(str, known)) or 'none'})", file=sys.stderr)
             return 2, "", None
+    # One device answered for: the one named, else the last OOM's, else the highest peak's.
+    from ..model.analysis import focus
+
+    given = args.device is not None
+    device = args.device if given else (focus.default_trace_device(snap)
+                                        if len(snap.trace) else focus.default_device(snap))
+    chosen = focus.chosen_by(snap, device, given)
     # A report seeks only to the OOMs (and --at): no keyframes, those layouts kept.
     emit = oom_events(snap)
     at = None
     if args.at is not None:
         trace = snap.trace
-        device = args.device if args.device is not None else (
-            int(trace.device.min()) if len(trace.device) else None)
         n = int((trace.device == device).sum()) if device is not None else 0
         if not n:
             print(f"vramscope: error: {args.file}: no trace events"
                   + (f" on device {device}" if device is not None else ""), file=sys.stderr)
             return 2, "", None
-        k = args.at if args.at >= 0 else n + args.at
+        k = args.at
         if not 0 <= k < n:
             print(f"vramscope: error: --at {args.at} is outside 0..{n - 1}", file=sys.stderr)
             return 2, "", None
@@ -155,7 +168,7 @@ def _summary(args):
     # The memory categories' first part is made on another thread during the replay.
     timeline, prepared = summary_timeline(snap, emit)
     stamp("replay_done")
-    summary = summarize(snap, timeline, at, prepared)
+    summary = summarize(snap, timeline, at, prepared, device, chosen)
     stamp("summary_done")
     text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
     return 0, text, (key, snap) if deferred else None

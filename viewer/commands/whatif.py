@@ -22,15 +22,42 @@ from ..model.core.errors import LoadCancelled
 from ..model.io.load import load_snapshot
 from ..model.core import units
 from ..model.core.progress import Progress
+from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
 
 def parse_bytes(text: str) -> int:
     """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type over the one
-    parser the GUI uses too, :func:`..model.core.units.parse_bytes`)."""
+    parser the GUI uses too, :func:`..model.core.units.parse_bytes`); a negative size is
+    refused as such, not as an unreadable one."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"the memory limit must be positive: {text!r}")
     try:
         return units.parse_bytes(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: Options whose value may start with "-" (a negative size or scale, to be refused by its
+#: own parser with a clear message): argparse would take "-1GB" for an option and answer
+#: "expected one argument".
+VALUE_OPTIONS = ("--memory-limit", "--batch-scale", "--batch")
+
+
+def glue_values(argv: list[str], options=VALUE_OPTIONS) -> list[str]:
+    """``argv`` with ``--memory-limit -1GB`` written ``--memory-limit=-1GB`` (for each of
+    ``options``), so the value reaches its parser whatever it starts with."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in options and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] not in ("-h", "--help") and not argv[i + 1].startswith("--"):
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def _positive_float(text: str) -> float:
@@ -78,7 +105,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the recorded batch size (optional): scaled sizes are exact per-sample "
                    "multiples, and the answer says how much it hangs on the allocations that "
                    "are not per-sample (cuDNN workspaces)")
-    p.add_argument("--device", type=int, metavar="N", help="device to simulate (default: first)")
+    p.add_argument("--device", type=int, metavar="N", help="device to simulate (default: the "
+                   "last OOM's, else the one with the highest reserved peak)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -96,6 +124,7 @@ def load_case(args: argparse.Namespace, tp: TerminalProgress):
         return prepare(snap, args.device, tp.stage("replaying the trace"))
 
     return reported(args, tp, load)
+
 
 
 def reported(args: argparse.Namespace, tp: TerminalProgress, work):
@@ -118,7 +147,7 @@ def main(argv: list[str]) -> int:
     from ..model.whatif import RECOMMENDED, predict
     from ..model.whatif.predictions import format_text, rank
 
-    args = parser().parse_args(argv)
+    args = parser().parse_args(glue_values(argv))
     confs = list(args.conf)
     for conf in confs:
         if conf == "recorded":
@@ -158,9 +187,13 @@ def main(argv: list[str]) -> int:
     if args.recommend:
         preds = rank(preds)
     if args.json:
-        json.dump([p.to_dict(case) for p in preds], sys.stdout, indent=1)
+        json.dump([{**p.to_dict(case), **device_fields(case, args)} for p in preds],
+                  sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
+        line = device_line(case, args)
+        if line:
+            print(line)
         print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
     return 0
 

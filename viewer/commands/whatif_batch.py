@@ -14,8 +14,10 @@ import sys
 from fractions import Fraction
 
 from ..model.remedies import batch_scale, evidence, explain, scaling
-from ..model.core.units import format_bytes as fb
-from ..model.whatif.predictions import Prediction, format_text, rank
+from ..model.core.units import format_bytes as fb, plural
+from ..model.whatif.predictions import (Prediction, limit_text, rank, row_label,
+                                        window_notes)
+from .device_choice import device_fields, device_line
 
 
 def scale_label(scale: float, batch: int | None) -> str:
@@ -45,7 +47,7 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
                  f"{conf or '(defaults)'}", (a * len(confs) + b) / total)
             cfg = case.config_of(conf)
             result = sc.simulate(cfg, args.memory_limit)
-            # Workspaces (cuDNN-like) make the figure an estimate: the range says how far.
+            # Library workspaces make the figure an estimate: the range says how far.
             est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
             label = scale_label(f, args.batch) + ("" if conf == "recorded" else
                                                    f" {conf or '(defaults)'}")
@@ -68,24 +70,91 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
         order = rank(preds)
         extra = [extra[preds.index(p)] for p in order]
         preds = order
+    dev = device_fields(case, args)
     if args.json:
         out = []
         for p, info in zip(preds, extra):
             d = p.to_dict(case)
             d.update(info)
+            d.update(dev)
             d["scaling"] = rows_explain
             out.append(d)
         json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
-        for p, info in zip(preds, extra):
-            est = info.get("peak_reserved_estimate")
-            if est:
-                print(f"  {p.conf}: estimate {fb(est['low_bytes'])} to {fb(est['high_bytes'])}: "
-                      f"{est['workspace_allocations']} library workspaces (cuDNN-like: not "
-                      f"per-sample, freed at once): {batch_scale.RANGE_WHAT}; the figure "
-                      "above assumes the recorded algorithms (weight part kept, the rest "
-                      "scaled)")
-        print(explain.format_rule_table(rows_explain))
+        line = device_line(case, args)
+        if line:
+            print(line)
+        print(format_table(case, preds, extra, ranked=args.recommend, limit=args.memory_limit))
+        print(explain.format_rule_table(distinct_examples(rows_explain)))
     return 0
+
+
+def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool = False,
+                 limit: int | None = None) -> str:
+    """The batch rows as text: each row's peak (one value, or the range the library's
+    workspace choices span, marked an estimate), and for a row that runs out of memory
+    "out of memory" where a percentage against the recorded run would read as a saving."""
+    head = [f"device {case.device}: {plural(len(case.requests), 'request')}; recorded "
+            f"settings: {case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
+    rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
+             "cudaMalloc", "cudaFree", "OOM")]
+    notes = []
+    for p, info in zip(preds, extra):
+        d = p.to_dict(case)
+        oom = d["oom"]
+        est = info.get("peak_reserved_estimate")
+        peak = fb(d["peak_reserved_bytes"])
+        if est and est["low_bytes"] != est["high_bytes"]:
+            # The row's label says "(estimate)"; a range of zero width is one value.
+            peak = f"{fb(est['low_bytes'])} - {fb(est['high_bytes'])}"
+        if oom is not None:
+            vs = "out of memory"
+            peak += " until the OOM"
+        elif d["peak_reserved_is_window_start"]:
+            vs = "n/a*"
+        elif d["peak_reserved_vs_recorded"] is not None:
+            vs = f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
+        else:
+            vs = "-"
+        rows.append((row_label(case, p), peak, vs, fb(d["peak_allocated_bytes"]),
+                     f"{d['fragmentation_at_peak'] * 100:.1f}%", str(d["cuda_malloc_count"]),
+                     str(d["cuda_free_count"]),
+                     "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
+        if oom is not None:
+            notes.append(f"  {p.conf}: runs out of memory at event {oom['event']}: "
+                         f"{oom['verdict']}")
+        if est:
+            n = plural(est["workspace_allocations"], "library workspace")
+            if est["low_bytes"] != est["high_bytes"]:
+                notes.append(f"  {p.conf}: estimate {fb(est['low_bytes'])} to "
+                             f"{fb(est['high_bytes'])} over the sizes {n} may take: "
+                             f"{batch_scale.RANGE_WHAT}; {fb(d['peak_reserved_bytes'])} assumes "
+                             "the recorded algorithms (weight part kept, the rest scaled)")
+            else:
+                notes.append(f"  {p.conf}: an estimate: {n} (not per-sample, made and freed "
+                             "inside one operation) may take other sizes at this batch; "
+                             f"every size tried gives the same peak, "
+                             f"{fb(est['low_bytes'])}")
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines.extend(notes)
+    lines.extend(window_notes(case, preds))
+    if ranked:
+        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
+    return "\n".join(lines)
+
+
+def distinct_examples(rows: list[dict]) -> list[dict]:
+    """The rule table's rows with each example shown once: two allocations of the same
+    size whose sites read the same ("(no Python frame)") would print the same line twice."""
+    out = []
+    for row in rows:
+        seen, kept = set(), []
+        for ex in row.get("examples") or []:
+            key = (ex["requested_bytes"], ex["where"])
+            if key not in seen:
+                seen.add(key)
+                kept.append(ex)
+        out.append({**row, "examples": kept})
+    return out

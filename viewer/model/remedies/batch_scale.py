@@ -67,9 +67,12 @@ ESTIMATE_SAMPLES_LONG, LONG_STREAM = 8, 200_000
 # (H100, cuDNN 9.19), the rest alignment and a per-call constant.
 COPY_SLACK = Fraction(21, 20)
 # What the range of a batch prediction spans, in words (CLI and GUI say it the same way).
-RANGE_WHAT = ("cuDNN picks each convolution's algorithm per batch, so each workspace may be "
-              "like the recorded one (half to twice its estimated size), a copy of its "
-              "operands, or none")
+RANGE_WHAT = ("the library may pick another algorithm at another batch (cuDNN does, per "
+              "convolution), so each workspace may be like the recorded one (half to twice "
+              "its estimated size), a copy of its operands, or none")
+#: What the uncertain allocations are, in words that fit any model (a transformer's odd-sized
+#: scratch is judged so too: see :attr:`.scaling.Judgement.workspace`).
+WORKSPACE_WHAT = "library workspaces (not per-sample: made and freed inside one operation)"
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +133,14 @@ class PeakEstimate:
                 "workspace_allocations": self.workspaces,
                 "workspace_bytes_estimated": self.workspace_bytes,
                 "samples": self.samples,
-                "what": "library workspaces (cuDNN-like: not per-sample, freed at once) "
-                        "estimated as a fixed weight part plus a per-sample part; " + RANGE_WHAT}
+                "what": WORKSPACE_WHAT + " estimated as a fixed weight part plus a per-sample "
+                        "part; " + RANGE_WHAT}
+
+    @property
+    def is_range(self) -> bool:
+        """Whether the workspace sizes tried move the peak at all (a range of zero width
+        is one value: the workspaces are too small or too short-lived to matter)."""
+        return self.low != self.high
 
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,

@@ -27,16 +27,16 @@ counters, which :attr:`SnapshotDiff.counters` carries beside them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core import frames as fr
+from ..analysis.calltree import site_frames
 from ..analysis.figures import MemoryStats, Selection, memory_stats, pool_keys
 from ..analysis.oom import last_oom, oom_reports
 from ..core.snapshot import BlockState, Snapshot
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 
 STATUS_ADDED = "added"
 STATUS_REMOVED = "removed"
@@ -262,10 +262,17 @@ def _side_dict(snap: Snapshot, stats: MemoryStats) -> dict[str, Any]:
 
 
 def stack_key_ids(snap: Snapshot, stack: int, categories: np.ndarray,
-                  fold: bool = True) -> list[int]:
+                  fold: bool = True, sites: np.ndarray | None = None) -> list[int]:
     """Frame ids of ``stack``'s key, outermost first (``[]``: no stack recorded);
-    the call tree's folding rule (:func:`frames.folded_frame_ids`)."""
-    return fr.folded_frame_ids(snap, stack, categories, fold)
+    the call tree's folding rule (:func:`frames.folded_frame_ids`).  Folded, a stack with
+    none of the user's frames is keyed by its allocation site (``sites``:
+    :func:`..analysis.calltree.site_frames`), never by the allocator's own frame, which
+    every allocation passes through."""
+    ids = fr.folded_frame_ids(snap, stack, categories, fold)
+    if fold and sites is not None and 0 <= stack < len(sites) and len(ids) == 1 \
+            and categories[ids[0]] != fr.CAT_USER and sites[stack] >= 0:
+        return [int(sites[stack])]
+    return ids
 
 
 def stack_keys(snap: Snapshot, stacks: list[int], categories: np.ndarray | None = None,
@@ -275,10 +282,11 @@ def stack_keys(snap: Snapshot, stacks: list[int], categories: np.ndarray | None 
     ``depth`` keeps only that many innermost frames."""
     cats = fr.frame_categories(snap.frames) if categories is None else categories
     frames = snap.frames
+    sites = site_frames(snap, cats) if fold else None
     resolved: dict[int, Frame] = {}
     out: dict[int, tuple[Frame, ...]] = {}
     for sid in stacks:
-        ids = stack_key_ids(snap, int(sid), cats, fold)
+        ids = stack_key_ids(snap, int(sid), cats, fold, sites)
         if depth:
             ids = ids[-depth:]
         key = []
@@ -438,11 +446,11 @@ def signed_bytes(n: int) -> str:
 
 def format_text(diff: SnapshotDiff, top: int = 10) -> str:
     """A human-readable report of the diff."""
-    name_a = Path(diff.a.path).name if diff.a.path else "A"
-    name_b = Path(diff.b.path).name if diff.b.path else "B"
+    # The columns are "A" and "B": the full paths are printed once above them (a file name
+    # as a column heading made the table hundreds of characters wide).
     lines = [f"A: {diff.a.path or '(snapshot)'}", f"B: {diff.b.path or '(snapshot)'}", ""]
-    w = max(len(name_a), len(name_b), 12)
-    lines.append(f"{'':<20}{name_a[:w]:>{w}}  {name_b[:w]:>{w}}  {'B - A':>12}")
+    w = 12
+    lines.append(f"{'':<20}{'A':>{w}}  {'B':>{w}}  {'B - A':>12}")
 
     def row(label, va, vb, d, fmt, sfmt):
         lines.append(f"{label:<20}{fmt(va):>{w}}  {fmt(vb):>{w}}  {sfmt(d):>12}")
@@ -484,14 +492,36 @@ def format_text(diff: SnapshotDiff, top: int = 10) -> str:
     lines.append(f"live memory by allocation stack: {counts[STATUS_ADDED]} added, "
                  f"{counts[STATUS_REMOVED]} removed, {counts[STATUS_CHANGED]} changed")
     grow = diff.growing()[:top]
+    shrink = diff.shrinking()[:top]
+    labels = distinct_labels(grow + shrink)
     if grow:
         lines.append("top stacks by growth:")
-        lines.extend(_stack_line(s) for s in grow)
-    shrink = diff.shrinking()[:top]
+        lines.extend(_stack_line(s, labels[id(s)]) for s in grow)
     if shrink:
         lines.append("top stacks by shrink:")
-        lines.extend(_stack_line(s) for s in shrink)
+        lines.extend(_stack_line(s, labels[id(s)]) for s in shrink)
     return "\n".join(lines)
+
+
+def distinct_labels(rows: list[StackDiff]) -> dict[int, str]:
+    """``id(row)`` -> its label, made distinct: rows whose allocating line is the same
+    (different callers) get "called from" their nearest caller that tells them apart
+    (``#2``, ``#3`` where none does, e.g. keys that differ only by line numbers cut off)."""
+    by_label: dict[str, list[StackDiff]] = {}
+    for s in rows:
+        by_label.setdefault(s.label, []).append(s)
+    out: dict[int, str] = {}
+    for label, same in by_label.items():
+        if len(same) == 1:
+            out[id(same[0])] = label
+            continue
+        for n, s in enumerate(same):
+            callers = list(reversed(s.key[:-1]))  # nearest caller first
+            others = [set(o.key[:-1]) for o in same if o is not s]
+            pick = next((f for f in callers if any(f not in o for o in others)), None)
+            out[id(s)] = (f"{label}, called from {frame_label(pick)}" if pick is not None
+                          else f"{label} #{n + 1}")
+    return out
 
 
 def _oom_lines(diff: SnapshotDiff, row) -> list[str]:
@@ -509,7 +539,7 @@ def _oom_lines(diff: SnapshotDiff, row) -> list[str]:
     return lines
 
 
-def _stack_line(s: StackDiff) -> str:
-    return (f"  {signed_bytes(s.delta):>12}  {s.status:<8} {s.label}  "
-            f"({format_bytes(s.bytes_a)} in {s.count_a} -> "
-            f"{format_bytes(s.bytes_b)} in {s.count_b})")
+def _stack_line(s: StackDiff, label: str | None = None) -> str:
+    return (f"  {signed_bytes(s.delta):>12}  {s.status:<8} {label or s.label}  "
+            f"({format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} -> "
+            f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')})")

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis import figures as analysis
+from ..analysis import focus
+from ..analysis.calltree import site_frames, top_sites
 from ..replay import integrity
 from ..analysis.oom import oom_reports
 from ..replay.recorded_window import recorded_window
@@ -65,12 +67,17 @@ def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:
 
 def summarize(snap: Snapshot, timeline: Timeline | None = None,
               at: tuple[int, int] | None = None,
-              prepared: Future | None = None) -> dict[str, Any]:
+              prepared: Future | None = None, device: int | None = None,
+              chosen_by: str | None = None) -> dict[str, Any]:
     """Everything ``vramscope summary --json`` prints.
 
     With ``at=(device, k)`` the figures are those after event ``k`` of that
     device (replayed), and ``"at"`` describes the event.  ``prepared``: the breakdown's
     first part, made while the replay ran (:func:`summary_timeline`).
+
+    ``device``: the device the peaks, the breakdown and the sites at the peak are of
+    (``"device"``; ``chosen_by`` says why, ``"device_chosen_by"``); default: the
+    last OOM's, else the highest reserved peak's (:mod:`..analysis.focus`).
     """
     # The categories' breakdown (the slowest part) on a second thread from the start when the
     # device it is for is known already (one device with events): the peaks, windows and
@@ -95,9 +102,19 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out.update(total.to_dict())
     out["at"] = at_event(timeline, *at) if at is not None and timeline is not None else None
     device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
+    given = device is not None
+    if device is None:
+        device = (focus.default_trace_device(snap) if device_peaks else None)
+        if device is None:
+            device = focus.default_device(snap)
+    out["device"] = device
+    out["device_chosen_by"] = chosen_by or focus.chosen_by(snap, device, given)
+    out["device_phrase"] = focus.device_phrase(snap, device, out["device_chosen_by"] != "given")
     if device_peaks:
-        # One device: its peaks.  Several: the device with the highest reserved peak.
-        top = max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+        # The answered device's peaks (several devices: summing would mix GPUs); one with
+        # no trace events: the highest reserved peak's, named by peak_device.
+        top = device if device in device_peaks else \
+            max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
         out.update(device_peaks[top])
         out["peak_device"] = top
     # What each device's trace window cannot show (a wrapped ring buffer, a late start).
@@ -152,8 +169,10 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["notes"] = notes
     untrusted = [u.to_dict() for u in found]  # (checked above, before breakdown_fields)
     # What the memory is (before the warnings are copied: a trace it cannot read adds one).
+    made: dict = {}
     out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
-                                out.get("peak_requested_event"), early))
+                                out.get("peak_requested_event"), early, made))
+    out.update(site_fields(snap, timeline, out, made))
     out["warnings"] = list(snap.warnings)
     out["untrusted"] = untrusted
     return out
@@ -205,18 +224,19 @@ def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None,
 
 def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
                      peak_device: int | None, peak_event: int | None,
-                     early: tuple[int, Future] | None = None) -> dict[str, Any]:
+                     early: tuple[int, Future] | None = None,
+                     made: dict | None = None) -> dict[str, Any]:
     """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
     adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
     :class:`categories.MemoryBreakdown` (``early``: (device, the build of it already
-    started on a thread))."""
+    started on a thread); ``made``: filled with device -> breakdown, for reuse)."""
     out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
                            "categories_at": None, "iterations": [], "leaks": []}
     if timeline is None or not timeline.devices:
         if early is not None:
             early[1].result()
         return out
-    made = {}
+    made = {} if made is None else made
     if early is not None:
         made[early[0]] = early[1].result()
 
@@ -234,6 +254,47 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
             out["categories_at"] = bd_at.split_at(at[1])
             out["categories_at_device"] = at[0]
     return out
+
+
+SITES = 5  # allocation sites listed at the peak and at each OOM
+
+
+def site_fields(snap: Snapshot, timeline: Timeline | None, out: dict[str, Any],
+                made: dict) -> dict[str, Any]:
+    """``top_sites_at_peak``: the frames (the user's line where the stack has one) holding
+    the most allocated bytes at the answered device's allocated peak; ``top_sites_at_oom``:
+    the same at each OOM of ``out["ooms"]`` (one entry per OOM: device, event, sites).
+    From the allocations' lifetime columns, grouped with numpy: no block objects."""
+    res: dict[str, Any] = {"top_sites_at_peak": None, "top_sites_at_oom": []}
+    if timeline is None or not timeline.devices:
+        return res
+    sites_of_stack: list = []
+    lifetimes: dict = {}
+
+    def sites_at(device: int, k: int | None) -> list[dict] | None:
+        if k is None or k < 0 or timeline.replay(device) is None:
+            return None
+        if device not in lifetimes:
+            bd = made.get(device)
+            lifetimes[device] = bd.intervals if bd is not None else timeline.intervals(device)
+        iv = lifetimes[device]
+        if not sites_of_stack:
+            sites_of_stack.append(site_frames(snap))
+        live = (iv.start <= k) & (iv.end > k)
+        return [s.to_dict() for s in top_sites(snap, iv.stack[live], iv.size[live], SITES,
+                                               sites_of_stack[0])]
+
+    peak_device = out.get("peak_device")
+    if peak_device is not None:
+        got = sites_at(peak_device, out.get("peak_allocated_event"))
+        if got is not None:
+            res["top_sites_at_peak"] = {"device": peak_device,
+                                        "event": out["peak_allocated_event"], "sites": got}
+    for oom in out.get("ooms") or []:
+        got = sites_at(oom["device"], oom.get("event"))
+        res["top_sites_at_oom"].append({"device": oom["device"], "event": oom.get("event"),
+                                        "sites": got or []})
+    return res
 
 
 def newer_fields(snap: Snapshot) -> dict[str, Any]:
@@ -266,46 +327,21 @@ def format_text(summary: dict[str, Any]) -> str:
     if at:
         lines.append(f"after event {at['event']} of {at['events']} on device {at['device']}: "
                      f"{at['action']} {fb(at['size'])}")
-    lines.append(
-        f"reserved {fb(summary['reserved_bytes'])} in {plural(summary['segment_count'], 'segment')}"
-        + (f" + {summary['expandable_segment_count']} expandable"
-           if summary["expandable_segment_count"] else "")
-    )
-    lines.append(
-        f"allocated {fb(summary['allocated_bytes'])}, active {fb(summary['active_bytes'])}, "
-        f"requested {fb(summary['requested_bytes'])}"
-    )
-    lines.append(
-        f"free inside segments (all pools) {fb(summary['free_bytes'])} in "
-        f"{plural(summary['gap_count'], 'gap')}, "
-        f"largest free block {fb(summary['largest_free_block_bytes'])}, "
-        f"fragmentation {summary['fragmentation']:.1%}"
-    )
-    lines.append(
-        f"inactive split {fb(summary['inactive_split_bytes'])}, "
-        f"rounding waste {fb(summary['rounding_waste_bytes'])}, "
-        f"pending free {fb(summary['pending_free_bytes'])}"
-    )
-    if summary.get("peak_reserved_bytes") is not None:
-        window = next((w for w in summary.get("windows") or []
-                       if w["device"] == summary.get("peak_device")), None)
-        late = bool(window and window["started_late"])
-        where = f"event {summary['peak_reserved_event']}"
-        # Several devices: the totals above are summed, the peak is one device's; say which.
-        device = (f" on device {summary['peak_device']}"
-                  if len(summary["devices"]) > 1 and summary.get("peak_device") is not None else "")
-        if late and window and summary["peak_reserved_bytes"] == window["reserved_before"]:
-            where = "already at the window's start"  # not an event of the window
-        lines.append(
-            f"peak over the {'recorded window' if late else 'recording'}{device}: reserved "
-            f"{fb(summary['peak_reserved_bytes'])} ({where}), requested "
-            f"{fb(summary['peak_requested_bytes'])} (event {summary['peak_requested_event']})"
-        )
-    if len(summary["devices"]) > 1:
-        for d in summary["devices"]:
-            lines.append(f"  device {d['device']}: reserved {fb(d['reserved_bytes'])}, "
-                         f"allocated {fb(d['allocated_bytes'])}")
+    devices = summary["devices"]
+    if len(devices) > 1:
+        # Several GPUs: each its own figures (a sum beside one GPU's OOM would mislead:
+        # the free bytes of another GPU cannot serve its request), the answered one first.
+        lines.append(f"{len(devices)} devices; answering for {summary.get('device_phrase')}")
+        first = [d for d in devices if d["device"] == summary.get("device")]
+        for d in first + [d for d in devices if d["device"] != summary.get("device")]:
+            lines.append(f"device {d['device']}:")
+            lines.extend("  " + line for line in _figure_lines(d))
+            lines.extend("  " + line for line in _peak_lines(summary, d))
+    else:
+        lines.extend(_figure_lines(summary))
+        lines.extend(_peak_lines(summary, summary))
     lines.extend(_oom_lines(summary))
+    lines.extend(site_lines(summary))
     lines.extend(breakdown_lines(summary))
     host = summary.get("host_memory")
     if host:
@@ -325,12 +361,83 @@ def format_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _figure_lines(stats: dict[str, Any]) -> list[str]:
+    """The figures of one scope (the whole snapshot, or one device's entry)."""
+    fb = format_bytes
+    return [
+        f"reserved {fb(stats['reserved_bytes'])} in {plural(stats['segment_count'], 'segment')}"
+        + (f" + {stats['expandable_segment_count']} expandable"
+           if stats["expandable_segment_count"] else ""),
+        f"allocated {fb(stats['allocated_bytes'])}, active {fb(stats['active_bytes'])}, "
+        f"requested {fb(stats['requested_bytes'])}",
+        f"free inside segments (all pools) {fb(stats['free_bytes'])} in "
+        f"{plural(stats['gap_count'], 'gap')}, "
+        f"largest free block {fb(stats['largest_free_block_bytes'])}, "
+        f"fragmentation {stats['fragmentation']:.1%}",
+        f"inactive split {fb(stats['inactive_split_bytes'])}, "
+        f"rounding waste {fb(stats['rounding_waste_bytes'])}, "
+        f"pending free {fb(stats['pending_free_bytes'])}",
+    ]
+
+
+def _peak_lines(summary: dict[str, Any], stats: dict[str, Any]) -> list[str]:
+    """The peak line of one scope (``stats``: the summary itself, or a device's entry)."""
+    fb = format_bytes
+    if stats.get("peak_reserved_bytes") is None:
+        return []
+    device = stats.get("device") if stats is not summary else summary.get("peak_device")
+    window = next((w for w in summary.get("windows") or [] if w["device"] == device), None)
+    late = bool(window and window["started_late"])
+    where = f"event {stats['peak_reserved_event']}"
+    if late and window and stats["peak_reserved_bytes"] == window["reserved_before"]:
+        where = "already at the window's start"  # not an event of the window
+    return [f"peak over the {'recorded window' if late else 'recording'}: reserved "
+            f"{fb(stats['peak_reserved_bytes'])} ({where}), requested "
+            f"{fb(stats['peak_requested_bytes'])} (event {stats['peak_requested_event']})"]
+
+
+def site_lines(summary: dict[str, Any]) -> list[str]:
+    """Where the memory was allocated: the top sites at the peak and at each OOM."""
+    fb = format_bytes
+    lines = []
+
+    def block(head: str, sites: list[dict]) -> None:
+        if not sites:
+            return
+        lines.append(head)
+        width = max(len(fb(s["bytes"])) for s in sites)
+        for s in sites:
+            lines.append(f"  {fb(s['bytes']):>{width}}  {plural(s['count'], 'block')}  "
+                         f"{s['frame']}")
+
+    several = len(summary.get("devices") or []) > 1
+    peak = summary.get("top_sites_at_peak")
+    if peak:
+        on = f" on device {peak['device']}" if several else ""
+        block(f"allocated at the peak{on} (event {peak['event']}), by where it was made:",
+              peak["sites"])
+    at_oom = summary.get("top_sites_at_oom") or []
+    at = summary.get("at")
+    if at:  # after --at: only the OOMs up to that event (as the OOM lines)
+        at_oom = [e for e, o in zip(at_oom, summary.get("ooms") or [])
+                  if o["event_index"] <= at["trace_row"]]
+    for entry in at_oom[-SITE_OOMS:]:
+        block(f"allocated at the OOM on device {entry['device']} (event {entry['event']}), "
+              "by where it was made:", entry["sites"])
+    if len(at_oom) > SITE_OOMS:
+        lines.append(f"  (the sites at {plural(len(at_oom) - SITE_OOMS, 'earlier OOM')} "
+                     "are in --json)")
+    return lines
+
+
+SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has every one)
+
+
 # --- the split and leaks in words ------------------------------------------------------
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
     from ..categories.breakdown import format_split
-    from ..core.units import format_bytes as fb
-
+    fb = format_bytes
     lines = []
     if summary.get("categories_at_peak"):
         leaked = summary.get("leaked_bytes_at_peak") or 0
@@ -344,7 +451,7 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     its = summary.get("iterations") or []
     if its:
         top = max(its, key=lambda it: it["peak_bytes"])
-        lines.append(f"{len(its)} iterations; the highest, #{top['index']}, peaks at "
+        lines.append(f"{plural(len(its), 'iteration')}; the highest, #{top['index']}, peaks at "
                      f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
     leaks = summary.get("leaks") or []
     if len(leaks) > 1:
@@ -354,8 +461,8 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     for lk in leaks[:LEAK_LINES]:
         via = f", called from {lk['caller']}" if lk.get("caller") else ""
         lines.append(f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
-                     f"{fb(lk['bytes_per_iteration'])} per iteration ({lk['iterations']} "
-                     f"iterations, {fb(lk['live_bytes'])} now)")
+                     f"{fb(lk['bytes_per_iteration'])} per iteration "
+                     f"({plural(lk['iterations'], 'iteration')}, {fb(lk['live_bytes'])} now)")
     if len(leaks) > LEAK_LINES:
         lines.append(f"  ... and {len(leaks) - LEAK_LINES} more (--json lists them all)")
     return lines

@@ -1,0 +1,25 @@
+"""Which device a command answered for, as its JSON fields and its text line (``whatif``,
+``advise``, ``whatif --batch-scale``): the rule itself is :mod:`..model.analysis.focus`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def device_fields(case, args: argparse.Namespace) -> dict:
+    """``device`` and ``device_chosen_by`` ("given", "only", "last_oom", "highest_peak")
+    of a loaded case: what every JSON answer carries."""
+    from ..model.analysis import focus
+
+    return {"device": case.device,
+            "device_chosen_by": focus.chosen_by(case.snap, case.device, args.device is not None)}
+
+
+def device_line(case, args: argparse.Namespace) -> str | None:
+    """"answering for device 1 (the last OOM's)" where the snapshot has several devices
+    (one device: the report's own "device 0:" says it)."""
+    from ..model.analysis import focus
+
+    if len(focus.devices_of(case.snap)) < 2:
+        return None
+    return "answering for " + focus.device_phrase(case.snap, case.device, args.device is None)
