@@ -131,7 +131,7 @@ def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot
     assert cell.text() == (f"{fb(rem.predicted_peak_reserved_bytes)} "
                            f"(estimate, {fb(lo)} - {fb(hi)})")
     assert "cuDNN" in cell.toolTip() and "cannot be known from one recording" in cell.toolTip()
-    assert f"an estimate: 168 library workspaces (cuDNN-like), peak {fb(lo)} - {fb(hi)}" \
+    assert f"an estimate: 168 library workspaces, peak {fb(lo)} - {fb(hi)}" \
         in panel.fit_label.text() and "cuDNN" in panel.fit_label.toolTip()
     panel.table.selectRow(row)
     bands = [i for i in panel.plot.getPlotItem().items if isinstance(i, pg.LinearRegionItem)]

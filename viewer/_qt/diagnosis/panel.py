@@ -58,10 +58,11 @@ GIB = 1 << 30
 OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 # Why a batch prediction with a range is an estimate (the model's PeakEstimate says how
 # the range was drawn).
-WORKSPACE_WHY = ("An estimate: library workspaces (cuDNN-like: convolution algorithms chosen "
-                 "per shape) were seen in the recording, and the sizes cuDNN would pick at "
-                 "another batch cannot be known from one recording. The figure assumes the "
-                 "recorded algorithms; the range covers the others: " + RANGE_WHAT + ".")
+WORKSPACE_WHY = ("An estimate: library workspaces (scratch made and freed inside one "
+                 "operation, whose size follows the algorithm the library picks per shape) "
+                 "were seen in the recording, and the sizes it would pick at another batch "
+                 "cannot be known from one recording. The figure assumes the recorded "
+                 "algorithms; the range covers the others: " + RANGE_WHAT + ".")
 ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
                  "change would remove from the bytes live at it, not a simulation.")
 
@@ -367,7 +368,7 @@ class DiagnosisPanel(JobPanel):
         # drawn size gives the same peak leave it exact, as on GPT-2).
         batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
         rng = batch_rem.predicted_peak_reserved_range if batch_rem is not None else None
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like), peak "
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces, peak "
                f"{fb(rng[0])} - {fb(rng[1])}") if rng is not None else ""
         if a.largest_batch_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "

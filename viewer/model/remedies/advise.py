@@ -72,7 +72,7 @@ def _workspace_note(est: batch_scale.PeakEstimate | None) -> str:
     """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate."""
     if est is None:
         return ""
-    return (f"; estimate: {est.workspaces} library workspaces (cuDNN-like): "
+    return (f"; estimate: {est.workspaces} library workspaces: "
             f"{batch_scale.RANGE_WHAT}; peak reserved {fb(est.low)} to "
             f"{fb(est.high)}")
 
@@ -625,8 +625,8 @@ def format_text(advice: Advice) -> str:
     lines += split_lines(a)
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces (cuDNN-like) sized "
-               "as a fixed weight part plus a per-sample part") if a.batch_workspaces else ""
+        est = (f"; an estimate: {a.batch_workspaces} library workspaces sized as a fixed "
+               "weight part plus a per-sample part") if a.batch_workspaces else ""
         if a.largest_batch_that_fits is not None:
             lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
                          f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g}"

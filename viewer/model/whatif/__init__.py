@@ -21,7 +21,8 @@ answers), :mod:`.simulator` (the allocator model; with :mod:`.blocks`,
 peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.predictions` (the rows per
 setting the CLI prints and the panels show).
 
-May import: :mod:`..replay`, :mod:`..core` (the allocator's rules), numpy.
+May import: :mod:`..analysis` (which device to answer for), :mod:`..replay`, :mod:`..core`
+(the allocator's rules), numpy.
 """
 
 from .predictions import RECOMMENDED, Case, Prediction, prepare, predict
