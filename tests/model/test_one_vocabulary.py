@@ -150,3 +150,14 @@ def test_kept_every_iteration_is_still_offered_where_it_happened():
     kept = [r for r in a.remedies if r.remedy == "free_kept"]
     assert kept and kept[0].saving_bytes > 0
     assert np.all([r.saving_bytes > 0 for r in a.remedies])
+
+
+@pytest.mark.parametrize("name,offered", [
+    ("truth/gpt2_adamw_fp32.pickle.xz", True), ("truth/resnet_sgd_fp32.pickle.xz", True),
+    ("truth/gpt2_adamw_bf16.pickle.xz", False), ("truth/pair_resnet_bf16.pickle.xz", False),
+    ("resnet50_train.pickle", False)])
+def test_mixed_precision_is_offered_exactly_on_fp32_runs(name, offered):
+    """Under autocast the forward makes half-size copies of the weights; an fp32 run does
+    not (the programs say which they ran: their truth files / workload names)."""
+    ids = [r.remedy for r in _advise(DATA / name).remedies]
+    assert ("bf16_autocast" in ids) == offered, ids

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..model import SnapshotError
+from ..model.reports import aligned
 from ..model.reports.diff import diff_snapshots, format_text
 from ..model.io.load import load_snapshot
 from ..model.replay.timeline import build_timeline
@@ -33,7 +34,15 @@ def parser() -> argparse.ArgumentParser:
                    help="key stacks by every frame, torch internals included (default: "
                         "your own frames only)")
     p.add_argument("--no-peaks", action="store_true",
-                   help="skip replaying the traces for the peaks' deltas")
+                   help="skip replaying the traces for the peaks' deltas (and the aligned "
+                        "comparison)")
+    p.add_argument("--change", metavar="REMEDY",
+                   help="the change made between A and B, as advise names it "
+                        "(smaller_batch, free_kept, gradient_checkpointing, bf16_autocast, "
+                        "8bit_optimizer, set_to_none, allocator:SETTINGS): the comparison "
+                        "says how far advise's prediction on A was from B (default: the "
+                        "change the files show - other allocator settings, checkpointing, "
+                        "a leak gone)")
     p.add_argument("--no-cache", action="store_true",
                    help="parse the files even if their columns are cached")
     return p
@@ -64,9 +73,24 @@ def main(argv: list[str]) -> int:
     timelines = None if args.no_peaks else (build_timeline(a), build_timeline(b))
     diff = diff_snapshots(a, b, fold=not args.all_frames, lines=args.by != "function",
                           depth=None if args.by == "stack" else 1, timelines=timelines)
+    al = None
+    if timelines is not None:
+        al = aligned.align(a, b, *timelines)
+        change = args.change or (al.detected_change if al is not None else None)
+        if al is not None and change:
+            al.prediction_error = aligned.prediction_error(a, al.b_peak_reserved, change,
+                                                           device=al.devices[0])
+            if al.prediction_error is None:
+                al.notes.append(f"advise makes no prediction for {change} on A")
     if args.json:
-        json.dump(diff.to_dict(top=args.top), sys.stdout, indent=1)
+        out = diff.to_dict(top=args.top)
+        if al is not None:
+            out.update(al.to_dict(top=max(args.top, 1)))
+        json.dump(out, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         print(format_text(diff, top=args.top))
+        if al is not None:
+            print()
+            print("\n".join(aligned.format_text(al, top=args.top)))
     return 0

@@ -125,7 +125,45 @@ def simple_specs() -> list[dict]:
              workload="GPT-2 under torch.profiler(profile_memory, record_shapes, with_stack)"),
         spec("clock_check", "clock", workload="allocations at known unix times"),
     ]
+    s += pair_specs()
     return s
+
+
+#: Before/after pairs for the aligned diff: (A, B, the change, the truth.json
+#: code_lines key of the line the change touched, or None when no single line did).
+PAIRS = (
+    ("gpt2_leak", "pair_gpt2_noleak", "leak removed", "leak"),
+    ("gpt2_adamw_fp32", "pair_gpt2_b2", "smaller_batch", None),
+    ("gpt2_adamw_fp32", "pair_gpt2_expandable", "allocator:expandable_segments:True", None),
+    ("gpt2_adamw_fp32", "pair_gpt2_ckpt", "gradient_checkpointing", None),
+    ("gpt2_adamw_fp32", "gpt2_adamw_bf16", "bf16_autocast", None),
+    ("pair_vit_no_ckpt", "vit_checkpoint_adamw_bf16", "gradient_checkpointing", None),
+    ("resnet_sgd_fp32", "pair_resnet_bf16", "bf16_autocast", None),
+    ("eval_keeps_outputs", "eval_no_grad", "no_grad", None),
+)
+
+
+def pair_specs() -> list[dict]:
+    """The B sides of :data:`PAIRS` not recorded for another purpose: the same program as
+    their A with one change a user makes after ``advise``."""
+    resnet = dict(family="resnet", image=224, batch=32, iters=6, optimizer="SGD",
+                  optimizer_kwargs={"lr": 0.1, "momentum": 0.9})
+    return [
+        spec("pair_gpt2_noleak", "train", GPT2, seq=128, iters=8,
+             workload="gpt2_leak's program without the leak (nothing kept per iteration)"),
+        spec("pair_gpt2_b2", "train", GPT2, batch=2,
+             workload="gpt2_adamw_fp32's program at half the batch (2)"),
+        spec("pair_gpt2_expandable", "train", GPT2, alloc_conf="expandable_segments:True",
+             workload="gpt2_adamw_fp32's program with expandable segments"),
+        spec("pair_gpt2_ckpt", "train", GPT2, grad_checkpointing=True,
+             workload="gpt2_adamw_fp32's program with gradient checkpointing"),
+        spec("pair_vit_no_ckpt", "train", family="vit", vit="vit_small_patch16_224", image=224,
+             batch=32, iters=6, autocast="bfloat16", optimizer="AdamW",
+             optimizer_kwargs={"lr": 1e-4},
+             workload="vit_checkpoint_adamw_bf16's program without gradient checkpointing"),
+        spec("pair_resnet_bf16", "train", resnet, autocast="bfloat16",
+             workload="resnet_sgd_fp32's program under bf16 autocast"),
+    ]
 
 
 class Driver:

@@ -332,6 +332,23 @@ def _demand(case, result, limit) -> int:
     return simulate_requests(case.requests, result.config, None, case.gpu_bytes).peak_reserved
 
 
+def _autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> bool:
+    """The recording already runs under autocast: its forward passes make half-size copies
+    of the weights (bf16 / fp16 casts of fp32 parameters) - of at least half the distinct
+    parameter sizes, so that activations that happen to have such a size do not count.
+    Without categories: many forward allocations of a model-state tensor's size."""
+    reqs = case.requests
+    alloc = reqs.kind == rq.ALLOC
+    if evd.categories is not None:
+        params = alloc & (evd.categories == "parameter")
+        sizes = np.unique(reqs.size[params])
+        halves = sizes[sizes % 2 == 0] // 2
+        if len(halves) >= 2:
+            fwd = alloc & (evd.phase == evidence.FORWARD) & ~params
+            return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
+    return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
+
+
 def _is_fragmentation(case: Case, recorded) -> bool:
     """The recorded run's first OOM was one of fragmentation (free bytes enough, no block)."""
     return getattr(recorded.first_oom, "kind", None) == "fragmentation"
@@ -515,8 +532,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"estimated: half (up to two thirds) of the {fb(act)} of activations live "
             f"{moment_name}", activations, most_saving=act * 2 // 3))
     if act > 0:
-        autocast_on = int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
-        if not autocast_on:
+        if not _autocast_seen(case, evd, j):
             remedies.append(estimated(
                 "bf16_autocast", "bf16 mixed precision (autocast)", act // 4,
                 "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",

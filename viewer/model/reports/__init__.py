@@ -2,6 +2,9 @@
 
 * :mod:`.summary` - ``vramscope summary``: figures, OOM verdicts, categories, leaks;
 * :mod:`.diff` - ``vramscope diff``: two snapshots compared;
+* :mod:`.aligned` - two recordings of one program on one time axis (iterations and
+  phases), what changed at each side's peak by category and site, and how far
+  ``advise``'s prediction for the change was from the real run;
 * :mod:`.ranks` - a directory of per-rank snapshots side by side;
 * :mod:`.html_report` - one self-contained HTML page (the GUI's File > Export report),
   and which allocations leak (the colour views paint them as a leak).
