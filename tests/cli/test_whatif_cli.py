@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -174,3 +175,13 @@ def test_whole_recording_has_no_window_note():
     (d,) = json.loads(out.stdout)
     assert not d["window_started_late"] and not d["peak_reserved_is_window_start"]
     assert isinstance(d["peak_reserved_vs_recorded"], float)
+
+
+def test_a_row_that_runs_out_of_memory_says_so_not_a_percentage():
+    """A run cut short by an OOM has no peak to compare: '-0.7 %' read as an improvement."""
+    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--recommend")
+    assert out.returncode == 0, out.stderr
+    rows = [r for r in out.stdout.splitlines() if "(fragmentation)" in r or "(capacity)" in r]
+    assert rows, out.stdout
+    for r in rows:
+        assert "out of memory" in r and not re.search(r"[+-]\d+\.\d%", r), r

@@ -276,7 +276,9 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
         fixed = d["peak_reserved_is_window_start"]
         rows.append((
             row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-            "n/a*" if fixed else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
+            # A run that stops at an OOM has no peak to compare (its figure is until then).
+            "out of memory" if oom is not None else "n/a*" if fixed
+            else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
             if d["peak_reserved_vs_recorded"] is not None else "-",
             fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
             str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
