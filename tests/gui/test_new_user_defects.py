@@ -194,6 +194,9 @@ def test_one_event_trace_has_a_proper_axis(qtbot, window, load):
                   if lo <= v <= hi and s]
         assert labels == ["0"], labels
     assert "x0.001" not in wiring.panel.timeline.plot.getAxis("bottom").labelString()
+    # The one state's column fills the main timeline (it was a sliver in an empty plot).
+    (lo, hi), _ = window.timeline.plot.getViewBox().viewRange()
+    assert (lo, hi) == pytest.approx((-0.5, 0.5))
 
 
 def _legend_fits(label) -> bool:

@@ -512,6 +512,8 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self._place_overlays()
         self._place_markers()
         x_lo, x_hi = float(xs[0]), float(xs[-1])
+        if self.n == 1:  # the one column's edges
+            x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
         span = max(x_hi - x_lo, 1e-9)
         self.vb.setLimits(xMin=x_lo - span * 0.02, xMax=x_hi + span * 0.02, yMin=-1,
                           minXRange=min(span, 4.0 if self.mode == X_EVENTS else 1e-6))
@@ -523,6 +525,10 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if not self.n:
             return
         xs = self.xs()
+        if self.n == 1:  # one state: its column (centred on the event) fills the plot
+            self.vb.setXRange(float(xs[0]) - 0.5, float(xs[0]) + 0.5, padding=0)
+            self._on_x_range()
+            return
         span = max(float(xs[-1] - xs[0]), 1e-9)
         self.vb.setXRange(float(xs[0]) - span * 0.005, float(xs[-1]) + span * 0.01, padding=0)
         self._on_x_range()
