@@ -13,13 +13,9 @@ import pytest
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.replay.timeline import build_timeline
-from vramscope.viewer.model.reports.html_report import (
-    ReportParts,
-    build_html,
-    column_extremes,
-    leak_interval_mask,
-    leaked_blocks,
-)
+from vramscope.viewer.model.categories.leaks import leak_interval_mask, leaked_blocks
+from vramscope.viewer.model.reports.html_report import ReportParts, build_html
+from vramscope.viewer.model.view.curve_lod import column_extremes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"

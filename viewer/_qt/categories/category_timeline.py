@@ -4,7 +4,7 @@ temporaries, inputs, unknown), with the iterations and their phases as bands.
 
 Level of detail: the curves are sampled at the events of each horizontal pixel
 column's lowest and highest requested bytes in the visible range (a min/max
-decimation, :func:`~vramscope.viewer.model.reports.html_report.column_extremes`;
+decimation, :func:`~vramscope.viewer.model.view.curve_lod.column_extremes`;
 ``MemoryBreakdown.category_curves``: O((allocations + samples) log allocations)),
 recomputed when the view changes, so 10M events stay interactive and every
 iteration's peak shows; the view's iterations' peak events are sampled too.
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
 from ...model.core.units import format_bytes
-from ...model.reports.html_report import column_extremes
+from ...model.view.curve_lod import column_extremes
 from ..widgets import theme
 from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
 from ..timeline.axes import XAxis

@@ -28,7 +28,7 @@ from ..timeline.constants import CURVES
 from ..timeline.phase_bands import PhaseBands
 from ..widgets import settings as st
 from ..widgets import theme
-from ...model.reports.html_report import leak_interval_mask, leaked_blocks
+from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ..widgets.category_colors import LEAK, color, rgba_table, swatch_html
 from .panel import CategoriesPanel
 from .split_bar import CategorySplitBar

@@ -8,6 +8,7 @@ import numpy as np
 from PySide6.QtGui import QColor
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.categories.leaks import LEAK_LABEL
 
 CATEGORY_COLORS = {
     "parameter": "#1f77b4",
@@ -23,7 +24,6 @@ CATEGORY_COLORS = {
 # categories, so that colour-by-category views show a leak as a leak, not as "unknown".
 LEAK = len(CATEGORY_NAMES)
 LEAK_COLOR = "#8c564b"
-LEAK_LABEL = "leak"
 
 # The Leaks view's bars and the category timeline's cursor (theirs, not the theme's:
 # the category views keep working whatever the shared theme renames).

@@ -10,6 +10,10 @@ not looked at: a line is leaking when it left survivors in at least
 :data:`MIN_SHARE` of the iterations between them (and at least
 :data:`MIN_ITERATIONS`).  Its growth per iteration is the survivors' bytes of
 those iterations divided by their number.
+
+:func:`leak_interval_mask` and :func:`leaked_blocks` say which allocations (and blocks
+at an instant) the leaks keep, so that the colour views and the report paint them as
+a leak (:data:`LEAK_LABEL`) rather than as their category.
 """
 
 from __future__ import annotations
@@ -156,3 +160,36 @@ def _own_caller(snap: Snapshot, stack: int, named_file: str) -> str:
 
 
 _INSTALLED = ("/site-packages/", "/dist-packages/")
+
+
+# What the colour views (and the report) call what a leaking line keeps: painted as a leak
+# rather than as its category ("unknown", mostly).
+LEAK_LABEL = "leak"
+
+
+def leak_interval_mask(bd) -> np.ndarray:
+    """bool per allocation (interval id) of ``bd``'s device: kept by a leaking line
+    (the survivors of every :attr:`MemoryBreakdown.leaks` entry)."""
+    mask = np.zeros(len(bd.category), bool)
+    for lk in bd.leaks:
+        ids = np.asarray(lk.allocations, np.int64)
+        mask[ids[(ids >= 0) & (ids < len(mask))]] = True
+    return mask
+
+
+def leaked_blocks(bd, k: int, addresses: np.ndarray, mask: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """bool per block address of ``addresses``: the allocation live there after event
+    ``k`` is kept by a leaking line (``mask``: :func:`leak_interval_mask`, if made)."""
+    addresses = np.asarray(addresses, np.int64)
+    out = np.zeros(len(addresses), bool)
+    if not bd.leaks or not len(addresses) or not bd.n_events:
+        return out
+    mask = leak_interval_mask(bd) if mask is None else mask
+    live = bd.live(min(max(int(k), 0), bd.n_events - 1))
+    live = live[mask[live]]
+    if not len(live):
+        return out
+    keys = np.sort(bd.intervals.addr[live])
+    pos = np.minimum(np.searchsorted(keys, addresses), len(keys) - 1)
+    return keys[pos] == addresses

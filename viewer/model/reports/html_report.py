@@ -6,12 +6,6 @@ bytes of the views into one HTML page with no external resource: the images are
 ``data:`` URIs, the style is inline.  Every text is escaped (``html.escape``): file
 names and stack frames come from the recording.  The GUI's File > Export report grabs
 the images and gathers the data; this module never sees Qt.
-
-Also here, because the report and the views colour it the same way: which allocations
-a :class:`~..categories.MemoryBreakdown` says leak (:func:`leak_interval_mask`,
-:func:`leaked_blocks`), so that colour-by-category views can paint them as a leak
-rather than "unknown"; and the min/max decimation of a curve's samples
-(:func:`column_extremes`) for the category timeline.
 """
 
 from __future__ import annotations
@@ -26,36 +20,6 @@ import numpy as np
 from ..categories import CATEGORY_LABELS, CATEGORY_NAMES
 from ..core.units import format_bytes
 
-LEAK_LABEL = "leak"  # the colour views' name of what a leaking line keeps
-
-
-# ----------------------------------------------------------------------------- leaks
-def leak_interval_mask(bd) -> np.ndarray:
-    """bool per allocation (interval id) of ``bd``'s device: kept by a leaking line
-    (the survivors of every :attr:`MemoryBreakdown.leaks` entry)."""
-    mask = np.zeros(len(bd.category), bool)
-    for lk in bd.leaks:
-        ids = np.asarray(lk.allocations, np.int64)
-        mask[ids[(ids >= 0) & (ids < len(mask))]] = True
-    return mask
-
-
-def leaked_blocks(bd, k: int, addresses: np.ndarray, mask: np.ndarray | None = None
-                  ) -> np.ndarray:
-    """bool per block address of ``addresses``: the allocation live there after event
-    ``k`` is kept by a leaking line (``mask``: :func:`leak_interval_mask`, if made)."""
-    addresses = np.asarray(addresses, np.int64)
-    out = np.zeros(len(addresses), bool)
-    if not bd.leaks or not len(addresses) or not bd.n_events:
-        return out
-    mask = leak_interval_mask(bd) if mask is None else mask
-    live = bd.live(min(max(int(k), 0), bd.n_events - 1))
-    live = live[mask[live]]
-    if not len(live):
-        return out
-    keys = np.sort(bd.intervals.addr[live])
-    pos = np.minimum(np.searchsorted(keys, addresses), len(keys) - 1)
-    return keys[pos] == addresses
 
 
 # ----------------------------------------------------------------------------- the page
@@ -255,28 +219,3 @@ def build_html(parts: ReportParts) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(parts.title)} — vramscope report</title>"
             f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-
-
-# ----------------------------------------------------------------------------- curves
-def column_extremes(y: np.ndarray, lo: int, hi: int, columns: int) -> np.ndarray:
-    """Which of the events ``lo..hi`` to sample so that a curve drawn in ``columns``
-    pixel columns keeps, in each, the event of its maximum and of its minimum of ``y``
-    (plus both ends): a min/max decimation, so 643 iterations' peaks show as 643 peaks,
-    not as the few humps an even sampling happens to hit.  Every event when they fit."""
-    lo, hi = max(int(lo), 0), min(int(hi), len(y) - 1)
-    n = hi - lo + 1
-    if n <= 0:
-        return np.zeros(0, np.int64)
-    columns = max(int(columns), 1)
-    if n <= 2 * columns:
-        return np.arange(lo, hi + 1, dtype=np.int64)
-    seg = np.asarray(y[lo:hi + 1])
-    starts = (np.arange(columns, dtype=np.int64) * n) // columns
-    bins = np.repeat(np.arange(columns), np.diff(np.append(starts, n)))
-    pos = np.arange(n, dtype=np.int64)
-    picks = [np.array([0, n - 1], np.int64)]
-    for reduce in (np.maximum, np.minimum):
-        extreme = reduce.reduceat(seg, starts)
-        # the first event of each column that reaches its extreme (O(n), no sort)
-        picks.append(np.minimum.reduceat(np.where(seg == extreme[bins], pos, n), starts))
-    return lo + np.unique(np.concatenate(picks))
