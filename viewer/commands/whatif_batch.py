@@ -86,7 +86,7 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
         if line:
             print(line)
         print(format_table(case, preds, extra, ranked=args.recommend, limit=args.memory_limit))
-        print(explain.format_rule_table(distinct_examples(rows_explain)))
+        print(explain.format_rule_table(rows_explain))
     return 0
 
 
@@ -143,18 +143,3 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
     if ranked:
         lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
     return "\n".join(lines)
-
-
-def distinct_examples(rows: list[dict]) -> list[dict]:
-    """The rule table's rows with each example shown once: two allocations of the same
-    size whose sites read the same ("(no Python frame)") would print the same line twice."""
-    out = []
-    for row in rows:
-        seen, kept = set(), []
-        for ex in row.get("examples") or []:
-            key = (ex["requested_bytes"], ex["where"])
-            if key not in seen:
-                seen.add(key)
-                kept.append(ex)
-        out.append({**row, "examples": kept})
-    return out

@@ -32,13 +32,14 @@ def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
         order = idx[np.argsort(-judgement.size[idx], kind="stable")]
         seen, examples = set(), []
         for i in order.tolist():
-            key = (int(judgement.size[i]), int(evd.site[i]))
+            # As printed: two sites without a Python frame read the same.
+            at = where(case.snap, int(evd.site[i])) or "(no Python frame)"
+            key = (int(judgement.size[i]), at)
             if key in seen:
                 continue
             seen.add(key)
             examples.append({"requested_bytes": int(judgement.size[i]),
-                             "event": case.event_of(i),
-                             "where": where(case.snap, int(evd.site[i])) or "(no Python frame)"})
+                             "event": case.event_of(i), "where": at})
             if len(examples) == EXAMPLES:
                 break
         row["examples"] = examples
