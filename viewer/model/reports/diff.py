@@ -33,6 +33,7 @@ import numpy as np
 
 from ..core import frames as fr
 from ..analysis.calltree import site_frames
+from ..analysis.focus import default_trace_device
 from ..analysis.figures import MemoryStats, Selection, memory_stats, pool_keys
 from ..analysis.oom import last_oom, oom_reports
 from ..core.snapshot import BlockState, Snapshot
@@ -362,7 +363,7 @@ def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = Tr
         sb = memory_stats(b, ids_b[pid].selection()) if pid in ids_b else _EMPTY
         pools[pid] = ScopeDelta(sa, sb)
     return SnapshotDiff(a, b, total, devices, pools, rows, _tree(rows), _counters(a, b),
-                        _peaks(timelines) if timelines else None, fold, lines, depth)
+                        _peaks(timelines, (a, b)) if timelines else None, fold, lines, depth)
 
 
 def _pool_id(snap: Snapshot, k) -> PoolId:
@@ -407,19 +408,18 @@ def _counters(a: Snapshot, b: Snapshot) -> dict[str, dict[str, int]] | None:
     return out or None
 
 
-def _peaks(timelines) -> dict[str, dict[str, int | None]]:
+def _peaks(timelines, snaps: tuple[Snapshot, Snapshot]) -> dict[str, dict[str, int | None]]:
+    """Each side's peaks on the device it answers for (the last OOM's, else the highest
+    peak: :func:`..analysis.focus.default_trace_device`), never a maximum over devices
+    that are not the same GPU."""
     out: dict[str, dict[str, int | None]] = {}
     values = []
-    for tl in timelines:
-        side = {}
+    for tl, snap in zip(timelines, snaps):
+        side: dict[str, int | None] = {}
+        dev = default_trace_device(snap) if tl is not None else None
+        rep = tl.replay(dev) if tl is not None and dev is not None else None
         for curve in ("reserved", "allocated", "active", "requested"):
-            best = None
-            for d in (tl.devices if tl is not None else {}):
-                rep = tl.replay(d)
-                if rep is not None and len(rep):
-                    v, _k = rep.peak(curve)
-                    best = v if best is None else max(best, v)
-            side[curve] = best
+            side[curve] = int(rep.peak(curve)[0]) if rep is not None and len(rep) else None
         values.append(side)
     for curve in ("reserved", "allocated", "active", "requested"):
         va, vb = values[0][curve], values[1][curve]
