@@ -1,10 +1,12 @@
 """The Diff window: two snapshots side by side, what grew between them.
 
-An adapter over :mod:`vramscope.viewer.model.reports.diff`: a header of figure deltas
-(B - A), the two segment maps with synchronised byte zoom/pan and row scroll,
-and the live bytes by allocation stack as a sortable table and a call tree
-(added / removed / changed, growth in red, shrink in green).  Selecting a row
-highlights its blocks in both maps and shows its stack.
+Two tabs.  "End states", an adapter over :mod:`vramscope.viewer.model.reports.diff`:
+a header of figure deltas (B - A), the two segment maps with synchronised byte
+zoom/pan and row scroll, and the live bytes by allocation stack as a sortable table
+and a call tree (added / removed / changed, growth in red, shrink in green).
+Selecting a row highlights its blocks in both maps and shows its stack.  "Over time"
+(:mod:`.over_time`): both recordings on one aligned time axis, aligned when the tab is
+first shown.
 
 Why ~600 lines: one window (two maps kept in step, the stack table, the lazy tree and
 the loads of A and B); its model is ``model/reports/diff.py``.
@@ -53,10 +55,9 @@ from ..widgets.loader import LoadThread
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..segment_map import SegmentMapView
 from ..widgets.stack_panel import StackPanel
+from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, SortItem, delta_color
+from .over_time import OverTimePane
 
-GROWTH_RED = "#c62828"
-SHRINK_GREEN = "#2e7d32"
-SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 ROW_ROLE = NODE_ROLE  # (one role: the lazy tree's node, also on the stack rows)
 
 # (key, title, kind): kind "bytes", "count" or "fraction".
@@ -82,14 +83,6 @@ MATCH_MODES = (
 STACK_COLUMNS = ("Growth", "Status", "A", "B", "Blocks", "Allocated at", "Called from")
 
 
-def delta_color(delta: float) -> QColor | None:
-    if delta > 0:
-        return QColor(GROWTH_RED)
-    if delta < 0:
-        return QColor(SHRINK_GREEN)
-    return None
-
-
 def _segments(stats) -> str:
     text = f"{stats.segment_count:,}"
     if stats.expandable_segment_count:
@@ -113,16 +106,7 @@ def _fmt_delta(kind: str, d) -> str:
     return f"{d:+,}"
 
 
-class _Item(QTreeWidgetItem):
-    """Sorts by the SORT_ROLE data of the column when present (numbers sort as numbers)."""
-
-    def __lt__(self, other: QTreeWidgetItem) -> bool:
-        tree = self.treeWidget()
-        col = tree.sortColumn() if tree is not None else 0
-        a, b = self.data(col, SORT_ROLE), other.data(col, SORT_ROLE)
-        if a is not None and b is not None:
-            return a < b
-        return self.text(col) < other.text(col)
+_Item = SortItem
 
 
 class DiffHeader(QWidget):
@@ -320,14 +304,26 @@ class DiffWindow(QMainWindow):
         options.addWidget(self.fold)
         options.addSpacing(16)
         options.addWidget(self.counts, 1)
-        central = QWidget()
-        lay = QVBoxLayout(central)
+        ends = QWidget()
+        lay = QVBoxLayout(ends)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         lay.addWidget(self.header)
         lay.addLayout(options)
         lay.addWidget(main, 1)
-        self.setCentralWidget(central)
+        # Two views of the pair: the end states (above), and both runs on one time axis
+        # (aligned when first shown: its job is not paid for by who never looks).
+        self.over_time = OverTimePane()
+        self.views = QTabWidget()
+        self.views.setDocumentMode(True)
+        self.views.addTab(ends, "End states")
+        self.views.addTab(self.over_time, "Over time")
+        self.views.setTabToolTip(0, "What each snapshot holds at its end, and what grew")
+        self.views.setTabToolTip(1, "Both recordings on one aligned time axis (iteration by "
+                                    "iteration): curves, both maps at one cursor, categories, "
+                                    "allocation sites")
+        self.views.currentChanged.connect(self._on_view)
+        self.setCentralWidget(self.views)
         self.resize(1440, 900)
         app = QApplication.instance()
         if app is not None:  # never leave a loader running past the event loop
@@ -363,6 +359,16 @@ class DiffWindow(QMainWindow):
             t.cancel()
             t.wait(30000)
         self._threads.clear()
+        self.over_time.wait()
+
+    def show_over_time(self) -> None:
+        """The Over-time view (aligning the pair if not done yet)."""
+        self.views.setCurrentWidget(self.over_time)
+        self._on_view(self.views.currentIndex())
+
+    def _on_view(self, _index: int) -> None:
+        if self.views.currentWidget() is self.over_time and self.over_time.needs_start():
+            self.over_time.start()
 
     def _on_loaded(self, side: str, doc: Document) -> None:
         t = self._threads.pop(side, None)
@@ -408,6 +414,8 @@ class DiffWindow(QMainWindow):
         self.map_b.set_document(b)
         self._fit_maps()
         self.recompute()
+        self.over_time.set_documents(a, b)
+        self._on_view(self.views.currentIndex())
 
     def match_mode(self) -> str:
         return self.match.currentData() or "stack"

@@ -116,6 +116,7 @@ class SiteDelta:
     b_bytes: int
     a_count: int
     b_count: int
+    a_line: int | None = None  # A's line where an edit moved it (None: the same as B's)
 
     @property
     def delta(self) -> int:
@@ -129,7 +130,7 @@ class SiteDelta:
         return {"frame": self.frame, "filename": self.filename, "line": self.line,
                 "function": self.function, "a_bytes": self.a_bytes, "b_bytes": self.b_bytes,
                 "a_count": self.a_count, "b_count": self.b_count, "delta": self.delta,
-                "status": self.status}
+                "status": self.status, "a_line": self.a_line}
 
 
 @dataclass
@@ -170,6 +171,9 @@ class Alignment:
     detected_change: str | None = None
     # B's peak reserved on its device: what a prediction for A is held against.
     b_peak_reserved: int = 0
+    # Each side's breakdown (the views' category tables reuse them; not in to_dict).
+    breakdowns: tuple[MemoryBreakdown, MemoryBreakdown] | None = field(default=None,
+                                                                      repr=False)
 
     def largest_change(self) -> AlignedSpan | None:
         """The aligned span whose peak reserved changed most."""
@@ -331,7 +335,7 @@ def compare_sites(a: Side, b: Side) -> list[SiteDelta]:
         (ab, ac), (bb, bc) = sa.pop(key_a), sb.pop(key_b)
         f, la, fn = key_a
         label = f"{os.path.basename(f)}:{la}->{key_b[1]} {fn}".rstrip()
-        rows.append(SiteDelta(label, f, key_b[1], fn, ab, bb, ac, bc))
+        rows.append(SiteDelta(label, f, key_b[1], fn, ab, bb, ac, bc, a_line=la))
     for key in set(sa) | set(sb):
         (ab, ac), (bb, bc) = sa.get(key, (0, 0)), sb.get(key, (0, 0))
         rows.append(SiteDelta(_site_label(*key), key[0], key[1], key[2], ab, bb, ac, bc))
@@ -376,7 +380,8 @@ def align(a_snap: Snapshot, b_snap: Snapshot, a_timeline: Timeline, b_timeline: 
         categories_at_peak=(a.breakdown.split_at(pa), b.breakdown.split_at(pb)),
         sites=compare_sites(a, b), notes=notes,
         detected_change=detect_change(a_snap, b_snap, a.breakdown, b.breakdown),
-        b_peak_reserved=int(rep_b.peak("reserved")[0]) if rep_b is not None else 0)
+        b_peak_reserved=int(rep_b.peak("reserved")[0]) if rep_b is not None else 0,
+        breakdowns=(a.breakdown, b.breakdown))
 
 
 # --------------------------------------------------------------------------- prediction

@@ -1,0 +1,725 @@
+"""The Diff window's Over-time view: two recordings of one program on one time axis.
+
+An adapter over :mod:`vramscope.viewer.model.reports.aligned`: the alignment (and the
+category split of each side, its curves and its allocation sites) is computed in a
+:class:`~..widgets.jobs.Job` with progress and Cancel; then the chart
+(:mod:`.over_time_chart`) shows both runs' curves on the aligned axis, one cursor
+time-travels A's and B's segment maps together, a table gives the categories at the
+cursor on each side, and the sites table (live bytes at each side's peak by allocation
+site) highlights a site's blocks on both maps.  Where the files show the change made
+between them (``Alignment.detected_change``), a second job holds ``advise``'s
+prediction on A against B's real peak.
+
+Why ~650 lines: one pane (chart, two maps in step, two tables, two jobs); its model is
+``model/reports/aligned.py``, its axis ``aligned_axis.py``, its chart beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, MemoryBreakdown
+from ...model.core import frames as fr
+from ...model.core.errors import SnapshotError
+from ...model.core.progress import Progress
+from ...model.core.units import format_bytes
+from ...model.reports import aligned
+from ...model.reports.diff import signed_bytes
+from ...model.view.document import Document
+from ..segment_map import SegmentMapView
+from ..widgets.category_colors import color as category_color
+from ..widgets import theme
+from ..widgets.jobs import Job
+from .aligned_axis import SpanAxis, build_axis
+from .common import SORT_ROLE, SortItem, delta_color
+from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
+
+HIGHLIGHT_SITE = "selected site"  # the maps' legends: a site's blocks
+SITE_COLUMNS = ("Site", "Status", "A", "B", "Change")
+CATEGORY_COLUMNS = ("Category", "A", "B", "B − A")
+NO_STACK = ("<no stack recorded>", 0, "")
+RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+
+
+@dataclass
+class SideData:
+    """One side's part of the result: its document and device, breakdown, event x and
+    curves, and per stack the id of its allocation site (-1: none)."""
+
+    doc: Document
+    device: int
+    breakdown: MemoryBreakdown
+    x: np.ndarray
+    curves: dict[str, np.ndarray]
+    stack_site: np.ndarray
+    paths: dict[tuple[str, int, str], str] = field(default_factory=dict)
+
+
+@dataclass
+class OverTime:
+    """What the alignment job computes."""
+
+    alignment: aligned.Alignment
+    axis: SpanAxis
+    a: SideData
+    b: SideData
+    site_ids: dict[tuple[str, int, str], int]
+
+    def side(self, s: str) -> SideData:
+        return self.a if s == "a" else self.b
+
+    def site_keys(self, site: aligned.SiteDelta) -> tuple[tuple, tuple]:
+        """The (A, B) keys of a site: a moved line has A's own line."""
+        key = aligned.site_key(site.filename, site.line, site.function)
+        if site.filename == NO_STACK[0]:
+            key = NO_STACK
+        key_a = (key[0], site.a_line, key[2]) if site.a_line is not None else key
+        return key_a, key
+
+
+def no_history(doc: Document | None) -> bool:
+    """The document has no trace to align (no allocation history)."""
+    if doc is None:
+        return True
+    dev = doc.root.trace_device()
+    return dev is None or not doc.root.n_events(dev)
+
+
+def _stack_sites(snap, ids: dict) -> tuple[np.ndarray, dict]:
+    """Per stack, the id (in ``ids``, grown) of the site that made its allocations
+    (:func:`vramscope.viewer.model.reports.aligned.program_site_frames`), and each
+    site's full path."""
+    frames_of = aligned.program_site_frames(snap)
+    uniq, inv = np.unique(frames_of, return_inverse=True)
+    site_of_frame = np.full(len(uniq), -1, np.int64)
+    paths = {}
+    for j, f in enumerate(uniq.tolist()):
+        if f < 0:
+            key = NO_STACK
+        else:
+            view = fr.frame_view(snap.frames, int(f), 0)
+            key = aligned.site_key(view.filename, int(view.line), view.name)
+            paths[key] = view.filename
+        site_of_frame[j] = ids.setdefault(key, len(ids))
+    return site_of_frame[inv] if len(uniq) else np.zeros(0, np.int64), paths
+
+
+def compute(a: Document, b: Document, job: Job) -> OverTime:
+    """(worker thread) A and B aligned with all the pane draws; raises SnapshotError
+    with one line when either side has no trace."""
+    a, b = a.root, b.root
+    missing = [s for s, d in (("A", a), ("B", b)) if no_history(d)]
+    if missing:
+        raise SnapshotError(f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
+                            " no allocation history: nothing to align")
+
+    def part(lo: float, hi: float, what: str) -> Progress:
+        return Progress(lambda _s, f: job.report(what, lo + (hi - lo) * f), job.cancel_event)
+
+    al = aligned.align(a.snap, b.snap, a.timeline, b.timeline,
+                       progress=part(0.0, 0.5, "aligning the iterations"))
+    if al is None:
+        raise SnapshotError("nothing to align: a recording has no trace on its device")
+    n = (a.n_events(al.devices[0]), b.n_events(al.devices[1]))
+    axis = build_axis(al, *n)
+    ids: dict[tuple[str, int, str], int] = {}
+    sides = []
+    for i, (doc, dev, ax) in enumerate(((a, al.devices[0], axis.a), (b, al.devices[1], axis.b))):
+        p = part(0.5 + 0.25 * i, 0.75 + 0.25 * i, "categories and curves of " + "AB"[i])
+        bd = al.breakdowns[i] if al.breakdowns is not None else MemoryBreakdown.build(
+            doc.snap, doc.timeline, dev, p, intervals_of_device=doc.intervals(dev))
+        cols = doc.curves(dev)
+        curves = {c: np.asarray(cols[c], np.int64) for c in ("reserved", "allocated")}
+        p.update("curves", 0.8)
+        x = ax.x_of(np.arange(n[i], dtype=np.int64))
+        stack_site, paths = _stack_sites(doc.snap, ids)
+        p.update("sites", 1.0)
+        sides.append(SideData(doc, dev, bd, x, curves, stack_site, paths))
+    return OverTime(al, axis, sides[0], sides[1], ids)
+
+
+def prediction_text(p: dict[str, Any] | None, change: str) -> str:
+    """advise's prediction held against B's peak, in one line."""
+    if p is None:
+        return f"advise makes no prediction for {change} on A"
+    frac = f" ({p['error_fraction'] * 100:+.1f} %)" if p["error_fraction"] is not None else ""
+    rng = ""
+    if p["predicted_range"] is not None:
+        lo, hi = p["predicted_range"]
+        rng = (f"; its range {format_bytes(lo)} – {format_bytes(hi)} "
+               + ("holds it" if p["real_inside_range"] else "misses it"))
+    return (f"advise predicted {p['change']} ({p['method']}) at "
+            f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
+            f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
+            f"{signed_bytes(p['error_bytes'])}{frac}{rng}")
+
+
+def _swatch(c: QColor) -> QIcon:
+    pm = QPixmap(10, 10)
+    pm.fill(c)
+    return QIcon(pm)
+
+
+class OverTimePane(QWidget):
+    """The Over-time view of two documents (:meth:`set_documents`, then :meth:`start`)."""
+
+    finished = Signal(str)  # "done" | "failed" | "cancelled" (of the alignment)
+    predicted = Signal()  # the prediction line is there (or says there is none)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.doc_a: Document | None = None
+        self.doc_b: Document | None = None
+        self.result: OverTime | None = None
+        self.job: Job | None = None
+        self.prediction_job: Job | None = None
+        self.site_rows: list[aligned.SiteDelta] = []
+        self._syncing = False
+        self._fitted = False
+        self._events: tuple[int, int] = (-1, -1)
+        self._tried = False  # an alignment was started for these documents
+
+        # Status: what runs, its progress, Cancel (and Align again after one).
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.progress.setMaximumWidth(220)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop aligning the two recordings")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.again_button = QPushButton("Align again")
+        self.again_button.clicked.connect(self.start)
+        status = QHBoxLayout()
+        status.setContentsMargins(6, 2, 6, 0)
+        status.addWidget(self.message, 1)
+        status.addWidget(self.progress)
+        status.addWidget(self.cancel_button)
+        status.addWidget(self.again_button)
+        self._set_running(False)
+        self.again_button.hide()
+
+        # The chart and its lines.
+        self.chart = AlignedChart()
+        self.chart.cursorMoved.connect(self._on_cursor)
+        self._cursor_timer = QTimer(self)  # a drag redraws the maps once per pause
+        self._cursor_timer.setSingleShot(True)
+        self._cursor_timer.setInterval(30)
+        self._cursor_timer.timeout.connect(self.apply_cursor)
+        self.peak_line = QLabel("")
+        self.peak_line.setTextFormat(Qt.TextFormat.RichText)
+        self.peak_line.setToolTip("The span at the cursor: the peaks inside it on each side")
+        self.prediction = QLabel("")
+        self.prediction.setWordWrap(True)
+        self.prediction.setToolTip("advise's prediction on A for the change the files show, "
+                                   "held against B's real peak reserved")
+        self.prediction.hide()
+        top = QWidget()
+        tl = QVBoxLayout(top)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.setSpacing(1)
+        tl.addWidget(self.chart, 1)
+        for label in (self.peak_line, self.prediction):
+            label.setContentsMargins(6, 0, 6, 0)
+            tl.addWidget(label)
+
+        # The two maps, kept on one scale.
+        self.map_a, self.map_b = SegmentMapView(), SegmentMapView()
+        self.caption_a, self.caption_b = QLabel("A"), QLabel("B")
+        maps = QSplitter(Qt.Orientation.Horizontal)
+        for caption, m, c in ((self.caption_a, self.map_a, A_COLOR),
+                              (self.caption_b, self.map_b, B_COLOR)):
+            box = QWidget()
+            lay = QVBoxLayout(box)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.setSpacing(0)
+            caption.setContentsMargins(6, 2, 6, 0)
+            caption.setStyleSheet(f"border-left: 4px solid {c}; padding-left: 4px")
+            lay.addWidget(caption)
+            lay.addWidget(m, 1)
+            maps.addWidget(box)
+            # Two maps side by side have no room for a legend each: one legend above both.
+            m.legend.hide()
+            m.caption.hide()  # (its segment and block counts: clipped here; the rows show them)
+        self.map_legend = QLabel()
+        self.map_legend.setTextFormat(Qt.TextFormat.RichText)
+        self.map_legend.setWordWrap(True)
+        self.map_legend.setContentsMargins(6, 0, 6, 0)
+        self.map_legend.setToolTip(self.map_a.legend.toolTip())
+        maps_box = QWidget()
+        ml = QVBoxLayout(maps_box)
+        ml.setContentsMargins(0, 0, 0, 0)
+        ml.setSpacing(0)
+        ml.addWidget(self.map_legend)
+        ml.addWidget(maps, 1)
+        self.map_a.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_a, self.map_b))
+        self.map_b.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_b, self.map_a))
+
+        # The tables: the sites, the categories at the cursor.
+        self.sites = QTreeWidget()
+        self.sites.setRootIsDecorated(False)
+        self.sites.setColumnCount(len(SITE_COLUMNS))
+        self.sites.setHeaderLabels(list(SITE_COLUMNS))
+        self.sites.setUniformRowHeights(True)
+        self.sites.setAlternatingRowColors(True)
+        self.sites.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.sites.setToolTip("Live bytes at each side's peak by allocation site (your line "
+                              "that allocated), largest change first. Select a site: its "
+                              "blocks are highlighted on both maps.")
+        sh = self.sites.header()
+        sh.setStretchLastSection(False)
+        sh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c, w in ((1, 62), (2, 80), (3, 80), (4, 88)):
+            sh.resizeSection(c, w)
+        self.sites.currentItemChanged.connect(self._on_site)
+        self.categories = QTableWidget(len(CATEGORY_NAMES) + 1, len(CATEGORY_COLUMNS))
+        self.categories.setHorizontalHeaderLabels(list(CATEGORY_COLUMNS))
+        self.categories.verticalHeader().hide()
+        self.categories.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.categories.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.categories.setToolTip("Requested bytes live at the cursor by memory category, "
+                                   "on each side at its mapped event")
+        ch = self.categories.horizontalHeader()
+        ch.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in (1, 2, 3):
+            ch.resizeSection(c, 96)
+        self.categories.verticalHeader().setDefaultSectionSize(20)
+        self.category_title = QLabel("<b>Categories at the cursor</b>")
+        self.sites_title = QLabel("<b>Allocation sites at each side's peak</b>")
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(4, 0, 0, 0)
+        rl.setSpacing(2)
+        rl.addWidget(self.sites_title)
+        rl.addWidget(self.sites, 3)
+        rl.addWidget(self.category_title)
+        rl.addWidget(self.categories, 2)
+
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(maps_box)
+        bottom.addWidget(right)
+        bottom.setStretchFactor(0, 3)
+        bottom.setStretchFactor(1, 1)
+        bottom.setSizes([860, 580])
+        self.body = QSplitter(Qt.Orientation.Vertical)
+        self.body.addWidget(top)
+        self.body.addWidget(bottom)
+        self.body.setSizes([300, 520])
+        self.body.hide()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(status)
+        lay.addWidget(self.body, 1)
+
+    # ------------------------------------------------------------------ jobs
+    def set_documents(self, a: Document | None, b: Document | None) -> None:
+        """Compare ``a`` with ``b`` (nothing computed until :meth:`start`)."""
+        self.cancel(quiet=True)
+        self.doc_a, self.doc_b = a, b
+        self._tried = False
+        self.result = None
+        self.body.hide()
+        self.again_button.hide()
+        self.message.setText("")
+
+    def needs_start(self) -> bool:
+        """Documents set and never aligned (after a Cancel or a failure, only the user
+        starts it again: switching tabs does not)."""
+        return not self._tried and self.doc_a is not None and self.doc_b is not None
+
+    def start(self) -> None:
+        """Align the two documents in a job (progress and Cancel in the status row)."""
+        if self.doc_a is None or self.doc_b is None:
+            return
+        self.cancel(quiet=True)
+        self._tried = True
+        self.result = None
+        self.body.hide()
+        self.again_button.hide()
+        job = Job(lambda j, a=self.doc_a, b=self.doc_b: compute(a, b, j), self)
+        job.progressed.connect(lambda stage, f, j=job: self._on_progress(j, stage, f))
+        job.done.connect(lambda r, j=job: self._on_done(j, r))
+        job.failed.connect(lambda msg, j=job: self._on_failed(j, msg))
+        job.cancelled.connect(lambda j=job: self._on_cancelled(j))
+        self.job = job
+        self.message.setText("Aligning the two recordings…")
+        self.progress.setValue(0)
+        self._set_running(True)
+        job.finished.connect(job.deleteLater)
+        job.start()
+
+    def is_running(self) -> bool:
+        return self.job is not None or self.prediction_job is not None
+
+    def cancel(self, quiet: bool = False) -> None:
+        """Stop the running job (the alignment, or the prediction after it)."""
+        was, predicting = self.job, self.prediction_job
+        for j in (self.job, self.prediction_job):
+            if j is not None:
+                j.cancel()
+        self.job = self.prediction_job = None
+        if predicting is not None:
+            self.prediction.setText("advise's prediction: cancelled")
+        self._set_running(False)
+        if was is not None and not quiet:
+            self.message.setText("Alignment cancelled.")
+            self.again_button.show()
+            self.finished.emit("cancelled")
+
+    def wait(self) -> None:
+        """Cancel and wait for every job (the window closes)."""
+        self.cancel(quiet=True)
+        for j in self.findChildren(Job):  # (finished ones are deleted: not children)
+            j.wait(30000)
+
+    def _set_running(self, on: bool) -> None:
+        self.progress.setVisible(on)
+        self.cancel_button.setVisible(on)
+
+    def _on_progress(self, job: Job, stage: str, f: float) -> None:
+        if job is self.job or job is self.prediction_job:
+            self.message.setText(stage[:1].upper() + stage[1:] + "…")
+            self.progress.setValue(int(1000 * f))
+
+    def _on_failed(self, job: Job, message: str) -> None:
+        if job is not self.job:
+            return
+        self.job = None
+        self._set_running(False)
+        self.message.setText(message)
+        self.finished.emit("failed")
+
+    def _on_cancelled(self, job: Job) -> None:
+        if job is self.job:  # (cancel() already said so)
+            self.job = None
+            self._set_running(False)
+
+    def _on_done(self, job: Job, result: OverTime) -> None:
+        if job is not self.job:  # cancelled meanwhile: its result is dropped
+            return
+        self.job = None
+        self._set_running(False)
+        self.show_result(result)
+        self.finished.emit("done")
+        change = result.alignment.detected_change
+        if change:
+            self._start_prediction(result, change)
+
+    def _start_prediction(self, result: OverTime, change: str) -> None:
+        al, snap = result.alignment, result.a.doc.snap
+
+        def work(j: Job):
+            p = Progress(lambda _s, f: j.report("advise predicts " + change, f), j.cancel_event)
+            return aligned.prediction_error(snap, al.b_peak_reserved, change,
+                                            device=al.devices[0], progress=p)
+
+        job = Job(work, self)
+        job.progressed.connect(lambda stage, f, j=job: self._on_progress(j, stage, f))
+        job.done.connect(lambda p, j=job: self._on_predicted(j, p, change))
+        job.failed.connect(lambda msg, j=job: self._on_predicted(j, None, change, msg))
+        job.cancelled.connect(lambda j=job: self._on_predicted(j, None, change, "cancelled"))
+        self.prediction_job = job
+        self.prediction.setText(f"advise predicts {change} on A…")
+        self.prediction.show()
+        self._set_running(True)
+        job.finished.connect(job.deleteLater)
+        job.start()
+
+    def _on_predicted(self, job: Job, p, change: str, error: str = "") -> None:
+        if job is not self.prediction_job:
+            return
+        self.prediction_job = None
+        self._set_running(False)
+        self.message.setText(self.summary_text())
+        if self.result is not None:
+            self.result.alignment.prediction_error = p
+        self.prediction.setText(f"advise's prediction for {change}: {error}" if error
+                                else prediction_text(p, change))
+        self.predicted.emit()
+
+    # ------------------------------------------------------------------ result
+    def summary_text(self) -> str:
+        r = self.result
+        if r is None:
+            return ""
+        al = r.alignment
+        text = (f"Aligned by {al.by}: {len(al.spans)} spans (device {al.devices[0]} of A, "
+                f"device {al.devices[1]} of B)")
+        big = al.largest_change()
+        if big is not None and big.delta("peak_reserved"):
+            text += (f" · largest change: {big.label}, peak reserved "
+                     f"{signed_bytes(big.delta('peak_reserved') or 0)}")
+        return text + "".join(f" · {n}" for n in al.notes)
+
+    def show_result(self, r: OverTime) -> None:
+        """Draw a finished alignment; the cursor on the span whose peak changed most."""
+        self.result = r
+        al = r.alignment
+        self.message.setText(self.summary_text())
+        tips = []
+        for s in al.spans:
+            lines = [f"<b>{s.label}</b>"]
+            for side, f in (("A", s.a), ("B", s.b)):
+                lines.append(f"{side}: peak in {f.peak_phase or 'the span'}, reserved "
+                             f"{format_bytes(f.peak_reserved)}, events {f.start:,}–{f.end:,}"
+                             if f is not None else f"{side}: no such span")
+            d = s.delta("peak_reserved")
+            if d is not None:
+                lines.append(f"peak reserved B − A: {signed_bytes(d)}")
+            tips.append("<br>".join(lines))
+        names = (r.a.doc.name, r.b.doc.name)
+        self.chart.set_data(r.axis, al.by, names,
+                            {"a": (r.a.x, r.a.curves), "b": (r.b.x, r.b.curves)}, tips)
+        self._fill_sites()
+        self.prediction.setVisible(bool(al.detected_change))
+        self.body.show()
+        self._fitted = False
+        big = al.largest_change()
+        self.set_span(big.index if big is not None else 0)
+        self.chart.plot.setFocus()
+
+    def set_span(self, i: int) -> None:
+        """The cursor on span ``i`` at A's peak in it (B's where A has none), now."""
+        r = self.result
+        if r is None or not r.alignment.spans:
+            return
+        s = r.alignment.spans[min(max(i, 0), len(r.alignment.spans) - 1)]
+        if s.a is not None:
+            x = float(r.axis.a.x_of(s.a.peak_event))
+        elif s.b is not None:
+            x = float(r.axis.b.x_of(s.b.peak_event))
+        else:
+            x = s.index + 0.5
+        self.chart.set_cursor(x)
+        self.apply_cursor()
+
+    def _on_cursor(self, _x: float) -> None:
+        self._cursor_timer.start()
+
+    def mapped_events(self) -> tuple[int, int]:
+        """The events of A and B the maps show (after the last cursor move)."""
+        return self._events
+
+    def apply_cursor(self) -> None:
+        """Both maps, their captions, the category table and the peak line at the cursor."""
+        self._cursor_timer.stop()
+        r = self.result
+        if r is None:
+            return
+        x = self.chart.cursor_x()
+        where = r.axis.where(x)
+        ka, kb = r.axis.a.event_at(x), r.axis.b.event_at(x)
+        self._events = (ka, kb)
+        view = self.map_a.vb.viewRange() if self._fitted else None
+        for side, k, m, caption in (("A", ka, self.map_a, self.caption_a),
+                                    ("B", kb, self.map_b, self.caption_b)):
+            d = r.side(side.lower())
+            m.set_document(d.doc.at(d.device, k), fit=not self._fitted)
+            caption.setText(f"<b>{side}</b> after event {k:,} ({where})")
+            caption.setToolTip(f"{d.doc.name}: the segment map after event {k:,} of "
+                               f"device {d.device}'s trace")
+        self._update_legend()
+        if view is None:
+            self._fit_maps()
+            self._fitted = True
+        else:  # the same bytes and rows as before the move, on both maps
+            self._common_limits()
+            self._set_ranges(*view)
+        self._fill_categories(r.a.breakdown.split_at(ka), r.b.breakdown.split_at(kb))
+        self.peak_line.setText(self.span_text(r.axis.span_of(x)))
+
+    def span_text(self, i: int) -> str:
+        """The peak delta line of span ``i``."""
+        r = self.result
+        if r is None:
+            return ""
+        spans = r.alignment.spans
+        if not 0 <= i < len(spans):
+            return f"{r.axis.where(i + 0.5 if i >= 0 else -1e-9)}: outside the aligned spans"
+        s = spans[i]
+        if s.a is None or s.b is None:
+            only, f = ("A", s.a) if s.a is not None else ("B", s.b)
+            return (f"<b>{s.label}</b>: only {only} has it (peak reserved "
+                    f"{format_bytes(f.peak_reserved)})")
+        parts = []
+        for what, word in (("peak_reserved", "peak reserved"),
+                           ("peak_allocated", "peak allocated")):
+            d = s.delta(what) or 0
+            c = delta_color(d)
+            style = f' style="color:{c.name()}"' if c is not None else ""
+            parts.append(f"{word} <b{style}>{signed_bytes(d)}</b> "
+                         f"({format_bytes(getattr(s.a, what))} → "
+                         f"{format_bytes(getattr(s.b, what))})")
+        phases = "/".join(p or "-" for p in (s.a.peak_phase, s.b.peak_phase))
+        return f"<b>{s.label}</b>: " + " · ".join(parts) + f" · at the peak: {phases}"
+
+    def _fill_categories(self, a: dict[str, int], b: dict[str, int]) -> None:
+        t = self.categories
+        rows = [(label, a.get(n, 0), b.get(n, 0), category_color(n))
+                for n, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)]
+        rows.append(("total", sum(a.values()), sum(b.values()), None))
+        bold = QFont(t.font())
+        bold.setBold(True)
+        for r, (label, va, vb, c) in enumerate(rows):
+            cells = [QTableWidgetItem(label), QTableWidgetItem(format_bytes(va)),
+                     QTableWidgetItem(format_bytes(vb)), QTableWidgetItem(signed_bytes(vb - va))]
+            if c is not None:
+                cells[0].setIcon(_swatch(c))
+            for i, cell in enumerate(cells[1:], start=1):
+                cell.setTextAlignment(RIGHT)
+                cell.setData(Qt.ItemDataRole.UserRole, (va, vb, vb - va)[i - 1])
+                cell.setToolTip(f"{(va, vb, vb - va)[i - 1]:+,} bytes" if i == 3
+                                else f"{(va, vb)[i - 1]:,} bytes")
+            dc = delta_color(vb - va)
+            if dc is not None:
+                cells[3].setForeground(QBrush(dc))
+            if c is None:
+                for cell in cells:
+                    cell.setFont(bold)
+            for col, cell in enumerate(cells):
+                t.setItem(r, col, cell)
+
+    def category_values(self) -> dict[str, tuple[int, int]]:
+        """The table's bytes: category name -> (A, B) (for tests)."""
+        out = {}
+        for r, n in enumerate(CATEGORY_NAMES):
+            out[n] = (int(self.categories.item(r, 1).data(Qt.ItemDataRole.UserRole)),
+                      int(self.categories.item(r, 2).data(Qt.ItemDataRole.UserRole)))
+        return out
+
+    # ------------------------------------------------------------------ sites
+    def _fill_sites(self) -> None:
+        r = self.result
+        self.sites.setSortingEnabled(False)
+        self.sites.clear()
+        self.site_rows = list(r.alignment.sites) if r is not None else []
+        items = []
+        for i, s in enumerate(self.site_rows):
+            item = SortItem([s.frame, s.status, format_bytes(s.a_bytes), format_bytes(s.b_bytes),
+                             signed_bytes(s.delta)])
+            for c, v in ((0, s.frame), (1, s.status), (2, s.a_bytes), (3, s.b_bytes),
+                         (4, abs(s.delta))):
+                item.setData(c, SORT_ROLE, v)
+            item.setData(0, Qt.ItemDataRole.UserRole, i)
+            for c in (2, 3, 4):
+                item.setTextAlignment(c, RIGHT)
+            color = delta_color(s.delta)
+            if color is not None:
+                item.setForeground(4, QBrush(color))
+                item.setForeground(1, QBrush(color))
+            ka, kb = r.site_keys(s)
+            pa, pb = r.a.paths.get(ka), r.b.paths.get(kb)
+            tip = [f"A: {pa}:{ka[1]} in {ka[2]}" if pa else "A: not at A's peak",
+                   f"B: {pb}:{kb[1]} in {kb[2]}" if pb else "B: not at B's peak"]
+            item.setToolTip(0, "\n".join(tip))
+            item.setToolTip(2, f"{s.a_bytes:,} bytes in {s.a_count:,} allocations at A's peak")
+            item.setToolTip(3, f"{s.b_bytes:,} bytes in {s.b_count:,} allocations at B's peak")
+            item.setToolTip(4, f"{s.delta:+,} bytes (sorts by the size of the change)")
+            items.append(item)
+        self.sites.addTopLevelItems(items)
+        self.sites.setSortingEnabled(True)
+        self.sites.sortByColumn(4, Qt.SortOrder.DescendingOrder)
+
+    def site_items(self) -> list[QTreeWidgetItem]:
+        return [self.sites.topLevelItem(i) for i in range(self.sites.topLevelItemCount())]
+
+    def site_of(self, item: QTreeWidgetItem) -> aligned.SiteDelta:
+        return self.site_rows[int(item.data(0, Qt.ItemDataRole.UserRole))]
+
+    def _on_site(self, current: QTreeWidgetItem | None, _prev) -> None:
+        if current is None or self.result is None:
+            return
+        self.highlight_site(self.site_of(current))
+
+    def highlight_site(self, site: aligned.SiteDelta) -> None:
+        """Outline the blocks ``site`` allocated on both maps (at the cursor)."""
+        r = self.result
+        label = f"{HIGHLIGHT_SITE}: {site.frame}"
+        for key, d, m in zip(r.site_keys(site), (r.a, r.b), (self.map_a, self.map_b)):
+            sid = r.site_ids.get(key, -2) if key != NO_STACK else -2
+            m.set_highlight(d.stack_site == sid, label)
+        self._update_legend()
+
+    def _update_legend(self) -> None:
+        """Both maps' legend (they draw alike), the highlight named in full (a map's own
+        legend cuts long names)."""
+        text = self.map_a.legend.text()
+        label = getattr(self.map_a, "highlight_label", "")
+        if self.map_a.item.highlight is not None and label:
+            full = (f'<span style="white-space:nowrap"><span style="color:'
+                    f'{theme.search_color().name()}">&#9632;</span>&nbsp;<b>'
+                    + label.replace("&", "&amp;").replace("<", "&lt;") + "</b></span>")
+            text = text.replace(theme.search_swatch_html(label), full)
+        self.map_legend.setText(text)
+
+    # ------------------------------------------------------------------ maps
+    def _common_limits(self) -> tuple[float, int]:
+        """One scale for both maps: the wider segment and the more rows of the two (each
+        map alone limits the view to its own, and would clamp the other's)."""
+        maps = (self.map_a, self.map_b)
+        xmax = max(max(m.layout_data.max_size, 1.0) for m in maps)
+        rows = max(max(m.layout_data.n_rows for m in maps), 1)
+        for m in maps:
+            m.vb.setLimits(xMin=-0.05 * xmax, xMax=xmax * 1.05, yMin=-1.3, yMax=rows + 1)
+        return xmax, rows
+
+    def _set_ranges(self, xr, yr) -> None:
+        self._syncing = True
+        try:
+            for m in (self.map_a, self.map_b):
+                m.vb.setRange(xRange=tuple(xr), yRange=tuple(yr), padding=0)
+        finally:
+            self._syncing = False
+
+    def _fit_maps(self) -> None:
+        """Both maps on one scale (bytes across, rows down), from the top."""
+        maps = (self.map_a, self.map_b)
+        if any(m.layout_data is None for m in maps):
+            return
+        spans = []
+        self._syncing = True
+        try:
+            for m in maps:
+                m.home()
+                (_, _), (ya, yb) = m.vb.viewRange()
+                spans.append(yb - ya)
+        finally:
+            self._syncing = False
+        xmax, _rows = self._common_limits()
+        self._set_ranges((0, xmax), (-0.3, -0.3 + max(spans)))
+
+    def _sync(self, src: SegmentMapView, dst: SegmentMapView) -> None:
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            (xa, xb), (ya, yb) = src.vb.viewRange()
+            dst.vb.setRange(xRange=(xa, xb), yRange=(ya, yb), padding=0)
+        finally:
+            self._syncing = False
+
+
+__all__ = ["OverTimePane", "OverTime", "compute", "prediction_text", "HIGHLIGHT_SITE"]
