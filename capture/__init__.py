@@ -192,7 +192,7 @@ def stop_serving() -> None:
 
 def _reset_for_tests() -> None:
     """Stop everything and forget process state (tests only)."""
-    from . import messages, backend, recorder
+    from . import messages, backend, gpu, recorder
     from .live import agent as live_agent
 
     live_agent.stop_serving()
@@ -205,3 +205,4 @@ def _reset_for_tests() -> None:
     recorder._State.deferred_pending = False
     messages._reset_once()
     backend.reset_backend()
+    gpu._reset_for_tests()

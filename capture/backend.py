@@ -144,6 +144,16 @@ class TorchBackend:
     def total_memory(self, device: int) -> int:
         return int(self._torch.cuda.get_device_properties(device).total_memory)
 
+    def mem_get_info(self, device: int) -> tuple[int, int]:
+        """(free, total) bytes of the device now, for every process (cudaMemGetInfo)."""
+        free, total = self._torch.cuda.mem_get_info(device)
+        return int(free), int(total)
+
+    def device_uuid(self, device: int) -> str | None:
+        """The device's UUID (what NVML and nvidia-smi name it by), None where torch cannot say."""
+        uuid = getattr(self._torch.cuda.get_device_properties(device), "uuid", None)
+        return str(uuid) if uuid is not None else None
+
     def allocator_backend(self) -> str | None:
         getter = getattr(self._torch.cuda, "get_allocator_backend", None)
         return str(getter()) if getter is not None else None

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from . import messages, files, oom, signals
+from . import messages, files, gpu, oom, signals
 from .backend import HistorySettings, get_backend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -419,6 +419,8 @@ class Recorder:
             if device is None:
                 device = backend.current_device()
             stats = backend.memory_stats(device)
+            # The rest of the GPU at the same instant (other processes, the CUDA context).
+            whole = gpu.whole_gpu(backend, device)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -457,6 +459,7 @@ class Recorder:
                 "write_s": round(write_s, 6),
                 "bytes": nbytes,
                 "snapshot_file": target.name,
+                "gpu_memory": whole,
                 **(extra or {}),
             },
             when=when,

@@ -11,6 +11,11 @@ sits in partly used segments.  So:
   segment could not be had, because the GPU is full or because the process is
   at a memory limit (``set_per_process_memory_fraction``) while the device
   still had room.
+
+When the device itself was full and the file is an OOM dump whose sidecar
+recorded the whole GPU at that instant (:mod:`.gpu_accounting`), the verdict
+names who held it: ``the GPU had too little left: 18.20 GiB held by pid 4121 `python
+train_old.py`; this process ...``.  Never from a dump taken later.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 from typing import TYPE_CHECKING
 
 from .figures import Selection, fit_request, memory_stats
+from .gpu_accounting import at_oom
 from ..replay.integrity import Untrusted, check, untrusted_at
 from ..core.snapshot import Action, BlockState, Snapshot
 from ..core.units import format_bytes as fb, plural
@@ -100,7 +106,23 @@ def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None,
             if u is not None:
                 report = replace(report, exact=False, not_exact_reason=u.reason)
         reports.append(report)
+    if reports:
+        reports[-1] = _name_holders(snap, reports[-1])
     return reports
+
+
+def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
+    """``report`` with the device's holders named when the GPU itself was full, from the
+    sidecar's record of the whole GPU taken at this OOM (an OOM dump's, nothing later)."""
+    if report.kind != "capacity" or report.events_after:
+        return report
+    acc = at_oom(snap, report.device, report.device_free_bytes)
+    if acc is None:
+        return report
+    free = report.device_free_bytes if report.device_free_bytes >= 0 else acc.free_bytes
+    if free >= report.new_segment_bytes:
+        return report  # the process was at its limit; the device was not full
+    return replace(report, verdict=f"{report.verdict}; the GPU had too little left: {acc.holders_phrase()}")
 
 
 def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":

@@ -12,6 +12,7 @@ from ..analysis import figures as analysis
 from ..analysis import focus
 from ..analysis.calltree import site_frames, top_sites
 from ..replay import integrity
+from ..analysis.gpu_accounting import format_lines as gpu_lines, gpu_accounting
 from ..analysis.oom import oom_reports
 from ..replay.recorded_window import recorded_window
 from ..core.snapshot import HOST_DEVICE, Action, Snapshot
@@ -157,6 +158,8 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["frames"] = len(snap.frames)
     out["allocator_settings"] = snap.allocator_settings
     out.update(newer_fields(snap))
+    # The whole GPU at the dump's instant (the sidecar's record; not --at's instant).
+    out["gpu_accounting"] = gpu_accounting(snap).to_dict()
     notes = []
     if total.expandable_segment_count:
         notes.append(EXPANDABLE_NOTE)
@@ -341,6 +344,8 @@ def format_text(summary: dict[str, Any]) -> str:
         lines.extend(_figure_lines(summary))
         lines.extend(_peak_lines(summary, summary))
     lines.extend(_oom_lines(summary))
+    if summary.get("gpu_accounting"):
+        lines.extend(gpu_lines(summary["gpu_accounting"]))
     lines.extend(site_lines(summary))
     lines.extend(breakdown_lines(summary))
     host = summary.get("host_memory")
