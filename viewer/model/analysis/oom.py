@@ -122,7 +122,8 @@ def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
     free = report.device_free_bytes if report.device_free_bytes >= 0 else acc.free_bytes
     if free >= report.new_segment_bytes:
         return report  # the process was at its limit; the device was not full
-    return replace(report, verdict=f"{report.verdict}; the GPU had too little left: {acc.holders_phrase()}")
+    return replace(report, verdict=f"{report.verdict}; the GPU had too little left: "
+                                   f"{acc.holders_phrase()}")
 
 
 def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":
