@@ -20,6 +20,7 @@ COMMANDS = {
     "whatif": ("whatif", "predict peak memory and OOMs under other allocator settings"),
     "advise": ("advise", "rank the changes that would make a run fit, by predicted peak memory"),
     "attach": ("attach", "list running processes, watch one live, or save a snapshot from it"),
+    "mcp": ("mcp", "serve these analyses to coding agents (Model Context Protocol, stdio)"),
 }
 
 EXIT_OK = 0

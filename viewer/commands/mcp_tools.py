@@ -1,0 +1,537 @@
+"""The analyses ``vramscope mcp`` serves, as plain functions of plain arguments.
+
+Each tool answers what its CLI command answers, built from the same model calls
+in the same order (``summary``, ``advise``, ``whatif``, ``diff``, ``attach``), so a
+coding agent reads exactly the JSON a script would: ``tests/cli/test_mcp.py``
+compares the two.  ``stack_at`` is the GUI's stack panel at one moment, bounded.
+
+Nothing here imports the MCP SDK (``mcp.py`` wraps these for it), so the
+analyses stay testable and importable without the optional extra; nor the model
+until a tool runs, so the server answers its handshake before numpy is loaded.
+A failure the caller can act on (a missing file, a hostile pickle, an event out
+of range) is a :class:`ToolFailure` of one line, like the CLI's ``vramscope:
+error:`` lines; the glue turns it into an MCP tool error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from . import result_cache
+
+#: progress(fraction of the whole call 0..1, what is being done)
+Report = Callable[[float, str], None]
+
+#: Most allocations (and allocation sites) ``stack_at`` lists: an agent's context is
+#: the budget, and the largest few explain the memory.
+STACK_AT_MAX = 500
+#: Frames per allocation in ``stack_at``: the user's innermost frames come first, and
+#: deeper ones are rarely what the fix touches.
+STACK_FRAMES_MAX = 20
+RECORDING_HEADING = re.compile(r"^##\s.*\bcaptur", re.IGNORECASE | re.MULTILINE)
+
+
+class ToolFailure(Exception):
+    """One line the caller can act on (what the CLI prints after ``vramscope: error:``)."""
+
+
+class Stages:
+    """The model's :class:`..model.core.progress.Progress` callbacks of several steps,
+    as one fraction that only grows (MCP progress must increase with every
+    notification), each step owning a slice of it."""
+
+    def __init__(self, report: Report | None) -> None:
+        self.report = report
+        self.done = 0.0
+
+    def at(self, fraction: float, label: str) -> None:
+        if self.report is not None and fraction > self.done:
+            self.done = min(fraction, 1.0)
+            self.report(self.done, label)
+
+    def slice(self, lo: float, hi: float, label: str):
+        """A Progress for one model step, mapped onto ``lo..hi`` (None when nobody listens:
+        the model then skips its callbacks)."""
+        if self.report is None:
+            return None
+        from ..model.core.progress import Progress
+
+        self.at(lo, label)
+        return Progress(lambda _stage, f: self.at(lo + (hi - lo) * f, label))
+
+
+# --------------------------------------------------------------------------- inputs
+def snapshot_path(path: str) -> str:
+    """``path`` as the model will open it (``~`` expanded: no shell did it); refused
+    here only where the model would say less (an empty name).  Existence, a directory
+    where a file is needed, and the content are the safe loader's to judge, with the
+    CLI's words."""
+    if not isinstance(path, str) or not path.strip():
+        raise ToolFailure("no snapshot path given")
+    return os.path.expanduser(path)
+
+
+def _load(path: str, stages: Stages, lo: float, hi: float):
+    """The snapshot at ``path`` through the safe loader (never pickle.load)."""
+    from ..model import SnapshotError
+    from ..model.io.load import load_snapshot
+
+    try:
+        return load_snapshot(path, stages.slice(lo, hi, f"loading {os.path.basename(path)}"))
+    except SnapshotError as exc:
+        raise ToolFailure(f"{path}: {exc}") from None
+    except MemoryError:
+        raise ToolFailure(f"{path}: not enough memory to load it") from None
+
+
+def _known_device(snap, path: str, device: int | None) -> None:
+    if device is not None and device not in snap.devices:
+        known = ", ".join(map(str, snap.devices)) or "none"
+        raise ToolFailure(f"{path}: no device {device} in this snapshot (its devices: {known})")
+
+
+def memory_limit(value: int | str | None) -> int | None:
+    """``10000000000``, ``"10GB"``, ``"9.5GiB"`` -> bytes (the CLI's ``--memory-limit``)."""
+    if value is None:
+        return None
+    from ..model.core import units
+
+    if isinstance(value, bool):
+        raise ToolFailure(f"memory_limit: not a size: {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ToolFailure(f"memory_limit must be positive: {value}")
+        return value
+    if str(value).strip().startswith("-"):
+        raise ToolFailure(f"memory_limit must be positive: {value!r}")
+    try:
+        return units.parse_bytes(str(value))
+    except ValueError as exc:
+        raise ToolFailure(f"memory_limit: {exc}") from None
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value <= 0:
+        raise ToolFailure(f"{name} must be a positive whole number, not {value}")
+
+
+def dumps(obj: Any) -> str:
+    """JSON as the CLI prints it with ``--json`` (without the final newline)."""
+    return json.dumps(obj, indent=1)
+
+
+# --------------------------------------------------------------------------- summary
+def summary(path: str, device: int | None = None, at: int | None = None,
+            report: Report | None = None) -> str:
+    """``vramscope summary PATH --json [--device N] [--at EVENT]``, as its text.
+
+    Shares the CLI's result cache both ways (same key: file, arguments, code), so a
+    summary the user already ran is answered at once, and the other way round."""
+    path = snapshot_path(path)
+    if at is not None and at < 0:
+        raise ToolFailure(f"at {at}: events are numbered from 0; give one of the device's "
+                          "events (0 or more)")
+    if os.path.isdir(path):
+        if at is not None:
+            raise ToolFailure("at needs a snapshot file, not a directory")
+        return _rank_directory(path)
+    key = None
+    if result_cache.enabled(False):
+        key = result_cache.key(path, [True, at, device])
+        text = result_cache.get(key) if key else None
+        # The key is the file's content, but the text names the path it was asked by:
+        # an answer stored for another spelling (or copy) of the file is computed again.
+        if text is not None and _names(text, path):
+            return text.rstrip("\n")
+    text = dumps(summary_dict(path, device, at, Stages(report)))
+    if key:
+        result_cache.put(key, text + "\n")
+    return text
+
+
+def _names(text: str, path: str) -> bool:
+    """Whether a stored summary is of ``path`` as spelled (an unreadable one is not)."""
+    try:
+        return json.loads(text).get("file") == path
+    except (ValueError, AttributeError):
+        return False
+
+
+def summary_dict(path: str, device: int | None, at: int | None, stages: Stages) -> dict:
+    """What ``vramscope summary --json`` computes (commands/summary.py), step by step."""
+    from ..model.analysis import focus
+    from ..model.replay.timeline import oom_events
+    from ..model.reports.summary import summarize, summary_timeline
+
+    snap = _load(path, stages, 0.0, 0.5)
+    _known_device(snap, path, device)
+    given = device is not None
+    if not given:
+        device = (focus.default_trace_device(snap) if len(snap.trace)
+                  else focus.default_device(snap))
+    chosen = focus.chosen_by(snap, device, given)
+    emit = oom_events(snap)
+    moment = None
+    if at is not None:
+        n = int((snap.trace.device == device).sum()) if device is not None else 0
+        if not n:
+            raise ToolFailure(f"{path}: no trace events"
+                              + (f" on device {device}" if device is not None else ""))
+        if not 0 <= at < n:
+            raise ToolFailure(f"at {at} is outside 0..{n - 1}")
+        moment = (device, at)
+        emit.setdefault(device, []).append(at)
+    stages.at(0.5, "replaying the trace")
+    timeline, prepared = summary_timeline(snap, emit)
+    stages.at(0.8, "what the memory is: categories, sites, leaks")
+    out = summarize(snap, timeline, moment, prepared, device, chosen)
+    stages.at(1.0, "done")
+    return out
+
+
+def _rank_directory(path: str) -> str:
+    """``vramscope summary DIR --json``: one entry per rank, outliers flagged."""
+    from ..model import SnapshotError
+    from ..model.reports import ranks
+
+    try:
+        overview = ranks.load_ranks(path)
+    except SnapshotError as exc:
+        raise ToolFailure(f"{path}: {exc}") from None
+    return dumps(overview.to_dict())
+
+
+# --------------------------------------------------------------------------- what-if
+def _case(path: str, device: int | None, stages: Stages, hi: float):
+    """A what-if case of ``path``'s ``device`` (whatif.load_case, errors as one line);
+    the recorded run simulated once and its self-check."""
+    from ..model import SnapshotError
+    from ..model.whatif import prepare
+
+    snap = _load(path, stages, 0.0, hi * 0.4)
+    try:
+        case = prepare(snap, device, stages.slice(hi * 0.4, hi * 0.7, "replaying the trace"))
+        case.simulate("recorded", progress=stages.slice(hi * 0.7, hi,
+                                                        "self-check at the recorded settings"))
+        return case, case.self_check()
+    except SnapshotError as exc:
+        raise ToolFailure(f"{path}: {exc}") from None
+
+
+def _check_warning(check) -> list[str]:
+    if check.ok:
+        return []
+    return [f"warning: the allocator model does not reproduce this recording "
+            f"({check.first_difference}); predictions are approximate"]
+
+
+#: advise()'s steps, in the order it runs them, each with its slice of 0.3..1.
+_ADVISE_STAGES = {"judge": (0.30, 0.40, "judging how each allocation scales with the batch"),
+                  "search": (0.40, 0.75, "searching the largest batch that fits"),
+                  "allocator": (0.75, 1.00, "simulating allocator settings")}
+
+
+def advise(path: str, batch: int | None = None, limit: int | str | None = None,
+           device: int | None = None, report: Report | None = None) -> list[str]:
+    """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
+    from ..model import SnapshotError
+    from ..model.core.progress import Progress
+    from ..model.remedies.advise import advise as rank_remedies
+    from .device_choice import device_fields
+
+    path = snapshot_path(path)
+    _positive("batch", batch)
+    lim = memory_limit(limit)
+    stages = Stages(report)
+    case, check = _case(path, device, stages, 0.3)
+    progress = None
+    if report is not None:
+        def step(stage: str, f: float) -> None:
+            lo, hi, label = _ADVISE_STAGES.get(stage, (0.3, 1.0, stage))
+            stages.at(lo + (hi - lo) * f, label)
+
+        progress = Progress(step)
+    try:
+        result = rank_remedies(case, batch, lim, progress)
+    except SnapshotError as exc:
+        raise ToolFailure(f"{path}: {exc}") from None
+    out = {"file": path, **device_fields(case, SimpleNamespace(device=device))}
+    out.update(result.to_dict())
+    return [dumps(out), *_check_warning(check)]
+
+
+def whatif(path: str, settings: list[str] | None = None, recommend: bool = False,
+           limit: int | str | None = None, device: int | None = None,
+           report: Report | None = None) -> list[str]:
+    """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
+    from ..model import SnapshotError
+    from ..model.core.allocator_rules import ConfError, parse_conf
+    from ..model.whatif import RECOMMENDED, predict
+    from ..model.whatif.predictions import rank
+    from .device_choice import device_fields
+
+    path = snapshot_path(path)
+    confs = list(settings or [])
+    for conf in confs:
+        if conf == "recorded":
+            continue
+        try:
+            parse_conf(conf)
+        except ConfError as exc:
+            raise ToolFailure(f"settings {conf!r}: {exc}") from None
+    if recommend:
+        confs += [c for c in RECOMMENDED if c not in confs]
+    if not confs:
+        confs = ["recorded"]
+    lim = memory_limit(limit)
+    stages = Stages(report)
+    case, check = _case(path, device, stages, 0.3)
+    try:
+        preds = predict(case, confs, lim,
+                        stages.slice(0.3, 1.0, f"simulating {len(confs)} settings"))
+    except SnapshotError as exc:
+        raise ToolFailure(f"{path}: {exc}") from None
+    if recommend:
+        preds = rank(preds)
+    fields = device_fields(case, SimpleNamespace(device=device))
+    return [dumps([{**p.to_dict(case), **fields} for p in preds]), *_check_warning(check)]
+
+
+# --------------------------------------------------------------------------- diff
+def diff(a: str, b: str, change: str | None = None, top: int = 10,
+         report: Report | None = None) -> str:
+    """``vramscope diff A B --json [--change REMEDY] [--top N]`` (commands/diff.py)."""
+    from ..model.reports import aligned
+    from ..model.reports.diff import diff_snapshots
+    from ..model.replay.timeline import build_timeline
+
+    if top < 0:
+        raise ToolFailure("top must be at least 0")
+    a, b = snapshot_path(a), snapshot_path(b)
+    stages = Stages(report)
+    snap_a = _load(a, stages, 0.0, 0.2)
+    snap_b = _load(b, stages, 0.2, 0.4)
+    timelines = (build_timeline(snap_a, stages.slice(0.4, 0.55, "replaying A")),
+                 build_timeline(snap_b, stages.slice(0.55, 0.7, "replaying B")))
+    stages.at(0.7, "comparing the stacks")
+    result = diff_snapshots(snap_a, snap_b, fold=True, lines=True, depth=None,
+                            timelines=timelines)
+    stages.at(0.8, "aligning the iterations")
+    al = aligned.align(snap_a, snap_b, *timelines)
+    chosen = change or (al.detected_change if al is not None else None)
+    if al is not None and chosen:
+        al.prediction_error = aligned.prediction_error(
+            snap_a, al.b_peak_reserved, chosen, device=al.devices[0],
+            progress=stages.slice(0.85, 1.0, f"advise's prediction for {chosen}"))
+        if al.prediction_error is None:
+            al.notes.append(f"advise makes no prediction for {chosen} on A")
+    out = result.to_dict(top=top)
+    if al is not None:
+        out.update(al.to_dict(top=max(top, 1)))
+    return dumps(out)
+
+
+# --------------------------------------------------------------------------- stack_at
+def stack_at(path: str, event: int | None = None, device: int | None = None,
+             limit: int = 20, all_frames: bool = False, report: Report | None = None) -> str:
+    """The allocations alive after trace event ``event`` of ``device``, largest first,
+    each with its stack: what the window's table and stack panel show at that moment
+    (:meth:`..model.view.document.Document.at`, :func:`..model.core.frames.stack_views`).
+
+    ``event`` None: the last OOM's event, else the allocated peak's.  ``limit`` bounds
+    both lists (allocations and allocation sites); the totals cover every allocation."""
+    import numpy as np
+
+    from ..model.analysis import focus
+    from ..model.analysis.calltree import top_sites
+    from ..model.analysis.figures import Selection, memory_stats
+    from ..model.core import frames as fr
+    from ..model.core.snapshot import BlockState
+    from ..model.core.units import format_address
+    from ..model.reports.summary import at_event
+    from ..model.view.document import Document
+
+    path = snapshot_path(path)
+    if not 1 <= limit <= STACK_AT_MAX:
+        raise ToolFailure(f"limit must be 1..{STACK_AT_MAX}, not {limit}")
+    if event is not None and event < 0:
+        raise ToolFailure(f"event {event}: events are numbered from 0; give one of the "
+                          "device's events (0 or more)")
+    stages = Stages(report)
+    snap = _load(path, stages, 0.0, 0.4)
+    _known_device(snap, path, device)
+    with_events = set(np.unique(snap.trace.device).tolist())
+    given = device is not None
+    if device is None:
+        device = focus.default_trace_device(snap)
+        if device is None:
+            raise ToolFailure(f"{path}: no trace events (record with "
+                              "torch.cuda.memory._record_memory_history)")
+    elif device not in with_events:
+        raise ToolFailure(f"{path}: no trace events on device {device}")
+    doc = Document.build(snap, stages.slice(0.4, 0.9, "replaying the trace"))
+    n = doc.n_events(device)
+    if event is None:
+        ooms = doc.oom_events(device)
+        rep = doc.timeline.replay(device) if doc.timeline is not None else None
+        if ooms:
+            event, event_chosen_by = ooms[-1], "last_oom"
+        elif rep is not None and len(rep):
+            event, event_chosen_by = int(rep.peak("allocated")[1]), "peak_allocated"
+        else:
+            raise ToolFailure(f"{path}: no trace events on device {device}")
+    else:
+        event_chosen_by = "given"
+        if not 0 <= event < n:
+            raise ToolFailure(f"event {event} is outside 0..{n - 1}")
+    moment = doc.at(device, event)
+    state = moment.snap
+    blocks, segs = state.blocks, state.segments
+    active = (blocks.state == BlockState.ALLOCATED) | (blocks.state == BlockState.PENDING_FREE)
+    alive = np.flatnonzero(active & (segs.device[blocks.segment] == device))
+    order = alive[np.lexsort((blocks.address[alive], -blocks.size[alive]))]
+    shown = []
+    for b in order[:limit].tolist():
+        stack = int(blocks.stack[b])
+        s = int(blocks.segment[b])
+        views = fr.stack_views(state, stack, doc.categories, show_torch=all_frames,
+                               show_cpp=all_frames) if stack >= 0 else []
+        shown.append({
+            "address": format_address(blocks.address[b]),
+            "size": int(blocks.size[b]),
+            "requested_size": int(blocks.requested_size[b]),
+            "state": BlockState(int(blocks.state[b])).label,
+            "stream": int(segs.stream[s]),
+            "pool": "small" if bool(segs.is_small[s]) else "large",
+            "segment": format_address(segs.address[s]),
+            "top_frame": moment.block_top_label(b) or None,
+            "frames": [f"{v.filename}:{v.line} {v.name}" for v in views[:STACK_FRAMES_MAX]],
+            "frames_omitted": max(0, len(views) - STACK_FRAMES_MAX),
+        })
+    sites = top_sites(state, blocks.stack[alive], blocks.size[alive], limit)
+    out = {
+        "file": snap.path,
+        "device": device,
+        "device_chosen_by": focus.chosen_by(snap, device, given),
+        "event_chosen_by": event_chosen_by,
+        "at": at_event(doc.timeline, device, event),
+        "oom": moment.oom.to_dict() if moment.oom is not None else None,
+        "figures": memory_stats(state, Selection(device=device)).to_dict(),
+        "alive_allocations": int(len(alive)),
+        "alive_bytes": int(blocks.size[alive].sum()),
+        "limit": limit,
+        "top_sites": [site.to_dict() for site in sites],
+        "allocations": shown,
+    }
+    stages.at(1.0, "done")
+    return dumps(out)
+
+
+# --------------------------------------------------------------------------- live
+def live_agents() -> str:
+    """``vramscope attach --list --json``: agents first, then GPU processes without one."""
+    from ..model.live.targets import list_targets
+
+    targets, info = list_targets()
+    return dumps({
+        "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
+                       "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
+                       "command": t.command} for t in targets],
+        "nvml": info.error or "ok",
+    })
+
+
+def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
+    """``vramscope attach PID --save PATH`` (snapshot and sidecar), then the saved file's
+    summary.  A process without an agent is refused with the opt-in: injecting one
+    into a process an agent named is a step for the user, on the command line."""
+    from .. import live_protocol as proto
+    from ..model.live.client import AttachError
+    from ..model.live.session import LiveSession
+
+    if pid <= 0:
+        raise ToolFailure(f"not a process id: {pid}")
+    if not isinstance(path, str) or not path.strip():
+        raise ToolFailure("no path given to save the snapshot to")
+    out = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(out):
+        raise ToolFailure(f"{path}: it is a directory; give a file name to write")
+    if not os.path.isdir(os.path.dirname(out)):
+        raise ToolFailure(f"{path}: no such directory: {os.path.dirname(out)}")
+    if proto.find_entry(pid) is None:
+        if not proto.pid_alive(pid):
+            raise ToolFailure(f"no process {pid}")
+        raise ToolFailure(f"process {pid} has no vramscope agent; opt in with: {proto.OPT_IN} "
+                          f"(or run `vramscope attach {pid}` yourself)")
+    stages = Stages(report)
+    stages.at(0.05, f"saving a snapshot of process {pid}")
+    session = LiveSession(str(pid))
+    try:
+        session.connect()
+        saved, _snap, header = session.save_snapshot(out)
+        _write_sidecar(session, saved, header)
+    except AttachError as exc:
+        raise ToolFailure(str(exc)) from None
+    except OSError as exc:
+        raise ToolFailure(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        session.close()
+    stages.at(0.5, "summarising the saved snapshot")
+    return dumps(summary_dict(str(saved), None, None, Stages(None)))
+
+
+def _write_sidecar(session, path, header: dict) -> None:
+    """The ``.json`` beside a saved snapshot, as ``vramscope attach --save`` writes it
+    (``memory_stats()`` of the same instant: what the figures are checked against)."""
+    if path.suffix == ".json":
+        return
+    hello = session.hello
+    device = hello.get("device")
+    stats = header.get("stats") or {}
+    side = {
+        "name": path.stem, "reason": "live", "pid": hello.get("pid"),
+        "rank": hello.get("rank"), "device": device,
+        "torch": hello.get("torch"), "gpu": hello.get("gpu"),
+        "unix_time": header.get("time"), "argv": hello.get("argv"),
+        "memory_stats": (stats.get(str(device)) if device is not None else None) or {},
+        "memory_stats_by_device": stats,
+    }
+    path.with_suffix(".json").write_text(json.dumps(side, indent=1, default=str) + "\n",
+                                         encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- guide
+_GUIDE_FALLBACK = """\
+## Capture a snapshot
+
+Around any script, no code change (needs torch in that environment):
+
+    python -m vramscope.capture --out snapshots/ train.py
+    torchrun --nproc-per-node 8 -m vramscope.capture --out snapshots/ train.py
+
+A snapshot (with a .json sidecar) is written when the script ends, at every CUDA OOM
+and on SIGUSR1. With plain torch: torch.cuda.memory._record_memory_history() before
+the code to look at, torch.cuda.memory._dump_snapshot("oom.pickle") after the OOM.
+"""
+
+
+def recording_guide() -> str:
+    """The README's "Capture a snapshot" section, from the installed package's metadata
+    (the README is its long description: one text, never a copy to keep in step); a
+    short version where the metadata is missing (a frozen app)."""
+    from importlib import metadata
+
+    try:
+        meta = metadata.metadata("vramscope")
+        text = meta.get_payload() or meta.get("Description") or ""  # type: ignore[attr-defined]
+    except Exception:  # no metadata at all (PyInstaller): the short version
+        text = ""
+    start = RECORDING_HEADING.search(text)
+    if start is None:
+        return _GUIDE_FALLBACK
+    end = re.compile(r"^##\s", re.MULTILINE).search(text, start.end())
+    return text[start.start():end.start() if end else len(text)].strip() + "\n"
