@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
-.PHONY: run test lint bench install install-test screenshot clean help native fuzz
+.PHONY: run test lint bench install install-test screenshot clean help native fuzz ssh-tools
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
@@ -28,9 +28,11 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	$(PIP) install -q -e .
 	touch $@
 
+# The optional extras the tests exercise are installed from pyproject.toml's own
+# specs (`.[mcp]`: `vramscope mcp`'s SDK), never restated here.
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
 	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter \
-	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)"
+	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -47,8 +49,20 @@ lint: install-test
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint ssh-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# tests/remote start a real sshd on 127.0.0.1 with throwaway keys: OpenSSH's client and
+# server, installed when missing where that is possible (root with apt), else said once.
+SSH_APT := openssh-server openssh-client
+ssh-tools:
+	@if ! { command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && \
+	        { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; }; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(SSH_APT) >/dev/null; \
+	  else echo "make test: tests/remote need sshd (apt-get install $(SSH_APT))"; fi; \
+	fi
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
 bench: install-test native

@@ -29,7 +29,14 @@ def application(argv: list[str] | None = None) -> QApplication:
     app.setWindowIcon(app_icon())
     pg.setConfigOptions(antialias=False, useOpenGL=False)
     MainWindow.attach_handler = _open_attach  # the composition root wires File > Attach
+    MainWindow.remote_handler = _open_remote  # ... and File > Open remote
     return app
+
+
+def _open_remote(window: MainWindow):
+    from .live.remote_open import open_remote_dialog  # (ssh: imported on first use)
+
+    return open_remote_dialog(window)
 
 
 def _open_attach(window: MainWindow):

@@ -6,6 +6,13 @@
     vramscope attach PID|ENDPOINT --save FILE  # the full snapshot, a standard pickle
     vramscope attach PID|ENDPOINT              # the allocator's figures now
     vramscope attach PID|ENDPOINT --gui        # the live window
+    vramscope attach ssh://[user@]host[:port] --list        # the agents on a server
+    vramscope attach ssh://[user@]host[:port] PID [--save FILE] [--gui]
+
+On a server, everything goes through the user's own ``ssh`` (keys, agent,
+``~/.ssh/config``; never a password prompt): discovery is a shell script run there,
+the agent's socket is forwarded to a private socket here
+(:mod:`vramscope.viewer.model.live.remote`), and ``--save`` writes the snapshot here.
 
 A process is attachable once it runs ``vramscope.capture.serve()`` (or
 ``python -m vramscope.capture --live``).  On Python >= 3.14, ``vramscope attach
@@ -30,7 +37,9 @@ from ..model.analysis.figures import Selection, memory_stats
 from ..model.live import nvml
 from ..model.live.client import AttachError
 from ..model.live.session import LiveSession
-from ..model.live.targets import can_inject, list_targets
+from ..model.io.remote import RemoteError, is_remote, split_url
+from ..model.live import remote
+from ..model.live.targets import Target, can_inject, list_targets
 from ..model.core.units import format_bytes, plural
 
 EXIT_OK, EXIT_FAILURE, EXIT_NOT_ATTACHABLE = 0, 1, 2
@@ -45,8 +54,11 @@ def parser() -> argparse.ArgumentParser:
                     "`python -m vramscope.capture --live train.py` or "
                     "`vramscope.capture.serve()`.",
     )
-    p.add_argument("target", nargs="?", metavar="PID|ENDPOINT",
-                   help="process id (from --list) or an endpoint (unix:/path, tcp:127.0.0.1:PORT)")
+    p.add_argument("target", nargs="?", metavar="PID|ENDPOINT|ssh://HOST",
+                   help="process id (from --list) or an endpoint (unix:/path, "
+                        "tcp:127.0.0.1:PORT); or ssh://[user@]host[:port] for a process on "
+                        "another machine (then its PID follows, or --list)")
+    p.add_argument("pid", nargs="?", metavar="PID", help="with ssh://HOST: the process id there")
     p.add_argument("--list", action="store_true",
                    help="list attachable processes and every GPU process NVML sees")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -59,6 +71,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.target and is_remote(args.target):
+        return _remote(args)
+    if args.pid is not None:
+        parser().print_usage(sys.stderr)
+        print("vramscope attach: error: a second PID only follows ssh://HOST", file=sys.stderr)
+        return EXIT_NOT_ATTACHABLE
     if args.list:
         return _list(args.json)
     if not args.target:
@@ -70,6 +88,10 @@ def main(argv: list[str]) -> int:
         code = _no_agent(int(target))
         if code is not None:
             return code
+    return _attach(target, args)
+
+
+def _attach(target: str, args: argparse.Namespace) -> int:
     if args.gui:
         from .._qt.app import run_live  # noqa: PLC0415 - Qt only here
 
@@ -91,18 +113,66 @@ def main(argv: list[str]) -> int:
         session.close()
 
 
-def _list(as_json: bool) -> int:
-    targets, info = list_targets()
+def _remote(args: argparse.Namespace) -> int:
+    """``ssh://HOST --list`` / ``ssh://HOST PID`` / ``ssh://HOST/PID``."""
+    try:
+        host, rest = split_url(args.target)
+    except ValueError as exc:
+        print(f"vramscope: error: {exc}", file=sys.stderr)
+        return EXIT_NOT_ATTACHABLE
+    pid = args.pid if args.pid is not None else rest
+    if args.list:
+        if pid:
+            print("vramscope attach: error: --list takes ssh://HOST alone", file=sys.stderr)
+            return EXIT_NOT_ATTACHABLE
+        try:
+            listing = remote.list_remote(host)
+        except RemoteError as exc:
+            print(f"vramscope: error: {exc}", file=sys.stderr)
+            return EXIT_NOT_ATTACHABLE
+        return _list(args.json, remote_targets(listing), listing.nvml, host.destination)
+    if not pid or not pid.isdigit():
+        parser().print_usage(sys.stderr)
+        print("vramscope attach: error: ssh://HOST needs a PID there (or --list)",
+              file=sys.stderr)
+        return EXIT_NOT_ATTACHABLE
+    return _attach(remote.make_target(host, int(pid)), args)
+
+
+def remote_targets(listing: remote.RemoteListing) -> list[Target]:
+    """The remote agents, then the GPU processes nvidia-smi shows without one."""
+    found: dict[int, Target] = {}
+    for e in listing.entries:
+        pid = int(e["pid"])
+        argv = e.get("argv") or []
+        found[pid] = Target(pid, " ".join(str(a) for a in argv)[:300], str(e.get("endpoint")),
+                            e.get("rank"), e.get("device"), None, e.get("start_time"), e)
+    for dev in listing.nvml.devices:
+        for p in dev.processes:
+            t = found.get(p.pid)
+            if t is None:
+                t = found[p.pid] = Target(p.pid, "", None, None, dev.index)
+            if p.used_bytes is not None:
+                t.gpu_bytes = (t.gpu_bytes or 0) + p.used_bytes
+    return sorted(found.values(), key=lambda t: (not t.attachable, t.pid))
+
+
+def _list(as_json: bool, targets: list[Target] | None = None,
+          info: nvml.NvmlInfo | None = None, where: str | None = None) -> int:
+    if targets is None or info is None:
+        targets, info = list_targets()
     if as_json:
         print(json.dumps({
             "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
                            "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
                            "command": t.command} for t in targets],
             "nvml": info.error or "ok",
+            **({"host": where} if where else {}),
         }, indent=1))
         return EXIT_OK
     if not targets:
-        print("no attachable processes (opt in: " + proto.OPT_IN + ")")
+        print("no attachable processes" + (f" on {where}" if where else "")
+              + " (opt in: " + proto.OPT_IN + ")")
     for t in targets:
         mem = f" {format_bytes(t.gpu_bytes)} on GPU" if t.gpu_bytes is not None else ""
         mark = "attachable" if t.attachable else "no agent  "
@@ -210,7 +280,7 @@ def _save(session: LiveSession, out: str, as_json: bool) -> int:
 
 def _figures(session: LiveSession, as_json: bool) -> int:
     upd = session.poll_stats()
-    info = nvml.query()
+    info = session.query_nvml()
     if upd is None:
         print(session.status)
         return EXIT_OK

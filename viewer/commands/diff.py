@@ -9,7 +9,7 @@ import sys
 from ..model import SnapshotError
 from ..model.reports import aligned
 from ..model.reports.diff import diff_snapshots, format_text
-from ..model.io.load import load_snapshot
+from ..model.io.remote import load_any
 from ..model.replay.timeline import build_timeline
 
 
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
 
 def _load(path: str, use_cache: bool):
     try:
-        return load_snapshot(path, use_cache=use_cache), None
+        return load_any(path, use_cache=use_cache), None
     except SnapshotError as exc:
         return None, f"{path}: {exc}"
     except MemoryError:

@@ -1,5 +1,8 @@
 """``vramscope [FILE] [--screenshot OUT.png]``: the desktop viewer.
 
+``FILE`` may be ``ssh://[user@]host[:port]/path``: a snapshot on another machine, read
+through the user's own ``ssh`` (:mod:`vramscope.viewer.model.io.remote`).
+
 Qt is imported here and in :mod:`vramscope.viewer._qt` only, so headless
 commands never load it.
 """
@@ -29,7 +32,12 @@ def _main(args, collecting: bool) -> int:
     out = getattr(args, "screenshot", None)
     # The viewer does no matrix algebra: one BLAS thread starts ~30 ms faster.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if path and os.path.isfile(path):
+    remote = bool(path) and str(path).startswith("ssh://")
+    if remote and out:
+        print("vramscope: error: --screenshot needs a local file (copy it first)",
+              file=sys.stderr)
+        return 2
+    if path and not remote and os.path.isfile(path):
         # Before Qt, pyqtgraph and numpy are imported (~0.45 s): the parse runs meanwhile in
         # a forked child, on another core (first: fork before any thread exists), and the
         # document is built on a thread as soon as it is parsed; the window's loader
@@ -52,12 +60,16 @@ def _main(args, collecting: bool) -> int:
         return code
     from PySide6.QtCore import QTimer
 
-    app = qtapp.application(sys.argv[:1])
+    from .._qt.live import remote_open
+
+    app = qtapp.application(sys.argv[:1])  # (wires File > Attach and File > Open remote)
     window = qtapp.MainWindow()
     window.show()
     if collecting:
         QTimer.singleShot(0, gc.enable)  # once the event loop runs: the window is up
-    if path and os.path.isdir(path):
+    if remote:
+        remote_open.open_remote(window, path)
+    elif path and os.path.isdir(path):
         window.open_ranks(path)  # a torchrun directory: the rank overview
     elif path:
         window.open_file(path)

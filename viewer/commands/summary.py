@@ -51,10 +51,11 @@ def main(argv: list[str]) -> int:
         print(f"vramscope: error: --at {args.at}: events are numbered from 0; give one "
               "of the device's events (0 or more)", file=sys.stderr)
         return 2
-    if os.path.isdir(args.file):
+    remote = args.file.startswith("ssh://")  # streamed through the user's ssh
+    if not remote and os.path.isdir(args.file):
         return _directory(args)
     key = None
-    if result_cache.enabled(args.no_cache):
+    if not remote and result_cache.enabled(args.no_cache):
         key = result_cache.key(args.file, [args.json, args.at, args.device])
         text = result_cache.get(key) if key else None
         if text is not None:
@@ -111,13 +112,14 @@ def _summary(args):
     # Before numpy and the model are imported: the parse runs meanwhile, on another core.
     from ..startup import parse_ahead
 
-    if parse_ahead.start(args.file, use_cache=use_cache):
+    remote = args.file.startswith("ssh://")
+    if not remote and parse_ahead.start(args.file, use_cache=use_cache):
         # While the child parses, this process would only wait: numpy.ma (which np.unique
         # imports on first use, ~20 ms) is imported now rather than after the parse.
         import numpy.ma  # noqa: F401
     from ..model import SnapshotError
     from ..model.io import cache as column_cache
-    from ..model.io.load import load_snapshot
+    from ..model.io.remote import load_any
     from ..model.reports.summary import format_text, summarize, summary_timeline
     from ..model.replay.timeline import oom_events
     from ..startup.parse_ahead import stamp
@@ -126,10 +128,11 @@ def _summary(args):
 
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
-    key = column_cache.file_key(args.file) if use_cache and _can_fork() else None
+    key = column_cache.file_key(args.file) if use_cache and _can_fork() and not remote \
+        else None
     deferred = key is not None and not column_cache.entry_path(key).exists()
     try:
-        snap = load_snapshot(args.file, use_cache=use_cache and not deferred)
+        snap = load_any(args.file, use_cache=use_cache and not deferred)
     except SnapshotError as exc:
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
         return 2, "", None

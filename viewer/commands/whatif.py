@@ -19,7 +19,7 @@ import sys
 from ..model import SnapshotError
 from ..model.core.allocator_rules import ConfError, parse_conf
 from ..model.core.errors import LoadCancelled
-from ..model.io.load import load_snapshot
+from ..model.io.remote import load_any
 from ..model.core import units
 from ..model.core.progress import Progress
 from .device_choice import device_fields, device_line
@@ -120,7 +120,7 @@ def load_case(args: argparse.Namespace, tp: TerminalProgress):
     from ..model.whatif import prepare
 
     def load():
-        snap = load_snapshot(args.file, tp.stage("loading"), use_cache=not args.no_cache)
+        snap = load_any(args.file, tp.stage("loading"), use_cache=not args.no_cache)
         return prepare(snap, args.device, tp.stage("replaying the trace"))
 
     return reported(args, tp, load)

@@ -51,9 +51,11 @@ class AttachDialog(QDialog):
         self.nvml_label.setEnabled(False)
         self.endpoint = QLineEdit()
         self.endpoint.setPlaceholderText("or an endpoint: unix:/path/agent-PID.sock, "
-                                         "tcp:127.0.0.1:PORT")
+                                         "tcp:127.0.0.1:PORT, ssh://user@host/PID")
         self.endpoint.setToolTip("Attach to an agent by its endpoint (e.g. one printed by "
-                                 "the training process)")
+                                 "the training process), or to a process on another machine "
+                                 "through your ssh: ssh://user@host/PID (`vramscope attach "
+                                 "ssh://user@host --list` lists them)")
         self.endpoint.textChanged.connect(lambda _t: self._on_selection())
         refresh = QPushButton("Refresh")
         refresh.setToolTip("List the processes again (F5)")

@@ -17,7 +17,6 @@ import time
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from ...model.view.document import Document
-from ...model.live import nvml
 from ...model.live.client import AttachError
 from ...model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession
 
@@ -104,7 +103,7 @@ class LivePoller(QObject):
         now = time.monotonic()
         if now >= self._next["nvml"]:
             self._next["nvml"] = now + self.nvml_interval
-            self.nvmlReady.emit(nvml.query())
+            self.nvmlReady.emit(s.query_nvml())  # (a remote process: nvidia-smi over ssh)
         if s.state == ENDED:
             return
         if s.state != LIVE:

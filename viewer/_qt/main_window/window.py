@@ -120,6 +120,8 @@ class MainWindow(QMainWindow):
     # itself imports nothing live (no import cycle window <-> live controller).  Called
     # with the window; returns the dialog it opened, which the window keeps.
     attach_handler = None
+    # File > Open remote: set like attach_handler (the ssh side lives in ``live``).
+    remote_handler = None
 
     def __init__(self, persist: bool = True, parent=None) -> None:
         super().__init__(parent)
@@ -261,6 +263,10 @@ class MainWindow(QMainWindow):
         self.recent_menu = m.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._fill_recent_menu()
+        self.open_remote_action = make_action(
+            self, "Open re&mote…", self._open_remote, "Ctrl+Shift+O",
+            "Open a snapshot on another machine through ssh: ssh://user@host/path")
+        m.addAction(self.open_remote_action)
         # Compare snapshots and ranks: separate windows over the model.
         self.compare_action = make_action(self, "&Compare with…", self.compare_dialog, tip=(
             "Compare this snapshot (A) with another (B): what grew, by allocation stack"))
@@ -533,6 +539,11 @@ class MainWindow(QMainWindow):
         handler = type(self).attach_handler
         if handler is not None:
             self.attach_dialog = handler(self)
+
+    def _open_remote(self) -> None:
+        handler = type(self).remote_handler
+        if handler is not None:
+            handler(self)
 
     def add_aux_window(self, w) -> None:
         """Keep ``w`` (a compare, ranks, live window or a panel opened from here) alive

@@ -9,6 +9,8 @@
                    "not available".
 * :mod:`.targets`  what can be attached: registry agents plus NVML processes.
 * :mod:`.doc_source` each update extends one document's replay.
+* :mod:`.remote`   agents on another machine through the user's ``ssh``: discovery,
+                   a forwarded Unix socket, nvidia-smi for the device panel.
 
 May import: every model layer below (:mod:`..view`, :mod:`..io`, ...), the wire
 format :mod:`vramscope.viewer.live_protocol`, ``pynvml`` when installed.

@@ -18,6 +18,7 @@ from vramscope.viewer import live_protocol as proto
 
 from ..core.errors import SnapshotError
 from ..io.safe_pickle import safe_loads
+from . import remote
 
 CONNECT_TIMEOUT_S = 5.0
 #: A full snapshot of a big ring buffer takes the agent a while to build.
@@ -135,8 +136,15 @@ class LiveClient:
 def resolve_target(target: str) -> tuple[str, str | None, dict[str, Any] | None]:
     """A PID or an endpoint -> (endpoint, token, registry entry or None).
 
-    Raises AttachError (one line) for a PID without a live agent.
+    Raises AttachError (one line) for a PID without a live agent.  A remote target
+    ``ssh://[user@]host[:port]/PID`` is found there and forwarded here
+    (:mod:`.remote`): its endpoint is the local end of the forwarding.
     """
+    if remote.is_remote(target):
+        try:
+            return remote.resolve(target)
+        except remote.RemoteError as exc:
+            raise AttachError(str(exc)) from None
     if target.isdigit():
         pid = int(target)
         entry = proto.find_entry(pid)

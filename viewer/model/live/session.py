@@ -24,6 +24,7 @@ from ..analysis.figures import MemoryStats, Selection, memory_stats
 from ..core.errors import SnapshotError
 from ..io.load import load_bytes
 from ..core.snapshot import Snapshot
+from . import nvml, remote
 from .client import AttachError, LiveClient, resolve_target
 from .columns import LiveColumns, segments_snapshot
 
@@ -73,6 +74,10 @@ class LiveSession:
         self.status = f"connecting to {target}…"
         self.pid: int | None = int(target) if target.isdigit() else None
         self.last_stats: StatsUpdate | None = None
+        # ssh://host/PID: the process runs there; its pid, NVML and forwarding too.
+        self.remote_host = remote.host_of(target) if remote.is_remote_target(target) else None
+        if self.remote_host is not None:
+            self.pid = remote.parse_target(target)[1]
 
     # ------------------------------------------------------------------ connection
     def connect(self) -> dict[str, Any]:
@@ -115,13 +120,14 @@ class LiveSession:
         argv = " ".join(str(a) for a in (h.get("argv") or [])[:4])
         rank = f" rank {h['rank']}" if h.get("rank") is not None else ""
         gpu = f" on {h['gpu']}" if h.get("gpu") else ""
-        return f"pid {h.get('pid', self.pid)}{rank} ({argv}){gpu}"
+        where = f" on {self.remote_host.destination}" if self.remote_host is not None else ""
+        return f"pid {h.get('pid', self.pid)}{where}{rank} ({argv}){gpu}"
 
     def _lost(self, reason: str = "") -> None:
         if self.client is not None:
             self.client.close()
             self.client = None
-        if self.pid is not None and not proto.pid_alive(self.pid):
+        if self.pid is not None and not self._pid_alive(self.pid):
             self.state = ENDED
             self.status = f"process {self.pid} has ended; the last figures stay on screen"
         else:
@@ -138,10 +144,23 @@ class LiveSession:
                 self._lost(str(exc))
             raise
 
+    def _pid_alive(self, pid: int) -> bool:
+        if self.remote_host is None:
+            return proto.pid_alive(pid)
+        return remote.pid_alive(self.remote_host, pid) is not False  # unreachable: maybe
+
+    def query_nvml(self) -> nvml.NvmlInfo:
+        """The GPUs the process runs on: NVML here, nvidia-smi there for a remote one."""
+        if self.remote_host is not None:
+            return remote.query_nvml(self.remote_host)
+        return nvml.query()
+
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
             self.client = None
+        if self.remote_host is not None:
+            remote.release(self.target)
 
     # ------------------------------------------------------------------ polling
     def poll_stats(self) -> StatsUpdate | None:
