@@ -59,3 +59,28 @@ def test_result_cache_can_be_switched_off_alone(tmp_path):
     cols_only = run(BIG, "--json", cache=cache, extra_env={"VRAMSCOPE_NO_RESULT_CACHE": "1"},
                     python_args=("-X", "importtime"))
     assert cols_only.stdout == first.stdout and "numpy" in cols_only.stderr
+
+
+def test_another_spelling_of_the_same_file_prints_its_own_path(tmp_path):
+    """The cached output names the file as it was typed then: another spelling of the
+    same file must not get the first one's name."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "snap.pickle"
+    shutil.copyfile(DATA / "gpt2_oom.pickle", src)
+    env = {k: v for k, v in os.environ.items() if k != "VRAMSCOPE_NO_CACHE"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+
+    def run(path, cwd):
+        out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", path,
+                              "--json"], capture_output=True, text=True, cwd=cwd, env=env,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["file"]
+
+    assert run(str(src), tmp_path) == str(src)
+    assert run("snap.pickle", tmp_path) == "snap.pickle"

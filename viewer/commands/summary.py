@@ -56,7 +56,8 @@ def main(argv: list[str]) -> int:
         return _directory(args)
     key = None
     if not remote and result_cache.enabled(args.no_cache):
-        key = result_cache.key(args.file, [args.json, args.at, args.device])
+        # The path as typed is part of the output ("file"), so part of the key.
+        key = result_cache.key(args.file, [args.json, args.at, args.device, args.file])
         text = result_cache.get(key) if key else None
         if text is not None:
             sys.stdout.write(text)
