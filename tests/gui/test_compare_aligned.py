@@ -26,7 +26,7 @@ from vramscope.viewer.model.reports import aligned
 from vramscope.viewer.model.reports.diff import signed_bytes
 from vramscope.viewer.model.replay.timeline import build_timeline
 
-from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
+from conftest import BIG_XZ, DATA  # noqa: E402  (tests/gui/conftest.py)
 from tests.snapshot_forms import raw_object
 
 TRUTH = DATA / "truth"
@@ -365,8 +365,6 @@ def test_over_time_million_events_cancel_then_align(qtbot):
     from vramscope.viewer._qt.app import application
     from vramscope.viewer._qt.compare.diff_window import DiffWindow
     from vramscope.viewer._qt.widgets.jobs import Job
-
-    from conftest import BIG_XZ  # noqa: E402
 
     application()
     w = DiffWindow()
