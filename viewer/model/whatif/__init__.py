@@ -4,7 +4,7 @@ Typical use::
 
     from vramscope.viewer.model.whatif import prepare
 
-    case = prepare(snap)                      # request stream of the first device
+    case = prepare(snap)                      # the last OOM's device, else the highest peak's
     case.self_check()                         # the model reproduces the recording
     result = case.simulate("expandable_segments:True", limit=10 * 10**9)
     result.peak_reserved, result.first_oom
@@ -18,7 +18,10 @@ trace: :mod:`.limits`) unless given.
 Modules: :mod:`.requests` (the program's requests and the recorded
 answers), :mod:`.simulator` (the allocator model; with :mod:`.blocks`,
 :mod:`.release`, :mod:`.expandable`), :mod:`.run` (curves,
-peaks, OOMs), :mod:`.selfcheck`, :mod:`.limits`, :mod:`.predictions` (the rows per
+peaks, OOMs: :mod:`.result`), :mod:`.native_sim` (the same model compiled, over
+columns and without the GIL: ``_native/whatif_core.c``; it answers whenever it is built
+and covers the case, and equals the Python model to the byte: tests compare them),
+:mod:`.selfcheck`, :mod:`.limits`, :mod:`.predictions` (the rows per
 setting the CLI prints and the panels show).
 
 May import: :mod:`..analysis` (which device to answer for), :mod:`..replay`, :mod:`..core`
