@@ -29,10 +29,11 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	touch $@
 
 # The optional extras the tests exercise are installed from pyproject.toml's own
-# specs (`.[mcp]`: `vramscope mcp`'s SDK), never restated here.
+# specs (`.[mcp]`: `vramscope mcp`'s SDK; `.[dask]`: a rank directory on a Dask cluster,
+# tests/model/test_ranks_dask.py starts a LocalCluster), never restated here.
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
 	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter \
-	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp]"
+	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp,dask]"
 	touch $@
 
 install: $(VENV)/.installed

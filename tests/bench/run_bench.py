@@ -20,6 +20,10 @@ the GUI's first full window (``--screenshot``, cold), and through the real
 widgets (``gui_bench.py``): timeline pan/zoom redraw, time-travel seek and
 the call tree at the peak.  Targets are printed with PASS / MISS;
 they are goals, not test assertions.
+
+Then (``bench_parallel.py``; ``--no-parallel`` skips them) the independent runs on every
+core per file - one what-if setting, ``--recommend``, ``advise``, a batch estimate - and
+a directory of 64 rank files, each serially, on a pool of every CPU and by default.
 """
 
 from __future__ import annotations
@@ -429,6 +433,8 @@ def main() -> int:
     parser.add_argument("--no-gui", action="store_true", help="skip the GUI rows")
     parser.add_argument("--no-interactive", action="store_true",
                         help="skip the model/widget timings (seek, redraw, call tree)")
+    parser.add_argument("--no-parallel", action="store_true",
+                        help="skip the serial-vs-pool rows (bench_parallel.py)")
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     parser.add_argument("--model-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="more snapshot pickles to measure")
@@ -459,7 +465,19 @@ def main() -> int:
         for path in files:
             print(f"measuring {path.name} ...", flush=True)
             rows.append(bench_file(path, tmp, args.repeat, gui, env, args.no_interactive))
+        par_rows: list[dict] = []
+        if not args.no_parallel:
+            import bench_parallel
+
+            penv = dict(env, VRAMSCOPE_CACHE_DIR=str(tmp / "parallel-cache"))
+            for path in files:
+                print(f"measuring {path.name}: serial vs pool ...", flush=True)
+                par_rows += bench_parallel.sim_rows(path, measure, penv)
+            par_rows.append(bench_parallel.rank_rows(tmp, measure, penv, keep=keep))
+            shutil.rmtree(tmp / "parallel-cache", ignore_errors=True)
     report(rows)
+    if par_rows:
+        bench_parallel.report(par_rows)
     if not args.no_interactive:
         # A live update extends the replay; its cost against a rebuild.
         print("\nlive update of a 1M-event ring (bench_live_update.py):", flush=True)
@@ -468,7 +486,7 @@ def main() -> int:
     print(f"\n(bench took {time.perf_counter() - started:.0f} s; "
           f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps(rows + par_rows, indent=1))
     return 0
 
 

@@ -1,7 +1,9 @@
 """``vramscope summary FILE [--json]``: the analysis, headless.
 
-``vramscope summary DIR [--json]``: a directory of per-rank snapshots (written
-by the capture module under torchrun): one entry per rank, outliers flagged.
+``vramscope summary DIR [--json] [--jobs N | --scheduler ADDRESS]``: a directory of
+per-rank snapshots (written by the capture module under torchrun): one entry per rank,
+outliers flagged; the ranks read on a pool of this machine's cores (``--jobs``, default
+all) or as tasks of a running Dask cluster (``--scheduler``), the same overview either way.
 """
 
 from __future__ import annotations
@@ -39,7 +41,25 @@ def parser() -> argparse.ArgumentParser:
                    help="device to answer for: its peaks, memory categories and allocation "
                    "sites, and the trace --at indexes (default: the last OOM's, else the "
                    "one with the highest reserved peak); must be a device of the snapshot")
+    p.add_argument("--jobs", type=_positive_int, metavar="N",
+                   help="a directory: read the ranks' files on N processes of this machine "
+                   "(default: all its CPUs; 1 = one after the other)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="a directory: read each rank's file as a task of the running Dask "
+                   "cluster at ADDRESS (tcp://host:8786), on the workers, which see the "
+                   "directory; only each rank's figures come back (needs "
+                   "'pip install vramscope[dask]' here and vramscope on the workers)")
     return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value
 
 
 
@@ -52,8 +72,14 @@ def main(argv: list[str]) -> int:
               "of the device's events (0 or more)", file=sys.stderr)
         return 2
     remote = args.file.startswith("ssh://")  # streamed through the user's ssh
-    if not remote and os.path.isdir(args.file):
+    # With a scheduler the directory may be one only the cluster's workers see.
+    if not remote and (os.path.isdir(args.file)
+                       or (args.scheduler and not os.path.exists(args.file))):
         return _directory(args)
+    if args.jobs is not None or args.scheduler:
+        print("vramscope: error: --jobs and --scheduler need a directory of per-rank "
+              "snapshots, not a file", file=sys.stderr)
+        return 2
     key = None
     if not remote and result_cache.enabled(args.no_cache):
         # The path as typed is part of the output ("file"), so part of the key.
@@ -186,8 +212,13 @@ def _directory(args) -> int:
     if args.at is not None:
         print("vramscope: error: --at needs a snapshot file, not a directory", file=sys.stderr)
         return 2
+    if args.jobs is not None and args.scheduler:
+        print("vramscope: error: --jobs is this machine's processes; with --scheduler the "
+              "cluster's workers read the files: give one of them", file=sys.stderr)
+        return 2
     try:
-        overview = ranks.load_ranks(args.file, use_cache=not args.no_cache)
+        overview = ranks.load_ranks(args.file, use_cache=not args.no_cache, jobs=args.jobs,
+                                    scheduler=args.scheduler)
     except SnapshotError as exc:
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
         return 2

@@ -143,8 +143,32 @@ def reported(args: argparse.Namespace, tp: TerminalProgress, work):
     except LoadCancelled:  # pragma: no cover - no one cancels on the command line
         return 1
 
+def predict_all(case, confs: list[str], limit: int | None = None,
+                progress: Progress | None = None):
+    """:func:`~..model.whatif.predict` with the settings simulated side by side, on every
+    core (:func:`~..model.core.parallel.pmap`; serially for a small case): the same
+    predictions, in the order given."""
+    from ..model.core import parallel
+    from ..model.whatif import Prediction
+
+    cfgs = [case.config_of(conf) for conf in confs]
+    results = parallel.pmap(lambda cfg, sub: case.simulate(cfg, limit, sub), cfgs,
+                            work=_work(case), progress=progress, stage="simulate",
+                            with_progress=True)
+    lim = case.limit if limit is None else limit
+    return [Prediction(conf, cfg, lim, r) for conf, cfg, r in zip(confs, cfgs, results)]
+
+
+def _work(case) -> int:
+    """One simulation of ``case``, in :func:`~..model.core.parallel.pmap`'s units."""
+    from ..model.core import parallel
+    from ..model.whatif import native_sim
+
+    return parallel.simulation_work(len(case.requests), native_sim.use_native())
+
+
 def main(argv: list[str]) -> int:
-    from ..model.whatif import RECOMMENDED, predict
+    from ..model.whatif import RECOMMENDED
     from ..model.whatif.predictions import format_text, rank
 
     args = parser().parse_args(glue_values(argv))
@@ -177,7 +201,7 @@ def main(argv: list[str]) -> int:
                     tp.clear()
                     _warn(check)
                 return run_batch_scales(case, confs, args, tp)
-            preds = predict(case, confs, args.memory_limit, _per_setting(tp, confs))
+            preds = predict_all(case, confs, args.memory_limit, _per_setting(tp, case, confs))
         except SnapshotError as exc:
             tp.clear()
             print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
@@ -204,11 +228,19 @@ def _warn(check) -> None:
           file=sys.stderr)
 
 
-def _per_setting(tp: TerminalProgress, confs: list[str]) -> Progress | None:
-    """predict()'s progress, shown as "simulating 3/9: max_split_size_mb:64  41%"."""
+def _per_setting(tp: TerminalProgress, case, confs: list[str]) -> Progress | None:
+    """predict_all()'s progress, shown as "simulating 3/9: max_split_size_mb:64  41%"
+    (one after the other) or "simulating 9 settings on 2 processes  41%"."""
     if not tp.enabled:
         return None
+    from ..model.core import parallel
+
     n = len(confs)
+    workers = parallel.workers_for(n, _work(case))
+    if workers > 1:
+        what = f"simulating {n} settings on {workers} processes"
+        tp.show(what, 0.0, force=True)
+        return Progress(lambda _stage, f: tp.show(what, f))
 
     def show(_stage: str, f: float) -> None:
         j = min(int(f * n), n - 1)

@@ -13,7 +13,10 @@ import json
 import sys
 from fractions import Fraction
 
+from ..model.core import parallel
+from ..model.core.progress import Progress
 from ..model.remedies import batch_scale, evidence, explain, scaling
+from ..model.whatif import native_sim
 from ..model.core.units import format_bytes as fb, plural
 from ..model.whatif.predictions import (Prediction, limit_text, rank, row_label,
                                         window_notes)
@@ -39,31 +42,38 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
     rows_explain = explain.rule_table(case, judgement, evd)
     preds: list[Prediction] = []
     extra: list[dict] = []
-    total = len(args.batch_scale) * len(confs)
-    for a, f in enumerate(args.batch_scale):
-        sc = batch_scale.scaled_case(case, judgement, f)
-        for b, conf in enumerate(confs):
-            show(f"simulating {a * len(confs) + b + 1}/{total}: batch x{f:g} "
-                 f"{conf or '(defaults)'}", (a * len(confs) + b) / total)
-            cfg = case.config_of(conf)
-            result = sc.simulate(cfg, args.memory_limit)
-            # Library workspaces make the figure an estimate: the range says how far.
-            est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
-            label = scale_label(f, args.batch) + ("" if conf == "recorded" else
-                                                   f" {conf or '(defaults)'}")
-            if est is not None:
-                label += " (estimate)"
-            p = Prediction(label, cfg, case.limit if args.memory_limit is None
-                           else args.memory_limit, result, program_changed=True)
-            preds.append(p)
-            info = {"batch_scale": f, "conf": conf,
-                    "peak_reserved_is_estimate": est is not None,
-                    "uncertain_allocations": est.workspaces if est else 0,
-                    "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
-                    "peak_reserved_estimate": est.to_dict() if est else None}
-            if args.batch:
-                info["batch"] = float(f * args.batch)
-            extra.append(info)
+    pairs = [(f, conf) for f in args.batch_scale for conf in confs]
+    total = len(pairs)
+    scaled = {f: batch_scale.scaled_case(case, judgement, f) for f in args.batch_scale}
+    # The rows' runs are independent: side by side on every core (serially for a small
+    # case); each estimate's draws are in turn (estimate_range).
+    show(f"simulating {plural(total, 'batch row')}", 0.0, force=True)
+    results = parallel.pmap(
+        lambda pair: scaled[pair[0]].simulate(case.config_of(pair[1]), args.memory_limit),
+        pairs, work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
+        progress=Progress(lambda _s, x: show(f"simulating {plural(total, 'batch row')}",
+                                             x / 2)))
+    for k, ((f, conf), result) in enumerate(zip(pairs, results)):
+        show(f"estimating {k + 1}/{total}: batch x{f:g} {conf or '(defaults)'}",
+             0.5 + k / total / 2)
+        cfg = case.config_of(conf)
+        # Library workspaces make the figure an estimate: the range says how far.
+        est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
+        label = scale_label(f, args.batch) + ("" if conf == "recorded" else
+                                               f" {conf or '(defaults)'}")
+        if est is not None:
+            label += " (estimate)"
+        p = Prediction(label, cfg, case.limit if args.memory_limit is None
+                       else args.memory_limit, result, program_changed=True)
+        preds.append(p)
+        info = {"batch_scale": f, "conf": conf,
+                "peak_reserved_is_estimate": est is not None,
+                "uncertain_allocations": est.workspaces if est else 0,
+                "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
+                "peak_reserved_estimate": est.to_dict() if est else None}
+        if args.batch:
+            info["batch"] = float(f * args.batch)
+        extra.append(info)
     if tp is not None:
         tp.clear()
     if args.recommend:

@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QL
 from ...model.core.allocator_rules import ConfError, parse_conf
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
-from ...model.whatif import RECOMMENDED, predict, prepare
+from ...model.core import parallel
+from ...model.whatif import RECOMMENDED, Prediction, native_sim, prepare
 from ..widgets import theme
 from ..widgets.job_panel import JobPanel
 from ..widgets.jobs import Job
@@ -59,20 +60,43 @@ def run_limit(case, given: int | None) -> tuple[int | None, str]:
     return case.effective_limit(given)
 
 
+class WhatIfJob(Job):
+    """The What-if run's job: ``rowDone(case, row, prediction)`` as each setting's
+    simulation finishes (on a pool of processes, in the order they finish), before
+    ``done`` brings them all."""
+
+    rowDone = Signal(object, int, object)
+
+
 def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
                parent=None, device: int | None = None) -> Job:
     """A :class:`Job` that prepares the request stream of ``device`` (once; None: the
-    first with trace events) and simulates each setting under :func:`run_limit`;
+    first with trace events) and simulates each setting under :func:`run_limit`, side by
+    side on every core (:func:`~...model.core.parallel.pmap`; serially for a small case);
     ``done((case, predictions, self-check, the limit's source))``."""
 
-    def work(job: Job):
+    def work(job: WhatIfJob):
         case_ = case or prepare(snap, device)
         lim, source = run_limit(case_, limit)
-        preds = predict(case_, ["recorded"] + confs, lim, job.progress())
+        # The recorded run first (the self-check's, computed once and kept by the case):
+        # the "recorded" row at the same limit is then that run.
+        case_.recorded_run()
+        names = ["recorded"] + confs
+        cfgs = [case_.config_of(c) for c in names]
+        preds: list = [None] * len(names)
+
+        def finished(j: int, result) -> None:
+            preds[j] = Prediction(names[j], cfgs[j], lim, result)
+            job.rowDone.emit(case_, j, preds[j])
+
+        parallel.pmap(lambda cfg, sub: case_.simulate(cfg, lim, sub), cfgs,
+                      work=parallel.simulation_work(len(case_.requests), native_sim.use_native()),
+                      progress=job.progress(), stage="simulate",
+                      with_progress=True, on_result=finished)
         # The self-check here, not on the GUI thread: it may simulate.
         return case_, preds, case_.self_check(), source
 
-    return Job(work, parent)
+    return WhatIfJob(work, parent)
 
 
 class BreakableDelegate(QStyledItemDelegate):
@@ -294,13 +318,62 @@ class WhatIfPanel(JobPanel):
         return self.summary
 
     def make_job(self, limit: int | None) -> Job:
-        return whatif_job(self.snap, self.checked_confs(), limit, self.case, self, self.device)
+        confs = self.checked_confs()
+        job = whatif_job(self.snap, confs, limit, self.case, self, self.device)
+        self._partial: list | None = None
+        self._partial_names = ["recorded"] + confs
+        job.rowDone.connect(self.show_row)
+        return job
+
+    def show_row(self, case, row: int, pred) -> None:
+        """One setting's row as its simulation finishes (the others say "simulating…"
+        until theirs do); the chart and the selection wait for the whole run."""
+        if getattr(self, "_partial", None) is None:
+            self.table.clearSelection()  # (the old run's overlay goes)
+            self.preds = []  # nothing to select until the run is in
+            names = self._partial_names
+            self._partial = [None] * len(names)
+            self.table.setRowCount(len(names))
+            for r, name in enumerate(names):
+                self._fill_pending_row(case, r, name)
+        if 0 <= row < len(self._partial):
+            self._partial[row] = pred
+            self._fill_row(case, row, pred)
+
+    def _fill_pending_row(self, case, r: int, name: str) -> None:
+        setting = "recorded: " + case.recorded.describe() if r == 0 else name
+        for c in range(len(COLUMNS)):
+            item = QTableWidgetItem(setting if c == COL_SETTING else
+                                    "simulating…" if c == COL_PEAK else "")
+            if c == COL_SETTING:
+                item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))
+                item.setToolTip(setting)
+            self.table.setItem(r, c, item)
+
+    def _cancelled(self) -> None:
+        super()._cancelled()
+        self._restore_table()
+
+    def _failed(self, message: str) -> None:
+        super()._failed(message)
+        self._restore_table()
+
+    def _restore_table(self) -> None:
+        """After a run that did not finish: the last finished run's rows again."""
+        if getattr(self, "_partial", None) is None:
+            return
+        self._partial = None
+        if self.case is not None and self.preds:
+            self._fill_table(self.case, self.preds)
+        else:
+            self.table.setRowCount(0)
 
     # -- results -------------------------------------------------------------------
     def show_result(self, case, preds, check, source: str = "") -> None:
         """Draw the predictions ``preds`` of ``case`` (``check``: the model's self-check;
         ``source``: where the limit they were simulated under came from)."""
         self.case, self.preds = case, preds
+        self._partial = None
         self.progress.setValue(1000)
         self._plot(case, preds)
         self.table.clearSelection()  # (the old run's overlay goes)
@@ -380,37 +453,43 @@ class WhatIfPanel(JobPanel):
     def _fill_table(self, case, preds) -> None:
         self.table.setRowCount(len(preds))
         for r, p in enumerate(preds):
-            d = p.to_dict(case)
-            oom = d["oom"]
-            vs = d["peak_reserved_vs_recorded"]
-            fixed = d.get("peak_reserved_is_window_start", False)
-            cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
-                     fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-                     "n/a*" if fixed else "-" if vs is None else f"{vs * 100:+.1f}%",
-                     "-" if oom is None else
-                     f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
-                     fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
-                     str(d["cuda_malloc_count"]), str(d["cuda_free_count"])]
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if c == COL_SETTING:
-                    item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))  # = its curve
-                    item.setToolTip(cells[0])
-                if c == COL_PEAK:
-                    item.setToolTip(f"{text} = {d['peak_reserved_bytes']:,} bytes "
-                                    "(up to the first OOM, where the program would stop)"
-                                    + ("\n* the layout the trace window started with, never "
-                                       "exceeded: recorded, not predicted" if fixed else ""))
-                if c == COL_OOM and oom is not None:
-                    item.setToolTip(f"{text}: {fb(oom['size_bytes'])} requested at event "
-                                    f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
-                                    f"the {oom['pool']} pool, largest block "
-                                    f"{fb(oom['largest_free_bytes'])}")
-                if not item.toolTip():  # every cell's text reachable, wrapped or not
-                    item.setToolTip(text)
-                self.table.setItem(r, c, item)
+            self._fill_row(case, r, p, resize=False)
         self.table.resizeColumnsToContents()
         self._fit_setting_column()
+
+    def _fill_row(self, case, r: int, p, resize: bool = True) -> None:
+        d = p.to_dict(case)
+        oom = d["oom"]
+        vs = d["peak_reserved_vs_recorded"]
+        fixed = d.get("peak_reserved_is_window_start", False)
+        cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
+                 fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+                 "n/a*" if fixed else "-" if vs is None else f"{vs * 100:+.1f}%",
+                 "-" if oom is None else
+                 f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
+                 fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
+                 str(d["cuda_malloc_count"]), str(d["cuda_free_count"])]
+        for c, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if c == COL_SETTING:
+                item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))  # = its curve
+                item.setToolTip(cells[0])
+            if c == COL_PEAK:
+                item.setToolTip(f"{text} = {d['peak_reserved_bytes']:,} bytes "
+                                "(up to the first OOM, where the program would stop)"
+                                + ("\n* the layout the trace window started with, never "
+                                   "exceeded: recorded, not predicted" if fixed else ""))
+            if c == COL_OOM and oom is not None:
+                item.setToolTip(f"{text}: {fb(oom['size_bytes'])} requested at event "
+                                f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
+                                f"the {oom['pool']} pool, largest block "
+                                f"{fb(oom['largest_free_bytes'])}")
+            if not item.toolTip():  # every cell's text reachable, wrapped or not
+                item.setToolTip(text)
+            self.table.setItem(r, c, item)
+        if resize:
+            self.table.resizeColumnsToContents()
+            self._fit_setting_column()
 
     def selected_prediction(self):
         """The selected row's Prediction (None: no row is selected)."""

@@ -7,7 +7,10 @@
 * :mod:`.frames` - interned stack frames, user frames vs library frames;
 * :mod:`.units` - byte sizes in B/KiB/MiB/GiB, parsing and formatting;
 * :mod:`.errors` - :class:`SnapshotError` (one clear line) and its kinds;
-* :mod:`.progress` - :class:`Progress`: reporting and cancelling long work.
+* :mod:`.progress` - :class:`Progress`: reporting and cancelling long work;
+* :mod:`.parallel` - :func:`pmap`: independent pieces of work (what-if settings, a
+  range's draws, a rank directory's files) on a forked process pool, serial where that
+  costs less.
 
 Columns, not objects: a loaded snapshot is a handful of numpy arrays - segments,
 blocks (grouped by segment in address order), trace events, and interned frames and

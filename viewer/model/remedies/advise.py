@@ -44,9 +44,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core import parallel
 from ..core.progress import Progress
 from ..core.units import format_bytes as fb
 from ..whatif import Case, RECOMMENDED
+from ..whatif import native_sim
 from ..whatif import requests as rq
 from ..whatif.predictions import verdict as oom_verdict
 from ..whatif.run import simulate as simulate_requests
@@ -435,12 +437,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         remedies[-1].batch_scale = 0.5
     # -- allocator settings (simulated) ------------------------------------------------
     progress.update("allocator", 0.0)
-    found = []
-    for k, conf in enumerate(RECOMMENDED):
-        progress.update("allocator", k / len(RECOMMENDED))
-        if not conf or case.config_of(conf) == case.recorded:
-            continue
-        found.append((conf, case.simulate(conf, lim)))
+    # Independent runs: side by side on every core (serially for a small case).
+    confs = [c for c in RECOMMENDED if c and case.config_of(c) != case.recorded]
+    found = list(zip(confs, parallel.pmap(lambda conf: case.simulate(conf, lim), confs,
+                                          work=parallel.simulation_work(n, native_sim.use_native()),
+                                          progress=progress, stage="allocator")))
     found.sort(key=lambda cr: (_fits(cr[1], lim) not in (True, None),
                                cr[1].peak_reserved_until_oom))
     for conf, res in found[:ALLOCATOR_REMEDIES]:

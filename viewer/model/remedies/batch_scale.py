@@ -20,8 +20,10 @@ from typing import cast
 
 import numpy as np
 
+from ..core import parallel
 from ..core.progress import Progress
 from ..whatif import Case
+from ..whatif import native_sim
 from ..whatif.run import SimResult
 from .scaling import Judgement
 
@@ -189,12 +191,16 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
         sizes[kind == 1] = copied[kind == 1]
         sizes[kind == 2] = 1
         draws.append(sizes)
-    peaks = []
-    for sizes in draws:
+
+    def peak(sizes: np.ndarray) -> int:
         s = base.copy()
         s[w] = sizes
-        peaks.append(_with_sizes(case, judgement, f, s).simulate(conf, limit)
-                     .peak_reserved_until_oom)
+        return _with_sizes(case, judgement, f, s).simulate(conf, limit).peak_reserved_until_oom
+
+    # The draws are made above, in order (the seeded generator); their runs are
+    # independent: side by side on every core, serially for a small case.
+    peaks = parallel.pmap(peak, draws, work=parallel.simulation_work(len(case.requests),
+                                                                     native_sim.use_native()))
     return PeakEstimate(min(peaks), max(peaks), int(w.sum()), int(base[w].sum()), samples)
 
 

@@ -23,6 +23,10 @@ a rank that hit an OOM while at least one other rank did not is an outlier
 too.  Only excess is flagged (memory trouble is the rank that holds more),
 and comparing with the other ranks' median makes a 2-rank job flag the
 rank that holds more, not both.
+
+Each rank's figures are :func:`rank_row` of its file - a small dict - computed in this
+process, on a pool of local processes or as a task of a Dask cluster where the files
+are (:func:`load_ranks`); the overview is the same whichever way.
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ from __future__ import annotations
 import os
 import re
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ..analysis.figures import memory_stats
+from ..core import parallel
 from ..core.errors import LoadCancelled, SnapshotError
+from ..core.progress import Progress
 from ..io.load import load_snapshot, read_sidecar
 from ..analysis.oom import oom_reports
 from ..core.snapshot import Snapshot
@@ -258,35 +265,72 @@ class RankOverview:
         }
 
 
+#: The figures a rank's row takes from its snapshot (:func:`snapshot_row`).
+ROW_FIELDS = ("reserved_bytes", "allocated_bytes", "active_bytes", "free_bytes",
+              "largest_free_block_bytes", "fragmentation", "segment_count",
+              "peak_reserved_bytes", "peak_allocated_bytes", "oom", "oom_kind", "verdict")
+
+
+def snapshot_row(snap: Snapshot) -> dict[str, Any]:
+    """The figures of one rank's row from its loaded snapshot: a small dict of plain
+    numbers and strings (:data:`ROW_FIELDS`), what a pool worker or a Dask task sends
+    back instead of the snapshot."""
+    stats = memory_stats(snap)
+    timeline = build_timeline(snap) if len(snap.trace) else None
+    row: dict[str, Any] = {
+        "reserved_bytes": int(stats.reserved_bytes),
+        "allocated_bytes": int(stats.allocated_bytes),
+        "active_bytes": int(stats.active_bytes),
+        "free_bytes": int(stats.free_bytes),
+        "largest_free_block_bytes": int(stats.largest_free_block_bytes),
+        "fragmentation": float(stats.fragmentation),
+        "segment_count": int(stats.segment_count),
+        "peak_reserved_bytes": None, "peak_allocated_bytes": None,
+        "oom": False, "oom_kind": None, "verdict": None,
+    }
+    if timeline is not None:
+        for curve in ("reserved", "allocated"):
+            best = None
+            for d in timeline.devices:
+                rep = timeline.replay(d)
+                if rep is not None and len(rep):
+                    v, _k = rep.peak(curve)
+                    best = int(v) if best is None else max(best, int(v))
+            row[f"peak_{curve}_bytes"] = best
+    reports = oom_reports(snap, timeline)
+    if reports:
+        row["oom"] = True
+        row["oom_kind"] = reports[-1].kind
+        row["verdict"] = reports[-1].verdict
+    return row
+
+
+def rank_row(path: str | os.PathLike, use_cache: bool | None = None) -> dict[str, Any]:
+    """Load the snapshot at ``path`` and return its :func:`snapshot_row`; a file that
+    cannot be loaded: ``{"error": one line}``.  The per-rank work of :func:`load_ranks`,
+    run where the file is (in this process, a pool worker or a Dask worker)."""
+    try:
+        snap = load_snapshot(path, use_cache=use_cache)
+    except SnapshotError as exc:
+        return {"error": str(exc)}
+    except MemoryError:
+        return {"error": "not enough memory to load it"}
+    return snapshot_row(snap)
+
+
 def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
-               error: str | None = None) -> RankEntry:
-    """The figures of one rank from its preferred file (``snap``: that file, loaded)."""
+               error: str | None = None, row: dict[str, Any] | None = None) -> RankEntry:
+    """The figures of one rank from its preferred file (``snap``: that file, loaded; or
+    ``row``: its :func:`rank_row`, computed elsewhere) and its sidecar."""
     rf = files[0]
+    if row is None and snap is not None:
+        row = snapshot_row(snap)
+    if row is not None and row.get("error") is not None:
+        error, row = error or row["error"], None
     e = RankEntry(rank, rf, files, error=error)
-    if snap is not None:
-        stats = memory_stats(snap)
-        timeline = build_timeline(snap) if len(snap.trace) else None
-        e.reserved_bytes = stats.reserved_bytes
-        e.allocated_bytes = stats.allocated_bytes
-        e.active_bytes = stats.active_bytes
-        e.free_bytes = stats.free_bytes
-        e.largest_free_block_bytes = stats.largest_free_block_bytes
-        e.fragmentation = stats.fragmentation
-        e.segment_count = stats.segment_count
-        if timeline is not None:
-            for curve in ("reserved", "allocated"):
-                best = None
-                for d in timeline.devices:
-                    rep = timeline.replay(d)
-                    if rep is not None and len(rep):
-                        v, _k = rep.peak(curve)
-                        best = v if best is None else max(best, v)
-                setattr(e, f"peak_{curve}_bytes", best)
-        reports = oom_reports(snap, timeline)
-        if reports:
-            e.oom = True
-            e.oom_kind = reports[-1].kind
-            e.verdict = reports[-1].verdict
+    if row is not None:
+        for k in ROW_FIELDS:
+            setattr(e, k, row.get(k, getattr(e, k)))
     counters = (rf.sidecar or {}).get("memory_stats")
     if isinstance(counters, dict):
         took = False
@@ -344,41 +388,170 @@ def flag_outliers(entries: list[RankEntry]) -> dict[str, float | None]:
     return medians
 
 
+#: Below these many bytes of snapshot files the pool costs more than it saves
+#: (a fork and a pickle per rank against milliseconds of loading): read in this process.
+POOL_MIN_BYTES = 16 << 20
+SCHEDULER_TIMEOUT_S = 30  # to connect to a Dask scheduler
+
+
+class ClusterError(SnapshotError):
+    """The Dask scheduler given cannot be used (not installed, unreachable, a task that
+    failed on a worker): one line, like every :class:`SnapshotError`."""
+
+
+class _CancelCheck:
+    """``cancelled()`` as the event :class:`~..core.progress.Progress` polls."""
+
+    def __init__(self, cancelled: Callable[[], bool] | None) -> None:
+        self.cancelled = cancelled
+
+    def is_set(self) -> bool:
+        return bool(self.cancelled is not None and self.cancelled())
+
+
 def load_ranks(directory: str | os.PathLike,
                progress: Callable[[int, int, str], None] | None = None,
                cancelled: Callable[[], bool] | None = None,
-               use_cache: bool | None = None) -> RankOverview:
+               use_cache: bool | None = None, jobs: int | None = None,
+               scheduler: Any = None) -> RankOverview:
     """Load every rank's preferred file of ``directory`` and flag the outliers.
 
-    ``progress(i, n, name)`` is called before each file; ``cancelled()``
-    returning true raises :class:`LoadCancelled`.  A file that cannot be
-    loaded gives a row with ``error`` set (the sidecar's counters still count).
-    Raises :class:`SnapshotError` when the directory holds no ranked snapshot.
+    Each rank's figures are :func:`rank_row` of its preferred file, computed (the same
+    function, the same small dict back, so the same overview whichever way):
+
+    * ``scheduler`` None: on a pool of this machine's cores (:mod:`..core.parallel`;
+      ``jobs`` processes, None: every CPU, and serially for a directory of less than
+      :data:`POOL_MIN_BYTES`; ``jobs=1``: serially);
+    * ``scheduler``: the address of a running Dask scheduler (``tcp://host:8786``) or a
+      ``distributed.Client``: one task per file on the cluster's workers, which read the
+      file where it is and send back the row (the directory is listed here when it is
+      one here, else by a task there too).  Workers need vramscope installed.
+
+    ``progress(i, n, name)`` is called before each file (serially) or as files finish
+    (``i`` done so far, ``name`` empty); ``cancelled()`` returning true raises
+    :class:`LoadCancelled`.  A file that cannot be loaded gives a row with ``error``
+    set (the sidecar's counters still count).  Raises :class:`SnapshotError` when the
+    directory holds no ranked snapshot, :class:`ClusterError` when the scheduler cannot
+    be used.
     """
+    if scheduler is not None:
+        return _load_on_cluster(directory, scheduler, progress, cancelled, use_cache)
     by_rank, skipped = scan_directory(directory)
+    _require_ranks(directory, by_rank, skipped)
+    n = len(by_rank)
+    paths = [files[0].path for files in by_rank.values()]
+    if jobs is None and _total_bytes(paths) < POOL_MIN_BYTES:
+        jobs = 1
+    if parallel.workers_for(n, None, jobs) <= 1:
+        rows = []
+        for i, files in enumerate(by_rank.values()):
+            if cancelled is not None and cancelled():
+                raise LoadCancelled()
+            if progress is not None:
+                progress(i, n, files[0].name)
+            rows.append(rank_row(files[0].path, use_cache))
+    else:
+        done = [0]
+
+        def finished(_i: int, _row) -> None:
+            done[0] += 1
+            if progress is not None and done[0] < n:
+                progress(done[0], n, "")
+
+        if progress is not None:
+            progress(0, n, "")
+        rows = parallel.pmap(lambda path: rank_row(path, use_cache), paths, jobs=jobs,
+                             progress=Progress(None, cast(threading.Event,
+                                                          _CancelCheck(cancelled))),
+                             on_result=finished)
+    return _overview(directory, by_rank, skipped, rows, progress)
+
+
+def _require_ranks(directory, by_rank: dict, skipped: list[str]) -> None:
     if not by_rank:
         raise SnapshotError(f"no snapshot files with a rank in {directory}"
                             + (f" ({len(skipped)} without a rank)" if skipped else ""))
-    entries = []
-    n = len(by_rank)
-    for i, (rank, files) in enumerate(by_rank.items()):
-        if cancelled is not None and cancelled():
-            raise LoadCancelled()
-        if progress is not None:
-            progress(i, n, files[0].name)
-        snap, error = None, None
+
+
+def _total_bytes(paths: list[str]) -> int:
+    total = 0
+    for p in paths:
         try:
-            snap = load_snapshot(files[0].path, use_cache=use_cache)
-        except SnapshotError as exc:
-            error = str(exc)
-        except MemoryError:
-            error = "not enough memory to load it"
-        entries.append(rank_entry(rank, files, snap, error))
-        del snap
+            total += os.stat(p).st_size
+        except OSError:
+            pass
+    return total
+
+
+def _overview(directory, by_rank: dict[int, list[RankFile]], skipped: list[str],
+              rows: list[dict[str, Any]],
+              progress: Callable[[int, int, str], None] | None) -> RankOverview:
+    entries = [rank_entry(rank, files, row=row)
+               for (rank, files), row in zip(by_rank.items(), rows)]
     medians = flag_outliers(entries)
     if progress is not None:
-        progress(n, n, "")
+        progress(len(entries), len(entries), "")
     return RankOverview(os.fspath(directory), entries, skipped, medians)
+
+
+def _load_on_cluster(directory, scheduler, progress, cancelled, use_cache) -> RankOverview:
+    """:func:`load_ranks` through a running Dask scheduler: a task per file."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ClusterError("a Dask scheduler needs the distributed package: "
+                           "pip install 'vramscope[dask]'") from None
+    own = isinstance(scheduler, str)
+    try:
+        client = Client(scheduler, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S) \
+            if own else scheduler
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: "
+                           f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+    try:
+        try:
+            if os.path.isdir(directory):
+                by_rank, skipped = scan_directory(directory)
+                # The workers' working directory is not ours: absolute paths (the
+                # overview keeps the names as given).
+                paths = [os.path.abspath(files[0].path) for files in by_rank.values()]
+            else:  # only the cluster sees it
+                by_rank, skipped = client.submit(scan_directory, os.fspath(directory),
+                                                 pure=False).result()
+                paths = [files[0].path for files in by_rank.values()]
+            _require_ranks(directory, by_rank, skipped)
+            n = len(by_rank)
+            futures = [client.submit(rank_row, path, use_cache, pure=False) for path in paths]
+            if progress is not None:
+                progress(0, n, "")
+            done = 0
+            for _ in as_completed(futures, loop=client.loop):
+                if cancelled is not None and cancelled():
+                    client.cancel(futures)
+                    raise LoadCancelled()
+                done += 1
+                if progress is not None and done < n:
+                    progress(done, n, "")
+            rows = client.gather(futures)
+        except (SnapshotError, LoadCancelled):
+            raise
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"the Dask scheduler at {_address(client)} failed: "
+                               f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+        except Exception as exc:  # a task that failed on a worker (vramscope missing, ...)
+            raise ClusterError(f"a task failed on the Dask cluster: {type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())}") from None
+    finally:
+        if own:
+            client.close()
+    return _overview(directory, by_rank, skipped, rows, progress)
+
+
+def _address(client) -> str:
+    try:
+        return str(client.scheduler.address)
+    except AttributeError:
+        return "?"
 
 
 def format_text(overview: RankOverview) -> str:
