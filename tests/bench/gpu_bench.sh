@@ -43,7 +43,8 @@ export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core, vramscope.viewer.model._native.catcore" \
     || { echo "the compiled modules do not import"; exit 1; }
 echo "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $(nproc) cores, $(uname -r)"
-"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 6 --no-interactive --no-gui --json "$OUT/bench.json" \
+# BENCH_ARGS: more run_bench.py options (e.g. --no-parallel: only the cold-open rows).
+"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 6 --no-interactive --no-gui --json "$OUT/bench.json" ${BENCH_ARGS:-} \
     2>&1 | tee "$OUT/bench.txt"
 # CATEGORIES=1: also the memory categories' cost on the 10M file (bench_categories.py:
 # first build in a fresh process vs pickle.load) and where it goes, step by step

@@ -1385,10 +1385,313 @@ static PyObject *result(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ------------------------------------------------------------ the request stream (requests.py)
+ *
+ * build_requests(columns, initial_blk_addr, pool_lut, program, outputs) -> (rows, answers)
+ *   columns: (action i8, addr i64, size i64, stream i64, pool i32): one device's trace
+ *   initial_blk_addr i64: the blocks of the layout before the window
+ *   pool_lut i32: per Snapshot.pools index, the request's pool (-1 ordinary, else the index)
+ *   program i64: the release events (segment_free / unmap) that were the program's
+ *                empty_cache, ascending (requests.py judges them: a few events)
+ *   outputs: (kind i8, size i64, stream i64, pool i32, ref i64, event i64) of at least as
+ *            many rows as events, and (seg_tag i64, seg_action i8, seg_addr i64,
+ *            seg_size i64) of exactly one row per segment event; writable.
+ * The loop of requests.build_requests_reference, its three dicts by address as hash maps
+ * (a key's value overwritten in place, as a dict's is); without the GIL. */
+
+typedef struct {
+    int64_t *key, *val;
+    uint8_t *used;
+    int64_t n, cap;  /* cap: a power of two */
+} AMap;
+
+static inline uint64_t amap_hash(int64_t k) {
+    uint64_t x = (uint64_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static void amap_free(AMap *m) {
+    free(m->key);
+    free(m->val);
+    free(m->used);
+    memset(m, 0, sizeof(*m));
+}
+
+static int amap_init(AMap *m, int64_t cap) {
+    memset(m, 0, sizeof(*m));
+    int64_t c = 16;
+    while (c < cap) c <<= 1;
+    m->key = malloc((size_t)c * sizeof(int64_t));
+    m->val = malloc((size_t)c * sizeof(int64_t));
+    m->used = calloc((size_t)c, 1);
+    m->cap = c;
+    if (!m->key || !m->val || !m->used) {
+        amap_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* The slot of ``k``, or of the empty slot where it would go. */
+static inline int64_t amap_slot(const AMap *m, int64_t k) {
+    int64_t mask = m->cap - 1, i = (int64_t)(amap_hash(k) & (uint64_t)mask);
+    while (m->used[i] && m->key[i] != k) i = (i + 1) & mask;
+    return i;
+}
+
+static int amap_put(AMap *m, int64_t k, int64_t v) {
+    if ((m->n + 1) * 2 > m->cap) {
+        AMap g;
+        if (amap_init(&g, m->cap * 2) < 0) return -1;
+        for (int64_t i = 0; i < m->cap; i++)
+            if (m->used[i]) {
+                int64_t j = amap_slot(&g, m->key[i]);
+                g.used[j] = 1;
+                g.key[j] = m->key[i];
+                g.val[j] = m->val[i];
+            }
+        g.n = m->n;
+        amap_free(m);
+        *m = g;
+    }
+    int64_t i = amap_slot(m, k);
+    if (!m->used[i]) {
+        m->used[i] = 1;
+        m->key[i] = k;
+        m->n++;
+    }
+    m->val[i] = v;
+    return 0;
+}
+
+static inline int amap_has(const AMap *m, int64_t k) {
+    return m->used[amap_slot(m, k)];
+}
+
+/* Remove ``k``: 1 and its value in ``*v``, or 0 when absent (backward-shift deletion). */
+static int amap_pop(AMap *m, int64_t k, int64_t *v) {
+    int64_t mask = m->cap - 1, i = amap_slot(m, k);
+    if (!m->used[i]) return 0;
+    *v = m->val[i];
+    m->n--;
+    int64_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->used[j]) break;
+        int64_t home = (int64_t)(amap_hash(m->key[j]) & (uint64_t)mask);
+        /* the entry at j may move to i when its home is not cyclically in (i, j] */
+        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+            m->key[i] = m->key[j];
+            m->val[i] = m->val[j];
+            i = j;
+        }
+    }
+    m->used[i] = 0;
+    return 1;
+}
+
+enum { A_ALLOC = 0, A_FREE_REQ = 1, A_FREE_DONE = 2, A_SEG_ALLOC = 3, A_SEG_FREE = 4,
+       A_SEG_MAP = 5, A_SEG_UNMAP = 6, A_OOM = 7 };
+enum { R_ALLOC = 0, R_FREE = 1, R_FREE_REQ = 2, R_FREE_DONE = 3, R_OOM = 4, R_EMPTY = 5 };
+
+static PyObject *build_requests(PyObject *self, PyObject *args) {
+    PyObject *cols, *o_init, *o_lut, *o_prog, *outs, *segouts;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &cols, &o_init, &o_lut, &o_prog, &outs, &segouts))
+        return NULL;
+    PyObject *o[15];
+    if (!PyArg_ParseTuple(cols, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    if (!PyArg_ParseTuple(outs, "OOOOOO", &o[8], &o[9], &o[10], &o[11], &o[12], &o[13]))
+        return NULL;
+    PyObject *so[4];
+    if (!PyArg_ParseTuple(segouts, "OOOO", &so[0], &so[1], &so[2], &so[3])) return NULL;
+    o[5] = o_init;
+    o[6] = o_lut;
+    o[7] = o_prog;
+    static const Py_ssize_t item[] = {1, 8, 8, 8, 4, 8, 4, 8, 1, 8, 8, 4, 8, 8};
+    static const char *names[] = {"action", "addr", "size", "stream", "pool", "initial",
+                                  "pool_lut", "program", "kind", "size", "stream", "pool",
+                                  "ref", "event"};
+    static const Py_ssize_t sitem[] = {8, 1, 8, 8};
+    static const char *snames[] = {"seg_tag", "seg_action", "seg_addr", "seg_size"};
+    Py_buffer v[18];
+    int got = 0;
+    PyObject *result = NULL;
+    AMap live = {0}, pending = {0}, init = {0};
+    for (int i = 0; i < 14; i++) {
+        if (get_buf(o[i], &v[got], item[i], i >= 8, names[i]) < 0) goto done;
+        got++;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (get_buf(so[i], &v[got], sitem[i], 1, snames[i]) < 0) goto done;
+        got++;
+    }
+    int64_t n = v[0].len;
+    for (int i = 1; i < 5; i++)
+        if (v[i].len / item[i] != n) {
+            PyErr_SetString(PyExc_ValueError, "event columns of different lengths");
+            goto done;
+        }
+    for (int i = 8; i < 14; i++)
+        if (v[i].len / item[i] < n) {
+            PyErr_SetString(PyExc_ValueError, "request columns shorter than the events");
+            goto done;
+        }
+    int64_t nseg_cap = v[14].len / 8;
+    for (int i = 15; i < 18; i++)
+        if (v[i].len / sitem[i - 14] != nseg_cap) {
+            PyErr_SetString(PyExc_ValueError, "answer columns of different lengths");
+            goto done;
+        }
+    const int8_t *act = v[0].buf;
+    const int64_t *addr = v[1].buf, *size = v[2].buf, *stream = v[3].buf;
+    const int32_t *evpool = v[4].buf, *lut = v[6].buf;
+    const int64_t *iaddr = v[5].buf, *prog = v[7].buf;
+    int64_t ninit = v[5].len / 8, nlut = v[6].len / 4, nprog = v[7].len / 8;
+    int8_t *kind = v[8].buf;
+    int64_t *osize = v[9].buf, *ostream = v[10].buf, *oref = v[12].buf, *oevent = v[13].buf;
+    int32_t *opool = v[11].buf;
+    int64_t *tag = v[14].buf, *saddr = v[16].buf, *ssize = v[17].buf;
+    int8_t *sact = v[15].buf;
+    if (amap_init(&live, 1024) < 0 || amap_init(&pending, 64) < 0
+            || amap_init(&init, 2 * ninit + 16) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int oom = 0, bad = 0;
+    int64_t rows = 0, nseg = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t j = 0; j < ninit && !oom; j++)
+        oom = amap_put(&init, iaddr[j], j) < 0;  /* the last block at an address wins */
+    int64_t wait_lo = 0, nwait = 0, p = 0;
+    int in_empty = 0;
+    for (int64_t k = 0; k < n && !oom && !bad; k++) {
+        int a8 = act[k];
+        int64_t a = addr[k], r;
+        switch (a8) {
+        case A_ALLOC:
+        case A_OOM:
+            if (a8 == A_ALLOC) {
+                int32_t pl = evpool[k];
+                kind[rows] = R_ALLOC;
+                opool[rows] = (pl < 0 || pl >= nlut) ? -1 : lut[pl];
+                if (amap_put(&live, a, rows) < 0) oom = 1;
+            } else {
+                kind[rows] = R_OOM;
+                opool[rows] = -1;
+            }
+            osize[rows] = size[k];
+            ostream[rows] = stream[k];
+            oref[rows] = -1;
+            oevent[rows] = k;
+            if (nwait) {
+                for (int64_t j = wait_lo; j < nseg; j++)
+                    if (tag[j] == -1) tag[j] = rows;
+                nwait = 0;
+            }
+            wait_lo = nseg;
+            rows++;
+            in_empty = 0;
+            break;
+        case A_FREE_REQ: {
+            if (!amap_pop(&live, a, &r)) {
+                int64_t j;
+                r = amap_pop(&init, a, &j) ? -2 - j : -1;
+            }
+            if (r == -1) break;
+            int immediate = k + 1 < n && act[k + 1] == A_FREE_DONE && addr[k + 1] == a;
+            kind[rows] = immediate ? R_FREE : R_FREE_REQ;
+            osize[rows] = size[k];
+            ostream[rows] = stream[k];
+            opool[rows] = -1;
+            oref[rows] = r;
+            oevent[rows] = k;
+            rows++;
+            if (!immediate && amap_put(&pending, a, r) < 0) oom = 1;
+            in_empty = 0;
+            break;
+        }
+        case A_FREE_DONE:
+            if (k > 0 && act[k - 1] == A_FREE_REQ && addr[k - 1] == a && !amap_has(&pending, a))
+                break;  /* the completion of an immediate FREE */
+            if (!amap_pop(&pending, a, &r)) {  /* pending since before the window */
+                int64_t j;
+                r = amap_pop(&init, a, &j) ? -2 - j : -1;
+            }
+            if (r == -1) break;
+            kind[rows] = R_FREE_DONE;
+            osize[rows] = size[k];
+            ostream[rows] = stream[k];
+            opool[rows] = -1;
+            oref[rows] = r;
+            oevent[rows] = k;
+            rows++;
+            break;
+        case A_SEG_ALLOC:
+        case A_SEG_FREE:
+        case A_SEG_MAP:
+        case A_SEG_UNMAP: {
+            if (nseg >= nseg_cap) {
+                bad = 1;
+                break;
+            }
+            sact[nseg] = (int8_t)a8;
+            saddr[nseg] = a;
+            ssize[nseg] = size[k];
+            while (p < nprog && prog[p] < k) p++;
+            int program = p < nprog && prog[p] == k;
+            if ((a8 == A_SEG_FREE || a8 == A_SEG_UNMAP) && program) {
+                if (!in_empty) {
+                    kind[rows] = R_EMPTY;
+                    osize[rows] = 0;
+                    ostream[rows] = stream[k];
+                    opool[rows] = -1;
+                    oref[rows] = -1;
+                    oevent[rows] = k;
+                    rows++;
+                    in_empty = 1;
+                }
+                tag[nseg] = rows - 1;
+            } else {
+                tag[nseg] = -1;
+                nwait++;
+            }
+            nseg++;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (nwait)  /* answers after the last allocation (an interrupted malloc): past the end */
+        for (int64_t j = wait_lo; j < nseg; j++)
+            if (tag[j] == -1) tag[j] = rows;
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "more segment events than answer rows");
+        goto done;
+    }
+    result = Py_BuildValue("(LL)", (long long)rows, (long long)nseg);
+done:
+    amap_free(&live);
+    amap_free(&pending);
+    amap_free(&init);
+    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"new", new_state, METH_VARARGS, "A what-if allocator state over request columns."},
     {"run", run, METH_VARARGS, "Answer requests [start, stop) (releases the GIL)."},
     {"result", result, METH_VARARGS, "Counters, events, OOMs, avoided OOMs, final segments."},
+    {"build_requests", build_requests, METH_VARARGS,
+     "One device's request stream from its trace columns (requests.py's loop)."},
     {NULL, NULL, 0, NULL},
 };
 

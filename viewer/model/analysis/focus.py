@@ -20,9 +20,21 @@ _RESERVE_SIGN = {Action.SEGMENT_ALLOC: 1, Action.SEGMENT_MAP: 1,
                  Action.SEGMENT_FREE: -1, Action.SEGMENT_UNMAP: -1}
 
 
+def trace_devices(snap: Snapshot) -> list[int]:
+    """Every device the trace has events of, ascending (one pass when a single device
+    holds them all, as most recordings do)."""
+    device = snap.trace.device
+    if not len(device):
+        return []
+    low, high = int(device.min()), int(device.max())
+    if low == high:
+        return [low]
+    return sorted(set(np.unique(device).tolist()))
+
+
 def devices_of(snap: Snapshot) -> list[int]:
     """Every device the snapshot holds segments or trace events of, ascending."""
-    return sorted(set(snap.segments.device.tolist()) | set(snap.trace.device.tolist()))
+    return sorted(set(snap.segments.device.tolist()) | set(trace_devices(snap)))
 
 
 def last_oom_device(snap: Snapshot) -> int | None:
@@ -36,16 +48,22 @@ def peak_reserved_by_device(snap: Snapshot) -> dict[int, int]:
     where it has no trace).  Segments mapped before recording started count: the
     walk goes backwards from the reserved bytes at the end."""
     trace, seg = snap.trace, snap.segments
+    # Only segment events change reserved bytes: the walk reads those alone (the other
+    # events repeat the running total, and the peak counts from at least zero anyway).
+    reserving = np.flatnonzero((trace.action >= min(_RESERVE_SIGN))
+                               & (trace.action <= max(_RESERVE_SIGN)))
+    seg_device, seg_action = trace.device[reserving], trace.action[reserving]
+    seg_size = trace.size[reserving]
     out: dict[int, int] = {}
     for dev in devices_of(snap):
         final = int(seg.total_size[seg.device == dev].sum())
-        on = trace.device == dev
-        act, size = trace.action[on], trace.size[on]
+        on = seg_device == dev
+        act, size = seg_action[on], seg_size[on]
         delta = np.zeros(len(act), np.int64)
         for action, sign in _RESERVE_SIGN.items():
             hit = act == action
             delta[hit] = sign * size[hit]
-        after = np.cumsum(delta)  # reserved after each event, relative to the start
+        after = np.cumsum(delta)  # reserved after each segment event, relative to the start
         start = final - (int(after[-1]) if len(after) else 0)
         out[dev] = start + max(0, int(after.max()) if len(after) else 0)
     return out
@@ -66,7 +84,7 @@ def default_device(snap: Snapshot) -> int | None:
 def default_trace_device(snap: Snapshot) -> int | None:
     """:func:`default_device` among the devices with trace events (what a replay, a
     what-if or a breakdown needs); None when no device has any."""
-    with_events = set(np.unique(snap.trace.device).tolist())
+    with_events = set(trace_devices(snap))
     if not with_events:
         return None
     best = default_device(snap)

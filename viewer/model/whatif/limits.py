@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..core import allocator_rules as rules
 from ..core.snapshot import Action
 from . import requests as rq
@@ -41,15 +43,17 @@ def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig) -> LimitBounds:
     for tag, act, size in zip(reqs.seg_tag.tolist(), reqs.seg_action.tolist(),
                               reqs.seg_size.tolist()):
         answers.setdefault(tag, []).append((act, size))
-    kinds = reqs.kind.tolist()
-    sizes = reqs.size.tolist()
-    for i in sorted(set(answers) | {j for j, k in enumerate(kinds) if k == rq.OOM}):
+    # Only the requests with answers and the OOMs are read: one at a time, no list of all.
+    n = len(reqs.kind)
+    ooms = np.flatnonzero(reqs.kind == rq.OOM).tolist()
+    for i in sorted(set(answers).union(ooms)):
         events = answers.get(i, [])
-        if i >= len(kinds) or kinds[i] not in (rq.ALLOC, rq.OOM):
+        kind = int(reqs.kind[i]) if -n <= i < n else None
+        if i >= n or kind not in (rq.ALLOC, rq.OOM):
             total += sum(s if a in GROWTH else -s for a, s in events)
             continue
-        need = rules.segment_size_for(cfg.round_size(sizes[i]))
-        first_failed = kinds[i] == rq.OOM or (events and events[0][0] in RELEASES and not gc)
+        need = rules.segment_size_for(cfg.round_size(int(reqs.size[i])))
+        first_failed = kind == rq.OOM or (events and events[0][0] in RELEASES and not gc)
         if first_failed:
             upper = min(upper, total + need - 1) if upper is not None else total + need - 1
         grown = False
@@ -61,6 +65,6 @@ def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig) -> LimitBounds:
                     lower = max(lower, total + need)
                     grown = True
                 total += size
-        if kinds[i] == rq.OOM:  # the retry after releasing failed too
+        if kind == rq.OOM:  # the retry after releasing failed too
             upper = total + need - 1 if upper is None else min(upper, total + need - 1)
     return LimitBounds(lower, upper)

@@ -108,6 +108,14 @@ def _seed_arrays(reqs: rq.Requests, streams: np.ndarray, privates: np.ndarray):
     return (seg_ptr, seg_size, sidx, priv, small, exp, blk_ptr, blk_size, state, rows, start)
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``, without its sort when one value fills the column (most
+    recordings use one stream and no private pool)."""
+    if len(values) and values.min() == values.max():
+        return values[:1].copy()
+    return np.unique(values)
+
+
 def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = None,
              gpu_bytes: int | None = None, progress: Progress | None = None,
              stage: str = "simulate"):
@@ -126,8 +134,9 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
     if len(reqs.seg_addr) and (int(reqs.seg_addr.max()) >= ADDR_RANGE
                                or int(reqs.seg_addr.min()) < 0):
         return None
-    streams = np.unique(np.concatenate([stream, np.asarray(reqs.initial.seg_stream, np.int64)]))
-    privates = np.unique(np.concatenate([pool.astype(np.int64), [-1],
+    streams = np.unique(np.concatenate([_distinct(stream),
+                                        np.asarray(reqs.initial.seg_stream, np.int64)]))
+    privates = np.unique(np.concatenate([_distinct(pool).astype(np.int64), [-1],
                                          np.asarray(reqs.initial_pool, np.int64)]))
     if len(streams) >= (1 << 15):
         return None

@@ -186,9 +186,9 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     """The request stream of ``device`` (default: the last OOM's device, else the one whose
     reserved memory peaked highest, among those with trace events:
     :func:`..analysis.focus.default_trace_device`, the rule every view follows)."""
-    from ..analysis.focus import default_trace_device
+    from ..analysis.focus import default_trace_device, trace_devices
 
-    devices = sorted(set(np.unique(snap.trace.device).tolist()))
+    devices = trace_devices(snap)
     if device is None:
         if not devices:
             raise SnapshotError("the snapshot has no trace events to simulate "

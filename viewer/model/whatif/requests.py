@@ -25,9 +25,11 @@ Request kinds, one row each, in recorded order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from .._native import native_module
 from ..replay import DeviceReplay, Layout
 from ..core import allocator_rules as rules
 from ..core.snapshot import Action, Snapshot
@@ -37,6 +39,9 @@ KIND_NAMES = ("alloc", "free", "free_requested", "free_completed", "oom", "empty
 SEGMENT_ACTIONS = (Action.SEGMENT_ALLOC, Action.SEGMENT_FREE, Action.SEGMENT_MAP,
                    Action.SEGMENT_UNMAP)
 NO_REF = -1
+
+# The loop over every event in C (_native/whatif_core.c: build_requests), None when not built.
+_core: Any = native_module("whatif_core")
 
 
 @dataclass
@@ -169,7 +174,8 @@ def released_by_empty_cache(snap: Snapshot, rep: DeviceReplay) -> np.ndarray:
     segment was allocated with, and neither can pass through empty_cache.  So
     such a stack settles what the allocator's rules can only bound."""
     out = np.zeros(len(rep), bool)
-    release = np.flatnonzero(np.isin(rep.action, (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP))
+    action = rep.action
+    release = np.flatnonzero(((action == Action.SEGMENT_FREE) | (action == Action.SEGMENT_UNMAP))
                              & (rep.stack >= 0))
     if not len(release):
         return out
@@ -209,7 +215,200 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
                    retries_possible: bool = True, gc_possible: bool = False,
                    cfg: rules.AllocatorConfig | None = None,
                    emptied: np.ndarray | None = None) -> Requests:
-    """The request stream of one device's replay (``rep`` from the timeline).
+    """The request stream of one device's replay (``rep`` from the timeline): the same
+    :class:`Requests` as :func:`build_requests_reference` (which says what each argument
+    means), column for column.
+
+    The releases are judged here, in Python, one segment event at a time (a trace has
+    few); the loop over every event runs in C (``whatif_core.build_requests``), its dicts
+    by address as hash maps.  Without the C extension the reference answers."""
+    if not native_available():
+        return build_requests_reference(rep, pools, retries_possible, gc_possible, cfg,
+                                        emptied)
+    action = np.ascontiguousarray(rep.action, np.int8)
+    n = len(action)
+    seg = np.flatnonzero((action >= Action.SEGMENT_ALLOC) & (action <= Action.SEGMENT_UNMAP))
+    program = _program_releases(rep, pools, retries_possible, gc_possible,
+                                cfg or rules.AllocatorConfig(), emptied, seg)
+    lut = np.array([_private(pools, p) for p in range(len(pools))], np.int32)
+    cols = build_request_columns(rep, lut, program, len(seg))
+    init = rep.initial
+    pools_init = np.array([_private(pools, p) for p in init.seg_pool.tolist()], np.int32)
+    return Requests(**cols, initial=init, initial_pool=pools_init, n_events=n,
+                    time_us=rep.time_us, replay_inconsistencies=rep.inconsistencies)
+
+
+def native_available() -> bool:
+    """Whether the request stream's event loop runs in C (:func:`build_request_columns`)."""
+    return _core is not None and hasattr(_core, "build_requests")
+
+
+def build_request_columns(rep: DeviceReplay, pool_lut: np.ndarray, program: np.ndarray,
+                          n_segment_events: int) -> dict[str, np.ndarray]:
+    """The columns of :class:`Requests` (less the layout and the counts) from a
+    device's replay ``rep``, by the C loop: ``pool_lut`` maps an event's pool to the
+    request's, ``program`` lists the releases that were the program's empty_cache.
+
+    The request columns are made as long as the events (no event makes two rows) and cut
+    to the rows made: pages never written take no memory, and the cut gives the rest back
+    without a copy."""
+    n = len(rep)
+    out = {name: np.empty(n, dtype) for name, dtype in (
+        ("kind", np.int8), ("size", np.int64), ("stream", np.int64), ("pool", np.int32),
+        ("ref", np.int64), ("event", np.int64))}
+    seg = {name: np.empty(n_segment_events, dtype) for name, dtype in (
+        ("seg_tag", np.int64), ("seg_action", np.int8), ("seg_addr", np.int64),
+        ("seg_size", np.int64))}
+    columns = tuple(np.ascontiguousarray(getattr(rep, c), t) for c, t in (
+        ("action", np.int8), ("addr", np.int64), ("size", np.int64), ("stream", np.int64),
+        ("pool", np.int32)))
+    rows, answers = _core.build_requests(
+        columns, np.ascontiguousarray(rep.initial.blk_addr, np.int64),
+        np.ascontiguousarray(pool_lut, np.int32), np.ascontiguousarray(program, np.int64),
+        tuple(out.values()), tuple(seg.values()))
+    assert answers == n_segment_events
+    for column in out.values():
+        column.resize(rows, refcheck=False)
+    return {**out, **seg}
+
+
+class _Ints:
+    """A numpy column read as the list of Python ints ``.tolist()`` would give, one item at
+    a time: the reference's helpers run unchanged on the few events they look at."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __getitem__(self, k: int) -> int:
+        return self.values.item(k)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _next_significant(action: np.ndarray, events: np.ndarray) -> tuple[dict, dict]:
+    """For each of ``events`` (ascending): the first later event that is neither a release
+    nor a completion (its action, its index; -1, -1 when none) - the reference's
+    ``next_sig`` / ``next_at`` at those events only."""
+    n = len(action)
+    run = np.array(sorted(int(a) for a in RELEASE_RUN), np.int8)
+    next_sig: dict[int, int] = {}
+    next_at: dict[int, int] = {}
+    found = -1  # the answer for the previous event, valid while it lies beyond this one
+    for k in events.tolist():
+        if found <= k:
+            found, lo, width = -1, k + 1, 64
+            while lo < n:
+                chunk = action[lo:lo + width]
+                hit = np.flatnonzero(~np.isin(chunk, run))
+                if len(hit):
+                    found = lo + int(hit[0])
+                    break
+                lo += width
+                width *= 4
+            if found < 0:
+                found = n  # none: every later event is a release or completion
+        next_at[k] = found if found < n else -1
+        next_sig[k] = int(action[found]) if found < n else -1
+    return next_sig, next_at
+
+
+def _program_releases(rep: DeviceReplay, pools: list[tuple[int, int]], retries_possible: bool,
+                      gc_possible: bool, cfg: rules.AllocatorConfig,
+                      emptied: np.ndarray | None, seg: np.ndarray) -> np.ndarray:
+    """The release events (of the segment events ``seg``) that
+    :func:`build_requests_reference` judges the program's empty_cache, ascending: its rule,
+    evaluated at the segment events only.  As there, it is evaluated at every segment
+    event in order, releases or not: ``could_fail`` keeps the start of a release run by
+    the event after it, found from the first segment event that asks."""
+    action = np.ascontiguousarray(rep.action, np.int8)
+    seg_act = action[seg]
+    is_release = (seg_act == Action.SEGMENT_FREE) | (seg_act == Action.SEGMENT_UNMAP)
+    if not retries_possible or not is_release.any():
+        return seg[is_release].astype(np.int64)
+    next_sig, next_at = _next_significant(action, seg)
+    columns = (_Ints(action), _Ints(rep.addr), _Ints(rep.size), _Ints(rep.stream),
+               _Ints(rep.pool))
+    actions, _, sizes, _, evpool = columns
+    could_fail = _could_fail_at(rep, seg, actions, sizes, next_sig, next_at) \
+        if not gc_possible else None
+    served = _served_from_cache(rep, pools, cfg, columns, next_sig, next_at)  # type: ignore
+    out = []
+    for k, release in zip(seg.tolist(), is_release.tolist()):
+        by_program = _private(pools, evpool[k]) >= 0 \
+            or (emptied is not None and bool(emptied[k])) \
+            or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM) \
+            or (could_fail is not None and not could_fail(k)) \
+            or (actions[k] == Action.SEGMENT_FREE and served is not None and served(k))
+        if release and by_program:
+            out.append(k)
+    return np.array(out, np.int64)
+
+
+def _could_fail_at(rep: DeviceReplay, seg: np.ndarray, actions: _Ints, sizes: _Ints,
+                   next_sig: dict, next_at: dict):
+    """:func:`_could_fail` from the segment events alone: reserved bytes change only at
+    them, so the reserved curve is their running sum (in int64, as the curve is summed)
+    and no curve of every event is made."""
+    n = len(actions)
+    if not n:
+        return None
+    act = rep.action[seg]
+    grow = (act == Action.SEGMENT_ALLOC) | (act == Action.SEGMENT_MAP)
+    delta = np.where(grow, rep.size[seg], -rep.size[seg]).astype(np.int64)
+    after = np.cumsum(delta)  # reserved after each segment event, less the start
+    curve_start = np.int64(int(rep.initial.seg_size.sum()))
+    after += curve_start
+    values = after.tolist()
+    first = seg.tolist()[0] if len(seg) else n
+    peak = max(values) if values else int(curve_start)
+    if first > 0:
+        peak = max(peak, int(curve_start))  # events before the first segment event
+
+    def reserved(k: int) -> int:
+        """The reserved curve after event ``k``."""
+        at = int(np.searchsorted(seg, k, side="right")) - 1
+        return values[at] if at >= 0 else int(curve_start)
+
+    start = reserved(0) - _reserved_step(actions[0], sizes[0])
+    seg_growth = (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP)
+    run_start: dict[int, int] = {}
+
+    def could_fail(k: int) -> bool:
+        if next_sig[k] not in seg_growth:
+            return True  # an OOM follows: it failed
+        j = run_start.get(next_at[k])
+        if j is None:
+            j = run_start[next_at[k]] = _run_start_at(actions, k)
+        before = reserved(j - 1) if j > 0 else start
+        return before + sizes[next_at[k]] > peak
+
+    return could_fail
+
+
+def _run_start_at(actions: _Ints, k: int) -> int:
+    """:func:`_run_start` over a numpy column, in chunks (a release run can be long)."""
+    column = actions.values
+    run = np.array(sorted(int(a) for a in RELEASE_RUN), np.int8)
+    width = 64
+    while k > 0:
+        lo = max(0, k - width)
+        miss = np.flatnonzero(~np.isin(column[lo:k], run))
+        if len(miss):
+            return lo + int(miss[-1]) + 1
+        k = lo
+        width *= 4
+    return 0
+
+
+def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
+                             retries_possible: bool = True, gc_possible: bool = False,
+                             cfg: rules.AllocatorConfig | None = None,
+                             emptied: np.ndarray | None = None) -> Requests:
+    """The request stream of one device's replay (``rep`` from the timeline), one event at
+    a time in Python: the reference :func:`build_requests` equals.
 
     ``retries_possible=False`` says the allocator never freed cache to retry an
     allocation (``num_alloc_retries`` 0, no max_split_size, no garbage
