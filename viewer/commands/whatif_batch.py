@@ -57,17 +57,20 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
         show(f"estimating {k + 1}/{total}: batch x{f:g} {conf or '(defaults)'}",
              0.5 + k / total / 2)
         cfg = case.config_of(conf)
-        # Library workspaces make the figure an estimate: the range says how far.
-        est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit)
+        # Library workspaces make the figure an estimate (the model's one rule, as advise
+        # and the GUI label it): the range says how far.
+        estimate = batch_scale.is_estimate(judgement, f)
+        est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit) \
+            if estimate else None
         label = scale_label(f, args.batch) + ("" if conf == "recorded" else
                                                f" {conf or '(defaults)'}")
-        if est is not None:
+        if estimate:
             label += " (estimate)"
         p = Prediction(label, cfg, case.limit if args.memory_limit is None
                        else args.memory_limit, result, program_changed=True)
         preds.append(p)
         info = {"batch_scale": f, "conf": conf,
-                "peak_reserved_is_estimate": est is not None,
+                "peak_reserved_is_estimate": estimate,
                 "uncertain_allocations": est.workspaces if est else 0,
                 "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
                 "peak_reserved_estimate": est.to_dict() if est else None}
@@ -115,9 +118,11 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
         oom = d["oom"]
         est = info.get("peak_reserved_estimate")
         peak = fb(d["peak_reserved_bytes"])
-        if est and est["low_bytes"] != est["high_bytes"]:
-            # The row's label says "(estimate)"; a range of zero width is one value.
-            peak = f"{fb(est['low_bytes'])} - {fb(est['high_bytes'])}"
+        span = batch_scale.range_words(est["low_bytes"], est["high_bytes"]) if est else None
+        if span:
+            # The row's label says "(estimate)"; a range whose ends read the same is one
+            # value.
+            peak = span
         if oom is not None:
             vs = "out of memory"
             peak += " until the OOM"
@@ -136,16 +141,17 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
                          f"{oom['verdict']}")
         if est:
             n = plural(est["workspace_allocations"], "library workspace")
-            if est["low_bytes"] != est["high_bytes"]:
-                notes.append(f"  {p.conf}: estimate {fb(est['low_bytes'])} to "
-                             f"{fb(est['high_bytes'])} over the sizes {n} may take: "
+            if span:
+                notes.append(f"  {p.conf}: estimate {span.replace(' - ', ' to ')} over the "
+                             f"sizes {n} may take: "
                              f"{batch_scale.RANGE_WHAT}; {fb(d['peak_reserved_bytes'])} assumes "
                              "the recorded algorithms (weight part kept, the rest scaled)")
             else:
                 notes.append(f"  {p.conf}: an estimate: {n} (not per-sample, made and freed "
                              "inside one operation) may take other sizes at this batch; "
-                             f"every size tried gives the same peak, "
-                             f"{fb(est['low_bytes'])}")
+                             "every size tried gives the same peak"
+                             + ("" if est["low_bytes"] == est["high_bytes"]
+                                else " to the figures shown") + f", {fb(est['low_bytes'])}")
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines.extend(notes)

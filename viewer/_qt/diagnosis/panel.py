@@ -38,7 +38,7 @@ from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.remedies.advise import format_peak, split_lines
-from ...model.remedies.batch_scale import RANGE_WHAT
+from ...model.remedies.batch_scale import RANGE_WHAT, near_limit_words, range_words
 from ..widgets import theme
 from ..widgets.category_colors import color as category_color
 from ..widgets.job_panel import JobPanel
@@ -364,22 +364,29 @@ class DiagnosisPanel(JobPanel):
         words = split_lines(a)
         words[0] = words[0][:1].upper() + words[0][1:]
         self.split_label.setText("\n".join(w.strip() for w in words))
-        # An estimate when the batch prediction has a range (library workspaces whose every
-        # drawn size gives the same peak leave it exact, as on GPT-2).
+        # An estimate when the batch prediction has a range whose ends read apart (the
+        # model's words: batch_scale.range_words); how close it is to the limit and what
+        # the next batch does, in the model's words too (the CLI's line).
         batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
         rng = batch_rem.predicted_peak_reserved_range if batch_rem is not None else None
+        span = range_words(*rng) if rng is not None else None
         est = (f"; an estimate: {a.batch_workspaces} library workspaces, peak "
-               f"{fb(rng[0])} - {fb(rng[1])}") if rng is not None else ""
+               f"{span}") if span else ""
+        near = near_limit_words(a.near_limit) if a.near_limit is not None else ""
+        near = (" &mdash; " + near.replace("&", "&amp;").replace("<", "&lt;")) if near else ""
         if a.largest_batch_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
                                    f"<b>{self.batch_answer(a)}</b>"
-                                   + (f" ({est[2:]})" if est else ""))
+                                   + (f" ({est[2:]})" if est else "") + near)
         elif a.largest_scale_that_fits is not None:
             self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
                                    f"<b>{self.batch_answer(a)}</b>"
-                                   + (f" ({est[2:]})" if est else "")
+                                   + (f" ({est[2:]})" if est else "") + near
                                    + " &mdash; type the recorded batch size above for the "
                                      "answer in samples")
+        elif near:
+            self.fit_label.setText(f"No batch fits {fb(a.memory_limit_bytes)} with room to "
+                                   f"spare{near}")
         else:
             self.fit_label.setText("")
         self.fit_label.setToolTip(WORKSPACE_WHY if est else "")

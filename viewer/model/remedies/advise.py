@@ -59,24 +59,17 @@ ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that low
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
 
 
-def _workspace_estimate(case: Case, j: scaling.Judgement, f, result, lim
-                        ) -> batch_scale.PeakEstimate | None:
-    """The range of a batch prediction's peak when cuDNN-like workspaces make it an
-    estimate (None: no such workspace).  Under the limit when the run fits, else without
-    one, as :func:`_demand` takes the predicted peak, so the prediction lies inside.
-    Workspaces whose every drawn size gives the same peak leave it exact: None."""
-    est = batch_scale.estimate_range(case, j, f, None,
-                                     lim if result.first_oom is None else None)
-    return est if est is not None and est.low < est.high else None
-
-
-def _workspace_note(est: batch_scale.PeakEstimate | None) -> str:
-    """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate."""
-    if est is None:
+def _workspace_note(pred: batch_scale.BatchPrediction) -> str:
+    """``; estimate ...`` when cuDNN-like workspaces make a batch prediction an estimate
+    (:func:`.batch_scale.is_estimate`); their range where its ends read apart, else the
+    one value every size drawn gives."""
+    est = pred.estimate
+    if not pred.is_estimate or est is None:
         return ""
-    return (f"; estimate: {est.workspaces} library workspaces: "
-            f"{batch_scale.RANGE_WHAT}; peak reserved {fb(est.low)} to "
-            f"{fb(est.high)}")
+    span = batch_scale.range_words(est.low, est.high)
+    return (f"; estimate: {est.workspaces} library workspaces: {batch_scale.RANGE_WHAT}; "
+            + (f"peak reserved {span}" if span else
+               f"every size drawn gives the same peak reserved, {fb(est.low)}"))
 
 
 @dataclass
@@ -105,11 +98,16 @@ class Remedy:
     # fraction of the recorded batch; None for every other remedy.
     batch: int | None = None
     batch_scale: float | None = None
+    # A batch prediction the one rule (:func:`.batch_scale.is_estimate`) calls an estimate,
+    # with or without a range.
+    batch_estimate: bool = False
 
     @property
     def is_estimate(self) -> bool:
-        """The predicted peak is an estimate (estimated method, or a range)."""
-        return self.method == ESTIMATED or self.predicted_peak_reserved_range is not None
+        """The predicted peak is an estimate (estimated method, a range, or a batch
+        prediction that :func:`.batch_scale.is_estimate` calls one)."""
+        return (self.method == ESTIMATED or self.predicted_peak_reserved_range is not None
+                or self.batch_estimate)
 
     def acts_on_events(self, case: Case) -> np.ndarray:
         """Trace event indices (of the case's device) of the allocations this remedy changes."""
@@ -122,6 +120,7 @@ class Remedy:
         d.pop("curve")
         d.pop("curve_x")
         d.pop("acts_on")
+        d.pop("batch_estimate")
         rng = self.predicted_peak_reserved_range
         d["predicted_peak_reserved_range"] = list(rng) if rng is not None else None
         d["predicted_peak_is_estimate"] = self.is_estimate
@@ -146,10 +145,20 @@ class Advice:
     # Library workspaces (cuDNN-like) whose size at another batch is not in the recording:
     # the batch answers (largest batch, smaller-batch remedy) are then estimates.
     batch_workspaces: int = 0
+    # The largest batch's margin to the limit and the batch after it (None: no limit).
+    near_limit: batch_scale.SafeAnswer | None = None
     # "at the OOM" / "at the peak": the instant split_at_peak describes (its "event").
     moment: str = "at the peak"
     # The recorded run ran out of memory by fragmentation: remedies lead with settings.
     fragmentation: bool = False
+    @property
+    def largest_batch_is_estimate(self) -> bool:
+        """The largest batch's prediction is an estimate (:func:`.batch_scale.is_estimate`)."""
+        n = self.near_limit
+        if n is not None and n.safe is not None:
+            return n.safe.is_estimate
+        return self.batch_workspaces > 0
+
     @property
     def limit_known(self) -> bool:
         """A memory limit was given, recorded, inferred or is the GPU's total memory."""
@@ -174,8 +183,10 @@ class Advice:
             "largest_scale_that_fits": self.largest_scale_that_fits,
             "largest_batch_that_fits": self.largest_batch_that_fits,
             "search_capped": self.search_capped,
-            "largest_batch_is_estimate": self.batch_workspaces > 0,
+            "largest_batch_is_estimate": self.largest_batch_is_estimate,
             "batch_workspace_allocations": self.batch_workspaces,
+            **(self.near_limit.to_dict() if self.near_limit is not None else
+               batch_scale.SafeAnswer.empty_dict()),
             "remedies": [r.to_dict() for r in self.remedies],
         }
 
@@ -387,19 +398,24 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     n = len(case.requests)
 
     def simulated(rid, title, result, change, where, detail="", scaled=None,
-                  acts_on=None, estimate=None) -> Remedy:
+                  acts_on=None, pred: batch_scale.BatchPrediction | None = None) -> Remedy:
         p = _demand(scaled or case, result, lim)
         # A stream with requests removed has its own x (the trace events it kept).
         cx = (scaled or case).curve_x()
-        rng = (estimate.low, estimate.high) if estimate is not None else None
+        rng = pred.range if pred is not None and pred.is_estimate else None
         return Remedy(rid, title, p, peak - p, SIMULATED, change, where, _fits(result, lim),
-                      detail, result.reserved, cx, acts_on, rng)
+                      detail, result.reserved, cx, acts_on, rng,
+                      batch_estimate=pred is not None and pred.is_estimate)
 
     # -- smaller batch (simulated) ---------------------------------------------------
     progress.update("search", 0.0)
     sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
     search = batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub) \
         if lim is not None else None
+    # The safe answer: below the point answer while its uncertainty reaches the limit.
+    near = batch_scale.safe_answer(case, j, search, None, batch, 0.01, sub) \
+        if search is not None else None
+    safe = near.safe if near is not None else None
     if evd.categories is not None and (evd.categories == "input").any():
         input_sites = evd.site[evd.categories == "input"]
     else:
@@ -409,30 +425,29 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     anything_scales = bool((j.scales & (case.requests.kind == rq.ALLOC)).any())
     if not anything_scales:
         pass  # nothing grows with the batch: a smaller one would change nothing
-    elif search is not None and search.scale is not None and search.scale < 1:
-        f = search.scale
+    elif safe is not None and safe.scale < 1:
+        f = safe.scale
         sc = batch_scale.scaled_case(case, j, f)
-        res = sc.simulate(None, lim)
-        est = _workspace_estimate(case, j, f, res, lim)
-        what = f"batch {search.batch}" if search.batch else f"{float(f):.0%} of the batch"
+        res = safe.result
+        what = f"batch {safe.batch}" if safe.batch else f"{float(f):.0%} of the batch"
         remedies.append(simulated(
             "smaller_batch", f"Smaller batch: the largest that fits ({what})", res,
-            f"reduce the batch size to {search.batch}" if search.batch
+            f"reduce the batch size to {safe.batch}" if safe.batch
             else f"reduce the batch size to {float(f):.0%} of the recorded one", batch_where,
             "re-simulated with every allocation that scales with the batch scaled"
-            + _workspace_note(est), sc, j.scales, est))
-        remedies[-1].batch, remedies[-1].batch_scale = search.batch, float(f)
+            + _workspace_note(safe), sc, j.scales, safe))
+        remedies[-1].batch, remedies[-1].batch_scale = safe.batch, float(f)
     else:
         f = Fraction(1, 2)
         sc = batch_scale.scaled_case(case, j, f)
-        res = sc.simulate(None, lim)
-        est = _workspace_estimate(case, j, f, res, lim)
+        half = batch_scale.predict(case, j, f, lim, None, batch)
+        res = half.result
         remedies.append(simulated(
             "smaller_batch", "Half the batch", res,
             f"halve the batch size (to {batch // 2})" if batch and batch >= 2
             else "halve the batch size", batch_where,
             "re-simulated with every allocation that scales with the batch halved"
-            + _workspace_note(est), sc, j.scales, est))
+            + _workspace_note(half), sc, j.scales, half))
         remedies[-1].batch = batch // 2 if batch and batch >= 2 else None
         remedies[-1].batch_scale = 0.5
     # -- allocator settings (simulated) ------------------------------------------------
@@ -490,6 +505,15 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             "again at the same line; re-simulated keeping only the latest of each"
             + ("; without no_grad the graph is still saved in each step, so no_grad "
                "saves more than this" if eval_loop else ""), freed, kept)
+        if r.saving_bytes > 0:
+            remedies.append(r)
+    # -- forward passes whose graph no backward uses: no_grad (simulated, no_grad.py) ---
+    from . import no_grad
+
+    ng = no_grad.plan(case, evd)
+    if ng is not None:
+        r = simulated("no_grad_forward", no_grad.TITLE, ng.case.simulate(None, lim),
+                      no_grad.CHANGE, ng.where, ng.detail, ng.case, ng.allocations)
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- estimated from the split at the peak ------------------------------------------
@@ -593,10 +617,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         device=case.device, recorded_peak_reserved_bytes=peak, memory_limit_bytes=lim,
         limit_source=lim_source, verdict=text, split_at_peak=split, remedies=remedies,
         moment=moment_name, fragmentation=fragmentation, notes=notes,
-        largest_scale_that_fits=float(search.scale) if search and search.scale else None,
-        largest_batch_that_fits=search.batch if search else None, recorded_batch=batch,
-        search_capped=bool(search and search.capped),
-        batch_workspaces=int(j.uncertain_workspace.sum()))
+        largest_scale_that_fits=float(safe.scale) if safe is not None else None,
+        largest_batch_that_fits=safe.batch if safe is not None else None, recorded_batch=batch,
+        search_capped=bool(search and search.capped and near is not None
+                           and not near.stepped_down),
+        batch_workspaces=int(j.uncertain_workspace.sum()), near_limit=near)
 
 
 def format_peak(r: Remedy) -> str:
@@ -604,8 +629,10 @@ def format_peak(r: Remedy) -> str:
     GiB)`` with a range, ``1.71 GiB (estimate)`` estimated without one, else exact."""
     text = fb(r.predicted_peak_reserved_bytes)
     if r.predicted_peak_reserved_range is not None:
-        lo, hi = r.predicted_peak_reserved_range
-        return f"{text} (estimate, {fb(lo)} - {fb(hi)})"
+        # A range whose ends read the same is one value (labelled, not a range).
+        span = batch_scale.range_words(*r.predicted_peak_reserved_range)
+        if span is not None:
+            return f"{text} (estimate, {span})"
     return f"{text} (estimate)" if r.is_estimate else text
 
 
@@ -644,13 +671,18 @@ def format_text(advice: Advice) -> str:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
         est = (f"; an estimate: {a.batch_workspaces} library workspaces sized as a fixed "
                "weight part plus a per-sample part") if a.batch_workspaces else ""
+        near = ("; " + batch_scale.near_limit_words(a.near_limit)) \
+            if a.near_limit is not None else ""
         if a.largest_batch_that_fits is not None:
             lines.append(f"largest batch that fits: {a.largest_batch_that_fits}{more} "
                          f"(recorded {a.recorded_batch}; scale {a.largest_scale_that_fits:.3g}"
-                         f"{est})")
+                         f"{est}){near}")
         else:
             lines.append(f"largest batch scale that fits: {a.largest_scale_that_fits:.3g}{more} "
-                         f"(pass --batch N for a batch size{est})")
+                         f"(pass --batch N for a batch size{est}){near}")
+    elif a.near_limit is not None and a.near_limit.search.scale is not None:
+        lines.append("no batch size fits with room to spare; "
+                     + batch_scale.near_limit_words(a.near_limit))
     elif a.memory_limit_bytes is not None:
         lines.append("no batch size fits: the memory that does not scale with the batch "
                      "is over the limit")
