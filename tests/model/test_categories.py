@@ -207,7 +207,8 @@ def test_categories_of_the_blocks_of_a_layout_and_explanations():
     allocated = np.flatnonzero(blocks.state == 0)
     cats = bd.categories_of_addresses(k, blocks.address[allocated])
     assert (cats >= 0).all()  # every allocated block is a live allocation
-    by_cat = np.bincount(cats, weights=blocks.requested_size[allocated], minlength=7)
+    by_cat = np.bincount(cats, weights=blocks.requested_size[allocated],
+                         minlength=len(CATEGORY_NAMES))
     assert by_cat.astype(np.int64).tolist() == bd.bytes_at(k).tolist()
     free = np.flatnonzero(blocks.state == 2)[:5]
     assert (bd.categories_of_addresses(k, blocks.address[free]) == -1).all()

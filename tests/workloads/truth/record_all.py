@@ -126,7 +126,23 @@ def simple_specs() -> list[dict]:
         spec("clock_check", "clock", workload="allocations at known unix times"),
     ]
     s += pair_specs()
+    s += generate_specs()
+    s += validate_specs()
     return s
+
+
+def generate_specs() -> list[dict]:
+    """Inference: ``model.generate(use_cache=True)`` under inference_mode, a few requests
+    ([batch, prompt length, new tokens]) of different shapes, no optimizer."""
+    return [
+        spec("generate_gpt2_fp32", "generate", family="gpt2", dtype="float32",
+             requests=[[1, 16, 96], [4, 64, 128], [2, 200, 64]],
+             workload="GPT-2 (6 layers) fp32 generate() with a DynamicCache, 3 requests"),
+        spec("generate_llama_bf16", "generate", family="llama", dtype="bfloat16",
+             requests=[[2, 48, 80], [1, 300, 48], [6, 24, 112]],
+             workload="Llama (4 layers, 8 heads, 4 key/value heads) bf16 generate(), "
+                      "3 requests"),
+    ]
 
 
 #: Before/after pairs for the aligned diff: (A, B, the change, the truth.json
@@ -140,6 +156,10 @@ PAIRS = (
     ("pair_vit_no_ckpt", "vit_checkpoint_adamw_bf16", "gradient_checkpointing", None),
     ("resnet_sgd_fp32", "pair_resnet_bf16", "bf16_autocast", None),
     ("eval_keeps_outputs", "eval_no_grad", "no_grad", None),
+    # A validation forward each iteration without torch.no_grad() (graph built, dropped
+    # after .item()), then with it: advise's no_grad_forward remedy at code_lines["validate"].
+    ("gpt2_val_grad", "gpt2_val_nograd", "no_grad_forward", "validate"),
+    ("vit_val_grad", "vit_val_nograd", "no_grad_forward", "validate"),
 )
 
 
@@ -164,6 +184,30 @@ def pair_specs() -> list[dict]:
         spec("pair_resnet_bf16", "train", resnet, autocast="bfloat16",
              workload="resnet_sgd_fp32's program under bf16 autocast"),
     ]
+
+
+def validate_specs() -> list[dict]:
+    """Training with a validation forward after every step (kind ``train_validate``), each
+    program without and with ``torch.no_grad()`` around the validation: the validation batch
+    is twice the training batch (no gradients to hold, as evaluation loops do), so the
+    validation's graph, not the training step, makes the peak without no_grad.  Two
+    programs: GPT-2 (transformers; ``model(...).loss.item()``, model left in train mode) and
+    a timm ViT (``cross_entropy(model(x), y).item()`` between ``model.eval()`` and
+    ``model.train()``)."""
+    gpt2 = dict(GPT2, iters=4, val_batch=8)
+    vit = dict(family="vit", vit="vit_tiny_patch16_224", image=224, batch=16, iters=4,
+               optimizer="AdamW", optimizer_kwargs={"lr": 1e-4}, val_batch=32, val_eval_mode=True)
+    out = []
+    for tag, base, what in (("gpt2", gpt2, "GPT-2 fp32 AdamW batch 4, validation batch 8"),
+                            ("vit", vit, "timm vit_tiny fp32 AdamW batch 16, validation batch 32 "
+                                         "in eval mode")):
+        out.append(spec(f"{tag}_val_grad", "train_validate", base, val_no_grad=False,
+                        workload=f"{what}: a validation forward after every step without "
+                                 "torch.no_grad() (its graph built, dropped after .item())"))
+        out.append(spec(f"{tag}_val_nograd", "train_validate", base, val_no_grad=True,
+                        workload=f"{tag}_val_grad's program with the validation forward under "
+                                 "torch.no_grad()"))
+    return out
 
 
 class Driver:

@@ -154,6 +154,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
 
     if kind == "clock":
         return clock_case(spec, out, rec, capture, truth, torch, dev)
+    if kind == "generate":
+        return generate_case(spec, out, rec, capture, truth, torch, dev)
 
     family = spec["family"]
     wl = models.build(family, dev, seq=spec.get("seq"), image=spec.get("image"),
@@ -183,6 +185,13 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     keep = spec.get("keep_outputs")  # eval: keep outputs (True) or .item() under no_grad (False)
     reset_peaks = spec.get("reset_peaks", kind in ("train", "leak", "eval"))
     empty_cache_at = set(spec.get("empty_cache_at", []))
+    # train_validate: after each training step a validation forward on its own batch,
+    # reduced with .item(); under no_grad (val_no_grad) or building the graph nothing uses.
+    validate = kind == "train_validate"
+    val_batch = spec.get("val_batch", batch_size)
+    val_no_grad = bool(spec.get("val_no_grad"))
+    val_eval_mode = bool(spec.get("val_eval_mode"))
+    val_losses: list = []
 
     param_st = storages(model.parameters(), cuda_only=cuda)
     sync()
@@ -258,6 +267,9 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
             last_saved = dict(saved.current)
             last_inputs = storages(batch.values(), cuda_only=cuda)
             del batch, loss, output
+            if validate:
+                val_losses.append(_validate(wl, model, val_batch, t, val_no_grad, val_eval_mode,
+                                            code_lines, torch))
             if it in empty_cache_at:
                 code_lines.setdefault("empty_cache", here())
                 torch.cuda.empty_cache()
@@ -379,6 +391,14 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         truth["kept"] = len(losses)
     if empty_cache_at:
         truth["empty_cache_calls"] = empty_cache_calls
+    if validate:
+        ms = sidecar.get("memory_stats") or {}
+        truth["validate"] = {
+            "batch_size": val_batch, "no_grad": val_no_grad, "eval_mode": val_eval_mode,
+            "losses": val_losses,
+            # The whole run's peaks (this kind never resets them): what the pair compares.
+            "peak_reserved_bytes": ms.get("reserved_bytes.all.peak", overall_res),
+            "peak_allocated_bytes": ms.get("allocated_bytes.all.peak", overall_alloc)}
     if profiler_info is not None:
         truth["profiler"] = profiler_info
     if "expected" in spec and sidecar:
@@ -391,6 +411,29 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
           f"grads={truth['gradients']['bytes']} opt={truth['optimizer_state']['bytes']} "
           f"act={truth['activations']['bytes']} peak_alloc={overall_alloc} trace={n_trace}")
     return 0
+
+
+def _validate(wl, model, b: int, t, no_grad: bool, eval_mode: bool, code_lines: dict,
+              torch) -> float:
+    """One validation forward on a fresh batch, reduced with ``.item()`` in the statement
+    that runs the model (its output and graph go when the statement ends).  The model is
+    called on this line itself, not through ``wl.forward``, so that the validation's
+    allocations have this line as their innermost program frame (``code_lines["validate"]``)."""
+    vb = wl.make_batch(b, t)
+    if eval_mode:
+        model.eval()
+    with torch.no_grad() if no_grad else _null():
+        if "input_ids" in vb:
+            code_lines.setdefault("validate", here())
+            value = model(input_ids=vb["input_ids"], labels=vb["input_ids"]).loss.item()
+        else:  # images (vit, resnet), or x (mlp: the CPU smoke test)
+            x = vb["images"] if "images" in vb else vb["x"]
+            code_lines.setdefault("validate", here())
+            value = torch.nn.functional.cross_entropy(model(x), vb["targets"]).item()
+    if eval_mode:
+        model.train()
+    del vb
+    return value
 
 
 def _graph_kept(saved: dict[int, int], param_st: dict[int, int], roots) -> dict[int, int]:
@@ -447,6 +490,143 @@ def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
         os.unlink(path)
     Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
     print(f"{spec['name']}: {len(marks)} clock marks")
+    return 0
+
+
+#: A small Llama (grouped-query attention: fewer key/value heads than query heads).
+LLAMA_CONFIG = dict(vocab_size=16000, hidden_size=512, intermediate_size=1376,
+                    num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+                    max_position_embeddings=2048, bos_token_id=1, eos_token_id=2,
+                    pad_token_id=0, tie_word_embeddings=False)
+
+
+def _causal_lm(family: str, dev, dtype):
+    """(model, config dict, name) of a causal language model built from a config."""
+    if family == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = dict(models.GPT2_CONFIG)
+        return (GPT2LMHeadModel(GPT2Config(**cfg)).to(device=dev, dtype=dtype), cfg,
+                "transformers.GPT2LMHeadModel")
+    if family == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        cfg = dict(LLAMA_CONFIG)
+        return (LlamaForCausalLM(LlamaConfig(**cfg)).to(device=dev, dtype=dtype), cfg,
+                "transformers.LlamaForCausalLM")
+    raise SystemExit(f"no causal LM {family!r} for kind generate")
+
+
+def cache_tensors(cache) -> list:
+    """The key and value tensors of a transformers cache (DynamicCache's layers, the older
+    key_cache/value_cache lists, or a legacy tuple of (key, value) per layer)."""
+    if cache is None:
+        return []
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [t for layer in layers for t in (getattr(layer, "keys", None),
+                                                getattr(layer, "values", None))]
+    if hasattr(cache, "key_cache"):
+        return list(cache.key_cache) + list(cache.value_cache)
+    return [t for layer in cache for t in layer]
+
+
+def cache_of(output):
+    """The cache an output of a model or of generate() carries (``cache`` in recent
+    transformers, ``past_key_values`` before)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
+def generate_case(spec, out, rec, capture, truth, torch, dev) -> int:
+    """``model.generate(use_cache=True)`` under inference_mode, one request per entry of
+    ``spec["requests"]`` ([batch, prompt length, new tokens]); the truth: per request its
+    times, forward passes and the KV cache's bytes after every forward pass."""
+    import transformers
+
+    dtype = getattr(torch, spec.get("dtype", "float32"))
+    model, cfg, model_name = _causal_lm(spec["family"], dev, dtype)
+    model.eval()
+    param_st = storages(model.parameters(), cuda_only=dev.type == "cuda")
+    forwards: list[dict] = []  # per forward pass of the current request
+
+    def after_forward(module, args, kwargs, output):
+        st = storages(cache_tensors(cache_of(output)), cuda_only=dev.type == "cuda")
+        forwards.append({"end_us": now_us(), "kv_bytes": sum(st.values()),
+                         "kv_storages": len(st)})
+
+    hook = model.register_forward_hook(after_forward, with_kwargs=True)
+    code_lines: dict = {}
+    requests = []
+    vocab = cfg["vocab_size"]
+    for r, (b, t, new) in enumerate(spec["requests"]):
+        forwards.clear()
+        ids = torch.randint(3, vocab, (b, t), device=dev)
+        mask = torch.ones_like(ids)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        start = now_us()
+        with torch.inference_mode():
+            code_lines.setdefault("generate", here())
+            res = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=False, use_cache=True,
+                                 pad_token_id=0, return_dict_in_generate=True)
+            kv = storages(cache_tensors(cache_of(res)), cuda_only=dev.type == "cuda")
+            sequences = tuple(res.sequences.shape)
+            code_lines.setdefault("request_end", here())
+            del res  # the cache goes with the output: the request ends here
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        end = now_us()
+        del ids, mask
+        requests.append({
+            "request": r, "batch_size": b, "prompt_len": t, "max_new_tokens": new,
+            "sequences_shape": list(sequences), "forward_passes": len(forwards),
+            "decode_steps": len(forwards) - 1, "start_us": start, "end_us": end,
+            "prefill_end_us": forwards[0]["end_us"] if forwards else None,
+            "last_forward_end_us": forwards[-1]["end_us"] if forwards else None,
+            # The cache after the last forward pass, read from generate's output.
+            "kv_cache_bytes": sum(kv.values()), "kv_cache_storages": len(kv),
+            "kv_cache_blocks": sorted([p, n] for p, n in kv.items()),
+            # After every forward pass (the forward hook): [end_us, bytes, storages].
+            "kv_bytes_per_forward": [[f["end_us"], f["kv_bytes"], f["kv_storages"]]
+                                     for f in forwards]})
+        if dev.type == "cuda":
+            time.sleep(0.01)  # a gap between requests on the trace's clock
+    hook.remove()
+    truth.update({
+        "model": model_name, "model_config": cfg, "dtype": spec.get("dtype", "float32"),
+        "transformers": transformers.__version__, "optimizer": None,
+        # One generation request is one "iteration" of the loop tests.
+        "iterations": len(requests), "generation": requests,
+        "parameters": summary(param_st), "code_lines": code_lines, "leak": None,
+    })
+    if dev.type == "cuda":
+        truth["overall_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    truth["snapshot_unix_us"] = now_us()
+    n_trace = None
+    if rec is not None:
+        path = rec.dump(str(out / f"{spec['name']}.pickle"))
+        if path is None:
+            print(f"{spec['name']}: no snapshot written", file=sys.stderr)
+            return 1
+        side_path = capture.files.sidecar_path(path)
+        capture.files.update_sidecar(side_path, workload=spec.get("workload", ""),
+                                     truth_file=f"{spec['name']}.truth.json")
+        side = json.loads(Path(side_path).read_text())
+        n_trace = side.get("n_trace")
+        truth["memory_stats_end"] = side.get("memory_stats")
+        rec.stop()
+        Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
+        os.unlink(path)
+    max_entries = spec.get("max_entries", 1_000_000)
+    truth["recording"] = {"max_entries": max_entries, "stacks": spec.get("stacks", "python"),
+                          "context": "all", "trace_entries": n_trace,
+                          "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries)}
+    Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
+    print(f"{spec['name']}: {len(requests)} requests, decode steps "
+          f"{[q['decode_steps'] for q in requests]}, kv bytes "
+          f"{[q['kv_cache_bytes'] for q in requests]}, trace={n_trace}")
     return 0
 
 

@@ -17,6 +17,7 @@ CATEGORY_COLORS = {
     "activation": "#ff7f0e",
     "temporary": "#bcbd22",
     "input": "#17becf",
+    "kv_cache": "#e377c2",
     "unknown": "#9e9e9e",
 }
 
@@ -40,7 +41,7 @@ def color(category: int | str) -> QColor:
 
 
 def rgba_table(alpha: int = 255) -> np.ndarray:
-    """(8, 4) uint8 RGBA per colour index (the 7 categories, then :data:`LEAK`): for
+    """(N + 1, 4) uint8 RGBA per colour index (the N categories, then :data:`LEAK`): for
     batched drawing (one colour lookup per allocation, ``table[category]``)."""
     out = np.zeros((len(CATEGORY_NAMES) + 1, 4), np.uint8)
     for i in range(len(CATEGORY_NAMES) + 1):

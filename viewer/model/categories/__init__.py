@@ -1,18 +1,20 @@
 """What the memory is: iterations and phases, a category for every allocation
-(parameter, gradient, optimizer state, activation, temporary, input, unknown)
-with the reason it was decided, and leaks grouped by the user's own line.
+(parameter, gradient, optimizer state, activation, temporary, input, KV cache, unknown)
+with the reason it was decided, generation requests (prefill and decode steps) in place of
+per-token iterations, and leaks grouped by the user's own line.
 
 Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.classify`,
-:mod:`.iterations`, :mod:`.leaks`, :mod:`.reasons`, :mod:`.stack_kinds`; the passes over
-every event in C through :mod:`.native_passes`, numpy the reference.
+:mod:`.iterations`, :mod:`.generation`, :mod:`.leaks`, :mod:`.reasons`,
+:mod:`.stack_kinds`; the passes over every event in C through :mod:`.native_passes`,
+numpy the reference.
 
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
 
-from .iterations import PHASE_NAMES, Iteration
+from .iterations import PHASE_NAMES, Iteration, describe_iterations
 from .leaks import Leak
 from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS, Reason
 from .breakdown import MemoryBreakdown, format_split
 
 __all__ = ["CATEGORY_LABELS", "CATEGORY_NAMES", "Iteration", "Leak", "MemoryBreakdown",
-           "PHASE_NAMES", "REASONS", "Reason", "format_split"]
+           "PHASE_NAMES", "REASONS", "Reason", "describe_iterations", "format_split"]

@@ -32,8 +32,9 @@ from .classify import classify
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
 from ..replay.incremental import is_live
 from .lean import lean_intervals
+from .generation import Generation, find_generation, merge_requests
 from .leaks import Leak, find_leaks, leak_frames
-from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, REASONS
+from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, KV_CACHE, REASONS, reason_id
 
 N_CATEGORIES = len(CATEGORY_NAMES)
 # Below this many events a second thread costs more than it saves.
@@ -157,10 +158,16 @@ class MemoryBreakdown:
         if prepared is None or prepared.rep is not rep:
             prepared = prepare(snap, rep, intervals_of_device)
         iv, ph, curve, n = prepared.intervals, prepared.phases, prepared.curve, len(rep)
+        gen = find_generation(iv, ph, n)
+        if gen is not None:  # the requests replace their per-token iterations
+            ph = merge_requests(ph, gen.requests)
         progress.update("categories", 0.6)
         category, reason = classify(iv, ph, n)
+        if gen is not None:
+            _mark_kv_cache(gen, category, reason)
         progress.update("categories", 0.9)
-        leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap)) \
+        leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap),
+                           exclude=category == KV_CACHE if gen is not None else None) \
             if n else []
         _mark_leaked(leaks, category, reason)
         progress.update("categories", 1.0)
@@ -240,7 +247,8 @@ class MemoryBreakdown:
         return int(iv.requested[ids[live]].sum())
 
     def category_curves(self, events: np.ndarray) -> np.ndarray:
-        """Requested bytes per category after each of ``events`` (shape (7, len(events))),
+        """Requested bytes per category after each of ``events`` (shape (N_CATEGORIES,
+        len(events))),
         in O((allocations + len(events)) log allocations): for the stacked timeline."""
         events = np.asarray(events, np.int64)
         iv = self.intervals
@@ -327,6 +335,15 @@ def _overlap(rep: DeviceReplay) -> bool:
             and rep.uses_native_loop and rep.derived("curves") is None
             and rep.derived("lifetimes") is None
             and rep.derived("intervals") is None and not is_live(rep))
+
+
+def _mark_kv_cache(gen: Generation, category: np.ndarray, reason: np.ndarray) -> None:
+    """The generation requests' key/value cache (library workspaces stay what they are)."""
+    keep = {reason_id("workspace_cublas"), reason_id("workspace_guess")}
+    for ids, code in ((gen.carried, "kv_cache_carried"), (gen.last_step, "kv_cache_last_step")):
+        ids = ids[~np.isin(reason[ids], list(keep))]
+        reason[ids] = reason_id(code)
+        category[ids] = KV_CACHE
 
 
 def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..replay import DeviceReplay
 from ..core.snapshot import Action, Snapshot
+from ..core.units import plural
 from . import native_passes as native
 from . import stack_kinds as sk
 from .runs import PhaseRuns
@@ -58,15 +59,41 @@ class Iteration:
     peak_bytes: int  # highest requested bytes inside it
     peak_event: int
     peak_phase: str
-    kind: str  # "train" (has a backward), "eval" (forward only)
+    kind: str  # "train" (has a backward), "eval" (forward only), "generate" (one
+    # generation request: its prefill and decode steps, see .generation)
     complete: bool  # False: the recording stopped inside it (e.g. at an OOM)
     phases_guessed: bool  # forward/backward split from the curve, not from evidence
+    decode_steps: int = 0  # "generate": the forward passes after the prefill
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "start_event": self.start, "end_event": self.end,
-                "peak_bytes": self.peak_bytes, "peak_event": self.peak_event,
-                "peak_phase": self.peak_phase, "kind": self.kind,
-                "complete": self.complete, "phases_guessed": self.phases_guessed}
+        out = {"index": self.index, "start_event": self.start, "end_event": self.end,
+               "peak_bytes": self.peak_bytes, "peak_event": self.peak_event,
+               "peak_phase": self.peak_phase, "kind": self.kind,
+               "complete": self.complete, "phases_guessed": self.phases_guessed}
+        if self.kind == "generate":
+            out["decode_steps"] = self.decode_steps
+        return out
+
+
+def describe_iterations(its: list[dict]) -> str:
+    """'6 iterations' / '3 generation requests (prefill + 511 decode steps each)' /
+    '2 generation requests (prefill + 95 and 127 decode steps) and 1 iteration', from
+    :meth:`Iteration.to_dict` entries."""
+    gen = [it for it in its if it.get("kind") == "generate"]
+    rest = len(its) - len(gen)
+    parts = []
+    if gen:
+        steps = [int(it.get("decode_steps", 0)) for it in gen]
+        if len(set(steps)) == 1:
+            each = plural(steps[0], "decode step") + (" each" if len(steps) > 1 else "")
+        elif len(steps) <= 4:
+            each = ", ".join(f"{s:,}" for s in steps[:-1]) + f" and {steps[-1]:,} decode steps"
+        else:
+            each = f"{min(steps):,} to {max(steps):,} decode steps"
+        parts.append(f"{plural(len(gen), 'generation request')} (prefill + {each})")
+    if rest or not gen:
+        parts.append(plural(rest, "iteration"))
+    return " and ".join(parts)
 
 
 class IterationOf:

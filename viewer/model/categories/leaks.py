@@ -80,13 +80,17 @@ def leak_frames(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 
 def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
                iteration_of_event: np.ndarray | IterationOf, at: int,
-               frames: tuple[np.ndarray, np.ndarray] | None = None) -> list[Leak]:
-    """Leaking lines as of event ``at``, largest growth first."""
+               frames: tuple[np.ndarray, np.ndarray] | None = None,
+               exclude: np.ndarray | None = None) -> list[Leak]:
+    """Leaking lines as of event ``at``, largest growth first (``exclude``: bool per
+    allocation never counted, e.g. a generation's KV cache, freed when its request ends)."""
     done = [it for it in iterations if it.complete and it.end <= at]
     if len(done) < MIN_ITERATIONS + 2:
         return []
     eligible = np.array([it.index for it in done[1:-1]], np.int64)
     alive = np.flatnonzero((iv.start >= 0) & (iv.start <= at) & (iv.end > at))
+    if exclude is not None:
+        alive = alive[~exclude[alive]]
     if not len(alive):
         return []
     it_of = iteration_of_event[iv.start[alive]].astype(np.int64)

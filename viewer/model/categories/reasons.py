@@ -11,11 +11,12 @@ OPTIMIZER_STATE = 2
 ACTIVATION = 3
 TEMPORARY = 4
 INPUT = 5
-UNKNOWN = 6
+KV_CACHE = 6
+UNKNOWN = 7
 CATEGORY_NAMES = ("parameter", "gradient", "optimizer_state", "activation", "temporary",
-                  "input", "unknown")
+                  "input", "kv_cache", "unknown")
 CATEGORY_LABELS = ("parameters", "gradients", "optimizer state", "activations",
-                   "temporaries", "inputs", "unknown")
+                   "temporaries", "inputs", "KV cache", "unknown")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,15 @@ REASONS: tuple[Reason, ...] = (
            "made outside forward, backward and the optimizer step and kept"),
     Reason("unknown_no_iterations", UNKNOWN, False,
            "no iterations found in the trace to relate it to"),
+    # Appended: the ids above stay what they were.
+    Reason("kv_cache_carried", KV_CACHE, False,
+           "made in a forward pass of a generation request and freed in a later forward "
+           "of the same request (or kept to its end): the attention key/value cache, "
+           "which each decode step concatenates and replaces"),
+    Reason("kv_cache_last_step", KV_CACHE, True,
+           "made in a generation request's last forward pass by the same call stack as "
+           "the cache the earlier decode steps carried, and alive after it: that step's "
+           "key/value cache (a guess from the stack)"),
 )
 REASON_IDS = {r.code: i for i, r in enumerate(REASONS)}
 

@@ -68,7 +68,8 @@ code { background: #f3f3f3; padding: 0 3px; }
 # The same colours as the GUI's category views (widgets/category_colors.py).
 SWATCHES = {
     "parameter": "#1f77b4", "gradient": "#9467bd", "optimizer_state": "#2ca02c",
-    "activation": "#ff7f0e", "temporary": "#bcbd22", "input": "#17becf", "unknown": "#9e9e9e",
+    "activation": "#ff7f0e", "temporary": "#bcbd22", "input": "#17becf", "kv_cache": "#e377c2",
+    "unknown": "#9e9e9e",
 }
 
 

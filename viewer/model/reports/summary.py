@@ -442,6 +442,7 @@ SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has ever
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
     from ..categories.breakdown import format_split
+    from ..categories.iterations import describe_iterations
     fb = format_bytes
     lines = []
     if summary.get("categories_at_peak"):
@@ -456,7 +457,7 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     its = summary.get("iterations") or []
     if its:
         top = max(its, key=lambda it: it["peak_bytes"])
-        lines.append(f"{plural(len(its), 'iteration')}; the highest, #{top['index']}, peaks at "
+        lines.append(f"{describe_iterations(its)}; the highest, #{top['index']}, peaks at "
                      f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
     leaks = summary.get("leaks") or []
     if len(leaks) > 1:
