@@ -110,14 +110,19 @@ def test_the_largest_batch_on_the_limit_recordings_is_right_and_says_its_margin(
     # enough that it may fit within the model's error.
     assert got["next_batch"] == real + 1 and got["next_batch_predicted_to_fit"] is False
     assert got["next_batch_predicted_peak_bytes"] > limit
-    assert got["next_batch_may_fit"] is True
     assert got["largest_batch_below_the_point_answer"] is False
     text = format_text(a)
     line = next(x for x in text.splitlines() if x.startswith("largest batch that fits: 12"))
     assert f"predicted {fb(peak)}, {(limit - peak) / limit:.1%} under the {fb(limit)} limit" \
         in line
-    assert f"13 is predicted at {fb(got['next_batch_predicted_peak_bytes'])}" in line
-    assert "may fit" in line
+    if int(truth["batch_size"]) == real + 1 and truth.get("oom"):
+        # 13 is the recording itself, which ran out of memory: known, not predicted.
+        assert got["next_batch_may_fit"] is False
+        assert "13 ran out of memory in the recording" in line
+    else:
+        assert got["next_batch_may_fit"] is True
+        assert f"13 is predicted at {fb(got['next_batch_predicted_peak_bytes'])}" in line
+        assert "may fit" in line
 
 
 @pytest.mark.parametrize("share", [0.2, 0.5, 0.99])
@@ -234,3 +239,19 @@ def test_whatif_prints_a_range_of_zero_width_as_one_value():
     assert f"{fb(peak)} - {fb(peak)}" not in text
     assert f"estimate {fb(peak)} to {fb(peak)}" not in text
     assert f"every size tried gives the same peak to the figures shown, {fb(peak)}" in text
+
+
+def test_the_recorded_batch_that_ran_out_of_memory_is_not_said_to_fit():
+    """GPT-2 at batch 13 ran out of memory under 2 GiB in the recording: whatever the
+    model's uncertainty, the next batch up from the answer (13) is known not to fit."""
+    from vramscope.viewer.model.io.load import load_snapshot
+    from vramscope.viewer.model.remedies.advise import advise, format_text
+    from vramscope.viewer.model.whatif.predictions import prepare
+
+    path = Path(__file__).resolve().parents[1] / "data" / "truth" / \
+        "limit_sweep_gpt2_oom.pickle.xz"
+    a = advise(prepare(load_snapshot(path)), 13)
+    d = a.to_dict()
+    assert d["largest_batch_that_fits"] == 12 and d["next_batch"] == 13
+    assert d["next_batch_may_fit"] is False
+    assert "13 ran out of memory in the recording" in format_text(a)

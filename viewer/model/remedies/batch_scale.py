@@ -374,6 +374,13 @@ class BatchPrediction:
     is_estimate: bool  # :func:`is_estimate`
 
     @property
+    def observed_oom(self) -> bool:
+        """The recorded batch itself, which ran out of memory in the recording at the same
+        request: not a prediction but what happened (it does not fit)."""
+        oom = self.result.first_oom
+        return self.scale == 1 and oom is not None and oom.recorded
+
+    @property
     def fits(self) -> bool:
         return self.result.first_oom is None and (self.limit is None or self.peak <= self.limit)
 
@@ -412,6 +419,8 @@ class BatchPrediction:
         """It fits as predicted, or its uncertainty reaches under the limit."""
         if self.limit is None or self.fits:
             return True
+        if self.observed_oom:
+            return False
         e = self.estimate
         return (e is not None and e.draws > e.ooms) or self.low <= self.limit
 
@@ -515,6 +524,8 @@ def near_limit_words(a: SafeAnswer) -> str:
             else:
                 out.append(f"{name} is predicted at {fb(n.peak)}, within "
                            f"{float(POINT_ERROR):.0%} of the {lim} limit: may not fit")
+        elif n.observed_oom:
+            out.append(f"{name} ran out of memory in the recording")
         else:
             over = n.peak / a.limit - 1
             if n.may_fit:
