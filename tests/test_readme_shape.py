@@ -31,7 +31,7 @@ REFERENCE_WORDS = re.compile(r"accura|exact to the byte|architecture|benchmark|s
 CAPTURE_HEADING = re.compile(r"^##\s.*\bcaptur", re.IGNORECASE | re.MULTILINE)
 # A CLI command named in code: `vramscope summary ...`, not vramscope.capture, a file
 # (vramscope snapshot.pickle, vramscope runs/), an option or a placeholder (FILE).
-COMMAND = re.compile(r"(?<![\w./-])vramscope ([a-z][a-z0-9_-]*)(?![\w./-])")
+COMMAND = re.compile(r"(?<![\w./-])vramscope ([a-z][a-z0-9_-]*)(?![\w./:-])")  # not ssh://…
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 
 
