@@ -56,7 +56,6 @@ from . import batch_scale, edit, evidence, scaling
 
 SIMULATED, ESTIMATED = "simulated", "estimated"
 ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that lower the peak)
-_LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
 
 
 def _workspace_note(pred: batch_scale.BatchPrediction) -> str:
@@ -191,21 +190,10 @@ class Advice:
         }
 
 
-def user_frame(snap, stack: int) -> str | None:
-    """``file.py:LINE`` of the innermost frame of the program's own code in ``stack``."""
-    if stack < 0:
-        return None
-    for f in snap.stacks.frame_ids(stack).tolist():
-        fn = snap.frames.filename_of(f).replace("\\", "/")
-        if fn.endswith(".py") and not any(m in fn for m in _LIBRARY):
-            return f"{fn}:{int(snap.frames.line[f])}"
-    return None
-
-
 def _most_common_user_frame(snap, sites: np.ndarray) -> str | None:
     counts: dict[str, int] = {}
     for s in np.unique(sites).tolist():
-        w = user_frame(snap, int(s))
+        w = evidence.user_frame(snap, int(s))
         if w:
             counts[w] = counts.get(w, 0) + int((sites == s).sum())
     return max(counts, key=counts.__getitem__) if counts else None

@@ -98,7 +98,32 @@ def _frame_provenance(snap, stack: int, cache: dict[int, int]) -> int:
     return prov
 
 
-_LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3")
+# Where a Python file is not the program's own code: installed packages, torch, the
+# standard library, and interpreter pseudo-files ("<string>", "<frozen ...>").
+LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
+
+
+def is_program_file(filename: str) -> bool:
+    """A Python file of the program itself (see :data:`LIBRARY_MARKS`)."""
+    fn = filename.replace("\\", "/")
+    return fn.endswith(".py") and not any(m in fn for m in LIBRARY_MARKS)
+
+
+def user_frame(snap, stack: int, cache: dict[int, str | None] | None = None) -> str | None:
+    """``file.py:LINE`` of the innermost frame of the program's own code in ``stack``
+    (``cache``: answers by stack id, for callers that ask about many)."""
+    if cache is not None and stack in cache:
+        return cache[stack]
+    got = None
+    if stack >= 0:
+        for f in snap.stacks.frame_ids(stack).tolist():
+            fn = snap.frames.filename_of(f)
+            if is_program_file(fn):
+                got = f"{fn.replace(chr(92), '/')}:{int(snap.frames.line[f])}"
+                break
+    if cache is not None:
+        cache[stack] = got
+    return got
 
 
 def _user_innermost(snap, stack: int, cache: dict[int, bool]) -> bool:
@@ -109,7 +134,7 @@ def _user_innermost(snap, stack: int, cache: dict[int, bool]) -> bool:
         for f in snap.stacks.frame_ids(stack).tolist():
             fn = snap.frames.filename_of(f).replace("\\", "/")
             if fn.endswith(".py"):
-                got = not any(m in fn for m in _LIBRARY_MARKS) and not fn.startswith("<")
+                got = is_program_file(fn)
                 break
         cache[stack] = got
     return got

@@ -23,7 +23,7 @@ stream and :mod:`.evidence`, no object per request):
   return releases only its outputs and locals;
 * the candidates are grouped by the line of the program that ran the forward:
   the innermost frame of the program's own code in their stacks (as
-  :func:`.advise.user_frame`: the line of ``model(x)``).  Each line with a graph
+  :func:`.evidence.user_frame`: the line of ``model(x)``).  Each line with a graph
   drop is a finding.
 
 A graph that is never dropped in the window (outputs kept in a list) is the
@@ -73,7 +73,6 @@ MIN_DROPPED = 8  # candidates one graph drop releases, at least
 # releases its outputs and locals (0.13 of a GPT-2 forward).
 MIN_SHARE = 0.4
 MIN_SITES = 3  # ... made by this many call sites at least
-_LIBRARY = ("/site-packages/", "/dist-packages/", "/torch/", "/lib/python3", "<")
 
 
 @dataclass
@@ -90,21 +89,6 @@ class Finding:
     @property
     def count(self) -> int:
         return int(self.allocations.sum())
-
-
-def _user_frame(snap, stack: int, cache: dict[int, str | None]) -> str | None:
-    """``file.py:LINE`` of the innermost frame of the program's own code in ``stack``."""
-    if stack in cache:
-        return cache[stack]
-    got = None
-    if stack >= 0:
-        for f in snap.stacks.frame_ids(stack).tolist():
-            fn = snap.frames.filename_of(f).replace("\\", "/")
-            if fn.endswith(".py") and not any(m in fn for m in _LIBRARY):
-                got = f"{fn}:{int(snap.frames.line[f])}"
-                break
-    cache[stack] = got
-    return got
 
 
 def _free_rows(reqs) -> np.ndarray:
@@ -172,7 +156,7 @@ def find(case: Case, evd: evidence.Evidence) -> list[Finding]:
     cache: dict[int, str | None] = {}
     sites = evd.site[rows]
     uniq, inv = np.unique(sites, return_inverse=True)
-    lines = [_user_frame(snap, int(s), cache) for s in uniq.tolist()]
+    lines = [evidence.user_frame(snap, int(s), cache) for s in uniq.tolist()]
     names, line_of_site = np.unique(np.array([x or "" for x in lines], dtype=object),
                                     return_inverse=True)
     line_id = line_of_site[inv]
