@@ -1,4 +1,5 @@
-"""Colours of the memory categories: one fixed scheme, readable on light and
+"""Colours of the memory categories as Qt colours (the scheme itself is the model's
+CATEGORY_COLORS, which the HTML report uses too), readable on light and
 dark backgrounds, for every view that colours by category (timeline, segment map,
 allocations table, the split bar, the leaks view)."""
 
@@ -7,19 +8,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtGui import QColor
 
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.categories import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.categories.leaks import LEAK_LABEL
-
-CATEGORY_COLORS = {
-    "parameter": "#1f77b4",
-    "gradient": "#9467bd",
-    "optimizer_state": "#2ca02c",
-    "activation": "#ff7f0e",
-    "temporary": "#bcbd22",
-    "input": "#17becf",
-    "kv_cache": "#e377c2",
-    "unknown": "#9e9e9e",
-}
 
 # What a leaking line keeps (MemoryBreakdown.leaks): its own colour index past the
 # categories, so that colour-by-category views show a leak as a leak, not as "unknown".

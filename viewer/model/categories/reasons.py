@@ -17,6 +17,18 @@ CATEGORY_NAMES = ("parameter", "gradient", "optimizer_state", "activation", "tem
                   "input", "kv_cache", "unknown")
 CATEGORY_LABELS = ("parameters", "gradients", "optimizer state", "activations",
                    "temporaries", "inputs", "KV cache", "unknown")
+# Each category's colour wherever it is drawn (the GUI's views, the HTML report), so that
+# a category looks the same in every picture of it.
+CATEGORY_COLORS = {
+    "parameter": "#1f77b4",
+    "gradient": "#9467bd",
+    "optimizer_state": "#2ca02c",
+    "activation": "#ff7f0e",
+    "temporary": "#bcbd22",
+    "input": "#17becf",
+    "kv_cache": "#e377c2",
+    "unknown": "#9e9e9e",
+}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..categories import CATEGORY_LABELS, CATEGORY_NAMES
+from ..categories import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES
 from ..core.units import format_bytes
 
 
@@ -66,13 +66,6 @@ code { background: #f3f3f3; padding: 0 3px; }
 """
 
 # The same colours as the GUI's category views (widgets/category_colors.py).
-SWATCHES = {
-    "parameter": "#1f77b4", "gradient": "#9467bd", "optimizer_state": "#2ca02c",
-    "activation": "#ff7f0e", "temporary": "#bcbd22", "input": "#17becf", "kv_cache": "#e377c2",
-    "unknown": "#9e9e9e",
-}
-
-
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -106,7 +99,8 @@ def _categories(parts: ReportParts) -> list[str]:
         if b <= 0:
             continue
         label = CATEGORY_LABELS[CATEGORY_NAMES.index(name)]
-        out.append(f'<tr><td><span class="swatch" style="background:{SWATCHES.get(name, "#999")}">'
+        swatch = CATEGORY_COLORS.get(name, "#999")
+        out.append(f'<tr><td><span class="swatch" style="background:{swatch}">'
                    f'</span>{_e(label)}</td><td class="num">{_e(format_bytes(b))}</td>'
                    f'<td class="num">{b / total:.0%}</td></tr>')
     out.append(f'<tr><th>total</th><th class="num">{_e(format_bytes(total))}</th><th></th></tr>'
