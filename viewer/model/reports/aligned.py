@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.calltree import site_frames
+from ..analysis.calltree import site_frames, top_sites
 from ..analysis.focus import default_trace_device
 from ..categories import MemoryBreakdown
 from ..core import frames as fr
@@ -230,6 +230,7 @@ def _figures(side: Side, spans: list[tuple[int, int]], curves: dict[str, np.ndar
     return out
 
 
+NO_STACK = ("<no stack recorded>", 0, "")  # the key of allocations without a stack
 #: Path parts of installed code: a site in them is a library's line, not the program's.
 LIBRARY_PATHS = ("/site-packages/", "/dist-packages/", "/lib/python3")
 
@@ -258,29 +259,21 @@ def site_key(filename: str, line: int, function: str) -> tuple[str, int, str]:
 
 
 def _live_by_site(side: Side, k: int) -> dict[tuple[str, int, str], tuple[int, int]]:
-    """Requested bytes and count of the allocations live after event ``k``, by site."""
+    """Requested bytes and count of the allocations live after event ``k``, by site (the
+    call tree's grouping, :func:`..analysis.calltree.top_sites`, at the program's frames,
+    then keyed as :func:`site_key` matches sites across files)."""
     iv = side.breakdown.intervals
     live = (iv.start <= k) & (iv.end > k)
-    stacks = iv.stack[live].astype(np.int64)
-    sizes = iv.requested[live].astype(np.int64)
-    sites = program_site_frames(side.snap)
-    fid = np.full(len(stacks), -1, np.int64)
-    ok = (stacks >= 0) & (stacks < len(sites))
-    fid[ok] = sites[stacks[ok]]
-    ids, inv = np.unique(fid, return_inverse=True)
-    nbytes = np.zeros(len(ids), np.int64)
-    np.add.at(nbytes, inv, sizes)
-    counts = np.bincount(inv, minlength=len(ids))
+    stacks = iv.stack[live]
     out: dict[tuple[str, int, str], tuple[int, int]] = {}
-    frames = side.snap.frames
-    for j, f in enumerate(ids.tolist()):
-        if f < 0:
-            key = ("<no stack recorded>", 0, "")
+    for site in top_sites(side.snap, stacks, iv.requested[live], top=len(stacks),
+                          sites=program_site_frames(side.snap)):
+        if site.label == NO_STACK[0] and not site.filename:
+            key = NO_STACK
         else:
-            view = fr.frame_view(frames, f, 0)
-            key = site_key(view.filename, int(view.line), view.name)
+            key = site_key(site.filename, site.line, site.function)
         got = out.get(key, (0, 0))
-        out[key] = (got[0] + int(nbytes[j]), got[1] + int(counts[j]))
+        out[key] = (got[0] + site.bytes, got[1] + site.count)
     return out
 
 
