@@ -83,3 +83,18 @@ def test_a_segments_only_file_answers_for_its_own_device():
     assert focus.devices_of(snap) == devices and len(devices) == 1
     assert focus.default_device(snap) == devices[0]
     assert focus.default_trace_device(snap) is None
+
+
+def test_the_window_opens_on_the_device_the_cli_answers_for():
+    """Document.trace_device (what the GUI shows first) is the focus rule, not a copy."""
+    from vramscope.viewer.model.view.document import Document
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    ran = 0
+    for path in sorted(data.glob("**/*.pickle*")) + sorted(EXTERNAL.glob("*.xz")):
+        snap = load_snapshot(path)
+        if len(set(snap.trace.device.tolist())) < 2:
+            continue
+        ran += 1
+        assert Document.build(snap).trace_device(None) == focus.default_trace_device(snap), path
+    assert ran >= 1

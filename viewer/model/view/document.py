@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core import frames as fr
 from ..analysis.figures import Selection
+from ..analysis.focus import default_trace_device
 from ..analysis.oom import OomReport, oom_reports
 from ..core.progress import Progress
 from ..replay import curves as replay_curves
@@ -104,17 +105,21 @@ class Document:
         return self.base if self.base is not None else self
 
     def trace_device(self, device: int | None = None) -> int | None:
-        """The device whose trace drives the timeline: ``device`` if it has one, else the
-        device of the last OOM, else the first device with events."""
-        tl = self.root.timeline
+        """The device whose trace drives the timeline: ``device`` if it has one, else
+        :func:`..analysis.focus.default_trace_device`'s (the CLI's default too)."""
+        root = self.root
+        tl = root.timeline
         if tl is None or not tl.devices:
             return None
         if device is not None and device in tl.devices:
             return device
-        oom = self.root.oom
-        if oom is not None and oom.device in tl.devices:
-            return oom.device
-        return min(tl.devices)
+        # The rule every command follows (the last OOM's, else the highest peak's), once
+        # per length of the trace (a live one grows, and may run out of memory later).
+        key = ("trace_device", len(root.snap.trace))
+        if key not in root._cache:
+            root._cache[key] = default_trace_device(root.snap)
+        best = root._cache[key]
+        return best if best in tl.devices else min(tl.devices)
 
     def n_events(self, device: int) -> int:
         rep = self.root.timeline.replay(device) if self.root.timeline is not None else None
