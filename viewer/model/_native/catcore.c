@@ -63,7 +63,7 @@ static PyObject *pair(PyObject *a, PyObject *b) {
 }
 
 static void release(Bufs *b) {
-    for (int i = 0; i < b->got; i++) PyBuffer_Release(&b->v[i]);
+    release_bufs(b->v, b->got);
 }
 
 /* -- a growable array of int64 (run starts, orphan frees) ---------------------------------- */

@@ -756,7 +756,7 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
 ragged:
     PyErr_SetString(PyExc_ValueError, "columns of different lengths");
 done:
-    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    release_bufs(v, got);
     st_free(st);
     return result;
 }
@@ -924,7 +924,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
 short_out:
     PyErr_SetString(PyExc_ValueError, "output column shorter than the events");
 done:
-    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    release_bufs(v, got);
     Py_XDECREF(keyframes);
     Py_XDECREF(emitted);
     return result;
@@ -985,7 +985,7 @@ static PyObject *set_known(PyObject *self, PyObject *args) {
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    release_bufs(v, got);
     return result;
 }
 
@@ -1130,7 +1130,7 @@ static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
     }
     result = Py_NewRef(Py_None);
 done:
-    for (int c = 0; c < got; c++) PyBuffer_Release(&v[c]);
+    release_bufs(v, got);
     free(st.hkeys);
     free(st.hvals);
     return result;
@@ -1199,7 +1199,7 @@ static PyObject *curves(PyObject *self, PyObject *args) {
 ragged:
     PyErr_SetString(PyExc_ValueError, "curve columns of different lengths");
 done:
-    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    release_bufs(v, got);
     return result;
 }
 
@@ -1274,7 +1274,7 @@ static PyObject *curve_blocks(PyObject *self, PyObject *args) {
 ragged:
     PyErr_SetString(PyExc_ValueError, "curve columns of the wrong length");
 done:
-    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    release_bufs(v, got);
     return result;
 }
 

@@ -152,6 +152,20 @@ static void *grow_arr(St *s, void *p, int64_t *cap, int64_t need, size_t item) {
     return q;
 }
 
+/* Sorted arrays of ``item``-byte entries (free lists, segments): open_gap makes room at
+ * index ``j`` of ``n`` entries (growing the array, which it returns; the caller fills the
+ * entry and counts it), close_gap removes entry ``j`` of ``n`` (the caller uncounts it). */
+static void *open_gap(St *s, void *arr, int64_t *cap, int64_t n, int64_t j, size_t item) {
+    char *a = grow_arr(s, arr, cap, n + 1, item);
+    memmove(a + (size_t)(j + 1) * item, a + (size_t)j * item, (size_t)(n - j) * item);
+    return a;
+}
+
+static void close_gap(void *arr, int64_t n, int64_t j, size_t item) {
+    char *a = arr;
+    memmove(a + (size_t)j * item, a + (size_t)(j + 1) * item, (size_t)(n - j - 1) * item);
+}
+
 static void vec_push(St *s, Vec *v, int64_t x) {
     v->v = grow_arr(s, v->v, &v->cap, v->n + 1, sizeof(int64_t));
     v->v[v->n++] = x;
@@ -180,8 +194,7 @@ static inline int ent_is(const Ent *e, int32_t sidx, uint64_t size, uint64_t ptr
 static void list_insert(St *s, List *l, int32_t sidx, uint64_t size, uint64_t ptr, int32_t slot) {
     int64_t j = lbisect(l, sidx, size, ptr);
     if (j < l->n && ent_is(&l->e[j], sidx, size, ptr)) die(s, "two free blocks share a key");
-    l->e = grow_arr(s, l->e, &l->cap, l->n + 1, sizeof(Ent));
-    memmove(&l->e[j + 1], &l->e[j], (size_t)(l->n - j) * sizeof(Ent));
+    l->e = open_gap(s, l->e, &l->cap, l->n, j, sizeof(Ent));
     l->e[j].sidx = sidx;
     l->e[j].size = size;
     l->e[j].ptr = ptr;
@@ -192,7 +205,7 @@ static void list_insert(St *s, List *l, int32_t sidx, uint64_t size, uint64_t pt
 static void list_remove(St *s, List *l, int32_t sidx, uint64_t size, uint64_t ptr) {
     int64_t j = lbisect(l, sidx, size, ptr);
     if (j == l->n || !ent_is(&l->e[j], sidx, size, ptr)) die(s, "a block is not in its list");
-    memmove(&l->e[j], &l->e[j + 1], (size_t)(l->n - j - 1) * sizeof(Ent));
+    close_gap(l->e, l->n, j, sizeof(Ent));
     l->n--;
 }
 
@@ -287,8 +300,7 @@ static void seg_insert(St *s, int64_t ptr, int64_t size, int32_t pool, int head)
     if ((j < s->nseg && s->seg[j].ptr < ptr + size) || (j < s->nseg && s->seg[j].ptr == ptr) ||
         (j > 0 && s->seg[j - 1].ptr + s->seg[j - 1].size > ptr))
         die(s, "segments overlap");
-    s->seg = grow_arr(s, s->seg, &s->capseg, s->nseg + 1, sizeof(Seg));
-    memmove(&s->seg[j + 1], &s->seg[j], (size_t)(s->nseg - j) * sizeof(Seg));
+    s->seg = open_gap(s, s->seg, &s->capseg, s->nseg, j, sizeof(Seg));
     s->seg[j].ptr = ptr;
     s->seg[j].size = size;
     s->seg[j].pool = pool;
@@ -304,7 +316,7 @@ static Seg *seg_find(St *s, int64_t ptr) {
 static void seg_pop(St *s, int64_t ptr) {
     int64_t j = seg_bisect(s, ptr);
     if (j < s->nseg && s->seg[j].ptr == ptr) {
-        memmove(&s->seg[j], &s->seg[j + 1], (size_t)(s->nseg - j - 1) * sizeof(Seg));
+        close_gap(s->seg, s->nseg, j, sizeof(Seg));
         s->nseg--;
     }
 }
@@ -1682,7 +1694,7 @@ done:
     amap_free(&live);
     amap_free(&pending);
     amap_free(&init);
-    for (int j = 0; j < got; j++) PyBuffer_Release(&v[j]);
+    release_bufs(v, got);
     return result;
 }
 

@@ -25,7 +25,7 @@ Request kinds, one row each, in recorded order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -89,6 +89,16 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
     reserved = rep.reserved
     peak = int(reserved.max())
     start = int(reserved[0]) - _reserved_step(actions[0], sizes[0])
+    return _could_fail_given(lambda i: int(reserved[i]), start, peak,
+                             lambda k: _run_start(actions, k), sizes, next_sig, next_at)
+
+
+def _could_fail_given(reserved: Callable[[int], int], start: int, peak: int,
+                      run_start_of: Callable[[int], int], sizes: Any, next_sig: Any,
+                      next_at: Any) -> Callable[[int], bool]:
+    """The test of :func:`_could_fail` and :func:`_could_fail_at` once each has its
+    reserved curve (``reserved(i)`` after event ``i``; ``start`` before the first),
+    its peak and its way to find where a release run starts."""
     seg_growth = (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP)
     run_start: dict[int, int] = {}
 
@@ -98,8 +108,8 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
         # The release run this event belongs to starts after the last non-release.
         j = run_start.get(next_at[k])
         if j is None:
-            j = run_start[next_at[k]] = _run_start(actions, k)
-        before = int(reserved[j - 1]) if j > 0 else start
+            j = run_start[next_at[k]] = run_start_of(k)
+        before = reserved(j - 1) if j > 0 else start
         return before + int(sizes[next_at[k]]) > peak
 
     return could_fail
@@ -373,19 +383,8 @@ def _could_fail_at(rep: DeviceReplay, seg: np.ndarray, actions: _Ints, sizes: _I
         return values[at] if at >= 0 else int(curve_start)
 
     start = reserved(0) - _reserved_step(actions[0], sizes[0])
-    seg_growth = (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP)
-    run_start: dict[int, int] = {}
-
-    def could_fail(k: int) -> bool:
-        if next_sig[k] not in seg_growth:
-            return True  # an OOM follows: it failed
-        j = run_start.get(next_at[k])
-        if j is None:
-            j = run_start[next_at[k]] = _run_start_at(actions, k)
-        before = reserved(j - 1) if j > 0 else start
-        return before + sizes[next_at[k]] > peak
-
-    return could_fail
+    return _could_fail_given(reserved, start, peak, lambda k: _run_start_at(actions, k), sizes,
+                             next_sig, next_at)
 
 
 def _run_start_at(actions: _Ints, k: int) -> int:

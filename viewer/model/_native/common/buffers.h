@@ -2,7 +2,9 @@
  *
  * get_buf: a C-contiguous buffer of ``o`` (writable when asked) whose length is a whole
  * number of ``item``-byte items; else -1 with a Python error naming ``what``, and
- * nothing held. */
+ * nothing held.
+ *
+ * release_bufs: release the first ``got`` buffers of ``v`` (those get_buf filled, in order). */
 #ifndef VRAMSCOPE_NATIVE_BUFFERS_H
 #define VRAMSCOPE_NATIVE_BUFFERS_H
 
@@ -18,6 +20,10 @@ static int get_buf(PyObject *o, Py_buffer *v, Py_ssize_t item, int writable, con
         return -1;
     }
     return 0;
+}
+
+static inline void release_bufs(Py_buffer *v, int got) {
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
 }
 
 #endif
