@@ -63,22 +63,19 @@ class RemoteLoadThread(LoadThread):
 
 
 def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
-    """Load ``url`` into ``window`` as :meth:`MainWindow.open_file` loads a file."""
-    if window.loader is not None:
-        window.cancel_load(quiet=True)
-    t = RemoteLoadThread(url, window)
-    t.progressed.connect(window._on_progress)
-    t.done.connect(window._on_loaded)
-    t.failed.connect(window._on_failed)
-    t.cancelled.connect(window._on_cancelled)
-    t.finished.connect(window._on_thread_finished)
+    """Load ``url`` into ``window`` through :meth:`MainWindow.open_file`."""
 
-    def shown(done: int, total: int) -> None:
-        if window.loader is t:
-            window.statusBar().showMessage(
-                f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}")
+    def make_loader(path: str, parent: MainWindow) -> RemoteLoadThread:
+        t = RemoteLoadThread(path, parent)
 
-    t.bytesRead.connect(shown)
+        def shown(done: int, total: int) -> None:
+            if window.loader is t:
+                window.statusBar().showMessage(
+                    f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}")
+
+        t.bytesRead.connect(shown)
+        window.loadFinished.connect(finished)
+        return t
 
     def finished(outcome: str) -> None:
         window.loadFinished.disconnect(finished)
@@ -93,16 +90,8 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
             window._fill_recent_menu()
             add_recent_url(url)
 
-    window.loadFinished.connect(finished)
-    window.loader = t
-    window.progress.setValue(0)
-    window.progress.setFormat(f"Opening {url.rsplit('/', 1)[-1]}… %p%")
-    window.progress.show()
-    window.cancel_button.show()
-    window.cancel_action.setEnabled(True)
-    window.statusBar().showMessage(f"Connecting to {url}…")
-    t.start()
-    return t
+    return window.open_file(url, make_loader, name=url.rsplit("/", 1)[-1],
+                            status=f"Connecting to {url}…")
 
 
 class RemoteOpenDialog(QDialog):

@@ -80,6 +80,19 @@ def shortcut_rows(window) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _wrapped_label(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label
+
+
+def _close_buttons(dialog: QDialog) -> QDialogButtonBox:
+    """A Close button that closes ``dialog`` (as Escape does)."""
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+    buttons.rejected.connect(dialog.reject)
+    return buttons
+
+
 class ShortcutsDialog(QDialog):
     """Every shortcut of a window's actions in one table (see :func:`shortcut_rows`)."""
 
@@ -99,11 +112,9 @@ class ShortcutsDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        note = QLabel("In the timeline: ←/→ one event (Shift: 100), Home/End, wheel zooms. "
-                      "In the segment map: wheel zooms, drag pans.")
-        note.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        buttons.rejected.connect(self.reject)
+        note = _wrapped_label("In the timeline: ←/→ one event (Shift: 100), Home/End, wheel "
+                              "zooms. In the segment map: wheel zooms, drag pans.")
+        buttons = _close_buttons(self)
         lay = QVBoxLayout(self)
         lay.addWidget(self.table, 1)
         lay.addWidget(note)
@@ -117,8 +128,7 @@ class _CopyBlock(QWidget):
     def __init__(self, caption: str, text: str, parent=None) -> None:
         super().__init__(parent)
         self.text = text
-        label = QLabel(caption)
-        label.setWordWrap(True)
+        label = _wrapped_label(caption)
         self.edit = QPlainTextEdit(text)
         self.edit.setReadOnly(True)
         font = QGuiApplication.font()
@@ -148,21 +158,18 @@ class RecordDialog(QDialog):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("How to record a snapshot — vramscope")
-        intro = QLabel("A snapshot is a PyTorch CUDA memory snapshot: the allocator's segments "
-                       "and blocks, and the history of allocations and frees (the timeline) "
-                       "when recording was on.")
-        intro.setWordWrap(True)
+        intro = _wrapped_label("A snapshot is a PyTorch CUDA memory snapshot: the allocator's "
+                               "segments and blocks, and the history of allocations and frees "
+                               "(the timeline) when recording was on.")
         self.capture = _CopyBlock(
             "<b>Without changing your script</b> (in its environment: "
             "<tt>pip install vramscope[capture]</tt>). Snapshots go to <tt>snapshots/</tt> "
             "when the script ends, at every CUDA out-of-memory error and on "
             "<tt>kill -USR1 PID</tt>:", CAPTURE_COMMAND)
         self.torch = _CopyBlock("<b>Or with plain torch calls</b> in your script:", TORCH_CALLS)
-        outro = QLabel("Then open the file here (Ctrl+O) or drop it on the window. "
-                       "A larger <tt>max_entries</tt> keeps more of the history.")
-        outro.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        buttons.rejected.connect(self.reject)
+        outro = _wrapped_label("Then open the file here (Ctrl+O) or drop it on the window. "
+                               "A larger <tt>max_entries</tt> keeps more of the history.")
+        buttons = _close_buttons(self)
         lay = QVBoxLayout(self)
         for w in (intro, self.capture, self.torch, outro):
             lay.addWidget(w)

@@ -26,6 +26,7 @@ import gc
 import importlib.resources
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QSize, Qt, QTimer, Signal
@@ -677,13 +678,22 @@ class MainWindow(QMainWindow):
     def is_loading(self) -> bool:
         return self.loader is not None
 
-    def open_file(self, path: str) -> LoadThread:
-        """Start loading ``path`` on a worker thread; the current view stays until it is done."""
+    def open_file(self, path: str,
+                  make_loader: Callable[[str, MainWindow], LoadThread] | None = None, *,
+                  name: str | None = None, status: str | None = None) -> LoadThread:
+        """Start loading ``path`` on a worker thread; the current view stays until it is done.
+
+        ``make_loader(path, window)`` makes the thread in place of a :class:`LoadThread`
+        (File ▸ Open remote's ssh reader); ``name`` is shown in the progress bar (default:
+        the file's name), ``status`` in the status bar (default: ``Loading PATH…``)."""
         if self.loader is not None:
             self.cancel_load(quiet=True)
         path = os.fspath(path)
-        t = LoadThread(path, self)
-        t.defer_store = True  # closeEvent waits for it: the cache is written after the window
+        if make_loader is None:
+            t = LoadThread(path, self)
+            t.defer_store = True  # closeEvent waits for it: the cache is written after the window
+        else:
+            t = make_loader(path, self)
         t.progressed.connect(self._on_progress)
         t.done.connect(self._on_loaded)
         t.failed.connect(self._on_failed)
@@ -691,11 +701,11 @@ class MainWindow(QMainWindow):
         t.finished.connect(self._on_thread_finished)
         self.loader = t
         self.progress.setValue(0)
-        self.progress.setFormat(f"Opening {Path(path).name}… %p%")
+        self.progress.setFormat(f"Opening {Path(path).name if name is None else name}… %p%")
         self.progress.show()
         self.cancel_button.show()
         self.cancel_action.setEnabled(True)
-        self.statusBar().showMessage(f"Loading {path}…")
+        self.statusBar().showMessage(f"Loading {path}…" if status is None else status)
         t.start()
         return t
 
