@@ -16,7 +16,8 @@ import sys
 from ..model.core.progress import Progress
 from .tty_progress import TerminalProgress
 from .device_choice import device_fields, device_line
-from .whatif import _positive_int, glue_values, load_case, parse_bytes, reported
+from .arg_types import positive_int
+from .whatif import glue_values, load_case, parse_bytes, reported
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-limit", type=parse_bytes, metavar="SIZE",
                    help="bytes the process may reserve (10GB, 9.5GiB); default: the "
                    "recording's, from the sidecar or inferred, else the GPU's total memory")
-    p.add_argument("--batch", type=_positive_int, metavar="N",
+    p.add_argument("--batch", type=positive_int, metavar="N",
                    help="the batch size the recording ran with: the answer then names the "
                    "largest batch that fits (largest_batch_that_fits)")
     p.add_argument("--device", type=int, metavar="N", help="device to analyse (default: the "

@@ -157,18 +157,24 @@ def remote_targets(listing: remote.RemoteListing) -> list[Target]:
     return sorted(found.values(), key=lambda t: (not t.attachable, t.pid))
 
 
+def listing_dict(targets: list[Target], info: nvml.NvmlInfo, where: str | None = None) -> dict:
+    """``attach --list --json`` (and the MCP tool ``live_agents``): each process, NVML's
+    state, and the server it is on (an ssh:// listing only)."""
+    return {
+        "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
+                       "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
+                       "command": t.command} for t in targets],
+        "nvml": info.error or "ok",
+        **({"host": where} if where else {}),
+    }
+
+
 def _list(as_json: bool, targets: list[Target] | None = None,
           info: nvml.NvmlInfo | None = None, where: str | None = None) -> int:
     if targets is None or info is None:
         targets, info = list_targets()
     if as_json:
-        print(json.dumps({
-            "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
-                           "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
-                           "command": t.command} for t in targets],
-            "nvml": info.error or "ok",
-            **({"host": where} if where else {}),
-        }, indent=1))
+        print(json.dumps(listing_dict(targets, info, where), indent=1))
         return EXIT_OK
     if not targets:
         print("no attachable processes" + (f" on {where}" if where else "")
@@ -249,7 +255,11 @@ def inject_agent(pid: int) -> str | None:
             pass
 
 
-def _save(session: LiveSession, out: str, as_json: bool) -> int:
+def save_snapshot(session: LiveSession, out: str):
+    """The process's snapshot written to ``out`` and, beside it, the ``.json`` sidecar
+    (``memory_stats()`` of the same instant: what the figures are checked against;
+    none where ``out`` is itself a .json): (the path written, the snapshot).  Used by
+    ``--save`` and the MCP tool ``live_snapshot``."""
     path, snap, header = session.save_snapshot(out)
     device = session.hello.get("device")
     stats = header.get("stats") or {}
@@ -264,7 +274,12 @@ def _save(session: LiveSession, out: str, as_json: bool) -> int:
     sidecar = path.with_suffix(".json") if path.suffix != ".json" else None
     if sidecar is not None:
         sidecar.write_text(json.dumps(side, indent=1, default=str) + "\n", encoding="utf-8")
-    figs = memory_stats(snap, Selection(device=device))
+    return path, snap
+
+
+def _save(session: LiveSession, out: str, as_json: bool) -> int:
+    path, snap = save_snapshot(session, out)
+    figs = memory_stats(snap, Selection(device=session.hello.get("device")))
     if as_json:
         print(json.dumps({"file": str(path), "bytes": path.stat().st_size,
                           "reserved_bytes": figs.reserved_bytes,

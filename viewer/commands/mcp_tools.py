@@ -162,35 +162,19 @@ def _names(text: str, path: str) -> bool:
 
 
 def summary_dict(path: str, device: int | None, at: int | None, stages: Stages) -> dict:
-    """What ``vramscope summary --json`` computes (commands/summary.py), step by step."""
-    from ..model.analysis import focus
-    from ..model.replay.timeline import oom_events
-    from ..model.reports.summary import summarize, summary_timeline
+    """What ``vramscope summary --json`` computes: its own :func:`.summary.summarize_loaded`
+    of the snapshot loaded here (with progress)."""
+    from .summary import Refused, summarize_loaded
 
     snap = _load(path, stages, 0.0, 0.5)
-    _known_device(snap, path, device)
-    given = device is not None
-    if not given:
-        device = (focus.default_trace_device(snap) if len(snap.trace)
-                  else focus.default_device(snap))
-    chosen = focus.chosen_by(snap, device, given)
-    emit = oom_events(snap)
-    moment = None
-    if at is not None:
-        n = int((snap.trace.device == device).sum()) if device is not None else 0
-        if not n:
-            raise ToolFailure(f"{path}: no trace events"
-                              + (f" on device {device}" if device is not None else ""))
-        if not 0 <= at < n:
-            raise ToolFailure(f"at {at} is outside 0..{n - 1}")
-        moment = (device, at)
-        emit.setdefault(device, []).append(at)
-    stages.at(0.5, "replaying the trace")
-    timeline, prepared = summary_timeline(snap, emit)
-    stages.at(0.8, "what the memory is: categories, sites, leaks")
-    out = summarize(snap, timeline, moment, prepared, device, chosen)
-    stages.at(1.0, "done")
-    return out
+    marks = {"replay": (0.5, "replaying the trace"),
+             "replay_done": (0.8, "what the memory is: categories, sites, leaks"),
+             "summary_done": (1.0, "done")}
+    try:
+        return summarize_loaded(snap, path, device, at, "at",
+                                lambda step: stages.at(*marks[step]))
+    except Refused as exc:
+        raise ToolFailure(str(exc)) from None
 
 
 def _rank_directory(path: str) -> str:
@@ -269,24 +253,16 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
            report: Report | None = None) -> list[str]:
     """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
     from ..model import SnapshotError
-    from ..model.core.allocator_rules import ConfError, parse_conf
-    from ..model.whatif import RECOMMENDED, predict
+    from ..model.whatif import predict
     from ..model.whatif.predictions import rank
     from .device_choice import device_fields
+    from .whatif import BadConf, settings_to_try
 
     path = snapshot_path(path)
-    confs = list(settings or [])
-    for conf in confs:
-        if conf == "recorded":
-            continue
-        try:
-            parse_conf(conf)
-        except ConfError as exc:
-            raise ToolFailure(f"settings {conf!r}: {exc}") from None
-    if recommend:
-        confs += [c for c in RECOMMENDED if c not in confs]
-    if not confs:
-        confs = ["recorded"]
+    try:
+        confs = settings_to_try(settings or [], recommend)
+    except BadConf as exc:
+        raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     lim = memory_limit(limit)
     stages = Stages(report)
     case, check = _case(path, device, stages, 0.3)
@@ -435,14 +411,9 @@ def stack_at(path: str, event: int | None = None, device: int | None = None,
 def live_agents() -> str:
     """``vramscope attach --list --json``: agents first, then GPU processes without one."""
     from ..model.live.targets import list_targets
+    from .attach import listing_dict
 
-    targets, info = list_targets()
-    return dumps({
-        "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
-                       "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
-                       "command": t.command} for t in targets],
-        "nvml": info.error or "ok",
-    })
+    return dumps(listing_dict(*list_targets()))
 
 
 def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
@@ -452,6 +423,7 @@ def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
     from .. import live_protocol as proto
     from ..model.live.client import AttachError
     from ..model.live.session import LiveSession
+    from .attach import save_snapshot
 
     if pid <= 0:
         raise ToolFailure(f"not a process id: {pid}")
@@ -472,8 +444,7 @@ def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
     session = LiveSession(str(pid))
     try:
         session.connect()
-        saved, _snap, header = session.save_snapshot(out)
-        _write_sidecar(session, saved, header)
+        saved, _snap = save_snapshot(session, out)
     except AttachError as exc:
         raise ToolFailure(str(exc)) from None
     except OSError as exc:
@@ -482,26 +453,6 @@ def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
         session.close()
     stages.at(0.5, "summarising the saved snapshot")
     return dumps(summary_dict(str(saved), None, None, Stages(None)))
-
-
-def _write_sidecar(session, path, header: dict) -> None:
-    """The ``.json`` beside a saved snapshot, as ``vramscope attach --save`` writes it
-    (``memory_stats()`` of the same instant: what the figures are checked against)."""
-    if path.suffix == ".json":
-        return
-    hello = session.hello
-    device = hello.get("device")
-    stats = header.get("stats") or {}
-    side = {
-        "name": path.stem, "reason": "live", "pid": hello.get("pid"),
-        "rank": hello.get("rank"), "device": device,
-        "torch": hello.get("torch"), "gpu": hello.get("gpu"),
-        "unix_time": header.get("time"), "argv": hello.get("argv"),
-        "memory_stats": (stats.get(str(device)) if device is not None else None) or {},
-        "memory_stats_by_device": stats,
-    }
-    path.with_suffix(".json").write_text(json.dumps(side, indent=1, default=str) + "\n",
-                                         encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- guide

@@ -12,8 +12,13 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from . import result_cache
+from .arg_types import positive_int
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The CLI ends the process right after the output (see cli.main): nothing to clean up
 # here (the column cache is written by a forked child of its own).
@@ -41,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
                    help="device to answer for: its peaks, memory categories and allocation "
                    "sites, and the trace --at indexes (default: the last OOM's, else the "
                    "one with the highest reserved peak); must be a device of the snapshot")
-    p.add_argument("--jobs", type=_positive_int, metavar="N",
+    p.add_argument("--jobs", type=positive_int, metavar="N",
                    help="a directory: read the ranks' files on N processes of this machine "
                    "(default: all its CPUs; 1 = one after the other)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -50,17 +55,6 @@ def parser() -> argparse.ArgumentParser:
                    "directory; only each rank's figures come back (needs "
                    "'pip install vramscope[dask]' here and vramscope on the workers)")
     return p
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return value
-
 
 
 def main(argv: list[str]) -> int:
@@ -147,8 +141,7 @@ def _summary(args):
     from ..model import SnapshotError
     from ..model.io import cache as column_cache
     from ..model.io.remote import load_any
-    from ..model.reports.summary import format_text, summarize, summary_timeline
-    from ..model.replay.timeline import oom_events
+    from ..model.reports.summary import format_text
     from ..startup.parse_ahead import stamp
 
     stamp("imported")
@@ -166,42 +159,73 @@ def _summary(args):
     except MemoryError:
         print(f"vramscope: error: {args.file}: not enough memory to load it", file=sys.stderr)
         return 2, "", None
-    if args.device is not None:
-        known = snap.devices
-        if args.device not in known:
-            print(f"vramscope: error: {args.file}: no device {args.device} in this snapshot "
-                  f"(its devices: {', '.join(map(str, known)) or 'none'})", file=sys.stderr)
-            return 2, "", None
-    # One device answered for: the one named, else the last OOM's, else the highest peak's.
-    from ..model.analysis import focus
+    try:
+        summary = summarize_loaded(snap, args.file, args.device, args.at, "--at", _stamp_done)
+    except Refused as exc:
+        print(f"vramscope: error: {exc}", file=sys.stderr)
+        return 2, "", None
+    text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
+    return 0, text, (key, snap) if deferred else None
 
-    given = args.device is not None
-    device = args.device if given else (focus.default_trace_device(snap)
-                                        if len(snap.trace) else focus.default_device(snap))
+
+def _stamp_done(step: str) -> None:
+    """summarize_loaded()'s steps done, in ``make bench``'s per-stage breakdown."""
+    if step != "replay":
+        from ..startup.parse_ahead import stamp
+
+        stamp(step)
+
+
+class Refused(Exception):
+    """A device or event the snapshot does not have: one line (after ``vramscope: error:``)."""
+
+
+def summarize_loaded(snap, file: str, device: int | None, at: int | None,
+                     at_name: str = "--at",
+                     step: Callable[[str], object] | None = None) -> dict:
+    """The summary of the loaded ``snap`` (read from ``file``): of ``device`` (the one
+    named, else the last OOM's, else the highest peak's), at its trace event ``at`` too
+    if given (``at_name``: how the caller calls it, in a refusal).  What ``summary``
+    prints and the MCP tool ``summary`` answers; ``step(name)`` is told of "replay",
+    "replay_done" and "summary_done" as they come.  :class:`Refused` for a device or
+    event the snapshot does not have."""
+    from ..model.analysis import focus
+    from ..model.reports.summary import summarize, summary_timeline
+    from ..model.replay.timeline import oom_events
+
+    def tell(name: str) -> None:
+        if step is not None:
+            step(name)
+
+    if device is not None:
+        known = snap.devices
+        if device not in known:
+            raise Refused(f"{file}: no device {device} in this snapshot "
+                          f"(its devices: {', '.join(map(str, known)) or 'none'})")
+    given = device is not None
+    if not given:
+        device = (focus.default_trace_device(snap) if len(snap.trace)
+                  else focus.default_device(snap))
     chosen = focus.chosen_by(snap, device, given)
     # A report seeks only to the OOMs (and --at): no keyframes, those layouts kept.
     emit = oom_events(snap)
-    at = None
-    if args.at is not None:
-        trace = snap.trace
-        n = int((trace.device == device).sum()) if device is not None else 0
+    moment = None
+    if at is not None:
+        n = int((snap.trace.device == device).sum()) if device is not None else 0
         if not n:
-            print(f"vramscope: error: {args.file}: no trace events"
-                  + (f" on device {device}" if device is not None else ""), file=sys.stderr)
-            return 2, "", None
-        k = args.at
-        if not 0 <= k < n:
-            print(f"vramscope: error: --at {args.at} is outside 0..{n - 1}", file=sys.stderr)
-            return 2, "", None
-        at = (device, k)
-        emit.setdefault(device, []).append(k)
+            raise Refused(f"{file}: no trace events"
+                          + (f" on device {device}" if device is not None else ""))
+        if not 0 <= at < n:
+            raise Refused(f"{at_name} {at} is outside 0..{n - 1}")
+        moment = (device, at)
+        emit.setdefault(device, []).append(at)
+    tell("replay")
     # The memory categories' first part is made on another thread during the replay.
     timeline, prepared = summary_timeline(snap, emit)
-    stamp("replay_done")
-    summary = summarize(snap, timeline, at, prepared, device, chosen)
-    stamp("summary_done")
-    text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
-    return 0, text, (key, snap) if deferred else None
+    tell("replay_done")
+    out = summarize(snap, timeline, moment, prepared, device, chosen)
+    tell("summary_done")
+    return out
 
 
 def _directory(args) -> int:

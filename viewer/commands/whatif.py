@@ -22,6 +22,7 @@ from ..model.core.errors import LoadCancelled
 from ..model.io.remote import load_any
 from ..model.core import units
 from ..model.core.progress import Progress
+from .arg_types import positive_int
 from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
 
@@ -70,16 +71,6 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vramscope whatif",
@@ -101,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
                    metavar="F", help="re-simulate with the batch scaled by F (0.5 = half): "
                    "allocations judged to grow with the batch are scaled, the rest kept; "
                    "repeatable; each is combined with every --conf")
-    p.add_argument("--batch", type=_positive_int, metavar="N",
+    p.add_argument("--batch", type=positive_int, metavar="N",
                    help="the recorded batch size (optional): scaled sizes are exact per-sample "
                    "multiples, and the answer says how much it hangs on the allocations that "
                    "are not per-sample (cuDNN workspaces)")
@@ -110,7 +101,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
-
 
 
 def load_case(args: argparse.Namespace, tp: TerminalProgress):
@@ -124,7 +114,6 @@ def load_case(args: argparse.Namespace, tp: TerminalProgress):
         return prepare(snap, args.device, tp.stage("replaying the trace"))
 
     return reported(args, tp, load)
-
 
 
 def reported(args: argparse.Namespace, tp: TerminalProgress, work):
@@ -167,24 +156,45 @@ def _work(case) -> int:
     return parallel.simulation_work(len(case.requests), native_sim.use_native())
 
 
-def main(argv: list[str]) -> int:
-    from ..model.whatif import RECOMMENDED
-    from ..model.whatif.predictions import format_text, rank
+class BadConf(ValueError):
+    """A setting the allocator would refuse: ``conf`` and its :class:`ConfError`."""
 
-    args = parser().parse_args(glue_values(argv))
-    confs = list(args.conf)
+    def __init__(self, conf: str, error: ConfError) -> None:
+        super().__init__(f"{conf!r}: {error}")
+        self.conf, self.error = conf, error
+
+
+def settings_to_try(given: list[str], recommend: bool) -> list[str]:
+    """The settings to simulate (``whatif`` and the MCP tool ``whatif``): those ``given``
+    ("recorded": the snapshot's own), then with ``recommend`` the standard set's others;
+    the recorded settings alone when that is none.  :class:`BadConf` for the first
+    given that the allocator would refuse."""
+    from ..model.whatif import RECOMMENDED
+
+    confs = list(given)
     for conf in confs:
         if conf == "recorded":
             continue
         try:
             parse_conf(conf)
         except ConfError as exc:
-            print(f"vramscope: error: --conf {conf!r}: {exc}", file=sys.stderr)
-            return 2
-    if args.recommend:
+            raise BadConf(conf, exc) from None
+    if recommend:
         confs += [c for c in RECOMMENDED if c not in confs]
     if not confs:
         confs = ["recorded"]
+    return confs
+
+
+def main(argv: list[str]) -> int:
+    from ..model.whatif.predictions import format_text, rank
+
+    args = parser().parse_args(glue_values(argv))
+    try:
+        confs = settings_to_try(args.conf, args.recommend)
+    except BadConf as exc:
+        print(f"vramscope: error: --conf {exc.conf!r}: {exc.error}", file=sys.stderr)
+        return 2
     # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.
     with TerminalProgress("vramscope whatif") as tp:
         case = load_case(args, tp)
