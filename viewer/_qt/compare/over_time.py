@@ -57,7 +57,7 @@ from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
 HIGHLIGHT_SITE = "selected site"  # the maps' legends: a site's blocks
 SITE_COLUMNS = ("Site", "Status", "A", "B", "Change")
 CATEGORY_COLUMNS = ("Category", "A", "B", "B − A")
-NO_STACK = ("<no stack recorded>", 0, "")
+NO_STACK = aligned.NO_STACK  # the sites' key of allocations without a stack
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 
 
