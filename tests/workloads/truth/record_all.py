@@ -371,10 +371,88 @@ def allocator_limit_task(d: Driver) -> None:
                workload=f"GPT-2, shapes {SHAPES}, limit 1.3 x allocated peak ({peak} B)"))
 
 
+def compiled_specs() -> list[dict]:
+    """``torch.compile`` (Inductor) training at three batches each, fresh processes:
+    what the batch what-if predicts from one of them is held to the others."""
+    out = []
+    for b in (4, 8, 12):
+        out.append(spec(f"compiled_gpt2_b{b:02d}", "train", GPT2, batch=b, iters=4,
+                        compile=True, timeout=300, reset_peaks=False,
+                        compiled_sweep={"family": "gpt2", "batch_sizes": [4, 8, 12]},
+                        workload=f"GPT-2 fp32 AdamW under torch.compile, batch {b}"))
+    for b in (16, 32, 48):
+        out.append(spec(f"compiled_vit_b{b:02d}", "train", family="vit",
+                        vit="vit_small_patch16_224", image=224, batch=b, iters=4,
+                        optimizer="AdamW", optimizer_kwargs={"lr": 1e-4}, compile=True,
+                        timeout=300, reset_peaks=False,
+                        compiled_sweep={"family": "vit", "batch_sizes": [16, 32, 48]},
+                        workload=f"timm vit_small fp32 AdamW under torch.compile, batch {b}"))
+    return out
+
+
+def optimizer_pair_specs() -> list[dict]:
+    """gpt2_adamw_fp32's program with an optimizer that keeps less state."""
+    return [
+        spec("pair_gpt2_sgd", "train", GPT2, optimizer="SGD", optimizer_kwargs={"lr": 1e-3},
+             workload="gpt2_adamw_fp32's program with SGD without momentum (no state)"),
+        spec("pair_gpt2_adamw8bit", "train", GPT2, optimizer="bitsandbytes.optim.AdamW8bit",
+             optimizer_kwargs={"lr": 1e-4},
+             workload="gpt2_adamw_fp32's program with bitsandbytes' 8-bit AdamW"),
+        spec("pair_gpt2_torchao8bit", "train", GPT2, optimizer="torchao.optim.AdamW8bit",
+             optimizer_kwargs={"lr": 1e-4},
+             workload="gpt2_adamw_fp32's program with torchao's 8-bit AdamW"),
+    ]
+
+
+def limit_grid_task(tag: str, base: dict, limit: int, batches: list[int], what: str):
+    """The largest batch of ``base`` under ``limit`` from fresh-process probes of
+    ``batches`` run side by side (chosen around the boundary the sweeps show), then the
+    recordings at the largest that fits and the smallest that does not."""
+
+    def task(d: Driver) -> None:
+        b0 = dict(base, iters=3, limit_bytes=limit)
+        with ThreadPoolExecutor(max_workers=d.jobs) as pool:
+            got = list(pool.map(lambda b: d.run(spec(f"limitprobe_{tag}_b{b}", "limit", b0,
+                                                      batch=b), probe=True), batches))
+        probes = {b: r for b, r in zip(batches, got) if r is not None}
+        fits = sorted(b for b, r in probes.items() if r["fits"])
+        fails = sorted(b for b, r in probes.items() if not r["fits"])
+        if not fits or not fails or fits[-1] > fails[0] or fails[0] - fits[-1] != 1:
+            d.log(f"limit grid {tag}: not bracketed (fits {fits}, fails {fails})")
+            return
+        lo, hi = fits[-1], fails[0]
+        search = {"workload": what, "memory_limit_bytes": probes[hi].get("memory_limit_bytes"),
+                  "probes": [dict(batch_size=k, **{x: v.get(x) for x in
+                                                   ("fits", "peak_allocated", "peak_reserved",
+                                                    "oom_message")})
+                             for k, v in sorted(probes.items())],
+                  "largest_batch_that_fits": lo}
+        (d.work / f"limit_{tag}.search.json").write_text(json.dumps(search, indent=1))
+        d.run(spec(f"limit_{tag}_fit", "limit", b0, batch=lo, search=search,
+                   workload=f"{what} at the largest batch ({lo}) that fits the limit"))
+        d.run(spec(f"limit_{tag}_oom", "limit", b0, batch=hi, search=search,
+                   workload=f"{what} at batch {hi}: the smallest that does not fit"))
+
+    task.__doc__ = f"Largest batch under {limit} B from probes of {batches}: {what}."
+    return task
+
+
+VIT_TINY = dict(family="vit", vit="vit_tiny_patch16_224", image=224, optimizer="AdamW",
+                optimizer_kwargs={"lr": 1e-4})
+
+
 def plan() -> list[tuple[str, object]]:
     """(label, task) in start order; a task is a spec dict or a function of the driver."""
     simple = simple_specs()
     tasks: list[tuple[str, object]] = [("limit_sweep_gpt2 + remedy", limit_task)]
+    tasks += [(s["name"], s) for s in compiled_specs()]
+    tasks += [("limit_vit_1536", limit_grid_task(
+        "vit_1536", VIT_TINY, 1536 << 20, list(range(36, 46)),
+        "timm vit_tiny fp32 AdamW, 3 iterations, limit 1.5 GiB"))]
+    tasks += [("limit_gpt2_3072", limit_grid_task(
+        "gpt2_3072", GPT2, 3 << 30, list(range(17, 26)),
+        "GPT-2 fp32 AdamW T 256, 3 iterations, limit 3 GiB"))]
+    tasks += [(s["name"], s) for s in optimizer_pair_specs()]
     tasks += [(s["name"], s) for s in simple[:6]]
     tasks.append(("cache_release_limit + gc_threshold", allocator_limit_task))
     tasks += [(s["name"], s) for s in simple[6:]]

@@ -162,6 +162,9 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
                       vit=spec.get("vit", "vit_small_patch16_224"), small=spec.get("small", False),
                       arch=spec.get("arch"))
     model = wl.model
+    compiled = bool(spec.get("compile"))
+    if compiled:
+        model.compile()  # Inductor; the module's own __call__ runs the compiled forward
     if spec.get("grad_checkpointing"):
         if wl.enable_checkpointing is None:
             raise SystemExit(f"{family} has no gradient checkpointing here")
@@ -175,7 +178,13 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     opt_kwargs = dict(spec.get("optimizer_kwargs", {}))
     opt = None
     if opt_name:
-        opt = getattr(torch.optim, opt_name)(model.parameters(), **opt_kwargs)
+        if "." in opt_name:  # another library's optimizer, e.g. bitsandbytes.optim.AdamW8bit
+            import importlib
+
+            mod, cls = opt_name.rsplit(".", 1)
+            opt = getattr(importlib.import_module(mod), cls)(model.parameters(), **opt_kwargs)
+        else:
+            opt = getattr(torch.optim, opt_name)(model.parameters(), **opt_kwargs)
     autocast = spec.get("autocast")
     batch_size = spec["batch"]
     iters = spec.get("iters", 6)
@@ -236,7 +245,8 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
             batch = wl.make_batch(b, t)
             ctx = torch.autocast(dev.type, dtype=torch.bfloat16) if autocast else _null()
             grad_ctx = torch.no_grad() if (eval_mode and not keep) else _null()
-            with grad_ctx, ctx, saved.hooks():
+            # Compiled graphs do not run Python saved-tensor hooks: no activation truth.
+            with grad_ctx, ctx, (_null() if compiled else saved.hooks()):
                 code_lines.setdefault("forward", here())
                 loss, output = wl.forward(batch)
             if not eval_mode:
@@ -358,6 +368,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "autocast": "bfloat16" if autocast else None,
         "grad_checkpointing": bool(spec.get("grad_checkpointing")),
+        "compiled": compiled,
         "batch_size": batch_size, "seq_len": wl.seq_len, "image_size": wl.image_size,
         "iterations": len(iter_stats),
         "recording": {"max_entries": max_entries, "stacks": stacks, "context": "all",
