@@ -447,7 +447,7 @@ def plan() -> list[tuple[str, object]]:
     tasks: list[tuple[str, object]] = [("limit_sweep_gpt2 + remedy", limit_task)]
     tasks += [(s["name"], s) for s in compiled_specs()]
     tasks += [("limit_vit_1536", limit_grid_task(
-        "vit_1536", VIT_TINY, 1536 << 20, list(range(36, 46)),
+        "vit_1536", VIT_TINY, 1536 << 20, list(range(44, 48)),
         "timm vit_tiny fp32 AdamW, 3 iterations, limit 1.5 GiB"))]
     tasks += [("limit_gpt2_3072", limit_grid_task(
         "gpt2_3072", GPT2, 3 << 30, list(range(17, 26)),

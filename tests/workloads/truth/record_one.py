@@ -51,12 +51,16 @@ def storages(tensors, cuda_only: bool = True) -> dict[int, int]:
     for t in tensors:
         if t is None or (cuda_only and not t.is_cuda):
             continue
+        flatten = getattr(t, "__tensor_flatten__", None)
+        if flatten is not None:  # a tensor subclass (e.g. 8-bit optimizer state): its parts
+            out.update(storages([getattr(t, a) for a in flatten()[0]], cuda_only))
+            continue
         try:
             s = t.untyped_storage()
+            if s.data_ptr() != 0:
+                out[s.data_ptr()] = s.nbytes()
         except Exception:  # sparse or otherwise storage-less
             continue
-        if s.data_ptr() != 0:
-            out[s.data_ptr()] = s.nbytes()
     return out
 
 

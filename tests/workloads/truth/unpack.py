@@ -29,12 +29,15 @@ def members(src: Path):
     for tar_path in sorted(src.glob("*.tar")):
         with tarfile.open(tar_path) as tf:
             for m in tf.getmembers():
-                if not m.isfile() or not _SAFE.match(m.name):
+                name = m.name[2:] if m.name.startswith("./") else m.name  # tar -C DIR .
+                if m.isdir() and name in ("", "."):
+                    continue
+                if not m.isfile() or not _SAFE.match(name):
                     print(f"skipped {tar_path.name}:{m.name!r} (not a plain file name)")
                     continue
                 f = tf.extractfile(m)
                 if f is not None:
-                    yield m.name, f.read()
+                    yield name, f.read()
     report = src / "driver_report.json"
     if report.is_file():
         yield report.name, report.read_bytes()
