@@ -13,7 +13,7 @@ from tests.conftest import DATA
 from tests.synthetic_training import LEAK_LINE, MIB, training_run
 
 CATEGORIES = ["parameter", "gradient", "optimizer_state", "activation", "temporary", "input",
-              "kv_cache", "unknown"]
+              "kv_cache", "parameter_gathered", "communication", "unknown"]
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:

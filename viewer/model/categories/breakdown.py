@@ -34,6 +34,7 @@ from ..replay.incremental import is_live
 from .lean import lean_intervals
 from .generation import Generation, find_generation, merge_requests
 from .leaks import Leak, find_leaks, leak_frames
+from .sharded import Sharding, find_sharding, mark_sharded
 from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, KV_CACHE, REASONS, reason_id
 
 N_CATEGORIES = len(CATEGORY_NAMES)
@@ -163,6 +164,7 @@ class MemoryBreakdown:
             ph = merge_requests(ph, gen.requests)
         progress.update("categories", 0.6)
         category, reason = classify(iv, ph, n)
+        mark_sharded(snap, rep.rows, iv, ph, category, reason)
         if gen is not None:
             _mark_kv_cache(gen, category, reason)
         progress.update("categories", 0.9)
@@ -268,6 +270,11 @@ class MemoryBreakdown:
             gone = e_cum[np.searchsorted(ends, events, "right")]
             out[c] = born - gone
         return out
+
+    def sharding(self, event: int) -> Sharding | None:
+        """What this rank of a sharded (FSDP) run holds at ``event``; None: not sharded."""
+        return find_sharding(self.category, self.intervals, self.split_at(event),
+                             self.snap.sidecar, event)
 
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]

@@ -12,11 +12,14 @@ ACTIVATION = 3
 TEMPORARY = 4
 INPUT = 5
 KV_CACHE = 6
-UNKNOWN = 7
+PARAMETER_GATHERED = 7
+COMMUNICATION = 8
+UNKNOWN = 9
 CATEGORY_NAMES = ("parameter", "gradient", "optimizer_state", "activation", "temporary",
-                  "input", "kv_cache", "unknown")
+                  "input", "kv_cache", "parameter_gathered", "communication", "unknown")
 CATEGORY_LABELS = ("parameters", "gradients", "optimizer state", "activations",
-                   "temporaries", "inputs", "KV cache", "unknown")
+                   "temporaries", "inputs", "KV cache", "parameters (gathered)",
+                   "communication buffers", "unknown")
 # Each category's colour wherever it is drawn (the GUI's views, the HTML report), so that
 # a category looks the same in every picture of it.
 CATEGORY_COLORS = {
@@ -27,6 +30,8 @@ CATEGORY_COLORS = {
     "temporary": "#bcbd22",
     "input": "#17becf",
     "kv_cache": "#e377c2",
+    "parameter_gathered": "#6fa8dc",
+    "communication": "#5b4a9e",
     "unknown": "#9e9e9e",
 }
 
@@ -123,6 +128,24 @@ REASONS: tuple[Reason, ...] = (
            "made in a generation request's last forward pass by the same call stack as "
            "the cache the earlier decode steps carried, and alive after it: that step's "
            "key/value cache (a guess from the stack)"),
+    Reason("param_shard", PARAMETER, False,
+           "made by FSDP when it sharded the model (fully_shard / FlatParameter): this "
+           "rank's shard of the parameters, the local tensors of their DTensors"),
+    Reason("param_gathered", PARAMETER_GATHERED, False,
+           "made by FSDP's all-gather for a block's forward or backward: the block's "
+           "unsharded parameters, freed when it reshards"),
+    Reason("comm_all_gather", COMMUNICATION, False,
+           "FSDP's all-gather buffer: the flat input and output of the collective that "
+           "gathers a block's parameter shards from every rank"),
+    Reason("comm_reduce_scatter", COMMUNICATION, False,
+           "FSDP's reduce-scatter input: a block's unsharded gradients copied into one "
+           "flat buffer for the collective, freed when it is done"),
+    Reason("grad_shard", GRADIENT, False,
+           "the output of FSDP's reduce-scatter, alive after the backward pass: this "
+           "rank's shard of the gradients (.grad of the sharded parameters)"),
+    Reason("grad_unsharded", GRADIENT, False,
+           "made in the backward pass and freed by FSDP's reduce-scatter: a block's "
+           "unsharded gradients before they are reduce-scattered"),
 )
 REASON_IDS = {r.code: i for i, r in enumerate(REASONS)}
 

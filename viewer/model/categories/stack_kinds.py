@@ -33,6 +33,12 @@ K_RECOMPUTE = 1 << 9  # activation checkpointing recomputing in backward
 K_CPP = 1 << 10  # any native frame (the file was recorded with C++ stacks)
 K_DATA = 1 << 11  # torch.utils.data (loaders, collate, pin memory)
 K_WORKSPACE = 1 << 12  # a library's scratch kept for reuse (cuBLAS / cuBLASLt workspace)
+# Sharded data parallelism (FSDP2 fully_shard, FSDP1 FlatParameter): what FSDP itself makes.
+K_FSDP_SHARD = 1 << 13  # a rank's parameter shard (sharding at init, to_empty of a sharded model)
+K_FSDP_GATHER = 1 << 14  # the unsharded parameters an all-gather fills
+K_FSDP_ALL_GATHER = 1 << 15  # the all-gather collective's own flat buffer
+K_FSDP_REDUCE = 1 << 16  # the gradients' reduce-scatter (its input buffer and output shard)
+K_FSDP = K_FSDP_SHARD | K_FSDP_GATHER | K_FSDP_ALL_GATHER | K_FSDP_REDUCE
 
 # Evidence a stack gives about the phase of its allocation.
 EV_NONE = 0  # no stack, or nothing telling
@@ -54,6 +60,26 @@ _APPLY_NAMES = ("_apply", "to", "cuda", "half", "float", "double", "bfloat16", "
                 "to_empty", "convert", "_load_from_state_dict", "load_state_dict")
 _BACKWARD_PY_NAMES = ("backward", "_engine_run_backward", "grad", "_make_grads", "run_backward")
 _RECOMPUTE_NAMES = ("unpack_hook", "recompute_fn", "backward", "_recompute", "unpack")
+
+# FSDP's frames by (file inside torch, function) -> kind.  FSDP2 (fully_shard) first, then
+# FSDP1's FlatParameter.  Functions, not lines: they move between torch versions.
+_FSDP2 = "distributed/fsdp/_fully_shard/"
+_FSDP_FRAMES = {
+    (_FSDP2 + "_fsdp_param.py", "_init_sharded_param"): K_FSDP_SHARD,
+    (_FSDP2 + "_fsdp_param.py", "reset_sharded_param"): K_FSDP_SHARD,
+    (_FSDP2 + "_fully_shard.py", "_apply"): K_FSDP_SHARD,
+    (_FSDP2 + "_fsdp_param.py", "init_all_gather_outputs"): K_FSDP_GATHER,
+    (_FSDP2 + "_fsdp_param.py", "alloc_all_gather_outputs"): K_FSDP_GATHER,
+    (_FSDP2 + "_fsdp_param.py", "init_unsharded_param"): K_FSDP_GATHER,
+    (_FSDP2 + "_fsdp_collectives.py", "foreach_all_gather"): K_FSDP_ALL_GATHER,
+    (_FSDP2 + "_fsdp_collectives.py", "foreach_reduce"): K_FSDP_REDUCE,
+    ("distributed/fsdp/_flat_param.py", "_init_flat_param_and_metadata"): K_FSDP_SHARD,
+    ("distributed/fsdp/_flat_param.py", "flatten_tensors"): K_FSDP_SHARD,
+    ("distributed/fsdp/_flat_param.py", "_get_shard"): K_FSDP_SHARD,
+    ("distributed/fsdp/_flat_param.py", "_alloc_padded_unsharded_flat_param"): K_FSDP_GATHER,
+    ("distributed/fsdp/_flat_param.py", "_all_gather_flat_param"): K_FSDP_GATHER,
+    ("distributed/fsdp/_runtime_utils.py", "_reduce_grad"): K_FSDP_REDUCE,
+}
 
 
 def _torch_rel(filename: str) -> str | None:
@@ -90,6 +116,8 @@ def frame_kind(filename: str, name: str, category: int) -> int:
     rel = _torch_rel(filename)
     if rel is None:
         return kind
+    if rel.startswith("distributed/fsdp/"):
+        return kind | _FSDP_FRAMES.get((rel, name), 0)
     if rel.startswith("nn/modules/"):
         if rel == "nn/modules/module.py":
             if name in ("_call_impl", "_wrapped_call_impl"):

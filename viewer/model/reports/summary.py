@@ -251,6 +251,11 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
     bd = build(peak_device)
     if bd is not None:
         out.update(bd.summary_dict(peak_event))
+        if peak_event is not None and bd.n_events:
+            sh = bd.sharding(peak_event)
+            if sh is not None:
+                out["sharding"] = sh.to_dict()
+                out["sharding_note"] = sh.note()
     if at is not None:
         bd_at = bd if at[0] == peak_device else build(at[0])
         if bd_at is not None:
@@ -451,6 +456,8 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
                      + (f"; {fb(leaked)} of it kept by the "
                         f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
                         if leaked else ""))
+    if summary.get("sharding_note"):
+        lines.append(summary["sharding_note"])
     if summary.get("categories_at"):
         lines.append(f"after event {summary['at']['event']}: "
                      f"{format_split(summary['categories_at'])}")

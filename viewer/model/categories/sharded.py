@@ -1,0 +1,158 @@
+"""Sharded data parallelism (FSDP2 ``fully_shard`` with DTensor, FSDP1's FlatParameter):
+what FSDP itself makes, named by FSDP's own frames.
+
+Per rank, a sharded run holds its shard of the parameters, gradients and optimizer
+state; around each block's forward and backward FSDP all-gathers the block's
+parameters into unsharded tensors (``parameter_gathered``) through a flat buffer, and
+after the block's backward copies its unsharded gradients into a flat buffer and
+reduce-scatters it into this rank's gradient shard (``communication`` for the two
+buffers).  Lifetimes alone call the gathered parameters activations (made in forward,
+alive into backward) and the shards' sizes match no gradient; the frames that made
+them say what they are.
+
+:class:`Sharding` is what one rank holds and what more ranks would do to it: the shards
+of parameters, gradients and optimizer state are the whole model's divided by the
+number of ranks (padded to a multiple of it), so with ``R`` ranks instead of ``W`` each
+holds about ``W / R`` of them; what FSDP gathers per block and the activations stay as
+they are.  The number of ranks comes from the capture's sidecar (``world_size``).
+
+May import: :mod:`..core`, :mod:`..replay`, :mod:`.reasons`, :mod:`.stack_kinds`, numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.snapshot import Snapshot
+from ..core.units import format_bytes as fb
+from ..replay.timeline import Intervals
+from . import stack_kinds as sk
+from .iterations import PH_BACKWARD, PH_FORWARD, Phases
+from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, GRADIENT, REASONS, reason_id
+
+_CATEGORY = np.array([r.category for r in REASONS], np.int8)
+
+
+def mark_sharded(snap: Snapshot, rows: np.ndarray, iv: Intervals, ph: Phases,
+                 category: np.ndarray, reason: np.ndarray) -> bool:
+    """Re-name in place what FSDP made (``rows``: the device's rows of ``snap.trace``, in
+    event order).  False, and nothing changed, where no stack has an FSDP frame."""
+    kinds = ph.stack_kinds
+    if not len(kinds) or not (kinds & sk.K_FSDP).any():
+        return False
+    kinds_ext = np.append(kinds, np.int32(0))  # stack -1: no kinds
+    k = kinds_ext[iv.stack]
+    n = len(ph.phase)
+    made = iv.start >= 0
+    phase = np.where(made, ph.phase[np.maximum(iv.start, 0)], np.int8(-1))
+    in_pass = (phase == PH_FORWARD) | (phase == PH_BACKWARD)
+
+    def put(mask: np.ndarray, code: str) -> None:
+        ids = np.flatnonzero(mask)
+        reason[ids] = reason_id(code)
+        category[ids] = _CATEGORY[reason_id(code)]
+
+    put(((k & sk.K_FSDP_SHARD) != 0) & ~in_pass, "param_shard")
+    put((k & sk.K_FSDP_GATHER) != 0, "param_gathered")
+    put(((k & sk.K_FSDP_ALL_GATHER) != 0) & ((k & sk.K_FSDP_GATHER) == 0), "comm_all_gather")
+    reduce = (k & sk.K_FSDP_REDUCE) != 0
+    # The reduce-scatter's output outlives the backward pass (classified a gradient by its
+    # lifetime): the gradient shard; its input buffer is freed inside the pass.
+    put(reduce & (category == GRADIENT), "grad_shard")
+    put(reduce & (category != GRADIENT), "comm_reduce_scatter")
+    # Unsharded gradients: made in backward outside FSDP, freed by the reduce-scatter.
+    freed = (iv.end < n) & ((k & sk.K_FSDP) == 0) & (phase == PH_BACKWARD)
+    ids = np.flatnonzero(freed)
+    if len(ids):
+        free_stack = snap.trace.stack[rows[iv.end[ids]]]
+        by_reduce = (kinds_ext[free_stack] & sk.K_FSDP_REDUCE) != 0
+        put_ids = ids[by_reduce]
+        reason[put_ids] = reason_id("grad_unsharded")
+        category[put_ids] = GRADIENT
+    return True
+
+
+#: The categories a rank holds a shard of.
+SHARDED = ("parameter", "gradient", "optimizer_state")
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """The sharded state of one rank at one event, and the run's most of what FSDP gathers."""
+
+    world_size: int | None  # ranks of the run (capture sidecar), None: not recorded
+    event: int  # the event the shard figures are at
+    shards: dict[str, int]  # bytes of each SHARDED category live at ``event``
+    gathered_peak: int  # most bytes of unsharded (gathered) parameters live at once
+    communication_peak: int  # most bytes of all-gather / reduce-scatter buffers at once
+
+    @property
+    def model_state(self) -> int:
+        return sum(self.shards.values())
+
+    def model_state_with(self, ranks: int) -> int | None:
+        """Bytes of model state per rank with ``ranks`` ranks (an estimate: padding)."""
+        if not self.world_size or ranks <= 0:
+            return None
+        return self.model_state * self.world_size // ranks
+
+    def note(self) -> str:
+        """One or two sentences for ``advise`` and ``summary``."""
+        parts = ", ".join(f"{CATEGORY_LABELS[CATEGORY_NAMES.index(k)]} {fb(v)}"
+                          for k, v in self.shards.items() if v)
+        ranks = f"over {self.world_size} ranks" if self.world_size else "(ranks not recorded)"
+        text = (f"sharded (FSDP) {ranks}: this rank holds {fb(self.model_state)} of model "
+                f"state ({parts or 'none live'}); gathered parameters up to "
+                f"{fb(self.gathered_peak)}, communication buffers up to "
+                f"{fb(self.communication_peak)} at a time")
+        if self.world_size:
+            more = self.world_size * 2
+            text += (f"; with {more} ranks the model state per rank would be about "
+                     f"{fb(self.model_state_with(more) or 0)} (estimate; what is gathered "
+                     "per block and the activations stay as they are)")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "world_size": self.world_size, "event": self.event,
+            "shards_bytes": dict(self.shards), "model_state_bytes": self.model_state,
+            "gathered_parameters_peak_bytes": self.gathered_peak,
+            "communication_peak_bytes": self.communication_peak}
+        if self.world_size:
+            out["model_state_bytes_per_rank_with"] = {
+                str(r): self.model_state_with(r) for r in (self.world_size * 2,
+                                                           self.world_size * 4)}
+            out["model_state_is_estimate"] = True
+        return out
+
+
+def find_sharding(category: np.ndarray, iv: Intervals, split: dict[str, int],
+                  sidecar: dict | None, event: int) -> Sharding | None:
+    """The sharding of a run whose allocations are ``iv`` with ``category`` each, ``split``
+    the bytes per category live at ``event``; None where FSDP made nothing."""
+    gathered = CATEGORY_NAMES.index("parameter_gathered")
+    comm = CATEGORY_NAMES.index("communication")
+    if not np.isin(category, (gathered, comm)).any():
+        return None
+    ws = (sidecar or {}).get("world_size")
+    world = int(ws) if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0 else None
+    return Sharding(world_size=world, event=event,
+                    shards={k: int(split.get(k, 0)) for k in SHARDED},
+                    gathered_peak=_most_live(iv, category == gathered),
+                    communication_peak=_most_live(iv, category == comm))
+
+
+def _most_live(iv: Intervals, which: np.ndarray) -> int:
+    """Most bytes of the allocations ``which`` live at once (a sweep over those only)."""
+    ids = np.flatnonzero(which)
+    if not len(ids):
+        return 0
+    start = np.maximum(iv.start[ids], -1)
+    size = iv.requested[ids].astype(np.int64)
+    times = np.concatenate([start, iv.end[ids]])
+    delta = np.concatenate([size, -size])
+    order = np.lexsort((delta, times))  # frees before allocations at the same event
+    return int(max(np.cumsum(delta[order]).max(), 0))
