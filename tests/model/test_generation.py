@@ -295,3 +295,23 @@ def test_recorded_unknown_under_5_percent_of_the_peak(path):
     k = int(np.argmax(bd.requested))
     split = bd.split_at(k)
     assert split["unknown"] <= 0.05 * bd.requested[k], split
+
+
+@pytest.mark.parametrize("path", GEN_FILES, ids=_gen_name)
+def test_a_requests_peak_is_named_in_its_own_phases(path):
+    """prefill: the request's first forward pass; decode: a later one; sampling: between
+    forward passes (the phase at the peak event says which)."""
+    bd, _ = recorded(path)
+    phase = bd.phases.phase
+    for it in bd.iterations:
+        at = int(phase[it.peak_event])
+        span = phase[it.start:it.end + 1]
+        first_fwd = np.flatnonzero(span == 1)
+        assert len(first_fwd)
+        # The end of the request's first run of forward events.
+        after = np.flatnonzero(span[first_fwd[0]:] != 1)
+        prefill_end = it.start + first_fwd[0] + (int(after[0]) if len(after) else len(span))
+        want = ("sampling" if at == 0 else
+                "prefill" if at == 1 and it.peak_event < prefill_end else
+                "decode" if at == 1 else None)
+        assert it.peak_phase == want, (it.index, it.peak_phase, want)

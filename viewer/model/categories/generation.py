@@ -177,9 +177,13 @@ def merge_requests(ph: Phases, requests: list[Request]) -> Phases:
             continue
         part = its[rq.first:rq.last + 1]
         top = max(part, key=lambda it: it.peak_bytes)  # the first at the maximum
+        # A request's phases in its own words: the prefill (its first forward pass), decode
+        # (a later one), or sampling between them (logits processors, top-k).
+        phase = {"forward": "prefill" if top is part[0] else "decode",
+                 "other": "sampling"}.get(top.peak_phase, top.peak_phase)
         out.append(Iteration(
             index=len(out), start=part[0].start, end=part[-1].end, peak_bytes=top.peak_bytes,
-            peak_event=top.peak_event, peak_phase=top.peak_phase, kind="generate",
+            peak_event=top.peak_event, peak_phase=phase, kind="generate",
             complete=part[-1].complete, phases_guessed=any(it.phases_guessed for it in part),
             decode_steps=rq.last - rq.first))
         i = rq.last + 1
