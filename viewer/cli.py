@@ -44,6 +44,26 @@ def gui_parser() -> argparse.ArgumentParser:
         metavar="OUT.png",
         help="load FILE, render the main window (1440x900) to a PNG and exit",
     )
+    # What the screenshot shows (checked by commands.gui: one line and exit 2 when wrong).
+    from .commands.gui import SCREENSHOT_VIEWS
+
+    shot = parser.add_argument_group(
+        "screenshot views (with --screenshot; default: the window as it opens)")
+    shot.add_argument("--view", metavar="{" + ",".join(SCREENSHOT_VIEWS) + "}",
+                      help="what to render: " + "; ".join(
+                          f"{name}: {text}" for name, text in SCREENSHOT_VIEWS.items()))
+    shot.add_argument("--color-by", metavar="{site,category}",
+                      help="colour the timeline, segment map and Blocks table by code site "
+                      "or by what the memory is (View > Colour by category)")
+    shot.add_argument("--device", metavar="{N,all,host}",
+                      help="the device selector: GPU N, all devices, or pinned host memory")
+    shot.add_argument("--at", metavar="{EVENT,peak,oom,latest}",
+                      help="move the cursor (time travel) to after trace event EVENT "
+                      "(0-based, of the shown device), the allocated peak, the last OOM, "
+                      "or the end as recorded")
+    shot.add_argument("--timeout", metavar="SECONDS",
+                      help="how long to wait for the work off the GUI thread (what the "
+                      "memory is, the panels' runs) before giving up (default 300)")
     parser.add_argument(
         "--self-test",
         action="store_true",

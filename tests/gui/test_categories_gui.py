@@ -122,7 +122,7 @@ def test_categories_panel_builds_off_the_gui_thread_and_follows_the_cursor(qtbot
         panel.start(doc, 0)
     bd = panel.bd
     assert bd is not None and len(bd.iterations) == 7
-    assert "7 iteration(s), 1 leak(s)" in panel.status.text()
+    assert "7 iterations, 1 leak" in panel.status.text()
     assert panel.split.caption == "at the peak"
     # The cursor moves the split; a leak row highlights the stacks of what it keeps.
     panel.set_cursor(10)
@@ -137,3 +137,22 @@ def test_categories_panel_builds_off_the_gui_thread_and_follows_the_cursor(qtbot
         panel.timeline.eventClicked.emit(42)
     assert clicked.args == [42]
     panel.stop()
+
+
+def test_a_generation_run_is_counted_in_requests(qtbot):
+    """A generation recording's panel counts requests, not per-token iterations."""
+    from pathlib import Path
+
+    from vramscope.viewer._qt.categories.panel import CategoriesPanel
+    from vramscope.viewer.model.categories import MemoryBreakdown
+    from vramscope.viewer.model.io.load import load_snapshot
+    from vramscope.viewer.model.replay.timeline import build_timeline
+
+    path = Path(__file__).resolve().parents[1] / "data" / "truth" / "generate_gpt2_fp32.pickle.xz"
+    snap = load_snapshot(path, use_cache=False)
+    bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False))
+    panel = CategoriesPanel()
+    qtbot.addWidget(panel)
+    panel.set_breakdown(bd)
+    assert "3 generation requests (prefill + " in panel.status.text()
+    assert "No leak in 3 generation requests" in panel.leaks.caption.text()

@@ -85,8 +85,9 @@ class LeaksView(QWidget):
             return True
         return super().eventFilter(obj, event)
 
-    def set_leaks(self, leaks: list[Leak], iterations: int | None = None) -> None:
-        """Show ``leaks`` (largest growth first); ``iterations``: how many were judged."""
+    def set_leaks(self, leaks: list[Leak], iterations: int | str | None = None) -> None:
+        """Show ``leaks`` (largest growth first); ``iterations``: how many were judged (a
+        number of iterations, or their description: "3 generation requests (...)")."""
         self.leaks = list(leaks)
         self.table.setRowCount(len(self.leaks))
         for row, lk in enumerate(self.leaks):
@@ -105,7 +106,8 @@ class LeaksView(QWidget):
                                  + self.leaks[0].sentence())
             self.table.selectRow(0)
         else:
-            judged = f" in {iterations} iterations" if iterations else ""
+            judged = (f" in {iterations}" if isinstance(iterations, str) else
+                      f" in {iterations} iterations") if iterations else ""
             self.caption.setText(f"No leak{judged}: nothing a line allocates survives "
                                  "iteration after iteration.")
             self._draw(None)

@@ -23,7 +23,8 @@ import numpy as np
 from PySide6.QtCore import QThread, Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from ...model.categories import MemoryBreakdown
+from ...model.categories import MemoryBreakdown, describe_iterations
+from ...model.core.units import plural
 from ...model.view.category_view import phase_spans
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
@@ -142,10 +143,9 @@ class CategoriesPanel(QWidget):
             self.split.set_split(None)
             self.leaks.set_leaks([])
             return
-        its = bd.iterations
-        self.status.setText(f"device {bd.device}: {len(its)} iteration(s), "
-                            f"{len(bd.leaks)} leak(s)")
-        self.leaks.set_leaks(bd.leaks, len(its))
+        what = describe_iterations([it.to_dict() for it in bd.iterations])
+        self.status.setText(f"device {bd.device}: {what}, {plural(len(bd.leaks), 'leak')}")
+        self.leaks.set_leaks(bd.leaks, what.split(" (")[0] if bd.iterations else None)
         k = int(np.argmax(bd.requested)) if bd.n_events else None
         self.set_cursor(k, caption="at the peak")
 

@@ -16,7 +16,7 @@ Remembered between runs (settings): the colour mode and whether the phase bands 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
@@ -432,13 +432,6 @@ class CategoriesWiring(QObject):
         if i < 0 or i >= len(bd.category):
             return []
         return [bd.explain(i)]
-
-    def settle(self, timeout_ms: int = 120000) -> None:
-        """Wait for the breakdown in flight and draw it (headless screenshots)."""
-        t = self.panel.thread
-        if t is not None and t.wait(timeout_ms):
-            QCoreApplication.processEvents()
-            QCoreApplication.processEvents()
 
     def _block_categories(self, doc) -> np.ndarray | None:
         if self.cv.bd is None or doc is None:
