@@ -8,10 +8,12 @@ and, from a sweep recording and from the limit recordings, the largest batch tha
 2 GiB limit (``vramscope advise FILE --batch N --memory-limit ...``)::
 
     .venv/bin/python tests/workloads/batch_prediction_table.py [--workspaces] [TRUTH_DIR ...]
+    .venv/bin/python tests/workloads/batch_prediction_table.py --compiled [TRUTH_DIR ...]
 
 ``--workspaces`` first prints the workspace study: at half and 1.5x the recorded batch,
 each cuDNN workspace's recorded size, its real size in the other run, the estimate and the
-proportional size, then per pair how many are exact.
+proportional size, then per pair how many are exact.  ``--compiled`` prints only the
+compiled sweeps (``compiled_*_b*``, torch.compile): every pair, its label and range.
 
 Default directories: tests/data/truth and /work/shared/truth (the first holding a file wins).
 The tests (tests/model/test_remedies_truth.py) use the same functions.
@@ -58,6 +60,63 @@ def sweeps(dirs=None) -> dict[str, dict[int, Path]]:
             if m and (p.parent / (p.name.split(".pickle")[0] + ".truth.json")).is_file():
                 out.setdefault(m.group(1), {}).setdefault(int(m.group(2)), p)
     return out
+
+
+def compiled_sweeps(dirs=None) -> dict[str, dict[int, Path]]:
+    """family -> batch -> recording, for the compiled sweeps present (``compiled_*_b*``:
+    the same program under ``torch.compile`` at several batch sizes)."""
+    out: dict[str, dict[int, Path]] = {}
+    for d in dirs or DIRS:
+        for p in sorted(Path(d).glob("compiled_*_b*.pickle*")) if Path(d).is_dir() else []:
+            m = re.fullmatch(r"compiled_([a-z0-9]+)_b(\d+)\.pickle(\.xz)?", p.name)
+            if m and (p.parent / (p.name.split(".pickle")[0] + ".truth.json")).is_file():
+                out.setdefault(m.group(1), {}).setdefault(int(m.group(2)), p)
+    return out
+
+
+def prediction_of(src: Path, batch: int):
+    """The batch prediction at ``batch`` from ``src`` as the what-if gives it
+    (:class:`~vramscope.viewer.model.remedies.batch_scale.BatchPrediction`: its peak, whether
+    it is an estimate, and the range)."""
+    from vramscope.viewer.model.remedies import batch_scale
+
+    case, j, truth = case_of(src)
+    b0 = int(truth["batch_size"])
+    return batch_scale.predict(case, j, Fraction(batch, b0), recorded_batch=b0)
+
+
+def compiled_rows(dirs=None) -> list[dict]:
+    """Every (family, from, to) pair of the compiled sweeps, from != to: predicted vs real
+    peak reserved, whether the prediction is an estimate, and its range."""
+    rows = []
+    for family, by_batch in sorted(compiled_sweeps(dirs).items()):
+        for b0, src in sorted(by_batch.items()):
+            for b1, dst in sorted(by_batch.items()):
+                if b1 == b0:
+                    continue
+                p = prediction_of(src, b1)
+                real = real_peak_reserved(dst)
+                lo, hi = (p.range if p.range else (p.peak, p.peak))
+                rows.append({"family": family, "from_batch": b0, "to_batch": b1,
+                             "scale": b1 / b0, "predicted": p.peak, "real": real,
+                             "error": p.peak / real - 1.0, "is_estimate": p.is_estimate,
+                             "low": lo, "high": hi})
+    return rows
+
+
+def print_compiled(dirs=None) -> None:
+    """The compiled sweeps' table (``--compiled``)."""
+    from vramscope.viewer.model.core.units import format_bytes as fb
+
+    print("compiled (torch.compile) batch what-if: predicted vs real peak reserved")
+    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}"
+          f"{'error':>9}{'estimate':>10}   {'range':<28}{'real in it':>10}")
+    for r in compiled_rows(dirs):
+        print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
+              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
+              f"{'yes' if r['is_estimate'] else 'no':>10}   "
+              + f"{fb(r['low'])} .. {fb(r['high'])}".ljust(28)
+              + f"{'yes' if r['low'] <= r['real'] <= r['high'] else 'NO':>10}")
 
 
 _CASES: dict[str, tuple] = {}
@@ -287,8 +346,12 @@ def main(argv: list[str]) -> int:
     from vramscope.viewer.model.core.units import format_bytes as fb
 
     study = "--workspaces" in argv
-    argv = [a for a in argv if a != "--workspaces"]
+    compiled = "--compiled" in argv
+    argv = [a for a in argv if a not in ("--workspaces", "--compiled")]
     dirs = [Path(a) for a in argv] or None
+    if compiled:
+        print_compiled(dirs)
+        return 0
     rows = sweep_rows(dirs)
     if not rows:
         print("no sweep recordings found in", ", ".join(str(d) for d in dirs or DIRS))

@@ -76,6 +76,10 @@ RANGE_WHAT = ("the library may pick another algorithm at another batch (cuDNN do
 #: What the uncertain allocations are, in words that fit any model (a transformer's odd-sized
 #: scratch is judged so too: see :attr:`.scaling.Judgement.workspace`).
 WORKSPACE_WHAT = "library workspaces (not per-sample: made and freed inside one operation)"
+TUNING_WHAT = ("torch.compile tunes its kernels per shape, so its benchmark buffers and "
+               "argument copies may be absent, as recorded or twice as many at this batch")
+GUESSED_WHAT = ("allocations whose size is both a model-state tensor's and a per-sample "
+                "tensor's were judged by that alone, and may scale the other way")
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -127,23 +131,36 @@ class PeakEstimate:
 
     low: int
     high: int
-    workspaces: int  # allocations whose size is estimated
-    workspace_bytes: int  # their requested bytes at the estimated size
+    # Allocations whose size is estimated (library workspaces, and the autotuning and
+    # size-judged ones counted below too), and their requested bytes at the estimate.
+    workspaces: int
+    workspace_bytes: int
     samples: int
     # Draws simulated, and how many of them ran out of memory under the limit they were
     # simulated with (none without one): a draw that runs out means the prediction's
     # range reaches the limit.
     draws: int = 0
     ooms: int = 0
+    # Of them: torch.compile's autotuning allocations, and allocations judged by their size
+    # alone (:attr:`~.scaling.Judgement.tuning`, :attr:`~.scaling.Judgement.guessed`).
+    tuning: int = 0
+    guessed: int = 0
 
     def to_dict(self) -> dict:
+        what = WORKSPACE_WHAT + " estimated as a fixed weight part plus a per-sample part; " \
+            + RANGE_WHAT
+        if self.tuning:
+            what += "; " + TUNING_WHAT
+        if self.guessed:
+            what += "; " + GUESSED_WHAT
         return {"estimate": True, "low_bytes": self.low, "high_bytes": self.high,
                 "workspace_allocations": self.workspaces,
                 "workspace_bytes_estimated": self.workspace_bytes,
+                "tuning_allocations": self.tuning,
+                "size_guessed_allocations": self.guessed,
                 "samples": self.samples, "draws": self.draws,
                 "draws_out_of_memory": self.ooms,
-                "what": WORKSPACE_WHAT + " estimated as a fixed weight part plus a per-sample "
-                        "part; " + RANGE_WHAT}
+                "what": what}
 
     @property
     def is_range(self) -> bool:
@@ -154,8 +171,10 @@ class PeakEstimate:
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
                    samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
-    """Peak reserved over the workspace sizes cuDNN could ask for at ``scale``; None when
-    the recording has no workspace whose size is uncertain.
+    """Peak reserved over the sizes the :attr:`~.scaling.Judgement.doubtful` allocations
+    could take at ``scale``: the workspaces cuDNN could ask for, torch.compile's autotuning
+    and the allocations judged by size alone (:func:`_doubt_draws`); None when the
+    recording has none.
 
     Per workspace, three kinds of algorithm (:func:`workspace_sizes`): one like the
     recorded (half .. twice the estimate), one that copies its operands, and one with no
@@ -169,19 +188,56 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
     answer repeats.  ``samples`` None: :data:`ESTIMATE_SAMPLES`, or
     :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM` requests."""
     w = judgement.uncertain_workspace
-    if not w.any():
+    tun = judgement.tuning & ~w
+    guess = judgement.guessed & ~w & ~tun if judgement.guessed is not None \
+        else np.zeros(len(w), bool)
+    if not (w.any() or tun.any() or guess.any()):
         return None
     if samples is None:
         samples = ESTIMATE_SAMPLES if len(w) <= LONG_STREAM else ESTIMATE_SAMPLES_LONG
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
     base = judgement.scaled_sizes(f)
+    draws: list[np.ndarray] = []  # requested sizes of every request, one array per draw
+    if w.any():
+        draws += [_put(base, w, d) for d in _workspace_draws(judgement, f, samples, seed)]
+    else:
+        draws.append(base)
+    if tun.any() or guess.any():
+        draws += _doubt_draws(judgement, f, base, tun, guess, samples, seed + 1)
+
+    def peak(sizes: np.ndarray) -> tuple[int, bool]:
+        r = _with_sizes(case, judgement, f, sizes).simulate(conf, limit)
+        return r.peak_reserved_until_oom, r.first_oom is not None
+
+    # The draws are made above, in order (the seeded generator); their runs are
+    # independent: side by side on every core, serially for a small case.
+    got = parallel.pmap(peak, draws, work=parallel.simulation_work(len(case.requests),
+                                                                   native_sim.use_native()))
+    peaks = [p for p, _ in got]
+    every = w | tun | guess
+    return PeakEstimate(min(peaks), max(peaks), int(every.sum()), int(base[every].sum()),
+                        samples, len(got), sum(1 for _, oom in got if oom), int(tun.sum()),
+                        int(guess.sum()))
+
+
+def _put(base: np.ndarray, mask: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    out = base.copy()
+    out[mask] = sizes
+    return out
+
+
+def _workspace_draws(judgement: Judgement, f: Fraction, samples: int, seed: int
+                     ) -> list[np.ndarray]:
+    """The workspaces' sizes per draw (see :func:`estimate_range`), over
+    :attr:`~.scaling.Judgement.uncertain_workspace` in request order."""
+    w = judgement.uncertain_workspace
     lo, hi, copy = workspace_sizes(judgement, f)
     copied = np.maximum(copy, lo)
     none = np.ones_like(lo)
     _, group = np.unique(judgement.size[w], return_inverse=True)
     groups = int(group.max()) + 1
     rng = np.random.default_rng(seed)
-    draws = [base[w], lo, hi, none]
+    draws = [judgement.scaled_sizes(f)[w], lo, hi, none]
     if (copy > hi).any():
         draws.append(np.maximum(copy, hi))  # every workspace at its bounds' top
     llo, lhi = np.log(lo), np.log(hi)
@@ -198,20 +254,50 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
         sizes[kind == 1] = copied[kind == 1]
         sizes[kind == 2] = 1
         draws.append(sizes)
+    return draws
 
-    def peak(sizes: np.ndarray) -> tuple[int, bool]:
-        s = base.copy()
-        s[w] = sizes
-        r = _with_sizes(case, judgement, f, s).simulate(conf, limit)
-        return r.peak_reserved_until_oom, r.first_oom is not None
 
-    # The draws are made above, in order (the seeded generator); their runs are
-    # independent: side by side on every core, serially for a small case.
-    got = parallel.pmap(peak, draws, work=parallel.simulation_work(len(case.requests),
-                                                                   native_sim.use_native()))
-    peaks = [p for p, _ in got]
-    return PeakEstimate(min(peaks), max(peaks), int(w.sum()), int(base[w].sum()), samples,
-                        len(got), sum(1 for _, oom in got if oom))
+def _doubt_draws(judgement: Judgement, f: Fraction, base: np.ndarray, tun: np.ndarray,
+                 guess: np.ndarray, samples: int, seed: int) -> list[np.ndarray]:
+    """Draws of the autotuning allocations and of those judged by size alone.
+
+    Autotuning at another shape tunes other kernels, other times (GPT-2 under
+    torch.compile: 16, 22 and 26 benchmark buffers of 60 MiB at batch 4, 8 and 12), and the
+    segments its buffers leave behind are reused by the iterations after it, so the peak
+    moves with them either way: each is drawn absent (1 B), as estimated or twice its size
+    (two where one was), all together and one by one.  A size-judged allocation is drawn
+    judged the other way (its recorded size where it was scaled, scaled where it was kept),
+    all of one size together: the size is all that judged them."""
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    t = np.flatnonzero(tun)
+    if len(t):
+        for sizes in (np.ones(len(t), np.int64), base[t] * 2):  # all absent, all twice
+            d = base.copy()
+            d[t] = sizes
+            out.append(d)
+    g = np.flatnonzero(guess)
+    other = np.zeros(0, np.int64)
+    group = np.zeros(0, np.int64)
+    if len(g):
+        # Its recorded size where it was judged to scale, scaled where it was kept.
+        rec = judgement.size[g]
+        other = np.where(judgement.scales[g], rec, -((-rec * f.numerator) // f.denominator))
+        _, group = np.unique(rec, return_inverse=True)
+        d = base.copy()
+        d[g] = other
+        out.append(d)
+    for _ in range(samples):
+        d = base.copy()
+        if len(t):
+            kind = rng.integers(0, 3, len(t))  # 0 as estimated, 1 absent, 2 twice
+            d[t[kind == 1]] = 1
+            d[t[kind == 2]] = base[t[kind == 2]] * 2
+        if len(g):
+            flip = rng.random(int(group.max()) + 1)[group] < 0.5
+            d[g[flip]] = other[flip]
+        out.append(d)
+    return out
 
 
 def _with_sizes(case: Case, judgement: Judgement, f: Fraction, sizes: np.ndarray) -> ScaledCase:
@@ -332,15 +418,16 @@ def is_estimate(judgement: Judgement, scale) -> bool:
     the GUI.
 
     An estimate when the recording holds allocations whose size at another batch follows
-    the library's choice there (:attr:`~.scaling.Judgement.uncertain_workspace`), whether
-    or not the sizes :func:`estimate_range` draws move the peak: a range of zero width
-    says those sizes do not matter, not that the library makes the same requests at the
-    other batch (a half batch whose every draw gave one peak came out 6.4 % above the
+    the library's choice there (cuDNN's workspaces, torch.compile's autotuning) or whose
+    scaling was judged by a size coincidence alone: :attr:`~.scaling.Judgement.doubtful`,
+    whether or not the sizes :func:`estimate_range` draws move the peak: a range of zero
+    width says those sizes do not matter, not that the library makes the same requests at
+    the other batch (a half batch whose every draw gave one peak came out 6.4 % above the
     real run).  Exact at the recorded batch (scale 1: the recording itself) and where no
-    allocation's size is in doubt (GPT-2 from batch 4, 8 or 12: the real peak to the
+    allocation's size is in doubt (eager GPT-2 from batch 4, 8 or 12: the real peak to the
     byte at every other batch, tests/model/test_remedies_truth.py)."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
-    return f != 1 and bool(judgement.uncertain_workspace.any())
+    return f != 1 and bool(judgement.doubtful.any())
 
 
 def range_words(low: int, high: int) -> str | None:

@@ -17,6 +17,9 @@ Fixed (the size stays):
   ``torch/optim`` code, which works on parameters;
 * ``module_state``: made by ``nn.Module._apply`` / ``.to()`` / ``.cuda()`` /
   parameter initialisation (parameters and buffers);
+* ``tuning_scratch``: made by torch.compile's kernel benchmarking (Inductor's
+  ``runtime/benchmarking.py``: the buffer it writes to flush the L2 cache between
+  timed runs, the cache's size);
 * ``state_size``: outside forward, its size equals a model-state tensor's (a
   parameter, an optimizer state, anything made before the recording and
   still alive) and, in backward, it is not the gradient of a forward
@@ -27,7 +30,11 @@ Fixed (the size stays):
   this rule, because autograd's thread leaves no Python frame to go by;
 * ``kept_once``: never freed, and the only allocation its call site made
   inside library code: a workspace or lazily-created state, made once for
-  the whole run.
+  the whole run;
+* ``tuning_copy``: a copy autotuning makes of a kernel's argument
+  (``clone_preserve_strides``) so that a kernel writing in place can run again,
+  judged like the buffer it copies (the latest live allocation of its size) once
+  that is judged; fixed here, scaled as ``tuning_copy_scaled``.
 
 Scaled (the size is multiplied by the factor, rounded up to a byte):
 
@@ -42,6 +49,23 @@ Scaled (the size is multiplied by the factor, rounded up to a byte):
 * ``per_iteration``: everything else made during the run: forward and
   backward activations, inputs and their temporaries.
 
+Phases come from :mod:`.evidence`, with one correction from the frames
+(:func:`compiled_evidence`): torch.compile's backward runs AOT autograd's Python
+wrapper on the autograd thread, so its allocations have Python frames (the
+generated ``<hash>.py`` file's ``call``) and would read as forward; frames of the
+wrapper's backward functions (or of compiled autograd) make them backward, where
+the lifetime rules above apply: a state-sized buffer that outlives its pass is a
+gradient, one made and freed in it with an activation's size is that activation's
+gradient.
+
+Two kinds of request are known only within bounds at another batch, and make a
+prediction an estimate (:attr:`Judgement.doubtful`, :func:`.batch_scale.is_estimate`):
+autotuning's (:attr:`Judgement.tuning`: which kernels Inductor tunes, and how often,
+follows the shapes), and those judged by a size coincidence alone
+(:attr:`Judgement.guessed`: a size that is both a model-state tensor's and a
+per-sample tensor's, e.g. 16 x 256 x 1024 fp32 activations and a 1024 x 4096 fp32
+weight).
+
 The judgement is columns: :attr:`Judgement.rule` per request, the rule's
 reason in :data:`REASONS`.  Sizes are requested bytes; the allocator's own
 rounding (512 B blocks, 2 MiB / 20 MiB segments) happens in the simulator.
@@ -49,6 +73,7 @@ rounding (512 B blocks, 2 MiB / 20 MiB segments) happens in the simulator.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -60,27 +85,36 @@ from . import evidence as ev
 from . import workspaces
 
 # Rule codes (int8), in the order they are tried.
-(TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, STATE_SIZE, NOT_MULTIPLE, KEPT_ONCE,
- CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION, NOT_AN_ALLOCATION) = range(13)
-RULES = ("tiny", "state_category", "optimizer", "module_state", "state_size", "not_multiple",
-         "kept_once", "data_category", "cut_off", "kept_each", "input_once", "per_iteration", "-")
-SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, PER_ITERATION)
+(TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH, STATE_SIZE, NOT_MULTIPLE,
+ KEPT_ONCE, TUNING_COPY_FIXED, CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE,
+ TUNING_COPY_SCALED, PER_ITERATION, NOT_AN_ALLOCATION) = range(16)
+RULES = ("tiny", "state_category", "optimizer", "module_state", "tuning_scratch", "state_size",
+         "not_multiple", "kept_once", "tuning_copy", "data_category", "cut_off", "kept_each",
+         "input_once", "tuning_copy_scaled", "per_iteration", "-")
+SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCALED,
+                PER_ITERATION)
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
     "model state by category (parameter, gradient, optimizer state, library workspace "
     "or optimizer temporary)",
     "made by the optimizer (torch/optim, Optimizer.step or zero_grad), which works on parameters",
     "parameter or buffer made by nn.Module (_apply, .to(), .cuda(), initialisation)",
+    "made by torch.compile's kernel benchmarking (Inductor's autotuning): a buffer sized by "
+    "the GPU (its L2 cache), not by the batch",
     "same size as a model-state tensor (or its half-precision copy): a gradient, "
     "weight-gradient temporary or autocast weight copy",
     "not a multiple of the recorded batch size, so not a per-sample tensor",
     "never freed and the only allocation of its call site: a workspace or state made once",
+    "a copy torch.compile's autotuning makes of a kernel argument that stays at any batch "
+    "(a live buffer of its size, judged fixed)",
     "activation or input by category (made in forward and saved for backward, or "
     "the program's input)",
     "never freed only because the recording ended; its call site made and freed it earlier",
     "never freed, made again and again by its call site: outputs kept every iteration",
     "never freed, made once by a line of the program itself (not library code): "
     "a batch of inputs reused every step",
+    "a copy torch.compile's autotuning makes of a kernel argument that grows with the batch "
+    "(a live buffer of its size, judged to scale)",
     "made per iteration in forward or backward: an activation, input or their temporary",
     "not an allocation",
 )
@@ -118,6 +152,34 @@ class Judgement:
     # int64 per request: a workspace's operands (:attr:`.workspaces.WorkspaceModel.operands`),
     # bytes at the recorded batch (they scale with it); None or 0: not known.
     operands: np.ndarray | None = None
+    # Bool per request: judged by a coincidence of sizes alone, either way could be right:
+    # its size is both a model-state tensor's (or half one) and that of an allocation judged
+    # to scale (16 x 256 x 1024 fp32 activations are exactly a 1024 x 4096 fp32 weight),
+    # and it is not state by its lifetime (kept from before the first iteration, or the
+    # optimizer's).  None: not looked.
+    guessed: np.ndarray | None = None
+    # Bool per request: made by torch.compile's autotuning (see :attr:`tuning`); None:
+    # not looked (the tuning rules then tell).
+    tuned: np.ndarray | None = None
+
+    @property
+    def tuning(self) -> np.ndarray:
+        """Bool per request: made by torch.compile's autotuning (Inductor benchmarking its
+        kernels the first time each runs).  Which kernels it tunes, and how often, follows
+        the shapes: the same program tuned 16, 22 and 26 times at GPT-2 batch 4, 8 and 12,
+        so at another batch these requests are not the recorded ones scaled."""
+        if self.tuned is not None:
+            return self.tuned
+        return np.isin(self.rule, (TUNING_SCRATCH, TUNING_COPY_FIXED, TUNING_COPY_SCALED))
+
+    @property
+    def doubtful(self) -> np.ndarray:
+        """Bool per request: its size at another batch is not known from the recording, only
+        bounded: a library's workspace (:attr:`uncertain_workspace`), autotuning's
+        (:attr:`tuning`) or a judgement by size alone (:attr:`guessed`).  Any of them makes a
+        batch prediction an estimate (:func:`.batch_scale.is_estimate`)."""
+        d = self.uncertain_workspace | self.tuning
+        return d | self.guessed if self.guessed is not None else d
 
     @property
     def scales(self) -> np.ndarray:
@@ -213,6 +275,98 @@ def _state_by_category(evd: ev.Evidence) -> np.ndarray:
     return fixed
 
 
+# torch.compile: what Inductor's frames say that the evidence's phases cannot.  A compiled
+# backward runs AOT autograd's Python wrapper on the autograd thread, so its allocations
+# have Python frames (the generated ``<hash>.py`` ``call``) and read as forward; the
+# wrapper's backward functions tell them apart.
+_AOT_DIR = "/torch/_functorch/_aot_autograd/"
+_AOT_BACKWARD = {"_backward_impl", "call_compiled_backward", "backward",
+                 "_backward_prologue", "_backward_epilogue"}
+_COMPILED_AUTOGRAD = "/torch/_dynamo/compiled_autograd.py"
+_INDUCTOR = "/torch/_inductor/"
+# Autotuning, once per compiled shape: the benchmark's own buffers (the cache flush that
+# Triton's do_bench-like timing writes between runs: the L2's size), and the copies it
+# makes of a kernel's arguments so that a kernel writing in place can run again.
+_BENCHMARK_FILES = ("runtime/benchmarking.py", "/testing.py")
+_ARG_COPY_FUNCS = {"clone_preserve_strides", "maybe_clone_args", "clone_args",
+                   "copy_args_to_cpu_if_needed", "benchmark_example_value",
+                   "generate_example_value"}
+NO_TUNING, BENCHMARK_SCRATCH, ARG_COPY = range(3)
+# What runs Inductor's generated code (its file sits in a ``torchinductor_<user>`` cache).
+_GENERATED_CALLER = "/torch/_inductor/output_code.py"
+
+
+def _compiled_site(snap, stack: int) -> tuple[bool, int, bool]:
+    """(made in a compiled backward, tuning kind, made by compiled code) of one stack."""
+    backward = False
+    compiled = False
+    tuning = NO_TUNING
+    first_inductor = True
+    for f in snap.stacks.frame_ids(stack).tolist():
+        fn = snap.frames.filename_of(f).replace("\\", "/")
+        name = snap.frames.name_of(f)
+        if _INDUCTOR in fn and first_inductor:
+            # The innermost Inductor frame says what made it; outer ones are the
+            # generated code and its launcher, which make every buffer.
+            first_inductor = False
+            if fn.endswith(_BENCHMARK_FILES):
+                tuning = BENCHMARK_SCRATCH
+            elif name in _ARG_COPY_FUNCS:
+                tuning = ARG_COPY
+        elif name in _ARG_COPY_FUNCS and _INDUCTOR in fn and tuning == NO_TUNING:
+            tuning = ARG_COPY
+        if (_AOT_DIR in fn and name in _AOT_BACKWARD) or fn.endswith(_COMPILED_AUTOGRAD):
+            backward = True
+        if "torchinductor_" in fn or fn.endswith(_GENERATED_CALLER):
+            compiled = True
+    return backward, tuning, compiled
+
+
+def compiled_evidence(case, evd: ev.Evidence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(phase, tuning, compiled) per request: the evidence's phase with torch.compile's
+    backward told apart (:data:`_AOT_BACKWARD`), what Inductor's autotuning made
+    (:data:`NO_TUNING` / :data:`BENCHMARK_SCRATCH` / :data:`ARG_COPY`), and whether
+    Inductor's generated code made it."""
+    snap = case.snap
+    phase = evd.phase.copy()
+    n = len(phase)
+    tuning = np.zeros(n, np.int8)
+    compiled = np.zeros(n, bool)
+    site = evd.site
+    stacks = np.unique(site[site >= 0])
+    if not len(stacks):
+        return phase, tuning, compiled
+    got = [_compiled_site(snap, int(st)) for st in stacks.tolist()]
+    back = np.array([g[0] for g in got], bool)
+    kind = np.array([g[1] for g in got], np.int8)
+    gen = np.array([g[2] for g in got], bool)
+    pos = np.searchsorted(stacks, site)
+    pos = np.minimum(pos, len(stacks) - 1)
+    known = (site >= 0) & (stacks[pos] == site)
+    phase[known & back[pos] & (phase == ev.FORWARD)] = ev.BACKWARD
+    tuning[known] = kind[pos[known]]
+    compiled[known] = gen[pos[known]]
+    return phase, tuning, compiled
+
+
+def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndarray
+                 ) -> np.ndarray:
+    """Per copy (request index), the latest ``sources`` allocation of its size still alive
+    when the copy was made (what autotuning copied); -1 where none is."""
+    out = np.full(len(copies), -1, np.int64)
+    size = reqs.size
+    by_size: dict[int, list[int]] = {}
+    for i in np.flatnonzero(sources).tolist():
+        by_size.setdefault(int(size[i]), []).append(i)
+    for k, i in enumerate(copies.tolist()):
+        cands = by_size.get(int(size[i]), [])
+        for j in reversed(cands[:int(np.searchsorted(cands, i))]):
+            if free_at[j] > i:
+                out[k] = j
+                break
+    return out
+
+
 def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
     """Sorted requested sizes of model-state tensors: made by nn.Module, kept
     optimizer allocations, and blocks alive before the recording that it never frees."""
@@ -263,6 +417,9 @@ def cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
 def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Judgement:
     """Judge every request of ``case`` (a what-if Case); ``batch``: the recorded batch size."""
     evd = evd if evd is not None else ev.gather(case)
+    phase, tuning, compiled = compiled_evidence(case, evd)
+    if (phase != evd.phase).any():
+        evd = dataclasses.replace(evd, phase=phase)
     reqs = case.requests
     n = len(reqs)
     size = reqs.size.astype(np.int64)
@@ -275,6 +432,13 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         todo[m] = False
 
     assign(size <= TINY_BYTES, TINY)
+    assign(tuning == BENCHMARK_SCRATCH, TUNING_SCRATCH)
+    # A copy of a kernel argument is judged like the buffer it copies, once that is judged;
+    # one with no live buffer of its size goes through the rules like any other.
+    copies = np.flatnonzero(todo & (tuning == ARG_COPY))
+    src = _copied_from(reqs, evd.free_at, copies, (reqs.kind == rq.ALLOC) & (tuning == 0))
+    copies, src = copies[src >= 0], src[src >= 0]
+    todo[copies] = False
     if evd.categories is not None:
         # Guessed state falls through to the size rule: a guessed "gradient" that
         # has no parameter's size is an activation's gradient, and scales.
@@ -319,6 +483,9 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         assign(kept & evd.user_line & (evd.phase == ev.FORWARD), INPUT_ONCE)
         assign(kept, KEPT_ONCE)
     assign(np.ones(n, bool), PER_ITERATION)
+    if len(copies):
+        rule[copies] = np.where(np.isin(rule[src], SCALED_RULES), TUNING_COPY_SCALED,
+                                TUNING_COPY_FIXED)
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
     kept_sizes = np.unique(size[(reqs.kind == rq.ALLOC) & ~transient])
@@ -329,4 +496,46 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
                                    scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
     j.maybe_workspace = model.maybe
+    j.guessed = _guessed(reqs, evd, j, states, compiled)
+    j.tuned = (tuning != NO_TUNING) & (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
     return j
+
+
+def _guessed(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray,
+             compiled: np.ndarray) -> np.ndarray:
+    """:attr:`Judgement.guessed`: allocations of Inductor's generated code (``compiled``)
+    whose size is both a model-state tensor's (or half one: autocast's copies) and that of
+    an allocation judged to scale, and that are not state by lifetime (parameters and
+    buffers made before the first iteration and kept, the optimizer's state, library
+    workspaces); and its temporaries judged fixed by :data:`STATE_SIZE`: made and freed in
+    one pass, where fused kernels leave no forward activation of the same size to tell an
+    activation's gradient by (ViT-S at batch 32: attention-backward scratch of
+    32 x 6 x 197 fp32, a parameter's size, where forward saved a padded 32 x 6 x 200)."""
+    n = len(reqs)
+    alloc = reqs.kind == rq.ALLOC
+    size = j.size
+    if not len(states):
+        return np.zeros(n, bool)
+    freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
+    temp = alloc & compiled & (j.rule == STATE_SIZE) & (evd.free_at < n) \
+        & (freed_in == evd.phase)
+    scaled = np.unique(size[alloc & j.scales & (size > TINY_BYTES)])
+    both = scaled[np.isin(scaled, states) | np.isin(scaled * 2, states)]
+    if not len(both):
+        return temp
+    # Eager code keeps its module frames and autograd's activation gradients have their
+    # activation's size, so there the phase and the forward twin decide; only in generated
+    # code is a shared size all there is to go by.
+    out = alloc & compiled & np.isin(size, both)
+    out &= ~np.isin(j.rule, (TINY, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH,
+                             TUNING_COPY_FIXED, TUNING_COPY_SCALED))
+    out &= evd.phase != ev.OPTIMIZER
+    out &= ~((evd.free_at == n) & (evd.phase == ev.SETUP))
+    if evd.categories is not None:
+        sure = np.isin(evd.categories, ("parameter", "optimizer_state"))
+        if evd.category_guess is not None:
+            sure &= ~evd.category_guess
+        if evd.category_reasons is not None:
+            sure |= np.isin(evd.category_reasons, FIXED_REASONS)
+        out &= ~sure
+    return out | temp
