@@ -140,15 +140,15 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
             notes.append(f"  {p.conf}: runs out of memory at event {oom['event']}: "
                          f"{oom['verdict']}")
         if est:
-            n = plural(est["workspace_allocations"], "library workspace")
+            n = est["in_doubt"]
             if span:
                 notes.append(f"  {p.conf}: estimate {span.replace(' - ', ' to ')} over the "
                              f"sizes {n} may take: "
-                             f"{batch_scale.RANGE_WHAT}; {fb(d['peak_reserved_bytes'])} assumes "
-                             "the recorded algorithms (weight part kept, the rest scaled)")
+                             f"{est['why_range']}; {fb(d['peak_reserved_bytes'])} assumes "
+                             "the recorded ones (as judged: weight part kept, the rest scaled)")
             else:
-                notes.append(f"  {p.conf}: an estimate: {n} (not per-sample, made and freed "
-                             "inside one operation) may take other sizes at this batch; "
+                notes.append(f"  {p.conf}: an estimate: {n} may take other sizes at this "
+                             "batch; "
                              "every size tried gives the same peak"
                              + ("" if est["low_bytes"] == est["high_bytes"]
                                 else " to the figures shown") + f", {fb(est['low_bytes'])}")

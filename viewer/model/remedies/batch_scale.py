@@ -23,6 +23,7 @@ import numpy as np
 from ..core import parallel
 from ..core.progress import Progress
 from ..core.units import format_bytes as fb
+from ..core.units import plural
 from ..whatif import Case
 from ..whatif import native_sim
 from ..whatif.run import SimResult, simulate as simulate_requests
@@ -160,7 +161,25 @@ class PeakEstimate:
                 "size_guessed_allocations": self.guessed,
                 "samples": self.samples, "draws": self.draws,
                 "draws_out_of_memory": self.ooms,
-                "what": what}
+                "in_doubt": self.in_doubt(), "why_range": self.why_range(), "what": what}
+
+    def in_doubt(self) -> str:
+        """What the estimate rests on, counted: "3 library workspaces", "2 library
+        workspaces, 26 autotuning allocations and 1 allocation judged by its size"."""
+        ws = self.workspaces - self.tuning - self.guessed
+        parts = [plural(n, one, many) for n, one, many in (
+            (ws, "library workspace", None), (self.tuning, "autotuning allocation", None),
+            (self.guessed, "allocation judged by its size",
+             "allocations judged by their size")) if n > 0]
+        if not parts:
+            return plural(self.workspaces, "allocation") + " of estimated size"
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+    def why_range(self) -> str:
+        """Why those allocations may take other sizes, for the kinds present."""
+        ws = self.workspaces - self.tuning - self.guessed
+        return "; ".join(w for n, w in ((ws, RANGE_WHAT), (self.tuning, TUNING_WHAT),
+                                        (self.guessed, GUESSED_WHAT)) if n > 0) or RANGE_WHAT
 
     @property
     def is_range(self) -> bool:
