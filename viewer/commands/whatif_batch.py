@@ -140,11 +140,12 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
             notes.append(f"  {p.conf}: runs out of memory at event {oom['event']}: "
                          f"{oom['verdict']}")
         if est:
-            n = est["in_doubt"]
+            n = est.get("in_doubt") or plural(est["workspace_allocations"], "library workspace")
             if span:
                 notes.append(f"  {p.conf}: estimate {span.replace(' - ', ' to ')} over the "
                              f"sizes {n} may take: "
-                             f"{est['why_range']}; {fb(d['peak_reserved_bytes'])} assumes "
+                             f"{est.get('why_range', batch_scale.RANGE_WHAT)}; "
+                             f"{fb(d['peak_reserved_bytes'])} assumes "
                              "the recorded ones (as judged: weight part kept, the rest scaled)")
             else:
                 notes.append(f"  {p.conf}: an estimate: {n} may take other sizes at this "

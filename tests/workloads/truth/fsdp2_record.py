@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--fsdp1", action="store_true",
+                    help="FSDP1 (FullyShardedDataParallel, FlatParameter) instead of fully_shard")
     args = ap.parse_args(argv)
 
     import torch
@@ -170,11 +172,27 @@ def main(argv: list[str] | None = None) -> int:
         model_name = "transformers.GPT2LMHeadModel"
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if args.mp == "bf16" else MixedPrecisionPolicy()
-    code_lines["fully_shard"] = here(2)
-    for block in blocks:
-        fully_shard(block, mp_policy=mp, reshard_after_forward=bool(args.reshard_after_forward))
-    fully_shard(model, mp_policy=mp)
-    if args.init == "meta":
+    if args.fsdp1:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import MixedPrecision
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        block_types = {type(b) for b in blocks}
+        code_lines["fully_shard"] = here(2)
+        model = FSDP(
+            model, auto_wrap_policy=ModuleWrapPolicy(block_types), use_orig_params=True,
+            device_id=dev if cuda else None,
+            mixed_precision=MixedPrecision(param_dtype=torch.bfloat16,
+                                           reduce_dtype=torch.float32)
+            if args.mp == "bf16" else None)
+        blocks = [m for m in model.modules() if type(m) in block_types]
+    else:
+        code_lines["fully_shard"] = here(2)
+        for block in blocks:
+            fully_shard(block, mp_policy=mp,
+                        reshard_after_forward=bool(args.reshard_after_forward))
+        fully_shard(model, mp_policy=mp)
+    if args.init == "meta" and not args.fsdp1:
         code_lines["to_empty"] = here()
         model.to_empty(device=dev)
         if init is not None:
@@ -239,11 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     gathered = {p: n for p, n in gathered.items() if p not in params}
     n_params = sum(p.numel() for p in model.parameters())
 
+    kind = "FSDP1 (FlatParameter)" if args.fsdp1 else "FSDP2 (fully_shard)"
     sidecar: dict = {}
     if rec is not None:
         path = rec.dump(str(out / f"{name}.pickle"))
         side_path = capture.files.sidecar_path(path)
-        capture.files.update_sidecar(side_path, workload=f"FSDP2 {model_name}, rank {rank}",
+        capture.files.update_sidecar(side_path, workload=f"{kind} {model_name}, rank {rank}",
                                      truth_file=f"{name}.truth.json")
         sidecar = json.loads(Path(side_path).read_text())
         rec.stop()
@@ -253,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA, "name": name, "kind": "fsdp", "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(dev) if cuda else None, "device": local,
         "rank": rank, "world_size": world,
-        "workload": f"FSDP2 fully_shard per block + root, {model_name}, {args.optimizer}, "
+        "workload": f"{kind} sharded per block + root, {model_name}, {args.optimizer}, "
                     f"mixed precision {args.mp}, init on {args.init}, "
                     f"reshard_after_forward={bool(args.reshard_after_forward)}",
         "model": model_name, "model_config": cfg, "parameter_count": n_params,

@@ -76,8 +76,11 @@ _FSDP_FRAMES = {
     ("distributed/fsdp/_flat_param.py", "_init_flat_param_and_metadata"): K_FSDP_SHARD,
     ("distributed/fsdp/_flat_param.py", "flatten_tensors"): K_FSDP_SHARD,
     ("distributed/fsdp/_flat_param.py", "_get_shard"): K_FSDP_SHARD,
+    ("distributed/fsdp/_flat_param.py", "init_flat_param_attributes"): K_FSDP_GATHER,
+    ("distributed/fsdp/_flat_param.py", "_use_low_precision_shard"): K_FSDP_ALL_GATHER,
     ("distributed/fsdp/_flat_param.py", "_alloc_padded_unsharded_flat_param"): K_FSDP_GATHER,
     ("distributed/fsdp/_flat_param.py", "_all_gather_flat_param"): K_FSDP_GATHER,
+    ("distributed/fsdp/_runtime_utils.py", "_post_backward_hook"): K_FSDP_REDUCE,
     ("distributed/fsdp/_runtime_utils.py", "_reduce_grad"): K_FSDP_REDUCE,
 }
 

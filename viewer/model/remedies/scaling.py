@@ -11,8 +11,9 @@ Fixed (the size stays):
 
 * ``tiny``: at most 512 B, one minimum block at any batch;
 * ``state_category``: the categories package (:mod:`..categories`) says
-  parameter / gradient / optimizer_state (not as a guess), or a library
-  workspace or optimizer temporary;
+  parameter / gradient / optimizer_state (not as a guess), FSDP's gathered
+  parameters or communication buffers, or a library workspace or optimizer
+  temporary;
 * ``optimizer``: made inside ``Optimizer.step`` / ``zero_grad`` or by
   ``torch/optim`` code, which works on parameters;
 * ``module_state``: made by ``nn.Module._apply`` / ``.to()`` / ``.cuda()`` /
@@ -95,8 +96,8 @@ SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCA
                 PER_ITERATION)
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
-    "model state by category (parameter, gradient, optimizer state, library workspace "
-    "or optimizer temporary)",
+    "model state by category (parameter, gradient, optimizer state, FSDP's gathered "
+    "parameters or communication buffers, library workspace or optimizer temporary)",
     "made by the optimizer (torch/optim, Optimizer.step or zero_grad), which works on parameters",
     "parameter or buffer made by nn.Module (_apply, .to(), .cuda(), initialisation)",
     "made by torch.compile's kernel benchmarking (Inductor's autotuning): a buffer sized by "
@@ -120,7 +121,10 @@ REASONS = (
 )
 TINY_BYTES = 512
 STATE_SIZE_MIN = 1024  # smaller model-state sizes collide too easily with activations
-FIXED_CATEGORIES = ("parameter", "gradient", "optimizer_state")
+# The model's state and, in sharded training, what FSDP gathers of it per block and the
+# buffers its collectives move it through: their sizes follow the model, not the batch.
+FIXED_CATEGORIES = ("parameter", "gradient", "optimizer_state", "parameter_gathered",
+                    "communication")
 # Temporaries the categories package names as library workspaces or optimizer scratch.
 FIXED_REASONS = ("workspace_cublas", "workspace_guess", "temp_optimizer")
 SCALED_CATEGORIES = ("activation", "input")
