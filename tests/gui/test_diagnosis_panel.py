@@ -60,7 +60,8 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         assert panel.table.item(r, 2).text() == format_peak(rem)
         if rem.method == "estimated":  # labelled an estimate, and why
             assert "(estimate" in panel.table.item(r, 2).text()
-            assert "An estimate: no program to re-run" in panel.table.item(r, 2).toolTip()
+            assert "An estimate: what the change does depends on" \
+                in panel.table.item(r, 2).toolTip()
             assert "cuDNN" not in panel.table.item(r, 2).toolTip()
             if rem.remedy == "gradient_checkpointing":  # half to two thirds: a range
                 lo, hi = rem.predicted_peak_reserved_range
@@ -68,6 +69,8 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
                     f"(estimate, {format_bytes(lo)} - {format_bytes(hi)})")
         else:  # simulated: an estimate only where the one rule says so
             assert ("estimate" in panel.table.item(r, 2).text()) == rem.is_estimate
+            # The library-workspace explanation only on a batch prediction resting on it.
+            assert ("cuDNN" in panel.table.item(r, 2).toolTip()) == rem.batch_estimate
     # Selecting a simulated remedy overlays its curve and names the memory it acts on.
     sim = next(r for r, rem in enumerate(want.remedies) if rem.remedy == "smaller_batch")
     with qtbot.waitSignal(panel.remedySelected, timeout=5000) as blocker:

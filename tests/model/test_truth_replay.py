@@ -76,7 +76,10 @@ def test_replay_is_exact(path, recorded):
 @pytest.mark.parametrize("path", FILES, ids=name_of)
 def test_whatif_self_check(path, recorded):
     snap, truth, tl = recorded(path)
-    check_ = prepare(snap, device=truth["device"]).self_check()
+    # Where the program reset the peak counters each iteration they cover its last one
+    # (test_replay_is_exact checks the replay against them there).
+    check_ = prepare(snap, device=truth["device"]).self_check(
+        peaks_since_start=not truth.get("peaks_reset_per_iteration"))
     assert check_.ok, check_.first_difference
 
 

@@ -160,6 +160,10 @@ PAIRS = (
     # after .item()), then with it: advise's no_grad_forward remedy at code_lines["validate"].
     ("gpt2_val_grad", "gpt2_val_nograd", "no_grad_forward", "validate"),
     ("vit_val_grad", "vit_val_nograd", "no_grad_forward", "validate"),
+    # The optimizer's state changed: none (SGD without momentum), or 8-bit moments
+    # (torchao's AdamW8bit): advise's 8bit_optimizer remedy and its range.
+    ("gpt2_adamw_fp32", "pair_gpt2_sgd", "8bit_optimizer", None),
+    ("gpt2_adamw_fp32", "pair_gpt2_torchao8bit", "8bit_optimizer", None),
 )
 
 

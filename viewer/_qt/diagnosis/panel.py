@@ -63,8 +63,10 @@ WORKSPACE_WHY = ("An estimate: library workspaces (scratch made and freed inside
                  "were seen in the recording, and the sizes it would pick at another batch "
                  "cannot be known from one recording. The figure assumes the recorded "
                  "algorithms; the range covers the others: " + RANGE_WHAT + ".")
-ESTIMATED_WHY = ("An estimate: no program to re-run, so it is the recorded peak less what the "
-                 "change would remove from the bytes live at it, not a simulation.")
+ESTIMATED_WHY = ("An estimate: what the change does depends on what one recording cannot show "
+                 "(which operations run in bf16, what a checkpointed block saves and "
+                 "recomputes, another optimizer's scratch). The range covers those cases; "
+                 "the figure is a point inside it.")
 
 
 # The advice's stages as parts of one bar (judging is quick, the batch search and the
@@ -435,10 +437,10 @@ class DiagnosisPanel(JobPanel):
         if rem.predicted_peak_reserved_range is not None:
             lo, hi = rem.predicted_peak_reserved_range
             tip += f", estimated range {lo:,} - {hi:,} bytes"
-        if rem.method == "estimated":
-            tip += f"\n\n{ESTIMATED_WHY}\n{rem.detail}"
-        elif rem.predicted_peak_reserved_range is not None:  # a batch prediction
+        if rem.batch_estimate:  # a batch prediction resting on the library's choices
             tip += f"\n\n{WORKSPACE_WHY}"
+        elif rem.is_estimate:
+            tip += f"\n\n{ESTIMATED_WHY}\n{rem.detail}"
         return tip
 
     def selected_remedy(self):

@@ -9,26 +9,31 @@ the answer:
 * ``allocator:SETTINGS``: other ``PYTORCH_CUDA_ALLOC_CONF`` settings (the
   what-if standard set; the best few that lower the peak);
 * ``free_kept``: drop what is kept every iteration (a leak in training;
-  outputs and their graphs kept by an evaluation loop without ``no_grad``).
+  outputs and their graphs kept by an evaluation loop without ``no_grad``):
+  what the program's own line makes only to keep (``.detach().clone()``) is not
+  made, the rest is freed at its iteration's end; an evaluation loop is told to
+  use ``no_grad`` too, and its graphs are freed as :mod:`.no_grad` frees them;
+* ``no_grad_forward``: forwards whose graph no backward uses (:mod:`.no_grad`);
+* ``8bit_optimizer``: the optimizer state's allocations at a quarter of their
+  bytes, with a range down to the run without state nor step temporaries (SGD
+  without momentum): another optimizer makes other temporaries.
 
-Estimated remedies (no program to re-run; labelled ``estimated``) subtract
-from the recorded peak what they would remove from the bytes live at it:
+Estimated remedies (the change alters what the recording cannot show; labelled
+``estimated``, each with a range of the predicted peak reserved) are bounded by
+runs of edited streams too (:mod:`.changes`), so the range is in reserved bytes,
+segment caching included:
 
-* ``gradient_checkpointing``: half the activations live at the peak (a
-  checkpointed block keeps its input and recomputes the rest in backward;
-  with the model's repeated blocks checkpointed roughly half to two thirds
-  of the activations go; half is the conservative figure, the range goes to two
-  thirds: GPT-2 batch 13, 2.03 GiB needed, checkpointed 1.27 GiB real, range
-  1.19 - 1.40 GiB);
-* ``bf16_autocast``: a quarter of the forward activations, when the recording
-  shows no half-precision weight copies (autocast already on).  Not half:
-  autocast keeps the fp32 weights (and adds bf16 copies) and runs softmax,
-  norms and the loss in fp32.  The quarter is one measurement (GPT-2, batch
-  13, fp32 -> bf16: 1.72 GiB real vs 2.03 GiB needed), not a law;
-* ``8bit_optimizer``: three quarters of the optimizer state live at the peak
-  (two fp32 moments become two 8-bit ones);
+* ``gradient_checkpointing``: the repeated blocks' saved activations removed but
+  one block's (recomputed one at a time), and besides keeping each block's
+  largest saved tensor (the block input a checkpoint keeps is at most that
+  large); the point is the middle, the range's top adds one block's bytes made
+  again in backward where the cache may have no room;
+* ``bf16_autocast``: activations and temporaries of autocast's bf16 ops halved,
+  of its fp32 ops kept, the rest at three quarters, plus bf16 weight copies; the
+  range goes from every activation halved to nothing saved but the copies added;
 * ``set_to_none``: the gradients live at a peak in the forward pass (with
-  the categories package: gradients zeroed in place stay allocated).
+  the categories package: gradients zeroed in place stay allocated), the range
+  up to the recorded peak (freed segments may stay cached).
 
 The live bytes at the peak are split by the batch-scaling judgement
 (:mod:`.scaling`): activations = allocations that scale with the batch and
@@ -52,7 +57,7 @@ from ..whatif import native_sim
 from ..whatif import requests as rq
 from ..whatif.predictions import verdict as oom_verdict
 from ..whatif.run import simulate as simulate_requests
-from . import batch_scale, edit, evidence, scaling
+from . import batch_scale, changes, evidence, scaling
 
 SIMULATED, ESTIMATED = "simulated", "estimated"
 ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that lower the peak)
@@ -90,7 +95,9 @@ class Remedy:
     acts_on: np.ndarray | None = field(default=None, repr=False)  # bool per request it changes
     # (low, high) of the predicted peak when it is an estimate with a range: a batch
     # prediction that hangs on library workspaces (cuDNN-like) whose size at another
-    # batch is not in the recording.  None: no range known (exact, or estimated without).
+    # batch is not in the recording, a simulated change that also alters what the
+    # recording cannot show (another optimizer's temporaries), or an estimated remedy
+    # (every one has a range, but where its ends are one value).  None: exact.
     predicted_peak_reserved_range: tuple[int, int] | None = None
 
     # A smaller-batch remedy's batch (None: the recorded batch is not known) and its
@@ -165,6 +172,9 @@ class Advice:
 
     # What the user should know about these answers (a window that starts late, ...).
     notes: list[str] = field(default_factory=list)
+    # A rank of sharded (FSDP) training: its shards and what more ranks would hold
+    # (:meth:`~..categories.MemoryBreakdown.sharding`); None: not sharded.
+    sharding: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -178,6 +188,7 @@ class Advice:
             "memory_limit_known": self.limit_known,
             "fragmentation_oom": self.fragmentation,
             "notes": self.notes,
+            "sharding": self.sharding,
             "recorded_batch": self.recorded_batch,
             "largest_scale_that_fits": self.largest_scale_that_fits,
             "largest_batch_that_fits": self.largest_batch_that_fits,
@@ -197,6 +208,13 @@ def _most_common_user_frame(snap, sites: np.ndarray) -> str | None:
         if w:
             counts[w] = counts.get(w, 0) + int((sites == s).sum())
     return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _parameters(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations that are parameters: by category when known, else module state."""
+    if evd.categories is not None:
+        return evd.categories == "parameter"
+    return j.rule == scaling.MODULE_STATE
 
 
 def _optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
@@ -350,6 +368,17 @@ def _autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> 
     return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
 
 
+def _split_estimate(rid, title, peak, floor, lim, predicted, low, high, change, where,
+                    detail, acts_on) -> Remedy:
+    """An estimated remedy from the split at the peak, its range ``low`` - ``high``
+    (the segments reserved before the recording stay: the floor)."""
+    p = max(int(predicted), floor)
+    lo, hi = min(max(int(low), floor), p), max(int(high), p)
+    return Remedy(rid, title, p, peak - p, ESTIMATED, change, where,
+                  None if lim is None else p <= lim, detail, acts_on=acts_on,
+                  predicted_peak_reserved_range=(lo, hi) if lo < hi else None)
+
+
 def _is_fragmentation(case: Case, recorded) -> bool:
     """The recorded run's first OOM was one of fragmentation (free bytes enough, no block)."""
     return getattr(recorded.first_oom, "kind", None) == "fragmentation"
@@ -466,19 +495,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     # Evidence for it: the same line kept something in two or more iterations.
     if kept.any() and _iterations_spanned(evd, kept, case.requests) >= 2:
         eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
-        # Keep only the latest: each kept allocation is released right after the next one
-        # from its call site is made (what reassigning or `del` does); the last stays.
-        site = evd.site
-        order = np.flatnonzero(kept)
-        frees = []
-        last_of: dict[int, int] = {}
-        for i in order.tolist():
-            s_ = int(site[i])
-            if s_ in last_of:
-                frees.append((last_of[s_], i))
-            last_of[s_] = i
-        freed = edit.freed_after(case, frees)
-        res = freed.simulate(None, lim)
+        freed = changes.kept_freed(case, evd, kept)
+        # An evaluation loop is told to run under no_grad too: its prediction is of both
+        # (the graphs the kept outputs held go as a no_grad forward frees them).
+        graphs = changes.graphs_freed(freed) if eval_loop else None
+        res = (graphs or freed).simulate(None, lim)
         site_where = _most_common_user_frame(snap, evd.site[kept])
         per = int(case.requests.size[kept].sum())
         if eval_loop:  # no backward, no optimizer step: evaluation (or no telling)
@@ -490,9 +511,12 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         r = simulated(
             "free_kept", "Free what is kept every iteration", res, change, site_where,
             f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
-            "again at the same line; re-simulated keeping only the latest of each"
-            + ("; without no_grad the graph is still saved in each step, so no_grad "
-               "saves more than this" if eval_loop else ""), freed, kept)
+            "again at the same line; re-simulated with what the program's own line made "
+            "to keep not made, and the rest freed at the end of its iteration"
+            + ("; and with the graphs freed as a no_grad forward frees them"
+               if graphs is not None else
+               "; without no_grad the graph is still saved in each step, so no_grad "
+               "saves more than this" if eval_loop else ""), graphs or freed, kept)
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- forward passes whose graph no backward uses: no_grad (simulated, no_grad.py) ---
@@ -504,7 +528,45 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                       no_grad.CHANGE, ng.where, ng.detail, ng.case, ng.allocations)
         if r.saving_bytes > 0:
             remedies.append(r)
-    # -- estimated from the split at the peak ------------------------------------------
+
+    def bounded(r: Remedy, *ends: int) -> Remedy:
+        """``r`` with the range its prediction lies in: the lowest and highest of
+        ``ends`` and its point (None where they are one value: no range)."""
+        p = r.predicted_peak_reserved_bytes
+        lo, hi = min(p, *ends), max(p, *ends)
+        r.predicted_peak_reserved_range = (lo, hi) if lo < hi else None
+        return r
+
+    # -- optimizer state: 8-bit, or none (simulated, with the range of both) ----------
+    opt_state = _optimizer_state(evd, j) & (case.requests.kind == rq.ALLOC)
+    opt = split["optimizer_state"]
+    # A run that ran out of memory was cut at its OOM: an edited stream shows nothing of
+    # what the change does after it, so the remedies below estimate from the split at
+    # the OOM instead of simulating.
+    cut = recorded.first_oom is not None
+    if opt > 0 and opt_state.any() and cut:
+        remedies.append(_split_estimate(
+            "8bit_optimizer", "8-bit optimizer state", peak, floor, lim,
+            peak - opt * 3 // 4, peak - opt, peak - opt * 3 // 4 + 1,
+            "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`, torchao's "
+            "`AdamW8bit`) or SGD without momentum",
+            _most_common_user_frame(snap, evd.site[opt_state]),
+            f"estimated: three quarters of the {fb(opt)} of optimizer state live "
+            f"{moment_name} (down to all of it: SGD without momentum)", opt_state))
+    elif opt > 0 and opt_state.any():
+        opt_where = _most_common_user_frame(snap, evd.site[opt_state])
+        eight, none = changes.optimizer_cases(case, evd, opt_state)
+        r = simulated(
+            "8bit_optimizer", "8-bit optimizer state", eight.simulate(None, lim),
+            "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`, torchao's "
+            "`AdamW8bit`) or SGD without momentum", opt_where,
+            f"re-simulated with the {fb(int(case.requests.size[opt_state].sum()))} of "
+            "optimizer state allocations at a quarter of their bytes (two fp32 moments "
+            "become two 8-bit ones); the range reaches down to no state and none of the "
+            "step's temporaries (SGD without momentum), whose run is simulated too",
+            eight, opt_state)
+        remedies.append(bounded(r, _demand(none, none.simulate(None, lim), lim)))
+    # -- estimated from the split at the peak, bounded by simulated runs --------------
     act = split["activations"]
     if evd.categories is not None:
         activations = evd.categories == "activation"
@@ -515,52 +577,74 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     live_activations = activations & (case.requests.kind == rq.ALLOC) & (idx_all <= at) \
         & (evd.free_at > at)
 
-    def estimated(rid, title, saving, change, where, detail, acts_on=None,
-                  most_saving=None) -> Remedy:
+    def estimated(rid, title, predicted, change, where, detail, acts_on, low, high) -> Remedy:
         # The segments reserved before the recording stay in the prediction, as they
         # stay in the simulated ones: the window cannot tell what made them.
-        room = max(peak - floor, 0)
-        want = max(int(most_saving if most_saving is not None else saving), 0)
-        saving = int(min(max(saving, 0), room))
-        p = peak - saving
-        # ``most_saving``: the upper end of what the change is known to save (a range).
-        rng = (peak - int(min(max(most_saving, saving), room)), p) \
-            if most_saving is not None else None
-        if rng is not None and rng[0] >= rng[1]:
-            rng = None  # a range of zero width is no range
-        if floor and want > room:
+        p = int(predicted)
+        lo, hi = min(int(low), p), max(int(high), p)
+        if floor and min(lo, p) <= floor:
             detail += (f"; the {fb(floor)} reserved before the recording started stays "
                        "reserved in this prediction (the window cannot show what made it)")
-        return Remedy(rid, title, p, saving, ESTIMATED, change, where,
+        return Remedy(rid, title, p, peak - p, ESTIMATED, change, where,
                       None if lim is None else p <= lim, detail, acts_on=acts_on,
-                      predicted_peak_reserved_range=rng)
+                      # a range of zero width is no range: the estimate is labelled alone
+                      predicted_peak_reserved_range=(lo, hi) if lo < hi else None)
+
+    def sim_peak(c: Case) -> int:
+        return _demand(c, c.simulate(None, lim), lim)
 
     # Checkpointing needs saved activations made by repeated blocks; autocast needs
     # activations at all.
-    if act > 0 and _repeated_sites(evd, live_activations):
+    blocks = changes.repeated_blocks(case, evd, j) \
+        if act > 0 and _repeated_sites(evd, live_activations) else None
+    if blocks is not None and cut:
         remedies.append(estimated(
-            "gradient_checkpointing", "Gradient checkpointing of the repeated blocks", act // 2,
+            "gradient_checkpointing", "Gradient checkpointing of the repeated blocks",
+            peak - act // 2,
             "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
             "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
             f"estimated: half (up to two thirds) of the {fb(act)} of activations live "
-            f"{moment_name}", activations, most_saving=act * 2 // 3))
-    if act > 0:
-        if not _autocast_seen(case, evd, j):
-            remedies.append(estimated(
-                "bf16_autocast", "bf16 mixed precision (autocast)", act // 4,
-                "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",
-                fwd_where, f"estimated: a quarter of the {fb(act)} of activations "
-                "(autocast keeps fp32 weights and runs softmax, norms and the loss in fp32)",
-                activations))
-    opt = split["optimizer_state"]
-    if opt > 0:
-        opt_where = _most_common_user_frame(snap, evd.site[_optimizer_state(evd, j)])
+            f"{moment_name} (a checkpointed block keeps its input and recomputes the rest)",
+            activations, max(peak - act * 2 // 3, floor), peak - act // 2))
+    elif blocks is not None:
+        low_c, high_c = changes.checkpoint_cases(case, blocks)
+        a, b = sim_peak(low_c), sim_peak(high_c)
         remedies.append(estimated(
-            "8bit_optimizer", "8-bit optimizer state", opt * 3 // 4,
-            "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`) or SGD without "
-            "momentum", opt_where,
-            f"estimated: three quarters of the {fb(opt)} of optimizer state live {moment_name}",
-            _optimizer_state(evd, j)))
+            "gradient_checkpointing", "Gradient checkpointing of the repeated blocks",
+            (a + b) // 2,
+            "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
+            "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
+            f"estimated: {blocks.n_blocks} repeated blocks; re-simulated without their saved "
+            "activations but one block's (recomputed one at a time in backward), and "
+            "keeping besides each block's largest saved tensor (a checkpoint keeps the "
+            "block's input, at most that large): the estimate is the middle of both runs; "
+            f"the range adds to the higher one block's {fb(blocks.block_bytes)}, made again "
+            "in backward where the cache may have no room for them",
+            blocks.saved, min(a, b), max(a, b) + blocks.block_bytes))
+    if act > 0 and not _autocast_seen(case, evd, j):
+        # bf16 copies of the weights, cached for the forward and saved for backward.
+        copies = int(case.requests.size[(case.requests.kind == rq.ALLOC)
+                                        & _parameters(evd, j)].sum()) // 2
+        high = peak + copies
+        change = "run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`"
+        if cut:  # from the split at the OOM: a quarter of the activations, up to half
+            remedies.append(estimated(
+                "bf16_autocast", "bf16 mixed precision (autocast)", peak - act // 4 + copies,
+                change, fwd_where, f"estimated: a quarter of the {fb(act)} of activations "
+                f"live {moment_name} (autocast runs norms, softmax and the loss in fp32), "
+                f"plus {fb(copies)} of bf16 weight copies; the range goes from half of them "
+                "to nothing saved but the copies added", activations,
+                max(peak - act // 2, floor), high))
+        else:
+            low_c, point_c, data = changes.autocast_cases(case, evd, j)
+            remedies.append(estimated(
+                "bf16_autocast", "bf16 mixed precision (autocast)",
+                min(sim_peak(point_c) + copies, high), change, fwd_where,
+                "estimated: re-simulated with the activations of the ops autocast runs in "
+                "bf16 (convolutions, linear layers, matmuls, attention) halved, of its fp32 "
+                "ops (norms, softmax, losses) kept, the rest at three quarters, plus "
+                f"{fb(copies)} of bf16 weight copies; the range goes from every activation "
+                "halved to nothing saved but the copies added", data, sim_peak(low_c), high))
     if evd.categories is not None and 0 <= at < n and evd.phase[at] == evidence.FORWARD:
         idx = np.arange(n)
         grads = (case.requests.kind == rq.ALLOC) & (idx <= at) & (evd.free_at > at) \
@@ -569,11 +653,13 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         if kept_grads > 0:
             remedies.append(estimated(
                 "set_to_none", "Free gradients before the forward pass (set_to_none)",
-                kept_grads, "call `optimizer.zero_grad(set_to_none=True)` (the default since "
-                "torch 2.0) instead of zeroing gradients in place",
+                max(peak - kept_grads, floor), "call `optimizer.zero_grad(set_to_none=True)` "
+                "(the default since torch 2.0) instead of zeroing gradients in place",
                 _most_common_user_frame(snap, evd.site[j.rule == scaling.OPTIMIZER]),
                 f"estimated: {fb(kept_grads)} of gradients are live at a peak in the forward "
-                "pass; with set_to_none they are made again in backward", grads))
+                "pass; with set_to_none they are made again in backward.  Reserved falls by "
+                "up to their bytes: the range reaches the recorded peak, where the freed "
+                "gradients' segments stay cached", grads, max(peak - kept_grads, floor), peak))
     # A remedy that saves nothing is no remedy, unless it makes an OOM run fit.
     remedies = [r for r in remedies if r.saving_bytes > 0
                 or (recorded.first_oom is not None and r.fits)]
@@ -585,6 +671,12 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     if not remedies:
         notes.append("no remedy has its evidence in this recording (nothing that scales "
                      "with the batch, no saved activations, nothing kept each iteration)")
+    # A rank of sharded training: what it holds of the model, and what more ranks would.
+    bd = evd.breakdown
+    sharding = bd.sharding(at_event) if bd is not None and 0 <= at_event < bd.n_events \
+        else None
+    if sharding is not None:
+        notes.append(sharding.note())
     fragmentation = recorded.first_oom is not None and _is_fragmentation(case, recorded)
     # The order follows the verdict: a fragmentation OOM leads with what removes the
     # fragmentation (allocator settings), then the rest by predicted peak.
@@ -609,7 +701,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         largest_batch_that_fits=safe.batch if safe is not None else None, recorded_batch=batch,
         search_capped=bool(search and search.capped and near is not None
                            and not near.stepped_down),
-        batch_workspaces=int(j.uncertain_workspace.sum()), near_limit=near)
+        batch_workspaces=int(j.uncertain_workspace.sum()), near_limit=near,
+        sharding=sharding.to_dict() if sharding is not None else None)
 
 
 def format_peak(r: Remedy) -> str:
@@ -657,8 +750,11 @@ def format_text(advice: Advice) -> str:
     lines += split_lines(a)
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces sized as a fixed "
-               "weight part plus a per-sample part") if a.batch_workspaces else ""
+        safe = a.near_limit.safe if a.near_limit is not None else None
+        doubt = safe.estimate.in_doubt() if safe is not None and safe.estimate is not None \
+            else f"{a.batch_workspaces} library workspaces sized as a fixed weight part " \
+            "plus a per-sample part"
+        est = f"; an estimate: {doubt}" if a.largest_batch_is_estimate else ""
         near = ("; " + batch_scale.near_limit_words(a.near_limit)) \
             if a.near_limit is not None else ""
         if a.largest_batch_that_fits is not None:

@@ -88,8 +88,11 @@ def _frame_provenance(snap, stack: int, cache: dict[int, int]) -> int:
         if "/torch/optim/" in fn or fn.startswith("torch/optim/"):
             prov = PROV_OPTIMIZER
             break
+        # A module's state: made by its .to()/_apply/init functions, or by its
+        # constructor (a model built on the GPU: ``with torch.device("cuda")``).
         if name in _MODULE_STATE_FUNCS and ("/torch/nn/" in fn or "modeling_utils" in fn) \
-                or fn.endswith("torch/nn/init.py"):
+                or fn.endswith("torch/nn/init.py") \
+                or name == "__init__" and "/torch/nn/modules/" in fn:
             prov = PROV_MODULE_STATE
             break
     if prov == PROV_NONE and py_seen:

@@ -96,6 +96,23 @@ def _free_rows(reqs) -> np.ndarray:
     return ((k == rq.FREE) | (k == rq.FREE_REQ) | (k == rq.FREE_DONE)) & (reqs.ref >= 0)
 
 
+# Modules that run only while torch.compile builds a graph: its pattern passes trace
+# sample tensors on the device (forward-like allocations dropped together, no backward),
+# which is no forward of the program.
+_COMPILE_TIME = ("/torch/_inductor/fx_passes/", "/torch/_inductor/pattern_matcher.py")
+
+
+def _compiling(snap, site: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Bool per request of ``mask``: made inside a compile-time pass (:data:`_COMPILE_TIME`)."""
+    out = np.zeros(len(site), bool)
+    for s_ in np.unique(site[mask & (site >= 0)]).tolist():
+        names = (snap.frames.filename_of(f).replace("\\", "/")
+                 for f in snap.stacks.frame_ids(int(s_)).tolist())
+        if any(m in fn for fn in names for m in _COMPILE_TIME):
+            out |= mask & (site == s_)
+    return out
+
+
 def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
     """Bool per request: forward allocations freed in a graph drop that no backward
     ran before (see the module docstring)."""
@@ -109,6 +126,8 @@ def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
     bwd = np.cumsum(alloc & (evd.phase == evidence.BACKWARD))
     end = np.minimum(evd.free_at, n - 1)
     cand = freed & (bwd[end] == bwd[idx])
+    if cand.any():
+        cand &= ~_compiling(case.snap, evd.site, cand)
     if not cand.any():
         return cand
     # Runs of consecutive free rows (an allocation or anything else ends a run).

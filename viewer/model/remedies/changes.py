@@ -1,0 +1,259 @@
+"""The recorded request stream edited as a remedy changes the program, for
+:mod:`.advise` to simulate: what is kept, the optimizer's state, the precision of
+activations, checkpointed blocks.
+
+Each edit gives one stream, or two that bound what the change can do where the
+recording cannot tell exactly (an 8-bit optimizer's own temporaries, which ops
+autocast runs in bf16, which tensor a checkpoint keeps per block).  The allocator
+model runs each one, so segment caching and rounding are in the answer: the real
+reserved peak moves by other amounts than the bytes removed (a freed block stays
+cached, a smaller one may fit a segment already there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..whatif import Case
+from ..whatif import requests as rq
+from . import edit, evidence, no_grad, scaling
+
+
+def _alloc(case: Case) -> np.ndarray:
+    return case.requests.kind == rq.ALLOC
+
+
+def with_sizes(case: Case, mask: np.ndarray, factor: Fraction) -> Case:
+    """``case`` with the allocations of ``mask`` asking ``factor`` times their bytes
+    (rounded up to the allocator's 512 B; at least 512 B)."""
+    sizes = case.requests.size.copy()
+    m = mask & _alloc(case)
+    new = -((-sizes[m] * factor.numerator) // factor.denominator)
+    sizes[m] = np.maximum(-(-new // 512) * 512, 512)
+    return case.with_requests(dataclasses.replace(case.requests, size=sizes.astype(np.int64)))
+
+
+def _gone_rows(case: Case, drop: np.ndarray) -> np.ndarray:
+    """Rows :func:`.edit.without` removes for ``drop``: the allocations and their frees."""
+    reqs = case.requests
+    drop = drop & _alloc(case)
+    gone = drop.copy()
+    freeing = ((reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ)
+               | (reqs.kind == rq.FREE_DONE)) & (reqs.ref >= 0)
+    gone[freeing] = drop[reqs.ref[freeing]]
+    return gone
+
+
+# -- what is kept every iteration ------------------------------------------------------
+
+
+def iteration_starts(case: Case, evd: evidence.Evidence) -> np.ndarray:
+    """Request index where each iteration begins: from the optimizer steps, else (an
+    evaluation loop) each allocation at the line of the window's first forward
+    allocation (each iteration begins with its batch).  Empty: not known."""
+    if evd.n_iterations and len(evd.iteration_starts) >= 2:
+        return np.asarray(evd.iteration_starts, np.int64)
+    fw = np.flatnonzero(_alloc(case) & (evd.phase == evidence.FORWARD) & (evd.site >= 0))
+    if not len(fw):
+        return np.zeros(0, np.int64)
+    starts = fw[evd.site[fw] == evd.site[fw[0]]]
+    return starts if len(starts) >= 2 else np.zeros(0, np.int64)
+
+
+def kept_freed(case: Case, evd: evidence.Evidence, kept: np.ndarray) -> Case:
+    """``case`` as the program that keeps nothing across iterations:
+
+    * what the program's own line makes only to keep it (``x.detach().clone()``,
+      the innermost frame the program's code) is not made at all;
+    * the rest (outputs the model made, and the graphs they hold) is freed when its
+      iteration ends, as a loop that keeps ``.item()`` drops them; with no iteration
+      known, right after the next allocation from its call site (the last stays).
+    """
+    reqs = case.requests
+    n = len(reqs)
+    clones = kept & evd.user_line
+    out_rows = np.flatnonzero(kept & ~clones)
+    starts = iteration_starts(case, evd)
+    frees: list[tuple[int, int]] = []
+    if len(starts):
+        nxt = np.searchsorted(starts, out_rows, side="right")
+        ends = np.where(nxt < len(starts), starts[np.minimum(nxt, len(starts) - 1)] - 1, n - 1)
+        frees = [(a, k) for a, k in zip(out_rows.tolist(), ends.tolist()) if k > a]
+    else:
+        last_of: dict[int, int] = {}
+        for i in out_rows.tolist():
+            s_ = int(evd.site[i])
+            if s_ in last_of:
+                frees.append((last_of[s_], i))
+            last_of[s_] = i
+    if clones.any():
+        # Rows shift when the clones and their frees go: renumber the frees' rows.
+        gone = _gone_rows(case, clones)
+        new_index = np.cumsum(~gone) - 1
+        frees = [(int(new_index[a]), int(new_index[k])) for a, k in frees
+                 if not gone[a] and not gone[k]]
+        case = edit.without(case, clones)
+    return edit.freed_after(case, frees)
+
+
+def graphs_freed(case: Case) -> Case | None:
+    """``case`` with the graphs its forwards dropped without a backward freed as a
+    ``no_grad`` forward frees them (:mod:`.no_grad`); None: no such forward."""
+    got = no_grad.plan(case, evidence.gather(case, categories=None))
+    return got.case if got is not None else None
+
+
+# -- optimizer state -------------------------------------------------------------------
+
+
+def optimizer_step_temporaries(case: Case, evd: evidence.Evidence,
+                               state: np.ndarray) -> np.ndarray:
+    """Allocations the optimizer step makes and frees in it (foreach intermediates):
+    another optimizer makes others."""
+    return _alloc(case) & (evd.phase == evidence.OPTIMIZER) & ~state & (evd.free_at < len(evd))
+
+
+def optimizer_cases(case: Case, evd: evidence.Evidence, state: np.ndarray
+                    ) -> tuple[Case, Case]:
+    """(8-bit, none): the stream with the optimizer state's allocations at a quarter of
+    their bytes (two fp32 moments become two 8-bit ones; the per-block scales are
+    under 2 % more), and with no state and none of the step's temporaries (SGD
+    without momentum updates in place)."""
+    eight = with_sizes(case, state, Fraction(1, 4))
+    none = edit.without(case, state | optimizer_step_temporaries(case, evd, state))
+    return eight, none
+
+
+# -- autocast --------------------------------------------------------------------------
+
+# Innermost torch functions whose outputs autocast makes bf16 (its lower-precision list:
+# convolutions, linear layers, matmuls, attention) ...
+_LOW_PRECISION = {"_conv_forward", "conv1d", "conv2d", "conv3d", "linear", "matmul", "bmm",
+                  "scaled_dot_product_attention", "multi_head_attention_forward"}
+# ... and those it runs in fp32 (its fp32 list: norms, softmax, losses).
+_FP32 = {"layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy", "nll_loss",
+         "mse_loss", "binary_cross_entropy_with_logits", "kl_div", "normalize", "rms_norm"}
+
+
+def _op_of(snap, stack: int) -> str | None:
+    """The innermost Python function of ``stack`` in torch (``linear.py``'s ``forward``
+    is ``linear``; None: no torch frame innermost)."""
+    if stack < 0:
+        return None
+    for f in snap.stacks.frame_ids(stack).tolist():
+        fn = snap.frames.filename_of(f).replace("\\", "/")
+        if not fn.endswith(".py"):
+            continue
+        if "/torch/" not in fn:
+            return None
+        name = snap.frames.name_of(f)
+        if name == "forward" and fn.endswith("/modules/linear.py"):
+            return "linear"
+        return name
+    return None
+
+
+def data_allocations(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
+    """Allocations made from the batch's data (activations, temporaries, gradients of
+    activations): what autocast makes in bf16 where it can.  Model state stays fp32."""
+    if evd.categories is not None:
+        return _alloc(case) & np.isin(evd.categories, ("activation", "temporary"))
+    return _alloc(case) & j.scales & np.isin(evd.phase, (evidence.FORWARD, evidence.BACKWARD))
+
+
+def autocast_cases(case: Case, evd: evidence.Evidence, j: scaling.Judgement
+                   ) -> tuple[Case, Case, np.ndarray]:
+    """(low, point, data): the stream with every data allocation at half its bytes (all
+    in bf16: the most autocast can save), and with those of autocast's bf16 ops halved,
+    those of its fp32 ops kept and the rest (ops that follow their inputs' dtype, the
+    backward pass) at three quarters (half their inputs bf16)."""
+    data = data_allocations(case, evd, j)
+    snap = case.snap
+    rows = np.flatnonzero(data)
+    uniq, inv = np.unique(evd.site[rows], return_inverse=True)
+    ops = [_op_of(snap, int(s_)) for s_ in uniq.tolist()]
+    low_p = np.zeros(len(evd), bool)
+    fp32 = np.zeros(len(evd), bool)
+    low_p[rows] = np.array([o in _LOW_PRECISION for o in ops], bool)[inv] if ops else False
+    fp32[rows] = np.array([o in _FP32 for o in ops], bool)[inv] if ops else False
+    low = with_sizes(case, data, Fraction(1, 2))
+    point = with_sizes(with_sizes(case, low_p, Fraction(1, 2)),
+                       data & ~low_p & ~fp32, Fraction(3, 4))
+    return low, point, data
+
+
+# -- gradient checkpointing ------------------------------------------------------------
+
+
+@dataclass
+class Blocks:
+    """The saved activations of a model's repeated blocks, per forward."""
+
+    saved: np.ndarray  # bool per request: saved in forward by a repeated block, freed later
+    last: np.ndarray  # bool per request: ... by each forward's last block
+    largest: np.ndarray  # bool per request: each block's largest saved tensor
+    n_blocks: int
+    block_bytes: int  # the most one block saves in a forward (requested bytes)
+
+
+def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> Blocks | None:
+    """The forward activations freed in the window (saved for backward) whose call site
+    runs the same number of times in every iteration - once per block - grouped into
+    blocks by the order of their calls: the k-th call of a site in a forward belongs
+    to block ``k * blocks // calls``.  None: no site repeats."""
+    reqs = case.requests
+    n = len(reqs)
+    alloc = _alloc(case)
+    act = evd.categories == "activation" if evd.categories is not None else j.scales
+    saved = alloc & act & (evd.phase == evidence.FORWARD) & (evd.free_at < n) & (evd.site >= 0)
+    rows = np.flatnonzero(saved)
+    if not len(rows):
+        return None
+    key = evd.iteration[rows].astype(np.int64) * (1 << 32) + evd.site[rows].astype(np.int64)
+    order = np.lexsort((rows, key))
+    ks = key[order]
+    start = np.r_[True, ks[1:] != ks[:-1]]
+    group = np.cumsum(start) - 1
+    calls = np.bincount(group)[group]
+    rank = np.arange(len(rows)) - np.flatnonzero(start)[group]
+    rep_calls = calls[start][calls[start] >= 2]
+    if not len(rep_calls):
+        return None
+    vals, counts = np.unique(rep_calls, return_counts=True)
+    nb = int(vals[np.argmax(counts)])  # blocks: the most common number of calls
+    rep = (calls >= 2) & (calls % nb == 0)
+    blk = rank * nb // np.maximum(calls, 1)
+    r = rows[order]
+    out_saved = np.zeros(n, bool)
+    out_saved[r[rep]] = True
+    last = np.zeros(n, bool)
+    last[r[rep & (blk == nb - 1)]] = True
+    # Each block (iteration, block) keeps its input: at most its largest saved tensor.
+    it = evd.iteration[r].astype(np.int64)
+    bkey = it * (nb + 1) + blk
+    sizes = reqs.size[r]
+    largest = np.zeros(n, bool)
+    sel = np.flatnonzero(rep)
+    if len(sel):
+        o = sel[np.lexsort((-sizes[sel], bkey[sel]))]
+        first = np.r_[True, bkey[o][1:] != bkey[o][:-1]]
+        largest[r[o[first]]] = True
+    per_block = np.bincount(np.unique(bkey[rep], return_inverse=True)[1],
+                            weights=sizes[rep]) if rep.any() else np.zeros(1)
+    return Blocks(out_saved, last, largest, nb, int(per_block.max()))
+
+
+def checkpoint_cases(case: Case, blocks: Blocks) -> tuple[Case, Case]:
+    """(low, high): the stream without the repeated blocks' saved activations but the
+    last block's (one block is recomputed at a time in backward), and the same keeping
+    each block's largest saved tensor (a checkpoint keeps the block's input, at most
+    that large).  Neither places the recomputed block's tensors where backward makes
+    them again: a cache with no room for them there needs up to
+    :attr:`Blocks.block_bytes` more (:mod:`.advise` adds it to the range's top)."""
+    low = edit.without(case, blocks.saved & ~blocks.last)
+    high = edit.without(case, blocks.saved & ~blocks.last & ~blocks.largest)
+    return low, high
