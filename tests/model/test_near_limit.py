@@ -298,3 +298,26 @@ def test_the_largest_batch_at_two_more_probed_limits(tag):
         if got < real:
             assert f"{got + 1} is predicted at" in line and "may not fit" in line, line
     assert ran >= 5
+
+
+def test_a_remedy_whose_range_holds_the_limit_may_fit():
+    """GPT-2 at 13 under 2 GiB ran out of memory: a remedy predicted under the limit
+    whose range reaches over it is "maybe" in the table (and in the JSON), not "yes"."""
+    from vramscope.viewer.model.io.load import load_snapshot
+    from vramscope.viewer.model.whatif.predictions import prepare
+
+    path = TRUTH / "limit_sweep_gpt2_oom.pickle.xz"
+    a = advise(prepare(load_snapshot(path)), 13)
+    lim = a.memory_limit_bytes
+    seen = {"maybe": 0, "yes": 0}
+    for r in a.remedies:
+        rng = r.predicted_peak_reserved_range
+        straddles = rng is not None and rng[0] <= lim < rng[1]
+        assert r.range_holds_limit is straddles
+        assert r.to_dict()["range_holds_limit"] is straddles
+        want = "maybe" if straddles else ("yes" if r.fits else "no")
+        assert r.fits_word == want
+        seen[want] = seen.get(want, 0) + 1
+        row = next(x for x in format_text(a).splitlines() if r.title in x)
+        assert f"  {want}  " in row, row
+    assert seen["maybe"] >= 1 and seen["yes"] >= 1, seen

@@ -404,7 +404,7 @@ class DiagnosisPanel(JobPanel):
     def _fill_table(self, a) -> None:
         self.table.setRowCount(len(a.remedies))
         for r, rem in enumerate(a.remedies):
-            fits = "-" if rem.fits is None else ("yes" if rem.fits else "no")
+            fits = rem.fits_word
             title, change = self.remedy_title(rem), self.remedy_change(rem)
             cells = [str(r + 1), title, format_peak(rem),
                      fb(rem.saving_bytes), fits, rem.method, change,

@@ -107,6 +107,18 @@ class Remedy:
     # A batch prediction the one rule (:func:`.batch_scale.is_estimate`) calls an estimate,
     # with or without a range.
     batch_estimate: bool = False
+    # The limit lies inside the predicted range: whether it fits depends on where in the
+    # range the real run lands ("maybe" where ``fits`` is said).
+    range_holds_limit: bool = False
+
+    @property
+    def fits_word(self) -> str:
+        """"yes", "no", "maybe" (the limit inside the range) or "-" (no limit known)."""
+        if self.fits is None:
+            return "-"
+        if self.range_holds_limit:
+            return "maybe"
+        return "yes" if self.fits else "no"
 
     @property
     def is_estimate(self) -> bool:
@@ -660,6 +672,10 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                 "pass; with set_to_none they are made again in backward.  Reserved falls by "
                 "up to their bytes: the range reaches the recorded peak, where the freed "
                 "gradients' segments stay cached", grads, max(peak - kept_grads, floor), peak))
+    if lim is not None:
+        for r in remedies:
+            rng = r.predicted_peak_reserved_range
+            r.range_holds_limit = rng is not None and rng[0] <= lim < rng[1]
     # A remedy that saves nothing is no remedy, unless it makes an OOM run fit.
     remedies = [r for r in remedies if r.saving_bytes > 0
                 or (recorded.first_oom is not None and r.fits)]
@@ -773,7 +789,7 @@ def format_text(advice: Advice) -> str:
     rows = [("#", "remedy", "peak reserved", "saving", "fits", "method")]
     for k, r in enumerate(a.remedies, 1):
         rows.append((str(k), r.title, format_peak(r), fb(r.saving_bytes),
-                     "-" if r.fits is None else ("yes" if r.fits else "no"), r.method))
+                     r.fits_word, r.method))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     if not a.remedies:
         rows = []
