@@ -37,6 +37,12 @@ KEY_COLOR = "view/colorBy"
 KEY_PHASES = "view/phaseBands"
 TAB_TITLE = "What it is"
 TAB_SHORTCUT = "Ctrl+Shift+M"  # View > What the memory is
+# Ctrl+Shift+digit: only that category.  The first seven and unknown keep the digits
+# they had before sharded training added two categories; communication buffers (the
+# rarest to filter for) have none: there are nine digits.
+FILTER_KEYS = {"parameter": 1, "gradient": 2, "optimizer_state": 3, "activation": 4,
+               "temporary": 5, "input": 6, "kv_cache": 7, "unknown": 8,
+               "parameter_gathered": 9}
 
 
 class HeaderSplit(QWidget):
@@ -230,9 +236,12 @@ class CategoriesWiring(QObject):
         self.filter_actions[None] = everything
         for c, label in enumerate(CATEGORY_LABELS):
             a = QAction(label, w, checkable=True)
-            a.setShortcut(QKeySequence(f"Ctrl+Shift+{c + 1}"))
+            key = FILTER_KEYS.get(CATEGORY_NAMES[c])
+            if key is not None:
+                a.setShortcut(QKeySequence(f"Ctrl+Shift+{key}"))
             a.setToolTip(f"Only {label} in the Blocks table; the other blocks veiled in the "
-                         f"segment map and their stacks highlighted (Ctrl+Shift+{c + 1})")
+                         "segment map and their stacks highlighted"
+                         + (f" (Ctrl+Shift+{key})" if key is not None else ""))
             a.triggered.connect(lambda _c=False, c=c: cv.set_category_filter([c]))
             group.addAction(a)
             self.filter_menu.addAction(a)

@@ -1,10 +1,11 @@
 """What the memory is: iterations and phases, a category for every allocation
-(parameter, gradient, optimizer state, activation, temporary, input, KV cache, unknown)
-with the reason it was decided, generation requests (prefill and decode steps) in place of
-per-token iterations, and leaks grouped by the user's own line.
+(parameter, gradient, optimizer state, activation, temporary, input, KV cache, gathered
+parameters, communication buffers, unknown) with the reason it was decided, generation
+requests (prefill and decode steps) in place of per-token iterations, what a rank of
+sharded (FSDP) training holds, and leaks grouped by the user's own line.
 
 Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.classify`,
-:mod:`.iterations`, :mod:`.generation`, :mod:`.leaks`, :mod:`.reasons`,
+:mod:`.iterations`, :mod:`.generation`, :mod:`.sharded`, :mod:`.leaks`, :mod:`.reasons`,
 :mod:`.stack_kinds`; the passes over every event in C through :mod:`.native_passes`,
 numpy the reference.
 

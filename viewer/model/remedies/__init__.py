@@ -4,6 +4,11 @@
 * :mod:`.scaling`: which allocations grow with the batch, with a reason each;
 * :mod:`.batch_scale`: the run re-simulated at another batch size, and the
   largest batch that fits a memory limit (bisection over simulations);
+* :mod:`.changes`: the recorded request stream edited as a remedy would edit it
+  (kept outputs freed, optimizer state shrunk, checkpointed blocks, autocast), for
+  the simulator;
+* :mod:`.no_grad`: forwards whose graph no backward used, and the stream with
+  them run under ``no_grad``;
 * :mod:`.advise`: the remedy catalogue, each simulated or estimated, ranked
   by predicted peak reserved.
 
