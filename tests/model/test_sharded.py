@@ -190,3 +190,19 @@ def test_per_rank_batch_prediction_against_the_same_run_at_other_batches(rank):
                 (b0, b1, p.peak, real, rng)
             ran += 1
     assert ran == 6
+
+
+@pytest.mark.parametrize("name", RANKS)
+def test_mixed_precision_is_offered_only_where_the_run_gathers_in_full_precision(name):
+    """bf16 autocast is a remedy for the fp32 GPT-2 under FSDP2, not for the runs whose
+    MixedPrecisionPolicy / MixedPrecision already gather parameters in bf16 (the program
+    wrote which it used)."""
+    from vramscope.viewer.model.remedies.advise import advise
+    from vramscope.viewer.model.whatif.predictions import prepare
+
+    truth, snap, _bd = _load(name)
+    a = advise(prepare(snap, device=int(truth["device"])))
+    offered = any(r.remedy == "bf16_autocast" for r in a.remedies)
+    assert offered is (truth["mixed_precision"] == "none"), (name, offered)
+    assert a.sharding is not None and a.sharding["world_size"] == 2
+    assert any(n.startswith("sharded (FSDP) over 2 ranks") for n in a.notes)

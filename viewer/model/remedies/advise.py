@@ -370,6 +370,8 @@ def _autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> 
     Without categories: many forward allocations of a model-state tensor's size."""
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
+    if evd.categories is not None and (evd.categories == "parameter_gathered").any():
+        return not _sharded_in_full_precision(case, evd)
     if evd.categories is not None:
         params = alloc & (evd.categories == "parameter")
         sizes = np.unique(reqs.size[params])
@@ -378,6 +380,35 @@ def _autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> 
             fwd = alloc & (evd.phase == evidence.FORWARD) & ~params
             return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
     return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
+
+
+def _sharded_in_full_precision(case: Case, evd: evidence.Evidence) -> bool:
+    """Sharded training (FSDP) gathers each block's parameters from every rank, in bf16 /
+    fp16 under a mixed-precision policy: a gathered tensor is ``world`` times a shard kept
+    to the end (padded to a multiple of the ranks) in full precision, half that when
+    gathered in half precision.  Whichever most gathered allocations of a forward match
+    decides (FSDP1 also makes full-precision buffers once, lazily, in the first forward).
+    Without the number of ranks (the capture's sidecar) it cannot be told: False."""
+    world = (case.snap.sidecar or {}).get("world_size")
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1 \
+            or evd.category_reasons is None:
+        return False
+    reqs = case.requests
+    alloc = reqs.kind == rq.ALLOC
+    gathered = reqs.size[alloc & (evd.categories == "parameter_gathered")
+                         & (evd.phase == evidence.FORWARD)]
+    unsharded = np.unique(reqs.size[alloc & (evd.category_reasons == "param_shard")
+                                    & (evd.free_at >= len(reqs))]) * world
+    if not len(gathered) or not len(unsharded):
+        return False
+
+    def matches(size: np.ndarray) -> np.ndarray:
+        # A shard times the ranks is the unsharded tensor plus its padding (fewer than
+        # ``world`` elements of at most 8 bytes).
+        pos = np.minimum(np.searchsorted(unsharded, size), len(unsharded) - 1)
+        return (unsharded[pos] >= size) & (unsharded[pos] - size < world * 8)
+
+    return int(matches(gathered).sum()) > int(matches(gathered * 2).sum())
 
 
 def _split_estimate(rid, title, peak, floor, lim, predicted, low, high, change, where,
