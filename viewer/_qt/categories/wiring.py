@@ -64,8 +64,7 @@ class HeaderSplit(QWidget):
         self.title = title = QLabel("What it is:")
         title.setStyleSheet(theme.caption_style())  # (muted but readable: 4.5:1)
         title.setToolTip("Requested bytes live after the cursor's event, by category: "
-                         "parameters, gradients, optimizer state, activations, temporaries, "
-                         "inputs, unknown (View > What the memory is)")
+                         + ", ".join(CATEGORY_LABELS) + " (View > What the memory is)")
         lay.addWidget(title)
         lay.addWidget(self.bar)
         lay.addWidget(self.text, 1)
@@ -89,9 +88,12 @@ class HeaderSplit(QWidget):
             return
         self.bar.set_split(split, guessed, caption)
         total = sum(self.split.values())
-        self.text.setText(f"{format_split(self.split)} = {format_bytes(total)}"
+        # The total first: a long split (sharded training has ten categories) is cut at
+        # the window's edge, and the total is what the split adds up to.
+        self.text.setText(f"{format_bytes(total)}"
                           + (f" ({format_bytes(guessed)} guessed)" if guessed else "")
-                          + (f" · leak: {format_bytes(leaked)}" if leaked else ""))
+                          + (f" · leak: {format_bytes(leaked)}" if leaked else "")
+                          + f" = {format_split(self.split)}")
         self.text.setToolTip(self.bar.toolTip())
 
 
