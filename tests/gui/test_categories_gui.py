@@ -156,3 +156,18 @@ def test_a_generation_run_is_counted_in_requests(qtbot):
     panel.set_breakdown(bd)
     assert "3 generation requests (prefill + " in panel.status.text()
     assert "No leak in 3 generation requests" in panel.leaks.caption.text()
+
+
+def test_an_empty_leaks_chart_shows_no_ticks(qtbot):
+    """Nothing leaked: the chart has no 0..1 scale to read; a leak brings its scale back."""
+    from vramscope.viewer._qt.categories.leaks_view import LeaksView
+
+    view = LeaksView()
+    qtbot.addWidget(view)
+    view.set_leaks([])
+    assert not view.chart.getAxis("left").style["showValues"]
+    assert not view.chart.getAxis("bottom").style["showValues"]
+    bd = leaky_breakdown()
+    assert bd.leaks
+    view.set_leaks(bd.leaks, len(bd.iterations))
+    assert view.chart.getAxis("left").style["showValues"]

@@ -134,7 +134,10 @@ class LeaksView(QWidget):
         if self.bars is not None:
             self.chart.removeItem(self.bars)
             self.bars = None
-        if lk is None or not lk.per_iteration:
+        empty = lk is None or not lk.per_iteration
+        for side in ("bottom", "left"):  # no 0..1 ticks on an empty chart: nothing to read
+            self.chart.getAxis(side).setStyle(showValues=not empty)
+        if empty:
             self.chart.setToolTip("")
             self.chart.setXRange(0, 1, padding=0)  # (not the last leak's iterations)
             self.chart.setYRange(0, 1, padding=0)
