@@ -45,7 +45,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
 
@@ -433,6 +434,75 @@ def _fits(result, limit) -> bool | None:
     return result.first_oom is None and result.peak_reserved_until_oom <= limit
 
 
+# -- the edited streams' runs, made where the stream is built ----------------------------
+# An edited stream of a long recording is hundreds of MB: each is built, simulated and
+# dropped inside one task of advise's pool (a worker, or this process one at a time),
+# which answers only what the remedies read of its run.
+
+
+@dataclass
+class _Run:
+    """An edited stream's run as a simulated remedy reads it."""
+
+    reserved: np.ndarray  # the curve: reserved after each request
+    demand: int  # :func:`_demand`
+    fits: bool | None  # :func:`_fits`
+    curve_x: np.ndarray | None  # the stream's trace events; None: the recorded stream's
+
+
+def _run(edited: Case, case: Case, lim: int | None) -> _Run:
+    res = edited.simulate(None, lim)
+    cx = edited.curve_x()
+    # A stream with its rows unchanged shares the recorded x: not sent back, not copied.
+    return _Run(res.reserved, _demand(edited, res, lim), _fits(res, lim),
+                None if cx is case.curve_x() else cx)
+
+
+def _peak(edited: Case, lim: int | None) -> int:
+    return _demand(edited, edited.simulate(None, lim), lim)
+
+
+def _kept_freed_run(case: Case, evd: evidence.Evidence, kept: np.ndarray, eval_loop: bool,
+                    lim: int | None) -> tuple[_Run, bool]:
+    """The run of ``case`` keeping nothing across iterations (an evaluation loop's graphs
+    freed too, where it has any), and whether they were."""
+    freed = changes.kept_freed(case, evd, kept)
+    # An evaluation loop is told to run under no_grad too: its prediction is of both
+    # (the graphs the kept outputs held go as a no_grad forward frees them).
+    graphs = changes.graphs_freed(freed) if eval_loop else None
+    return _run(graphs or freed, case, lim), graphs is not None
+
+
+def _no_grad_run(case: Case, evd: evidence.Evidence, lim: int | None
+                 ) -> tuple[str | None, str, np.ndarray, _Run] | None:
+    """(where, detail, allocations, run) of the no-grad remedy; None: none."""
+    from . import no_grad
+
+    ng = no_grad.plan(case, evd)
+    if ng is None:
+        return None
+    return ng.where, ng.detail, ng.allocations, _run(ng.case, case, lim)
+
+
+def _optimizer_runs(case: Case, evd: evidence.Evidence, state: np.ndarray,
+                    lim: int | None) -> tuple[_Run, int]:
+    """The 8-bit optimizer's run, and the peak without state nor step temporaries."""
+    eight, none = changes.optimizer_cases(case, evd, state)
+    return _run(eight, case, lim), _peak(none, lim)
+
+
+def _checkpoint_peaks(case: Case, blocks: changes.Blocks, lim: int | None) -> tuple[int, int]:
+    low, high = changes.checkpoint_cases(case, blocks)
+    return _peak(low, lim), _peak(high, lim)
+
+
+def _autocast_peaks(case: Case, evd: evidence.Evidence, j: scaling.Judgement,
+                    lim: int | None) -> tuple[int, int, np.ndarray]:
+    """(point, low, data): the peaks of :func:`.changes.autocast_cases`' runs."""
+    low, point, data = changes.autocast_cases(case, evd, j)
+    return _peak(point, lim), _peak(low, lim), data
+
+
 def advise(case: Case, batch: int | None = None, limit: int | None = None,
            progress: Progress | None = None) -> Advice:
     """The remedies for ``case`` (a what-if Case), ranked by predicted peak reserved.
@@ -459,11 +529,15 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
 
     def simulated(rid, title, result, change, where, detail="", scaled=None,
                   acts_on=None, pred: batch_scale.BatchPrediction | None = None) -> Remedy:
-        p = _demand(scaled or case, result, lim)
-        # A stream with requests removed has its own x (the trace events it kept).
-        cx = (scaled or case).curve_x()
+        if isinstance(result, _Run):  # an edited stream's, answered where it was built
+            p, fits = result.demand, result.fits
+            cx = case.curve_x() if result.curve_x is None else result.curve_x
+        else:
+            p, fits = _demand(scaled or case, result, lim), _fits(result, lim)
+            # A stream with requests removed has its own x (the trace events it kept).
+            cx = (scaled or case).curve_x()
         rng = pred.range if pred is not None and pred.is_estimate else None
-        return Remedy(rid, title, p, peak - p, SIMULATED, change, where, _fits(result, lim),
+        return Remedy(rid, title, p, peak - p, SIMULATED, change, where, fits,
                       detail, result.reserved, cx, acts_on, rng,
                       batch_estimate=pred is not None and pred.is_estimate)
 
@@ -510,13 +584,53 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             + _workspace_note(half), sc, j.scales, half))
         remedies[-1].batch = batch // 2 if batch and batch >= 2 else None
         remedies[-1].batch_scale = 0.5
-    # -- allocator settings (simulated) ------------------------------------------------
+    # -- the other simulations: independent runs, side by side -----------------------
+    # What each remedy below needs to know before its runs.
+    kept = _kept_each_iteration(case, evd, j)
+    # Evidence for it: the same line kept something in two or more iterations.
+    kept_remedy = bool(kept.any()) and _iterations_spanned(evd, kept, case.requests) >= 2
+    eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
+    opt_state = _optimizer_state(evd, j) & (case.requests.kind == rq.ALLOC)
+    opt = split["optimizer_state"]
+    # A run that ran out of memory was cut at its OOM: an edited stream shows nothing of
+    # what the change does after it, so the remedies below estimate from the split at
+    # the OOM instead of simulating.
+    cut = recorded.first_oom is not None
+    act = split["activations"]
+    if evd.categories is not None:
+        activations = evd.categories == "activation"
+    else:
+        activations = j.scales & (evd.phase == evidence.FORWARD)
+    idx_all = np.arange(n)
+    live_activations = activations & (case.requests.kind == rq.ALLOC) & (idx_all <= at) \
+        & (evd.free_at > at)
+    # Checkpointing needs saved activations made by repeated blocks; autocast needs
+    # activations at all.
+    blocks = changes.repeated_blocks(case, evd, j) \
+        if act > 0 and _repeated_sites(evd, live_activations) else None
+    autocast = act > 0 and not _autocast_seen(case, evd, j)
     progress.update("allocator", 0.0)
-    # Independent runs: side by side on every core (serially for a small case).
+    # One task per remedy (each builds its edited streams where it runs: none is held
+    # here), the longest first, then the allocator settings; serially for a small case.
     confs = [c for c in RECOMMENDED if c and case.config_of(c) != case.recorded]
-    found = list(zip(confs, parallel.pmap(lambda conf: case.simulate(conf, lim), confs,
-                                          work=parallel.simulation_work(n, native_sim.use_native()),
-                                          progress=progress, stage="allocator")))
+    tasks: dict[str, Callable[[], Any]] = {}
+    if kept_remedy:
+        tasks["free_kept"] = lambda: _kept_freed_run(case, evd, kept, eval_loop, lim)
+    tasks["no_grad"] = lambda: _no_grad_run(case, evd, lim)
+    if opt > 0 and opt_state.any() and not cut:
+        tasks["optimizer"] = lambda: _optimizer_runs(case, evd, opt_state, lim)
+    if blocks is not None and not cut:
+        tasks["checkpoint"] = lambda: _checkpoint_peaks(case, blocks, lim)
+    if autocast and not cut:
+        tasks["autocast"] = lambda: _autocast_peaks(case, evd, j, lim)
+    for conf in confs:
+        tasks[f"allocator:{conf}"] = partial(case.simulate, conf, lim)
+    keys = list(tasks)
+    ran = dict(zip(keys, parallel.pmap(lambda key: tasks[key](), keys,
+                                       work=parallel.simulation_work(n, native_sim.use_native()),
+                                       progress=progress, stage="allocator")))
+    # -- allocator settings (simulated) ------------------------------------------------
+    found = [(conf, ran[f"allocator:{conf}"]) for conf in confs]
     found.sort(key=lambda cr: (_fits(cr[1], lim) not in (True, None),
                                cr[1].peak_reserved_until_oom))
     for conf, res in found[:ALLOCATOR_REMEDIES]:
@@ -534,15 +648,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"{res.n_cuda_malloc} cudaMalloc, fragmentation at the peak "
             f"{res.fragmentation_at_peak:.0%}"))
     # -- free what is kept every iteration (simulated) ---------------------------------
-    kept = _kept_each_iteration(case, evd, j)
-    # Evidence for it: the same line kept something in two or more iterations.
-    if kept.any() and _iterations_spanned(evd, kept, case.requests) >= 2:
-        eval_loop = not (evd.phase == evidence.BACKWARD).any() or evd.n_iterations == 0
-        freed = changes.kept_freed(case, evd, kept)
-        # An evaluation loop is told to run under no_grad too: its prediction is of both
-        # (the graphs the kept outputs held go as a no_grad forward frees them).
-        graphs = changes.graphs_freed(freed) if eval_loop else None
-        res = (graphs or freed).simulate(None, lim)
+    if kept_remedy:
+        kept_run, graphs_freed = ran["free_kept"]
         site_where = _most_common_user_frame(snap, evd.site[kept])
         per = int(case.requests.size[kept].sum())
         if eval_loop:  # no backward, no optimizer step: evaluation (or no telling)
@@ -552,23 +659,23 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             change = ("do not keep tensors across iterations: `del` them, "
                       "or keep `.item()` / `.detach()`")
         r = simulated(
-            "free_kept", "Free what is kept every iteration", res, change, site_where,
+            "free_kept", "Free what is kept every iteration", kept_run, change, site_where,
             f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
             "again at the same line; re-simulated with what the program's own line made "
             "to keep not made, and the rest freed at the end of its iteration"
             + ("; and with the graphs freed as a no_grad forward frees them"
-               if graphs is not None else
+               if graphs_freed else
                "; without no_grad the graph is still saved in each step, so no_grad "
-               "saves more than this" if eval_loop else ""), graphs or freed, kept)
+               "saves more than this" if eval_loop else ""), None, kept)
         if r.saving_bytes > 0:
             remedies.append(r)
     # -- forward passes whose graph no backward uses: no_grad (simulated, no_grad.py) ---
     from . import no_grad
 
-    ng = no_grad.plan(case, evd)
-    if ng is not None:
-        r = simulated("no_grad_forward", no_grad.TITLE, ng.case.simulate(None, lim),
-                      no_grad.CHANGE, ng.where, ng.detail, ng.case, ng.allocations)
+    if ran["no_grad"] is not None:
+        ng_where, ng_detail, ng_allocations, ng_run = ran["no_grad"]
+        r = simulated("no_grad_forward", no_grad.TITLE, ng_run, no_grad.CHANGE, ng_where,
+                      ng_detail, None, ng_allocations)
         if r.saving_bytes > 0:
             remedies.append(r)
 
@@ -581,12 +688,6 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         return r
 
     # -- optimizer state: 8-bit, or none (simulated, with the range of both) ----------
-    opt_state = _optimizer_state(evd, j) & (case.requests.kind == rq.ALLOC)
-    opt = split["optimizer_state"]
-    # A run that ran out of memory was cut at its OOM: an edited stream shows nothing of
-    # what the change does after it, so the remedies below estimate from the split at
-    # the OOM instead of simulating.
-    cut = recorded.first_oom is not None
     if opt > 0 and opt_state.any() and cut:
         remedies.append(_split_estimate(
             "8bit_optimizer", "8-bit optimizer state", peak, floor, lim,
@@ -598,27 +699,19 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"{moment_name} (down to all of it: SGD without momentum)", opt_state))
     elif opt > 0 and opt_state.any():
         opt_where = _most_common_user_frame(snap, evd.site[opt_state])
-        eight, none = changes.optimizer_cases(case, evd, opt_state)
+        eight_run, none_peak = ran["optimizer"]
         r = simulated(
-            "8bit_optimizer", "8-bit optimizer state", eight.simulate(None, lim),
+            "8bit_optimizer", "8-bit optimizer state", eight_run,
             "use an 8-bit optimizer (e.g. `bitsandbytes.optim.AdamW8bit`, torchao's "
             "`AdamW8bit`) or SGD without momentum", opt_where,
             f"re-simulated with the {fb(int(case.requests.size[opt_state].sum()))} of "
             "optimizer state allocations at a quarter of their bytes (two fp32 moments "
             "become two 8-bit ones); the range reaches down to no state and none of the "
             "step's temporaries (SGD without momentum), whose run is simulated too",
-            eight, opt_state)
-        remedies.append(bounded(r, _demand(none, none.simulate(None, lim), lim)))
+            None, opt_state)
+        remedies.append(bounded(r, none_peak))
     # -- estimated from the split at the peak, bounded by simulated runs --------------
-    act = split["activations"]
-    if evd.categories is not None:
-        activations = evd.categories == "activation"
-    else:
-        activations = j.scales & (evd.phase == evidence.FORWARD)
     fwd_where = _most_common_user_frame(snap, evd.site[activations])
-    idx_all = np.arange(n)
-    live_activations = activations & (case.requests.kind == rq.ALLOC) & (idx_all <= at) \
-        & (evd.free_at > at)
 
     def estimated(rid, title, predicted, change, where, detail, acts_on, low, high) -> Remedy:
         # The segments reserved before the recording stay in the prediction, as they
@@ -633,13 +726,6 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                       # a range of zero width is no range: the estimate is labelled alone
                       predicted_peak_reserved_range=(lo, hi) if lo < hi else None)
 
-    def sim_peak(c: Case) -> int:
-        return _demand(c, c.simulate(None, lim), lim)
-
-    # Checkpointing needs saved activations made by repeated blocks; autocast needs
-    # activations at all.
-    blocks = changes.repeated_blocks(case, evd, j) \
-        if act > 0 and _repeated_sites(evd, live_activations) else None
     if blocks is not None and cut:
         remedies.append(estimated(
             "gradient_checkpointing", "Gradient checkpointing of the repeated blocks",
@@ -650,8 +736,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"{moment_name} (a checkpointed block keeps its input and recomputes the rest)",
             activations, max(peak - act * 2 // 3, floor), peak - act // 2))
     elif blocks is not None:
-        low_c, high_c = changes.checkpoint_cases(case, blocks)
-        a, b = sim_peak(low_c), sim_peak(high_c)
+        a, b = ran["checkpoint"]
         remedies.append(estimated(
             "gradient_checkpointing", "Gradient checkpointing of the repeated blocks",
             (a + b) // 2,
@@ -664,7 +749,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             f"the range adds to the higher one block's {fb(blocks.block_bytes)}, made again "
             "in backward where the cache may have no room for them",
             blocks.saved, min(a, b), max(a, b) + blocks.block_bytes))
-    if act > 0 and not _autocast_seen(case, evd, j):
+    if autocast:
         # bf16 copies of the weights, cached for the forward and saved for backward.
         copies = int(case.requests.size[(case.requests.kind == rq.ALLOC)
                                         & _parameters(evd, j)].sum()) // 2
@@ -679,15 +764,15 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                 "to nothing saved but the copies added", activations,
                 max(peak - act // 2, floor), high))
         else:
-            low_c, point_c, data = changes.autocast_cases(case, evd, j)
+            point_peak, low_peak, data = ran["autocast"]
             remedies.append(estimated(
                 "bf16_autocast", "bf16 mixed precision (autocast)",
-                min(sim_peak(point_c) + copies, high), change, fwd_where,
+                min(point_peak + copies, high), change, fwd_where,
                 "estimated: re-simulated with the activations of the ops autocast runs in "
                 "bf16 (convolutions, linear layers, matmuls, attention) halved, of its fp32 "
                 "ops (norms, softmax, losses) kept, the rest at three quarters, plus "
                 f"{fb(copies)} of bf16 weight copies; the range goes from every activation "
-                "halved to nothing saved but the copies added", data, sim_peak(low_c), high))
+                "halved to nothing saved but the copies added", data, low_peak, high))
     if evd.categories is not None and 0 <= at < n and evd.phase[at] == evidence.FORWARD:
         idx = np.arange(n)
         grads = (case.requests.kind == rq.ALLOC) & (idx <= at) & (evd.free_at > at) \
