@@ -372,8 +372,7 @@ class DiagnosisPanel(JobPanel):
         batch_rem = next((r for r in a.remedies if r.remedy == "smaller_batch"), None)
         rng = batch_rem.predicted_peak_reserved_range if batch_rem is not None else None
         span = range_words(*rng) if rng is not None else None
-        est = (f"; an estimate: {a.batch_workspaces} library workspaces, peak "
-               f"{span}") if span else ""
+        est = f"; an estimate: {a.batch_in_doubt}, peak {span}" if span else ""
         near = near_limit_words(a.near_limit) if a.near_limit is not None else ""
         near = (" &mdash; " + near.replace("&", "&amp;").replace("<", "&lt;")) if near else ""
         if a.largest_batch_that_fits is not None:

@@ -179,6 +179,15 @@ class Advice:
         return self.batch_workspaces > 0
 
     @property
+    def batch_in_doubt(self) -> str:
+        """What the batch prediction's estimate rests on, counted ("4 library workspaces",
+        "552 autotuning allocations and ..."): the CLI's words and the Diagnosis panel's."""
+        safe = self.near_limit.safe if self.near_limit is not None else None
+        if safe is not None and safe.estimate is not None:
+            return safe.estimate.in_doubt()
+        return f"{self.batch_workspaces} library workspaces"
+
+    @property
     def limit_known(self) -> bool:
         """A memory limit was given, recorded, inferred or is the GPU's total memory."""
         return self.memory_limit_bytes is not None
@@ -882,10 +891,7 @@ def format_text(advice: Advice) -> str:
     lines += split_lines(a)
     if a.largest_scale_that_fits is not None:
         more = " or more (search stopped at 64x)" if a.search_capped else ""
-        safe = a.near_limit.safe if a.near_limit is not None else None
-        doubt = safe.estimate.in_doubt() if safe is not None and safe.estimate is not None \
-            else f"{a.batch_workspaces} library workspaces sized as a fixed weight part " \
-            "plus a per-sample part"
+        doubt = a.batch_in_doubt
         est = f"; an estimate: {doubt}" if a.largest_batch_is_estimate else ""
         near = ("; " + batch_scale.near_limit_words(a.near_limit)) \
             if a.near_limit is not None else ""
