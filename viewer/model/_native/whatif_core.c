@@ -419,14 +419,19 @@ static void cut_reservations(St *s, int64_t addr) {
     }
 }
 
-static int64_t address(St *s, int64_t action, int64_t size) {
+/* The first recorded segment event of the current request (the hints are sorted by tag). */
+static int64_t first_hint(const St *s) {
     int64_t a = 0, z = s->nh;
     while (a < z) {
         int64_t m = (a + z) >> 1;
         if (s->h_tag[m] < s->tag) a = m + 1;
         else z = m;
     }
-    for (int64_t j = a; j < s->nh && s->h_tag[j] == s->tag; j++) {
+    return a;
+}
+
+static int64_t address(St *s, int64_t action, int64_t size) {
+    for (int64_t j = first_hint(s); j < s->nh && s->h_tag[j] == s->tag; j++) {
         if (s->h_act[j] != action || s->h_used[j]) continue;
         if (action == s->a_alloc && s->h_size[j] != size) continue;
         int64_t span = action == s->a_alloc ? size : s->reserve_bytes;
@@ -590,13 +595,7 @@ static void release_cached(St *s) {
 }
 
 static void empty_cache(St *s) {
-    int64_t a = 0, z = s->nh;
-    while (a < z) {
-        int64_t m = (a + z) >> 1;
-        if (s->h_tag[m] < s->tag) a = m + 1;
-        else z = m;
-    }
-    for (int64_t j = a; j < s->nh && s->h_tag[j] == s->tag; j++) {
+    for (int64_t j = first_hint(s); j < s->nh && s->h_tag[j] == s->tag; j++) {
         if (s->h_act[j] != s->a_free) continue;
         Seg *g = seg_find(s, s->h_addr[j]);
         if (!g || !g->head) continue;
