@@ -7,39 +7,20 @@ holds its own point and the real peak."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import json
-from pathlib import Path
 
 import pytest
 
+from tests.model.test_aligned_diff import ADVISED, PAIRS, TRUTH, _pairs, _stats
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies.advise import advise, format_peak
 from vramscope.viewer.model.reports import aligned
 from vramscope.viewer.model.whatif.predictions import prepare
 
-ROOT = Path(__file__).resolve().parents[2]
-TRUTH = ROOT / "tests" / "data" / "truth"
 TOLERANCE = 0.05
-# advise's names for the changes the pairs make.
-ADVISED = {"no_grad": "free_kept", "leak removed": "free_kept"}
-
-
-def _pairs():
-    spec = importlib.util.spec_from_file_location(
-        "record_all", ROOT / "tests" / "workloads" / "truth" / "record_all.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.PAIRS
-
-
-PAIRS = [p for p in _pairs() if (TRUTH / f"{p[0]}.pickle.xz").exists()
-         and (TRUTH / f"{p[1]}.pickle.xz").exists()]
 
 
 def _real_peak(name: str) -> int:
-    return json.loads((TRUTH / f"{name}.json").read_text())["memory_stats"][
-        "reserved_bytes.all.peak"]
+    return _stats(name)["reserved_bytes.all.peak"]
 
 
 @functools.lru_cache(maxsize=None)
