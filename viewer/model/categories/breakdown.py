@@ -34,8 +34,9 @@ from ..replay.incremental import is_live
 from .lean import lean_intervals
 from .generation import Generation, find_generation, merge_requests
 from .leaks import Leak, find_leaks, leak_frames
-from .sharded import Sharding, find_sharding, mark_sharded
-from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, KV_CACHE, REASONS, reason_id
+from .sharded import SHARDED, Sharding, is_sharded, mark_sharded, world_size
+from .reasons import (CATEGORY_LABELS, CATEGORY_NAMES, COMMUNICATION, KV_CACHE,
+                      PARAMETER_GATHERED, REASONS, reason_id)
 
 N_CATEGORIES = len(CATEGORY_NAMES)
 # Below this many events a second thread costs more than it saves.
@@ -253,28 +254,46 @@ class MemoryBreakdown:
         len(events))),
         in O((allocations + len(events)) log allocations): for the stacked timeline."""
         events = np.asarray(events, np.int64)
-        iv = self.intervals
         out = np.zeros((N_CATEGORIES, len(events)), np.int64)
         for c in range(N_CATEGORIES):
-            cached = self._by_start.get(c)
-            if cached is None:
-                ids = np.flatnonzero(self.category == c)
-                s_order = np.argsort(iv.start[ids], kind="stable")
-                e_order = np.argsort(iv.end[ids], kind="stable")
-                req = iv.requested[ids]
-                cached = self._by_start[c] = (
-                    iv.start[ids][s_order], np.concatenate(([0], np.cumsum(req[s_order]))),
-                    iv.end[ids][e_order], np.concatenate(([0], np.cumsum(req[e_order]))))
-            starts, s_cum, ends, e_cum = cached
-            born = s_cum[np.searchsorted(starts, events, "right")]
-            gone = e_cum[np.searchsorted(ends, events, "right")]
-            out[c] = born - gone
+            out[c] = self.category_curve(c, events)
         return out
+
+    def category_curve(self, c: int, events: np.ndarray) -> np.ndarray:
+        """Requested bytes of category ``c`` after each of ``events`` (its allocations
+        sorted by start and by end once, then kept)."""
+        cached = self._by_start.get(c)
+        if cached is None:
+            iv = self.intervals
+            ids = np.flatnonzero(self.category == c)
+            s_order = np.argsort(iv.start[ids], kind="stable")
+            e_order = np.argsort(iv.end[ids], kind="stable")
+            req = iv.requested[ids]
+            cached = self._by_start[c] = (
+                iv.start[ids][s_order], np.concatenate(([0], np.cumsum(req[s_order]))),
+                iv.end[ids][e_order], np.concatenate(([0], np.cumsum(req[e_order]))))
+        starts, s_cum, ends, e_cum = cached
+        born = s_cum[np.searchsorted(starts, events, "right")]
+        gone = e_cum[np.searchsorted(ends, events, "right")]
+        return born - gone
+
+    def most_live(self, c: int) -> int:
+        """The most requested bytes of category ``c`` live at once (after one of its
+        allocations: the curve only rises there)."""
+        starts = self.intervals.start[self.category == c]
+        if not len(starts):
+            return 0
+        return int(self.category_curve(c, np.unique(np.maximum(starts, 0))).max())
 
     def sharding(self, event: int) -> Sharding | None:
         """What this rank of a sharded (FSDP) run holds at ``event``; None: not sharded."""
-        return find_sharding(self.category, self.intervals, self.split_at(event),
-                             self.snap.sidecar, event)
+        if not is_sharded(self.category):
+            return None
+        split = self.split_at(event)
+        return Sharding(world_size=world_size(self.snap.sidecar), event=event,
+                        shards={k: int(split.get(k, 0)) for k in SHARDED},
+                        gathered_peak=self.most_live(PARAMETER_GATHERED),
+                        communication_peak=self.most_live(COMMUNICATION))
 
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]

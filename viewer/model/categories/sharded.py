@@ -31,7 +31,8 @@ from ..core.units import format_bytes as fb
 from ..replay.timeline import Intervals
 from . import stack_kinds as sk
 from .iterations import PH_BACKWARD, PH_FORWARD, Phases
-from .reasons import CATEGORY_LABELS, CATEGORY_NAMES, GRADIENT, REASONS, reason_id
+from .reasons import (CATEGORY_LABELS, CATEGORY_NAMES, COMMUNICATION, GRADIENT,
+                      PARAMETER_GATHERED, REASONS, reason_id)
 
 _CATEGORY = np.array([r.category for r in REASONS], np.int8)
 
@@ -129,30 +130,12 @@ class Sharding:
         return out
 
 
-def find_sharding(category: np.ndarray, iv: Intervals, split: dict[str, int],
-                  sidecar: dict | None, event: int) -> Sharding | None:
-    """The sharding of a run whose allocations are ``iv`` with ``category`` each, ``split``
-    the bytes per category live at ``event``; None where FSDP made nothing."""
-    gathered = CATEGORY_NAMES.index("parameter_gathered")
-    comm = CATEGORY_NAMES.index("communication")
-    if not np.isin(category, (gathered, comm)).any():
-        return None
+def world_size(sidecar: dict | None) -> int | None:
+    """The number of ranks the capture's sidecar recorded (None: not recorded)."""
     ws = (sidecar or {}).get("world_size")
-    world = int(ws) if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0 else None
-    return Sharding(world_size=world, event=event,
-                    shards={k: int(split.get(k, 0)) for k in SHARDED},
-                    gathered_peak=_most_live(iv, category == gathered),
-                    communication_peak=_most_live(iv, category == comm))
+    return int(ws) if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0 else None
 
 
-def _most_live(iv: Intervals, which: np.ndarray) -> int:
-    """Most bytes of the allocations ``which`` live at once (a sweep over those only)."""
-    ids = np.flatnonzero(which)
-    if not len(ids):
-        return 0
-    start = np.maximum(iv.start[ids], -1)
-    size = iv.requested[ids].astype(np.int64)
-    times = np.concatenate([start, iv.end[ids]])
-    delta = np.concatenate([size, -size])
-    order = np.lexsort((delta, times))  # frees before allocations at the same event
-    return int(max(np.cumsum(delta[order]).max(), 0))
+def is_sharded(category: np.ndarray) -> bool:
+    """FSDP made something: gathered parameters or collective buffers."""
+    return bool(np.isin(category, (PARAMETER_GATHERED, COMMUNICATION)).any())

@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..categories.sharded import world_size
 from ..core import parallel
 from ..core.progress import Progress
 from ..core.units import format_bytes as fb
@@ -399,9 +400,8 @@ def _sharded_in_full_precision(case: Case, evd: evidence.Evidence) -> bool:
     gathered in half precision.  Whichever most gathered allocations of a forward match
     decides (FSDP1 also makes full-precision buffers once, lazily, in the first forward).
     Without the number of ranks (the capture's sidecar) it cannot be told: False."""
-    world = (case.snap.sidecar or {}).get("world_size")
-    if not isinstance(world, int) or isinstance(world, bool) or world < 1 \
-            or evd.category_reasons is None:
+    world = world_size(case.snap.sidecar)
+    if world is None or evd.category_reasons is None:
         return False
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
