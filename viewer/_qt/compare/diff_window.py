@@ -20,19 +20,16 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QApplication,
     QCheckBox,
     QComboBox,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMainWindow,
     QSizePolicy,
     QSplitter,
     QTabWidget,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -55,6 +52,7 @@ from ..widgets.loader import LoadThread
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..segment_map import SegmentMapView
 from ..widgets.stack_panel import StackPanel
+from ..widgets.tables import table_tree
 from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, SortItem, delta_color
 from .over_time import OverTimePane
 
@@ -250,34 +248,15 @@ class DiffWindow(QMainWindow):
         self.map_a.blockClicked.connect(lambda b: self._block_clicked("a", b))
         self.map_b.blockClicked.connect(lambda b: self._block_clicked("b", b))
 
-        self.stacks = QTreeWidget()
-        self.stacks.setRootIsDecorated(False)
-        self.stacks.setColumnCount(len(STACK_COLUMNS))
-        self.stacks.setHeaderLabels(list(STACK_COLUMNS))
-        self.stacks.setUniformRowHeights(True)
-        self.stacks.setAlternatingRowColors(True)
-        self.stacks.setSortingEnabled(True)
-        self.stacks.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.stacks.setToolTip("Live bytes (allocated or pending free) by allocation stack in A "
-                               "and B, largest growth first. Click a row: its blocks are "
-                               "highlighted in both maps.")
-        hh = self.stacks.header()
-        for c, w in enumerate((96, 74, 90, 90, 80, 260)):
-            hh.resizeSection(c, w)
-        hh.setStretchLastSection(True)
+        self.stacks = table_tree(
+            STACK_COLUMNS, "Live bytes (allocated or pending free) by allocation stack in A "
+            "and B, largest growth first. Click a row: its blocks are highlighted in both "
+            "maps.", dict(enumerate((96, 74, 90, 90, 80, 260))), roots=False, sorting=True)
         self.stacks.currentItemChanged.connect(self._on_row)
 
-        self.tree = QTreeWidget()
-        self.tree.setColumnCount(4)
-        self.tree.setHeaderLabels(["Call path", "Growth", "A", "B"])
-        self.tree.setUniformRowHeights(True)
-        self.tree.setAlternatingRowColors(True)
-        self.tree.setToolTip("The same live bytes as a call tree, outermost frame first")
-        th = self.tree.header()
-        th.setStretchLastSection(False)
-        th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for c in (1, 2, 3):
-            th.resizeSection(c, 90)
+        self.tree = table_tree(("Call path", "Growth", "A", "B"),
+                               "The same live bytes as a call tree, outermost frame first",
+                               {1: 90, 2: 90, 3: 90}, stretch=0)
         self.lazy = LazyTree(self.tree, self._node_columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_node)
 

@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -50,6 +49,7 @@ from ..segment_map import SegmentMapView
 from ..widgets.category_colors import color as category_color
 from ..widgets import theme
 from ..widgets.jobs import Job
+from ..widgets.tables import table_tree
 from .aligned_axis import SpanAxis, build_axis
 from .common import SORT_ROLE, SortItem, delta_color
 from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
@@ -278,21 +278,10 @@ class OverTimePane(QWidget):
         self.map_b.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_b, self.map_a))
 
         # The tables: the sites, the categories at the cursor.
-        self.sites = QTreeWidget()
-        self.sites.setRootIsDecorated(False)
-        self.sites.setColumnCount(len(SITE_COLUMNS))
-        self.sites.setHeaderLabels(list(SITE_COLUMNS))
-        self.sites.setUniformRowHeights(True)
-        self.sites.setAlternatingRowColors(True)
-        self.sites.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.sites.setToolTip("Live bytes at each side's peak by allocation site (your line "
-                              "that allocated), largest change first. Select a site: its "
-                              "blocks are highlighted on both maps.")
-        sh = self.sites.header()
-        sh.setStretchLastSection(False)
-        sh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for c, w in ((1, 62), (2, 80), (3, 80), (4, 88)):
-            sh.resizeSection(c, w)
+        self.sites = table_tree(
+            SITE_COLUMNS, "Live bytes at each side's peak by allocation site (your line that "
+            "allocated), largest change first. Select a site: its blocks are highlighted on "
+            "both maps.", {1: 62, 2: 80, 3: 80, 4: 88}, stretch=0, roots=False)
         self.sites.currentItemChanged.connect(self._on_site)
         self.categories = QTableWidget(len(CATEGORY_NAMES) + 1, len(CATEGORY_COLUMNS))
         self.categories.setHorizontalHeaderLabels(list(CATEGORY_COLUMNS))

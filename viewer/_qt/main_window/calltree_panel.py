@@ -10,13 +10,10 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -28,6 +25,7 @@ from ...model.core.units import format_bytes
 from ...model.view.document import Document
 from ...model.view.view_state import ViewState
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
+from ..widgets.tables import table_tree
 
 AT_CURSOR = "cursor"
 AT_PEAK = "peak"
@@ -61,21 +59,11 @@ class CallTreePanel(QWidget):
                            "allocated memory in the trace")
         self.caption = QLabel()
         self.caption.setToolTip("The moment shown and the live bytes then")
-        self.tree = QTreeWidget()
-        self.tree.setColumnCount(4)
-        self.tree.setHeaderLabels(["Call path", "Bytes", "Count", "Share"])
-        self.tree.setUniformRowHeights(True)
-        self.tree.setAlternatingRowColors(True)
-        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.tree.setToolTip("Live blocks grouped by the stack that allocated them, outermost "
-                             "frame first. Click a node: its blocks are highlighted in the map and "
-                             "the timeline, and its biggest stack shown.")
-        hh = self.tree.header()
-        hh.setStretchLastSection(False)
-        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for c, w in ((1, 90), (2, 60), (3, 60)):
-            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
-            hh.resizeSection(c, w)
+        self.tree = table_tree(
+            ("Call path", "Bytes", "Count", "Share"), "Live blocks grouped by the stack that "
+            "allocated them, outermost frame first. Click a node: its blocks are highlighted "
+            "in the map and the timeline, and its biggest stack shown.",
+            {1: 90, 2: 60, 3: 60}, stretch=0)
         self.lazy = LazyTree(self.tree, self._columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_current)
         self.fold.toggled.connect(lambda _on: self.rebuild())

@@ -17,15 +17,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QApplication,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMainWindow,
     QPushButton,
     QSplitter,
-    QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -36,6 +33,7 @@ from ...model.core.units import format_bytes
 from ..widgets import theme
 from ..widgets.jobs import Job
 from ..widgets.plotting import byte_unit
+from ..widgets.tables import table_tree
 
 OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
@@ -155,20 +153,10 @@ class RanksWindow(QMainWindow):
         self.caption.setTextFormat(Qt.TextFormat.RichText)
         self.caption.setWordWrap(True)
         self.caption.setToolTip("Outlier rule: " + OUTLIER_RULE)
-        self.table = QTreeWidget()
-        self.table.setColumnCount(len(COLUMNS))
-        self.table.setHeaderLabels(list(COLUMNS))
-        self.table.setUniformRowHeights(True)
-        self.table.setAlternatingRowColors(True)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setToolTip("One row per rank: the figures of its preferred snapshot (its OOM "
-                              "dump, else its latest); expand a rank to see all its files. "
-                              "Double-click to open one in the main window.")
-        hh = self.table.header()
-        hh.setStretchLastSection(True)
-        for c, w in enumerate((70, 96, 96, 110, 110, 100, 60, 70)):
-            hh.resizeSection(c, w)
-        hh.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table = table_tree(
+            COLUMNS, "One row per rank: the figures of its preferred snapshot (its OOM dump, "
+            "else its latest); expand a rank to see all its files. Double-click to open one "
+            "in the main window.", dict(enumerate((70, 96, 96, 110, 110, 100, 60, 70))))
         self.table.itemDoubleClicked.connect(self._on_double_click)
         self.table.currentItemChanged.connect(self._on_current)
         self.chart = RanksChart()
