@@ -1,7 +1,10 @@
-"""What the compare views share: the growth / shrink colours and a tree item that
-sorts numbers as numbers."""
+"""What the compare views share: the growth / shrink colours, a tree item that sorts
+numbers as numbers, and two segment maps that move together."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
@@ -31,3 +34,28 @@ class SortItem(QTreeWidgetItem):
         if a is not None and b is not None:
             return a < b
         return self.text(col) < other.text(col)
+
+
+class LinkedMaps:
+    """Two segment maps on the same bytes across and the same rows: a pan or zoom of one
+    moves the other.  ``quiet()`` holds the link while a window sets both itself."""
+
+    def __init__(self, a, b) -> None:
+        self.busy = False
+        a.vb.sigRangeChanged.connect(lambda *_: self._follow(a, b))
+        b.vb.sigRangeChanged.connect(lambda *_: self._follow(b, a))
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
+
+    def _follow(self, src, dst) -> None:
+        if self.busy:
+            return
+        with self.quiet():
+            (xa, xb), (ya, yb) = src.vb.viewRange()
+            dst.vb.setRange(xRange=(xa, xb), yRange=(ya, yb), padding=0)

@@ -53,7 +53,7 @@ from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..segment_map import SegmentMapView
 from ..widgets.stack_panel import StackPanel
 from ..widgets.tables import table_tree
-from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, SortItem, delta_color
+from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, LinkedMaps, SortItem, delta_color
 from .over_time import OverTimePane
 
 ROW_ROLE = NODE_ROLE  # (one role: the lazy tree's node, also on the stack rows)
@@ -206,7 +206,6 @@ class DiffWindow(QMainWindow):
         self.diff: SnapshotDiff | None = None
         self.last_error: str | None = None
         self._threads: dict[str, LoadThread] = {}
-        self._syncing = False
 
         self.header = DiffHeader()
         self.match = QComboBox()
@@ -243,8 +242,7 @@ class DiffWindow(QMainWindow):
             for label in (m.legend, m.caption):
                 label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
                 label.setToolTip(label.toolTip() or label.text())
-        self.map_a.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_a, self.map_b))
-        self.map_b.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_b, self.map_a))
+        self.linked = LinkedMaps(self.map_a, self.map_b)
         self.map_a.blockClicked.connect(lambda b: self._block_clicked("a", b))
         self.map_b.blockClicked.connect(lambda b: self._block_clicked("b", b))
 
@@ -550,8 +548,7 @@ class DiffWindow(QMainWindow):
         maps = (self.map_a, self.map_b)
         xmax = max(max(m.layout_data.max_size, float(m.item.request_bytes), 1.0) for m in maps)
         tops, spans = [], []
-        self._syncing = True
-        try:
+        with self.linked.quiet():
             for m in maps:
                 m.home()
                 (_, _), (ya, yb) = m.vb.viewRange()
@@ -562,19 +559,6 @@ class DiffWindow(QMainWindow):
             for m in maps:
                 m.vb.setLimits(xMin=-0.05 * xmax, xMax=xmax * 1.05, yMin=top - 1, yMax=rows + 1)
                 m.vb.setRange(xRange=(0, xmax), yRange=(top, top + max(spans)), padding=0)
-        finally:
-            self._syncing = False
-
-    def _sync(self, src: SegmentMapView, dst: SegmentMapView) -> None:
-        """Same bytes across and the same rows in both maps."""
-        if self._syncing:
-            return
-        self._syncing = True
-        try:
-            (xa, xb), (ya, yb) = src.vb.viewRange()
-            dst.vb.setRange(xRange=(xa, xb), yRange=(ya, yb), padding=0)
-        finally:
-            self._syncing = False
 
     def view_ranges(self) -> tuple[list, list]:
         return self.map_a.vb.viewRange(), self.map_b.vb.viewRange()

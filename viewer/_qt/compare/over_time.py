@@ -51,7 +51,7 @@ from ..widgets import theme
 from ..widgets.jobs import Job
 from ..widgets.tables import table_tree
 from .aligned_axis import SpanAxis, build_axis
-from .common import SORT_ROLE, SortItem, delta_color
+from .common import SORT_ROLE, LinkedMaps, SortItem, delta_color
 from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
 
 HIGHLIGHT_SITE = "selected site"  # the maps' legends: a site's blocks
@@ -194,7 +194,6 @@ class OverTimePane(QWidget):
         self.job: Job | None = None
         self.prediction_job: Job | None = None
         self.site_rows: list[aligned.SiteDelta] = []
-        self._syncing = False
         self._fitted = False
         self._events: tuple[int, int] = (-1, -1)
         self._tried = False  # an alignment was started for these documents
@@ -274,8 +273,7 @@ class OverTimePane(QWidget):
         ml.setSpacing(0)
         ml.addWidget(self.map_legend)
         ml.addWidget(maps, 1)
-        self.map_a.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_a, self.map_b))
-        self.map_b.vb.sigRangeChanged.connect(lambda *_: self._sync(self.map_b, self.map_a))
+        self.linked = LinkedMaps(self.map_a, self.map_b)
 
         # The tables: the sites, the categories at the cursor.
         self.sites = table_tree(
@@ -676,12 +674,9 @@ class OverTimePane(QWidget):
         return xmax, rows
 
     def _set_ranges(self, xr, yr) -> None:
-        self._syncing = True
-        try:
+        with self.linked.quiet():
             for m in (self.map_a, self.map_b):
                 m.vb.setRange(xRange=tuple(xr), yRange=tuple(yr), padding=0)
-        finally:
-            self._syncing = False
 
     def _fit_maps(self) -> None:
         """Both maps on one scale (bytes across, rows down), from the top."""
@@ -689,26 +684,13 @@ class OverTimePane(QWidget):
         if any(m.layout_data is None for m in maps):
             return
         spans = []
-        self._syncing = True
-        try:
+        with self.linked.quiet():
             for m in maps:
                 m.home()
                 (_, _), (ya, yb) = m.vb.viewRange()
                 spans.append(yb - ya)
-        finally:
-            self._syncing = False
         xmax, _rows = self._common_limits()
         self._set_ranges((0, xmax), (-0.3, -0.3 + max(spans)))
-
-    def _sync(self, src: SegmentMapView, dst: SegmentMapView) -> None:
-        if self._syncing:
-            return
-        self._syncing = True
-        try:
-            (xa, xb), (ya, yb) = src.vb.viewRange()
-            dst.vb.setRange(xRange=(xa, xb), yRange=(ya, yb), padding=0)
-        finally:
-            self._syncing = False
 
 
 __all__ = ["OverTimePane", "OverTime", "compute", "prediction_text", "HIGHLIGHT_SITE"]
