@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _shim import import_capture  # noqa: E402
-from record_one import SCHEMA, here, now_us, storages, summary  # noqa: E402
+from record_one import SCHEMA, dump_xz, here, now_us, storages, summary  # noqa: E402
 
 
 def build_decoder(torch, vocab: int, dim: int, layers: int, heads: int, kv_heads: int,
@@ -260,14 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     kind = "FSDP1 (FlatParameter)" if args.fsdp1 else "FSDP2 (fully_shard)"
     sidecar: dict = {}
     if rec is not None:
-        path = rec.dump(str(out / f"{name}.pickle"))
-        side_path = capture.files.sidecar_path(path)
-        capture.files.update_sidecar(side_path, workload=f"{kind} {model_name}, rank {rank}",
-                                     truth_file=f"{name}.truth.json")
-        sidecar = json.loads(Path(side_path).read_text())
-        rec.stop()
-        Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
-        os.unlink(path)
+        sidecar = dump_xz(rec, capture, out, name, workload=f"{kind} {model_name}, rank {rank}",
+                          truth_file=f"{name}.truth.json") or {}
     truth = {
         "schema": SCHEMA, "name": name, "kind": "fsdp", "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(dev) if cuda else None, "device": local,

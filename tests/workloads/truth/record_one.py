@@ -69,6 +69,23 @@ def summary(st: dict[int, int], **extra) -> dict:
             "blocks": sorted([p, n] for p, n in st.items()), **extra}
 
 
+def dump_xz(rec, capture, out: Path, name: str, **sidecar_fields) -> dict | None:
+    """Write ``NAME.pickle.xz`` and its sidecar (``sidecar_fields`` added to it), then stop
+    recording; the sidecar's contents, or None when no snapshot was written."""
+    path = rec.dump(str(out / f"{name}.pickle"))
+    if path is None:
+        print(f"{name}: no snapshot written", file=sys.stderr)
+        return None
+    side_path = capture.files.sidecar_path(path)
+    if sidecar_fields:
+        capture.files.update_sidecar(side_path, **sidecar_fields)
+    sidecar = json.loads(Path(side_path).read_text())
+    rec.stop()
+    Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
+    os.unlink(path)
+    return sidecar
+
+
 class SavedCollector:
     """Storages autograd saves for backward (saved_tensors_hooks), per iteration."""
 
@@ -348,19 +365,12 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     snapshot_us = now_us()
     sidecar = {}
     if rec is not None:
-        path = rec.dump(str(out / f"{name}.pickle"))
-        if path is None:
-            print(f"{name}: no snapshot written", file=sys.stderr)
+        got = dump_xz(rec, capture, out, name, memory_limit_bytes=limit,
+                      memory_fraction=fraction, workload=spec.get("workload", ""),
+                      truth_file=f"{name}.truth.json")
+        if got is None:
             return 1
-        side_path = capture.files.sidecar_path(path)
-        capture.files.update_sidecar(side_path, memory_limit_bytes=limit, memory_fraction=fraction,
-                                     workload=spec.get("workload", ""),
-                                     truth_file=f"{name}.truth.json")
-        sidecar = json.loads(Path(side_path).read_text())
-        rec.stop()
-        raw = Path(path).read_bytes()
-        Path(str(path) + ".xz").write_bytes(lzma.compress(raw, preset=6))
-        os.unlink(path)
+        sidecar = got
     n_trace = sidecar.get("n_trace")
 
     overall_alloc = max([peak_before["allocated"]]
@@ -494,15 +504,13 @@ def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
     truth["code_lines"] = {}
     truth["snapshot_unix_us"] = now_us()
     if rec is not None:
-        path = rec.dump(str(out / f"{spec['name']}.pickle"))
-        side = json.loads(capture.files.sidecar_path(path).read_text())
+        side = dump_xz(rec, capture, out, spec["name"])
+        if side is None:
+            return 1
         truth["memory_stats_end"] = side.get("memory_stats")
         truth["recording"] = {"max_entries": spec.get("max_entries", 1_000_000),
                               "stacks": "python", "context": "all",
                               "trace_entries": side.get("n_trace"), "ring_wrapped": False}
-        rec.stop()
-        Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
-        os.unlink(path)
     Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
     print(f"{spec['name']}: {len(marks)} clock marks")
     return 0
@@ -621,19 +629,12 @@ def generate_case(spec, out, rec, capture, truth, torch, dev) -> int:
     truth["snapshot_unix_us"] = now_us()
     n_trace = None
     if rec is not None:
-        path = rec.dump(str(out / f"{spec['name']}.pickle"))
-        if path is None:
-            print(f"{spec['name']}: no snapshot written", file=sys.stderr)
+        side = dump_xz(rec, capture, out, spec["name"], workload=spec.get("workload", ""),
+                       truth_file=f"{spec['name']}.truth.json")
+        if side is None:
             return 1
-        side_path = capture.files.sidecar_path(path)
-        capture.files.update_sidecar(side_path, workload=spec.get("workload", ""),
-                                     truth_file=f"{spec['name']}.truth.json")
-        side = json.loads(Path(side_path).read_text())
         n_trace = side.get("n_trace")
         truth["memory_stats_end"] = side.get("memory_stats")
-        rec.stop()
-        Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
-        os.unlink(path)
     max_entries = spec.get("max_entries", 1_000_000)
     truth["recording"] = {"max_entries": max_entries, "stacks": spec.get("stacks", "python"),
                           "context": "all", "trace_entries": n_trace,
