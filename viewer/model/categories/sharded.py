@@ -34,9 +34,6 @@ from .iterations import PH_BACKWARD, PH_FORWARD, Phases
 from .reasons import (CATEGORY_LABELS, CATEGORY_NAMES, COMMUNICATION, GRADIENT,
                       PARAMETER_GATHERED, REASONS, reason_id)
 
-_CATEGORY = np.array([r.category for r in REASONS], np.int8)
-
-
 def mark_sharded(snap: Snapshot, rows: np.ndarray, iv: Intervals, ph: Phases,
                  category: np.ndarray, reason: np.ndarray) -> bool:
     """Re-name in place what FSDP made (``rows``: the device's rows of ``snap.trace``, in
@@ -54,7 +51,7 @@ def mark_sharded(snap: Snapshot, rows: np.ndarray, iv: Intervals, ph: Phases,
     def put(mask: np.ndarray, code: str) -> None:
         ids = np.flatnonzero(mask)
         reason[ids] = reason_id(code)
-        category[ids] = _CATEGORY[reason_id(code)]
+        category[ids] = REASONS[reason_id(code)].category
 
     put(((k & sk.K_FSDP_SHARD) != 0) & ~in_pass, "param_shard")
     put((k & sk.K_FSDP_GATHER) != 0, "param_gathered")
@@ -67,12 +64,8 @@ def mark_sharded(snap: Snapshot, rows: np.ndarray, iv: Intervals, ph: Phases,
     # Unsharded gradients: made in backward outside FSDP, freed by the reduce-scatter.
     freed = (iv.end < n) & ((k & sk.K_FSDP) == 0) & (phase == PH_BACKWARD)
     ids = np.flatnonzero(freed)
-    if len(ids):
-        free_stack = snap.trace.stack[rows[iv.end[ids]]]
-        by_reduce = (kinds_ext[free_stack] & sk.K_FSDP_REDUCE) != 0
-        put_ids = ids[by_reduce]
-        reason[put_ids] = reason_id("grad_unsharded")
-        category[put_ids] = GRADIENT
+    freed[ids] = (kinds_ext[snap.trace.stack[rows[iv.end[ids]]]] & sk.K_FSDP_REDUCE) != 0
+    put(freed, "grad_unsharded")
     return True
 
 
