@@ -163,12 +163,17 @@ class PeakEstimate:
                 "draws_out_of_memory": self.ooms,
                 "in_doubt": self.in_doubt(), "why_range": self.why_range(), "what": what}
 
+    @property
+    def library_workspaces(self) -> int:
+        """Of :attr:`workspaces`, those a library's algorithm choice sizes."""
+        return self.workspaces - self.tuning - self.guessed
+
     def in_doubt(self) -> str:
         """What the estimate rests on, counted: "3 library workspaces", "2 library
         workspaces, 26 autotuning allocations and 1 allocation judged by its size"."""
-        ws = self.workspaces - self.tuning - self.guessed
         parts = [plural(n, one, many) for n, one, many in (
-            (ws, "library workspace", None), (self.tuning, "autotuning allocation", None),
+            (self.library_workspaces, "library workspace", None),
+            (self.tuning, "autotuning allocation", None),
             (self.guessed, "allocation judged by its size",
              "allocations judged by their size")) if n > 0]
         if not parts:
@@ -177,8 +182,8 @@ class PeakEstimate:
 
     def why_range(self) -> str:
         """Why those allocations may take other sizes, for the kinds present."""
-        ws = self.workspaces - self.tuning - self.guessed
-        return "; ".join(w for n, w in ((ws, RANGE_WHAT), (self.tuning, TUNING_WHAT),
+        return "; ".join(w for n, w in ((self.library_workspaces, RANGE_WHAT),
+                                        (self.tuning, TUNING_WHAT),
                                         (self.guessed, GUESSED_WHAT)) if n > 0) or RANGE_WHAT
 
     @property
