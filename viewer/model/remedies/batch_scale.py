@@ -186,12 +186,6 @@ class PeakEstimate:
                                         (self.tuning, TUNING_WHAT),
                                         (self.guessed, GUESSED_WHAT)) if n > 0) or RANGE_WHAT
 
-    @property
-    def is_range(self) -> bool:
-        """Whether the workspace sizes tried move the peak at all (a range of zero width
-        is one value: the workspaces are too small or too short-lived to matter)."""
-        return self.low != self.high
-
 
 def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
                    samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
