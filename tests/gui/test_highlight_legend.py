@@ -47,3 +47,18 @@ def test_legend_says_what_the_highlight_is(make_window, qtbot, load):
         w.grab().save(os.path.join(os.environ["VRAMSCOPE_SHOTS"], "search_legend.png"))
     panel.close()
 
+
+
+def test_segment_map_legend_items_break_between_not_inside(make_window, qtbot, load):
+    """Coloured by category the map's legend takes two lines at 1440 px: it breaks between
+    its items, never inside one ("largest free / gaps")."""
+    w = make_window()
+    assert load(w, GPT2_LIMIT_OOM) == "loaded"
+    w.categories_wiring.color_action.setChecked(True)
+    qtbot.waitUntil(lambda: "optimizer state" in w.map.legend.text().replace("&nbsp;", " "),
+                    timeout=60000)
+    items = w.map.legend.text().split("&nbsp;&nbsp; ")
+    assert len(items) >= 6, items
+    for item in items:
+        assert item.startswith('<span style="white-space:nowrap">') and \
+            item.endswith("</span>"), item

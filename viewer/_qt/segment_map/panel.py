@@ -219,7 +219,9 @@ class SegmentMapView(QWidget):
             parts.append("<b>P</b>&nbsp;private pool")
         if getattr(self, "legend_provider", None) is not None:  # colour by category
             parts = self.legend_provider(parts)
-        self.legend.setText("&nbsp;&nbsp; ".join(parts))
+        # Items break between each other, never inside one ("largest free / gaps").
+        self.legend.setText("&nbsp;&nbsp; ".join(f'<span style="white-space:nowrap">{p}</span>'
+                                                 for p in parts))
 
     # -- data
     def set_document(self, doc: Document | None, selection: Selection | None = None,
