@@ -37,7 +37,7 @@ import numpy as np
 
 from ..analysis.calltree import site_frames, top_sites
 from ..analysis.focus import default_trace_device
-from ..categories import MemoryBreakdown
+from ..categories import CATEGORY_LABELS, CATEGORY_NAMES, MemoryBreakdown
 from ..core import frames as fr
 from ..core.progress import Progress
 from ..core.snapshot import Snapshot
@@ -49,6 +49,11 @@ RELATIVE_SPANS = 10
 #: Sites listed (by the size of their change).
 TOP_SITES = 10
 CURVES = ("reserved", "allocated", "requested")
+# A site's status: live at B's peak only, at A's only, at both with other bytes, at both
+# with the same bytes (an allocator setting moves reserved memory, not the program's).
+SITE_ADDED, SITE_GONE, SITE_CHANGED, SITE_UNCHANGED = "added", "gone", "changed", "unchanged"
+SITE_STATUSES = (SITE_ADDED, SITE_GONE, SITE_CHANGED, SITE_UNCHANGED)
+SITES_HEADER = "live bytes at each side's peak by allocation site"
 
 
 @dataclass
@@ -124,7 +129,13 @@ class SiteDelta:
 
     @property
     def status(self) -> str:
-        return "added" if not self.a_count else "gone" if not self.b_count else "changed"
+        """:data:`SITE_UNCHANGED` whenever the bytes are the same on both sides (the
+        number of allocations may differ: the bytes are what changed or not); else
+        added, gone or changed."""
+        if not self.delta:
+            return SITE_UNCHANGED
+        return SITE_ADDED if not self.a_count else SITE_GONE if not self.b_count \
+            else SITE_CHANGED
 
     def to_dict(self) -> dict[str, Any]:
         return {"frame": self.frame, "filename": self.filename, "line": self.line,
@@ -180,6 +191,31 @@ class Alignment:
         both = [s for s in self.spans if s.delta("peak_reserved") is not None]
         return max(both, key=lambda s: abs(s.delta("peak_reserved") or 0)) if both else None
 
+    def changed_sites(self) -> list[SiteDelta]:
+        """The sites whose bytes differ between the peaks, largest change first: the
+        rows a list "by change" shows (the others hold the same bytes on both sides)."""
+        return [s for s in self.sites if s.status != SITE_UNCHANGED]
+
+    def site_counts(self) -> dict[str, int]:
+        """How many sites are added, gone, changed and unchanged."""
+        counts = dict.fromkeys(SITE_STATUSES, 0)
+        for s in self.sites:
+            counts[s.status] += 1
+        return counts
+
+    def site_summary(self) -> str:
+        """One line on the sites: how many differ and how many hold the same bytes (the
+        text's and the window's words when a list by change would be empty or short)."""
+        same = self.site_counts()[SITE_UNCHANGED]
+        differ = len(self.sites) - same
+        if not self.sites:
+            return "no allocation is live at either side's peak"
+        hold = f"{'holds' if same == 1 else 'hold'} the same bytes on both sides"
+        if not differ:
+            return f"no site differs ({plural(same, 'site')} {hold})"
+        text = f"{plural(differ, 'site')} {'differs' if differ == 1 else 'differ'}"
+        return text + (f", {same:,} {hold}" if same else "")
+
     def to_dict(self, top: int = TOP_SITES) -> dict[str, Any]:
         return {
             "aligned_by": self.by,
@@ -189,10 +225,37 @@ class Alignment:
             "categories_at_peak": {"a": self.categories_at_peak[0],
                                    "b": self.categories_at_peak[1]},
             "sites": [s.to_dict() for s in self.sites[:top]],
+            "site_counts": self.site_counts(),
             "prediction_error": self.prediction_error,
             "detected_change": self.detected_change,
             "notes": self.notes,
         }
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One memory category's requested bytes on each side (at a moment of each)."""
+
+    name: str
+    label: str
+    a: int
+    b: int
+
+    @property
+    def delta(self) -> int:
+        return self.b - self.a
+
+
+def category_rows(a: dict[str, int], b: dict[str, int]) -> list[CategoryRow]:
+    """The categories to show side by side: those whose bytes changed, largest change
+    first, then those holding the same bytes on both sides (in the categories' order).
+    A category with no bytes on either side is left out: ten rows of "0 B" would push
+    the one that changed out of sight."""
+    rows = [CategoryRow(n, label, int(a.get(n, 0)), int(b.get(n, 0)))
+            for n, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)]
+    rows = [r for r in rows if r.a or r.b]
+    changed = sorted((r for r in rows if r.delta), key=lambda r: -abs(r.delta))
+    return changed + [r for r in rows if not r.delta]
 
 
 # --------------------------------------------------------------------------- building
@@ -463,6 +526,27 @@ def _signed(n: int | None) -> str:
     return ("+" if n > 0 else "") + format_bytes(n) if n else "0 B"
 
 
+def site_lines(al: Alignment, top: int = TOP_SITES) -> list[str]:
+    """The sites whose bytes differ, largest change first, under their header; the
+    header never stands alone: with no row to list, one line says why."""
+    changed = al.changed_sites()
+    shown = changed[:top]
+    if not shown:
+        return [f"{SITES_HEADER}: {al.site_summary()}"]
+    lines = [f"{SITES_HEADER}, largest change first:"]
+    for site in shown:
+        lines.append(f"  {_signed(site.delta):>12}  {site.status:<7}  {site.frame}  "
+                     f"(A {format_bytes(site.a_bytes)}, B {format_bytes(site.b_bytes)})")
+    more = len(changed) - len(shown)
+    same = len(al.sites) - len(changed)
+    if more or same:
+        lines.append("  (" + ", ".join(
+            ([f"{more:,} more {'differs' if more == 1 else 'differ'} (--top)"] if more else [])
+            + ([f"{plural(same, 'site')} {'holds' if same == 1 else 'hold'} the same "
+                "bytes on both sides"] if same else [])) + ")")
+    return lines
+
+
 def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> list[str]:
     """The aligned part of ``vramscope diff``'s text."""
     from ..categories.breakdown import format_split
@@ -484,21 +568,15 @@ def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> lis
     if len(shown) < len(al.spans):
         lines.append(f"  ... {len(al.spans) - len(shown)} more (--json has them all)")
     big = al.largest_change()
-    if big is not None and big.delta("peak_reserved"):
-        moved = {k: v for k, v in big.category_delta().items() if v}
-        what = ", ".join(f"{k.replace('_', ' ')} {_signed(v)}" for k, v in
-                         sorted(moved.items(), key=lambda kv: -abs(kv[1]))[:4])
+    if big is not None and big.delta("peak_reserved") and big.a and big.b:
+        moved = [r for r in category_rows(big.a.categories, big.b.categories) if r.delta]
+        what = ", ".join(f"{r.label} {_signed(r.delta)}" for r in moved[:4])
         lines.append(f"largest change: {big.label}, peak reserved "
                      f"{_signed(big.delta('peak_reserved'))}" + (f" ({what})" if what else ""))
     ca, cb = al.categories_at_peak
     lines.append(f"at A's peak (event {al.peak_events[0]}): {format_split(ca)}")
     lines.append(f"at B's peak (event {al.peak_events[1]}): {format_split(cb)}")
-    lines.append("live bytes at each side's peak by allocation site, largest change first:")
-    for site in al.sites[:top]:
-        if not site.delta:
-            break
-        lines.append(f"  {_signed(site.delta):>12}  {site.status:<7}  {site.frame}  "
-                     f"(A {format_bytes(site.a_bytes)}, B {format_bytes(site.b_bytes)})")
+    lines += site_lines(al, top)
     p = al.prediction_error
     if p is not None:
         rng = ""
