@@ -32,9 +32,10 @@ def test_advise_json_ranks_remedies_and_names_the_largest_batch():
     peaks = [r["predicted_peak_reserved_bytes"] for r in rem]
     assert peaks == sorted(peaks)
     assert {r["method"] for r in rem} == {"simulated", "estimated"}
-    for r in rem:
-        assert r["saving_bytes"] == got["recorded_peak_reserved_bytes"] - \
+    for r in rem:  # (a run that fits: what it needs is what it recorded)
+        assert r["saving_bytes"] == got["needed_peak_reserved_bytes"] - \
             r["predicted_peak_reserved_bytes"]
+    assert got["needed_peak_reserved_bytes"] == got["recorded_peak_reserved_bytes"]
     assert any(r["remedy"].startswith("allocator:expandable_segments") for r in rem)
     # The largest batch is the safe side of the simulated runs: b fits; b + 1 does not, or
     # its prediction is so close to the limit that the answer says it may not.
@@ -190,7 +191,7 @@ def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
     assert lo < real < hi == ckpt["predicted_peak_reserved_bytes"]
     act = got["split_at_peak"]["activations"]
     assert act == got["split_at_peak"]["categories"]["activation"]
-    peak = got["recorded_peak_reserved_bytes"]
+    peak = got["needed_peak_reserved_bytes"]  # (estimates count from what the run needs)
     assert (lo, hi) == (peak - act * 2 // 3, peak - act // 2)
 
 

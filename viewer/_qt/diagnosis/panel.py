@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QS
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
-from ...model.remedies.advise import format_peak, split_lines
+from ...model.remedies.advise import format_peak, peak_words, split_lines
 from ...model.remedies.batch_scale import RANGE_WHAT, near_limit_words, range_words
 from ..widgets import theme
 from ..widgets.category_colors import color as category_color
@@ -179,6 +179,10 @@ class DiagnosisPanel(JobPanel):
         self.fit_label.setWordWrap(True)
         self.limit_label = QLabel("")  # the limit the answer is judged against, and its source
         self.limit_label.setWordWrap(True)
+        # The recorded peak and the peak the run needs (the savings' base), each named.
+        self.peak_label = QLabel("")
+        self.peak_label.setWordWrap(True)
+        self.peak_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -225,8 +229,8 @@ class DiagnosisPanel(JobPanel):
         upper = QWidget()
         uv = QVBoxLayout(upper)
         uv.setContentsMargins(0, 0, 0, 0)
-        for w in (self.verdict, self.limit_label, self.split_label, self.split_bar,
-                  self.fit_label, self.error):
+        for w in (self.verdict, self.limit_label, self.peak_label, self.split_label,
+                  self.split_bar, self.fit_label, self.error):
             uv.addWidget(w)
         uv.addWidget(self.table, 1)
         uv.addLayout(row)
@@ -348,13 +352,15 @@ class DiagnosisPanel(JobPanel):
         oom = a.verdict.startswith("out of memory")
         if a.memory_limit_bytes is None and not oom:
             # The model's words may name a command-line flag: the panel names its box.
-            text = (f"peak reserved {fb(a.recorded_peak_reserved_bytes)}; no memory limit "
-                    "known: type one in the Memory limit box above and press Diagnose")
+            text = ("no memory limit known: type one in the Memory limit box above and "
+                    "press Diagnose")
         else:
             text = a.verdict[len("out of memory "):] if oom else a.verdict
         self.verdict.setText(("<b>Out of memory</b> " if oom else "<b>Verdict:</b> ")
                              + text.replace("&", "&amp;").replace("<", "&lt;"))
         self.limit_label.setText("Memory limit: " + self.limit_words(a))
+        words = peak_words(a.recorded_peak_reserved_bytes, a.needed_peak_reserved_bytes)
+        self.peak_label.setText(words[:1].upper() + words[1:])
         self.limit_edit.setPlaceholderText("none known: type one (e.g. 10GB)"
                                            if a.memory_limit_bytes is None
                                            else "as recorded (e.g. 10GB)")

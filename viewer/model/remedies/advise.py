@@ -144,6 +144,7 @@ class Remedy:
         rng = self.predicted_peak_reserved_range
         d["predicted_peak_reserved_range"] = list(rng) if rng is not None else None
         d["predicted_peak_is_estimate"] = self.is_estimate
+        d["fits_word"] = self.fits_word  # the one decision every view shows
         return d
 
 
@@ -152,7 +153,14 @@ class Advice:
     """Everything ``vramscope advise`` says about one recording."""
 
     device: int
+    # The recording's own peak reserved (memory_stats' reserved_bytes.all.peak; up to the
+    # OOM in a run that ran out of memory).
     recorded_peak_reserved_bytes: int
+    # The peak reserved the run needs at its settings: the recorded one when it fitted,
+    # else simulated without a limit (the failed request served).  Savings are counted
+    # from it, so that a remedy's demand is compared with a demand, never with a run
+    # truncated at its OOM.
+    needed_peak_reserved_bytes: int
     memory_limit_bytes: int | None
     limit_source: str
     verdict: str
@@ -203,6 +211,7 @@ class Advice:
         return {
             "device": self.device,
             "recorded_peak_reserved_bytes": self.recorded_peak_reserved_bytes,
+            "needed_peak_reserved_bytes": self.needed_peak_reserved_bytes,
             "memory_limit_bytes": self.memory_limit_bytes,
             "memory_limit_source": self.limit_source,
             "verdict": self.verdict,
@@ -835,7 +844,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     else:
         text = f"peak reserved {fb(peak)}; no memory limit known"
     return Advice(
-        device=case.device, recorded_peak_reserved_bytes=peak, memory_limit_bytes=lim,
+        device=case.device, recorded_peak_reserved_bytes=case.recorded_peak,
+        needed_peak_reserved_bytes=peak, memory_limit_bytes=lim,
         limit_source=lim_source, verdict=text, split_at_peak=split, remedies=remedies,
         moment=moment_name, fragmentation=fragmentation, notes=notes,
         largest_scale_that_fits=float(safe.scale) if safe is not None else None,
@@ -856,6 +866,16 @@ def format_peak(r: Remedy) -> str:
         if span is not None:
             return f"{text} (estimate, {span})"
     return f"{text} (estimate)" if r.is_estimate else text
+
+
+def peak_words(recorded: int, needed: int) -> str:
+    """The recorded peak and, where it differs, the peak the run needs, each named (an
+    :class:`Advice`'s two figures): the words of the CLI, the Diagnosis panel and the
+    HTML report."""
+    text = f"recorded peak reserved {fb(recorded)}"
+    if needed != recorded:
+        text += f"; needed to run through {fb(needed)} (simulated, savings count from it)"
+    return text
 
 
 def split_lines(advice: Advice) -> list[str]:
@@ -883,9 +903,8 @@ def format_text(advice: Advice) -> str:
     """The CLI's text: verdict, split at the peak, ranked remedies, largest fitting batch."""
     a = advice
     lim = f"{fb(a.memory_limit_bytes)} ({a.limit_source})" if a.memory_limit_bytes else "none"
-    need = "needed (without a limit)" if a.verdict.startswith("out of memory") else ""
-    lines = [f"device {a.device}: peak reserved {fb(a.recorded_peak_reserved_bytes)} {need}; "
-             f"memory limit {lim}".replace("  ", " ").replace(" ;", ";"),
+    peaks = peak_words(a.recorded_peak_reserved_bytes, a.needed_peak_reserved_bytes)
+    lines = [f"device {a.device}: {peaks}; memory limit {lim}",
              f"verdict: {a.verdict}"
              + ("" if a.memory_limit_bytes is not None else " (give --memory-limit)")]
     lines += split_lines(a)
