@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from vramscope.viewer.model.categories import MemoryBreakdown
+from vramscope.viewer.model.categories import CATEGORY_LABELS, CATEGORY_NAMES, MemoryBreakdown
 from vramscope.viewer.model.core.units import format_bytes
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.reports import aligned
@@ -129,17 +129,24 @@ def check_cursor_at(pane, i: int) -> None:
 
 
 def check_categories(pane) -> None:
-    """The table at the cursor is each side's ``breakdown.split_at`` (computed here)."""
+    """The table at the cursor is each side's ``breakdown.split_at`` (computed here): every
+    category with bytes on either side, none empty on both, the changed ones first."""
     r = pane.result
     ka, kb = pane.mapped_events()
-    got = pane.category_values()
-    for side, k, col in (("a", ka, 0), ("b", kb, 1)):
+    split = []
+    for side, k in (("a", ka), ("b", kb)):
         d = r.side(side)
         bd = MemoryBreakdown.build(d.doc.snap, d.doc.timeline, d.device)
-        want = bd.split_at(k)
-        assert {n: v[col] for n, v in got.items()} == want
+        split.append(bd.split_at(k))
+    a, b = split
+    want = {n: (a.get(n, 0), b.get(n, 0)) for n in CATEGORY_NAMES if a.get(n) or b.get(n)}
+    got = pane.category_values()
+    assert got == want
+    names = list(got)
+    changed = [n for n in names if got[n][0] != got[n][1]]
+    assert names[:len(changed)] == changed
     t = pane.categories
-    assert t.item(0, 0).text() == "parameters" and t.item(t.rowCount() - 1, 0).text() == "total"
+    assert t.rowCount() == len(want) + 1 and t.item(t.rowCount() - 1, 0).text() == "total"
 
 
 def test_over_time_leak_pair(over_time, qtbot):
@@ -193,6 +200,9 @@ def test_over_time_leak_pair(over_time, qtbot):
     assert len(items) == len(al.sites)
     top = pane.site_of(items[0])
     assert top.frame.startswith("record_one.py:239") and top.status == "gone"
+    for it in items:  # "changed" only where the bytes differ
+        s = pane.site_of(it)
+        assert (it.text(1) == "unchanged") == (s.a_bytes == s.b_bytes), it.text(0)
     assert items[0].text(4) == signed_bytes(al.sites[0].delta) == signed_bytes(top.delta)
     assert "record_one.py:239 in run" in items[0].toolTip(0)
     assert "/" in items[0].toolTip(0).split("\n")[0]  # the full path
@@ -256,6 +266,64 @@ def test_over_time_checkpointing_pair(over_time, qtbot):
     pane.set_span(big.index)
     pane.sites.setCurrentItem(pane.site_items()[0])
     grab(w, shot_path("compare_ckpt.png"))
+
+
+def category_rows_shown(pane) -> list[tuple[int, str, int, int]]:
+    """The category table's rows as (row, name, A, B), the total left out."""
+    t = pane.categories
+    name_of = dict(zip(CATEGORY_LABELS, CATEGORY_NAMES))
+    out = []
+    for r in range(t.rowCount()):
+        name = name_of.get(t.item(r, 0).text())
+        if name:
+            out.append((r, name, int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
+                        int(t.item(r, 2).data(Qt.ItemDataRole.UserRole))))
+    return out
+
+
+def test_over_time_the_changed_category_is_in_view_at_1440x900(over_time, qtbot):
+    """At the span the leak changed most, the category that changed is on screen without
+    scrolling, and no category empty on both sides is listed."""
+    w = over_time(*LEAK)
+    pane = w.over_time
+    al = model_alignment(*LEAK)
+    pane.set_span(al.largest_change().index)
+    grab(w, shot_path("compare_leak_categories.png"))  # (1440x900, laid out)
+    shown = category_rows_shown(pane)
+    changed = [(r, n) for r, n, va, vb in shown if va != vb]
+    assert changed, "the leak pair changes a category at its largest change"
+    t = pane.categories
+    view = t.viewport().rect()
+    assert t.verticalScrollBar().value() == 0
+    for r, name in changed:
+        rect = t.visualItemRect(t.item(r, 0))
+        assert view.contains(rect), (name, rect, view)
+    total = t.visualItemRect(t.item(t.rowCount() - 1, 0))
+    assert t.item(t.rowCount() - 1, 0).text() == "total" and view.contains(total)
+    # none empty on both sides; the changed ones first, the largest change first
+    assert all(va or vb for _, _, va, vb in shown), shown
+    ka, kb = pane.mapped_events()
+    a, b = pane.result.a.breakdown.split_at(ka), pane.result.b.breakdown.split_at(kb)
+    assert [n for _, n in changed] == sorted(
+        (n for n in CATEGORY_NAMES if a.get(n, 0) != b.get(n, 0)),
+        key=lambda n: -abs(b.get(n, 0) - a.get(n, 0)))
+    assert [r for r, _ in changed] == list(range(len(changed)))
+
+
+def test_over_time_an_allocator_setting_changes_no_site(over_time, qtbot):
+    """One program under two allocator settings: every site holds the same bytes, so
+    none is "changed"; the title says none differs."""
+    w = over_time(DATA / "whatif_default.pickle", DATA / "whatif_expandable.pickle")
+    pane = w.over_time
+    items = pane.site_items()
+    assert items
+    for it in items:
+        s = pane.site_of(it)
+        assert s.a_bytes == s.b_bytes
+        assert it.text(1) == "unchanged" and it.text(4) == "0 B"
+    assert f"no site differs ({len(items)} sites hold the same bytes on both sides)" \
+        in pane.sites_title.text()
+    grab(w, shot_path("compare_whatif.png"))
 
 
 def test_over_time_cancel_and_again(over_time, qtbot):

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, MemoryBreakdown
+from ...model.categories import MemoryBreakdown
 from ...model.core import frames as fr
 from ...model.core.errors import SnapshotError
 from ...model.core.progress import Progress
@@ -279,15 +279,16 @@ class OverTimePane(QWidget):
         self.sites = table_tree(
             SITE_COLUMNS, "Live bytes at each side's peak by allocation site (your line that "
             "allocated), largest change first. Select a site: its blocks are highlighted on "
-            "both maps.", {1: 62, 2: 80, 3: 80, 4: 88}, stretch=0, roots=False)
+            "both maps.", {1: 80, 2: 80, 3: 80, 4: 88}, stretch=0, roots=False)
         self.sites.currentItemChanged.connect(self._on_site)
-        self.categories = QTableWidget(len(CATEGORY_NAMES) + 1, len(CATEGORY_COLUMNS))
+        self.categories = QTableWidget(0, len(CATEGORY_COLUMNS))
         self.categories.setHorizontalHeaderLabels(list(CATEGORY_COLUMNS))
         self.categories.verticalHeader().hide()
         self.categories.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.categories.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.categories.setToolTip("Requested bytes live at the cursor by memory category, "
-                                   "on each side at its mapped event")
+                                   "on each side at its mapped event: the categories that "
+                                   "changed first; those empty on both sides are left out")
         ch = self.categories.horizontalHeader()
         ch.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in (1, 2, 3):
@@ -295,6 +296,7 @@ class OverTimePane(QWidget):
         self.categories.verticalHeader().setDefaultSectionSize(20)
         self.category_title = QLabel("<b>Categories at the cursor</b>")
         self.sites_title = QLabel("<b>Allocation sites at each side's peak</b>")
+        self.sites_title.setWordWrap(True)  # (with how many sites differ after it)
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(4, 0, 0, 0)
@@ -564,15 +566,20 @@ class OverTimePane(QWidget):
         return f"<b>{s.label}</b>: " + " · ".join(parts) + f" · at the peak: {phases}"
 
     def _fill_categories(self, a: dict[str, int], b: dict[str, int]) -> None:
+        """The model's rows (:func:`..aligned.category_rows`: the changed ones first, none
+        empty on both sides), then the total."""
         t = self.categories
-        rows = [(label, a.get(n, 0), b.get(n, 0), category_color(n))
-                for n, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)]
-        rows.append(("total", sum(a.values()), sum(b.values()), None))
+        rows = [(r.name, r.label, r.a, r.b, category_color(r.name))
+                for r in aligned.category_rows(a, b)]
+        rows.append(("", "total", sum(a.values()), sum(b.values()), None))
+        t.clearContents()
+        t.setRowCount(len(rows))
         bold = QFont(t.font())
         bold.setBold(True)
-        for r, (label, va, vb, c) in enumerate(rows):
+        for r, (name, label, va, vb, c) in enumerate(rows):
             cells = [QTableWidgetItem(label), QTableWidgetItem(format_bytes(va)),
                      QTableWidgetItem(format_bytes(vb)), QTableWidgetItem(signed_bytes(vb - va))]
+            cells[0].setData(Qt.ItemDataRole.UserRole, name)
             if c is not None:
                 cells[0].setIcon(_swatch(c))
             for i, cell in enumerate(cells[1:], start=1):
@@ -590,11 +597,15 @@ class OverTimePane(QWidget):
                 t.setItem(r, col, cell)
 
     def category_values(self) -> dict[str, tuple[int, int]]:
-        """The table's bytes: category name -> (A, B) (for tests)."""
+        """The table's bytes: category name -> (A, B), the categories it lists (for
+        tests; the total row is left out)."""
         out = {}
-        for r, n in enumerate(CATEGORY_NAMES):
-            out[n] = (int(self.categories.item(r, 1).data(Qt.ItemDataRole.UserRole)),
-                      int(self.categories.item(r, 2).data(Qt.ItemDataRole.UserRole)))
+        t = self.categories
+        for r in range(t.rowCount()):
+            name = t.item(r, 0).data(Qt.ItemDataRole.UserRole)
+            if name:
+                out[name] = (int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
+                             int(t.item(r, 2).data(Qt.ItemDataRole.UserRole)))
         return out
 
     # ------------------------------------------------------------------ sites
@@ -603,12 +614,19 @@ class OverTimePane(QWidget):
         self.sites.setSortingEnabled(False)
         self.sites.clear()
         self.site_rows = list(r.alignment.sites) if r is not None else []
+        title = "<b>Allocation sites at each side's peak</b>"
+        if r is not None:
+            title += " · " + r.alignment.site_summary().replace("&", "&amp;")
+        self.sites_title.setText(title)
         items = []
+        n = len(self.site_rows)
         for i, s in enumerate(self.site_rows):
             item = SortItem([s.frame, s.status, format_bytes(s.a_bytes), format_bytes(s.b_bytes),
                              signed_bytes(s.delta)])
+            # "Change" sorts in the model's order: the size of the change, then the bytes
+            # (equal changes, e.g. every unchanged site, keep a stable order).
             for c, v in ((0, s.frame), (1, s.status), (2, s.a_bytes), (3, s.b_bytes),
-                         (4, abs(s.delta))):
+                         (4, n - i)):
                 item.setData(c, SORT_ROLE, v)
             item.setData(0, Qt.ItemDataRole.UserRole, i)
             for c in (2, 3, 4):
@@ -624,7 +642,8 @@ class OverTimePane(QWidget):
             item.setToolTip(0, "\n".join(tip))
             item.setToolTip(2, f"{s.a_bytes:,} bytes in {s.a_count:,} allocations at A's peak")
             item.setToolTip(3, f"{s.b_bytes:,} bytes in {s.b_count:,} allocations at B's peak")
-            item.setToolTip(4, f"{s.delta:+,} bytes (sorts by the size of the change)")
+            item.setToolTip(4, f"{s.delta:+,} bytes (sorts by the size of the change, "
+                               "then by the bytes)")
             items.append(item)
         self.sites.addTopLevelItems(items)
         self.sites.setSortingEnabled(True)
