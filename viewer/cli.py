@@ -19,6 +19,7 @@ COMMANDS = {
     "record": ("record", "run a Python script with allocator history recording (needs torch)"),
     "whatif": ("whatif", "predict peak memory and OOMs under other allocator settings"),
     "advise": ("advise", "rank the changes that would make a run fit, by predicted peak memory"),
+    "report": ("report", "write the HTML report of a snapshot (File > Export report)"),
     "attach": ("attach", "list running processes, watch one live, or save a snapshot from it"),
     "mcp": ("mcp", "serve these analyses to coding agents (Model Context Protocol, stdio)"),
 }

@@ -14,7 +14,7 @@ from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.categories.leaks import leak_interval_mask, leaked_blocks
-from vramscope.viewer.model.reports.html_report import ReportParts, build_html
+from vramscope.viewer.model.reports.html_report import DeviceSection, ReportParts, build_html
 from vramscope.viewer.model.view.curve_lod import column_extremes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -33,17 +33,19 @@ def leak_bd():
 
 def test_page_escapes_every_text_and_embeds_images():
     evil = '<script>alert("x")</script>&'
-    parts = ReportParts(title=evil, path=f"/tmp/{evil}.pickle", figures=[(evil, evil)],
+    sec = DeviceSection(0, figures=[(evil, evil)],
                         verdict=evil, categories={"parameter": 3 << 20, "unknown": 1 << 20},
                         leaks=[{"frame": evil, "function": evil, "bytes_per_iteration": 1,
                                 "iterations": 2, "live_bytes": 3}],
                         advice={"verdict": evil, "recorded_peak_reserved_bytes": 1 << 30,
+                                "needed_peak_reserved_bytes": 1 << 30,
                                 "remedies": [{"title": evil, "change": evil, "where": evil,
                                               "predicted_peak_reserved_bytes": 1 << 29,
                                               "saving_bytes": 1 << 29, "method": "simulated",
-                                              "fits": True}]},
+                                              "fits": True, "fits_word": "yes"}]},
                         top_sites=[{"site": evil, "bytes": 5 << 20, "count": 7}],
-                        images=[(evil, PNG)], notes=[evil])
+                        images=[(evil, PNG)])
+    parts = ReportParts(title=evil, path=f"/tmp/{evil}.pickle", devices=[sec], notes=[evil])
     page = build_html(parts)
     assert "<script>" not in page and evil not in page
     assert page.count("&lt;script&gt;") >= 10
@@ -55,7 +57,8 @@ def test_page_escapes_every_text_and_embeds_images():
 
 
 def test_page_without_history_says_so():
-    page = build_html(ReportParts(title="a.pickle", advice_note="no trace"))
+    page = build_html(ReportParts(title="a.pickle",
+                                  devices=[DeviceSection(None, advice_note="no trace")]))
     assert "No CUDA out-of-memory error" in page and "no trace" in page
     assert "Top allocation sites" not in page and "<img" not in page
 

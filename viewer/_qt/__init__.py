@@ -8,7 +8,8 @@ The packages, by feature (each ``__init__`` says what it may import):
 
 * ``app`` - the QApplication, the headless screenshot, the composition root
   (it hands File > Attach to ``live``); ``diagnosis_shot`` - the README's picture of
-  the Diagnosis panel over a main window.
+  the Diagnosis panel over a main window; ``report_shot`` - ``vramscope report``, File >
+  Export report in a window never shown.
 * ``main_window/`` - the main window: header, selectors, Blocks table, call tree, menus,
   files in and out, time travel.
 * ``timeline/``, ``segment_map/`` - the two big views of the main window.
@@ -21,5 +22,5 @@ The packages, by feature (each ``__init__`` says what it may import):
   loader, theme, settings, plotting, PNG, lazy tree, stack panel, category colours).
 
 Below them all, ``widgets``; above, the features; ``live`` composes ``main_window``;
-``app`` and ``diagnosis_shot`` compose everything.
+``app``, ``diagnosis_shot`` and ``report_shot`` compose everything.
 """

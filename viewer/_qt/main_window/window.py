@@ -864,15 +864,17 @@ class MainWindow(QMainWindow):
             path += ".html"
         self.export_report(path)
 
-    def export_report(self, path: str, remedies: bool = True):
+    def export_report(self, path: str, remedies: bool = True,
+                      devices: list[int] | None = None):
         """Write the HTML report of the open document to ``path`` off the GUI thread
-        (``remedies``: compute them when no Diagnosis panel has); the
-        :class:`~.report_export.ReportExport` (its ``finished(outcome, detail)``)."""
+        (``remedies``: compute them when no Diagnosis panel has; ``devices``: only
+        theirs, else every device's section); the :class:`~.report_export.ReportExport`
+        (its ``finished(outcome, detail)``)."""
         from .report_export import ReportExport, remember_folder
 
         if self.doc is None:
             return None
-        export = ReportExport(self, os.fspath(path), remedies)
+        export = ReportExport(self, os.fspath(path), remedies, devices)
 
         def ended(outcome: str, detail: str) -> None:
             if outcome == "done":
