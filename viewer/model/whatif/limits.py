@@ -6,6 +6,13 @@ first attempt failed.  Walking the recorded answers with the reserved total
 gives bounds: every success raises the lower bound, every failure lowers the
 upper one.  Any limit between them makes the same decisions at the recorded
 settings; predictions use the middle.
+
+An OOM also says how much the device had free (``cudaMemGetInfo``, taken after
+the allocator released every cached segment it could and retried): the
+allocator could have had at most the reserved total after that release plus
+that free memory.  When that free memory was too small for the new segment, the
+device itself was full and the limit the allocator ran against is exactly that
+sum (``at_oom``), whatever a constant per-process limit would say.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from ..core import allocator_rules as rules
 from ..core.snapshot import Action
 from . import requests as rq
 
+#: Where the limit comes from when an OOM with the device full decides it (``at_oom``).
+AT_OOM_SOURCE = "reserved + the GPU's free memory at the OOM"
+
 RELEASES = (int(Action.SEGMENT_FREE), int(Action.SEGMENT_UNMAP))
 GROWTH = (int(Action.SEGMENT_ALLOC), int(Action.SEGMENT_MAP))
 
@@ -26,18 +36,27 @@ GROWTH = (int(Action.SEGMENT_ALLOC), int(Action.SEGMENT_MAP))
 class LimitBounds:
     lower: int  # the limit is at least this
     upper: int | None  # at most this; None: nothing in the recording hit a limit
+    # The limit at an OOM where the device itself was full: reserved after the release
+    # plus the device's free memory (the last such OOM); None when no OOM says so.
+    at_oom: int | None = None
 
     @property
     def estimate(self) -> int | None:
         if self.upper is None:
             return None
+        if self.at_oom is not None:
+            return min(self.at_oom, self.upper)
         return (self.lower + self.upper) // 2 if self.upper >= self.lower else self.upper
 
 
-def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig) -> LimitBounds:
-    """Bounds on the memory limit, from the recorded segment events."""
+def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig,
+                device_free: np.ndarray | None = None) -> LimitBounds:
+    """Bounds on the memory limit, from the recorded segment events.
+
+    ``device_free``: per event of the device's trace, the free memory an OOM event
+    recorded (-1 unknown; the trace's ``device_free`` column at the device's rows)."""
     total = int(reqs.initial.seg_size.sum())
-    lower, upper = total, None
+    lower, upper, at_oom = total, None, None
     gc = cfg.garbage_collection_threshold > 0
     answers: dict[int, list[tuple[int, int]]] = {}
     for tag, act, size in zip(reqs.seg_tag.tolist(), reqs.seg_action.tolist(),
@@ -67,4 +86,18 @@ def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig) -> LimitBounds:
                 total += size
         if kind == rq.OOM:  # the retry after releasing failed too
             upper = total + need - 1 if upper is None else min(upper, total + need - 1)
-    return LimitBounds(lower, upper)
+            free = _free_at(device_free, int(reqs.event[i]))
+            if free is not None:
+                # After the release the device had ``free``: no limit let the allocator
+                # hold more than reserved + free then.
+                upper = min(upper, total + free)
+                if free < need:
+                    at_oom = total + free
+    return LimitBounds(lower, upper, at_oom)
+
+
+def _free_at(device_free: np.ndarray | None, event: int) -> int | None:
+    if device_free is None or not 0 <= event < len(device_free):
+        return None
+    free = int(device_free[event])
+    return free if free >= 0 else None

@@ -14,7 +14,7 @@ from ..replay import replay_device
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes as fb
 from ..replay.recorded_window import RecordedWindow, recorded_window
-from .limits import LimitBounds, infer_limit
+from .limits import AT_OOM_SOURCE, LimitBounds, infer_limit
 from .requests import Requests, build_requests, released_by_empty_cache
 from .run import SimResult, simulate
 from .selfcheck import CheckResult, self_check
@@ -213,14 +213,15 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     reqs = build_requests(rep, snap.pools, retries_possible,
                           gc_possible=recorded.garbage_collection_threshold > 0, cfg=recorded,
                           emptied=released_by_empty_cache(snap, rep))
-    bounds = infer_limit(reqs, recorded)
+    bounds = infer_limit(reqs, recorded, snap.trace.device_free[rep.rows])
     lim: int | None
     if limit is not None:
         lim, source = int(limit), "given"
     elif isinstance(side.get("memory_limit_bytes"), int):
         lim, source = int(side["memory_limit_bytes"]), "sidecar"
     elif bounds.upper is not None:
-        lim, source = bounds.estimate, "inferred"
+        lim = bounds.estimate
+        source = AT_OOM_SOURCE if lim == bounds.at_oom else "inferred"
     else:
         lim, source = None, "none"
     gpu = side.get("gpu_total_memory")
