@@ -141,17 +141,11 @@ def settle_categories(window, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     wiring = getattr(window, "categories_wiring", None)
     if wiring is None:
         return
-
-    def built() -> bool:
-        thread = wiring.panel.thread
-        return thread is None or thread.isFinished()
-
-    if not wait_until(built, timeout_s):
+    # Settled: the build's thread ended and its outcome (queued to this thread) is what
+    # the header's "What it is" line and the tab show - not merely a finished thread.
+    if not wait_until(wiring.settled, timeout_s):
         raise ShotError(f"the memory categories were not computed within {timeout_s:g} s "
                         "(--timeout SECONDS to wait longer)")
-    app = QApplication.instance()
-    for _ in range(2):  # (its result, queued to this thread, is drawn)
-        app.processEvents()
 
 
 def grab_main_window(window: MainWindow, timeout_s: float = SETTLE_TIMEOUT_S):
@@ -166,10 +160,7 @@ def grab_main_window(window: MainWindow, timeout_s: float = SETTLE_TIMEOUT_S):
     app.processEvents()
     window.setUpdatesEnabled(True)
     wiring = getattr(window, "categories_wiring", None)
-    thread = wiring.panel.thread if wiring is not None else None
-    if thread is None or thread.isFinished():
-        if thread is not None:
-            settle_categories(window, timeout_s)  # (its result may be still queued)
+    if wiring is None or wiring.settled():
         pixmap = window.grab()
         stamp("first_paint")
         return pixmap

@@ -80,6 +80,12 @@ class CategoriesPanel(QWidget):
     """Split bar + category timeline + leaks, for one device's breakdown."""
 
     cursorRequested = Signal(int)
+    # The breakdown of the latest build (and its phase spans), once this panel shows it,
+    # and the end of that build (built or not).  Signals of the panel, not of each build's
+    # thread: connected once, they cannot miss a build that ends before a caller of
+    # start() could connect to its thread.
+    breakdownBuilt = Signal(object, object)  # MemoryBreakdown, its phase spans (list)
+    buildEnded = Signal()
     highlightStacks = Signal(object)  # np.ndarray bool per stack (None: clear)
     allocationsSelected = Signal(object)  # interval ids
     stackSelected = Signal(int)
@@ -88,6 +94,7 @@ class CategoriesPanel(QWidget):
         super().__init__(parent)
         self.bd: MemoryBreakdown | None = None
         self.thread: BreakdownThread | None = None
+        self._ended = True  # the latest build's thread has finished (and that is handled)
         self.status = QLabel(NO_SNAPSHOT)
         self.split = CategorySplitBar()
         self.timeline = CategoryTimeline()
@@ -117,17 +124,32 @@ class CategoriesPanel(QWidget):
             self.leaks.set_unavailable(NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
             return
         self.status.setText("Classifying the memory...")
+        self._ended = False
         self.thread = BreakdownThread(doc, device, self)
         self.thread.progressed.connect(
             lambda f: self.status.setText(f"Classifying the memory... {f:.0%}"))
         self.thread.built.connect(self._on_built)
         self.thread.failed.connect(self.status.setText)
+        self.thread.finished.connect(self._on_finished)
         self.thread.start()
 
     def _on_built(self, bd) -> None:
         # (queued: a build superseded by another file may still deliver; not shown)
-        if self.sender() is self.thread:
+        thread = self.sender()
+        if thread is self.thread:
             self.set_breakdown(bd)
+            self.breakdownBuilt.emit(bd, thread.spans)
+
+    def _on_finished(self) -> None:
+        # (queued after the build's result or failure: both are shown by now)
+        if self.sender() is self.thread:
+            self._ended = True
+            self.buildEnded.emit()
+
+    def settled(self) -> bool:
+        """No build in flight, and what the last one ended with is shown: its breakdown,
+        or why there is none (a failure, no trace)."""
+        return self.thread is None or self._ended
 
     def stop(self) -> None:
         """Cancel a build in flight (and wait for its thread)."""

@@ -162,6 +162,8 @@ class CategoriesWiring(QObject):
         self.panel.highlightStacks.connect(self._on_leak_highlight)
         self.panel.cursorRequested.connect(w.set_cursor)
         self.panel.stackSelected.connect(self._show_leak_stack)
+        self.panel.breakdownBuilt.connect(self._built)
+        self.panel.buildEnded.connect(self._after_build)
         w.documentChanged.connect(self._on_document)
         w.momentShown.connect(self._on_moment)
         w.vs.events.cursor.connect(self._on_cursor)
@@ -293,10 +295,12 @@ class CategoriesWiring(QObject):
         if not live:  # (live: the last breakdown stays shown until the next one lands)
             self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
             self.cv.set_breakdown(None)
-        self.panel.start(doc, dev)
-        if self.panel.thread is not None:
-            self.panel.thread.built.connect(self._built)
-            self.panel.thread.finished.connect(self._after_build)
+        self.panel.start(doc, dev)  # (its breakdownBuilt / buildEnded: connected once)
+
+    def settled(self) -> bool:
+        """What the header line and the tab show is the latest build's outcome (its
+        breakdown, or why there is none): no build in flight, none undelivered."""
+        return self.panel.settled() and self.cv.bd is self.panel.bd
 
     def _after_build(self) -> None:
         """A live document that arrived during the build: its turn now."""
@@ -308,16 +312,15 @@ class CategoriesWiring(QObject):
         if not self._quiet:  # (a row the user picked, not the first one shown)
             self.w.vs.set_category_mask(mask)
 
-    def _built(self, bd) -> None:
-        if self._built_for is None or self.sender() is not self.panel.thread:
-            return  # (a build superseded by another file, delivered late)
+    def _built(self, bd, spans) -> None:
+        if self._built_for is None:
+            return  # (the file closed meanwhile; the panel drops superseded builds)
         self._quiet = False
         n = len(bd.leaks)
         self.w.tabs.setTabText(self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})"
                                                             if n else ""))
-        if self._built_for is not None and bd.device == self._built_for[1]:
-            thread = self.sender()
-            self.cv.set_breakdown(bd, getattr(thread, "spans", None))
+        if bd.device == self._built_for[1]:
+            self.cv.set_breakdown(bd, spans)
 
     def _on_cursor(self, dev, k) -> None:
         if dev is not None and self._built_for is not None and dev != self._built_for[1]:
