@@ -56,6 +56,56 @@ def test_diff_text_by_line():
     assert "changed  train_workloads.py:273 whatif" in out.stdout
 
 
+SITES_HEADER = "live bytes at each side's peak by allocation site"
+
+
+def _site_rows(lines: list[str], at: int) -> list[str]:
+    """The indented rows under the sites' header at line ``at``."""
+    rows = []
+    for line in lines[at + 1:]:
+        if not line.startswith("  "):
+            break
+        rows.append(line)
+    return rows
+
+
+@pytest.mark.parametrize("a,b", [
+    (DATA / "whatif_default.pickle", DATA / "whatif_expandable.pickle"),
+    (DATA / "truth" / "gpt2_adamw_fp32.pickle.xz", DATA / "truth" / "gpt2_leak.pickle.xz")],
+    ids=["allocator setting", "leak added"])
+def test_diff_lists_the_sites_that_differ_never_a_bare_header(a, b):
+    """The aligned part's sites: only those whose bytes differ, under the header; with
+    none, one line says so. ``--json`` carries the same statuses and counts."""
+    got = json.loads(vramscope("diff", str(a), str(b), "--json", "--top", "50").stdout)
+    sites = got["sites"]  # (--top 50: every site)
+    differ = [site for site in sites if site["a_bytes"] != site["b_bytes"]]
+    same = len(sites) - len(differ)
+    out = vramscope("diff", str(a), str(b), "--top", "50")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith(SITES_HEADER)]
+    assert len(at) == 1, out.stdout
+    rows = _site_rows(lines, at[0])
+    if not differ:
+        assert lines[at[0]] == (f"{SITES_HEADER}: no site differs ({len(sites)} sites hold "
+                                "the same bytes on both sides)")
+        assert rows == []
+    else:
+        assert lines[at[0]] == f"{SITES_HEADER}, largest change first:"
+        listed, rest = rows[:len(differ)], rows[len(differ):]
+        for row, site in zip(listed, differ):
+            assert site["frame"] in row and f" {site['status']} " in row, row
+            assert row.split()[0] != "0", row  # never a row of "0 B"
+        assert rest == ([f"  ({same} site{'s' if same > 1 else ''} "
+                         f"hold{'s' if same == 1 else ''} the same bytes on both sides)"]
+                        if same else [])
+    # --json: the same rule ("unchanged" where the bytes are the same) and the counts
+    for site in sites:
+        assert (site["status"] == "unchanged") == (site["a_bytes"] == site["b_bytes"]), site
+    counts = got["site_counts"]
+    assert sum(counts.values()) == len(sites) and counts["unchanged"] == same
+
+
 def test_diff_text_names_the_ooms_of_each_side():
     """Regression: the text diff never mentioned OOMs."""
     out = vramscope("diff", str(DATA / "resnet50_train.pickle"),
