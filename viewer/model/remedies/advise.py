@@ -859,13 +859,20 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
 def format_peak(r: Remedy) -> str:
     """The predicted peak as people should read it: ``1.36 GiB (estimate, 1.10 - 1.55
     GiB)`` with a range, ``1.71 GiB (estimate)`` estimated without one, else exact."""
-    text = fb(r.predicted_peak_reserved_bytes)
-    if r.predicted_peak_reserved_range is not None:
+    return peak_text(r.predicted_peak_reserved_bytes, r.predicted_peak_reserved_range,
+                     r.is_estimate)
+
+
+def peak_text(predicted: int, rng, is_estimate: bool) -> str:
+    """:func:`format_peak` of a remedy's three fields (its JSON's
+    ``predicted_peak_reserved_bytes``, ``_range`` and ``predicted_peak_is_estimate``)."""
+    text = fb(predicted)
+    if rng is not None:
         # A range whose ends read the same is one value (labelled, not a range).
-        span = batch_scale.range_words(*r.predicted_peak_reserved_range)
+        span = batch_scale.range_words(*rng)
         if span is not None:
             return f"{text} (estimate, {span})"
-    return f"{text} (estimate)" if r.is_estimate else text
+    return f"{text} (estimate)" if is_estimate else text
 
 
 def peak_words(recorded: int, needed: int) -> str:

@@ -26,7 +26,7 @@ from ..categories import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES
 from ..core.progress import Progress
 from ..core.snapshot import Action
 from ..core.units import format_bytes
-from ..remedies.advise import peak_words
+from ..remedies.advise import peak_text, peak_words
 
 
 # ----------------------------------------------------------------------------- the page
@@ -199,9 +199,9 @@ def _remedies(sec: DeviceSection) -> list[str]:
                "<th>Saving</th><th>How</th><th>Fits</th><th>Where</th></tr>")
     for r in rems:
         rng = r.get("predicted_peak_reserved_range")
-        peak = format_bytes(int(r.get("predicted_peak_reserved_bytes") or 0))
-        if rng:
-            peak += f" ({format_bytes(int(rng[0]))} – {format_bytes(int(rng[1]))})"
+        peak = peak_text(int(r.get("predicted_peak_reserved_bytes") or 0),
+                         (int(rng[0]), int(rng[1])) if rng else None,
+                         bool(r.get("predicted_peak_is_estimate")))
         out.append(f"<tr><td><b>{_e(r.get('title', ''))}</b><br>{_e(r.get('change', ''))}</td>"
                    f"<td class=\"num\">{_e(peak)}</td>"
                    f"<td class=\"num\">{_e(format_bytes(int(r.get('saving_bytes') or 0)))}</td>"
