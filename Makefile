@@ -40,7 +40,18 @@ install: $(VENV)/.installed
 
 install-test: $(VENV)/.test-installed
 
+# The window's X11 libraries that Qt's wheel does not bundle (README, "Install"): with an
+# X display and some missing, installed where that is possible (root with apt), else the
+# command to run said once; without a display vramscope itself says what to do.
 run: install
+	@missing=$$($(PY) -m vramscope.viewer.startup.display); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make run: installing the X11 libraries Qt's window needs: apt-get install $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $$missing >/dev/null; \
+	  else echo "make run: Qt's window needs X11 libraries: sudo apt-get install $$missing"; fi; \
+	fi
 	$(VENV)/bin/vramscope $(EXAMPLE)
 
 # lint-imports: the layers and import rules of .importlinter (viewer/README.md, "Architecture");
@@ -60,6 +71,7 @@ ssh-tools:
 	@if ! { command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && \
 	        { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; }; }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make test: installing OpenSSH for tests/remote: apt-get install $(SSH_APT)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	      --no-install-recommends $(SSH_APT) >/dev/null; \
 	  else echo "make test: tests/remote need sshd (apt-get install $(SSH_APT))"; fi; \

@@ -8,6 +8,7 @@ dispatches, so ``vramscope summary`` never imports Qt.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -26,6 +27,7 @@ COMMANDS = {
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+EXIT_USAGE = 2
 
 
 def gui_parser() -> argparse.ArgumentParser:
@@ -115,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         if entry and getattr(module, "EXIT_WITHOUT_TEARDOWN", False):
             _exit_now(code)
         return code
-    args = gui_parser().parse_args(argv)
+    parser = gui_parser()
+    args, extra = parser.parse_known_args(argv)
+    error = not_a_file_error(args.file, extra)
+    if error:
+        print(f"vramscope: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.no_cache:
         os.environ["VRAMSCOPE_NO_CACHE"] = "1"
     if args.self_test:
@@ -125,6 +134,23 @@ def main(argv: list[str] | None = None) -> int:
     from .commands import gui
 
     return gui.main(args)
+
+
+def not_a_file_error(file: str | None, extra: list[str]) -> str | None:
+    """The one line for a first word that is neither a file nor a command: a mistyped
+    command (``vramscope summery FILE``) is named as one, with the command it is close
+    to; a missing file as a missing file.  Decided before any window (Qt) starts."""
+    if not file or file.startswith("ssh://") or os.path.exists(file):
+        return None
+    close = difflib.get_close_matches(file, COMMANDS, n=1)
+    hint = f"did you mean {close[0]}?" if close else "commands: " + ", ".join(COMMANDS)
+    if close:
+        return f"unknown command '{file}' ({hint})"
+    if os.sep in file or "." in file:
+        return f"{file}: no such file"
+    if extra:
+        return f"unknown command '{file}' ({hint})"
+    return f"{file}: no such file, and no such command ({hint})"
 
 
 def _exit_now(code: int | None) -> None:

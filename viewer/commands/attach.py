@@ -93,6 +93,12 @@ def main(argv: list[str]) -> int:
 
 def _attach(target: str, args: argparse.Namespace) -> int:
     if args.gui:
+        from ..startup.display import window_error  # (Qt would abort: one line instead)
+
+        error = window_error()
+        if error:
+            print(f"vramscope: error: {error}", file=sys.stderr)
+            return 2
         from .._qt.app import run_live  # noqa: PLC0415 - Qt only here
 
         return run_live(target)

@@ -101,6 +101,15 @@ def _main(args, collecting: bool) -> int:
         print("vramscope: error: --screenshot needs a local file (copy it first)",
               file=sys.stderr)
         return 2
+    if not out:
+        # Qt aborts the process (exit 134, five lines about xcb) where it cannot open a
+        # window: said in one line first, with what to do instead.
+        from ..startup.display import window_error
+
+        error = window_error()
+        if error:
+            print(f"vramscope: error: {error}", file=sys.stderr)
+            return 2
     if path and not remote and os.path.isfile(path):
         # Before Qt, pyqtgraph and numpy are imported (~0.45 s): the parse runs meanwhile in
         # a forked child, on another core (first: fork before any thread exists), and the

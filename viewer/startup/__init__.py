@@ -9,6 +9,8 @@ over a preloaded document:
   :mod:`vramscope.viewer.early.parse_handover` (the model never imports this
   package);
 - :mod:`.preload`: the first document built on a thread while the GUI imports Qt;
+- :mod:`.display`: whether Qt can open a window here (a display, the X11 libraries),
+  decided before Qt is imported (Qt would abort the process instead);
 - the stdlib-only helpers it shares with the model (file identity, the parse
   hand-over) are in :mod:`vramscope.viewer.early`, so none of this imports numpy.
 
