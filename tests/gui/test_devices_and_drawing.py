@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
+
+from vramscope.viewer.model.analysis.figures import Selection, memory_stats
+from vramscope.viewer.model.core.snapshot import BlockState
 
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -80,3 +84,81 @@ def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, bui
     assert out.stat().st_size > 0
     assert seen["bd"] is not None
     assert seen["split"] == seen["bd"].split_at(seen["k"]) and seen["text"]
+
+
+# --------------------------------------------------------------- devices
+@pytest.fixture
+def sun(loaded):
+    window = loaded(shared(SUN))
+    assert window.doc.oom.device == 1 and window.cursor_device == 1  # opens at the OOM
+    assert window.cursor_k == window.doc.oom_events(1)[-1] < window.doc.n_events(1) - 1
+    return window
+
+
+def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
+    """"All devices" (the selector, or --device all) while the cursor is at device 1's
+    OOM: the figures, the segment count and the map are every device's, as recorded -
+    the only instant at which each device's layout is known."""
+    window = sun
+    file_snap = window.doc.snap
+    window.set_selection(Selection())
+    settle(qtbot)
+    assert window.selectors.device_combo.currentText() == "All devices"
+    assert window.view_doc.snap is file_snap  # not device 1's replayed layout
+    assert window.header.stats == memory_stats(file_snap, Selection())
+    devices = sorted(set(file_snap.segments.device.tolist()))
+    assert len(devices) == 3
+    n = len(file_snap.segments)
+    assert window.map.layout_data.n_rows == n
+    assert window.map.caption.text().startswith(f"{n} segments")
+    assert set(window.map.doc.snap.segments.device.tolist()) == set(devices)
+    scope = window.header.scope.text()
+    assert "3 devices summed (0, 1, 2)" in scope and "as recorded" in scope
+    assert "event" not in scope  # (no one device's event number for a sum)
+    # the What it is line is one device's breakdown: it says whose
+    split = window.categories_wiring.header_split
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=60000)
+    settle(qtbot)
+    assert split.text.text().startswith(f"device {window.categories.bd.device} only: ")
+
+
+def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
+    window = sun
+    window.set_selection(Selection())
+    k = window.doc.oom_events(1)[-1]
+    window.set_cursor(k)
+    settle(qtbot)
+    # one device's layout at that event: the selector and every figure say device 1
+    assert window.selection.device == 1
+    assert window.selectors.device_combo.currentText() == "Device 1"
+    assert window.header.stats == memory_stats(window.view_doc.snap, Selection(device=1))
+    assert "device 1" in window.header.scope.text()
+    assert f"event {k:,} /" in window.header.scope.text()
+
+
+def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
+    """With device 0 chosen, device 1's OOM is not the stack panel's subject; with device
+    1 it is, named as device 1's with its event; the banner names device 1's OOM as
+    elsewhere, without a Ctrl+J that would not go there."""
+    window = sun
+    k = window.doc.oom_events(1)[-1]
+    assert "device 1, event" in window.stack.facts.text()  # at the OOM
+    assert f"event {k:,}; at the cursor" in window.stack.facts.text()
+    window.set_selection(Selection(device=0))
+    settle(qtbot)
+    assert window.cursor_device == 0
+    assert "ran out of memory" not in window.stack.facts.text()
+    assert window.stack.facts.text().startswith("Click a block")
+    banner = window.header.oom_text()
+    assert "device 1" in banner and "select device 1" in banner and "Ctrl+J" not in banner
+    window.set_selection(Selection(device=1))  # its trace's end, as recorded
+    settle(qtbot)
+    facts = window.stack.facts.text()
+    assert f"the request that ran out of memory</b> (device 1, event {k:,}; Ctrl+J" in facts
+    # a block picked: its device and instant
+    snap = window.view_doc.snap
+    on_1 = snap.segments.device[snap.blocks.segment] == 1
+    b = int(np.flatnonzero(on_1 & (snap.blocks.state == BlockState.ALLOCATED))[0])
+    window.select_block(b, origin="table")
+    settle(qtbot)
+    assert "device 1 · after event" in window.stack.facts.text()

@@ -78,9 +78,10 @@ class HeaderSplit(QWidget):
         super().changeEvent(event)
 
     def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "",
-                  leaked: int = 0) -> None:
+                  leaked: int = 0, scope: str = "") -> None:
         """``split`` (None: empty); ``guessed``: bytes of it placed by a guess; ``leaked``:
-        bytes of it kept by leaking lines (the views paint those as a leak)."""
+        bytes of it kept by leaking lines (the views paint those as a leak); ``scope``:
+        whose split it is where the figures above are not only its ("device 1 only")."""
         self.split = dict(split or {})
         if split is None:
             self.bar.set_split(None)
@@ -90,7 +91,7 @@ class HeaderSplit(QWidget):
         total = sum(self.split.values())
         # The total first: a long split (sharded training has ten categories) is cut at
         # the window's edge, and the total is what the split adds up to.
-        self.text.setText(f"{format_bytes(total)}"
+        self.text.setText((f"{scope}: " if scope else "") + f"{format_bytes(total)}"
                           + (f" ({format_bytes(guessed)} guessed)" if guessed else "")
                           + (f" · leak: {format_bytes(leaked)}" if leaked else "")
                           + f" = {format_split(self.split)}")
@@ -364,8 +365,11 @@ class CategoriesWiring(QObject):
         if bd is None or k is None or not 0 <= k < bd.n_events:
             self.header_split.set_split(None)
             return
-        self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k), f"after event {k}",
-                                    bd.leaked_bytes_at(k) if bd.leaks else 0)
+        # (a breakdown is one device's: beside figures summing several, it says whose)
+        scope = f"device {bd.device} only" if self.w.vs.spans_devices() else ""
+        self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k),
+                                    f"device {bd.device}, after event {k}",
+                                    bd.leaked_bytes_at(k) if bd.leaks else 0, scope)
 
     def _timeline_colors(self):
         """The timeline's colour provider: (colour index per interval, ARGB palette)."""

@@ -243,7 +243,8 @@ class SummaryHeader(QWidget):
         if doc is None or doc.oom is None or vs.cursor_device is None:
             return
         m = vs.oom_marks()
-        self.set_moment(doc, m.here, m.number, m.count, m.last_k)
+        last = doc.oom
+        self.set_moment(doc, m.here, m.number, m.count, vs.oom_event(last), vs.oom_hint(last))
 
     def add_beside_banner(self, widget: QWidget) -> None:
         """Put ``widget`` at the right of the OOM banner, shown exactly while the banner
@@ -381,9 +382,10 @@ class SummaryHeader(QWidget):
             self.set_stats(None)
 
     def set_moment(self, doc: Document | None, oom_here, number: int = 0, total: int = 0,
-                   last_event: int = -1) -> None:
+                   last_event: int = -1, hint: str = "Ctrl+J jumps there") -> None:
         """The banner for one moment: the OOM at the cursor if there is one, else
-        the file's last OOM, said to be elsewhere in the trace."""
+        the file's last OOM, said to be elsewhere: at ``last_event`` of its device's
+        trace, ``hint`` saying how to get there (another device's: select it)."""
         last = doc.oom if doc is not None else None
         if last is None:
             return
@@ -394,8 +396,8 @@ class SummaryHeader(QWidget):
                              f"{oom_here.verdict}", oom_here, tip)
         else:
             at = f" at event {last_event:,}" if last_event >= 0 else ""
-            self._set_banner(f"CUDA out of memory{at} ({oom_where(last)}; Ctrl+J jumps "
-                             f"there): {last.verdict}", last, tip)
+            self._set_banner(f"CUDA out of memory{at} ({oom_where(last)}; {hint}): "
+                             f"{last.verdict}", last, tip)
         self.banner.show()
 
     def integrity_text(self) -> str:

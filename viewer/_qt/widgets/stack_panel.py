@@ -238,10 +238,17 @@ class StackPanel(QWidget):
             return self.custom
         if b >= 0:
             return self._block_facts(b), int(doc.snap.blocks.stack[b])
-        oom = doc.oom
+        vs = self.vs
+        # With a view state, the OOM of a device it shows (another device's is not this
+        # view's), named by its device and event; without one (the Diff window's), the
+        # document's.
+        oom = vs.oom_in_view() if vs is not None else doc.oom
         if oom is None:
             return None
-        facts = (f"<b>the request that ran out of memory</b>: {format_bytes(oom.requested_bytes)} "
+        where = f" ({_html(vs.oom_place(oom))})" if vs is not None \
+            else f" (device {oom.device})"
+        facts = (f"<b>the request that ran out of memory</b>{where}: "
+                 f"{format_bytes(oom.requested_bytes)} "
                  f"({oom.pool_kind} pool, {stream_label(oom.stream)})<br>"
                  "Click a block in the map or a row in the table to see its stack.")
         return facts, int(doc.snap.trace.stack[oom.event_index])
@@ -262,7 +269,10 @@ class StackPanel(QWidget):
                f"({'small' if segs.is_small[s] else 'large'}"
                f"{', expandable' if segs.is_expandable[s] else ''}), "
                f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}")
-        return f"{head}<br>{seg}"
+        # Which device and instant the block is of: the map may sum devices, the cursor
+        # moves through one device's trace.
+        when = f" · {self.vs.instant_text()}" if self.vs is not None else ""
+        return f"{head}<br>{seg}<br>device {int(segs.device[s])}{when}"
 
     def frame_texts(self) -> list[str]:
         return [v.short for v in self.views]
@@ -309,3 +319,7 @@ class StackPanel(QWidget):
             self.fileOpened.emit(view.filename, view.line)
             if self.open_externally:
                 QDesktopServices.openUrl(QUrl.fromLocalFile(view.filename))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -225,12 +225,25 @@ class ViewState:
         ooms = doc.oom_events(dev)
         return ooms[-1] if ooms and ooms[-1] != self.cursor_k else None
 
+    def spans_devices(self, selection: Selection | None = None) -> bool:
+        """Does ``selection`` (default: the current one) sum several GPUs of the file?
+        Their layouts are all known at one instant only, as recorded: a trace's cursor
+        is one device's, and so is the layout replayed at any earlier event."""
+        sel = self.selection if selection is None else selection
+        if sel.device is not None or self.host_shown:
+            return False
+        return sum(1 for _, d in self.device_choices()
+                   if d is not None and d != HOST_DEVICE) > 1
+
     def set_selection(self, selection: Selection) -> bool:
-        """Returns whether the cursor moved to another device's trace (its end)."""
+        """Returns whether the cursor moved: to another device's trace, or (several
+        devices summed, :meth:`spans_devices`) to the end, as recorded."""
         old = self.selection
         self.selection = selection
         moved = False
-        if self.doc is not None and self.doc.trace_device(selection.device) != self.cursor_device:
+        if self.doc is not None and (
+                self.doc.trace_device(selection.device) != self.cursor_device
+                or (self.spans_devices(selection) and not self.at_latest())):
             self.reset_cursor()
             moved = True
         if old != selection:
@@ -260,8 +273,15 @@ class ViewState:
         n = doc.n_events(dev)
         self.cursor_k = int(min(max(k, 0), n - 1))
         self.view_doc = doc.at(dev, self.cursor_k)
+        keep = True
+        if self.cursor_k != n - 1 and self.spans_devices():
+            # Before the end only the cursor's device has a known layout: the selection
+            # says so (the selector shows it) rather than "All devices" over one device.
+            self.selection = replace(self.selection, device=dev)
+            self.events.selection.emit(self.selection)
+            keep = False
         self.events.cursor.emit(dev, self.cursor_k)
-        self._moment(True)
+        self._moment(keep)
         return True
 
     def at_latest(self) -> bool:
@@ -306,6 +326,48 @@ class ViewState:
         if self.cursor_device is None:
             return doc.oom
         return doc.oom_at(self.cursor_device, self.cursor_k)
+
+    def oom_in_view(self):
+        """The OOM the views speak of when nothing is picked (the stack panel): the one
+        at the cursor, else the file's last OOM of a device the selection shows; None
+        when the OOMs are other devices' (shown, those are named as theirs)."""
+        here = self.oom_shown() if self.cursor_device is not None else None
+        if here is not None:
+            return here
+        doc = self.doc
+        if doc is None or self.host_shown:
+            return None
+        dev = self.selection.device
+        mine = [r for r in doc.root.ooms if dev is None or r.device == dev]
+        return mine[-1] if mine else None
+
+    def oom_event(self, report) -> int:
+        """The event (of its device's trace) of OOM ``report``; -1 when unknown."""
+        doc = self.doc
+        rep = doc.root.timeline.replay(report.device) \
+            if doc is not None and doc.root.timeline is not None else None
+        if rep is None:
+            return -1
+        hit = np.flatnonzero(rep.rows == report.event_index)
+        return int(hit[0]) if len(hit) else -1
+
+    def oom_hint(self, report) -> str:
+        """Whether the views show OOM ``report``'s moment ("at the cursor") or how to
+        get there ("Ctrl+J jumps there": the last OOM of the cursor's trace; "select
+        device 1 to see it": another device's)."""
+        k = self.oom_event(report)
+        if self.cursor_device != report.device or k < 0:
+            return f"select device {report.device} to see it"
+        if self.cursor_k == k:
+            return "at the cursor"
+        return "Ctrl+J jumps there" if self.oom_target(0) == k else "on the timeline"
+
+    def oom_place(self, report) -> str:
+        """Which device and instant OOM ``report`` is of, in words: "device 1, event
+        421; Ctrl+J jumps there" (:meth:`oom_hint`)."""
+        k = self.oom_event(report)
+        where = f"device {report.device}" + (f", event {k:,}" if k >= 0 else "")
+        return f"{where}; {self.oom_hint(report)}"
 
     # ------------------------------------------------------------------ picks
     def live_block(self, addr: int) -> int:
@@ -608,15 +670,21 @@ class ViewState:
             parts.append(stream_label(sel.stream))
         if sel.is_small is not None:
             parts.append("small segments" if sel.is_small else "large segments")
-        dev = self.cursor_device
-        if dev is None:
-            when = "as recorded"
-        else:
-            n = doc.n_events(dev)
-            k = self.cursor_k
-            when = f"after event {k:,} / {n - 1:,}"
-            if doc.oom_at(dev, k) is not None:
-                when += " (the OOM)"
-            elif k == n - 1:
-                when += " (latest, as recorded)"
-        return "Figures: " + " · ".join(parts) + " · " + when
+        return "Figures: " + " · ".join(parts) + " · " + self.instant_text()
+
+    def instant_text(self) -> str:
+        """Which instant the views show: "after event 421 / 595 (the OOM)", "as
+        recorded" (no trace, or several devices summed)."""
+        doc, dev = self.doc, self.cursor_device
+        if doc is None or dev is None:
+            return "as recorded"
+        if self.spans_devices():
+            return "as recorded (each device at the end of its trace)"
+        n = doc.n_events(dev)
+        k = self.cursor_k
+        when = f"after event {k:,} / {n - 1:,}"
+        if doc.oom_at(dev, k) is not None:
+            when += " (the OOM)"
+        elif k == n - 1:
+            when += " (latest, as recorded)"
+        return when
