@@ -23,12 +23,13 @@ import gc
 import inspect
 import os
 import pickle
+import runpy
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from . import messages, files, gpu, oom, signals
+from . import messages, files, gpu, oom, outside, signals
 from .backend import HistorySettings, get_backend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -295,6 +296,7 @@ class Recorder:
         try:
             if exc is not None and self.active:
                 self._annotate_oom(exc)
+                self._outside_oom(exc)
             if self.dump_on_exit and self.active:
                 extra = None
                 if exc is not None and not _clean_exit(exc):
@@ -362,6 +364,33 @@ class Recorder:
                 files.update_sidecar(files.sidecar_path(self.last_oom_path), oom_message=str(exc))
         except Exception as exc2:
             messages.warn(f"cannot add the OOM message to the sidecar: {exc2}")
+
+    def _outside_oom(self, exc: BaseException) -> Path | None:
+        """An ``oom`` snapshot for an OOM outside the caching allocator (cuBLAS, NCCL, ...).
+
+        Called with the exception the program dies of; the snapshot, the whole-GPU
+        table and the sidecar's ``outside_allocator_oom`` are taken now, before the
+        exception goes on unchanged.  Allocator OOMs were dumped by the observer.
+        """
+        if not self.oom or self._backend is None or self._noop:
+            return None
+        try:
+            found = outside.classify(exc, is_allocator_oom=self._backend.is_oom,
+                                     skip_files=_OWN_FRAMES)
+        except Exception:
+            found = None
+        if found is None:
+            return None
+        if self._oom_dumps >= self.max_oom_dumps:
+            return None
+        self._oom_dumps += 1
+        messages.info(f"the program died of an out-of-memory error outside PyTorch's "
+                      f"allocator ({found['library']}): {found['error'][:200]}")
+        path = self._dump("oom", extra={"outside_allocator_oom": found,
+                                        "oom_message": outside.full_message(exc)})
+        if path is not None:
+            self.last_oom_path = path
+        return path
 
     def _dump(
         self,
@@ -475,6 +504,13 @@ class Recorder:
         if rec is not None:
             info.update(max_entries=rec.max_entries, stacks=rec.stacks, context=rec.context)
         return info
+
+
+# Frames of the capture itself (the runner, runpy, the decorator) are not the program's.
+_OWN_FRAMES = tuple(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    for name in ("runner.py", "recorder.py", "__init__.py", "__main__.py")
+) + (os.path.abspath(runpy.__file__),)
 
 
 def _safe(fn: Callable[[], Any]) -> Any:

@@ -186,6 +186,13 @@ class FakeBackend:
             f"{reserved} bytes reserved, {self.limit} allowed"
         )
 
+    def library_call(self, message: str, error: type[BaseException] = RuntimeError) -> None:
+        """A library at the CUDA boundary failing as torch reports it (cuBLAS creating a
+        handle, NCCL a buffer): ``error(message)``, with no OOM observer called and no
+        trace entry, because the memory was asked for outside the caching allocator."""
+        self._need_cuda()
+        raise error(message)
+
     def _need_cuda(self) -> None:
         if not self.initialized:
             self.init_cuda()

@@ -1,0 +1,210 @@
+"""Out-of-memory errors outside PyTorch's allocator (cuBLAS, cuDNN, NCCL, ...), without a GPU.
+
+The double stands in at the CUDA boundary only: the fake backend's ``library_call``
+raises what torch raises when a library's own device allocation fails (the exact
+texts of torch's checks), with no OOM observer called, as on a real GPU.  The
+recorder, the runner, the sidecar and the whole-GPU table are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from vramscope.capture import outside, record
+from vramscope.capture.backend import set_backend
+
+from capture_fakes import FakeBackend, FakeOutOfMemoryError
+from capture_helpers import run_fake_capture, sidecar, snapshots
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+CUBLAS = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+CUBLASLT = ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasLtMatmul( ltHandle, "
+            "computeDesc.descriptor(), &alpha_val, mat1_ptr, Adesc.descriptor(), ...)`")
+CUDNN = "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"
+CUDNN9 = "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"
+CUDA_OOM = ("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at "
+            "some other API call, so the stacktrace below might be incorrect.\nFor debugging "
+            "consider passing CUDA_LAUNCH_BLOCKING=1")
+CUDA_EXT = "my_ext.cu:88: cudaMalloc failed: cudaErrorMemoryAllocation"
+NCCL = ("NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+        "Cuda failure 'out of memory'")
+NCCL_CALLOC = "NCCL WARN Failed to CUDA calloc 10485760 bytes"
+
+
+@pytest.mark.parametrize("text, library", [
+    (CUBLAS, "cuBLAS"), (CUBLASLT, "cuBLASLt"), (CUDNN, "cuDNN"), (CUDNN9, "cuDNN"),
+    (CUDA_OOM, "CUDA"), (CUDA_EXT, "CUDA"), ("CUDA driver error: out of memory", "CUDA"),
+    (NCCL, "NCCL"), (NCCL_CALLOC, "NCCL"),
+])
+def test_each_library_s_allocation_failure_is_named(text, library):
+    assert outside.library_of(text) == library
+
+
+@pytest.mark.parametrize("text", [
+    # The allocator's own OOM: its observer dumps it, with the request.
+    "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.1 GiB",
+    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, ...)`",
+    "CUDA error: an illegal memory access was encountered",
+    "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",  # host memory
+    "NCCL error in: ProcessGroupNCCL.cpp:1970, internal error, NCCL version 2.27.3",
+    "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes",
+    "",
+])
+def test_other_errors_are_not_outside_allocator_ooms(text):
+    assert outside.library_of(text) is None
+
+
+class WholeGpuFake(FakeBackend):
+    """The fake CUDA with the whole-GPU calls; ``free`` is what the device has free now."""
+
+    def __init__(self) -> None:
+        super().__init__(limit=4 * GiB)
+        self.free = 80 * GiB
+        self.free_seen: list[int] = []
+
+    def mem_get_info(self, device: int) -> tuple[int, int]:
+        self.free_seen.append(self.free)
+        return self.free, 80 * GiB
+
+    def device_uuid(self, device: int) -> str:
+        return "5a1b2c3d-0000-1111-2222-333344445555"
+
+
+@pytest.fixture
+def gpu(monkeypatch) -> WholeGpuFake:
+    from vramscope.capture import gpu as gpu_mod
+
+    fb = WholeGpuFake()
+    set_backend(fb)
+    # No NVML or nvidia-smi on the test machine: the process list is said to be missing.
+    monkeypatch.setattr(gpu_mod, "_nvml_module", lambda: (_ for _ in ()).throw(ImportError()))
+    monkeypatch.setattr(gpu_mod, "_run_smi", lambda: (_ for _ in ()).throw(FileNotFoundError()))
+    return fb
+
+
+def backward_step(fb: WholeGpuFake) -> None:
+    fb.alloc(64 * MiB)
+    fb.free = 17 * MiB + 960 * 1024  # what the GPU has left when cuBLAS asks
+    fb.library_call(CUBLAS)
+
+
+def test_record_writes_an_oom_snapshot_and_the_exception_goes_on_unchanged(tmp_path, gpu):
+    raised = None
+    with pytest.raises(RuntimeError) as info:
+        with record(out=tmp_path) as rec:
+            try:
+                backward_step(gpu)
+            except RuntimeError as exc:
+                raised = exc
+                raise
+    assert info.value is raised and str(info.value) == CUBLAS  # the program's own exception
+    [oom] = snapshots(tmp_path, "oom")
+    assert rec.last_oom_path == oom
+    side = sidecar(oom)
+    assert side["reason"] == "oom"
+    found = side["outside_allocator_oom"]
+    assert found["library"] == "cuBLAS" and found["error"] == CUBLAS
+    assert found["exception_type"] == "RuntimeError"
+    # Innermost last: the library call, then the step, then this test.
+    assert found["stack"][-1].endswith(" library_call")
+    assert found["stack"][-2].endswith(" backward_step")
+    assert any(f.endswith(" test_record_writes_an_oom_snapshot_and_the_exception_goes_on_"
+                          "unchanged") for f in found["stack"])
+    assert side["oom_message"] == CUBLAS
+    # The whole-GPU table of that moment, and the allocator's counters beside it.
+    assert side["gpu_memory"]["free_bytes"] == gpu.free == gpu.free_seen[0]
+    assert side["memory_stats"]["reserved_bytes.all.current"] == 64 * MiB
+    assert "oom_request" not in side  # no allocator request failed
+    [exit_snap] = snapshots(tmp_path, "exit")
+    assert "outside_allocator_oom" not in sidecar(exit_snap)
+    assert sidecar(exit_snap)["exception"] == f"RuntimeError: {CUBLAS}"
+
+
+def test_an_allocator_oom_is_left_to_the_observer(tmp_path, gpu):
+    gpu.limit = 64 * MiB
+    with pytest.raises(FakeOutOfMemoryError):
+        with record(out=tmp_path):
+            gpu.alloc(128 * MiB)
+    [oom] = snapshots(tmp_path, "oom")
+    side = sidecar(oom)
+    assert side["oom_request"] == 128 * MiB and "outside_allocator_oom" not in side
+
+
+def test_found_through_the_exception_it_was_raised_from(tmp_path, gpu):
+    class StepFailed(Exception):
+        pass
+
+    with pytest.raises(StepFailed):
+        with record(out=tmp_path, dump_on_exit=False):
+            try:
+                gpu.library_call(NCCL)
+            except RuntimeError as exc:
+                raise StepFailed("all_reduce of bucket 3 failed") from exc
+    [oom] = snapshots(tmp_path, "oom")
+    found = sidecar(oom)["outside_allocator_oom"]
+    assert found["library"] == "NCCL" and found["exception_type"] == "RuntimeError"
+    assert found["error"] == NCCL.splitlines()[0]
+    assert sidecar(oom)["oom_message"] == NCCL
+
+
+def test_other_exceptions_and_max_oom_dumps_write_no_oom_snapshot(tmp_path, gpu):
+    with pytest.raises(RuntimeError):
+        with record(out=tmp_path / "a"):
+            gpu.library_call("CUDA error: an illegal memory access was encountered")
+    assert snapshots(tmp_path / "a", "oom") == [] and len(snapshots(tmp_path / "a")) == 1
+    with pytest.raises(RuntimeError):
+        with record(out=tmp_path / "b", max_oom_dumps=0, dump_on_exit=False):
+            gpu.library_call(CUBLAS)
+    assert snapshots(tmp_path / "b") == []
+    with pytest.raises(RuntimeError):
+        with record(out=tmp_path / "c", oom=False, dump_on_exit=False):
+            gpu.library_call(CUBLAS)
+    assert snapshots(tmp_path / "c") == []
+
+
+CUBLAS_SCRIPT = textwrap.dedent(
+    f"""
+    from vramscope.capture.backend import get_backend
+    gpu = get_backend()          # the fake CUDA of capture_fakerun.py
+
+    def backward():
+        gpu.alloc(8 << 20)
+        gpu.library_call({CUBLAS!r})
+
+    def train():
+        backward()
+
+    train()
+    print("not reached")
+    """
+)
+
+
+def test_runner_writes_the_oom_snapshot_and_prints_the_program_s_traceback(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(CUBLAS_SCRIPT)
+    out = tmp_path / "o"
+    r = run_fake_capture(["--out", str(out), str(script)], cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "not reached" not in r.stdout
+    assert r.stderr.rstrip().endswith(f"RuntimeError: {CUBLAS}")
+    assert "runner.py" not in r.stderr
+    [oom] = snapshots(out, "oom")
+    side = sidecar(oom)
+    found = side["outside_allocator_oom"]
+    assert found["library"] == "cuBLAS" and found["error"] == CUBLAS
+    # The script's frames only (no runner, no runpy), innermost last.
+    script_frames = [f for f in found["stack"] if f.startswith(str(script))]
+    assert [f.rsplit(" ", 1)[1] for f in script_frames] == ["<module>", "train", "backward"]
+    assert found["stack"][0] == script_frames[0] and found["stack"][-1].endswith(" library_call")
+    assert not any("runner.py" in f or "runpy" in f for f in found["stack"])
+    assert "outside PyTorch's allocator (cuBLAS)" in r.stderr
+    assert r.stderr.index(f"wrote {oom}") < r.stderr.index("Traceback")
+    assert json.loads(oom.with_suffix(".json").read_text())["argv"] == [str(script)]
