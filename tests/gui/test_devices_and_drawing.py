@@ -162,3 +162,43 @@ def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
     window.select_block(b, origin="table")
     settle(qtbot)
     assert "device 1 · after event" in window.stack.facts.text()
+
+
+# --------------------------------------------------------------- the OOM ruler
+def _inside_view(window, label) -> bool:
+    from vramscope.viewer._qt.widgets.plotting import text_scene_rect
+
+    view = window.map.vb.sceneBoundingRect()
+    r = text_scene_rect(label, window.map.vb)
+    return view.left() <= r.left() and r.right() <= view.right()
+
+
+def test_oom_ruler_wider_than_the_segments_stays_in_view(qtbot, loaded):
+    """Nesta's OOM asks for 384 MiB beside 20 MiB segments: its caption stays readable
+    in the view, and its ghost over the largest gap is drawn whole (the automatic view
+    makes room for it) or, zoomed in, up to the view's edge with a mark that it goes on."""
+    window = loaded(shared(NESTA))
+    m = window.map
+    req = m.item.request_bytes
+    assert req == 384 * 2**20  # (it opens at its OOM)
+    gap_row = int(m.layout_data.row[m.layout_data.pos_of_block[m.item.gap_blocks[0]]])
+    assert m.layout_data.row_size[gap_row] < req  # wider than the gap's own segment
+    m.plot.grab()  # (painted: what the item drew is recorded)
+    settle(qtbot)
+    m.plot.grab()
+    (xa, xb), _ = m.vb.viewRange()
+    assert m._request_label.isVisible() and _inside_view(window, m._request_label)
+    assert "384.00 MiB requested" in m._request_label.textItem.toPlainText()
+    assert m._largest_label.isVisible() and _inside_view(window, m._largest_label)
+    ghost = m.item.ghost_drawn
+    assert ghost is not None and not m.item.ghost_continues
+    assert ghost.width() == pytest.approx(req) and ghost.right() <= xb  # to scale, whole
+    # zoomed in on the segments: the ghost and the bracket stop at the view's edge
+    m.vb.setXRange(0, 64 * 2**20, padding=0)
+    settle(qtbot)
+    m.plot.grab()
+    (xa, xb), _ = m.vb.viewRange()
+    ghost = m.item.ghost_drawn
+    assert m.item.ghost_continues and m.item.request_continues
+    assert ghost is not None and xa < ghost.right() <= xb and ghost.width() < req
+    assert m._request_label.isVisible() and _inside_view(window, m._request_label)

@@ -18,6 +18,8 @@ from ..widgets.plotting import rects_path, segments_path
 
 REQUEST_Y = -1.6  # the OOM request's bracket, above the rows (rows; see the panel)
 LARGEST_Y = -0.75  # the largest free block's bracket
+EDGE_PX = 3  # a request wider than the view stops this many pixels inside its right edge
+CHEVRON_PX = 6  # the width of each chevron of the mark that it goes on
 
 
 def block_rect(layout: MapLayout | None, block: int) -> QRectF | None:
@@ -37,6 +39,12 @@ class SegmentMapItem(pg.GraphicsObject):
         self.largest_free = 0
         self.selected = -1
         self.request_y, self.largest_y = REQUEST_Y, LARGEST_Y  # rows (see ruler_ys)
+        # The OOM request's ghost over the largest gap as last painted (view coordinates;
+        # None: not drawn) and whether it ran past the view's right edge (drawn up to it,
+        # open there, with a mark that it goes on): what a test can read of the paint.
+        self.ghost_drawn: QRectF | None = None
+        self.ghost_continues = False
+        self.request_continues = False  # the request's bracket likewise
         self.lod: LodRects | None = None
         self.doc_blocks_stack: np.ndarray | None = None
         self._paths: dict[int, QPainterPath] = {}
@@ -210,36 +218,88 @@ class SegmentMapItem(pg.GraphicsObject):
                 p.setPen(pg.mkPen(theme.foreground(), width=2.5, cosmetic=True))
                 p.drawRect(r)
 
+    def view_right(self) -> float:
+        """Where the request's bracket and ghost stop when they run past the view: a few
+        pixels inside its right edge (infinite without a view)."""
+        vb = self.getViewBox()
+        if vb is None:
+            return math.inf
+        return float(vb.viewRange()[0][1]) - EDGE_PX * self.bytes_per_px()
+
     def _paint_request(self, p: QPainter, gaps: list[QRectF]) -> None:
-        """The OOM request to scale: a bracket on top and a ghost over the largest gap."""
+        """The OOM request to scale: a bracket on top and a ghost over the largest gap.
+        A request wider than the view (wider than the row's segments, or zoomed in) is
+        drawn up to the view's right edge, open there, with a mark that it goes on."""
         req = float(self.request_bytes)
+        px = self.bytes_per_px()
+        edge = self.view_right()
         red = QColor(theme.OOM_RED)
         pen = pg.mkPen(red, width=2, cosmetic=True)
         p.setPen(pen)
         tick = min(0.3, 0.3 * (self.largest_y - self.request_y))
-        _bracket(p, 0.0, req, self.request_y, tick)
+        self.request_continues = req > edge
+        if self.request_continues:
+            _bracket(p, 0.0, edge, self.request_y, tick, open_end=True)
+            _continues(p, edge, self.request_y, tick, px)
+        else:
+            _bracket(p, 0.0, req, self.request_y, tick)
         if self.largest_free:
             p.setPen(pg.mkPen(theme.gap_outline().lighter(115), width=2, cosmetic=True))
             _bracket(p, 0.0, float(self.largest_free), self.largest_y, tick)
-        if gaps:
+        self.ghost_drawn, self.ghost_continues = None, False
+        if gaps and gaps[0].left() < edge:
             g = gaps[0]
             ghost = QRectF(g.left(), g.top() - 0.06, req, g.height() + 0.12)
-            dash = pg.mkPen(red, width=2, cosmetic=True, style=Qt.PenStyle.DashLine)
-            p.setPen(dash)
+            self.ghost_continues = ghost.right() > edge
+            if self.ghost_continues:
+                ghost.setRight(edge)
             fill = QColor(red)
             fill.setAlpha(40)
+            p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(fill)
             p.drawRect(ghost)
+            dash = pg.mkPen(red, width=2, cosmetic=True, style=Qt.PenStyle.DashLine)
+            p.setPen(dash)
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            outline = QPainterPath()
+            if self.ghost_continues:  # open at the edge: top, left, bottom
+                outline.moveTo(ghost.topRight())
+                outline.lineTo(ghost.topLeft())
+                outline.lineTo(ghost.bottomLeft())
+                outline.lineTo(ghost.bottomRight())
+            else:
+                outline.addRect(ghost)
+            p.drawPath(outline)
+            if self.ghost_continues:
+                p.setPen(pen)
+                _continues(p, edge, ghost.center().y(), ghost.height() / 3, px)
+            self.ghost_drawn = ghost
 
 
-def _bracket(p: QPainter, x0: float, x1: float, y: float, tick: float) -> None:
+def _bracket(p: QPainter, x0: float, x1: float, y: float, tick: float,
+             open_end: bool = False) -> None:
+    """|----| from ``x0`` to ``x1`` at row ``y``; ``open_end``: no tick at ``x1`` (the
+    length goes on past it)."""
     path = QPainterPath()
     path.moveTo(x0, y - tick)
     path.lineTo(x0, y + tick)
     path.moveTo(x0, y)
     path.lineTo(x1, y)
-    path.moveTo(x1, y - tick)
-    path.lineTo(x1, y + tick)
+    if not open_end:
+        path.moveTo(x1, y - tick)
+        path.lineTo(x1, y + tick)
+    p.setBrush(Qt.BrushStyle.NoBrush)
+    p.drawPath(path)
+
+
+def _continues(p: QPainter, x: float, y: float, half: float, px: float) -> None:
+    """A double chevron (>>) ending at ``x``: what is drawn goes on past the view."""
+    w = CHEVRON_PX * px
+    path = QPainterPath()
+    for end in (x - w, x):
+        path.moveTo(end - w, y - half)
+        path.lineTo(end, y)
+        path.lineTo(end - w, y + half)
     p.setBrush(Qt.BrushStyle.NoBrush)
     p.drawPath(path)
 

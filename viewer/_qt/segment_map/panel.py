@@ -321,7 +321,7 @@ class SegmentMapView(QWidget):
         self.caption.setText(f"{layout.n_rows} segments ({n_small} small), {len(layout)} blocks")
         self.update_legend()
         self._hover = -1
-        maxs = max(layout.max_size, float(req), 1.0)
+        maxs = self._span()
         top = -2.3 if req else -0.5
         self.vb.setLimits(xMin=-0.05 * maxs, xMax=maxs * 1.05, yMin=top - 1,
                           yMax=max(layout.n_rows, 1) + 1, minXRange=64, minYRange=1)
@@ -426,16 +426,49 @@ class SegmentMapView(QWidget):
                 self.item.prepareGeometryChange()
                 self.item.request_y, self.item.largest_y = req_y, big_y
                 self.item.update()
-            self._request_label.setPos(self.item.request_bytes, req_y)
-            self._largest_label.setPos(self.item.largest_free, big_y)
+            self._end_label(self._request_label, self.item.request_bytes, req_y, px)
+            self._end_label(self._largest_label, self.item.largest_free, big_y, px)
             rulers.append(self._request_label)
             if self.item.largest_free:
                 rulers.append(self._largest_label)
         self.shown_labels = place_text_items(rulers + gaps, self.vb)
 
+    def _end_label(self, label: pg.TextItem, end: float, y: float, px: float) -> None:
+        """A bracket's caption: after its end where that is in the view; else (the
+        bracket runs past the view's right edge) over the bracket's visible part,
+        centred and kept wholly in the view, on the background so the line gives way."""
+        (xa, xb), _ = self.vb.viewRange()
+        text_w = (label.textItem.boundingRect().width() + 6) * px
+        if end + text_w <= xb:
+            label.setAnchor((0, 0.5))
+            label.fill = pg.mkBrush(None)
+            label.setPos(end, y)
+            label.update()
+            return
+        lo, hi = max(0.0, xa), min(float(end), self.item.view_right())
+        x = min(max((lo + hi) / 2, xa + text_w / 2), xb - text_w / 2)
+        label.setAnchor((0.5, 0.5))
+        fill = theme.background()
+        fill.setAlpha(230)
+        label.fill = pg.mkBrush(fill)
+        label.setPos(x, y)
+        label.update()
+
     def label_items(self) -> list[pg.TextItem]:
         """Every text the map may draw over the rows (tests: none overlap)."""
         return [self._request_label, self._largest_label, *self._labels]
+
+    def _span(self) -> float:
+        """Bytes across the automatic views: the widest segment, and the OOM request
+        with its ghost over the largest gap (which starts inside that gap's row) whole."""
+        layout = self.layout_data
+        widest = float(layout.max_size) if layout is not None else 0.0
+        req = float(self.item.request_bytes)
+        if req and len(self.item.gap_blocks):
+            r = block_rect(layout, int(self.item.gap_blocks[0]))
+            if r is not None:
+                req += r.left()
+        return max(widest, req, 1.0)
 
     def _ruler_px(self) -> float:
         """Pixels above the first row that the OOM's two captions take."""
@@ -457,7 +490,7 @@ class SegmentMapView(QWidget):
         if layout.n_rows <= rows:
             self.fit()
             return
-        maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
+        maxs = self._span()
         top = self._ruler_top(h / rows) if self.item.request_bytes else -0.3
         self.vb.setRange(xRange=(0, maxs), yRange=(top, top + rows), padding=0.01)
         self.view_auto = True
@@ -466,7 +499,7 @@ class SegmentMapView(QWidget):
         layout = self.layout_data
         if layout is None:
             return
-        maxs = max(layout.max_size, float(self.item.request_bytes), 1.0)
+        maxs = self._span()
         top = -2.3 if self.item.request_bytes else -0.3
         h = self.vb.height() if self.vb.height() > 50 else 400.0
         ruler_px = self._ruler_px()
