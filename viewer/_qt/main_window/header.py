@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...model.analysis.figures import MemoryStats, memory_stats
+from ...model.analysis.oom import outside_oom
 from ...model.core.units import format_bytes
 from ...model.view.document import Document, stream_label
 from ...model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
@@ -345,7 +346,22 @@ class SummaryHeader(QWidget):
 
     def set_document(self, doc: Document | None) -> None:
         oom = doc.oom if doc is not None else None
-        if oom is None:
+        # An OOM outside the allocator (cuBLAS, NCCL, ...) has no trace event: the sidecar's.
+        outside = outside_oom(doc.snap) if doc is not None and oom is None else None
+        if outside is not None:
+            tip = ["Why the program died: an allocation outside PyTorch's allocator failed "
+                   "(the capture's record of the error and of the whole GPU at that moment)."]
+            if outside.where:
+                tip.append(f"\nRaised at {outside.where}")
+            message = (doc.snap.sidecar or {}).get("oom_message")
+            if message:
+                tip.append(f"\nThe error:\n{message}")
+            self._banner_tip = tip
+            dev = f"device {outside.device}, " if outside.device is not None else ""
+            self._set_banner(f"CUDA out of memory outside PyTorch's allocator ({dev}"
+                             f"{outside.library}): {outside.verdict}", None, tip)
+            self.banner.show()
+        elif oom is None:
             self.banner.hide()
             self.banner.setText("")
             self.banner.setToolTip("")

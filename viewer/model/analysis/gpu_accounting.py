@@ -149,6 +149,109 @@ class GpuAccounting:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class GpuShortfall:
+    """Why the device had no room at an OOM, when other memory than the allocator's own
+    held it: the holders whose bytes, had they been free, would have made room.
+
+    ``blamed``: "other processes", "outside the allocator" (this process's memory outside
+    PyTorch's allocator) or "both".  Judged on the request's new segment (``need_bytes``)
+    against the device's free memory recorded at the OOM."""
+
+    accounting: GpuAccounting
+    free_bytes: int  # free on the device at the OOM (after the allocator's own release)
+    need_bytes: int  # the new segment (or pages) the allocator asked the device for
+    blamed: str
+    holders: tuple[GpuHolder, ...]  # the other processes blamed, largest first
+    outside_bytes: int  # this process's memory outside the allocator blamed (0: not)
+
+    @property
+    def freed_bytes(self) -> int:
+        """What the blamed holders held: free too without them."""
+        return sum(h.used_bytes or 0 for h in self.holders) + self.outside_bytes
+
+    @property
+    def could_have_bytes(self) -> int:
+        """What the allocator could have had: its reserved plus the device's free memory."""
+        return self.accounting.reserved_bytes + self.free_bytes
+
+    def who(self) -> str:
+        """The blamed holders in a few words: ``pid 4121`` / ``them`` / ``that memory``."""
+        if self.blamed == "outside the allocator":
+            return "that memory"
+        if self.blamed == "other processes" and len(self.holders) == 1:
+            return f"pid {self.holders[0].pid}"
+        return "them"
+
+    def holders_words(self) -> str:
+        """``pid 4121 `python3 hold.py` holds 18.20 GiB, pid 7 ... holds 1.00 GiB``."""
+        named = [f"{h.label()} holds {fb(h.used_bytes or 0)}"
+                 for h in self.holders[:VERDICT_HOLDERS]]
+        rest = self.holders[VERDICT_HOLDERS:]
+        if rest:
+            named.append(f"{plural(len(rest), 'more process', 'more processes')} hold "
+                         f"{fb(sum(h.used_bytes or 0 for h in rest))}")
+        return ", ".join(named)
+
+    def words(self) -> str:
+        """The verdict's first part: who held the device, what the allocator could have
+        had, and that the request would have fitted without them."""
+        acc = self.accounting
+        outside = acc.outside_allocator_bytes
+        mine = (f"this process {fb(outside)} outside the allocator"
+                if outside is not None and outside > 0 else None)
+        if self.blamed == "outside the allocator":
+            parts = [f"this process holds {fb(self.outside_bytes)} of the GPU outside "
+                     f"PyTorch's allocator ({OUTSIDE_WHAT})"]
+            others = [h for h in acc.others if h.used_bytes]
+            if others:
+                parts.append(f"other processes {fb(sum(h.used_bytes or 0 for h in others))}")
+            head = "the GPU was full"
+        else:
+            parts = [self.holders_words()]
+            if mine is not None:
+                parts.append(mine)
+            head = ("the GPU was full because of another process"
+                    if self.blamed == "other processes" and len(self.holders) == 1 else
+                    "the GPU was full because of other processes"
+                    if self.blamed == "other processes" else "the GPU was full")
+        parts.append(f"{fb(self.free_bytes)} free")
+        return (f"{head}: {', '.join(parts)}; the allocator could have had "
+                f"{fb(self.could_have_bytes)} ({fb(acc.reserved_bytes)} reserved + "
+                f"{fb(self.free_bytes)} free), and without {self.who()} its new "
+                f"{fb(self.need_bytes)} segment would have fitted "
+                f"({fb(self.free_bytes + self.freed_bytes)} free)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blamed": self.blamed, "holders": [h.to_dict() for h in self.holders],
+                "outside_allocator_bytes": self.outside_bytes,
+                "freed_bytes": self.freed_bytes, "free_bytes": self.free_bytes,
+                "need_bytes": self.need_bytes, "reserved_bytes": self.accounting.reserved_bytes,
+                "could_have_bytes": self.could_have_bytes,
+                "free_without_bytes": self.free_bytes + self.freed_bytes}
+
+
+def shortfall(acc: GpuAccounting, free: int, need: int) -> GpuShortfall | None:
+    """Who kept the device from giving ``need`` bytes when it had ``free`` left: the other
+    processes when freeing them alone makes room, else this process's memory outside the
+    allocator, else both together; None when the device had room (the process was at its
+    own limit), when nothing known held it, or when even without them it had too little
+    (a GPU too small for the run, not a GPU taken by others)."""
+    if not acc.known or free < 0 or free >= need:
+        return None
+    others = tuple(sorted((h for h in acc.others if h.used_bytes),
+                          key=lambda h: -(h.used_bytes or 0)))
+    held = sum(h.used_bytes or 0 for h in others)
+    outside = max(acc.outside_allocator_bytes or 0, 0)
+    if others and free + held >= need:
+        return GpuShortfall(acc, free, need, "other processes", others, 0)
+    if outside and free + outside >= need:
+        return GpuShortfall(acc, free, need, "outside the allocator", (), outside)
+    if (others or outside) and free + held + outside >= need:
+        return GpuShortfall(acc, free, need, "both", others, outside)
+    return None
+
+
 def format_lines(d: Mapping[str, Any]) -> list[str]:
     """:meth:`GpuAccounting.lines` from its ``to_dict()`` (what ``summary --json`` holds)."""
     if not d.get("known"):

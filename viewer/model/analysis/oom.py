@@ -14,20 +14,30 @@ sits in partly used segments.  So:
 
 When the device itself was full and the file is an OOM dump whose sidecar
 recorded the whole GPU at that instant (:mod:`.gpu_accounting`), the verdict
-names who held it: ``the GPU had too little left: 18.20 GiB held by pid 4121 `python
-train_old.py`; this process ...``.  Never from a dump taken later.
+names who held it.  Where the request would have fitted without other processes
+(or without this process's memory outside the allocator) that comes first, with
+what the allocator could have had (its reserved plus the device's free memory),
+and the fragmentation or capacity judgement follows within that: ``the GPU was
+full because of another process: pid 4121 `python train_old.py` holds 18.20 GiB,
+...; the allocator could have had ...``.  Otherwise the holders follow the
+judgement: ``...; the GPU had too little left: 18.20 GiB held by ...``.  Never from
+a dump taken later.
+
+An OOM outside the allocator (cuBLAS, cuDNN, NCCL, an extension's ``cudaMalloc``)
+leaves no ``oom`` trace event; the capture's sidecar says so
+(``outside_allocator_oom``) with the whole GPU at that moment, and
+:func:`outside_oom` explains it the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from typing import TYPE_CHECKING
-
 from .figures import Selection, fit_request, memory_stats
-from .gpu_accounting import at_oom
+from .gpu_accounting import SIDECAR_KEY, at_oom, from_record, shortfall
 from ..replay.integrity import Untrusted, check, untrusted_at
 from ..core.snapshot import Action, BlockState, Snapshot
 from ..core.units import format_bytes as fb, plural
@@ -61,6 +71,10 @@ class OomReport:
     # so are the verdict's figures; not_exact_reason says why (the stretch's reason).
     exact: bool = True
     not_exact_reason: str | None = None
+    # The device was full because of other processes (or this process's memory outside
+    # the allocator) and the request would have fitted without them:
+    # GpuShortfall.to_dict() (who, their bytes, what the allocator could have had).
+    gpu_shortfall: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,8 +127,11 @@ def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None,
 
 def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
     """``report`` with the device's holders named when the GPU itself was full, from the
-    sidecar's record of the whole GPU taken at this OOM (an OOM dump's, nothing later)."""
-    if report.kind != "capacity" or report.events_after:
+    sidecar's record of the whole GPU taken at this OOM (an OOM dump's, nothing later):
+    first when the request would have fitted without them (:func:`.gpu_accounting.shortfall`),
+    the fragmentation or capacity judgement then within what the allocator could have
+    had; after it otherwise."""
+    if report.kind == "changed" or report.events_after:
         return report
     acc = at_oom(snap, report.device, report.device_free_bytes)
     if acc is None:
@@ -122,6 +139,11 @@ def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
     free = report.device_free_bytes if report.device_free_bytes >= 0 else acc.free_bytes
     if free >= report.new_segment_bytes:
         return report  # the process was at its limit; the device was not full
+    short = shortfall(acc, free, report.new_segment_bytes)
+    if short is not None:
+        return replace(report, verdict=f"{short.words()}; within the "
+                                       f"{fb(short.could_have_bytes)}: {report.verdict}",
+                       gpu_shortfall=short.to_dict())
     return replace(report, verdict=f"{report.verdict}; the GPU had too little left: "
                                    f"{acc.holders_phrase()}")
 
@@ -209,3 +231,98 @@ def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tu
         tail = (f"and the GPU has too little free memory ({fb(device_free)} free on the device, "
                 f"a new segment needs {fb(fit.new_segment_bytes)})")
     return "capacity", f"{head} {tail}"
+
+
+#: The sidecar's field the capture writes for an OOM outside the allocator.
+OUTSIDE_KEY = "outside_allocator_oom"
+# What each library failed to make, by a call named in its error (else its memory).
+_WHAT_FAILED = (("cublasLtCreate", "cuBLASLt could not create its handle"),
+                ("cublasCreate", "cuBLAS could not create its handle"),
+                ("cudnnCreate", "cuDNN could not create its handle"))
+_LIBRARY_FAILED = {"cuBLAS": "cuBLAS could not allocate its memory",
+                   "cuBLASLt": "cuBLASLt could not allocate its workspace",
+                   "cuDNN": "cuDNN could not allocate its workspace",
+                   "NCCL": "NCCL could not allocate its buffers",
+                   "CUDA": "a CUDA allocation outside PyTorch's allocator failed"}
+
+
+@dataclass(frozen=True)
+class OutsideOom:
+    """An out-of-memory error raised outside PyTorch's caching allocator (a library's
+    handle or workspace, NCCL's buffers, an extension's ``cudaMalloc``), from the
+    capture's sidecar: the trace holds no ``oom`` event for it."""
+
+    library: str  # cuBLAS, cuBLASLt, cuDNN, NCCL, CUDA
+    error: str  # the exception's first line
+    exception_type: str | None
+    stack: tuple[str, ...]  # "file.py:123 function", innermost last
+    device: int | None
+    device_free_bytes: int | None  # free on the GPU at that moment (None: not recorded)
+    reserved_bytes: int | None  # PyTorch's allocator on that device then
+    allocated_bytes: int | None
+    verdict: str  # one line, for people: what failed, the GPU's free memory, who held it
+
+    @property
+    def where(self) -> str | None:
+        """The innermost frame of the program's stack, where it died."""
+        return self.stack[-1] if self.stack else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stack"] = list(self.stack)
+        d["where"] = self.where
+        return d
+
+
+def outside_oom(snap: Snapshot) -> OutsideOom | None:
+    """The OOM outside the allocator that ``snap``'s dump was taken at, explained from the
+    sidecar (``outside_allocator_oom`` and the whole GPU at that moment); None when the
+    dump was not taken at one."""
+    side = snap.sidecar
+    if not isinstance(side, Mapping) or side.get("reason") != "oom":
+        return None
+    o = side.get(OUTSIDE_KEY)
+    if not isinstance(o, Mapping) or not isinstance(o.get("error"), str):
+        return None
+    library = str(o.get("library") or "CUDA")
+    error = " ".join(o["error"].split())
+    what = next((w for call, w in _WHAT_FAILED if call in error), None) \
+        or _LIBRARY_FAILED.get(library, f"{library} could not allocate GPU memory")
+    g = side.get(SIDECAR_KEY)
+    acc = from_record(g, snap, "oom") if isinstance(g, Mapping) else None
+    device = acc.device if acc is not None and acc.known else \
+        side.get("device") if isinstance(side.get("device"), int) else None
+    parts = [f"{what} ({error})"]
+    free = reserved = allocated = None
+    if device is not None:
+        stats = memory_stats(snap, Selection(device=device))
+        reserved, allocated = stats.reserved_bytes, stats.allocated_bytes
+    if acc is not None and acc.known:
+        free = acc.free_bytes
+        parts.append(f"{fb(free)} free on the GPU")
+        others = sorted((h for h in acc.others if h.used_bytes),
+                        key=lambda h: -(h.used_bytes or 0))
+        if others:
+            parts.append(", ".join(f"{h.label()} holds {fb(h.used_bytes or 0)}"
+                                   for h in others[:3])
+                         + (f", {plural(len(others) - 3, 'more process', 'more processes')} "
+                            f"hold {fb(sum(h.used_bytes or 0 for h in others[3:]))}"
+                            if len(others) > 3 else ""))
+        if acc.outside_allocator_bytes is not None:
+            parts.append(f"this process {fb(acc.reserved_bytes)} reserved by PyTorch "
+                         f"({fb(acc.reserved_bytes - (allocated or 0))} of it unused), "
+                         f"{fb(acc.outside_allocator_bytes)} outside the allocator")
+        else:
+            parts.append(f"this process {fb(acc.reserved_bytes)} reserved by PyTorch "
+                         f"({fb(acc.reserved_bytes - (allocated or 0))} of it unused)")
+        if others:
+            held = sum(h.used_bytes or 0 for h in others)
+            who = f"pid {others[0].pid}" if len(others) == 1 else "them"
+            parts.append(f"without {who} the GPU would have had {fb(free + held)} free")
+    else:
+        why = acc.reason if acc is not None else "its sidecar has no record of the whole GPU"
+        parts.append(f"the GPU's free memory is not known ({why})")
+    stack = tuple(str(f) for f in o.get("stack") or () if isinstance(f, str))
+    return OutsideOom(library, error, o.get("exception_type") if isinstance(
+        o.get("exception_type"), str) else None, stack, device, free, reserved, allocated,
+        "; ".join(parts))

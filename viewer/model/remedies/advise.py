@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..analysis.oom import last_oom, outside_oom
 from ..categories.sharded import world_size
 from ..core import parallel
 from ..core.progress import Progress
@@ -62,6 +63,9 @@ from ..whatif.run import simulate as simulate_requests
 from . import batch_scale, changes, evidence, scaling
 
 SIMULATED, ESTIMATED = "simulated", "estimated"
+# A remedy that changes what else holds the GPU, not the program: its peak is the
+# program's own, unchanged; it fits because the memory the allocator can have rises.
+GPU_FREED = "the limit rises"
 ALLOCATOR_REMEDIES = 2  # how many allocator settings to list (the best that lower the peak)
 
 
@@ -112,6 +116,9 @@ class Remedy:
     # The limit lies inside the predicted range: whether it fits depends on where in the
     # range the real run lands ("maybe" where ``fits`` is said).
     range_holds_limit: bool = False
+    # A remedy that frees the GPU (method GPU_FREED): the memory the allocator could have
+    # had with the change made (None: not known, or another kind of remedy).
+    limit_with_change_bytes: int | None = None
 
     @property
     def fits_word(self) -> str:
@@ -833,9 +840,26 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     remedies.sort(key=lambda r: (not (fragmentation and r.remedy.startswith("allocator:")),
                                  r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
-    if recorded.first_oom is not None:
+    held = _held_by_others(case, recorded)
+    outside = outside_oom(snap) if recorded.first_oom is None else None
+    if outside is not None and outside.device not in (None, case.device):
+        outside = None
+    freed = _free_the_gpu(case, peak, held, outside)
+    if freed is not None:
+        # Another process (or memory outside the allocator) is the cause: that remedy
+        # first; allocator settings only where they make the run fit as it is.
+        remedies = [freed] + [r for r in remedies
+                              if not r.remedy.startswith("allocator:") or r.fits]
+        fragmentation = False
+    if held is not None and recorded.first_oom is not None:
+        # The verdict every view shows for this OOM (summary, the GUI's banner): the
+        # whole GPU first, then the allocator's judgement within what it could have had.
+        text = f"out of memory at event {recorded.first_oom.event}: {held.verdict}"
+    elif recorded.first_oom is not None:
         text = (f"out of memory at event {recorded.first_oom.event}: "
                 f"{oom_verdict(recorded.first_oom)}")
+    elif outside is not None:
+        text = f"out of memory outside the allocator: {outside.verdict}"
     elif lim is not None and peak > lim:  # a limit below the recorded run's own
         text = (f"does not fit: peak reserved {fb(peak)} is above the limit {fb(lim)} "
                 f"({lim_source})")
@@ -854,6 +878,74 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                            and not near.stepped_down),
         batch_workspaces=int(j.uncertain_workspace.sum()), near_limit=near,
         sharding=sharding.to_dict() if sharding is not None else None)
+
+
+def _held_by_others(case: Case, recorded):
+    """The recorded OOM's report (:mod:`..analysis.oom`) when the device was full because
+    of other processes or memory outside the allocator (``gpu_shortfall``); else None."""
+    if recorded.first_oom is None:
+        return None
+    report = last_oom(case.snap)
+    if report is None or report.device != case.device or report.gpu_shortfall is None:
+        return None
+    return report
+
+
+def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
+    """Free or move what else held the GPU: the other processes named (pid, command line,
+    bytes), another device, ``CUDA_VISIBLE_DEVICES``.  Not simulated: the program's peak
+    is its own, unchanged; it fits when that peak is under what the allocator could have
+    had with them gone."""
+    if held is not None:
+        short = held.gpu_shortfall
+        holders = short["holders"]
+        freed, limit = short["freed_bytes"], short["could_have_bytes"] + short["freed_bytes"]
+    elif outside is not None and outside.device_free_bytes is not None:
+        acc = _outside_accounting(case)
+        holders = [h.to_dict() for h in sorted(
+            (h for h in acc.others if h.used_bytes), key=lambda h: -(h.used_bytes or 0))] \
+            if acc is not None else []
+        freed = sum(h["used_bytes"] for h in holders)
+        if not holders or freed <= outside.device_free_bytes:
+            return None  # the others held less than was left: not what ran out
+        limit = None  # the library's need is not recorded: whether it fits is not known
+    else:
+        return None
+    dev = f"device {case.device}"
+    if holders:
+        named = [f"pid {h['pid']}" + (f" `{h['command']}`" if h.get("command") else "")
+                 for h in holders[:3]]
+        if len(holders) == 1:
+            who = f"{named[0]}, which holds {fb(freed)} of {dev}"
+        else:
+            more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+            who = (", ".join(f"{n} ({fb(h['used_bytes'])})" for n, h in zip(named, holders))
+                   + f"{more}, which hold {fb(freed)} of {dev}")
+        title = (f"Free or move the other process{'es' if len(holders) > 1 else ''} on "
+                 f"{dev}, or pick a freer device")
+        change = (f"stop or move {who}; or run on a device with room: "
+                  "`CUDA_VISIBLE_DEVICES=N` (`nvidia-smi` lists each device's free memory)")
+    else:
+        title = "Free the memory this process holds outside the allocator"
+        change = (f"{fb(freed)} of {dev} is held outside PyTorch's allocator by this process "
+                  "(CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers, other libraries): "
+                  "free what it no longer needs, or run on a device with more room "
+                  "(`CUDA_VISIBLE_DEVICES=N`)")
+    fits = peak <= limit if limit is not None else None
+    detail = ("not simulated: the program's own peak reserved is unchanged; "
+              + (f"the allocator could have had {fb(limit)} with that memory free, "
+                 f"{'above' if fits else 'still below'} the {fb(peak)} the run needs"
+                 if limit is not None else
+                 "the library's allocation failed outside PyTorch's allocator, whose need "
+                 "the recording does not hold"))
+    return Remedy("free_gpu", title, peak, 0, GPU_FREED, change, None, fits, detail,
+                  limit_with_change_bytes=limit)
+
+
+def _outside_accounting(case: Case):
+    from ..analysis.gpu_accounting import gpu_accounting
+    acc = gpu_accounting(case.snap)
+    return acc if acc.known else None
 
 
 def format_peak(r: Remedy) -> str:
@@ -941,6 +1033,9 @@ def format_text(advice: Advice) -> str:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     if not a.remedies:
         rows = []
+    elif a.remedies[0].method == GPU_FREED:
+        lines.append("remedies, what else holds the GPU first, then by predicted peak "
+                     "reserved:")
     elif a.fragmentation and a.remedies[0].remedy.startswith("allocator:"):
         lines.append("remedies, the fragmentation's first, then by predicted peak reserved:")
     else:

@@ -13,7 +13,7 @@ from ..analysis import focus
 from ..analysis.calltree import site_frames, top_sites
 from ..replay import integrity
 from ..analysis.gpu_accounting import format_lines as gpu_lines, gpu_accounting
-from ..analysis.oom import oom_reports
+from ..analysis.oom import oom_reports, outside_oom
 from ..replay.recorded_window import recorded_window
 from ..core.snapshot import HOST_DEVICE, Action, Snapshot
 from ..replay.timeline import Timeline
@@ -132,6 +132,9 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     else:
         out["oom"] = ooms[-1] if ooms else None
     out["ooms"] = ooms
+    # An OOM outside the allocator (cuBLAS, NCCL, ...) has no trace event: the sidecar's.
+    outside = outside_oom(snap)
+    out["outside_oom"] = outside.to_dict() if outside is not None else None
     out["devices"] = []
     if timeline is not None:  # its devices are the trace's (no second pass over the trace)
         devices = set(timeline.devices) | set(np.unique(snap.segments.device).tolist()) \
@@ -503,6 +506,12 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
         )
         lines.append(f"  {oom['verdict']}" + ("" if oom.get("exact", True)
                                               else f" (not exact: {oom['not_exact_reason']})"))
+    outside = summary.get("outside_oom")
+    if outside:
+        dev = f" on device {outside['device']}" if outside.get("device") is not None else ""
+        where = f" at {outside['where']}" if outside.get("where") else ""
+        lines.append(f"OOM outside PyTorch's allocator{dev} ({outside['library']}){where}")
+        lines.append(f"  {outside['verdict']}")
     later = summary.get("ooms_after_at") or 0
     if at and later:
         lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "

@@ -1,0 +1,127 @@
+"""The OOM verdict reads the whole GPU: when another process held the device and the
+request would have fitted without it, `summary`, `summary --json`, `advise` (its
+verdict and its first remedy) and the MCP tools say so first, word for word alike,
+from the recordings in tests/data/gpu_accounting (tests/gpu_verdicts.py builds the
+expected words from each recording's truth file).  An OOM outside the allocator
+(cuBLAS could not create its handle) is explained the same way.  The GUI's banner:
+tests/gui/test_gpu_verdict_gui.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_mcp import answer, with_server
+from tests.gpu_verdicts import derive_outside_oom, holder_verdict, load, truths
+from vramscope.viewer.model.analysis.oom import last_oom
+from vramscope.viewer.model.io.load import load_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 1 << 20
+TRUTHS = truths()
+
+
+def vramscope(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_recordings_are_there():
+    assert len(TRUTHS) >= 2, "tests/data/gpu_accounting lost its recordings"
+
+
+def _judgement(snap_path: Path) -> str:
+    """The allocator's own verdict on this OOM, without the record of the whole GPU."""
+    snap = load_snapshot(snap_path, use_cache=False)
+    snap.sidecar = {k: v for k, v in snap.sidecar.items() if k != "gpu_memory"}
+    return last_oom(snap).verdict
+
+
+@pytest.fixture(params=TRUTHS, ids=lambda p: p.name.split("_rank")[0])
+def recording(request):
+    truth, snap, side = load(request.param)
+    return truth, snap, side, holder_verdict(truth, side, _judgement(snap))
+
+
+def test_summary_says_the_other_process_first_in_text_and_json(recording):
+    truth, snap, side, verdict = recording
+    text = vramscope("summary", str(snap)).splitlines()
+    at = next(i for i, line in enumerate(text) if line.startswith("OOM on device 0"))
+    assert text[at + 1] == f"  {verdict}"
+    d = json.loads(vramscope("summary", str(snap), "--json"))
+    assert d["oom"]["verdict"] == verdict
+    short = d["oom"]["gpu_shortfall"]
+    assert short["blamed"] == "other processes"
+    assert [h["pid"] for h in short["holders"]] == [truth["other"]["pid"]]
+    assert short["could_have_bytes"] == truth["oom"]["reserved"] + truth["oom"]["device_free"]
+    # The whole-GPU table adds up to the device's total, its unexplained rest within 64 MiB.
+    acc = d["gpu_accounting"]
+    assert sum(r["bytes"] for r in acc["rows"]) == acc["total_bytes"] \
+        == truth["oom"]["mem_get_info_total"]
+    assert abs(acc["unexplained_bytes"]) <= 64 * MiB, acc["rows"]
+
+
+def test_advise_leads_with_the_other_process(recording):
+    truth, snap, side, verdict = recording
+    event = json.loads(vramscope("summary", str(snap), "--json"))["oom"]["event"]
+    text = vramscope("advise", str(snap))
+    assert f"verdict: out of memory at event {event}: {verdict}\n" in text
+    a = json.loads(vramscope("advise", str(snap), "--json"))
+    assert a["verdict"] == f"out of memory at event {event}: {verdict}"
+    first = a["remedies"][0]
+    pid, held = truth["other"]["pid"], a["remedies"][0]["limit_with_change_bytes"]
+    assert first["remedy"] == "free_gpu" and first["method"] == "the limit rises"
+    cmd = next(p["cmdline"] for p in side["gpu_memory"]["processes"] if p["pid"] == pid)
+    assert f"pid {pid} `{cmd}`" in first["change"] and "CUDA_VISIBLE_DEVICES" in first["change"]
+    # Honest: the program's own peak, unchanged; it fits because the limit rises.
+    assert first["predicted_peak_reserved_bytes"] == a["needed_peak_reserved_bytes"]
+    assert first["saving_bytes"] == 0 and first["fits"] is True
+    oom = truth["oom"]
+    nvml = side["gpu_memory"]["source"] == "nvml"
+    other = truth["other"]["nvml_used_bytes" if nvml else "smi_used_bytes"]
+    assert held == oom["reserved"] + oom["device_free"] + other
+    assert a["memory_limit_bytes"] == oom["reserved"] + oom["device_free"]
+    # Allocator settings are offered only where they make the run fit.
+    assert all(r["fits"] for r in a["remedies"] if r["remedy"].startswith("allocator:"))
+
+
+def test_mcp_says_what_the_cli_says(recording):
+    truth, snap, side, verdict = recording
+
+    async def session(client):
+        s = answer(await client.call_tool("summary", {"file": str(snap)}))
+        a = answer(await client.call_tool("advise", {"file": str(snap)}))
+        return json.loads(s), json.loads(a)
+
+    s, a = with_server(session)
+    assert s["oom"]["verdict"] == verdict
+    assert a["verdict"].endswith(f": {verdict}") and a["remedies"][0]["remedy"] == "free_gpu"
+
+
+def test_an_oom_outside_the_allocator_is_explained(tmp_path):
+    path, want = derive_outside_oom(TRUTHS[0], tmp_path)
+    text = vramscope("summary", str(path)).splitlines()
+    at = next(i for i, line in enumerate(text) if line.startswith("OOM outside"))
+    assert text[at] == ("OOM outside PyTorch's allocator on device 0 (cuBLAS) at "
+                        "train.py:41 step")
+    assert text[at + 1] == f"  {want['verdict']}"
+    d = json.loads(vramscope("summary", str(path), "--json"))
+    assert d["oom"] is None and d["outside_oom"]["verdict"] == want["verdict"]
+    assert d["outside_oom"]["device_free_bytes"] == want["free"]
+    a = json.loads(vramscope("advise", str(path), "--json"))
+    assert a["verdict"] == f"out of memory outside the allocator: {want['verdict']}"
+    # The other process held less than was left free: it is not offered as the cause.
+    assert want["held"] < want["free"]
+    assert all(r["remedy"] != "free_gpu" for r in a["remedies"])
+
+    async def session(client):
+        return json.loads(answer(await client.call_tool("summary", {"file": str(path)})))
+
+    assert with_server(session)["outside_oom"]["verdict"] == want["verdict"]

@@ -1,0 +1,99 @@
+"""The verdicts expected on recordings where another process held the GPU, built from
+what the recording program knew (its ``.truth.json``: the other process's pid and
+bytes, this process's, the OOM's reserved and free memory) and the sidecar's process
+list (the command line), never from the viewer's own figures.
+
+Recordings: ``tests/data/gpu_accounting/`` (another process held 20 GiB; a 119.30 GiB
+request that would have fitted without it), and ``tests/data/gpu_holder/`` once
+recorded.  An OOM outside the allocator is derived from the first of them in a test's
+directory (:func:`derive_outside_oom`): its allocator OOM event dropped, the sidecar
+given the capture's ``outside_allocator_oom`` field; every figure stays the recording's.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import pickle
+from pathlib import Path
+from typing import Any
+
+from vramscope.viewer.model.core.units import format_bytes as fb
+
+DATA = Path(__file__).parent / "data"
+ACCOUNTING = DATA / "gpu_accounting"
+#: The error text torch raises when cuBLAS cannot create a handle (issue report's run).
+CUBLAS_ERROR = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+
+
+def truths() -> list[Path]:
+    return sorted(ACCOUNTING.glob("*.truth.json"))
+
+
+def load(truth_path: Path) -> tuple[dict, Path, dict]:
+    """(truth, snapshot path, sidecar) of one recording."""
+    truth = json.loads(truth_path.read_text())
+    snap = truth_path.parent / truth["snapshot"]
+    side = json.loads((truth_path.parent / truth["sidecar"]).read_text())
+    return truth, snap, side
+
+
+def _used(truth_part: dict, side: dict) -> int:
+    """The driver's figure the capture used (NVML's, else nvidia-smi's)."""
+    nvml = side["gpu_memory"].get("source") == "nvml"
+    return int(truth_part["nvml_used_bytes"] if nvml else truth_part["smi_used_bytes"])
+
+
+def command_of(side: dict, pid: int) -> str:
+    (p,) = [p for p in side["gpu_memory"]["processes"] if p["pid"] == pid]
+    return p.get("cmdline") or p["name"]
+
+
+def holder_verdict(truth: dict, side: dict, judgement: str) -> str:
+    """The allocator OOM's verdict: the other process first, then ``judgement`` (the
+    allocator's own, fragmentation or capacity) within what it could have had."""
+    other = truth["other"]
+    pid, held = other["pid"], _used(other, side)
+    mine = _used(truth["self"], side)
+    oom = truth["oom"]
+    reserved, free, need = oom["reserved"], oom["device_free"], oom["alloc"]
+    assert free < need <= free + held, "the recording is not one the other process caused"
+    could = reserved + free
+    return (f"the GPU was full because of another process: pid {pid} "
+            f"`{command_of(side, pid)}` holds {fb(held)}, this process "
+            f"{fb(mine - reserved)} outside the allocator, {fb(free)} free; the allocator "
+            f"could have had {fb(could)} ({fb(reserved)} reserved + {fb(free)} free), and "
+            f"without pid {pid} its new {fb(need)} segment would have fitted "
+            f"({fb(free + held)} free); within the {fb(could)}: {judgement}")
+
+
+def derive_outside_oom(truth_path: Path, out: Path) -> tuple[Path, dict[str, Any]]:
+    """The recording as an OOM outside the allocator, written to ``out``: (its snapshot
+    path, what its verdict must say, from the truth file)."""
+    truth, snap_path, side = load(truth_path)
+    with lzma.open(snap_path) as f:
+        raw = pickle.load(f)
+    raw["device_traces"] = [[e for e in tr if e.get("action") != "oom"]
+                            for tr in raw["device_traces"]]
+    name = "outside_" + snap_path.name.split(".pickle")[0]
+    path = out / f"{name}.pickle.xz"
+    with lzma.open(path, "wb") as f:
+        pickle.dump(raw, f)
+    for k in [k for k in side if k.startswith("oom_")]:
+        side.pop(k)
+    side["outside_allocator_oom"] = {"library": "cuBLAS", "error": CUBLAS_ERROR,
+                                     "exception_type": "RuntimeError",
+                                     "stack": ["train.py:41 step"]}
+    side["snapshot_file"] = path.name
+    (out / f"{name}.json").write_text(json.dumps(side))
+    other, oom = truth["other"], truth["oom"]
+    pid, held = other["pid"], _used(other, side)
+    reserved, allocated = oom["reserved"], oom["allocated"]
+    free = side["gpu_memory"]["free_bytes"]
+    mine = _used(truth["self"], side)
+    verdict = (f"cuBLAS could not create its handle ({CUBLAS_ERROR}); {fb(free)} free on the "
+               f"GPU; pid {pid} `{command_of(side, pid)}` holds {fb(held)}; this process "
+               f"{fb(reserved)} reserved by PyTorch ({fb(reserved - allocated)} of it unused), "
+               f"{fb(mine - reserved)} outside the allocator; without pid {pid} the GPU would "
+               f"have had {fb(free + held)} free")
+    return path, {"verdict": verdict, "pid": pid, "held": held, "free": free}
