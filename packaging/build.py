@@ -531,7 +531,7 @@ def build_deb(app: Path, version: str, facts: dict, work: Path, dist: Path) -> P
          .
          This package is the self-contained desktop viewer (its own Python, Qt
          and numpy in /opt/vramscope); the capture side stays a Python package
-         next to torch (pip install vramscope).
+         next to torch (pip install '.[capture]' in a clone of vramscope).
         """), encoding="utf-8")
     for name in ("postinst", "postrm"):
         shutil.copyfile(LINUX_FILES / "deb" / name, control / name)

@@ -295,4 +295,5 @@ def test_without_the_extra_one_line_names_it():
                          timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'vramscope[mcp]'" in lines[0], out.stderr
+    assert len(lines) == 1 and "pip install '.[mcp]' in a clone of vramscope" in lines[0], \
+        out.stderr

@@ -125,7 +125,7 @@ def test_cli_refuses_jobs_and_scheduler_on_a_file():
 def cluster():
     distributed = pytest.importorskip(
         "distributed", reason="dask[distributed] is not installed (make install-test "
-        "installs it where a wheel exists: pip install 'vramscope[dask]')")
+        "installs it where a wheel exists: pip install '.[dask]')")
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                   dashboard_address=None) as c:
         yield c

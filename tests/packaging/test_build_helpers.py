@@ -164,7 +164,7 @@ def test_record_without_the_capture_side_answers_in_one_line():
         assert out.returncode == rc, out.stderr
         text = (out.stdout if rc == 0 else out.stderr).strip()
         assert len(text.splitlines()) == 1 and "Traceback" not in out.stderr
-        assert "training environment" in text and "pip install vramscope[capture]" in text
+        assert "training environment" in text and "pip install '.[capture]' in a clone" in text
         assert "python -m vramscope.capture" in text
         if rc == 0:
             assert build.command_answer_problem("record", out) is None

@@ -93,7 +93,7 @@ def test_every_listed_command_answers_help_in_the_frozen_app(unpacked, tmp_path)
                             timeout=60, env=env, cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
-    assert "pip install vramscope[capture]" in line and "python -m vramscope.capture" in line
+    assert "pip install '.[capture]' in a clone" in line and "python -m vramscope.capture" in line
 
 
 @pytest.mark.skipif(not (DEBS and shutil.which("dpkg-deb")),

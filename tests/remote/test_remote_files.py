@@ -264,7 +264,8 @@ def test_open_remote_in_the_window(ssh_env, qtbot, isolated_qt_settings):
 
 
 def test_the_cli_reads_a_remote_file_as_the_local_one(ssh_env):
-    """summary, advise and diff take an ssh:// address where they take a file."""
+    """summary, advise, whatif and diff take an ssh:// address where they take a file
+    (what viewer/README.md, "Remote hosts over SSH", says)."""
     import json
     import subprocess
     import sys
@@ -283,6 +284,9 @@ def test_the_cli_reads_a_remote_file_as_the_local_one(ssh_env):
     for key in ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes", "oom"):
         assert remote_[key] == local_[key], key
     assert run("diff", url, str(GPT2))["delta_reserved_bytes"] == 0
+    for command in ("whatif", "advise"):  # (the same answer but for the file's name)
+        remote_ = json.dumps(run(command, url), sort_keys=True).replace(url, str(GPT2))
+        assert remote_ == json.dumps(run(command, str(GPT2)), sort_keys=True), command
 
 
 def test_the_sshd_tests_ran():

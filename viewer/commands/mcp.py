@@ -4,7 +4,7 @@ An agent asked to debug an OOM calls ``summary``, ``advise``, ``whatif``, ``diff
 ``stack_at`` and the live tools and reads the JSON the CLI prints, instead of
 scraping the command line.  The server speaks MCP over stdio (the client starts
 ``vramscope mcp`` and owns its stdin/stdout), built on the official SDK, an
-optional extra: ``pip install 'vramscope[mcp]'``.
+optional extra: ``pip install '.[mcp]'`` in a clone of vramscope.
 
 The analyses themselves are :mod:`.mcp_tools` (SDK-free); this module registers
 them: argument schemas with descriptions, progress notifications, and every
@@ -25,10 +25,11 @@ import threading
 import time
 from typing import Annotated, Any, Callable
 
+from ..early.install_hint import install_hint
 from . import mcp_tools
 
 EXTRA_MISSING = ("vramscope: error: `vramscope mcp` needs the MCP Python SDK: "
-                 "pip install 'vramscope[mcp]'")
+                 + install_hint("mcp"))
 #: Progress notifications sent at most this often (a replay reports thousands of steps).
 PROGRESS_EVERY_S = 0.1
 RECORDING_GUIDE_URI = "vramscope://guide/record-a-snapshot"
@@ -53,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
         description="Serve vramscope's analyses (summary, advise, whatif, diff, stack_at, "
         "live attach) to coding agents over the Model Context Protocol, on stdin/stdout. "
         "Started by the agent's client, e.g. `claude mcp add vramscope -- vramscope mcp`. "
-        "Needs the optional extra: pip install 'vramscope[mcp]'.")
+        "Needs the optional extra: " + install_hint("mcp") + ".")
 
 
 def main(argv: list[str]) -> int:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import sys
 
+from ..early.install_hint import install_hint
+
 ELSEWHERE = ("capture runs in the training environment, next to torch: there, "
-             "pip install vramscope[capture], then python -m vramscope.capture "
+             f"{install_hint('capture')}, then python -m vramscope.capture "
              "[--out DIR] script.py [args ...] (this installation is the viewer only)")
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from ..early.install_hint import pip_install
 from . import result_cache
 from .arg_types import positive_int
 
@@ -53,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a directory: read each rank's file as a task of the running Dask "
                    "cluster at ADDRESS (tcp://host:8786), on the workers, which see the "
                    "directory; only each rank's figures come back (needs "
-                   "'pip install vramscope[dask]' here and vramscope on the workers)")
+                   f"{pip_install('dask')} here, from a clone of vramscope, and vramscope "
+                   "on the workers)")
     return p
 
 

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...early.install_hint import pip_install
+
 # ``python -m vramscope.capture`` (capture/runner.py): a snapshot when the script ends,
 # at every OOM and on SIGUSR1.
 CAPTURE_COMMAND = "python -m vramscope.capture your_script.py"
@@ -162,8 +164,8 @@ class RecordDialog(QDialog):
                                "segments and blocks, and the history of allocations and frees "
                                "(the timeline) when recording was on.")
         self.capture = _CopyBlock(
-            "<b>Without changing your script</b> (in its environment: "
-            "<tt>pip install vramscope[capture]</tt>). Snapshots go to <tt>snapshots/</tt> "
+            "<b>Without changing your script</b> (in its environment, from a clone of "
+            f"vramscope: <tt>{pip_install('capture')}</tt>). Snapshots go to <tt>snapshots/</tt> "
             "when the script ends, at every CUDA out-of-memory error and on "
             "<tt>kill -USR1 PID</tt>:", CAPTURE_COMMAND)
         self.torch = _CopyBlock("<b>Or with plain torch calls</b> in your script:", TORCH_CALLS)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, cast
 
+from ...early.install_hint import install_hint
 from ..analysis.figures import memory_stats
 from ..core import parallel
 from ..core.errors import LoadCancelled, SnapshotError
@@ -500,7 +501,7 @@ def _load_on_cluster(directory, scheduler, progress, cancelled, use_cache) -> Ra
         from distributed import Client, as_completed
     except ImportError:
         raise ClusterError("a Dask scheduler needs the distributed package: "
-                           "pip install 'vramscope[dask]'") from None
+                           + install_hint("dask")) from None
     own = isinstance(scheduler, str)
     try:
         client = Client(scheduler, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S) \
