@@ -133,7 +133,7 @@ def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
     assert window.selectors.device_combo.currentText() == "Device 1"
     assert window.header.stats == memory_stats(window.view_doc.snap, Selection(device=1))
     assert "device 1" in window.header.scope.text()
-    assert f"event {k:,} /" in window.header.scope.text()
+    assert f"after event {k:,} " in window.header.scope.text()
 
 
 def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
@@ -202,3 +202,60 @@ def test_oom_ruler_wider_than_the_segments_stays_in_view(qtbot, loaded):
     assert m.item.ghost_continues and m.item.request_continues
     assert ghost is not None and xa < ghost.right() <= xb and ghost.width() < req
     assert m._request_label.isVisible() and _inside_view(window, m._request_label)
+
+
+# --------------------------------------------------------------- the What it is screenshot
+@pytest.fixture
+def categories_shot(qtbot, window, load):
+    """gpt2_oom in the window as ``--screenshot --view categories`` lays it out (the map
+    low, the What it is tab open), settled and grabbed by the screenshot's own code."""
+    from vramscope.viewer._qt import app as qtapp
+
+    assert load(window, GPT2) == "loaded"
+    qtapp.show_view(window, qtapp.ShotOptions(view="categories"))
+    qtapp.grab_main_window(window)
+    settle(qtbot)
+    return window
+
+
+def drawn_row_labels(m) -> list[str]:
+    """The row labels the segment map's axis draws for its current view."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    p = QPainter(image)
+    try:
+        specs = m.y_axis.generateDrawSpecs(p)
+    finally:
+        p.end()
+    return [text for _rect, _flags, text in specs[2]] if specs else []
+
+
+def test_every_row_of_a_low_map_is_labelled(categories_shot):
+    m = categories_shot.map
+    (_, _), (ya, yb) = m.vb.viewRange()
+    layout = m.layout_data
+    whole = [r for r in range(layout.n_rows) if r >= ya and r + 1 <= yb]
+    assert len(whole) >= 3  # (the low map still shows several rows)
+    drawn = drawn_row_labels(m)
+    assert [m.y_axis.labels[r] for r in whole if m.y_axis.labels[r] not in drawn] == []
+
+
+def test_no_leak_says_so_where_the_chart_would_be(qtbot, categories_shot):
+    leaks = categories_shot.categories_wiring.panel.leaks
+    assert categories_shot.categories.bd is not None and not categories_shot.categories.bd.leaks
+    assert leaks.empty_text().startswith("No line leaks")
+    assert leaks.pages.currentWidget() is leaks.empty and leaks.empty.isVisible()
+    assert not leaks.chart.isVisible() and not leaks.table.isVisible()
+
+
+def test_a_leak_shows_its_table_and_chart(qtbot, window, load):
+    assert load(window, DATA / "truth" / "gpt2_leak.pickle.xz", timeout=120000) == "loaded"
+    window.categories_wiring.tab_action.trigger()
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=120000)
+    settle(qtbot)
+    leaks = window.categories_wiring.panel.leaks
+    assert leaks.leaks and leaks.empty_text() == ""
+    assert leaks.chart.isVisible() and leaks.table.isVisible() and leaks.bars is not None
+    heights = np.asarray(leaks.bars.opts["height"]) * 2**20
+    assert np.allclose(heights, leaks.leaks[0].per_iteration)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -28,6 +29,9 @@ from ..widgets import theme
 from ..widgets.category_colors import ACCENT
 
 COLUMNS = ("Line", "Function", "Per iteration", "Iterations", "Live now")
+NO_LINE_LEAKS = ("No line leaks: no line of your code keeps more memory iteration after "
+                 "iteration, so there is no line to list and no growth to chart.")
+NOTHING_JUDGED = "No leaks listed: they could not be judged (see above)."
 
 
 class LeaksView(QWidget):
@@ -65,10 +69,20 @@ class LeaksView(QWidget):
         split.addWidget(self.chart)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        # Without a leak an empty table and an empty chart would read as "not drawn yet"
+        # or as broken: a sentence saying there is nothing to list or chart instead.
+        self.empty = QLabel()
+        self.empty.setObjectName("noLeaks")
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setStyleSheet(theme.caption_style(10))
+        self.pages = QStackedWidget()
+        self.pages.addWidget(split)
+        self.pages.addWidget(self.empty)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.caption)
-        lay.addWidget(split)
+        lay.addWidget(self.pages)
         # Ctrl+C in the table copies the leaks.  Not a QShortcut: one of the window's
         # context would be ambiguous with Edit > Copy stack (Ctrl+C then does nothing
         # anywhere); the table takes the key while it has the focus instead.
@@ -102,6 +116,7 @@ class LeaksView(QWidget):
                                                  if lk.filename else ""))
                 self.table.setItem(row, col, item)
         if self.leaks:
+            self.pages.setCurrentIndex(0)
             self.caption.setText(f"{len(self.leaks)} line(s) keep memory every iteration: "
                                  + self.leaks[0].sentence())
             self.table.selectRow(0)
@@ -111,11 +126,22 @@ class LeaksView(QWidget):
             self.caption.setText(f"No leak{judged}: nothing a line allocates survives "
                                  "iteration after iteration.")
             self._draw(None)
+            self.show_empty(NO_LINE_LEAKS)
 
     def set_unavailable(self, why: str) -> None:
         """No leaks to show, and ``why`` (a file without a trace: not "no leak")."""
         self.set_leaks([])
         self.caption.setText(why)
+        self.show_empty(NOTHING_JUDGED)
+
+    def show_empty(self, text: str) -> None:
+        """``text`` where the table and the chart are (there is no leak to list)."""
+        self.empty.setText(text)
+        self.pages.setCurrentWidget(self.empty)
+
+    def empty_text(self) -> str:
+        """The sentence shown instead of the table and chart ("" while they show)."""
+        return self.empty.text() if self.pages.currentWidget() is self.empty else ""
 
     def selected_leak(self) -> Leak | None:
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() \

@@ -368,7 +368,7 @@ class CategoriesWiring(QObject):
         # (a breakdown is one device's: beside figures summing several, it says whose)
         scope = f"device {bd.device} only" if self.w.vs.spans_devices() else ""
         self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k),
-                                    f"device {bd.device}, after event {k}",
+                                    f"after event {k}",
                                     bd.leaked_bytes_at(k) if bd.leaks else 0, scope)
 
     def _timeline_colors(self):

@@ -486,7 +486,9 @@ class SegmentMapView(QWidget):
         if layout is None:
             return
         h = self.vb.height() if self.vb.height() > 50 else 400.0
-        rows = max(8.0, h / self.ROW_PX)
+        # Every row tall enough for its label (the axis labels every n-th row of shorter
+        # ones), however low the map: fewer rows rather than half of them unnamed.
+        rows = max(1.0, h / self.ROW_PX)
         if layout.n_rows <= rows:
             self.fit()
             return
