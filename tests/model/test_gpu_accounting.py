@@ -18,6 +18,7 @@ from vramscope.viewer.model.analysis.gpu_accounting import (
     GpuHolder, at_oom, format_lines, from_record, gpu_accounting, split_gpu,
 )
 from vramscope.viewer.model.analysis.oom import last_oom
+from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.reports.summary import format_text, summarize, summary_timeline
 
@@ -181,3 +182,42 @@ def test_recorded_other_process_is_named_with_its_bytes(recorded):
         assert acc.outside_allocator_bytes is not None and acc.outside_allocator_bytes > 0
         # Everything known by holder: what is left is the driver's own, well under 2 GiB.
         assert abs(acc.unexplained_bytes) < 2 * GiB, acc.lines()
+
+
+def test_the_holders_come_first_only_when_the_request_would_have_fitted_without_them():
+    snap = _snap()
+    oom = last_oom(snap)
+    row = oom.event_index
+    free = 2 * MiB  # the device full at this OOM (the recording's own had room)
+    snap.trace.device_free[row] = free
+    judged = last_oom(snap)
+    assert judged.verdict.startswith("capacity:") and judged.gpu_shortfall is None
+    base = {**snap.sidecar, "reason": "oom", "oom_device_free": free}
+    need = judged.new_segment_bytes
+    small = need // 8  # freeing it (and as much outside the allocator) leaves too little
+
+    def holders(other: int) -> dict:
+        return _record(free_bytes=free, processes=[
+            {"pid": 100, "used_bytes": judged.reserved_bytes + small, "this_process": True},
+            {"pid": 4121, "used_bytes": other, "cmdline": "python3 hold.py",
+             "this_process": False}])
+
+    snap.sidecar = {**base, "gpu_memory": holders(small)}
+    v = last_oom(snap)
+    assert v.gpu_shortfall is None and v.verdict.startswith(judged.verdict)
+    assert v.verdict.endswith(f"; without them {fb(free + 2 * small)} would have been "
+                              f"free, still less than the new {fb(need)} segment")
+    snap.sidecar = {**base, "gpu_memory": holders(need)}
+    v = last_oom(snap)
+    assert v.verdict.startswith("the GPU was full because of another process: pid 4121 "
+                                f"`python3 hold.py` holds {fb(need)}, ")
+    assert v.verdict.endswith(f"; within the {fb(judged.reserved_bytes + free)}: "
+                              f"{judged.verdict}")
+    assert v.gpu_shortfall["holders"][0]["pid"] == 4121
+    # This process's memory outside the allocator alone would have made room: said so.
+    snap.sidecar = {**base, "gpu_memory": _record(free_bytes=free, processes=[
+        {"pid": 100, "used_bytes": judged.reserved_bytes + need, "this_process": True}])}
+    v = last_oom(snap)
+    assert v.verdict.startswith(f"the GPU was full: this process holds {fb(need)} of the GPU "
+                                "outside PyTorch's allocator")
+    assert v.gpu_shortfall["blamed"] == "outside the allocator"

@@ -215,6 +215,8 @@ class GpuShortfall:
                     if self.blamed == "other processes" and len(self.holders) == 1 else
                     "the GPU was full because of other processes"
                     if self.blamed == "other processes" else "the GPU was full")
+        if abs(acc.unexplained_bytes) >= VERDICT_RESIDUAL_BYTES:
+            parts.append(f"{fb(acc.unexplained_bytes)} unexplained")
         parts.append(f"{fb(self.free_bytes)} free")
         return (f"{head}: {', '.join(parts)}; the allocator could have had "
                 f"{fb(self.could_have_bytes)} ({fb(acc.reserved_bytes)} reserved + "
@@ -371,6 +373,8 @@ def at_oom(snap: Snapshot, device: int, device_free: int) -> GpuAccounting | Non
         return None
     if side.get("oom_device", device) != device:
         return None
+    if side.get("outside_allocator_oom"):
+        return None  # the dump of a later OOM outside the allocator, not of this one
     recorded = side.get("oom_device_free")
     if _is_int(recorded) and device_free >= 0 and recorded != device_free:
         return None  # the sidecar's OOM is another one than this event

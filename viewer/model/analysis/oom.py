@@ -144,8 +144,12 @@ def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
         return replace(report, verdict=f"{short.words()}; within the "
                                        f"{fb(short.could_have_bytes)}: {report.verdict}",
                        gpu_shortfall=short.to_dict())
-    return replace(report, verdict=f"{report.verdict}; the GPU had too little left: "
-                                   f"{acc.holders_phrase()}")
+    verdict = f"{report.verdict}; the GPU had too little left: {acc.holders_phrase()}"
+    others = acc.others_bytes + max(acc.outside_allocator_bytes or 0, 0)
+    if others:
+        verdict += (f"; without them {fb(free + others)} would have been free, still less "
+                    f"than the new {fb(report.new_segment_bytes)} segment")
+    return replace(report, verdict=verdict)
 
 
 def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":

@@ -850,7 +850,6 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         # first; allocator settings only where they make the run fit as it is.
         remedies = [freed] + [r for r in remedies
                               if not r.remedy.startswith("allocator:") or r.fits]
-        fragmentation = False
     if held is not None and recorded.first_oom is not None:
         # The verdict every view shows for this OOM (summary, the GUI's banner): the
         # whole GPU first, then the allocator's judgement within what it could have had.
