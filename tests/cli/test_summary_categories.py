@@ -46,7 +46,8 @@ def test_at_gives_the_split_at_that_event():
     assert sum(s["categories_at"].values()) == s["requested_bytes"]  # the state after 3000
     assert s["categories_at"] != s["categories_at_peak"]
     text = vramscope("summary", path, "--no-cache", "--at", "3000").stdout
-    assert "after event 3000: parameters" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("after event 3,000: "))
+    assert "= parameters" in line
 
 
 def test_text_prints_the_split_and_iterations():

@@ -68,7 +68,7 @@ def test_timeline_built_on_load_and_curves_end_at_the_header(loaded):
         assert int(tl.curves[curve][-1]) == figure, curve
         # the curve item is drawn up to that same final value
         assert tl.curve_items[curve].yData[-1] == figure
-    assert "event 25,902 / 25,902" in tl.cursor_text()
+    assert "event 25,902 of 25,903" in tl.cursor_text()
     assert "latest (as recorded)" in tl.cursor_text()
     # peaks marked and labelled
     texts = " ".join(tl.peak_label_texts())
@@ -137,7 +137,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     figures_match(window, memory_stats(snap))
     map_matches(window, snap)
     assert len(window.table.model.rows) == len(snap.blocks)
-    assert "event 12,345 / 25,902" in tl.cursor_text()
+    assert "event 12,345 of 25,903" in tl.cursor_text()
     assert tl.latest_button.isEnabled()
     # a real click on the timeline, above the curves (no allocation there)
     (xa, xb), (ya, yb) = tl.vb.viewRange()

@@ -19,7 +19,7 @@ from ..model.remedies import batch_scale, evidence, explain, scaling
 from ..model.whatif import native_sim
 from ..model.core.units import format_bytes as fb, plural
 from ..model.whatif.predictions import (Prediction, limit_text, rank, row_label,
-                                        window_notes)
+                                        vs_recorded_text, window_notes)
 from .device_choice import device_fields, device_line
 
 
@@ -123,15 +123,9 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
             # The row's label says "(estimate)"; a range whose ends read the same is one
             # value.
             peak = span
+        vs = vs_recorded_text(d)
         if oom is not None:
-            vs = "out of memory"
             peak += " until the OOM"
-        elif d["peak_reserved_is_window_start"]:
-            vs = "n/a*"
-        elif d["peak_reserved_vs_recorded"] is not None:
-            vs = f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
-        else:
-            vs = "-"
         rows.append((row_label(case, p), peak, vs, fb(d["peak_allocated_bytes"]),
                      f"{d['fragmentation_at_peak'] * 100:.1f}%", str(d["cuda_malloc_count"]),
                      str(d["cuda_free_count"]),

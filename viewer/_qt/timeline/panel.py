@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 
 from ...model.analysis.figures import Selection
 from ...model.core.snapshot import Action
-from ...model.core.units import device_name, format_bytes
+from ...model.core.units import device_name, event_of, format_bytes
 from ...model.view.curve_lod import decimate, envelope_levels
 from ...model.view.document import Document, stream_label
 from ...model.view.stacking import StackedLayout
@@ -565,7 +565,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if act in (Action.ALLOC, Action.FREE_REQUESTED, Action.FREE_COMPLETED, Action.SEGMENT_ALLOC,
                    Action.SEGMENT_FREE, Action.SEGMENT_MAP, Action.SEGMENT_UNMAP, Action.OOM):
             what += f" {format_bytes(int(rep.size[k]))}"
-        parts = [f"event {k:,} / {self.n - 1:,}"]
+        parts = [event_of(k, self.n)]
         if self.has_time:
             parts.append(f"+{format_seconds(self.seconds_at(k))}")
         parts.append(what)

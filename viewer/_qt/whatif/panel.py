@@ -29,6 +29,7 @@ from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
 from ...model.core import parallel
 from ...model.whatif import RECOMMENDED, Prediction, native_sim, prepare
+from ...model.whatif.predictions import vs_recorded_text
 from ..widgets import theme
 from ..widgets.job_panel import JobPanel
 from ..widgets.jobs import Job
@@ -460,11 +461,10 @@ class WhatIfPanel(JobPanel):
     def _fill_row(self, case, r: int, p, resize: bool = True) -> None:
         d = p.to_dict(case)
         oom = d["oom"]
-        vs = d["peak_reserved_vs_recorded"]
-        fixed = d.get("peak_reserved_is_window_start", False)
+        fixed = d["peak_reserved_is_window_start"]
         cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
                  fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-                 "n/a*" if fixed else "-" if vs is None else f"{vs * 100:+.1f}%",
+                 vs_recorded_text(d),
                  "-" if oom is None else
                  f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
                  fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",

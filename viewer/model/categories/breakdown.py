@@ -385,6 +385,14 @@ def _mark_leaked(leaks: list[Leak], category: np.ndarray, reason: np.ndarray) ->
     category[ids] = UNKNOWN
 
 
+def split_total(split: dict[str, int], guessed: int = 0) -> str:
+    """'9.95 GiB (7.45 GiB guessed)': what ``split`` adds up to and how much of it was
+    placed by a guess (``guessed`` bytes), in the words of the window's split line and of
+    ``vramscope summary``."""
+    return (format_bytes(sum(split.values()))
+            + (f" ({format_bytes(guessed)} guessed)" if guessed else ""))
+
+
 def format_split(split: dict[str, int]) -> str:
     """'parameters 1.2 GiB (20%), gradients ..., ' (zero categories left out)."""
     total = sum(split.values())

@@ -67,6 +67,17 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
+def event_of(k: int, n: int) -> str:
+    """``event 421 of 596``: event ``k`` of a trace of ``n`` events, numbered from 0 as
+    ``--at EVENT`` takes them (the last is ``event 595 of 596``).  Every place that shows
+    the cursor's event (CLI, window, status line) says it in these words.
+
+    >>> event_of(421, 596)
+    'event 421 of 596'
+    """
+    return f"event {int(k):,} of {int(n):,}"
+
+
 def device_name(device: int | None) -> str:
     """``device 0``, or ``pinned host memory`` for the host's own device (-1)."""
     from .snapshot import HOST_DEVICE

@@ -17,7 +17,7 @@ from ..analysis.oom import oom_reports, outside_oom
 from ..replay.recorded_window import recorded_window
 from ..core.snapshot import HOST_DEVICE, Action, Snapshot
 from ..replay.timeline import Timeline
-from ..core.units import format_address, format_bytes, plural
+from ..core.units import event_of, format_address, format_bytes, plural
 
 CURVES = ("requested", "allocated", "active", "reserved")
 
@@ -263,6 +263,7 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
         bd_at = bd if at[0] == peak_device else build(at[0])
         if bd_at is not None:
             out["categories_at"] = bd_at.split_at(at[1])
+            out["categories_guessed_bytes_at"] = bd_at.guessed_bytes_at(at[1])
             out["categories_at_device"] = at[0]
     return out
 
@@ -336,7 +337,7 @@ def format_text(summary: dict[str, Any]) -> str:
     lines = [f"{summary['file']} ({summary['format']})"]
     at = summary.get("at")
     if at:
-        lines.append(f"after event {at['event']} of {at['events']} on device {at['device']}: "
+        lines.append(f"after {event_of(at['event'], at['events'])} on device {at['device']}: "
                      f"{at['action']} {fb(at['size'])}")
     devices = summary["devices"]
     if len(devices) > 1:
@@ -449,21 +450,25 @@ SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has ever
 # --- the split and leaks in words ------------------------------------------------------
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
-    from ..categories.breakdown import format_split
+    from ..categories.breakdown import format_split, split_total
     from ..categories.iterations import describe_iterations
     fb = format_bytes
     lines = []
     if summary.get("categories_at_peak"):
         leaked = summary.get("leaked_bytes_at_peak") or 0
-        lines.append(f"at the peak: {format_split(summary['categories_at_peak'])}"
+        split = summary["categories_at_peak"]
+        guessed = summary.get("categories_guessed_bytes_at_peak") or 0
+        lines.append(f"at the peak: {split_total(split, guessed)} = {format_split(split)}"
                      + (f"; {fb(leaked)} of it kept by the "
                         f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
                         if leaked else ""))
     if summary.get("sharding_note"):
         lines.append(summary["sharding_note"])
     if summary.get("categories_at"):
-        lines.append(f"after event {summary['at']['event']}: "
-                     f"{format_split(summary['categories_at'])}")
+        split = summary["categories_at"]
+        guessed = summary.get("categories_guessed_bytes_at") or 0
+        lines.append(f"after event {summary['at']['event']:,}: {split_total(split, guessed)} = "
+                     f"{format_split(split)}")
     its = summary.get("iterations") or []
     if its:
         top = max(its, key=lambda it: it["peak_bytes"])

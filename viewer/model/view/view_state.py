@@ -39,6 +39,7 @@ from .document import Document, pool_label, stream_label
 from ..replay.timeline import Intervals
 from .evented import EmitterGroup
 from ..core.snapshot import HOST_DEVICE, BlockState
+from ..core.units import event_of
 
 HOST_LABEL = "host (pinned)"  # the device selector's entry for pinned host memory
 HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
@@ -673,7 +674,7 @@ class ViewState:
         return "Figures: " + " · ".join(parts) + " · " + self.instant_text()
 
     def instant_text(self) -> str:
-        """Which instant the views show: "after event 421 / 595 (the OOM)", "as
+        """Which instant the views show: "after event 421 of 596 (the OOM)", "as
         recorded" (no trace, or several devices summed)."""
         doc, dev = self.doc, self.cursor_device
         if doc is None or dev is None:
@@ -682,7 +683,7 @@ class ViewState:
             return "as recorded (each device at the end of its trace)"
         n = doc.n_events(dev)
         k = self.cursor_k
-        when = f"after event {k:,} / {n - 1:,}"
+        when = f"after {event_of(k, n)}"
         if doc.oom_at(dev, k) is not None:
             when += " (the OOM)"
         elif k == n - 1:

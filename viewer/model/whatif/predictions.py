@@ -14,7 +14,7 @@ from ..replay import replay_device
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes as fb
 from ..replay.recorded_window import RecordedWindow, recorded_window
-from .limits import AT_OOM_SOURCE, LimitBounds, infer_limit
+from .limits import AT_OOM_SOURCE, LimitBounds, infer_limit, outside_oom_limit
 from .requests import Requests, build_requests, released_by_empty_cache
 from .run import SimResult, simulate
 from .selfcheck import CheckResult, self_check
@@ -224,6 +224,10 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
         source = AT_OOM_SOURCE if lim == bounds.at_oom else "inferred"
     else:
         lim, source = None, "none"
+    # A dump at an OOM outside the allocator: the device then had only its free memory.
+    outside = outside_oom_limit(snap, device) if source not in ("given", "sidecar") else None
+    if outside is not None and (lim is None or outside < lim):
+        lim, source = outside, AT_OOM_SOURCE
     gpu = side.get("gpu_total_memory")
     case = Case(snap, device, reqs, recorded, lim, source, bounds,
                 gpu if isinstance(gpu, int) and gpu > 0 else None)
@@ -281,10 +285,7 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
         fixed = d["peak_reserved_is_window_start"]
         rows.append((
             row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-            # A run that stops at an OOM has no peak to compare (its figure is until then).
-            "out of memory" if oom is not None else "n/a*" if fixed
-            else f"{d['peak_reserved_vs_recorded'] * 100:+.1f}%"
-            if d["peak_reserved_vs_recorded"] is not None else "-",
+            vs_recorded_text(d),
             fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
             str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
             "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
@@ -298,6 +299,19 @@ def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
     if ranked:
         lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
     return "\n".join(lines)
+
+
+def vs_recorded_text(d: dict) -> str:
+    """The "vs recorded" cell of a prediction (its :meth:`Prediction.to_dict`), the same
+    words in the CLI's table and the What-if panel's: "out of memory" for a run that
+    stops at an OOM (its peak is only up to there: nothing to compare), "n/a*" for a peak
+    that is the window's start, else the change in percent ("-": no recorded peak)."""
+    if d["oom"] is not None:
+        return "out of memory"
+    if d["peak_reserved_is_window_start"]:
+        return "n/a*"
+    vs = d["peak_reserved_vs_recorded"]
+    return "-" if vs is None else f"{vs * 100:+.1f}%"
 
 
 def row_label(case: Case, p: Prediction) -> str:
