@@ -4,10 +4,13 @@ bytes, this process's, the OOM's reserved and free memory) and the sidecar's pro
 list (the command line), never from the viewer's own figures.
 
 Recordings: ``tests/data/gpu_accounting/`` (another process held 20 GiB; a 119.30 GiB
-request that would have fitted without it), and ``tests/data/gpu_holder/`` once
-recorded.  An OOM outside the allocator is derived from the first of them in a test's
-directory (:func:`derive_outside_oom`): its allocator OOM event dropped, the sidecar
-given the capture's ``outside_allocator_oom`` field; every figure stays the recording's.
+request that would have fitted without it) and ``tests/data/gpu_holder/`` (a holder of
+nearly the whole H200: a training run's allocator OOM, and one that died because cuBLAS
+could not create its handle).  A second OOM outside the allocator is derived from the
+first gpu_accounting recording in a test's directory (:func:`derive_outside_oom`): its
+allocator OOM event dropped, the sidecar given the capture's ``outside_allocator_oom``
+field; every figure stays the recording's (there the other process held less than was
+free: it is named, but not offered as the cause).
 """
 
 from __future__ import annotations
@@ -22,12 +25,38 @@ from vramscope.viewer.model.core.units import format_bytes as fb
 
 DATA = Path(__file__).parent / "data"
 ACCOUNTING = DATA / "gpu_accounting"
+HOLDER = DATA / "gpu_holder"
 #: The error text torch raises when cuBLAS cannot create a handle (issue report's run).
 CUBLAS_ERROR = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
 
 
 def truths() -> list[Path]:
-    return sorted(ACCOUNTING.glob("*.truth.json"))
+    """The allocator OOMs another process caused: both folders' recordings."""
+    found = sorted(ACCOUNTING.glob("*.truth.json"))
+    return found + [HOLDER / "holder_allocator_oom.truth.json"]
+
+
+def figures(truth: dict, side: dict) -> dict[str, int]:
+    """What the recording program knew at the OOM, in one shape for both truth schemas:
+    the other process's pid and bytes (the driver's figure the capture used), this
+    process's reserved and allocated, the device's free memory and the new segment.  This
+    process's driver figure comes from the sidecar where the truth has none (the holder
+    recordings)."""
+    if truth["schema"].startswith("vramscope-gpu-holder-truth"):
+        holder, training = truth["holder"], truth["training"]
+        at = training["at_allocator_oom"] or {}
+        mine = next(p["used_bytes"] for p in side["gpu_memory"]["processes"]
+                    if p["this_process"])
+        return {"pid": holder["pid"], "held": _used(holder, side), "self": mine,
+                "reserved": training["reserved_at_failure"],
+                "allocated": training["allocated_at_failure"],
+                "free": training["free_at_failure"], "need": at.get("alloc", 0),
+                "total": training["total"]}
+    oom = truth["oom"]
+    return {"pid": truth["other"]["pid"], "held": _used(truth["other"], side),
+            "self": _used(truth["self"], side), "reserved": oom["reserved"],
+            "allocated": oom["allocated"], "free": oom["device_free"], "need": oom["alloc"],
+            "total": oom["mem_get_info_total"]}
 
 
 def load(truth_path: Path) -> tuple[dict, Path, dict]:
@@ -52,11 +81,9 @@ def command_of(side: dict, pid: int) -> str:
 def holder_verdict(truth: dict, side: dict, judgement: str) -> str:
     """The allocator OOM's verdict: the other process first, then ``judgement`` (the
     allocator's own, fragmentation or capacity) within what it could have had."""
-    other = truth["other"]
-    pid, held = other["pid"], _used(other, side)
-    mine = _used(truth["self"], side)
-    oom = truth["oom"]
-    reserved, free, need = oom["reserved"], oom["device_free"], oom["alloc"]
+    f = figures(truth, side)
+    pid, held, mine = f["pid"], f["held"], f["self"]
+    reserved, free, need = f["reserved"], f["free"], f["need"]
     assert free < need <= free + held, "the recording is not one the other process caused"
     could = reserved + free
     return (f"the GPU was full because of another process: pid {pid} "
@@ -86,14 +113,25 @@ def derive_outside_oom(truth_path: Path, out: Path) -> tuple[Path, dict[str, Any
                                      "stack": ["train.py:41 step"]}
     side["snapshot_file"] = path.name
     (out / f"{name}.json").write_text(json.dumps(side))
-    other, oom = truth["other"], truth["oom"]
-    pid, held = other["pid"], _used(other, side)
-    reserved, allocated = oom["reserved"], oom["allocated"]
+    f = figures(truth, side)
+    pid, held, mine = f["pid"], f["held"], f["self"]
+    reserved, allocated = f["reserved"], f["allocated"]
     free = side["gpu_memory"]["free_bytes"]
-    mine = _used(truth["self"], side)
     verdict = (f"cuBLAS could not create its handle ({CUBLAS_ERROR}); {fb(free)} free on the "
                f"GPU; pid {pid} `{command_of(side, pid)}` holds {fb(held)}; this process "
                f"{fb(reserved)} reserved by PyTorch ({fb(reserved - allocated)} of it unused), "
                f"{fb(mine - reserved)} outside the allocator; without pid {pid} the GPU would "
                f"have had {fb(free + held)} free")
     return path, {"verdict": verdict, "pid": pid, "held": held, "free": free}
+
+
+def cublas_verdict(truth: dict, side: dict) -> str:
+    """The verdict of the recording that died of cuBLAS's handle (no allocator OOM)."""
+    f = figures(truth, side)
+    pid, held, free, reserved = f["pid"], f["held"], f["free"], f["reserved"]
+    return (f"cuBLAS could not create its handle ({truth['training']['error_first_line']}); "
+            f"{fb(free)} free on the GPU; pid {pid} `{command_of(side, pid)}` holds "
+            f"{fb(held)}; this process {fb(reserved)} reserved by PyTorch "
+            f"({fb(reserved - f['allocated'])} of it unused), {fb(f['self'] - reserved)} "
+            f"outside the allocator; without pid {pid} the GPU would have had "
+            f"{fb(free + held)} free")

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_mcp import answer, with_server
-from tests.gpu_verdicts import derive_outside_oom, holder_verdict, load, truths
+from tests.gpu_verdicts import (
+    HOLDER, cublas_verdict, derive_outside_oom, figures, holder_verdict, load, truths,
+)
 from vramscope.viewer.model.analysis.oom import last_oom
 from vramscope.viewer.model.io.load import load_snapshot
 
@@ -34,7 +36,8 @@ def vramscope(*args: str) -> str:
 
 
 def test_the_recordings_are_there():
-    assert len(TRUTHS) >= 2, "tests/data/gpu_accounting lost its recordings"
+    assert all(p.is_file() for p in TRUTHS) and len(TRUTHS) >= 3, TRUTHS
+    assert (HOLDER / "holder_cublas_oom.truth.json").is_file()
 
 
 def _judgement(snap_path: Path) -> str:
@@ -44,10 +47,10 @@ def _judgement(snap_path: Path) -> str:
     return last_oom(snap).verdict
 
 
-@pytest.fixture(params=TRUTHS, ids=lambda p: p.name.split("_rank")[0])
+@pytest.fixture(params=TRUTHS, ids=lambda p: p.name.split("_rank")[0].split(".")[0])
 def recording(request):
     truth, snap, side = load(request.param)
-    return truth, snap, side, holder_verdict(truth, side, _judgement(snap))
+    return figures(truth, side), snap, side, holder_verdict(truth, side, _judgement(snap))
 
 
 def test_summary_says_the_other_process_first_in_text_and_json(recording):
@@ -59,13 +62,13 @@ def test_summary_says_the_other_process_first_in_text_and_json(recording):
     assert d["oom"]["verdict"] == verdict
     short = d["oom"]["gpu_shortfall"]
     assert short["blamed"] == "other processes"
-    assert [h["pid"] for h in short["holders"]] == [truth["other"]["pid"]]
-    assert short["could_have_bytes"] == truth["oom"]["reserved"] + truth["oom"]["device_free"]
+    assert [h["pid"] for h in short["holders"]] == [truth["pid"]]
+    assert short["could_have_bytes"] == truth["reserved"] + truth["free"]
     # The whole-GPU table adds up to the device's total, its unexplained rest within 64 MiB.
     acc = d["gpu_accounting"]
-    assert sum(r["bytes"] for r in acc["rows"]) == acc["total_bytes"] \
-        == truth["oom"]["mem_get_info_total"]
+    assert sum(r["bytes"] for r in acc["rows"]) == acc["total_bytes"] == truth["total"]
     assert abs(acc["unexplained_bytes"]) <= 64 * MiB, acc["rows"]
+    assert [r["bytes"] for r in acc["rows"] if r.get("pid") == truth["pid"]] == [truth["held"]]
 
 
 def test_advise_leads_with_the_other_process(recording):
@@ -76,18 +79,16 @@ def test_advise_leads_with_the_other_process(recording):
     a = json.loads(vramscope("advise", str(snap), "--json"))
     assert a["verdict"] == f"out of memory at event {event}: {verdict}"
     first = a["remedies"][0]
-    pid, held = truth["other"]["pid"], a["remedies"][0]["limit_with_change_bytes"]
+    pid = truth["pid"]
     assert first["remedy"] == "free_gpu" and first["method"] == "the limit rises"
     cmd = next(p["cmdline"] for p in side["gpu_memory"]["processes"] if p["pid"] == pid)
     assert f"pid {pid} `{cmd}`" in first["change"] and "CUDA_VISIBLE_DEVICES" in first["change"]
     # Honest: the program's own peak, unchanged; it fits because the limit rises.
     assert first["predicted_peak_reserved_bytes"] == a["needed_peak_reserved_bytes"]
     assert first["saving_bytes"] == 0 and first["fits"] is True
-    oom = truth["oom"]
-    nvml = side["gpu_memory"]["source"] == "nvml"
-    other = truth["other"]["nvml_used_bytes" if nvml else "smi_used_bytes"]
-    assert held == oom["reserved"] + oom["device_free"] + other
-    assert a["memory_limit_bytes"] == oom["reserved"] + oom["device_free"]
+    could = truth["reserved"] + truth["free"]
+    assert first["limit_with_change_bytes"] == could + truth["held"]
+    assert a["memory_limit_bytes"] == could
     # Allocator settings are offered only where they make the run fit.
     assert all(r["fits"] for r in a["remedies"] if r["remedy"].startswith("allocator:"))
 
@@ -103,6 +104,39 @@ def test_mcp_says_what_the_cli_says(recording):
     s, a = with_server(session)
     assert s["oom"]["verdict"] == verdict
     assert a["verdict"].endswith(f": {verdict}") and a["remedies"][0]["remedy"] == "free_gpu"
+
+
+def test_cublas_s_failure_names_the_holder_and_the_free_memory():
+    truth, snap, side = load(HOLDER / "holder_cublas_oom.truth.json")
+    assert truth["training"]["allocator_oom"] is False
+    want = cublas_verdict(truth, side)
+    f = figures(truth, side)
+    text = vramscope("summary", str(snap)).splitlines()
+    at = next(i for i, line in enumerate(text) if line.startswith("OOM outside"))
+    stack = side["outside_allocator_oom"]["stack"]
+    assert text[at] == f"OOM outside PyTorch's allocator on device 0 (cuBLAS) at {stack[-1]}"
+    assert text[at + 1] == f"  {want}"
+    d = json.loads(vramscope("summary", str(snap), "--json"))
+    assert d["oom"] is None and d["outside_oom"]["verdict"] == want
+    acc = d["gpu_accounting"]
+    assert sum(r["bytes"] for r in acc["rows"]) == acc["total_bytes"] == f["total"]
+    assert abs(acc["unexplained_bytes"]) <= 64 * MiB, acc["rows"]
+    a = json.loads(vramscope("advise", str(snap), "--json"))
+    assert a["verdict"] == f"out of memory outside the allocator: {want}"
+    # The holder took more than was left: freeing or moving it comes first.
+    first = a["remedies"][0]
+    assert first["remedy"] == "free_gpu" and f"pid {f['pid']} `" in first["change"]
+    assert first["predicted_peak_reserved_bytes"] == a["recorded_peak_reserved_bytes"]
+    # What the allocator could have had: its reserved then plus the free memory.
+    assert a["memory_limit_bytes"] == f["reserved"] + f["free"]
+
+    async def session(client):
+        s = answer(await client.call_tool("summary", {"file": str(snap)}))
+        return json.loads(s), json.loads(answer(await client.call_tool(
+            "advise", {"file": str(snap)})))
+
+    s, a2 = with_server(session)
+    assert s["outside_oom"]["verdict"] == want and a2["verdict"] == a["verdict"]
 
 
 def test_an_oom_outside_the_allocator_is_explained(tmp_path):

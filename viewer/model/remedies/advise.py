@@ -54,7 +54,7 @@ from ..analysis.oom import last_oom, outside_oom
 from ..categories.sharded import world_size
 from ..core import parallel
 from ..core.progress import Progress
-from ..core.units import format_bytes as fb
+from ..core.units import format_bytes as fb, plural
 from ..whatif import Case, RECOMMENDED
 from ..whatif import native_sim
 from ..whatif import requests as rq
@@ -685,7 +685,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                       "or keep `.item()` / `.detach()`")
         r = simulated(
             "free_kept", "Free what is kept every iteration", kept_run, change, site_where,
-            f"{int(kept.sum())} allocations ({fb(per)}) were never freed, made again and "
+            f"{plural(int(kept.sum()), 'allocation')} ({fb(per)}) never freed, made again and "
             "again at the same line; re-simulated with what the program's own line made "
             "to keep not made, and the rest freed at the end of its iteration"
             + ("; and with the graphs freed as a no_grad forward frees them"
@@ -767,7 +767,7 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             (a + b) // 2,
             "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
             "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
-            f"estimated: {blocks.n_blocks} repeated blocks; re-simulated without their saved "
+            f"estimated: {plural(blocks.n_blocks, 'repeated block')}; re-simulated without their saved "
             "activations but one block's (recomputed one at a time in backward), and "
             "keeping besides each block's largest saved tensor (a checkpoint keeps the "
             "block's input, at most that large): the estimate is the middle of both runs; "
@@ -853,7 +853,11 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     if held is not None and recorded.first_oom is not None:
         # The verdict every view shows for this OOM (summary, the GUI's banner): the
         # whole GPU first, then the allocator's judgement within what it could have had.
-        text = f"out of memory at event {recorded.first_oom.event}: {held.verdict}"
+        # Its event among the device's (summary's): the model's first OOM under a limit
+        # the device lowered during the run (other processes grew) can come earlier.
+        trace = snap.trace
+        event = int(np.count_nonzero(trace.device[:held.event_index] == held.device))
+        text = f"out of memory at event {event}: {held.verdict}"
     elif recorded.first_oom is not None:
         text = (f"out of memory at event {recorded.first_oom.event}: "
                 f"{oom_verdict(recorded.first_oom)}")

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.oom import outside_oom
 from ..core import allocator_rules as rules
+from ..core.snapshot import Snapshot
 from ..core.snapshot import Action
 from . import requests as rq
 
@@ -101,3 +103,14 @@ def _free_at(device_free: np.ndarray | None, event: int) -> int | None:
         return None
     free = int(device_free[event])
     return free if free >= 0 else None
+
+
+def outside_oom_limit(snap: Snapshot, device: int) -> int | None:
+    """What the allocator could have had when the dump was taken at an OOM outside it
+    (cuBLAS, NCCL, ...) on ``device``: its reserved then plus the device's free memory the
+    capture recorded at that moment; None for any other dump."""
+    o = outside_oom(snap)
+    if o is None or o.device != device or o.device_free_bytes is None \
+            or o.reserved_bytes is None:
+        return None
+    return o.reserved_bytes + o.device_free_bytes
