@@ -129,9 +129,22 @@ def cublas_verdict(truth: dict, side: dict) -> str:
     """The verdict of the recording that died of cuBLAS's handle (no allocator OOM)."""
     f = figures(truth, side)
     pid, held, free, reserved = f["pid"], f["held"], f["free"], f["reserved"]
+    whole = wholly_free_segments(truth, side)
+    releasable = (f", {fb(whole)} in wholly free segments that torch.cuda.empty_cache() "
+                  "returns to the GPU") if whole else ""
     return (f"cuBLAS could not create its handle ({truth['training']['error_first_line']}); "
             f"{fb(free)} free on the GPU; pid {pid} `{command_of(side, pid)}` holds "
             f"{fb(held)}; this process {fb(reserved)} reserved by PyTorch "
-            f"({fb(reserved - f['allocated'])} of it unused), {fb(f['self'] - reserved)} "
-            f"outside the allocator; without pid {pid} the GPU would have had "
-            f"{fb(free + held)} free")
+            f"({fb(reserved - f['allocated'])} of it unused{releasable}), "
+            f"{fb(f['self'] - reserved)} outside the allocator; without pid {pid} the GPU "
+            f"would have had {fb(free + held)} free")
+
+
+def wholly_free_segments(truth: dict, side: dict) -> int:
+    """Bytes of the snapshot's segments with every block inactive, read from the raw
+    pickle (torch's own segment records), not through the viewer."""
+    with lzma.open(DATA / "gpu_holder" / truth["snapshot"]) as fh:
+        raw = pickle.load(fh)
+    dev = side["gpu_memory"]["device"]
+    return sum(s["total_size"] for s in raw["segments"] if s["device"] == dev
+               and all(b["state"] == "inactive" for b in s["blocks"]))

@@ -19,7 +19,9 @@ import pytest
 from tests.cli.test_mcp import answer, with_server
 from tests.gpu_verdicts import (
     HOLDER, cublas_verdict, derive_outside_oom, figures, holder_verdict, load, truths,
+    wholly_free_segments,
 )
+from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.analysis.oom import last_oom
 from vramscope.viewer.model.io.load import load_snapshot
 
@@ -113,8 +115,11 @@ def test_cublas_s_failure_names_the_holder_and_the_free_memory():
     f = figures(truth, side)
     text = vramscope("summary", str(snap)).splitlines()
     at = next(i for i, line in enumerate(text) if line.startswith("OOM outside"))
-    stack = side["outside_allocator_oom"]["stack"]
-    assert text[at] == f"OOM outside PyTorch's allocator on device 0 (cuBLAS) at {stack[-1]}"
+    # Named at the program's own innermost frame (the line that called backward), not
+    # torch's.
+    own = [f for f in side["outside_allocator_oom"]["stack"] if "site-packages" not in f]
+    assert own[-1].endswith(" train")
+    assert text[at] == f"OOM outside PyTorch's allocator on device 0 (cuBLAS) at {own[-1]}"
     assert text[at + 1] == f"  {want}"
     d = json.loads(vramscope("summary", str(snap), "--json"))
     assert d["oom"] is None and d["outside_oom"]["verdict"] == want
@@ -123,10 +128,17 @@ def test_cublas_s_failure_names_the_holder_and_the_free_memory():
     assert abs(acc["unexplained_bytes"]) <= 64 * MiB, acc["rows"]
     a = json.loads(vramscope("advise", str(snap), "--json"))
     assert a["verdict"] == f"out of memory outside the allocator: {want}"
-    # The holder took more than was left: freeing or moving it comes first.
-    first = a["remedies"][0]
+    # The holder took more than was left: freeing or moving it comes first, then the
+    # allocator's wholly free segments handed back where cuBLAS can have them.
+    first, second = a["remedies"][:2]
     assert first["remedy"] == "free_gpu" and f"pid {f['pid']} `" in first["change"]
     assert first["predicted_peak_reserved_bytes"] == a["recorded_peak_reserved_bytes"]
+    whole = wholly_free_segments(truth, side)
+    assert whole > f["free"] and second["remedy"] == "empty_cache"
+    assert second["change"] == (f"call `torch.cuda.empty_cache()` before the call that "
+                                f"failed  [{own[-1]}]: {fb(whole)} of wholly free segments "
+                                f"go back to the GPU, where cuBLAS can allocate (the GPU "
+                                f"had {fb(f['free'])} free)")
     # What the allocator could have had: its reserved then plus the free memory.
     assert a["memory_limit_bytes"] == f["reserved"] + f["free"]
 

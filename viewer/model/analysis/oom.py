@@ -31,6 +31,7 @@ leaves no ``oom`` trace event; the capture's sidecar says so
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -237,6 +238,8 @@ def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tu
     return "capacity", f"{head} {tail}"
 
 
+# A frame of an installed package (torch, transformers, ...), not the program's own code.
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 #: The sidecar's field the capture writes for an OOM outside the allocator.
 OUTSIDE_KEY = "outside_allocator_oom"
 # What each library failed to make, by a call named in its error (else its memory).
@@ -268,8 +271,10 @@ class OutsideOom:
 
     @property
     def where(self) -> str | None:
-        """The innermost frame of the program's stack, where it died."""
-        return self.stack[-1] if self.stack else None
+        """Where the program died: its innermost frame outside installed packages (torch's
+        own frames say little about which line to change), else the innermost."""
+        own = [f for f in self.stack if not _INSTALLED.search(f)]
+        return own[-1] if own else self.stack[-1] if self.stack else None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -312,13 +317,15 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
                          + (f", {plural(len(others) - 3, 'more process', 'more processes')} "
                             f"hold {fb(sum(h.used_bytes or 0 for h in others[3:]))}"
                             if len(others) > 3 else ""))
+        unused = f"{fb(acc.reserved_bytes - (allocated or 0))} of it unused"
+        whole = releasable_bytes(snap, acc.device) if acc.device is not None else 0
+        if whole:
+            unused += (f", {fb(whole)} in wholly free segments that "
+                       "torch.cuda.empty_cache() returns to the GPU")
+        mine = f"this process {fb(acc.reserved_bytes)} reserved by PyTorch ({unused})"
         if acc.outside_allocator_bytes is not None:
-            parts.append(f"this process {fb(acc.reserved_bytes)} reserved by PyTorch "
-                         f"({fb(acc.reserved_bytes - (allocated or 0))} of it unused), "
-                         f"{fb(acc.outside_allocator_bytes)} outside the allocator")
-        else:
-            parts.append(f"this process {fb(acc.reserved_bytes)} reserved by PyTorch "
-                         f"({fb(acc.reserved_bytes - (allocated or 0))} of it unused)")
+            mine += f", {fb(acc.outside_allocator_bytes)} outside the allocator"
+        parts.append(mine)
         if others:
             held = sum(h.used_bytes or 0 for h in others)
             who = f"pid {others[0].pid}" if len(others) == 1 else "them"
@@ -330,3 +337,16 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
     return OutsideOom(library, error, o.get("exception_type") if isinstance(
         o.get("exception_type"), str) else None, stack, device, free, reserved, allocated,
         "; ".join(parts))
+
+
+def releasable_bytes(snap: Snapshot, device: int) -> int:
+    """Bytes of ``device``'s segments with no block in use (every block free): what
+    ``torch.cuda.empty_cache()`` would hand back to the GPU at the dump's instant."""
+    segs, blocks = snap.segments, snap.blocks
+    on = segs.device == device
+    if not on.any():
+        return 0
+    busy = np.zeros(len(segs), bool)
+    if len(blocks):
+        busy[blocks.segment[blocks.state != BlockState.FREE]] = True
+    return int(segs.total_size[on & ~busy].sum())

@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..analysis.oom import last_oom, outside_oom
+from ..analysis.oom import last_oom, outside_oom, releasable_bytes
 from ..categories.sharded import world_size
 from ..core import parallel
 from ..core.progress import Progress
@@ -767,8 +767,8 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             (a + b) // 2,
             "checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
             "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)", fwd_where,
-            f"estimated: {plural(blocks.n_blocks, 'repeated block')}; re-simulated without their saved "
-            "activations but one block's (recomputed one at a time in backward), and "
+            f"estimated: {plural(blocks.n_blocks, 'repeated block')}; re-simulated without "
+            "their saved activations but one block's (recomputed one at a time in backward), and "
             "keeping besides each block's largest saved tensor (a checkpoint keeps the "
             "block's input, at most that large): the estimate is the middle of both runs; "
             f"the range adds to the higher one block's {fb(blocks.block_bytes)}, made again "
@@ -845,11 +845,12 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     if outside is not None and outside.device not in (None, case.device):
         outside = None
     freed = _free_the_gpu(case, peak, held, outside)
-    if freed is not None:
-        # Another process (or memory outside the allocator) is the cause: that remedy
+    cache = _return_the_cache(case, peak, outside)
+    if freed is not None or cache is not None:
+        # Another process (or memory outside the allocator) is the cause: those remedies
         # first; allocator settings only where they make the run fit as it is.
-        remedies = [freed] + [r for r in remedies
-                              if not r.remedy.startswith("allocator:") or r.fits]
+        remedies = [r for r in (freed, cache) if r is not None] + [
+            r for r in remedies if not r.remedy.startswith("allocator:") or r.fits]
     if held is not None and recorded.first_oom is not None:
         # The verdict every view shows for this OOM (summary, the GUI's banner): the
         # whole GPU first, then the allocator's judgement within what it could have had.
@@ -943,6 +944,27 @@ def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
                  "the recording does not hold"))
     return Remedy("free_gpu", title, peak, 0, GPU_FREED, change, None, fits, detail,
                   limit_with_change_bytes=limit)
+
+
+def _return_the_cache(case: Case, peak: int, outside) -> Remedy | None:
+    """After an OOM outside the allocator: the allocator's wholly free segments, handed
+    back by ``torch.cuda.empty_cache()``, when they are more than the GPU had free (a
+    library's handle or workspace then finds room).  Not simulated, its fit not known."""
+    if outside is None or outside.device_free_bytes is None:
+        return None
+    whole = releasable_bytes(case.snap, case.device)
+    if whole <= outside.device_free_bytes:
+        return None
+    where = f"  [{outside.where}]" if outside.where else ""
+    return Remedy(
+        "empty_cache", "Return the allocator's free segments to the GPU (empty_cache)",
+        peak, 0, GPU_FREED,
+        f"call `torch.cuda.empty_cache()` before the call that failed{where}: "
+        f"{fb(whole)} of wholly free segments go back to the GPU, where "
+        f"{outside.library} can allocate (the GPU had {fb(outside.device_free_bytes)} free)",
+        None, None, "not simulated: the program's own peak reserved is unchanged; the "
+        "library's allocation failed outside PyTorch's allocator, whose need the recording "
+        "does not hold", limit_with_change_bytes=None)
 
 
 def _outside_accounting(case: Case):
