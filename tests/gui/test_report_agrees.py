@@ -8,6 +8,7 @@ for the user - the report's device section (:func:`complete_section`, the page o
 :func:`build_html`), the JSON ``vramscope advise --json`` prints (``Advice.to_dict``
 through ``json``) and a real Diagnosis panel showing it.  What each view decides on its
 own (the words, which peak it calls recorded, "maybe") is what this holds together.
+Each page is laid out in a real headless Chromium 1400 px wide: never wider.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 
 import pytest
 
-from tests import shared_data
+from tests import browser, shared_data
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.analysis import focus
 from vramscope.viewer.model.core.units import format_bytes
@@ -76,6 +77,11 @@ class Sections(html.parser.HTMLParser):
         self._cell += data
 
 
+def _fits_in_chromium(page: str, folder) -> None:
+    m = browser.measure(page, folder / "chromium", WIDTH)
+    assert m["scrollWidth"] <= WIDTH and m["widest"] <= WIDTH, m
+
+
 def _panel_cells(panel) -> list[tuple[str, str]]:
     from vramscope.viewer._qt.diagnosis.panel import COL_PEAK, COLUMNS
 
@@ -84,8 +90,11 @@ def _panel_cells(panel) -> list[tuple[str, str]]:
     return [(t.item(r, COL_PEAK).text(), t.item(r, fits).text()) for r in range(t.rowCount())]
 
 
+WIDTH = 1400  # the page never lays out wider (Chromium)
+
+
 @pytest.mark.parametrize("path", shared_data.params())
-def test_report_json_and_panel_agree(path, qtbot):
+def test_report_json_and_panel_agree(path, qtbot, tmp_path):
     path = shared_data.require(path)
     snap = load_snapshot(str(path))
     timeline = build_timeline(snap) if len(snap.trace) else None
@@ -104,6 +113,7 @@ def test_report_json_and_panel_agree(path, qtbot):
         got.feed(page)
         assert got.order == [f"device-{d}" for d in order]
         assert not any(got.rows.values())
+        _fits_in_chromium(page, tmp_path)
         return
 
     case = prepare(snap)  # the device `vramscope advise` and the panel answer for
@@ -124,6 +134,7 @@ def test_report_json_and_panel_agree(path, qtbot):
     page = build_html(ReportParts(title=path.name, devices=sections, all_devices=sorted(order)))
     report = Sections()
     report.feed(page)
+    _fits_in_chromium(page, tmp_path)
 
     from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel
 

@@ -45,7 +45,8 @@ class DeviceSection:
     leaks: list[dict[str, Any]] = field(default_factory=list)  # Leak.to_dict()
     advice: dict[str, Any] | None = None  # Advice.to_dict()
     advice_note: str = ""  # why there is no advice, when there is none
-    top_sites: list[dict[str, Any]] | None = None  # the summary's top_sites, if it has them
+    top_sites: list[dict[str, Any]] | None = None  # the summary's sites of this device
+    sites_caption: str = ""  # their moment ("at the OOM, event 421")
     images: list[tuple[str, bytes]] = field(default_factory=list)  # (caption, PNG bytes)
     has_trace: bool = True  # the device has allocation history (remedies possible)
 
@@ -91,7 +92,10 @@ h3 { font-size: 15px; margin-top: 24px; border-bottom: 1px solid #ccc; }
            border-radius: 4px; }
 table { border-collapse: collapse; max-width: 100%; }
 td, th { padding: 3px 10px; text-align: left; vertical-align: top; }
-table.sites td, table.leaks td { overflow-wrap: anywhere; }
+th { white-space: nowrap; }
+td.fits, td.method { white-space: nowrap; }
+/* File paths and settings (one long word): break anywhere rather than widen the page. */
+td.path, td.where, td.change { overflow-wrap: anywhere; }
 th { border-bottom: 1px solid #ccc; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; overflow-wrap: normal;
          white-space: nowrap; }
@@ -99,7 +103,7 @@ table.figures tr { display: flex; flex-wrap: wrap; }
 table.figures td { padding: 2px 14px 2px 0; }
 table.figures .title { font-size: 11px; color: #555; }
 table.figures .value { font-size: 17px; font-weight: 600; }
-table.remedies td.where { max-width: 320px; }
+table.remedies td.where { min-width: 14em; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 figure { margin: 12px 0; }
@@ -167,7 +171,7 @@ def _leaks(sec: DeviceSection) -> list[str]:
            '<table class="leaks"><tr><th>Line</th><th>Function</th><th>Per iteration</th>'
            "<th>Iterations</th><th>Live</th></tr>"]
     for lk in sec.leaks:
-        out.append(f"<tr><td>{_code(lk.get('frame', ''))}</td>"
+        out.append(f"<tr><td class=\"path\">{_code(lk.get('frame', ''))}</td>"
                    f"<td>{_e(lk.get('function', ''))}</td>"
                    f"<td class=\"num\">{_e(format_bytes(int(lk.get('bytes_per_iteration', 0))))}"
                    f"</td><td class=\"num\">{_e(lk.get('iterations', ''))}</td>"
@@ -202,10 +206,11 @@ def _remedies(sec: DeviceSection) -> list[str]:
         peak = peak_text(int(r.get("predicted_peak_reserved_bytes") or 0),
                          (int(rng[0]), int(rng[1])) if rng else None,
                          bool(r.get("predicted_peak_is_estimate")))
-        out.append(f"<tr><td><b>{_e(r.get('title', ''))}</b><br>{_e(r.get('change', ''))}</td>"
+        out.append(f"<tr><td class=\"change\"><b>{_e(r.get('title', ''))}</b><br>"
+                   f"{_e(r.get('change', ''))}</td>"
                    f"<td class=\"num\">{_e(peak)}</td>"
                    f"<td class=\"num\">{_e(format_bytes(int(r.get('saving_bytes') or 0)))}</td>"
-                   f"<td>{_e(r.get('method', ''))}</td>"
+                   f"<td class=\"method\">{_e(r.get('method', ''))}</td>"
                    f"<td class=\"fits\">{_e(r.get('fits_word', '?'))}</td>"
                    f"<td class=\"where\">{_code(r.get('where'))}</td></tr>")
     out.append("</table>")
@@ -220,7 +225,10 @@ def _cell(key: str, value: Any) -> str:
         return f'<td class="num">{_e(f"{value:,}")}</td>'
     if isinstance(value, (list, tuple)):
         value = " \u2190 ".join(str(v) for v in value)
-    return f"<td>{_e('' if value is None else value)}</td>"
+    # A file path or a stack: one long word that may break anywhere.
+    path = any(w in key for w in ("file", "frame", "site", "stack", "where"))
+    cls = ' class="path"' if path else ""
+    return f"<td{cls}>{_e('' if value is None else value)}</td>"
 
 
 def _top_sites(sec: DeviceSection) -> list[str]:
@@ -232,7 +240,8 @@ def _top_sites(sec: DeviceSection) -> list[str]:
     head = "".join(f"<th>{_e(k.replace('_', ' '))}</th>" for k in keys)
     rows = "".join("<tr>" + "".join(_cell(k, s.get(k)) for k in keys) + "</tr>"
                    for s in sites)
-    return ["<h3>Top allocation sites</h3>",
+    caption = f" ({_e(sec.sites_caption)})" if sec.sites_caption else ""
+    return [f"<h3>Top allocation sites{caption}</h3>",
             f'<table class="sites"><tr>{head}</tr>{rows}</table>']
 
 
@@ -245,6 +254,17 @@ def _images(sec: DeviceSection) -> list[str]:
 
 
 SECTIONS = (_figures, _categories, _leaks, _remedies, _top_sites, _images)
+
+#: The blocks by name, for pages that show some of them (the notebook display).
+BLOCKS = {"figures": _figures, "categories": _categories, "leaks": _leaks,
+          "remedies": _remedies, "sites": _top_sites, "views": _images}
+
+
+def section_html(sec: DeviceSection, only: tuple[str, ...] | None = None) -> list[str]:
+    """The HTML of ``sec``'s blocks in the report's order (``only``: those of
+    :data:`BLOCKS` named, in that order); a block with nothing to show gives nothing."""
+    blocks = SECTIONS if only is None else tuple(BLOCKS[name] for name in only)
+    return [line for block in blocks for line in block(sec)]
 
 
 def _device_overview(parts: ReportParts) -> list[str]:
@@ -333,9 +353,19 @@ def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=
 
     progress.update("summary", 0.0)
     try:
-        sec.top_sites = summarize(snap, timeline, device=d).get("top_sites")
+        summary = summarize(snap, timeline, device=d)
     except (ValueError, IndexError, KeyError) as exc:  # (an inconsistent trace)
         sec.advice_note = f"top allocation sites unavailable: {exc}"
+    else:
+        # The summary's own sites: at this device's last OOM, else at its peak.
+        at_oom = [e for e in summary.get("top_sites_at_oom") or [] if e["device"] == d]
+        peak = summary.get("top_sites_at_peak")
+        if at_oom and at_oom[-1]["sites"]:
+            sec.top_sites = at_oom[-1]["sites"]
+            sec.sites_caption = f"at the OOM, event {at_oom[-1]['event']:,}"
+        elif peak and peak["device"] == d:
+            sec.top_sites = peak["sites"]
+            sec.sites_caption = f"at the peak allocated, event {peak['event']:,}"
     check()
     if sec.categories is None and traced:
         progress.update("categories", 0.0)
