@@ -11,7 +11,8 @@ TORCH_SPEC ?= torch==2.13.0
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
-.PHONY: run test lint bench install install-test screenshot clean help native fuzz ssh-tools
+.PHONY: run test lint bench install install-test screenshot clean help native fuzz ssh-tools \
+        browser-tools
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
@@ -61,7 +62,7 @@ lint: install-test
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 
-test: lint ssh-tools
+test: lint ssh-tools browser-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # tests/remote start a real sshd on 127.0.0.1 with throwaway keys: OpenSSH's client and
@@ -75,6 +76,19 @@ ssh-tools:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	      --no-install-recommends $(SSH_APT) >/dev/null; \
 	  else echo "make test: tests/remote need sshd (apt-get install $(SSH_APT))"; fi; \
+	fi
+
+# The HTML report's tests lay its pages out in a real headless Chromium: installed when
+# missing where that is possible (root with apt), else said once.
+BROWSER_APT := chromium
+browser-tools:
+	@if ! { command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	        command -v google-chrome >/dev/null; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make test: installing Chromium for the HTML report's tests: apt-get install $(BROWSER_APT)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(BROWSER_APT) >/dev/null; \
+	  else echo "make test: the HTML report's tests need Chromium (apt-get install $(BROWSER_APT))"; fi; \
 	fi
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
