@@ -259,3 +259,30 @@ def test_a_leak_shows_its_table_and_chart(qtbot, window, load):
     assert leaks.chart.isVisible() and leaks.table.isVisible() and leaks.bars is not None
     heights = np.asarray(leaks.bars.opts["height"]) * 2**20
     assert np.allclose(heights, leaks.leaks[0].per_iteration)
+
+
+def test_screenshot_all_devices_at_the_oom_labels_every_row(qtbot, tmp_path, monkeypatch):
+    """``--device all --at oom`` through the screenshot's own path: the OOM's moment is
+    device 1's (the selector says so), and the map, its OOM ruler above eight short
+    rows, names every row it shows."""
+    from vramscope.viewer._qt import app as qtapp
+
+    seen = {}
+    save = qtapp._save
+
+    def spy(window, out, pixmap=None):
+        m = window.map
+        (_, _), (ya, yb) = m.vb.viewRange()
+        whole = [m.y_axis.labels[r] for r in range(m.layout_data.n_rows)
+                 if r >= ya and r + 1 <= yb]
+        seen.update(device=window.selectors.device_combo.currentText(), whole=whole,
+                    drawn=drawn_row_labels(m), scope=window.header.scope.text(),
+                    ruler=m.item.request_bytes)
+        return save(window, out, pixmap)
+
+    monkeypatch.setattr(qtapp, "_save", spy)
+    opts = qtapp.ShotOptions(device="all", at="oom")
+    assert qtapp.screenshot(str(shared(SUN)), str(tmp_path / "x.png"), opts) == (0, "")
+    assert seen["device"] == "Device 1" and "device 1" in seen["scope"]
+    assert seen["ruler"] > 0 and len(seen["whole"]) >= 5
+    assert [t for t in seen["whole"] if t not in seen["drawn"]] == []

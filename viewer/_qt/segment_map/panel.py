@@ -489,11 +489,11 @@ class SegmentMapView(QWidget):
         # Every row tall enough for its label (the axis labels every n-th row of shorter
         # ones), however low the map: fewer rows rather than half of them unnamed.
         rows = max(1.0, h / self.ROW_PX)
-        if layout.n_rows <= rows:
+        top = self._ruler_top(h / rows) if self.item.request_bytes else -0.3
+        if layout.n_rows + 0.3 - top <= rows:  # all of them (and the OOM ruler) fit so
             self.fit()
             return
         maxs = self._span()
-        top = self._ruler_top(h / rows) if self.item.request_bytes else -0.3
         self.vb.setRange(xRange=(0, maxs), yRange=(top, top + rows), padding=0.01)
         self.view_auto = True
 
