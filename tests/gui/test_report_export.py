@@ -124,3 +124,24 @@ def test_a_report_of_one_gpu_of_three_says_which_it_leaves_out(qtbot, window, lo
     text = _export(qtbot, window, tmp_path / "one.html", devices=[0])
     assert re.findall(r'<section class="device" id="device-(\d+)">', text) == ["0"]
     assert "This file has 3 devices (0, 1, 2); this report covers device 0 (not 1, 2)" in text
+
+
+def _text_of(page: str) -> str:
+    """The page without its images and its date (what may differ between two exports)."""
+    page = re.sub(r'<img alt="[^"]*" src="data:[^"]+">', "<img>", page)
+    return re.sub(r"Made by vramscope [^<]*", "", page)
+
+
+def test_vramscope_report_writes_the_page_file_export_report_writes(qtbot, window, load,
+                                                                    tmp_path):
+    import subprocess
+    import sys
+
+    cli = tmp_path / "cli.html"
+    got = subprocess.run([sys.executable, "-m", "vramscope.viewer", "report", str(FRAG),
+                          "-o", str(cli)], capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stderr
+    assert load(window, FRAG, timeout=120000) == "loaded"
+    gui = _export(qtbot, window, tmp_path / "gui.html")
+    assert _text_of(gui) == _text_of(cli.read_text(encoding="utf-8"))
+    assert gui.count("<img") == 2

@@ -114,3 +114,39 @@ def test_column_extremes_show_every_iterations_peak():
     # the peaks of the iterations (1,237 MiB each) are drawn, not three slow humps
     assert top.max() == bd.requested.max()
     assert (top >= 0.95 * bd.requested.max()).sum() >= 150
+
+
+def _remedy(**kw):
+    r = {"title": "t", "change": "c", "where": "train.py:3", "method": "estimated",
+         "predicted_peak_reserved_bytes": 10 << 30, "saving_bytes": 1 << 30,
+         "predicted_peak_reserved_range": [9 << 30, 11 << 30],
+         "predicted_peak_is_estimate": True}
+    r.update(kw)
+    return r
+
+
+def _page(remedies, recorded=10 << 30, needed=11 << 30):
+    advice = {"recorded_peak_reserved_bytes": recorded, "needed_peak_reserved_bytes": needed,
+              "remedies": remedies}
+    return build_html(ReportParts(title="x", devices=[DeviceSection(0, advice=advice)]))
+
+
+def test_the_fits_column_is_the_advices_own_word():
+    """A limit inside the range: "maybe", whatever ``fits`` says (the CLI's and the panel's
+    word, never decided again by the page)."""
+    page = _page([_remedy(fits=True, range_holds_limit=True, fits_word="maybe"),
+                  _remedy(fits=False, range_holds_limit=True, fits_word="maybe")])
+    assert re.findall(r'<td class="fits">([^<]*)</td>', page) == ["maybe", "maybe"]
+
+
+def test_a_remedy_without_a_line_of_code_has_no_code_box():
+    page = _page([_remedy(where=None, fits_word="yes"), _remedy(fits_word="no")])
+    rows = re.findall(r'<td class="where">(.*?)</td>', page)
+    assert rows == ["", "<code>train.py:3</code>"]
+
+
+def test_the_recorded_and_the_needed_peak_each_under_its_name():
+    page = _page([_remedy(fits_word="yes")])
+    assert "Recorded peak reserved 10.00 GiB; needed to run through 11.00 GiB" in page
+    assert "Recorded peak reserved 11.00 GiB" not in page
+    assert "Recorded peak reserved 10.00 GiB;" not in _page([], needed=10 << 30)
