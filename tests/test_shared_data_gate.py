@@ -1,0 +1,32 @@
+"""The ../shared gate: a missing snapshot skips on a developer's machine and fails under
+CI (CI=true), so a green CI never hides data it did not read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import shared_data
+
+GONE = Path("/nonexistent/shared/external/x.pickle.xz")
+
+
+def test_a_missing_file_fails_under_ci(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true requires it"):
+        shared_data.require(GONE)
+    with pytest.raises(pytest.fail.Exception):
+        shared_data.require(None)  # (no shared folder at all: the one parameter is None)
+
+
+def test_a_missing_file_skips_elsewhere(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        shared_data.require(GONE)
+
+
+def test_no_shared_folder_is_one_parameter_that_requires_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(shared_data, "SHARED", tmp_path / "none")
+    params = shared_data.params()
+    assert len(params) == 1 and params[0].values == (None,)
