@@ -124,7 +124,9 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
             stats = memory_stats(snap, Selection(device=d))
             sec.figures = [(header.titles[k].text(), figure_text(stats, k))
                            for k in header.values]
-            sec.scope = f"device {d} · as recorded (the end of its trace)"
+            traced = root.timeline is not None and d in root.timeline.devices
+            sec.scope = f"device {d} · as recorded" + (" (the end of its trace)"
+                                                       if traced else "")
             oom = next((r for r in reversed(root.ooms) if r.device == d), None)
             sec.verdict = (f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}"
                            if oom is not None else None)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.focus import default_device, devices_of
+from ..analysis.focus import default_device, devices_of, peak_reserved_by_device
 from ..categories import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES
 from ..core.progress import Progress
 from ..core.snapshot import Action
@@ -49,6 +49,8 @@ class DeviceSection:
     sites_caption: str = ""  # their moment ("at the OOM, event 421")
     images: list[tuple[str, bytes]] = field(default_factory=list)  # (caption, PNG bytes)
     has_trace: bool = True  # the device has allocation history (remedies possible)
+    # Its highest reserved bytes as recorded (the advice's figure where there is one).
+    recorded_peak_reserved_bytes: int | None = None
 
     @property
     def heading(self) -> str:
@@ -286,7 +288,8 @@ def _device_overview(parts: ReportParts) -> list[str]:
            + ".</p>"]
     rows = []
     for sec in parts.devices:
-        peak = (sec.advice or {}).get("recorded_peak_reserved_bytes")
+        peak = (sec.advice or {}).get("recorded_peak_reserved_bytes",
+                                      sec.recorded_peak_reserved_bytes)
         rows.append(f"<tr><td>{_e(sec.device)}</td>"
                     f"<td>{'ran out of memory' if sec.verdict else 'no OOM'}</td>"
                     f'<td class="num">{_e(format_bytes(int(peak))) if peak is not None else ""}'
@@ -397,6 +400,10 @@ def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=
             sec.advice_note = f"The remedies could not be computed: {exc}"
     if advice is not None:
         sec.advice = advice.to_dict()
+    if d is not None:
+        sec.recorded_peak_reserved_bytes = (
+            advice.recorded_peak_reserved_bytes if advice is not None
+            else peak_reserved_by_device(snap).get(d))
     elif not sec.advice_note:
         sec.advice_note = (NO_HISTORY.format(what="this device" if d is not None
                                              else "the snapshot")
