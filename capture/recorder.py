@@ -346,7 +346,8 @@ class Recorder:
         if self._oom_dumps >= self.max_oom_dumps:
             messages.warn_once(
                 f"oom-cap-{id(self)}",
-                f"{self.max_oom_dumps} out-of-memory snapshots written; not writing more "
+                f"{self.max_oom_dumps} out-of-memory snapshot"
+                f"{'' if self.max_oom_dumps == 1 else 's'} written; not writing more "
                 "(max_oom_dumps)",
             )
             return

@@ -215,7 +215,8 @@ def _set_path0(entry: str) -> None:
 def _announce(recorder: Recorder) -> None:
     line = (
         f"recording CUDA memory history into {recorder.out}{os.sep} "
-        f"(stacks={recorder.stacks}, at most {recorder.max_entries} events)"
+        f"(stacks={recorder.stacks}, at most {recorder.max_entries} "
+        f"event{'' if recorder.max_entries == 1 else 's'})"
     )
     if recorder._signal_held and recorder._signum is not None:
         name = signal.Signals(recorder._signum).name.removeprefix("SIG")

@@ -253,6 +253,7 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
            report: Report | None = None) -> list[str]:
     """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
     from ..model import SnapshotError
+    from ..model.core.units import plural
     from ..model.whatif import predict
     from ..model.whatif.predictions import rank
     from .device_choice import device_fields
@@ -268,7 +269,7 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
     case, check = _case(path, device, stages, 0.3)
     try:
         preds = predict(case, confs, lim,
-                        stages.slice(0.3, 1.0, f"simulating {len(confs)} settings"))
+                        stages.slice(0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"))
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
     if recommend:

@@ -248,7 +248,8 @@ def _per_setting(tp: TerminalProgress, case, confs: list[str]) -> Progress | Non
     n = len(confs)
     workers = parallel.workers_for(n, _work(case))
     if workers > 1:
-        what = f"simulating {n} settings on {workers} processes"
+        what = (f"simulating {units.plural(n, 'setting')} on "
+                f"{units.plural(workers, 'process', 'processes')}")
         tp.show(what, 0.0, force=True)
         return Progress(lambda _stage, f: tp.show(what, f))
 

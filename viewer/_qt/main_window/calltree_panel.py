@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from ...model.analysis.calltree import CallNode, call_tree
 from ...model.core.snapshot import BlockState
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ...model.view.document import Document
 from ...model.view.view_state import ViewState
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
@@ -136,7 +136,7 @@ class CallTreePanel(QWidget):
         total = max(self.root.bytes, 1)
         self._total = total
         self.caption.setText(f"{self.moment_text}: {format_bytes(self.root.bytes)} live in "
-                             f"{self.root.count:,} blocks" if self.moment_text else "")
+                             f"{plural(self.root.count, 'block')}" if self.moment_text else "")
         item = self._item(self.root, None)
         self.tree.addTopLevelItem(item)
         held, self._held = self._held, None

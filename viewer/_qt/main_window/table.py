@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from ...model.core.frames import stacks_matching
 from ...model.core.snapshot import BlockState
-from ...model.core.units import format_address, format_bytes
+from ...model.core.units import format_address, format_bytes, plural
 from ...model.view.document import Document, stream_label
 from ...model.view.view_state import ViewState
 from ..widgets import theme
@@ -200,7 +200,7 @@ class BlocksModel(QAbstractTableModel):
 def count_text(doc: Document | None, rows: np.ndarray, total: int) -> str:
     """"12 / 895 blocks · 447 allocated · 448 free": the rows are blocks, not only
     allocations (an "Allocations 895/895" would count the free gaps as allocations)."""
-    text = f"{len(rows):,} / {total:,} blocks"
+    text = f"{len(rows):,} / {plural(total, 'block')}"
     if doc is None or not len(rows):
         return text
     states = np.bincount(doc.snap.blocks.state[rows].astype(np.int64), minlength=4)

@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.core.units import format_bytes, format_count
+from ...model.core.units import format_bytes, format_count, plural
 from ...model.view.document import Document
 from ...model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE
 from ...model.view.view_state import ViewState
@@ -1060,7 +1060,7 @@ class MainWindow(QMainWindow):
             self.vs.set_node_mask(self.vs.stacks_mask(doc, stacks))
         if node is not None:
             facts = (f"<b>call tree</b>: <tt>{_html(node.label)}</tt> · {format_bytes(node.bytes)} "
-                     f"in {node.count:,} blocks · {len(node.stacks):,} stacks<br>"
+                     f"in {plural(node.count, 'block')} · {plural(len(node.stacks), 'stack')}<br>"
                      "The stack holding most of these bytes; its blocks are highlighted.")
             self.stack.show_stack(best, facts)
 

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ..widgets import theme
 from ..widgets.jobs import Job
 from ..widgets.plotting import byte_unit
@@ -226,7 +226,7 @@ class RanksWindow(QMainWindow):
             return
         self.loader = None
         self.set_overview(overview)
-        self.statusBar().showMessage(f"Loaded {len(overview.ranks)} ranks", 5000)
+        self.statusBar().showMessage(f"Loaded {plural(len(overview.ranks), 'rank')}", 5000)
         self.loadFinished.emit("loaded")
 
     def _on_failed(self, message: str) -> None:
@@ -247,7 +247,7 @@ class RanksWindow(QMainWindow):
     def set_overview(self, ov: RankOverview) -> None:
         self.overview = ov
         outl = ov.outliers
-        head = (f"<b>{ov.directory}</b>: {len(ov.ranks)} ranks"
+        head = (f"<b>{ov.directory}</b>: {plural(len(ov.ranks), 'rank')}"
                 + (f" (world size {ov.world_size})" if ov.world_size else ""))
         if outl:
             # Each flagged rank with its first reason: two ranks flagged for different

@@ -12,7 +12,7 @@ from ...model.replay import integrity
 from ...model.analysis.alloc_details import annotation_markers, integrity_stretches
 from ...model.view.annotations import pair_ranges
 from ...model.core.snapshot import Action
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ..widgets import theme
 from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
 from .notes import EDGE_PX, MARKER_PX
@@ -184,10 +184,11 @@ class MarksMixin:
         n_blk = len(init.blk_addr)
         self.window_note.setText(
             f"<span style='color:{theme.gap_outline().name()}'>&#9888;</span> Trace starts "
-            f"mid-run: {n_seg:,} segment{'s' if n_seg != 1 else ''} ({format_bytes(reserved)}) "
+            f"mid-run: {plural(n_seg, 'segment')} ({format_bytes(reserved)}) "
             "existed before event 0; their creation and any earlier peak are not recorded.")
         self.window_note.setToolTip(
-            f"{n_seg:,} segments ({format_bytes(reserved)} reserved) and {n_blk:,} blocks were "
+            f"{plural(n_seg, 'segment')} ({format_bytes(reserved)} reserved) and "
+            f"{plural(n_blk, 'block')} were "
             "there before the first recorded event.\nThe allocator's history is a ring buffer "
             "(max_entries): a long run keeps only its last events, or recording started after "
             "the model was loaded.\nPeaks are peaks of this window; a what-if replay cannot "

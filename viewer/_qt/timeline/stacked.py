@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QToolTip
 
 from ...model.analysis.alloc_details import allocation_details, tooltip_lines
 from ...model.view.stacking import stacked_layout
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ..widgets import theme
 from ..widgets.plotting import rects_path
 from .constants import BAND_COLORS, DIM_COLOR, STACK_PX, SUMMARY_COLOR, format_seconds
@@ -199,7 +199,7 @@ class StackedMixin:
         end = "still alive at the end" if b >= self.n else f"freed at event {b:,}"
         life = f"{start} → {end}"
         if a >= 0 and b < self.n:
-            life += f" ({b - a:,} events"
+            life += f" ({plural(b - a, 'event')}"
             if self.has_time:
                 life += f", {format_seconds(self.seconds_at(b) - self.seconds_at(a))}"
             life += ")"

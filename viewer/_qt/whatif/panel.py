@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QL
 
 from ...model.core.allocator_rules import ConfError, parse_conf
 from ...model.core.snapshot import Snapshot
-from ...model.core.units import format_bytes as fb
+from ...model.core.units import format_bytes as fb, plural
 from ...model.core import parallel
 from ...model.whatif import RECOMMENDED, Prediction, native_sim, prepare
 from ...model.whatif.predictions import vs_recorded_text
@@ -384,7 +384,7 @@ class WhatIfPanel(JobPanel):
             source = case.limit_source if lim == case.limit else "given"
         self.limit_text = (f"{fb(lim)} ({source})" if lim
                            else "none known: type one in the Memory limit box")
-        text = (f"{len(case.requests):,} requests of device {case.device}; memory limit "
+        text = (f"{plural(len(case.requests), 'request')} of device {case.device}; memory limit "
                 f"{self.limit_text}. ")
         text += ("Self-check passed: at the recorded settings the model reproduces every "
                  "segment event of the recording." if check.ok else

@@ -26,7 +26,7 @@ import numpy as np
 from ..core.frames import CAT_USER, frame_categories, top_frames
 from ..core.snapshot import Snapshot
 from ..replay.timeline import Intervals
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 from .iterations import Iteration, IterationOf
 
 MIN_ITERATIONS = 2
@@ -63,7 +63,7 @@ class Leak:
         via = f", called from {self.caller}" if self.caller else ""
         return (f"{self.frame} ({self.function}{via}) keeps "
                 f"{format_bytes(self.bytes_per_iteration)} "
-                f"per iteration ({self.iterations} iterations, "
+                f"per iteration ({plural(self.iterations, 'iteration')}, "
                 f"{format_bytes(self.live_bytes)} now)")
 
 

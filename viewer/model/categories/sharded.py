@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..core.snapshot import Snapshot
-from ..core.units import format_bytes as fb
+from ..core.units import format_bytes as fb, plural
 from ..replay.timeline import Intervals
 from . import stack_kinds as sk
 from .iterations import PH_BACKWARD, PH_FORWARD, Phases
@@ -97,14 +97,15 @@ class Sharding:
         """One or two sentences for ``advise`` and ``summary``."""
         parts = ", ".join(f"{CATEGORY_LABELS[CATEGORY_NAMES.index(k)]} {fb(v)}"
                           for k, v in self.shards.items() if v)
-        ranks = f"over {self.world_size} ranks" if self.world_size else "(ranks not recorded)"
+        ranks = (f"over {plural(self.world_size, 'rank')}" if self.world_size
+                 else "(ranks not recorded)")
         text = (f"sharded (FSDP) {ranks}: this rank holds {fb(self.model_state)} of model "
                 f"state ({parts or 'none live'}); gathered parameters up to "
                 f"{fb(self.gathered_peak)}, communication buffers up to "
                 f"{fb(self.communication_peak)} at a time")
         if self.world_size:
             more = self.world_size * 2
-            text += (f"; with {more} ranks the model state per rank would be about "
+            text += (f"; with {plural(more, 'rank')} the model state per rank would be about "
                      f"{fb(self.model_state_with(more) or 0)} (estimate; what is gathered "
                      "per block and the activations stay as they are)")
         return text

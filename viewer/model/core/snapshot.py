@@ -346,7 +346,9 @@ class Snapshot:
         if not self.trace_overflowed:
             return None
         size = self.trace_max_entries
-        ring = f"its {size:,} entries" if size is not None else "its entries"
+        # (not units.plural: units imports this module)
+        ring = (f"its {size:,} {'entry' if size == 1 else 'entries'}" if size is not None
+                else "its entries")
         return ("the allocator's trace ring overflowed (torch reports trace_alloc_overflowed): "
                 f"events older than {ring} were overwritten, so the timeline starts "
                 "mid-run; the segments at the end are complete")

@@ -52,7 +52,8 @@ def format_rule_table(rows: list[dict]) -> str:
              "(requested bytes over the whole recording):"]
     for r in rows:
         verb = "scales" if r["scales"] else "fixed "
-        lines.append(f"  {verb} {r['rule']:<13} {r['allocations']:>7} allocations "
+        noun = "allocation " if r["allocations"] == 1 else "allocations"  # (columns kept)
+        lines.append(f"  {verb} {r['rule']:<13} {r['allocations']:>7} {noun} "
                      f"{fb(r['requested_bytes']):>11}  {r['reason']}")
         for ex in r["examples"][:2]:
             lines.append(f"{'':>24}e.g. {fb(ex['requested_bytes'])} at {ex['where']}")

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.units import format_bytes as fb
+from ..core.units import format_bytes as fb, plural
 from ..whatif import Case
 from ..whatif import requests as rq
 from . import evidence
@@ -337,10 +337,11 @@ def plan(case: Case, evd: evidence.Evidence) -> Plan | None:
     mask = np.logical_or.reduce([f.allocations for f in found])
     top = found[0]
     total = int(reqs.size[mask].sum())
-    its = f" in {top.iterations} iterations" if top.iterations else ""
+    its = f" in {plural(top.iterations, 'iteration')}" if top.iterations else ""
     others = [f.where for f in found[1:] if f.where]
-    detail = (f"{int(mask.sum())} allocations ({fb(total)}) made by "
-              f"{top.forwards} forward passes{its} were freed together when the output "
+    detail = (f"{plural(int(mask.sum()), 'allocation')} ({fb(total)}) made by "
+              f"{plural(top.forwards, 'forward pass', 'forward passes')}{its} freed together "
+              "when the output "
               f"was dropped, no backward between (up to {fb(top.bytes_per_forward)} a pass): "
               "a graph that no backward used; re-simulated with each freed where a no-grad "
               "forward frees it: after its line's next call in the pass (the next repeated "

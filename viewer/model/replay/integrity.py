@@ -30,7 +30,7 @@ from .native_loop import _core, _layout_from_columns, _run_native
 from .state import _State, _apply
 from ..core.snapshot import Action, Snapshot
 from .timeline import Timeline
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 
 CHUNK = 4096  # events per step of the search for the first / last inconsistent event
 NAMES = {int(a): a.name.lower() for a in Action}
@@ -115,8 +115,9 @@ def _estimated(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
            else "the trace starts after allocations were made (a wrapped ring buffer or a "
                 "late start)")
     return Untrusted(rep.device, 0, int(orphans[-1]), "estimated",
-                     f"{why}: {len(orphans)} blocks allocated before the first event have "
-                     f"sizes inferred by the allocator's rounding until the last is freed")
+                     f"{why}: {plural(len(orphans), 'block')} allocated before the first event "
+                     f"{'has its size' if len(orphans) == 1 else 'have sizes'} inferred by the "
+                     "allocator's rounding until the last is freed")
 
 
 # ---------------------------------------------------------------------------- inconsistencies
@@ -128,9 +129,11 @@ def _inconsistent(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
     events_bad = rep.inconsistencies - rep.seed_inconsistencies
     first, last, before = _find_inconsistent(rep) if events_bad else (-1, -1, None)
     if first < 0 and rep.seed_inconsistencies:
+        seeds = rep.seed_inconsistencies
         return Untrusted(rep.device, 0, n - 1, "inconsistent",
                          f"the recorded snapshot contradicts its own trace: walking back from "
-                         f"it, {rep.seed_inconsistencies} segments or blocks overlap before "
+                         f"it, {plural(seeds, 'segment or block', 'segments or blocks')} "
+                         f"{'overlaps' if seeds == 1 else 'overlap'} before "
                          "the first event" + (f"; the replay ends on other segments ({diff})"
                                               if diff else ""))
     if first < 0:  # no event failed, yet the end differs: events were lost unseen
@@ -139,7 +142,7 @@ def _inconsistent(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
                          "events are missing from the trace")
     reason = _why(before, rep, first)
     if rep.inconsistencies > 1:
-        reason += f" ({rep.inconsistencies} events in all could not be applied)"
+        reason += f" ({plural(rep.inconsistencies, 'event')} in all could not be applied)"
     if diff:
         reason += f"; the replay ends on other segments than recorded ({diff})"
     return Untrusted(rep.device, first, n - 1 if diff else last, "inconsistent", reason)

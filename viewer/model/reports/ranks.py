@@ -49,7 +49,7 @@ from ..io.load import load_snapshot, read_sidecar
 from ..analysis.oom import oom_reports
 from ..core.snapshot import Snapshot
 from ..replay.timeline import build_timeline
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 
 OUTLIER_RELATIVE = 0.10
 OUTLIER_ABSOLUTE = 256 << 20
@@ -564,7 +564,7 @@ def format_text(overview: RankOverview) -> str:
             return "?"
         return f"{v:.1%}" if frac else fb(v)
 
-    lines = [f"{overview.directory}: {len(overview.ranks)} ranks"
+    lines = [f"{overview.directory}: {plural(len(overview.ranks), 'rank')}"
              + (f" (world size {overview.world_size})" if overview.world_size else "")]
     head = (f"{'rank':>4}  {'reserved':>11}  {'allocated':>11}  {'peak res.':>11}  "
             f"{'peak alloc.':>11}  {'frag.':>6}  {'OOM':<3}  file")

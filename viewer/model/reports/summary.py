@@ -343,7 +343,8 @@ def format_text(summary: dict[str, Any]) -> str:
     if len(devices) > 1:
         # Several GPUs: each its own figures (a sum beside one GPU's OOM would mislead:
         # the free bytes of another GPU cannot serve its request), the answered one first.
-        lines.append(f"{len(devices)} devices; answering for {summary.get('device_phrase')}")
+        lines.append(f"{plural(len(devices), 'device')}; answering for "
+                     f"{summary.get('device_phrase')}")
         first = [d for d in devices if d["device"] == summary.get("device")]
         for d in first + [d for d in devices if d["device"] != summary.get("device")]:
             lines.append(f"device {d['device']}:")
@@ -363,7 +364,7 @@ def format_text(summary: dict[str, Any]) -> str:
                      f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
                      f"allocated {fb(host['allocated_bytes'])}")
     if summary.get("allocation_annotations"):
-        lines.append(f"{summary['allocation_annotations']} allocation annotations "
+        lines.append(f"{plural(summary['allocation_annotations'], 'allocation annotation')} "
                      "(torch.cuda.memory._annotate_memory)")
     for note in summary["notes"]:
         lines.append(f"note: {note}")
@@ -476,7 +477,7 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
                      f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
     leaks = summary.get("leaks") or []
     if len(leaks) > 1:
-        lines.append(f"leaks: {len(leaks)} lines keep "
+        lines.append(f"leaks: {plural(len(leaks), 'line')} keep "
                      f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
                      f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
     for lk in leaks[:LEAK_LINES]:
@@ -501,7 +502,7 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
         ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
     lines = []
     if len(ooms) > 1:
-        lines.append(f"{len(ooms)} OOMs{' up to this event' if at else ''}:")
+        lines.append(f"{plural(len(ooms), 'OOM')}{' up to this event' if at else ''}:")
     for oom in ooms:
         event = oom.get("event", oom["event_index"])
         lines.append(
@@ -519,6 +520,6 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  {outside['verdict']}")
     later = summary.get("ooms_after_at") or 0
     if at and later:
-        lines.append(f"({later} later {'OOM' if later == 1 else 'OOMs'} after this event "
+        lines.append(f"({plural(later, 'later OOM')} after this event "
                      "not shown: run without --at for all)")
     return lines

@@ -39,7 +39,7 @@ from .document import Document, pool_label, stream_label
 from ..replay.timeline import Intervals
 from .evented import EmitterGroup
 from ..core.snapshot import HOST_DEVICE, BlockState
-from ..core.units import event_of
+from ..core.units import event_of, plural
 
 HOST_LABEL = "host (pinned)"  # the device selector's entry for pinned host memory
 HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
@@ -659,7 +659,7 @@ class ViewState:
         elif sel.device is not None:
             where = f"device {sel.device}"
         elif len(devs) > 1:
-            where = f"{len(devs)} devices summed ({', '.join(map(str, devs))})"
+            where = f"{plural(len(devs), 'device')} summed ({', '.join(map(str, devs))})"
         elif devs:
             where = f"device {devs[0]}"
         else:

@@ -12,7 +12,7 @@ from ..core.errors import SnapshotError
 from ..core.progress import Progress
 from ..replay import replay_device
 from ..core.snapshot import Snapshot
-from ..core.units import format_bytes as fb
+from ..core.units import format_bytes as fb, plural
 from ..replay.recorded_window import RecordedWindow, recorded_window
 from .limits import AT_OOM_SOURCE, LimitBounds, infer_limit, outside_oom_limit
 from .requests import Requests, build_requests, released_by_empty_cache
@@ -275,7 +275,7 @@ def limit_text(case: Case, limit: int | None = None) -> str:
 def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
                 limit: int | None = None) -> str:
     """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
-    head = [f"device {case.device}: {len(case.requests):,} requests; recorded settings: "
+    head = [f"device {case.device}: {plural(len(case.requests), 'request')}; recorded settings: "
             f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
     rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
              "cudaMalloc", "cudaFree", "OOM")]
