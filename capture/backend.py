@@ -15,6 +15,9 @@ and ``torch._C._cuda_attach_out_of_memory_observer``.
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -111,6 +114,39 @@ class TorchBackend:
         except Exception:
             return None
 
+    def free_stack_hazard(self) -> str | None:
+        """Why a stack taken at a free would break this program's backward; None where safe.
+
+        From torch 2.10 the allocator's stack of an event inside backward also
+        looks up the autograd node's forward traceback, a Python dict lookup.
+        On Python < 3.13 that lookup (torch's compat shim for
+        ``PyDict_GetItemRef``) mistakes an exception already pending for its
+        own failure and clears it.  A free during C++ unwinding happens with an
+        exception pending: non-reentrant checkpointing stops each recomputation
+        by raising from a saved-tensor hook, and when the last saved tensor is
+        dropout's mask, dropout's output and mask are freed while that
+        exception unwinds through the op.  The exception vanishes and backward
+        fails with ``SystemError: ... returned NULL without setting an
+        exception``.  Stacks taken at allocations are safe (nothing allocates
+        while unwinding), so only frees lose theirs.
+        ``VRAMSCOPE_FREE_STACKS=1`` keeps them (a torch with the fix).
+        """
+        if os.environ.get("VRAMSCOPE_FREE_STACKS") == "1":
+            return None
+        py = _python_version()
+        if py >= (3, 13) or _version_tuple(self.torch_version) < (2, 10):
+            return None
+        return (f"torch {self.torch_version} on Python {py[0]}.{py[1]} clears a pending Python "
+                "exception when it takes a stack at a free inside backward (checkpointed "
+                "backward then fails with SystemError)")
+
+    def effective_context(self, context: str | None) -> str | None:
+        """The ``context`` recording really uses: ``"alloc"`` for ``"all"`` where
+        :meth:`free_stack_hazard` applies, else ``context`` itself."""
+        if context == "all" and self.free_stack_hazard() is not None:
+            return "alloc"
+        return context
+
     def record_history(self, settings: HistorySettings | None) -> None:
         """Turn history recording on with ``settings``, or off with None."""
         memory = self._torch.cuda.memory
@@ -119,7 +155,7 @@ class TorchBackend:
         else:
             memory._record_memory_history(
                 enabled="all",
-                context=settings.context,
+                context=self.effective_context(settings.context),
                 stacks=settings.stacks,
                 max_entries=settings.max_entries,
             )
@@ -161,6 +197,16 @@ class TorchBackend:
     def is_oom(self, exc: BaseException) -> bool:
         oom_type = getattr(self._torch.cuda, "OutOfMemoryError", None)
         return oom_type is not None and isinstance(exc, oom_type)
+
+
+def _python_version() -> tuple[int, int]:
+    return sys.version_info[0], sys.version_info[1]
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    """``(2, 11)`` for ``"2.11.0+cu130"``; ``(0, 0)`` where it cannot be read."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
 
 
 _lock = threading.Lock()

@@ -50,6 +50,16 @@ def warn_once(key: str, message: str) -> bool:
     return True
 
 
+def info_once(key: str, message: str) -> bool:
+    """Like :func:`info`, but only the first time ``key`` is seen in this process."""
+    with _lock:
+        if key in _once:
+            return False
+        _once.add(key)
+    info(message)
+    return True
+
+
 def _reset_once() -> None:
     """Forget which one-time warnings were printed (for tests)."""
     with _lock:

@@ -253,6 +253,7 @@ class Recorder:
                 return self
             self._noop = False
             self._backend = backend
+            self._say_free_stacks_off(backend)
             try:
                 if not _State.stack and _State.applied is None and backend.cuda_initialized():
                     # Asking before CUDA is initialised crashes torch; the
@@ -267,6 +268,16 @@ class Recorder:
             except Exception as exc:
                 messages.warn(f"cannot start recording: {type(exc).__name__}: {exc}")
         return self
+
+    def _say_free_stacks_off(self, backend: Any) -> None:
+        if self.context != "all":
+            return
+        why = _safe(getattr(backend, "free_stack_hazard", lambda: None))
+        if why:
+            messages.info_once(
+                "free-stacks-off",
+                f"frees are recorded without their stacks (context 'alloc'): {why}; "
+                "VRAMSCOPE_FREE_STACKS=1 records them anyway")
 
     def stop(self) -> None:
         """Stop recording and restore the previous state; a no-op if not started.
@@ -504,6 +515,12 @@ class Recorder:
         info: dict[str, Any] = {"enabled": _safe(backend.history_enabled)}
         if rec is not None:
             info.update(max_entries=rec.max_entries, stacks=rec.stacks, context=rec.context)
+            effective = getattr(backend, "effective_context", None)
+            used = _safe(lambda: effective(rec.context)) if effective else rec.context
+            if used != rec.context:
+                # What the allocator recorded, and why it differs from what was asked.
+                info.update(context=used, context_requested=rec.context,
+                            free_stacks_off=_safe(backend.free_stack_hazard))
         return info
 
 

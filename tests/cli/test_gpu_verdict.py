@@ -91,6 +91,11 @@ def test_advise_leads_with_the_other_process(recording):
     could = truth["reserved"] + truth["free"]
     assert first["limit_with_change_bytes"] == could + truth["held"]
     assert a["memory_limit_bytes"] == could
+    # The allocator held more before the other process took the room: said beside it.
+    peak = side["memory_stats"]["reserved_bytes.all.peak"]
+    note = f"; it held {fb(peak)} earlier in the run: other processes took room meanwhile"
+    assert a["memory_limit_source"] == ("reserved + the GPU's free memory at the OOM"
+                                        + (note if peak > could else ""))
     # Allocator settings are offered only where they make the run fit.
     assert all(r["fits"] for r in a["remedies"] if r["remedy"].startswith("allocator:"))
 

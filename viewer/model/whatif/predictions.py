@@ -222,6 +222,11 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     elif bounds.upper is not None:
         lim = bounds.estimate
         source = AT_OOM_SOURCE if lim == bounds.at_oom else "inferred"
+        if source == AT_OOM_SOURCE and lim is not None and bounds.lower > lim:
+            # The allocator held more earlier: the device's room shrank during the run (other
+            # processes grew), which one constant limit cannot reproduce.
+            source += (f"; it held {fb(bounds.lower)} earlier in the run: other processes "
+                       "took room meanwhile")
     else:
         lim, source = None, "none"
     # A dump at an OOM outside the allocator: the device then had only its free memory.
