@@ -140,3 +140,16 @@ def test_an_output_in_no_folder_is_one_line_and_exit_2(tmp_path):
     got = vramscope("report", str(GPT2_OOM), "-o", str(tmp_path / "none" / "r.html"))
     assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1, got.stderr
     assert "no folder" in got.stderr
+
+
+@pytest.mark.parametrize("content, says", [(b"", "the file is empty"),
+                                           (b"garbage\n", "not a memory snapshot")])
+def test_a_file_that_is_no_snapshot_is_one_line_and_exit_2(content, says, tmp_path):
+    bad = tmp_path / "bad.pickle"
+    bad.write_bytes(content)
+    out = tmp_path / "r.html"
+    got = vramscope("report", str(bad), "-o", str(out))
+    assert got.returncode == 2, got
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], got.stderr
+    assert not out.exists()
