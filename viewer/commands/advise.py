@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 from ..model.core.progress import Progress
 from .tty_progress import TerminalProgress
@@ -42,8 +45,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from ..model.remedies.advise import advise, format_text
-
     args = parser().parse_args(glue_values(argv))
     # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
     with TerminalProgress("vramscope advise") as tp:
@@ -52,27 +53,55 @@ def main(argv: list[str]) -> int:
             return case
         def run():
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            return case.self_check(), advise(case, args.batch, args.memory_limit, _stages(tp))
+            return answer(case, args.file, args.batch, args.memory_limit, args.device,
+                          _stages(tp))
 
         # An inconsistent recording: one line naming where (SnapshotError), no traceback.
         got = reported(args, tp, run)
         if isinstance(got, int):
             return got
-        check, result = got
-    if not check.ok:
-        print(f"vramscope: warning: the allocator model does not reproduce this recording "
-              f"({check.first_difference}); predictions are approximate", file=sys.stderr)
+    for warning in got.warnings:
+        print(f"vramscope: warning: {warning}", file=sys.stderr)
     if args.json:
-        out = {"file": args.file, **device_fields(case, args)}
-        out.update(result.to_dict())
-        json.dump(out, sys.stdout, indent=1)
+        json.dump(got.data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        line = device_line(case, args)
-        if line:
-            print(line)
-        print(format_text(result))
+        print(got.text)
     return 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What ``vramscope advise`` answers: ``data`` (its ``--json``), ``text`` (what it
+    prints without), ``warnings`` (its stderr lines, without the ``vramscope: warning:``)
+    and the :class:`~..model.remedies.advise.Advice` itself."""
+
+    data: dict
+    text: str
+    warnings: list[str]
+    advice: Any
+
+
+def answer(case, file: str, batch: int | None = None, limit: int | None = None,
+           device: int | None = None, progress: Progress | None = None) -> Answer:
+    """The advice for a prepared what-if ``case`` of ``file`` (``device``: as the caller
+    named it, None when chosen): the one pipeline the CLI, the MCP tool ``advise`` and
+    ``Recording.advise()`` render.  :class:`~..model.SnapshotError` for a recording the
+    model cannot follow."""
+    from ..model.remedies.advise import advise, format_text
+
+    case.simulate("recorded")  # (cached in the case: the self-check's run)
+    check = case.self_check()
+    result = advise(case, batch, limit, progress)
+    given = SimpleNamespace(device=device)
+    data = {"file": file, **device_fields(case, given)}
+    data.update(result.to_dict())
+    line = device_line(case, given)
+    text = (line + "\n" if line else "") + format_text(result)
+    warnings = [] if check.ok else [
+        f"the allocator model does not reproduce this recording ({check.first_difference}); "
+        "predictions are approximate"]
+    return Answer(data, text, warnings, result)
 
 
 _STAGE_TEXT = {"judge": "judging how each allocation scales with the batch",

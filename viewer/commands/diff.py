@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 
 from ..model import SnapshotError
 from ..model.reports import aligned
@@ -70,27 +71,56 @@ def main(argv: list[str]) -> int:
             return 2
         snaps.append(snap)
     a, b = snaps
-    timelines = None if args.no_peaks else (build_timeline(a), build_timeline(b))
-    diff = diff_snapshots(a, b, fold=not args.all_frames, lines=args.by != "function",
-                          depth=None if args.by == "stack" else 1, timelines=timelines)
-    al = None
-    if timelines is not None:
-        al = aligned.align(a, b, *timelines)
-        change = args.change or (al.detected_change if al is not None else None)
-        if al is not None and change:
-            al.prediction_error = aligned.prediction_error(a, al.b_peak_reserved, change,
-                                                           device=al.devices[0])
-            if al.prediction_error is None:
-                al.notes.append(f"advise makes no prediction for {change} on A")
+    got = answer(a, b, change=args.change, top=args.top, by=args.by,
+                 all_frames=args.all_frames, peaks=not args.no_peaks)
     if args.json:
-        out = diff.to_dict(top=args.top)
-        if al is not None:
-            out.update(al.to_dict(top=max(args.top, 1)))
-        json.dump(out, sys.stdout, indent=1)
+        json.dump(got.data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_text(diff, top=args.top))
-        if al is not None:
-            print()
-            print("\n".join(aligned.format_text(al, top=args.top)))
+        print(got.text)
     return 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What ``vramscope diff`` answers: ``data`` (its ``--json``) and ``text``."""
+
+    data: dict
+    text: str
+
+
+def answer(a, b, change: str | None = None, top: int = 10, by: str = "stack",
+           all_frames: bool = False, peaks: bool = True, stages=None) -> Answer:
+    """The comparison of the loaded snapshots ``a`` (before) and ``b`` (after): the one
+    pipeline the CLI, the MCP tool ``diff`` and ``Recording.diff()`` render.  ``by``:
+    "stack", "line" or "function" (``--by``); ``stages``: the MCP tool's progress
+    (``slice(lo, hi, label)`` and ``at(fraction, label)``), or None."""
+    def part(lo: float, hi: float, label: str):
+        return stages.slice(lo, hi, label) if stages is not None else None
+
+    def at(fraction: float, label: str) -> None:
+        if stages is not None:
+            stages.at(fraction, label)
+
+    timelines = None if not peaks else (build_timeline(a, part(0.4, 0.55, "replaying A")),
+                                        build_timeline(b, part(0.55, 0.7, "replaying B")))
+    at(0.7, "comparing the stacks")
+    diff = diff_snapshots(a, b, fold=not all_frames, lines=by != "function",
+                          depth=None if by == "stack" else 1, timelines=timelines)
+    al = None
+    if timelines is not None:
+        at(0.8, "aligning the iterations")
+        al = aligned.align(a, b, *timelines)
+        chosen = change or (al.detected_change if al is not None else None)
+        if al is not None and chosen:
+            al.prediction_error = aligned.prediction_error(
+                a, al.b_peak_reserved, chosen, device=al.devices[0],
+                progress=part(0.85, 1.0, f"advise's prediction for {chosen}"))
+            if al.prediction_error is None:
+                al.notes.append(f"advise makes no prediction for {chosen} on A")
+    data = diff.to_dict(top=top)
+    text = format_text(diff, top=top)
+    if al is not None:
+        data.update(al.to_dict(top=max(top, 1)))
+        text += "\n\n" + "\n".join(aligned.format_text(al, top=top))
+    return Answer(data, text)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from types import SimpleNamespace
 from typing import Any, Callable
 
 from . import result_cache
@@ -206,13 +205,6 @@ def _case(path: str, device: int | None, stages: Stages, hi: float):
         raise ToolFailure(f"{path}: {exc}") from None
 
 
-def _check_warning(check) -> list[str]:
-    if check.ok:
-        return []
-    return [f"warning: the allocator model does not reproduce this recording "
-            f"({check.first_difference}); predictions are approximate"]
-
-
 #: advise()'s steps, in the order it runs them, each with its slice of 0.3..1.
 _ADVISE_STAGES = {"judge": (0.30, 0.40, "judging how each allocation scales with the batch"),
                   "search": (0.40, 0.75, "searching the largest batch that fits"),
@@ -224,14 +216,13 @@ def advise(path: str, batch: int | None = None, limit: int | str | None = None,
     """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
     from ..model import SnapshotError
     from ..model.core.progress import Progress
-    from ..model.remedies.advise import advise as rank_remedies
-    from .device_choice import device_fields
+    from .advise import answer
 
     path = snapshot_path(path)
     _positive("batch", batch)
     lim = memory_limit(limit)
     stages = Stages(report)
-    case, check = _case(path, device, stages, 0.3)
+    case, _check = _case(path, device, stages, 0.3)
     progress = None
     if report is not None:
         def step(stage: str, f: float) -> None:
@@ -240,12 +231,10 @@ def advise(path: str, batch: int | None = None, limit: int | str | None = None,
 
         progress = Progress(step)
     try:
-        result = rank_remedies(case, batch, lim, progress)
+        got = answer(case, path, batch, lim, device, progress)
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
-    out = {"file": path, **device_fields(case, SimpleNamespace(device=device))}
-    out.update(result.to_dict())
-    return [dumps(out), *_check_warning(check)]
+    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 
 def whatif(path: str, settings: list[str] | None = None, recommend: bool = False,
@@ -254,10 +243,7 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
     """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
     from ..model import SnapshotError
     from ..model.core.units import plural
-    from ..model.whatif import predict
-    from ..model.whatif.predictions import rank
-    from .device_choice import device_fields
-    from .whatif import BadConf, settings_to_try
+    from .whatif import BadConf, answer, settings_to_try
 
     path = snapshot_path(path)
     try:
@@ -266,25 +252,20 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     lim = memory_limit(limit)
     stages = Stages(report)
-    case, check = _case(path, device, stages, 0.3)
+    case, _check = _case(path, device, stages, 0.3)
     try:
-        preds = predict(case, confs, lim,
-                        stages.slice(0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"))
+        got = answer(case, confs, lim, recommend, device, progress=stages.slice(
+            0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"))
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
-    if recommend:
-        preds = rank(preds)
-    fields = device_fields(case, SimpleNamespace(device=device))
-    return [dumps([{**p.to_dict(case), **fields} for p in preds]), *_check_warning(check)]
+    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 
 # --------------------------------------------------------------------------- diff
 def diff(a: str, b: str, change: str | None = None, top: int = 10,
          report: Report | None = None) -> str:
     """``vramscope diff A B --json [--change REMEDY] [--top N]`` (commands/diff.py)."""
-    from ..model.reports import aligned
-    from ..model.reports.diff import diff_snapshots
-    from ..model.replay.timeline import build_timeline
+    from .diff import answer
 
     if top < 0:
         raise ToolFailure("top must be at least 0")
@@ -292,24 +273,7 @@ def diff(a: str, b: str, change: str | None = None, top: int = 10,
     stages = Stages(report)
     snap_a = _load(a, stages, 0.0, 0.2)
     snap_b = _load(b, stages, 0.2, 0.4)
-    timelines = (build_timeline(snap_a, stages.slice(0.4, 0.55, "replaying A")),
-                 build_timeline(snap_b, stages.slice(0.55, 0.7, "replaying B")))
-    stages.at(0.7, "comparing the stacks")
-    result = diff_snapshots(snap_a, snap_b, fold=True, lines=True, depth=None,
-                            timelines=timelines)
-    stages.at(0.8, "aligning the iterations")
-    al = aligned.align(snap_a, snap_b, *timelines)
-    chosen = change or (al.detected_change if al is not None else None)
-    if al is not None and chosen:
-        al.prediction_error = aligned.prediction_error(
-            snap_a, al.b_peak_reserved, chosen, device=al.devices[0],
-            progress=stages.slice(0.85, 1.0, f"advise's prediction for {chosen}"))
-        if al.prediction_error is None:
-            al.notes.append(f"advise makes no prediction for {chosen} on A")
-    out = result.to_dict(top=top)
-    if al is not None:
-        out.update(al.to_dict(top=max(top, 1)))
-    return dumps(out)
+    return dumps(answer(snap_a, snap_b, change=change, top=top, stages=stages).data)
 
 
 # --------------------------------------------------------------------------- stack_at

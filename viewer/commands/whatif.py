@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 from ..model import SnapshotError
 from ..model.core.allocator_rules import ConfError, parse_conf
@@ -187,8 +189,6 @@ def settings_to_try(given: list[str], recommend: bool) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from ..model.whatif.predictions import format_text, rank
-
     args = parser().parse_args(glue_values(argv))
     try:
         confs = settings_to_try(args.conf, args.recommend)
@@ -203,39 +203,66 @@ def main(argv: list[str]) -> int:
         try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
             # The recorded run (computed once, cached in the case) for the self-check.
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            check = case.self_check()
-            if args.batch_scale:
-                from .whatif_batch import run_batch_scales
-
-                if not check.ok:
-                    tp.clear()
-                    _warn(check)
-                return run_batch_scales(case, confs, args, tp)
-            preds = predict_all(case, confs, args.memory_limit, _per_setting(tp, case, confs))
+            got = answer(case, confs, args.memory_limit, args.recommend, args.device,
+                         args.batch_scale, args.batch, tp)
         except SnapshotError as exc:
             tp.clear()
             print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
             return 2
-    if not check.ok:
-        _warn(check)
-    if args.recommend:
-        preds = rank(preds)
+    for warning in got.warnings:
+        print(f"vramscope: warning: {warning}", file=sys.stderr)
     if args.json:
-        json.dump([{**p.to_dict(case), **device_fields(case, args)} for p in preds],
-                  sys.stdout, indent=1)
+        json.dump(got.data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        line = device_line(case, args)
-        if line:
-            print(line)
-        print(format_text(case, preds, ranked=args.recommend, limit=args.memory_limit))
+        print(got.text)
     return 0
 
 
-def _warn(check) -> None:
-    print(f"vramscope: warning: the model does not reproduce this recording at its own "
-          f"settings ({check.first_difference}); predictions are approximate",
-          file=sys.stderr)
+@dataclass(frozen=True)
+class Answer:
+    """What ``vramscope whatif`` answers: ``data`` (its ``--json``: one object per row),
+    ``text`` (what it prints without) and ``warnings`` (its stderr lines, without the
+    ``vramscope: warning:``)."""
+
+    data: list
+    text: str
+    warnings: list[str]
+
+
+def answer(case, confs: list[str], limit: int | None = None, recommend: bool = False,
+           device: int | None = None, batch_scales: list[float] | None = None,
+           batch: int | None = None, tp: TerminalProgress | None = None,
+           progress: Progress | None = None) -> Answer:
+    """The predictions for a prepared ``case`` at the settings ``confs``
+    (:func:`settings_to_try`), each at every scale of ``batch_scales`` when given
+    (``--batch-scale``); ``device`` as the caller named it; progress on the command's
+    terminal (``tp``) or through ``progress``.  The one pipeline the CLI,
+    the MCP tool ``whatif`` and ``Recording.whatif()`` render.
+    :class:`~..model.SnapshotError` for a recording the model cannot follow."""
+    from ..model.whatif.predictions import format_text, rank
+
+    case.simulate("recorded")  # (cached in the case: the self-check's run)
+    check = case.self_check()
+    warnings = [] if check.ok else [
+        f"the model does not reproduce this recording at its own settings "
+        f"({check.first_difference}); predictions are approximate"]
+    if batch_scales:
+        from .whatif_batch import batch_rows
+
+        data, text = batch_rows(case, confs, list(batch_scales), batch, limit, recommend,
+                                device, tp)
+        return Answer(data, text, warnings)
+    preds = predict_all(case, confs, limit,
+                        _per_setting(tp, case, confs) if tp is not None else progress)
+    if recommend:
+        preds = rank(preds)
+    given = SimpleNamespace(device=device)
+    fields = device_fields(case, given)
+    line = device_line(case, given)
+    text = (line + "\n" if line else "") + format_text(case, preds, ranked=recommend,
+                                                         limit=limit)
+    return Answer([{**p.to_dict(case), **fields} for p in preds], text, warnings)
 
 
 def _per_setting(tp: TerminalProgress, case, confs: list[str]) -> Progress | None:

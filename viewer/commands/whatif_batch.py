@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from fractions import Fraction
+from types import SimpleNamespace
 
 from ..model.core import parallel
 from ..model.core.progress import Progress
@@ -35,21 +36,36 @@ def scale_label(scale: float, batch: int | None) -> str:
 def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
     """Print the rows of every ``--batch-scale`` x ``--conf`` (``tp``: the command's
     :class:`~.tty_progress.TerminalProgress`, or None)."""
+    data, text = batch_rows(case, confs, args.batch_scale, args.batch, args.memory_limit,
+                            args.recommend, args.device, tp)
+    if args.json:
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(text)
+    return 0
+
+
+def batch_rows(case, confs: list[str], scales: list[float], batch: int | None = None,
+               limit: int | None = None, recommend: bool = False, device: int | None = None,
+               tp=None) -> tuple[list[dict], str]:
+    """The rows of every scale in ``scales`` x setting in ``confs``: (``whatif
+    --batch-scale ... --json``'s list, its text); ``device`` as the caller named it."""
     show = tp.show if tp is not None and tp.enabled else (lambda *a, **k: None)
     show("judging how each allocation scales with the batch", None, force=True)
     evd = evidence.gather(case)
-    judgement = scaling.judge(case, args.batch, evd)
+    judgement = scaling.judge(case, batch, evd)
     rows_explain = explain.rule_table(case, judgement, evd)
     preds: list[Prediction] = []
     extra: list[dict] = []
-    pairs = [(f, conf) for f in args.batch_scale for conf in confs]
+    pairs = [(f, conf) for f in scales for conf in confs]
     total = len(pairs)
-    scaled = {f: batch_scale.scaled_case(case, judgement, f) for f in args.batch_scale}
+    scaled = {f: batch_scale.scaled_case(case, judgement, f) for f in scales}
     # The rows' runs are independent: side by side on every core (serially for a small
     # case); each estimate's draws are in turn (estimate_range).
     show(f"simulating {plural(total, 'batch row')}", 0.0, force=True)
     results = parallel.pmap(
-        lambda pair: scaled[pair[0]].simulate(case.config_of(pair[1]), args.memory_limit),
+        lambda pair: scaled[pair[0]].simulate(case.config_of(pair[1]), limit),
         pairs, work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
         progress=Progress(lambda _s, x: show(f"simulating {plural(total, 'batch row')}",
                                              x / 2)))
@@ -60,47 +76,43 @@ def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
         # Library workspaces make the figure an estimate (the model's one rule, as advise
         # and the GUI label it): the range says how far.
         estimate = batch_scale.is_estimate(judgement, f)
-        est = batch_scale.estimate_range(case, judgement, f, cfg, args.memory_limit) \
+        est = batch_scale.estimate_range(case, judgement, f, cfg, limit) \
             if estimate else None
-        label = scale_label(f, args.batch) + ("" if conf == "recorded" else
-                                               f" {conf or '(defaults)'}")
+        label = scale_label(f, batch) + ("" if conf == "recorded" else
+                                          f" {conf or '(defaults)'}")
         if estimate:
             label += " (estimate)"
-        p = Prediction(label, cfg, case.limit if args.memory_limit is None
-                       else args.memory_limit, result, program_changed=True)
+        p = Prediction(label, cfg, case.limit if limit is None else limit, result,
+                       program_changed=True)
         preds.append(p)
         info = {"batch_scale": f, "conf": conf,
                 "peak_reserved_is_estimate": estimate,
                 "uncertain_allocations": est.workspaces if est else 0,
                 "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
                 "peak_reserved_estimate": est.to_dict() if est else None}
-        if args.batch:
-            info["batch"] = float(f * args.batch)
+        if batch:
+            info["batch"] = float(f * batch)
         extra.append(info)
     if tp is not None:
         tp.clear()
-    if args.recommend:
+    if recommend:
         order = rank(preds)
         extra = [extra[preds.index(p)] for p in order]
         preds = order
-    dev = device_fields(case, args)
-    if args.json:
-        out = []
-        for p, info in zip(preds, extra):
-            d = p.to_dict(case)
-            d.update(info)
-            d.update(dev)
-            d["scaling"] = rows_explain
-            out.append(d)
-        json.dump(out, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        line = device_line(case, args)
-        if line:
-            print(line)
-        print(format_table(case, preds, extra, ranked=args.recommend, limit=args.memory_limit))
-        print(explain.format_rule_table(rows_explain))
-    return 0
+    given = SimpleNamespace(device=device)
+    dev = device_fields(case, given)
+    out = []
+    for p, info in zip(preds, extra):
+        d = p.to_dict(case)
+        d.update(info)
+        d.update(dev)
+        d["scaling"] = rows_explain
+        out.append(d)
+    line = device_line(case, given)
+    text = ((line + "\n" if line else "")
+            + format_table(case, preds, extra, ranked=recommend, limit=limit) + "\n"
+            + explain.format_rule_table(rows_explain))
+    return out, text
 
 
 def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool = False,

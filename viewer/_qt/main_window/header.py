@@ -21,7 +21,8 @@ from PySide6.QtWidgets import (
 from ...model.analysis.figures import MemoryStats, memory_stats
 from ...model.analysis.oom import outside_oom
 from ...model.core.units import format_bytes
-from ...model.view.document import Document, stream_label
+from ...model.view.document import Document
+from ...model.view.figure_words import FIGURE_TITLES, figure_text, oom_where
 from ...model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
 from ...model.view.view_state import ViewState
 from ..widgets import theme
@@ -30,76 +31,53 @@ from ..widgets import theme
 # counter the figure equals (".all.current" of the same instant).
 FIGURES: dict[str, tuple[str, str]] = {
     "reserved_bytes": (
-        "Reserved",
+        FIGURE_TITLES["reserved_bytes"],
         "Memory the caching allocator holds in segments (cudaMalloc'd blocks of device memory)."
         "\nEquals torch.cuda.memory_stats()['reserved_bytes.all.current'] "
         "(torch.cuda.memory_reserved())."),
     "allocated_bytes": (
-        "Allocated",
+        FIGURE_TITLES["allocated_bytes"],
         "Bytes in blocks handed out to live tensors (block sizes, after rounding)."
         "\nEquals memory_stats()['allocated_bytes.all.current'] (torch.cuda.memory_allocated())."),
     "active_bytes": (
-        "Active",
+        FIGURE_TITLES["active_bytes"],
         "Allocated plus pending-free blocks: memory that cannot be reused right now."
         "\nEquals memory_stats()['active_bytes.all.current']."),
     "requested_bytes": (
-        "Requested",
+        FIGURE_TITLES["requested_bytes"],
         "What the callers asked for, before the allocator rounded each request up."
         "\nEquals memory_stats()['requested_bytes.all.current']."),
     "free_bytes": (
-        "Free in segments",
+        FIGURE_TITLES["free_bytes"],
         "Reserved but unallocated: free gaps inside segments. PyTorch keeps them cached; "
         "a request can only use ONE gap, so many small gaps do not add up."
         "\nThis is the 'reserved by PyTorch but unallocated' of the OOM message; for split "
         "non-expandable segments it equals memory_stats()['inactive_split_bytes.all.current']."),
     "largest_free_block_bytes": (
-        "Largest free block",
+        FIGURE_TITLES["largest_free_block_bytes"],
         "The biggest single free gap. A request larger than this needs a new segment "
         "(cudaMalloc); if that fails, CUDA out of memory.\nNo memory_stats() counter: "
         "computed from the snapshot's blocks."),
     "fragmentation": (
-        "Fragmentation",
+        FIGURE_TITLES["fragmentation"],
         "1 - largest free block / free in segments: 0% when all free memory is one gap, "
         "near 100% when it is scattered in many small gaps.\nComputed from the snapshot."),
     "segment_count": (
-        "Segments",
+        FIGURE_TITLES["segment_count"],
         "Number of segments (cudaMalloc calls the cache holds)."
         "\nEquals memory_stats()['segment.all.current'] (expandable segments are counted "
         "separately, as the allocator does)."),
     "rounding_waste_bytes": (
-        "Rounding waste",
+        FIGURE_TITLES["rounding_waste_bytes"],
         "Active bytes minus requested bytes: the tails the allocator adds when it rounds "
         "requests up (512 B multiples, or whole blocks it chose not to split)."
         "\nEquals memory_stats()['active_bytes.all.current'] - ['requested_bytes.all.current']."),
     "pending_free_bytes": (
-        "Pending free",
+        FIGURE_TITLES["pending_free_bytes"],
         "Blocks freed by Python but still in use by another stream (record_stream): "
         "not reusable until those streams' events complete."
         "\nEquals memory_stats()['active_bytes.all.current'] - ['allocated_bytes.all.current']."),
 }
-
-
-def figure_text(stats: MemoryStats, key: str) -> str:
-    if key == "fragmentation":
-        pct = stats.fragmentation * 100
-        # Never round a scattered-but-not-total figure up to "100.0%".
-        return f"{min(pct, 99.9) if pct < 100 else pct:.1f}%"
-    if key == "segment_count":
-        text = f"{stats.segment_count:,}"
-        if stats.expandable_segment_count:
-            text += f" + {stats.expandable_segment_count} exp."
-        return text
-    if key == "free_bytes":
-        gaps = stats.gap_count
-        return f"{format_bytes(stats.free_bytes)} in {gaps:,} gap{'s' if gaps != 1 else ''}"
-    return format_bytes(getattr(stats, key))
-
-
-def oom_where(oom) -> str:
-    """Which memory an OOM verdict counts: its "free inside N segments" is of the request's
-    pool kind and stream on one device, not the header's figures (which may sum devices,
-    pools and streams: said next to the verdict, the two never read as a contradiction)."""
-    return f"device {oom.device}, {oom.pool_kind} pool, {stream_label(int(oom.stream))}"
 
 
 class SummaryHeader(QWidget):

@@ -5,6 +5,7 @@
   (evented fields that document themselves);
 * :mod:`.evented` - the small event/field machinery the view state is made of;
 * :mod:`.exactness` - whether the figures shown at an instant are exact, and why not;
+* :mod:`.figure_words` - the figures' titles and values in words, an OOM's place;
 * :mod:`.category_view` - the categories at the cursor, for the legend and panels;
 * :mod:`.map_layout` - the segment map's geometry (rows, widths, gaps);
 * :mod:`.curve_lod` - curves reduced to the pixels they are drawn on;
