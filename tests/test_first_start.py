@@ -50,6 +50,14 @@ def test_a_start_without_a_display_is_one_line_and_exit_2():
         assert "xcb" not in line
 
 
+def test_the_live_window_without_a_display_is_one_line_too(tmp_path):
+    run = vramscope("attach", os.fspath(tmp_path / "agent.sock"), "--gui", module=False)
+    assert run.returncode == 2 and run.stdout.strip() == "no qt", (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vramscope: error: no display"), lines
+    assert "vramscope attach TARGET" in lines[0]
+
+
 def test_the_display_check_runs_before_qt_is_imported():
     run = vramscope(os.fspath(FILE), module=False)
     assert run.returncode == 2 and run.stdout.strip() == "no qt", (run.stdout, run.stderr)

@@ -95,7 +95,8 @@ def _attach(target: str, args: argparse.Namespace) -> int:
     if args.gui:
         from ..startup.display import window_error  # (Qt would abort: one line instead)
 
-        error = window_error()
+        error = window_error(instead="without a window: vramscope attach TARGET (its figures "
+                                     "now) or --save FILE")
         if error:
             print(f"vramscope: error: {error}", file=sys.stderr)
             return 2

@@ -95,10 +95,12 @@ def uses_xcb(environ: Mapping[str, str]) -> bool:
 def window_error(environ: Mapping[str, str] | None = None,
                  libraries: Mapping[str, str] = XCB_LIBRARIES,
                  load: Callable[[str], bool] = _loadable,
-                 reach: Callable[[str], bool] | None = None) -> str | None:
-    """Why Qt could not open a window here (one line), or None when it can (as far
-    as can be told without starting it).  ``QT_QPA_PLATFORM`` set to anything but
-    ``xcb`` (offscreen, wayland, vnc...) is the user's choice and is trusted."""
+                 reach: Callable[[str], bool] | None = None,
+                 instead: str = NO_WINDOW) -> str | None:
+    """Why Qt could not open a window here (one line, ending with ``instead``: what to
+    run without a window), or None when it can (as far as can be told without starting
+    it).  ``QT_QPA_PLATFORM`` set to anything but ``xcb`` (offscreen, wayland, vnc...)
+    is the user's choice and is trusted."""
     env = os.environ if environ is None else environ
     if not sys.platform.startswith("linux"):
         return None
@@ -109,17 +111,17 @@ def window_error(environ: Mapping[str, str] | None = None,
     if not display and not (env.get("WAYLAND_DISPLAY") and not chosen):
         unset = "DISPLAY is unset" if chosen else "DISPLAY and WAYLAND_DISPLAY are unset"
         return (f"no display to open the window on ({unset}): set DISPLAY, or log in with "
-                f"ssh -X; {NO_WINDOW}")
+                f"ssh -X; {instead}")
     if not uses_xcb(env):
         return None
     missing = missing_libraries(libraries, load)
     if missing:
         packages = " ".join(dict.fromkeys(missing.values()))
         return (f"the window needs system libraries that are missing here "
-                f"({', '.join(missing)}): sudo apt-get install {packages}; {NO_WINDOW}")
+                f"({', '.join(missing)}): sudo apt-get install {packages}; {instead}")
     if not (reach or display_answers)(display):
         return (f"no X server answers on DISPLAY={display}: start one, or log in again with "
-                f"ssh -X; {NO_WINDOW}")
+                f"ssh -X; {instead}")
     return None
 
 
