@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_data import SHARED, missing
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 NOUNS = ("segments|gaps|iterations|ranks|blocks|events|devices|OOMs|allocations|frames|lines"
          "|sites|streams|pools|leaks|files|rows|calls|requests|changes|categories|stacks"
          "|processes|workers|tasks|entries|annotations|phases|snapshots|intervals|settings"
@@ -46,9 +47,10 @@ def snapshots() -> list[Path]:
 
 
 def test_the_shared_snapshots_are_there():
-    """The walk below is only as good as its files: ../shared missing fails, never skips."""
-    assert (SHARED / "external").is_dir(), f"{SHARED / 'external'} is missing"
-    assert len(snapshots()) > 20
+    """The walk below is only as good as its files: ../shared/external missing fails
+    under CI (tests/shared_data.py)."""
+    if not any((SHARED / "external").glob("*.xz")):
+        missing(f"{SHARED / 'external'}")
 
 
 @pytest.mark.parametrize("path", snapshots(), ids=lambda p: p.name)
