@@ -114,6 +114,11 @@ def test_the_platform_decides_what_is_checked():
     assert display.window_error({"WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland",
                                  "DISPLAY": ":0"}, libraries=absent) is None
     assert "DISPLAY is unset" in display.window_error({"QT_QPA_PLATFORM": "xcb"})
+    # What `make run` installs: nothing without a display to use it, else what is missing.
+    assert display.missing_packages({}) == []
+    assert display.missing_packages({"QT_QPA_PLATFORM": "offscreen", "DISPLAY": ":0"}) == []
+    assert display.missing_packages({"DISPLAY": ":0"}) == list(
+        dict.fromkeys(display.missing_libraries().values()))
     # An X display nobody answers on: said, not left to Qt's abort.
     error = display.window_error({"DISPLAY": ":0"}, libraries={}, reach=lambda d: False)
     assert error is not None and "DISPLAY=:0" in error
