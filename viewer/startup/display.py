@@ -15,10 +15,8 @@ Stdlib only.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
-import socket
 import sys
 from collections.abc import Callable, Mapping
 
@@ -54,6 +52,8 @@ def _loadable(name: str) -> bool:
     """Whether the plugin would find library ``name``: on the system's search path, or
     beside Qt's own libraries (a wheel or the installer's bundle may carry it there; the
     plugin's RPATH looks there first)."""
+    import ctypes  # (here: only a window start pays for it)
+
     try:
         ctypes.CDLL(name)
     except OSError:
@@ -135,14 +135,16 @@ def display_answers(display: str, timeout_s: float = 2.0) -> bool:
     if host in ("", "unix"):
         path = f"/tmp/.X11-unix/X{number}"
         # Xorg and Xwayland listen on the path and on the abstract socket of that name.
-        return any(_connects(socket.AF_UNIX, address, timeout_s) for address in (path, "\0" + path))
-    return _connects(socket.AF_INET6 if ":" in host else socket.AF_INET,
+        return any(_connects("AF_UNIX", address, timeout_s) for address in (path, "\0" + path))
+    return _connects("AF_INET6" if ":" in host else "AF_INET",
                      (host.strip("[]"), 6000 + int(number)), timeout_s)
 
 
-def _connects(family: int, address, timeout_s: float) -> bool:
+def _connects(family: str, address, timeout_s: float) -> bool:
+    import socket
+
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
+        with socket.socket(getattr(socket, family), socket.SOCK_STREAM) as s:
             s.settimeout(timeout_s)
             s.connect(address)
     except OSError:
