@@ -15,8 +15,16 @@ taken right after the snapshot (inside the OOM observer for an OOM dump)::
       "nvml_device": {"index": 0, "total_bytes": ..., "used_bytes": ..., "free_bytes": ...},
       "processes": [{"pid": 4121, "used_bytes": 19541262336, "name": "/usr/bin/python3",
                      "cmdline": "python3 train_old.py", "this_process": false}, ...],
+      "devices": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-5a1b...",
+                   "total_bytes": ..., "free_bytes": ..., "this_device": true}, ...],
       "query_s": 0.0009
     }
+
+``devices`` is every device NVML sees (whatever ``CUDA_VISIBLE_DEVICES`` hides from
+torch), numbered as NVML and nvidia-smi number them, each with its free memory at
+the same moment: where the OOM was about a full device, the viewer names a freer
+one.  Absent where NVML cannot be used (``devices_missing`` says why); a device NVML
+cannot read has null figures.
 
 ``processes`` comes from NVML (``pynvml``, the nvidia-ml-py package) when it
 can be imported; else from ``nvidia-smi --query-compute-apps`` with a short
@@ -48,7 +56,8 @@ MiB = 1 << 20
 CMDLINE_MAX = 200
 
 _lock = threading.Lock()
-# "init": None (not tried), True, or why NVML cannot be used; "handles": device -> (handle, index)
+# "init": None (not tried), True, or why NVML cannot be used; "handles": device -> (handle, index);
+# "devices": [(index, handle, name, uuid)] of every NVML device, once looked up
 _nvml: dict[str, Any] = {"init": None, "handles": {}}
 
 
@@ -110,8 +119,48 @@ def _processes(backend: Any, device: int, uuid: str | None, pid: int) -> dict[st
     try:
         nv = _nvml_module()
     except ImportError:
-        return _from_smi(uuid, pid)
-    return _from_nvml(nv, backend, device, uuid, pid)
+        return {**_from_smi(uuid, pid),
+                "devices_missing": "NVML is not installed (nvidia-ml-py)"}
+    out = _from_nvml(nv, backend, device, uuid, pid)
+    try:
+        out.update(_devices(nv, uuid))
+    except Exception as exc:
+        out["devices_missing"] = f"NVML cannot list the devices: {_short(exc)}"
+    return out
+
+
+def _devices(nv: Any, uuid: str | None) -> dict[str, Any]:
+    """Every NVML device with its free memory now: one memory query per device (the
+    handles, names and UUIDs, which do not change, are looked up once per process)."""
+    problem = _nvml_init(nv)
+    if problem is not None:
+        return {"devices_missing": problem}
+    with _lock:
+        static = _nvml.get("devices")
+    if static is None:
+        static = []
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            name = _call(getattr(nv, "nvmlDeviceGetName", None), h)
+            if isinstance(name, bytes):
+                name = name.decode("utf-8", "replace")
+            u = _call(nv.nvmlDeviceGetUUID, h)
+            if isinstance(u, bytes):
+                u = u.decode("utf-8", "replace")
+            static.append((i, h, str(name) if name else None, _norm_uuid(u) if u else None))
+        with _lock:
+            _nvml["devices"] = static
+    rows = []
+    for i, h, name, u in static:
+        row: dict[str, Any] = {"index": i, "name": name, "uuid": u, "total_bytes": None,
+                               "free_bytes": None, "this_device": u is not None and u == uuid}
+        try:
+            mem = nv.nvmlDeviceGetMemoryInfo(h)
+            row["total_bytes"], row["free_bytes"] = int(mem.total), int(mem.free)
+        except Exception as exc:
+            row["error"] = _short(exc)
+        rows.append(row)
+    return {"devices": rows}
 
 
 def _from_nvml(nv: Any, backend: Any, device: int, uuid: str | None, pid: int) -> dict[str, Any]:
@@ -271,3 +320,4 @@ def _reset_for_tests() -> None:
     with _lock:
         _nvml["init"] = None
         _nvml["handles"] = {}
+        _nvml.pop("devices", None)

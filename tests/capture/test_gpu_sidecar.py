@@ -33,6 +33,9 @@ OTHER_PID = 4121
 OTHER_BYTES = 19 * GiB + 512 * MiB
 OUTSIDE = 500 * MiB  # this process beyond its caching allocator (the CUDA context, ...)
 CMDLINES = {OTHER_PID: "python train_old.py"}
+OTHER_TOTAL = 140 * GiB  # NVML's device 0, beside this process's device (NVML's 1)
+OTHER_FREE = 131 * GiB + 200 * MiB
+OTHER_UUID = "GPU-ffffffff-0000-0000-0000-000000000000"
 
 
 class GpuFake(FakeBackend):
@@ -69,6 +72,8 @@ class FakeNvml:
         self.processes = processes
         self.inits = 0
         self.fail_init = False
+        self.fail_other = False  # device 0's memory cannot be read
+        self.memory_queries: list[str] = []
 
     def nvmlInit(self):
         self.inits += 1
@@ -85,8 +90,15 @@ class FakeNvml:
         return "GPU-" + UUID if h == "handle1" else "GPU-ffffffff-0000-0000-0000-000000000000"
 
     def nvmlDeviceGetMemoryInfo(self, h):
-        assert h == "handle1"
-        return SimpleNamespace(total=TOTAL, used=TOTAL - FREE, free=FREE)
+        self.memory_queries.append(h)
+        if h == "handle1":
+            return SimpleNamespace(total=TOTAL, used=TOTAL - FREE, free=FREE)
+        if self.fail_other:
+            raise RuntimeError("GPU is lost")
+        return SimpleNamespace(total=OTHER_TOTAL, used=OTHER_TOTAL - OTHER_FREE, free=OTHER_FREE)
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H200" if h == "handle0" else "Fake GPU 24GB"
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         assert h == "handle1"
@@ -151,6 +163,36 @@ def test_the_oom_sidecar_records_the_whole_gpu_at_the_oom(fake, nvml, tmp_path):
     ]
     assert "processes_missing" not in g and "error" not in g
     assert nvml.inits == 1  # once per process: the exit dump reused it
+
+
+def test_the_sidecar_lists_every_nvml_device_with_its_free_memory(fake, nvml, tmp_path):
+    rec = _oom_run(fake, tmp_path)
+    g = _side(rec.last_oom_path)["gpu_memory"]
+    assert g["devices"] == [
+        {"index": 0, "name": "NVIDIA H200", "uuid": OTHER_UUID, "total_bytes": OTHER_TOTAL,
+         "free_bytes": OTHER_FREE, "this_device": False},
+        {"index": 1, "name": "Fake GPU 24GB", "uuid": "GPU-" + UUID, "total_bytes": TOTAL,
+         "free_bytes": FREE, "this_device": True},
+    ]
+    assert "devices_missing" not in g
+
+
+def test_a_device_nvml_cannot_read_is_listed_without_figures(fake, nvml, tmp_path):
+    nvml.fail_other = True
+    rec = _oom_run(fake, tmp_path)
+    first = _side(rec.last_oom_path)["gpu_memory"]["devices"][0]
+    assert first["index"] == 0 and first["free_bytes"] is None and first["total_bytes"] is None
+    assert "GPU is lost" in first["error"]
+
+
+def test_without_nvml_the_devices_are_missing_and_the_dump_is_written(fake, monkeypatch,
+                                                                     tmp_path):
+    monkeypatch.setattr(gpu, "_nvml_module", _no_nvml)
+    monkeypatch.setattr(gpu, "_run_smi", lambda: "")
+    rec = _oom_run(fake, tmp_path)
+    g = _side(rec.last_oom_path)["gpu_memory"]
+    assert "devices" not in g and "NVML is not installed" in g["devices_missing"]
+    assert g["free_bytes"] == FREE
 
 
 def test_the_accounting_adds_up_to_the_device_total_exactly(fake, nvml, tmp_path):
