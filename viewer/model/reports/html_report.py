@@ -400,12 +400,12 @@ def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=
             sec.advice_note = f"The remedies could not be computed: {exc}"
     if advice is not None:
         sec.advice = advice.to_dict()
-    if d is not None:
-        sec.recorded_peak_reserved_bytes = (
-            advice.recorded_peak_reserved_bytes if advice is not None
-            else peak_reserved_by_device(snap).get(d))
     elif not sec.advice_note:
         sec.advice_note = (NO_HISTORY.format(what="this device" if d is not None
                                              else "the snapshot")
                            if not traced else "Remedies not computed.")
+    if d is not None:
+        sec.recorded_peak_reserved_bytes = (
+            advice.recorded_peak_reserved_bytes if advice is not None
+            else peak_reserved_by_device(snap).get(d))
     check()
