@@ -24,6 +24,7 @@ import inspect
 import os
 import pickle
 import runpy
+import sys
 import threading
 import time
 from pathlib import Path
@@ -51,6 +52,11 @@ class _State:
     deferred_pending = False
     # One dump at a time: a signal arriving during a dump must not start another.
     dump_lock = threading.Lock()
+    # The exception hooks installed while a recorder is active (see _install_hooks), and
+    # the exceptions an OOM dump was already written for (strong references: few, and
+    # exceptions cannot be weakly referenced).
+    hooks: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
+    handled: list[BaseException] = []
 
 
 def active_recorder() -> "Recorder | None":
@@ -260,6 +266,7 @@ class Recorder:
                     # deferred start asks instead (see _apply_deferred).
                     _State.external_before = bool(backend.history_enabled())
                 _State.stack.append(self)
+                _install_hooks()
                 if self.out.is_dir():
                     files.clean_stale_temps(self.out)
                 if self._signum is not None:
@@ -293,6 +300,8 @@ class Recorder:
             try:
                 if self in _State.stack:
                     _State.stack.remove(self)
+                if not _State.stack:
+                    _remove_hooks()
                 if self._signal_held and self._signum is not None:
                     signals.release(self._signum)
                     self._signal_held = False
@@ -393,9 +402,13 @@ class Recorder:
             found = None
         if found is None:
             return None
-        if self._oom_dumps >= self.max_oom_dumps:
-            return None
-        self._oom_dumps += 1
+        with _State.lock:
+            if any(e is exc for e in _State.handled):
+                return None  # dumped already: by the with block, then the exception hook
+            if self._oom_dumps >= self.max_oom_dumps:
+                return None
+            self._oom_dumps += 1
+            _State.handled[:] = [*_State.handled[-7:], exc]
         messages.info(f"the program died of an out-of-memory error outside PyTorch's "
                       f"allocator ({found['library']}): {found['error'][:200]}")
         path = self._dump("oom", extra={"outside_allocator_oom": found,
@@ -522,6 +535,58 @@ class Recorder:
                 info.update(context=used, context_requested=rec.context,
                             free_stacks_off=_safe(backend.free_stack_hazard))
         return info
+
+
+def _uncaught(exc: BaseException | None) -> None:
+    """An exception nobody caught, in the main thread or another: the innermost active
+    recorder writes its OOM snapshot (outside the allocator) and notes an allocator OOM's
+    message, as ``__exit__`` does for a ``with`` block.  A program that called
+    :func:`start` has no ``with`` block whose exit would see the exception."""
+    rec = active_recorder()
+    if exc is None or rec is None or not rec.active:
+        return
+    try:
+        rec._annotate_oom(exc)
+        rec._outside_oom(exc)
+    except Exception as exc2:
+        messages.warn(f"cannot record the uncaught exception: {type(exc2).__name__}: {exc2}")
+
+
+def _install_hooks() -> None:
+    """Chain ``sys.excepthook`` and ``threading.excepthook`` (once, while any recorder is
+    active): each sees the exception first, then calls the hook it replaced with the same
+    arguments; the exception is never changed or swallowed."""
+    if _State.hooks is not None:
+        return
+    prev_sys, prev_thread = sys.excepthook, threading.excepthook
+
+    def excepthook(exc_type: Any, exc: Any, tb: Any) -> Any:
+        if _State.hooks is not None and _State.hooks[0] is excepthook:
+            _uncaught(exc)
+        return prev_sys(exc_type, exc, tb)
+
+    def thread_excepthook(args: Any) -> Any:
+        if _State.hooks is not None and _State.hooks[1] is thread_excepthook:
+            _uncaught(args.exc_value)
+        return prev_thread(args)
+
+    # Whichever of these hooks someone else wrapped since stays in their chain, where a
+    # stale one only passes the exception on (the identity checks above).
+    excepthook.previous = prev_sys  # type: ignore[attr-defined]
+    thread_excepthook.previous = prev_thread  # type: ignore[attr-defined]
+    sys.excepthook, threading.excepthook = excepthook, thread_excepthook
+    _State.hooks = (excepthook, thread_excepthook)
+
+
+def _remove_hooks() -> None:
+    """Put back the hooks :func:`_install_hooks` replaced, where nobody replaced ours since."""
+    hooks, _State.hooks = _State.hooks, None
+    if hooks is None:
+        return
+    if sys.excepthook is hooks[0]:
+        sys.excepthook = hooks[0].previous  # type: ignore[attr-defined]
+    if threading.excepthook is hooks[1]:
+        threading.excepthook = hooks[1].previous  # type: ignore[attr-defined]
 
 
 # Frames of the capture itself (the runner, runpy, the decorator) are not the program's.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from vramscope.capture import outside, record
 from vramscope.capture.backend import set_backend
 
 from capture_fakes import FakeBackend, FakeOutOfMemoryError
-from capture_helpers import run_fake_capture, sidecar, snapshots
+from capture_helpers import run_fake_capture, run_python, sidecar, snapshots
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -208,3 +209,82 @@ def test_runner_writes_the_oom_snapshot_and_prints_the_program_s_traceback(tmp_p
     assert "outside PyTorch's allocator (cuBLAS)" in r.stderr
     assert r.stderr.index(f"wrote {oom}") < r.stderr.index("Traceback")
     assert json.loads(oom.with_suffix(".json").read_text())["argv"] == [str(script)]
+
+
+# A program that calls start() (no with block): its uncaught exception reaches only the
+# interpreter's hooks.  The script's own hook was installed first, so the capture's must
+# call it; after stop() the hooks are the script's again.
+START_SCRIPT = textwrap.dedent(
+    f"""
+    import sys, threading
+    sys.path.insert(1, {str(Path(__file__).parent)!r})
+    from capture_fakes import FakeBackend
+    from vramscope.capture import backend
+    import vramscope.capture as vc
+
+    gpu = FakeBackend(initialized=False)
+    backend.set_backend(gpu)
+
+    def mine(t, e, tb):
+        print("program's hook:", t.__name__, e, file=sys.stderr)
+        sys.__excepthook__(t, e, tb)
+
+    def mine_thread(args):
+        print("program's thread hook:", args.exc_value, file=sys.stderr)
+
+    sys.excepthook, threading.excepthook = mine, mine_thread
+    vc.start(out=sys.argv[2])
+
+    def backward():
+        gpu.alloc(8 << 20)
+        gpu.library_call({CUBLAS!r})
+
+    if sys.argv[1] == "thread":
+        t = threading.Thread(target=backward)
+        t.start(); t.join()
+        vc.stop()
+        print("restored:", sys.excepthook is mine, threading.excepthook is mine_thread)
+    elif sys.argv[1] == "stopped":
+        vc.stop()
+        backward()
+    else:
+        backward()
+    """
+)
+
+
+def _start_script(tmp_path, how):
+    script = tmp_path / "start_train.py"
+    script.write_text(START_SCRIPT)
+    out = tmp_path / how
+    return run_python([str(script), how, str(out)], cwd=tmp_path), out
+
+
+def test_start_without_a_with_block_writes_the_oom_snapshot_of_the_uncaught_error(tmp_path):
+    r, out = _start_script(tmp_path, "main")
+    assert r.returncode == 1, r.stderr
+    [oom] = snapshots(out, "oom")
+    found = sidecar(oom)["outside_allocator_oom"]
+    assert found["library"] == "cuBLAS" and found["error"] == CUBLAS
+    assert found["stack"][-2].endswith(" backward") and found["stack"][-1].endswith(
+        " library_call")
+    assert sidecar(oom)["memory_stats"]["reserved_bytes.all.current"] == 8 * MiB
+    # The program's own hook ran after the dump, with the exception unchanged.
+    assert f"program's hook: RuntimeError {CUBLAS}" in r.stderr
+    assert r.stderr.rstrip().endswith(f"RuntimeError: {CUBLAS}")
+    assert r.stderr.index(f"wrote {oom}") < r.stderr.index("program's hook")
+
+
+def test_a_thread_dying_of_it_is_caught_and_stop_restores_the_hooks(tmp_path):
+    r, out = _start_script(tmp_path, "thread")
+    assert r.returncode == 0, r.stderr
+    [oom] = snapshots(out, "oom")
+    assert sidecar(oom)["outside_allocator_oom"]["error"] == CUBLAS
+    assert f"program's thread hook: {CUBLAS}" in r.stderr
+    assert "restored: True True" in r.stdout
+
+
+def test_after_stop_an_uncaught_error_writes_nothing(tmp_path):
+    r, out = _start_script(tmp_path, "stopped")
+    assert r.returncode == 1 and f"program's hook: RuntimeError {CUBLAS}" in r.stderr
+    assert snapshots(out, "oom") == []
