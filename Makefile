@@ -31,10 +31,11 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 
 # The optional extras the tests exercise are installed from pyproject.toml's own
 # specs (`.[mcp]`: `vramscope mcp`'s SDK; `.[dask]`: a rank directory on a Dask cluster,
-# tests/model/test_ranks_dask.py starts a LocalCluster), never restated here.
+# tests/model/test_ranks_dask.py starts a LocalCluster; `.[notebook]`: IPython and a Jupyter
+# kernel, tests/api/test_notebook.py runs the example notebook), never restated here.
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
 	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter \
-	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp,dask]"
+	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp,dask,notebook]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -57,8 +58,14 @@ run: install
 
 # lint-imports: the layers and import rules of .importlinter (viewer/README.md, "Architecture");
 # ruff: the whole tree ([tool.ruff] in pyproject.toml); mypy: the model ([tool.mypy]).
+# import-linter takes only top-level or namespace packages as roots, and vramscope.viewer and
+# vramscope.capture are subpackages of the installed `vramscope` (the Python API, viewer/api/):
+# it reads them through a namespace view of the tree, links under $(IMPORT_VIEW).
+IMPORT_VIEW := build/import-view
 lint: install-test
-	$(VENV)/bin/lint-imports --no-cache
+	@mkdir -p $(IMPORT_VIEW)/vramscope && ln -sfn "$(CURDIR)/viewer" $(IMPORT_VIEW)/vramscope/viewer \
+	  && ln -sfn "$(CURDIR)/capture" $(IMPORT_VIEW)/vramscope/capture
+	PYTHONPATH=$(IMPORT_VIEW) $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/mypy
 

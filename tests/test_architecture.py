@@ -51,11 +51,16 @@ def test_model_imports_no_qt_and_no_torch(path):
         assert "startup" not in name, f"{path.name} imports {name} (start-up sits above the model)"
 
 
+# The viewer's hand-overs to capture, each on demand: `vramscope record`, and the Python
+# API's (viewer/api/, the package `vramscope`) re-exported `record` and notebook magic.
+CAPTURE_BRIDGES = {("commands", "record.py"), ("api", "__init__.py"), ("api", "magic.py")}
+
+
 @pytest.mark.parametrize("path", files("viewer"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_viewer_never_imports_torch(path):
     for name in imported_modules(path):
         assert top(name) not in TORCH, f"{path} imports {name}"
-        if path.name != "record.py":  # the `vramscope record` bridge runs capture on demand
+        if (path.parent.name, path.name) not in CAPTURE_BRIDGES:
             assert not name.startswith("vramscope.capture"), f"{path} imports {name}"
 
 
@@ -146,7 +151,26 @@ def test_every_source_package_is_installed():
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     listed = set(pyproject["tool"]["setuptools"]["packages"])
-    for top, name in (("viewer", "vramscope.viewer"), ("capture", "vramscope.capture")):
+    for top in ("viewer", "capture"):
         for init in (ROOT / top).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / top).parts
-            assert ".".join((name, *rel)) in listed, f"{init.parent} is not in pyproject's packages"
+            name = installed_name(init.parent)
+            assert name in listed, f"{init.parent} is not in pyproject's packages"
+
+
+def installed_name(folder: Path) -> str:
+    """The import name of the repository's ``folder`` once installed, by pyproject's
+    package-dir (the deepest folder mapped: viewer/api/ is the top package ``vramscope``)."""
+    import tomllib
+
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    rel = folder.relative_to(ROOT).as_posix()
+    best = max((d for d in dirs.items() if rel == d[1] or rel.startswith(d[1] + "/")),
+               key=lambda d: len(d[1]))
+    rest = rel[len(best[1]):].strip("/")
+    return ".".join([best[0], *rest.split("/")]) if rest else best[0]
+
+
+def test_the_python_api_is_the_top_package():
+    assert installed_name(ROOT / "viewer" / "api") == "vramscope"
+    assert installed_name(ROOT / "viewer" / "model" / "io") == "vramscope.viewer.model.io"

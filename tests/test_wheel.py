@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -45,11 +46,15 @@ def test_wheel_maps_top_level_folders_to_vramscope_packages(wheel):
     assert any(n.startswith("vramscope/viewer/assets/") and n.endswith(".svg") for n in names)
     # Never the bare folder names in site-packages.
     assert not any(n.startswith(("viewer/", "capture/", "assets/")) for n in names)
-    # Every source package of the repository made it into the wheel.
-    for folder, package in (("viewer", "vramscope/viewer"), ("capture", "vramscope/capture")):
+    # Every source package of the repository made it into the wheel (viewer/api/ as the
+    # top package vramscope: `import vramscope`).
+    from tests.test_architecture import installed_name
+
+    assert "vramscope/__init__.py" in names and "vramscope/recording.py" in names
+    for folder in ("viewer", "capture"):
         for init in (ROOT / folder).rglob("__init__.py"):
-            rel = init.relative_to(ROOT / folder).as_posix()
-            assert f"{package}/{rel}" in names, rel
+            package = installed_name(init.parent).replace(".", "/")
+            assert f"{package}/__init__.py" in names, init
 
 
 @pytest.mark.slow
@@ -70,6 +75,16 @@ def test_installed_wheel_runs(wheel, tmp_path):
     out = subprocess.run([str(env_dir / "bin" / "vramscope"), "summary", str(example), "--json"],
                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert out.returncode == 0 and '"reserved_bytes": 3732930560' in out.stdout
+    # The Python API from the installed wheel: the same answer as the command.
+    probe = ("import json, sys, vramscope; print(vramscope.__version__); "
+             "print(json.dumps(vramscope.open(sys.argv[1]).summary().to_dict()))")
+    api = subprocess.run([str(py), "-c", probe, str(example)], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=tmp_path)
+    assert api.returncode == 0, api.stderr
+    version, summary = api.stdout.splitlines()
+    assert version == __version__
+    cli = json.loads(out.stdout)
+    assert json.loads(summary) == cli
 
 
 def test_wheel_without_a_compiler_still_builds_and_runs(tmp_path):
