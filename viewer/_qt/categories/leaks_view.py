@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLabel,
     QSplitter,
-    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -71,18 +70,17 @@ class LeaksView(QWidget):
         split.setStretchFactor(1, 1)
         # Without a leak an empty table and an empty chart would read as "not drawn yet"
         # or as broken: a sentence saying there is nothing to list or chart instead.
-        self.empty = QLabel()
+        self.empty = _InPlaceOf(split)
         self.empty.setObjectName("noLeaks")
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setStyleSheet(theme.caption_style(10))
-        self.pages = QStackedWidget()
-        self.pages.addWidget(split)
-        self.pages.addWidget(self.empty)
+        self.body = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.caption)
-        lay.addWidget(self.pages)
+        lay.addWidget(split, 1)
+        lay.addWidget(self.empty, 1)  # (one of the two shows: set_leaks, show_empty)
         # Ctrl+C in the table copies the leaks.  Not a QShortcut: one of the window's
         # context would be ambiguous with Edit > Copy stack (Ctrl+C then does nothing
         # anywhere); the table takes the key while it has the focus instead.
@@ -116,7 +114,8 @@ class LeaksView(QWidget):
                                                  if lk.filename else ""))
                 self.table.setItem(row, col, item)
         if self.leaks:
-            self.pages.setCurrentIndex(0)
+            self.empty.hide()
+            self.body.show()
             self.caption.setText(f"{len(self.leaks)} line(s) keep memory every iteration: "
                                  + self.leaks[0].sentence())
             self.table.selectRow(0)
@@ -137,11 +136,12 @@ class LeaksView(QWidget):
     def show_empty(self, text: str) -> None:
         """``text`` where the table and the chart are (there is no leak to list)."""
         self.empty.setText(text)
-        self.pages.setCurrentWidget(self.empty)
+        self.body.hide()
+        self.empty.show()
 
     def empty_text(self) -> str:
         """The sentence shown instead of the table and chart ("" while they show)."""
-        return self.empty.text() if self.pages.currentWidget() is self.empty else ""
+        return "" if self.empty.isHidden() else self.empty.text()
 
     def selected_leak(self) -> Leak | None:
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() \
@@ -179,3 +179,25 @@ class LeaksView(QWidget):
     def copy(self) -> None:
         """Every leak in words, to the clipboard."""
         QGuiApplication.clipboard().setText("\n".join(lk.sentence() for lk in self.leaks))
+
+
+class _InPlaceOf(QLabel):
+    """A sentence shown instead of ``other`` (hidden meanwhile) that asks for the room
+    ``other`` would (its width at least, and its size hint): the tab's layout stays the
+    same, and the window's minimum size is never raised by it."""
+
+    def __init__(self, other: QWidget) -> None:
+        super().__init__()
+        self.other = other
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        return self.other.sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        return QSize(self.other.minimumSizeHint().width(), 0)
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt API)
+        return False  # (its room is the other's, not its wrapped text's)
+
+    def heightForWidth(self, _width: int) -> int:  # noqa: N802 (Qt API)
+        return -1
