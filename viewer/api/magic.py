@@ -72,15 +72,37 @@ def run_cell(ipython, cell: str) -> Any:
     """Run ``cell`` in the notebook's namespace (IPython syntax too); the value of its
     last line when that is an expression (what a plain cell would display)."""
     code = ipython.transform_cell(cell)
-    tree = ast.parse(code)
+    name = cell_file_name(ipython, cell, code)
+    tree = ast.parse(code, name)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
     namespace = ipython.user_ns
-    exec(compile(tree, "<%%vramscope cell>", "exec"), namespace)  # noqa: S102 - the user's cell
+    exec(compile(tree, name, "exec"), namespace)  # noqa: S102 - the user's cell
     if last is not None:
-        return eval(compile(last, "<%%vramscope cell>", "eval"), namespace)  # noqa: S307
+        return eval(compile(last, name, "eval"), namespace)  # noqa: S307
     return None
+
+
+def cell_file_name(ipython, cell: str, code: str) -> str:
+    """The file name the cell's frames carry, its lines in :mod:`linecache` (tracebacks
+    show them).  A ``.py`` name, as the Jupyter kernel gives its cells: the recording's
+    stacks then name the cell's line as the program's own code (what advise's "where"
+    and the top sites point at), never this module's ``exec``."""
+    import linecache
+
+    count = getattr(ipython, "execution_count", 0)
+    name = ""
+    get = getattr(getattr(ipython, "compile", None), "get_code_name", None)
+    if get is not None:
+        try:
+            name = str(get(cell, code, count))
+        except Exception:  # another IPython's signature: a name of our own below
+            name = ""
+    if not name.endswith(".py"):
+        name = f"vramscope_cell_{count}.py"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    return name
 
 
 def vramscope_cell(line: str, cell: str) -> Any:
