@@ -115,6 +115,9 @@ def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
     scope = window.header.scope.text()
     assert "3 devices summed (0, 1, 2)" in scope and "as recorded" in scope
     assert "event" not in scope  # (no one device's event number for a sum)
+    window.tabs.setCurrentWidget(window.calltree)  # (built while shown)
+    settle(qtbot)
+    assert window.calltree.caption.text().startswith("every device, as recorded: ")
     # the What it is line is one device's breakdown: it says whose
     split = window.categories_wiring.header_split
     qtbot.waitUntil(window.categories_wiring.settled, timeout=60000)
@@ -134,6 +137,9 @@ def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
     assert window.header.stats == memory_stats(window.view_doc.snap, Selection(device=1))
     assert "device 1" in window.header.scope.text()
     assert f"after event {k:,} " in window.header.scope.text()
+    window.tabs.setCurrentWidget(window.calltree)
+    settle(qtbot)
+    assert window.calltree.caption.text().startswith(f"device 1, at the cursor (event {k:,})")
 
 
 def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):

@@ -233,8 +233,11 @@ class ViewState:
         sel = self.selection if selection is None else selection
         if sel.device is not None or self.host_shown:
             return False
-        return sum(1 for _, d in self.device_choices()
-                   if d is not None and d != HOST_DEVICE) > 1
+        return len(self.gpu_devices()) > 1
+
+    def gpu_devices(self) -> list[int]:
+        """The file's GPUs with segments (the device selector's, less all and host)."""
+        return [d for _, d in self.device_choices() if d is not None and d != HOST_DEVICE]
 
     def set_selection(self, selection: Selection) -> bool:
         """Returns whether the cursor moved: to another device's trace, or (several
@@ -485,11 +488,15 @@ class ViewState:
         doc, dev = self.view_doc, self.cursor_device
         if doc is None:
             return None
+        # (with several GPUs the event numbers are one device's: the caption names it)
+        who = f"device {dev}, " if len(self.gpu_devices()) > 1 and dev is not None else ""
         if peak_k is not None and dev is not None and self.doc is not None:
             doc = self.doc.at(dev, peak_k)
-            caption = f"at the peak of allocated (event {peak_k:,})"
+            caption = f"{who}at the peak of allocated (event {peak_k:,})"
+        elif dev is not None and self.spans_devices():
+            caption = "every device, as recorded"
         elif dev is not None:
-            caption = f"at the cursor (event {self.cursor_k:,})"
+            caption = f"{who}at the cursor (event {self.cursor_k:,})"
         else:
             caption = "as recorded"
         snap = doc.snap
