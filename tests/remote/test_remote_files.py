@@ -289,9 +289,27 @@ def test_the_cli_reads_a_remote_file_as_the_local_one(ssh_env):
         assert remote_ == json.dumps(run(command, str(GPT2)), sort_keys=True), command
 
 
+def test_the_python_api_opens_a_remote_file_as_the_cli(ssh_env):
+    """``vramscope.open("ssh://...")``: the recording streamed through ssh, answering what
+    ``vramscope summary ssh://... --json`` answers."""
+    import json
+
+    import vramscope
+
+    RAN.append("api")
+    url = f"{ssh_env.host_url}{GPT2}"
+    env = {**os.environ, "VRAMSCOPE_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", url, "--json"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    rec = vramscope.open(url)
+    assert isinstance(rec, vramscope.Recording) and rec.path == url
+    assert rec.summary().to_dict() == json.loads(out.stdout)
+
+
 def test_the_sshd_tests_ran():
     """Counts the tests above that reached a real server: a silent skip shows here."""
     if sshd_binary() is None and not os.environ.get("CI"):
         pytest.skip("sshd is not installed")
-    expected = {"open", "cache", "cancel", "errors", "gui-cli", "gui", "cli"}
+    expected = {"open", "cache", "cancel", "errors", "gui-cli", "gui", "cli", "api"}
     assert expected <= set(RAN), f"ssh:// tests that did not run: {expected - set(RAN)}"
