@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QS
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
-from ...model.remedies.advise import format_peak, peak_words, split_lines
+from ...model.remedies.advise import batch_not_judged_words, format_peak, peak_words, split_lines
 from ...model.remedies.batch_scale import RANGE_WHAT, near_limit_words, range_words
 from ..widgets import theme
 from ..widgets.category_colors import color as category_color
@@ -391,6 +391,10 @@ class DiagnosisPanel(JobPanel):
                                    + (f" ({est[2:]})" if est else "") + near
                                    + " &mdash; type the recorded batch size above for the "
                                      "answer in samples")
+        elif a.batch_not_judged is not None:
+            words = batch_not_judged_words(a)
+            self.fit_label.setText((words[:1].upper() + words[1:]).replace("&", "&amp;")
+                                   .replace("<", "&lt;"))
         elif near:
             self.fit_label.setText(f"No batch fits {fb(a.memory_limit_bytes)} with room to "
                                    f"spare{near}")

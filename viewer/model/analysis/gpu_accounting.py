@@ -382,6 +382,50 @@ def at_oom(snap: Snapshot, device: int, device_free: int) -> GpuAccounting | Non
     return acc if acc.known else None
 
 
+def run_need_bytes(snap: Snapshot, device: int, acc: GpuAccounting, at_least: int) -> int:
+    """What the program needs of a device to run through: its peak reserved (the
+    recording's counter, ``reserved_bytes.all.peak``, when the sidecar's is of ``device``;
+    never less than ``at_least``, what the failed moment needed) plus this process's
+    memory outside the allocator (CUDA context, libraries), as the sidecar recorded it."""
+    side = snap.sidecar if isinstance(snap.sidecar, Mapping) else {}
+    stats = side.get("memory_stats") if side.get("device") in (None, device) else None
+    peak = stats.get("reserved_bytes.all.peak") if isinstance(stats, Mapping) else None
+    need = max(peak if isinstance(peak, int) and _is_int(peak) else 0, int(at_least))
+    return need + max(acc.outside_allocator_bytes or 0, 0)
+
+
+def other_device(snap: Snapshot, need: int) -> dict[str, Any] | None:
+    """The freest other device in the sidecar's list of every NVML device (``devices``,
+    free memory taken with the dump's), and whether ``need`` bytes fitted on it; None
+    where the capture recorded no such list.  ``index`` is NVML's (nvidia-smi's) number,
+    the one ``CUDA_VISIBLE_DEVICES`` takes in PCI bus order.  ``words``: the one phrase
+    the verdict and advise say."""
+    side = snap.sidecar if isinstance(snap.sidecar, Mapping) else {}
+    g = side.get(SIDECAR_KEY)
+    if not isinstance(g, Mapping) or not isinstance(g.get("devices"), list):
+        return None
+    devices, mine, nv = g["devices"], g.get("uuid"), g.get("nvml_device")
+    own_index = nv.get("index") if isinstance(nv, Mapping) else None
+    others = [d for d in devices if isinstance(d, Mapping) and _is_int(d.get("index"))
+              and _is_int(d.get("free_bytes")) and not d.get("this_device")
+              and not (mine and d.get("uuid") == mine) and d.get("index") != own_index]
+    if not others:
+        return {"index": None, "name": None, "uuid": None, "free_bytes": None,
+                "need_bytes": need, "fits": False,
+                "words": f"no other device had room for the run's {fb(need)} (NVML lists "
+                         "no other device)"}
+    best = max(others, key=lambda d: (d["free_bytes"], -d["index"]))
+    index, free = int(best["index"]), int(best["free_bytes"])
+    name = best.get("name") if isinstance(best.get("name"), str) else None
+    label = f"device {index}" + (f" ({name})" if name else "")
+    fits = free >= need
+    words = (f"{label} has {fb(free)} free: CUDA_VISIBLE_DEVICES={index}" if fits else
+             f"no other device had room for the run's {fb(need)} (the freest, {label}, had "
+             f"{fb(free)} free)")
+    return {"index": index, "name": name, "uuid": best.get("uuid"), "free_bytes": free,
+            "need_bytes": need, "fits": fits, "words": words}
+
+
 def _command(p: Mapping[str, Any]) -> str | None:
     for key in ("cmdline", "name"):
         v = p.get(key)

@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from .figures import Selection, fit_request, memory_stats
-from .gpu_accounting import SIDECAR_KEY, at_oom, from_record, shortfall
+from .gpu_accounting import (
+    SIDECAR_KEY, at_oom, from_record, other_device, run_need_bytes, shortfall,
+)
 from ..replay.integrity import Untrusted, check, untrusted_at
 from ..core.snapshot import Action, BlockState, Snapshot
 from ..core.units import format_bytes as fb, plural
@@ -76,6 +78,9 @@ class OomReport:
     # the allocator) and the request would have fitted without them:
     # GpuShortfall.to_dict() (who, their bytes, what the allocator could have had).
     gpu_shortfall: dict | None = None
+    # There: the freest other device and whether the run fits on it
+    # (:func:`.gpu_accounting.other_device`), where the capture listed every device.
+    other_device: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,16 +146,19 @@ def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
     if free >= report.new_segment_bytes:
         return report  # the process was at its limit; the device was not full
     short = shortfall(acc, free, report.new_segment_bytes)
+    elsewhere = other_device(snap, run_need_bytes(
+        snap, report.device, acc, report.reserved_bytes + report.new_segment_bytes))
+    there = f"; {elsewhere['words']}" if elsewhere is not None else ""
     if short is not None:
-        return replace(report, verdict=f"{short.words()}; within the "
+        return replace(report, verdict=f"{short.words()}{there}; within the "
                                        f"{fb(short.could_have_bytes)}: {report.verdict}",
-                       gpu_shortfall=short.to_dict())
+                       gpu_shortfall=short.to_dict(), other_device=elsewhere)
     verdict = f"{report.verdict}; the GPU had too little left: {acc.holders_phrase()}"
     others = acc.others_bytes + max(acc.outside_allocator_bytes or 0, 0)
     if others:
         verdict += (f"; without them {fb(free + others)} would have been free, still less "
                     f"than the new {fb(report.new_segment_bytes)} segment")
-    return replace(report, verdict=verdict)
+    return replace(report, verdict=verdict + there, other_device=elsewhere)
 
 
 def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":
@@ -268,6 +276,8 @@ class OutsideOom:
     reserved_bytes: int | None  # PyTorch's allocator on that device then
     allocated_bytes: int | None
     verdict: str  # one line, for people: what failed, the GPU's free memory, who held it
+    # The freest other device and whether the run fits on it (gpu_accounting.other_device)
+    other_device: dict | None = None
 
     @property
     def where(self) -> str | None:
@@ -333,10 +343,14 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
     else:
         why = acc.reason if acc is not None else "its sidecar has no record of the whole GPU"
         parts.append(f"the GPU's free memory is not known ({why})")
+    elsewhere = other_device(snap, run_need_bytes(snap, acc.device, acc, acc.reserved_bytes)) \
+        if acc is not None and acc.known and acc.device is not None else None
+    if elsewhere is not None:
+        parts.append(elsewhere["words"])
     stack = tuple(str(f) for f in o.get("stack") or () if isinstance(f, str))
     return OutsideOom(library, error, o.get("exception_type") if isinstance(
         o.get("exception_type"), str) else None, stack, device, free, reserved, allocated,
-        "; ".join(parts))
+        "; ".join(parts), elsewhere)
 
 
 def releasable_bytes(snap: Snapshot, device: int) -> int:

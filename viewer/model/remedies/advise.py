@@ -182,6 +182,8 @@ class Advice:
     batch_workspaces: int = 0
     # The largest batch's margin to the limit and the batch after it (None: no limit).
     near_limit: batch_scale.SafeAnswer | None = None
+    # Why no batch is judged to fit though a limit is known (an OOM outside the allocator).
+    batch_not_judged: str | None = None
     # "at the OOM" / "at the peak": the instant split_at_peak describes (its "event").
     moment: str = "at the peak"
     # The recorded run ran out of memory by fragmentation: remedies lead with settings.
@@ -231,6 +233,7 @@ class Advice:
             "recorded_batch": self.recorded_batch,
             "largest_scale_that_fits": self.largest_scale_that_fits,
             "largest_batch_that_fits": self.largest_batch_that_fits,
+            "batch_not_judged": self.batch_not_judged,
             "search_capped": self.search_capped,
             "largest_batch_is_estimate": self.largest_batch_is_estimate,
             "batch_workspace_allocations": self.batch_workspaces,
@@ -569,8 +572,12 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
     # -- smaller batch (simulated) ---------------------------------------------------
     progress.update("search", 0.0)
     sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
+    outside = outside_oom(snap) if recorded.first_oom is None else None
+    if outside is not None and outside.device not in (None, case.device):
+        outside = None
+    unjudged = _batch_not_judged(outside, lim) if limit is None else None
     search = batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub) \
-        if lim is not None else None
+        if lim is not None and unjudged is None else None
     # The safe answer: below the point answer while its uncertainty reaches the limit.
     near = batch_scale.safe_answer(case, j, search, None, batch, 0.01, sub) \
         if search is not None else None
@@ -841,9 +848,6 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
                                  r.predicted_peak_reserved_bytes, r.method != SIMULATED))
     progress.update("search", 1.0)
     held = _held_by_others(case, recorded)
-    outside = outside_oom(snap) if recorded.first_oom is None else None
-    if outside is not None and outside.device not in (None, case.device):
-        outside = None
     freed = _free_the_gpu(case, peak, held, outside)
     cache = _return_the_cache(case, peak, outside)
     if freed is not None or cache is not None:
@@ -881,7 +885,22 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
         search_capped=bool(search and search.capped and near is not None
                            and not near.stepped_down),
         batch_workspaces=int(j.uncertain_workspace.sum()), near_limit=near,
+        batch_not_judged=unjudged,
         sharding=sharding.to_dict() if sharding is not None else None)
+
+
+def _batch_not_judged(outside, lim: int | None) -> str | None:
+    """Why no batch is judged to fit, after an OOM outside the allocator: the limit then
+    is what the allocator held plus the GPU's free memory, which the recorded batch stayed
+    within and still died of the library's allocation (whose size the recording does not
+    hold); None otherwise."""
+    if outside is None or lim is None:
+        return None
+    free = f", {fb(outside.device_free_bytes)} free on the GPU" \
+        if outside.device_free_bytes is not None else ""
+    return (f"the run died outside PyTorch's allocator ({outside.library}{free}): the "
+            f"{fb(lim)} limit counts the allocator alone, within which the recorded batch "
+            "stayed and still failed, so no batch is judged to fit it")
 
 
 def _held_by_others(case: Case, recorded):
@@ -916,6 +935,13 @@ def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
     else:
         return None
     dev = f"device {case.device}"
+    # The freest other device, said as the verdict says it (where every device was listed).
+    od = (held if held is not None else outside).other_device
+    move = (f"or run on another device: {od['words']}" if od is not None and od["fits"] else
+            f"{od['words']}" if od is not None else
+            "or run on a device with room: `CUDA_VISIBLE_DEVICES=N` (`nvidia-smi` lists "
+            "each device's free memory)")
+    pick = ", or pick a freer device" if od is None or od["fits"] else ""
     if holders:
         named = [f"pid {h['pid']}" + (f" `{h['command']}`" if h.get("command") else "")
                  for h in holders[:3]]
@@ -926,15 +952,15 @@ def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
             who = (", ".join(f"{n} ({fb(h['used_bytes'])})" for n, h in zip(named, holders))
                    + f"{more}, which hold {fb(freed)} of {dev}")
         title = (f"Free or move the other process{'es' if len(holders) > 1 else ''} on "
-                 f"{dev}, or pick a freer device")
-        change = (f"stop or move {who}; or run on a device with room: "
-                  "`CUDA_VISIBLE_DEVICES=N` (`nvidia-smi` lists each device's free memory)")
+                 f"{dev}{pick}")
+        change = f"stop or move {who}; {move}"
     else:
         title = "Free the memory this process holds outside the allocator"
         change = (f"{fb(freed)} of {dev} is held outside PyTorch's allocator by this process "
                   "(CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers, other libraries): "
-                  "free what it no longer needs, or run on a device with more room "
-                  "(`CUDA_VISIBLE_DEVICES=N`)")
+                  "free what it no longer needs"
+                  + (f"; {move}" if od is not None else
+                     ", or run on a device with more room (`CUDA_VISIBLE_DEVICES=N`)"))
     fits = peak <= limit if limit is not None else None
     detail = ("not simulated: the program's own peak reserved is unchanged; "
               + (f"the allocator could have had {fb(limit)} with that memory free, "
@@ -1023,6 +1049,12 @@ def split_lines(advice: Advice) -> list[str]:
     return out
 
 
+def batch_not_judged_words(a: Advice) -> str:
+    """The batch line when no batch is judged (:attr:`Advice.batch_not_judged`): the
+    CLI's and the Diagnosis panel's words."""
+    return f"largest batch that fits: not judged: {a.batch_not_judged}"
+
+
 def format_text(advice: Advice) -> str:
     """The CLI's text: verdict, split at the peak, ranked remedies, largest fitting batch."""
     a = advice
@@ -1045,6 +1077,8 @@ def format_text(advice: Advice) -> str:
         else:
             lines.append(f"largest batch scale that fits: {a.largest_scale_that_fits:.3g}{more} "
                          f"(pass --batch N for a batch size{est}){near}")
+    elif a.batch_not_judged is not None:
+        lines.append(batch_not_judged_words(a))
     elif a.near_limit is not None and a.near_limit.search.scale is not None:
         lines.append("no batch size fits with room to spare; "
                      + batch_scale.near_limit_words(a.near_limit))

@@ -102,7 +102,16 @@ class Case:
 
     @property
     def recorded_peak(self) -> int:
-        """Peak reserved of the recorded run (the model's, equal to the recording's)."""
+        """Peak reserved of the recorded run: the recording's own counter (the sidecar's
+        ``reserved_bytes.all.peak`` of this device), else the model's.  The model runs
+        under one constant limit, the one at the OOM; where the GPU had more room earlier
+        (another process took it meanwhile) the recorded run reserved more than that
+        limit, which the model, stopped at the limit, cannot show."""
+        side = self.snap.sidecar or {}
+        stats = side.get("memory_stats") if side.get("device") in (None, self.device) else None
+        counter = stats.get("reserved_bytes.all.peak") if isinstance(stats, dict) else None
+        if isinstance(counter, int) and not isinstance(counter, bool) and counter > 0:
+            return counter
         return self.recorded_run().peak_reserved_until_oom
 
     def with_requests(self, requests: Requests) -> "Case":
