@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...model.categories import Leak
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ..widgets import theme
 from ..widgets.category_colors import ACCENT
 
@@ -121,7 +121,7 @@ class LeaksView(QWidget):
             self.table.selectRow(0)
         else:
             judged = (f" in {iterations}" if isinstance(iterations, str) else
-                      f" in {iterations} iterations") if iterations else ""
+                      f" in {plural(iterations, 'iteration')}") if iterations else ""
             self.caption.setText(f"No leak{judged}: nothing a line allocates survives "
                                  "iteration after iteration.")
             self._draw(None)

@@ -47,7 +47,7 @@ from ...model.reports.diff import (
 )
 from ...model.view.document import Document
 from ...model.view.view_state import HIGHLIGHT_DIFF_NODE, HIGHLIGHT_DIFF_ROW
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ..widgets.loader import LoadThread
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..segment_map import SegmentMapView
@@ -417,7 +417,8 @@ class DiffWindow(QMainWindow):
         self.header.set_diff(d, a.name, b.name)
         n = {s: len(d.by_status(s)) for s in (STATUS_ADDED, STATUS_REMOVED, STATUS_CHANGED)}
         self.counts.setText(
-            f"{len(d.stacks):,} stacks: <span style='color:{GROWTH_RED}'>{n[STATUS_ADDED]} added"
+            f"{plural(len(d.stacks), 'stack')}: "
+            f"<span style='color:{GROWTH_RED}'>{n[STATUS_ADDED]} added"
             f"</span>, <span style='color:{SHRINK_GREEN}'>{n[STATUS_REMOVED]} removed</span>, "
             f"{n[STATUS_CHANGED]} changed · live bytes {signed_bytes(d.delta('active_bytes'))}")
         self._fill_stacks()
@@ -527,8 +528,8 @@ class DiffWindow(QMainWindow):
         doc = self.doc_b if side_b else self.doc_a
         stacks = s.stacks_b if side_b else s.stacks_a
         stack = max(stacks) if stacks else -1
-        facts = (f"<b>{s.status}</b> · {format_bytes(s.bytes_a)} in {s.count_a} blocks → "
-                 f"{format_bytes(s.bytes_b)} in {s.count_b} blocks · "
+        facts = (f"<b>{s.status}</b> · {format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} → "
+                 f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')} · "
                  f"<b style='color:{(delta_color(s.delta) or QColor('black')).name()}'>"
                  f"{signed_bytes(s.delta)}</b><br>stack as recorded in {'B' if side_b else 'A'}")
         self.stack_panel.set_document(doc)

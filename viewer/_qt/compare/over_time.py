@@ -41,7 +41,7 @@ from ...model.categories import MemoryBreakdown
 from ...model.core import frames as fr
 from ...model.core.errors import SnapshotError
 from ...model.core.progress import Progress
-from ...model.core.units import format_bytes
+from ...model.core.units import format_bytes, plural
 from ...model.reports import aligned
 from ...model.reports.diff import signed_bytes
 from ...model.view.document import Document
@@ -640,8 +640,10 @@ class OverTimePane(QWidget):
             tip = [f"A: {pa}:{ka[1]} in {ka[2]}" if pa else "A: not at A's peak",
                    f"B: {pb}:{kb[1]} in {kb[2]}" if pb else "B: not at B's peak"]
             item.setToolTip(0, "\n".join(tip))
-            item.setToolTip(2, f"{s.a_bytes:,} bytes in {s.a_count:,} allocations at A's peak")
-            item.setToolTip(3, f"{s.b_bytes:,} bytes in {s.b_count:,} allocations at B's peak")
+            item.setToolTip(2, f"{s.a_bytes:,} bytes in "
+                               f"{plural(s.a_count, 'allocation')} at A's peak")
+            item.setToolTip(3, f"{s.b_bytes:,} bytes in "
+                               f"{plural(s.b_count, 'allocation')} at B's peak")
             item.setToolTip(4, f"{s.delta:+,} bytes (sorts by the size of the change, "
                                "then by the bytes)")
             items.append(item)

@@ -35,7 +35,7 @@ from ...model.view.document import Document, pool_label, stream_label
 from ...model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
 from ...model.view.view_state import ViewState
 from ...model.core.snapshot import BlockState
-from ...model.core.units import format_address, format_bytes
+from ...model.core.units import format_address, format_bytes, plural
 from ..widgets import theme
 from ..widgets.plotting import place_text_items, short_bytes
 from ..widgets.png import save_png
@@ -318,7 +318,8 @@ class SegmentMapView(QWidget):
             self._request_label.hide()
             self._largest_label.hide()
         n_small = int(segs.is_small[layout.seg_rows].sum()) if layout.n_rows else 0
-        self.caption.setText(f"{layout.n_rows} segments ({n_small} small), {len(layout)} blocks")
+        self.caption.setText(f"{plural(layout.n_rows, 'segment')} ({n_small} small), "
+            f"{plural(len(layout), 'block')}")
         self.update_legend()
         self._hover = -1
         maxs = self._span()

@@ -25,7 +25,7 @@ from ..analysis.focus import default_device, devices_of, peak_reserved_by_device
 from ..categories import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES
 from ..core.progress import Progress
 from ..core.snapshot import Action
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 from ..remedies.advise import peak_text, peak_words
 
 
@@ -277,7 +277,7 @@ def _device_overview(parts: ReportParts) -> list[str]:
     if len(every) < 2:
         return []
     left = [d for d in every if d not in covered]
-    out = [f'<p class="devices">This file has {len(every)} devices '
+    out = [f'<p class="devices">This file has {plural(len(every), "device")} '
            f'({", ".join(str(d) for d in every)}); this report covers '
            + ("all of them, one section each"
               + (f", device {covered[0]} first (it ran out of memory)"
