@@ -53,10 +53,11 @@ class _State:
     # One dump at a time: a signal arriving during a dump must not start another.
     dump_lock = threading.Lock()
     # The exception hooks installed while a recorder is active (see _install_hooks), and
-    # the exceptions an OOM dump was already written for (strong references: few, and
-    # exceptions cannot be weakly referenced).
+    # the exceptions an OOM dump was already written for, by identity: a reference would
+    # keep their tracebacks' frames, and the tensors those hold, alive in a program that
+    # catches the error and goes on.
     hooks: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
-    handled: list[BaseException] = []
+    handled: list[tuple[int, int]] = []
 
 
 def active_recorder() -> "Recorder | None":
@@ -402,13 +403,14 @@ class Recorder:
             found = None
         if found is None:
             return None
+        key = (id(exc), id(exc.__traceback__))
         with _State.lock:
-            if any(e is exc for e in _State.handled):
+            if key in _State.handled:
                 return None  # dumped already: by the with block, then the exception hook
             if self._oom_dumps >= self.max_oom_dumps:
                 return None
             self._oom_dumps += 1
-            _State.handled[:] = [*_State.handled[-7:], exc]
+            _State.handled[:] = [*_State.handled[-7:], key]
         messages.info(f"the program died of an out-of-memory error outside PyTorch's "
                       f"allocator ({found['library']}): {found['error'][:200]}")
         path = self._dump("oom", extra={"outside_allocator_oom": found,

@@ -247,6 +247,9 @@ START_SCRIPT = textwrap.dedent(
     elif sys.argv[1] == "stopped":
         vc.stop()
         backward()
+    elif sys.argv[1] == "nested":
+        with vc.record(out=sys.argv[2], dump_on_exit=False):
+            backward()
     else:
         backward()
     """
@@ -288,3 +291,35 @@ def test_after_stop_an_uncaught_error_writes_nothing(tmp_path):
     r, out = _start_script(tmp_path, "stopped")
     assert r.returncode == 1 and f"program's hook: RuntimeError {CUBLAS}" in r.stderr
     assert snapshots(out, "oom") == []
+
+
+def test_the_with_block_s_dump_is_not_written_again_by_the_hook(tmp_path):
+    """A with block inside a start() recording: its exit dumps the error; the hook, still
+    installed for the outer recorder, sees the same exception and writes nothing more."""
+    r, out = _start_script(tmp_path, "nested")
+    assert r.returncode == 1, r.stderr
+    assert len(snapshots(out, "oom")) == 1 and r.stderr.count("wrote ") == 1, r.stderr
+
+
+def test_a_caught_error_s_frames_are_not_kept_alive(tmp_path, gpu):
+    """A program that catches the library's error and goes on gets its memory back: the
+    capture keeps no reference to the exception (whose frames hold its tensors)."""
+    import gc
+    import weakref
+
+    class Tensor:
+        pass
+
+    def step():
+        held = Tensor()
+        seen.append(weakref.ref(held))
+        gpu.library_call(CUBLAS)
+
+    seen: list = []
+    try:
+        with record(out=tmp_path):
+            step()
+    except RuntimeError:
+        pass
+    gc.collect()
+    assert len(snapshots(tmp_path, "oom")) == 1 and seen[0]() is None
