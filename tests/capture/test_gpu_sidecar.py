@@ -215,14 +215,16 @@ def test_the_oom_verdict_names_who_held_the_full_gpu(fake, nvml, tmp_path):
     snap = load_snapshot(rec.last_oom_path, use_cache=False)
     timeline, prepared = summary_timeline(snap)
     s = summarize(snap, timeline, prepared=prepared)
-    # Without the other process the 2 GiB segment would have fitted: it comes first.
+    # Without the other process the 2 GiB segment would have fitted: it comes first; then
+    # the freest other device NVML listed, where the run's 5.49 GiB would have fitted.
     assert s["oom"]["verdict"] == (
         "the GPU was full because of another process: pid 4121 `python train_old.py` holds "
         "19.50 GiB, this process 500.00 MiB outside the allocator, 1.01 GiB unexplained, "
         "2.00 MiB free; the allocator could have had 3.00 GiB (3.00 GiB reserved + 2.00 MiB "
         "free), and without pid 4121 its new 2.00 GiB segment would have fitted (19.50 GiB "
-        "free); within the 3.00 GiB: capacity: every segment is full and the GPU has too "
-        "little free memory (2.00 MiB free on the device, a new segment needs 2.00 GiB)")
+        "free); device 0 (NVIDIA H200) has 131.20 GiB free: CUDA_VISIBLE_DEVICES=0; within "
+        "the 3.00 GiB: capacity: every segment is full and the GPU has too little free "
+        "memory (2.00 MiB free on the device, a new segment needs 2.00 GiB)")
     acc = s["gpu_accounting"]
     assert acc["known"] and acc["total_bytes"] == TOTAL
     assert sum(r["bytes"] for r in acc["rows"]) == TOTAL
