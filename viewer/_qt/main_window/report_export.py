@@ -62,23 +62,12 @@ def pending(window) -> str:
     load, what the memory is (off the GUI thread after the window opens)."""
     if window.is_loading():
         return "Loading the file"
+    # Settled, not the build's thread ended: its result reaches the GUI thread queued,
+    # after the thread has finished, and only then is it drawn.
     wiring = getattr(window, "categories_wiring", None)
-    thread = wiring.panel.thread if wiring is not None else None
-    if thread is not None and not thread.isFinished():
+    if wiring is not None and not wiring.settled():
         return "Computing what the memory is"
     return ""
-
-
-def _drawn(window) -> bool:
-    """Nothing is computed any more and what the memory is, if built, is drawn (its
-    result comes to the GUI thread queued, after its thread has ended)."""
-    if pending(window):
-        return False
-    wiring = getattr(window, "categories_wiring", None)
-    if wiring is None or wiring.panel.thread is None:
-        return True
-    bd = wiring.cv.bd
-    return bd is not None and bd.device == window.cursor_device
 
 
 def shown_device(window) -> int | None:
@@ -227,12 +216,11 @@ class ReportExport(QObject):
         self.dialog.canceled.connect(self.cancel)
         self.timer = QTimer(self, interval=POLL_MS)
         self.timer.timeout.connect(self._poll)
-        self._settled = False
 
     def start(self) -> None:
         """Begin: at once when what the page shows is drawn, else once it is (polled;
         the GUI thread keeps running meanwhile)."""
-        if _drawn(self.window):
+        if not pending(self.window):
             self._begin()
             return
         what = pending(self.window)
@@ -249,10 +237,6 @@ class ReportExport(QObject):
         what = pending(self.window)
         if what:
             self.dialog.setLabelText(f"{what}…")
-            self._settled = False
-            return
-        if not self._settled and not _drawn(self.window):  # (its result, queued here)
-            self._settled = True
             return
         self.timer.stop()
         if self.window.doc is None:
