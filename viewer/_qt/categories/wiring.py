@@ -28,6 +28,7 @@ from ..timeline.constants import CURVES
 from ..timeline.phase_bands import PhaseBands
 from ..widgets import settings as st
 from ..widgets import theme
+from ...model.categories.breakdown import split_total
 from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ..widgets.category_colors import LEAK, color, rgba_table, swatch_html
 from .panel import CategoriesPanel
@@ -88,11 +89,9 @@ class HeaderSplit(QWidget):
             self.text.setText("")
             return
         self.bar.set_split(split, guessed, caption)
-        total = sum(self.split.values())
         # The total first: a long split (sharded training has ten categories) is cut at
         # the window's edge, and the total is what the split adds up to.
-        self.text.setText((f"{scope}: " if scope else "") + f"{format_bytes(total)}"
-                          + (f" ({format_bytes(guessed)} guessed)" if guessed else "")
+        self.text.setText((f"{scope}: " if scope else "") + split_total(self.split, guessed)
                           + (f" · leak: {format_bytes(leaked)}" if leaked else "")
                           + f" = {format_split(self.split)}")
         self.text.setToolTip(self.bar.toolTip())
