@@ -45,7 +45,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(glue_values(argv))
+    argv = glue_values(argv)
+    args = parser().parse_args(argv)
+    if args.file.startswith("ssh://"):  # run where the file is when vramscope is there
+        from .remote_run import answered_there
+
+        code = answered_there("advise", args, argv)
+        if code is not None:
+            return code
     # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
     with TerminalProgress("vramscope advise") as tp:
         case = load_case(args, tp)

@@ -76,6 +76,12 @@ def main(argv: list[str]) -> int:
         print("vramscope: error: --jobs and --scheduler need a directory of per-rank "
               "snapshots, not a file", file=sys.stderr)
         return 2
+    if remote:  # run where the file is when vramscope is there: only the answer travels
+        from .remote_run import answered_there
+
+        code = answered_there("summary", args, argv)
+        if code is not None:
+            return code
     key = None
     if not remote and result_cache.enabled(args.no_cache):
         # The path as typed is part of the output ("file"), so part of the key.

@@ -195,6 +195,12 @@ def main(argv: list[str]) -> int:
     except BadConf as exc:
         print(f"vramscope: error: --conf {exc.conf!r}: {exc.error}", file=sys.stderr)
         return 2
+    if args.file.startswith("ssh://"):  # run where the file is when vramscope is there
+        from .remote_run import answered_there
+
+        code = answered_there("whatif", args, glue_values(argv))
+        if code is not None:
+            return code
     # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.
     with TerminalProgress("vramscope whatif") as tp:
         case = load_case(args, tp)

@@ -51,12 +51,13 @@ def add_recent_url(url: str) -> list[str]:
 class RemoteLoadThread(LoadThread):
     """A :class:`LoadThread` whose bytes come through ssh (no preload, no deferred store)."""
 
-    bytesRead = Signal(int, int)  # done, total
+    bytesRead = Signal(int, int, int)  # file bytes done, file size, bytes on the wire
 
     def work(self) -> Document:  # worker thread
         progress = Progress(self._emit_progress, self.cancel_event)
         snap = load_remote(self.path, progress,
-                           on_bytes=lambda done, total: self.bytesRead.emit(done, total))
+                           on_bytes=lambda done, total, wire: self.bytesRead.emit(
+                               done, total, wire))
         if self.cancel_event.is_set():
             raise LoadCancelled()
         return Document.build(snap, Progress(self._emit_progress, self.cancel_event))
@@ -68,10 +69,12 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
     def make_loader(path: str, parent: MainWindow) -> RemoteLoadThread:
         t = RemoteLoadThread(path, parent)
 
-        def shown(done: int, total: int) -> None:
+        def shown(done: int, total: int, wire: int) -> None:
             if window.loader is t:
+                # Compressed on the wire: what crossed it, beside the file's bytes.
+                moved = f" ({format_bytes(wire)} on the wire)" if wire != done else ""
                 window.statusBar().showMessage(
-                    f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}")
+                    f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}{moved}")
 
         t.bytesRead.connect(shown)
         window.loadFinished.connect(finished)

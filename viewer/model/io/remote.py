@@ -5,10 +5,19 @@ byte comes through an ``ssh`` subprocess (the user's keys, agent, ``~/.ssh/confi
 jump hosts), never through an SSH implementation of ours.  Two commands run there::
 
     stat -L -c %s:%Y:%F -- PATH && head -c 16777216 -- SIDECAR.json 2>/dev/null
-    cat -- PATH
+    sh -c 'p=PATH; ...; exec xz -T0 -1 -c -- "$p"'     (or zstd, gzip, cat)
 
 the first gives the size (the progress bar), the mtime (the cache key), the type and
-the capture's JSON sidecar beside the file, if any; the second streams the bytes.
+the capture's JSON sidecar beside the file, if any; the second streams the bytes,
+compressed on the wire by the first of zstd, xz and gzip that the remote ``sh`` finds
+(``command -v``) and this side can decode (zstd only with a Python zstd module here);
+a file that is already compressed (magic bytes read there with ``head -c``) and a host
+without any of them send the file as it is (``cat``).  The stream is decompressed here
+as it arrives, so the file's bytes reach the parser exactly as a local read's would.
+``VRAMSCOPE_REMOTE_COMPRESS`` narrows the choice (``xz,gzip``; ``none``: never).
+
+:func:`run_there` runs a vramscope command on the remote host instead, when vramscope
+of this very version is installed there, and brings back only its output.
 
 ``PATH`` is quoted with :func:`shlex.quote` (``ssh://host/~/x`` is ``~/x``, relative
 to the remote home).  The bytes go through :func:`.load.load_bytes`, the same safe
@@ -26,13 +35,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
 import select
 import shlex
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..core.errors import LoadCancelled, SnapshotError
 from ..core.progress import Progress, ProgressCallback
@@ -51,7 +62,22 @@ SIDECAR_MAX_BYTES = 16 << 20
 #: ssh's own failures (cannot connect, refused, ...) exit with this code.
 SSH_FAILED = 255
 
-BytesCallback = Callable[[int, int], None]  # (bytes read, total)
+#: (file bytes received, file size, bytes that crossed the wire: fewer when compressed)
+BytesCallback = Callable[[int, int, int], None]
+ENV_COMPRESS = "VRAMSCOPE_REMOTE_COMPRESS"
+#: Compressors tried on the remote host, best first: (name, test that it runs, command).
+#: zstd and xz use every core there; level 1-3 keeps a 1 GB pickle ahead of a fast link.
+COMPRESSORS = (
+    ("zstd", "command -v zstd", 'zstd -q -c -3 -T0 -- "$p"'),
+    ("xz", "xz -T0 -1 -c </dev/null", 'xz -T0 -1 -c -- "$p"'),
+    ("gzip", "command -v gzip", 'gzip -1 -c -- "$p"'),
+)
+#: The first bytes of gzip, xz, bz2 and zstd files (hex, as ``od -An -tx1`` prints them):
+#: such a file crosses the wire as it is.
+COMPRESSED_MAGIC = ("1f8b*", "fd377a585a00*", "425a68*", "28b52ffd*")
+#: Exit codes of :func:`run_there`'s script: no vramscope there, another version there.
+NOT_INSTALLED = 97
+OTHER_VERSION = 98
 
 
 class RemoteError(SnapshotError):
@@ -296,16 +322,84 @@ def cache_key(rp: RemotePath, st: RemoteStat) -> str:
     return "ssh-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:36]
 
 
+def _zstd_decompressor() -> Any | None:
+    """A streaming zstd decoder if this Python has a zstd module, else None."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+        return zstd.ZstdDecompressor()
+    except ImportError:
+        pass
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def local_codecs() -> list[str]:
+    """The wire compressions this side can decode, best first (the remote picks among
+    them); narrowed by ``VRAMSCOPE_REMOTE_COMPRESS`` (``none``: raw bytes only)."""
+    names = [name for name, _, _ in COMPRESSORS
+             if name != "zstd" or _zstd_decompressor() is not None]
+    wanted = os.environ.get(ENV_COMPRESS)
+    if wanted is not None:
+        allowed = {w.strip() for w in wanted.split(",")}
+        names = [n for n in names if n in allowed]
+    return names
+
+
+def stream_script(rp: RemotePath, codecs: list[str]) -> str:
+    """The ``sh`` script that sends the file: a first line naming the encoding
+    (``raw`` or a compressor), then the bytes."""
+    lines = [f"p={rp.quoted()}",
+             'm=$(head -c 6 -- "$p" 2>/dev/null | od -An -tx1 | tr -d " \\n")',
+             f'case $m in {"|".join(COMPRESSED_MAGIC)}) printf "raw\\n"; exec cat -- "$p";; esac']
+    for name, probe, command in COMPRESSORS:
+        if name in codecs:
+            lines.append(f'if {probe} >/dev/null 2>&1; then printf "{name}\\n"; '
+                         f"exec {command}; fi")
+    lines.append('printf "raw\\n"; exec cat -- "$p"')
+    return "\n".join(lines)
+
+
+class _WireDecoder:
+    """The stream's encoding undone chunk by chunk (raw: as is)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        if kind == "gzip":
+            self._d: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif kind == "xz":
+            self._d = lzma.LZMADecompressor()
+        elif kind == "zstd":
+            self._d = _zstd_decompressor()
+        else:
+            self._d = None
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._d is None:
+            return chunk
+        try:
+            return self._d.decompress(chunk)
+        except (zlib.error, lzma.LZMAError, ValueError, OSError) as exc:
+            raise RemoteError(f"the {self.kind} stream from the host is corrupt: {exc}"
+                              ) from None
+
+
 def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
           on_bytes: BytesCallback | None = None) -> bytes:
-    """The remote file's bytes, streamed through ``ssh HOST cat -- PATH``.
+    """The remote file's bytes, streamed through ssh (compressed on the wire when the
+    host has a compressor this side can decode, see :func:`stream_script`).
 
-    ``progress`` gets ("read", bytes/size); its cancel event kills ssh at once (even
-    while nothing arrives) and raises :class:`LoadCancelled`.  ``on_bytes(done, size)``
-    is told every chunk.
+    ``progress`` gets ("read", file bytes/size); its cancel event kills ssh at once
+    (even while nothing arrives) and raises :class:`LoadCancelled`.
+    ``on_bytes(done, size, wire)`` is told every chunk: file bytes so far, and the bytes
+    that crossed the wire for them.
     """
     progress = progress or Progress()
-    cmd = rp.host.command(f"cat -- {rp.quoted()}", "-o", "ClearAllForwardings=yes", "-a", "-x")
+    script = stream_script(rp, local_codecs())
+    cmd = rp.host.command(f"sh -c {shlex.quote(script)}", "-o", "ClearAllForwardings=yes",
+                          "-a", "-x")
     err = tempfile.TemporaryFile()
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -315,7 +409,9 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
         raise RemoteError(f"cannot run {cmd[0]!r}: the OpenSSH client is needed "
                           f"(or set {ENV_SSH})") from None
     chunks: list[bytes] = []
-    done = 0
+    done = wire = 0
+    head = b""
+    decoder: _WireDecoder | None = None
     try:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -328,11 +424,29 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
             chunk = os.read(fd, CHUNK)
             if not chunk:
                 break
-            chunks.append(chunk)
-            done += len(chunk)
+            wire += len(chunk)
+            if decoder is None:  # the first line names the encoding
+                head += chunk
+                line, newline, chunk = head.partition(b"\n")
+                if not newline:
+                    if len(head) > 64:
+                        raise RemoteError("unexpected answer from the host's sh")
+                    continue
+                kind = line.decode("ascii", "replace").strip()
+                if kind not in ("raw", *local_codecs()):
+                    raise RemoteError(f"unexpected answer from the host's sh: {kind[:40]!r}")
+                decoder = _WireDecoder(kind)
+            data = decoder.feed(chunk)
+            if not data:
+                continue
+            chunks.append(data)
+            done += len(data)
+            if done > size:  # the file grew, or a stream that is not the file
+                raise RemoteError(f"the file changed while it was read (more than its "
+                                  f"{size} bytes arrived)")
             progress.update("read", done / size if size else 1.0)
             if on_bytes is not None:
-                on_bytes(done, size)
+                on_bytes(done, size, wire)
         code = proc.wait()
         if code != 0:
             err.seek(0)
@@ -348,6 +462,53 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
     if done < size:
         raise RemoteError(f"the transfer ended early ({done} of {size} bytes)")
     return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class RemoteRun:
+    """A command that ran on the remote host: its exit code and output, the file's path
+    as the command there saw it, and the bytes that crossed the wire."""
+
+    code: int
+    stdout: bytes
+    stderr: bytes
+    path_there: str
+    wire: int
+
+
+def run_there(rp: RemotePath, argv: list[str], file_index: int, version: str
+              ) -> RemoteRun | None:
+    """Run ``vramscope ARGV`` on the remote host, ``argv[file_index]`` replaced by the
+    remote file's path, when vramscope ``version`` (exactly this one: another version may
+    answer otherwise) is installed there, as ``vramscope`` or ``python3 -m
+    vramscope.viewer``.  None when it is not, or when ssh itself failed: the caller then
+    reads the file through :func:`load_remote` instead."""
+    if not version or "unknown" in version:
+        return None  # nothing to compare with: never trust the remote's answer
+    words = [shlex.quote(a) if i != file_index else '"$p"' for i, a in enumerate(argv)]
+    lines = [f"p={rp.quoted()}",
+             "if command -v vramscope >/dev/null 2>&1; then set -- vramscope",
+             "elif python3 -c 'import vramscope.viewer' >/dev/null 2>&1; then "
+             "set -- python3 -m vramscope.viewer",
+             f"else exit {NOT_INSTALLED}; fi",
+             f'[ "$("$@" --version 2>/dev/null)" = {shlex.quote("vramscope " + version)} ] '
+             f"|| exit {OTHER_VERSION}"]
+    if os.environ.get("VRAMSCOPE_NO_CACHE", "") not in ("", "0"):
+        lines.append("VRAMSCOPE_NO_CACHE=1; export VRAMSCOPE_NO_CACHE")
+    lines += ['printf "%s\\n" "$p"', f'exec "$@" {" ".join(words)}']
+    cmd = rp.host.command(f"sh -c {shlex.quote(chr(10).join(lines))}",
+                          "-o", "ClearAllForwardings=yes", "-a", "-x")
+    try:
+        r = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return None
+    if r.returncode in (NOT_INSTALLED, OTHER_VERSION, SSH_FAILED):
+        return None
+    path, newline, out = r.stdout.partition(b"\n")
+    if not newline:
+        return None  # it never got as far as running the command
+    return RemoteRun(r.returncode, out, r.stderr, path.decode("utf-8", "surrogateescape"),
+                     len(r.stdout) + len(r.stderr))
 
 
 def load_remote(url: str, progress: Progress | ProgressCallback | None = None,
