@@ -435,6 +435,8 @@ def main() -> int:
                         help="skip the model/widget timings (seek, redraw, call tree)")
     parser.add_argument("--no-parallel", action="store_true",
                         help="skip the serial-vs-pool rows (bench_parallel.py)")
+    parser.add_argument("--no-remote", action="store_true",
+                        help="skip the ssh:// rows (bench_remote.py: a throttled link)")
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     parser.add_argument("--model-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="more snapshot pickles to measure")
@@ -475,7 +477,17 @@ def main() -> int:
                 par_rows += bench_parallel.sim_rows(path, measure, penv)
             par_rows.append(bench_parallel.rank_rows(tmp, measure, penv, keep=keep))
             shutil.rmtree(tmp / "parallel-cache", ignore_errors=True)
+        remote_rows: list[dict] = []
+        if not args.no_remote:
+            import bench_remote
+
+            for path in files:
+                print(f"measuring summary ssh://.../{path.name} over a slow link ...",
+                      flush=True)
+                remote_rows += bench_remote.remote_rows(path) or []
     report(rows)
+    if remote_rows:
+        bench_remote.report(remote_rows)
     if par_rows:
         bench_parallel.report(par_rows)
     if not args.no_interactive:
@@ -486,7 +498,7 @@ def main() -> int:
     print(f"\n(bench took {time.perf_counter() - started:.0f} s; "
           f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows + par_rows, indent=1))
+        Path(args.json).write_text(json.dumps(rows + par_rows + remote_rows, indent=1))
     return 0
 
 

@@ -77,15 +77,16 @@ def test_sidecar_path_follows_the_local_rule():
 def test_remote_snapshot_opens_with_the_local_figures(ssh_env):
     RAN.append("open")
     url = f"{ssh_env.host_url}{GPT2}"
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[int, int, int]] = []
     stages: list[str] = []
     t0 = time.monotonic()
     snap = remote.load_remote(url, lambda stage, f: stages.append(stage), use_cache=False,
-                              on_bytes=lambda done, total: seen.append((done, total)))
+                              on_bytes=lambda done, total, wire: seen.append((done, total, wire)))
     elapsed = time.monotonic() - t0
     local = load_snapshot(GPT2, use_cache=False)
     assert snap.path == url
-    assert seen[-1] == (GPT2.stat().st_size, GPT2.stat().st_size)
+    assert seen[-1][:2] == (GPT2.stat().st_size, GPT2.stat().st_size)
+    assert 0 < seen[-1][2] < GPT2.stat().st_size  # compressed on the wire
     assert "read" in stages
     for device in local.devices:
         assert memory_stats(snap, Selection(device=device)) == \
@@ -107,11 +108,11 @@ def test_remote_snapshot_is_cached_by_host_path_size_and_mtime(ssh_env, tmp_path
     first = load_remote(url)
     assert cache.entry_path(key).exists()
     streamed: list[int] = []
-    again = load_remote(url, on_bytes=lambda done, total: streamed.append(done))
+    again = load_remote(url, on_bytes=lambda done, total, wire: streamed.append(done))
     assert not streamed  # from the cache: no bytes crossed the wire
     assert memory_stats(again) == memory_stats(first)
     os.utime(copy, (1, 1))  # another mtime: another key, streamed again
-    load_remote(url, on_bytes=lambda done, total: streamed.append(done))
+    load_remote(url, on_bytes=lambda done, total, wire: streamed.append(done))
     assert streamed
 
 
@@ -152,7 +153,7 @@ def test_cancel_mid_stream_kills_ssh_and_leaves_no_process(ssh_env, tmp_path):
     progress = Progress()
     got: list[int] = []
 
-    def on_bytes(done: int, total: int) -> None:
+    def on_bytes(done: int, total: int, wire: int) -> None:
         got.append(done)
         if len(got) == 3:
             threading.Timer(0.05, progress.cancel).start()  # as the GUI's Cancel would
