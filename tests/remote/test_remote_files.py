@@ -144,8 +144,10 @@ def _processes_with(text: str) -> list[int]:
     return found
 
 
-def test_cancel_mid_stream_kills_ssh_and_leaves_no_process(ssh_env, tmp_path):
+def test_cancel_mid_stream_kills_ssh_and_leaves_no_process(ssh_env, tmp_path, monkeypatch):
     RAN.append("cancel")
+    # The file's zeros would shrink to nothing on the wire: sent raw, they take a while.
+    monkeypatch.setenv("VRAMSCOPE_REMOTE_COMPRESS", "none")
     big = tmp_path / "big-to-cancel.pickle"
     with open(big, "wb") as f:
         f.truncate(256 << 20)  # sparse: far more than ssh's window, never all in flight
@@ -219,7 +221,7 @@ def test_screenshot_of_a_remote_argument_asks_for_a_local_file(ssh_env, tmp_path
     assert r.returncode == 2 and "local file" in r.stderr
 
 
-def test_open_remote_in_the_window(ssh_env, qtbot, isolated_qt_settings):
+def test_open_remote_in_the_window(ssh_env, qtbot, isolated_qt_settings, monkeypatch):
     RAN.append("gui")
     from vramscope.viewer._qt.app import application
     from vramscope.viewer._qt.live import remote_open
@@ -239,9 +241,16 @@ def test_open_remote_in_the_window(ssh_env, qtbot, isolated_qt_settings):
     assert dlg.isVisible() and "expected ssh://" in dlg.error.text()
     url = f"{ssh_env.host_url}{GPT2}"
     dlg.combo.setEditText(url)
+    monkeypatch.setenv("VRAMSCOPE_NO_CACHE", "1")  # streamed, whatever ran before
+    shown: list[str] = []
+    w.statusBar().messageChanged.connect(shown.append)
     with qtbot.waitSignal(w.loadFinished, timeout=60000) as sig:
         dlg.choose()
     assert sig.args == ["loaded"], w.last_error
+    # The status line counts the file's bytes and, compressed, what crossed the wire.
+    reading = [m for m in shown if m.startswith(f"Reading {url}: ")]
+    assert reading and "on the wire)" in reading[-1], shown
+    print(f"\nstatus line: {reading[-1]}")
     local = load_snapshot(GPT2)
     assert w.doc.snap.path == url
     assert memory_stats(w.doc.snap) == memory_stats(local)
@@ -251,6 +260,7 @@ def test_open_remote_in_the_window(ssh_env, qtbot, isolated_qt_settings):
     big = ssh_env.dir.parent / f"{ssh_env.dir.name}-big.pickle"
     with open(big, "wb") as f:
         f.truncate(256 << 20)
+    monkeypatch.setenv("VRAMSCOPE_REMOTE_COMPRESS", "none")  # zeros: raw takes a while
     try:
         t = remote_open.open_remote(w, f"{ssh_env.host_url}{big}")
         qtbot.waitUntil(lambda: w.progress.value() > 0, timeout=30000)

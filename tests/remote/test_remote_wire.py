@@ -52,7 +52,7 @@ def wire(ssh_env, tmp_path, monkeypatch):
     counts = tmp_path / "counts"
     config = proxy_config(ssh_env.ssh_config, tmp_path / "proxy_config", 0, counts)
     monkeypatch.setenv("VRAMSCOPE_SSH_CONFIG", str(config))
-    monkeypatch.delenv(remote.ENV_COMPRESS, raising=False)
+    monkeypatch.delenv("VRAMSCOPE_REMOTE_COMPRESS", raising=False)
     monkeypatch.delenv("VRAMSCOPE_REMOTE_RUN", raising=False)
 
     class Wire:
@@ -89,7 +89,7 @@ def test_an_uncompressed_pickle_crosses_the_wire_compressed(ssh_env, wire, big, 
     print(f"\n{size} bytes opened with {moved} bytes on the wire "
           f"({100 * moved / size:.1f}%)")
     # The same open with compression refused: the counting relay sees the whole file.
-    monkeypatch.setenv(remote.ENV_COMPRESS, "none")
+    monkeypatch.setenv("VRAMSCOPE_REMOTE_COMPRESS", "none")
     load_remote(url, use_cache=False, on_bytes=lambda *a: seen.append(a))
     assert wire.moved() >= size and seen[-1][2] >= size
 
