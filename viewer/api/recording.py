@@ -10,6 +10,7 @@ answers are the CLI's, figure for figure and word for word.  Bad arguments raise
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Sequence
 
@@ -133,8 +134,19 @@ class Recording:
             raise ValueError(f"{self.path}: no device {device} in this snapshot "
                              f"(its devices: {known})")
         if device not in self._cases:
-            self._cases[device] = prepare(self.snapshot, device)
+            with self._as_the_cli():
+                self._cases[device] = prepare(self.snapshot, device)
         return self._cases[device]
+
+    @contextlib.contextmanager
+    def _as_the_cli(self):
+        """A recording the model cannot follow: the CLI's one line, ``FILE: why``."""
+        from vramscope.viewer.model import SnapshotError
+
+        try:
+            yield
+        except SnapshotError as exc:
+            raise SnapshotError(f"{self.path}: {exc}") from None
 
     def advise(self, memory_limit: int | str | None = None, batch: int | None = None,
                device: int | None = None) -> Advice:
@@ -151,7 +163,9 @@ class Recording:
 
         key = (device, batch, limit)
         if key not in self._advice:
-            self._advice[key] = answer(self._case(device), self.path, batch, limit, device)
+            case = self._case(device)
+            with self._as_the_cli():
+                self._advice[key] = answer(case, self.path, batch, limit, device)
         return self._advice[key]
 
     def _advice_of(self, device: int):
@@ -175,8 +189,10 @@ class Recording:
             if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
                 raise ValueError(f"batch_scale: not a positive number: {f!r}")
         _positive("batch", batch)
-        got = answer(self._case(device), confs, _limit(memory_limit), recommend, device,
-                     [float(f) for f in scales], batch)
+        case = self._case(device)
+        with self._as_the_cli():
+            got = answer(case, confs, _limit(memory_limit), recommend, device,
+                         [float(f) for f in scales], batch)
         return WhatIf.of(got.data, got.text, got.warnings)
 
     def diff(self, other: Recording | str | os.PathLike[str], *, change: str | None = None,
