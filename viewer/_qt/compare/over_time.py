@@ -566,8 +566,8 @@ class OverTimePane(QWidget):
         return f"<b>{s.label}</b>: " + " · ".join(parts) + f" · at the peak: {phases}"
 
     def _fill_categories(self, a: dict[str, int], b: dict[str, int]) -> None:
-        """The model's rows (:func:`..aligned.category_rows`: the changed ones first, none
-        empty on both sides), then the total."""
+        """The model's rows (:func:`...model.reports.aligned.category_rows`: the changed
+        ones first, none empty on both sides), then the total."""
         t = self.categories
         rows = [(r.name, r.label, r.a, r.b, category_color(r.name))
                 for r in aligned.category_rows(a, b)]
