@@ -118,3 +118,14 @@ def test_categories_side_by_side_lead_with_the_change_and_leave_out_empty_ones()
 def test_categories_empty_on_both_sides_list_nothing():
     zeros = dict.fromkeys(CATEGORY_NAMES, 0)
     assert aligned.category_rows(zeros, {}) == []
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_allocations_without_a_stack_are_named_as_the_stack_diff_names_them(name):
+    """The sites without a stack read "<no stack recorded>", as in the stack diff above
+    them, never as a file called so at line 0."""
+    al = _align(name)
+    for s in al.sites:
+        if (s.filename, s.line, s.function) == aligned.NO_STACK:
+            assert s.frame == "<no stack recorded>", s
+        assert ":0 " not in s.frame and not s.frame.endswith(":0"), s

@@ -341,8 +341,8 @@ def _live_by_site(side: Side, k: int) -> dict[tuple[str, int, str], tuple[int, i
 
 
 def _site_label(filename: str, line: int, function: str) -> str:
-    if not filename:
-        return "<no stack recorded>"
+    if not filename or (filename, line, function) == NO_STACK:
+        return NO_STACK[0]
     return f"{os.path.basename(filename)}:{line} {function}".rstrip()
 
 
