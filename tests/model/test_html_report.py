@@ -150,3 +150,14 @@ def test_the_recorded_and_the_needed_peak_each_under_its_name():
     assert "Recorded peak reserved 10.00 GiB; needed to run through 11.00 GiB" in page
     assert "Recorded peak reserved 11.00 GiB" not in page
     assert "Recorded peak reserved 10.00 GiB;" not in _page([], needed=10 << 30)
+
+
+def test_a_sites_line_number_reads_as_in_its_frame():
+    """A line number is the file's line as the frame names it ('modeling_utils.py:3645'),
+    never with a thousands separator like a count."""
+    site = {"frame": "modeling_utils.py:3645 cuda", "filename": "modeling_utils.py",
+            "line": 3645, "function": "cuda", "bytes": 5 << 20, "count": 1480}
+    page = build_html(ReportParts(title="x", devices=[DeviceSection(0, top_sites=[site])]))
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page)
+    assert "3645" in cells and "3,645" not in page
+    assert "1,480" in cells  # a count keeps its separator

@@ -223,6 +223,9 @@ def _cell(key: str, value: Any) -> str:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
             and "bytes" in key:
         return f'<td class="num">{_e(format_bytes(int(value)))}</td>'
+    if key == "line" and isinstance(value, (int, np.integer)):
+        # A line number, as the frame beside it names it (file.py:3645): not a count.
+        return f'<td class="num">{int(value)}</td>'
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f'<td class="num">{_e(f"{value:,}")}</td>'
     if isinstance(value, (list, tuple)):
