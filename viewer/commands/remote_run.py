@@ -50,7 +50,7 @@ def answered_there(command: str, args, argv: list[str]) -> int | None:
             return None  # it failed there for a reason of its own: read the file here
         sys.stderr.write(err)
         return got.code
-    out = got.stdout.decode("utf-8")
+    out = got.stdout.decode("utf-8", "replace")
     if command == "summary" or (command == "advise" and json_wanted):
         try:
             data = json.loads(out)

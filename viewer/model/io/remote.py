@@ -397,7 +397,8 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
     that crossed the wire for them.
     """
     progress = progress or Progress()
-    script = stream_script(rp, local_codecs())
+    codecs = local_codecs()
+    script = stream_script(rp, codecs)
     cmd = rp.host.command(f"sh -c {shlex.quote(script)}", "-o", "ClearAllForwardings=yes",
                           "-a", "-x")
     err = tempfile.TemporaryFile()
@@ -433,7 +434,7 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
                         raise RemoteError("unexpected answer from the host's sh")
                     continue
                 kind = line.decode("ascii", "replace").strip()
-                if kind not in ("raw", *local_codecs()):
+                if kind not in ("raw", *codecs):
                     raise RemoteError(f"unexpected answer from the host's sh: {kind[:40]!r}")
                 decoder = _WireDecoder(kind)
             data = decoder.feed(chunk)
