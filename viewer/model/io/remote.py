@@ -454,8 +454,8 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
             text = err.read(64 << 10).decode("utf-8", "replace")
             raise RemoteError(_remote_file_error(text) or describe_failure(rp.host, text, code))
     finally:
-        if proc.poll() is None:  # cancelled or failed half-way: ssh goes, the remote cat
-            proc.kill()          # gets SIGPIPE/SIGHUP when sshd closes its channel
+        if proc.poll() is None:  # cancelled or failed half-way: ssh goes, the remote cat or
+            proc.kill()          # compressor gets SIGPIPE/SIGHUP when sshd closes its channel
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
