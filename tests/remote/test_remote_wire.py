@@ -113,6 +113,14 @@ def test_a_host_without_a_compressor_sends_the_file_as_it_is(ssh_env, wire, tmp_
     snap = load_remote(f"{ssh_env.host_url}{GPT2}", use_cache=False)
     assert wire.moved() >= size
     _same_figures(snap, load_snapshot(GPT2, use_cache=False))
+    # zstd alone there: chosen only if this side has a Python zstd module to decode it.
+    monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(remote_bin(tmp_path / "zs", "zstd")))
+    snap = load_remote(f"{ssh_env.host_url}{GPT2}", use_cache=False)
+    if remote._zstd_decompressor() is None:
+        assert "zstd" not in remote.local_codecs() and wire.moved() >= size
+    else:
+        assert wire.moved() <= size / 4
+    _same_figures(snap, load_snapshot(GPT2, use_cache=False))
     # gzip alone there: chosen.
     monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(remote_bin(tmp_path / "gz", "gzip")))
     snap = load_remote(f"{ssh_env.host_url}{GPT2}", use_cache=False)
