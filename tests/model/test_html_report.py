@@ -161,3 +161,12 @@ def test_a_sites_line_number_reads_as_in_its_frame():
     cells = re.findall(r'<td class="num">([^<]*)</td>', page)
     assert "3645" in cells and "3,645" not in page
     assert "1,480" in cells  # a count keeps its separator
+
+
+def test_a_site_without_a_stack_has_no_line_number():
+    """Allocations without a stack have no line (the summary gives 0): the cell is empty."""
+    site = {"frame": "<no stack recorded>", "filename": "", "line": 0, "function": "",
+            "bytes": 5 << 20, "count": 10}
+    page = build_html(ReportParts(title="x", devices=[DeviceSection(0, top_sites=[site])]))
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page)
+    assert cells == ["", "5.00 MiB", "10"]

@@ -225,7 +225,8 @@ def _cell(key: str, value: Any) -> str:
         return f'<td class="num">{_e(format_bytes(int(value)))}</td>'
     if key == "line" and isinstance(value, (int, np.integer)):
         # A line number, as the frame beside it names it (file.py:3645): not a count.
-        return f'<td class="num">{int(value)}</td>'
+        # Lines count from 1: 0 is the summary's "no line" (allocations without a stack).
+        return f'<td class="num">{int(value) if value else ""}</td>'
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f'<td class="num">{_e(f"{value:,}")}</td>'
     if isinstance(value, (list, tuple)):
