@@ -825,14 +825,23 @@ def advise(case: Case, batch: int | None = None, limit: int | None = None,
             rng = r.predicted_peak_reserved_range
             r.range_holds_limit = rng is not None and rng[0] <= lim < rng[1]
     # A remedy that saves nothing is no remedy, unless it makes an OOM run fit.
+    considered = len(remedies)
     remedies = [r for r in remedies if r.saving_bytes > 0
                 or (recorded.first_oom is not None and r.fits)]
     notes = []
-    if floor and floor >= peak // 2:
+    floor_sets_peak = bool(floor) and floor >= peak // 2
+    if floor_sets_peak:
         notes.append(f"{fb(floor)} of the {fb(peak)} peak was reserved before the recording "
                      "started, and predictions keep it: record from the program's start "
                      "(capture before the first CUDA allocation) to judge what a change saves")
-    if not remedies:
+    if not remedies and considered:
+        # The evidence was there (the split above may show what scales with the batch),
+        # but every change tried on it left the peak where it is.
+        why = ("what was reserved before the recording, which predictions keep"
+               if floor_sets_peak else "memory none of them removes")
+        notes.append(f"{plural(considered, 'change')} tried on this recording, none lowers "
+                     f"its peak reserved: the peak is set by {why}")
+    elif not remedies:
         notes.append("no remedy has its evidence in this recording (nothing that scales "
                      "with the batch, no saved activations, nothing kept each iteration)")
     # A rank of sharded training: what it holds of the model, and what more ranks would.
