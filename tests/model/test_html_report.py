@@ -170,3 +170,14 @@ def test_a_site_without_a_stack_has_no_line_number():
     page = build_html(ReportParts(title="x", devices=[DeviceSection(0, top_sites=[site])]))
     cells = re.findall(r'<td class="num">([^<]*)</td>', page)
     assert cells == ["", "5.00 MiB", "10"]
+
+
+def test_advises_notes_are_on_the_page_with_or_without_remedies():
+    """The notes the CLI prints under its table (why no remedy, what the answers rest
+    on) are on the page too, escaped."""
+    note = "23.45 GiB of the peak was reserved before the recording <started>"
+    for remedies in ([], [_remedy(fits_word="yes")]):
+        advice = {"recorded_peak_reserved_bytes": 1 << 30, "remedies": remedies,
+                  "notes": [note]}
+        page = build_html(ReportParts(title="x", devices=[DeviceSection(0, advice=advice)]))
+        assert page.count("reserved before the recording &lt;started&gt;") == 1

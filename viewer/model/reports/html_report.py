@@ -198,9 +198,12 @@ def _remedies(sec: DeviceSection) -> list[str]:
                + (f"; memory limit {_e(format_bytes(int(limit)))} "
                   f"({_e(a.get('memory_limit_source', ''))})" if limit else "") + ".</p>")
     rems = a.get("remedies") or []
+    # advise's notes say why there is no remedy, or what its answers rest on: the same
+    # lines the CLI prints under its table.
+    notes = [f'<p class="muted note">Note: {_e(n)}</p>' for n in a.get("notes") or []]
     if not rems:
         out.append("<p>No remedy found.</p>")
-        return out
+        return out + notes
     out.append('<table class="remedies"><tr><th>Change</th><th>Predicted peak</th>'
                "<th>Saving</th><th>How</th><th>Fits</th><th>Where</th></tr>")
     for r in rems:
@@ -216,7 +219,7 @@ def _remedies(sec: DeviceSection) -> list[str]:
                    f"<td class=\"fits\">{_e(r.get('fits_word', '?'))}</td>"
                    f"<td class=\"where\">{_code(r.get('where'))}</td></tr>")
     out.append("</table>")
-    return out
+    return out + notes
 
 
 def _cell(key: str, value: Any) -> str:
