@@ -133,6 +133,8 @@ def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
     assert got.returncode == 2, got
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in got.stderr, got.stderr
+    # The prefix every command uses for its one line.
+    assert lines[0].startswith("vramscope: error: "), lines[0]
     assert not out.exists()
 
 

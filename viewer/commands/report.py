@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     error = input_error(args)
     if error:
-        print(f"vramscope report: error: {error}", file=sys.stderr)
+        print(f"vramscope: error: {error}", file=sys.stderr)
         return 2
     if args.no_cache:
         os.environ["VRAMSCOPE_NO_CACHE"] = "1"
@@ -72,13 +72,13 @@ def main(argv: list[str]) -> int:
     try:
         from .._qt.report_shot import export_report
     except ImportError as exc:  # pragma: no cover - broken installs
-        print(f"vramscope report: error: the report needs PySide6 and pyqtgraph ({exc})",
+        print(f"vramscope: error: the report needs PySide6 and pyqtgraph ({exc})",
               file=sys.stderr)
         return 2
     device = None if args.device == "all" else int(args.device)
     code, error = export_report(args.file, args.output, device, args.timeout)
     if code:
-        print(f"vramscope report: error: {error}", file=sys.stderr)
+        print(f"vramscope: error: {error}", file=sys.stderr)
         return code
     print(f"wrote {args.output}")
     return 0
