@@ -15,21 +15,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+
+from tests.gpu_marks import ON_GPU
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not _cuda(), reason="needs torch with CUDA and a GPU"),
-]
+pytestmark = ON_GPU
 
 # Runs the cell through the magic in an IPython shell; what was displayed (the HTML) and
 # printed, what torch counts and what the kept recording says, as one JSON line.

@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from tests.gpu_marks import ON_GPU, cuda_available
+
 from vramscope.capture import record
 
 from capture_helpers import (
@@ -27,18 +29,7 @@ from capture_helpers import (
 )
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not _cuda(), reason="needs torch with CUDA and a GPU"),
-]
+pytestmark = ON_GPU
 
 MiB = 1 << 20
 
@@ -265,7 +256,7 @@ def test_two_ranks_simulated_by_env(tmp_path):
     assert all(sidecar(p)["world_size"] == 2 for p in paths)
 
 
-@pytest.mark.skipif(not _cuda() or __import__("torch").cuda.device_count() < 2,
+@pytest.mark.skipif(not cuda_available() or __import__("torch").cuda.device_count() < 2,
                     reason="torchrun test needs 2 GPUs")
 def test_torchrun_two_processes_each_rank_writes_its_files(tmp_path):
     out = tmp_path / "out"

@@ -22,25 +22,16 @@ import json
 
 import pytest
 
+from tests.gpu_marks import ON_GPU
+
 from capture_helpers import WORKLOADS, run_capture, run_python, sidecar, snapshots
-
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
 
 
 def _transformers() -> bool:
     return importlib.util.find_spec("transformers") is not None
 
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not _cuda(), reason="needs torch with CUDA and a GPU"),
-]
+pytestmark = ON_GPU
 
 MiB = 1 << 20
 TRAINER = str(WORKLOADS / "checkpoint_trainer.py")

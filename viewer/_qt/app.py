@@ -105,6 +105,18 @@ def wait_for_load(window, timeout_ms: int = 0) -> str:
     return outcome["value"]
 
 
+def open_and_wait(window: MainWindow, path: str) -> str | None:
+    """Open ``path`` in ``window`` and wait for it to load; None once loaded, else the
+    one-line error (a headless run has nobody to read the error box, which is closed)."""
+    window.open_file(path)
+    result = wait_for_load(window)
+    if result != "loaded":
+        return window.last_error or f"{path}: load {result}"
+    if window.error_box is not None:
+        window.error_box.close()
+    return None
+
+
 def render_window(window, size: QSize = SCREENSHOT_SIZE):
     """Lay the window out at ``size`` and grab it (a QPixmap of exactly that size)."""
     window.resize(size)
@@ -218,12 +230,9 @@ def screenshot(path: str | None, out: str,
         window.show()
         QApplication.instance().processEvents()
         if path:
-            window.open_file(path)
-            result = wait_for_load(window)
-            if result != "loaded":
-                return 2, window.last_error or f"{path}: load {result}"
-            if window.error_box is not None:
-                window.error_box.close()
+            error = open_and_wait(window, path)
+            if error is not None:
+                return 2, error
         try:
             panel = show_view(window, opts)
             if panel is not None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from PySide6.QtCore import qInstallMessageHandler
 from PySide6.QtWidgets import QApplication
 
-from .app import (SCREENSHOT_SIZE, ShotError, ShotOptions, application, quiet_qt_messages,
-                  show_view, wait_for_load, wait_until)
+from .app import (SCREENSHOT_SIZE, ShotError, ShotOptions, application, open_and_wait,
+                  quiet_qt_messages, show_view, wait_until)
 from .main_window import MainWindow
 
 
@@ -28,12 +28,9 @@ def export_report(path: str, out: str, device: int | None = None,
         window.resize(SCREENSHOT_SIZE)
         window.show()
         QApplication.processEvents()
-        window.open_file(path)
-        result = wait_for_load(window)
-        if result != "loaded":
-            return 2, window.last_error or f"{path}: load {result}"
-        if window.error_box is not None:
-            window.error_box.close()
+        error = open_and_wait(window, path)
+        if error is not None:
+            return 2, error
         try:
             if device is not None:
                 show_view(window, ShotOptions(device=str(device)))
