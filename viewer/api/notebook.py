@@ -208,44 +208,12 @@ def report_parts(rec, remedies: bool = True):
     return parts, charts
 
 
-def _body(parts, charts: dict) -> list[str]:
-    """The report's sections (the blocks of ``html_report``), each device's chart after
-    its verdict."""
-    from vramscope.viewer.model.reports.html_report import section_html
-
-    body = [f"<h1>{_e(parts.title)}</h1>"]
-    sub = " · ".join(_e(x) for x in (parts.path, parts.facts) if x and x != parts.title)
-    if sub:
-        body.append(f'<p class="muted">{sub}</p>')
-    if not any(sec.verdict for sec in parts.devices):
-        body.append('<p class="no-oom">No CUDA out-of-memory error in this snapshot.</p>')
-    if len(parts.all_devices) > 1:
-        body.append(f'<p class="devices">This file has {len(parts.all_devices)} devices '
-                    f'({", ".join(map(str, parts.all_devices))}); one section each, the '
-                    "one that ran out of memory first.</p>")
-    for sec in parts.devices:
-        anchor = f"device-{sec.device}" if sec.device is not None else "snapshot"
-        body.append(f'<section class="device" id="{anchor}"><h2>{_e(sec.heading)}</h2>')
-        if sec.verdict:
-            body.append(f'<p class="verdict">{_e(sec.verdict)}</p>')
-        chart = charts.get(sec.device)
-        if chart:
-            body.append("<h3>Memory over time</h3>")
-            body.append(chart)
-        body += section_html(sec)
-        body.append("</section>")
-    if parts.notes:
-        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in parts.notes)
-                    + "</ul>")
-    if parts.generated:
-        body.append(f'<p class="muted">Made by {_e(parts.generated)}.</p>')
-    return body
-
-
 def build_report(got) -> tuple[str, str]:
     """(the page, the fragment) of :func:`report_parts`' result."""
+    from vramscope.viewer.model.reports.html_report import report_body
+
     parts, charts = got
-    fragment = wrap(_body(parts, charts))
+    fragment = wrap(report_body(parts, charts))
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             f"<title>{_e(parts.title)} — vramscope report</title>"

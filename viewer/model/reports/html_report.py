@@ -306,11 +306,12 @@ def _device_overview(parts: ReportParts) -> list[str]:
     return out
 
 
-def build_html(parts: ReportParts) -> str:
-    """The report page (a ``str`` of UTF-8 HTML, self-contained): one section per
-    device, in ``parts.devices``' order."""
+def report_body(parts: ReportParts, charts: dict[int | None, str] | None = None) -> list[str]:
+    """The report's HTML lines: the title, which devices it covers, one section per
+    device in ``parts.devices``' order, the notes.  ``charts``: HTML drawn after a
+    device's verdict under "Memory over time" (the notebook's inline chart), by device."""
     body: list[str] = [f"<h1>{_e(parts.title)}</h1>"]
-    sub = " · ".join(_e(x) for x in (parts.path, parts.facts) if x)
+    sub = " · ".join(_e(x) for x in (parts.path, parts.facts) if x and x != parts.title)
     if sub:
         body.append(f'<p class="muted">{sub}</p>')
     if not any(sec.verdict for sec in parts.devices):
@@ -322,14 +323,23 @@ def build_html(parts: ReportParts) -> str:
                     f"<h2>{_e(sec.heading)}</h2>")
         if sec.verdict:
             body.append(f'<p class="verdict">{_e(sec.verdict)}</p>')
-        for section in SECTIONS:
-            body += section(sec)
+        chart = (charts or {}).get(sec.device)
+        if chart:
+            body += ["<h3>Memory over time</h3>", chart]
+        body += section_html(sec)
         body.append("</section>")
     if parts.notes:
         body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in parts.notes)
                     + "</ul>")
     if parts.generated:
         body.append(f'<p class="muted">Made by {_e(parts.generated)}.</p>')
+    return body
+
+
+def build_html(parts: ReportParts) -> str:
+    """The report page (a ``str`` of UTF-8 HTML, self-contained): one section per
+    device, in ``parts.devices``' order."""
+    body = report_body(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             f"<title>{_e(parts.title)} — vramscope report</title>"
