@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import lzma
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +150,12 @@ def wholly_free_segments(truth: dict, side: dict) -> int:
     dev = side["gpu_memory"]["device"]
     return sum(s["total_size"] for s in raw["segments"] if s["device"] == dev
                and all(b["state"] == "inactive" for b in s["blocks"]))
+
+
+def vramscope(*args: str) -> str:
+    """``vramscope ARGS``' standard output (run from the checkout; it must succeed)."""
+    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
+                         capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    return out.stdout

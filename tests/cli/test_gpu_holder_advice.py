@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.gpu_verdicts import HOLDER
+from tests.gpu_verdicts import HOLDER, vramscope
 from vramscope.viewer.model.core.units import format_bytes as fb
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def vramscope(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_recorded_peak_is_the_recording_s_counter_as_summary_says():

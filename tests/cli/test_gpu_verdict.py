@@ -10,8 +10,6 @@ tests/gui/test_gpu_verdict_gui.py.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from tests.cli.test_mcp import answer, with_server
 from tests.gpu_verdicts import (
     HOLDER, cublas_verdict, derive_outside_oom, figures, holder_verdict, load, truths,
-    wholly_free_segments,
+    vramscope, wholly_free_segments,
 )
 from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.analysis.oom import last_oom
@@ -28,13 +26,6 @@ from vramscope.viewer.model.io.load import load_snapshot
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 TRUTHS = truths()
-
-
-def vramscope(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_the_recordings_are_there():
