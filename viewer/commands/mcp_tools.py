@@ -190,8 +190,8 @@ def _rank_directory(path: str) -> str:
 
 # --------------------------------------------------------------------------- what-if
 def _case(path: str, device: int | None, stages: Stages, hi: float):
-    """A what-if case of ``path``'s ``device`` (whatif.load_case, errors as one line);
-    the recorded run simulated once and its self-check."""
+    """A what-if case of ``path``'s ``device`` (whatif.load_case, errors as one line),
+    its recorded run simulated (the command's answer self-checks against it)."""
     from ..model import SnapshotError
     from ..model.whatif import prepare
 
@@ -200,7 +200,7 @@ def _case(path: str, device: int | None, stages: Stages, hi: float):
         case = prepare(snap, device, stages.slice(hi * 0.4, hi * 0.7, "replaying the trace"))
         case.simulate("recorded", progress=stages.slice(hi * 0.7, hi,
                                                         "self-check at the recorded settings"))
-        return case, case.self_check()
+        return case
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
 
@@ -222,7 +222,7 @@ def advise(path: str, batch: int | None = None, limit: int | str | None = None,
     _positive("batch", batch)
     lim = memory_limit(limit)
     stages = Stages(report)
-    case, _check = _case(path, device, stages, 0.3)
+    case = _case(path, device, stages, 0.3)
     progress = None
     if report is not None:
         def step(stage: str, f: float) -> None:
@@ -252,7 +252,7 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     lim = memory_limit(limit)
     stages = Stages(report)
-    case, _check = _case(path, device, stages, 0.3)
+    case = _case(path, device, stages, 0.3)
     try:
         got = answer(case, confs, lim, recommend, device, progress=stages.slice(
             0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"))

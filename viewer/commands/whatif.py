@@ -189,7 +189,8 @@ def settings_to_try(given: list[str], recommend: bool) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(glue_values(argv))
+    argv = glue_values(argv)
+    args = parser().parse_args(argv)
     try:
         confs = settings_to_try(args.conf, args.recommend)
     except BadConf as exc:
@@ -198,7 +199,7 @@ def main(argv: list[str]) -> int:
     if args.file.startswith("ssh://"):  # run where the file is when vramscope is there
         from .remote_run import answered_there
 
-        code = answered_there("whatif", args, glue_values(argv))
+        code = answered_there("whatif", args, argv)
         if code is not None:
             return code
     # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.

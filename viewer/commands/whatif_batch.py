@@ -9,8 +9,6 @@ allocation is summarised per rule (``scaling`` in JSON, a table in text).
 
 from __future__ import annotations
 
-import json
-import sys
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -31,19 +29,6 @@ def scale_label(scale: float, batch: int | None) -> str:
         b = Fraction(scale).limit_denominator(1 << 20) * batch
         text += f" ({b.numerator})" if b.denominator == 1 else f" ({float(b):.1f})"
     return text
-
-
-def run_batch_scales(case, confs: list[str], args, tp=None) -> int:
-    """Print the rows of every ``--batch-scale`` x ``--conf`` (``tp``: the command's
-    :class:`~.tty_progress.TerminalProgress`, or None)."""
-    data, text = batch_rows(case, confs, args.batch_scale, args.batch, args.memory_limit,
-                            args.recommend, args.device, tp)
-    if args.json:
-        json.dump(data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(text)
-    return 0
 
 
 def batch_rows(case, confs: list[str], scales: list[float], batch: int | None = None,
