@@ -220,14 +220,13 @@ class ReportExport(QObject):
     def start(self) -> None:
         """Begin: at once when what the page shows is drawn, else once it is (polled;
         the GUI thread keeps running meanwhile)."""
-        if not pending(self.window):
+        what = pending(self.window)
+        if not what:
             self._begin()
             return
-        what = pending(self.window)
-        if what:
-            self.dialog.setLabelText(f"{what}…")
-            self.dialog.setRange(0, 0)  # (busy: the window's analysis has its own pace)
-            self.dialog.show()
+        self.dialog.setLabelText(f"{what}…")
+        self.dialog.setRange(0, 0)  # (busy: the window's analysis has its own pace)
+        self.dialog.show()
         self.timer.start()
 
     def _poll(self) -> None:
