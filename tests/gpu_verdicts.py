@@ -15,6 +15,7 @@ free: it is named, but not offered as the cause).
 
 from __future__ import annotations
 
+import functools
 import json
 import lzma
 import pickle
@@ -152,8 +153,11 @@ def wholly_free_segments(truth: dict, side: dict) -> int:
                and all(b["state"] == "inactive" for b in s["blocks"]))
 
 
+@functools.cache
 def vramscope(*args: str) -> str:
-    """``vramscope ARGS``' standard output (run from the checkout; it must succeed)."""
+    """``vramscope ARGS``' standard output (run from the checkout; it must succeed).
+    Cached: the committed recordings' answers do not change between tests (files made in
+    a test's tmp_path have paths of their own)."""
     out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
                          capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])

@@ -30,3 +30,16 @@ def test_no_shared_folder_is_one_parameter_that_requires_it(monkeypatch, tmp_pat
     monkeypatch.setattr(shared_data, "SHARED", tmp_path / "none")
     params = shared_data.params()
     assert len(params) == 1 and params[0].values == (None,)
+
+
+# The walks over shared_data.params() are only as wide as the folders: a folder that
+# went missing would shrink them silently.  30 files today (10 ours, 20 from others).
+EXPECTED_AT_LEAST = 30
+
+
+def test_the_walks_cover_both_shared_folders():
+    files = shared_data.snapshot_files()
+    if not files:
+        shared_data.missing(f"{shared_data.SHARED}/snapshots and external")
+    assert {p.parent.name for p in files} == {"snapshots", "external"}, files
+    assert len(files) >= EXPECTED_AT_LEAST, files

@@ -11,21 +11,16 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from tests import shared_data
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
 from vramscope.viewer.model.core.snapshot import BlockState
 
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GPT2 = DATA / "gpt2_oom.pickle"
-EXTERNAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "external"
+EXTERNAL = shared_data.SHARED / "external"
 SUN = EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 devices
 NESTA = EXTERNAL / "Nesta-gitU_discrete_diffusion-memory_snapshot.json.xz"  # 384 MiB request
-
-
-def shared(path: Path) -> Path:
-    """A file of ../shared: missing is a failure, never a skip (CI must have them)."""
-    assert path.exists(), f"{path} missing: the tests need ../shared/external"
-    return path
 
 
 def settle(qtbot) -> None:
@@ -89,7 +84,7 @@ def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, bui
 # --------------------------------------------------------------- devices
 @pytest.fixture
 def sun(loaded):
-    window = loaded(shared(SUN))
+    window = loaded(shared_data.require(SUN))
     assert window.doc.oom.device == 1 and window.cursor_device == 1  # opens at the OOM
     assert window.cursor_k == window.doc.oom_events(1)[-1] < window.doc.n_events(1) - 1
     return window
@@ -183,7 +178,7 @@ def test_oom_ruler_wider_than_the_segments_stays_in_view(qtbot, loaded):
     """Nesta's OOM asks for 384 MiB beside 20 MiB segments: its caption stays readable
     in the view, and its ghost over the largest gap is drawn whole (the automatic view
     makes room for it) or, zoomed in, up to the view's edge with a mark that it goes on."""
-    window = loaded(shared(NESTA))
+    window = loaded(shared_data.require(NESTA))
     m = window.map
     req = m.item.request_bytes
     assert req == 384 * 2**20  # (it opens at its OOM)
@@ -288,7 +283,7 @@ def test_screenshot_all_devices_at_the_oom_labels_every_row(qtbot, tmp_path, mon
 
     monkeypatch.setattr(qtapp, "_save", spy)
     opts = qtapp.ShotOptions(device="all", at="oom")
-    assert qtapp.screenshot(str(shared(SUN)), str(tmp_path / "x.png"), opts) == (0, "")
+    assert qtapp.screenshot(str(shared_data.require(SUN)), str(tmp_path / "x.png"), opts) == (0, "")
     assert seen["device"] == "Device 1" and "device 1" in seen["scope"]
     assert seen["ruler"] > 0 and len(seen["whole"]) >= 5
     assert [t for t in seen["whole"] if t not in seen["drawn"]] == []
