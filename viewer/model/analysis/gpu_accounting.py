@@ -387,9 +387,7 @@ def run_need_bytes(snap: Snapshot, device: int, acc: GpuAccounting, at_least: in
     recording's counter, ``reserved_bytes.all.peak``, when the sidecar's is of ``device``;
     never less than ``at_least``, what the failed moment needed) plus this process's
     memory outside the allocator (CUDA context, libraries), as the sidecar recorded it."""
-    side = snap.sidecar if isinstance(snap.sidecar, Mapping) else {}
-    stats = side.get("memory_stats") if side.get("device") in (None, device) else None
-    peak = stats.get("reserved_bytes.all.peak") if isinstance(stats, Mapping) else None
+    peak = snap.sidecar_stats(device).get("reserved_bytes.all.peak")
     need = max(peak if isinstance(peak, int) and _is_int(peak) else 0, int(at_least))
     return need + max(acc.outside_allocator_bytes or 0, 0)
 

@@ -323,6 +323,13 @@ class Snapshot:
     alloc_annotations: AllocAnnotations = field(default_factory=AllocAnnotations.empty)
     host: HostMemory | None = None  # pinned host memory, when the file has any
 
+    def sidecar_stats(self, device: int | None) -> dict[str, Any]:
+        """The sidecar's ``memory_stats()`` counters where they are ``device``'s (the
+        sidecar names the device it was taken on; none named: the only one), else {}."""
+        side = self.sidecar if isinstance(self.sidecar, dict) else {}
+        stats = side.get("memory_stats") if side.get("device") in (None, device) else None
+        return stats if isinstance(stats, dict) else {}
+
     @property
     def trace_overflowed(self) -> bool | None:
         """``allocator_settings.trace_alloc_overflowed``: True when the allocator's

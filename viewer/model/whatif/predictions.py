@@ -107,9 +107,7 @@ class Case:
         under one constant limit, the one at the OOM; where the GPU had more room earlier
         (another process took it meanwhile) the recorded run reserved more than that
         limit, which the model, stopped at the limit, cannot show."""
-        side = self.snap.sidecar or {}
-        stats = side.get("memory_stats") if side.get("device") in (None, self.device) else None
-        counter = stats.get("reserved_bytes.all.peak") if isinstance(stats, dict) else None
+        counter = self.snap.sidecar_stats(self.device).get("reserved_bytes.all.peak")
         if isinstance(counter, int) and not isinstance(counter, bool) and counter > 0:
             return counter
         return self.recorded_run().peak_reserved_until_oom
@@ -166,10 +164,8 @@ class Case:
         caller, not to the trace) has counters of a later window: not compared."""
         sim = self.recorded_run()
         check = self_check(self.snap, self.device, self.requests, sim)
-        side = self.snap.sidecar or {}
-        stats = side.get("memory_stats") or {}
-        if side.get("device") not in (None, self.device) or not peaks_since_start:
-            stats = {}  # the sidecar's counters are another device's, or another window's
+        # Not compared: the sidecar's counters of another device, or of another window.
+        stats = self.snap.sidecar_stats(self.device) if peaks_since_start else {}
         if check.ok and not self._wrapped():
             for name, ours in (("reserved_bytes.all.peak", sim.peak_reserved),
                                ("allocated_bytes.all.peak", sim.peak_allocated)):
