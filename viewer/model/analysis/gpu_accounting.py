@@ -55,6 +55,18 @@ class GpuHolder:
         return {"pid": self.pid, "used_bytes": self.used_bytes, "command": self.command}
 
 
+def holders_words(holders: "Iterable[GpuHolder]") -> str:
+    """``pid 4121 `python3 hold.py` holds 18.20 GiB, pid 7 ... holds 1.00 GiB`` (the
+    first :data:`VERDICT_HOLDERS` named, the rest counted), largest first as given."""
+    holders = list(holders)
+    named = [f"{h.label()} holds {fb(h.used_bytes or 0)}" for h in holders[:VERDICT_HOLDERS]]
+    rest = holders[VERDICT_HOLDERS:]
+    if rest:
+        named.append(f"{plural(len(rest), 'more process', 'more processes')} hold "
+                     f"{fb(sum(h.used_bytes or 0 for h in rest))}")
+    return ", ".join(named)
+
+
 @dataclass(frozen=True)
 class GpuAccounting:
     """The device's memory split by holder; the rows add up to ``total_bytes`` exactly."""
@@ -119,12 +131,16 @@ class GpuAccounting:
         """The split as a small table (one row per holder), then the notes."""
         return format_lines(self.to_dict())
 
+    def holders_by_size(self) -> tuple[GpuHolder, ...]:
+        """The other processes holding memory on the device, the largest first."""
+        return tuple(sorted((h for h in self.others if h.used_bytes),
+                            key=lambda h: -(h.used_bytes or 0)))
+
     def holders_phrase(self) -> str:
         """Who holds the device, for an OOM verdict: ``18.20 GiB held by pid 4121
         `python train_old.py`; this process 1.00 GiB (...)``."""
         parts = []
-        others = sorted((h for h in self.others if h.used_bytes), key=lambda h: -(h.used_bytes
-                                                                                    or 0))
+        others = self.holders_by_size()
         if others:
             named = [f"{fb(h.used_bytes or 0)} {'held ' if i == 0 else ''}by {h.label()}"
                      for i, h in enumerate(others[:VERDICT_HOLDERS])]
@@ -185,13 +201,7 @@ class GpuShortfall:
 
     def holders_words(self) -> str:
         """``pid 4121 `python3 hold.py` holds 18.20 GiB, pid 7 ... holds 1.00 GiB``."""
-        named = [f"{h.label()} holds {fb(h.used_bytes or 0)}"
-                 for h in self.holders[:VERDICT_HOLDERS]]
-        rest = self.holders[VERDICT_HOLDERS:]
-        if rest:
-            named.append(f"{plural(len(rest), 'more process', 'more processes')} hold "
-                         f"{fb(sum(h.used_bytes or 0 for h in rest))}")
-        return ", ".join(named)
+        return holders_words(self.holders)
 
     def words(self) -> str:
         """The verdict's first part: who held the device, what the allocator could have
@@ -241,8 +251,7 @@ def shortfall(acc: GpuAccounting, free: int, need: int) -> GpuShortfall | None:
     (a GPU too small for the run, not a GPU taken by others)."""
     if not acc.known or free < 0 or free >= need:
         return None
-    others = tuple(sorted((h for h in acc.others if h.used_bytes),
-                          key=lambda h: -(h.used_bytes or 0)))
+    others = acc.holders_by_size()
     held = sum(h.used_bytes or 0 for h in others)
     outside = max(acc.outside_allocator_bytes or 0, 0)
     if others and free + held >= need:

@@ -39,7 +39,7 @@ import numpy as np
 
 from .figures import Selection, fit_request, memory_stats
 from .gpu_accounting import (
-    SIDECAR_KEY, at_oom, from_record, other_device, run_need_bytes, shortfall,
+    SIDECAR_KEY, at_oom, from_record, holders_words, other_device, run_need_bytes, shortfall,
 )
 from ..replay.integrity import Untrusted, check, untrusted_at
 from ..core.snapshot import Action, BlockState, Snapshot
@@ -319,14 +319,9 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
     if acc is not None and acc.known:
         free = acc.free_bytes
         parts.append(f"{fb(free)} free on the GPU")
-        others = sorted((h for h in acc.others if h.used_bytes),
-                        key=lambda h: -(h.used_bytes or 0))
+        others = acc.holders_by_size()
         if others:
-            parts.append(", ".join(f"{h.label()} holds {fb(h.used_bytes or 0)}"
-                                   for h in others[:3])
-                         + (f", {plural(len(others) - 3, 'more process', 'more processes')} "
-                            f"hold {fb(sum(h.used_bytes or 0 for h in others[3:]))}"
-                            if len(others) > 3 else ""))
+            parts.append(holders_words(others))
         unused = f"{fb(acc.reserved_bytes - (allocated or 0))} of it unused"
         whole = releasable_bytes(snap, acc.device) if acc.device is not None else 0
         if whole:

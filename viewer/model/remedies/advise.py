@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..analysis.gpu_accounting import GpuHolder
 from ..analysis.oom import last_oom, outside_oom, releasable_bytes
 from ..categories.sharded import world_size
 from ..core import parallel
@@ -934,9 +935,7 @@ def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
         freed, limit = short["freed_bytes"], short["could_have_bytes"] + short["freed_bytes"]
     elif outside is not None and outside.device_free_bytes is not None:
         acc = _outside_accounting(case)
-        holders = [h.to_dict() for h in sorted(
-            (h for h in acc.others if h.used_bytes), key=lambda h: -(h.used_bytes or 0))] \
-            if acc is not None else []
+        holders = [h.to_dict() for h in acc.holders_by_size()] if acc is not None else []
         freed = sum(h["used_bytes"] for h in holders)
         if not holders or freed <= outside.device_free_bytes:
             return None  # the others held less than was left: not what ran out
@@ -952,8 +951,7 @@ def _free_the_gpu(case: Case, peak: int, held, outside) -> Remedy | None:
             "each device's free memory)")
     pick = ", or pick a freer device" if od is None or od["fits"] else ""
     if holders:
-        named = [f"pid {h['pid']}" + (f" `{h['command']}`" if h.get("command") else "")
-                 for h in holders[:3]]
+        named = [GpuHolder(**h).label() for h in holders[:3]]
         if len(holders) == 1:
             who = f"{named[0]}, which holds {fb(freed)} of {dev}"
         else:
