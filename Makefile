@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
-.PHONY: run test lint bench install install-test screenshot clean help native fuzz ssh-tools \
+.PHONY: run test lint lint-imports bench install install-test screenshot clean help native fuzz ssh-tools \
         browser-tools
 
 help:
@@ -57,17 +57,21 @@ run: install
 	$(VENV)/bin/vramscope $(EXAMPLE)
 
 # lint-imports: the layers and import rules of .importlinter (viewer/README.md, "Architecture");
-# ruff: the whole tree ([tool.ruff] in pyproject.toml); mypy: the model ([tool.mypy]).
+# ruff: the whole tree, checked and formatted ([tool.ruff] in pyproject.toml; .pre-commit-config.yaml
+# runs the same on each commit); mypy: the model ([tool.mypy]).
 # import-linter takes only top-level or namespace packages as roots, and vramscope.viewer and
 # vramscope.capture are subpackages of the installed `vramscope` (the Python API, viewer/api/):
 # it reads them through a namespace view of the tree, links under $(IMPORT_VIEW).
 IMPORT_VIEW := build/import-view
-lint: install-test
+lint: lint-imports
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --check --no-cache .
+	$(VENV)/bin/mypy
+
+lint-imports: install-test
 	@mkdir -p $(IMPORT_VIEW)/vramscope && ln -sfn "$(CURDIR)/viewer" $(IMPORT_VIEW)/vramscope/viewer \
 	  && ln -sfn "$(CURDIR)/capture" $(IMPORT_VIEW)/vramscope/capture
 	PYTHONPATH=$(IMPORT_VIEW) $(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/ruff check --no-cache .
-	$(VENV)/bin/mypy
 
 test: lint ssh-tools browser-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)

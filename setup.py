@@ -36,15 +36,19 @@ def native_extensions() -> list[Extension]:
         flags = ["-O2", "-pthread", *flags]
     exts = []
     for src in sorted((HERE / NATIVE).glob("*.c")):
-        exts.append(Extension(
-            f"vramscope.viewer.model._native.{src.stem}",
-            sources=[(NATIVE / src.name).as_posix()],
-            depends=[p.relative_to(HERE).as_posix()
-                     for d in (f"{src.stem}_src", "common")
-                     for p in sorted((HERE / NATIVE / d).glob("*"))],
-            extra_compile_args=flags,
-            extra_link_args=[f for f in flags if f.startswith(("-fsanitize", "-pthread"))],
-        ))
+        exts.append(
+            Extension(
+                f"vramscope.viewer.model._native.{src.stem}",
+                sources=[(NATIVE / src.name).as_posix()],
+                depends=[
+                    p.relative_to(HERE).as_posix()
+                    for d in (f"{src.stem}_src", "common")
+                    for p in sorted((HERE / NATIVE / d).glob("*"))
+                ],
+                extra_compile_args=flags,
+                extra_link_args=[f for f in flags if f.startswith(("-fsanitize", "-pthread"))],
+            )
+        )
     return exts
 
 
@@ -76,8 +80,9 @@ class optional_build_ext(build_ext):
     @staticmethod
     def _skip(message: str) -> None:
         if os.environ.get("VRAMSCOPE_REQUIRE_NATIVE", "") not in ("", "0"):
-            raise SystemExit(f"error: {message}, and VRAMSCOPE_REQUIRE_NATIVE=1 requires the "
-                             "C extensions")
+            raise SystemExit(
+                f"error: {message}, and VRAMSCOPE_REQUIRE_NATIVE=1 requires the C extensions"
+            )
         print(f"WARNING: {message}; vramscope uses its pure-Python fallback", file=sys.stderr)
 
 

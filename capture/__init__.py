@@ -46,8 +46,16 @@ from typing import Any
 from .recorder import Recorder, active_recorder
 from .signals import DEFAULT_SIGNAL
 
-__all__ = ["Recorder", "record", "start", "dump", "stop", "active_recorder", "serve",
-           "stop_serving"]
+__all__ = [
+    "Recorder",
+    "active_recorder",
+    "dump",
+    "record",
+    "serve",
+    "start",
+    "stop",
+    "stop_serving",
+]
 
 # Recorders started with start(), newest last, so that stop() undoes the newest.
 _started: list[Recorder] = []
@@ -110,8 +118,14 @@ def record(
         from .live.agent import LiveRecorder
 
         return LiveRecorder(
-            out, max_entries, stacks, context, oom=oom, dump_on_exit=dump_on_exit,
-            dump_signal=dump_signal, max_oom_dumps=max_oom_dumps,
+            out,
+            max_entries,
+            stacks,
+            context,
+            oom=oom,
+            dump_on_exit=dump_on_exit,
+            dump_signal=dump_signal,
+            max_oom_dumps=max_oom_dumps,
         )
     return Recorder(
         out,
@@ -192,7 +206,7 @@ def stop_serving() -> None:
 
 def _reset_for_tests() -> None:
     """Stop everything and forget process state (tests only)."""
-    from . import messages, backend, gpu, recorder
+    from . import backend, gpu, messages, recorder
     from .live import agent as live_agent
 
     live_agent.stop_serving()

@@ -136,9 +136,11 @@ class TorchBackend:
         py = _python_version()
         if py >= (3, 13) or _version_tuple(self.torch_version) < (2, 10):
             return None
-        return (f"torch {self.torch_version} on Python {py[0]}.{py[1]} clears a pending Python "
-                "exception when it takes a stack at a free inside backward (checkpointed "
-                "backward then fails with SystemError)")
+        return (
+            f"torch {self.torch_version} on Python {py[0]}.{py[1]} clears a pending Python "
+            "exception when it takes a stack at a free inside backward (checkpointed "
+            "backward then fails with SystemError)"
+        )
 
     def effective_context(self, context: str | None) -> str | None:
         """The ``context`` recording really uses: ``"alloc"`` for ``"all"`` where
@@ -224,7 +226,7 @@ def get_backend() -> Any:
     with _lock:
         if not _loaded:
             try:
-                import torch  # noqa: PLC0415 - lazy on purpose, see module docstring
+                import torch
             except Exception:  # ImportError, or a broken install raising anything
                 _backend = None
             else:

@@ -38,9 +38,7 @@ REASONS = ("exit", "oom", "signal", "manual")
 
 _counter = itertools.count()
 _counter_lock = threading.Lock()
-_TEMP_RE = re.compile(
-    r"^\.(?P<final>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.(?P<n>\d+)\.tmp$"
-)
+_TEMP_RE = re.compile(r"^\.(?P<final>.+)\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.(?P<n>\d+)\.tmp$")
 # Leftovers whose owner cannot be checked (another host, no kill(pid, 0)) are
 # removed only once they are clearly abandoned.
 _STALE_AFTER_S = 24 * 3600
@@ -133,8 +131,9 @@ def is_temp_name(name: str) -> bool:
     return _TEMP_RE.match(name) is not None
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any],
-                 mode: int = 0o666) -> int:
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any], mode: int = 0o666
+) -> int:
     """Write a file so that it appears complete under ``path`` or not at all.
 
     ``write`` gets a binary file object open on a temporary file in the same

@@ -50,8 +50,11 @@ from typing import Any, Callable
 
 #: How long ``nvidia-smi`` may take before its answer is given up.
 SMI_TIMEOUT_S = 2.0
-SMI_QUERY = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory,process_name",
-             "--format=csv,noheader,nounits"]
+SMI_QUERY = [
+    "nvidia-smi",
+    "--query-compute-apps=gpu_uuid,pid,used_memory,process_name",
+    "--format=csv,noheader,nounits",
+]
 MiB = 1 << 20
 CMDLINE_MAX = 200
 
@@ -63,18 +66,20 @@ _nvml: dict[str, Any] = {"init": None, "handles": {}}
 
 def _nvml_module() -> Any:
     """``pynvml``; raises ImportError without it (tests replace this function)."""
-    import pynvml  # noqa: PLC0415 - optional, imported only when a sidecar is written
+    import pynvml
 
     return pynvml
 
 
 def _run_smi() -> str:
     """``nvidia-smi``'s answer (tests replace this function)."""
-    done = subprocess.run(SMI_QUERY, capture_output=True, text=True, timeout=SMI_TIMEOUT_S,
-                          check=False)
+    done = subprocess.run(
+        SMI_QUERY, capture_output=True, text=True, timeout=SMI_TIMEOUT_S, check=False
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"nvidia-smi exited with {done.returncode}: "
-                           f"{_short(done.stderr or done.stdout)}")
+        raise RuntimeError(
+            f"nvidia-smi exited with {done.returncode}: {_short(done.stderr or done.stdout)}"
+        )
     return done.stdout
 
 
@@ -90,15 +95,14 @@ def _read_cmdline(pid: int) -> str | None:
         return None
     parts[0] = os.path.basename(parts[0])
     line = " ".join(parts)
-    return line if len(line) <= CMDLINE_MAX else line[:CMDLINE_MAX - 3] + "..."
+    return line if len(line) <= CMDLINE_MAX else line[: CMDLINE_MAX - 3] + "..."
 
 
 def whole_gpu(backend: Any, device: int, *, pid: int | None = None) -> dict[str, Any]:
     """The ``gpu_memory`` sidecar field for ``device`` now; never raises."""
     t0 = time.perf_counter()
     pid = os.getpid() if pid is None else pid
-    out: dict[str, Any] = {"device": device, "pid": pid, "total_bytes": None,
-                           "free_bytes": None}
+    out: dict[str, Any] = {"device": device, "pid": pid, "total_bytes": None, "free_bytes": None}
     try:
         free, total = backend.mem_get_info(device)
         out["total_bytes"], out["free_bytes"] = int(total), int(free)
@@ -119,8 +123,7 @@ def _processes(backend: Any, device: int, uuid: str | None, pid: int) -> dict[st
     try:
         nv = _nvml_module()
     except ImportError:
-        return {**_from_smi(uuid, pid),
-                "devices_missing": "NVML is not installed (nvidia-ml-py)"}
+        return {**_from_smi(uuid, pid), "devices_missing": "NVML is not installed (nvidia-ml-py)"}
     out = _from_nvml(nv, backend, device, uuid, pid)
     try:
         out.update(_devices(nv, uuid))
@@ -152,8 +155,14 @@ def _devices(nv: Any, uuid: str | None) -> dict[str, Any]:
             _nvml["devices"] = static
     rows = []
     for i, h, name, u in static:
-        row: dict[str, Any] = {"index": i, "name": name, "uuid": u, "total_bytes": None,
-                               "free_bytes": None, "this_device": u is not None and u == uuid}
+        row: dict[str, Any] = {
+            "index": i,
+            "name": name,
+            "uuid": u,
+            "total_bytes": None,
+            "free_bytes": None,
+            "this_device": u is not None and u == uuid,
+        }
         try:
             mem = nv.nvmlDeviceGetMemoryInfo(h)
             row["total_bytes"], row["free_bytes"] = int(mem.total), int(mem.free)
@@ -174,8 +183,12 @@ def _from_nvml(nv: Any, backend: Any, device: int, uuid: str | None, pid: int) -
     out: dict[str, Any] = {"source": "nvml"}
     try:
         mem = nv.nvmlDeviceGetMemoryInfo(handle)
-        out["nvml_device"] = {"index": index, "total_bytes": int(mem.total),
-                              "used_bytes": int(mem.used), "free_bytes": int(mem.free)}
+        out["nvml_device"] = {
+            "index": index,
+            "total_bytes": int(mem.total),
+            "used_bytes": int(mem.used),
+            "free_bytes": int(mem.free),
+        }
     except Exception:
         out["nvml_device"] = {"index": index}
     try:
@@ -189,16 +202,24 @@ def _from_nvml(nv: Any, backend: Any, device: int, uuid: str | None, pid: int) -
         name = _call(getattr(nv, "nvmlSystemGetProcessName", None), p_pid)
         if isinstance(name, bytes):
             name = name.decode("utf-8", "replace")
-        rows.append(_row(p_pid, int(used) if isinstance(used, int) else None,
-                         str(name) if name else None, pid))
+        rows.append(
+            _row(
+                p_pid,
+                int(used) if isinstance(used, int) else None,
+                str(name) if name else None,
+                pid,
+            )
+        )
     out["processes"] = _merge(rows)
     return out
 
 
 def _from_smi(uuid: str | None, pid: int) -> dict[str, Any]:
     if uuid is None:
-        return {"processes_missing": "NVML is not installed (nvidia-ml-py), and without the "
-                "device's UUID nvidia-smi's process list cannot be matched to it"}
+        return {
+            "processes_missing": "NVML is not installed (nvidia-ml-py), and without the "
+            "device's UUID nvidia-smi's process list cannot be matched to it"
+        }
     try:
         text = _run_smi()
     except FileNotFoundError:
@@ -226,8 +247,13 @@ def _from_smi(uuid: str | None, pid: int) -> dict[str, Any]:
 
 
 def _row(p_pid: int, used: int | None, name: str | None, pid: int) -> dict[str, Any]:
-    return {"pid": p_pid, "used_bytes": used, "name": name, "cmdline": _read_cmdline(p_pid),
-            "this_process": p_pid == pid}
+    return {
+        "pid": p_pid,
+        "used_bytes": used,
+        "name": name,
+        "cmdline": _read_cmdline(p_pid),
+        "this_process": p_pid == pid,
+    }
 
 
 def _merge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -266,8 +292,10 @@ def _nvml_handle(nv: Any, backend: Any, device: int, uuid: str | None) -> tuple[
         return cached
     if uuid is None:
         if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-            return ("torch cannot say the device's UUID and CUDA_VISIBLE_DEVICES renumbers "
-                    "devices, so NVML's device for it is not known")
+            return (
+                "torch cannot say the device's UUID and CUDA_VISIBLE_DEVICES renumbers "
+                "devices, so NVML's device for it is not known"
+            )
         # Without a UUID only the one-device case is unambiguous.
         try:
             if int(nv.nvmlDeviceGetCount()) != 1:
@@ -298,7 +326,7 @@ def _norm_uuid(u: str) -> str:
     u = str(u).strip().lower()
     for prefix in ("gpu-", "mig-"):
         if u.startswith(prefix):
-            return prefix.upper() + u[len(prefix):]
+            return prefix.upper() + u[len(prefix) :]
     return "GPU-" + u
 
 

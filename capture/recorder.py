@@ -28,9 +28,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
-from . import messages, files, gpu, oom, outside, signals
+from . import files, gpu, messages, oom, outside, signals
 from .backend import HistorySettings, get_backend
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,7 +44,7 @@ class _State:
     """Process-wide recorder state (there is one allocator per process)."""
 
     lock = threading.RLock()
-    stack: list["Recorder"] = []
+    stack: ClassVar[list[Recorder]] = []
     # History was on, set by someone else, when the first recorder started.
     external_before = False
     # What vramscope last applied: settings, or None (off / never touched).
@@ -57,7 +57,7 @@ class _State:
     # keep their tracebacks' frames, and the tensors those hold, alive in a program that
     # catches the error and goes on.
     hooks: "tuple[Callable[..., Any], Callable[..., Any]] | None" = None
-    handled: list[tuple[int, int]] = []
+    handled: ClassVar[list[tuple[int, int]]] = []
 
 
 def active_recorder() -> "Recorder | None":
@@ -188,8 +188,11 @@ class Recorder:
             raise ValueError(f"stacks must be one of {STACKS}, not {stacks!r}")
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, not {context!r}")
-        if (isinstance(max_oom_dumps, bool) or not isinstance(max_oom_dumps, int)
-                or max_oom_dumps < 0):
+        if (
+            isinstance(max_oom_dumps, bool)
+            or not isinstance(max_oom_dumps, int)
+            or max_oom_dumps < 0
+        ):
             raise ValueError(f"max_oom_dumps must be an int >= 0, not {max_oom_dumps!r}")
         # Absolute now: a script that changes directory must not move its snapshots.
         self.out = Path(os.path.abspath(out))
@@ -285,7 +288,8 @@ class Recorder:
             messages.info_once(
                 "free-stacks-off",
                 f"frees are recorded without their stacks (context 'alloc'): {why}; "
-                "VRAMSCOPE_FREE_STACKS=1 records them anyway")
+                "VRAMSCOPE_FREE_STACKS=1 records them anyway",
+            )
 
     def stop(self) -> None:
         """Stop recording and restore the previous state; a no-op if not started.
@@ -397,8 +401,9 @@ class Recorder:
         if not self.oom or self._backend is None or self._noop:
             return None
         try:
-            found = outside.classify(exc, is_allocator_oom=self._backend.is_oom,
-                                     skip_files=_OWN_FRAMES)
+            found = outside.classify(
+                exc, is_allocator_oom=self._backend.is_oom, skip_files=_OWN_FRAMES
+            )
         except Exception:
             found = None
         if found is None:
@@ -411,10 +416,13 @@ class Recorder:
                 return None
             self._oom_dumps += 1
             _State.handled[:] = [*_State.handled[-7:], key]
-        messages.info(f"the program died of an out-of-memory error outside PyTorch's "
-                      f"allocator ({found['library']}): {found['error'][:200]}")
-        path = self._dump("oom", extra={"outside_allocator_oom": found,
-                                        "oom_message": outside.full_message(exc)})
+        messages.info(
+            f"the program died of an out-of-memory error outside PyTorch's "
+            f"allocator ({found['library']}): {found['error'][:200]}"
+        )
+        path = self._dump(
+            "oom", extra={"outside_allocator_oom": found, "oom_message": outside.full_message(exc)}
+        )
         if path is not None:
             self.last_oom_path = path
         return path
@@ -534,8 +542,11 @@ class Recorder:
             used = _safe(lambda: effective(rec.context)) if effective else rec.context
             if used != rec.context:
                 # What the allocator recorded, and why it differs from what was asked.
-                info.update(context=used, context_requested=rec.context,
-                            free_stacks_off=_safe(backend.free_stack_hazard))
+                info.update(
+                    context=used,
+                    context_requested=rec.context,
+                    free_stacks_off=_safe(backend.free_stack_hazard),
+                )
         return info
 
 

@@ -51,23 +51,51 @@ def _parser(prog: str | None) -> argparse.ArgumentParser:
             "script. Without CUDA the script runs normally after one warning."
         ),
     )
-    p.add_argument("-o", "--out", default="snapshots", metavar="DIR",
-                   help="directory for snapshots (default: %(default)s)")
-    p.add_argument("--max-entries", type=_positive_int, default=100_000, metavar="N",
-                   help="alloc/free events kept, newest win (default: %(default)s)")
-    p.add_argument("--stacks", choices=("python", "all"), default="python",
-                   help="python: Python stacks, fast dumps (default); all: adds C++ "
-                        "frames, dumps are slower (symbolisation) and larger")
-    p.add_argument("--context", choices=("all", "alloc", "state"), default="all",
-                   help="which events keep a stack (default: %(default)s)")
-    p.add_argument("--signal", default="SIGUSR1", metavar="NAME",
-                   help="signal that dumps a snapshot on demand (default: %(default)s)")
+    p.add_argument(
+        "-o",
+        "--out",
+        default="snapshots",
+        metavar="DIR",
+        help="directory for snapshots (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-entries",
+        type=_positive_int,
+        default=100_000,
+        metavar="N",
+        help="alloc/free events kept, newest win (default: %(default)s)",
+    )
+    p.add_argument(
+        "--stacks",
+        choices=("python", "all"),
+        default="python",
+        help="python: Python stacks, fast dumps (default); all: adds C++ "
+        "frames, dumps are slower (symbolisation) and larger",
+    )
+    p.add_argument(
+        "--context",
+        choices=("all", "alloc", "state"),
+        default="all",
+        help="which events keep a stack (default: %(default)s)",
+    )
+    p.add_argument(
+        "--signal",
+        default="SIGUSR1",
+        metavar="NAME",
+        help="signal that dumps a snapshot on demand (default: %(default)s)",
+    )
     p.add_argument("--no-signal", action="store_true", help="no on-demand dumps")
-    p.add_argument("--no-exit-dump", action="store_true",
-                   help="no snapshot when the script ends (OOM and signal dumps still happen)")
-    p.add_argument("--live", action="store_true",
-                   help="let a viewer attach while the script runs (vramscope attach PID, "
-                        "File > Attach...): a private local socket, never a network port")
+    p.add_argument(
+        "--no-exit-dump",
+        action="store_true",
+        help="no snapshot when the script ends (OOM and signal dumps still happen)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="let a viewer attach while the script runs (vramscope attach PID, "
+        "File > Attach...): a private local socket, never a network port",
+    )
     return p
 
 
@@ -93,7 +121,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     while i < len(argv):
         tok = argv[i]
         if tok == "--":
-            return argv[:i], argv[i + 1:]
+            return argv[:i], argv[i + 1 :]
         if tok == "-m" or (tok.startswith("-m") and not tok.startswith("--")):
             return argv[:i], argv[i:]
         if tok == "-" or not tok.startswith("-"):

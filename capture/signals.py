@@ -23,8 +23,16 @@ from . import messages
 DEFAULT_SIGNAL = "SIGUSR1"
 
 # POSIX names that may be missing on this platform without being a mistake.
-_POSIX_ONLY = {"SIGUSR1", "SIGUSR2", "SIGHUP", "SIGQUIT", "SIGPROF", "SIGWINCH", "SIGTTIN",
-               "SIGTTOU"}
+_POSIX_ONLY = {
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGHUP",
+    "SIGQUIT",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGTTIN",
+    "SIGTTOU",
+}
 
 _lock = threading.Lock()
 # signal number -> [previous handler, number of holders]

@@ -90,8 +90,15 @@ def step(name: str, durations: dict):
 
 def run(cmd, *, check=True, capture=False, env=None, cwd=None, timeout=900):
     log("    $ " + " ".join(str(c) for c in cmd))
-    result = subprocess.run([str(c) for c in cmd], check=False, text=True, env=env, cwd=cwd,
-                            capture_output=capture, timeout=timeout)
+    result = subprocess.run(
+        [str(c) for c in cmd],
+        check=False,
+        text=True,
+        env=env,
+        cwd=cwd,
+        capture_output=capture,
+        timeout=timeout,
+    )
     if check and result.returncode:
         detail = (result.stderr or result.stdout or "").strip() if capture else ""
         raise BuildError(f"{Path(str(cmd[0])).name} failed ({result.returncode}) {detail}")
@@ -134,8 +141,11 @@ def deb_version(version: str) -> str:
 
 
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+    }
     env.update(extra)
     return env
 
@@ -146,9 +156,23 @@ def pyinstaller(work: Path) -> Path:
     shutil.rmtree(distpath, ignore_errors=True)
     # Not from the repository root: there, a stale vramscope.egg-info of an
     # editable install would shadow the installed package's metadata.
-    run([sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
-         "--distpath", distpath, "--workpath", work / "work", PACKAGING / "vramscope.spec"],
-        cwd=work)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--clean",
+            "--log-level",
+            "WARN",
+            "--distpath",
+            distpath,
+            "--workpath",
+            work / "work",
+            PACKAGING / "vramscope.spec",
+        ],
+        cwd=work,
+    )
     if MACOS:
         return distpath / f"{APP}.app"
     return distpath / APP
@@ -197,8 +221,10 @@ def check_bundle(app: Path) -> dict:
     # The compiled snapshot parser (viewer/model/_native/snapparse.c): without it the
     # app still works, on the pure-Python parser, but opens big snapshots ~30x slower.
     if not any(app.rglob("snapparse*.so")) and not any(app.rglob("snapparse*.pyd")):
-        raise BuildError("the compiled snapshot parser (vramscope.viewer.model._native.snapparse) "
-                         "is not in the app: is a C compiler installed?")
+        raise BuildError(
+            "the compiled snapshot parser (vramscope.viewer.model._native.snapparse) "
+            "is not in the app: is a C compiler installed?"
+        )
     if LINUX:
         facts.update(check_linux_libraries(app))
     size = tree_size(app)
@@ -208,8 +234,9 @@ def check_bundle(app: Path) -> dict:
     for name, n in facts["contributors"][:12]:
         log(f"      {human(n):>10}  {name}")
     if size > SIZE_BUDGET:
-        raise BuildError(f"the app is {size / 1e6:.1f} MB, "
-                         f"over the {SIZE_BUDGET / 1e6:.0f} MB budget")
+        raise BuildError(
+            f"the app is {size / 1e6:.1f} MB, over the {SIZE_BUDGET / 1e6:.0f} MB budget"
+        )
     return facts
 
 
@@ -276,14 +303,21 @@ def check_linux_libraries(app: Path) -> dict:
                 missing.setdefault(name, set()).add(f.relative_to(app).as_posix())
             elif not Path(path).resolve().is_relative_to(app.resolve()):
                 system.setdefault(path, set()).add(f.name)
-        syms = subprocess.run(["objdump", "-T", str(f)], capture_output=True, text=True).stdout \
-            if shutil.which("objdump") else ""
+        syms = (
+            subprocess.run(["objdump", "-T", str(f)], capture_output=True, text=True).stdout
+            if shutil.which("objdump")
+            else ""
+        )
         for v in re.findall(r"GLIBC_(\d+)\.(\d+)", syms):
             glibc = max(glibc, (int(v[0]), int(v[1])))
     hard = {k: v for k, v in missing.items() if not k.startswith(SYSTEM_OPTIONAL)}
     if hard:
-        raise BuildError("unresolved libraries: " + "; ".join(
-            f"{k} (needed by {', '.join(sorted(v)[:3])})" for k, v in sorted(hard.items())))
+        raise BuildError(
+            "unresolved libraries: "
+            + "; ".join(
+                f"{k} (needed by {', '.join(sorted(v)[:3])})" for k, v in sorted(hard.items())
+            )
+        )
     names = sorted({Path(p).name for p in system})
     log(f"    from the system: {', '.join(names)}")
     if missing:
@@ -307,16 +341,22 @@ def smoke(app: Path, version: str, label: str) -> dict:
         out = run([exe, "--self-test"], capture=True, env=env, cwd=tmp, check=False, timeout=300)
         seconds = time.perf_counter() - start
         if out.returncode != 0 or "self-test passed" not in out.stdout:
-            raise BuildError(f"{label}: --self-test failed ({out.returncode}): "
-                             f"{(out.stderr or out.stdout).strip()[-2000:]}")
+            raise BuildError(
+                f"{label}: --self-test failed ({out.returncode}): "
+                f"{(out.stderr or out.stdout).strip()[-2000:]}"
+            )
         log(textwrap.indent(out.stdout.rstrip(), "    | "))
         example = ASSETS / "example_fragmentation_oom.pickle"
         summary = run([exe, "summary", example, "--json"], capture=True, env=env, cwd=tmp)
         if '"reserved_bytes"' not in summary.stdout:
             raise BuildError(f"{label}: summary --json printed no figures")
         # Subcommands are imported by name: each must be in the bundle.
-        whatif = run([exe, "whatif", example, "--conf", "expandable_segments:True", "--json"],
-                     capture=True, env=env, cwd=tmp)
+        whatif = run(
+            [exe, "whatif", example, "--conf", "expandable_segments:True", "--json"],
+            capture=True,
+            env=env,
+            cwd=tmp,
+        )
         if '"peak_reserved_bytes"' not in whatif.stdout:
             raise BuildError(f"{label}: whatif --json printed no prediction")
         attach = run([exe, "attach", "--list"], capture=True, env=env, cwd=tmp)
@@ -357,8 +397,9 @@ def check_listed_commands(exe: Path, env: dict, cwd: str, label: str) -> list[st
     if not names:
         raise BuildError(f"{label}: --help lists no commands")
     for name in names:
-        result = run([exe, name, "--help"], capture=True, env=env, cwd=cwd, check=False,
-                     timeout=120)
+        result = run(
+            [exe, name, "--help"], capture=True, env=env, cwd=cwd, check=False, timeout=120
+        )
         problem = command_answer_problem(name, result)
         if problem:
             raise BuildError(f"{label}: `vramscope {name} --help` {problem}")
@@ -391,8 +432,9 @@ def desktop_tree(dest: Path, exec_path: str | None = None) -> None:
 def validate_desktop(path: Path) -> str:
     tool = shutil.which("desktop-file-validate")
     if not tool:
-        raise BuildError("desktop-file-validate is missing "
-                         "(Debian: apt-get install desktop-file-utils)")
+        raise BuildError(
+            "desktop-file-validate is missing (Debian: apt-get install desktop-file-utils)"
+        )
     out = run([tool, path], capture=True, check=False)
     text = (out.stdout + out.stderr).strip()
     if out.returncode or text:  # warnings and hints count as failures too
@@ -420,13 +462,19 @@ def tar_gz(folder: Path, out: Path) -> None:
         return info
 
     entries = sorted(folder.rglob("*"))
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9,
-                                               mtime=epoch or 0, filename="") as gz:
+    with (
+        open(out, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=epoch or 0, filename="") as gz,
+    ):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             tar.add(folder, arcname=folder.name, recursive=False, filter=norm)
             for p in entries:
-                tar.add(p, arcname=f"{folder.name}/{p.relative_to(folder).as_posix()}",
-                        recursive=False, filter=norm)
+                tar.add(
+                    p,
+                    arcname=f"{folder.name}/{p.relative_to(folder).as_posix()}",
+                    recursive=False,
+                    filter=norm,
+                )
 
 
 def linux_tarball(app: Path, version: str, facts: dict, work: Path, dist: Path) -> Path:
@@ -439,8 +487,9 @@ def linux_tarball(app: Path, version: str, facts: dict, work: Path, dist: Path) 
     shutil.copyfile(LINUX_FILES / "install-desktop-integration.sh", script)
     script.chmod(0o755)
     glibc = ".".join(map(str, facts.get("glibc", (2, 28))))
-    (stage / "README.txt").write_text(TARBALL_README.format(name=name, glibc=glibc),
-                                      encoding="utf-8")
+    (stage / "README.txt").write_text(
+        TARBALL_README.format(name=name, glibc=glibc), encoding="utf-8"
+    )
     validate_desktop(stage / "share" / "applications" / f"{APP}.desktop")
     out = dist / f"{name}.tar.gz"
     tar_gz(stage, out)
@@ -464,9 +513,14 @@ fontconfig); Wayland sessions use libwayland-client/-cursor/-egl when present.
 
 # --------------------------------------------------------------------------- 5. the .deb
 DEB_DEPENDS_FALLBACK = ["libc6", "libxcb1", "libgl1", "libegl1"]
-DEB_RECOMMENDS = ["libwayland-client0", "libwayland-cursor0", "libwayland-egl1",
-                  "fonts-dejavu-core | fonts-liberation2", "shared-mime-info",
-                  "desktop-file-utils"]
+DEB_RECOMMENDS = [
+    "libwayland-client0",
+    "libwayland-cursor0",
+    "libwayland-egl1",
+    "fonts-dejavu-core | fonts-liberation2",
+    "shared-mime-info",
+    "desktop-file-utils",
+]
 
 
 def system_packages(libs: list[str]) -> list[str]:
@@ -494,10 +548,12 @@ def build_deb(app: Path, version: str, facts: dict, work: Path, dist: Path) -> P
     doc = root / "usr" / "share" / "doc" / APP
     doc.mkdir(parents=True)
     (doc / "copyright").write_text(COPYRIGHT, encoding="utf-8")
-    changelog = (f"{APP} ({dver}) unstable; urgency=medium\n\n"
-                 f"  * Upstream release {version}, built with PyInstaller.\n\n"
-                 f" -- vramscope developers <vramscope@users.noreply.github.com>  "
-                 f"{time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime(_epoch()))}\n")
+    changelog = (
+        f"{APP} ({dver}) unstable; urgency=medium\n\n"
+        f"  * Upstream release {version}, built with PyInstaller.\n\n"
+        f" -- vramscope developers <vramscope@users.noreply.github.com>  "
+        f"{time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime(_epoch()))}\n"
+    )
     with gzip.GzipFile(doc / "changelog.Debian.gz", "wb", compresslevel=9, mtime=_epoch()) as gz:
         gz.write(changelog.encode())
     overrides = root / "usr" / "share" / "lintian" / "overrides"
@@ -506,14 +562,18 @@ def build_deb(app: Path, version: str, facts: dict, work: Path, dist: Path) -> P
 
     packages = system_packages(facts.get("system_libs", [])) or DEB_DEPENDS_FALLBACK
     glibc = facts.get("glibc", (2, 28))
-    depends = [f"libc6 (>= {glibc[0]}.{glibc[1]})" if p == "libc6" else p for p in packages
-               if not p.startswith("libwayland")]
+    depends = [
+        f"libc6 (>= {glibc[0]}.{glibc[1]})" if p == "libc6" else p
+        for p in packages
+        if not p.startswith("libwayland")
+    ]
     if not any(d.startswith("libc6") for d in depends):
         depends.insert(0, f"libc6 (>= {glibc[0]}.{glibc[1]})")
     installed_kib = (tree_size(root) + 1023) // 1024
     control = root / "DEBIAN"
     control.mkdir()
-    (control / "control").write_text(textwrap.dedent(f"""\
+    (control / "control").write_text(
+        textwrap.dedent(f"""\
         Package: {APP}
         Version: {dver}
         Architecture: {darch}
@@ -532,7 +592,9 @@ def build_deb(app: Path, version: str, facts: dict, work: Path, dist: Path) -> P
          This package is the self-contained desktop viewer (its own Python, Qt
          and numpy in /opt/vramscope); the capture side stays a Python package
          next to torch (pip install '.[capture]' in a clone of vramscope).
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     for name in ("postinst", "postrm"):
         shutil.copyfile(LINUX_FILES / "deb" / name, control / name)
         (control / name).chmod(0o755)
@@ -582,12 +644,14 @@ License: various
 def verify_deb(deb: Path, version: str, work: Path) -> dict:
     info = run(["dpkg-deb", "--info", deb], capture=True).stdout
     contents = run(["dpkg-deb", "--contents", deb], capture=True).stdout
-    for needed in ("./usr/bin/vramscope -> /opt/vramscope/vramscope",
-                   "./usr/share/applications/vramscope.desktop",
-                   "./usr/share/mime/packages/vramscope.xml",
-                   "./usr/share/icons/hicolor/scalable/apps/vramscope.svg",
-                   "./usr/share/icons/hicolor/256x256/apps/vramscope.png",
-                   "./opt/vramscope/vramscope"):
+    for needed in (
+        "./usr/bin/vramscope -> /opt/vramscope/vramscope",
+        "./usr/share/applications/vramscope.desktop",
+        "./usr/share/mime/packages/vramscope.xml",
+        "./usr/share/icons/hicolor/scalable/apps/vramscope.svg",
+        "./usr/share/icons/hicolor/256x256/apps/vramscope.png",
+        "./opt/vramscope/vramscope",
+    ):
         if needed not in contents:
             raise BuildError(f"{deb.name}: {needed} is missing")
     log(textwrap.indent(info.rstrip(), "    | "))
@@ -610,8 +674,10 @@ def verify_deb(deb: Path, version: str, work: Path) -> dict:
         tags = (out.stdout + out.stderr).strip().splitlines()
         facts["lintian"] = tags
         errors = [t for t in tags if t.startswith("E:")]
-        log(f"    lintian: {len(errors)} errors, "
-            f"{len(tags) - len(errors)} other tags (informational)")
+        log(
+            f"    lintian: {len(errors)} errors, "
+            f"{len(tags) - len(errors)} other tags (informational)"
+        )
         for t in tags[:40]:
             log(f"      {t}")
     return facts
@@ -622,21 +688,43 @@ def window_test(app: Path, out_png: Path) -> str | None:
     """Open a snapshot in a real window on Xvfb and take a screenshot of the screen."""
     needed = [shutil.which(t) for t in ("xvfb-run", "xwd", "xwininfo")]
     if not all(needed):
-        log("    skipped: needs xvfb-run, xwd and xwininfo "
-            "(apt-get install xvfb xauth x11-apps x11-utils)")
+        log(
+            "    skipped: needs xvfb-run, xwd and xwininfo "
+            "(apt-get install xvfb xauth x11-apps x11-utils)"
+        )
         return None
-    snapshot = (WINDOW_SNAPSHOT if WINDOW_SNAPSHOT.is_file()
-                else ASSETS / "example_fragmentation_oom.pickle")
-    run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", sys.executable, __file__,
-         "_window", executable(app), snapshot, out_png], timeout=300)
+    snapshot = (
+        WINDOW_SNAPSHOT
+        if WINDOW_SNAPSHOT.is_file()
+        else ASSETS / "example_fragmentation_oom.pickle"
+    )
+    run(
+        [
+            "xvfb-run",
+            "-a",
+            "-s",
+            "-screen 0 1600x1000x24",
+            sys.executable,
+            __file__,
+            "_window",
+            executable(app),
+            snapshot,
+            out_png,
+        ],
+        timeout=300,
+    )
     return str(out_png)
 
 
 def _window(exe: str, snapshot: str, out_png: str) -> int:
     """(Inside xvfb-run.) Start the app, wait for its loaded window, screenshot."""
     with tempfile.TemporaryDirectory(prefix="vramscope-window-") as tmp:
-        env = clean_env(HOME=tmp, XDG_CONFIG_HOME=f"{tmp}/config", XDG_CACHE_HOME=f"{tmp}/cache",
-                        QT_QPA_PLATFORM="xcb")
+        env = clean_env(
+            HOME=tmp,
+            XDG_CONFIG_HOME=f"{tmp}/config",
+            XDG_CACHE_HOME=f"{tmp}/cache",
+            QT_QPA_PLATFORM="xcb",
+        )
         snapshot = os.path.abspath(snapshot)
         proc = subprocess.Popen([exe, snapshot], env=env, cwd=tmp)
         # The main window's title once the snapshot has loaded (an error box
@@ -647,10 +735,12 @@ def _window(exe: str, snapshot: str, out_png: str) -> int:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
-                    raise BuildError(f"the app exited ({proc.returncode}) "
-                                     "before its window appeared")
-                tree = subprocess.run(["xwininfo", "-root", "-tree"], capture_output=True,
-                                      text=True, errors="replace").stdout
+                    raise BuildError(
+                        f"the app exited ({proc.returncode}) before its window appeared"
+                    )
+                tree = subprocess.run(
+                    ["xwininfo", "-root", "-tree"], capture_output=True, text=True, errors="replace"
+                ).stdout
                 if failed in tree:
                     raise BuildError(f"the app could not open {snapshot}")
                 if title in tree:
@@ -661,8 +751,9 @@ def _window(exe: str, snapshot: str, out_png: str) -> int:
             time.sleep(3)  # let it paint
             windows = [line.strip() for line in tree.splitlines() if title in line]
             print(f"    window: {windows[0][:160]}", flush=True)
-            xwd = subprocess.run(["xwd", "-root", "-silent"], capture_output=True,
-                                 check=True).stdout
+            xwd = subprocess.run(
+                ["xwd", "-root", "-silent"], capture_output=True, check=True
+            ).stdout
             colours = xwd_to_png(xwd, Path(out_png))
             if colours < 16:
                 raise BuildError(f"the screenshot looks blank ({colours} colours)")
@@ -685,7 +776,7 @@ def xwd_to_png(data: bytes, out: Path) -> int:
     if bits_per_pixel not in (24, 32) or header[2] != 2:
         raise BuildError(f"xwd: format {header[2]}, {bits_per_pixel} bits per pixel: not supported")
     size = bits_per_pixel // 8
-    pixels = data[header_size + 12 * ncolors:]
+    pixels = data[header_size + 12 * ncolors :]
     # Byte offset of red, green, blue inside one pixel (masks say where the bits are).
     masks = (red_mask, header[15], header[16])
     offsets = [((m & -m).bit_length() - 1) // 8 for m in masks]
@@ -694,20 +785,22 @@ def xwd_to_png(data: bytes, out: Path) -> int:
     raw = bytearray()
     colours = set()
     for y in range(height):
-        row = pixels[y * bytes_per_line: y * bytes_per_line + size * width]
+        row = pixels[y * bytes_per_line : y * bytes_per_line + size * width]
         rgb = bytearray(3 * width)
         for c, off in enumerate(offsets):
             rgb[c::3] = row[off::size]
         raw += b"\x00" + rgb
         if y % 16 == 0:
-            colours.update(bytes(rgb[i:i + 3]) for i in range(0, len(rgb), 3 * 16))
+            colours.update(bytes(rgb[i : i + 3]) for i in range(0, len(rgb), 3 * 16))
 
     def chunk(kind: bytes, body: bytes) -> bytes:
-        return (struct.pack(">I", len(body)) + kind + body
-                + struct.pack(">I", zlib.crc32(kind + body)))
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
 
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
-                                                         8, 2, 0, 0, 0))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(
+        b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    )
     png += chunk(b"IDAT", zlib.compress(bytes(raw), 6)) + chunk(b"IEND", b"")
     out.write_bytes(png)
     return len(colours)
@@ -733,8 +826,9 @@ def macos_archives(app: Path, version: str, dist: Path) -> list[Path]:
     outs = [out]
     if shutil.which("hdiutil"):
         dmg = dist / f"{base}.dmg"
-        run(["hdiutil", "create", "-volname", APP, "-srcfolder", app, "-ov", "-format", "UDZO",
-             dmg])
+        run(
+            ["hdiutil", "create", "-volname", APP, "-srcfolder", app, "-ov", "-format", "UDZO", dmg]
+        )
         outs.append(dmg)
     return outs
 
@@ -750,8 +844,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dist", default=str(ROOT / "dist"), help="where the archives go (dist/)")
-    parser.add_argument("--work", default=str(ROOT / "build" / "package"),
-                        help="build folder (build/package)")
+    parser.add_argument(
+        "--work", default=str(ROOT / "build" / "package"), help="build folder (build/package)"
+    )
     parser.add_argument("--no-deb", action="store_true", help="Linux: the tar.gz only")
     parser.add_argument("--no-window", action="store_true", help="Linux: skip the Xvfb window test")
     args = parser.parse_args(argv)
@@ -764,8 +859,10 @@ def main(argv: list[str] | None = None) -> int:
     artifacts: list[Path] = []
     try:
         version = app_version()
-        log(f"vramscope {version}: building on {platform.system()} {arch_name()}, "
-            f"Python {platform.python_version()}")
+        log(
+            f"vramscope {version}: building on {platform.system()} {arch_name()}, "
+            f"Python {platform.python_version()}"
+        )
         with step("pyinstaller", durations):
             app = pyinstaller(work)
             strip_python(app)
@@ -778,8 +875,9 @@ def main(argv: list[str] | None = None) -> int:
                 artifacts.append(linux_tarball(app, version, facts, work, dist))
             if not args.no_deb:
                 if not shutil.which("dpkg-deb"):
-                    raise BuildError("dpkg-deb is missing "
-                                     "(use --no-deb, or build on Debian/Ubuntu)")
+                    raise BuildError(
+                        "dpkg-deb is missing (use --no-deb, or build on Debian/Ubuntu)"
+                    )
                 with step(".deb", durations):
                     deb = build_deb(app, version, facts, work, dist)
                     artifacts.append(deb)
@@ -803,13 +901,19 @@ def main(argv: list[str] | None = None) -> int:
     sums = [f"{hashlib.sha256(a.read_bytes()).hexdigest()}  {a.name}" for a in artifacts]
     (dist / "SHA256SUMS").write_text("\n".join(sums) + "\n", encoding="utf-8")
     log("")
-    log(f"built in {time.perf_counter() - total:.0f} s: "
-        + ", ".join(f"{k} {v:.0f} s" for k, v in durations.items()))
-    log(f"app folder {app}: {human(facts['size'])} unpacked ({facts['size'] / 1e6:.1f} MB, "
-        f"budget {SIZE_BUDGET / 1e6:.0f} MB); self-test {facts['selftest_seconds']:.1f} s")
+    log(
+        f"built in {time.perf_counter() - total:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in durations.items())
+    )
+    log(
+        f"app folder {app}: {human(facts['size'])} unpacked ({facts['size'] / 1e6:.1f} MB, "
+        f"budget {SIZE_BUDGET / 1e6:.0f} MB); self-test {facts['selftest_seconds']:.1f} s"
+    )
     for a in artifacts:
-        log(f"  {a.relative_to(dist.parent) if dist.parent in a.parents else a}: "
-            f"{human(a.stat().st_size)}")
+        log(
+            f"  {a.relative_to(dist.parent) if dist.parent in a.parents else a}: "
+            f"{human(a.stat().st_size)}"
+        )
     if facts.get("screenshot"):
         log(f"  window screenshot (Xvfb): {facts['screenshot']}")
     return 0

@@ -66,8 +66,11 @@ def cases():
     yield "truncated-half", real[: len(real) // 2], "error"
     yield "truncated-last-byte", real[:-1], "error"
     yield "random", bytes(rng.getrandbits(8) for _ in range(4096)), "error"
-    yield ("random-after-proto", b"\x80\x04" + bytes(rng.getrandbits(8) for _ in range(4096)),
-           "error")
+    yield (
+        "random-after-proto",
+        b"\x80\x04" + bytes(rng.getrandbits(8) for _ in range(4096)),
+        "error",
+    )
     yield "text", b"Just some notes about the run\nloss went down\n", "error"
     yield "json-garbage", b'{"segments": [1, 2', "error"
     yield "json-not-snapshot", b'{"hello": "world"}', "error"
@@ -92,10 +95,16 @@ def cases():
     yield "gzip-truncated", gzip.compress(real)[:200], "error"
     yield "xz-truncated", lzma.compress(real)[:200], "error"
     yield "xz-corrupt", lzma.compress(real)[:40] + b"\x00" * 200, "error"
-    yield ("unknown-action",
-           _mutated(lambda o: o["device_traces"][0][0].update(action="teleport")), "warn")
-    yield ("unknown-state",
-           _mutated(lambda o: o["segments"][0]["blocks"][0].update(state="haunted")), "warn")
+    yield (
+        "unknown-action",
+        _mutated(lambda o: o["device_traces"][0][0].update(action="teleport")),
+        "warn",
+    )
+    yield (
+        "unknown-state",
+        _mutated(lambda o: o["segments"][0]["blocks"][0].update(state="haunted")),
+        "warn",
+    )
     yield "missing-size", _mutated(lambda o: o["segments"][0]["blocks"][0].pop("size")), "warn"
     yield "negative-size", _mutated(lambda o: o["device_traces"][0][3].update(size=-5)), "warn"
     yield "huge-int-size", _mutated(lambda o: o["device_traces"][0][3].update(size=10**40)), "warn"

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--no-first-run", "--disable-extensions")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-extensions",
+)
 # Written into the page once it has loaded (images decoded): what the test reads back.
 MEASURE = """<script>
 window.addEventListener("load", function () {
@@ -45,15 +51,21 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.fail("no Chromium: `make browser-tools` installs it (apt-get install chromium)",
-                pytrace=False)
+    pytest.fail(
+        "no Chromium: `make browser-tools` installs it (apt-get install chromium)", pytrace=False
+    )
     raise AssertionError  # (unreachable: pytest.fail raises)
 
 
 def _run(args: list[str], folder: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, HOME=str(folder))  # (its profile: never the user's)
-    return subprocess.run([chromium(), *FLAGS, f"--user-data-dir={folder / 'profile'}",
-                           *args], capture_output=True, text=True, timeout=180, env=env)
+    return subprocess.run(
+        [chromium(), *FLAGS, f"--user-data-dir={folder / 'profile'}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
 
 
 def measure(page: str, folder: Path, width: int = 1400) -> dict:
@@ -65,8 +77,10 @@ def measure(page: str, folder: Path, width: int = 1400) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / "measured.html"
     copy.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    out = _run([f"--window-size={width},900", "--virtual-time-budget=5000", "--dump-dom",
-                copy.as_uri()], folder)
+    out = _run(
+        [f"--window-size={width},900", "--virtual-time-budget=5000", "--dump-dom", copy.as_uri()],
+        folder,
+    )
     got = re.search(r'<pre id="measured">(.*?)</pre>', out.stdout, re.S)
     assert got, f"Chromium did not lay the page out: {out.stderr[-2000:]}"
     return json.loads(got.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -74,7 +88,9 @@ def measure(page: str, folder: Path, width: int = 1400) -> dict:
 
 def screenshot(page_path: Path, png: Path, width: int = 1400, height: int = 3000) -> Path:
     """A PNG of ``page_path`` as Chromium draws it ``width`` px wide."""
-    out = _run([f"--window-size={width},{height}", f"--screenshot={png}",
-                page_path.resolve().as_uri()], png.parent)
+    out = _run(
+        [f"--window-size={width},{height}", f"--screenshot={png}", page_path.resolve().as_uri()],
+        png.parent,
+    )
     assert png.exists() and png.stat().st_size > 0, out.stderr[-2000:]
     return png

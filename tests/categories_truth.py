@@ -33,7 +33,7 @@ def truth_files() -> list[Path]:
 
 def snapshot_for(truth_path: Path) -> Path | None:
     """NAME.pickle.xz (or .pickle) in any truth directory."""
-    name = truth_path.name[:-len(".truth.json")]
+    name = truth_path.name[: -len(".truth.json")]
     for d in (truth_path.parent, *TRUTH_DIRS):
         for suffix in (".pickle.xz", ".pickle"):
             p = d / f"{name}{suffix}"
@@ -66,9 +66,13 @@ class Comparison:
         return self.ours_at_peak.get("unknown", 0) / self.peak_bytes if self.peak_bytes else 0.0
 
 
-TRUTH_KEYS = {"parameter": "parameters", "gradient": "gradients",
-              "optimizer_state": "optimizer_state", "activation": "activations",
-              "input": "inputs"}
+TRUTH_KEYS = {
+    "parameter": "parameters",
+    "gradient": "gradients",
+    "optimizer_state": "optimizer_state",
+    "activation": "activations",
+    "input": "inputs",
+}
 
 
 def compare(truth_path: Path) -> Comparison:
@@ -78,7 +82,7 @@ def compare(truth_path: Path) -> Comparison:
     from vramscope.viewer.model.replay.timeline import build_timeline
 
     truth = json.loads(truth_path.read_text())
-    name = truth.get("name", truth_path.name[:-len(".truth.json")])
+    name = truth.get("name", truth_path.name[: -len(".truth.json")])
     cmp = Comparison(name=name, kind=truth.get("kind", ""), truth=truth)
     snap_path = snapshot_for(truth_path)
     if snap_path is None:
@@ -104,7 +108,7 @@ def compare(truth_path: Path) -> Comparison:
     train = [it for it in bd.iterations if it.complete and it.kind == "train"]
     if train:
         last = train[-1]
-        seg = np.flatnonzero(bd.phases.phase[last.start:last.end + 1] == 2)  # backward
+        seg = np.flatnonzero(bd.phases.phase[last.start : last.end + 1] == 2)  # backward
         if len(seg):
             cmp.act_at_last_backward = bd.split_at(last.start + int(seg[0]) - 1)["activation"]
     iv = bd.intervals
@@ -132,8 +136,7 @@ def _live_bytes(iv, live: np.ndarray, blocks: np.ndarray, at_end: np.ndarray) ->
     return int(blocks[hit, 1].sum())
 
 
-def _mislabelled(iv, live: np.ndarray, category: np.ndarray, cat: int,
-                 blocks: np.ndarray) -> int:
+def _mislabelled(iv, live: np.ndarray, category: np.ndarray, cat: int, blocks: np.ndarray) -> int:
     """Bytes of truth blocks whose live allocation (by address) is not labelled ``cat``."""
     if not len(blocks):
         return 0
@@ -142,8 +145,11 @@ def _mislabelled(iv, live: np.ndarray, category: np.ndarray, cat: int,
     addrs = iv.addr[ids][order]
     pos = np.searchsorted(addrs, blocks[:, 0])
     pos_c = np.minimum(pos, max(len(addrs) - 1, 0))
-    found = (pos < len(addrs)) & (addrs[pos_c] == blocks[:, 0]) if len(addrs) else \
-        np.zeros(len(blocks), bool)
+    found = (
+        (pos < len(addrs)) & (addrs[pos_c] == blocks[:, 0])
+        if len(addrs)
+        else np.zeros(len(blocks), bool)
+    )
     wrong = ~found.copy()
     wrong[found] = category[ids[order][pos_c[found]]] != cat
     return int(blocks[wrong, 1].sum())
@@ -160,10 +166,12 @@ def table(comparisons: list[Comparison]) -> str:
     """A Markdown table: ours at the peak vs the program's bytes, per recording."""
     from vramscope.viewer.model.core.units import format_bytes as fb
 
-    head = ("| recording | peak | parameter ours / truth | optimizer_state ours / truth "
-            "| gradient ours (peak, end) / truth | activation ours (peak, last backward start) "
-            "/ truth (saved by the last forward) "
-            "| unknown | iterations ours / truth | leak ours / truth |")
+    head = (
+        "| recording | peak | parameter ours / truth | optimizer_state ours / truth "
+        "| gradient ours (peak, end) / truth | activation ours (peak, last backward start) "
+        "/ truth (saved by the last forward) "
+        "| unknown | iterations ours / truth | leak ours / truth |"
+    )
     lines = [head, "|" + "---|" * 9]
     for c in comparisons:
         if c.error:
@@ -178,26 +186,41 @@ def table(comparisons: list[Comparison]) -> str:
             return f"{fb(ours)} / {fb(ref)}{dev}"
 
         truth_lk = c.truth.get("leak")
-        ours_lk = "; ".join(f"{lk.frame} {fb(lk.bytes_per_iteration)}/it" for lk in c.leaks[:2]) \
-            or "none"
-        truth_s = "none" if not truth_lk else \
-            f"{Path(truth_lk['file']).name}:{truth_lk['line']} " \
+        ours_lk = (
+            "; ".join(f"{lk.frame} {fb(lk.bytes_per_iteration)}/it" for lk in c.leaks[:2]) or "none"
+        )
+        truth_s = (
+            "none"
+            if not truth_lk
+            else f"{Path(truth_lk['file']).name}:{truth_lk['line']} "
             f"{fb(int(truth_lk.get('bytes_per_iteration') or 0))}/it"
-        grad = f"{fb(o.get('gradient', 0))}, {fb(c.ours_at_end.get('gradient', 0))} / " \
-               f"{fb(t.get('gradient', 0))}"
+        )
+        grad = (
+            f"{fb(o.get('gradient', 0))}, {fb(c.ours_at_end.get('gradient', 0))} / "
+            f"{fb(t.get('gradient', 0))}"
+        )
         lines.append(
             f"| {c.name} | {fb(c.peak_bytes)} | {pair('parameter')} | {pair('optimizer_state')} "
             f"| {grad} | {fb(o.get('activation', 0))}, {fb(c.act_at_last_backward)} / "
             f"{fb(t.get('activation', 0))} "
             f"| {c.unknown_share():.1%} | {c.iterations_found} / "
-            f"{c.truth.get('iterations', '?')} | {ours_lk} / {truth_s} |")
+            f"{c.truth.get('iterations', '?')} | {ours_lk} / {truth_s} |"
+        )
     return "\n".join(lines)
 
 
 # torch.profiler's export_memory_timeline JSON: [times, sizes]; sizes[t][0] is a base (0),
 # then one column per category in torch's _CATEGORY_TO_INDEX order.
-PROFILER_COLUMNS = ("parameter", "optimizer_state", "input", "temporary", "activation",
-                    "gradient", "autograd_detail", "unknown")
+PROFILER_COLUMNS = (
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+)
 
 
 def profiler_split_at_peak(c: Comparison) -> dict | None:
@@ -205,13 +228,13 @@ def profiler_split_at_peak(c: Comparison) -> dict | None:
     memory timeline the recording wrote beside it (None when there is none)."""
     import gzip
 
-    name = ((c.truth.get("profiler") or {}).get("memory_timeline_json"))
+    name = (c.truth.get("profiler") or {}).get("memory_timeline_json")
     if not name:
         return None
     for d in TRUTH_DIRS:
         p = d / name
         if p.is_file():
-            times, sizes = json.loads(gzip.decompress(p.read_bytes()))
+            _times, sizes = json.loads(gzip.decompress(p.read_bytes()))
             arr = np.asarray(sizes, np.int64)
             k = int(np.argmax(arr.sum(axis=1)))
             return dict(zip(PROFILER_COLUMNS, arr[k, 1:].tolist()))
@@ -228,9 +251,14 @@ def profiler_table(comparisons: list[Comparison]) -> str:
         if prof is None:
             continue
         total = sum(prof.values())
-        lines.append(f"{c.name}: torch.profiler at its peak ({fb(total)}): "
-                     + ", ".join(f"{k} {fb(v)} ({v / total:.0%})" for k, v in prof.items() if v))
-        lines.append(f"{c.name}: vramscope at its peak ({fb(c.peak_bytes)}): "
-                     + ", ".join(f"{k} {fb(v)} ({v / c.peak_bytes:.0%})"
-                                 for k, v in c.ours_at_peak.items() if v))
+        lines.append(
+            f"{c.name}: torch.profiler at its peak ({fb(total)}): "
+            + ", ".join(f"{k} {fb(v)} ({v / total:.0%})" for k, v in prof.items() if v)
+        )
+        lines.append(
+            f"{c.name}: vramscope at its peak ({fb(c.peak_bytes)}): "
+            + ", ".join(
+                f"{k} {fb(v)} ({v / c.peak_bytes:.0%})" for k, v in c.ours_at_peak.items() if v
+            )
+        )
     return "\n".join(lines)

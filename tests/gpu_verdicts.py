@@ -48,18 +48,28 @@ def figures(truth: dict, side: dict) -> dict[str, int]:
     if truth["schema"].startswith("vramscope-gpu-holder-truth"):
         holder, training = truth["holder"], truth["training"]
         at = training["at_allocator_oom"] or {}
-        mine = next(p["used_bytes"] for p in side["gpu_memory"]["processes"]
-                    if p["this_process"])
-        return {"pid": holder["pid"], "held": _used(holder, side), "self": mine,
-                "reserved": training["reserved_at_failure"],
-                "allocated": training["allocated_at_failure"],
-                "free": training["free_at_failure"], "need": at.get("alloc", 0),
-                "total": training["total"]}
+        mine = next(p["used_bytes"] for p in side["gpu_memory"]["processes"] if p["this_process"])
+        return {
+            "pid": holder["pid"],
+            "held": _used(holder, side),
+            "self": mine,
+            "reserved": training["reserved_at_failure"],
+            "allocated": training["allocated_at_failure"],
+            "free": training["free_at_failure"],
+            "need": at.get("alloc", 0),
+            "total": training["total"],
+        }
     oom = truth["oom"]
-    return {"pid": truth["other"]["pid"], "held": _used(truth["other"], side),
-            "self": _used(truth["self"], side), "reserved": oom["reserved"],
-            "allocated": oom["allocated"], "free": oom["device_free"], "need": oom["alloc"],
-            "total": oom["mem_get_info_total"]}
+    return {
+        "pid": truth["other"]["pid"],
+        "held": _used(truth["other"], side),
+        "self": _used(truth["self"], side),
+        "reserved": oom["reserved"],
+        "allocated": oom["allocated"],
+        "free": oom["device_free"],
+        "need": oom["alloc"],
+        "total": oom["mem_get_info_total"],
+    }
 
 
 def load(truth_path: Path) -> tuple[dict, Path, dict]:
@@ -89,12 +99,14 @@ def holder_verdict(truth: dict, side: dict, judgement: str) -> str:
     reserved, free, need = f["reserved"], f["free"], f["need"]
     assert free < need <= free + held, "the recording is not one the other process caused"
     could = reserved + free
-    return (f"the GPU was full because of another process: pid {pid} "
-            f"`{command_of(side, pid)}` holds {fb(held)}, this process "
-            f"{fb(mine - reserved)} outside the allocator, {fb(free)} free; the allocator "
-            f"could have had {fb(could)} ({fb(reserved)} reserved + {fb(free)} free), and "
-            f"without pid {pid} its new {fb(need)} segment would have fitted "
-            f"({fb(free + held)} free); within the {fb(could)}: {judgement}")
+    return (
+        f"the GPU was full because of another process: pid {pid} "
+        f"`{command_of(side, pid)}` holds {fb(held)}, this process "
+        f"{fb(mine - reserved)} outside the allocator, {fb(free)} free; the allocator "
+        f"could have had {fb(could)} ({fb(reserved)} reserved + {fb(free)} free), and "
+        f"without pid {pid} its new {fb(need)} segment would have fitted "
+        f"({fb(free + held)} free); within the {fb(could)}: {judgement}"
+    )
 
 
 def derive_outside_oom(truth_path: Path, out: Path) -> tuple[Path, dict[str, Any]]:
@@ -103,28 +115,34 @@ def derive_outside_oom(truth_path: Path, out: Path) -> tuple[Path, dict[str, Any
     truth, snap_path, side = load(truth_path)
     with lzma.open(snap_path) as f:
         raw = pickle.load(f)
-    raw["device_traces"] = [[e for e in tr if e.get("action") != "oom"]
-                            for tr in raw["device_traces"]]
+    raw["device_traces"] = [
+        [e for e in tr if e.get("action") != "oom"] for tr in raw["device_traces"]
+    ]
     name = "outside_" + snap_path.name.split(".pickle")[0]
     path = out / f"{name}.pickle.xz"
     with lzma.open(path, "wb") as f:
         pickle.dump(raw, f)
     for k in [k for k in side if k.startswith("oom_")]:
         side.pop(k)
-    side["outside_allocator_oom"] = {"library": "cuBLAS", "error": CUBLAS_ERROR,
-                                     "exception_type": "RuntimeError",
-                                     "stack": ["train.py:41 step"]}
+    side["outside_allocator_oom"] = {
+        "library": "cuBLAS",
+        "error": CUBLAS_ERROR,
+        "exception_type": "RuntimeError",
+        "stack": ["train.py:41 step"],
+    }
     side["snapshot_file"] = path.name
     (out / f"{name}.json").write_text(json.dumps(side))
     f = figures(truth, side)
     pid, held, mine = f["pid"], f["held"], f["self"]
     reserved, allocated = f["reserved"], f["allocated"]
     free = side["gpu_memory"]["free_bytes"]
-    verdict = (f"cuBLAS could not create its handle ({CUBLAS_ERROR}); {fb(free)} free on the "
-               f"GPU; pid {pid} `{command_of(side, pid)}` holds {fb(held)}; this process "
-               f"{fb(reserved)} reserved by PyTorch ({fb(reserved - allocated)} of it unused), "
-               f"{fb(mine - reserved)} outside the allocator; without pid {pid} the GPU would "
-               f"have had {fb(free + held)} free")
+    verdict = (
+        f"cuBLAS could not create its handle ({CUBLAS_ERROR}); {fb(free)} free on the "
+        f"GPU; pid {pid} `{command_of(side, pid)}` holds {fb(held)}; this process "
+        f"{fb(reserved)} reserved by PyTorch ({fb(reserved - allocated)} of it unused), "
+        f"{fb(mine - reserved)} outside the allocator; without pid {pid} the GPU would "
+        f"have had {fb(free + held)} free"
+    )
     return path, {"verdict": verdict, "pid": pid, "held": held, "free": free}
 
 
@@ -133,14 +151,19 @@ def cublas_verdict(truth: dict, side: dict) -> str:
     f = figures(truth, side)
     pid, held, free, reserved = f["pid"], f["held"], f["free"], f["reserved"]
     whole = wholly_free_segments(truth, side)
-    releasable = (f", {fb(whole)} in wholly free segments that torch.cuda.empty_cache() "
-                  "returns to the GPU") if whole else ""
-    return (f"cuBLAS could not create its handle ({truth['training']['error_first_line']}); "
-            f"{fb(free)} free on the GPU; pid {pid} `{command_of(side, pid)}` holds "
-            f"{fb(held)}; this process {fb(reserved)} reserved by PyTorch "
-            f"({fb(reserved - f['allocated'])} of it unused{releasable}), "
-            f"{fb(f['self'] - reserved)} outside the allocator; without pid {pid} the GPU "
-            f"would have had {fb(free + held)} free")
+    releasable = (
+        (f", {fb(whole)} in wholly free segments that torch.cuda.empty_cache() returns to the GPU")
+        if whole
+        else ""
+    )
+    return (
+        f"cuBLAS could not create its handle ({truth['training']['error_first_line']}); "
+        f"{fb(free)} free on the GPU; pid {pid} `{command_of(side, pid)}` holds "
+        f"{fb(held)}; this process {fb(reserved)} reserved by PyTorch "
+        f"({fb(reserved - f['allocated'])} of it unused{releasable}), "
+        f"{fb(f['self'] - reserved)} outside the allocator; without pid {pid} the GPU "
+        f"would have had {fb(free + held)} free"
+    )
 
 
 def wholly_free_segments(truth: dict, side: dict) -> int:
@@ -149,8 +172,11 @@ def wholly_free_segments(truth: dict, side: dict) -> int:
     with lzma.open(DATA / "gpu_holder" / truth["snapshot"]) as fh:
         raw = pickle.load(fh)
     dev = side["gpu_memory"]["device"]
-    return sum(s["total_size"] for s in raw["segments"] if s["device"] == dev
-               and all(b["state"] == "inactive" for b in s["blocks"]))
+    return sum(
+        s["total_size"]
+        for s in raw["segments"]
+        if s["device"] == dev and all(b["state"] == "inactive" for b in s["blocks"])
+    )
 
 
 @functools.cache
@@ -158,8 +184,12 @@ def vramscope(*args: str) -> str:
     """``vramscope ARGS``' standard output (run from the checkout; it must succeed).
     Cached: the committed recordings' answers do not change between tests (files made in
     a test's tmp_path have paths of their own)."""
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                         capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout

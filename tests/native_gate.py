@@ -30,8 +30,11 @@ def skip_unless(available: bool, reason: str) -> None:
     if available:
         return
     if required():
-        pytest.fail(f"{reason}, but {REQUIRE_NATIVE_ENV}=1 requires it "
-                    "(build it: python setup.py build_ext --inplace)", pytrace=False)
+        pytest.fail(
+            f"{reason}, but {REQUIRE_NATIVE_ENV}=1 requires it "
+            "(build it: python setup.py build_ext --inplace)",
+            pytrace=False,
+        )
     pytest.skip(reason)
 
 
@@ -39,6 +42,8 @@ def needs(available: bool, reason: str):
     """A marker (also in ``pytestmark`` lists): skip without the extension.  Under the
     gate a missing extension fails the collection of the module that asks for it."""
     if not available and required():
-        raise RuntimeError(f"{reason}, but {REQUIRE_NATIVE_ENV}=1 requires it "
-                           "(build it: python setup.py build_ext --inplace)")
+        raise RuntimeError(
+            f"{reason}, but {REQUIRE_NATIVE_ENV}=1 requires it "
+            "(build it: python setup.py build_ext --inplace)"
+        )
     return pytest.mark.skipif(not available, reason=reason)

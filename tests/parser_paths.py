@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tests import native_gate
-from vramscope.viewer.model.io import fast_pickle
 from vramscope.viewer.model._native import PURE_PYTHON_ENV
+from vramscope.viewer.model.io import fast_pickle
 
 PATHS = ["native", "python"]
 
@@ -49,13 +49,25 @@ def pure_python():
 
 def assert_identical(a, b) -> None:
     """Every column equal (values and dtypes), ids included; metadata equal."""
-    tables = [(table, getattr(a, table), getattr(b, table)) for table in (
-        "segments", "blocks", "trace", "annotations", "frames", "stacks", "alloc_annotations")]
+    tables = [
+        (table, getattr(a, table), getattr(b, table))
+        for table in (
+            "segments",
+            "blocks",
+            "trace",
+            "annotations",
+            "frames",
+            "stacks",
+            "alloc_annotations",
+        )
+    ]
     assert (a.host is None) == (b.host is None), "host memory on one path only"
     if a.host is not None:
         assert a.host.pools == b.host.pools
-        tables += [(f"host.{t}", getattr(a.host, t), getattr(b.host, t))
-                   for t in ("segments", "blocks", "trace", "alloc_annotations")]
+        tables += [
+            (f"host.{t}", getattr(a.host, t), getattr(b.host, t))
+            for t in ("segments", "blocks", "trace", "alloc_annotations")
+        ]
     for table, ta, tb in tables:
         for f in fields(ta):
             va, vb = getattr(ta, f.name), getattr(tb, f.name)
@@ -84,10 +96,13 @@ def same_parse(a: tuple, b: tuple) -> bool:
     if a[2] is None:
         return True
     na, nb = a[2], b[2]
-    return (na["columns"].keys() == nb["columns"].keys()
-            and all(bytes(na["columns"][k]) == bytes(nb["columns"][k]) for k in nb["columns"])
-            and _eq(na["stacks"], nb["stacks"]) and _eq(na["strings"], nb["strings"])
-            and na["devices"] == nb["devices"])
+    return (
+        na["columns"].keys() == nb["columns"].keys()
+        and all(bytes(na["columns"][k]) == bytes(nb["columns"][k]) for k in nb["columns"])
+        and _eq(na["stacks"], nb["stacks"])
+        and _eq(na["strings"], nb["strings"])
+        and na["devices"] == nb["devices"]
+    )
 
 
 def _eq(x, y) -> bool:

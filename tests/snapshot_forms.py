@@ -85,12 +85,15 @@ def encodings(obj):
 
 def resolved_stack(snap, stack_id: int) -> list[tuple[str, int, str]]:
     frames = snap.frames
-    return [(frames.strings[frames.filename[f]], int(frames.line[f]),
-             frames.strings[frames.name[f]]) for f in snap.stacks.frame_ids(int(stack_id))]
+    return [
+        (frames.strings[frames.filename[f]], int(frames.line[f]), frames.strings[frames.name[f]])
+        for f in snap.stacks.frame_ids(int(stack_id))
+    ]
 
 
-def assert_same_snapshot(a, b, *, stacks: bool = True, trace: bool = True,
-                         ignore: tuple[str, ...] = ()) -> None:
+def assert_same_snapshot(
+    a, b, *, stacks: bool = True, trace: bool = True, ignore: tuple[str, ...] = ()
+) -> None:
     """Column-by-column equality, resolving interned stacks to frames
     (``ignore``: ``table.column`` names left out)."""
     for table in ("segments", "blocks") + (("trace",) if trace else ()):
@@ -106,16 +109,20 @@ def assert_same_snapshot(a, b, *, stacks: bool = True, trace: bool = True,
     if stacks:
         for table in ("blocks",) + (("trace",) if trace else ()):
             sa, sb = getattr(a, table).stack, getattr(b, table).stack
-            for i in np.unique(np.concatenate([np.flatnonzero(sa >= 0)[:200],
-                                               np.flatnonzero(sa >= 0)[-200:]])):
+            for i in np.unique(
+                np.concatenate([np.flatnonzero(sa >= 0)[:200], np.flatnonzero(sa >= 0)[-200:]])
+            ):
                 assert resolved_stack(a, sa[i]) == resolved_stack(b, sb[i]), f"{table}[{i}]"
 
 
 # ---- what newer torch (2.12+) writes, with its real key names ----
 
-FX_FRAME = {"fx_node_op": "call_function", "fx_node_name": "linear_1",
-            "fx_node_target": "aten.mm.default",
-            "fx_original_trace": '  File "/w/model.py", line 42, in forward\n    y = self.fc(x)\n'}
+FX_FRAME = {
+    "fx_node_op": "call_function",
+    "fx_node_name": "linear_1",
+    "fx_node_target": "aten.mm.default",
+    "fx_original_trace": '  File "/w/model.py", line 42, in forward\n    y = self.fc(x)\n',
+}
 FORWARD_FRAMES = [  # traceback.format_list entries, outermost first
     '  File "/w/train.py", line 10, in <module>\n    loss = model(x).sum()\n',
     '  File "/w/model.py", line 42, in forward\n    y = self.fc(x)\n',
@@ -130,29 +137,101 @@ def host_memory() -> tuple[list, list]:
     frames = [{"filename": "/w/loader.py", "line": 7, "name": "pin"}]
     base, size = 0x7F0000000000, 2 << 20
     segments = [
-        {"address": base, "total_size": size, "stream": 0, "segment_type": "large",
-         "segment_pool_id": (0, 0), "allocated_size": size, "active_size": size,
-         "requested_size": size, "is_expandable": False, "frames": frames,
-         "blocks": [{"address": base, "size": size, "requested_size": size,
-                     "state": "active_allocated", "frames": frames}]},
-        {"address": base + size, "total_size": 4 << 20, "stream": 0, "segment_type": "large",
-         "segment_pool_id": (0, 0), "allocated_size": 0, "active_size": 0,
-         "requested_size": 0, "is_expandable": False, "frames": [],
-         "blocks": [{"address": base + size, "size": 4 << 20, "requested_size": 0,
-                     "state": "inactive", "frames": []}]},
+        {
+            "address": base,
+            "total_size": size,
+            "stream": 0,
+            "segment_type": "large",
+            "segment_pool_id": (0, 0),
+            "allocated_size": size,
+            "active_size": size,
+            "requested_size": size,
+            "is_expandable": False,
+            "frames": frames,
+            "blocks": [
+                {
+                    "address": base,
+                    "size": size,
+                    "requested_size": size,
+                    "state": "active_allocated",
+                    "frames": frames,
+                }
+            ],
+        },
+        {
+            "address": base + size,
+            "total_size": 4 << 20,
+            "stream": 0,
+            "segment_type": "large",
+            "segment_pool_id": (0, 0),
+            "allocated_size": 0,
+            "active_size": 0,
+            "requested_size": 0,
+            "is_expandable": False,
+            "frames": [],
+            "blocks": [
+                {
+                    "address": base + size,
+                    "size": 4 << 20,
+                    "requested_size": 0,
+                    "state": "inactive",
+                    "frames": [],
+                }
+            ],
+        },
     ]
     t = 1_700_000_000_000_000
     traces = [
-        {"action": "segment_alloc", "addr": base, "size": size, "stream": 0, "time_us": t,
-         "frames": frames, "compile_context": "N/A", "user_metadata": ""},
-        {"action": "alloc", "addr": base, "size": size, "stream": 0, "time_us": t + 1,
-         "frames": frames, "compile_context": "N/A", "user_metadata": ""},
-        {"action": "segment_alloc", "addr": base + size, "size": 4 << 20, "stream": 0,
-         "time_us": t + 2, "frames": frames, "compile_context": "N/A", "user_metadata": ""},
-        {"action": "alloc", "addr": base + size, "size": 4 << 20, "stream": 0,
-         "time_us": t + 3, "frames": frames, "compile_context": "N/A", "user_metadata": ""},
-        {"action": "free_completed", "addr": base + size, "size": 4 << 20, "stream": 0,
-         "time_us": t + 4, "frames": frames, "compile_context": "N/A", "user_metadata": ""},
+        {
+            "action": "segment_alloc",
+            "addr": base,
+            "size": size,
+            "stream": 0,
+            "time_us": t,
+            "frames": frames,
+            "compile_context": "N/A",
+            "user_metadata": "",
+        },
+        {
+            "action": "alloc",
+            "addr": base,
+            "size": size,
+            "stream": 0,
+            "time_us": t + 1,
+            "frames": frames,
+            "compile_context": "N/A",
+            "user_metadata": "",
+        },
+        {
+            "action": "segment_alloc",
+            "addr": base + size,
+            "size": 4 << 20,
+            "stream": 0,
+            "time_us": t + 2,
+            "frames": frames,
+            "compile_context": "N/A",
+            "user_metadata": "",
+        },
+        {
+            "action": "alloc",
+            "addr": base + size,
+            "size": 4 << 20,
+            "stream": 0,
+            "time_us": t + 3,
+            "frames": frames,
+            "compile_context": "N/A",
+            "user_metadata": "",
+        },
+        {
+            "action": "free_completed",
+            "addr": base + size,
+            "size": 4 << 20,
+            "stream": 0,
+            "time_us": t + 4,
+            "frames": frames,
+            "compile_context": "N/A",
+            "user_metadata": "",
+        },
     ]
     assert len(traces) == HOST_DEVICE_EVENTS
     return segments, traces
@@ -183,11 +262,19 @@ def with_newer_fields(obj, *, every: int = 7, host: bool = True, overflow: bool 
                         e["frames"] = [dict(frames[0], **FX_FRAME)] + list(frames[1:])
                         facts["fx_frames"] += 1
                     facts["forward_rows"].append(row)
-                    new_trace.append({
-                        "action": "annotate", "addr": e["addr"], "size": e["size"],
-                        "stream": e.get("stream", 0), "time_us": e.get("time_us", 0),
-                        "frames": e.get("frames") or [], "compile_context": "N/A",
-                        "user_metadata": ANNOTATION_TEXT, "pool_id": (0, 0)})
+                    new_trace.append(
+                        {
+                            "action": "annotate",
+                            "addr": e["addr"],
+                            "size": e["size"],
+                            "stream": e.get("stream", 0),
+                            "time_us": e.get("time_us", 0),
+                            "frames": e.get("frames") or [],
+                            "compile_context": "N/A",
+                            "user_metadata": ANNOTATION_TEXT,
+                            "pool_id": (0, 0),
+                        }
+                    )
                     facts["annotated"].append((device, e["addr"], row))
             row += 1
         out["device_traces"][device] = new_trace

@@ -34,33 +34,47 @@ def _f(filename: str, line: int, name: str) -> dict:
     return {"filename": filename, "line": line, "name": name}
 
 
-APPLY = [_f(f"{TORCH}/nn/modules/module.py", 1097, "<lambda>"),
-         _f(f"{TORCH}/nn/modules/module.py", 965, "_apply"),
-         _f(f"{TORCH}/nn/modules/module.py", 1097, "cuda"), _f(USER, 20, "main")]
+APPLY = [
+    _f(f"{TORCH}/nn/modules/module.py", 1097, "<lambda>"),
+    _f(f"{TORCH}/nn/modules/module.py", 965, "_apply"),
+    _f(f"{TORCH}/nn/modules/module.py", 1097, "cuda"),
+    _f(USER, 20, "main"),
+]
 
 
 def FORWARD(line: int) -> list[dict]:
-    return [_f(f"{TORCH}/nn/modules/linear.py", 125, "forward"),
-            _f(f"{TORCH}/nn/modules/module.py", 1790, "_call_impl"),
-            _f(f"{TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
-            _f(MODEL, line, "forward"),
-            _f(f"{TORCH}/nn/modules/module.py", 1790, "_call_impl"),
-            _f(f"{TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
-            _f(USER, 40, "main")]
+    return [
+        _f(f"{TORCH}/nn/modules/linear.py", 125, "forward"),
+        _f(f"{TORCH}/nn/modules/module.py", 1790, "_call_impl"),
+        _f(f"{TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
+        _f(MODEL, line, "forward"),
+        _f(f"{TORCH}/nn/modules/module.py", 1790, "_call_impl"),
+        _f(f"{TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
+        _f(USER, 40, "main"),
+    ]
 
 
 INPUT = [_f(USER, 38, "main")]
 LOSS = [_f(f"{TORCH}/_tensor.py", 40, "wrapped"), _f(USER, 42, "main")]
-BACKWARD_ENTRY = [_f(f"{TORCH}/autograd/__init__.py", 200, "_make_grads"),
-                  _f(f"{TORCH}/autograd/__init__.py", 340, "backward"),
-                  _f(f"{TORCH}/_tensor.py", 620, "backward"), _f(USER, 44, "main")]
+BACKWARD_ENTRY = [
+    _f(f"{TORCH}/autograd/__init__.py", 200, "_make_grads"),
+    _f(f"{TORCH}/autograd/__init__.py", 340, "backward"),
+    _f(f"{TORCH}/_tensor.py", 620, "backward"),
+    _f(USER, 44, "main"),
+]
 AUTOGRAD_THREAD: list[dict] = []  # autograd's device thread runs no Python
-OPT_INIT = [_f(f"{TORCH}/optim/adamw.py", 150, "_init_group"),
-            _f(f"{TORCH}/optim/adamw.py", 220, "step"),
-            _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"), _f(USER, 46, "main")]
-OPT_TEMP = [_f(f"{TORCH}/optim/adamw.py", 600, "_multi_tensor_adamw"),
-            _f(f"{TORCH}/optim/adamw.py", 240, "step"),
-            _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"), _f(USER, 46, "main")]
+OPT_INIT = [
+    _f(f"{TORCH}/optim/adamw.py", 150, "_init_group"),
+    _f(f"{TORCH}/optim/adamw.py", 220, "step"),
+    _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"),
+    _f(USER, 46, "main"),
+]
+OPT_TEMP = [
+    _f(f"{TORCH}/optim/adamw.py", 600, "_multi_tensor_adamw"),
+    _f(f"{TORCH}/optim/adamw.py", 240, "step"),
+    _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"),
+    _f(USER, 46, "main"),
+]
 ZERO_GRAD = [_f(f"{TORCH}/optim/optimizer.py", 990, "zero_grad"), _f(USER, 36, "main")]
 LEAK_LINE = 57
 LEAK = [_f(USER, LEAK_LINE, "main")]
@@ -80,8 +94,16 @@ class TrainingTrace:
 
     def _event(self, action: str, addr: int, size: int, frames: list) -> None:
         self.t += 10
-        self.events.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                            "time_us": self.t, "frames": frames})
+        self.events.append(
+            {
+                "action": action,
+                "addr": addr,
+                "size": size,
+                "stream": 0,
+                "time_us": self.t,
+                "frames": frames,
+            }
+        )
 
     def alloc(self, size: int, frames: list, category: str) -> int:
         rounded = (size + 511) // 512 * 512
@@ -94,7 +116,7 @@ class TrainingTrace:
 
     def free(self, addr: int, frames: list) -> None:
         """Free ``addr``; ``frames``: where the program freed it (torch records that stack)."""
-        rounded, size, _ = self.live.pop(addr)
+        _rounded, size, _ = self.live.pop(addr)
         self._event("free_requested", addr, size, frames)
         self._event("free_completed", addr, size, frames)
 
@@ -109,31 +131,76 @@ class TrainingTrace:
         for addr in sorted(self.live):
             rounded, size, frames = self.live[addr]
             if addr > at:
-                blocks.append({"address": at, "size": addr - at, "requested_size": 0,
-                               "state": "inactive", "frames": []})
-            blocks.append({"address": addr, "size": rounded, "requested_size": size,
-                           "state": "active_allocated", "frames": frames})
+                blocks.append(
+                    {
+                        "address": at,
+                        "size": addr - at,
+                        "requested_size": 0,
+                        "state": "inactive",
+                        "frames": [],
+                    }
+                )
+            blocks.append(
+                {
+                    "address": addr,
+                    "size": rounded,
+                    "requested_size": size,
+                    "state": "active_allocated",
+                    "frames": frames,
+                }
+            )
             at = addr + rounded
         if at < BASE + SEGMENT:
-            blocks.append({"address": at, "size": BASE + SEGMENT - at, "requested_size": 0,
-                           "state": "inactive", "frames": []})
+            blocks.append(
+                {
+                    "address": at,
+                    "size": BASE + SEGMENT - at,
+                    "requested_size": 0,
+                    "state": "inactive",
+                    "frames": [],
+                }
+            )
         allocated = sum(v[0] for v in self.live.values())
         requested = sum(v[1] for v in self.live.values())
-        seg = {"device": 0, "address": BASE, "total_size": SEGMENT,
-               "allocated_size": allocated, "active_size": allocated,
-               "requested_size": requested, "stream": 0, "segment_type": "large",
-               "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
-               "blocks": blocks}
-        trace = [{"action": "segment_alloc", "addr": BASE, "size": SEGMENT, "stream": 0,
-                  "time_us": self.t - 10 ** 9, "frames": []}] + self.events
-        return {"segments": [seg], "device_traces": [trace],
-                "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
-                                       "expandable_segments": False},
-                "external_annotations": self.annotations}
+        seg = {
+            "device": 0,
+            "address": BASE,
+            "total_size": SEGMENT,
+            "allocated_size": allocated,
+            "active_size": allocated,
+            "requested_size": requested,
+            "stream": 0,
+            "segment_type": "large",
+            "segment_pool_id": (0, 0),
+            "is_expandable": False,
+            "frames": [],
+            "blocks": blocks,
+        }
+        trace = [
+            {
+                "action": "segment_alloc",
+                "addr": BASE,
+                "size": SEGMENT,
+                "stream": 0,
+                "time_us": self.t - 10**9,
+                "frames": [],
+            }
+        ] + self.events
+        return {
+            "segments": [seg],
+            "device_traces": [trace],
+            "allocator_settings": {
+                "PYTORCH_CUDA_ALLOC_CONF": "",
+                "max_split_size": -1,
+                "expandable_segments": False,
+            },
+            "external_annotations": self.annotations,
+        }
 
 
-def training_run(iterations: int = 6, layers: int = 4, leak: bool = False,
-                 leak_bytes: int = 3 * MIB + 1000) -> tuple[bytes, TrainingTrace]:
+def training_run(
+    iterations: int = 6, layers: int = 4, leak: bool = False, leak_bytes: int = 3 * MIB + 1000
+) -> tuple[bytes, TrainingTrace]:
     """(pickle bytes of the snapshot, the builder with what every allocation was meant as).
 
     Event indices in ``category_of_event`` are 0-based in the device trace *after* the

@@ -79,8 +79,19 @@ def test_capture_never_imports_qt_or_viewer(path):
 
 
 def test_live_protocol_is_stdlib_only():
-    allowed = {"__future__", "json", "os", "socket", "stat", "struct", "sys", "tempfile",
-               "time", "pathlib", "typing"}
+    allowed = {
+        "__future__",
+        "json",
+        "os",
+        "socket",
+        "stat",
+        "struct",
+        "sys",
+        "tempfile",
+        "time",
+        "pathlib",
+        "typing",
+    }
     names = imported_modules(ROOT / "viewer" / "live_protocol.py")
     assert {top(n) for n in names} <= allowed, names
 
@@ -96,15 +107,22 @@ print(",".join(bad))
 
 
 def test_live_agent_loads_without_qt_numpy_torch_or_the_viewer_model():
-    out = subprocess.run([sys.executable, "-c", CAPTURE_LIVE_PROBE], capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CAPTURE_LIVE_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.strip() == ""
 
 
 def test_static_check_catches_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from PySide6 import QtCore\nimport torch.cuda\nfrom . import _qt\n"
-                   "from vramscope.viewer import _qt as q\n")
+    bad.write_text(
+        "from PySide6 import QtCore\nimport torch.cuda\nfrom . import _qt\n"
+        "from vramscope.viewer import _qt as q\n"
+    )
     names = imported_modules(bad)
     assert {"PySide6", "torch.cuda", "._qt", "vramscope.viewer._qt"} <= names
 
@@ -121,8 +139,13 @@ print(",".join(bad))
 
 
 def test_model_and_summary_load_without_qt_or_torch_at_runtime():
-    out = subprocess.run([sys.executable, "-c", RUNTIME_PROBE], capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", RUNTIME_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.strip() == ""
 
 
@@ -138,9 +161,14 @@ print("torch" in sys.modules)
 
 
 def test_whole_viewer_imports_without_torch_at_runtime():
-    out = subprocess.run([sys.executable, "-c", GUI_PROBE], capture_output=True, text=True,
-                         timeout=120, env={"QT_QPA_PLATFORM": "offscreen",
-                                           "PATH": "/usr/bin:/bin"}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", GUI_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -162,12 +190,13 @@ def installed_name(folder: Path) -> str:
     package-dir (the deepest folder mapped: viewer/api/ is the top package ``vramscope``)."""
     import tomllib
 
-    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-dir"]
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     rel = folder.relative_to(ROOT).as_posix()
-    best = max((d for d in dirs.items() if rel == d[1] or rel.startswith(d[1] + "/")),
-               key=lambda d: len(d[1]))
-    rest = rel[len(best[1]):].strip("/")
+    best = max(
+        (d for d in dirs.items() if rel == d[1] or rel.startswith(d[1] + "/")),
+        key=lambda d: len(d[1]),
+    )
+    rest = rel[len(best[1]) :].strip("/")
     return ".".join([best[0], *rest.split("/")]) if rest else best[0]
 
 

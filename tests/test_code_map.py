@@ -47,7 +47,7 @@ def private_imports(path: Path, root: Path = ROOT) -> list[str]:
             continue
         if node.level:
             base = package.split(".")
-            base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
             target = ".".join(base + ([node.module] if node.module else []))
         elif (node.module or "").startswith("vramscope."):
             target = node.module
@@ -63,8 +63,10 @@ def private_imports(path: Path, root: Path = ROOT) -> list[str]:
                 module = target
                 name_private = alias.name.startswith("_") and not alias.name.startswith("__")
             parts = module.split(".")
-            module_private = any(p.startswith("_") and p not in PRIVATE_PACKAGES
-                                 and not p.startswith("__") for p in parts)
+            module_private = any(
+                p.startswith("_") and p not in PRIVATE_PACKAGES and not p.startswith("__")
+                for p in parts
+            )
             owner = module if is_package(module, root) else module.rsplit(".", 1)[0]
             if (name_private or module_private) and owner != package:
                 where = f"{path.relative_to(root)}:{node.lineno}"
@@ -75,23 +77,32 @@ def private_imports(path: Path, root: Path = ROOT) -> list[str]:
 def issue_references(path: Path, root: Path = ROOT) -> list[str]:
     """Comments and docstrings that name an issue (process history, not a reason)."""
     text = path.read_text(encoding="utf-8")
-    return [f"{path.relative_to(root)}:{i}: {line.strip()}"
-            for i, line in enumerate(text.splitlines(), 1) if ISSUE_REFERENCE.search(line)]
+    return [
+        f"{path.relative_to(root)}:{i}: {line.strip()}"
+        for i, line in enumerate(text.splitlines(), 1)
+        if ISSUE_REFERENCE.search(line)
+    ]
 
 
 def test_every_package_says_what_it_is():
     inits = [p for top in SOURCE_TOPS for p in (ROOT / top).rglob("__init__.py")]
     assert len(inits) >= 15
-    missing = [str(p.relative_to(ROOT)) for p in inits
-               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    missing = [
+        str(p.relative_to(ROOT))
+        for p in inits
+        if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))
+    ]
     assert not missing, f"packages without a docstring: {missing}"
 
 
 def test_every_model_package_says_what_it_may_import():
     inits = sorted((ROOT / "viewer" / "model").glob("*/__init__.py"))
     assert len(inits) >= 10
-    silent = [str(p.relative_to(ROOT)) for p in inits
-              if "may import" not in (ast.get_docstring(ast.parse(p.read_text())) or "").lower()]
+    silent = [
+        str(p.relative_to(ROOT))
+        for p in inits
+        if "may import" not in (ast.get_docstring(ast.parse(p.read_text())) or "").lower()
+    ]
     assert not silent, f"model packages that do not say what they may import: {silent}"
 
 
@@ -117,16 +128,20 @@ def test_the_private_import_check_catches_one(tmp_path):
     sibling = tmp_path / "viewer" / "a" / "sibling.py"
     sibling.write_text("from .impl import _helper\n")
     assert private_imports(user, tmp_path) == [
-        "viewer/b/user.py:1: vramscope.viewer.a.impl import _helper"]
+        "viewer/b/user.py:1: vramscope.viewer.a.impl import _helper"
+    ]
     assert private_imports(sibling, tmp_path) == []  # inside its own package: fine
 
 
 def test_no_comment_names_an_issue():
-    files = (source_files(*SOURCE_TOPS, "tests", "packaging")
-             + [ROOT / name for name in ("setup.py", "Makefile", "pyproject.toml", ".importlinter")]
-             + sorted((ROOT / "viewer" / "model" / "_native").rglob("*.[ch]"))
-             + sorted(p for p in ROOT.rglob("*.md")
-                      if not {".venv", ".git", "build", "dist"} & set(p.parts)))
+    files = (
+        source_files(*SOURCE_TOPS, "tests", "packaging")
+        + [ROOT / name for name in ("setup.py", "Makefile", "pyproject.toml", ".importlinter")]
+        + sorted((ROOT / "viewer" / "model" / "_native").rglob("*.[ch]"))
+        + sorted(
+            p for p in ROOT.rglob("*.md") if not {".venv", ".git", "build", "dist"} & set(p.parts)
+        )
+    )
     files = [p for p in files if p.resolve() != Path(__file__).resolve()]
     assert len(files) > 300
     found = [hit for path in files for hit in issue_references(path)]
@@ -172,7 +187,7 @@ def broken_cross_references(path: Path, root: Path = ROOT) -> list[str]:
             target = match.group(1)
             if target.startswith("."):
                 dots = len(target) - len(target.lstrip("."))
-                base = package[:len(package) - (dots - 1)]
+                base = package[: len(package) - (dots - 1)]
                 parts = base + [p for p in target[dots:].split(".") if p]
             elif target.startswith("vramscope."):
                 parts = target.split(".")[1:]
@@ -203,11 +218,14 @@ def test_the_cross_reference_check_catches_one(tmp_path):
     units = tmp_path / "viewer" / "model" / "core" / "units.py"
     units.write_text("def parse_bytes():\n    pass\n")
     user = tmp_path / "viewer" / "model" / "user.py"
-    user.write_text('"""See :func:`.core.units.parse_bytes`, :mod:`.units` and '
-                    ':func:`vramscope.viewer.model.core.units.gone`."""\n')
+    user.write_text(
+        '"""See :func:`.core.units.parse_bytes`, :mod:`.units` and '
+        ':func:`vramscope.viewer.model.core.units.gone`."""\n'
+    )
     assert broken_cross_references(user, tmp_path) == [
         "viewer/model/user.py:1: :mod:`.units`",
-        "viewer/model/user.py:1: :func:`vramscope.viewer.model.core.units.gone`"]
+        "viewer/model/user.py:1: :func:`vramscope.viewer.model.core.units.gone`",
+    ]
 
 
 def test_the_issue_check_catches_one(tmp_path):

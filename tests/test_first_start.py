@@ -16,25 +16,39 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 FILE = DATA / "fragmentation_oom.pickle"
 # Run the command line in a fresh interpreter and say whether Qt was imported.
-CLI = ("import sys\n"
-       "from vramscope.viewer.cli import main\n"
-       "code = main(sys.argv[1:])\n"
-       "print('qt' if 'PySide6.QtWidgets' in sys.modules else 'no qt')\n"
-       "sys.exit(code)\n")
+CLI = (
+    "import sys\n"
+    "from vramscope.viewer.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('qt' if 'PySide6.QtWidgets' in sys.modules else 'no qt')\n"
+    "sys.exit(code)\n"
+)
 
 
 def headless_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
     env.update(extra)
     return env
 
 
 def vramscope(*args: str, env: dict[str, str] | None = None, module: bool = True):
-    cmd = ([sys.executable, "-m", "vramscope.viewer", *args] if module
-           else [sys.executable, "-c", CLI, *args])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env=env if env is not None else headless_env())
+    cmd = (
+        [sys.executable, "-m", "vramscope.viewer", *args]
+        if module
+        else [sys.executable, "-c", CLI, *args]
+    )
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env if env is not None else headless_env(),
+    )
 
 
 def test_a_start_without_a_display_is_one_line_and_exit_2():
@@ -71,11 +85,13 @@ def test_a_screenshot_needs_no_display(tmp_path):
 
 
 def test_a_mistyped_command_is_named_as_one():
-    run = vramscope("summery", os.fspath(FILE), module=False,
-                    env=headless_env(QT_QPA_PLATFORM="offscreen"))
+    run = vramscope(
+        "summery", os.fspath(FILE), module=False, env=headless_env(QT_QPA_PLATFORM="offscreen")
+    )
     assert run.returncode == 2
-    assert run.stderr.strip() == ("vramscope: error: unknown command 'summery' "
-                                  "(did you mean summary?)")
+    assert run.stderr.strip() == (
+        "vramscope: error: unknown command 'summery' (did you mean summary?)"
+    )
     assert run.stdout.strip() == "no qt"  # never a window, not even offscreen
 
 
@@ -102,8 +118,12 @@ def test_a_missing_library_is_named_with_its_package():
     assert "libvramscope-absent.so.7" in error and "sudo apt-get install vramscope-absent7" in error
     assert "libc6" not in error
     # Present libraries, a display that answers: nothing to say.
-    assert display.window_error({"DISPLAY": ":0"}, libraries={"libc.so.6": "libc6"},
-                                reach=lambda d: True) is None
+    assert (
+        display.window_error(
+            {"DISPLAY": ":0"}, libraries={"libc.so.6": "libc6"}, reach=lambda d: True
+        )
+        is None
+    )
 
 
 def test_the_platform_decides_what_is_checked():
@@ -111,14 +131,20 @@ def test_the_platform_decides_what_is_checked():
     # Offscreen (or any platform the user chose but xcb): trusted, nothing checked.
     assert display.window_error({"QT_QPA_PLATFORM": "offscreen"}, libraries=absent) is None
     # A Wayland session uses Qt's wayland plugin: the xcb libraries are not needed.
-    assert display.window_error({"WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland",
-                                 "DISPLAY": ":0"}, libraries=absent) is None
+    assert (
+        display.window_error(
+            {"WAYLAND_DISPLAY": "wayland-0", "XDG_SESSION_TYPE": "wayland", "DISPLAY": ":0"},
+            libraries=absent,
+        )
+        is None
+    )
     assert "DISPLAY is unset" in display.window_error({"QT_QPA_PLATFORM": "xcb"})
     # What `make run` installs: nothing without a display to use it, else what is missing.
     assert display.missing_packages({}) == []
     assert display.missing_packages({"QT_QPA_PLATFORM": "offscreen", "DISPLAY": ":0"}) == []
     assert display.missing_packages({"DISPLAY": ":0"}) == list(
-        dict.fromkeys(display.missing_libraries().values()))
+        dict.fromkeys(display.missing_libraries().values())
+    )
     # An X display nobody answers on: said, not left to Qt's abort.
     error = display.window_error({"DISPLAY": ":0"}, libraries={}, reach=lambda d: False)
     assert error is not None and "DISPLAY=:0" in error
@@ -164,10 +190,12 @@ def fake_tools(tmp_path: Path, uid: int, missing: str) -> tuple[dict[str, str], 
     log = tmp_path / "log"
     for folder in (bin_, venv):
         folder.mkdir(parents=True)
-    scripts = {bin_ / "id": f"echo {uid}",
-               bin_ / "apt-get": f'echo "apt-get $*" >> {log}',
-               venv / "python": f"echo '{missing}'",
-               venv / "vramscope": f'echo "vramscope $*" >> {log}'}
+    scripts = {
+        bin_ / "id": f"echo {uid}",
+        bin_ / "apt-get": f'echo "apt-get $*" >> {log}',
+        venv / "python": f"echo '{missing}'",
+        venv / "vramscope": f'echo "vramscope $*" >> {log}',
+    }
     for path, body in scripts.items():
         path.write_text(f"#!/bin/sh\n{body}\n")
         path.chmod(0o755)
@@ -181,8 +209,13 @@ def make(target: str, env: dict[str, str], tmp_path: Path) -> subprocess.Complet
     found = shutil.which("make")
     assert found, "make is needed (the project's own commands are make targets)"
     venv = tmp_path / "venv"
-    return subprocess.run([found, "-s", "-C", os.fspath(ROOT), "-o", "install", f"VENV={venv}",
-                           target], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [found, "-s", "-C", os.fspath(ROOT), "-o", "install", f"VENV={venv}", target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_make_run_installs_the_missing_libraries_as_root_and_says_so(tmp_path):
@@ -190,11 +223,15 @@ def test_make_run_installs_the_missing_libraries_as_root_and_says_so(tmp_path):
     run = make("run", env, tmp_path)
     assert run.returncode == 0, run.stderr
     said = [line for line in run.stdout.splitlines() if line.startswith("make run:")]
-    assert said == ["make run: installing the X11 libraries Qt's window needs: "
-                    "apt-get install libxcb-cursor0 libxcb-icccm4"], run.stdout
+    assert said == [
+        "make run: installing the X11 libraries Qt's window needs: "
+        "apt-get install libxcb-cursor0 libxcb-icccm4"
+    ], run.stdout
     calls = log.read_text().splitlines()
-    assert any(c.startswith("apt-get install") and c.endswith("libxcb-cursor0 libxcb-icccm4")
-               for c in calls), calls
+    assert any(
+        c.startswith("apt-get install") and c.endswith("libxcb-cursor0 libxcb-icccm4")
+        for c in calls
+    ), calls
     assert calls[-1].startswith("vramscope "), calls
 
 
@@ -202,8 +239,9 @@ def test_make_run_as_a_user_says_the_command_once(tmp_path):
     env, log = fake_tools(tmp_path, 1000, "libxcb-cursor0")
     run = make("run", env, tmp_path)
     said = [line for line in run.stdout.splitlines() if line.startswith("make run:")]
-    assert said == ["make run: Qt's window needs X11 libraries: sudo apt-get install "
-                    "libxcb-cursor0"], run.stdout
+    assert said == [
+        "make run: Qt's window needs X11 libraries: sudo apt-get install libxcb-cursor0"
+    ], run.stdout
     assert not any(c.startswith("apt-get") for c in log.read_text().splitlines())
 
 
@@ -219,6 +257,8 @@ def test_make_test_says_before_it_installs_openssh_as_root(tmp_path):
     env, log = fake_tools(tmp_path, 0, "")  # (no ssh on this PATH: it is missing)
     run = make("ssh-tools", env, tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0] == ("make test: installing OpenSSH for tests/remote: "
-                                          "apt-get install openssh-server openssh-client")
+    assert run.stdout.splitlines()[0] == (
+        "make test: installing OpenSSH for tests/remote: "
+        "apt-get install openssh-server openssh-client"
+    )
     assert any(c.startswith("apt-get install") for c in log.read_text().splitlines())

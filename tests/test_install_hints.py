@@ -27,8 +27,11 @@ def shipped_text() -> dict[Path, str]:
 
 
 def test_no_hint_installs_from_a_package_index():
-    found = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-             for path, text in shipped_text().items() for m in FROM_AN_INDEX.finditer(text)]
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+        for path, text in shipped_text().items()
+        for m in FROM_AN_INDEX.finditer(text)
+    ]
     assert not found, "hints that no package index can answer:\n" + "\n".join(found)
 
 
@@ -41,17 +44,26 @@ def test_every_hinted_extra_is_declared():
 
 
 def _cli(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_the_printed_hints_are_the_one_hint():
     """`vramscope mcp` without its SDK and `vramscope record` without the capture side
     print install_hint's words, one line each."""
-    mcp = _cli("import sys; sys.modules['mcp'] = None; "
-               "from vramscope.viewer.cli import main; sys.exit(main(['mcp']))")
-    record = _cli("import sys; sys.modules['vramscope.capture.runner'] = None; "
-                  "from vramscope.viewer.cli import main; sys.exit(main(['record', 'x.py']))")
+    mcp = _cli(
+        "import sys; sys.modules['mcp'] = None; "
+        "from vramscope.viewer.cli import main; sys.exit(main(['mcp']))"
+    )
+    record = _cli(
+        "import sys; sys.modules['vramscope.capture.runner'] = None; "
+        "from vramscope.viewer.cli import main; sys.exit(main(['record', 'x.py']))"
+    )
     for run, extra in ((mcp, "mcp"), (record, "capture")):
         assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
         assert install_hint(extra) in run.stderr, run.stderr

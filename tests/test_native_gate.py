@@ -31,9 +31,24 @@ def _pytest(tmp_path: Path, gate: str) -> subprocess.CompletedProcess:
     test = tmp_path / "test_needs_missing.py"
     test.write_text(NEEDS_MISSING)
     env = dict(os.environ, VRAMSCOPE_REQUIRE_NATIVE=gate, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--rootdir", str(tmp_path), str(test)],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(test),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
 def test_without_the_gate_a_missing_extension_skips(tmp_path):
@@ -50,12 +65,28 @@ def test_with_the_gate_a_missing_extension_fails(tmp_path):
 
 
 def _build(tmp_path: Path, gate: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, VRAMSCOPE_REQUIRE_NATIVE=gate,
-               VRAMSCOPE_NATIVE_CFLAGS="-include vramscope_no_such_header.h")
-    return subprocess.run([sys.executable, "setup.py", "-q", "build_ext",
-                           "--build-lib", str(tmp_path / "lib"),
-                           "--build-temp", str(tmp_path / "tmp")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    env = dict(
+        os.environ,
+        VRAMSCOPE_REQUIRE_NATIVE=gate,
+        VRAMSCOPE_NATIVE_CFLAGS="-include vramscope_no_such_header.h",
+    )
+    return subprocess.run(
+        [
+            sys.executable,
+            "setup.py",
+            "-q",
+            "build_ext",
+            "--build-lib",
+            str(tmp_path / "lib"),
+            "--build-temp",
+            str(tmp_path / "tmp"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def test_a_failed_compile_warns_without_the_gate(tmp_path):

@@ -16,10 +16,12 @@ import pytest
 from tests.shared_data import SHARED, missing
 
 ROOT = Path(__file__).resolve().parents[1]
-NOUNS = ("segments|gaps|iterations|ranks|blocks|events|devices|OOMs|allocations|frames|lines"
-         "|sites|streams|pools|leaks|files|rows|calls|requests|changes|categories|stacks"
-         "|processes|workers|tasks|entries|annotations|phases|snapshots|intervals|settings"
-         "|passes|items|columns|threads|agents|GPUs|records|tensors|steps|layers")
+NOUNS = (
+    "segments|gaps|iterations|ranks|blocks|events|devices|OOMs|allocations|frames|lines"
+    "|sites|streams|pools|leaks|files|rows|calls|requests|changes|categories|stacks"
+    "|processes|workers|tasks|entries|annotations|phases|snapshots|intervals|settings"
+    "|passes|items|columns|threads|agents|GPUs|records|tensors|steps|layers"
+)
 # `{n} segments`, `{len(x):,} small blocks`: a value put straight before a plural noun.
 # Not: sizes in bytes (`{n:,} bytes`, exact figures beside format_bytes), nor the last of a
 # list or range of counts ("2, 3 and 1 decode steps", "1 to 4 decode steps").
@@ -34,10 +36,11 @@ def test_no_count_is_printed_before_a_plural_noun_by_hand():
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if line.lstrip().startswith("#"):
                     continue
-                found.extend(f"{path.relative_to(ROOT)}:{number}: {m.group(0)}"
-                             for m in IN_SOURCE.finditer(line))
-    assert not found, ("counts printed before a plural noun (use units.plural):\n"
-                       + "\n".join(found))
+                found.extend(
+                    f"{path.relative_to(ROOT)}:{number}: {m.group(0)}"
+                    for m in IN_SOURCE.finditer(line)
+                )
+    assert not found, "counts printed before a plural noun (use units.plural):\n" + "\n".join(found)
 
 
 def snapshots() -> list[Path]:
@@ -65,7 +68,7 @@ def test_summary_says_1_thing_not_1_things(path, capsys):
 def test_the_checks_catch_what_they_look_for():
     assert IN_SOURCE.search('f"{len(x)} segments ({n} small)"')
     assert IN_SOURCE.search('f"in {node.count:,} blocks"')
-    assert not IN_SOURCE.search('f"{plural(n, \'segment\')}"')
+    assert not IN_SOURCE.search("f\"{plural(n, 'segment')}\"")
     assert not IN_SOURCE.search('f"{node.bytes:,} bytes"')
     assert not IN_SOURCE.search('f"{a:,} to {b:,} decode steps"')
     assert IN_OUTPUT.search("note: 1 blocks allocated before the first event")

@@ -26,8 +26,11 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```[^\n]*$", re.MULTILINE | re.DOTALL)
 HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$", re.MULTILINE)
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 # Reference material: what belongs in viewer/README.md, after "how to capture" at least.
-REFERENCE_WORDS = re.compile(r"accura|exact to the byte|architecture|benchmark|self-check"
-                             r"|\bspeed\b|json field|file format", re.IGNORECASE)
+REFERENCE_WORDS = re.compile(
+    r"accura|exact to the byte|architecture|benchmark|self-check"
+    r"|\bspeed\b|json field|file format",
+    re.IGNORECASE,
+)
 CAPTURE_HEADING = re.compile(r"^##\s.*\bcaptur", re.IGNORECASE | re.MULTILINE)
 # A CLI command named in code: `vramscope summary ...`, not vramscope.capture, a file
 # (vramscope snapshot.pickle, vramscope runs/), an option or a placeholder (FILE).
@@ -47,8 +50,9 @@ def without_code(text: str) -> str:
 def sections(text: str) -> dict[str, str]:
     """Body of every ``## `` section by its title (fenced blocks taken into account)."""
     plain = without_code(text)
-    starts = [(m.start(), m.end(), m.group(2)) for m in HEADING.finditer(plain)
-              if len(m.group(1)) == 2]
+    starts = [
+        (m.start(), m.end(), m.group(2)) for m in HEADING.finditer(plain) if len(m.group(1)) == 2
+    ]
     out = {}
     for i, (_s, end, title) in enumerate(starts):
         stop = starts[i + 1][0] if i + 1 < len(starts) else len(text)
@@ -77,7 +81,7 @@ def reference_before_capture(text: str) -> list[str]:
     """Lines of reference material that come before the capture section."""
     capture = CAPTURE_HEADING.search(text)
     assert capture is not None, "README.md has no '## ... Capture ...' section"
-    head = text[:capture.start()]
+    head = text[: capture.start()]
     return [ln for ln in head.splitlines() if REFERENCE_WORDS.search(ln)]
 
 
@@ -126,8 +130,7 @@ def cli_commands() -> set[str]:
     """The commands ``vramscope --help`` lists (the installed script where there is one)."""
     script = Path(sys.executable).with_name("vramscope")
     argv = [str(script)] if script.exists() else [sys.executable, "-m", "vramscope.viewer"]
-    out = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=120,
-                         cwd=ROOT)
+    out = subprocess.run([*argv, "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     listing = out.stdout.split("commands (", 1)
     assert len(listing) == 2, "vramscope --help lists no commands:\n" + out.stdout
@@ -145,7 +148,8 @@ def test_readme_is_short():
     lines = read(README).count("\n")
     assert lines <= MAX_README_LINES, (
         f"README.md has {lines} lines (at most {MAX_README_LINES}): reference material "
-        "belongs in viewer/README.md")
+        "belongs in viewer/README.md"
+    )
 
 
 def test_capturing_comes_before_reference_material():
@@ -160,8 +164,9 @@ def test_every_relative_link_resolves(path):
 
 
 def test_readme_links_to_the_reference():
-    assert "viewer/README.md" in {m.group(1).partition("#")[0]
-                                  for m in LINK.finditer(without_code(read(README)))}
+    assert "viewer/README.md" in {
+        m.group(1).partition("#")[0] for m in LINK.finditer(without_code(read(README)))
+    }
 
 
 def test_every_command_the_readme_names_exists():
@@ -192,16 +197,21 @@ def test_the_link_check_catches_a_missing_file_and_anchor(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "README.md").write_text("# Ref\n\n## What-if: other `settings`\n")
     doc = tmp_path / "README.md"
-    doc.write_text("[ok](sub/README.md#what-if-other-settings) [web](https://x.org/a)\n"
-                   "![gone](assets/none.png) [bad](sub/README.md#nowhere)\n"
-                   "```sh\n[in code](not/checked.md)\n```\n")
+    doc.write_text(
+        "[ok](sub/README.md#what-if-other-settings) [web](https://x.org/a)\n"
+        "![gone](assets/none.png) [bad](sub/README.md#nowhere)\n"
+        "```sh\n[in code](not/checked.md)\n```\n"
+    )
     assert broken_links(doc, tmp_path) == [
         "README.md: assets/none.png (no such file)",
-        "README.md: sub/README.md#nowhere (no such heading)"]
+        "README.md: sub/README.md#nowhere (no such heading)",
+    ]
 
 
 def test_the_command_check_finds_commands_not_files_or_modules():
-    text = ("```sh\nvramscope snap.pickle\nvramscope runs/\npython -m vramscope.capture x\n"
-            "vramscope summary a.pickle\n```\n\n`vramscope FILE`, `vramscope frobnicate A`, "
-            "vramscope opens it\n")
+    text = (
+        "```sh\nvramscope snap.pickle\nvramscope runs/\npython -m vramscope.capture x\n"
+        "vramscope summary a.pickle\n```\n\n`vramscope FILE`, `vramscope frobnicate A`, "
+        "vramscope opens it\n"
+    )
     assert named_commands(text) == {"summary", "frobnicate"}

@@ -38,10 +38,13 @@ def gui_parser() -> argparse.ArgumentParser:
         epilog=f"commands (vramscope COMMAND --help):\n{commands}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", nargs="?",
-                        help="snapshot to open: a pickle (protocol 0-5), gzip/xz/bz2 "
-                        "compressed or not, or JSON; or a directory of per-rank snapshots "
-                        "(torchrun) for the rank overview")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        help="snapshot to open: a pickle (protocol 0-5), gzip/xz/bz2 "
+        "compressed or not, or JSON; or a directory of per-rank snapshots "
+        "(torchrun) for the rank overview",
+    )
     parser.add_argument(
         "--screenshot",
         metavar="OUT.png",
@@ -51,29 +54,46 @@ def gui_parser() -> argparse.ArgumentParser:
     from .commands.gui import SCREENSHOT_VIEWS
 
     shot = parser.add_argument_group(
-        "screenshot views (with --screenshot; default: the window as it opens)")
-    shot.add_argument("--view", metavar="{" + ",".join(SCREENSHOT_VIEWS) + "}",
-                      help="what to render: " + "; ".join(
-                          f"{name}: {text}" for name, text in SCREENSHOT_VIEWS.items()))
-    shot.add_argument("--color-by", metavar="{site,category}",
-                      help="colour the timeline, segment map and Blocks table by code site "
-                      "or by what the memory is (View > Colour by category)")
-    shot.add_argument("--device", metavar="{N,all,host}",
-                      help="the device selector: GPU N, all devices, or pinned host memory")
-    shot.add_argument("--at", metavar="{EVENT,peak,oom,latest}",
-                      help="move the cursor (time travel) to after trace event EVENT "
-                      "(0-based, of the shown device), the allocated peak, the last OOM, "
-                      "or the end as recorded")
-    shot.add_argument("--timeout", metavar="SECONDS",
-                      help="how long to wait for the work off the GUI thread (what the "
-                      "memory is, the panels' runs) before giving up (default 300)")
+        "screenshot views (with --screenshot; default: the window as it opens)"
+    )
+    shot.add_argument(
+        "--view",
+        metavar="{" + ",".join(SCREENSHOT_VIEWS) + "}",
+        help="what to render: "
+        + "; ".join(f"{name}: {text}" for name, text in SCREENSHOT_VIEWS.items()),
+    )
+    shot.add_argument(
+        "--color-by",
+        metavar="{site,category}",
+        help="colour the timeline, segment map and Blocks table by code site "
+        "or by what the memory is (View > Colour by category)",
+    )
+    shot.add_argument(
+        "--device",
+        metavar="{N,all,host}",
+        help="the device selector: GPU N, all devices, or pinned host memory",
+    )
+    shot.add_argument(
+        "--at",
+        metavar="{EVENT,peak,oom,latest}",
+        help="move the cursor (time travel) to after trace event EVENT "
+        "(0-based, of the shown device), the allocated peak, the last OOM, "
+        "or the end as recorded",
+    )
+    shot.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        help="how long to wait for the work off the GUI thread (what the "
+        "memory is, the panels' runs) before giving up (default 300)",
+    )
     parser.add_argument(
         "--self-test",
         action="store_true",
         help="open the bundled example offscreen, check its figures, exit 0 if all is well",
     )
-    parser.add_argument("--no-cache", action="store_true",
-                        help="parse the file even if its columns are cached")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="parse the file even if its columns are cached"
+    )
     parser.add_argument("--version", action=_VersionAction)
     return parser
 
@@ -82,10 +102,16 @@ class _VersionAction(argparse.Action):
     """``--version``: the version is looked up only when asked for (importlib.metadata
     costs 30-50 ms, which every window start would otherwise pay)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                 help="show program's version number and exit"):
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
-                         help=help)
+    def __init__(
+        self,
+        option_strings,
+        dest=argparse.SUPPRESS,
+        default=argparse.SUPPRESS,
+        help="show program's version number and exit",
+    ):
+        super().__init__(
+            option_strings=option_strings, dest=dest, default=default, nargs=0, help=help
+        )
 
     def __call__(self, parser, namespace, values, option_string=None):
         from . import __version__

@@ -56,8 +56,9 @@ SOCKET_SUFFIX = ".sock"
 #: Unix socket paths are limited to 108 bytes (104 on macOS).
 MAX_UNIX_PATH = 100
 
-OPT_IN = ("python -m vramscope.capture --live train.py  "
-          "(or call vramscope.capture.serve() in the script)")
+OPT_IN = (
+    "python -m vramscope.capture --live train.py  (or call vramscope.capture.serve() in the script)"
+)
 
 
 class ProtocolError(Exception):
@@ -77,8 +78,9 @@ def encode(header: dict[str, Any], payload: bytes = b"", *, kind: int = KIND_REQ
     return FRAME.pack(MAGIC, PROTOCOL_VERSION, kind, 0, len(body), len(payload)) + body + payload
 
 
-def send(sock: socket.socket, header: dict[str, Any], payload: bytes = b"", *,
-         kind: int = KIND_REQUEST) -> None:
+def send(
+    sock: socket.socket, header: dict[str, Any], payload: bytes = b"", *, kind: int = KIND_REQUEST
+) -> None:
     data = encode(header, payload, kind=kind)
     sock.sendall(data)
 
@@ -102,9 +104,14 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, started: bool) -> 
     return bytes(buf)
 
 
-def recv(sock: socket.socket, *, max_payload: int, expect_kind: int,
-         idle_timeout: float | None = None,
-         deadline_s: float = MESSAGE_DEADLINE_S) -> tuple[dict[str, Any], bytes]:
+def recv(
+    sock: socket.socket,
+    *,
+    max_payload: int,
+    expect_kind: int,
+    idle_timeout: float | None = None,
+    deadline_s: float = MESSAGE_DEADLINE_S,
+) -> tuple[dict[str, Any], bytes]:
     """Read one message: (header dict, payload bytes).
 
     Waits up to ``idle_timeout`` seconds (None: forever) for the first byte,
@@ -124,15 +131,15 @@ def recv(sock: socket.socket, *, max_payload: int, expect_kind: int,
     if magic != MAGIC:
         raise ProtocolError("not a vramscope live message (bad magic)")
     if version != PROTOCOL_VERSION:
-        raise ProtocolError(f"protocol version {version} is not supported "
-                            f"(this side speaks {PROTOCOL_VERSION})")
+        raise ProtocolError(
+            f"protocol version {version} is not supported (this side speaks {PROTOCOL_VERSION})"
+        )
     if kind != expect_kind:
         raise ProtocolError(f"unexpected message kind {kind}")
     if json_len > MAX_JSON:
         raise ProtocolError(f"message header too large ({json_len} bytes)")
     if payload_len > max_payload:
-        raise ProtocolError(f"message payload too large ({payload_len} bytes, "
-                            f"limit {max_payload})")
+        raise ProtocolError(f"message payload too large ({payload_len} bytes, limit {max_payload})")
     # Big payloads legitimately take longer than the small-message deadline.
     deadline += payload_len / (20 << 20)
     body = _recv_exact(sock, json_len, deadline, True)
@@ -211,8 +218,9 @@ def check_private_dir(d: Path) -> None:
     if st.st_uid != _uid():
         raise ValueError(f"{d} belongs to another user; refusing to use it")
     if st.st_mode & 0o077:
-        raise ValueError(f"{d} is accessible to other users (mode {st.st_mode & 0o777:o}); "
-                         "refusing to use it")
+        raise ValueError(
+            f"{d} is accessible to other users (mode {st.st_mode & 0o777:o}); refusing to use it"
+        )
 
 
 def registry_path(pid: int, directory: Path | None = None) -> Path:
@@ -244,7 +252,7 @@ def process_start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     try:
-        rest = data[data.rindex(b")") + 2:].split()
+        rest = data[data.rindex(b")") + 2 :].split()
         return int(rest[19])
     except (ValueError, IndexError):
         return None

@@ -69,8 +69,13 @@ class Governor:
 class Agent:
     """One per process: the server, the governor, and (maybe) its own recorder."""
 
-    def __init__(self, *, budget: float = DEFAULT_BUDGET, directory: Path | None = None,
-                 use_unix: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        budget: float = DEFAULT_BUDGET,
+        directory: Path | None = None,
+        use_unix: bool | None = None,
+    ) -> None:
         if not 0 < budget <= 1:
             raise ValueError(f"budget must be in (0, 1], not {budget!r}")
         self.budget = budget
@@ -91,8 +96,11 @@ class Agent:
         registry.clean_stale(self.directory)
         self.endpoint = self.server.start()
         self.registry_file = registry.write_entry(
-            self.directory, self.endpoint, token=self.server.token,
-            extra={"device": self._device_or_none()})
+            self.directory,
+            self.endpoint,
+            token=self.server.token,
+            extra={"device": self._device_or_none()},
+        )
         return self
 
     def close(self) -> None:
@@ -148,8 +156,7 @@ class Agent:
             "budget": self.budget,
             "recording": _recording(rec),
             "owns_recording": self.recorder is not None,
-            "limits": {"max_json": proto.MAX_JSON,
-                       "max_connections": self.server.max_connections},
+            "limits": {"max_json": proto.MAX_JSON, "max_connections": self.server.max_connections},
             **info,
         }
 
@@ -165,10 +172,16 @@ class Agent:
         payload = pickle.dumps({"segments": segments}, protocol=PICKLE_PROTOCOL)
         cost = time.perf_counter() - t0
         gov.spent(cost, time.monotonic())
-        reply = {"ok": True, "ready": True, "time": time.time(),
-                 "stats": {str(d): s for d, s in stats.items()},
-                 "fast_path": fast, "consistent": consistent, "cost_s": round(cost, 6),
-                 "throttled": False}
+        reply = {
+            "ok": True,
+            "ready": True,
+            "time": time.time(),
+            "stats": {str(d): s for d, s in stats.items()},
+            "fast_path": fast,
+            "consistent": consistent,
+            "cost_s": round(cost, 6),
+            "throttled": False,
+        }
         self._last_stats = (reply, payload)
         return reply, payload
 
@@ -177,13 +190,18 @@ class Agent:
         now = time.monotonic()
         wait = gov.wait_s(now)
         if wait > 0:
-            return {"ok": True, "ready": True, "throttled": True,
-                    "retry_after_s": round(wait, 3)}, b""
+            return {
+                "ok": True,
+                "ready": True,
+                "throttled": True,
+                "retry_after_s": round(wait, 3),
+            }, b""
         cursors = header.get("cursors")
         cursors = cursors if isinstance(cursors, dict) else {}
         limit = header.get("max_entries")
-        limit = limit if type(limit) is int and 0 < limit <= _MAX_TRACE_ENTRIES \
-            else _MAX_TRACE_ENTRIES
+        limit = (
+            limit if type(limit) is int and 0 < limit <= _MAX_TRACE_ENTRIES else _MAX_TRACE_ENTRIES
+        )
         t0 = time.perf_counter()
         snap, stats, _ = self.allocator.snapshot()
         device_traces = snap.get("device_traces") or []
@@ -193,25 +211,40 @@ class Agent:
         devices: dict[str, Any] = {}
         for d, entries in enumerate(device_traces):
             entries = entries if isinstance(entries, list) else []
-            start, gap, reset = traces.since(entries, traces.parse_cursor(cursors.get(str(d))),
-                                             capacity)
+            start, gap, reset = traces.since(
+                entries, traces.parse_cursor(cursors.get(str(d))), capacity
+            )
             if len(entries) - start > limit:
                 start, gap = len(entries) - limit, True
             new = entries[start:]
             out_traces.append(new)
-            devices[str(d)] = {"cursor": traces.cursor_of(entries) or cursors.get(str(d)),
-                               "n": len(new), "gap": gap, "reset": reset,
-                               "buffered": len(entries)}
-        payload = pickle.dumps({"segments": snap.get("segments") or [],
-                                "device_traces": out_traces,
-                                "allocator_settings": snap.get("allocator_settings")},
-                               protocol=PICKLE_PROTOCOL)
+            devices[str(d)] = {
+                "cursor": traces.cursor_of(entries) or cursors.get(str(d)),
+                "n": len(new),
+                "gap": gap,
+                "reset": reset,
+                "buffered": len(entries),
+            }
+        payload = pickle.dumps(
+            {
+                "segments": snap.get("segments") or [],
+                "device_traces": out_traces,
+                "allocator_settings": snap.get("allocator_settings"),
+            },
+            protocol=PICKLE_PROTOCOL,
+        )
         del snap, device_traces
         cost = time.perf_counter() - t0
         gov.spent(cost, time.monotonic())
-        return {"ok": True, "ready": True, "time": time.time(), "devices": devices,
-                "stats": {str(d): s for d, s in stats.items()},
-                "cost_s": round(cost, 6), "throttled": False}, payload
+        return {
+            "ok": True,
+            "ready": True,
+            "time": time.time(),
+            "devices": devices,
+            "stats": {str(d): s for d, s in stats.items()},
+            "cost_s": round(cost, 6),
+            "throttled": False,
+        }, payload
 
     def _snapshot(self) -> tuple[dict[str, Any], bytes]:
         # Explicitly asked for by a person: never throttled, but one at a time.
@@ -221,9 +254,13 @@ class Agent:
         del snap
         if len(payload) > proto.MAX_RESPONSE_PAYLOAD:
             return {"ok": False, "error": f"snapshot too large ({len(payload)} bytes)"}, b""
-        return {"ok": True, "ready": True, "time": time.time(),
-                "stats": {str(d): s for d, s in stats.items()},
-                "cost_s": round(time.perf_counter() - t0, 6)}, payload
+        return {
+            "ok": True,
+            "ready": True,
+            "time": time.time(),
+            "stats": {str(d): s for d, s in stats.items()},
+            "cost_s": round(time.perf_counter() - t0, 6),
+        }, payload
 
     def _options(self, header: dict[str, Any]) -> dict[str, Any]:
         change = header.get("set")
@@ -232,20 +269,28 @@ class Agent:
                 error = self._set_recording(change)
             if error:
                 return {"ok": False, "error": error, "recording": _recording(active_recorder())}
-        return {"ok": True, "recording": _recording(active_recorder()),
-                "owns_recording": self.recorder is not None}
+        return {
+            "ok": True,
+            "recording": _recording(active_recorder()),
+            "owns_recording": self.recorder is not None,
+        }
 
     def _set_recording(self, change: dict[str, Any]) -> str | None:
         if self.recorder is None or active_recorder() is not self.recorder:
-            return ("recording was started by the program itself; "
-                    "its settings can only be changed there")
+            return (
+                "recording was started by the program itself; "
+                "its settings can only be changed there"
+            )
         old = self.recorder
         try:
-            new = Recorder(old.out,
-                           change.get("max_entries", old.max_entries),
-                           change.get("stacks", old.stacks),
-                           change.get("context", old.context),
-                           dump_on_exit=False, dump_signal=None)
+            new = Recorder(
+                old.out,
+                change.get("max_entries", old.max_entries),
+                change.get("stacks", old.stacks),
+                change.get("context", old.context),
+                dump_on_exit=False,
+                dump_signal=None,
+            )
         except (TypeError, ValueError) as exc:
             return f"bad recording option: {exc}"
         old.stop()
@@ -263,14 +308,25 @@ def _env_int(name: str) -> int | None:
 def _recording(rec: Recorder | None) -> dict[str, Any] | None:
     if rec is None:
         return None
-    return {"max_entries": rec.max_entries, "stacks": rec.stacks, "context": rec.context,
-            "out": str(rec.out), "active": rec.active}
+    return {
+        "max_entries": rec.max_entries,
+        "stacks": rec.stacks,
+        "context": rec.context,
+        "out": str(rec.out),
+        "active": rec.active,
+    }
 
 
 # ---------------------------------------------------------------------- public API
-def serve(out: str | os.PathLike[str] = "snapshots", *, max_entries: int = 100_000,
-          stacks: str = "python", context: str | None = "all",
-          budget: float = DEFAULT_BUDGET, **recorder_options: Any) -> "Agent | None":
+def serve(
+    out: str | os.PathLike[str] = "snapshots",
+    *,
+    max_entries: int = 100_000,
+    stacks: str = "python",
+    context: str | None = "all",
+    budget: float = DEFAULT_BUDGET,
+    **recorder_options: Any,
+) -> "Agent | None":
     """Let a viewer attach to this process (``vramscope attach``, File > Attach...).
 
     Starts recording (with these arguments, as :func:`vramscope.capture.start`)
@@ -301,15 +357,17 @@ def serve(out: str | os.PathLike[str] = "snapshots", *, max_entries: int = 100_0
             return None
         if active_recorder() is None:
             try:
-                agent.recorder = Recorder(out, max_entries, stacks, context,
-                                          dump_on_exit=False, **recorder_options).start()
+                agent.recorder = Recorder(
+                    out, max_entries, stacks, context, dump_on_exit=False, **recorder_options
+                ).start()
             except (TypeError, ValueError):
                 agent.close()
                 raise
         _agent = agent
         atexit.register(_close_at_exit, agent)
-        messages.info(f"live attach: `vramscope attach {os.getpid()}` or File > Attach... "
-                  f"({agent.endpoint})")
+        messages.info(
+            f"live attach: `vramscope attach {os.getpid()}` or File > Attach... ({agent.endpoint})"
+        )
         return agent
 
 
@@ -360,7 +418,14 @@ class LiveRecorder(Recorder):
         super().stop()
 
     def _clone(self) -> "LiveRecorder":
-        return LiveRecorder(self.out, self.max_entries, self.stacks, self.context,
-                            oom=self.oom, dump_on_exit=self.dump_on_exit,
-                            dump_signal=self.dump_signal, max_oom_dumps=self.max_oom_dumps,
-                            budget=self.budget)
+        return LiveRecorder(
+            self.out,
+            self.max_entries,
+            self.stacks,
+            self.context,
+            oom=self.oom,
+            dump_on_exit=self.dump_on_exit,
+            dump_signal=self.dump_signal,
+            max_oom_dumps=self.max_oom_dumps,
+            budget=self.budget,
+        )

@@ -40,8 +40,10 @@ class LiveAllocator:
         backend = get_backend()
         if backend is None:
             return {"torch": None, "cuda": False}
-        out: dict[str, Any] = {"torch": backend.torch_version,
-                               "cuda": bool(backend.cuda_initialized())}
+        out: dict[str, Any] = {
+            "torch": backend.torch_version,
+            "cuda": bool(backend.cuda_initialized()),
+        }
         if out["cuda"]:
             out["device"] = _safe(backend.current_device)
             out["history"] = _safe(backend.history_enabled)
@@ -121,14 +123,22 @@ class LiveAllocator:
         return list(snap.get("segments") or []), False
 
 
-_MOVES = ("allocation.all.allocated", "allocation.all.freed", "segment.all.allocated",
-          "segment.all.freed", "allocated_bytes.all.allocated", "allocated_bytes.all.freed")
+_MOVES = (
+    "allocation.all.allocated",
+    "allocation.all.freed",
+    "segment.all.allocated",
+    "segment.all.freed",
+    "allocated_bytes.all.allocated",
+    "allocated_bytes.all.freed",
+)
 
 
 def _moves(stats: dict[str, Any]) -> tuple[Any, ...]:
     """Cumulative counters that change with every allocation, free and segment."""
-    return tuple(stats.get(k) for k in _MOVES) + (stats.get("reserved_bytes.all.current"),
-                                                 stats.get("active_bytes.all.current"))
+    return tuple(stats.get(k) for k in _MOVES) + (
+        stats.get("reserved_bytes.all.current"),
+        stats.get("active_bytes.all.current"),
+    )
 
 
 def _safe(fn: Any) -> Any:

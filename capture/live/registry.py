@@ -23,8 +23,9 @@ from vramscope.viewer import live_protocol as proto
 from .. import files
 
 
-def write_entry(directory: Path, endpoint: str, *, token: str | None,
-                extra: dict[str, Any]) -> Path:
+def write_entry(
+    directory: Path, endpoint: str, *, token: str | None, extra: dict[str, Any]
+) -> Path:
     """Write this process's registry entry; returns its path."""
     pid = os.getpid()
     info = files.dist_info()
@@ -71,7 +72,7 @@ def clean_stale(directory: Path) -> int:
     removed = len(before - live)
     # Sockets whose registry file is gone (an agent killed between the two writes).
     for sock in directory.glob(f"{proto.REGISTRY_PREFIX}*{proto.SOCKET_SUFFIX}"):
-        pid_text = sock.name[len(proto.REGISTRY_PREFIX):-len(proto.SOCKET_SUFFIX)]
+        pid_text = sock.name[len(proto.REGISTRY_PREFIX) : -len(proto.SOCKET_SUFFIX)]
         if pid_text.isdigit() and not proto.pid_alive(int(pid_text)):
             try:
                 sock.unlink()

@@ -63,8 +63,14 @@ class RejectLog:
 class Server:
     """Serve ``handler`` on a local endpoint from daemon threads."""
 
-    def __init__(self, handler: Handler, directory: Path, *, use_unix: bool | None = None,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        directory: Path,
+        *,
+        use_unix: bool | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.handler = handler
         self.directory = directory
         self.use_unix = hasattr(socket, "AF_UNIX") if use_unix is None else use_unix
@@ -109,8 +115,9 @@ class Server:
         lst.listen(16)
         lst.setblocking(False)
         self._listener = lst
-        self._thread = threading.Thread(target=self._accept_loop, name="vramscope-live-accept",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._accept_loop, name="vramscope-live-accept", daemon=True
+        )
         self._thread.start()
         return self.endpoint
 
@@ -174,8 +181,9 @@ class Server:
             return
         with self._clients_lock:
             self._clients.add(conn)
-        t = threading.Thread(target=self._serve_client, args=(conn,), daemon=True,
-                             name="vramscope-live-client")
+        t = threading.Thread(
+            target=self._serve_client, args=(conn,), daemon=True, name="vramscope-live-client"
+        )
         t.start()
 
     def _peer_is_us(self, conn: socket.socket) -> bool:
@@ -207,9 +215,13 @@ class Server:
             self._slots.release()
 
     def _talk(self, conn: socket.socket) -> None:
-        header, _ = proto.recv(conn, max_payload=proto.MAX_REQUEST_PAYLOAD,
-                               expect_kind=proto.KIND_REQUEST, idle_timeout=HELLO_TIMEOUT_S,
-                               deadline_s=MESSAGE_DEADLINE_S)
+        header, _ = proto.recv(
+            conn,
+            max_payload=proto.MAX_REQUEST_PAYLOAD,
+            expect_kind=proto.KIND_REQUEST,
+            idle_timeout=HELLO_TIMEOUT_S,
+            deadline_s=MESSAGE_DEADLINE_S,
+        )
         if header.get("op") != "hello":
             raise proto.ProtocolError("the first request must be hello")
         if self.token is not None:
@@ -222,9 +234,13 @@ class Server:
             self._reply(conn, reply, payload)
             if header.get("op") == "bye":
                 return
-            header, _ = proto.recv(conn, max_payload=proto.MAX_REQUEST_PAYLOAD,
-                                   expect_kind=proto.KIND_REQUEST, idle_timeout=IDLE_TIMEOUT_S,
-                                   deadline_s=MESSAGE_DEADLINE_S)
+            header, _ = proto.recv(
+                conn,
+                max_payload=proto.MAX_REQUEST_PAYLOAD,
+                expect_kind=proto.KIND_REQUEST,
+                idle_timeout=IDLE_TIMEOUT_S,
+                deadline_s=MESSAGE_DEADLINE_S,
+            )
 
     def _handle(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         op = header.get("op")

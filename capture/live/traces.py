@@ -39,8 +39,9 @@ def cursor_of(entries: Sequence[Any]) -> Cursor | None:
     return (last, n)
 
 
-def since(entries: Sequence[Any], cursor: Cursor | None,
-          capacity: int | None = None) -> tuple[int, bool, bool]:
+def since(
+    entries: Sequence[Any], cursor: Cursor | None, capacity: int | None = None
+) -> tuple[int, bool, bool]:
     """(index of the first new entry, gap, reset) for a client at ``cursor``.
 
     ``gap``: entries newer than the cursor were overwritten before being sent
@@ -76,7 +77,10 @@ def since(entries: Sequence[Any], cursor: Cursor | None,
 
 def parse_cursor(value: Any) -> Cursor | None:
     """A cursor from JSON (``[time_us, n]``), or None for anything else."""
-    if (isinstance(value, list) and len(value) == 2
-            and all(type(v) is int and 0 <= v < (1 << 63) for v in value)):
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(type(v) is int and 0 <= v < (1 << 63) for v in value)
+    ):
         return (value[0], value[1])
     return None

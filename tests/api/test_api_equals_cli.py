@@ -33,9 +33,14 @@ def data_files() -> list[Path]:
 def cli(*args: str) -> subprocess.Popen:
     """``vramscope ARGS`` started (stdout: its answer)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "vramscope.viewer", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def answer(proc: subprocess.Popen) -> str:
@@ -57,11 +62,16 @@ for args in ARGS:
 def cli_chain(*commands: tuple[str, ...]) -> subprocess.Popen:
     """The commands run one after the other in one child (one core for the CLI, the
     other for the API meanwhile); :func:`answers` splits what they print."""
-    code = CHAIN.replace("ARGS", repr([list(c) for c in commands])).replace(
-        "SEP", repr(SEPARATOR))
+    code = CHAIN.replace("ARGS", repr([list(c) for c in commands])).replace("SEP", repr(SEPARATOR))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def answers(proc: subprocess.Popen) -> list[str]:
@@ -77,8 +87,9 @@ def test_there_are_files_of_every_kind():
 @pytest.mark.parametrize("path", data_files(), ids=lambda p: str(p.relative_to(DATA)))
 def test_summary_advise_whatif_json_equal_the_cli(path):
     p = str(path)
-    proc = cli_chain(("summary", p, "--json"), ("advise", p, "--json"),
-                     ("whatif", p, "--conf", CONF, "--json"))
+    proc = cli_chain(
+        ("summary", p, "--json"), ("advise", p, "--json"), ("whatif", p, "--conf", CONF, "--json")
+    )
     rec = vramscope.open(p)
     assert isinstance(rec, vramscope.Recording)
     got = [rec.summary().to_dict(), rec.advise().to_dict(), rec.whatif(CONF).to_dict()]
@@ -92,9 +103,11 @@ TEXT_FILES = [p for p in data_files() if p.parent == DATA]
 @pytest.mark.parametrize("path", TEXT_FILES, ids=lambda p: p.name)
 def test_str_is_the_cli_text(path):
     p = str(path)
-    proc = cli_chain(("summary", p), ("advise", p, "--batch", "8"),
-                     ("whatif", p, "--conf", "recorded", "--conf", CONF, "--batch-scale", "0.5",
-                      "--json"))
+    proc = cli_chain(
+        ("summary", p),
+        ("advise", p, "--batch", "8"),
+        ("whatif", p, "--conf", "recorded", "--conf", CONF, "--batch-scale", "0.5", "--json"),
+    )
     rec = vramscope.open(p)
     summary, advice, scaled_json = answers(proc)
     assert str(rec.summary()) + "\n" == summary
@@ -107,10 +120,13 @@ def test_str_is_the_cli_text(path):
 
 def test_at_categories_and_diff_equal_the_cli():
     a, b = str(DATA / "whatif_default.pickle"), str(DATA / "whatif_expandable.pickle")
-    procs = {"at": cli("summary", a, "--at", "100", "--json"),
-             "at_text": cli("summary", a, "--at", "100"),
-             "diff": cli("diff", a, b, "--json"), "diff_text": cli("diff", a, b),
-             "whatif_text": cli("whatif", a, "--conf", CONF, "--recommend")}
+    procs = {
+        "at": cli("summary", a, "--at", "100", "--json"),
+        "at_text": cli("summary", a, "--at", "100"),
+        "diff": cli("diff", a, b, "--json"),
+        "diff_text": cli("diff", a, b),
+        "whatif_text": cli("whatif", a, "--conf", CONF, "--recommend"),
+    }
     rec = vramscope.open(a)
     at = rec.at(100)
     assert at.to_dict() == json.loads(answer(procs["at"]))

@@ -8,8 +8,16 @@ import subprocess
 import sys
 from importlib import metadata
 
-HEAVY = ("numpy", "PySide6", "pyqtgraph", "shiboken6", "torch", "IPython",
-         "vramscope.viewer.model", "vramscope.capture")
+HEAVY = (
+    "numpy",
+    "PySide6",
+    "pyqtgraph",
+    "shiboken6",
+    "torch",
+    "IPython",
+    "vramscope.viewer.model",
+    "vramscope.capture",
+)
 
 PROBE = """
 import json, sys
@@ -21,8 +29,9 @@ print(json.dumps({"new": names, "file": vramscope.__file__, "all": vramscope.__a
 
 
 def run(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     return json.loads(out.stdout)
 
 

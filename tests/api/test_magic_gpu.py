@@ -15,9 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 from tests.gpu_marks import ON_GPU
-
 
 pytestmark = ON_GPU
 
@@ -74,8 +72,12 @@ OOM = textwrap.dedent("""\
 
 
 def run_cell(tmp_path, cell: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), cell],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path), cell],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     print({k: v for k, v in got.items() if k != "html"})

@@ -18,8 +18,13 @@ from tests import browser
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "viewer" / "examples" / "vramscope_in_jupyter.ipynb"
-SECTIONS = ["Memory over time", "Figures", "What the memory is", "What would make it fit",
-            "Top allocation sites"]
+SECTIONS = [
+    "Memory over time",
+    "Figures",
+    "What the memory is",
+    "What would make it fit",
+    "Top allocation sites",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +37,9 @@ def executed(tmp_path_factory):
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = cell.source.replace("--out snapshots/notebook", f"--out {out}")
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     return nb, out
 
@@ -41,10 +47,16 @@ def executed(tmp_path_factory):
 def outputs(cell) -> tuple[str, str, list[str]]:
     """(stdout and stderr, the plain text of its results, its HTML outputs)."""
     stream = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-    plain = "".join(o["data"].get("text/plain", "") for o in cell.outputs
-                    if o.output_type in ("execute_result", "display_data"))
-    htmls = [o["data"]["text/html"] for o in cell.outputs
-             if o.output_type in ("execute_result", "display_data") and "text/html" in o["data"]]
+    plain = "".join(
+        o["data"].get("text/plain", "")
+        for o in cell.outputs
+        if o.output_type in ("execute_result", "display_data")
+    )
+    htmls = [
+        o["data"]["text/html"]
+        for o in cell.outputs
+        if o.output_type in ("execute_result", "display_data") and "text/html" in o["data"]
+    ]
     return stream, plain, htmls
 
 
@@ -100,8 +112,9 @@ def test_the_recording_is_self_contained(executed):
     nb, _ = executed
     html = recording_html(nb)
     assert "<script" not in html.lower()
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//""",
-                         html, re.I)
+    assert not re.search(
+        r"""(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//""", html, re.I
+    )
     assert html.startswith('<div class="vramscope-report">')
 
 
@@ -109,8 +122,7 @@ def test_the_recording_is_self_contained(executed):
 def test_the_recording_lays_out_in_chromium_with_every_section(executed, tmp_path, width):
     nb, _ = executed
     fragment = recording_html(nb)
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-            f"{fragment}</body></html>")
+    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{fragment}</body></html>"
     got = browser.measure(page, tmp_path / "measure", width=width)
     assert got["sections"] == ["device-0:" + "|".join(SECTIONS)]
     assert got["scrollWidth"] <= got["clientWidth"], got
@@ -118,11 +130,13 @@ def test_the_recording_lays_out_in_chromium_with_every_section(executed, tmp_pat
     light = tmp_path / "light.html"
     light.write_text(page, encoding="utf-8")
     dark = tmp_path / "dark.html"
-    dark.write_text(page.replace("<body>", '<body style="background:#111;color:#ddd">'),
-                    encoding="utf-8")
+    dark.write_text(
+        page.replace("<body>", '<body style="background:#111;color:#ddd">'), encoding="utf-8"
+    )
     shots = Path(os.environ.get("VRAMSCOPE_SHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     for name, src in (("light", light), ("dark", dark)):
-        png = browser.screenshot(src, shots / f"notebook_{name}_{width}.png", width=width,
-                                 height=2600)
+        png = browser.screenshot(
+            src, shots / f"notebook_{name}_{width}.png", width=width, height=2600
+        )
         assert png.stat().st_size > 10_000

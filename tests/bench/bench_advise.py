@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_whatif import DEFAULT, pickle_load_seconds, timed  # noqa: E402
+from bench_whatif import DEFAULT, pickle_load_seconds, timed
 
 
 def main(argv: list[str]) -> int:
@@ -41,12 +41,16 @@ def main(argv: list[str]) -> int:
     print(f"reference pickle.load          {t_pickle:7.2f} s")
     print(f"reference one simulation       {t_sim:7.2f} s")
     print(f"evidence (+ categories)        {t_evd:7.2f} s  = {t_evd / t_pickle:.2f}x pickle.load")
-    print(f"judgement (rules)              {t_judge:7.2f} s  = "
-          f"{t_judge / t_pickle:.2f}x pickle.load")
-    print(f"one batch-scaled simulation    {t_scaled:7.2f} s  = "
-          f"{t_scaled / t_sim:.2f}x a simulation")
-    print(f"advise (8 GiB limit, {len(adv.remedies)} remedies) {t_advise:7.2f} s  = "
-          f"{t_advise / t_pickle:.1f}x pickle.load, {t_advise / t_sim:.1f}x a simulation")
+    print(
+        f"judgement (rules)              {t_judge:7.2f} s  = {t_judge / t_pickle:.2f}x pickle.load"
+    )
+    print(
+        f"one batch-scaled simulation    {t_scaled:7.2f} s  = {t_scaled / t_sim:.2f}x a simulation"
+    )
+    print(
+        f"advise (8 GiB limit, {len(adv.remedies)} remedies) {t_advise:7.2f} s  = "
+        f"{t_advise / t_pickle:.1f}x pickle.load, {t_advise / t_sim:.1f}x a simulation"
+    )
     return 0
 
 

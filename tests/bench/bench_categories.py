@@ -30,9 +30,11 @@ from run_bench import BIG, REFERENCE, best_of, measure, tiled_file  # noqa: E402
 TARGET = 0.05
 # CPU seconds of the reference too: on a shared machine, wall time depends on the load,
 # CPU time much less (both ratios are printed).
-REFERENCE_CPU = ("import pickle, sys, time\nt = time.process_time()\n"
-                 "with open(sys.argv[1], 'rb') as f: pickle.load(f)\n"
-                 "print(time.process_time() - t)\n")
+REFERENCE_CPU = (
+    "import pickle, sys, time\nt = time.process_time()\n"
+    "with open(sys.argv[1], 'rb') as f: pickle.load(f)\n"
+    "print(time.process_time() - t)\n"
+)
 
 # One fresh process per run: the first build is what a cold open pays (fresh memory,
 # page faults); a second build in the same process (warm: the allocator reuses the
@@ -76,33 +78,71 @@ def main(argv: list[str] | None = None) -> int:
         env = {**__import__("os").environ, "VRAMSCOPE_CACHE_DIR": str(tmp / "cache")}
         for path in files:
             ref_s, _ = best_of(args.repeat, [sys.executable, "-c", REFERENCE, str(path)], env)
-            rows = [json.loads(subprocess.run(
-                [sys.executable, "-c", CLASSIFY, str(path)], capture_output=True, text=True,
-                env=env, check=True).stdout.strip().splitlines()[-1])
-                for _ in range(args.repeat)]
+            rows = [
+                json.loads(
+                    subprocess.run(
+                        [sys.executable, "-c", CLASSIFY, str(path)],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        check=True,
+                    )
+                    .stdout.strip()
+                    .splitlines()[-1]
+                )
+                for _ in range(args.repeat)
+            ]
             row = dict(rows[0])
             for key in ("classify_s", "classify_cpu_s", "faults", "warm_s", "warm_cpu_s"):
                 row[key] = min(r[key] for r in rows)  # best of the fresh processes
-            cold_s, _, _ = measure([sys.executable, "-m", "vramscope.viewer", "summary",
-                                    str(path), "--json", "--no-cache"], env, capture=True)
-            ref_cpu = min(float(subprocess.run(
-                [sys.executable, "-c", REFERENCE_CPU, str(path)], capture_output=True,
-                text=True, env=env, check=True).stdout) for _ in range(args.repeat))
+            cold_s, _, _ = measure(
+                [
+                    sys.executable,
+                    "-m",
+                    "vramscope.viewer",
+                    "summary",
+                    str(path),
+                    "--json",
+                    "--no-cache",
+                ],
+                env,
+                capture=True,
+            )
+            ref_cpu = min(
+                float(
+                    subprocess.run(
+                        [sys.executable, "-c", REFERENCE_CPU, str(path)],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        check=True,
+                    ).stdout
+                )
+                for _ in range(args.repeat)
+            )
             ratio = row["classify_s"] / ref_s
             ratio_cpu = row["classify_cpu_s"] / ref_cpu
             verdict = "PASS" if ratio <= TARGET else "MISS"
-            print(f"{path.name}: {row['events']:,} events, {row['allocations']:,} allocations, "
-                  f"{row['iterations']} iterations, {row['leaks']} leaks")
-            print(f"  pickle.load {ref_s:.2f} s; classification {row['classify_s']:.3f} s "
-                  f"= {ratio:.3f}x (target <= {TARGET}x: {verdict}); cold summary --json "
-                  f"(includes it) {cold_s:.2f} s = {cold_s / ref_s:.3f}x")
-            print(f"  CPU time: pickle.load {ref_cpu:.2f} s; classification "
-                  f"{row['classify_cpu_s']:.3f} s = {ratio_cpu:.3f}x "
-                  f"({'PASS' if ratio_cpu <= TARGET else 'MISS'}); {row['faults']:,} page faults")
-            print(f"  warm (a second build in the same process): {row['warm_s']:.3f} s = "
-                  f"{row['warm_s'] / ref_s:.3f}x, CPU {row['warm_cpu_s']:.3f} s = "
-                  f"{row['warm_cpu_s'] / ref_cpu:.3f}x; load average "
-                  f"{' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}")
+            print(
+                f"{path.name}: {row['events']:,} events, {row['allocations']:,} allocations, "
+                f"{row['iterations']} iterations, {row['leaks']} leaks"
+            )
+            print(
+                f"  pickle.load {ref_s:.2f} s; classification {row['classify_s']:.3f} s "
+                f"= {ratio:.3f}x (target <= {TARGET}x: {verdict}); cold summary --json "
+                f"(includes it) {cold_s:.2f} s = {cold_s / ref_s:.3f}x"
+            )
+            print(
+                f"  CPU time: pickle.load {ref_cpu:.2f} s; classification "
+                f"{row['classify_cpu_s']:.3f} s = {ratio_cpu:.3f}x "
+                f"({'PASS' if ratio_cpu <= TARGET else 'MISS'}); {row['faults']:,} page faults"
+            )
+            print(
+                f"  warm (a second build in the same process): {row['warm_s']:.3f} s = "
+                f"{row['warm_s'] / ref_s:.3f}x, CPU {row['warm_cpu_s']:.3f} s = "
+                f"{row['warm_cpu_s'] / ref_cpu:.3f}x; load average "
+                f"{' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())}"
+            )
     return 0
 
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bench.tile_trace import find_period  # noqa: E402
 from vramscope.viewer.model import load_snapshot  # noqa: E402
-from vramscope.viewer.model.replay import layout_snapshot  # noqa: E402
 from vramscope.viewer.model.core.snapshot import Trace  # noqa: E402
+from vramscope.viewer.model.replay import layout_snapshot  # noqa: E402
 from vramscope.viewer.model.replay.timeline import build_timeline  # noqa: E402
 
 DEFAULT = ROOT / "tests" / "data" / "transformer_long_python_1000k.pickle.xz"
@@ -67,12 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     long = dataclasses.replace(snap, trace=tiled_trace(snap, base, total))
     full = build_timeline(long)  # the layout at any moment: the live snapshots' segments
     if full.replay(0).inconsistencies:
-        print(f"warning: the tiled trace replays with {full.replay(0).inconsistencies} "
-              "inconsistencies")
+        print(
+            f"warning: the tiled trace replays with {full.replay(0).inconsistencies} "
+            "inconsistencies"
+        )
 
     def ring_snap(lo: int, hi: int):
-        trace = Trace(**{f.name: getattr(long.trace, f.name)[lo:hi]
-                         for f in dataclasses.fields(Trace)})
+        trace = Trace(
+            **{f.name: getattr(long.trace, f.name)[lo:hi] for f in dataclasses.fields(Trace)}
+        )
         at = layout_snapshot(long, full.replay(0).layout_after(hi - 1), 0)
         return dataclasses.replace(at, trace=trace)
 
@@ -89,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         rebuild(first)
         t_full.append(time.perf_counter() - t)
     ref = statistics.median(t_full)
-    print(f"ring of {ring} events; reference: rebuild (replay + curve summary + intervals) "
-          f"{ref * 1e3:.1f} ms (median of 5; each update is compared with a rebuild of "
-          f"its own ring, timed right after it)")
+    print(
+        f"ring of {ring} events; reference: rebuild (replay + curve summary + intervals) "
+        f"{ref * 1e3:.1f} ms (median of 5; each update is compared with a rebuild of "
+        f"its own ring, timed right after it)"
+    )
     worst = 0.0
     verdicts: list[str] = []
     for k in sizes:
@@ -119,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(worst, steady)
         verdicts.append(f"{k}: {'met' if steady <= 0.10 else 'NOT met'} ({steady:.1%})")
         rep = tl.replay(0)
-        print(f"  +{k:>7} events/update: steady {statistics.median(times) * 1e3:7.2f} ms = "
-              f"{steady:6.1%} of a rebuild (median ratio); amortised {amortised:6.1%} "
-              f"({rebuilt} compactions in {args.updates} updates; "
-              f"{rep.inconsistencies} inconsistencies)")
+        print(
+            f"  +{k:>7} events/update: steady {statistics.median(times) * 1e3:7.2f} ms = "
+            f"{steady:6.1%} of a rebuild (median ratio); amortised {amortised:6.1%} "
+            f"({rebuilt} compactions in {args.updates} updates; "
+            f"{rep.inconsistencies} inconsistencies)"
+        )
     # What the live window does per update: the document (labels, OOM verdicts, timeline).
     from vramscope.viewer.model.view.document import Document
 
@@ -141,10 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             Document.build(s)
             ratios.append(t_ext / (time.perf_counter() - t))
             lo, hi = lo + k, hi + k
-        print(f"  document: +{k:>6} events/update: Document.extend = "
-              f"{statistics.median(ratios):6.1%} of Document.build (median ratio)")
-    print("target: an update of a 1M ring <= 10% of a rebuild, per events/update: "
-          + "; ".join(verdicts))
+        print(
+            f"  document: +{k:>6} events/update: Document.extend = "
+            f"{statistics.median(ratios):6.1%} of Document.build (median ratio)"
+        )
+    print(
+        "target: an update of a 1M ring <= 10% of a rebuild, per events/update: "
+        + "; ".join(verdicts)
+    )
     return 0
 
 

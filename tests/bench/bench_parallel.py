@@ -33,17 +33,22 @@ RANK_FILES = 64
 
 # (row, command arguments after the file, runs on a pool at all)
 COMMANDS = [
-    ("whatif, one setting", ["whatif", "{file}", "--conf", "expandable_segments:True",
-                             "--json"], False),
+    (
+        "whatif, one setting",
+        ["whatif", "{file}", "--conf", "expandable_segments:True", "--json"],
+        False,
+    ),
     ("whatif --recommend", ["whatif", "{file}", "--recommend", "--json"], True),
     ("advise", ["advise", "{file}", "--json"], True),
     ("batch estimate (x0.5)", ["whatif", "{file}", "--batch-scale", "0.5", "--json"], True),
 ]
 # Goal: the pool at least this share of a perfect speed-up (min(CPUs, items) times).
 EFFICIENCY_TARGET = 0.6
-REFERENCE_MANY = ("import pickle, sys, pathlib\n"
-                  "for p in sorted(pathlib.Path(sys.argv[1]).glob('*.pickle')):\n"
-                  "    with open(p, 'rb') as f: pickle.load(f)\n")
+REFERENCE_MANY = (
+    "import pickle, sys, pathlib\n"
+    "for p in sorted(pathlib.Path(sys.argv[1]).glob('*.pickle')):\n"
+    "    with open(p, 'rb') as f: pickle.load(f)\n"
+)
 
 
 def cpus() -> int:
@@ -63,22 +68,32 @@ def rank_directory(out: Path, n: int = RANK_FILES) -> Path:
     if len(sources) < n:
         raise SystemExit(f"only {len(sources)} real snapshots for a {n}-rank directory")
     for rank, src in enumerate(sources[:n]):
-        stem = f"bench-node-{rank // 8}_pid{5000 + rank}_rank{rank}_cuda{rank % 8}_exit_" \
-               f"20250301-142510-{rank:03d}"
+        stem = (
+            f"bench-node-{rank // 8}_pid{5000 + rank}_rank{rank}_cuda{rank % 8}_exit_"
+            f"20250301-142510-{rank:03d}"
+        )
         target = out / f"{stem}.pickle"
         if not target.exists():
             raw = src.read_bytes()
             target.write_bytes(lzma.decompress(raw) if src.suffix == ".xz" else raw)
         side = src.parent / (src.name.split(".pickle")[0] + ".json")
         meta = json.loads(side.read_text()) if side.exists() else {}
-        meta.update(rank=rank, world_size=n, local_rank=rank % 8, device=rank % 8,
-                    host=f"bench-node-{rank // 8}", pid=5000 + rank, reason="exit")
+        meta.update(
+            rank=rank,
+            world_size=n,
+            local_rank=rank % 8,
+            device=rank % 8,
+            host=f"bench-node-{rank // 8}",
+            pid=5000 + rank,
+            reason="exit",
+        )
         (out / f"{stem}.json").write_text(json.dumps(meta))
     return out
 
 
-def _three(measure, cmd: list[str], env: dict, repeat: int, serial_env: dict,
-           pool_env: dict, pooled: bool) -> dict:
+def _three(
+    measure, cmd: list[str], env: dict, repeat: int, serial_env: dict, pool_env: dict, pooled: bool
+) -> dict:
     """Serial, forced pool and default: best seconds of ``repeat`` and sampled peak MiB."""
     out: dict = {}
     for name, e in (("serial", serial_env), ("pool", pool_env), ("default", env)):
@@ -97,17 +112,40 @@ def sim_rows(path: Path, measure, env: dict, repeat: int = 1) -> list[dict]:
     jobs = str(cpus())
     base = {k: v for k, v in env.items() if k != "VRAMSCOPE_JOBS"}
     serial_env, pool_env = dict(base, VRAMSCOPE_JOBS="1"), dict(base, VRAMSCOPE_JOBS=jobs)
-    ref_s = min(measure([py, "-c", "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: "
-                         "pickle.load(f)\n", str(path)], base)[0] for _ in range(repeat))
-    ref_mib = measure([py, "-c", "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: "
-                       "pickle.load(f)\n", str(path)], base)[1]
+    ref_s = min(
+        measure(
+            [
+                py,
+                "-c",
+                "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: pickle.load(f)\n",
+                str(path),
+            ],
+            base,
+        )[0]
+        for _ in range(repeat)
+    )
+    ref_mib = measure(
+        [
+            py,
+            "-c",
+            "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: pickle.load(f)\n",
+            str(path),
+        ],
+        base,
+    )[1]
     measure([py, "-m", "vramscope.viewer", "summary", str(path)], base)  # the column cache
     rows = []
     for label, args, pooled in COMMANDS:
         cmd = [py, "-m", "vramscope.viewer", *(a.format(file=path) for a in args)]
         print(f"  {path.name}: {label} ...", flush=True)
-        row = {"file": path.name, "row": label, "ref_s": ref_s, "ref_mib": ref_mib,
-               "workers": int(jobs), "items": 9 if "recommend" in label else None}
+        row = {
+            "file": path.name,
+            "row": label,
+            "ref_s": ref_s,
+            "ref_mib": ref_mib,
+            "workers": int(jobs),
+            "items": 9 if "recommend" in label else None,
+        }
         row.update(_three(measure, cmd, base, repeat, serial_env, pool_env, pooled))
         rows.append(row)
     return rows
@@ -125,24 +163,33 @@ def rank_rows(tmp: Path, measure, env: dict, repeat: int = 1, keep: Path | None 
 
     def cmd(name: str) -> list[str]:
         extra = {"serial": ["--jobs", "1"], "pool": ["--jobs", jobs], "default": []}[name]
-        return [py, "-m", "vramscope.viewer", "summary", str(d), "--json", "--no-cache",
-                *extra]
+        return [py, "-m", "vramscope.viewer", "summary", str(d), "--json", "--no-cache", *extra]
 
     print(f"  rank directory of {RANK_FILES} files ...", flush=True)
     mib = sum(p.stat().st_size for p in d.glob("*.pickle")) / 2**20
-    row = {"file": f"{RANK_FILES} rank files ({mib:.0f} MiB)", "row": "summary DIR",
-           "ref_s": ref_s, "ref_mib": ref_mib, "workers": int(jobs), "items": RANK_FILES}
+    row = {
+        "file": f"{RANK_FILES} rank files ({mib:.0f} MiB)",
+        "row": "summary DIR",
+        "ref_s": ref_s,
+        "ref_mib": ref_mib,
+        "workers": int(jobs),
+        "items": RANK_FILES,
+    }
     row.update(_three(measure, cmd, base, repeat, base, base, True))
     return row
 
 
 def report(rows: list[dict]) -> None:
     print()
-    print("independent runs on every core: seconds and ratio against pickle.load of the same "
-          "data (same run); serial = one after the other, pool = forced on every CPU, "
-          "default = as the command decides")
-    hdr = (f"{'file':<34}{'row':<24}{'pickle.load':>12}{'serial':>16}{'pool':>16}"
-           f"{'default':>16}{'speed-up':>10}  {'peak MiB serial/pool (x load)':>30}")
+    print(
+        "independent runs on every core: seconds and ratio against pickle.load of the same "
+        "data (same run); serial = one after the other, pool = forced on every CPU, "
+        "default = as the command decides"
+    )
+    hdr = (
+        f"{'file':<34}{'row':<24}{'pickle.load':>12}{'serial':>16}{'pool':>16}"
+        f"{'default':>16}{'speed-up':>10}  {'peak MiB serial/pool (x load)':>30}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -154,17 +201,24 @@ def report(rows: list[dict]) -> None:
 
         speed = r["serial_s"] / r["pool_s"] if r.get("pool_s") else None
         perfect = min(r["workers"], r.get("items") or r["workers"])
-        verdict = "" if speed is None else (
-            " PASS" if speed >= EFFICIENCY_TARGET * perfect else " MISS")
-        mem = (f"{r['serial_mib']:>6.0f}/{r.get('pool_mib', r['serial_mib']):<6.0f}"
-               f"({r['serial_mib'] / r['ref_mib']:.2f}x/"
-               f"{r.get('pool_mib', r['serial_mib']) / r['ref_mib']:.2f}x)")
-        print(f"{r['file']:<34}{r['row']:<24}{ref:>11.2f}s {cell('serial_s'):>16}"
-              f"{cell('pool_s'):>16}{cell('default_s'):>16}"
-              f"{(f'{speed:.2f}x' if speed else '-'):>9}{verdict:<5} {mem:>26}")
-    print(f"target: the pool's speed-up >= {EFFICIENCY_TARGET} x min(CPUs, independent "
-          f"runs) ({cpus()} CPUs here); peak MiB: the whole tree (forked workers' shared "
-          "pages once)")
+        verdict = (
+            "" if speed is None else (" PASS" if speed >= EFFICIENCY_TARGET * perfect else " MISS")
+        )
+        mem = (
+            f"{r['serial_mib']:>6.0f}/{r.get('pool_mib', r['serial_mib']):<6.0f}"
+            f"({r['serial_mib'] / r['ref_mib']:.2f}x/"
+            f"{r.get('pool_mib', r['serial_mib']) / r['ref_mib']:.2f}x)"
+        )
+        print(
+            f"{r['file']:<34}{r['row']:<24}{ref:>11.2f}s {cell('serial_s'):>16}"
+            f"{cell('pool_s'):>16}{cell('default_s'):>16}"
+            f"{(f'{speed:.2f}x' if speed else '-'):>9}{verdict:<5} {mem:>26}"
+        )
+    print(
+        f"target: the pool's speed-up >= {EFFICIENCY_TARGET} x min(CPUs, independent "
+        f"runs) ({cpus()} CPUs here); peak MiB: the whole tree (forked workers' shared "
+        "pages once)"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -186,8 +240,9 @@ def main(argv: list[str]) -> int:
         if not args.ranks_only:
             path = Path(args.file) if args.file else tmp / "transformer_long_python_1000k.pickle"
             if not args.file:
-                path.write_bytes(lzma.decompress(
-                    (DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
+                path.write_bytes(
+                    lzma.decompress((DATA / "transformer_long_python_1000k.pickle.xz").read_bytes())
+                )
             rows += sim_rows(path, measure, env, args.repeat)
         rows.append(rank_rows(tmp, measure, env, args.repeat))
         shutil.rmtree(tmp / "cache", ignore_errors=True)

@@ -42,27 +42,49 @@ def remote_rows(path: Path, rate: int = DEFAULT_RATE) -> list[dict] | None:
     try:
         counts = d / "counts"
         config = proxy_config(server.ssh_config, d / "slow_config", rate, counts)
-        there = remote_bin(d / "bin", *[c for c in ("zstd", "xz", "gzip") if shutil.which(c)],
-                           vramscope=str(vramscope))
-        base = {**os.environ, "VRAMSCOPE_SSH_CONFIG": str(config), "VRAMSCOPE_NO_CACHE": "1",
-                "VRAMSCOPE_SSH": ssh_with_path(there)}
-        ways = [("streamed raw (before)", {"VRAMSCOPE_REMOTE_RUN": "0",
-                                           "VRAMSCOPE_REMOTE_COMPRESS": "none"}),
-                ("streamed compressed", {"VRAMSCOPE_REMOTE_RUN": "0"}),
-                ("run on the host", {})]
+        there = remote_bin(
+            d / "bin",
+            *[c for c in ("zstd", "xz", "gzip") if shutil.which(c)],
+            vramscope=str(vramscope),
+        )
+        base = {
+            **os.environ,
+            "VRAMSCOPE_SSH_CONFIG": str(config),
+            "VRAMSCOPE_NO_CACHE": "1",
+            "VRAMSCOPE_SSH": ssh_with_path(there),
+        }
+        ways = [
+            (
+                "streamed raw (before)",
+                {"VRAMSCOPE_REMOTE_RUN": "0", "VRAMSCOPE_REMOTE_COMPRESS": "none"},
+            ),
+            ("streamed compressed", {"VRAMSCOPE_REMOTE_RUN": "0"}),
+            ("run on the host", {}),
+        ]
         url = f"{server.host_url}{path.resolve()}"
         rows = []
         for name, extra in ways:
             before = bytes_moved(counts)
             t0 = time.perf_counter()
-            r = subprocess.run([str(vramscope), "summary", url], env={**base, **extra},
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [str(vramscope), "summary", url],
+                env={**base, **extra},
+                capture_output=True,
+                text=True,
+            )
             seconds = time.perf_counter() - t0
             if r.returncode != 0:
                 raise SystemExit(f"summary {url} ({name}) failed: {r.stderr.strip()}")
-            rows.append({"file": path.name, "way": name, "seconds": seconds,
-                         "wire_bytes": bytes_moved(counts) - before,
-                         "file_bytes": path.stat().st_size, "rate": rate})
+            rows.append(
+                {
+                    "file": path.name,
+                    "way": name,
+                    "seconds": seconds,
+                    "wire_bytes": bytes_moved(counts) - before,
+                    "file_bytes": path.stat().st_size,
+                    "rate": rate,
+                }
+            )
         return rows
     finally:
         server.stop()
@@ -72,18 +94,23 @@ def remote_rows(path: Path, rate: int = DEFAULT_RATE) -> list[dict] | None:
 def report(rows: list[dict]) -> None:
     if not rows:
         return
-    print(f"\nsummary ssh://... over a {rows[0]['rate'] * 8 / 1e6:.0f} Mbit/s link "
-          "(throttling ProxyCommand to the test sshd), same run:")
-    print(f"{'file':<34}{'way':<24}{'seconds':>9}{'on the wire':>14}{'of file':>9}"
-          f"{'speed-up':>10}")
+    print(
+        f"\nsummary ssh://... over a {rows[0]['rate'] * 8 / 1e6:.0f} Mbit/s link "
+        "(throttling ProxyCommand to the test sshd), same run:"
+    )
+    print(f"{'file':<34}{'way':<24}{'seconds':>9}{'on the wire':>14}{'of file':>9}{'speed-up':>10}")
     raw = {r["file"]: r["seconds"] for r in rows if r["way"].startswith("streamed raw")}
     for r in rows:
         mib = r["wire_bytes"] / (1 << 20)
         share = r["wire_bytes"] / r["file_bytes"]
-        print(f"{r['file']:<34}{r['way']:<24}{r['seconds']:>8.2f}s{mib:>10.2f} MiB"
-              f"{share:>8.1%}{raw[r['file']] / r['seconds']:>9.1f}x")
-    print("targets: run on the host >= 5x faster than streamed raw; streamed compressed "
-          "moves <= 10% of the file")
+        print(
+            f"{r['file']:<34}{r['way']:<24}{r['seconds']:>8.2f}s{mib:>10.2f} MiB"
+            f"{share:>8.1%}{raw[r['file']] / r['seconds']:>9.1f}x"
+        )
+    print(
+        "targets: run on the host >= 5x faster than streamed raw; streamed compressed "
+        "moves <= 10% of the file"
+    )
 
 
 def main() -> int:

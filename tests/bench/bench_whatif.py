@@ -58,11 +58,15 @@ def main(argv: list[str]) -> int:
     print(f"simulate recorded settings  {t_rec:7.2f} s")
     print(f"simulate expandable         {t_exp:7.2f} s")
     print(f"simulate max_split 64 + 2GiB limit {t_split:7.2f} s")
-    print(f"prepare + one simulation    {total:7.2f} s  = {total / t_pickle:.2f}x pickle.load, "
-          f"{total / t_replay:.1f}x replay  (target <= 10 s for 1M events)")
+    print(
+        f"prepare + one simulation    {total:7.2f} s  = {total / t_pickle:.2f}x pickle.load, "
+        f"{total / t_replay:.1f}x replay  (target <= 10 s for 1M events)"
+    )
     ok = case.self_check().ok
-    print(f"self-check {'passed' if ok else 'FAILED'}; peak reserved {rec.peak_reserved}, "
-          f"expandable {exp.peak_reserved}, max_split {split.peak_reserved}")
+    print(
+        f"self-check {'passed' if ok else 'FAILED'}; peak reserved {rec.peak_reserved}, "
+        f"expandable {exp.peak_reserved}, max_split {split.peak_reserved}"
+    )
     return 0 if ok and total <= 10 else 1
 
 

@@ -86,8 +86,14 @@ print(json.dumps(out))
 def child(*args: str) -> dict:
     path = str(ROOT.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
     env = dict(os.environ, PYTHONPATH=path)
-    out = subprocess.run([sys.executable, "-c", CHILD, *args], check=True, capture_output=True,
-                         text=True, env=env, cwd=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -124,13 +130,19 @@ def main(argv: list[str]) -> int:
             return min(runs, key=lambda r: r["s"])
 
         ref = best("pickle", str(plain))
-        print(f"{path.name}: {n_events:,} events, {n_req:,} requests "
-              f"(prepare {t_prepare:.2f} s, not timed below)")
-        print(f"reference pickle.load: {ref['s']:.2f} s, peak RSS {ref['rss_kb'] / 1024:.0f} MiB "
-              f"(of which pickle.load itself {(ref['hwm_kb'] - ref['rss_before_kb']) / 1024:.0f} "
-              "MiB over the bytes read)")
-        print(f"{'setting':28} {'model':6} {'seconds':>8} {'x pickle':>9} {'peak RSS':>9} "
-              f"{'x pickle':>9} {'sim RSS':>8} {'x pickle':>6}")
+        print(
+            f"{path.name}: {n_events:,} events, {n_req:,} requests "
+            f"(prepare {t_prepare:.2f} s, not timed below)"
+        )
+        print(
+            f"reference pickle.load: {ref['s']:.2f} s, peak RSS {ref['rss_kb'] / 1024:.0f} MiB "
+            f"(of which pickle.load itself {(ref['hwm_kb'] - ref['rss_before_kb']) / 1024:.0f} "
+            "MiB over the bytes read)"
+        )
+        print(
+            f"{'setting':28} {'model':6} {'seconds':>8} {'x pickle':>9} {'peak RSS':>9} "
+            f"{'x pickle':>9} {'sim RSS':>8} {'x pickle':>6}"
+        )
         ok = True
         for conf in SETTINGS:
             got = {}
@@ -138,14 +150,18 @@ def main(argv: list[str]) -> int:
                 r = best(kind, str(stream), conf)
                 got[kind] = r
                 grow = (r["hwm_kb"] - r["rss_before_kb"]) / 1024
-                print(f"{conf:28} {kind:6} {r['s']:8.3f} {r['s'] / ref['s']:9.3f} "
-                      f"{r['rss_kb'] / 1024:8.0f}M {r['rss_kb'] / ref['rss_kb']:9.3f} "
-                      f"{grow:7.0f}M {grow * 1024 / ref['rss_kb']:6.3f}")
+                print(
+                    f"{conf:28} {kind:6} {r['s']:8.3f} {r['s'] / ref['s']:9.3f} "
+                    f"{r['rss_kb'] / 1024:8.0f}M {r['rss_kb'] / ref['rss_kb']:9.3f} "
+                    f"{grow:7.0f}M {grow * 1024 / ref['rss_kb']:6.3f}"
+                )
             if "python" in got:
                 same = all(got["c"][k] == got["python"][k] for k in ("peak_reserved", "n_events"))
                 ok &= same
-                print(f"{'':28} C/Python speed-up {got['python']['s'] / got['c']['s']:.1f}x, "
-                      f"same peak and events: {same}")
+                print(
+                    f"{'':28} C/Python speed-up {got['python']['s'] / got['c']['s']:.1f}x, "
+                    f"same peak and events: {same}"
+                )
     return 0 if ok else 1
 
 

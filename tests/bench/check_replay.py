@@ -21,8 +21,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-COUNTERS = {"requested": "requested_bytes", "allocated": "allocated_bytes",
-            "active": "active_bytes", "reserved": "reserved_bytes"}
+COUNTERS = {
+    "requested": "requested_bytes",
+    "allocated": "allocated_bytes",
+    "active": "active_bytes",
+    "reserved": "reserved_bytes",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,10 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         return [s.blocks.address[order], s.blocks.size[order], s.blocks.state[order]]
 
     same_blocks = all(np.array_equal(a, b) for a, b in zip(blocks(final), blocks(snap)))
-    out = {"file": path.name, "events": len(rep), "inconsistencies": rep.inconsistencies,
-           "final_blocks_equal": bool(same_blocks),
-           "final_stats_equal": memory_stats(final) == memory_stats(snap),
-           "load_s": round(load_s, 2), "replay_s": round(replay_s, 2)}
+    out = {
+        "file": path.name,
+        "events": len(rep),
+        "inconsistencies": rep.inconsistencies,
+        "final_blocks_equal": bool(same_blocks),
+        "final_stats_equal": memory_stats(final) == memory_stats(snap),
+        "load_s": round(load_s, 2),
+        "replay_s": round(replay_s, 2),
+    }
     side = path.with_suffix(".json")
     if side.exists():
         stats = json.loads(side.read_text())["memory_stats"]

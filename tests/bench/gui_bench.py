@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from vramscope.viewer._qt import app as qtapp
-    from vramscope.viewer._qt.main_window.calltree_panel import AT_PEAK
     from vramscope.viewer._qt.main_window import MainWindow
+    from vramscope.viewer._qt.main_window.calltree_panel import AT_PEAK
 
     app = qtapp.application()
     window = MainWindow(persist=False)
@@ -95,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     tree_s = time.perf_counter() - t
 
     result = {
-        "file": os.path.basename(args.file), "events": n, "load_s": load_s,
-        "redraw_median_ms": statistics.median(redraws) * 1e3, "redraw_max_ms": max(redraws) * 1e3,
-        "seek_median_ms": statistics.median(seeks) * 1e3, "seek_max_ms": max(seeks) * 1e3,
+        "file": os.path.basename(args.file),
+        "events": n,
+        "load_s": load_s,
+        "redraw_median_ms": statistics.median(redraws) * 1e3,
+        "redraw_max_ms": max(redraws) * 1e3,
+        "seek_median_ms": statistics.median(seeks) * 1e3,
+        "seek_max_ms": max(seeks) * 1e3,
         "calltree_peak_ms": tree_s * 1e3,
         "bands_last_view": tl.band_count(),
     }

@@ -77,7 +77,7 @@ def _tree(pid: int) -> list[int]:
 
 def main() -> int:
     sampling = sys.argv[1] == "--sample"
-    out, cmd = sys.argv[1 + sampling], sys.argv[2 + sampling:]
+    out, cmd = sys.argv[1 + sampling], sys.argv[2 + sampling :]
     start = time.perf_counter()  # CLOCK_MONOTONIC: comparable with the benchmark's clock
     pid = os.fork()
     if pid == 0:
@@ -100,9 +100,16 @@ def main() -> int:
     seconds = time.perf_counter() - start
     done.set()
     with open(out, "w") as f:
-        json.dump({"start": start, "seconds": seconds, "rss_mib": usage.ru_maxrss / 1024,
-                   "tree_rss_mib": max(peak[0], usage.ru_maxrss) / 1024,
-                   "status": os.waitstatus_to_exitcode(status)}, f)
+        json.dump(
+            {
+                "start": start,
+                "seconds": seconds,
+                "rss_mib": usage.ru_maxrss / 1024,
+                "tree_rss_mib": max(peak[0], usage.ru_maxrss) / 1024,
+                "status": os.waitstatus_to_exitcode(status),
+            },
+            f,
+        )
     return 0
 
 

@@ -40,6 +40,7 @@ def wrap(owner, name: str, label: str) -> None:
             for i in range(4):
                 row[i] += u1[i] - u0[i]
             row[4] += 1
+
     setattr(owner, name, timed)
 
 
@@ -48,11 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("file")
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--serial", action="store_true")
-    ap.add_argument("--no-cache", action="store_true", help="parse the file (as a cold "
-                    "summary does), not the column cache")
+    ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse the file (as a cold summary does), not the column cache",
+    )
     args = ap.parse_args(argv)
-    from vramscope.viewer.model.categories import MemoryBreakdown
-    from vramscope.viewer.model.categories import classify, iterations, breakdown as report
+    from vramscope.viewer.model.categories import MemoryBreakdown, classify, iterations
+    from vramscope.viewer.model.categories import breakdown as report
     from vramscope.viewer.model.io.load import load_snapshot
     from vramscope.viewer.model.replay import device
     from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
@@ -64,14 +68,27 @@ def main(argv: list[str] | None = None) -> int:
     from vramscope.viewer.model.categories import native_passes as native
 
     steps = [
-        (report, "lean_intervals"), (device, "link_lifetimes"), (native, "alloc_lifetimes"),
-        (report, "find_phases"), (iterations, "event_evidence"), (iterations, "fill_phases"),
-        (native, "phases"), (iterations, "PhaseRuns"),
-        (iterations, "_annotation_ranges"), (iterations, "_split_by_curve"),
-        (iterations, "_iterations"), (iterations, "_span_peaks"), (report, "classify"),
-        (classify, "_window_native"), (classify, "_window"),
-        (classify, "_refine_by_sizes"), (classify, "_workspaces"), (report, "find_leaks"),
-        (report, "leak_frames"), (report, "_mark_leaked"), (report.sk, "stack_kinds"),
+        (report, "lean_intervals"),
+        (device, "link_lifetimes"),
+        (native, "alloc_lifetimes"),
+        (report, "find_phases"),
+        (iterations, "event_evidence"),
+        (iterations, "fill_phases"),
+        (native, "phases"),
+        (iterations, "PhaseRuns"),
+        (iterations, "_annotation_ranges"),
+        (iterations, "_split_by_curve"),
+        (iterations, "_iterations"),
+        (iterations, "_span_peaks"),
+        (report, "classify"),
+        (classify, "_window_native"),
+        (classify, "_window"),
+        (classify, "_refine_by_sizes"),
+        (classify, "_workspaces"),
+        (report, "find_leaks"),
+        (report, "leak_frames"),
+        (report, "_mark_leaked"),
+        (report.sk, "stack_kinds"),
         (iterations, "stack_codes"),
     ]
     for owner, name in steps:
@@ -85,12 +102,16 @@ def main(argv: list[str] | None = None) -> int:
             bd = MemoryBreakdown.build(snap, tl, d)
         u1 = _usage()
         r1 = resource.getrusage(resource.RUSAGE_SELF)
-        print(f"{'warm' if rnd else 'cold'} build: wall {u1[0] - u0[0]:.3f} s, process user "
-              f"{r1.ru_utime - r0.ru_utime:.3f} sys {r1.ru_stime - r0.ru_stime:.3f}, faults "
-              f"{r1.ru_minflt - r0.ru_minflt:,}; {len(bd.intervals):,} allocations, "
-              f"{len(bd.iterations)} iterations, {len(bd.leaks)} leaks")
-        print(f"  {'step (inclusive, this thread)':32s} {'wall':>7s} {'user':>7s} {'sys':>7s} "
-              f"{'faults':>9s} calls")
+        print(
+            f"{'warm' if rnd else 'cold'} build: wall {u1[0] - u0[0]:.3f} s, process user "
+            f"{r1.ru_utime - r0.ru_utime:.3f} sys {r1.ru_stime - r0.ru_stime:.3f}, faults "
+            f"{r1.ru_minflt - r0.ru_minflt:,}; {len(bd.intervals):,} allocations, "
+            f"{len(bd.iterations)} iterations, {len(bd.leaks)} leaks"
+        )
+        print(
+            f"  {'step (inclusive, this thread)':32s} {'wall':>7s} {'user':>7s} {'sys':>7s} "
+            f"{'faults':>9s} calls"
+        )
         for label, (w, u, s, f, c) in ROWS.items():
             print(f"  {label:32s} {w:7.3f} {u:7.3f} {s:7.3f} {f:9,d} {c}")
         for rep in tl.devices.values():

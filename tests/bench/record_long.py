@@ -64,13 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     n_trace = int(min(args.events, steps * per_step))
     side = {
-        "name": out.stem, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-        "memory_stats": {k: v for k, v in stats.items()
-                         if k.endswith((".all.current", ".all.peak")) or "." not in k},
+        "name": out.stem,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0),
+        "memory_stats": {
+            k: v
+            for k, v in stats.items()
+            if k.endswith((".all.current", ".all.peak")) or "." not in k
+        },
         "workload": f"nn.TransformerEncoder ({args.layers} layers, d={args.width}) with AdamW, "
-                    f"{steps} steps, ring buffer of {args.events} entries, stacks=python",
-        "events_per_step": per_step, "steps": steps, "approx_trace_events": n_trace,
-        "train_s": train_s, "dump_s": dump_s, "bytes": out.stat().st_size,
+        f"{steps} steps, ring buffer of {args.events} entries, stacks=python",
+        "events_per_step": per_step,
+        "steps": steps,
+        "approx_trace_events": n_trace,
+        "train_s": train_s,
+        "dump_s": dump_s,
+        "bytes": out.stat().st_size,
     }
     out.with_suffix(".json").write_text(json.dumps(side, indent=1))
     print(json.dumps({k: v for k, v in side.items() if k != "memory_stats"}))

@@ -48,8 +48,15 @@ HERE = Path(__file__).resolve().parent
 
 REFERENCE = "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: pickle.load(f)\n"
 # (name, target, unit): ratios against pickle.load, or milliseconds (10M events and up).
-TARGETS = {"cold": 0.15, "cold_rss": 0.30, "cached": 0.03, "gui": 0.25,
-           "redraw_ms": 30.0, "seek_ms": 50.0, "calltree_ms": 1000.0}
+TARGETS = {
+    "cold": 0.15,
+    "cold_rss": 0.30,
+    "cached": 0.03,
+    "gui": 0.25,
+    "redraw_ms": 30.0,
+    "seek_ms": 50.0,
+    "calltree_ms": 1000.0,
+}
 INTERACTIVE_FROM_EVENTS = 5_000_000  # the ms targets are set "at 10M events"
 
 
@@ -74,16 +81,23 @@ def measure_stamped(cmd: list[str], env: dict, log: Path, capture: bool = False)
 LAST_START = [0.0]  # the fork time of the last measure()d command (launch.py's clock)
 
 
-def measure(cmd: list[str], env: dict | None = None, capture: bool = False,
-            sample: bool = False):
+def measure(cmd: list[str], env: dict | None = None, capture: bool = False, sample: bool = False):
     """(seconds, peak RSS MiB, stdout) of one subprocess run, through ``launch.py``:
     timed from its fork to its exit, peak RSS its own (the largest process of its tree;
     ``sample``: of the whole tree at once, sampled - a run not to time)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as rec:
-        proc = subprocess.Popen([sys.executable, str(HERE / "launch.py"),
-                                 *(["--sample"] if sample else []), rec.name, *cmd],
-                                stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "launch.py"),
+                *(["--sample"] if sample else []),
+                rec.name,
+                *cmd,
+            ],
+            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         out, err = proc.communicate()
         got = json.loads(Path(rec.name).read_text() or "{}")
     if proc.returncode != 0 or got.get("status") != 0:
@@ -109,18 +123,31 @@ def tiled_file(source: Path, events: int, directory: Path) -> Path:
     need = source.stat().st_size * (events / 1_000_000) * 2.5  # the file and a cache entry
     free = shutil.disk_usage(directory).free
     if free < need:
-        raise SystemExit(f"not enough disk in {directory} for a {events:,}-event file "
-                         f"({free / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed)")
+        raise SystemExit(
+            f"not enough disk in {directory} for a {events:,}-event file "
+            f"({free / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed)"
+        )
     print(f"generating {out.name} ({events:,} events) with tile_trace.py ...", flush=True)
     t = time.perf_counter()
-    subprocess.run([sys.executable, str(HERE / "tile_trace.py"), str(source), str(out),
-                    "--events", str(events)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "tile_trace.py"),
+            str(source),
+            str(out),
+            "--events",
+            str(events),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     print(f"  {out.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - t:.0f} s", flush=True)
     return out
 
 
-def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict,
-               skip_interactive: bool = False) -> dict:
+def bench_file(
+    path: Path, tmp: Path, repeat: int, gui: bool, env: dict, skip_interactive: bool = False
+) -> dict:
     py = sys.executable
     size = path.stat().st_size
     big = size > 300 << 20
@@ -133,8 +160,9 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict,
     cold = []
     for i in range(n):
         cache = tmp / f"cold{i}"
-        t, m, out, stamps = measure_stamped(summary, dict(env, VRAMSCOPE_CACHE_DIR=str(cache)),
-                                            tmp / "stages.log", capture=True)
+        t, m, out, stamps = measure_stamped(
+            summary, dict(env, VRAMSCOPE_CACHE_DIR=str(cache)), tmp / "stages.log", capture=True
+        )
         if not cold or t < min(c[0] for c in cold):
             row["cold_stamps"] = stamps
         cold.append((t, m))
@@ -148,19 +176,27 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict,
     # Memory from one more cold run, sampled over the command and its children (a forked
     # parse and the background cache write count too); its time is not used.
     sampled = tmp / "cold_sampled"
-    _, row["cold_mib"], _ = measure(summary, dict(env, VRAMSCOPE_CACHE_DIR=str(sampled)),
-                                    sample=True)
+    _, row["cold_mib"], _ = measure(
+        summary, dict(env, VRAMSCOPE_CACHE_DIR=str(sampled)), sample=True
+    )
     row["cold_mib"] = max(row["cold_mib"], max(c[1] for c in cold))
     wait_for_cache(sampled)
     shutil.rmtree(sampled, ignore_errors=True)
     row["cached_s"], _ = best_of(repeat, summary, warm)
     row["columns_s"], _ = best_of(n, summary, dict(warm, VRAMSCOPE_NO_RESULT_CACHE="1"))
     # Where the cold open's time goes: each stage on its own, in one fresh process.
-    stage_runs = [json.loads(measure([py, str(HERE / "stages.py"), str(path), "--json"]
-                                     + (["--serial"] if i == 0 else []), env, capture=True)[2])
-                  for i in range(n)]
-    row["stages"] = {k: min(r[k] for r in stage_runs if k in r)
-                     for k in set().union(*stage_runs)}
+    stage_runs = [
+        json.loads(
+            measure(
+                [py, str(HERE / "stages.py"), str(path), "--json"]
+                + (["--serial"] if i == 0 else []),
+                env,
+                capture=True,
+            )[2]
+        )
+        for i in range(n)
+    ]
+    row["stages"] = {k: min(r[k] for r in stage_runs if k in r) for k in set().union(*stage_runs)}
     if not skip_interactive:
         row.update(model_numbers(path, warm))
     if gui:
@@ -170,26 +206,36 @@ def bench_file(path: Path, tmp: Path, repeat: int, gui: bool, env: dict,
         runs = []
         for i in range(n + 1):
             gui_cache = tmp / "gui"
-            runs.append(first_window(gui_cmd, tmp / "shot.png",
-                                     dict(env, VRAMSCOPE_CACHE_DIR=str(gui_cache),
-                                          VRAMSCOPE_STAGE_LOG=str(tmp / "gui_stages.log")),
-                                     sample=i == n))
+            runs.append(
+                first_window(
+                    gui_cmd,
+                    tmp / "shot.png",
+                    dict(
+                        env,
+                        VRAMSCOPE_CACHE_DIR=str(gui_cache),
+                        VRAMSCOPE_STAGE_LOG=str(tmp / "gui_stages.log"),
+                    ),
+                    sample=i == n,
+                )
+            )
             shutil.rmtree(gui_cache, ignore_errors=True)
         best = min(runs[:n], key=lambda r: r[0])
         row["gui_s"], row["gui_exit_s"] = best[0], best[1]
         row["gui_stamps"] = best[3]
         row["gui_mib"] = max(r[2] for r in runs)
         if not skip_interactive:
-            _, _, out = measure([py, str(HERE / "gui_bench.py"), str(path), "--json"], warm,
-                                capture=True)
+            _, _, out = measure(
+                [py, str(HERE / "gui_bench.py"), str(path), "--json"], warm, capture=True
+            )
             row["widgets"] = json.loads(out)
     for d in tmp.glob("cold*"):
         shutil.rmtree(d, ignore_errors=True)
     return row
 
 
-def first_window(cmd: list[str], png: Path, env: dict,
-                 sample: bool = False) -> tuple[float, float, float, dict]:
+def first_window(
+    cmd: list[str], png: Path, env: dict, sample: bool = False
+) -> tuple[float, float, float, dict]:
     """(seconds until the first paint of the loaded window (the ``first_paint`` stamp;
     without one, the screenshot on disk), seconds until the
     process exits - it writes the column cache after the window -, peak RSS MiB, its
@@ -197,9 +243,19 @@ def first_window(cmd: list[str], png: Path, env: dict,
     Both times count from the launcher's fork of the command (a shared monotonic clock)."""
     png.unlink(missing_ok=True)
     with tempfile.NamedTemporaryFile(suffix=".json") as rec:
-        proc = subprocess.Popen([sys.executable, str(HERE / "launch.py"),
-                                 *(["--sample"] if sample else []), rec.name, *cmd, str(png)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "launch.py"),
+                *(["--sample"] if sample else []),
+                rec.name,
+                *cmd,
+                str(png),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         shown_at, last = None, -1
         while proc.poll() is None and shown_at is None:
             size = png.stat().st_size if png.exists() else -1
@@ -231,8 +287,9 @@ def wait_for_cache(directory: Path, limit_s: float = 120.0) -> float:
     t = time.perf_counter()
     while time.perf_counter() - t < limit_s:
         names = [p.name for p in directory.glob("*")] if directory.exists() else []
-        if any(not n.startswith(".tmp") and n != "results" for n in names) \
-                and not any(n.startswith(".tmp") for n in names):
+        if any(not n.startswith(".tmp") and n != "results" for n in names) and not any(
+            n.startswith(".tmp") for n in names
+        ):
             break
         time.sleep(0.05)
     return time.perf_counter() - t
@@ -240,8 +297,7 @@ def wait_for_cache(directory: Path, limit_s: float = 120.0) -> float:
 
 def model_numbers(path: Path, env: dict) -> dict:
     """Replay, seek and call tree without Qt, in a fresh process (the cache primed)."""
-    _, _, out = measure([sys.executable, __file__, "--model-child", str(path)], env,
-                        capture=True)
+    _, _, out = measure([sys.executable, __file__, "--model-child", str(path)], env, capture=True)
     return json.loads(out)
 
 
@@ -281,12 +337,21 @@ def model_child(path: str) -> int:
     live = at.blocks.state <= 1
     call_tree(snap, at.blocks.stack[live], at.blocks.size[live], cats)
     tree_s = time.perf_counter() - t
-    print(json.dumps({
-        "native": native_available(), "columns_load_s": load_s, "replay_s": replay_s,
-        "keyframe_every": rep.keyframe_every, "intervals_s": intervals_s,
-        "model_seek_ms": statistics.median(seeks) * 1e3, "model_seek_max_ms": max(seeks) * 1e3,
-        "model_calltree_ms": tree_s * 1e3, "intervals": len(iv),
-    }))
+    print(
+        json.dumps(
+            {
+                "native": native_available(),
+                "columns_load_s": load_s,
+                "replay_s": replay_s,
+                "keyframe_every": rep.keyframe_every,
+                "intervals_s": intervals_s,
+                "model_seek_ms": statistics.median(seeks) * 1e3,
+                "model_seek_max_ms": max(seeks) * 1e3,
+                "model_calltree_ms": tree_s * 1e3,
+                "intervals": len(iv),
+            }
+        )
+    )
     return 0
 
 
@@ -296,16 +361,27 @@ def verdict(value: float | None, target: float) -> str:
     return "PASS " if value <= target else "MISS "
 
 
-STAGES = ["import", "read", "map", "parse", "parse_serial", "columns", "replay", "summary",
-          "categories"]  # categories: the part of summary that classifies
+STAGES = [
+    "import",
+    "read",
+    "map",
+    "parse",
+    "parse_serial",
+    "columns",
+    "replay",
+    "summary",
+    "categories",
+]  # categories: the part of summary that classifies
 
 
 def stage_report(rows: list[dict]) -> None:
     """The per-stage breakdown: in-process stages (stages.py) and when the whole cold
     processes reached theirs (VRAMSCOPE_STAGE_LOG stamps)."""
     print()
-    print("per-stage breakdown, cold open (seconds; best of the runs; wall, CPU in brackets "
-          "where a busy machine makes them differ)")
+    print(
+        "per-stage breakdown, cold open (seconds; best of the runs; wall, CPU in brackets "
+        "where a busy machine makes them differ)"
+    )
     hdr = f"{'file':<34}" + "".join(f"{s:>16}" for s in STAGES)
     print(hdr)
     for r in rows:
@@ -318,110 +394,156 @@ def stage_report(rows: list[dict]) -> None:
             label = f"{st[f'{s}_s']:.3f} ({st.get(f'{s}_cpu_s', 0):.2f})"
             cells.append(f"{label:>16}")
         print(f"{r['file']:<34}" + "".join(cells))
-    print(f"(in one fresh process each: import = numpy + the model; read = the whole file "
-          f"once, the floor; map = mmap + populate; parse = the compiled parser on "
-          f"{rows[0].get('stages', {}).get('threads', '?')} threads, parse_serial on one; "
-          f"columns = the answer to a Snapshot; replay = build_timeline as summary runs it; "
-          f"categories = the part of summary that classifies the memory)")
-    print(f"{'whole processes, seconds from start':<34}{'parse started':>15}{'parse done':>12}"
-          f"{'columns done':>14}{'output/exit':>13}{'document built':>16}{'first paint':>13}"
-          f"{'complete PNG':>14}")
+    print(
+        f"(in one fresh process each: import = numpy + the model; read = the whole file "
+        f"once, the floor; map = mmap + populate; parse = the compiled parser on "
+        f"{rows[0].get('stages', {}).get('threads', '?')} threads, parse_serial on one; "
+        f"columns = the answer to a Snapshot; replay = build_timeline as summary runs it; "
+        f"categories = the part of summary that classifies the memory)"
+    )
+    print(
+        f"{'whole processes, seconds from start':<34}{'parse started':>15}{'parse done':>12}"
+        f"{'columns done':>14}{'output/exit':>13}{'document built':>16}{'first paint':>13}"
+        f"{'complete PNG':>14}"
+    )
     for r in rows:
         c, g = r.get("cold_stamps", {}), r.get("gui_stamps", {})
 
         def f(x):
             return f"{x:.3f}" if x is not None else "-"
+
         doc = g.get("document_done")
         paint = r["gui_s"] - doc if doc is not None and "gui_s" in r else None
-        print(f"{r['file'] + ' (summary)':<34}{f(c.get('parse_start')):>15}"
-              f"{f(c.get('parse_done')):>12}{f(c.get('columns_done')):>14}{f(r['cold_s']):>13}")
+        print(
+            f"{r['file'] + ' (summary)':<34}{f(c.get('parse_start')):>15}"
+            f"{f(c.get('parse_done')):>12}{f(c.get('columns_done')):>14}{f(r['cold_s']):>13}"
+        )
         if c.get("replay_done") is not None:
-            print(f"{'  then (summary)':<34}{'imported':>15}{'replay done':>12}{'summary':>14}"
-                  f"{'output':>13}{'exit':>16}")
-            print(f"{'':<34}{f(c.get('imported')):>15}{f(c.get('replay_done')):>12}"
-                  f"{f(c.get('summary_done')):>14}{f(c.get('output_done')):>13}"
-                  f"{f(r['cold_s']):>16}")
+            print(
+                f"{'  then (summary)':<34}{'imported':>15}{'replay done':>12}{'summary':>14}"
+                f"{'output':>13}{'exit':>16}"
+            )
+            print(
+                f"{'':<34}{f(c.get('imported')):>15}{f(c.get('replay_done')):>12}"
+                f"{f(c.get('summary_done')):>14}{f(c.get('output_done')):>13}"
+                f"{f(r['cold_s']):>16}"
+            )
         if g:
-            print(f"{r['file'] + ' (GUI)':<34}{f(g.get('parse_start')):>15}"
-                  f"{f(g.get('parse_done')):>12}{f(g.get('columns_done')):>14}"
-                  f"{f(r.get('gui_s')):>13}{f(doc):>16}{f(paint):>13}"
-                  f"{f(g.get('png_on_disk')):>14}")
-    print("(summary: after columns done come the replay, the summary and the output; GUI: "
-          "first paint = the loaded window's first paint - document built; complete PNG = the "
-          "screenshot, categories drawn, on disk; a parse is started only for "
-          "uncompressed files of 4 MiB and more)")
+            print(
+                f"{r['file'] + ' (GUI)':<34}{f(g.get('parse_start')):>15}"
+                f"{f(g.get('parse_done')):>12}{f(g.get('columns_done')):>14}"
+                f"{f(r.get('gui_s')):>13}{f(doc):>16}{f(paint):>13}"
+                f"{f(g.get('png_on_disk')):>14}"
+            )
+    print(
+        "(summary: after columns done come the replay, the summary and the output; GUI: "
+        "first paint = the loaded window's first paint - document built; complete PNG = the "
+        "screenshot, categories drawn, on disk; a parse is started only for "
+        "uncompressed files of 4 MiB and more)"
+    )
 
 
 def report(rows: list[dict]) -> None:
     print()
     print("vramscope benchmark: ratios against pickle.load of the same file, same run")
-    hdr = (f"{'file':<34}{'events':>11}{'MiB':>6}{'pickle.load':>13}  "
-           f"{'cold summary':>22}  {'cold RSS':>16}  {'re-open':>16}  {'GUI first window':>19}")
+    hdr = (
+        f"{'file':<34}{'events':>11}{'MiB':>6}{'pickle.load':>13}  "
+        f"{'cold summary':>22}  {'cold RSS':>16}  {'re-open':>16}  {'GUI first window':>19}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         ref = r["ref_s"]
         cold, rss, cached = r["cold_s"] / ref, r["cold_mib"] / r["ref_mib"], r["cached_s"] / ref
         gui = r["gui_s"] / ref if "gui_s" in r else None
-        print(f"{r['file']:<34}{r['events']:>11,}{r['mib']:>6.0f}{ref:>8.2f}s"
-              f"{r['ref_mib'] / 1024:>4.1f}G  "
-              f"{r['cold_s']:>6.2f}s {cold:>5.3f}x {verdict(cold, TARGETS['cold'])} "
-              f"{r['cold_mib']:>5.0f}M {rss:>4.2f}x {verdict(rss, TARGETS['cold_rss'])} "
-              f"{r['cached_s']:>5.2f}s {cached:>5.3f}x {verdict(cached, TARGETS['cached'])}"
-              + (f"{r['gui_s']:>5.2f}s {gui:>5.3f}x {verdict(gui, TARGETS['gui'])}"
-                 if gui is not None else "   (no PySide6: skipped)"))
-    print(f"targets: cold <= {TARGETS['cold']}x time and <= {TARGETS['cold_rss']}x peak RSS; "
-          f"re-open (cache present) <= {TARGETS['cached']}x; GUI first window, cold <= "
-          f"{TARGETS['gui']}x")
+        print(
+            f"{r['file']:<34}{r['events']:>11,}{r['mib']:>6.0f}{ref:>8.2f}s"
+            f"{r['ref_mib'] / 1024:>4.1f}G  "
+            f"{r['cold_s']:>6.2f}s {cold:>5.3f}x {verdict(cold, TARGETS['cold'])} "
+            f"{r['cold_mib']:>5.0f}M {rss:>4.2f}x {verdict(rss, TARGETS['cold_rss'])} "
+            f"{r['cached_s']:>5.2f}s {cached:>5.3f}x {verdict(cached, TARGETS['cached'])}"
+            + (
+                f"{r['gui_s']:>5.2f}s {gui:>5.3f}x {verdict(gui, TARGETS['gui'])}"
+                if gui is not None
+                else "   (no PySide6: skipped)"
+            )
+        )
+    print(
+        f"targets: cold <= {TARGETS['cold']}x time and <= {TARGETS['cold_rss']}x peak RSS; "
+        f"re-open (cache present) <= {TARGETS['cached']}x; GUI first window, cold <= "
+        f"{TARGETS['gui']}x"
+    )
     stage_report(rows)
     if not any("replay_s" in r for r in rows):
         return
     print()
-    print(f"{'file':<34}{'re-open, columns only':>22}{'replay':>9}{'intervals':>10}"
-          f"{'model seek':>17}{'native':>7}")
+    print(
+        f"{'file':<34}{'re-open, columns only':>22}{'replay':>9}{'intervals':>10}"
+        f"{'model seek':>17}{'native':>7}"
+    )
     for r in rows:
-        print(f"{r['file']:<34}{r['columns_s']:>9.2f}s {r['columns_s'] / r['ref_s']:>6.3f}x    "
-              f"{r['replay_s']:>7.2f}s{r['intervals_s']:>9.2f}s"
-              f"{r['model_seek_ms']:>7.2f} ms {r['model_seek_max_ms']:>5.1f} max"
-              f"{'yes' if r['native'] else 'no':>6}")
-    print("(re-open, columns only: the column cache without the summary's result cache; "
-          "replay: every device's trace, C loop when native)")
-    print("(GUI first window: until the loaded window's first paint (what the memory is "
-          "follows, built off the GUI thread: complete PNG above); the "
-          "process then writes the column cache and exits: "
-          + ", ".join(f"{r['file']}: {r['gui_exit_s']:.1f} s, peak RSS "
-                      f"{r['gui_mib'] / r['ref_mib']:.2f}x" for r in rows if "gui_exit_s" in r)
-          + ")")
-    print("(cold summary: the column cache is written after the output, in the background; "
-          + ", ".join(f"{r['file']}: done {r['cache_write_s']:.1f} s after exit" for r in rows)
-          + ")")
+        print(
+            f"{r['file']:<34}{r['columns_s']:>9.2f}s {r['columns_s'] / r['ref_s']:>6.3f}x    "
+            f"{r['replay_s']:>7.2f}s{r['intervals_s']:>9.2f}s"
+            f"{r['model_seek_ms']:>7.2f} ms {r['model_seek_max_ms']:>5.1f} max"
+            f"{'yes' if r['native'] else 'no':>6}"
+        )
+    print(
+        "(re-open, columns only: the column cache without the summary's result cache; "
+        "replay: every device's trace, C loop when native)"
+    )
+    print(
+        "(GUI first window: until the loaded window's first paint (what the memory is "
+        "follows, built off the GUI thread: complete PNG above); the "
+        "process then writes the column cache and exits: "
+        + ", ".join(
+            f"{r['file']}: {r['gui_exit_s']:.1f} s, peak RSS {r['gui_mib'] / r['ref_mib']:.2f}x"
+            for r in rows
+            if "gui_exit_s" in r
+        )
+        + ")"
+    )
+    print(
+        "(cold summary: the column cache is written after the output, in the background; "
+        + ", ".join(f"{r['file']}: done {r['cache_write_s']:.1f} s after exit" for r in rows)
+        + ")"
+    )
     if not any("widgets" in r or "model_seek_ms" in r for r in rows):
         return
     print()
-    print(f"{'interactive (real widgets)':<34}{'events':>11}{'redraw median/max':>22}"
-          f"{'seek median/max':>22}{'call tree at peak':>22}")
+    print(
+        f"{'interactive (real widgets)':<34}{'events':>11}{'redraw median/max':>22}"
+        f"{'seek median/max':>22}{'call tree at peak':>22}"
+    )
     for r in rows:
         w = r.get("widgets")
         if w is None:
             mt = r["model_calltree_ms"]
-            print(f"{r['file']:<34}{r['events']:>11,}{'(no GUI)':>22}"
-                  f"{r['model_seek_ms']:>9.1f}/{r['model_seek_max_ms']:<6.1f}ms model"
-                  f"{mt:>9.1f} ms model")
+            print(
+                f"{r['file']:<34}{r['events']:>11,}{'(no GUI)':>22}"
+                f"{r['model_seek_ms']:>9.1f}/{r['model_seek_max_ms']:<6.1f}ms model"
+                f"{mt:>9.1f} ms model"
+            )
             continue
         judged = r["events"] >= INTERACTIVE_FROM_EVENTS
+
         def v(key: str, target: str, w=w, judged=judged) -> str:
             return verdict(w[key], TARGETS[target]) if judged else "     "
 
-        print(f"{r['file']:<34}{r['events']:>11,}"
-              f"{w['redraw_median_ms']:>8.1f}/{w['redraw_max_ms']:<6.1f}ms "
-              f"{v('redraw_median_ms', 'redraw_ms')}"
-              f"{w['seek_median_ms']:>8.1f}/{w['seek_max_ms']:<6.1f}ms "
-              f"{v('seek_median_ms', 'seek_ms')}"
-              f"{w['calltree_peak_ms']:>10.1f} ms {v('calltree_peak_ms', 'calltree_ms')}")
-    print(f"targets at {INTERACTIVE_FROM_EVENTS // 1_000_000}M+ events: redraw <= "
-          f"{TARGETS['redraw_ms']:.0f} ms, seek <= {TARGETS['seek_ms']:.0f} ms, call tree at the "
-          f"peak <= {TARGETS['calltree_ms'] / 1000:.0f} s (medians judged; redraw = pan/zoom "
-          f"to the repainted timeline, seek = cursor move to the repainted window)")
+        print(
+            f"{r['file']:<34}{r['events']:>11,}"
+            f"{w['redraw_median_ms']:>8.1f}/{w['redraw_max_ms']:<6.1f}ms "
+            f"{v('redraw_median_ms', 'redraw_ms')}"
+            f"{w['seek_median_ms']:>8.1f}/{w['seek_max_ms']:<6.1f}ms "
+            f"{v('seek_median_ms', 'seek_ms')}"
+            f"{w['calltree_peak_ms']:>10.1f} ms {v('calltree_peak_ms', 'calltree_ms')}"
+        )
+    print(
+        f"targets at {INTERACTIVE_FROM_EVENTS // 1_000_000}M+ events: redraw <= "
+        f"{TARGETS['redraw_ms']:.0f} ms, seek <= {TARGETS['seek_ms']:.0f} ms, call tree at the "
+        f"peak <= {TARGETS['calltree_ms'] / 1000:.0f} s (medians judged; redraw = pan/zoom "
+        f"to the repainted timeline, seek = cursor move to the repainted window)"
+    )
 
 
 def main() -> int:
@@ -431,12 +553,21 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=10_000_000, help="size of the tiled file")
     parser.add_argument("--keep", metavar="DIR", help="keep (and reuse) generated files here")
     parser.add_argument("--no-gui", action="store_true", help="skip the GUI rows")
-    parser.add_argument("--no-interactive", action="store_true",
-                        help="skip the model/widget timings (seek, redraw, call tree)")
-    parser.add_argument("--no-parallel", action="store_true",
-                        help="skip the serial-vs-pool rows (bench_parallel.py)")
-    parser.add_argument("--no-remote", action="store_true",
-                        help="skip the ssh:// rows (bench_remote.py: a throttled link)")
+    parser.add_argument(
+        "--no-interactive",
+        action="store_true",
+        help="skip the model/widget timings (seek, redraw, call tree)",
+    )
+    parser.add_argument(
+        "--no-parallel",
+        action="store_true",
+        help="skip the serial-vs-pool rows (bench_parallel.py)",
+    )
+    parser.add_argument(
+        "--no-remote",
+        action="store_true",
+        help="skip the ssh:// rows (bench_remote.py: a throttled link)",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     parser.add_argument("--model-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="more snapshot pickles to measure")
@@ -447,9 +578,12 @@ def main() -> int:
     # Measure vramscope as installed: byte-compiled (pip compiles on install).  With
     # PYTHONDONTWRITEBYTECODE set, every run would otherwise recompile any source edited
     # since its .pyc was written.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "viewer"),
-                    str(ROOT / "capture")], check=False, stdout=subprocess.DEVNULL,
-                   env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "viewer"), str(ROOT / "capture")],
+        check=False,
+        stdout=subprocess.DEVNULL,
+        env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    )
     gui = has_gui() and not args.no_gui
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vramscope-bench-") as tmp_name:
@@ -482,8 +616,7 @@ def main() -> int:
             import bench_remote
 
             for path in files:
-                print(f"measuring summary ssh://.../{path.name} over a slow link ...",
-                      flush=True)
+                print(f"measuring summary ssh://.../{path.name} over a slow link ...", flush=True)
                 remote_rows += bench_remote.remote_rows(path) or []
     report(rows)
     if remote_rows:
@@ -495,8 +628,10 @@ def main() -> int:
         print("\nlive update of a 1M-event ring (bench_live_update.py):", flush=True)
         subprocess.run([sys.executable, str(HERE / "bench_live_update.py")], check=False, env=env)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-    print(f"\n(bench took {time.perf_counter() - started:.0f} s; "
-          f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})")
+    print(
+        f"\n(bench took {time.perf_counter() - started:.0f} s; "
+        f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(rows + par_rows + remote_rows, indent=1))
     return 0

@@ -41,6 +41,7 @@ class Clock:
 
             def __exit__(self, *exc):
                 clock.rows[name] = (time.perf_counter() - self.t, _cpu() - self.c)
+
         return _Stage()
 
 
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         from vramscope.viewer.early import parse_handover
         from vramscope.viewer.model.io import fast_pickle
         from vramscope.viewer.model.io.load import _to_snapshot
-        from vramscope.viewer.model.reports.summary import summarize
         from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
+        from vramscope.viewer.model.reports.summary import summarize
     threads = args.threads or parse_handover.parse_threads()
     with clock("read"):
         with open(args.file, "rb") as f:
@@ -87,18 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     # ``categories``: the part of ``summary`` spent in MemoryBreakdown.build,
     # timed from inside it (summary includes it; it is not run twice).
     from vramscope.viewer.model.categories import MemoryBreakdown
+
     build = MemoryBreakdown.build.__func__
 
     def timed_build(cls, *a, **k):
         with clock("categories"):
             return build(cls, *a, **k)
+
     MemoryBreakdown.build = classmethod(timed_build)
     with clock("summary"):
         summarize(snap, timeline, None)
     MemoryBreakdown.build = classmethod(build)
-    out = {"threads": threads, "events": int(len(snap.trace.action)),
-           **{f"{k}_s": v[0] for k, v in clock.rows.items()},
-           **{f"{k}_cpu_s": v[1] for k, v in clock.rows.items()}}
+    out = {
+        "threads": threads,
+        "events": int(len(snap.trace.action)),
+        **{f"{k}_s": v[0] for k, v in clock.rows.items()},
+        **{f"{k}_cpu_s": v[1] for k, v in clock.rows.items()},
+    }
     if args.json:
         print(json.dumps(out))
     else:

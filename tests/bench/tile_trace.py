@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from vramscope.viewer.model import load_snapshot  # noqa: E402
-from vramscope.viewer.model.io.safe_pickle import safe_loads  # noqa: E402
 from vramscope.viewer.model.core.snapshot import Action  # noqa: E402
+from vramscope.viewer.model.io.safe_pickle import safe_loads  # noqa: E402
 from vramscope.viewer.model.replay.timeline import build_timeline  # noqa: E402
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -85,17 +85,19 @@ def find_period(rep, min_len: int | None = None) -> tuple[int, int]:
 def tile(obj: dict, i: int, j: int, events: int) -> dict:
     """Repeat trace events (i, j] of device 0 until the trace has ``events`` events."""
     trace = obj["device_traces"][0]
-    prefix, window, suffix = trace[:i + 1], trace[i + 1:j + 1], trace[j + 1:]
+    prefix, window, suffix = trace[: i + 1], trace[i + 1 : j + 1], trace[j + 1 :]
     repeats = max(1, (events - len(prefix) - len(suffix)) // max(1, len(window)))
     span = window[-1]["time_us"] - trace[i]["time_us"] if "time_us" in trace[i] else 0
     out = list(prefix)
     for r in range(repeats):
         shift = r * span
-        out.extend(dict(e, time_us=e["time_us"] + shift) if shift and "time_us" in e else e
-                   for e in window)
+        out.extend(
+            dict(e, time_us=e["time_us"] + shift) if shift and "time_us" in e else e for e in window
+        )
     shift = (repeats - 1) * span
-    out.extend(dict(e, time_us=e["time_us"] + shift) if shift and "time_us" in e else e
-               for e in suffix)
+    out.extend(
+        dict(e, time_us=e["time_us"] + shift) if shift and "time_us" in e else e for e in suffix
+    )
     result = dict(obj)
     result["device_traces"] = [out] + list(obj["device_traces"][1:])
     anns = obj.get("external_annotations")
@@ -106,8 +108,11 @@ def tile(obj: dict, i: int, j: int, events: int) -> dict:
         tiled = [a for a in anns if a.get("time_us", t_lo) <= t_lo]
         for r in range(repeats):
             tiled.extend(dict(a, time_us=a["time_us"] + r * span) if r else a for a in inside)
-        tiled.extend(dict(a, time_us=a["time_us"] + (repeats - 1) * span)
-                     for a in anns if a.get("time_us", t_lo) > t_hi)
+        tiled.extend(
+            dict(a, time_us=a["time_us"] + (repeats - 1) * span)
+            for a in anns
+            if a.get("time_us", t_lo) > t_hi
+        )
         result["external_annotations"] = tiled
     return result
 

@@ -44,8 +44,9 @@ def _timed_steps(torch, step, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def bench_steps(torch, record, step, out: Path, steps: int, warmup: int,
-                repeats: int) -> list[dict]:
+def bench_steps(
+    torch, record, step, out: Path, steps: int, warmup: int, repeats: int
+) -> list[dict]:
     """Median-of-repeats time per step for each recording mode."""
     rows = []
     for mode in ("off", "python", "all"):
@@ -56,8 +57,9 @@ def bench_steps(torch, record, step, out: Path, steps: int, warmup: int,
                     step()
                 times.append(_timed_steps(torch, step, steps))
             else:
-                with record(out=out, stacks=mode, max_entries=100_000, dump_on_exit=False,
-                            dump_signal=None):
+                with record(
+                    out=out, stacks=mode, max_entries=100_000, dump_on_exit=False, dump_signal=None
+                ):
                     for _ in range(warmup):
                         step()
                     times.append(_timed_steps(torch, step, steps))
@@ -87,13 +89,15 @@ def entries_per_step(torch, record, step, out: Path) -> tuple[float, float]:
     return len(snap["device_traces"][dev]) / 3, first
 
 
-def bench_dumps(torch, record, step, out: Path, per_step: float,
-                sizes: dict[str, list[int]]) -> list[dict]:
+def bench_dumps(
+    torch, record, step, out: Path, per_step: float, sizes: dict[str, list[int]]
+) -> list[dict]:
     rows = []
     for stacks, counts in sizes.items():
         for n in counts:
-            with record(out=out, stacks=stacks, max_entries=n, dump_on_exit=False,
-                        dump_signal=None) as rec:
+            with record(
+                out=out, stacks=stacks, max_entries=n, dump_on_exit=False, dump_signal=None
+            ) as rec:
                 for _ in range(math.ceil(n / per_step) + 1):
                     step()
                 torch.cuda.synchronize()
@@ -101,11 +105,16 @@ def bench_dumps(torch, record, step, out: Path, per_step: float,
                 path = rec.dump()
                 total = time.perf_counter() - t0
             side = json.loads(path.with_suffix(".json").read_text())
-            rows.append({
-                "stacks": stacks, "entries": side["n_trace"], "dump_s": total,
-                "snapshot_s": side["snapshot_call_s"], "write_s": side["write_s"],
-                "MB": side["bytes"] / 1e6,
-            })
+            rows.append(
+                {
+                    "stacks": stacks,
+                    "entries": side["n_trace"],
+                    "dump_s": total,
+                    "snapshot_s": side["snapshot_call_s"],
+                    "write_s": side["write_s"],
+                    "MB": side["bytes"] / 1e6,
+                }
+            )
             path.unlink()
             path.with_suffix(".json").unlink()
             print(f"  dumped {stacks:6} {side['n_trace']:>8} entries in {total:.2f} s", flush=True)
@@ -123,8 +132,12 @@ def bench_oom_dump(torch, record, step, out: Path, steps: int) -> dict:
         except torch.cuda.OutOfMemoryError:
             pass
     side = json.loads(rec.last_oom_path.with_suffix(".json").read_text())
-    return {"entries": side["n_trace"], "snapshot_s": side["snapshot_call_s"],
-            "write_s": side["write_s"], "MB": side["bytes"] / 1e6}
+    return {
+        "entries": side["n_trace"],
+        "snapshot_s": side["snapshot_call_s"],
+        "write_s": side["write_s"],
+        "MB": side["bytes"] / 1e6,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         sizes["all"].append(100_000)
 
     params = sum(p.numel() for p in model.parameters())
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, model {params / 1e6:.1f}M "
-          f"params (width {args.width}, {args.layers} layers, batch {args.batch}x{args.seq})")
+    print(
+        f"torch {torch.__version__}, {torch.cuda.get_device_name()}, model {params / 1e6:.1f}M "
+        f"params (width {args.width}, {args.layers} layers, batch {args.batch}x{args.seq})"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         # First, before anything else in this process takes a snapshot or
@@ -176,16 +191,29 @@ def main(argv: list[str] | None = None) -> int:
     print("\ndump time vs trace entries")
     print(f"{'stacks':>7} {'entries':>9} {'dump s':>8} {'snapshot s':>11} {'write s':>8} {'MB':>8}")
     for r in dump_rows:
-        print(f"{r['stacks']:>7} {r['entries']:>9} {r['dump_s']:8.2f} {r['snapshot_s']:11.2f} "
-              f"{r['write_s']:8.2f} {r['MB']:8.1f}")
-    print(f"\nOOM dump ({oom_row['entries']} entries): snapshot {oom_row['snapshot_s']:.2f} s, "
-          f"write {oom_row['write_s']:.2f} s, {oom_row['MB']:.1f} MB")
+        print(
+            f"{r['stacks']:>7} {r['entries']:>9} {r['dump_s']:8.2f} {r['snapshot_s']:11.2f} "
+            f"{r['write_s']:8.2f} {r['MB']:8.1f}"
+        )
+    print(
+        f"\nOOM dump ({oom_row['entries']} entries): snapshot {oom_row['snapshot_s']:.2f} s, "
+        f"write {oom_row['write_s']:.2f} s, {oom_row['MB']:.1f} MB"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
-             "steps": step_rows, "entries_per_step": per_step,
-             "first_snapshot_s": first_snapshot_s, "dumps": dump_rows, "oom_dump": oom_row},
-            indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "torch": torch.__version__,
+                    "gpu": torch.cuda.get_device_name(),
+                    "steps": step_rows,
+                    "entries_per_step": per_step,
+                    "first_snapshot_s": first_snapshot_s,
+                    "dumps": dump_rows,
+                    "oom_dump": oom_row,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -9,9 +9,9 @@ import sys
 
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
-from capture_fakes import FakeBackend  # noqa: E402
+from capture_fakes import FakeBackend
 
-from vramscope.capture import backend, runner  # noqa: E402
+from vramscope.capture import backend, runner
 
 backend.set_backend(FakeBackend(initialized=False))
 sys.exit(runner.main(sys.argv[1:]))

@@ -160,8 +160,12 @@ class FakeBackend:
         addr = self._next_addr
         self._next_addr += size
         self.blocks.append(
-            {"address": addr, "size": size, "requested_size": requested or size,
-             "state": "active_allocated"}
+            {
+                "address": addr,
+                "size": size,
+                "requested_size": requested or size,
+                "state": "active_allocated",
+            }
         )
         self._trace("alloc", addr, size)
         return addr
@@ -199,5 +203,12 @@ class FakeBackend:
 
     def _trace(self, action: str, addr: int, size: int) -> None:
         if self.history is not None:
-            self.trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                               "frames": [{"filename": "train.py", "line": 1, "name": "step"}]})
+            self.trace.append(
+                {
+                    "action": action,
+                    "addr": addr,
+                    "size": size,
+                    "stream": 0,
+                    "frames": [{"filename": "train.py", "line": 1, "name": "step"}],
+                }
+            )

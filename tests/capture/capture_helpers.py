@@ -15,8 +15,9 @@ WORKLOADS = REPO / "tests" / "workloads"
 FAKERUN = HERE / "capture_fakerun.py"
 
 
-def child_env(extra: Mapping[str, str] | None = None, *,
-              drop: tuple[str, ...] = ()) -> dict[str, str]:
+def child_env(
+    extra: Mapping[str, str] | None = None, *, drop: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Environment for a child Python that must import what this one imports.
 
     The parent's ``sys.path`` goes into ``PYTHONPATH``, so children find
@@ -34,22 +35,29 @@ def child_env(extra: Mapping[str, str] | None = None, *,
     return env
 
 
-def run_python(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_python(
+    args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=dict(env or child_env()), text=True,
-        capture_output=True, timeout=timeout,
+        [sys.executable, *args],
+        cwd=cwd,
+        env=dict(env or child_env()),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
     )
 
 
-def run_capture(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_capture(
+    args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``python -m vramscope.capture ARGS`` in a child process."""
     return run_python(["-m", "vramscope.capture", *args], cwd=cwd, env=env, timeout=timeout)
 
 
-def run_fake_capture(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None,
-                     timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_fake_capture(
+    args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """The runner in a child process whose CUDA is the fake backend."""
     return run_python([str(FAKERUN), *args], cwd=cwd, env=env, timeout=timeout)
 
@@ -78,8 +86,12 @@ def figures_from_snapshot(path, device: int) -> dict[str, int]:
     from vramscope.viewer.model import Selection, load_snapshot, memory_stats
 
     stats = memory_stats(load_snapshot(path), Selection(device=device))
-    return {"reserved": stats.reserved_bytes, "allocated": stats.allocated_bytes,
-            "active": stats.active_bytes, "requested": stats.requested_bytes}
+    return {
+        "reserved": stats.reserved_bytes,
+        "allocated": stats.allocated_bytes,
+        "active": stats.active_bytes,
+        "requested": stats.requested_bytes,
+    }
 
 
 def figures_from_stats(stats: Mapping[str, Any]) -> dict[str, int]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from capture_fakes import FakeBackend
 
 import vramscope.capture as capture
 from vramscope.capture import backend
-
-from capture_fakes import FakeBackend
 
 
 @pytest.fixture(autouse=True)

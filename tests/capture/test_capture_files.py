@@ -13,15 +13,21 @@ import time
 from pathlib import Path
 
 import pytest
+from capture_helpers import child_env
 
 from vramscope.capture import files
 
-from capture_helpers import child_env
-
 # The sidecar keys of the project's reference snapshots (shared/snapshots/*.json).
 REFERENCE_KEYS = {
-    "name", "torch", "gpu", "alloc_conf", "memory_stats",
-    "oom_request", "oom_device_alloc", "oom_device_free", "oom_message",
+    "name",
+    "torch",
+    "gpu",
+    "alloc_conf",
+    "memory_stats",
+    "oom_request",
+    "oom_device_alloc",
+    "oom_device_free",
+    "oom_message",
 }
 
 
@@ -42,7 +48,10 @@ def test_name_defaults_rank0_and_real_host_and_pid():
 
 def test_dist_info_parses_torchrun_env_and_ignores_garbage():
     assert files.dist_info({"RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}) == {
-        "rank": 1, "local_rank": 0, "world_size": 2}
+        "rank": 1,
+        "local_rank": 0,
+        "world_size": 2,
+    }
     assert files.dist_info({"RANK": "x"}) == {"rank": None, "local_rank": None, "world_size": None}
 
 
@@ -111,8 +120,11 @@ def test_kill_during_write_never_leaves_partial_file_under_final_name(tmp_path, 
     script = tmp_path / "writer.py"
     script.write_text(KILLED_WRITER)
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(target)], env=child_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(script), str(target)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline()
@@ -168,25 +180,39 @@ def _stats():
 
 def test_sidecar_contents_without_cuda(tmp_path):
     snap = {
-        "segments": [{"device": 0, "total_size": 20 << 20, "blocks": []},
-                     {"device": 1, "total_size": 2 << 20, "blocks": []}],
+        "segments": [
+            {"device": 0, "total_size": 20 << 20, "blocks": []},
+            {"device": 1, "total_size": 2 << 20, "blocks": []},
+        ],
         "device_traces": [[{"action": "alloc"}] * 5, [{"action": "alloc"}]],
         "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
     }
     env = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}
     data = files.build_sidecar(
-        name="snap", reason="oom", memory_stats=_stats(), torch_version="2.11.0+cu130",
-        gpu="NVIDIA H200", device=0, alloc_conf="expandable_segments:True", snapshot=snap,
+        name="snap",
+        reason="oom",
+        memory_stats=_stats(),
+        torch_version="2.11.0+cu130",
+        gpu="NVIDIA H200",
+        device=0,
+        alloc_conf="expandable_segments:True",
+        snapshot=snap,
         oom={"oom_request": 20 << 20, "oom_device_alloc": 3 << 30, "oom_device_free": 1 << 30},
         recording={"enabled": True, "max_entries": 100_000, "stacks": "python", "context": "all"},
-        env=env, argv=["train.py", "--lr", "1"], when=1_700_000_000.25,
+        env=env,
+        argv=["train.py", "--lr", "1"],
+        when=1_700_000_000.25,
     )
     path = files.write_sidecar(tmp_path / "snap.json", data)
     back = json.loads(path.read_text(encoding="utf-8"))
     assert back == json.loads(json.dumps(data))
     assert back["memory_stats"] == _stats()
     assert (back["reason"], back["torch"], back["gpu"], back["device"]) == (
-        "oom", "2.11.0+cu130", "NVIDIA H200", 0)
+        "oom",
+        "2.11.0+cu130",
+        "NVIDIA H200",
+        0,
+    )
     assert (back["rank"], back["local_rank"], back["world_size"]) == (1, 1, 2)
     assert back["argv"] == ["train.py", "--lr", "1"]
     assert back["pid"] == os.getpid() and back["host"] == socket.gethostname()
@@ -206,10 +232,24 @@ def test_sidecar_contents_without_cuda(tmp_path):
 
 def test_sidecar_rejects_unknown_reason_and_survives_odd_values(tmp_path):
     with pytest.raises(ValueError):
-        files.build_sidecar(name="x", reason="because", memory_stats={}, torch_version="t",
-                            gpu=None, device=None, alloc_conf="")
-    data = files.build_sidecar(name="x", reason="manual", memory_stats={"odd": object()},
-                               torch_version="t", gpu=None, device=None, alloc_conf="")
+        files.build_sidecar(
+            name="x",
+            reason="because",
+            memory_stats={},
+            torch_version="t",
+            gpu=None,
+            device=None,
+            alloc_conf="",
+        )
+    data = files.build_sidecar(
+        name="x",
+        reason="manual",
+        memory_stats={"odd": object()},
+        torch_version="t",
+        gpu=None,
+        device=None,
+        alloc_conf="",
+    )
     files.write_sidecar(tmp_path / "x.json", data)  # default=str: no TypeError
     odd = json.loads((tmp_path / "x.json").read_text())["memory_stats"]["odd"]
     assert odd.startswith("<object")

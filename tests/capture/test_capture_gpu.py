@@ -18,16 +18,19 @@ import textwrap
 import time
 
 import pytest
-
-from tests.gpu_marks import ON_GPU, cuda_available
-
-from vramscope.capture import record
-
 from capture_helpers import (
-    WORKLOADS, child_env, figures_from_snapshot, figures_from_stats, run_capture, run_python,
-    sidecar, snapshots,
+    WORKLOADS,
+    child_env,
+    figures_from_snapshot,
+    figures_from_stats,
+    run_capture,
+    run_python,
+    sidecar,
+    snapshots,
 )
 
+from tests.gpu_marks import ON_GPU, cuda_available
+from vramscope.capture import record
 
 pytestmark = ON_GPU
 
@@ -120,8 +123,11 @@ def test_stacks_all_has_cpp_frames(tmp_path):
         del xs
     [path] = snapshots(tmp_path)
     snap = _load(path)
-    names = {f["name"] for e in snap["device_traces"][torch.cuda.current_device()]
-             for f in e.get("frames", [])}
+    names = {
+        f["name"]
+        for e in snap["device_traces"][torch.cuda.current_device()]
+        for f in e.get("frames", [])
+    }
     assert any("c10::" in n or "at::" in n for n in names), sorted(names)[:20]
 
 
@@ -148,8 +154,9 @@ def test_recording_starts_when_cuda_does(tmp_path):
 
 def test_fragmentation_oom_snapshot_matches_sidecar(tmp_path):
     out = tmp_path / "out"
-    r = run_capture(["--out", str(out), str(WORKLOADS / "fragmentation_oom.py")], cwd=tmp_path,
-                    timeout=180)
+    r = run_capture(
+        ["--out", str(out), str(WORKLOADS / "fragmentation_oom.py")], cwd=tmp_path, timeout=180
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "OutOfMemoryError" in r.stderr and "runner.py" not in r.stderr
     [oom_path] = snapshots(out, "oom")
@@ -168,8 +175,13 @@ def test_fragmentation_oom_snapshot_matches_sidecar(tmp_path):
     assert verdict.kind == "fragmentation", verdict.verdict
     assert verdict.requested_bytes == 8 * MiB and verdict.largest_free_block_bytes == 4 * MiB
     # It is fragmentation: plenty free in total, but only in 4 MiB holes.
-    inactive = [b["size"] for s in snap["segments"] if s["device"] == device
-                for b in s["blocks"] if b["state"] == "inactive"]
+    inactive = [
+        b["size"]
+        for s in snap["segments"]
+        if s["device"] == device
+        for b in s["blocks"]
+        if b["state"] == "inactive"
+    ]
     assert max(inactive) == 4 * MiB and sum(inactive) >= 1024 * MiB
     assert snap["device_traces"][device][-1]["action"] == "oom"
     _memory_viz_opens(snap)
@@ -211,10 +223,25 @@ def test_oom_propagates_unchanged_from_record_block(tmp_path):
 def test_sigusr1_dump_during_training_loop(tmp_path):
     out, ready, until = tmp_path / "out", tmp_path / "ready", tmp_path / "until"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vramscope.capture", "--out", str(out),
-         str(WORKLOADS / "train_small.py"), "--ready-file", str(ready),
-         "--until-file", str(until), "--max-seconds", "120"],
-        cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vramscope.capture",
+            "--out",
+            str(out),
+            str(WORKLOADS / "train_small.py"),
+            "--ready-file",
+            str(ready),
+            "--until-file",
+            str(until),
+            "--max-seconds",
+            "120",
+        ],
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_for(lambda: ready.exists() or proc.poll() is not None, 120)
@@ -245,8 +272,12 @@ def test_two_ranks_simulated_by_env(tmp_path):
     for rank in (0, 1):
         local = rank if torch.cuda.device_count() > 1 else 0
         env = child_env({"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": "2"})
-        r = run_capture(["--out", str(out), str(WORKLOADS / "train_small.py"), "--steps", "2"],
-                        cwd=tmp_path, env=env, timeout=180)
+        r = run_capture(
+            ["--out", str(out), str(WORKLOADS / "train_small.py"), "--steps", "2"],
+            cwd=tmp_path,
+            env=env,
+            timeout=180,
+        )
         assert r.returncode == 0, r.stderr
     paths = snapshots(out)
     assert len(paths) == 2
@@ -256,15 +287,30 @@ def test_two_ranks_simulated_by_env(tmp_path):
     assert all(sidecar(p)["world_size"] == 2 for p in paths)
 
 
-@pytest.mark.skipif(not cuda_available() or __import__("torch").cuda.device_count() < 2,
-                    reason="torchrun test needs 2 GPUs")
+@pytest.mark.skipif(
+    not cuda_available() or __import__("torch").cuda.device_count() < 2,
+    reason="torchrun test needs 2 GPUs",
+)
 def test_torchrun_two_processes_each_rank_writes_its_files(tmp_path):
     out = tmp_path / "out"
-    base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "-m", "vramscope.capture", "--out", str(out), str(WORKLOADS / "train_small.py"),
-            "--steps", "3"]
-    r = subprocess.run(base, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
-                       timeout=300)
+    base = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "vramscope.capture",
+        "--out",
+        str(out),
+        str(WORKLOADS / "train_small.py"),
+        "--steps",
+        "3",
+    ]
+    r = subprocess.run(
+        base, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     names = [p.name for p in snapshots(out, "exit")]
     assert len(names) == 2, names
@@ -273,8 +319,9 @@ def test_torchrun_two_processes_each_rank_writes_its_files(tmp_path):
     # An OOM on rank 1 dumps rank 1.
     out2 = tmp_path / "out2"
     cmd = [a if a != str(out) else str(out2) for a in base] + ["--oom-on-rank", "1"]
-    r = subprocess.run(cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        cmd, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode != 0
     ooms = snapshots(out2, "oom")
     assert len(ooms) == 1 and "_rank1_cuda1_" in ooms[0].name, r.stderr[-3000:]

@@ -21,10 +21,9 @@ import importlib.util
 import json
 
 import pytest
+from capture_helpers import WORKLOADS, run_capture, run_python, sidecar, snapshots
 
 from tests.gpu_marks import ON_GPU
-
-from capture_helpers import WORKLOADS, run_capture, run_python, sidecar, snapshots
 
 
 def _transformers() -> bool:
@@ -41,15 +40,29 @@ HOLDS = str(WORKLOADS / "other_process_holds.py")
 def _result(proc) -> dict:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 @pytest.mark.skipif(not _transformers(), reason="needs transformers (and accelerate)")
-@pytest.mark.parametrize("program, stacks", [
-    (["--reentrant"], "python"), ([], "python"), (["--reentrant"], "all"), ([], "all"),
-    (["--plain"], "python"), (["--plain", "--reentrant"], "python"),
-], ids=["trainer-reentrant", "trainer-non-reentrant", "trainer-reentrant-cpp-stacks",
-        "trainer-non-reentrant-cpp-stacks", "plain-loop", "plain-loop-reentrant"])
+@pytest.mark.parametrize(
+    "program, stacks",
+    [
+        (["--reentrant"], "python"),
+        ([], "python"),
+        (["--reentrant"], "all"),
+        ([], "all"),
+        (["--plain"], "python"),
+        (["--plain", "--reentrant"], "python"),
+    ],
+    ids=[
+        "trainer-reentrant",
+        "trainer-non-reentrant",
+        "trainer-reentrant-cpp-stacks",
+        "trainer-non-reentrant-cpp-stacks",
+        "plain-loop",
+        "plain-loop-reentrant",
+    ],
+)
 def test_checkpointed_training_is_the_same_under_the_capture(tmp_path, program, stacks):
     # GPT-2's own dropout: its mask is the last tensor a checkpointed block saves, so
     # non-reentrant checkpointing stops each recomputation inside dropout.
@@ -57,8 +70,9 @@ def test_checkpointed_training_is_the_same_under_the_capture(tmp_path, program, 
     plain = run_python([TRAINER, *program], cwd=tmp_path, timeout=600)
     assert plain.returncode == 0, plain.stderr[-4000:]
     out = tmp_path / "snapshots"
-    recorded = run_capture(["--out", str(out), "--stacks", stacks, TRAINER, *program],
-                           cwd=tmp_path, timeout=600)
+    recorded = run_capture(
+        ["--out", str(out), "--stacks", stacks, TRAINER, *program], cwd=tmp_path, timeout=600
+    )
     got = _result(recorded)
     assert recorded.returncode == 0, got.get("error") or recorded.stderr[-4000:]
     want = _result(plain)
@@ -85,8 +99,9 @@ def _holder_row(gpu: dict, truth: dict) -> dict:
 
 @pytest.mark.skipif(not _transformers(), reason="needs transformers")
 def test_holder_and_an_allocator_oom(tmp_path):
-    r = run_python([HOLDS, "--scenario", "allocator", "--out", str(tmp_path)], cwd=tmp_path,
-                   timeout=900)
+    r = run_python(
+        [HOLDS, "--scenario", "allocator", "--out", str(tmp_path)], cwd=tmp_path, timeout=900
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     side = json.loads((tmp_path / "holder_allocator_oom.json").read_text())
     truth = json.loads((tmp_path / "holder_allocator_oom.truth.json").read_text())
@@ -104,8 +119,9 @@ def test_holder_and_an_allocator_oom(tmp_path):
 
 @pytest.mark.skipif(not _transformers(), reason="needs transformers")
 def test_holder_and_a_cublas_failure(tmp_path):
-    r = run_python([HOLDS, "--scenario", "cublas", "--out", str(tmp_path)], cwd=tmp_path,
-                   timeout=900)
+    r = run_python(
+        [HOLDS, "--scenario", "cublas", "--out", str(tmp_path)], cwd=tmp_path, timeout=900
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     side = json.loads((tmp_path / "holder_cublas_oom.json").read_text())
     truth = json.loads((tmp_path / "holder_cublas_oom.truth.json").read_text())

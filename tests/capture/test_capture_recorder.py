@@ -9,16 +9,20 @@ import sys
 import threading
 
 import pytest
+from capture_fakes import FakeBackend, FakeOutOfMemoryError
+from capture_helpers import (
+    child_env,
+    figures_from_snapshot,
+    figures_from_stats,
+    run_python,
+    sidecar,
+    snapshots,
+    warning_lines,
+)
 
 import vramscope.capture as capture
 from vramscope.capture import Recorder, backend, record
 from vramscope.capture.backend import HistorySettings
-
-from capture_fakes import FakeBackend, FakeOutOfMemoryError
-from capture_helpers import (
-    child_env, figures_from_snapshot, figures_from_stats, run_python, sidecar, snapshots,
-    warning_lines,
-)
 
 HAS_SIGUSR1 = hasattr(signal, "SIGUSR1")
 
@@ -121,8 +125,12 @@ def test_record_block_records_then_dumps_and_restores(fake, tmp_path, capsys):
     assert [e["action"] for e in snap["device_traces"][0]] == ["alloc", "alloc", "free_completed"]
     side = sidecar(path)
     assert side["reason"] == "exit" and side["name"] == path.stem
-    assert side["recording"] == {"enabled": True, "max_entries": 1234, "stacks": "all",
-                                 "context": "alloc"}
+    assert side["recording"] == {
+        "enabled": True,
+        "max_entries": 1234,
+        "stacks": "all",
+        "context": "alloc",
+    }
     assert side["gpu"] == "Fake GPU 80GB" and side["torch"] == "2.99.0+fake"
     assert side["n_trace"] == 3 and side["n_segments"] == 2
     assert side["bytes"] == path.stat().st_size
@@ -241,7 +249,10 @@ def test_oom_dumps_at_that_moment_and_propagates_unchanged(fake, tmp_path):
     side = sidecar(oom_path)
     assert side["reason"] == "oom"
     assert (side["oom_request"], side["oom_device_alloc"], side["oom_device_free"]) == (
-        20 << 20, 50 << 20, 1 << 30)
+        20 << 20,
+        50 << 20,
+        1 << 30,
+    )
     assert side["oom_trace_size"] == 20 << 20
     assert side["oom_message"] == str(info.value)  # added when the exception left the block
     with open(oom_path, "rb") as f:

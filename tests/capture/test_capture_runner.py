@@ -11,12 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
+from capture_helpers import (
+    FAKERUN,
+    child_env,
+    run_capture,
+    run_fake_capture,
+    sidecar,
+    snapshots,
+    warning_lines,
+)
 
 from vramscope.capture import runner
-
-from capture_helpers import (
-    FAKERUN, child_env, run_capture, run_fake_capture, sidecar, snapshots, warning_lines,
-)
 
 HAS_SIGUSR1 = hasattr(signal, "SIGUSR1")
 
@@ -54,8 +59,11 @@ def _report(tmp_path) -> dict:
 
 def test_script_sees_its_own_argv_name_and_path(tmp_path, probe):
     env = child_env({"PROBE_OUT": str(tmp_path / "report.json")})
-    r = run_capture(["--out", str(tmp_path / "o"), str(probe), "a", "--out", "b", "-m", "x"],
-                    cwd=tmp_path, env=env)
+    r = run_capture(
+        ["--out", str(tmp_path / "o"), str(probe), "a", "--out", "b", "-m", "x"],
+        cwd=tmp_path,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     rep = _report(tmp_path)
     assert rep["argv"] == [str(probe), "a", "--out", "b", "-m", "x"]
@@ -66,8 +74,9 @@ def test_script_sees_its_own_argv_name_and_path(tmp_path, probe):
 
 def test_relative_script_path_and_double_dash(tmp_path, probe):
     env = child_env({"PROBE_OUT": str(tmp_path / "report.json")})
-    r = run_capture(["--max-entries", "10", "--", "scripts/probe.py", "--stacks"],
-                    cwd=tmp_path, env=env)
+    r = run_capture(
+        ["--max-entries", "10", "--", "scripts/probe.py", "--stacks"], cwd=tmp_path, env=env
+    )
     assert r.returncode == 0, r.stderr
     assert _report(tmp_path)["argv"] == ["scripts/probe.py", "--stacks"]
 
@@ -186,8 +195,10 @@ def test_main_in_process_as_vramscope_record_calls_it(tmp_path, probe, monkeypat
 
 
 def test_split_argv():
-    assert runner.split_argv(["--out", "d", "s.py", "--out", "x"]) == (["--out", "d"],
-                                                                      ["s.py", "--out", "x"])
+    assert runner.split_argv(["--out", "d", "s.py", "--out", "x"]) == (
+        ["--out", "d"],
+        ["s.py", "--out", "x"],
+    )
     assert runner.split_argv(["--out=d", "-m", "m", "a"]) == (["--out=d"], ["-m", "m", "a"])
     assert runner.split_argv(["--no-signal", "--", "-weird.py"]) == (["--no-signal"], ["-weird.py"])
     assert runner.split_argv(["--help"]) == (["--help"], [])
@@ -256,7 +267,11 @@ def test_runner_sigusr1_dumps_without_stopping(tmp_path):
     ready, stop, out = tmp_path / "ready", tmp_path / "stop", tmp_path / "o"
     proc = subprocess.Popen(
         [sys.executable, str(FAKERUN), "--out", str(out), str(script), str(ready), str(stop)],
-        cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_for(lambda: ready.exists() or proc.poll() is not None)
@@ -268,7 +283,7 @@ def test_runner_sigusr1_dumps_without_stopping(tmp_path):
             _wait_for(lambda n=expected: len(list(out.glob("*_signal_*.json"))) >= n)
             time.sleep(0.2)
         stop.touch()
-        stdout, stderr = proc.communicate(timeout=30)
+        _stdout, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -297,9 +312,22 @@ def test_runner_respects_options(tmp_path):
         "rec = active_recorder()\n"
         "print(rec.max_entries, rec.stacks, rec.context, gpu.history)\n"
     )
-    r = run_fake_capture(["--max-entries", "12_000", "--stacks", "all", "--context", "alloc",
-                          "--no-exit-dump", "--no-signal", "-o", str(tmp_path / "o"), str(script)],
-                         cwd=tmp_path)
+    r = run_fake_capture(
+        [
+            "--max-entries",
+            "12_000",
+            "--stacks",
+            "all",
+            "--context",
+            "alloc",
+            "--no-exit-dump",
+            "--no-signal",
+            "-o",
+            str(tmp_path / "o"),
+            str(script),
+        ],
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[:3] == ["12000", "all", "alloc"]
     assert "HistorySettings(context='alloc', stacks='all', max_entries=12000)" in r.stdout
@@ -309,8 +337,9 @@ def test_runner_respects_options(tmp_path):
 
 def test_two_ranks_by_env_through_runner(tmp_path):
     script = tmp_path / "s.py"
-    script.write_text("from vramscope.capture.backend import get_backend\n"
-                      "get_backend().alloc(1 << 20)\n")
+    script.write_text(
+        "from vramscope.capture.backend import get_backend\nget_backend().alloc(1 << 20)\n"
+    )
     out = tmp_path / "o"
     for rank in (0, 1):
         env = child_env({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})

@@ -12,12 +12,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
-from vramscope.capture import backend as backend_mod, record
-from vramscope.capture.backend import HistorySettings, TorchBackend, set_backend
-
 from capture_fakes import FakeBackend
 from capture_helpers import sidecar, snapshots
+
+from vramscope.capture import backend as backend_mod
+from vramscope.capture import record
+from vramscope.capture.backend import HistorySettings, TorchBackend, set_backend
 
 
 def fake_torch(version: str) -> tuple[SimpleNamespace, list[dict]]:
@@ -26,22 +26,24 @@ def fake_torch(version: str) -> tuple[SimpleNamespace, list[dict]]:
     return SimpleNamespace(__version__=version, cuda=SimpleNamespace(memory=memory)), calls
 
 
-@pytest.mark.parametrize("torch_version, python, context, used", [
-    ("2.11.0+cu130", (3, 12), "all", "alloc"),   # the affected pair
-    ("2.10.1", (3, 10), "all", "alloc"),
-    ("2.11.0+cu130", (3, 13), "all", "all"),     # Python's own PyDict_GetItemRef: safe
-    ("2.9.1", (3, 12), "all", "all"),            # no forward traceback taken yet
-    ("2.11.0", (3, 12), "alloc", "alloc"),
-    ("2.11.0", (3, 12), "state", "state"),
-    ("2.11.0", (3, 12), None, None),
-])
+@pytest.mark.parametrize(
+    "torch_version, python, context, used",
+    [
+        ("2.11.0+cu130", (3, 12), "all", "alloc"),  # the affected pair
+        ("2.10.1", (3, 10), "all", "alloc"),
+        ("2.11.0+cu130", (3, 13), "all", "all"),  # Python's own PyDict_GetItemRef: safe
+        ("2.9.1", (3, 12), "all", "all"),  # no forward traceback taken yet
+        ("2.11.0", (3, 12), "alloc", "alloc"),
+        ("2.11.0", (3, 12), "state", "state"),
+        ("2.11.0", (3, 12), None, None),
+    ],
+)
 def test_the_context_the_allocator_is_given(monkeypatch, torch_version, python, context, used):
     monkeypatch.delenv("VRAMSCOPE_FREE_STACKS", raising=False)
     monkeypatch.setattr(backend_mod, "_python_version", lambda: python)
     torch, calls = fake_torch(torch_version)
     TorchBackend(torch).record_history(HistorySettings(context, "python", 1000))
-    assert calls == [{"enabled": "all", "context": used, "stacks": "python",
-                      "max_entries": 1000}]
+    assert calls == [{"enabled": "all", "context": used, "stacks": "python", "max_entries": 1000}]
 
 
 def test_free_stacks_can_be_forced(monkeypatch):

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from capture_helpers import figures_from_snapshot, figures_from_stats
 
 MiB = 1 << 20
@@ -67,8 +66,12 @@ def test_the_cublas_failure_is_an_outside_allocator_oom():
     side, truth = _load("holder_cublas_oom")
     training = truth["training"]
     found = side["outside_allocator_oom"]
-    assert found == {**found, "library": "cuBLAS", "error": training["error_first_line"],
-                     "exception_type": training["exception_type"]}
+    assert found == {
+        **found,
+        "library": "cuBLAS",
+        "error": training["error_first_line"],
+        "exception_type": training["exception_type"],
+    }
     assert "CUBLAS_STATUS_ALLOC_FAILED" in found["error"] and "cublasCreate" in found["error"]
     assert training["phase"] == "backward" and training["allocator_oom"] is False
     # Innermost last: the training's backward call, into autograd's engine.

@@ -15,14 +15,13 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
+from capture_fakes import FakeBackend, FakeOutOfMemoryError
 
 from vramscope.capture import gpu, record
 from vramscope.capture.backend import set_backend
 from vramscope.viewer.model.analysis.gpu_accounting import gpu_accounting
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.reports.summary import format_text, summarize, summary_timeline
-
-from capture_fakes import FakeBackend, FakeOutOfMemoryError
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -58,8 +57,16 @@ class GpuFake(FakeBackend):
     def oom(self, size: int) -> None:
         self.num_ooms += 1
         if self.history is not None:
-            self.trace.append({"action": "oom", "addr": 0, "size": size, "stream": 0,
-                               "device_free": self.free, "frames": []})
+            self.trace.append(
+                {
+                    "action": "oom",
+                    "addr": 0,
+                    "size": size,
+                    "stream": 0,
+                    "device_free": self.free,
+                    "frames": [],
+                }
+            )
         for obs in self.observers:
             obs(0, size, self.limit, self.free)
         raise FakeOutOfMemoryError(f"CUDA out of memory. Tried to allocate {size} bytes.")
@@ -153,13 +160,27 @@ def test_the_oom_sidecar_records_the_whole_gpu_at_the_oom(fake, nvml, tmp_path):
     assert g["device"] == 0 and g["pid"] == os.getpid()
     assert (g["total_bytes"], g["free_bytes"]) == (TOTAL, FREE)
     assert g["uuid"] == "GPU-" + UUID and g["source"] == "nvml"
-    assert g["nvml_device"] == {"index": 1, "total_bytes": TOTAL, "used_bytes": TOTAL - FREE,
-                                "free_bytes": FREE}
+    assert g["nvml_device"] == {
+        "index": 1,
+        "total_bytes": TOTAL,
+        "used_bytes": TOTAL - FREE,
+        "free_bytes": FREE,
+    }
     assert g["processes"] == [
-        {"pid": OTHER_PID, "used_bytes": OTHER_BYTES, "name": "/usr/bin/python3",
-         "cmdline": "python train_old.py", "this_process": False},
-        {"pid": os.getpid(), "used_bytes": 3 * GiB + OUTSIDE, "name": "/usr/bin/python3",
-         "cmdline": None, "this_process": True},
+        {
+            "pid": OTHER_PID,
+            "used_bytes": OTHER_BYTES,
+            "name": "/usr/bin/python3",
+            "cmdline": "python train_old.py",
+            "this_process": False,
+        },
+        {
+            "pid": os.getpid(),
+            "used_bytes": 3 * GiB + OUTSIDE,
+            "name": "/usr/bin/python3",
+            "cmdline": None,
+            "this_process": True,
+        },
     ]
     assert "processes_missing" not in g and "error" not in g
     assert nvml.inits == 1  # once per process: the exit dump reused it
@@ -169,10 +190,22 @@ def test_the_sidecar_lists_every_nvml_device_with_its_free_memory(fake, nvml, tm
     rec = _oom_run(fake, tmp_path)
     g = _side(rec.last_oom_path)["gpu_memory"]
     assert g["devices"] == [
-        {"index": 0, "name": "NVIDIA H200", "uuid": OTHER_UUID, "total_bytes": OTHER_TOTAL,
-         "free_bytes": OTHER_FREE, "this_device": False},
-        {"index": 1, "name": "Fake GPU 24GB", "uuid": "GPU-" + UUID, "total_bytes": TOTAL,
-         "free_bytes": FREE, "this_device": True},
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "uuid": OTHER_UUID,
+            "total_bytes": OTHER_TOTAL,
+            "free_bytes": OTHER_FREE,
+            "this_device": False,
+        },
+        {
+            "index": 1,
+            "name": "Fake GPU 24GB",
+            "uuid": "GPU-" + UUID,
+            "total_bytes": TOTAL,
+            "free_bytes": FREE,
+            "this_device": True,
+        },
     ]
     assert "devices_missing" not in g
 
@@ -185,8 +218,7 @@ def test_a_device_nvml_cannot_read_is_listed_without_figures(fake, nvml, tmp_pat
     assert "GPU is lost" in first["error"]
 
 
-def test_without_nvml_the_devices_are_missing_and_the_dump_is_written(fake, monkeypatch,
-                                                                     tmp_path):
+def test_without_nvml_the_devices_are_missing_and_the_dump_is_written(fake, monkeypatch, tmp_path):
     monkeypatch.setattr(gpu, "_nvml_module", _no_nvml)
     monkeypatch.setattr(gpu, "_run_smi", lambda: "")
     rec = _oom_run(fake, tmp_path)
@@ -203,7 +235,8 @@ def test_the_accounting_adds_up_to_the_device_total_exactly(fake, nvml, tmp_path
     assert acc.this_process_bytes == 3 * GiB + OUTSIDE
     assert acc.outside_allocator_bytes == OUTSIDE
     assert [(h.pid, h.used_bytes, h.command) for h in acc.others] == [
-        (OTHER_PID, OTHER_BYTES, "python train_old.py")]
+        (OTHER_PID, OTHER_BYTES, "python train_old.py")
+    ]
     unexplained = TOTAL - FREE - 3 * GiB - OUTSIDE - OTHER_BYTES
     assert acc.unexplained_bytes == unexplained == 1034 * MiB
     assert sum(n for _, n, _ in acc.rows()) == TOTAL
@@ -224,16 +257,21 @@ def test_the_oom_verdict_names_who_held_the_full_gpu(fake, nvml, tmp_path):
         "free), and without pid 4121 its new 2.00 GiB segment would have fitted (19.50 GiB "
         "free); device 0 (NVIDIA H200) has 131.20 GiB free: CUDA_VISIBLE_DEVICES=0; within "
         "the 3.00 GiB: capacity: every segment is full and the GPU has too little free "
-        "memory (2.00 MiB free on the device, a new segment needs 2.00 GiB)")
+        "memory (2.00 MiB free on the device, a new segment needs 2.00 GiB)"
+    )
     acc = s["gpu_accounting"]
     assert acc["known"] and acc["total_bytes"] == TOTAL
     assert sum(r["bytes"] for r in acc["rows"]) == TOTAL
     assert [r["kind"] for r in acc["rows"]] == [
-        "reserved", "outside_allocator", "process", "unexplained", "free"]
+        "reserved",
+        "outside_allocator",
+        "process",
+        "unexplained",
+        "free",
+    ]
     text = format_text(s).splitlines()
-    head = text.index("the whole GPU (device 0, at the oom dump, processes from NVML): "
-                      "24.00 GiB")
-    assert text[head + 1:head + 6] == [
+    head = text.index("the whole GPU (device 0, at the oom dump, processes from NVML): 24.00 GiB")
+    assert text[head + 1 : head + 6] == [
         "    3.00 GiB  this process: reserved by PyTorch",
         "  500.00 MiB  this process: outside the allocator (CUDA context, cuBLAS/cuDNN, "
         "NCCL, other libraries)",
@@ -266,16 +304,21 @@ def test_at_the_process_limit_the_verdict_names_nobody(fake, nvml, tmp_path):
 def test_without_nvml_nvidia_smi_gives_the_processes_of_this_gpu(fake, monkeypatch, tmp_path):
     monkeypatch.setattr(gpu, "_nvml_module", _no_nvml)
     monkeypatch.setattr(gpu, "_read_cmdline", CMDLINES.get)
-    answer = (f"GPU-{UUID}, {OTHER_PID}, 19968, /usr/bin/python3\n"
-              f"GPU-ffffffff-0000-0000-0000-000000000000, 777, 1000, /usr/bin/other\n"
-              f"GPU-{UUID}, {os.getpid()}, 3572, /usr/bin/python3\n"
-              f"GPU-{UUID}, 99, [N/A], /usr/bin/quiet, with a comma\n")
+    answer = (
+        f"GPU-{UUID}, {OTHER_PID}, 19968, /usr/bin/python3\n"
+        f"GPU-ffffffff-0000-0000-0000-000000000000, 777, 1000, /usr/bin/other\n"
+        f"GPU-{UUID}, {os.getpid()}, 3572, /usr/bin/python3\n"
+        f"GPU-{UUID}, 99, [N/A], /usr/bin/quiet, with a comma\n"
+    )
     monkeypatch.setattr(gpu, "_run_smi", lambda: answer)
     rec = _oom_run(fake, tmp_path)
     g = _side(rec.last_oom_path)["gpu_memory"]
     assert g["source"] == "nvidia-smi"
     assert [(p["pid"], p["used_bytes"], p["this_process"]) for p in g["processes"]] == [
-        (OTHER_PID, 19968 * MiB, False), (os.getpid(), 3572 * MiB, True), (99, None, False)]
+        (OTHER_PID, 19968 * MiB, False),
+        (os.getpid(), 3572 * MiB, True),
+        (99, None, False),
+    ]
     assert g["processes"][2]["name"] == "/usr/bin/quiet, with a comma"
     acc = gpu_accounting(load_snapshot(rec.last_oom_path, use_cache=False))
     assert acc.outside_allocator_bytes == 3572 * MiB - 3 * GiB
@@ -284,13 +327,17 @@ def test_without_nvml_nvidia_smi_gives_the_processes_of_this_gpu(fake, monkeypat
     assert any("pid 99" in n and "residual" in n for n in acc.notes)
 
 
-@pytest.mark.parametrize("failure,reason", [
-    (FileNotFoundError("nvidia-smi"), "neither NVML (nvidia-ml-py) nor nvidia-smi"),
-    (subprocess.TimeoutExpired("nvidia-smi", 2.0), "did not answer within 2 s"),
-    (RuntimeError("nvidia-smi exited with 9: NVIDIA-SMI has failed"), "exited with 9"),
-])
-def test_a_failing_process_list_leaves_a_reason_and_the_dump(fake, monkeypatch, tmp_path,
-                                                            failure, reason):
+@pytest.mark.parametrize(
+    "failure,reason",
+    [
+        (FileNotFoundError("nvidia-smi"), "neither NVML (nvidia-ml-py) nor nvidia-smi"),
+        (subprocess.TimeoutExpired("nvidia-smi", 2.0), "did not answer within 2 s"),
+        (RuntimeError("nvidia-smi exited with 9: NVIDIA-SMI has failed"), "exited with 9"),
+    ],
+)
+def test_a_failing_process_list_leaves_a_reason_and_the_dump(
+    fake, monkeypatch, tmp_path, failure, reason
+):
     monkeypatch.setattr(gpu, "_nvml_module", _no_nvml)
 
     def fail():

@@ -13,51 +13,68 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from capture_fakes import FakeBackend, FakeOutOfMemoryError
+from capture_helpers import run_fake_capture, run_python, sidecar, snapshots
 
 from vramscope.capture import outside, record
 from vramscope.capture.backend import set_backend
-
-from capture_fakes import FakeBackend, FakeOutOfMemoryError
-from capture_helpers import run_fake_capture, run_python, sidecar, snapshots
 
 MiB = 1 << 20
 GiB = 1 << 30
 
 CUBLAS = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
-CUBLASLT = ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasLtMatmul( ltHandle, "
-            "computeDesc.descriptor(), &alpha_val, mat1_ptr, Adesc.descriptor(), ...)`")
+CUBLASLT = (
+    "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasLtMatmul( ltHandle, "
+    "computeDesc.descriptor(), &alpha_val, mat1_ptr, Adesc.descriptor(), ...)`"
+)
 CUDNN = "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"
 CUDNN9 = "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"
-CUDA_OOM = ("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at "
-            "some other API call, so the stacktrace below might be incorrect.\nFor debugging "
-            "consider passing CUDA_LAUNCH_BLOCKING=1")
+CUDA_OOM = (
+    "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at "
+    "some other API call, so the stacktrace below might be incorrect.\nFor debugging "
+    "consider passing CUDA_LAUNCH_BLOCKING=1"
+)
 CUDA_EXT = "my_ext.cu:88: cudaMalloc failed: cudaErrorMemoryAllocation"
-NCCL = ("NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
-        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
-        "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
-        "Cuda failure 'out of memory'")
+NCCL = (
+    "NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+    "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
+    "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+    "Cuda failure 'out of memory'"
+)
 NCCL_CALLOC = "NCCL WARN Failed to CUDA calloc 10485760 bytes"
 
 
-@pytest.mark.parametrize("text, library", [
-    (CUBLAS, "cuBLAS"), (CUBLASLT, "cuBLASLt"), (CUDNN, "cuDNN"), (CUDNN9, "cuDNN"),
-    (CUDA_OOM, "CUDA"), (CUDA_EXT, "CUDA"), ("CUDA driver error: out of memory", "CUDA"),
-    (NCCL, "NCCL"), (NCCL_CALLOC, "NCCL"),
-])
+@pytest.mark.parametrize(
+    "text, library",
+    [
+        (CUBLAS, "cuBLAS"),
+        (CUBLASLT, "cuBLASLt"),
+        (CUDNN, "cuDNN"),
+        (CUDNN9, "cuDNN"),
+        (CUDA_OOM, "CUDA"),
+        (CUDA_EXT, "CUDA"),
+        ("CUDA driver error: out of memory", "CUDA"),
+        (NCCL, "NCCL"),
+        (NCCL_CALLOC, "NCCL"),
+    ],
+)
 def test_each_library_s_allocation_failure_is_named(text, library):
     assert outside.library_of(text) == library
 
 
-@pytest.mark.parametrize("text", [
-    # The allocator's own OOM: its observer dumps it, with the request.
-    "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.1 GiB",
-    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, ...)`",
-    "CUDA error: an illegal memory access was encountered",
-    "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",  # host memory
-    "NCCL error in: ProcessGroupNCCL.cpp:1970, internal error, NCCL version 2.27.3",
-    "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The allocator's own OOM: its observer dumps it, with the request.
+        "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.1 GiB",
+        "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, ...)`",
+        "CUDA error: an illegal memory access was encountered",
+        "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",  # host memory
+        "NCCL error in: ProcessGroupNCCL.cpp:1970, internal error, NCCL version 2.27.3",
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes",
+        "",
+    ],
+)
 def test_other_errors_are_not_outside_allocator_ooms(text):
     assert outside.library_of(text) is None
 
@@ -116,8 +133,10 @@ def test_record_writes_an_oom_snapshot_and_the_exception_goes_on_unchanged(tmp_p
     # Innermost last: the library call, then the step, then this test.
     assert found["stack"][-1].endswith(" library_call")
     assert found["stack"][-2].endswith(" backward_step")
-    assert any(f.endswith(" test_record_writes_an_oom_snapshot_and_the_exception_goes_on_"
-                          "unchanged") for f in found["stack"])
+    assert any(
+        f.endswith(" test_record_writes_an_oom_snapshot_and_the_exception_goes_on_unchanged")
+        for f in found["stack"]
+    )
     assert side["oom_message"] == CUBLAS
     # The whole-GPU table of that moment, and the allocator's counters beside it.
     assert side["gpu_memory"]["free_bytes"] == gpu.free == gpu.free_seen[0]
@@ -269,8 +288,7 @@ def test_start_without_a_with_block_writes_the_oom_snapshot_of_the_uncaught_erro
     [oom] = snapshots(out, "oom")
     found = sidecar(oom)["outside_allocator_oom"]
     assert found["library"] == "cuBLAS" and found["error"] == CUBLAS
-    assert found["stack"][-2].endswith(" backward") and found["stack"][-1].endswith(
-        " library_call")
+    assert found["stack"][-2].endswith(" backward") and found["stack"][-1].endswith(" library_call")
     assert sidecar(oom)["memory_stats"]["reserved_bytes.all.current"] == 8 * MiB
     # The program's own hook ran after the dump, with the exception unchanged.
     assert f"program's hook: RuntimeError {CUBLAS}" in r.stderr

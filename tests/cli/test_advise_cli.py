@@ -18,8 +18,12 @@ KEYS = {"remedy", "predicted_peak_reserved_bytes", "saving_bytes", "method", "ch
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_advise_json_ranks_remedies_and_names_the_largest_batch():
@@ -33,8 +37,10 @@ def test_advise_json_ranks_remedies_and_names_the_largest_batch():
     assert peaks == sorted(peaks)
     assert {r["method"] for r in rem} == {"simulated", "estimated"}
     for r in rem:  # (a run that fits: what it needs is what it recorded)
-        assert r["saving_bytes"] == got["needed_peak_reserved_bytes"] - \
-            r["predicted_peak_reserved_bytes"]
+        assert (
+            r["saving_bytes"]
+            == got["needed_peak_reserved_bytes"] - r["predicted_peak_reserved_bytes"]
+        )
     assert got["needed_peak_reserved_bytes"] == got["recorded_peak_reserved_bytes"]
     assert any(r["remedy"].startswith("allocator:expandable_segments") for r in rem)
     # The largest batch is the safe side of the simulated runs: b fits; b + 1 does not, or
@@ -46,8 +52,10 @@ def test_advise_json_ranks_remedies_and_names_the_largest_batch():
     j = scaling.judge(case, 32)
     assert batch_scale.scaled_case(case, j, Fraction(b, 32)).simulate(None, limit).first_oom is None
     assert got["next_batch"] == b + 1
-    oom_next = batch_scale.scaled_case(case, j, Fraction(b + 1, 32)).simulate(
-        None, limit).first_oom is not None
+    oom_next = (
+        batch_scale.scaled_case(case, j, Fraction(b + 1, 32)).simulate(None, limit).first_oom
+        is not None
+    )
     assert oom_next or got["next_batch_may_fit"] is True
     margin = got["largest_batch_margin"]
     assert margin["bytes"] == limit - margin["predicted_peak_bytes"] > 0
@@ -79,8 +87,17 @@ def test_advise_bad_file_is_one_line(tmp_path):
 
 
 def test_whatif_batch_scale_rows_and_judgement():
-    out = vramscope("whatif", str(RESNET), "--batch-scale", "0.5", "--batch-scale", "1.5",
-                    "--batch", "32", "--json")
+    out = vramscope(
+        "whatif",
+        str(RESNET),
+        "--batch-scale",
+        "0.5",
+        "--batch-scale",
+        "1.5",
+        "--batch",
+        "32",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["batch_scale"] for r in rows] == [0.5, 1.5]
@@ -154,6 +171,7 @@ def test_advise_json_gives_the_range_of_an_estimated_batch_prediction():
             assert r["predicted_peak_is_estimate"] is False
     text = vramscope("advise", str(path), "--batch", "64", "--memory-limit", str(limit))
     from vramscope.viewer.model.core.units import format_bytes as fb
+
     assert f"(estimate, {fb(lo)} - {fb(hi)})" in text.stdout
 
 
@@ -161,8 +179,9 @@ def test_advise_json_batch_prediction_label_follows_the_one_rule():
     """GPT-2's recording has four odd-sized transients judged library workspaces: its batch
     prediction is an estimate (as whatif labels it), and no range is printed because
     every drawn size gives the same peak (a range of zero width is not a range)."""
-    out = vramscope("advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"),
-                    "--batch", "13", "--json")
+    out = vramscope(
+        "advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"), "--batch", "13", "--json"
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     batch = next(r for r in got["remedies"] if r["remedy"] == "smaller_batch")
@@ -182,8 +201,9 @@ def test_the_checkpointing_estimate_range_holds_the_real_checkpointed_run():
     point figure."""
     truth = json.loads((DATA / "truth" / "ckpt_gpt2_b13.json").read_text())
     real = truth["memory_stats"]["reserved_bytes.all.peak"]
-    out = vramscope("advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"),
-                    "--batch", "13", "--json")
+    out = vramscope(
+        "advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"), "--batch", "13", "--json"
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     ckpt = next(r for r in got["remedies"] if r["remedy"] == "gradient_checkpointing")
@@ -200,5 +220,6 @@ def test_advise_under_a_limit_below_the_recorded_peak_says_it_does_not_fit():
     out = vramscope("advise", str(RESNET), "--batch", "32", "--memory-limit", "1GiB")
     assert out.returncode == 0, out.stderr
     verdict = next(line for line in out.stdout.splitlines() if line.startswith("verdict:"))
-    assert verdict.startswith("verdict: does not fit: peak reserved 1.94 GiB is above the "
-                              "limit 1.00 GiB"), verdict
+    assert verdict.startswith(
+        "verdict: does not fit: peak reserved 1.94 GiB is above the limit 1.00 GiB"
+    ), verdict

@@ -19,8 +19,12 @@ GPT2_OOM = DATA / "gpt2_oom.pickle"
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_recorded_peak_is_the_counter_and_savings_count_from_the_needed_peak():
@@ -41,8 +45,15 @@ def test_every_remedy_carries_the_one_fits_word():
     assert out.returncode == 0, out.stderr
     rems = json.loads(out.stdout)["remedies"]
     for r in rems:
-        want = ("-" if r["fits"] is None else "maybe" if r["range_holds_limit"]
-                else "yes" if r["fits"] else "no")
+        want = (
+            "-"
+            if r["fits"] is None
+            else "maybe"
+            if r["range_holds_limit"]
+            else "yes"
+            if r["fits"]
+            else "no"
+        )
         assert r["fits_word"] == want, r["remedy"]
     # The recording's limit lies inside some estimate's range: "maybe", not yes/no.
     assert "maybe" in {r["fits_word"] for r in rems}

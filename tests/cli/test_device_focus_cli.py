@@ -25,8 +25,12 @@ GPT2 = DATA / "gpt2_oom.pickle"
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args, "--no-cache"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args, "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +42,10 @@ def three():
     return snap, oom_device
 
 
-@pytest.mark.parametrize("command", [["advise"], ["whatif", "--recommend"], ["summary"],
-                                     ["whatif", "--batch-scale", "0.5"]])
+@pytest.mark.parametrize(
+    "command",
+    [["advise"], ["whatif", "--recommend"], ["summary"], ["whatif", "--batch-scale", "0.5"]],
+)
 def test_every_command_answers_for_the_oom_device_and_says_so(three, command):
     snap, oom_device = three
     assert oom_device != min(focus.devices_of(snap))  # "the first device" would miss it
@@ -77,7 +83,7 @@ def test_summary_gives_each_device_its_own_figures(three):
     assert sorted(heads) == [f"device {d}:" for d in focus.devices_of(snap)]
     for d in focus.devices_of(snap):
         own = memory_stats(snap, Selection(device=d))
-        block = lines[lines.index(f"device {d}:") + 1:][:4]
+        block = lines[lines.index(f"device {d}:") + 1 :][:4]
         assert block[0].startswith(f"  reserved {fb(own.reserved_bytes)}")
         assert f"largest free block {fb(own.largest_free_block_bytes)}" in block[2]
     got = json.loads(vramscope("summary", str(THREE_GPUS), "--json").stdout)
@@ -119,8 +125,11 @@ def test_batch_rows_of_a_transformer():
         shown = [line.strip() for line in row.splitlines() if line.strip().startswith("e.g.")]
         assert len(shown) == len(set(shown))
     assert examples
-    rows_json = json.loads(vramscope("whatif", str(GPT2), "--batch-scale", "0.5",
-                                     "--batch-scale", "2", "--json").stdout)
+    rows_json = json.loads(
+        vramscope(
+            "whatif", str(GPT2), "--batch-scale", "0.5", "--batch-scale", "2", "--json"
+        ).stdout
+    )
     table = [line for line in text.splitlines() if line.startswith("batch x")]
     assert len(table) == len(rows_json)
     for line, row in zip(table, rows_json):

@@ -13,8 +13,12 @@ from tests.model.test_ranks import make_rank_dir
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def counter_delta(name_a: str, name_b: str, key: str) -> int:
@@ -23,19 +27,28 @@ def counter_delta(name_a: str, name_b: str, key: str) -> int:
     return b[key] - a[key]
 
 
-@pytest.mark.parametrize("name_a,name_b", [("whatif_default", "whatif_expandable"),
-                                           ("resnet50_train", "gpt2_oom")])
+@pytest.mark.parametrize(
+    "name_a,name_b", [("whatif_default", "whatif_expandable"), ("resnet50_train", "gpt2_oom")]
+)
 def test_diff_json_deltas_are_counter_differences(name_a, name_b):
-    out = vramscope("diff", str(DATA / f"{name_a}.pickle"), str(DATA / f"{name_b}.pickle"),
-                    "--json", "--top", "3")
+    out = vramscope(
+        "diff",
+        str(DATA / f"{name_a}.pickle"),
+        str(DATA / f"{name_b}.pickle"),
+        "--json",
+        "--top",
+        "3",
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    for field, key in (("allocated_bytes", "allocated_bytes.all.current"),
-                       ("reserved_bytes", "reserved_bytes.all.current"),
-                       ("active_bytes", "active_bytes.all.current"),
-                       ("requested_bytes", "requested_bytes.all.current"),
-                       ("peak_reserved_bytes", "reserved_bytes.all.peak"),
-                       ("peak_allocated_bytes", "allocated_bytes.all.peak")):
+    for field, key in (
+        ("allocated_bytes", "allocated_bytes.all.current"),
+        ("reserved_bytes", "reserved_bytes.all.current"),
+        ("active_bytes", "active_bytes.all.current"),
+        ("requested_bytes", "requested_bytes.all.current"),
+        ("peak_reserved_bytes", "reserved_bytes.all.peak"),
+        ("peak_allocated_bytes", "allocated_bytes.all.peak"),
+    ):
         assert d[f"delta_{field}"] == counter_delta(name_a, name_b, key), field
     assert d["a"]["file"].endswith(f"{name_a}.pickle")
     assert d["b"]["file"].endswith(f"{name_b}.pickle")
@@ -48,8 +61,14 @@ def test_diff_json_deltas_are_counter_differences(name_a, name_b):
 
 
 def test_diff_text_by_line():
-    out = vramscope("diff", str(DATA / "whatif_default.pickle"),
-                    str(DATA / "whatif_expandable.pickle"), "--by", "line", "--no-peaks")
+    out = vramscope(
+        "diff",
+        str(DATA / "whatif_default.pickle"),
+        str(DATA / "whatif_expandable.pickle"),
+        "--by",
+        "line",
+        "--no-peaks",
+    )
     assert out.returncode == 0, out.stderr
     assert "0 added, 0 removed, 2 changed" in out.stdout
     assert "reserved" in out.stdout and "-1.98 GiB" in out.stdout
@@ -62,17 +81,21 @@ SITES_HEADER = "live bytes at each side's peak by allocation site"
 def _site_rows(lines: list[str], at: int) -> list[str]:
     """The indented rows under the sites' header at line ``at``."""
     rows = []
-    for line in lines[at + 1:]:
+    for line in lines[at + 1 :]:
         if not line.startswith("  "):
             break
         rows.append(line)
     return rows
 
 
-@pytest.mark.parametrize("a,b", [
-    (DATA / "whatif_default.pickle", DATA / "whatif_expandable.pickle"),
-    (DATA / "truth" / "gpt2_adamw_fp32.pickle.xz", DATA / "truth" / "gpt2_leak.pickle.xz")],
-    ids=["allocator setting", "leak added"])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        (DATA / "whatif_default.pickle", DATA / "whatif_expandable.pickle"),
+        (DATA / "truth" / "gpt2_adamw_fp32.pickle.xz", DATA / "truth" / "gpt2_leak.pickle.xz"),
+    ],
+    ids=["allocator setting", "leak added"],
+)
 def test_diff_lists_the_sites_that_differ_never_a_bare_header(a, b):
     """The aligned part's sites: only those whose bytes differ, under the header; with
     none, one line says so. ``--json`` carries the same statuses and counts."""
@@ -87,18 +110,25 @@ def test_diff_lists_the_sites_that_differ_never_a_bare_header(a, b):
     assert len(at) == 1, out.stdout
     rows = _site_rows(lines, at[0])
     if not differ:
-        assert lines[at[0]] == (f"{SITES_HEADER}: no site differs ({len(sites)} sites hold "
-                                "the same bytes on both sides)")
+        assert lines[at[0]] == (
+            f"{SITES_HEADER}: no site differs ({len(sites)} sites hold "
+            "the same bytes on both sides)"
+        )
         assert rows == []
     else:
         assert lines[at[0]] == f"{SITES_HEADER}, largest change first:"
-        listed, rest = rows[:len(differ)], rows[len(differ):]
+        listed, rest = rows[: len(differ)], rows[len(differ) :]
         for row, site in zip(listed, differ):
             assert site["frame"] in row and f" {site['status']} " in row, row
             assert row.split()[0] != "0", row  # never a row of "0 B"
-        assert rest == ([f"  ({same} site{'s' if same > 1 else ''} "
-                         f"hold{'s' if same == 1 else ''} the same bytes on both sides)"]
-                        if same else [])
+        assert rest == (
+            [
+                f"  ({same} site{'s' if same > 1 else ''} "
+                f"hold{'s' if same == 1 else ''} the same bytes on both sides)"
+            ]
+            if same
+            else []
+        )
     # --json: the same rule ("unchanged" where the bytes are the same) and the counts
     for site in sites:
         assert (site["status"] == "unchanged") == (site["a_bytes"] == site["b_bytes"]), site
@@ -108,14 +138,20 @@ def test_diff_lists_the_sites_that_differ_never_a_bare_header(a, b):
 
 def test_diff_text_names_the_ooms_of_each_side():
     """Regression: the text diff never mentioned OOMs."""
-    out = vramscope("diff", str(DATA / "resnet50_train.pickle"),
-                    str(DATA / "fragmentation_oom.pickle"), "--no-peaks")
+    out = vramscope(
+        "diff",
+        str(DATA / "resnet50_train.pickle"),
+        str(DATA / "fragmentation_oom.pickle"),
+        "--no-peaks",
+    )
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("OOMs"))
     assert row.split()[-3:] == ["0", "2", "+2"], row
     assert "A's" not in out.stdout  # A ran without an OOM
-    assert ("B's last OOM: 8.00 MiB requested on device 0: fragmentation: 1.74 GiB is free "
-            "inside 178 segments of the large pool") in out.stdout
+    assert (
+        "B's last OOM: 8.00 MiB requested on device 0: fragmentation: 1.74 GiB is free "
+        "inside 178 segments of the large pool"
+    ) in out.stdout
 
 
 def test_diff_bad_input_exit_2_one_line(tmp_path):
@@ -156,9 +192,12 @@ def test_summary_of_a_real_torchrun_directory():
 
     from tests.conftest import DATA as _DATA
 
-    out = _sp.run([_sys.executable, "-m", "vramscope.viewer", "summary",
-                   str(_DATA / "ddp_2ranks"), "--json"], capture_output=True, text=True,
-                  timeout=120)
+    out = _sp.run(
+        [_sys.executable, "-m", "vramscope.viewer", "summary", str(_DATA / "ddp_2ranks"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     summary = _json.loads(out.stdout)
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]

@@ -36,12 +36,27 @@ def _with_devices(tmp_path: Path, name: str, others: list[tuple[int, int]]) -> t
     shutil.copy(HOLDER / f"{name}.pickle.xz", snap)
     side = json.loads((HOLDER / f"{name}.json").read_text())
     g = side["gpu_memory"]
-    g["devices"] = [{"index": 0, "name": "NVIDIA H200", "uuid": g["uuid"],
-                     "total_bytes": g["total_bytes"], "free_bytes": g["free_bytes"],
-                     "this_device": True}]
-    g["devices"] += [{"index": i, "name": "NVIDIA H200", "uuid": f"GPU-{i:08d}",
-                      "total_bytes": g["total_bytes"], "free_bytes": free,
-                      "this_device": False} for i, free in others]
+    g["devices"] = [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "uuid": g["uuid"],
+            "total_bytes": g["total_bytes"],
+            "free_bytes": g["free_bytes"],
+            "this_device": True,
+        }
+    ]
+    g["devices"] += [
+        {
+            "index": i,
+            "name": "NVIDIA H200",
+            "uuid": f"GPU-{i:08d}",
+            "total_bytes": g["total_bytes"],
+            "free_bytes": free,
+            "this_device": False,
+        }
+        for i, free in others
+    ]
     (tmp_path / f"{name}.json").write_text(json.dumps(side))
     return snap, side
 
@@ -73,8 +88,7 @@ def test_the_freest_other_device_with_room_is_named_everywhere(tmp_path):
         assert f"; {words}" in verdict and verdict in text
         assert a["verdict"].endswith(verdict)
         first = a["remedies"][0]
-        assert first["remedy"] == "free_gpu" and first["title"].endswith(
-            ", or pick a freer device")
+        assert first["remedy"] == "free_gpu" and first["title"].endswith(", or pick a freer device")
         assert first["change"].endswith(f"; or run on another device: {words}")
 
 
@@ -83,8 +97,10 @@ def test_without_a_device_with_room_it_says_so(tmp_path):
         snap, side = _with_devices(tmp_path, name, [(1, 2 << 30), (2, 5 << 30)])
         need = _need(side)
         assert need > 5 << 30
-        words = (f"no other device had room for the run's {fb(need)} (the freest, device 2 "
-                 f"(NVIDIA H200), had {fb(5 << 30)} free)")
+        words = (
+            f"no other device had room for the run's {fb(need)} (the freest, device 2 "
+            f"(NVIDIA H200), had {fb(5 << 30)} free)"
+        )
         text, verdict, a = _said(snap, name)
         assert f"; {words}" in verdict and verdict in text
         assert "CUDA_VISIBLE_DEVICES" not in verdict
@@ -95,7 +111,7 @@ def test_without_a_device_with_room_it_says_so(tmp_path):
 
 def test_without_the_device_list_nothing_is_claimed_about_other_devices():
     for name in ("holder_allocator_oom", "holder_cublas_oom"):
-        text, verdict, a = _said(HOLDER / f"{name}.pickle.xz", name)
+        _text, verdict, a = _said(HOLDER / f"{name}.pickle.xz", name)
         assert "other device" not in verdict and "CUDA_VISIBLE_DEVICES=" not in verdict
         assert "`CUDA_VISIBLE_DEVICES=N`" in a["remedies"][0]["change"]
 
@@ -109,15 +125,16 @@ def test_after_cublas_s_failure_no_batch_is_claimed_to_fit_the_allocator_s_limit
     # stayed within it (its peak is the limit's reserved part) and still died.
     assert a["recorded_peak_reserved_bytes"] <= lim
     assert a["largest_scale_that_fits"] is None and a["largest_batch_that_fits"] is None
-    want = (f"the run died outside PyTorch's allocator (cuBLAS, "
-            f"{fb(side['gpu_memory']['free_bytes'])} free on the GPU): the {fb(lim)} limit "
-            "counts the allocator alone, within which the recorded batch stayed and still "
-            "failed, so no batch is judged to fit it")
+    want = (
+        f"the run died outside PyTorch's allocator (cuBLAS, "
+        f"{fb(side['gpu_memory']['free_bytes'])} free on the GPU): the {fb(lim)} limit "
+        "counts the allocator alone, within which the recorded batch stayed and still "
+        "failed, so no batch is judged to fit it"
+    )
     assert a["batch_not_judged"] == want
     lines = vramscope("advise", str(snap)).splitlines()
     assert f"largest batch that fits: not judged: {want}" in lines
     assert not any(ln.startswith("largest batch scale that fits") for ln in lines)
     # An allocator OOM's batch is judged as before.
-    b = json.loads(vramscope("advise", str(HOLDER / "holder_allocator_oom.pickle.xz"),
-                             "--json"))
+    b = json.loads(vramscope("advise", str(HOLDER / "holder_allocator_oom.pickle.xz"), "--json"))
     assert b["batch_not_judged"] is None and b["largest_scale_that_fits"] is not None

@@ -16,11 +16,18 @@ import pytest
 
 from tests.cli.test_mcp import answer, with_server
 from tests.gpu_verdicts import (
-    HOLDER, cublas_verdict, derive_outside_oom, figures, holder_verdict, load, truths,
-    vramscope, wholly_free_segments,
+    HOLDER,
+    cublas_verdict,
+    derive_outside_oom,
+    figures,
+    holder_verdict,
+    load,
+    truths,
+    vramscope,
+    wholly_free_segments,
 )
-from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.analysis.oom import last_oom
+from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.io.load import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +54,7 @@ def recording(request):
 
 
 def test_summary_says_the_other_process_first_in_text_and_json(recording):
-    truth, snap, side, verdict = recording
+    truth, snap, _side, verdict = recording
     text = vramscope("summary", str(snap)).splitlines()
     at = next(i for i, line in enumerate(text) if line.startswith("OOM on device 0"))
     assert text[at + 1] == f"  {verdict}"
@@ -85,14 +92,15 @@ def test_advise_leads_with_the_other_process(recording):
     # The allocator held more before the other process took the room: said beside it.
     peak = side["memory_stats"]["reserved_bytes.all.peak"]
     note = f"; it held {fb(peak)} earlier in the run: other processes took room meanwhile"
-    assert a["memory_limit_source"] == ("reserved + the GPU's free memory at the OOM"
-                                        + (note if peak > could else ""))
+    assert a["memory_limit_source"] == (
+        "reserved + the GPU's free memory at the OOM" + (note if peak > could else "")
+    )
     # Allocator settings are offered only where they make the run fit.
     assert all(r["fits"] for r in a["remedies"] if r["remedy"].startswith("allocator:"))
 
 
 def test_mcp_says_what_the_cli_says(recording):
-    truth, snap, side, verdict = recording
+    _truth, snap, _side, verdict = recording
 
     async def session(client):
         s = answer(await client.call_tool("summary", {"file": str(snap)}))
@@ -131,17 +139,20 @@ def test_cublas_s_failure_names_the_holder_and_the_free_memory():
     assert first["predicted_peak_reserved_bytes"] == a["recorded_peak_reserved_bytes"]
     whole = wholly_free_segments(truth, side)
     assert whole > f["free"] and second["remedy"] == "empty_cache"
-    assert second["change"] == (f"call `torch.cuda.empty_cache()` before the call that "
-                                f"failed  [{own[-1]}]: {fb(whole)} of wholly free segments "
-                                f"go back to the GPU, where cuBLAS can allocate (the GPU "
-                                f"had {fb(f['free'])} free)")
+    assert second["change"] == (
+        f"call `torch.cuda.empty_cache()` before the call that "
+        f"failed  [{own[-1]}]: {fb(whole)} of wholly free segments "
+        f"go back to the GPU, where cuBLAS can allocate (the GPU "
+        f"had {fb(f['free'])} free)"
+    )
     # What the allocator could have had: its reserved then plus the free memory.
     assert a["memory_limit_bytes"] == f["reserved"] + f["free"]
 
     async def session(client):
         s = answer(await client.call_tool("summary", {"file": str(snap)}))
-        return json.loads(s), json.loads(answer(await client.call_tool(
-            "advise", {"file": str(snap)})))
+        return json.loads(s), json.loads(
+            answer(await client.call_tool("advise", {"file": str(snap)}))
+        )
 
     s, a2 = with_server(session)
     assert s["outside_oom"]["verdict"] == want and a2["verdict"] == a["verdict"]
@@ -151,8 +162,7 @@ def test_an_oom_outside_the_allocator_is_explained(tmp_path):
     path, want = derive_outside_oom(TRUTHS[0], tmp_path)
     text = vramscope("summary", str(path)).splitlines()
     at = next(i for i, line in enumerate(text) if line.startswith("OOM outside"))
-    assert text[at] == ("OOM outside PyTorch's allocator on device 0 (cuBLAS) at "
-                        "train.py:41 step")
+    assert text[at] == ("OOM outside PyTorch's allocator on device 0 (cuBLAS) at train.py:41 step")
     assert text[at + 1] == f"  {want['verdict']}"
     d = json.loads(vramscope("summary", str(path), "--json"))
     assert d["oom"] is None and d["outside_oom"]["verdict"] == want["verdict"]

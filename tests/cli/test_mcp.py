@@ -26,8 +26,10 @@ try:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 except ImportError as exc:  # the suite installs the extra (make install-test): say so
-    raise ImportError("tests/cli/test_mcp.py needs the mcp extra: "
-                      "pip install -e '.[mcp]' (make install-test does)") from exc
+    raise ImportError(
+        "tests/cli/test_mcp.py needs the mcp extra: "
+        "pip install -e '.[mcp]' (make install-test does)"
+    ) from exc
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
@@ -42,13 +44,14 @@ MiB = 1 << 20
 def readme_server() -> dict:
     """The server entry of viewer/README.md's client configuration (what users paste)."""
     text = (ROOT / "viewer" / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Coding agents (MCP)"):]
+    section = text[text.index("## Coding agents (MCP)") :]
     block = re.search(r"^```json\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
     return json.loads(block.group(1))["mcpServers"]["vramscope"]
 
 
-def server_params(command: str = "vramscope", args: tuple[str, ...] = ("mcp",),
-                  env: dict[str, str] | None = None) -> StdioServerParameters:
+def server_params(
+    command: str = "vramscope", args: tuple[str, ...] = ("mcp",), env: dict[str, str] | None = None
+) -> StdioServerParameters:
     """The server as a client starts it.  The client passes on only a few safe
     variables (PATH, HOME...): the test cache and runtime directories go explicitly;
     PATH starts with this interpreter's scripts, where `vramscope` is installed."""
@@ -65,6 +68,7 @@ def server_params(command: str = "vramscope", args: tuple[str, ...] = ("mcp",),
 
 def with_server(session, **kw):
     """Run ``await session(client)`` against a fresh server process; its result."""
+
     async def main():
         async with Client(server_params(**kw), read_timeout_seconds=300) as client:
             return await session(client)
@@ -73,8 +77,13 @@ def with_server(session, **kw):
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def cli_json(*args: str):
@@ -109,15 +118,21 @@ def test_the_readme_command_line_serves_the_tools_and_the_recording_guide():
         guide = await client.read_resource(str(resources[0].uri))
         return tools, resources, guide
 
-    tools, resources, guide = with_server(session, command=entry["command"],
-                                          args=tuple(entry["args"]))
+    tools, resources, guide = with_server(
+        session, command=entry["command"], args=tuple(entry["args"])
+    )
     assert len(tools) == 7
     assert sorted(t.name for t in tools) == TOOLS
     by_name = {t.name: t for t in tools}
     assert by_name["summary"].input_schema["required"] == ["file"]
     assert by_name["diff"].input_schema["required"] == ["a", "b"]
     assert set(by_name["stack_at"].input_schema["properties"]) == {
-        "file", "event", "device", "limit", "all_frames"}
+        "file",
+        "event",
+        "device",
+        "limit",
+        "all_frames",
+    }
     for t in tools:
         assert t.description and "ctx" not in t.input_schema["properties"], t.name
     assert [str(r.uri) for r in resources] == ["vramscope://guide/record-a-snapshot"]
@@ -150,15 +165,15 @@ def test_advise_equals_the_cli_and_reports_progress():
         progress.append((value, total, message))
 
     async def session(client):
-        return await client.call_tool("advise", {"file": str(EXAMPLE), "batch": 8},
-                                      progress_callback=on_progress)
+        return await client.call_tool(
+            "advise", {"file": str(EXAMPLE), "batch": 8}, progress_callback=on_progress
+        )
 
     result = with_server(session)
     assert json.loads(answer(result)) == cli_json("advise", str(EXAMPLE), "--batch", "8")
     assert progress, "no progress notification"
     values = [p[0] for p in progress]
-    assert values == sorted(set(values)) and all(0 < v <= p[1] for v, p in
-                                                 zip(values, progress))
+    assert values == sorted(set(values)) and all(0 < v <= p[1] for v, p in zip(values, progress))
     assert all(p[2] for p in progress)
 
 
@@ -166,11 +181,13 @@ def test_whatif_equals_the_cli():
     settings = ["expandable_segments:True", "max_split_size_mb:64"]
 
     async def session(client):
-        return answer(await client.call_tool("whatif", {"file": str(EXAMPLE),
-                                                        "settings": settings}))
+        return answer(
+            await client.call_tool("whatif", {"file": str(EXAMPLE), "settings": settings})
+        )
 
     assert json.loads(with_server(session)) == cli_json(
-        "whatif", str(EXAMPLE), "--conf", settings[0], "--conf", settings[1])
+        "whatif", str(EXAMPLE), "--conf", settings[0], "--conf", settings[1]
+    )
 
 
 def test_diff_equals_the_cli():
@@ -187,8 +204,9 @@ def test_stack_at_lists_the_largest_live_allocations_with_their_stacks():
 
     async def session(client):
         at_oom = answer(await client.call_tool("stack_at", {"file": str(GPT2), "limit": 3}))
-        at_mid = answer(await client.call_tool("stack_at", {"file": str(GPT2), "event": mid,
-                                                            "limit": 500}))
+        at_mid = answer(
+            await client.call_tool("stack_at", {"file": str(GPT2), "event": mid, "limit": 500})
+        )
         return json.loads(at_oom), json.loads(at_mid)
 
     at_oom, at_mid = with_server(session)
@@ -224,17 +242,14 @@ def test_bad_input_gives_one_line_errors_and_the_server_stays_up(tmp_path):
         ("diff", {"a": str(hostile), "b": str(GPT2)}, str(hostile)),
         ("stack_at", {"file": str(GPT2), "event": 10**9}, "outside 0..25902"),
         ("stack_at", {"file": str(GPT2), "event": "soon"}, "event"),
-        ("whatif", {"file": str(EXAMPLE), "settings": ["no_such_option:1"]},
-         "no_such_option"),
+        ("whatif", {"file": str(EXAMPLE), "settings": ["no_such_option:1"]}, "no_such_option"),
         ("advise", {"file": str(EXAMPLE), "memory_limit": "-1GB"}, "positive"),
         ("summary", {}, "file"),
-        ("live_snapshot", {"pid": 2**22 + 12345, "path": str(tmp_path / "x.pickle")},
-         "no process"),
+        ("live_snapshot", {"pid": 2**22 + 12345, "path": str(tmp_path / "x.pickle")}, "no process"),
     ]
 
     async def session(client):
-        errors = [(await client.call_tool(name, args), expected)
-                  for name, args, expected in calls]
+        errors = [(await client.call_tool(name, args), expected) for name, args, expected in calls]
         after = await client.call_tool("summary", {"file": str(EXAMPLE)})
         return errors, after
 
@@ -265,10 +280,12 @@ def test_live_agents_and_live_snapshot(tmp_path):
 
         async def session(client):
             agents = answer(await client.call_tool("live_agents", {}))
-            saved = answer(await client.call_tool("live_snapshot", {"pid": target.pid,
-                                                                    "path": str(out)}))
-            no_agent = await client.call_tool("live_snapshot", {"pid": sleeper.pid,
-                                                                "path": str(out)})
+            saved = answer(
+                await client.call_tool("live_snapshot", {"pid": target.pid, "path": str(out)})
+            )
+            no_agent = await client.call_tool(
+                "live_snapshot", {"pid": sleeper.pid, "path": str(out)}
+            )
             return json.loads(agents), json.loads(saved), no_agent
 
         agents, saved, no_agent = with_server(session, env=env)
@@ -289,11 +306,19 @@ def test_live_agents_and_live_snapshot(tmp_path):
 
 
 def test_without_the_extra_one_line_names_it():
-    code = ("import sys; sys.modules['mcp'] = None; "
-            "from vramscope.viewer.cli import main; sys.exit(main(['mcp']))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, stdin=subprocess.DEVNULL)
+    code = (
+        "import sys; sys.modules['mcp'] = None; "
+        "from vramscope.viewer.cli import main; sys.exit(main(['mcp']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install '.[mcp]' in a clone of vramscope" in lines[0], \
+    assert len(lines) == 1 and "pip install '.[mcp]' in a clone of vramscope" in lines[0], (
         out.stderr
+    )

@@ -35,8 +35,9 @@ def blocks(text: str) -> list[tuple[str, str, int, int]]:
     return [(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
 
 
-def examples(text: str, strict: bool = True,
-             name: str = "README.md") -> list[tuple[list[str], str]]:
+def examples(
+    text: str, strict: bool = True, name: str = "README.md"
+) -> list[tuple[list[str], str]]:
     """(command lines, shown output) pairs of the Markdown ``text`` (of file ``name``);
     raises on a ```text block without a command (``strict=False``: skips it)."""
     found = []
@@ -45,12 +46,13 @@ def examples(text: str, strict: bool = True,
         if lang != "text":
             continue
         prev = bs[i - 1] if i else None
-        if prev is None or prev[0] != "sh" or text[prev[3]:start].strip():
+        if prev is None or prev[0] != "sh" or text[prev[3] : start].strip():
             if not strict:
                 continue
             line = text.count("\n", 0, start) + 1
-            raise AssertionError(f"{name}:{line}: a ```text example without its ```sh "
-                                 "command right before it")
+            raise AssertionError(
+                f"{name}:{line}: a ```text example without its ```sh command right before it"
+            )
         commands = [ln for ln in prev[1].splitlines() if ln.strip().startswith("vramscope ")]
         assert commands, f"no vramscope command before the example {body[:60]!r}"
         found.append((commands, body))
@@ -70,14 +72,18 @@ def readme_examples(strict: bool = True) -> list[tuple[str, list[str], str]]:
     found = []
     for path in READMES:
         name = path.relative_to(ROOT).as_posix()
-        found += [(name, commands, shown) for commands, shown in
-                  examples(path.read_text(encoding="utf-8"), strict, name)]
+        found += [
+            (name, commands, shown)
+            for commands, shown in examples(path.read_text(encoding="utf-8"), strict, name)
+        ]
     return found
 
 
 EXAMPLES = [(commands, shown) for _, commands, shown in readme_examples(strict=False)]
-IDS = [f"{name}: {commands[0].split('#')[0].strip()[:60]}"
-       for name, commands, _ in readme_examples(strict=False)]
+IDS = [
+    f"{name}: {commands[0].split('#')[0].strip()[:60]}"
+    for name, commands, _ in readme_examples(strict=False)
+]
 
 
 def test_every_readme_output_example_has_its_command():
@@ -96,14 +102,23 @@ def test_readme_example_is_what_its_command_prints(commands, shown, tmp_path):
     printed: list[str] = []
     for line in commands:
         args = shlex.split(line, comments=True)
-        out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args[1:]], cwd=ROOT,
-                             capture_output=True, text=True, timeout=300,
-                             env={**_env(), "VRAMSCOPE_CACHE_DIR": str(tmp_path / "cache")})
+        out = subprocess.run(
+            [sys.executable, "-m", "vramscope.viewer", *args[1:]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**_env(), "VRAMSCOPE_CACHE_DIR": str(tmp_path / "cache")},
+        )
         assert out.returncode == 0, (line, out.stderr)
         printed += [p.rstrip() for p in out.stdout.splitlines()]
     missing = [s for s in shown.splitlines() if s.strip() and not shown_line_appears(s, printed)]
-    assert not missing, "README shows lines its command does not print:\n" + "\n".join(
-        missing) + "\n--- printed:\n" + "\n".join(printed)
+    assert not missing, (
+        "README shows lines its command does not print:\n"
+        + "\n".join(missing)
+        + "\n--- printed:\n"
+        + "\n".join(printed)
+    )
 
 
 def test_the_checker_catches_a_wrong_example():

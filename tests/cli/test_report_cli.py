@@ -17,21 +17,30 @@ from tests import browser, shared_data
 from tests.conftest import DATA
 from vramscope.viewer.model.core.units import format_bytes
 from vramscope.viewer.model.remedies.advise import peak_text, peak_words
-from vramscope.viewer.model.reports.html_report import (DeviceSection, ReportParts,
-                                                        build_html)
+from vramscope.viewer.model.reports.html_report import DeviceSection, ReportParts, build_html
 
 GPT2_OOM = DATA / "gpt2_oom.pickle"
-THREE_GPUS = shared_data.SHARED / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+THREE_GPUS = (
+    shared_data.SHARED / "external" / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)
 WIDTH = 1400
 # A device section with the views of the window: every part of the page.
-ALL_PARTS = ["Figures", "What the memory is", "What would make it fit",
-             "Top allocation sites", "Views"]
+ALL_PARTS = [
+    "Figures",
+    "What the memory is",
+    "What would make it fit",
+    "Top allocation sites",
+    "Views",
+]
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def report(path: Path, out: Path, *more: str) -> str:
@@ -57,8 +66,13 @@ def _rows(page: str, device: int) -> list[str]:
 
 
 def _cells(page: str, device: int) -> list[list[str]]:
-    return [[re.sub(r"<[^>]+>", "", c).replace("&#x27;", "'") for c in
-             re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in _rows(page, device)]
+    return [
+        [
+            re.sub(r"<[^>]+>", "", c).replace("&#x27;", "'")
+            for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)
+        ]
+        for r in _rows(page, device)
+    ]
 
 
 def test_report_of_an_oom_in_chromium_says_what_advise_says(tmp_path):
@@ -75,9 +89,11 @@ def test_report_of_an_oom_in_chromium_says_what_advise_says(tmp_path):
     assert len(rows) == len(adv["remedies"]) > 0
     for cells, r in zip(rows, adv["remedies"]):
         rng = r["predicted_peak_reserved_range"]
-        assert cells[1] == peak_text(r["predicted_peak_reserved_bytes"],
-                                     tuple(rng) if rng else None,
-                                     r["predicted_peak_is_estimate"]), r["remedy"]
+        assert cells[1] == peak_text(
+            r["predicted_peak_reserved_bytes"],
+            tuple(rng) if rng else None,
+            r["predicted_peak_is_estimate"],
+        ), r["remedy"]
         assert cells[4] == r["fits_word"], r["remedy"]
     assert "maybe" in [c[4] for c in rows]  # (the limit inside an estimate's range)
     # An allocator setting changes no line of code: no empty code box in its row.
@@ -93,8 +109,7 @@ def test_report_of_three_gpus_has_a_section_each_in_chromium(tmp_path):
     ids = [s.split(":")[0] for s in m["sections"]]
     got = vramscope("advise", str(path), "--json")
     oom_device = json.loads(got.stdout)["device"]
-    assert ids[0] == f"device-{oom_device}" and sorted(ids) == ["device-0", "device-1",
-                                                                "device-2"]
+    assert ids[0] == f"device-{oom_device}" and sorted(ids) == ["device-0", "device-1", "device-2"]
     assert m["sections"][0] == f"device-{oom_device}:" + "|".join(ALL_PARTS)
     for s in m["sections"][1:]:  # the other devices: everything but the window's views
         assert s.split(":")[1] == "|".join(ALL_PARTS[:-1]), s
@@ -107,29 +122,52 @@ def test_report_of_three_gpus_has_a_section_each_in_chromium(tmp_path):
 def test_long_paths_wrap_at_1400_px(tmp_path):
     """A Where path, a leak's line and a site of 600 characters without a space."""
     long = "/very/deep/" + "x" * 600 + "/train.py:12"
-    sec = DeviceSection(0, figures=[("Reserved", "1.00 GiB")],
-                        leaks=[{"frame": long, "function": "f", "bytes_per_iteration": 1,
-                                "iterations": 2, "live_bytes": 3}],
-                        advice={"recorded_peak_reserved_bytes": 1 << 30,
-                                "needed_peak_reserved_bytes": 1 << 30,
-                                "remedies": [{"title": "t", "change": "c",
-                                              "where": long, "method": "simulated",
-                                              "predicted_peak_reserved_bytes": 1 << 29,
-                                              "saving_bytes": 1 << 29, "fits_word": "yes"}]},
-                        top_sites=[{"frame": long, "filename": long, "function": "f",
-                                    "bytes": 5 << 20, "count": 7}])
+    sec = DeviceSection(
+        0,
+        figures=[("Reserved", "1.00 GiB")],
+        leaks=[
+            {
+                "frame": long,
+                "function": "f",
+                "bytes_per_iteration": 1,
+                "iterations": 2,
+                "live_bytes": 3,
+            }
+        ],
+        advice={
+            "recorded_peak_reserved_bytes": 1 << 30,
+            "needed_peak_reserved_bytes": 1 << 30,
+            "remedies": [
+                {
+                    "title": "t",
+                    "change": "c",
+                    "where": long,
+                    "method": "simulated",
+                    "predicted_peak_reserved_bytes": 1 << 29,
+                    "saving_bytes": 1 << 29,
+                    "fits_word": "yes",
+                }
+            ],
+        },
+        top_sites=[
+            {"frame": long, "filename": long, "function": "f", "bytes": 5 << 20, "count": 7}
+        ],
+    )
     page = build_html(ReportParts(title=long, path=long, devices=[sec]))
     fits_in(page, tmp_path / "chromium")
 
 
-@pytest.mark.parametrize("args, says", [
-    (["/no/such/file.pickle"], "no such file"),
-    ([str(DATA)], "a directory"),
-    ([str(GPT2_OOM), "--device", "one"], "--device one: a device number"),
-    ([str(GPT2_OOM), "--device", "7"], "no device 7 in this snapshot"),
-    ([str(GPT2_OOM), "--timeout", "0"], "--timeout 0"),
-    (["ssh://host/x.pickle"], "needs a local file"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["/no/such/file.pickle"], "no such file"),
+        ([str(DATA)], "a directory"),
+        ([str(GPT2_OOM), "--device", "one"], "--device one: a device number"),
+        ([str(GPT2_OOM), "--device", "7"], "no device 7 in this snapshot"),
+        ([str(GPT2_OOM), "--timeout", "0"], "--timeout 0"),
+        (["ssh://host/x.pickle"], "needs a local file"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, says, tmp_path):
     out = tmp_path / "r.html"
     got = vramscope("report", *args, "-o", str(out))
@@ -147,8 +185,9 @@ def test_an_output_in_no_folder_is_one_line_and_exit_2(tmp_path):
     assert "no folder" in got.stderr
 
 
-@pytest.mark.parametrize("content, says", [(b"", "the file is empty"),
-                                           (b"garbage\n", "not a memory snapshot")])
+@pytest.mark.parametrize(
+    "content, says", [(b"", "the file is empty"), (b"garbage\n", "not a memory snapshot")]
+)
 def test_a_file_that_is_no_snapshot_is_one_line_and_exit_2(content, says, tmp_path):
     bad = tmp_path / "bad.pickle"
     bad.write_bytes(content)

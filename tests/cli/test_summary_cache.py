@@ -15,9 +15,13 @@ BIG = DATA / "gpt2_oom.pickle"  # over the 1 MiB below which nothing is cached
 
 def run(*args, cache, extra_env=None, python_args=()):
     env = dict(os.environ, VRAMSCOPE_CACHE_DIR=str(cache), **(extra_env or {}))
-    return subprocess.run([sys.executable, *python_args, "-m", "vramscope.viewer", "summary",
-                           *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, *python_args, "-m", "vramscope.viewer", "summary", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def wait_for_columns(cache, timeout=30.0) -> list:
@@ -56,8 +60,13 @@ def test_result_cache_can_be_switched_off_alone(tmp_path):
     cache = tmp_path / "cache"
     first = run(BIG, "--json", cache=cache)
     assert wait_for_columns(cache)
-    cols_only = run(BIG, "--json", cache=cache, extra_env={"VRAMSCOPE_NO_RESULT_CACHE": "1"},
-                    python_args=("-X", "importtime"))
+    cols_only = run(
+        BIG,
+        "--json",
+        cache=cache,
+        extra_env={"VRAMSCOPE_NO_RESULT_CACHE": "1"},
+        python_args=("-X", "importtime"),
+    )
     assert cols_only.stdout == first.stdout and "numpy" in cols_only.stderr
 
 
@@ -76,9 +85,14 @@ def test_another_spelling_of_the_same_file_prints_its_own_path(tmp_path):
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
 
     def run(path, cwd):
-        out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", path,
-                              "--json"], capture_output=True, text=True, cwd=cwd, env=env,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "vramscope.viewer", "summary", path, "--json"],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=env,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)["file"]
 

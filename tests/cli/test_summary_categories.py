@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -12,13 +13,27 @@ import pytest
 from tests.conftest import DATA
 from tests.synthetic_training import LEAK_LINE, MIB, training_run
 
-CATEGORIES = ["parameter", "gradient", "optimizer_state", "activation", "temporary", "input",
-              "kv_cache", "parameter_gathered", "communication", "unknown"]
+CATEGORIES = [
+    "parameter",
+    "gradient",
+    "optimizer_state",
+    "activation",
+    "temporary",
+    "input",
+    "kv_cache",
+    "parameter_gathered",
+    "communication",
+    "unknown",
+]
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("name", ["gpt2_oom", "resnet50_train", "whatif_default"])
@@ -32,10 +47,11 @@ def test_categories_at_peak_add_up_to_the_peak(name):
     assert split["parameter"] > 0 and split["optimizer_state"] > 0
     assert s["leaks"] == []
     its = s["iterations"]
-    assert its and all({"start_event", "end_event", "peak_bytes", "peak_phase"} <= it.keys()
-                       for it in its)
+    assert its and all(
+        {"start_event", "end_event", "peak_bytes", "peak_phase"} <= it.keys() for it in its
+    )
     assert max(it["peak_bytes"] for it in its) == s["peak_requested_bytes"]
-    assert all(a["end_event"] < b["start_event"] for a, b in zip(its, its[1:]))
+    assert all(a["end_event"] < b["start_event"] for a, b in itertools.pairwise(its))
 
 
 def test_at_gives_the_split_at_that_event():
@@ -72,5 +88,7 @@ def test_a_leak_is_named_in_json_and_words(tmp_path):
     assert s["leaked_bytes_at_peak"] > 0
     text = vramscope("summary", str(path), "--no-cache").stdout
     assert "of it kept by the leak below" in text
-    assert f"leak: train.py:{LEAK_LINE} (main) keeps 5.00 MiB per iteration " \
-           f"(8 iterations, 40.00 MiB now)" in text
+    assert (
+        f"leak: train.py:{LEAK_LINE} (main) keeps 5.00 MiB per iteration "
+        f"(8 iterations, 40.00 MiB now)" in text
+    )

@@ -11,17 +11,31 @@ import pytest
 from tests.bad_inputs import cases
 from tests.conftest import DATA, expected_for
 
-REQUIRED_KEYS = {"reserved_bytes", "allocated_bytes", "active_bytes", "requested_bytes",
-                 "segment_count", "inactive_split_bytes", "largest_free_block_bytes", "oom"}
+REQUIRED_KEYS = {
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "requested_bytes",
+    "segment_count",
+    "inactive_split_bytes",
+    "largest_free_block_bytes",
+    "oom",
+}
 
 
 def vramscope(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("name", ["fragmentation_oom", "capacity_oom", "cuda_graph_pool",
-                                  "whatif_expandable"])
+@pytest.mark.parametrize(
+    "name", ["fragmentation_oom", "capacity_oom", "cuda_graph_pool", "whatif_expandable"]
+)
 def test_summary_json(name):
     path = DATA / f"{name}.pickle"
     out = vramscope("summary", str(path), "--json")
@@ -89,8 +103,9 @@ def test_record_runs_a_script_under_capture(tmp_path):
     """`vramscope record` is the capture runner: the script's argv, __main__ and exit code."""
     pytest.importorskip("torch")
     script = tmp_path / "job.py"
-    script.write_text("import sys\nassert __name__ == '__main__'\n"
-                      "print('args', sys.argv[1:])\nsys.exit(7)\n")
+    script.write_text(
+        "import sys\nassert __name__ == '__main__'\nprint('args', sys.argv[1:])\nsys.exit(7)\n"
+    )
     out = vramscope("record", "--out", str(tmp_path / "snaps"), str(script), "a", "--b")
     assert out.returncode == 7, out.stderr
     assert "args ['a', '--b']" in out.stdout
@@ -164,14 +179,32 @@ def test_unknown_format_error_names_every_form_that_loads(tmp_path):
     out = vramscope("summary", str(bad))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "protocol 0-5" in out.stderr and "bz2" in out.stderr, out.stderr
-    segments = [{"device": 0, "address": 1 << 30, "total_size": 2 << 20, "stream": 0,
-                 "segment_type": "small", "allocated_size": 0, "active_size": 0,
-                 "requested_size": 0,
-                 "blocks": [{"address": 1 << 30, "size": 2 << 20, "requested_size": 0,
-                             "state": "inactive", "frames": []}]}]
-    for name, data in (("p0.pickle", pickle.dumps({"segments": segments}, protocol=0)),
-                       ("p1.pickle", pickle.dumps({"segments": segments}, protocol=1)),
-                       ("bz.pickle.bz2", bz2.compress(pickle.dumps({"segments": segments})))):
+    segments = [
+        {
+            "device": 0,
+            "address": 1 << 30,
+            "total_size": 2 << 20,
+            "stream": 0,
+            "segment_type": "small",
+            "allocated_size": 0,
+            "active_size": 0,
+            "requested_size": 0,
+            "blocks": [
+                {
+                    "address": 1 << 30,
+                    "size": 2 << 20,
+                    "requested_size": 0,
+                    "state": "inactive",
+                    "frames": [],
+                }
+            ],
+        }
+    ]
+    for name, data in (
+        ("p0.pickle", pickle.dumps({"segments": segments}, protocol=0)),
+        ("p1.pickle", pickle.dumps({"segments": segments}, protocol=1)),
+        ("bz.pickle.bz2", bz2.compress(pickle.dumps({"segments": segments}))),
+    ):
         (tmp_path / name).write_bytes(data)
         out = vramscope("summary", str(tmp_path / name), "--json", "--no-cache")
         assert out.returncode == 0, (name, out.stderr)
@@ -191,8 +224,10 @@ def test_summary_device_not_in_the_file_is_an_error():
     """Regression: `summary --device 1` on a one-device file was silently accepted."""
     out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "1", "--no-cache")
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == (f"vramscope: error: {DATA / 'gpt2_oom.pickle'}: no device 1 "
-                                  "in this snapshot (its devices: 0)")
+    assert out.stderr.strip() == (
+        f"vramscope: error: {DATA / 'gpt2_oom.pickle'}: no device 1 "
+        "in this snapshot (its devices: 0)"
+    )
     out = vramscope("summary", str(DATA / "gpt2_oom.pickle"), "--device", "0", "--at", "5")
     assert out.returncode == 0, out.stderr
 
@@ -210,10 +245,13 @@ def test_summary_of_a_wrapped_trace_says_what_the_window_cannot_show():
     out = vramscope("summary", str(path), "--no-cache")
     assert out.returncode == 0, out.stderr
     assert "(event 0)" not in out.stdout
-    assert "peak over the recorded window: reserved 1.34 GiB (already at the window's start)" \
+    assert (
+        "peak over the recorded window: reserved 1.34 GiB (already at the window's start)"
         in out.stdout
-    assert ("note: device 0's trace starts after 67 segments (1.34 GiB) already existed"
-            in out.stdout)
+    )
+    assert (
+        "note: device 0's trace starts after 67 segments (1.34 GiB) already existed" in out.stdout
+    )
     assert "shows none of their creation" in out.stdout and "no segment was created" in out.stdout
     summary = json.loads(vramscope("summary", str(path), "--json").stdout)
     (w,) = summary["windows"]
@@ -231,28 +269,51 @@ def test_summary_process_ends_after_its_output(tmp_path):
     columns, no atexit handlers), with the full output and its exit code; called with an
     argv list (tests, embedding) cli.main returns instead."""
     path = DATA / "fragmentation_oom.pickle"
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
-              "from vramscope.viewer.cli import main\n"
-              "sys.argv = ['vramscope'] + sys.argv[1:]\n"
-              "code = main() if sys.argv[1] == 'entry' else None\n"
-              "print('RETURNED', main(sys.argv[2:]), file=sys.stderr)\n")
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+        "from vramscope.viewer.cli import main\n"
+        "sys.argv = ['vramscope'] + sys.argv[1:]\n"
+        "code = main() if sys.argv[1] == 'entry' else None\n"
+        "print('RETURNED', main(sys.argv[2:]), file=sys.stderr)\n"
+    )
     env_args = ["--no-cache", "--json"]
-    entry = subprocess.run([sys.executable, "-c", script.replace("sys.argv[1] == 'entry'",
-                                                                 "True"),
-                            "summary", str(path), *env_args],
-                           capture_output=True, text=True, timeout=120)
+    entry = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script.replace("sys.argv[1] == 'entry'", "True"),
+            "summary",
+            str(path),
+            *env_args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert entry.returncode == 0, entry.stderr
     assert json.loads(entry.stdout)["oom"] is not None
     assert "TEARDOWN" not in entry.stderr and "RETURNED" not in entry.stderr
-    missing = subprocess.run([sys.executable, "-c", script.replace("sys.argv[1] == 'entry'",
-                                                                   "True"),
-                              "summary", str(tmp_path / "absent.pickle")],
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script.replace("sys.argv[1] == 'entry'", "True"),
+            "summary",
+            str(tmp_path / "absent.pickle"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 2 and "error" in missing.stderr
     assert "TEARDOWN" not in missing.stderr
-    embedded = subprocess.run([sys.executable, "-c", script, "x", "summary", str(path),
-                               *env_args], capture_output=True, text=True, timeout=120)
+    embedded = subprocess.run(
+        [sys.executable, "-c", script, "x", "summary", str(path), *env_args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert embedded.returncode == 0, embedded.stderr
     assert "RETURNED 0" in embedded.stderr and "TEARDOWN" in embedded.stderr
 
@@ -260,14 +321,27 @@ def test_summary_process_ends_after_its_output(tmp_path):
 def test_a_reader_that_leaves_early_gets_no_traceback():
     """`vramscope summary FILE --json | head -1`: the pipe closes under the writer (here
     before it writes at all, so even a short output meets it)."""
-    script = ("import os, sys\n"
-              "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
-              "from vramscope.viewer.cli import main\n"
-              "code = main(sys.argv[1:])\n"
-              "sys.stderr.write(f'CODE {code}\\n')\n")
-    out = subprocess.run([sys.executable, "-c", script, "summary",
-                          str(DATA / "fragmentation_oom.pickle"), "--json", "--no-cache"],
-                         capture_output=True, text=True, timeout=120)
+    script = (
+        "import os, sys\n"
+        "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+        "from vramscope.viewer.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "sys.stderr.write(f'CODE {code}\\n')\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "summary",
+            str(DATA / "fragmentation_oom.pickle"),
+            "--json",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
     assert "CODE 1" in out.stderr
 

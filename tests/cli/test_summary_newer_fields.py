@@ -13,8 +13,12 @@ from tests.snapshot_forms import raw_object, with_newer_fields
 
 
 def _summary(path, *args):
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", str(path), *args,
-                           "--no-cache"], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "summary", str(path), *args, "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_summary_reports_newer_fields(tmp_path):
@@ -27,9 +31,13 @@ def test_summary_reports_newer_fields(tmp_path):
     stats = expected_for(DATA / "fragmentation_oom.pickle")["memory_stats"]
     assert summary["reserved_bytes"] == stats["reserved_bytes.all.current"]  # host not added
     assert [d["device"] for d in summary["devices"]] == [0]
-    assert summary["host_memory"] == {"device": -1, "reserved_bytes": 6 << 20,
-                                      "allocated_bytes": 2 << 20, "segment_count": 2,
-                                      "trace_events": 5}
+    assert summary["host_memory"] == {
+        "device": -1,
+        "reserved_bytes": 6 << 20,
+        "allocated_bytes": 2 << 20,
+        "segment_count": 2,
+        "trace_events": 5,
+    }
     assert summary["allocation_annotations"] == len(facts["annotated"])
     assert summary["forward_stacks"] == len(facts["forward_rows"])
     assert summary["trace_overflowed"] is True and summary["trace_max_entries"] == 100_000
@@ -37,8 +45,10 @@ def test_summary_reports_newer_fields(tmp_path):
 
     text = _summary(path)
     assert text.returncode == 0, text.stderr
-    assert "pinned host memory (device 'host', not in the figures above): reserved 6.00 MiB" \
+    assert (
+        "pinned host memory (device 'host', not in the figures above): reserved 6.00 MiB"
         in text.stdout
+    )
     assert f"{len(facts['annotated'])} allocation annotations" in text.stdout
     assert "note: the allocator's trace ring overflowed" in text.stdout
 

@@ -13,14 +13,26 @@ from tests.conftest import DATA, expected_for
 
 
 def vramscope(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_json_prediction_matches_the_other_recording():
-    out = vramscope("whatif", str(DATA / "whatif_default.pickle"), "--conf",
-                    "expandable_segments:True", "--conf", "recorded", "--memory-limit",
-                    "10000000000", "--json")
+    out = vramscope(
+        "whatif",
+        str(DATA / "whatif_default.pickle"),
+        "--conf",
+        "expandable_segments:True",
+        "--conf",
+        "recorded",
+        "--memory-limit",
+        "10000000000",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["conf"] for r in rows] == ["expandable_segments:True", "recorded"]
@@ -36,8 +48,14 @@ def test_json_prediction_matches_the_other_recording():
 
 
 def test_text_names_the_oom_and_why():
-    out = vramscope("whatif", str(DATA / "fragmentation_oom.pickle"), "--conf", "recorded",
-                    "--conf", "expandable_segments:True")
+    out = vramscope(
+        "whatif",
+        str(DATA / "fragmentation_oom.pickle"),
+        "--conf",
+        "recorded",
+        "--conf",
+        "expandable_segments:True",
+    )
     assert out.returncode == 0, out.stderr
     assert "peak reserved" in out.stdout and "(inferred)" in out.stdout
     assert "recorded: OOM at event" in out.stdout and "capacity" in out.stdout
@@ -45,8 +63,9 @@ def test_text_names_the_oom_and_why():
 
 
 def test_recommend_ranks_by_peak_reserved():
-    out = vramscope("whatif", str(DATA / "whatif_h200" / "whatif_default.pickle.xz"),
-                    "--recommend", "--json")
+    out = vramscope(
+        "whatif", str(DATA / "whatif_h200" / "whatif_default.pickle.xz"), "--recommend", "--json"
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert len(rows) >= 6 and "expandable_segments:True" in [r["conf"] for r in rows]
@@ -64,8 +83,7 @@ def test_json_oom_has_a_verdict():
     assert "largest block" in row["oom"]["verdict"]
 
 
-@pytest.mark.parametrize("conf", ["expandable_segments:Maybe", "max_split_size_mb:1",
-                                  "nonsense:3"])
+@pytest.mark.parametrize("conf", ["expandable_segments:Maybe", "max_split_size_mb:1", "nonsense:3"])
 def test_bad_conf_exits_2_with_one_line(conf):
     out = vramscope("whatif", str(DATA / "small_pool_mixed.pickle"), "--conf", conf)
     assert out.returncode == 2
@@ -98,15 +116,29 @@ def test_snapshot_without_trace_exits_2(tmp_path):
 
 def test_text_header_shows_the_given_memory_limit():
     """Regression: the header named the inferred limit while the table used --memory-limit."""
-    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
-                    "--memory-limit", "5GiB")
+    out = vramscope(
+        "whatif",
+        str(DATA / "gpt2_oom.pickle"),
+        "--conf",
+        "expandable_segments:True",
+        "--memory-limit",
+        "5GiB",
+    )
     assert out.returncode == 0, out.stderr
     head = out.stdout.splitlines()[0]
     assert "memory limit: 5.00 GiB (given" in head, head
     assert "the recording's: " in head and "(inferred)" in head  # named as the recording's
-    rows = json.loads(vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf",
-                                "expandable_segments:True", "--memory-limit", "5GiB",
-                                "--json").stdout)
+    rows = json.loads(
+        vramscope(
+            "whatif",
+            str(DATA / "gpt2_oom.pickle"),
+            "--conf",
+            "expandable_segments:True",
+            "--memory-limit",
+            "5GiB",
+            "--json",
+        ).stdout
+    )
     assert rows[0]["memory_limit_bytes"] == 5 << 30
 
 
@@ -118,8 +150,12 @@ def _whatif_on_a_terminal(*args: str) -> tuple[int, str, str]:
 
     master, slave = pty.openpty()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([sys.executable, "-m", "vramscope.viewer", "whatif", *args],
-                                stdout=out, stderr=slave, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vramscope.viewer", "whatif", *args],
+            stdout=out,
+            stderr=slave,
+            stdin=subprocess.DEVNULL,
+        )
         os.close(slave)
         chunks = []
         while True:
@@ -163,15 +199,17 @@ def test_wrapped_trace_says_what_the_window_cannot_show():
     row = next(line for line in out.stdout.splitlines() if line.startswith("expandable"))
     assert "1.34 GiB*" in row and "n/a*" in row and "+0.0%" not in row
     assert "recorded, not a prediction" in out.stdout
-    (d,) = json.loads(vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True",
-                                "--json").stdout)
+    (d,) = json.loads(
+        vramscope("whatif", str(WRAPPED), "--conf", "expandable_segments:True", "--json").stdout
+    )
     assert d["window_started_late"] and d["peak_reserved_is_window_start"]
     assert d["peak_reserved_vs_recorded"] is None
 
 
 def test_whole_recording_has_no_window_note():
-    out = vramscope("whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True",
-                    "--json")
+    out = vramscope(
+        "whatif", str(DATA / "gpt2_oom.pickle"), "--conf", "expandable_segments:True", "--json"
+    )
     (d,) = json.loads(out.stdout)
     assert not d["window_started_late"] and not d["peak_reserved_is_window_start"]
     assert isinstance(d["peak_reserved_vs_recorded"], float)

@@ -41,21 +41,75 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 DATA = ROOT / "tests" / "data"
-SEED_FILES = ["side_stream_pending.pickle", "cuda_graph_pool.pickle", "capacity_oom.pickle",
-              "ddp_2ranks/vm_pid592_rank0_cuda0_oom_20261121-073430-254.pickle"]
+SEED_FILES = [
+    "side_stream_pending.pickle",
+    "cuda_graph_pool.pickle",
+    "capacity_oom.pickle",
+    "ddp_2ranks/vm_pid592_rank0_cuda0_oom_20261121-073430-254.pickle",
+]
 HANG_SECONDS = 10.0
 MAX_INPUT = 1 << 16
 
 # Opcodes worth inserting: structure, memo, containers, refused ones, length-prefixed.
-INSERTS = [b"(", b"0", b"1", b"2", b"N", b"\x88", b"\x89", b"}", b"]", b")", b"\x8f", b"e", b"u",
-           b"a", b"s", b"t", b"l", b"d", b"\x90", b"\x91", b"\x85", b"\x86", b"\x87", b"\x94",
-           b"h\x00", b"h\x05", b"h\xff", b"j\x00\x00\x00\x00", b"j\xff\xff\xff\x7f", b"q\x00",
-           b"r\x00\x00\x00\x40", b"K\x07", b"J\xff\xff\xff\xff", b"\x8a\x09" + b"\x01" * 9,
-           b"\x8c\x06action", b"\x8c\x05alloc", b"\x8c\x0ddevice_traces", b"\x8c\x06frames",
-           b"\x8c\x04size", b"\x8c\x03N/A", b"X\xff\xff\xff\x00",
-           b"\x95" + struct.pack("<Q", 1 << 40),
-           b"c", b"\x93", b"R", b"b", b"\x81", b"\x82\x01", b"Q", b"\x97", b"G" + b"\x00" * 8,
-           b"I1\n", b"p0\n", b"g0\n", b"\x80\x05", b"\x80\x09", b"."]
+INSERTS = [
+    b"(",
+    b"0",
+    b"1",
+    b"2",
+    b"N",
+    b"\x88",
+    b"\x89",
+    b"}",
+    b"]",
+    b")",
+    b"\x8f",
+    b"e",
+    b"u",
+    b"a",
+    b"s",
+    b"t",
+    b"l",
+    b"d",
+    b"\x90",
+    b"\x91",
+    b"\x85",
+    b"\x86",
+    b"\x87",
+    b"\x94",
+    b"h\x00",
+    b"h\x05",
+    b"h\xff",
+    b"j\x00\x00\x00\x00",
+    b"j\xff\xff\xff\x7f",
+    b"q\x00",
+    b"r\x00\x00\x00\x40",
+    b"K\x07",
+    b"J\xff\xff\xff\xff",
+    b"\x8a\x09" + b"\x01" * 9,
+    b"\x8c\x06action",
+    b"\x8c\x05alloc",
+    b"\x8c\x0ddevice_traces",
+    b"\x8c\x06frames",
+    b"\x8c\x04size",
+    b"\x8c\x03N/A",
+    b"X\xff\xff\xff\x00",
+    b"\x95" + struct.pack("<Q", 1 << 40),
+    b"c",
+    b"\x93",
+    b"R",
+    b"b",
+    b"\x81",
+    b"\x82\x01",
+    b"Q",
+    b"\x97",
+    b"G" + b"\x00" * 8,
+    b"I1\n",
+    b"p0\n",
+    b"g0\n",
+    b"\x80\x05",
+    b"\x80\x09",
+    b".",
+]
 INTERESTING32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
 
 
@@ -91,7 +145,7 @@ def _opcode_starts(data: bytes) -> list[int]:
     try:
         for _, _, pos in pickletools.genops(data):
             starts.append(pos)
-    except Exception:  # noqa: BLE001 - a damaged seed: byte mutations only
+    except Exception:
         pass
     return starts
 
@@ -140,16 +194,16 @@ class Mutator:
             data[pos] = rng.randrange(256)
             return data
         if kind == 6:  # an interesting 32-bit value (lengths, memo ids)
-            data[pos:pos + 4] = struct.pack("<I", rng.choice(INTERESTING32))
+            data[pos : pos + 4] = struct.pack("<I", rng.choice(INTERESTING32))
             return data
         if kind == 7:  # truncate
             return data[:pos]
         if kind == 8:  # splice with another seed
             other = rng.choice(self.seeds)
             c = rng.randrange(len(other) + 1)
-            return data[:pos] + other[c:c + rng.randrange(1, 4096)]
+            return data[:pos] + other[c : c + rng.randrange(1, 4096)]
         # delete a range
-        return data[:pos] + data[pos + rng.randrange(1, 64):]
+        return data[:pos] + data[pos + rng.randrange(1, 64) :]
 
 
 def check(data: bytes) -> str:
@@ -205,8 +259,11 @@ def run_inputs(count: int, seed: int, report_every: int, crash_dir: Path) -> dic
         outcomes[tag] = outcomes.get(tag, 0) + 1
         if report_every and (i + 1) % report_every == 0:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-            print(f"{i + 1} inputs, {time.perf_counter() - start:.0f} s, peak RSS {rss} MiB, "
-                  f"{outcomes}", flush=True)
+            print(
+                f"{i + 1} inputs, {time.perf_counter() - start:.0f} s, peak RSS {rss} MiB, "
+                f"{outcomes}",
+                flush=True,
+            )
     return outcomes
 
 
@@ -217,8 +274,11 @@ def child(args) -> int:
     start = time.perf_counter()
     outcomes = run_inputs(args.inputs, args.seed, args.report_every, Path(args.crash_dir))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    print(f"done: {args.inputs} inputs in {time.perf_counter() - start:.1f} s, peak RSS {rss} MiB, "
-          f"outcomes {outcomes}", flush=True)
+    print(
+        f"done: {args.inputs} inputs in {time.perf_counter() - start:.1f} s, peak RSS {rss} MiB, "
+        f"outcomes {outcomes}",
+        flush=True,
+    )
     return 0
 
 
@@ -240,9 +300,18 @@ def atheris_main(args) -> int:  # pragma: no cover - optional tool
     def one(data: bytes) -> None:
         check(data)
 
-    atheris.Setup([sys.argv[0], f"-runs={args.inputs}", f"-rss_limit_mb={args.rss_mb}",
-                   f"-timeout={int(HANG_SECONDS)}", f"-max_len={MAX_INPUT}",
-                   f"-artifact_prefix={args.crash_dir}/", str(corpus)], one)
+    atheris.Setup(
+        [
+            sys.argv[0],
+            f"-runs={args.inputs}",
+            f"-rss_limit_mb={args.rss_mb}",
+            f"-timeout={int(HANG_SECONDS)}",
+            f"-max_len={MAX_INPUT}",
+            f"-artifact_prefix={args.crash_dir}/",
+            str(corpus),
+        ],
+        one,
+    )
     atheris.Fuzz()
     return 0
 
@@ -251,8 +320,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rss-mb", type=int, default=2048,
-                        help="address-space limit of the run (0: none)")
+    parser.add_argument(
+        "--rss-mb", type=int, default=2048, help="address-space limit of the run (0: none)"
+    )
     parser.add_argument("--report-every", type=int, default=50_000)
     parser.add_argument("--crash-dir", default="fuzz-findings")
     parser.add_argument("--atheris", action="store_true", help="run under atheris/libFuzzer")

@@ -12,7 +12,7 @@ from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.replay.timeline import build_timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import synthetic_training as syn  # noqa: E402
+import synthetic_training as syn
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

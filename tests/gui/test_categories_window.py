@@ -64,9 +64,13 @@ def test_colour_by_category_recolours_the_stacked_bands(qtbot, loaded, make_wind
     action.trigger()  # View > Colour by category
     assert w.categories.color_mode == "category"
     bd = w.categories.bd
-    want = np.array([QColor(c).rgba() for c in
-                     ("#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#bcbd22", "#17becf",
-                      "#9e9e9e")], np.uint32)
+    want = np.array(
+        [
+            QColor(c).rgba()
+            for c in ("#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#bcbd22", "#17becf", "#9e9e9e")
+        ],
+        np.uint32,
+    )
     ids = tl.layout_ids
     assert (tl.band_rgba == want[bd.category[ids]]).all()
     assert not (tl.band_rgba == site).all()
@@ -153,8 +157,9 @@ def test_opening_another_file_drops_the_old_breakdown(qtbot, loaded, load, path)
     w = opened(qtbot, loaded, LEAK)
     old = w.categories.bd
     assert load(w, path) == "loaded"
-    qtbot.waitUntil(lambda: w.categories.bd is not None and w.categories.bd is not old,
-                    timeout=30000)
+    qtbot.waitUntil(
+        lambda: w.categories.bd is not None and w.categories.bd is not old, timeout=30000
+    )
     assert w.categories.bd.n_events == w.doc.n_events(w.cursor_device)
 
 
@@ -188,4 +193,5 @@ def test_a_blocks_tooltip_says_what_it_is(qtbot, loaded):
     tip = w.map.block_tooltip(b)
     assert "parameter: " in tip
     assert tip.split("<br>")[-1] == bd.explain(w.vs.interval_of_block(b)).replace(
-        "&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        "&", "&amp;"
+    ).replace("<", "&lt;").replace(">", "&gt;")

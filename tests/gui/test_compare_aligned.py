@@ -17,17 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import BIG_XZ, DATA
 from PySide6.QtCore import QPointF, Qt
 
+from tests.snapshot_forms import raw_object
 from vramscope.viewer.model.categories import CATEGORY_LABELS, CATEGORY_NAMES, MemoryBreakdown
 from vramscope.viewer.model.core.units import format_bytes
 from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports import aligned
 from vramscope.viewer.model.reports.diff import signed_bytes
-from vramscope.viewer.model.replay.timeline import build_timeline
-
-from conftest import BIG_XZ, DATA  # noqa: E402  (tests/gui/conftest.py)
-from tests.snapshot_forms import raw_object
 
 TRUTH = DATA / "truth"
 LEAK = (TRUTH / "gpt2_leak.pickle.xz", TRUTH / "pair_gpt2_noleak.pickle.xz")
@@ -107,7 +106,7 @@ def check_axis(pane, al) -> None:
             n = chart.drawn_points(side, curve)
             # decimated to the pixel columns: min and max per column, never every event
             assert 0 < n <= 2 * max(chart.vb.width(), 200) + 4 < len(d.x)
-            xs, ys = chart.curves[(side, curve)].getData()
+            _xs, ys = chart.curves[(side, curve)].getData()
             assert ys.max() == d.curves[curve].max()  # the peak survives decimation
     legend = chart.legend.text()
     assert f"A: {r.a.doc.name}" in legend and f"B: {r.b.doc.name}" in legend
@@ -144,7 +143,7 @@ def check_categories(pane) -> None:
     assert got == want
     names = list(got)
     changed = [n for n in names if got[n][0] != got[n][1]]
-    assert names[:len(changed)] == changed
+    assert names[: len(changed)] == changed
     t = pane.categories
     assert t.rowCount() == len(want) + 1 and t.item(t.rowCount() - 1, 0).text() == "total"
 
@@ -167,17 +166,27 @@ def test_over_time_leak_pair(over_time, qtbot):
     for _ in range(7):
         qtbot.keyClick(pane.chart.plot, Qt.Key.Key_Left)
     qtbot.waitUntil(lambda: pane.result.axis.span_of(pane.chart.cursor_x()) == 0)
-    qtbot.waitUntil(lambda: pane.result.alignment.spans[0].a.start <= pane.mapped_events()[0]
-                    <= pane.result.alignment.spans[0].a.end)
+    qtbot.waitUntil(
+        lambda: (
+            pane.result.alignment.spans[0].a.start
+            <= pane.mapped_events()[0]
+            <= pane.result.alignment.spans[0].a.end
+        )
+    )
     check_cursor_at(pane, 0)
     for _ in range(7):
         qtbot.keyClick(pane.chart.plot, Qt.Key.Key_Right)
-    qtbot.waitUntil(lambda: pane.result.alignment.spans[7].a.start <= pane.mapped_events()[0]
-                    <= pane.result.alignment.spans[7].a.end)
+    qtbot.waitUntil(
+        lambda: (
+            pane.result.alignment.spans[7].a.start
+            <= pane.mapped_events()[0]
+            <= pane.result.alignment.spans[7].a.end
+        )
+    )
     check_cursor_at(pane, 7)
     check_categories(pane)
     # The leak grew every iteration: at iteration 7 A holds what B does not.
-    ka, kb = pane.mapped_events()
+    _ka, _kb = pane.mapped_events()
     assert pane.category_values()["unknown"][0] > pane.category_values()["unknown"][1]
 
     # A click on the chart puts the cursor there (iteration 3).
@@ -186,8 +195,13 @@ def test_over_time_leak_pair(over_time, qtbot):
     pos = pane.chart.plot.mapFromScene(vb.mapViewToScene(QPointF(3.5, (y0 + y1) / 2)))
     qtbot.mouseClick(pane.chart.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     qtbot.waitUntil(lambda: pane.result.axis.span_of(pane.chart.cursor_x()) == 3)
-    qtbot.waitUntil(lambda: pane.result.alignment.spans[3].a.start <= pane.mapped_events()[0]
-                    <= pane.result.alignment.spans[3].a.end)
+    qtbot.waitUntil(
+        lambda: (
+            pane.result.alignment.spans[3].a.start
+            <= pane.mapped_events()[0]
+            <= pane.result.alignment.spans[3].a.end
+        )
+    )
     check_cursor_at(pane, 3)
     check_categories(pane)
 
@@ -276,8 +290,14 @@ def category_rows_shown(pane) -> list[tuple[int, str, int, int]]:
     for r in range(t.rowCount()):
         name = name_of.get(t.item(r, 0).text())
         if name:
-            out.append((r, name, int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
-                        int(t.item(r, 2).data(Qt.ItemDataRole.UserRole))))
+            out.append(
+                (
+                    r,
+                    name,
+                    int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
+                    int(t.item(r, 2).data(Qt.ItemDataRole.UserRole)),
+                )
+            )
     return out
 
 
@@ -306,7 +326,8 @@ def test_over_time_the_changed_category_is_in_view_at_1440x900(over_time, qtbot)
     a, b = pane.result.a.breakdown.split_at(ka), pane.result.b.breakdown.split_at(kb)
     assert [n for _, n in changed] == sorted(
         (n for n in CATEGORY_NAMES if a.get(n, 0) != b.get(n, 0)),
-        key=lambda n: -abs(b.get(n, 0) - a.get(n, 0)))
+        key=lambda n: -abs(b.get(n, 0) - a.get(n, 0)),
+    )
     assert [r for r, _ in changed] == list(range(len(changed)))
 
 
@@ -321,8 +342,10 @@ def test_over_time_an_allocator_setting_changes_no_site(over_time, qtbot):
         s = pane.site_of(it)
         assert s.a_bytes == s.b_bytes
         assert it.text(1) == "unchanged" and it.text(4) == "0 B"
-    assert f"no site differs ({len(items)} sites hold the same bytes on both sides)" \
+    assert (
+        f"no site differs ({len(items)} sites hold the same bytes on both sides)"
         in pane.sites_title.text()
+    )
     grab(w, shot_path("compare_whatif.png"))
 
 
@@ -387,7 +410,7 @@ def test_over_time_relative_time(over_time, qtbot):
     assert r.axis.lead == 0 and r.axis.tail == 0  # the stretches cover every event
     axis = pane.chart.x_axis
     assert pane.chart.plot.getPlotItem().getAxis("bottom").labelText == "% of the run"
-    (_spacing, values), = axis.tickValues(0, 10, 1000)
+    ((_spacing, values),) = axis.tickValues(0, 10, 1000)
     assert axis.tickStrings(values, 1, 1)[:3] == ["0 %", "10 %", "20 %"]
     pane.set_span(4)
     check_cursor_at(pane, 4)
@@ -459,6 +482,6 @@ def test_over_time_million_events_cancel_then_align(qtbot):
     chart = pane.chart
     for side in ("a", "b"):
         assert 0 < chart.drawn_points(side, "reserved") <= 2 * max(chart.vb.width(), 200) + 4
-    (_step, values), = chart.x_axis.tickValues(*r.axis.x_range, chart.vb.width())
+    ((_step, values),) = chart.x_axis.tickValues(*r.axis.x_range, chart.vb.width())
     assert 2 <= len(values) < 40  # labels that fit, not 643
     w.close()

@@ -15,7 +15,6 @@ from tests import shared_data
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
 from vramscope.viewer.model.core.snapshot import BlockState
 
-
 DATA = Path(__file__).resolve().parents[1] / "data"
 GPT2 = DATA / "gpt2_oom.pickle"
 EXTERNAL = shared_data.SHARED / "external"
@@ -47,7 +46,8 @@ def build_ends_first(monkeypatch):
 
 # --------------------------------------------------------------- the header's What it is
 def test_header_split_shows_a_build_that_ended_before_anyone_listened(
-        qtbot, window, load, build_ends_first):
+    qtbot, window, load, build_ends_first
+):
     assert load(window, GPT2) == "loaded"
     panel = window.categories_wiring.panel
     qtbot.waitUntil(lambda: panel.bd is not None, timeout=60000)
@@ -55,8 +55,7 @@ def test_header_split_shows_a_build_that_ended_before_anyone_listened(
     split = window.categories_wiring.header_split
     k = window.cursor_k
     assert split.split == panel.bd.split_at(k) and sum(split.split.values()) > 0
-    assert split.text.text().startswith(
-        f"{sum(panel.bd.split_at(k).values()) / 2**30:.2f} GiB")
+    assert split.text.text().startswith(f"{sum(panel.bd.split_at(k).values()) / 2**30:.2f} GiB")
 
 
 def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, build_ends_first):
@@ -69,8 +68,12 @@ def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, bui
 
     def spy(window, out, pixmap=None):
         wiring = window.categories_wiring
-        seen.update(split=dict(wiring.header_split.split), bd=wiring.panel.bd,
-                    k=window.cursor_k, text=wiring.header_split.text.text())
+        seen.update(
+            split=dict(wiring.header_split.split),
+            bd=wiring.panel.bd,
+            k=window.cursor_k,
+            text=wiring.header_split.text.text(),
+        )
         return save(window, out, pixmap)
 
     monkeypatch.setattr(qtapp, "_save", spy)
@@ -91,7 +94,7 @@ def sun(loaded):
 
 
 def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
-    """"All devices" (the selector, or --device all) while the cursor is at device 1's
+    """ "All devices" (the selector, or --device all) while the cursor is at device 1's
     OOM: the figures, the segment count and the map are every device's, as recorded -
     the only instant at which each device's layout is known."""
     window = sun
@@ -274,11 +277,14 @@ def test_screenshot_all_devices_at_the_oom_labels_every_row(qtbot, tmp_path, mon
     def spy(window, out, pixmap=None):
         m = window.map
         (_, _), (ya, yb) = m.vb.viewRange()
-        whole = [m.y_axis.labels[r] for r in range(m.layout_data.n_rows)
-                 if r >= ya and r + 1 <= yb]
-        seen.update(device=window.selectors.device_combo.currentText(), whole=whole,
-                    drawn=drawn_row_labels(m), scope=window.header.scope.text(),
-                    ruler=m.item.request_bytes)
+        whole = [m.y_axis.labels[r] for r in range(m.layout_data.n_rows) if r >= ya and r + 1 <= yb]
+        seen.update(
+            device=window.selectors.device_combo.currentText(),
+            whole=whole,
+            drawn=drawn_row_labels(m),
+            scope=window.header.scope.text(),
+            ruler=m.item.request_bytes,
+        )
         return save(window, out, pixmap)
 
     monkeypatch.setattr(qtapp, "_save", spy)

@@ -36,8 +36,8 @@ def make_panel(qtbot):
 
 
 def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_path):
-    from vramscope.viewer.model.remedies.advise import advise, format_peak
     from vramscope.viewer.model.core.units import format_bytes
+    from vramscope.viewer.model.remedies.advise import advise, format_peak
     from vramscope.viewer.model.whatif import prepare
 
     panel = make_panel(GPT2_OOM)
@@ -46,9 +46,11 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     assert "Out of memory" in panel.verdict.text() and "fragmentation" in panel.verdict.text()
     # What the memory is, in the categories' words, then the same bytes by the batch.
     from vramscope.viewer.model.categories import format_split
+
     first, second = panel.split_label.text().split("\n")
-    assert first == (f"At the OOM (event 25902): "
-                     f"{format_split(panel.advice.split_at_peak['categories'])}")
+    assert first == (
+        f"At the OOM (event 25902): {format_split(panel.advice.split_at_peak['categories'])}"
+    )
     assert second.startswith("of which: ") and "scales with the batch" in second
     # No recorded batch given: the answer is a share "of the recorded batch".
     assert "Largest batch that fits" in panel.fit_label.text()
@@ -60,13 +62,17 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
         assert panel.table.item(r, 2).text() == format_peak(rem)
         if rem.method == "estimated":  # labelled an estimate, and why
             assert "(estimate" in panel.table.item(r, 2).text()
-            assert "An estimate: what the change does depends on" \
-                in panel.table.item(r, 2).toolTip()
+            assert (
+                "An estimate: what the change does depends on" in panel.table.item(r, 2).toolTip()
+            )
             assert "cuDNN" not in panel.table.item(r, 2).toolTip()
             if rem.remedy == "gradient_checkpointing":  # half to two thirds: a range
                 lo, hi = rem.predicted_peak_reserved_range
-                assert panel.table.item(r, 2).text().endswith(
-                    f"(estimate, {format_bytes(lo)} - {format_bytes(hi)})")
+                assert (
+                    panel.table.item(r, 2)
+                    .text()
+                    .endswith(f"(estimate, {format_bytes(lo)} - {format_bytes(hi)})")
+                )
         else:  # simulated: an estimate only where the one rule says so
             assert ("estimate" in panel.table.item(r, 2).text()) == rem.is_estimate
             # The library-workspace explanation only on a batch prediction resting on it.
@@ -83,6 +89,7 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     qtbot.wait(50)
     labels = [label.text for _, label in panel.legend.items]
     from vramscope.viewer._qt.diagnosis.chart import _short  # (long titles are cut)
+
     assert labels[0] == "recorded"
     assert labels[1] == "predicted: " + _short(panel.remedy_title(want.remedies[sim]))
     assert labels[-1].startswith("memory limit ")
@@ -91,6 +98,7 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     assert legend.height() > 0 and legend.top() >= view.bottom() - 1
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
+
     panel.copy_table()
     lines = QGuiApplication.clipboard().text().splitlines()
     assert lines[0].startswith("#\tremedy\tpredicted peak") and len(lines) == len(want.remedies) + 1
@@ -101,11 +109,15 @@ def test_oom_shows_verdict_split_and_remedies_in_order(make_panel, qtbot, tmp_pa
     qtbot.keyClick(panel.table, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
     lines = QGuiApplication.clipboard().text().splitlines()
     assert len(lines) == 2 and lines[0] == "\t".join(
-        ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where"))
+        ("#", "remedy", "predicted peak", "saving", "fits", "method", "change", "where")
+    )
     cells = lines[1].split("\t")
     rem = want.remedies[sim]
-    assert cells[1:4] == [panel.remedy_title(rem), format_peak(rem),
-                          panel.table.item(sim, 3).text()]
+    assert cells[1:4] == [
+        panel.remedy_title(rem),
+        format_peak(rem),
+        panel.table.item(sim, 3).text(),
+    ]
     assert cells[5:] == [rem.method, panel.remedy_change(rem), rem.where or ""]
     assert [a.text() for a in panel.table.actions()] == ["&Copy", "Copy &table"]
     out = tmp_path / "diagnosis.png"
@@ -131,11 +143,14 @@ def test_an_estimated_batch_prediction_shows_its_range_and_why(make_panel, qtbot
     lo, hi = rem.predicted_peak_reserved_range
     assert lo < hi
     cell = panel.table.item(row, 2)
-    assert cell.text() == (f"{fb(rem.predicted_peak_reserved_bytes)} "
-                           f"(estimate, {fb(lo)} - {fb(hi)})")
+    assert cell.text() == (
+        f"{fb(rem.predicted_peak_reserved_bytes)} (estimate, {fb(lo)} - {fb(hi)})"
+    )
     assert "cuDNN" in cell.toolTip() and "cannot be known from one recording" in cell.toolTip()
-    assert f"an estimate: 168 library workspaces, peak {fb(lo)} - {fb(hi)}" \
-        in panel.fit_label.text() and "cuDNN" in panel.fit_label.toolTip()
+    assert (
+        f"an estimate: 168 library workspaces, peak {fb(lo)} - {fb(hi)}" in panel.fit_label.text()
+        and "cuDNN" in panel.fit_label.toolTip()
+    )
     panel.table.selectRow(row)
     bands = [i for i in panel.plot.getPlotItem().items if isinstance(i, pg.LinearRegionItem)]
     assert len(bands) == 1 and bands[0].getRegion() == pytest.approx((lo / 2**30, hi / 2**30))
@@ -200,6 +215,7 @@ def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_win
     assert w.diagnosis_action.isEnabled()
     assert w.diagnosis_action.shortcut().toString() == "Ctrl+Shift+D"
     from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel
+
     w.diagnosis_action.trigger()
     panels = [x for x in w.aux_windows if isinstance(x, DiagnosisPanel)]
     assert len(panels) == 1 and panels[0].isVisible()
@@ -268,8 +284,10 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     assert np.array_equal(ov.y[rem.curve_x[last]], rem.curve[last])
     # ... and its peak is the real run's at batch 12 (the truth's probe, memory_stats).
     import json
-    spec = json.loads(json.loads(GPT2_LIMIT_OOM.with_name("limit_sweep_gpt2_oom.json")
-                                 .read_text())["argv"][4])
+
+    spec = json.loads(
+        json.loads(GPT2_LIMIT_OOM.with_name("limit_sweep_gpt2_oom.json").read_text())["argv"][4]
+    )
     probe = next(p for p in spec["search"]["probes"] if p["batch_size"] == 12)
     assert ov.peak == int(rem.curve.max()) == probe["peak_reserved"]
     x, y = ov.curve.getData()
@@ -328,17 +346,42 @@ def test_the_readme_picture_renders_in_a_real_process(tmp_path):
 
     out = tmp_path / "d.png"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    run = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
-                          str(GPT2_LIMIT_OOM), str(out), "--batch", "13",
-                          "--remedy", "smaller_batch"], capture_output=True, text=True,
-                         timeout=300, env=env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer._qt.diagnosis_shot",
+            str(GPT2_LIMIT_OOM),
+            str(out),
+            "--batch",
+            "13",
+            "--remedy",
+            "smaller_batch",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert run.returncode == 0 and run.stderr == "", run.stderr
     image = QImage(str(out))
     assert image.width() == WINDOW_SIZE.width()
     assert image.height() == WINDOW_SIZE.height() + 8 + PANEL_SIZE.height()
-    bad = subprocess.run([sys.executable, "-m", "vramscope.viewer._qt.diagnosis_shot",
-                          str(GPT2_LIMIT_OOM), str(tmp_path / "e.png"), "--remedy", "nothing"],
-                         capture_output=True, text=True, timeout=300, env=env)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer._qt.diagnosis_shot",
+            str(GPT2_LIMIT_OOM),
+            str(tmp_path / "e.png"),
+            "--remedy",
+            "nothing",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "no remedy 'nothing'" in bad.stderr
 
@@ -375,6 +418,7 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
     from PySide6.QtWidgets import QApplication
 
     from vramscope.viewer._qt.timeline.overlay import OVERLAY_COLOR, OVERLAY_COLOR_DARK
+
     app = QApplication.instance()
     old = app.palette()
     dark = QPalette(old)
@@ -384,16 +428,17 @@ def test_an_estimate_range_is_a_band_on_the_main_timeline(make_window, qtbot, lo
     assert ov.color == OVERLAY_COLOR
     try:
         app.setPalette(dark)
-        qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR_DARK,
-                        timeout=3000)
+        qtbot.waitUntil(
+            lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR_DARK, timeout=3000
+        )
         dark_ov = w.timeline.overlays[OVERLAY_KEY]
         assert dark_ov.value_range == (lo, hi) and (dark_ov.y == ov.y).all()
     finally:
         app.setPalette(old)
-    qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR,
-                    timeout=3000)
-    band = next(i for i in w.timeline.overlays[OVERLAY_KEY].items
-                if isinstance(i, pg.LinearRegionItem))
+    qtbot.waitUntil(lambda: w.timeline.overlays[OVERLAY_KEY].color == OVERLAY_COLOR, timeout=3000)
+    band = next(
+        i for i in w.timeline.overlays[OVERLAY_KEY].items if isinstance(i, pg.LinearRegionItem)
+    )
     panel.close()
     assert band not in w.timeline.plot.getPlotItem().items
 
@@ -406,8 +451,8 @@ def test_per_event_steps_a_remedy_curve_over_the_trace():
 
     from vramscope.viewer._qt.timeline.overlay import per_event
     from vramscope.viewer.model import load_snapshot
-    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer.model.remedies.advise import advise
+    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer.model.whatif import prepare
 
     snap = load_snapshot(DATA / "truth" / "eval_keeps_outputs.pickle.xz")
@@ -428,8 +473,12 @@ def test_per_event_steps_a_remedy_curve_over_the_trace():
     assert np.array_equal(y[between], rem.curve[prev])
 
 
-SUN = DATA.parents[2] / "shared" / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 GPUs, the OOM on GPU 1
+SUN = (
+    DATA.parents[2]
+    / "shared"
+    / "external"
+    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)  # 3 GPUs, the OOM on GPU 1
 
 
 @pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA
 from PySide6.QtCore import QPoint, QPointF, Qt
 
-from vramscope.viewer.model.view.document import Document
-from vramscope.viewer.model.io.load import load_snapshot
-
-from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
 from tests.conftest import expected_for
 from tests.model.test_ranks import make_rank_dir
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.view.document import Document
 
 
 @pytest.fixture
@@ -82,8 +81,9 @@ def test_diff_window_pair(diff_window, qtbot, shots):
     ca, cb = counters("resnet50_train"), counters("gpt2_oom")
     key = "reserved_bytes.all.current"
     assert d.delta("reserved_bytes") == cb[key] - ca[key]
-    assert w.header.delta_text("allocated_bytes") == \
-        "+" + format_bytes(cb["allocated_bytes.all.current"] - ca["allocated_bytes.all.current"])
+    assert w.header.delta_text("allocated_bytes") == "+" + format_bytes(
+        cb["allocated_bytes.all.current"] - ca["allocated_bytes.all.current"]
+    )
     assert "color: " + GROWTH_RED in w.header.cells["reserved_bytes"][2].styleSheet()
     assert "peak reserved" in w.header.peaks.text()
     # The table: every stack row, largest growth first, growth red and shrink green.
@@ -103,8 +103,9 @@ def test_diff_window_pair(diff_window, qtbot, shots):
     # A removed row lights up in A.
     w.stacks.setCurrentItem(items[-1])
     gone = d.stacks[items[-1].data(0, Qt.ItemDataRole.UserRole + 1)]
-    assert highlight_count(w.map_a) == (gone.count_a if gone.key[0][0] != "<no stack recorded>"
-                                        else 0)
+    assert highlight_count(w.map_a) == (
+        gone.count_a if gone.key[0][0] != "<no stack recorded>" else 0
+    )
     # The call tree holds the same bytes.
     root = w.tree.topLevelItem(0)
     assert root.text(1) == "+" + format_bytes(d.delta("active_bytes"))
@@ -192,6 +193,7 @@ def test_ranks_window_overview(ranks_window, qtbot, tmp_path, shots):
     assert [r.text(0) for r in ranks] == ["0", "1", "2", "3"]
     oom = counters("fragmentation_oom")
     from vramscope.viewer.model.core.units import format_bytes
+
     assert ranks[3].text(1) == format_bytes(oom["reserved_bytes.all.current"])
     assert ranks[3].text(6) == "yes" and ranks[3].text(7) == "yes"
     assert ranks[3].foreground(0).color().name() == OUTLIER_RED
@@ -204,8 +206,13 @@ def test_ranks_window_overview(ranks_window, qtbot, tmp_path, shots):
     assert "ran out of memory while other ranks did not" in w.reasons.text()
     assert "outlier rank: 3" in w.caption.text()
     # Small multiples: one chart per metric, rank 3 red, the others blue.
-    assert set(w.chart.plots) == {"reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
-                                  "peak_allocated_bytes", "fragmentation"}
+    assert set(w.chart.plots) == {
+        "reserved_bytes",
+        "allocated_bytes",
+        "peak_reserved_bytes",
+        "peak_allocated_bytes",
+        "fragmentation",
+    }
     assert w.chart.brushes["reserved_bytes"] == [BAR_BLUE] * 3 + [OUTLIER_RED]
     grab(w, shots / "ranks_overview.png", (1280, 820))
     # Clicking a bar selects its rank.
@@ -228,8 +235,10 @@ def test_ranks_window_bar_click(ranks_window, qtbot, tmp_path):
     scene = plot.vb.mapViewToScene(QPointF(2.0, (y0 + y1) / 4))
     pos = w.chart.mapFromScene(scene)
     qtbot.mouseClick(w.chart.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(pos.x(), pos.y()))
-    qtbot.waitUntil(lambda: w.table.currentItem() is not None
-                    and w.table.currentItem().text(0) == "2", timeout=3000)
+    qtbot.waitUntil(
+        lambda: w.table.currentItem() is not None and w.table.currentItem().text(0) == "2",
+        timeout=3000,
+    )
 
 
 def test_ranks_window_failure(ranks_window, qtbot, tmp_path):
@@ -250,9 +259,11 @@ def test_main_window_compare_and_ranks(loaded, qtbot, tmp_path):
     dw = window.compare_with(os.fspath(DATA / "capacity_oom.pickle"))
     qtbot.waitUntil(lambda: dw.diff is not None, timeout=30000)
     assert dw.doc_a is window.doc
-    assert dw.diff.delta("allocated_bytes") == \
-        counters("capacity_oom")["allocated_bytes.all.current"] - \
-        counters("fragmentation_oom")["allocated_bytes.all.current"]
+    assert (
+        dw.diff.delta("allocated_bytes")
+        == counters("capacity_oom")["allocated_bytes.all.current"]
+        - counters("fragmentation_oom")["allocated_bytes.all.current"]
+    )
     dw.close()
 
     rw = window.open_ranks(os.fspath(make_rank_dir(tmp_path / "run")))
@@ -262,8 +273,10 @@ def test_main_window_compare_and_ranks(loaded, qtbot, tmp_path):
         rw._on_double_click(rw.rank_item(0), 0)
     qtbot.waitUntil(lambda: not window.is_loading())
     assert "_rank0_" in window.doc.snap.path
-    assert window.header.stats.reserved_bytes == \
-        counters("resnet50_train")["reserved_bytes.all.current"]
+    assert (
+        window.header.stats.reserved_bytes
+        == counters("resnet50_train")["reserved_bytes.all.current"]
+    )
     rw.close()
 
 
@@ -300,15 +313,23 @@ def test_screenshot_of_a_rank_directory(tmp_path):
     from PySide6.QtGui import QImage
 
     out = tmp_path / "ranks.png"
-    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", str(REAL_DDP),
-                          "--screenshot", str(out)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    run = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", str(REAL_DDP), "--screenshot", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
     assert run.returncode == 0, run.stderr
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1440, 900)
     empty = tmp_path / "empty"
     empty.mkdir()
-    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", str(empty),
-                          "--screenshot", str(out)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    run = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", str(empty), "--screenshot", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1

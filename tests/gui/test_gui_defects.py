@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DATA
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from vramscope.viewer.model.analysis.figures import Selection
-
-from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
 
 GPT2 = DATA / "gpt2_oom.pickle"
 GRAPH = DATA / "cuda_graph_pool.pickle"
@@ -53,7 +52,7 @@ def test_row_labels_follow_the_time_cursor(loaded, axis_texts):
         # the painted labels are this moment's rows, from the top of the view
         (_, _), (ya, _yb) = window.map.vb.viewRange()
         first = max(0, int(np.floor(ya)))
-        assert drawn and drawn == labels[first:first + len(drawn)], (k, drawn[:3], labels[:3])
+        assert drawn and drawn == labels[first : first + len(drawn)], (k, drawn[:3], labels[:3])
         seen.append(tuple(drawn))
     assert seen[0] != seen[1]  # the two moments have different segments on top
 
@@ -104,7 +103,9 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     qtbot.waitUntil(lambda: window.search_mask is not None, timeout=3000)
     hl = theme.search_color()
     legend_colors = [QColor(c) for c in theme.STATE_COLORS.values()] + [
-        QColor(theme.OOM_RED), theme.gap_outline()]
+        QColor(theme.OOM_RED),
+        theme.gap_outline(),
+    ]
 
     def dist(a: QColor, b: QColor) -> int:
         return abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue())
@@ -118,8 +119,9 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     b = int(blocks[np.argmax(sizes)])
     window.map.select_block(-1, ensure_visible=False)
     r = block_rect(window.map.layout_data, b)
-    window.map.vb.setRange(xRange=(r.left(), r.right()), yRange=(r.top() - 1, r.bottom() + 1),
-                           padding=0)
+    window.map.vb.setRange(
+        xRange=(r.left(), r.right()), yRange=(r.top() - 1, r.bottom() + 1), padding=0
+    )
     QApplication.processEvents()
     pos = window.map.block_viewport_pos(b)
     assert dist(_pixel(window.map.plot.viewport(), pos), hl) < 40
@@ -136,7 +138,7 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
 
 def _disjoint(named: list[tuple[str, object]]) -> None:
     for i, (a, ra) in enumerate(named):
-        for b, rb in named[i + 1:]:
+        for b, rb in named[i + 1 :]:
             assert not ra.intersects(rb), f"{a!r} overlaps {b!r}"
 
 
@@ -160,17 +162,26 @@ def timeline_labels(window) -> list[tuple[str, object]]:
     tl = window.timeline
     QApplication.processEvents()
     tl.plot.grab()  # a paint places the band and marker labels
-    out = [(t.textItem.toPlainText(), text_scene_rect(t, tl.vb)) for t in tl.peak_labels
-           if t.isVisible()]
+    out = [
+        (t.textItem.toPlainText(), text_scene_rect(t, tl.vb))
+        for t in tl.peak_labels
+        if t.isVisible()
+    ]
     view = tl.vb.sceneBoundingRect()
     for text, r in out:
         assert view.adjusted(-1, -1, 1, 1).contains(r), f"{text!r} cut at the edge"
     return out + list(tl.bands_item.placed)
 
 
-@pytest.mark.parametrize("name", ["gpt2_oom.pickle", "resnet50_train.pickle",
-                                  "whatif_default.pickle",
-                                  "transformer_long_python_1000k.pickle.xz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpt2_oom.pickle",
+        "resnet50_train.pickle",
+        "whatif_default.pickle",
+        "transformer_long_python_1000k.pickle.xz",
+    ],
+)
 def test_labels_never_overlap(loaded, name):
     """Peak labels, record_function names, marker labels and the
     segment map's captions are placed so none covers another (the less important one
@@ -192,8 +203,12 @@ def test_labels_never_overlap(loaded, name):
         _disjoint(map_labels(window))
 
 
-SUN = DATA.parents[2] / "shared" / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+SUN = (
+    DATA.parents[2]
+    / "shared"
+    / "external"
+    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)
 
 
 @pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")

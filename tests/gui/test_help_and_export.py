@@ -120,8 +120,9 @@ def test_export_report_writes_a_self_contained_page(qtbot, make_window, load, tm
     page = _Page()
     page.feed(path.read_text(encoding="utf-8"))
     header = window.header
-    assert page.figures == [[header.titles[k].text(), header.values[k].text()]
-                            for k in header.values]
+    assert page.figures == [
+        [header.titles[k].text(), header.values[k].text()] for k in header.values
+    ]
     assert page.verdict == header.oom_text() != ""
     assert not page.links, page.links  # nothing outside the file
     assert len(page.images) == 2  # the timeline and the segment map
@@ -130,7 +131,7 @@ def test_export_report_writes_a_self_contained_page(qtbot, make_window, load, tm
         image = QImage.fromData(QByteArray(base64.b64decode(src.split(",", 1)[1])), "PNG")
         assert not image.isNull() and image.width() > 300
     text = path.read_text(encoding="utf-8")
-    assert "What would make it fit" in text and "<table class=\"remedies\">" in text
+    assert "What would make it fit" in text and '<table class="remedies">' in text
     assert st.settings().value(KEY_DIR) == str(path.parent)
 
 

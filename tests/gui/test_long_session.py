@@ -39,7 +39,9 @@ def test_cli_screenshot_error_is_one_line_on_stderr(tmp_path):
     out = tmp_path / "out.png"
     run = subprocess.run(
         [sys.executable, "-m", "vramscope.viewer", os.fspath(bad), "--screenshot", os.fspath(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )
     assert run.returncode == 2

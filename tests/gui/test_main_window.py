@@ -7,16 +7,15 @@ import os
 
 import numpy as np
 import pytest
+from conftest import BIG_XZ, DATA, FRAG, synthetic_snapshot
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
 
-from vramscope.viewer.model.core import frames as fr
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
-from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.analysis.oom import last_oom
+from vramscope.viewer.model.core import frames as fr
 from vramscope.viewer.model.core.snapshot import BlockState
-
-from conftest import BIG_XZ, DATA, FRAG, synthetic_snapshot  # noqa: E402  (tests/gui/conftest.py)
+from vramscope.viewer.model.io.load import load_snapshot
 
 
 def figures_match(window, stats) -> None:
@@ -80,8 +79,9 @@ def _visible_wide_block(window, state=BlockState.ALLOCATED) -> int:
     layout = window.map.layout_data
     snap = window.doc.snap
     (_, _), (ya, yb) = window.map.vb.viewRange()
-    cand = np.flatnonzero((layout.state == state) & (layout.row >= max(ya, 0) + 1)
-                          & (layout.row < yb - 1))
+    cand = np.flatnonzero(
+        (layout.state == state) & (layout.row >= max(ya, 0) + 1) & (layout.row < yb - 1)
+    )
     cand = cand[snap.blocks.stack[layout.blocks[cand]] >= 0]
     assert len(cand)
     best = cand[np.argmax(layout.x1[cand] - layout.x0[cand])]
@@ -128,6 +128,7 @@ def test_hover_tooltip_text(loaded):
 
 def test_table_row_selects_block_in_map_and_stack(qtbot, loaded):
     from vramscope.viewer._qt.segment_map import block_rect
+
     window = loaded(DATA / "gpt2_oom.pickle")
     view = window.table.view
     view.selectRow(7)
@@ -293,8 +294,7 @@ def test_cancel_first_load_leaves_empty_state(qtbot, window, monkeypatch):
     assert window.doc is None and window.pages.currentIndex() == 0
 
 
-def test_a_replaced_document_is_collected_the_first_load_is_not(window, load, qtbot,
-                                                                monkeypatch):
+def test_a_replaced_document_is_collected_the_first_load_is_not(window, load, qtbot, monkeypatch):
     """gc.collect() (~30 ms) runs when a finished load may leave garbage behind (here: the
     document it replaced), not on the way to the first window."""
     import gc
@@ -325,8 +325,9 @@ def test_progress_reaches_the_end(qtbot, window):
     values = []
     with qtbot.waitSignal(window.loadFinished, timeout=30000):
         t = window.open_file(DATA / "gpt2_oom.pickle")
-        t.progressed.connect(lambda stage, f: values.append((stage, f)),
-                             Qt.ConnectionType.DirectConnection)
+        t.progressed.connect(
+            lambda stage, f: values.append((stage, f)), Qt.ConnectionType.DirectConnection
+        )
     assert values and values[-1][1] == pytest.approx(1.0)
     assert {s for s, _ in values} <= {"read", "parse", "columns", "replay"}
     assert "replay" in {s for s, _ in values}
@@ -337,8 +338,13 @@ def test_progress_reaches_the_end(qtbot, window):
 def test_drop_file_opens_it(qtbot, window):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(os.fspath(FRAG))])
-    ev = QDropEvent(QPointF(300, 300), Qt.DropAction.CopyAction, mime,
-                    Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    ev = QDropEvent(
+        QPointF(300, 300),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     with qtbot.waitSignal(window.loadFinished, timeout=30000) as blocker:
         window.dropEvent(ev)
     assert blocker.args == ["loaded"]
@@ -371,8 +377,11 @@ def test_screenshot_shows_the_stacked_allocations(tmp_path, qapp, monkeypatch):
 
     monkeypatch.setattr(panel, "DEBOUNCE_MS", 60_000)
     out = tmp_path / "shot.png"
-    code = gui.main(argparse.Namespace(file=os.fspath(DATA / "side_stream_pending.pickle"),
-                                       screenshot=os.fspath(out)))
+    code = gui.main(
+        argparse.Namespace(
+            file=os.fspath(DATA / "side_stream_pending.pickle"), screenshot=os.fspath(out)
+        )
+    )
     assert code == 0
     img = QImage(os.fspath(out)).convertToFormat(QImage.Format.Format_RGB32)
     rgb = np.frombuffer(img.constBits(), np.uint32, img.width() * img.height()) & 0xFFFFFF
@@ -392,8 +401,9 @@ def test_screenshot_leaves_the_garbage_collector_as_it_found_it(tmp_path, qapp):
     for enabled in (True, False):
         gc.enable() if enabled else gc.disable()
         try:
-            args = argparse.Namespace(file=os.fspath(FRAG),
-                                      screenshot=os.fspath(tmp_path / "s.png"))
+            args = argparse.Namespace(
+                file=os.fspath(FRAG), screenshot=os.fspath(tmp_path / "s.png")
+            )
             assert gui.main(args) == 0
             seen.append(gc.isenabled())
         finally:
@@ -418,8 +428,11 @@ def test_screenshot_bad_file_exit_2(tmp_path, qapp, capsys):
 def test_screenshot_missing_file_exit_2(tmp_path, qapp, capsys):
     from vramscope.viewer.commands import gui
 
-    code = gui.main(argparse.Namespace(file=os.fspath(tmp_path / "nope.pickle"),
-                                       screenshot=os.fspath(tmp_path / "o.png")))
+    code = gui.main(
+        argparse.Namespace(
+            file=os.fspath(tmp_path / "nope.pickle"), screenshot=os.fspath(tmp_path / "o.png")
+        )
+    )
     assert code == 2
     assert capsys.readouterr().err.startswith("vramscope: error: ")
 
@@ -435,10 +448,12 @@ def test_recent_files_remembered_across_windows(make_window, load, isolated_sett
     second = make_window()
     second._fill_recent_menu()
     data = [a.data() for a in second.recent_menu.actions() if a.data()]
-    assert data == [os.fspath((DATA / "resnet50_train.pickle").resolve()),
-                    os.fspath(FRAG.resolve())]
+    assert data == [
+        os.fspath((DATA / "resnet50_train.pickle").resolve()),
+        os.fspath(FRAG.resolve()),
+    ]
     assert isolated_settings.exists()
-    clear = [a for a in second.recent_menu.actions() if a.text() == "Clear"][0]
+    clear = next(a for a in second.recent_menu.actions() if a.text() == "Clear")
     clear.trigger()
     assert [a.data() for a in second.recent_menu.actions() if a.data()] == []
 
@@ -488,8 +503,9 @@ def test_about_mentions_versions():
 def test_stack_toggles_and_copy(loaded):
     window = loaded(DATA / "gpt2_oom.pickle")
     snap, doc = window.doc.snap, window.doc
-    b = int(np.flatnonzero((snap.blocks.state == BlockState.ALLOCATED)
-                           & (snap.blocks.stack >= 0))[0])
+    b = int(
+        np.flatnonzero((snap.blocks.state == BlockState.ALLOCATED) & (snap.blocks.stack >= 0))[0]
+    )
     window.select_block(b)
     stack = int(snap.blocks.stack[b])
     user_only = fr.stack_views(snap, stack, doc.categories)
@@ -507,8 +523,9 @@ def test_stack_toggles_and_copy(loaded):
 
 def test_stack_source_preview(loaded):
     window = loaded(FRAG)
-    here = fr.FrameView(frame_id=0, filename=os.path.abspath(__file__), line=5, name="x",
-                        category=fr.CAT_USER)
+    here = fr.FrameView(
+        frame_id=0, filename=os.path.abspath(__file__), line=5, name="x", category=fr.CAT_USER
+    )
     assert window.stack.show_source(here)
     text = window.stack.preview.toPlainText()
     assert "➤    5" in text and "from __future__ import annotations" in text
@@ -522,8 +539,8 @@ def test_stack_source_preview(loaded):
 def test_100k_blocks_stay_responsive(qtbot, window):
     import time
 
-    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer._qt.main_window.table import COL_SIZE
+    from vramscope.viewer.model.view.document import Document
 
     snap = synthetic_snapshot()
     assert len(snap.blocks) == 100_000
@@ -577,8 +594,9 @@ def test_follows_application_palette(qtbot, qapp, loaded):
     dark.setColor(QPalette.ColorRole.Text, QColor("#e8eaed"))
     try:
         qapp.setPalette(dark)
-        qtbot.waitUntil(lambda: window.map.plot.backgroundBrush().color() == QColor("#17181a"),
-                        timeout=3000)
+        qtbot.waitUntil(
+            lambda: window.map.plot.backgroundBrush().color() == QColor("#17181a"), timeout=3000
+        )
     finally:
         qapp.setPalette(old)
     base = old.color(QPalette.ColorRole.Base)

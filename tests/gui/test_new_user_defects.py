@@ -4,6 +4,7 @@ a leak painted as "unknown" - each on real recordings, in a real window (offscre
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -80,8 +81,11 @@ def test_what_the_memory_is_and_what_if_have_their_own_keys(qtbot, window, load)
     opened(qtbot, window, load, FRAG)
     window.activateWindow()
     window.tabs.setCurrentIndex(0)
-    qtbot.keyClick(window, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier
-                   | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClick(
+        window,
+        Qt.Key.Key_M,
+        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+    )
     assert window.tabs.currentWidget() is wiring.panel
 
 
@@ -92,8 +96,11 @@ def test_jump_to_peak_reserved_has_a_key(qtbot, window, load):
     _, k = rep.peak("reserved")
     window.set_cursor(0)
     window.activateWindow()
-    qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier
-                   | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClick(
+        window,
+        Qt.Key.Key_R,
+        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+    )
     qtbot.waitUntil(lambda: window.cursor_k == k)
 
 
@@ -112,7 +119,7 @@ def test_a_file_without_trace_resets_what_it_is(qtbot, window, load):
     assert "no allocation history" in panel.status.text()
     assert not panel.leaks.caption.text().startswith("No leak")
     assert "allocation history" in panel.leaks.caption.text()
-    (x0, x1), (y0, y1) = panel.timeline.plot.getViewBox().viewRange()
+    (x0, x1), (y0, _y1) = panel.timeline.plot.getViewBox().viewRange()
     assert x0 >= -0.01 and x1 <= 1.01, "the old file's events stay on the x axis"
     assert y0 >= -0.01, "negative bytes on an empty chart"
     assert not panel.timeline.curves and not panel.timeline.bands
@@ -133,7 +140,7 @@ def _labels_overlap(axis, lo, hi, size) -> list:
     fm = QFontMetrics(axis.style.get("tickFont") or QApplication.font())
     ticks = [(v, s) for v, s in _tick_labels(axis, lo, hi, size) if lo <= v <= hi and s]
     bad = []
-    for (v0, s0), (v1, s1) in zip(ticks, ticks[1:]):
+    for (v0, s0), (v1, s1) in itertools.pairwise(ticks):
         gap = (v1 - v0) / (hi - lo) * size
         if gap < (fm.horizontalAdvance(s0) + fm.horizontalAdvance(s1)) / 2 + 4:
             bad.append((s0, s1))
@@ -173,8 +180,8 @@ def test_category_chart_keeps_every_columns_min_and_max(qtbot, window, load):
     sampled = np.zeros(n, bool)
     sampled[samples - lo] = True
     for a, b in zip(starts, np.append(starts[1:], n)):
-        seg = req[lo + a:lo + b]
-        got = req[lo + a:lo + b][sampled[a:b]]
+        seg = req[lo + a : lo + b]
+        got = req[lo + a : lo + b][sampled[a:b]]
         assert len(got) and got.max() == seg.max() and got.min() == seg.min()
     # the top of the stack reaches the trace's peak (1,237 MiB at every iteration)
     top = ct.stacked[-1].max() * ct.unit[0]
@@ -190,8 +197,9 @@ def test_one_event_trace_has_a_proper_axis(qtbot, window, load):
     for plot in (wiring.panel.timeline.plot, window.timeline.plot):
         axis = plot.getAxis("bottom")
         (lo, hi), _ = plot.getViewBox().viewRange()
-        labels = [s for v, s in _tick_labels(axis, lo, hi, axis.width() or 300)
-                  if lo <= v <= hi and s]
+        labels = [
+            s for v, s in _tick_labels(axis, lo, hi, axis.width() or 300) if lo <= v <= hi and s
+        ]
         assert labels == ["0"], labels
     assert "x0.001" not in wiring.panel.timeline.plot.getAxis("bottom").labelString()
     # The one state's column fills the main timeline (it was a sliver in an empty plot).
@@ -254,9 +262,12 @@ def test_header_captions_have_contrast_in_light_and_dark(qtbot, window, load):
     app = QApplication.instance()
     old = app.palette()
     dark = QPalette(old)
-    for role, c in ((QPalette.ColorRole.Window, "#2b2b2b"),
-                    (QPalette.ColorRole.WindowText, "#e6e6e6"),
-                    (QPalette.ColorRole.Base, "#1e1e1e"), (QPalette.ColorRole.Text, "#e6e6e6")):
+    for role, c in (
+        (QPalette.ColorRole.Window, "#2b2b2b"),
+        (QPalette.ColorRole.WindowText, "#e6e6e6"),
+        (QPalette.ColorRole.Base, "#1e1e1e"),
+        (QPalette.ColorRole.Text, "#e6e6e6"),
+    ):
         dark.setColor(role, QColor(c))
     try:
         for pal in (old, dark):

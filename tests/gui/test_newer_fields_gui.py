@@ -11,8 +11,8 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
 from tests.gui.conftest import DATA
+from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
 from vramscope.viewer.model.analysis.alloc_details import FORWARD_HEADING, OVERWRITTEN_TEXT
 from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 
@@ -50,8 +50,10 @@ def test_forward_stack_of_an_allocation_in_the_stack_panel(loaded, newer_file):
     start = texts.index(FORWARD_HEADING)
     assert texts[start + 1].strip() == "model.py:42 forward"
     assert texts[start + 2].strip() == "train.py:10 <module>"
-    fx = f"FX: node={FX_FRAME['fx_node_name']}, op={FX_FRAME['fx_node_op']}, " \
-         f"target={FX_FRAME['fx_node_target']}"
+    fx = (
+        f"FX: node={FX_FRAME['fx_node_name']}, op={FX_FRAME['fx_node_op']}, "
+        f"target={FX_FRAME['fx_node_target']}"
+    )
     assert fx in [t.strip() for t in texts]  # under the FX-generated allocation frame
     assert any("y = self.fc(x)" in t for t in texts)  # fx_original_trace
     assert ANNOTATION_TEXT in [t.strip() for t in texts]
@@ -71,8 +73,11 @@ def test_ordinary_allocation_has_no_forward_section(loaded, newer_file):
     doc, dev = window.doc, window.cursor_device
     rep, iv = doc.timeline.replay(dev), doc.intervals(dev)
     plain = set(facts["forward_rows"])
-    i = next(j for j in range(len(iv)) if iv.event[j] >= 0
-             and int(rep.rows[iv.event[j]]) not in plain and iv.stack[j] >= 0)
+    i = next(
+        j
+        for j in range(len(iv))
+        if iv.event[j] >= 0 and int(rep.rows[iv.event[j]]) not in plain and iv.stack[j] >= 0
+    )
     window.select_interval(i)
     assert window.stack.detail_texts() == []
     assert "User metadata" not in window.timeline.interval_tooltip(i)
@@ -114,8 +119,12 @@ def test_annotation_markers_on_the_timeline(loaded, newer_file):
     # hovering a marker at the top says the annotation
     x = float(tl.notes_item.marker_x[0])
     assert ANNOTATION_TEXT in tl.note_tooltip(x, 2)
-    assert tl.note_tooltip(x, 200) == "" or "overwritten" in tl.note_tooltip(x, 200) \
-        or "not exact" in tl.note_tooltip(x, 200) or "estimated" in tl.note_tooltip(x, 200)
+    assert (
+        tl.note_tooltip(x, 200) == ""
+        or "overwritten" in tl.note_tooltip(x, 200)
+        or "not exact" in tl.note_tooltip(x, 200)
+        or "estimated" in tl.note_tooltip(x, 200)
+    )
     # the time axis places them at the time of the event after them
     if tl.has_time:
         tl.set_mode("time")
@@ -182,8 +191,10 @@ def test_real_recording_shows_forward_stack_of_backward_allocation(loaded):
     texts = window.stack.detail_texts()
     assert texts[0] == FORWARD_HEADING
     shown = [ln.frame_id for ln in window.stack.detail_lines if ln.kind == "frame"]
-    assert shown[:len(snap.event_forward_frames(int(fwd[0])))] == \
-        snap.event_forward_frames(int(fwd[0])).tolist()
+    assert (
+        shown[: len(snap.event_forward_frames(int(fwd[0])))]
+        == snap.event_forward_frames(int(fwd[0])).tolist()
+    )
     um = snap.trace.user_metadata[fwd[0]]
     if um >= 0:
         assert f"User metadata: {snap.string(int(um))}" in texts
@@ -216,8 +227,9 @@ def test_pinned_host_memory_is_its_own_device(loaded, newer_file):
     # and no GPU figure ever includes them: back to device 0, the same figures as before
     combo.setCurrentIndex(window.combo_index(combo, 0))
     assert not window.vs.host_shown and window.selection.device == 0
-    assert (window.header.stats.reserved_bytes
-            == memory_stats(snap, Selection(device=0)).reserved_bytes)
+    assert (
+        window.header.stats.reserved_bytes == memory_stats(snap, Selection(device=0)).reserved_bytes
+    )
     assert "pinned host memory" not in window.header.scope.text()
     all_gpus = window.combo_index(combo, None)
     combo.setCurrentIndex(all_gpus)

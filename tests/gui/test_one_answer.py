@@ -30,8 +30,9 @@ def test_header_summary_and_diagnosis_split_alike(make_window, qtbot, load, name
     assert event is not None and event >= 0
     # The header at the Diagnosis' instant says the same split ...
     w.set_cursor(event)
-    qtbot.waitUntil(lambda: w.categories_wiring.header_split.split == split["categories"],
-                    timeout=30000)
+    qtbot.waitUntil(
+        lambda: w.categories_wiring.header_split.split == split["categories"], timeout=30000
+    )
     assert format_split(split["categories"]) in panel.split_label.text()
     # ... and summary's "at the peak" is that instant where the recording did not fail.
     snap = load_snapshot(path)

@@ -68,13 +68,16 @@ def test_a_peak_under_one_gib_is_charted_in_mib(open_panel, qtbot, kind):
     label = _left_label(p.plot)
     assert label.strip() == "reserved (MiB)", label
     peak = p.case.recorded_run().reserved.max()
-    ys = [float(c.yData.max()) for c in p.plot.listDataItems()
-          if c.yData is not None and len(c.yData) > 1]
+    ys = [
+        float(c.yData.max())
+        for c in p.plot.listDataItems()
+        if c.yData is not None and len(c.yData) > 1
+    ]
     assert max(ys) == pytest.approx(peak / (1 << 20))
     # The ticks are MiB too (hundreds, not fractions or thousands).
     axis = p.plot.getPlotItem().getAxis("left")
     assert axis.autoSIPrefixScale == 1.0 and axis.labelUnitPrefix == ""
-    lo, hi = p.plot.getPlotItem().vb.viewRange()[1]
+    _lo, hi = p.plot.getPlotItem().vb.viewRange()[1]
     assert 800 < hi < 1000
 
 
@@ -82,7 +85,7 @@ def test_a_run_over_one_gib_stays_in_gib(open_panel, qtbot):
     p = open_panel("diagnosis", FRAG)
     _run(p, qtbot)
     assert _left_label(p.plot).strip() == "reserved (GiB)"
-    lo, hi = p.plot.getPlotItem().vb.viewRange()[1]
+    _lo, hi = p.plot.getPlotItem().vb.viewRange()[1]
     assert 3 < hi < 4
 
 
@@ -106,7 +109,7 @@ def _texts(table):
 
 
 def test_no_limit_known_points_at_the_limit_box_not_a_flag(open_panel, qtbot):
-    """"no memory limit known (give --memory-limit)" in a window with no such flag."""
+    """ "no memory limit known (give --memory-limit)" in a window with no such flag."""
     p = open_panel("diagnosis", SMALL)
     _run(p, qtbot)
     assert p.advice.memory_limit_bytes is None
@@ -133,7 +136,7 @@ def test_the_smaller_batch_never_names_a_flag(open_panel, qtbot):
 
 
 def test_a_capped_search_says_or_more(open_panel, qtbot):
-    """"64× the recorded batch" where the search stopped at 64×: it is 64× or more."""
+    """ "64× the recorded batch" where the search stopped at 64×: it is 64× or more."""
     p = open_panel("diagnosis", GPT2_LEAK)
     _run(p, qtbot)
     assert p.advice.search_capped and p.advice.largest_scale_that_fits == 64
@@ -184,8 +187,9 @@ def test_diagnosis_table_fits_a_1300_px_window(open_panel, qtbot):
     _assert_columns_inside_and_text_reachable(p.table)
     # The change wraps: a long one takes more than one line, whole.
     fm = p.table.fontMetrics()
-    r = max(range(p.table.rowCount()),
-            key=lambda i: fm.horizontalAdvance(p.table.item(i, 6).text()))
+    r = max(
+        range(p.table.rowCount()), key=lambda i: fm.horizontalAdvance(p.table.item(i, 6).text())
+    )
     if fm.horizontalAdvance(p.table.item(r, 6).text()) > p.table.columnWidth(6):
         assert p.table.rowHeight(r) >= 2 * fm.height()
 
@@ -194,8 +198,12 @@ def test_whatif_table_fits_a_1300_px_window(open_panel, qtbot):
     from vramscope.viewer._qt.whatif.panel import COL_OOM
 
     p = open_panel("whatif", GPT2_OOM, width=1300)
-    p.set_checked(["expandable_segments:True,garbage_collection_threshold:0.6",
-                   "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"])
+    p.set_checked(
+        [
+            "expandable_segments:True,garbage_collection_threshold:0.6",
+            "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+        ]
+    )
     _run(p, qtbot)
     _assert_columns_inside_and_text_reachable(p.table)
     # The figures are never cut (the OOM's event whole).
@@ -241,7 +249,7 @@ def test_diff_highlight_is_named_for_the_selected_row(qtbot):
 
 # -- the recorded batch ----------------------------------------------------------------------
 def test_recorded_batch_is_asked_remembered_and_answers_in_samples(open_panel, qtbot):
-    """"96 % of the batch" without asking the batch: without it the answer says "of the
+    """ "96 % of the batch" without asking the batch: without it the answer says "of the
     recorded batch"; typed, it is remembered for the file and the answer is in samples."""
     p = open_panel("diagnosis", FRAG)
     assert p.batch_spin.value() == 0  # nothing remembered yet
@@ -257,8 +265,9 @@ def test_recorded_batch_is_asked_remembered_and_answers_in_samples(open_panel, q
     qtbot.wait(30)
     n = p.advice.largest_batch_that_fits
     assert p.advice.recorded_batch == 24 and 0 < n < 24
-    assert p.table.item(0, 1).text() == (f"Smaller batch: the largest that fits "
-                                         f"(batch {n} of the recorded 24)")
+    assert p.table.item(0, 1).text() == (
+        f"Smaller batch: the largest that fits (batch {n} of the recorded 24)"
+    )
     assert p.table.item(0, 6).text() == f"reduce the batch size from 24 to {n}"
     assert f"batch {n} of the recorded 24" in p.fit_label.text()
     # The answer in samples, not a share of the batch (the margin to the limit may be a %).

@@ -22,8 +22,13 @@ def _image(w: int, h: int, seed: int) -> QImage:
     px[:] = rng.integers(0, 1 << 24, px.size, dtype=np.uint32) | 0xFF000000
     p = QPainter(img)
     for _ in range(5):
-        p.fillRect(int(rng.integers(0, w)), int(rng.integers(0, h)), w // 2, h // 3,
-                   QColor(int(rng.integers(0, 1 << 24))))
+        p.fillRect(
+            int(rng.integers(0, w)),
+            int(rng.integers(0, h)),
+            w // 2,
+            h // 3,
+            QColor(int(rng.integers(0, 1 << 24))),
+        )
     p.end()
     return img
 
@@ -33,9 +38,9 @@ def _decode(data: bytes) -> np.ndarray:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, chunks = 8, {}
     while pos < len(data):
-        n, tag = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        assert struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0] == zlib.crc32(tag + body)
+        n, tag = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + n]
+        assert struct.unpack(">I", data[pos + 8 + n : pos + 12 + n])[0] == zlib.crc32(tag + body)
         chunks.setdefault(tag, b"")
         chunks[tag] += body
         pos += 12 + n
@@ -49,7 +54,7 @@ def _decode(data: bytes) -> np.ndarray:
 def _rgb(img: QImage) -> np.ndarray:
     rgb = img.convertToFormat(QImage.Format.Format_RGB888)
     a = np.frombuffer(rgb.constBits(), np.uint8, rgb.bytesPerLine() * rgb.height())
-    a = a.reshape(rgb.height(), -1)[:, :3 * rgb.width()]
+    a = a.reshape(rgb.height(), -1)[:, : 3 * rgb.width()]
     return a.reshape(rgb.height(), rgb.width(), 3).copy()  # not a view of a dying QImage
 
 

@@ -13,8 +13,8 @@ import os
 import numpy as np
 
 from tests.gui.conftest import BIG_XZ, FRAG
-from vramscope.viewer.startup import preload
 from vramscope.viewer.model import load_snapshot
+from vramscope.viewer.startup import preload
 
 
 def test_the_window_shows_the_preloaded_document(qtbot, window, load, monkeypatch):

@@ -24,9 +24,13 @@ from vramscope.viewer.model.analysis import focus
 from vramscope.viewer.model.core.units import format_bytes
 from vramscope.viewer.model.remedies.advise import advise, peak_words
 from vramscope.viewer.model.replay.timeline import build_timeline
-from vramscope.viewer.model.reports.html_report import (DeviceSection, ReportParts,
-                                                        build_html, complete_section,
-                                                        report_devices)
+from vramscope.viewer.model.reports.html_report import (
+    DeviceSection,
+    ReportParts,
+    build_html,
+    complete_section,
+    report_devices,
+)
 from vramscope.viewer.model.reports.summary import peaks
 from vramscope.viewer.model.whatif import prepare
 
@@ -107,8 +111,7 @@ def test_report_json_and_panel_agree(path, qtbot, tmp_path):
         for sec in sections:
             complete_section(sec, snap, timeline, remedies=True)
             assert sec.advice is None and "no allocation history" in sec.advice_note
-        page = build_html(ReportParts(title=path.name, devices=sections,
-                                      all_devices=sorted(order)))
+        page = build_html(ReportParts(title=path.name, devices=sections, all_devices=sorted(order)))
         got = Sections()
         got.feed(page)
         assert got.order == [f"device-{d}" for d in order]
@@ -151,8 +154,7 @@ def test_report_json_and_panel_agree(path, qtbot, tmp_path):
     words = peak_words(cli["recorded_peak_reserved_bytes"], cli["needed_peak_reserved_bytes"])
     assert report.peaks[sid].startswith(words[:1].upper() + words[1:])
     assert panel.peak_label.text() == words[:1].upper() + words[1:]
-    assert f"recorded peak reserved {format_bytes(advice.recorded_peak_reserved_bytes)}" \
-        in words
+    assert f"recorded peak reserved {format_bytes(advice.recorded_peak_reserved_bytes)}" in words
     # Each remedy, in the same order: predicted peak and fits, word for word.
     rows = report.rows[sid]
     shown = _panel_cells(panel)

@@ -20,8 +20,9 @@ from vramscope.viewer.model.categories import MemoryBreakdown
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FRAG = DATA / "fragmentation_oom.pickle"
-THREE_GPUS = shared_data.SHARED / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+THREE_GPUS = (
+    shared_data.SHARED / "external" / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)
 
 
 @pytest.fixture
@@ -47,8 +48,9 @@ def _images(text: str) -> dict[str, QImage]:
     return out
 
 
-def test_export_right_after_load_waits_for_what_the_memory_is(qtbot, window, load,
-                                                              held_breakdown, tmp_path):
+def test_export_right_after_load_waits_for_what_the_memory_is(
+    qtbot, window, load, held_breakdown, tmp_path
+):
     gate = held_breakdown
     assert load(window, FRAG, timeout=120000) == "loaded"
     assert window.categories.bd is None  # (still being built)
@@ -72,12 +74,13 @@ def test_export_right_after_load_waits_for_what_the_memory_is(qtbot, window, loa
     images = _images(text)
     timeline = next(img for alt, img in images.items() if alt.startswith("Timeline"))
     ratio = window.timeline.devicePixelRatioF()
-    assert (timeline.width(), timeline.height()) == (round(window.timeline.width() * ratio),
-                                                     round(window.timeline.height() * ratio))
+    assert (timeline.width(), timeline.height()) == (
+        round(window.timeline.width() * ratio),
+        round(window.timeline.height() * ratio),
+    )
 
 
-def test_export_can_be_cancelled_while_it_waits(qtbot, window, load, held_breakdown,
-                                                tmp_path):
+def test_export_can_be_cancelled_while_it_waits(qtbot, window, load, held_breakdown, tmp_path):
     gate = held_breakdown
     assert load(window, FRAG, timeout=120000) == "loaded"
     path = tmp_path / "never.html"
@@ -98,8 +101,9 @@ def _export(qtbot, window, path, devices=None):
     return path.read_text(encoding="utf-8")
 
 
-def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(qtbot, window, load,
-                                                                     tmp_path):
+def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(
+    qtbot, window, load, tmp_path
+):
     path = shared_data.require(THREE_GPUS)
     assert load(window, path, timeout=120000) == "loaded"
     oom_device = window.doc.oom.device
@@ -117,8 +121,7 @@ def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(qtbot, win
     assert "<img" in parts[0] and all("<img" not in p for p in parts[1:])
 
 
-def test_a_report_of_one_gpu_of_three_says_which_it_leaves_out(qtbot, window, load,
-                                                               tmp_path):
+def test_a_report_of_one_gpu_of_three_says_which_it_leaves_out(qtbot, window, load, tmp_path):
     path = shared_data.require(THREE_GPUS)
     assert load(window, path, timeout=120000) == "loaded"
     text = _export(qtbot, window, tmp_path / "one.html", devices=[0])
@@ -132,14 +135,17 @@ def _text_of(page: str) -> str:
     return re.sub(r"Made by vramscope [^<]*", "", page)
 
 
-def test_vramscope_report_writes_the_page_file_export_report_writes(qtbot, window, load,
-                                                                    tmp_path):
+def test_vramscope_report_writes_the_page_file_export_report_writes(qtbot, window, load, tmp_path):
     import subprocess
     import sys
 
     cli = tmp_path / "cli.html"
-    got = subprocess.run([sys.executable, "-m", "vramscope.viewer", "report", str(FRAG),
-                          "-o", str(cli)], capture_output=True, text=True, timeout=600)
+    got = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "report", str(FRAG), "-o", str(cli)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert got.returncode == 0, got.stderr
     assert load(window, FRAG, timeout=120000) == "loaded"
     gui = _export(qtbot, window, tmp_path / "gui.html")

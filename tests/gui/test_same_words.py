@@ -15,8 +15,12 @@ GPT2 = DATA / "gpt2_oom.pickle"
 
 
 def cli(*args: str) -> str:
-    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", *map(os.fspath, args)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", *map(os.fspath, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -49,9 +53,13 @@ def test_a_setting_that_runs_out_of_memory_says_so_in_the_panel_as_in_the_cli(qt
     panel.set_checked([conf])
     with qtbot.waitSignal(panel.finished, timeout=120000):
         panel.run_button.click()
-    rows = {panel.table.item(r, 0).text(): (panel.table.item(r, COL_VS).text(),
-                                            panel.table.item(r, COL_OOM).text())
-            for r in range(panel.table.rowCount())}
+    rows = {
+        panel.table.item(r, 0).text(): (
+            panel.table.item(r, COL_VS).text(),
+            panel.table.item(r, COL_OOM).text(),
+        )
+        for r in range(panel.table.rowCount())
+    }
     stopped = {name: vs for name, (vs, oom) in rows.items() if oom != "-"}
     assert stopped, rows  # (the recorded run of this file ends in an OOM)
     assert set(stopped.values()) == {"out of memory"}, rows

@@ -12,9 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from PySide6.QtGui import QColor, QImage
-
 from conftest import DATA  # (tests/gui/conftest.py)
+from PySide6.QtGui import QColor, QImage
 
 GEN = DATA / "truth" / "generate_gpt2_fp32.pickle.xz"  # a generation run: no OOM, one device
 OOM = DATA / "gpt2_oom.pickle"
@@ -30,8 +29,9 @@ def shoot(tmp_path_factory, path=GEN, **opts) -> str:
     key = (os.fspath(path), tuple(sorted(opts.items())))
     if key not in _shots:
         out = tmp_path_factory.mktemp("shot") / "shot.png"
-        args = argparse.Namespace(file=os.fspath(path), screenshot=os.fspath(out),
-                                  **{**SHOT_ARGS, **opts})
+        args = argparse.Namespace(
+            file=os.fspath(path), screenshot=os.fspath(out), **{**SHOT_ARGS, **opts}
+        )
         assert gui.main(args) == 0
         _shots[key] = os.fspath(out)
     return _shots[key]
@@ -51,8 +51,10 @@ def category_counts(rgb: np.ndarray) -> dict[str, int]:
     """Pixels of each category's colour (the model's scheme, which every view paints)."""
     from vramscope.viewer.model.categories import CATEGORY_COLORS
 
-    return {name: int((rgb == (QColor(c).rgb() & 0xFFFFFF)).sum())
-            for name, c in CATEGORY_COLORS.items()}
+    return {
+        name: int((rgb == (QColor(c).rgb() & 0xFFFFFF)).sum())
+        for name, c in CATEGORY_COLORS.items()
+    }
 
 
 def test_the_command_line_offers_the_views_the_window_draws():
@@ -82,7 +84,7 @@ def test_the_views_are_different_pictures(tmp_path_factory, qapp):
     default = pixels(shoot(tmp_path_factory))
     assert np.array_equal(default, images["blocks"])  # the default: the window as it opens
     for i, a in enumerate(VIEWS):
-        for b in VIEWS[i + 1:]:
+        for b in VIEWS[i + 1 :]:
             # (a few pixels could differ by chance: a view is most of the picture)
             assert (images[a] != images[b]).mean() > 0.05, (a, b)
 
@@ -143,9 +145,9 @@ def two_devices(tmp_path_factory):
     import pickle
 
     with open(OOM, "rb") as f:
-        snap = pickle.load(f)  # noqa: S301 (our own test data)
+        snap = pickle.load(f)
     with open(DATA / "fragmentation_oom.pickle", "rb") as f:
-        other = pickle.load(f)  # noqa: S301
+        other = pickle.load(f)
     for seg in other["segments"]:
         seg["device"] = 1
     snap["segments"] += other["segments"]
@@ -174,24 +176,30 @@ def run_gui(capsys, path=GEN, **opts):
     from vramscope.viewer.commands import gui
 
     out = os.fspath(path) + ".never.png" if path else "never.png"
-    args = argparse.Namespace(file=os.fspath(path) if path else None,
-                              screenshot=opts.pop("screenshot", out), **{**SHOT_ARGS, **opts})
+    args = argparse.Namespace(
+        file=os.fspath(path) if path else None,
+        screenshot=opts.pop("screenshot", out),
+        **{**SHOT_ARGS, **opts},
+    )
     code = gui.main(args)
     return code, capsys.readouterr().err.strip().splitlines(), out
 
 
-@pytest.mark.parametrize("opts, words", [
-    (dict(view="timeline"), "--view timeline: not a view (one of: blocks, calltree"),
-    (dict(color_by="rainbow"), "--color-by rainbow: one of: site, category"),
-    (dict(device="gpu1"), "--device gpu1: a device number"),
-    (dict(device="3"), "no device 3 in this snapshot (--device: all, 0)"),
-    (dict(at="soon"), "--at soon: an event number"),
-    (dict(at="-1"), "--at -1: an event number"),
-    (dict(at="999999999"), "--at 999999999: device 0's trace has events 0 to 164,405"),
-    (dict(at="oom"), "--at oom: no out-of-memory event in device 0's trace"),
-    (dict(timeout="0"), "--timeout 0: a number of seconds above 0"),
-    (dict(view="categories", screenshot=None), "--view: only with --screenshot OUT.png"),
-])
+@pytest.mark.parametrize(
+    "opts, words",
+    [
+        (dict(view="timeline"), "--view timeline: not a view (one of: blocks, calltree"),
+        (dict(color_by="rainbow"), "--color-by rainbow: one of: site, category"),
+        (dict(device="gpu1"), "--device gpu1: a device number"),
+        (dict(device="3"), "no device 3 in this snapshot (--device: all, 0)"),
+        (dict(at="soon"), "--at soon: an event number"),
+        (dict(at="-1"), "--at -1: an event number"),
+        (dict(at="999999999"), "--at 999999999: device 0's trace has events 0 to 164,405"),
+        (dict(at="oom"), "--at oom: no out-of-memory event in device 0's trace"),
+        (dict(timeout="0"), "--timeout 0: a number of seconds above 0"),
+        (dict(view="categories", screenshot=None), "--view: only with --screenshot OUT.png"),
+    ],
+)
 def test_wrong_values_are_one_line_and_exit_2(qapp, capsys, opts, words):
     code, err, out = run_gui(capsys, **opts)
     assert code == 2
@@ -202,14 +210,27 @@ def test_wrong_values_are_one_line_and_exit_2(qapp, capsys, opts, words):
 
 def test_wrong_value_from_a_shell_no_traceback(tmp_path):
     out = tmp_path / "o.png"
-    run = subprocess.run([sys.executable, "-m", "vramscope.viewer", os.fspath(GEN),
-                          "--screenshot", os.fspath(out), "--view", "nope"],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer",
+            os.fspath(GEN),
+            "--screenshot",
+            os.fspath(out),
+            "--view",
+            "nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
         "vramscope: error: --view nope: not a view (one of: blocks, calltree, categories, "
-        "diagnosis, whatif)"]
+        "diagnosis, whatif)"
+    ]
     assert not out.exists()
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DATA, FRAG
 
-from vramscope.viewer._qt.widgets import theme
-from vramscope.viewer.model.view.document import Document
 from vramscope.viewer._qt.segment_map import (
     SORT_ADDRESS,
     SORT_FREE,
@@ -16,11 +15,11 @@ from vramscope.viewer._qt.segment_map import (
     lod_rects,
     rects_path,
 )
+from vramscope.viewer._qt.widgets import theme
 from vramscope.viewer.model.analysis.figures import Selection
-from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.core.snapshot import BlockState
-
-from conftest import DATA, FRAG  # noqa: E402
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.view.document import Document
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +33,16 @@ def synthetic(n_blocks: int, block: float = 1.0, states=None) -> MapLayout:
     x1 = x0 + block
     states = np.zeros(n_blocks, np.int8) if states is None else np.asarray(states, np.int8)
     return MapLayout(
-        seg_rows=np.array([0]), row_size=np.array([n_blocks * block]),
-        row_ptr=np.array([0, n_blocks]), blocks=np.arange(n_blocks),
+        seg_rows=np.array([0]),
+        row_size=np.array([n_blocks * block]),
+        row_ptr=np.array([0, n_blocks]),
+        blocks=np.arange(n_blocks),
         row=np.zeros(n_blocks, np.int64),
-        x0=x0, x1=x1, req_end=x1.copy(), state=states, pos_of_block=np.arange(n_blocks),
+        x0=x0,
+        x1=x1,
+        req_end=x1.copy(),
+        state=states,
+        pos_of_block=np.arange(n_blocks),
     )
 
 

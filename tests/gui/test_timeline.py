@@ -7,15 +7,14 @@ import os
 
 import numpy as np
 import pytest
+from conftest import BIG_XZ, DATA, FRAG
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor
 
-from vramscope.viewer.model.core import frames as fr
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
+from vramscope.viewer.model.core import frames as fr
 from vramscope.viewer.model.core.snapshot import Action, BlockState
 from vramscope.viewer.model.core.units import format_bytes
-
-from conftest import BIG_XZ, DATA, FRAG  # noqa: E402  (tests/gui/conftest.py)
 
 GPT2 = DATA / "gpt2_oom.pickle"
 MiB = 1 << 20
@@ -39,10 +38,13 @@ def map_matches(window, snap) -> None:
     layout = window.map.layout_data
     assert layout.n_rows == len(snap.segments)
     assert len(layout) == len(snap.blocks)
-    assert window.map.doc.snap.blocks.address[layout.blocks].tolist() == \
-        snap.blocks.address[layout.blocks].tolist()
-    assert (sorted(window.map.doc.snap.segments.address.tolist())
-            == sorted(snap.segments.address.tolist()))
+    assert (
+        window.map.doc.snap.blocks.address[layout.blocks].tolist()
+        == snap.blocks.address[layout.blocks].tolist()
+    )
+    assert sorted(window.map.doc.snap.segments.address.tolist()) == sorted(
+        snap.segments.address.tolist()
+    )
 
 
 def plot_point(tl, x: float, y: float) -> QPoint:
@@ -63,8 +65,12 @@ def test_timeline_built_on_load_and_curves_end_at_the_header(loaded):
     assert window.view_doc is doc
     stats = window.header.stats
     assert stats == memory_stats(doc.snap)
-    for curve, figure in (("reserved", stats.reserved_bytes), ("allocated", stats.allocated_bytes),
-                          ("active", stats.active_bytes), ("requested", stats.requested_bytes)):
+    for curve, figure in (
+        ("reserved", stats.reserved_bytes),
+        ("allocated", stats.allocated_bytes),
+        ("active", stats.active_bytes),
+        ("requested", stats.requested_bytes),
+    ):
         assert int(tl.curves[curve][-1]) == figure, curve
         # the curve item is drawn up to that same final value
         assert tl.curve_items[curve].yData[-1] == figure
@@ -85,7 +91,7 @@ def test_annotation_bands_and_x_axis_toggle(qtbot, loaded):
     tl = window.timeline
     names = [b[2] for b in tl.bands_item.bands]
     assert names.count("Optimizer.step") == 8 and names.count("Optimizer.zero_grad") == 8
-    x0, x1 = [(b[0], b[1]) for b in tl.bands_item.bands if b[2] == "Optimizer.step"][0]
+    x0, x1 = next((b[0], b[1]) for b in tl.bands_item.bands if b[2] == "Optimizer.step")
     assert 0 < x0 < x1 < tl.n
     # x axis: time since the first event
     rep = window.doc.timeline.replay(0)
@@ -94,7 +100,7 @@ def test_annotation_bands_and_x_axis_toggle(qtbot, loaded):
     t_end = (rep.time_us[-1] - rep.time_us[0]) / 1e6
     assert tl.cursor.value() == pytest.approx(t_end)
     assert tl.curve_items["reserved"].xData[-1] == pytest.approx(t_end)
-    t0 = [(b[0], b[1]) for b in tl.bands_item.bands if b[2] == "Optimizer.step"][0]
+    t0 = next((b[0], b[1]) for b in tl.bands_item.bands if b[2] == "Optimizer.step")
     assert 0 < t0[0] < t0[1] < t_end
     assert f"+{t_end * 1e3:.1f} ms" in tl.cursor_text()
     assert tl.x_axis.tickStrings([0.5], 1, 0.1) == ["0.5 s"]
@@ -140,7 +146,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     assert "event 12,345 of 25,903" in tl.cursor_text()
     assert tl.latest_button.isEnabled()
     # a real click on the timeline, above the curves (no allocation there)
-    (xa, xb), (ya, yb) = tl.vb.viewRange()
+    (xa, xb), (_ya, yb) = tl.vb.viewRange()
     pos = plot_point(tl, xa + (xb - xa) * 0.3, yb * 0.97)
     k = tl.k_of(tl.vb.mapSceneToView(tl.plot.mapToScene(pos)).x())
     assert k != 12345
@@ -151,6 +157,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     map_matches(window, snap)
     # keys (the click gave the plot the focus)
     tl.plot.setFocus()
+
     def key(k, expect, mods=Qt.KeyboardModifier.NoModifier):
         qtbot.keyClick(tl.plot, k, mods)
         qtbot.waitUntil(lambda: window.cursor_k == expect, timeout=3000)  # coalesced seek
@@ -346,7 +353,7 @@ def test_call_tree_defaults_to_the_peak_without_oom(loaded):
     ct = window.calltree
     assert ct.moment() == "peak"
     rep = window.doc.timeline.replay(window.cursor_device)
-    value, k = rep.peak("allocated")
+    _value, k = rep.peak("allocated")
     assert "peak" in ct.caption.text()
     live = window.doc.at(window.cursor_device, k).snap.blocks
     active = (live.state == BlockState.ALLOCATED) | (live.state == BlockState.PENDING_FREE)
@@ -368,10 +375,12 @@ def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
     match = fr.stacks_matching(snap, "sdpa_attention")
     assert window.search_mask.tolist() == match.tolist()
     hl = window.map.item.highlighted_blocks()
-    live = ((snap.blocks.state == BlockState.ALLOCATED)
-            | (snap.blocks.state == BlockState.PENDING_FREE))
-    expect = np.flatnonzero(live & (snap.blocks.stack >= 0)
-                            & match[np.maximum(snap.blocks.stack, 0)])
+    live = (snap.blocks.state == BlockState.ALLOCATED) | (
+        snap.blocks.state == BlockState.PENDING_FREE
+    )
+    expect = np.flatnonzero(
+        live & (snap.blocks.stack >= 0) & match[np.maximum(snap.blocks.stack, 0)]
+    )
     assert len(expect) > 0 and sorted(hl.tolist()) == expect.tolist()
     # the table keeps only matching rows
     rows = window.table.model.rows

@@ -3,20 +3,22 @@ change of what is shown redraws each view once, in a real window."""
 
 from __future__ import annotations
 
-from vramscope.viewer.model.analysis.figures import Selection
+from conftest import DATA
 
-from conftest import DATA  # noqa: E402  (tests/gui/conftest.py)
+from vramscope.viewer.model.analysis.figures import Selection
 
 
 def _count(window, monkeypatch) -> dict[str, int]:
     """Count the drawing calls of each view (the real methods still run)."""
     calls: dict[str, int] = {}
-    for name, obj, meth in (("header", window.header, "set_stats"),
-                            ("map", window.map, "set_document"),
-                            ("table", window.table, "set_rows"),
-                            ("stack", window.stack, "set_document"),
-                            ("timeline", window.timeline, "set_cursor"),
-                            ("timeline_doc", window.timeline, "set_document")):
+    for name, obj, meth in (
+        ("header", window.header, "set_stats"),
+        ("map", window.map, "set_document"),
+        ("table", window.table, "set_rows"),
+        ("stack", window.stack, "set_document"),
+        ("timeline", window.timeline, "set_cursor"),
+        ("timeline_doc", window.timeline, "set_document"),
+    ):
         real = getattr(obj, meth)
 
         def counted(*a, _real=real, _name=name, **k):

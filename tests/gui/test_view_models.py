@@ -4,27 +4,32 @@ QApplication."""
 from __future__ import annotations
 
 import numpy as np
+from conftest import DATA
 
-from vramscope.viewer.model.view.annotations import pair_ranges, place_labels
 from vramscope.viewer.model.io.load import load_snapshot
-
-from conftest import DATA  # noqa: E402
+from vramscope.viewer.model.view.annotations import pair_ranges, place_labels
 
 
 def test_place_labels_keeps_the_important_and_drops_overlaps():
-    rects = np.array([
-        [0, 0, 100, 20],     # most important
-        [50, 10, 150, 30],   # overlaps the first: dropped
-        [160, 0, 200, 20],   # clear
-        [190, 100, 260, 120],  # past the right edge: dropped, not clipped
-        [0, 25, 40, 45],     # clear (more than pad below the first)
-        [101, 0, 130, 20],   # within pad of the first: dropped
-    ], float)
+    rects = np.array(
+        [
+            [0, 0, 100, 20],  # most important
+            [50, 10, 150, 30],  # overlaps the first: dropped
+            [160, 0, 200, 20],  # clear
+            [190, 100, 260, 120],  # past the right edge: dropped, not clipped
+            [0, 25, 40, 45],  # clear (more than pad below the first)
+            [101, 0, 130, 20],  # within pad of the first: dropped
+        ],
+        float,
+    )
     keep = place_labels(rects, bounds=(0, 0, 250, 200), pad=2)
     assert keep.tolist() == [True, False, True, False, True, False]
     # fixed rects are obstacles whatever the bounds
-    keep = place_labels(np.array([[-50, 0, 10, 10], [0, 0, 20, 10], [30, 0, 40, 10]], float),
-                        bounds=(0, 0, 100, 100), fixed=1)
+    keep = place_labels(
+        np.array([[-50, 0, 10, 10], [0, 0, 20, 10], [30, 0, 40, 10]], float),
+        bounds=(0, 0, 100, 100),
+        fixed=1,
+    )
     assert keep.tolist() == [True, False, True]
 
 
@@ -41,14 +46,18 @@ def test_pair_ranges_of_a_real_trace():
 
 # --------------------------------------------------------------------------- ViewState
 
+import pytest  # noqa: E402
+
 from vramscope.viewer.model.analysis.figures import Selection  # noqa: E402
 from vramscope.viewer.model.view.document import Document  # noqa: E402
 from vramscope.viewer.model.view.view_state import ViewState  # noqa: E402
 
-import pytest  # noqa: E402
-
-SUN = DATA.parents[2] / "shared" / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+SUN = (
+    DATA.parents[2]
+    / "shared"
+    / "external"
+    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)
 
 
 def _doc(name):
@@ -148,7 +157,7 @@ def test_curve_decimation_keeps_every_bucket_maximum():
     # each drawn value is the max of the events from its x to the next one's
     edges = np.append(x_out.astype(np.int64), len(y))
     for j in range(0, len(y_out), 97):
-        assert y_out[j] == y[edges[j]:edges[j + 1]].max()
+        assert y_out[j] == y[edges[j] : edges[j + 1]].max()
     x_small, y_small = decimate(xs, y, levels, 1000, 1500, 800)
     assert np.array_equal(y_small, y[1000:1501]) and np.array_equal(x_small, xs[1000:1501])
 
@@ -211,17 +220,20 @@ def test_live_source_extends_a_real_trace_exactly():
     for k in (4000, 9000, 15000, 21000, n - 1):
         at = full.at(0, k).snap
         rows = int(rep.rows[k]) + 1
-        part = dataclasses.replace(at, trace=type(snap.trace)(
-            **{f: getattr(snap.trace, f)[:rows] for f in trace_fields}))
+        part = dataclasses.replace(
+            at, trace=type(snap.trace)(**{f: getattr(snap.trace, f)[:rows] for f in trace_fields})
+        )
         doc = source.apply(part, dropped_total=0)
         assert doc.n_events(0) == k + 1
     assert source.builds == 1 and source.extends == 4 and source.fallbacks == 0
     live = doc.timeline.replay(0)
     assert live.inconsistencies == rep.inconsistencies == 0
     for curve in ("reserved", "allocated", "active", "requested"):
-        assert np.array_equal(np.asarray(doc.curves(0)[curve][:n]),
-                              np.asarray(full.curves(0)[curve][:n])), curve
+        assert np.array_equal(
+            np.asarray(doc.curves(0)[curve][:n]), np.asarray(full.curves(0)[curve][:n])
+        ), curve
     assert len(doc.intervals(0)) == len(full.intervals(0))
     a, b = doc.at(0, 12_345).snap.blocks, full.at(0, 12_345).snap.blocks
-    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == \
-        sorted(zip(b.address.tolist(), b.size.tolist(), b.state.tolist()))
+    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == sorted(
+        zip(b.address.tolist(), b.size.tolist(), b.state.tolist())
+    )

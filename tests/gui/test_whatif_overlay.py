@@ -52,8 +52,10 @@ def test_selected_setting_is_overlaid_on_the_main_timeline(make_window, qtbot, l
     assert not np.array_equal(ov.y, np.asarray(tl.curves["reserved"]))  # not the recorded
     label = "what-if: expandable_segments:True"
     assert tl.overlay_labels() == [f"predicted: {label} · peak {fb(ov.peak)}"]
-    assert f"predicted: {label}, peak {fb(ov.peak)}" in \
-        tl.plot.getPlotItem().getAxis("bottom").labelText
+    assert (
+        f"predicted: {label}, peak {fb(ov.peak)}"
+        in tl.plot.getPlotItem().getAxis("bottom").labelText
+    )
     assert "predicted" in tl.legend.text()
     x, y = ov.curve.getData()
     assert len(x) > 10 and float(y.max()) == float(d["peak_reserved_bytes"])
@@ -117,13 +119,16 @@ def test_a_predicted_oom_ends_the_overlay_at_the_row_peak(make_window, qtbot, lo
     panel.close()
 
 
-SUN = DATA.parents[2] / "shared" / "external" / \
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 GPUs, the OOM on GPU 1
+SUN = (
+    DATA.parents[2]
+    / "shared"
+    / "external"
+    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+)  # 3 GPUs, the OOM on GPU 1
 
 
 @pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
-def test_the_device_the_window_shows_is_simulated_and_another_clears_it(
-        make_window, qtbot, load):
+def test_the_device_the_window_shows_is_simulated_and_another_clears_it(make_window, qtbot, load):
     """A three-GPU recording opens at its OOM on device 1: the panel simulates device 1
     (not the first device), so its curve goes on that timeline; showing another device
     removes it, and selecting a row then says why nothing is drawn."""

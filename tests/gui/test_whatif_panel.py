@@ -37,15 +37,20 @@ def test_run_shows_curves_table_and_self_check(panel, qtbot, tmp_path):
     case = prepare(panel.snap)
     want = predict(case, ["recorded", "expandable_segments:True", "max_split_size_mb:64"])
     from vramscope.viewer.model.core.units import format_bytes
+
     for row, p in enumerate(want):
         assert panel.table.item(row, 1).text() == format_bytes(p.result.peak_reserved_until_oom)
     # One curve per setting, each as long as the request stream.
-    curves = [c for c in panel.plot.listDataItems() if c.opts.get("pen") is not None
-              and c.xData is not None and len(c.xData) > 1]
+    curves = [
+        c
+        for c in panel.plot.listDataItems()
+        if c.opts.get("pen") is not None and c.xData is not None and len(c.xData) > 1
+    ]
     assert len(curves) == 3 and all(len(c.xData) == len(case.requests) for c in curves)
     # Copy and export.
     panel.copy_table()
     from PySide6.QtGui import QGuiApplication
+
     text = QGuiApplication.clipboard().text()
     assert text.splitlines()[0].startswith("setting\tpeak reserved")
     assert "expandable_segments:True" in text
@@ -56,6 +61,7 @@ def test_run_shows_curves_table_and_self_check(panel, qtbot, tmp_path):
 
 def qtbot_button():
     from PySide6.QtCore import Qt
+
     return Qt.MouseButton.LeftButton
 
 
@@ -78,8 +84,14 @@ def test_predicted_oom_is_marked(panel, qtbot):
 
 
 def test_cancel_stops_the_run(panel, qtbot):
-    panel.set_checked(["expandable_segments:True", "max_split_size_mb:64",
-                       "roundup_power2_divisions:4", "garbage_collection_threshold:0.6"])
+    panel.set_checked(
+        [
+            "expandable_segments:True",
+            "max_split_size_mb:64",
+            "roundup_power2_divisions:4",
+            "garbage_collection_threshold:0.6",
+        ]
+    )
     panel.run()
     panel.cancel()
     qtbot.waitUntil(lambda: panel.thread is None, timeout=60000)
@@ -107,6 +119,7 @@ def test_main_window_menu_opens_the_panel(make_window, qtbot):
     assert w.whatif_action.shortcut().toString() == "Ctrl+Shift+W"
     w.whatif_action.trigger()
     from vramscope.viewer._qt.whatif.panel import WhatIfPanel
+
     panels = [x for x in w.aux_windows if isinstance(x, WhatIfPanel)]
     assert len(panels) == 1 and panels[0].isVisible()
     panels[0].close()
@@ -206,8 +219,9 @@ def test_limit_and_legend_stay_off_the_curves(gpt2_panel, qtbot):
     labels = [label.text for _sample, label in p.legend.items]
     assert "memory limit 10.49 GiB" in labels and "predicted OOM" in labels
     vb = p.plot.getPlotItem().getViewBox()
-    inside = [i for i in vb.allChildren() if isinstance(i, (pg.TextItem, pg.InfLineLabel,
-                                                            pg.LegendItem))]
+    inside = [
+        i for i in vb.allChildren() if isinstance(i, (pg.TextItem, pg.InfLineLabel, pg.LegendItem))
+    ]
     assert not inside  # nothing with text over the data
     chart = vb.sceneBoundingRect()
     legend = p.legend.sceneBoundingRect()

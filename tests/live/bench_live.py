@@ -73,12 +73,17 @@ def summarize(phases: list[dict], skip: int) -> dict:
     on = [t for p in phases if p["agent"] for t in p["times"][skip:]]
     res = {}
     for name, xs in (("no_agent", off), ("agent_polled", on)):
-        res[name] = {"steps": len(xs), "mean_ms": statistics.fmean(xs) * 1e3,
-                     "median_ms": statistics.median(xs) * 1e3}
-    res["overhead_mean_pct"] = 100 * (res["agent_polled"]["mean_ms"]
-                                      / res["no_agent"]["mean_ms"] - 1)
-    res["overhead_median_pct"] = 100 * (res["agent_polled"]["median_ms"]
-                                        / res["no_agent"]["median_ms"] - 1)
+        res[name] = {
+            "steps": len(xs),
+            "mean_ms": statistics.fmean(xs) * 1e3,
+            "median_ms": statistics.median(xs) * 1e3,
+        }
+    res["overhead_mean_pct"] = 100 * (
+        res["agent_polled"]["mean_ms"] / res["no_agent"]["mean_ms"] - 1
+    )
+    res["overhead_median_pct"] = 100 * (
+        res["agent_polled"]["median_ms"] / res["no_agent"]["median_ms"] - 1
+    )
     return res
 
 
@@ -91,19 +96,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--skip", type=int, default=3, help="steps left out at each phase start")
-    p.add_argument("--max-entries", type=int, default=100_000,
-                   help="the recorder's ring buffer (the trace request's cost grows with it)")
+    p.add_argument(
+        "--max-entries",
+        type=int,
+        default=100_000,
+        help="the recorder's ring buffer (the trace request's cost grows with it)",
+    )
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     hs = Path(tempfile.mkdtemp(prefix="vsl-bench-"))
     rt = Path(tempfile.mkdtemp(prefix="vsl-", dir="/tmp"))
     os.chmod(rt, 0o700)
-    env = dict(os.environ, VRAMSCOPE_RUNTIME_DIR=str(rt), PYTHONUNBUFFERED="1",
-               LIVE_MAX_ENTRIES=str(args.max_entries))
-    cmd = [sys.executable, str(REPO / "tests/workloads/live_train.py"),
-           "--bench-phases", str(args.phases), "--phase-steps", str(args.phase_steps),
-           "--width", str(args.width), "--layers", str(args.layers), "--batch", str(args.batch),
-           "--seq", str(args.seq), "--handshake-dir", str(hs)]
+    env = dict(
+        os.environ,
+        VRAMSCOPE_RUNTIME_DIR=str(rt),
+        PYTHONUNBUFFERED="1",
+        LIVE_MAX_ENTRIES=str(args.max_entries),
+    )
+    cmd = [
+        sys.executable,
+        str(REPO / "tests/workloads/live_train.py"),
+        "--bench-phases",
+        str(args.phases),
+        "--phase-steps",
+        str(args.phase_steps),
+        "--width",
+        str(args.width),
+        "--layers",
+        str(args.layers),
+        "--batch",
+        str(args.batch),
+        "--seq",
+        str(args.seq),
+        "--handshake-dir",
+        str(hs),
+    ]
     counts = {"stats": 0, "trace": 0, "trace_throttled": 0, "trace_events": 0}
     stop = threading.Event()
     t = threading.Thread(target=poller, args=(hs, stop, counts), daemon=True)

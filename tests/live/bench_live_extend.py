@@ -20,13 +20,16 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    from vramscope.viewer.model.view.document import Document
-    from vramscope.viewer.model.live.doc_source import LiveDocumentSource
     from vramscope.viewer.model.io.load import load_snapshot
+    from vramscope.viewer.model.live.doc_source import LiveDocumentSource
+    from vramscope.viewer.model.view.document import Document
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("file", nargs="?", default=str(HERE.parent / "data" /
-                                                   "transformer_long_python_1000k.pickle.xz"))
+    ap.add_argument(
+        "file",
+        nargs="?",
+        default=str(HERE.parent / "data" / "transformer_long_python_1000k.pickle.xz"),
+    )
     ap.add_argument("--new", type=int, default=2000, help="events in the update")
     args = ap.parse_args()
     snap = load_snapshot(args.file)
@@ -38,8 +41,10 @@ def main() -> int:
 
     def ring(k: int):
         rows = int(rep.rows[k]) + 1
-        return dataclasses.replace(full.at(dev, k).snap, trace=type(snap.trace)(
-            **{f: getattr(snap.trace, f)[:rows] for f in fields}))
+        return dataclasses.replace(
+            full.at(dev, k).snap,
+            trace=type(snap.trace)(**{f: getattr(snap.trace, f)[:rows] for f in fields}),
+        )
 
     before, after = ring(n - 1 - args.new), ring(n - 1)
     source = LiveDocumentSource()
@@ -52,9 +57,11 @@ def main() -> int:
     t0 = time.perf_counter()
     Document.build(after)
     t_full = time.perf_counter() - t0
-    print(f"{n:,} events, update of {args.new:,}: {t_update * 1e3:.1f} ms; full rebuild "
-          f"{t_full * 1e3:.1f} ms; ratio {t_update / t_full:.3f} (target <= 0.10); "
-          f"extends {source.extends}, fallbacks {source.fallbacks}")
+    print(
+        f"{n:,} events, update of {args.new:,}: {t_update * 1e3:.1f} ms; full rebuild "
+        f"{t_full * 1e3:.1f} ms; ratio {t_update / t_full:.3f} (target <= 0.10); "
+        f"extends {source.extends}, fallbacks {source.fallbacks}"
+    )
     return 0 if t_update <= 0.10 * t_full and not source.fallbacks else 1
 
 

@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from live_fakes import LiveFakeBackend  # noqa: E402
+from live_fakes import LiveFakeBackend
 
-from vramscope.capture import backend  # noqa: E402
+from vramscope.capture import backend
 
 
 def main() -> int:
@@ -47,8 +47,9 @@ def main() -> int:
             # What a platform without AF_UNIX gets.
             a = live_agent.Agent(use_unix=False).start()
             live_agent._agent = a
-            a.recorder = capture.start(max_entries=int(os.environ.get("FAKE_MAX_ENTRIES", "1000")),
-                                       dump_signal=None)
+            a.recorder = capture.start(
+                max_entries=int(os.environ.get("FAKE_MAX_ENTRIES", "1000")), dump_signal=None
+            )
             agent = a
         else:
             kwargs["max_entries"] = int(os.environ.get("FAKE_MAX_ENTRIES", "1000"))

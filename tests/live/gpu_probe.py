@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def main() -> int:
     import torch
-
     import train_small
+
     from vramscope.capture import start
     from vramscope.capture.live.allocator import LiveAllocator
 
@@ -35,18 +35,24 @@ def main() -> int:
         torch.cuda.synchronize()
         la = LiveAllocator()
         t0 = time.perf_counter()
-        stats, segs, fast, consistent = la.stats()
+        _stats, segs, fast, consistent = la.stats()
         t_stats = time.perf_counter() - t0
         t0 = time.perf_counter()
         snap, _, _ = la.snapshot()
         t_full = time.perf_counter() - t0
         full_segs = snap["segments"]
-        same = ([(s["address"], s["total_size"], len(s["blocks"])) for s in segs]
-                == [(s["address"], s["total_size"], len(s["blocks"])) for s in full_segs])
+        same = [(s["address"], s["total_size"], len(s["blocks"])) for s in segs] == [
+            (s["address"], s["total_size"], len(s["blocks"])) for s in full_segs
+        ]
         out[f"after_{n}_more_steps"] = {
-            "fast_path": fast, "consistent": consistent, "same_segments": same,
-            "segments": len(segs), "trace_entries": len(snap["device_traces"][0]),
-            "stats_s": round(t_stats, 5), "full_snapshot_s": round(t_full, 4)}
+            "fast_path": fast,
+            "consistent": consistent,
+            "same_segments": same,
+            "segments": len(segs),
+            "trace_entries": len(snap["device_traces"][0]),
+            "stats_s": round(t_stats, 5),
+            "full_snapshot_s": round(t_full, 4),
+        }
     print(json.dumps(out, indent=1))
     return 0
 

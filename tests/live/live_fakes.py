@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "capture"))
 
-from capture_fakes import FakeBackend  # noqa: E402
+from capture_fakes import FakeBackend
 
 
 class LiveFakeBackend(FakeBackend):
@@ -35,9 +35,16 @@ class LiveFakeBackend(FakeBackend):
     def _trace(self, action: str, addr: int, size: int) -> None:
         if self.history is None:
             return
-        self.trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                           "time_us": self._now_us(),
-                           "frames": [{"filename": "train.py", "line": 7, "name": "step"}]})
+        self.trace.append(
+            {
+                "action": action,
+                "addr": addr,
+                "size": size,
+                "stream": 0,
+                "time_us": self._now_us(),
+                "frames": [{"filename": "train.py", "line": 7, "name": "step"}],
+            }
+        )
         limit = getattr(self.history, "max_entries", None)
         if isinstance(limit, int) and len(self.trace) > limit:
             del self.trace[: len(self.trace) - limit]

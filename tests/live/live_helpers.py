@@ -15,8 +15,13 @@ class Target:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_target.py"), *args], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            [sys.executable, str(HERE / "fake_target.py"), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         line = self.proc.stdout.readline().split()
         assert line and line[0] == "READY", (line, self.proc.stderr.read())
         self.pid = int(line[1])

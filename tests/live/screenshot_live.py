@@ -30,12 +30,35 @@ def main() -> int:
     os.chmod(rt, 0o700)
     os.environ["VRAMSCOPE_RUNTIME_DIR"] = str(rt)
     until = hs / "stop"
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests/workloads/live_train.py"),
-                             "--serve", "--grow-mib", "48", "--grow-max", "400", "--sleep", "0.05",
-                             "--width", "512", "--layers", "4", "--batch", "16", "--seq", "256",
-                             "--handshake-dir", str(hs), "--until-file", str(until)],
-                            env=dict(os.environ, LIVE_MAX_ENTRIES="20000"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "tests/workloads/live_train.py"),
+            "--serve",
+            "--grow-mib",
+            "48",
+            "--grow-max",
+            "400",
+            "--sleep",
+            "0.05",
+            "--width",
+            "512",
+            "--layers",
+            "4",
+            "--batch",
+            "16",
+            "--seq",
+            "256",
+            "--handshake-dir",
+            str(hs),
+            "--until-file",
+            str(until),
+        ],
+        env=dict(os.environ, LIVE_MAX_ENTRIES="20000"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         t0 = time.monotonic()
         while not (hs / "ready.json").exists():
@@ -64,12 +87,17 @@ def main() -> int:
             spin(wait)
             path = out / f"live_{k}.png"
             w.grab().save(str(path))
-            shots.append({"png": path.name, "state": live.state,
-                          "stats_updates": live.stats_updates,
-                          "trace_updates": live.trace_updates,
-                          "reserved_curve": live.curves.last("reserved"),
-                          "status": live.live_status.toolTip(),
-                          "device_panel": live.device_panel.text()})
+            shots.append(
+                {
+                    "png": path.name,
+                    "state": live.state,
+                    "stats_updates": live.stats_updates,
+                    "trace_updates": live.trace_updates,
+                    "reserved_curve": live.curves.last("reserved"),
+                    "status": live.live_status.toolTip(),
+                    "device_panel": live.device_panel.text(),
+                }
+            )
             print(json.dumps(shots[-1], indent=1), flush=True)
         w.close()
         (out / "shots.json").write_text(json.dumps(shots, indent=1))

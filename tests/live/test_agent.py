@@ -17,15 +17,24 @@ MiB = 1 << 20
 
 
 def _counters(stats: dict) -> dict:
-    return {k: stats[k] for k in ("reserved_bytes.all.current", "allocated_bytes.all.current",
-                                  "active_bytes.all.current", "requested_bytes.all.current")}
+    return {
+        k: stats[k]
+        for k in (
+            "reserved_bytes.all.current",
+            "allocated_bytes.all.current",
+            "active_bytes.all.current",
+            "requested_bytes.all.current",
+        )
+    }
 
 
 def _figures(f) -> dict:
-    return {"reserved_bytes.all.current": f.reserved_bytes,
-            "allocated_bytes.all.current": f.allocated_bytes,
-            "active_bytes.all.current": f.active_bytes,
-            "requested_bytes.all.current": f.requested_bytes}
+    return {
+        "reserved_bytes.all.current": f.reserved_bytes,
+        "allocated_bytes.all.current": f.allocated_bytes,
+        "active_bytes.all.current": f.active_bytes,
+        "requested_bytes.all.current": f.requested_bytes,
+    }
 
 
 def test_hello_stats_and_snapshot_round_trip(start_target, tmp_path):
@@ -42,7 +51,7 @@ def test_hello_stats_and_snapshot_round_trip(start_target, tmp_path):
     # The figures computed from the segments equal the allocator's counters of that instant.
     assert _figures(upd.figures) == truth == _counters(upd.stats[0])
     assert upd.fast_path and upd.consistent
-    path, snap, header = s.save_snapshot(tmp_path / "grab.pickle")
+    path, _snap, _header = s.save_snapshot(tmp_path / "grab.pickle")
     loaded = load_snapshot(path)
     assert _figures(memory_stats(loaded, Selection(device=0))) == truth
     assert len(loaded.trace.action) == 3  # alloc, alloc, free_completed

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from capture_helpers import child_env
 
 from vramscope.viewer.model import load_snapshot
@@ -18,8 +17,13 @@ MiB = 1 << 20
 
 def _attach(runtime_dir, *args, timeout=60):
     env = child_env({"VRAMSCOPE_RUNTIME_DIR": str(runtime_dir)})
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer.cli", "attach", *args],
-                          env=env, text=True, capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer.cli", "attach", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_list_with_nothing_attachable_exits_0(runtime_dir):
@@ -55,8 +59,11 @@ def test_save_grabs_the_running_process(start_target, runtime_dir, tmp_path):
     assert "wrote" in r.stdout and "reserved 7.00 MiB" in r.stdout
     snap = load_snapshot(out)
     side = json.loads(out.with_suffix(".json").read_text())
-    assert side["memory_stats"]["reserved_bytes.all.current"] == 7 * MiB == t.stats()[
-        "reserved_bytes.all.current"]
+    assert (
+        side["memory_stats"]["reserved_bytes.all.current"]
+        == 7 * MiB
+        == t.stats()["reserved_bytes.all.current"]
+    )
     assert len(snap.trace.action) == 1
     r = _attach(runtime_dir, t.endpoint, "--save", str(tmp_path / "by_endpoint.pickle"))
     assert r.returncode == 0, r.stderr
@@ -79,16 +86,18 @@ def test_a_process_without_agent_exits_2_with_the_opt_in(runtime_dir):
         assert "needs Python 3.14+" in lines[0]
 
 
-@pytest.mark.parametrize("target", ["4194303999", "unix:/nonexistent/agent-1.sock",
-                                    "tcp:10.0.0.1:80"])
+@pytest.mark.parametrize(
+    "target", ["4194303999", "unix:/nonexistent/agent-1.sock", "tcp:10.0.0.1:80"]
+)
 def test_unattachable_targets_exit_2_with_one_line(runtime_dir, target):
     r = _attach(runtime_dir, target, "--save", "x.pickle")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("vramscope: error:")
 
 
-def test_save_from_a_process_without_cuda_exits_2_with_one_line(start_target, runtime_dir,
-                                                                tmp_path):
+def test_save_from_a_process_without_cuda_exits_2_with_one_line(
+    start_target, runtime_dir, tmp_path
+):
     """Regression: this exited 1 while every other attach error exits 2."""
     t = start_target(env={"FAKE_UNINITIALISED": "1"})
     out = tmp_path / "x.pickle"
@@ -156,8 +165,13 @@ def test_nvml_without_driver_is_calm(monkeypatch):
 
 
 def test_nvml_processes_become_unattachable_targets(monkeypatch, runtime_dir):
-    info = nvml.NvmlInfo([nvml.GpuDevice(0, "Fake", 80 << 30, 10 << 30, 70 << 30,
-                                         [nvml.GpuProcess(4242, 3 << 30, 0)])])
+    info = nvml.NvmlInfo(
+        [
+            nvml.GpuDevice(
+                0, "Fake", 80 << 30, 10 << 30, 70 << 30, [nvml.GpuProcess(4242, 3 << 30, 0)]
+            )
+        ]
+    )
     found, _ = targets.list_targets(info)
     assert len(found) == 1 and not found[0].attachable and found[0].gpu_bytes == 3 << 30
     assert "--live" in targets.opt_in_hint()

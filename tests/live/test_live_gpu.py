@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from capture_helpers import WORKLOADS, child_env, figures_from_snapshot, figures_from_stats
 
 
@@ -41,26 +40,49 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
 
 def _start(args, runtime_dir, tmp_path, *, runner: bool = True, env_extra=None):
     env = child_env({"VRAMSCOPE_RUNTIME_DIR": str(runtime_dir), **(env_extra or {})})
-    pre = ["-m", "vramscope.capture", "--live", "--no-exit-dump", "--out",
-           str(tmp_path / "snaps")] if runner else []
-    return subprocess.Popen([sys.executable, *pre, str(WORKLOADS / "live_train.py"), *args],
-                            env=env, cwd=tmp_path, text=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    pre = (
+        ["-m", "vramscope.capture", "--live", "--no-exit-dump", "--out", str(tmp_path / "snaps")]
+        if runner
+        else []
+    )
+    return subprocess.Popen(
+        [sys.executable, *pre, str(WORKLOADS / "live_train.py"), *args],
+        env=env,
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_headless_grab_matches_memory_stats_of_the_same_step(tmp_path, runtime_dir):
     """`vramscope attach PID --save` at step 6 equals memory_stats() taken at step 6."""
     hs = tmp_path / "hs"
     hs.mkdir()
-    proc = _start(["--steps", "10", "--pause-at", "6", "--grow-mib", "8",
-                   "--handshake-dir", str(hs)], runtime_dir, tmp_path)
+    proc = _start(
+        ["--steps", "10", "--pause-at", "6", "--grow-mib", "8", "--handshake-dir", str(hs)],
+        runtime_dir,
+        tmp_path,
+    )
     try:
         expected = _wait_for(hs / "stats.json", proc)
         out = tmp_path / "grab.pickle"
         env = child_env({"VRAMSCOPE_RUNTIME_DIR": str(runtime_dir)})
-        grab = subprocess.run([sys.executable, "-m", "vramscope.viewer.cli", "attach",
-                               str(proc.pid), "--save", str(out)], env=env, text=True,
-                              capture_output=True, timeout=120)
+        grab = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vramscope.viewer.cli",
+                "attach",
+                str(proc.pid),
+                "--save",
+                str(out),
+            ],
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
         assert grab.returncode == 0, grab.stderr
         device = expected["device"]
         want = figures_from_stats(expected["memory_stats"])
@@ -91,11 +113,25 @@ def test_live_session_on_a_training_process(tmp_path, runtime_dir):
     hs = tmp_path / "hs"
     hs.mkdir()
     until = tmp_path / "stop"
-    proc = _start(["--serve", "--grow-mib", "4", "--sleep", "0.02", "--handshake-dir", str(hs),
-                   "--until-file", str(until)], runtime_dir, tmp_path, runner=False,
-                  # A generous budget: the trace requests come 2.5 s apart, before the
-                  # 100k-entry ring wraps (the default 1 % spaces them ~25 s apart).
-                  env_extra={"LIVE_BUDGET": "0.2"})
+    proc = _start(
+        [
+            "--serve",
+            "--grow-mib",
+            "4",
+            "--sleep",
+            "0.02",
+            "--handshake-dir",
+            str(hs),
+            "--until-file",
+            str(until),
+        ],
+        runtime_dir,
+        tmp_path,
+        runner=False,
+        # A generous budget: the trace requests come 2.5 s apart, before the
+        # 100k-entry ring wraps (the default 1 % spaces them ~25 s apart).
+        env_extra={"LIVE_BUDGET": "0.2"},
+    )
     try:
         ready = _wait_for(hs / "ready.json", proc)
         s = LiveSession(str(ready["pid"]))

@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("pytestqt")
 # Every test gets its own settings file; real user settings are never touched.
@@ -123,13 +123,17 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
     t = start_target()
     t.cmd("step 5")
     c, w = live_window(str(t.pid))
-    qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.doc is not None
-                    and w.doc.n_events(0) == 10, timeout=10000)
+    qtbot.waitUntil(
+        lambda: c.trace_updates >= 1 and w.doc is not None and w.doc.n_events(0) == 10,
+        timeout=10000,
+    )
     w.set_cursor(2)
     t.cmd("step 3")
     # (an update fetched before the process took its steps is held too: wait for theirs)
-    qtbot.waitUntil(lambda: c.held and c.pending is not None
-                    and len(c.pending.trace.action) == 16, timeout=10000)
+    qtbot.waitUntil(
+        lambda: c.held and c.pending is not None and len(c.pending.trace.action) == 16,
+        timeout=10000,
+    )
     assert w.doc.n_events(0) == 10 and w.cursor_k == 2
     c.follow()
     assert not c.held and w.doc.n_events(0) == 16
@@ -158,7 +162,7 @@ def test_a_process_that_ends_while_we_retry_is_shown_as_ended(qtbot, live_window
     # The connection drops before the process is gone (a zombie until reaped): the
     # window retries, and the next try finds no process: "ended", not retrying forever.
     t = start_target()
-    c, w = live_window(str(t.pid))
+    c, _w = live_window(str(t.pid))
     qtbot.waitUntil(lambda: c.state == "live" and c.stats_updates >= 1, timeout=10000)
     t.proc.stdin.write("exit\n")
     t.proc.stdin.flush()
@@ -181,8 +185,13 @@ def test_live_curves_tick_at_round_binary_sizes(qtbot):
     c.show()
     GiB = 1 << 30
     for i, reserved in enumerate((1.0, 1.9, 2.8, 3.3)):  # decimal ticks gave 953.67 MiB…
-        c.add(c.t0 + i, {"reserved_bytes.all.current": int(reserved * GiB),
-                         "allocated_bytes.all.current": int(reserved * GiB * 0.8)})
+        c.add(
+            c.t0 + i,
+            {
+                "reserved_bytes.all.current": int(reserved * GiB),
+                "allocated_bytes.all.current": int(reserved * GiB * 0.8),
+            },
+        )
     qtbot.wait(50)
     labels = c.tick_labels()
     assert len(labels) >= 3, labels

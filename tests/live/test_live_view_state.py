@@ -12,8 +12,8 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 pytest.importorskip("pytestqt")
 # Every test gets its own settings file; real user settings are never touched.
@@ -40,8 +40,10 @@ def attached(qtbot, start_target, tmp_path, monkeypatch):
     qtbot.addWidget(w)
     w.resize(1440, 900)
     w.show()
-    qtbot.waitUntil(lambda: w.live.trace_updates >= 1 and w.doc is not None
-                    and w.doc.n_events(0) == 32, timeout=10000)
+    qtbot.waitUntil(
+        lambda: w.live.trace_updates >= 1 and w.doc is not None and w.doc.n_events(0) == 32,
+        timeout=10000,
+    )
     yield w, t
     live.worker.close()
 
@@ -51,8 +53,9 @@ def two_updates(qtbot, w, t) -> None:
     for size in (2 * MiB, 3 * MiB):
         n, u = w.doc.n_events(0), w.live.trace_updates
         t.cmd(f"alloc {size}")
-        qtbot.waitUntil(lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n,
-                        timeout=10000)
+        qtbot.waitUntil(
+            lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000
+        )
 
 
 def wheel(qtbot, plot, steps: int, x_frac: float = 0.5, ctrl: bool = False) -> None:
@@ -64,9 +67,16 @@ def wheel(qtbot, plot, steps: int, x_frac: float = 0.5, ctrl: bool = False) -> N
     vp = plot.viewport()
     pos = QPointF(vp.width() * x_frac, vp.height() * 0.5)
     mods = Qt.KeyboardModifier.ControlModifier if ctrl else Qt.KeyboardModifier.NoModifier
-    ev = QWheelEvent(pos, QPointF(vp.mapToGlobal(pos.toPoint())), QPoint(0, 0),
-                     QPoint(0, 120 * steps), Qt.MouseButton.NoButton, mods,
-                     Qt.ScrollPhase.NoScrollPhase, False)
+    ev = QWheelEvent(
+        pos,
+        QPointF(vp.mapToGlobal(pos.toPoint())),
+        QPoint(0, 0),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        mods,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
     QApplication.sendEvent(vp, ev)
     qtbot.wait(20)
 
@@ -78,8 +88,8 @@ def x_range(w):
 def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     from PySide6.QtCore import Qt
 
-    from vramscope.viewer._qt.segment_map import SORT_SIZE
     from vramscope.viewer._qt.main_window.table import COL_SIZE
+    from vramscope.viewer._qt.segment_map import SORT_SIZE
     from vramscope.viewer.model.core.snapshot import BlockState
 
     w, t = attached
@@ -121,8 +131,10 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     segs = w.doc.snap.segments
     assert int(segs.address[w.map.layout_data.seg_rows[int(np.floor(mya))]]) == top_segment
     header = w.table.view.horizontalHeader()
-    assert (header.sortIndicatorSection(), header.sortIndicatorOrder()) == \
-        (COL_SIZE, Qt.SortOrder.DescendingOrder)
+    assert (header.sortIndicatorSection(), header.sortIndicatorOrder()) == (
+        COL_SIZE,
+        Qt.SortOrder.DescendingOrder,
+    )
     sizes = w.doc.snap.blocks.size[w.table.model.rows]
     assert (np.diff(sizes) <= 0).all()
     assert w.table.top_block_address() == top_addr
@@ -196,7 +208,7 @@ def test_selectors_and_call_tree_survive_updates(qtbot, attached):
 
 
 def test_header_and_timeline_say_which_instant_they_show(qtbot, attached):
-    w, t = attached
+    w, _t = attached
     qtbot.waitUntil(lambda: w.header.source.text().startswith("figures: live"), timeout=5000)
     assert "s ago" in w.header.source.text()
     assert "memory_stats" in w.header.source.toolTip()
@@ -220,8 +232,9 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     for _ in range(3):
         t.cmd("step 2")
         n, u = w.doc.n_events(0), w.live.trace_updates
-        qtbot.waitUntil(lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n,
-                        timeout=10000)
+        qtbot.waitUntil(
+            lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000
+        )
     assert source.builds + source.extends >= 5
     live_doc = w.doc
     fresh = Document.build(live_doc.snap)
@@ -232,15 +245,18 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     # from the new rows, so the source rebuilds rather than show a drifted extension.
     assert rep_live.inconsistencies == rep_fresh.inconsistencies
     for name in ("action", "addr", "size", "rows"):
-        assert np.array_equal(np.asarray(getattr(rep_live, name)),
-                              np.asarray(getattr(rep_fresh, name)))
+        assert np.array_equal(
+            np.asarray(getattr(rep_live, name)), np.asarray(getattr(rep_fresh, name))
+        )
     for curve in ("reserved", "allocated", "active", "requested"):
-        assert np.array_equal(np.asarray(live_doc.curves(0)[curve][:n]),
-                              np.asarray(fresh.curves(0)[curve][:n])), curve
+        assert np.array_equal(
+            np.asarray(live_doc.curves(0)[curve][:n]), np.asarray(fresh.curves(0)[curve][:n])
+        ), curve
     iv_live, iv_fresh = live_doc.intervals(0), fresh.intervals(0)
     assert len(iv_live) == len(iv_fresh)
     assert np.array_equal(np.sort(iv_live.addr), np.sort(iv_fresh.addr))
     k = n // 2
     a, b = live_doc.at(0, k).snap.blocks, fresh.at(0, k).snap.blocks
-    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == \
-        sorted(zip(b.address.tolist(), b.size.tolist(), b.state.tolist()))
+    assert sorted(zip(a.address.tolist(), a.size.tolist(), a.state.tolist())) == sorted(
+        zip(b.address.tolist(), b.size.tolist(), b.state.tolist())
+    )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
+from capture_helpers import child_env, run_python
+from live_fakes import LiveFakeBackend
+
 import vramscope.capture as capture
 from vramscope.capture import backend
 from vramscope.capture.live import current_agent
 from vramscope.viewer import live_protocol as proto
-
-from capture_helpers import child_env, run_python
-from live_fakes import LiveFakeBackend
 
 
 def test_record_live_serves_while_recording(runtime_dir, tmp_path):
@@ -60,11 +60,13 @@ def test_runner_live_flag(runtime_dir, tmp_path):
         "from live_fakes import LiveFakeBackend\n"
         "from vramscope.capture import backend, runner\n"
         "backend.set_backend(LiveFakeBackend(initialized=False))\n"
-        "sys.exit(runner.main(sys.argv[1:]))\n")
+        "sys.exit(runner.main(sys.argv[1:]))\n"
+    )
     env = child_env({"VRAMSCOPE_RUNTIME_DIR": str(runtime_dir)})
     env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).parent) + ":" + env["PYTHONPATH"]
-    r = run_python([str(fakerun), "--live", "--out", str(tmp_path / "s"), str(script)],
-                   cwd=tmp_path, env=env)
+    r = run_python(
+        [str(fakerun), "--live", "--out", str(tmp_path / "s"), str(script)], cwd=tmp_path, env=env
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["endpoint"].startswith("unix:") and out["listed"]

@@ -25,18 +25,33 @@ def test_round_trip_of_header_and_payload():
     assert header == {"op": "stats", "id": 7} and payload == b"\x80\x04payload"
 
 
-@pytest.mark.parametrize("frame, message", [
-    (b"GET / HTTP/1.1\r\n\r\n", "bad magic"),
-    (proto.FRAME.pack(proto.MAGIC, 99, 0, 0, 2, 0) + b"{}", "version 99"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 1 << 30, 0), "header too large"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 2, 1 << 31), "payload too large"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"[1]",
-     "not a JSON object"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"\xff\xfe{",
-     "not valid JSON"),
-    (proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 1, 0, 2, 0) + b"{}",
-     "unexpected message kind"),
-])
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        (b"GET / HTTP/1.1\r\n\r\n", "bad magic"),
+        (proto.FRAME.pack(proto.MAGIC, 99, 0, 0, 2, 0) + b"{}", "version 99"),
+        (
+            proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 1 << 30, 0),
+            "header too large",
+        ),
+        (
+            proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 2, 1 << 31),
+            "payload too large",
+        ),
+        (
+            proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"[1]",
+            "not a JSON object",
+        ),
+        (
+            proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 0, 0, 3, 0) + b"\xff\xfe{",
+            "not valid JSON",
+        ),
+        (
+            proto.FRAME.pack(proto.MAGIC, proto.PROTOCOL_VERSION, 1, 0, 2, 0) + b"{}",
+            "unexpected message kind",
+        ),
+    ],
+)
 def test_malformed_messages_are_refused_in_one_line(frame, message):
     a, b = _pair()
     with a, b:
@@ -78,11 +93,18 @@ def test_close_in_the_middle_is_a_protocol_error():
         proto.recv(b, max_payload=0, expect_kind=proto.KIND_REQUEST)
 
 
-@pytest.mark.parametrize("text, ok", [
-    ("unix:/run/user/1/vramscope/agent-1.sock", True), ("tcp:127.0.0.1:5000", True),
-    ("tcp:0.0.0.0:5000", False), ("tcp:10.1.2.3:5000", False), ("tcp:example.com:80", False),
-    ("http://127.0.0.1:80", False), ("tcp:127.0.0.1:x", False),
-])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("unix:/run/user/1/vramscope/agent-1.sock", True),
+        ("tcp:127.0.0.1:5000", True),
+        ("tcp:0.0.0.0:5000", False),
+        ("tcp:10.1.2.3:5000", False),
+        ("tcp:example.com:80", False),
+        ("http://127.0.0.1:80", False),
+        ("tcp:127.0.0.1:x", False),
+    ],
+)
 def test_only_local_endpoints_are_accepted(text, ok):
     if ok:
         proto.parse_endpoint(text)
@@ -112,7 +134,7 @@ def test_registry_listing_skips_garbage_and_removes_dead_entries(tmp_path):
     d.mkdir(mode=0o700)
     (d / "agent-1.json").write_text("{not json")
     (d / "agent-2.json").write_text("[1, 2]")
-    dead = 2 ** 22 + 12345  # beyond pid_max: certainly not running
+    dead = 2**22 + 12345  # beyond pid_max: certainly not running
     (d / f"agent-{dead}.json").write_text(f'{{"pid": {dead}, "endpoint": "unix:/x"}}')
     (d / f"agent-{dead}.sock").write_text("")
     me = f'{{"pid": {os.getpid()}, "endpoint": "unix:/y", "start_time": 1}}'

@@ -18,8 +18,10 @@ from vramscope.viewer.model.whatif import prepare
 NO_EVIDENCE = "nothing that scales with the batch"
 # Two real recordings (../shared/external) on which every remedy tried saves nothing:
 # one whose peak was reserved before the recording, one where it was not.
-FILES = ["Wedsonlin_assignment2-systems-results_medium_1024_training_memory_snapshot.pickle.xz",
-         "a0kuma_ckptTry-cp_t1_rm_save_to_frame.pickle.xz"]
+FILES = [
+    "Wedsonlin_assignment2-systems-results_medium_1024_training_memory_snapshot.pickle.xz",
+    "a0kuma_ckptTry-cp_t1_rm_save_to_frame.pickle.xz",
+]
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -24,14 +24,18 @@ DATA = ROOT / "tests" / "data"
 
 def _pairs():
     spec = importlib.util.spec_from_file_location(
-        "record_all", ROOT / "tests" / "workloads" / "truth" / "record_all.py")
+        "record_all", ROOT / "tests" / "workloads" / "truth" / "record_all.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.PAIRS
 
 
-PAIRS = [p for p in _pairs() if (TRUTH / f"{p[0]}.pickle.xz").exists()
-         and (TRUTH / f"{p[1]}.pickle.xz").exists()]
+PAIRS = [
+    p
+    for p in _pairs()
+    if (TRUTH / f"{p[0]}.pickle.xz").exists() and (TRUTH / f"{p[1]}.pickle.xz").exists()
+]
 
 
 def _stats(name: str) -> dict:
@@ -49,12 +53,13 @@ def test_every_pair_is_here():
 
 @pytest.mark.parametrize("a,b,change,line_key", PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_peak_delta_is_the_counters_and_the_changed_line_leads(a, b, change, line_key):
-    sa, sb, al = _align(a, b)
+    _sa, _sb, al = _align(a, b)
     assert al is not None and al.by == "iteration"
     # Each span's figures are absolute: B's overall peak is the highest span peak.
     want = _stats(b)["reserved_bytes.all.peak"] - _stats(a)["reserved_bytes.all.peak"]
-    got = max(s.b.peak_reserved for s in al.spans if s.b) \
-        - max(s.a.peak_reserved for s in al.spans if s.a)
+    got = max(s.b.peak_reserved for s in al.spans if s.b) - max(
+        s.a.peak_reserved for s in al.spans if s.a
+    )
     assert got == want
     assert al.b_peak_reserved == _stats(b)["reserved_bytes.all.peak"]
     top = al.sites[0]
@@ -90,15 +95,16 @@ PREDICTED = [p for p in PAIRS if p[2] != "smaller_batch"]
 
 @pytest.mark.parametrize("a,b,change,line_key", PREDICTED, ids=[p[1] for p in PREDICTED])
 def test_advise_s_prediction_is_held_against_the_real_run(a, b, change, line_key):
-    sa, sb, al = _align(a, b)
+    sa, _sb, al = _align(a, b)
     change = ADVISED.get(change, change)
     if al.detected_change is not None:
         assert al.detected_change == change
     got = aligned.prediction_error(sa, al.b_peak_reserved, change)
     assert got is not None, f"advise offers no {change} on {a}"
     assert got["real_peak_reserved_bytes"] == _stats(b)["reserved_bytes.all.peak"]
-    assert got["error_bytes"] == got["predicted_peak_reserved_bytes"] \
-        - got["real_peak_reserved_bytes"]
+    assert (
+        got["error_bytes"] == got["predicted_peak_reserved_bytes"] - got["real_peak_reserved_bytes"]
+    )
     if change.startswith("allocator:"):
         assert got["method"] == "simulated" and abs(got["error_fraction"]) <= 0.05
     if got["predicted_range"] is not None:
@@ -149,35 +155,60 @@ def test_moved_lines_are_matched_by_the_shift_that_explains_most():
     # another function's lines are never paired with these
     assert aligned._moved_lines([(f, 10, "other")], b) == {}
     # paths under other roots are one site
-    assert aligned.site_key("/home/u/proj/pkg/train.py", 3, fn) \
-        == aligned.site_key("/srv/ci/pkg/train.py", 3, fn)
+    assert aligned.site_key("/home/u/proj/pkg/train.py", 3, fn) == aligned.site_key(
+        "/srv/ci/pkg/train.py", 3, fn
+    )
 
 
 def test_diff_cli_keeps_its_output_and_adds_the_aligned_part():
     a, b = TRUTH / "gpt2_adamw_fp32.pickle.xz", TRUTH / "pair_gpt2_expandable.pickle.xz"
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "diff", str(a), str(b),
-                          "--json"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "diff", str(a), str(b), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     for key in ("delta_peak_reserved_bytes", "top_stacks", "counters"):  # as before
         assert key in got
-    assert got["delta_peak_reserved_bytes"] == _stats("pair_gpt2_expandable")[
-        "reserved_bytes.all.peak"] - _stats("gpt2_adamw_fp32")["reserved_bytes.all.peak"]
+    assert (
+        got["delta_peak_reserved_bytes"]
+        == _stats("pair_gpt2_expandable")["reserved_bytes.all.peak"]
+        - _stats("gpt2_adamw_fp32")["reserved_bytes.all.peak"]
+    )
     assert got["aligned_by"] == "iteration" and len(got["iterations"]) == 6
     assert set(got["categories_at_peak"]) == {"a", "b"}
     assert got["sites"] and {"frame", "a_bytes", "b_bytes", "delta"} <= set(got["sites"][0])
     pe = got["prediction_error"]
     assert pe["change"] == "allocator:expandable_segments:True"
-    text = subprocess.run([sys.executable, "-m", "vramscope.viewer", "diff", str(a), str(b)],
-                          capture_output=True, text=True, timeout=300).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "diff", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     assert "aligned by iteration" in text and "advise predicted allocator:" in text
 
 
 def test_diff_cli_names_a_change_the_files_cannot_show():
     a, b = TRUTH / "gpt2_adamw_fp32.pickle.xz", TRUTH / "pair_gpt2_b2.pickle.xz"
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "diff", str(a), str(b),
-                          "--json", "--change", "smaller_batch"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer",
+            "diff",
+            str(a),
+            str(b),
+            "--json",
+            "--change",
+            "smaller_batch",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     pe = json.loads(out.stdout)["prediction_error"]
     assert pe["change"] == "smaller_batch" and pe["method"] == "simulated"

@@ -67,8 +67,9 @@ def test_an_allocator_setting_changes_no_site():
     assert al.detected_change == "allocator:expandable_segments:True"
     assert [s.status for s in al.sites] == ["unchanged"] * len(al.sites)
     assert al.changed_sites() == []
-    assert al.site_summary() == (f"no site differs ({len(al.sites)} sites hold the same "
-                                 "bytes on both sides)")
+    assert al.site_summary() == (
+        f"no site differs ({len(al.sites)} sites hold the same bytes on both sides)"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
@@ -80,12 +81,14 @@ def test_the_sites_header_never_stands_alone(name):
     i = at[0]
     differ = [s for s in al.sites if s.a_bytes != s.b_bytes]
     if not differ:
-        assert lines[i] == f"{HEADER}: no site differs ({len(al.sites)} sites hold the same " \
-                           "bytes on both sides)"
+        assert (
+            lines[i] == f"{HEADER}: no site differs ({len(al.sites)} sites hold the same "
+            "bytes on both sides)"
+        )
         return
     assert lines[i] == f"{HEADER}, largest change first:"
-    shown = differ[:aligned.TOP_SITES]
-    rows = lines[i + 1:i + 1 + len(shown)]
+    shown = differ[: aligned.TOP_SITES]
+    rows = lines[i + 1 : i + 1 + len(shown)]
     for row, s in zip(rows, shown):
         assert row.split()[0] != "0" and s.frame in row and f" {s.status} " in row, row
     same = len(al.sites) - len(differ)
@@ -105,12 +108,11 @@ def test_categories_side_by_side_lead_with_the_change_and_leave_out_empty_ones()
     assert len(rows) < len(CATEGORY_NAMES)  # (this pair has empty categories to leave out)
     # the changed ones first, largest change first; then the rest in the categories' order
     changed = [r for r in rows if r.delta]
-    assert changed and rows[:len(changed)] == changed
-    assert [abs(r.delta) for r in changed] == sorted((abs(r.delta) for r in changed),
-                                                     reverse=True)
+    assert changed and rows[: len(changed)] == changed
+    assert [abs(r.delta) for r in changed] == sorted((abs(r.delta) for r in changed), reverse=True)
     moved = max(CATEGORY_NAMES, key=lambda n: abs(b.get(n, 0) - a.get(n, 0)))
     assert rows[0].name == moved and rows[0].delta == b.get(moved, 0) - a.get(moved, 0)
-    rest = [r.name for r in rows[len(changed):]]
+    rest = [r.name for r in rows[len(changed) :]]
     assert rest == [n for n in CATEGORY_NAMES if n in rest]
     assert all(r.a == a.get(r.name, 0) and r.b == b.get(r.name, 0) for r in rows)
 

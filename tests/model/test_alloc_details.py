@@ -13,7 +13,6 @@ import pytest
 
 from tests.conftest import DATA
 from tests.snapshot_forms import ANNOTATION_TEXT, FX_FRAME, raw_object, with_newer_fields
-from vramscope.viewer.model.replay import integrity
 from vramscope.viewer.model import load_bytes
 from vramscope.viewer.model.analysis.alloc_details import (
     ANNOTATIONS_HEADING,
@@ -26,6 +25,7 @@ from vramscope.viewer.model.analysis.alloc_details import (
     interval_rows,
     tooltip_lines,
 )
+from vramscope.viewer.model.replay import integrity
 from vramscope.viewer.model.replay.timeline import build_timeline
 
 
@@ -65,25 +65,29 @@ def test_forward_stack_fx_and_annotation_of_an_allocation(newer):
 
 
 def test_fx_frame_lines(newer):
-    snap, facts, tl = newer
+    snap, _facts, _tl = newer
     from vramscope.viewer.model.analysis.alloc_details import fx_lines
 
     fids = [f for f in range(len(snap.frames)) if snap.frames.fx_of(f)]
     assert fids
     lines = fx_lines(snap, fids[0])
-    assert lines[0].text == (f"FX: node={FX_FRAME['fx_node_name']}, op={FX_FRAME['fx_node_op']}, "
-                             f"target={FX_FRAME['fx_node_target']}")
+    assert lines[0].text == (
+        f"FX: node={FX_FRAME['fx_node_name']}, op={FX_FRAME['fx_node_op']}, "
+        f"target={FX_FRAME['fx_node_target']}"
+    )
     assert any("y = self.fc(x)" in ln.text for ln in lines if ln.kind == "source")
-    assert fx_lines(snap, next(f for f in range(len(snap.frames)) if not snap.frames.fx_of(f))) \
-        == []
+    assert (
+        fx_lines(snap, next(f for f in range(len(snap.frames)) if not snap.frames.fx_of(f))) == []
+    )
 
 
 def test_no_details_for_ordinary_allocation(newer):
     snap, facts, tl = newer
     rep, iv = tl.replay(0), tl.intervals(0)
     plain = set(facts["forward_rows"])
-    i = next(j for j in range(len(iv)) if iv.event[j] >= 0 and int(rep.rows[iv.event[j]])
-             not in plain)
+    i = next(
+        j for j in range(len(iv)) if iv.event[j] >= 0 and int(rep.rows[iv.event[j]]) not in plain
+    )
     d = allocation_details(snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
     assert detail_lines(snap, d) == [] and tooltip_lines(snap, d) == []
     assert interval_rows(rep.rows, -1, 5) is None
@@ -105,7 +109,7 @@ def test_annotation_markers_sit_after_their_allocation(newer):
 
 
 def test_integrity_stretches(newer):
-    snap, facts, tl = newer
+    snap, _facts, tl = newer
     s = integrity_stretches(snap, integrity.check(tl), 0)
     assert s[0].kind == "overwritten" and s[0].text.startswith(OVERWRITTEN_TEXT)
     fake = integrity.Untrusted(0, 3, 9, "inconsistent", "lost events")
@@ -115,7 +119,7 @@ def test_integrity_stretches(newer):
 
 
 def test_hidden_fx_frames_get_their_own_section(newer):
-    snap, facts, tl = newer
+    snap, facts, _tl = newer
     from vramscope.viewer.model.analysis.alloc_details import FX_HEADING, hidden_fx_lines
 
     row = facts["forward_rows"][0]
@@ -143,8 +147,14 @@ def test_compile_context_is_shown_and_na_is_not():
         k = int(np.searchsorted(rep.rows, row))
         i = int(np.flatnonzero(iv.event == k)[0])
         d = allocation_details(snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
-        got.append(([ln.text for ln in detail_lines(snap, d) if ln.kind == "context"],
-                    [t for t in tooltip_lines(snap, d) if t.startswith("Compile context")]))
-    assert got[0] == (["Compile context: torch.compile frame 0/1"],
-                      ["Compile context: torch.compile frame 0/1"])
+        got.append(
+            (
+                [ln.text for ln in detail_lines(snap, d) if ln.kind == "context"],
+                [t for t in tooltip_lines(snap, d) if t.startswith("Compile context")],
+            )
+        )
+    assert got[0] == (
+        ["Compile context: torch.compile frame 0/1"],
+        ["Compile context: torch.compile frame 0/1"],
+    )
     assert got[1] == ([], [])  # torch's "N/A": no context recorded

@@ -32,15 +32,17 @@ def test_bad_input_is_refused_or_warned(name, data, expect):
     assert not os.path.exists(PWNED), "the pickle executed code"
 
 
-@pytest.mark.parametrize("name", ["global-reduce", "stack-global", "protocol0-inst",
-                                  "newobj-build"])
+@pytest.mark.parametrize(
+    "name", ["global-reduce", "stack-global", "protocol0-inst", "newobj-build"]
+)
 def test_executable_objects_refused_with_clear_message(name):
     data = dict((c[0], c[1]) for c in CASES)[name]
     with pytest.raises(UnsafeSnapshotError) as info:
         load_bytes(data)
     assert str(info.value).startswith(
         "refusing to load: the file contains executable objects, "
-        "so it is not a plain memory snapshot")
+        "so it is not a plain memory snapshot"
+    )
 
 
 def test_warnings_name_what_was_skipped():
@@ -68,13 +70,26 @@ for line in open("/proc/self/status"):
 """
 
 
-@pytest.mark.parametrize("name", ["memo-bomb", "memo-bomb-text", "absurd-unicode-length",
-                                  "absurd-bytes8-length", "empty-list-flood"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "memo-bomb",
+        "memo-bomb-text",
+        "absurd-unicode-length",
+        "absurd-bytes8-length",
+        "empty-list-flood",
+    ],
+)
 def test_hostile_input_memory_is_bounded(name):
     """CPython's own unpickler needs 16 GiB for 'memo-bomb' (9 bytes); we need ~nothing."""
     data = dict((c[0], c[1]) for c in CASES)[name]
-    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE], input=data,
-                         capture_output=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE],
+        input=data,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     peak_mib = int(out.stdout.split()[-1])
     assert peak_mib < 400, f"{name}: peak RSS {peak_mib} MiB"
 

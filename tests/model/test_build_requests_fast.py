@@ -29,10 +29,13 @@ from vramscope.viewer.model.whatif import requests as rq
 needs_native = needs(rq.native_available(), "whatif_core")
 
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
-REAL = (snapshot_files() + sorted((DATA / "truth").glob("*.pickle.xz"))
-        + sorted((DATA / "whatif_h200").glob("*.pickle.xz"))
-        + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
-        + (sorted(EXTERNAL.glob("*.xz")) if EXTERNAL.is_dir() else []))
+REAL = (
+    snapshot_files()
+    + sorted((DATA / "truth").glob("*.pickle.xz"))
+    + sorted((DATA / "whatif_h200").glob("*.pickle.xz"))
+    + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
+    + (sorted(EXTERNAL.glob("*.xz")) if EXTERNAL.is_dir() else [])
+)
 COLUMNS = [f.name for f in dataclasses.fields(rq.Requests) if f.name != "initial"]
 
 
@@ -68,8 +71,9 @@ def test_real_recordings_equal_the_reference(loaded_snapshots):
             devices += 1
             for retries in (True, False):
                 for gc in (False, True):
-                    both(rep, snap.pools, retries, gc, cfg, emptied,
-                         (path.name, device, retries, gc))
+                    both(
+                        rep, snap.pools, retries, gc, cfg, emptied, (path.name, device, retries, gc)
+                    )
                     combos += 1
             both(rep, snap.pools, True, False, None, None, (path.name, device, "no stacks"))
     external = len(list(EXTERNAL.glob("*.xz"))) if EXTERNAL.is_dir() else 0
@@ -85,8 +89,14 @@ def test_prepare_uses_the_fast_stream():
     case = prepare(snap)
     rep = replay_device(snap, case.device, keyframes=False)
     cfg = rules.config_from_settings(snap.allocator_settings)
-    ref = rq.build_requests_reference(rep, snap.pools, True, cfg.garbage_collection_threshold > 0,
-                                      cfg, rq.released_by_empty_cache(snap, rep))
+    ref = rq.build_requests_reference(
+        rep,
+        snap.pools,
+        True,
+        cfg.garbage_collection_threshold > 0,
+        cfg,
+        rq.released_by_empty_cache(snap, rep),
+    )
     for name in COLUMNS:
         a, b = getattr(case.requests, name), getattr(ref, name)
         assert np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b, name
@@ -95,8 +105,17 @@ def test_prepare_uses_the_fast_stream():
 # -- random traces ------------------------------------------------------------------------
 
 BASE = 0x7F00_0000_0000
-NAMES = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-         "segment_map", "segment_unmap", "oom", "snapshot"]
+NAMES = [
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "oom",
+    "snapshot",
+]
 
 
 def structured_trace(rng) -> bytes:
@@ -127,13 +146,25 @@ def structured_trace(rng) -> bytes:
         elif r < 0.58 and pending:
             events.append(("free_completed", pending.pop(0), size, stream))
         elif r < 0.62:  # a block from before the window, or one never seen
-            a = int(rng.choice(addrs)) if rng.random() < 0.5 \
+            a = (
+                int(rng.choice(addrs))
+                if rng.random() < 0.5
                 else BASE + int(rng.integers(0, 8)) * (4 << 20)
+            )
             events.append((str(rng.choice(["free_requested", "free_completed"])), a, size, stream))
         elif r < 0.85:  # a release run, maybe the allocator's before a new segment
             for _ in range(int(rng.integers(1, 5))):
-                kind = str(rng.choice(["segment_free", "segment_free", "segment_unmap",
-                                       "free_completed", "snapshot"]))
+                kind = str(
+                    rng.choice(
+                        [
+                            "segment_free",
+                            "segment_free",
+                            "segment_unmap",
+                            "free_completed",
+                            "snapshot",
+                        ]
+                    )
+                )
                 a = int(rng.choice(addrs))
                 events.append((kind, a, int(rng.choice([2 << 20, 20 << 20, 1 << 30])), stream))
             then = rng.random()
@@ -145,24 +176,47 @@ def structured_trace(rng) -> bytes:
             elif then < 0.7:
                 events.append(("oom", 0, size, stream))
         elif r < 0.92:
-            events.append(("segment_alloc", int(rng.choice(addrs)),
-                           int(rng.choice([2 << 20, 20 << 20])), stream))
+            events.append(
+                (
+                    "segment_alloc",
+                    int(rng.choice(addrs)),
+                    int(rng.choice([2 << 20, 20 << 20])),
+                    stream,
+                )
+            )
         elif r < 0.96:
             events.append(("oom", 0, size, stream))
         else:
             events.append(("snapshot", 0, 0, stream))
-    trace = [{"action": k, "addr": a, "size": s, "stream": st, "time_us": i, "frames": []}
-             for i, (k, a, s, st) in enumerate(events)]
+    trace = [
+        {"action": k, "addr": a, "size": s, "stream": st, "time_us": i, "frames": []}
+        for i, (k, a, s, st) in enumerate(events)
+    ]
     segs = []
     for k in range(int(rng.integers(0, 5))):
         addr = BASE + k * (4 << 20)
         state = str(rng.choice(["active_allocated", "active_pending_free", "inactive"]))
-        segs.append({"device": 0, "address": addr, "total_size": 2 << 20, "stream": 0,
-                     "segment_type": "large",
-                     "blocks": [{"address": addr, "size": 2 << 20, "requested_size": 1 << 20,
-                                 "state": state, "frames": []}]})
-    return pickle.dumps({"segments": segs, "device_traces": [trace],
-                         "allocator_settings": {"max_split_size": -1}})
+        segs.append(
+            {
+                "device": 0,
+                "address": addr,
+                "total_size": 2 << 20,
+                "stream": 0,
+                "segment_type": "large",
+                "blocks": [
+                    {
+                        "address": addr,
+                        "size": 2 << 20,
+                        "requested_size": 1 << 20,
+                        "state": state,
+                        "frames": [],
+                    }
+                ],
+            }
+        )
+    return pickle.dumps(
+        {"segments": segs, "device_traces": [trace], "allocator_settings": {"max_split_size": -1}}
+    )
 
 
 def random_variants(rng, rep, n_pools: int):
@@ -173,9 +227,14 @@ def random_variants(rng, rep, n_pools: int):
     rep.pool = rng.integers(-1, n_pools + 1, n).astype(np.int32)
     init = rep.initial
     if init.n_blocks and rng.random() < 0.3:
-        rep.initial = dataclasses.replace(init, **{
-            f.name: np.concatenate([getattr(init, f.name), getattr(init, f.name)[:1]])
-            for f in dataclasses.fields(init) if f.name.startswith("blk_")})
+        rep.initial = dataclasses.replace(
+            init,
+            **{
+                f.name: np.concatenate([getattr(init, f.name), getattr(init, f.name)[:1]])
+                for f in dataclasses.fields(init)
+                if f.name.startswith("blk_")
+            },
+        )
     pools = [(0, 0) if rng.random() < 0.4 else (1, int(j)) for j in range(n_pools)]
     emptied = rng.random(n) < 0.2 if rng.random() < 0.5 else None
     return pools, emptied
@@ -189,14 +248,30 @@ def test_random_traces_equal_the_reference():
         if trial % 2:
             snap = load_bytes(structured_trace(rng))
         else:
-            actions = list(rng.choice([list(range(9)), [0, 0, 1, 2, 4, 4, 3, 7, 8],
-                                       [0, 1, 2, 2, 4, 6, 5, 3, 8]]))
+            actions = list(
+                rng.choice(
+                    [list(range(9)), [0, 0, 1, 2, 4, 4, 3, 7, 8], [0, 1, 2, 2, 4, 6, 5, 3, 8]]
+                )
+            )
             snap, _ = random_trace_snapshot(rng, actions)
         rep = replay_device(snap, 0, keyframes=False)
         pools, emptied = random_variants(rng, rep, int(rng.integers(0, 4)))
-        cfg = rules.AllocatorConfig() if rng.random() < 0.5 else rules.parse_conf(
-            str(rng.choice(["max_split_size_mb:20", "max_split_size_mb:64",
-                            "roundup_power2_divisions:4", "expandable_segments:True"])))
+        cfg = (
+            rules.AllocatorConfig()
+            if rng.random() < 0.5
+            else rules.parse_conf(
+                str(
+                    rng.choice(
+                        [
+                            "max_split_size_mb:20",
+                            "max_split_size_mb:64",
+                            "roundup_power2_divisions:4",
+                            "expandable_segments:True",
+                        ]
+                    )
+                )
+            )
+        )
         for retries in (True, False):
             for gc in (False, True):
                 both(rep, pools, retries, gc, cfg, emptied, (trial, retries, gc))
@@ -208,19 +283,41 @@ def test_random_traces_equal_the_reference():
 def test_release_runs_and_no_events():
     """Edge cases by hand: an empty trace; a long release run (chunked scans); releases
     at the very end (tagged past the last request)."""
-    for events in ([], [("segment_free", BASE, 2 << 20)] * 300 + [("segment_alloc", BASE, 2 << 20)]
-                   + [("alloc", BASE, 512)],
-                   [("alloc", BASE, 512)] + [("snapshot", 0, 0)] * 500
-                   + [("segment_free", BASE, 2 << 20), ("segment_alloc", BASE, 2 << 20)]):
-        trace = [{"action": k, "addr": a, "size": s, "stream": 0, "time_us": i, "frames": []}
-                 for i, (k, a, s) in enumerate(events)]
-        segs = [{"device": 0, "address": BASE + k * (4 << 20), "total_size": 2 << 20,
-                 "stream": 0, "segment_type": "large",
-                 "blocks": [{"address": BASE + k * (4 << 20), "size": 2 << 20,
-                             "requested_size": 0, "state": "inactive", "frames": []}]}
-                for k in range(3)]
-        snap = load_bytes(pickle.dumps({"segments": segs, "device_traces": [trace],
-                                        "allocator_settings": {}}))
+    for events in (
+        [],
+        [("segment_free", BASE, 2 << 20)] * 300
+        + [("segment_alloc", BASE, 2 << 20)]
+        + [("alloc", BASE, 512)],
+        [("alloc", BASE, 512)]
+        + [("snapshot", 0, 0)] * 500
+        + [("segment_free", BASE, 2 << 20), ("segment_alloc", BASE, 2 << 20)],
+    ):
+        trace = [
+            {"action": k, "addr": a, "size": s, "stream": 0, "time_us": i, "frames": []}
+            for i, (k, a, s) in enumerate(events)
+        ]
+        segs = [
+            {
+                "device": 0,
+                "address": BASE + k * (4 << 20),
+                "total_size": 2 << 20,
+                "stream": 0,
+                "segment_type": "large",
+                "blocks": [
+                    {
+                        "address": BASE + k * (4 << 20),
+                        "size": 2 << 20,
+                        "requested_size": 0,
+                        "state": "inactive",
+                        "frames": [],
+                    }
+                ],
+            }
+            for k in range(3)
+        ]
+        snap = load_bytes(
+            pickle.dumps({"segments": segs, "device_traces": [trace], "allocator_settings": {}})
+        )
         devices = sorted(set(np.unique(snap.trace.device).tolist())) or [0]
         rep = replay_device(snap, devices[0], keyframes=False)
         for retries in (True, False):
@@ -256,10 +353,13 @@ def test_many_blocks_by_address():
         events.append(("free_requested", live[j], 512))
     for a in addrs[::3]:  # completions, pending or never requested
         events.append(("free_completed", a, 512))
-    trace = [{"action": k, "addr": a, "size": s, "stream": 0, "time_us": i, "frames": []}
-             for i, (k, a, s) in enumerate(events)]
-    snap = load_bytes(pickle.dumps({"segments": [], "device_traces": [trace],
-                                    "allocator_settings": {}}))
+    trace = [
+        {"action": k, "addr": a, "size": s, "stream": 0, "time_us": i, "frames": []}
+        for i, (k, a, s) in enumerate(events)
+    ]
+    snap = load_bytes(
+        pickle.dumps({"segments": [], "device_traces": [trace], "allocator_settings": {}})
+    )
     rep = replay_device(snap, 0, keyframes=False)
     ours = rq.build_requests(rep, snap.pools)
     assert_same(ours, rq.build_requests_reference(rep, snap.pools), "many blocks")

@@ -9,16 +9,16 @@ import numpy as np
 from tests.conftest import DATA
 from tests.snapshot_forms import ANNOTATION_TEXT, raw_object, resolved_stack, with_newer_fields
 from vramscope.viewer.model import load_snapshot
+from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 from vramscope.viewer.model.io.builder import SnapshotBuilder
 from vramscope.viewer.model.live.columns import LiveColumns
-from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 
 
 def test_builder_parts_equal_the_file_loader():
     obj = raw_object(DATA / "side_stream_pending.pickle")
     ref = load_snapshot(DATA / "side_stream_pending.pickle")
     b = SnapshotBuilder()
-    segments, blocks, pools = b.segments(obj["segments"])
+    _segments, blocks, pools = b.segments(obj["segments"])
     trace = b.trace(obj["device_traces"])
     assert pools == ref.pools
     for name in ("address", "size", "state", "requested_size", "stack"):
@@ -42,8 +42,9 @@ def test_host_traces_as_one_list_or_per_device_lists():
 
 
 def test_live_session_keeps_annotations_on_the_held_trace():
-    obj, facts = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"), every=1,
-                                   host=False, overflow=False)
+    obj, facts = with_newer_fields(
+        raw_object(DATA / "side_stream_pending.pickle"), every=1, host=False, overflow=False
+    )
     events = obj["device_traces"][0]
     cols = LiveColumns(max_events=10_000)
     half = len(events) // 2
@@ -68,8 +69,9 @@ def test_live_interner_does_not_reuse_ids_of_freed_frame_lists():
     cols = LiveColumns()
     for i in range(50):
         frames = [{"filename": f"f{i}.py", "line": i, "name": f"fn{i}"}]
-        cols.append([[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512,
-                       "frames": frames}]], [])
+        cols.append(
+            [[{"action": "alloc", "addr": 4096 * (i + 1), "size": 512, "frames": frames}]], []
+        )
         del frames
         gc.collect()
     snap = cols.snapshot()

@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import DATA
 from tests.parser_paths import parser_path  # noqa: F401 - autouse: both parsers
 from tests.snapshot_forms import assert_same_snapshot
-from vramscope.viewer.model.io import cache
 from vramscope.viewer.model import load_snapshot, memory_stats
+from vramscope.viewer.model.io import cache
 
 
 @pytest.fixture
@@ -39,8 +39,10 @@ def test_second_open_comes_from_cache_with_identical_columns(cache_env):
     assert second.pools == first.pools and second.allocator_settings == first.allocator_settings
     assert memory_stats(second) == memory_stats(first)
     assert second.sidecar == first.sidecar and second.path == first.path
-    for a, b in ((first.trace.stack, second.trace.stack),
-                 (first.stacks.frames, second.stacks.frames)):
+    for a, b in (
+        (first.trace.stack, second.trace.stack),
+        (first.stacks.frames, second.stacks.frames),
+    ):
         assert np.array_equal(a, b)
 
 
@@ -104,24 +106,28 @@ def _rewrite_header(entry, edit):
 
     raw = bytearray(entry.read_bytes())
     start = len(cache._MAGIC) + 8
-    (hlen,) = struct.unpack("<Q", raw[len(cache._MAGIC):start])
-    header = json.loads(raw[start:start + hlen])
+    (hlen,) = struct.unpack("<Q", raw[len(cache._MAGIC) : start])
+    header = json.loads(raw[start : start + hlen])
     room = min(o for _, o, _ in header["arrays"].values()) - start  # header + its padding
     edit(header)
     text = json.dumps(header).encode()
     assert len(text) <= room
-    raw[len(cache._MAGIC):start] = struct.pack("<Q", len(text))
-    raw[start:start + room] = text + b"\0" * (room - len(text))
+    raw[len(cache._MAGIC) : start] = struct.pack("<Q", len(text))
+    raw[start : start + room] = text + b"\0" * (room - len(text))
     entry.write_bytes(bytes(raw))
 
 
-@pytest.mark.parametrize("edit", [
-    lambda h: h["arrays"]["trace__addr"].__setitem__(0, "|O"),  # objects: never
-    lambda h: h["arrays"]["trace__addr"].__setitem__(2, 10**8),  # beyond the file
-    lambda h: h["arrays"]["blocks__size"].__setitem__(1, -8),
-    lambda h: h["arrays"].pop("stacks__frames"),
-    lambda h: h.__setitem__("meta", {"version": cache.CACHE_VERSION}),
-], ids=["object-dtype", "extent", "negative-offset", "missing-column", "no-metadata"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda h: h["arrays"]["trace__addr"].__setitem__(0, "|O"),  # objects: never
+        lambda h: h["arrays"]["trace__addr"].__setitem__(2, 10**8),  # beyond the file
+        lambda h: h["arrays"]["blocks__size"].__setitem__(1, -8),
+        lambda h: h["arrays"].pop("stacks__frames"),
+        lambda h: h.__setitem__("meta", {"version": cache.CACHE_VERSION}),
+    ],
+    ids=["object-dtype", "extent", "negative-offset", "missing-column", "no-metadata"],
+)
 def test_hostile_entry_is_refused_and_rebuilt(cache_env, edit):
     ref = load_snapshot(cache_env)
     [entry] = entries()

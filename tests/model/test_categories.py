@@ -14,7 +14,7 @@ from vramscope.viewer.model.categories import CATEGORY_NAMES, REASONS, MemoryBre
 from vramscope.viewer.model.replay.timeline import build_timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import synthetic_training as syn  # noqa: E402
+import synthetic_training as syn
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
@@ -25,8 +25,7 @@ def breakdown(path: Path, device: int | None = None) -> MemoryBreakdown:
     return MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), device)
 
 
-def gpt2_parameter_bytes(layers: int, width: int, vocab: int = 50257,
-                         positions: int = 1024) -> int:
+def gpt2_parameter_bytes(layers: int, width: int, vocab: int = 50257, positions: int = 1024) -> int:
     """fp32 bytes of GPT2LMHeadModel's parameters (lm_head tied to the token embedding):
     embeddings, per block 2 LayerNorms + attention (qkv, proj) + MLP (4x), final LayerNorm."""
     per_block = 12 * width * width + 13 * width
@@ -127,12 +126,16 @@ def test_ring_buffer_recording_flags_its_guesses():
 
 
 @pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared/external absent")
-@pytest.mark.parametrize("name", [
-    "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_.pickle.xz",
-    "JasperSolt_EoR_NN-snapshot.pickle.xz",
-    "cranberrii_ftcourse-memory_snapshot.pickle.xz",
-    "LfieLike_SketchKV2-my_snapshot.pickle.xz",
-    "Constructor-Sun_code_location-memory_snapshot.pickle.xz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_.pickle.xz",
+        "JasperSolt_EoR_NN-snapshot.pickle.xz",
+        "cranberrii_ftcourse-memory_snapshot.pickle.xz",
+        "LfieLike_SketchKV2-my_snapshot.pickle.xz",
+        "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
+    ],
+)
 def test_other_peoples_files_split_adds_up(name):
     path = EXTERNAL / name
     if not path.exists():
@@ -158,12 +161,19 @@ def synthetic(leak: bool):
 def test_synthetic_loop_every_allocation_gets_its_meant_category(leak):
     bd, tr = synthetic(leak)
     iv = bd.intervals
-    meant = np.array([CATEGORY_NAMES.index(tr.category_of_event[int(s) - 1])
-                      for s in iv.start.tolist()])
+    meant = np.array(
+        [CATEGORY_NAMES.index(tr.category_of_event[int(s) - 1]) for s in iv.start.tolist()]
+    )
     wrong = np.flatnonzero(meant != bd.category)
-    assert not len(wrong), [(int(iv.start[i]), CATEGORY_NAMES[meant[i]],
-                             CATEGORY_NAMES[bd.category[i]], REASONS[bd.reason[i]].code)
-                            for i in wrong[:10]]
+    assert not len(wrong), [
+        (
+            int(iv.start[i]),
+            CATEGORY_NAMES[meant[i]],
+            CATEGORY_NAMES[bd.category[i]],
+            REASONS[bd.reason[i]].code,
+        )
+        for i in wrong[:10]
+    ]
 
 
 def test_synthetic_loop_iterations_and_phases():
@@ -207,8 +217,9 @@ def test_categories_of_the_blocks_of_a_layout_and_explanations():
     allocated = np.flatnonzero(blocks.state == 0)
     cats = bd.categories_of_addresses(k, blocks.address[allocated])
     assert (cats >= 0).all()  # every allocated block is a live allocation
-    by_cat = np.bincount(cats, weights=blocks.requested_size[allocated],
-                         minlength=len(CATEGORY_NAMES))
+    by_cat = np.bincount(
+        cats, weights=blocks.requested_size[allocated], minlength=len(CATEGORY_NAMES)
+    )
     assert by_cat.astype(np.int64).tolist() == bd.bytes_at(k).tolist()
     free = np.flatnonzero(blocks.state == 2)[:5]
     assert (bd.categories_of_addresses(k, blocks.address[free]) == -1).all()

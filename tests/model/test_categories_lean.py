@@ -16,11 +16,20 @@ from vramscope.viewer.model.replay.timeline import Intervals, build_timeline, in
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
-FILES = [DATA / f for f in ("transformer_long_python_1000k.pickle.xz", "gpt2_oom.pickle",
-                            "cuda_graph_pool.pickle", "side_stream_pending.pickle",
-                            "small_pool_mixed.pickle", "newer_fields.pickle")] + [
+FILES = [
+    DATA / f
+    for f in (
+        "transformer_long_python_1000k.pickle.xz",
+        "gpt2_oom.pickle",
+        "cuda_graph_pool.pickle",
+        "side_stream_pending.pickle",
+        "small_pool_mixed.pickle",
+        "newer_fields.pickle",
+    )
+] + [
     EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz",
-    EXTERNAL / "cranberrii_ftcourse-memory_snapshot.pickle.xz"]
+    EXTERNAL / "cranberrii_ftcourse-memory_snapshot.pickle.xz",
+]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -93,7 +102,7 @@ def test_iteration_of_events_indexes_like_its_column():
     assert col.dtype == np.int32 and len(col) == bd.n_events
     assert (col == -1).any() and col.max() == len(bd.iterations) - 1
     for i, x in enumerate(bd.iterations):
-        assert (col[x.start:x.end + 1] == i).all()
+        assert (col[x.start : x.end + 1] == i).all()
     ev = np.arange(-5, bd.n_events, 3)
     assert np.array_equal(it[ev], col[ev])
     assert it[7] == col[7] and it[-1] == col[-1]

@@ -15,28 +15,52 @@ from tests.native_gate import needs
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown, classify, iterations, lean
 from vramscope.viewer.model.categories import native_passes as native
-from vramscope.viewer.model.categories.iterations import (PH_BACKWARD, PH_FORWARD,
-                                                          PH_OPTIMIZER, PH_OTHER, Iteration,
-                                                          IterationOf, PhaseRuns, Phases)
+from vramscope.viewer.model.categories.iterations import (
+    PH_BACKWARD,
+    PH_FORWARD,
+    PH_OPTIMIZER,
+    PH_OTHER,
+    Iteration,
+    IterationOf,
+    PhaseRuns,
+    Phases,
+)
 from vramscope.viewer.model.replay.timeline import Intervals, build_timeline, oom_events
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import synthetic_training as syn  # noqa: E402
-from tests.model.test_replay import random_trace_snapshot  # noqa: E402
+import itertools
+
+import synthetic_training as syn
+
+from tests.model.test_replay import random_trace_snapshot
 
 pytestmark = needs(native.available(), "the catcore extension is not built")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
-FILES = [DATA / f for f in (
-    "transformer_long_python_1000k.pickle.xz", "gpt2_oom.pickle", "cuda_graph_pool.pickle",
-    "side_stream_pending.pickle", "resnet50_train.pickle", "newer_fields.pickle",
-    "truth/ring_wrap.pickle.xz", "truth/gpt2_leak.pickle.xz", "truth/ckpt_gpt2_b13.pickle.xz",
-    "truth/eval_keeps_outputs.pickle.xz", "truth/stacks_all.pickle.xz")] + [
-    EXTERNAL / f for f in ("JasperSolt_EoR_NN-snapshot.pickle.xz",
-                           "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
-                           "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_"
-                           ".pickle.xz")]
+FILES = [
+    DATA / f
+    for f in (
+        "transformer_long_python_1000k.pickle.xz",
+        "gpt2_oom.pickle",
+        "cuda_graph_pool.pickle",
+        "side_stream_pending.pickle",
+        "resnet50_train.pickle",
+        "newer_fields.pickle",
+        "truth/ring_wrap.pickle.xz",
+        "truth/gpt2_leak.pickle.xz",
+        "truth/ckpt_gpt2_b13.pickle.xz",
+        "truth/eval_keeps_outputs.pickle.xz",
+        "truth/stacks_all.pickle.xz",
+    )
+] + [
+    EXTERNAL / f
+    for f in (
+        "JasperSolt_EoR_NN-snapshot.pickle.xz",
+        "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
+        "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_.pickle.xz",
+    )
+]
 
 
 def _pure(monkeypatch):
@@ -102,7 +126,7 @@ def test_lean_intervals_of_random_inconsistent_traces(monkeypatch):
     from vramscope.viewer.model.replay import replay_device
 
     for trial in range(200):
-        snap, n = random_trace_snapshot(rng, [0, 0, 1, 2, 2, 3, 4])
+        snap, _n = random_trace_snapshot(rng, [0, 0, 1, 2, 2, 3, 4])
         rep = replay_device(snap, 0, keyframe_every=37)
         fast = lean.lean_intervals(rep)
         with monkeypatch.context() as m:
@@ -124,7 +148,7 @@ def _random_runs(rng, n, values, mean):
     k = 0
     while k < n:
         r = int(rng.integers(1, 2 * mean))
-        out[k:k + r] = rng.choice(values)
+        out[k : k + r] = rng.choice(values)
         k += r
     return out
 
@@ -134,15 +158,19 @@ def test_phases_equal_event_evidence_and_fill_phases():
     for trial in range(150):
         n = int(rng.integers(0, 3000))
         n_stacks = int(rng.integers(1, 12))
-        code = np.append(rng.integers(0, 8, n_stacks).astype(np.int8)
-                         | (rng.integers(0, 2, n_stacks).astype(np.int8) << 4), np.int8(0))
+        code = np.append(
+            rng.integers(0, 8, n_stacks).astype(np.int8)
+            | (rng.integers(0, 2, n_stacks).astype(np.int8) << 4),
+            np.int8(0),
+        )
         stack = rng.integers(-1, n_stacks, n).astype(np.int32)
         action = rng.integers(0, 9, n).astype(np.int8)
         forced_list = []
         for _ in range(int(rng.integers(0, 6))):
             lo = int(rng.integers(0, n + 5))
-            forced_list.append((lo, lo + int(rng.integers(-3, 200)),
-                                int(rng.choice([PH_OTHER, PH_OPTIMIZER]))))
+            forced_list.append(
+                (lo, lo + int(rng.integers(-3, 200)), int(rng.choice([PH_OTHER, PH_OPTIMIZER])))
+            )
         ev, guessed, phase, (at, v) = native.phases(action, stack, code, forced_list)
         want_at, want_v = native.runs(phase)
         assert np.array_equal(at, want_at) and np.array_equal(v, want_v), trial
@@ -151,7 +179,7 @@ def test_phases_equal_event_evidence_and_fill_phases():
         assert np.array_equal(ev, got & 15), trial
         forced = np.full(n, -1, np.int8)
         for lo, hi, v in forced_list:
-            forced[max(lo, 0):max(hi, 0)] = v
+            forced[max(lo, 0) : max(hi, 0)] = v
         assert np.array_equal(phase, iterations.fill_phases(got & 15, forced)), trial
 
 
@@ -168,13 +196,15 @@ def test_runs_spans_and_next_equal_equal_numpy():
         if trial % 3 == 0:
             lo = rng.integers(0, end, len(lo))  # unsorted: reduceat's own rule
         for value in (1, 2):
-            assert np.array_equal(native.spans_any(x, value, lo, end),
-                                  np.logical_or.reduceat(x[:end] == value, lo)), trial
+            assert np.array_equal(
+                native.spans_any(x, value, lo, end), np.logical_or.reduceat(x[:end] == value, lo)
+            ), trial
             q = rng.integers(-3, n + 3, int(rng.integers(0, 50)))
             if trial % 2:
                 q = np.sort(q)
-            assert np.array_equal(native.next_equal(x, value, q),
-                                  classify._next_at(np.flatnonzero(x == value), q, n)), trial
+            assert np.array_equal(
+                native.next_equal(x, value, q), classify._next_at(np.flatnonzero(x == value), q, n)
+            ), trial
 
 
 def test_span_peaks_equal_argmax_of_the_curve():
@@ -213,18 +243,34 @@ def test_classify_window_equals_the_numpy_rules():
         end = np.minimum(np.maximum(start, 0) + rng.integers(1, n // 2 + 2, len(start)), n)
         stack = rng.integers(-1, n_stacks, len(start)).astype(np.int32)
         cuts = np.unique(rng.integers(0, n + 1, int(rng.integers(0, 12))))
-        spans = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
-        its = [Iteration(i, a, b - 1, 0, a, "forward", "train", True, False)
-               for i, (a, b) in enumerate(spans)]
-        it_of = IterationOf(np.array([a for a, _ in spans], np.int64),
-                            spans[-1][1] if spans else 0, n)
-        ph = Phases(evidence=evidence, phase=phase, guessed=guessed, iteration=it_of,
-                    iterations=its, stack_kinds=kinds, annotated=False)
-        iv = Intervals(start=start, end=end, requested=np.ones(len(start), np.int64),
-                       stack=stack, event=start, size=np.ones(len(start), np.int64),
-                       addr=np.arange(len(start), dtype=np.int64),
-                       stream=np.zeros(len(start), np.int64),
-                       pool=np.zeros(len(start), np.int32))
+        spans = [(int(a), int(b)) for a, b in itertools.pairwise(cuts)]
+        its = [
+            Iteration(i, a, b - 1, 0, a, "forward", "train", True, False)
+            for i, (a, b) in enumerate(spans)
+        ]
+        it_of = IterationOf(
+            np.array([a for a, _ in spans], np.int64), spans[-1][1] if spans else 0, n
+        )
+        ph = Phases(
+            evidence=evidence,
+            phase=phase,
+            guessed=guessed,
+            iteration=it_of,
+            iterations=its,
+            stack_kinds=kinds,
+            annotated=False,
+        )
+        iv = Intervals(
+            start=start,
+            end=end,
+            requested=np.ones(len(start), np.int64),
+            stack=stack,
+            event=start,
+            size=np.ones(len(start), np.int64),
+            addr=np.arange(len(start), dtype=np.int64),
+            stream=np.zeros(len(start), np.int64),
+            pool=np.zeros(len(start), np.int32),
+        )
         kinds_ext = np.append(kinds, np.int32(0))
         a = np.full(len(start), -1, np.int16)
         b = a.copy()
@@ -236,13 +282,27 @@ def test_classify_window_equals_the_numpy_rules():
 
 def test_classify_window_declines_allocations_out_of_event_order():
     n = 10
-    ph = Phases(evidence=np.zeros(n, np.int8), phase=np.zeros(n, np.int8),
-                guessed=np.zeros(n, bool), iteration=IterationOf(np.zeros(0, np.int64), 0, n),
-                iterations=[], stack_kinds=np.zeros(1, np.int32), annotated=False)
+    ph = Phases(
+        evidence=np.zeros(n, np.int8),
+        phase=np.zeros(n, np.int8),
+        guessed=np.zeros(n, bool),
+        iteration=IterationOf(np.zeros(0, np.int64), 0, n),
+        iterations=[],
+        stack_kinds=np.zeros(1, np.int32),
+        annotated=False,
+    )
     start = np.array([5, 2], np.int64)
-    iv = Intervals(start=start, end=start + 1, requested=start, stack=np.zeros(2, np.int32),
-                   event=start, size=start, addr=start, stream=start,
-                   pool=np.zeros(2, np.int32))
+    iv = Intervals(
+        start=start,
+        end=start + 1,
+        requested=start,
+        stack=np.zeros(2, np.int32),
+        event=start,
+        size=start,
+        addr=start,
+        stream=start,
+        pool=np.zeros(2, np.int32),
+    )
     reason = np.full(2, -1, np.int16)
     assert not classify._window_native(iv, ph, n, reason, np.zeros(2, np.int32))
     assert (reason == -1).all()  # nothing written: the numpy rules decide

@@ -3,22 +3,29 @@ equals the one built on one thread, column for column."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from tests.native_gate import skip_unless
-from vramscope.viewer.model.categories import MemoryBreakdown, breakdown as report
+from vramscope.viewer.model.categories import MemoryBreakdown
+from vramscope.viewer.model.categories import breakdown as report
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay import native_loop as _nat
 from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 
-from pathlib import Path
-
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
-FILES = [DATA / f for f in ("transformer_long_python_1000k.pickle.xz", "gpt2_oom.pickle",
-                            "cuda_graph_pool.pickle", "side_stream_pending.pickle")] + [
-    EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz"]
+FILES = [
+    DATA / f
+    for f in (
+        "transformer_long_python_1000k.pickle.xz",
+        "gpt2_oom.pickle",
+        "cuda_graph_pool.pickle",
+        "side_stream_pending.pickle",
+    )
+] + [EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz"]
 
 
 def _build(path, overlap: bool, monkeypatch):
@@ -35,8 +42,7 @@ def _build(path, overlap: bool, monkeypatch):
 def test_overlapped_build_is_identical(path, monkeypatch):
     if path.parent == EXTERNAL and not path.exists():  # others' files, not always there
         pytest.skip(f"{path.name} absent")
-    skip_unless(_nat._core is not None,
-                "no native replay core: nothing runs on a second thread")
+    skip_unless(_nat._core is not None, "no native replay core: nothing runs on a second thread")
     a = _build(path, True, monkeypatch)
     b = _build(path, False, monkeypatch)
     for col in ("start", "end", "requested", "stack", "addr", "size"):

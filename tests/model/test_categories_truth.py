@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import categories_truth as ct  # noqa: E402
+import categories_truth as ct
 
 FILES = [p for p in ct.truth_files() if ct.snapshot_for(p) is not None]
 
@@ -25,7 +25,7 @@ def _kind(p: Path) -> str:
 
 
 def _ids(p: Path) -> str:
-    return p.name[:-len(".truth.json")]
+    return p.name[: -len(".truth.json")]
 
 
 def _truth(p: Path) -> dict:
@@ -49,14 +49,27 @@ EVAL_KEEPS = [p for p in FILES if _kind(p) == "eval" and _truth(p).get("leak")]
 # Floors: the cases compared when these tests were written.  The recordings are in the
 # repository: fewer cases means one was lost, and the parametrised tests would still pass
 # on what is left.
-MIN_CASES = {"recordings": 61, "training loops": 58, "healthy loops": 58, "leaks": 2,
-             "without a leak": 57, "run to the end": 57, "eval keeping outputs": 1}
+MIN_CASES = {
+    "recordings": 61,
+    "training loops": 58,
+    "healthy loops": 58,
+    "leaks": 2,
+    "without a leak": 57,
+    "run to the end": 57,
+    "eval keeping outputs": 1,
+}
 
 
 def test_enough_recordings_are_compared():
-    have = {"recordings": len(FILES), "training loops": len(TRAIN),
-            "healthy loops": len(HEALTHY), "leaks": len(LEAKS), "without a leak": len(NO_LEAK),
-            "run to the end": len(RAN_THROUGH), "eval keeping outputs": len(EVAL_KEEPS)}
+    have = {
+        "recordings": len(FILES),
+        "training loops": len(TRAIN),
+        "healthy loops": len(HEALTHY),
+        "leaks": len(LEAKS),
+        "without a leak": len(NO_LEAK),
+        "run to the end": len(RAN_THROUGH),
+        "eval keeping outputs": len(EVAL_KEEPS),
+    }
     assert all(have[k] >= n for k, n in MIN_CASES.items()), (have, MIN_CASES)
 
 
@@ -89,8 +102,9 @@ def test_optimizer_state_at_the_peak_within_2_percent(path):
         return
     truth = c.truth_live_at_peak["optimizer_state"]
     assert within(c.ours_at_peak["optimizer_state"], truth, 0.02), ct.table([c])
-    assert c.address_mismatch["optimizer_state"] <= 0.02 * c.truth_bytes["optimizer_state"], \
+    assert c.address_mismatch["optimizer_state"] <= 0.02 * c.truth_bytes["optimizer_state"], (
         ct.table([c])
+    )
 
 
 @pytest.mark.parametrize("path", HEALTHY, ids=_ids)
@@ -105,8 +119,7 @@ def test_unknown_beyond_the_leak_is_under_5_percent(path):
     named as the leak's. Everything else at the peak is placed."""
     c = compared(path)
     assert c.leaked_at_peak > 0
-    assert max(0, c.ours_at_peak["unknown"] - c.leaked_at_peak) / c.peak_bytes < 0.05, \
-        ct.table([c])
+    assert max(0, c.ours_at_peak["unknown"] - c.leaked_at_peak) / c.peak_bytes < 0.05, ct.table([c])
 
 
 @pytest.mark.parametrize("path", NO_LEAK, ids=_ids)
@@ -121,8 +134,11 @@ def test_planted_leak_is_named_with_its_growth(path):
     planted = c.truth["leak"]
     want = int(planted["bytes_per_iteration"])
     assert c.leaks, f"no leak found; planted {planted['file']}:{planted['line']}"
-    at_line = [lk for lk in c.leaks if lk.line == planted["line"]
-               and Path(lk.filename).name == Path(planted["file"]).name]
+    at_line = [
+        lk
+        for lk in c.leaks
+        if lk.line == planted["line"] and Path(lk.filename).name == Path(planted["file"]).name
+    ]
     if at_line:
         assert within(at_line[0].bytes_per_iteration, want, 0.05), at_line[0].sentence()
         assert c.leaks[0] is at_line[0], [lk.sentence() for lk in c.leaks]
@@ -134,7 +150,9 @@ def test_planted_leak_is_named_with_its_growth(path):
         assert found, [lk.sentence() for lk in c.leaks]
         # Made inside a library (transformers): the program's own line that called it.
         assert found[0].caller and found[0].caller.split(":")[0] in (
-            "models.py", Path(planted["file"]).name), found[0].sentence()
+            "models.py",
+            Path(planted["file"]).name,
+        ), found[0].sentence()
 
 
 @pytest.mark.parametrize("path", RAN_THROUGH, ids=_ids)

@@ -10,8 +10,8 @@ import pytest
 
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import CATEGORY_NAMES, MemoryBreakdown
-from vramscope.viewer.model.view.category_view import CategoryView, phase_spans
 from vramscope.viewer.model.replay.timeline import build_timeline
+from vramscope.viewer.model.view.category_view import CategoryView, phase_spans
 from vramscope.viewer.model.view.view_state import ViewState
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -19,8 +19,13 @@ import pytest
 from tests.workloads import batch_prediction_table as table
 
 SWEEPS = table.compiled_sweeps()
-PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
-         for b1 in sorted(by) if b1 != b0]
+PAIRS = [
+    (fam, b0, b1)
+    for fam, by in sorted(SWEEPS.items())
+    for b0 in sorted(by)
+    for b1 in sorted(by)
+    if b1 != b0
+]
 TOLERANCE = 0.05  # a point prediction this close is good without a range
 EXACT = 0.02  # a prediction labelled exact is never further off than this
 
@@ -33,16 +38,17 @@ def _problems(fam: str, b0: int, b1: int, p, real: int) -> list[str]:
     if not p.is_estimate and abs(err) > EXACT:
         out.append(f"{fam} b{b0} -> b{b1}: labelled exact, {err:+.1%} off")
     if abs(err) > TOLERANCE and not (p.is_estimate and rng[0] <= real <= rng[1]):
-        out.append(f"{fam} b{b0} -> b{b1}: {err:+.1%} off, estimate {p.is_estimate}, "
-                   f"range {rng}, real {real}")
+        out.append(
+            f"{fam} b{b0} -> b{b1}: {err:+.1%} off, estimate {p.is_estimate}, "
+            f"range {rng}, real {real}"
+        )
     if p.is_estimate and not rng[0] <= real <= rng[1]:
         out.append(f"{fam} b{b0} -> b{b1}: estimate whose range {rng} misses the real {real}")
     return out
 
 
 @pytest.mark.parametrize("family,src,dst", PAIRS, ids=lambda v: str(v))
-def test_every_compiled_pair_is_close_or_an_estimate_that_holds_the_real_peak(family, src,
-                                                                               dst):
+def test_every_compiled_pair_is_close_or_an_estimate_that_holds_the_real_peak(family, src, dst):
     p = table.prediction_of(SWEEPS[family][src], dst)
     real = table.real_peak_reserved(SWEEPS[family][dst])
     assert p.scale == Fraction(dst, src)
@@ -70,7 +76,7 @@ def test_autotuning_is_told_apart_and_its_benchmark_buffers_stay(family):
 
     sizes = set()
     for b in sorted(SWEEPS[family]):
-        case, j, _ = _judgement(family, b)
+        _case, j, _ = _judgement(family, b)
         scratch = j.rule == scaling.TUNING_SCRATCH
         assert scratch.any() and j.tuning[scratch].all() and not j.scales[scratch].any()
         sizes |= set(j.size[scratch].tolist())
@@ -94,8 +100,11 @@ def test_steady_iterations_scale_as_judged(family):
         evd = table.evidence_of(SWEEPS[family][b])
         last = evd.n_iterations - 1
         m = (case.requests.kind == rq.ALLOC) & (evd.iteration == last) & (j.size > 512)
-        got[b] = (int(j.size[m & ~j.scales & ~j.guessed].sum()),
-                  int(j.size[m & ~j.scales].sum()), int(j.size[m & j.scales].sum()))
+        got[b] = (
+            int(j.size[m & ~j.scales & ~j.guessed].sum()),
+            int(j.size[m & ~j.scales].sum()),
+            int(j.size[m & j.scales].sum()),
+        )
     for b0 in by:
         for b1 in by:
             sure0, fixed0, scaled0 = got[b0]

@@ -10,7 +10,6 @@ from vramscope.viewer.model.analysis.figures import ALLOCATOR_COUNTERS as COUNTE
 from vramscope.viewer.model.reports.summary import summarize
 
 
-
 @pytest.mark.parametrize("path", snapshot_files(), ids=snapshot_id)
 def test_figures_equal_memory_stats(path, loaded_snapshots):
     snap = loaded_snapshots(path)
@@ -34,7 +33,8 @@ def test_summary_json_keys_match(path, loaded_snapshots):
     assert sum(p["allocated_bytes"] for p in pools) == summary["allocated_bytes"]
     assert sum(p["free_bytes"] for p in pools) == summary["free_bytes"]
     assert summary["largest_free_block_bytes"] == max(
-        [p["largest_free_block_bytes"] for p in pools] or [0])
+        [p["largest_free_block_bytes"] for p in pools] or [0]
+    )
 
 
 def test_free_plus_active_is_reserved(loaded_snapshots):

@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from tests.conftest import DATA, expected_for
+from tests.snapshot_forms import merge_devices, on_device, raw_object
 from vramscope.viewer.model import load_bytes, memory_stats
 from vramscope.viewer.model.analysis.figures import ALLOCATOR_COUNTERS as COUNTERS
 from vramscope.viewer.model.analysis.figures import Selection
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.diff import (
     STATUS_ADDED,
     STATUS_CHANGED,
@@ -18,17 +21,20 @@ from vramscope.viewer.model.reports.diff import (
     diff_snapshots,
     format_text,
 )
-from vramscope.viewer.model.replay.timeline import build_timeline
-
-from tests.conftest import DATA, expected_for
-from tests.snapshot_forms import merge_devices, on_device, raw_object
 
 # Same workload under two allocator settings; two OOM kinds of one workload;
 # two unrelated workloads.
-PAIRS = [("whatif_default", "whatif_expandable"), ("fragmentation_oom", "capacity_oom"),
-         ("resnet50_train", "gpt2_oom")]
-PEAKS = {"reserved": "reserved_bytes.all.peak", "allocated": "allocated_bytes.all.peak",
-         "active": "active_bytes.all.peak", "requested": "requested_bytes.all.peak"}
+PAIRS = [
+    ("whatif_default", "whatif_expandable"),
+    ("fragmentation_oom", "capacity_oom"),
+    ("resnet50_train", "gpt2_oom"),
+]
+PEAKS = {
+    "reserved": "reserved_bytes.all.peak",
+    "allocated": "allocated_bytes.all.peak",
+    "active": "active_bytes.all.peak",
+    "requested": "requested_bytes.all.peak",
+}
 
 
 def _pair(loaded_snapshots, name_a, name_b):
@@ -52,8 +58,10 @@ def test_deltas_equal_allocator_counter_differences(loaded_snapshots, name_a, na
     for curve, counter in PEAKS.items():
         assert out[f"delta_peak_{curve}_bytes"] == cb[counter] - ca[counter], curve
     # The sidecar counters travel with the diff, their differences included.
-    assert out["counters"]["reserved_bytes.all.current"]["delta"] == \
-        cb["reserved_bytes.all.current"] - ca["reserved_bytes.all.current"]
+    assert (
+        out["counters"]["reserved_bytes.all.current"]["delta"]
+        == cb["reserved_bytes.all.current"] - ca["reserved_bytes.all.current"]
+    )
     # Pools partition everything: their deltas add up to the total's.
     for field in ("reserved_bytes", "allocated_bytes", "active_bytes", "requested_bytes"):
         assert sum(p["delta"][field] for p in out["pools"]) == d.delta(field)
@@ -61,8 +69,9 @@ def test_deltas_equal_allocator_counter_differences(loaded_snapshots, name_a, na
     assert sum(s.delta for s in d.stacks) == d.delta("active_bytes")
     assert sum(s.bytes_a for s in d.stacks) == memory_stats(a).active_bytes
     assert sum(s.bytes_b for s in d.stacks) == memory_stats(b).active_bytes
-    assert sum(s.count_b for s in d.stacks) == memory_stats(b).allocation_count + \
-        int((b.blocks.state == 1).sum())
+    assert sum(s.count_b for s in d.stacks) == memory_stats(b).allocation_count + int(
+        (b.blocks.state == 1).sum()
+    )
     assert [s.delta for s in d.stacks] == sorted((s.delta for s in d.stacks), reverse=True)
     json.dumps(out)  # JSON-ready
 
@@ -87,8 +96,10 @@ def test_whatif_pair_matches_by_line_when_callers_differ(loaded_snapshots):
     assert not by_line.by_status(STATUS_ADDED) and not by_line.by_status(STATUS_REMOVED)
     changed = by_line.by_status(STATUS_CHANGED)
     # Sorted by growth: the smaller shrink first.
-    assert [s.label for s in changed] == ["modeling_utils.py:3645 cuda",
-                                          "train_workloads.py:273 whatif"]
+    assert [s.label for s in changed] == [
+        "modeling_utils.py:3645 cuda",
+        "train_workloads.py:273 whatif",
+    ]
     # Expandable segments do not keep whole unsplit blocks: a little less under each line.
     assert all(-2 * MiB < s.delta < 0 for s in changed)
     assert sum(s.delta for s in by_line.stacks) == by_line.delta("active_bytes")
@@ -97,8 +108,11 @@ def test_whatif_pair_matches_by_line_when_callers_differ(loaded_snapshots):
 # --------------------------------------------------------------------------- synthetic pairs
 
 MiB = 1 << 20
-TORCH = {"filename": "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",
-         "line": 125, "name": "forward"}
+TORCH = {
+    "filename": "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+    "line": 125,
+    "name": "forward",
+}
 CPP = {"filename": "/pytorch/c10/cuda/CUDACachingAllocator.cpp", "line": 0, "name": "malloc"}
 
 
@@ -114,12 +128,21 @@ def user_stack(*lines):
 def segment(address, blocks, device=0, stream=0, pool=(0, 0)):
     out, a = [], address
     for size, state, frames in blocks:
-        out.append({"address": a, "size": size, "requested_size": size, "state": state,
-                    "frames": frames})
+        out.append(
+            {"address": a, "size": size, "requested_size": size, "state": state, "frames": frames}
+        )
         a += size
-    return {"device": device, "address": address, "total_size": a - address, "stream": stream,
-            "segment_type": "large", "segment_pool_id": list(pool), "is_expandable": False,
-            "frames": [], "blocks": out}
+    return {
+        "device": device,
+        "address": address,
+        "total_size": a - address,
+        "stream": stream,
+        "segment_type": "large",
+        "segment_pool_id": list(pool),
+        "is_expandable": False,
+        "frames": [],
+        "blocks": out,
+    }
 
 
 def snap_of(segments):
@@ -130,22 +153,45 @@ def snap_of(segments):
 
 def test_synthetic_added_removed_changed():
     X, Y, Z = user_stack(10, 100), user_stack(20, 100), user_stack(30, 100)
-    a = snap_of([segment(1 << 30, [(4 * MiB, "active_allocated", X),
-                                   (2 * MiB, "active_allocated", Y),
-                                   (2 * MiB, "inactive", [])])])
+    a = snap_of(
+        [
+            segment(
+                1 << 30,
+                [
+                    (4 * MiB, "active_allocated", X),
+                    (2 * MiB, "active_allocated", Y),
+                    (2 * MiB, "inactive", []),
+                ],
+            )
+        ]
+    )
     # B interns its frames in another order (Z first), so stack and frame ids differ;
     # X grows to 3 blocks (one pending free: still live), Y is gone, Z is new.
-    b = snap_of([segment(1 << 31, [(2 * MiB, "active_allocated", Z),
-                                   (4 * MiB, "active_allocated", X),
-                                   (2 * MiB, "active_allocated", X),
-                                   (2 * MiB, "active_pending_free", X)]),
-                 segment(1 << 32, [(20 * MiB, "inactive", [])], stream=7)])
+    b = snap_of(
+        [
+            segment(
+                1 << 31,
+                [
+                    (2 * MiB, "active_allocated", Z),
+                    (4 * MiB, "active_allocated", X),
+                    (2 * MiB, "active_allocated", X),
+                    (2 * MiB, "active_pending_free", X),
+                ],
+            ),
+            segment(1 << 32, [(20 * MiB, "inactive", [])], stream=7),
+        ]
+    )
     d = diff_snapshots(a, b)
     rows = {s.label: s for s in d.stacks}
     assert set(rows) == {"train.py:10 f10", "train.py:20 f20", "train.py:30 f30"}
     x, y, z = rows["train.py:10 f10"], rows["train.py:20 f20"], rows["train.py:30 f30"]
-    assert (x.status, x.bytes_a, x.bytes_b, x.count_a, x.count_b) == \
-        (STATUS_CHANGED, 4 * MiB, 8 * MiB, 1, 3)
+    assert (x.status, x.bytes_a, x.bytes_b, x.count_a, x.count_b) == (
+        STATUS_CHANGED,
+        4 * MiB,
+        8 * MiB,
+        1,
+        3,
+    )
     assert (y.status, y.delta) == (STATUS_REMOVED, -2 * MiB)
     assert (z.status, z.delta) == (STATUS_ADDED, 2 * MiB)
     assert [s.label for s in d.stacks] == ["train.py:10 f10", "train.py:30 f30", "train.py:20 f20"]
@@ -168,7 +214,10 @@ def test_synthetic_added_removed_changed():
     (top,) = d.tree.children.values()
     assert top.label == "train.py:100 f100" and top.delta == 4 * MiB
     assert [c.label for c in top.sorted_children()] == [
-        "train.py:10 f10", "train.py:30 f30", "train.py:20 f20"]
+        "train.py:10 f10",
+        "train.py:30 f30",
+        "train.py:20 f20",
+    ]
     # Highlight masks pick the stacks of the chosen rows in each file.
     mask_b = d.stack_mask("b", [d.stacks.index(z)])
     assert mask_b.sum() == 1
@@ -180,9 +229,20 @@ def test_synthetic_added_removed_changed():
 
 def test_by_function_ignores_line_numbers():
     a = snap_of([segment(1 << 30, [(4 * MiB, "active_allocated", user_stack(10, 100))])])
-    b = snap_of([segment(1 << 30, [(6 * MiB, "active_allocated",
-                                    [CPP, TORCH, frame("train.py", 12, "f10"),
-                                     frame("train.py", 100, "f100")])])])
+    b = snap_of(
+        [
+            segment(
+                1 << 30,
+                [
+                    (
+                        6 * MiB,
+                        "active_allocated",
+                        [CPP, TORCH, frame("train.py", 12, "f10"), frame("train.py", 100, "f100")],
+                    )
+                ],
+            )
+        ]
+    )
     assert {s.status for s in diff_snapshots(a, b).stacks} == {STATUS_ADDED, STATUS_REMOVED}
     (row,) = diff_snapshots(a, b, lines=False, depth=1).stacks
     assert row.status == STATUS_CHANGED and row.delta == 2 * MiB
@@ -190,8 +250,9 @@ def test_by_function_ignores_line_numbers():
 
 def test_no_stack_blocks_are_one_group():
     a = snap_of([segment(1 << 30, [(4 * MiB, "active_allocated", [])])])
-    b = snap_of([segment(1 << 30, [(4 * MiB, "active_allocated", []),
-                                   (2 * MiB, "active_allocated", [])])])
+    b = snap_of(
+        [segment(1 << 30, [(4 * MiB, "active_allocated", []), (2 * MiB, "active_allocated", [])])]
+    )
     (row,) = diff_snapshots(a, b).stacks
     assert row.label == "<no stack recorded>" and row.status == STATUS_CHANGED
     assert row.delta == 2 * MiB

@@ -19,8 +19,9 @@ B = EXTERNAL / "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx256_forward_
 def diff():
     if not (A.exists() and B.exists()):
         pytest.skip(f"{A} or {B} not present")
-    return diff_snapshots(load_snapshot(str(A), use_cache=False),
-                          load_snapshot(str(B), use_cache=False))
+    return diff_snapshots(
+        load_snapshot(str(A), use_cache=False), load_snapshot(str(B), use_cache=False)
+    )
 
 
 def stack_rows(text: str) -> list[str]:
@@ -49,7 +50,7 @@ def test_the_columns_are_a_and_b_with_the_paths_above(diff):
     assert sum(str(A.name) in line for line in lines) == 1
     header = next(line for line in lines if line.rstrip().endswith("B - A"))
     assert header.split() == ["A", "B", "B", "-", "A"]
-    table = lines[lines.index(header):lines.index(header) + 8]
+    table = lines[lines.index(header) : lines.index(header) + 8]
     assert max(len(line) for line in table) < 80
 
 

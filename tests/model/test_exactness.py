@@ -8,9 +8,9 @@ import pytest
 
 from tests.model.test_oom_exactness import cut_ring
 from vramscope.viewer.model import load_snapshot
+from vramscope.viewer.model.core.snapshot import Action
 from vramscope.viewer.model.view.document import Document
 from vramscope.viewer.model.view.exactness import figures_mark, oom_mark, untrusted_of
-from vramscope.viewer.model.core.snapshot import Action
 from vramscope.viewer.model.view.view_state import ViewState
 
 

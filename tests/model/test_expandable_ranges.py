@@ -27,15 +27,34 @@ needs(native_available(), "replay_core extension not built")
 
 
 def snapshot(events, segments=(), expandable=True):
-    trace = [{"action": a, "addr": int(addr), "size": int(size), "stream": 0, "time_us": i,
-              "frames": []} for i, (a, addr, size) in enumerate(events)]
-    segs = [{"device": 0, "address": addr, "total_size": size, "stream": 0,
-             "segment_type": "large", "is_expandable": expandable,
-             "blocks": [{"address": b, "size": s, "requested_size": r, "state": st, "frames": []}
-                        for b, s, r, st in blocks]}
-            for addr, size, blocks in segments]
-    return load_bytes(pickle.dumps({"segments": segs, "device_traces": [trace],
-                                    "allocator_settings": {"expandable_segments": True}}))
+    trace = [
+        {"action": a, "addr": int(addr), "size": int(size), "stream": 0, "time_us": i, "frames": []}
+        for i, (a, addr, size) in enumerate(events)
+    ]
+    segs = [
+        {
+            "device": 0,
+            "address": addr,
+            "total_size": size,
+            "stream": 0,
+            "segment_type": "large",
+            "is_expandable": expandable,
+            "blocks": [
+                {"address": b, "size": s, "requested_size": r, "state": st, "frames": []}
+                for b, s, r, st in blocks
+            ],
+        }
+        for addr, size, blocks in segments
+    ]
+    return load_bytes(
+        pickle.dumps(
+            {
+                "segments": segs,
+                "device_traces": [trace],
+                "allocator_settings": {"expandable_segments": True},
+            }
+        )
+    )
 
 
 def ranges(layout):
@@ -55,16 +74,31 @@ def test_maps_join_and_unmaps_split_mapped_ranges(native):
         ("segment_map", BASE - PAGE, PAGE),  # grows the first downwards
         ("segment_unmap", c + 2 * PAGE, PAGE),  # the last page: the range shrinks
     ]
-    final = [(BASE - PAGE, 2 * PAGE, [(BASE - PAGE, PAGE, 0, "inactive"),
-                                      (a, 5 * MIB, 5 * MIB, "active_allocated"),
-                                      (a + 5 * MIB, 15 * MIB, 0, "inactive")]),
-             (c, 2 * PAGE, [(c, 2 * PAGE, 0, "inactive")])]
+    final = [
+        (
+            BASE - PAGE,
+            2 * PAGE,
+            [
+                (BASE - PAGE, PAGE, 0, "inactive"),
+                (a, 5 * MIB, 5 * MIB, "active_allocated"),
+                (a + 5 * MIB, 15 * MIB, 0, "inactive"),
+            ],
+        ),
+        (c, 2 * PAGE, [(c, 2 * PAGE, 0, "inactive")]),
+    ]
     snap = snapshot(events, final)
     rep = replay_device(snap, 0, native=native)
     assert rep.inconsistencies == 0
-    steps = [[(c, PAGE)], [(a, PAGE), (c, PAGE)], [(a, 3 * PAGE)], [(a, 3 * PAGE)],
-             [(a, 5 * PAGE)], [(a, PAGE), (c, 3 * PAGE)], [(BASE - PAGE, 2 * PAGE), (c, 3 * PAGE)],
-             [(BASE - PAGE, 2 * PAGE), (c, 2 * PAGE)]]
+    steps = [
+        [(c, PAGE)],
+        [(a, PAGE), (c, PAGE)],
+        [(a, 3 * PAGE)],
+        [(a, 3 * PAGE)],
+        [(a, 5 * PAGE)],
+        [(a, PAGE), (c, 3 * PAGE)],
+        [(BASE - PAGE, 2 * PAGE), (c, 3 * PAGE)],
+        [(BASE - PAGE, 2 * PAGE), (c, 2 * PAGE)],
+    ]
     for k, want in enumerate(steps):
         assert ranges(rep.layout_after(k)) == want, k
     last = rep.layout_after(len(events) - 1)
@@ -76,11 +110,22 @@ def test_maps_join_and_unmaps_split_mapped_ranges(native):
 @pytest.mark.parametrize("native", LOOPS)
 def test_unmap_inside_a_free_block_keeps_its_unaligned_ends(native):
     """The allocator unmaps the whole pages of a free block; the rest stays mapped free."""
-    events = [("segment_map", BASE, 3 * PAGE), ("alloc", BASE, 5 * MIB),
-              ("segment_unmap", BASE + PAGE, PAGE)]
-    final = [(BASE, PAGE, [(BASE, 5 * MIB, 5 * MIB, "active_allocated"),
-                           (BASE + 5 * MIB, 15 * MIB, 0, "inactive")]),
-             (BASE + 2 * PAGE, PAGE, [(BASE + 2 * PAGE, PAGE, 0, "inactive")])]
+    events = [
+        ("segment_map", BASE, 3 * PAGE),
+        ("alloc", BASE, 5 * MIB),
+        ("segment_unmap", BASE + PAGE, PAGE),
+    ]
+    final = [
+        (
+            BASE,
+            PAGE,
+            [
+                (BASE, 5 * MIB, 5 * MIB, "active_allocated"),
+                (BASE + 5 * MIB, 15 * MIB, 0, "inactive"),
+            ],
+        ),
+        (BASE + 2 * PAGE, PAGE, [(BASE + 2 * PAGE, PAGE, 0, "inactive")]),
+    ]
     rep = replay_device(snapshot(events, final), 0, native=native)
     assert rep.inconsistencies == 0
     assert ranges(rep.layout_after(2)) == [(BASE, PAGE), (BASE + 2 * PAGE, PAGE)]
@@ -91,8 +136,10 @@ def test_seed_undoes_maps_and_unmaps_as_ranges(native):
     """A window that starts late: the first events unmap the middle of a range that was
     whole before, then map it back; the seeded layout has the range whole."""
     events = [("segment_unmap", BASE + PAGE, PAGE), ("segment_map", BASE + 3 * PAGE, PAGE)]
-    final = [(BASE, PAGE, [(BASE, PAGE, 0, "inactive")]),
-             (BASE + 2 * PAGE, 2 * PAGE, [(BASE + 2 * PAGE, 2 * PAGE, 0, "inactive")])]
+    final = [
+        (BASE, PAGE, [(BASE, PAGE, 0, "inactive")]),
+        (BASE + 2 * PAGE, 2 * PAGE, [(BASE + 2 * PAGE, 2 * PAGE, 0, "inactive")]),
+    ]
     rep = replay_device(snapshot(events, final), 0, native=native)
     assert ranges(rep.initial) == [(BASE, 3 * PAGE)]
     assert rep.inconsistencies == 0
@@ -102,15 +149,24 @@ def test_seed_undoes_maps_and_unmaps_as_ranges(native):
 def random_expandable_snapshot(rng):
     """Map/unmap-heavy random traces over page-aligned addresses (many joins and splits,
     and inconsistent events among them)."""
-    names = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-             "segment_map", "segment_unmap"]
+    names = [
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "segment_map",
+        "segment_unmap",
+    ]
     n = int(rng.integers(1, 300))
     acts = rng.choice([0, 0, 2, 5, 5, 5, 6, 6, 6, 3, 4, 1], n)
     addrs = BASE + rng.integers(0, 24, n) * (2 * MIB) + rng.choice([0, 0, 0, 512, MIB], n)
     sizes = rng.choice([512, MIB, 2 * MIB, 4 * MIB, 6 * MIB, PAGE], n)
     events = [(names[int(a)], int(ad), int(sz)) for a, ad, sz in zip(acts, addrs, sizes)]
-    segs = [(BASE + k * 8 * MIB, 4 * MIB, [(BASE + k * 8 * MIB, 4 * MIB, 0, "inactive")])
-            for k in range(int(rng.integers(0, 4)))]
+    segs = [
+        (BASE + k * 8 * MIB, 4 * MIB, [(BASE + k * 8 * MIB, 4 * MIB, 0, "inactive")])
+        for k in range(int(rng.integers(0, 4)))
+    ]
     return snapshot(events, segs), n
 
 

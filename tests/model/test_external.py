@@ -14,8 +14,8 @@ import pytest
 
 from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.replay.integrity import check
 from vramscope.viewer.model.replay import native_available, replay_device
+from vramscope.viewer.model.replay.integrity import check
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 
@@ -43,8 +43,9 @@ def _final(snap, device):
     on = np.flatnonzero(segs.device == device)
     seg = sorted(zip(segs.address[on].tolist(), segs.total_size[on].tolist()))
     mine = np.flatnonzero(np.isin(blocks.segment, on))
-    blk = sorted(zip(blocks.address[mine].tolist(), blocks.size[mine].tolist(),
-                     blocks.state[mine].tolist()))
+    blk = sorted(
+        zip(blocks.address[mine].tolist(), blocks.size[mine].tolist(), blocks.state[mine].tolist())
+    )
     return seg, blk
 
 

@@ -77,8 +77,9 @@ def test_torch20_history_blocks(name, loaded_snapshots):
     assert np.array_equal(ref.blocks.requested_size[active], legacy.blocks.requested_size[active])
     # Frames of allocated blocks come from history[0].
     for i in np.flatnonzero(active)[:100]:
-        assert resolved_stack(legacy, legacy.blocks.stack[i]) == \
-            resolved_stack(ref, ref.blocks.stack[i])
+        assert resolved_stack(legacy, legacy.blocks.stack[i]) == resolved_stack(
+            ref, ref.blocks.stack[i]
+        )
 
 
 def test_bare_list_of_segments(loaded_snapshots):
@@ -92,13 +93,26 @@ def test_bare_list_of_segments(loaded_snapshots):
     assert len(snap.trace) == 0
 
 
-OPTIONAL_SEGMENT_KEYS = ["segment_pool_id", "is_expandable", "device", "frames", "segment_type",
-                         "stream", "allocated_size", "active_size", "requested_size"]
+OPTIONAL_SEGMENT_KEYS = [
+    "segment_pool_id",
+    "is_expandable",
+    "device",
+    "frames",
+    "segment_type",
+    "stream",
+    "allocated_size",
+    "active_size",
+    "requested_size",
+]
 OPTIONAL_EVENT_KEYS = ["time_us", "compile_context", "user_metadata", "frames", "stream"]
 
 
-@pytest.mark.parametrize("key", OPTIONAL_SEGMENT_KEYS + OPTIONAL_EVENT_KEYS + [
-    "allocator_settings", "external_annotations", "device_traces", "block_frames"])
+@pytest.mark.parametrize(
+    "key",
+    OPTIONAL_SEGMENT_KEYS
+    + OPTIONAL_EVENT_KEYS
+    + ["allocator_settings", "external_annotations", "device_traces", "block_frames"],
+)
 def test_optional_key_missing(key):
     path = DATA / "side_stream_pending.pickle"
     obj = raw_object(path)
@@ -139,8 +153,10 @@ def test_several_devices(loaded_snapshots):
 def test_shared_stack_is_interned_once():
     """200k events referencing one 5000-frame list: interned once, not 10^9 times."""
     frames = [{"filename": f"model_{i}.py", "line": i, "name": f"f{i}"} for i in range(5000)]
-    events = [{"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0,
-               "frames": frames} for i in range(200_000)]
+    events = [
+        {"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "frames": frames}
+        for i in range(200_000)
+    ]
     obj = {"segments": [], "device_traces": [events]}
     snap = load_bytes(pickle.dumps(obj, protocol=4))
     assert len(snap.trace) == 200_000

@@ -15,14 +15,20 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.parser_paths import parallel_parse, parser_path, same_parse  # noqa: F401 - autouse
-from vramscope.viewer.model.io import fast_pickle
 from vramscope.viewer.model import Snapshot, SnapshotError, load_bytes
+from vramscope.viewer.model.io import fast_pickle
 
 SEED = (DATA / "side_stream_pending.pickle").read_bytes()
 SEED_P2 = pickle.dumps(pickle.loads(SEED), protocol=2)  # trusted test data
-FUZZ = settings(max_examples=400, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 def check(data: bytes) -> None:
@@ -46,9 +52,14 @@ def test_random_bytes(data):
 
 
 @FUZZ
-@given(st.sampled_from([SEED, SEED_P2]), st.lists(
-    st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)),
-    min_size=1, max_size=8))
+@given(
+    st.sampled_from([SEED, SEED_P2]),
+    st.lists(
+        st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)),
+        min_size=1,
+        max_size=8,
+    ),
+)
 def test_mutated_real_snapshot(seed, edits):
     data = bytearray(seed)
     for pos, value in edits:
@@ -57,8 +68,12 @@ def test_mutated_real_snapshot(seed, edits):
 
 
 @FUZZ
-@given(st.sampled_from([SEED, SEED_P2]), st.integers(min_value=0), st.integers(min_value=0),
-       st.binary(max_size=64))
+@given(
+    st.sampled_from([SEED, SEED_P2]),
+    st.integers(min_value=0),
+    st.integers(min_value=0),
+    st.binary(max_size=64),
+)
 def test_spliced_real_snapshot(seed, start, length, insert):
     start %= len(seed)
     end = min(len(seed), start + length % 512)

@@ -17,12 +17,16 @@ import numpy as np
 import pytest
 
 from vramscope.viewer.model import load_bytes, load_snapshot
-from vramscope.viewer.model.categories import (CATEGORY_NAMES, REASONS, MemoryBreakdown,
-                                               describe_iterations)
+from vramscope.viewer.model.categories import (
+    CATEGORY_NAMES,
+    REASONS,
+    MemoryBreakdown,
+    describe_iterations,
+)
 from vramscope.viewer.model.replay.timeline import build_timeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import synthetic_training as syn  # noqa: E402
+import synthetic_training as syn
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "truth"
 KV = CATEGORY_NAMES.index("kv_cache")
@@ -32,28 +36,37 @@ _f = syn._f
 
 def _module_call(inner: list[dict], line: int) -> list[dict]:
     """``inner`` called from a module's forward (model.py ``line``) inside generate()."""
-    return inner + [_f(f"{syn.TORCH}/nn/modules/module.py", 1790, "_call_impl"),
-                    _f(f"{syn.TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
-                    _f(syn.MODEL, line, "forward"),
-                    _f(f"{syn.TORCH}/nn/modules/module.py", 1790, "_call_impl"),
-                    _f(f"{syn.TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
-                    _f(f"{TF}/generation/utils.py", 2800, "_sample"),
-                    _f(f"{TF}/generation/utils.py", 2400, "generate"),
-                    _f(syn.USER, 70, "main")]
+    return inner + [
+        _f(f"{syn.TORCH}/nn/modules/module.py", 1790, "_call_impl"),
+        _f(f"{syn.TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
+        _f(syn.MODEL, line, "forward"),
+        _f(f"{syn.TORCH}/nn/modules/module.py", 1790, "_call_impl"),
+        _f(f"{syn.TORCH}/nn/modules/module.py", 1779, "_wrapped_call_impl"),
+        _f(f"{TF}/generation/utils.py", 2800, "_sample"),
+        _f(f"{TF}/generation/utils.py", 2400, "generate"),
+        _f(syn.USER, 70, "main"),
+    ]
 
 
 PROJ = _module_call([_f(f"{syn.TORCH}/nn/modules/linear.py", 125, "forward")], 30)
 CACHE = _module_call([_f(f"{TF}/cache_utils.py", 120, "update")], 31)
 LOGITS = _module_call([_f(f"{syn.TORCH}/nn/modules/linear.py", 125, "forward")], 50)
-GEN = [_f(f"{TF}/generation/utils.py", 2850, "_sample"),
-       _f(f"{TF}/generation/utils.py", 2400, "generate"), _f(syn.USER, 70, "main")]
+GEN = [
+    _f(f"{TF}/generation/utils.py", 2850, "_sample"),
+    _f(f"{TF}/generation/utils.py", 2400, "generate"),
+    _f(syn.USER, 70, "main"),
+]
 PROMPT = [_f(syn.USER, 66, "main")]
 END = [_f(syn.USER, 72, "main")]
 HOOK = _module_call([_f(syn.USER, 12, "keep_features")], 40)
 
 
-def generation_run(requests=((1, 16, 12), (4, 40, 9), (2, 100, 6)), layers: int = 3,
-                   width: int = 256, cut: bool = False):
+def generation_run(
+    requests=((1, 16, 12), (4, 40, 9), (2, 100, 6)),
+    layers: int = 3,
+    width: int = 256,
+    cut: bool = False,
+):
     """A generate() loop per request (batch, prompt, new tokens): a concatenating cache
     (the prefill keeps its projection's storage; each decode step makes the longer key
     and value and frees the old ones inside the forward pass).  Returns (pickle bytes,
@@ -116,7 +129,7 @@ def build(data: bytes) -> MemoryBreakdown:
 
 def last_forward_end(bd: MemoryBreakdown, it) -> int:
     """The last event of the last forward pass of iteration ``it``."""
-    ph = bd.phases.phase[it.start:it.end + 1]
+    ph = bd.phases.phase[it.start : it.end + 1]
     return it.start + int(np.flatnonzero(ph == 1)[-1])
 
 
@@ -130,8 +143,10 @@ def test_synthetic_requests_replace_the_per_token_iterations():
     assert all(it.complete for it in its)
     d = its[0].to_dict()
     assert d["kind"] == "generate" and d["decode_steps"] == 11
-    assert describe_iterations([it.to_dict() for it in its]) == \
-        "3 generation requests (prefill + 11, 8 and 5 decode steps)"
+    assert (
+        describe_iterations([it.to_dict() for it in its])
+        == "3 generation requests (prefill + 11, 8 and 5 decode steps)"
+    )
     assert bd.leaks == []
 
 
@@ -141,12 +156,19 @@ def test_synthetic_every_allocation_gets_its_meant_category(cut):
     bd = build(data)
     iv = bd.intervals
     made = np.flatnonzero(iv.start >= 1)
-    meant = np.array([CATEGORY_NAMES.index(tr.category_of_event[int(s) - 1])
-                      for s in iv.start[made]])
+    meant = np.array(
+        [CATEGORY_NAMES.index(tr.category_of_event[int(s) - 1]) for s in iv.start[made]]
+    )
     wrong = np.flatnonzero(meant != bd.category[made])
-    assert not len(wrong), [(int(iv.start[made[i]]), CATEGORY_NAMES[meant[i]],
-                             CATEGORY_NAMES[bd.category[made[i]]],
-                             REASONS[bd.reason[made[i]]].code) for i in wrong[:10]]
+    assert not len(wrong), [
+        (
+            int(iv.start[made[i]]),
+            CATEGORY_NAMES[meant[i]],
+            CATEGORY_NAMES[bd.category[made[i]]],
+            REASONS[bd.reason[made[i]]].code,
+        )
+        for i in wrong[:10]
+    ]
 
 
 def test_synthetic_kv_cache_at_each_requests_last_step_is_the_programs():
@@ -156,12 +178,12 @@ def test_synthetic_kv_cache_at_each_requests_last_step_is_the_programs():
         assert bd.split_at(last_forward_end(bd, it))["kv_cache"] == want
     # Between requests (before the next prefill) the cache is gone.
     it = bd.iterations[1]
-    prefill = it.start + int(np.flatnonzero(bd.phases.phase[it.start:it.end + 1] == 1)[0])
+    prefill = it.start + int(np.flatnonzero(bd.phases.phase[it.start : it.end + 1] == 1)[0])
     assert bd.split_at(prefill - 1)["kv_cache"] == 0
 
 
 def test_synthetic_without_frames_nothing_is_called_generation():
-    data, _, kv_end = generation_run()
+    data, _, _kv_end = generation_run()
     snap = pickle.loads(data)
     for trace in snap["device_traces"]:
         for e in trace:
@@ -206,8 +228,7 @@ def test_training_recordings_have_no_kv_cache_and_the_same_iterations(name, iter
     bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False))
     assert not (bd.category == KV).any()
     assert len(bd.iterations) == iterations
-    assert all(it.kind == "train" and "decode_steps" not in it.to_dict()
-               for it in bd.iterations)
+    assert all(it.kind == "train" and "decode_steps" not in it.to_dict() for it in bd.iterations)
 
 
 def test_eval_recordings_stay_iterations():
@@ -222,22 +243,27 @@ def test_eval_recordings_stay_iterations():
 
 
 # -- the ground-truth recordings of generate() -------------------------------------------------
-GEN_FILES = sorted(p for p in TRUTH.glob("*.truth.json")
-                   if json.loads(p.read_text()).get("kind") == "generate"
-                   and (TRUTH / p.name.replace(".truth.json", ".pickle.xz")).is_file())
+GEN_FILES = sorted(
+    p
+    for p in TRUTH.glob("*.truth.json")
+    if json.loads(p.read_text()).get("kind") == "generate"
+    and (TRUTH / p.name.replace(".truth.json", ".pickle.xz")).is_file()
+)
 # The recordings record_all.py makes (generate_specs): once they are in the repository,
 # fewer means one was lost.
 EXPECTED_RECORDINGS = ("generate_gpt2_fp32", "generate_llama_bf16")
 
 
 def _gen_name(p: Path) -> str:
-    return p.name[:-len(".truth.json")]
+    return p.name[: -len(".truth.json")]
 
 
 def test_the_generation_recordings_are_there():
     if not GEN_FILES:
-        pytest.skip("no generate recordings in tests/data/truth yet (record_all.py "
-                    "--only generate_ on the GPU machine)")
+        pytest.skip(
+            "no generate recordings in tests/data/truth yet (record_all.py "
+            "--only generate_ on the GPU machine)"
+        )
     assert sorted(_gen_name(p) for p in GEN_FILES) == sorted(EXPECTED_RECORDINGS)
 
 
@@ -305,13 +331,19 @@ def test_a_requests_peak_is_named_in_its_own_phases(path):
     phase = bd.phases.phase
     for it in bd.iterations:
         at = int(phase[it.peak_event])
-        span = phase[it.start:it.end + 1]
+        span = phase[it.start : it.end + 1]
         first_fwd = np.flatnonzero(span == 1)
         assert len(first_fwd)
         # The end of the request's first run of forward events.
-        after = np.flatnonzero(span[first_fwd[0]:] != 1)
+        after = np.flatnonzero(span[first_fwd[0] :] != 1)
         prefill_end = it.start + first_fwd[0] + (int(after[0]) if len(after) else len(span))
-        want = ("sampling" if at == 0 else
-                "prefill" if at == 1 and it.peak_event < prefill_end else
-                "decode" if at == 1 else None)
+        want = (
+            "sampling"
+            if at == 0
+            else "prefill"
+            if at == 1 and it.peak_event < prefill_end
+            else "decode"
+            if at == 1
+            else None
+        )
         assert it.peak_phase == want, (it.index, it.peak_phase, want)

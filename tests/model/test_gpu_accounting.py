@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from vramscope.viewer.model.analysis.gpu_accounting import (
-    GpuHolder, at_oom, format_lines, from_record, gpu_accounting, split_gpu,
+    GpuHolder,
+    at_oom,
+    format_lines,
+    from_record,
+    gpu_accounting,
+    split_gpu,
 )
 from vramscope.viewer.model.analysis.oom import last_oom
 from vramscope.viewer.model.core.units import format_bytes as fb
@@ -34,10 +39,23 @@ def _snap(name: str = "capacity_oom.pickle"):
 
 
 def _record(**kw) -> dict:
-    g = {"device": 0, "pid": 100, "total_bytes": 80 * GiB, "free_bytes": 10 * MiB,
-         "uuid": "GPU-x", "source": "nvml",
-         "processes": [{"pid": 100, "used_bytes": None, "name": "python3", "cmdline": None,
-                        "this_process": True}]}
+    g = {
+        "device": 0,
+        "pid": 100,
+        "total_bytes": 80 * GiB,
+        "free_bytes": 10 * MiB,
+        "uuid": "GPU-x",
+        "source": "nvml",
+        "processes": [
+            {
+                "pid": 100,
+                "used_bytes": None,
+                "name": "python3",
+                "cmdline": None,
+                "this_process": True,
+            }
+        ],
+    }
     g.update(kw)
     return g
 
@@ -49,8 +67,9 @@ def test_the_split_adds_up_to_the_total_whatever_the_figures():
         (80 * GiB, 3 * GiB, GiB, None, [18 * GiB, None]),
         (24 * GiB, 0, 3 * GiB, 2 * GiB, []),  # the driver reports less than reserved
     ]:
-        acc = split_gpu(total, free, reserved, mine,
-                        [GpuHolder(i, b, None) for i, b in enumerate(others)])
+        acc = split_gpu(
+            total, free, reserved, mine, [GpuHolder(i, b, None) for i, b in enumerate(others)]
+        )
         assert sum(n for _, n, _ in acc.rows()) == total
         assert acc.rows()[0][1] == reserved and acc.rows()[-1][1] == free
 
@@ -89,9 +108,16 @@ def test_the_verdict_names_holders_only_from_that_oom_s_own_dump():
     assert oom is not None and oom.kind == "capacity"
     base = dict(snap.sidecar)
     free = oom.device_free_bytes
-    holders = [{"pid": 100, "used_bytes": 4 * GiB, "this_process": True},
-               {"pid": 4121, "used_bytes": 18 * GiB + 200 * MiB, "name": "/usr/bin/python3",
-                "cmdline": "python train_old.py", "this_process": False}]
+    holders = [
+        {"pid": 100, "used_bytes": 4 * GiB, "this_process": True},
+        {
+            "pid": 4121,
+            "used_bytes": 18 * GiB + 200 * MiB,
+            "name": "/usr/bin/python3",
+            "cmdline": "python train_old.py",
+            "this_process": False,
+        },
+    ]
     # This OOM was at the process's memory limit (the device had room): nobody is named.
     snap.sidecar = {**base, "reason": "oom", "gpu_memory": _record(processes=holders)}
     assert at_oom(snap, 0, free) is not None
@@ -99,20 +125,27 @@ def test_the_verdict_names_holders_only_from_that_oom_s_own_dump():
     # Another device's record, another OOM's (its free differs), a later dump's: None.
     snap.sidecar = {**base, "reason": "oom", "gpu_memory": _record(device=1)}
     assert at_oom(snap, 0, free) is None
-    snap.sidecar = {**base, "reason": "oom", "oom_device_free": free + 1,
-                    "gpu_memory": _record()}
+    snap.sidecar = {**base, "reason": "oom", "oom_device_free": free + 1, "gpu_memory": _record()}
     assert at_oom(snap, 0, free) is None
     snap.sidecar = {**base, "reason": "exit", "gpu_memory": _record()}
     assert at_oom(snap, 0, free) is None
 
 
 def test_the_text_comes_back_from_the_json():
-    acc = split_gpu(80 * GiB, MiB, GiB, GiB + 300 * MiB,
-                    [GpuHolder(7, 60 * GiB, "python3 old.py")], source="nvml", device=0,
-                    taken_at="oom")
+    acc = split_gpu(
+        80 * GiB,
+        MiB,
+        GiB,
+        GiB + 300 * MiB,
+        [GpuHolder(7, 60 * GiB, "python3 old.py")],
+        source="nvml",
+        device=0,
+        taken_at="oom",
+    )
     assert format_lines(json.loads(json.dumps(acc.to_dict()))) == acc.lines()
-    assert acc.lines()[0] == ("the whole GPU (device 0, at the oom dump, processes from NVML): "
-                              "80.00 GiB")
+    assert acc.lines()[0] == (
+        "the whole GPU (device 0, at the oom dump, processes from NVML): 80.00 GiB"
+    )
     assert "60.00 GiB held by pid 7 `python3 old.py`" in acc.holders_phrase()
 
 
@@ -124,11 +157,20 @@ def recordings() -> list[Path]:
 def _cases():
     found = recordings()
     if found:
-        return [pytest.param(p, id=p.name[:-len(".truth.json")]) for p in found]
-    return [pytest.param(None, marks=pytest.mark.skip(reason=(
-        f"0 recordings found in {RECORDED.relative_to(DATA.parents[1])}: run "
-        f"`python3 {WORKLOAD} --out $OUT` (and again with --no-nvml) on a GPU machine "
-        "and copy $OUT/* there")), id="no-recording")]
+        return [pytest.param(p, id=p.name[: -len(".truth.json")]) for p in found]
+    return [
+        pytest.param(
+            None,
+            marks=pytest.mark.skip(
+                reason=(
+                    f"0 recordings found in {RECORDED.relative_to(DATA.parents[1])}: run "
+                    f"`python3 {WORKLOAD} --out $OUT` (and again with --no-nvml) on a GPU machine "
+                    "and copy $OUT/* there"
+                )
+            ),
+            id="no-recording",
+        )
+    ]
 
 
 @pytest.fixture(params=_cases())
@@ -167,9 +209,11 @@ def test_recorded_other_process_is_named_with_its_bytes(recorded):
         pytest.skip(f"the capture had no process list there: {g.get('processes_missing')}")
     mine = {h.pid: h for h in acc.others}
     if other["pid"] not in mine:
-        pytest.skip(f"the other process (pid {other['pid']}) is not among the "
-                    f"{len(g['processes'])} listed (pids {[p['pid'] for p in g['processes']]}):"
-                    " another PID namespace")
+        pytest.skip(
+            f"the other process (pid {other['pid']}) is not among the "
+            f"{len(g['processes'])} listed (pids {[p['pid'] for p in g['processes']]}):"
+            " another PID namespace"
+        )
     held = mine[other["pid"]].used_bytes
     assert held is not None and held >= other["memory_reserved"] >= other["hold_bytes"]
     independent = other["nvml_used_bytes"] if g["source"] == "nvml" else other["smi_used_bytes"]
@@ -197,27 +241,46 @@ def test_the_holders_come_first_only_when_the_request_would_have_fitted_without_
     small = need // 8  # freeing it (and as much outside the allocator) leaves too little
 
     def holders(other: int) -> dict:
-        return _record(free_bytes=free, processes=[
-            {"pid": 100, "used_bytes": judged.reserved_bytes + small, "this_process": True},
-            {"pid": 4121, "used_bytes": other, "cmdline": "python3 hold.py",
-             "this_process": False}])
+        return _record(
+            free_bytes=free,
+            processes=[
+                {"pid": 100, "used_bytes": judged.reserved_bytes + small, "this_process": True},
+                {
+                    "pid": 4121,
+                    "used_bytes": other,
+                    "cmdline": "python3 hold.py",
+                    "this_process": False,
+                },
+            ],
+        )
 
     snap.sidecar = {**base, "gpu_memory": holders(small)}
     v = last_oom(snap)
     assert v.gpu_shortfall is None and v.verdict.startswith(judged.verdict)
-    assert v.verdict.endswith(f"; without them {fb(free + 2 * small)} would have been "
-                              f"free, still less than the new {fb(need)} segment")
+    assert v.verdict.endswith(
+        f"; without them {fb(free + 2 * small)} would have been "
+        f"free, still less than the new {fb(need)} segment"
+    )
     snap.sidecar = {**base, "gpu_memory": holders(need)}
     v = last_oom(snap)
-    assert v.verdict.startswith("the GPU was full because of another process: pid 4121 "
-                                f"`python3 hold.py` holds {fb(need)}, ")
-    assert v.verdict.endswith(f"; within the {fb(judged.reserved_bytes + free)}: "
-                              f"{judged.verdict}")
+    assert v.verdict.startswith(
+        "the GPU was full because of another process: pid 4121 "
+        f"`python3 hold.py` holds {fb(need)}, "
+    )
+    assert v.verdict.endswith(f"; within the {fb(judged.reserved_bytes + free)}: {judged.verdict}")
     assert v.gpu_shortfall["holders"][0]["pid"] == 4121
     # This process's memory outside the allocator alone would have made room: said so.
-    snap.sidecar = {**base, "gpu_memory": _record(free_bytes=free, processes=[
-        {"pid": 100, "used_bytes": judged.reserved_bytes + need, "this_process": True}])}
+    snap.sidecar = {
+        **base,
+        "gpu_memory": _record(
+            free_bytes=free,
+            processes=[
+                {"pid": 100, "used_bytes": judged.reserved_bytes + need, "this_process": True}
+            ],
+        ),
+    }
     v = last_oom(snap)
-    assert v.verdict.startswith(f"the GPU was full: this process holds {fb(need)} of the GPU "
-                                "outside PyTorch's allocator")
+    assert v.verdict.startswith(
+        f"the GPU was full: this process holds {fb(need)} of the GPU outside PyTorch's allocator"
+    )
     assert v.gpu_shortfall["blamed"] == "outside the allocator"

@@ -12,16 +12,18 @@ import pytest
 
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
-from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.categories.leaks import leak_interval_mask, leaked_blocks
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.html_report import DeviceSection, ReportParts, build_html
 from vramscope.viewer.model.view.curve_lod import column_extremes
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"
 BIG = DATA / "transformer_long_python_1000k.pickle.xz"
-PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +35,40 @@ def leak_bd():
 
 def test_page_escapes_every_text_and_embeds_images():
     evil = '<script>alert("x")</script>&'
-    sec = DeviceSection(0, figures=[(evil, evil)],
-                        verdict=evil, categories={"parameter": 3 << 20, "unknown": 1 << 20},
-                        leaks=[{"frame": evil, "function": evil, "bytes_per_iteration": 1,
-                                "iterations": 2, "live_bytes": 3}],
-                        advice={"verdict": evil, "recorded_peak_reserved_bytes": 1 << 30,
-                                "needed_peak_reserved_bytes": 1 << 30,
-                                "remedies": [{"title": evil, "change": evil, "where": evil,
-                                              "predicted_peak_reserved_bytes": 1 << 29,
-                                              "saving_bytes": 1 << 29, "method": "simulated",
-                                              "fits": True, "fits_word": "yes"}]},
-                        top_sites=[{"site": evil, "bytes": 5 << 20, "count": 7}],
-                        images=[(evil, PNG)])
+    sec = DeviceSection(
+        0,
+        figures=[(evil, evil)],
+        verdict=evil,
+        categories={"parameter": 3 << 20, "unknown": 1 << 20},
+        leaks=[
+            {
+                "frame": evil,
+                "function": evil,
+                "bytes_per_iteration": 1,
+                "iterations": 2,
+                "live_bytes": 3,
+            }
+        ],
+        advice={
+            "verdict": evil,
+            "recorded_peak_reserved_bytes": 1 << 30,
+            "needed_peak_reserved_bytes": 1 << 30,
+            "remedies": [
+                {
+                    "title": evil,
+                    "change": evil,
+                    "where": evil,
+                    "predicted_peak_reserved_bytes": 1 << 29,
+                    "saving_bytes": 1 << 29,
+                    "method": "simulated",
+                    "fits": True,
+                    "fits_word": "yes",
+                }
+            ],
+        },
+        top_sites=[{"site": evil, "bytes": 5 << 20, "count": 7}],
+        images=[(evil, PNG)],
+    )
     parts = ReportParts(title=evil, path=f"/tmp/{evil}.pickle", devices=[sec], notes=[evil])
     page = build_html(parts)
     assert "<script>" not in page and evil not in page
@@ -57,8 +81,9 @@ def test_page_escapes_every_text_and_embeds_images():
 
 
 def test_page_without_history_says_so():
-    page = build_html(ReportParts(title="a.pickle",
-                                  devices=[DeviceSection(None, advice_note="no trace")]))
+    page = build_html(
+        ReportParts(title="a.pickle", devices=[DeviceSection(None, advice_note="no trace")])
+    )
     assert "No CUDA out-of-memory error" in page and "no trace" in page
     assert "Top allocation sites" not in page and "<img" not in page
 
@@ -100,8 +125,8 @@ def test_column_extremes_keep_each_columns_min_and_max(columns):
     starts = (np.arange(columns) * n) // columns
     for a, b in zip(starts, np.append(starts[1:], n)):
         inside = ev[(ev >= lo + a) & (ev < lo + b)]
-        assert y[inside].max() == y[lo + a:lo + b].max()
-        assert y[inside].min() == y[lo + a:lo + b].min()
+        assert y[inside].max() == y[lo + a : lo + b].max()
+        assert y[inside].min() == y[lo + a : lo + b].min()
 
 
 def test_column_extremes_show_every_iterations_peak():
@@ -117,25 +142,38 @@ def test_column_extremes_show_every_iterations_peak():
 
 
 def _remedy(**kw):
-    r = {"title": "t", "change": "c", "where": "train.py:3", "method": "estimated",
-         "predicted_peak_reserved_bytes": 10 << 30, "saving_bytes": 1 << 30,
-         "predicted_peak_reserved_range": [9 << 30, 11 << 30],
-         "predicted_peak_is_estimate": True}
+    r = {
+        "title": "t",
+        "change": "c",
+        "where": "train.py:3",
+        "method": "estimated",
+        "predicted_peak_reserved_bytes": 10 << 30,
+        "saving_bytes": 1 << 30,
+        "predicted_peak_reserved_range": [9 << 30, 11 << 30],
+        "predicted_peak_is_estimate": True,
+    }
     r.update(kw)
     return r
 
 
 def _page(remedies, recorded=10 << 30, needed=11 << 30):
-    advice = {"recorded_peak_reserved_bytes": recorded, "needed_peak_reserved_bytes": needed,
-              "remedies": remedies}
+    advice = {
+        "recorded_peak_reserved_bytes": recorded,
+        "needed_peak_reserved_bytes": needed,
+        "remedies": remedies,
+    }
     return build_html(ReportParts(title="x", devices=[DeviceSection(0, advice=advice)]))
 
 
 def test_the_fits_column_is_the_advices_own_word():
     """A limit inside the range: "maybe", whatever ``fits`` says (the CLI's and the panel's
     word, never decided again by the page)."""
-    page = _page([_remedy(fits=True, range_holds_limit=True, fits_word="maybe"),
-                  _remedy(fits=False, range_holds_limit=True, fits_word="maybe")])
+    page = _page(
+        [
+            _remedy(fits=True, range_holds_limit=True, fits_word="maybe"),
+            _remedy(fits=False, range_holds_limit=True, fits_word="maybe"),
+        ]
+    )
     assert re.findall(r'<td class="fits">([^<]*)</td>', page) == ["maybe", "maybe"]
 
 
@@ -155,8 +193,14 @@ def test_the_recorded_and_the_needed_peak_each_under_its_name():
 def test_a_sites_line_number_reads_as_in_its_frame():
     """A line number is the file's line as the frame names it ('modeling_utils.py:3645'),
     never with a thousands separator like a count."""
-    site = {"frame": "modeling_utils.py:3645 cuda", "filename": "modeling_utils.py",
-            "line": 3645, "function": "cuda", "bytes": 5 << 20, "count": 1480}
+    site = {
+        "frame": "modeling_utils.py:3645 cuda",
+        "filename": "modeling_utils.py",
+        "line": 3645,
+        "function": "cuda",
+        "bytes": 5 << 20,
+        "count": 1480,
+    }
     page = build_html(ReportParts(title="x", devices=[DeviceSection(0, top_sites=[site])]))
     cells = re.findall(r'<td class="num">([^<]*)</td>', page)
     assert "3645" in cells and "3,645" not in page
@@ -165,8 +209,14 @@ def test_a_sites_line_number_reads_as_in_its_frame():
 
 def test_a_site_without_a_stack_has_no_line_number():
     """Allocations without a stack have no line (the summary gives 0): the cell is empty."""
-    site = {"frame": "<no stack recorded>", "filename": "", "line": 0, "function": "",
-            "bytes": 5 << 20, "count": 10}
+    site = {
+        "frame": "<no stack recorded>",
+        "filename": "",
+        "line": 0,
+        "function": "",
+        "bytes": 5 << 20,
+        "count": 10,
+    }
     page = build_html(ReportParts(title="x", devices=[DeviceSection(0, top_sites=[site])]))
     cells = re.findall(r'<td class="num">([^<]*)</td>', page)
     assert cells == ["", "5.00 MiB", "10"]
@@ -177,7 +227,6 @@ def test_advises_notes_are_on_the_page_with_or_without_remedies():
     on) are on the page too, escaped."""
     note = "23.45 GiB of the peak was reserved before the recording <started>"
     for remedies in ([], [_remedy(fits_word="yes")]):
-        advice = {"recorded_peak_reserved_bytes": 1 << 30, "remedies": remedies,
-                  "notes": [note]}
+        advice = {"recorded_peak_reserved_bytes": 1 << 30, "remedies": remedies, "notes": [note]}
         page = build_html(ReportParts(title="x", devices=[DeviceSection(0, advice=advice)]))
         assert page.count("reserved before the recording &lt;started&gt;") == 1

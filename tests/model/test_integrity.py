@@ -12,11 +12,11 @@ import pytest
 from tests.conftest import DATA
 from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.replay.integrity import check, final_difference
-from vramscope.viewer.model.replay import native_available
 from vramscope.viewer.model.core.snapshot import Action, Trace
-from vramscope.viewer.model.reports.summary import summarize
+from vramscope.viewer.model.replay import native_available
+from vramscope.viewer.model.replay.integrity import check, final_difference
 from vramscope.viewer.model.replay.timeline import build_timeline
+from vramscope.viewer.model.reports.summary import summarize
 
 LOOPS = [False, True] if native_available() else [False]
 needs(native_available(), "replay_core extension not built")  # under the gate: required
@@ -24,8 +24,12 @@ needs(native_available(), "replay_core extension not built")  # under the gate: 
 
 def without_rows(snap, drop):
     keep = np.setdiff1d(np.arange(len(snap.trace)), np.asarray(drop))
-    return dataclasses.replace(snap, trace=Trace(**{f.name: getattr(snap.trace, f.name)[keep]
-                                                    for f in dataclasses.fields(Trace)}))
+    return dataclasses.replace(
+        snap,
+        trace=Trace(
+            **{f.name: getattr(snap.trace, f.name)[keep] for f in dataclasses.fields(Trace)}
+        ),
+    )
 
 
 @pytest.mark.parametrize("native", LOOPS)
@@ -38,8 +42,9 @@ def test_a_lost_alloc_is_named_at_the_first_event_it_breaks(native, loaded_snaps
     allocs = np.flatnonzero(tr.action == Action.ALLOC)
     k = int(allocs[len(allocs) // 2])
     addr = int(tr.addr[k])
-    later = np.flatnonzero((tr.addr == addr) & (np.arange(len(tr)) > k)
-                           & (tr.action == Action.FREE_REQUESTED))
+    later = np.flatnonzero(
+        (tr.addr == addr) & (np.arange(len(tr)) > k) & (tr.action == Action.FREE_REQUESTED)
+    )
     broken = without_rows(snap, [k])
     found = [u for u in check(build_timeline(broken)) if u.kind == "inconsistent"]
     assert len(found) == 1

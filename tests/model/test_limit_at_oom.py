@@ -30,8 +30,11 @@ DIRS = [ROOT / "tests" / "data", SHARED / "snapshots", SHARED / "external"]
 def _files() -> list[Path]:
     out = []
     for d in DIRS:
-        out += [p for p in sorted(d.rglob("*")) if p.is_file()
-                and (".pickle" in p.name or p.name.endswith((".json.xz", ".pkl.xz")))]
+        out += [
+            p
+            for p in sorted(d.rglob("*"))
+            if p.is_file() and (".pickle" in p.name or p.name.endswith((".json.xz", ".pkl.xz")))
+        ]
     return out
 
 

@@ -11,15 +11,15 @@ ring alone.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
 
 from tests.conftest import DATA
 from tests.native_gate import needs
-from vramscope.viewer.model.replay import layout_snapshot, native_available
 from vramscope.viewer.model.core.snapshot import Trace
-from vramscope.viewer.model.replay import timeline
+from vramscope.viewer.model.replay import layout_snapshot, native_available, timeline
 from vramscope.viewer.model.replay.integrity import final_difference
 from vramscope.viewer.model.replay.timeline import build_timeline
 
@@ -30,8 +30,7 @@ NAMES = ["gpt2_oom", "whatif_expandable", "side_stream_pending", "cuda_graph_poo
 
 def rows_snapshot(snap, full, lo: int, hi: int):
     """The live snapshot holding trace rows [lo, hi) (one device), segments as after hi - 1."""
-    trace = Trace(**{f.name: getattr(snap.trace, f.name)[lo:hi]
-                     for f in dataclasses.fields(Trace)})
+    trace = Trace(**{f.name: getattr(snap.trace, f.name)[lo:hi] for f in dataclasses.fields(Trace)})
     at = layout_snapshot(snap, full.replay(0).layout_after(hi - 1), 0)
     return dataclasses.replace(at, trace=trace)
 
@@ -93,8 +92,7 @@ def test_extended_timeline_equals_built_at_once(name, native, loaded_snapshots, 
 
 
 @pytest.mark.parametrize("native", LOOPS)
-def test_ring_that_drops_rows_keeps_them_until_compaction(native, loaded_snapshots,
-                                                          monkeypatch):
+def test_ring_that_drops_rows_keeps_them_until_compaction(native, loaded_snapshots, monkeypatch):
     """Dropped rows stay at the start (negative rows) and the events go on; past the
     slack the timeline is rebuilt on the ring alone and equals one built there."""
     if not native:
@@ -151,15 +149,19 @@ def two_devices(snap):
 def stack_devices(a, b, off):
     """Segments and blocks of ``a`` (device 0) and ``b`` moved to device 1 by ``off``."""
     sa, sb, ba, bb = a.segments, b.segments, a.blocks, b.blocks
-    segs = {f.name: np.concatenate([getattr(sa, f.name), getattr(sb, f.name)])
-            for f in dataclasses.fields(sa)}
-    segs["device"][len(sa.address):] = 1
-    segs["address"][len(sa.address):] += off
-    segs["block_start"][len(sa.address):] += len(ba.address)
-    blocks = {f.name: np.concatenate([getattr(ba, f.name), getattr(bb, f.name)])
-              for f in dataclasses.fields(ba)}
-    blocks["segment"][len(ba.address):] += len(sa.address)
-    blocks["address"][len(ba.address):] += off
+    segs = {
+        f.name: np.concatenate([getattr(sa, f.name), getattr(sb, f.name)])
+        for f in dataclasses.fields(sa)
+    }
+    segs["device"][len(sa.address) :] = 1
+    segs["address"][len(sa.address) :] += off
+    segs["block_start"][len(sa.address) :] += len(ba.address)
+    blocks = {
+        f.name: np.concatenate([getattr(ba, f.name), getattr(bb, f.name)])
+        for f in dataclasses.fields(ba)
+    }
+    blocks["segment"][len(ba.address) :] += len(sa.address)
+    blocks["address"][len(ba.address) :] += off
     return dataclasses.replace(a, segments=type(sa)(**segs), blocks=type(ba)(**blocks))
 
 
@@ -174,8 +176,9 @@ def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch
 
     def prefix(m):  # rows [0, 2m): m events of each device
         lay = rows_snapshot(one, full1, 0, m)
-        trace = Trace(**{f.name: getattr(snap.trace, f.name)[:2 * m]
-                         for f in dataclasses.fields(Trace)})
+        trace = Trace(
+            **{f.name: getattr(snap.trace, f.name)[: 2 * m] for f in dataclasses.fields(Trace)}
+        )
         return dataclasses.replace(stack_devices(lay, lay, off), trace=trace)
 
     cuts = [n // 4, n // 2, (3 * n) // 4, n]
@@ -183,7 +186,7 @@ def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch
     for d in (0, 1):
         tl.replay(d).curve_index()
         tl.intervals(d)
-    for lo, hi in zip(cuts, cuts[1:]):
+    for lo, hi in itertools.pairwise(cuts):
         assert tl.extend(prefix(hi), 2 * lo) is False
     ref = build_timeline(prefix(n))
     for d in (0, 1):
@@ -195,8 +198,8 @@ def test_two_devices_extend_like_one_build(native, loaded_snapshots, monkeypatch
 def test_document_extend_equals_document_build(loaded_snapshots):
     """Document.extend: the timeline grows in place and labels are computed for the new
     frames and stacks only; the result equals a document built at once."""
-    from vramscope.viewer.model.view.document import Document
     from vramscope.viewer.model.core.snapshot import Frames, Stacks
+    from vramscope.viewer.model.view.document import Document
 
     snap = loaded_snapshots(DATA / "side_stream_pending.pickle")
     full = build_timeline(snap)
@@ -205,11 +208,13 @@ def test_document_extend_equals_document_build(loaded_snapshots):
     # The session's interner had seen fewer frames and stacks at the first update.
     f, s = snap.frames, snap.stacks
     ns = len(s) // 2
-    nf = int(s.frames[:s.offsets[ns]].max()) + 1  # the frames those stacks use
+    nf = int(s.frames[: s.offsets[ns]].max()) + 1  # the frames those stacks use
     assert 0 < nf < len(f) and 0 < ns < len(s)
     first = dataclasses.replace(
-        first, frames=Frames(f.filename[:nf], f.line[:nf], f.name[:nf], f.strings),
-        stacks=Stacks(s.offsets[:ns + 1], s.frames[:s.offsets[ns]]))
+        first,
+        frames=Frames(f.filename[:nf], f.line[:nf], f.name[:nf], f.strings),
+        stacks=Stacks(s.offsets[: ns + 1], s.frames[: s.offsets[ns]]),
+    )
     doc = Document.build(first, live=True)
     iv = doc.intervals(0)
     doc2 = doc.extend(rows_snapshot(snap, full, 0, n), n // 2)

@@ -26,9 +26,12 @@ from vramscope.viewer.model.io import fast_pickle
 from vramscope.viewer.model.io.safe_pickle import safe_loads
 
 ROOT = DATA.parent.parent
-SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted(DATA.glob("*.pickle.xz"))
-             + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
-             + sorted((ROOT / "assets").glob("*.pickle")))
+SNAPSHOTS = (
+    sorted(DATA.glob("*.pickle"))
+    + sorted(DATA.glob("*.pickle.xz"))
+    + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
+    + sorted((ROOT / "assets").glob("*.pickle"))
+)
 BIG_XZ = DATA / "transformer_long_python_1000k.pickle.xz"
 
 needs_native = native_gate.needs(fast_pickle.available(), "compiled parser not built")
@@ -163,15 +166,25 @@ def _forms():
     yield "unknown-action", pickle.dumps(odd, protocol=4)
     shared = dict(obj, device_traces=[obj["device_traces"][0], obj["device_traces"][0]])
     yield "shared-device-list", pickle.dumps(shared, protocol=4)
-    tupled = dict(obj, device_traces=[[dict(e, frames=tuple(e.get("frames") or ()))
-                                       for e in obj["device_traces"][0]]])
+    tupled = dict(
+        obj,
+        device_traces=[
+            [dict(e, frames=tuple(e.get("frames") or ())) for e in obj["device_traces"][0]]
+        ],
+    )
     yield "tuple-frames", pickle.dumps(tupled, protocol=2)
     one = dict(obj, device_traces=[[obj["device_traces"][0][0]], [{"action": "alloc", "size": 1}]])
     yield "single-entry-lists", pickle.dumps(one, protocol=4)
     # Context strings interleaved with new stacks: ids must follow the same first-seen order.
-    events = [dict(e, compile_context=("N/A", "ctx0", "ctx1")[i % 3],
-                   user_metadata=("", "meta0", "ctx0")[i % 3], device_free=i * 512)
-              for i, e in enumerate(obj["device_traces"][0])]
+    events = [
+        dict(
+            e,
+            compile_context=("N/A", "ctx0", "ctx1")[i % 3],
+            user_metadata=("", "meta0", "ctx0")[i % 3],
+            device_free=i * 512,
+        )
+        for i, e in enumerate(obj["device_traces"][0])
+    ]
     yield "context-strings", pickle.dumps(dict(obj, device_traces=[[], events]), protocol=4)
     yield "context-strings-p2", pickle.dumps(dict(obj, device_traces=[events, events[:5]]), 2)
     # Found by tests/fuzz/fuzz_parser.py: an APPENDS with no items still needs a list.
@@ -198,8 +211,15 @@ def test_short_fuzz_run():
 def test_an_unknown_event_key_goes_to_the_python_parser():
     """A newer torch's event field is never silently dropped by the compiled parser:
     the file goes to the Python path (the reference decides what the field means)."""
-    event = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1,
-             "frames": [], "is_new_field": 7}
+    event = {
+        "action": "alloc",
+        "addr": 4096,
+        "size": 512,
+        "stream": 0,
+        "time_us": 1,
+        "frames": [],
+        "is_new_field": 7,
+    }
     obj = {"segments": [], "device_traces": [[event]]}
     data = pickle.dumps(obj, protocol=4)
     assert fast_pickle.native_loads(data) is None
@@ -211,8 +231,11 @@ def test_an_unknown_event_key_goes_to_the_python_parser():
     assert_identical(load_bytes(data), reference)
 
 
-PARALLEL_FILES = (SNAPSHOTS + sorted((DATA / "truth").glob("*.pickle*"))
-                  + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*")))
+PARALLEL_FILES = (
+    SNAPSHOTS
+    + sorted((DATA / "truth").glob("*.pickle*"))
+    + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*"))
+)
 
 
 @needs_native
@@ -226,8 +249,11 @@ def test_parallel_sections_give_the_serial_answer(path):
     for threads in (2, 5):
         parallel = parallel_parse(data, threads)
         assert same_parse(parallel, serial), f"{threads} threads"
-    if (serial[0] == "ok" and serial[2] is not None
-            and memoryview(serial[2]["columns"]["action"]).nbytes):
+    if (
+        serial[0] == "ok"
+        and serial[2] is not None
+        and memoryview(serial[2]["columns"]["action"]).nbytes
+    ):
         assert parallel[2]["parallel"] >= 1, "the parallel path was abandoned"
 
 
@@ -272,16 +298,50 @@ def test_sections_share_frame_lists_across_devices():
     into an earlier parallel section) and the segments' lists (before any section)."""
     frames = [[{"filename": f"f{i % 7}.py", "line": i, "name": "fn"}] for i in range(50)]
     seg_frames = [{"filename": "seg.py", "line": 1, "name": "alloc"}]
-    segments = [{"device": 0, "address": 0, "total_size": 1 << 20, "stream": 0,
-                 "segment_type": "large", "allocated_size": 0, "active_size": 0,
-                 "requested_size": 0, "blocks": [{"address": 0, "size": 1 << 20,
-                                                  "requested_size": 0, "state": "inactive",
-                                                  "frames": seg_frames}]}]
-    dev0 = [{"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "time_us": i,
-             "frames": frames[i % 50], "compile_context": f"cc{i % 3}"} for i in range(300)]
-    dev1 = [{"action": "free_completed", "addr": 4096 * i, "size": 512, "stream": 0,
-             "time_us": 1000 + i, "frames": (frames[i % 50] if i % 3 else seg_frames)}
-            for i in range(300)]
+    segments = [
+        {
+            "device": 0,
+            "address": 0,
+            "total_size": 1 << 20,
+            "stream": 0,
+            "segment_type": "large",
+            "allocated_size": 0,
+            "active_size": 0,
+            "requested_size": 0,
+            "blocks": [
+                {
+                    "address": 0,
+                    "size": 1 << 20,
+                    "requested_size": 0,
+                    "state": "inactive",
+                    "frames": seg_frames,
+                }
+            ],
+        }
+    ]
+    dev0 = [
+        {
+            "action": "alloc",
+            "addr": 4096 * i,
+            "size": 512,
+            "stream": 0,
+            "time_us": i,
+            "frames": frames[i % 50],
+            "compile_context": f"cc{i % 3}",
+        }
+        for i in range(300)
+    ]
+    dev1 = [
+        {
+            "action": "free_completed",
+            "addr": 4096 * i,
+            "size": 512,
+            "stream": 0,
+            "time_us": 1000 + i,
+            "frames": (frames[i % 50] if i % 3 else seg_frames),
+        }
+        for i in range(300)
+    ]
     data = pickle.dumps({"segments": segments, "device_traces": [dev0, dev1]}, protocol=4)
     serial = snapparse().parse(data)
     assert serial[0] == "ok"

@@ -46,6 +46,7 @@ def _probes() -> tuple[int, dict[int, dict]]:
 
 # -- the margin: what the truth recordings support ------------------------------------
 
+
 def test_the_point_error_is_what_the_truth_pairs_and_probes_support():
     """POINT_ERROR's lower bound: the largest miss of the point prediction over the pairs
     the model is held to (half and 1.5x the recorded batch; the documented algorithm
@@ -89,6 +90,7 @@ def test_every_truth_pair_lies_in_its_predictions_uncertainty():
 
 # -- the largest batch on the GPT-2 limit recordings ----------------------------------
 
+
 @pytest.mark.parametrize("name", ["limit_sweep_gpt2_fit", "limit_sweep_gpt2_oom"])
 def test_the_largest_batch_on_the_limit_recordings_is_right_and_says_its_margin(name):
     limit, probes = _probes()
@@ -105,7 +107,8 @@ def test_the_largest_batch_on_the_limit_recordings_is_right_and_says_its_margin(
     peak = int(probes[real]["peak_reserved"])
     assert margin["predicted_peak_bytes"] == peak
     assert margin["bytes"] == limit - peak and margin["fraction"] == pytest.approx(
-        (limit - peak) / limit)
+        (limit - peak) / limit
+    )
     # The batch after it: predicted over the limit (the probe ran out of memory), close
     # enough that it may fit within the model's error.
     assert got["next_batch"] == real + 1 and got["next_batch_predicted_to_fit"] is False
@@ -113,8 +116,7 @@ def test_the_largest_batch_on_the_limit_recordings_is_right_and_says_its_margin(
     assert got["largest_batch_below_the_point_answer"] is False
     text = format_text(a)
     line = next(x for x in text.splitlines() if x.startswith("largest batch that fits: 12"))
-    assert f"predicted {fb(peak)}, {(limit - peak) / limit:.1%} under the {fb(limit)} limit" \
-        in line
+    assert f"predicted {fb(peak)}, {(limit - peak) / limit:.1%} under the {fb(limit)} limit" in line
     if int(truth["batch_size"]) == real + 1 and truth.get("oom"):
         # 13 is the recording itself, which ran out of memory: known, not predicted.
         assert got["next_batch_may_fit"] is False
@@ -144,12 +146,17 @@ def test_a_limit_just_above_a_batchs_prediction_makes_it_may_not_fit(share):
     assert got["next_batch"] == 12 and got["next_batch_predicted_to_fit"] is True
     assert got["next_batch_may_fit"] is True
     assert got["next_batch_predicted_peak_bytes"] == p12
-    assert got["largest_batch_margin"]["bytes"] == limit - got["largest_batch_margin"][
-        "predicted_peak_bytes"] > 0
+    assert (
+        got["largest_batch_margin"]["bytes"]
+        == limit - got["largest_batch_margin"]["predicted_peak_bytes"]
+        > 0
+    )
     line = next(x for x in format_text(a).splitlines() if x.startswith("largest batch"))
     assert line.startswith("largest batch that fits: 11 ")
-    assert (f"12 is predicted at {fb(p12)}, within {float(pred12.error):.0%} of "
-            f"the {fb(limit)} limit: may not fit") in line
+    assert (
+        f"12 is predicted at {fb(p12)}, within {float(pred12.error):.0%} of "
+        f"the {fb(limit)} limit: may not fit"
+    ) in line
 
 
 def test_a_prediction_at_exactly_the_limit_is_not_the_answer():
@@ -167,10 +174,25 @@ def test_a_prediction_at_exactly_the_limit_is_not_the_answer():
 
 # -- one label for one prediction ------------------------------------------------------
 
+
 def _whatif_row(path: Path, batch: int, scale: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "whatif", str(path),
-                          "--batch-scale", scale, "--batch", str(batch), "--json"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer",
+            "whatif",
+            str(path),
+            "--batch-scale",
+            scale,
+            "--batch",
+            str(batch),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)
     return row
@@ -201,7 +223,7 @@ def test_a_prediction_more_than_2_percent_off_is_never_labelled_exact():
     off = []
     for fam, by in sorted(SWEEPS.items()):
         for b0, src in sorted(by.items()):
-            case, j, _ = table.case_of(src)
+            _case, j, _ = table.case_of(src)
             for b1, dst in sorted(by.items()):
                 pred = table.predict_peak(src, b1)
                 real = table.real_peak_reserved(dst)
@@ -213,13 +235,24 @@ def test_a_prediction_more_than_2_percent_off_is_never_labelled_exact():
 
 # -- a range of zero width is one value ------------------------------------------------
 
+
 def test_a_range_whose_ends_read_the_same_is_one_labelled_value():
     seven = 7 * 1024**3
     assert batch_scale.range_words(seven - 1000, seven) is None
     assert batch_scale.range_words(seven, seven) is None
     assert batch_scale.range_words(seven - 2**28, seven) == f"{fb(seven - 2**28)} - {fb(seven)}"
-    rem = Remedy("smaller_batch", "Smaller batch", seven, 0, "simulated", "", None, True,
-                 predicted_peak_reserved_range=(seven - 1000, seven), batch_estimate=True)
+    rem = Remedy(
+        "smaller_batch",
+        "Smaller batch",
+        seven,
+        0,
+        "simulated",
+        "",
+        None,
+        True,
+        predicted_peak_reserved_range=(seven - 1000, seven),
+        batch_estimate=True,
+    )
     assert format_peak(rem) == f"{fb(seven)} (estimate)"
     rem.predicted_peak_reserved_range = None
     assert format_peak(rem) == f"{fb(seven)} (estimate)"
@@ -233,8 +266,9 @@ def test_whatif_prints_a_range_of_zero_width_as_one_value():
     case, j, _ = table.case_of(path)
     f = Fraction(1, 2)
     res = batch_scale.scaled_case(case, j, f).simulate()
-    p = Prediction("batch x0.5 (8) (estimate)", case.recorded, case.limit, res,
-                   program_changed=True)
+    p = Prediction(
+        "batch x0.5 (8) (estimate)", case.recorded, case.limit, res, program_changed=True
+    )
     peak = res.peak_reserved_until_oom
     est = {"low_bytes": peak - 4096, "high_bytes": peak, "workspace_allocations": 9}
     text = format_table(case, [p], [{"peak_reserved_estimate": est}])
@@ -250,8 +284,7 @@ def test_the_recorded_batch_that_ran_out_of_memory_is_not_said_to_fit():
     from vramscope.viewer.model.remedies.advise import advise, format_text
     from vramscope.viewer.model.whatif.predictions import prepare
 
-    path = Path(__file__).resolve().parents[1] / "data" / "truth" / \
-        "limit_sweep_gpt2_oom.pickle.xz"
+    path = Path(__file__).resolve().parents[1] / "data" / "truth" / "limit_sweep_gpt2_oom.pickle.xz"
     a = advise(prepare(load_snapshot(path)), 13)
     d = a.to_dict()
     assert d["largest_batch_that_fits"] == 12 and d["next_batch"] == 13
@@ -279,13 +312,15 @@ def test_the_largest_batch_at_two_more_probed_limits(tag):
     assert probes[real]["fits"] and not probes[real + 1]["fits"]
     ran = 0
     for name in [f"limit_{tag}_fit", f"limit_{tag}_oom"] + [
-            p.name.split(".pickle")[0] for p in SWEEPS[PROBED[tag]].values()]:
+        p.name.split(".pickle")[0] for p in SWEEPS[PROBED[tag]].values()
+    ]:
         case, j, truth = table.case_of(table.find(name))
         b = int(truth["batch_size"])
         a = advise(case, b, limit)
         got = a.largest_batch_that_fits
-        line = next(x for x in format_text(a).splitlines()
-                    if x.startswith("largest batch that fits"))
+        line = next(
+            x for x in format_text(a).splitlines() if x.startswith("largest batch that fits")
+        )
         ran += 1
         if name.endswith("_fit"):
             assert got == real and b == real, (name, got)

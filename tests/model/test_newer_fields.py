@@ -26,8 +26,8 @@ from tests.snapshot_forms import (
     with_newer_fields,
 )
 from vramscope.viewer.model import Selection, SnapshotError, load_bytes, load_snapshot, memory_stats
-from vramscope.viewer.model.io import cache, fast_pickle
 from vramscope.viewer.model.core.snapshot import HOST_DEVICE, Action
+from vramscope.viewer.model.io import cache, fast_pickle
 
 NAMES = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool"]
 ANN_COLUMNS = ("device", "addr", "size", "time_us", "trace_index")
@@ -50,16 +50,19 @@ def test_gpu_figures_and_columns_unchanged(name, newer, loaded_snapshots):
     snap = load_bytes(newer[name][0])
     expected = expected_for(path)["memory_stats"]
     stats = memory_stats(snap, Selection(device=0))
-    for key, value in (("reserved_bytes", "reserved_bytes.all.current"),
-                       ("allocated_bytes", "allocated_bytes.all.current"),
-                       ("active_bytes", "active_bytes.all.current"),
-                       ("requested_bytes", "requested_bytes.all.current"),
-                       ("inactive_split_bytes", "inactive_split_bytes.all.current")):
+    for key, value in (
+        ("reserved_bytes", "reserved_bytes.all.current"),
+        ("allocated_bytes", "allocated_bytes.all.current"),
+        ("active_bytes", "active_bytes.all.current"),
+        ("requested_bytes", "requested_bytes.all.current"),
+        ("inactive_split_bytes", "inactive_split_bytes.all.current"),
+    ):
         assert getattr(stats, key) == expected[value], key
     assert snap.devices == loaded_snapshots(path).devices  # host is not a GPU
     # every GPU column, stacks resolved; but the metadata and forward stacks that were added
-    assert_same_snapshot(loaded_snapshots(path), snap,
-                         ignore=("trace.user_metadata", "trace.forward_stack"))
+    assert_same_snapshot(
+        loaded_snapshots(path), snap, ignore=("trace.user_metadata", "trace.forward_stack")
+    )
     assert snap.warnings == []
 
 
@@ -87,8 +90,10 @@ def test_forward_frames_become_the_forward_stack(name, newer):
     has = np.flatnonzero(snap.trace.forward_stack >= 0)
     assert has.tolist() == rows
     for row in rows:
-        frames = [(snap.frames.filename_of(f), int(snap.frames.line[f]), snap.frames.name_of(f))
-                  for f in snap.event_forward_frames(row)]
+        frames = [
+            (snap.frames.filename_of(f), int(snap.frames.line[f]), snap.frames.name_of(f))
+            for f in snap.event_forward_frames(row)
+        ]
         # innermost first, like every stack in the model
         assert frames == [("/w/model.py", 42, "forward"), ("/w/train.py", 10, "<module>")]
         assert snap.string(int(snap.trace.user_metadata[row])).startswith("step ")
@@ -150,8 +155,11 @@ def test_protocol5_in_band_loads(newer, loaded_snapshots):
     obj, _ = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"))
     obj["note"] = bytearray(b"in-band bytes")  # BYTEARRAY8, protocol 5's in-band buffer
     snap = load_bytes(pickle.dumps(obj, protocol=5))
-    assert_same_snapshot(loaded_snapshots(DATA / "side_stream_pending.pickle"), snap,
-                         ignore=("trace.user_metadata", "trace.forward_stack"))
+    assert_same_snapshot(
+        loaded_snapshots(DATA / "side_stream_pending.pickle"),
+        snap,
+        ignore=("trace.user_metadata", "trace.forward_stack"),
+    )
     assert len(snap.alloc_annotations) > 0 and snap.has_host_memory
 
 
@@ -181,8 +189,11 @@ def test_cache_keeps_the_newer_fields(newer, tmp_path, monkeypatch):
     back = cache.load_cached("k" * 40)
     assert back is not None
     assert_identical(snap, back)
-    for a, b in ((snap.alloc_annotations, back.alloc_annotations),
-                 (snap.host.trace, back.host.trace), (snap.host.blocks, back.host.blocks)):
+    for a, b in (
+        (snap.alloc_annotations, back.alloc_annotations),
+        (snap.host.trace, back.host.trace),
+        (snap.host.blocks, back.host.blocks),
+    ):
         for name in a.__dataclass_fields__:
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
     for name in FX_FRAME:
@@ -238,8 +249,10 @@ def test_real_recording_with_newer_fields():
     assert stats.active_bytes == expected["active_bytes.all.current"]
     keys, truth = side["keys"], side["truth"]
     if "annotate" in keys["actions"]:
-        got = {(int(a), snap.string(int(t))) for a, t in
-               zip(snap.alloc_annotations.addr, snap.alloc_annotations.text)}
+        got = {
+            (int(a), snap.string(int(t)))
+            for a, t in zip(snap.alloc_annotations.addr, snap.alloc_annotations.text)
+        }
         assert {(a, t) for a, t in truth["annotations"]} <= got
     if truth["metadata"] and "user_metadata" in keys["event"]:
         seen = {snap.string(int(i)) for i in np.unique(snap.trace.user_metadata) if i >= 0}
@@ -260,10 +273,15 @@ def test_real_recording_with_newer_fields():
 
 def test_event_details_for_tooltips_and_the_stack_panel(newer):
     snap = load_bytes(newer["side_stream_pending"][0])
-    device, addr, row = newer["side_stream_pending"][1]["annotated"][0]
-    free = next((r for r in range(row + 1, len(snap.trace))
-                 if snap.trace.addr[r] == addr and snap.trace.action[r] == Action.FREE_COMPLETED),
-                None)
+    _device, addr, row = newer["side_stream_pending"][1]["annotated"][0]
+    free = next(
+        (
+            r
+            for r in range(row + 1, len(snap.trace))
+            if snap.trace.addr[r] == addr and snap.trace.action[r] == Action.FREE_COMPLETED
+        ),
+        None,
+    )
     d = snap.event_details(row, free)
     assert d["user_metadata"].startswith("step ") and d["compile_context"] is None
     assert len(d["forward_frames"]) == 2
@@ -303,10 +321,13 @@ def test_malformed_newer_fields_are_skipped_with_a_warning():
     obj["allocator_settings"]["trace_alloc_overflowed"] = "yes"
     snap = load_bytes(pickle.dumps(obj))
     text = "\n".join(snap.warnings)
-    for expected in ("forward_frames that are not lists",
-                     "forward_frames entries that are not strings",
-                     "annotate events without an address", "'host_segments': it is not a list",
-                     "'host_traces' entries that are neither events nor lists"):
+    for expected in (
+        "forward_frames that are not lists",
+        "forward_frames entries that are not strings",
+        "annotate events without an address",
+        "'host_segments': it is not a list",
+        "'host_traces' entries that are neither events nor lists",
+    ):
         assert expected in text, expected
     assert snap.trace_overflowed is None  # not a bool: not claimed either way
     row = 1  # the unparseable line is kept as its text
@@ -314,8 +335,12 @@ def test_malformed_newer_fields_are_skipped_with_a_warning():
     assert names == ["no traceback here"]
     assert snap.string(int(snap.trace.user_metadata[2])) == "?"
     stats = memory_stats(snap, Selection(device=0))
-    assert stats.reserved_bytes == expected_for(DATA / "side_stream_pending.pickle")[
-        "memory_stats"]["reserved_bytes.all.current"]
+    assert (
+        stats.reserved_bytes
+        == expected_for(DATA / "side_stream_pending.pickle")["memory_stats"][
+            "reserved_bytes.all.current"
+        ]
+    )
 
 
 def test_annotations_placed_on_a_devices_event_axis():
@@ -324,8 +349,9 @@ def test_annotations_placed_on_a_devices_event_axis():
     from vramscope.viewer.model.replay.timeline import build_timeline
 
     a, _ = with_newer_fields(raw_object(DATA / "side_stream_pending.pickle"), host=False)
-    b, _ = with_newer_fields(on_device(raw_object(DATA / "cuda_graph_pool.pickle"), 1),
-                             every=3, host=False)
+    b, _ = with_newer_fields(
+        on_device(raw_object(DATA / "cuda_graph_pool.pickle"), 1), every=3, host=False
+    )
     snap = load_bytes(pickle.dumps(merge_devices(a, b)))
     timeline = build_timeline(snap)
     for device in (0, 1):
@@ -366,10 +392,12 @@ def test_every_encoding_of_a_newer_file_gives_the_same_snapshot():
         snap = load_bytes(data)
         assert_same_snapshot(reference, snap)
         for name in ANN_COLUMNS:  # the text and stack ids may differ: compare them resolved
-            assert np.array_equal(getattr(reference.alloc_annotations, name),
-                                  getattr(snap.alloc_annotations, name)), (form, name)
-        assert [snap.string(int(t)) for t in snap.alloc_annotations.text] == \
-            [reference.string(int(t)) for t in reference.alloc_annotations.text]
+            assert np.array_equal(
+                getattr(reference.alloc_annotations, name), getattr(snap.alloc_annotations, name)
+            ), (form, name)
+        assert [snap.string(int(t)) for t in snap.alloc_annotations.text] == [
+            reference.string(int(t)) for t in reference.alloc_annotations.text
+        ]
         assert snap.host.reserved_bytes == reference.host.reserved_bytes, form
         assert len(snap.host.trace) == len(reference.host.trace), form
         assert np.array_equal(snap.trace.forward_stack >= 0, reference.trace.forward_stack >= 0)
@@ -386,12 +414,24 @@ def test_fx_frames_survive_the_threaded_sections():
 
     events = []
     for i in range(20_000):
-        frames = [dict({"filename": "gen.py", "line": i % 49, "name": "f"},
-                       **(FX_FRAME if i % 2 else {})),
-                  {"filename": "m.py", "line": 3, "name": "main"}]
-        events.append({"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0,
-                       "time_us": i, "frames": frames, "compile_context": "N/A",
-                       "user_metadata": ""})
+        frames = [
+            dict(
+                {"filename": "gen.py", "line": i % 49, "name": "f"}, **(FX_FRAME if i % 2 else {})
+            ),
+            {"filename": "m.py", "line": 3, "name": "main"},
+        ]
+        events.append(
+            {
+                "action": "alloc",
+                "addr": 4096 * i,
+                "size": 512,
+                "stream": 0,
+                "time_us": i,
+                "frames": frames,
+                "compile_context": "N/A",
+                "user_metadata": "",
+            }
+        )
     data = pickle.dumps({"segments": [], "device_traces": [events], "allocator_settings": {}})
     fast = fast_pickle.native_loads(data, -1, None, 2, 1000)  # two threads, small sections
     assert fast is not None

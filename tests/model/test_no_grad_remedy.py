@@ -29,21 +29,27 @@ ROOT = Path(__file__).resolve().parents[2]
 TRUTH = ROOT / "tests" / "data" / "truth"
 REMEDY = "no_grad_forward"
 TOLERANCE = 0.05
-RECORD = ("recorded on the GPU machine by `python3 tests/workloads/truth/record_all.py --out "
-          "$OUT --only gpt2_val,vit_val` and unpacked into tests/data/truth (unpack.py)")
+RECORD = (
+    "recorded on the GPU machine by `python3 tests/workloads/truth/record_all.py --out "
+    "$OUT --only gpt2_val,vit_val` and unpacked into tests/data/truth (unpack.py)"
+)
 
 
 def _record_all():
     spec = importlib.util.spec_from_file_location(
-        "record_all", ROOT / "tests" / "workloads" / "truth" / "record_all.py")
+        "record_all", ROOT / "tests" / "workloads" / "truth" / "record_all.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 VAL_PAIRS = [p for p in _record_all().PAIRS if p[2] == REMEDY]
-HERE = [p for p in VAL_PAIRS if (TRUTH / f"{p[0]}.pickle.xz").exists()
-        and (TRUTH / f"{p[1]}.pickle.xz").exists()]
+HERE = [
+    p
+    for p in VAL_PAIRS
+    if (TRUTH / f"{p[0]}.pickle.xz").exists() and (TRUTH / f"{p[1]}.pickle.xz").exists()
+]
 IDS = [p[0] for p in VAL_PAIRS]
 
 
@@ -67,8 +73,9 @@ def _remedy(adv, rid: str = REMEDY):
 
 
 def _peak_reserved(name: str) -> int:
-    return int(json.loads((TRUTH / f"{name}.json").read_text())
-               ["memory_stats"]["reserved_bytes.all.peak"])
+    return int(
+        json.loads((TRUTH / f"{name}.json").read_text())["memory_stats"]["reserved_bytes.all.peak"]
+    )
 
 
 # -- the pairs recorded for it ---------------------------------------------------------
@@ -83,7 +90,8 @@ def test_the_validation_pairs_are_recorded():
 
 @pytest.mark.parametrize("a,b,change,line_key", VAL_PAIRS, ids=IDS)
 def test_offered_without_no_grad_near_the_real_no_grad_run_at_the_validation_line(
-        a, b, change, line_key):
+    a, b, change, line_key
+):
     _here(a, b)
     adv = _advice(a)
     ranked = [r.remedy for r in adv.remedies]
@@ -92,8 +100,9 @@ def test_offered_without_no_grad_near_the_real_no_grad_run_at_the_validation_lin
     assert REMEDY in ranked[:2], ranked
     assert got.method == "simulated" and got.acts_on is not None and got.acts_on.any()
     real = _peak_reserved(b)
-    assert abs(got.predicted_peak_reserved_bytes / real - 1) <= TOLERANCE, \
+    assert abs(got.predicted_peak_reserved_bytes / real - 1) <= TOLERANCE, (
         f"{a}: predicted {got.predicted_peak_reserved_bytes}, real {real} with no_grad"
+    )
     assert got.predicted_peak_reserved_bytes < adv.recorded_peak_reserved_bytes
     line = json.loads((TRUTH / f"{a}.truth.json").read_text())["code_lines"][line_key]
     assert got.where == f"{line['file']}:{line['line']}", (got.where, line)
@@ -130,8 +139,11 @@ def test_no_other_recording_has_a_dropped_graph():
     CUDA-graph warm-ups, a million-event trace: no finding anywhere but the runs recorded
     without no_grad for it."""
     without = {p[0] for p in VAL_PAIRS}
-    paths = [p for p in sorted(glob.glob(str(TRUTH / "*.pickle.xz")))
-             if os.path.basename(p)[:-len(".pickle.xz")] not in without]
+    paths = [
+        p
+        for p in sorted(glob.glob(str(TRUTH / "*.pickle.xz")))
+        if os.path.basename(p)[: -len(".pickle.xz")] not in without
+    ]
     assert len(paths) >= 60
     paths += sorted(glob.glob(str(TRUTH.parent / "*.pickle*")))
     hits = {}
@@ -171,8 +183,10 @@ def test_an_eval_loop_dropping_its_graphs_is_predicted_as_the_real_no_grad_run()
     assert got is not None and adv.remedies[0] is got
     assert _remedy(adv, "free_kept") is None  # nothing is kept any more
     real = _peak_reserved("eval_no_grad")  # the same program under no_grad: 478 MiB
-    assert abs(got.predicted_peak_reserved_bytes / real - 1) <= TOLERANCE, \
-        (got.predicted_peak_reserved_bytes, real)
+    assert abs(got.predicted_peak_reserved_bytes / real - 1) <= TOLERANCE, (
+        got.predicted_peak_reserved_bytes,
+        real,
+    )
     # The line that ran the model (models.py's forward of the recorded program).
     assert got.where is not None and got.where.endswith("/truth/models.py:54")
     (f,) = no_grad.find(dropped, evidence.gather(dropped, categories=None))
@@ -243,13 +257,33 @@ def test_the_workload_runs_on_the_cpu_and_marks_the_validation_line(tmp_path, va
     import subprocess
     import sys
 
-    spec = {"name": "mlp_val", "kind": "train_validate", "family": "mlp", "batch": 4,
-            "iters": 2, "optimizer": "SGD", "optimizer_kwargs": {"lr": 0.01}, "val_batch": 8,
-            "val_no_grad": val_no_grad, "val_eval_mode": True}
-    p = subprocess.run([sys.executable, str(ROOT / "tests" / "workloads" / "truth" /
-                                            "record_one.py"), "--device", "cpu",
-                        "--out", str(tmp_path), "--spec", json.dumps(spec)],
-                       capture_output=True, text=True, timeout=300)
+    spec = {
+        "name": "mlp_val",
+        "kind": "train_validate",
+        "family": "mlp",
+        "batch": 4,
+        "iters": 2,
+        "optimizer": "SGD",
+        "optimizer_kwargs": {"lr": 0.01},
+        "val_batch": 8,
+        "val_no_grad": val_no_grad,
+        "val_eval_mode": True,
+    }
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "workloads" / "truth" / "record_one.py"),
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+            "--spec",
+            json.dumps(spec),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     t = json.loads((tmp_path / "mlp_val.truth.json").read_text())
     assert t["kind"] == "train_validate" and not t["peaks_reset_per_iteration"]

@@ -14,8 +14,8 @@ from vramscope.viewer.model.core.errors import SnapshotError
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import advise as adv
 from vramscope.viewer.model.remedies import evidence, scaling
-from vramscope.viewer.model.reports.summary import summarize
 from vramscope.viewer.model.replay.timeline import build_timeline
+from vramscope.viewer.model.reports.summary import summarize
 from vramscope.viewer.model.whatif.predictions import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +56,12 @@ def test_the_two_axes_split_the_same_bytes_in_the_words_of_summary(path):
     assert cats == evd.breakdown.split_at(event)
     # ... and the batch axis adds up to it (nothing counted twice or left out).
     total = sum(cats.values())
-    axis = (split["scales_with_batch"] + split["model_state"] + split["other_fixed"]
-            + split["before_recording"])
+    axis = (
+        split["scales_with_batch"]
+        + split["model_state"]
+        + split["other_fixed"]
+        + split["before_recording"]
+    )
     assert axis == total, (split, total)
     assert split["activations"] == cats.get("activation", 0)
     if name == "at the peak":
@@ -68,11 +72,17 @@ def test_the_two_axes_split_the_same_bytes_in_the_words_of_summary(path):
             assert summ["categories_at_peak"] == cats
 
 
-@pytest.mark.parametrize("name", ["resnet50_train.pickle", "truth/gpt2_leak.pickle.xz",
-                                  "truth/mlp_sgd_plain.pickle.xz",
-                                  "truth/bert_adam_fp32.pickle.xz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "resnet50_train.pickle",
+        "truth/gpt2_leak.pickle.xz",
+        "truth/mlp_sgd_plain.pickle.xz",
+        "truth/bert_adam_fp32.pickle.xz",
+    ],
+)
 def test_without_an_oom_advise_splits_at_summary_s_peak(name):
-    snap, case, evd, event, moment, split = _split(DATA / name)
+    snap, case, _evd, event, moment, split = _split(DATA / name)
     assert moment == "at the peak"
     summ = summarize(snap, build_timeline(snap))
     assert summ["categories_device"] == case.device
@@ -107,8 +117,9 @@ def test_a_fragmentation_oom_leads_with_the_setting_that_removes_it():
     assert a.remedies[0].remedy.startswith("allocator:")
     assert a.remedies[0].fits
     # the rest still follow by predicted peak
-    rest = [r.predicted_peak_reserved_bytes for r in a.remedies
-            if not r.remedy.startswith("allocator:")]
+    rest = [
+        r.predicted_peak_reserved_bytes for r in a.remedies if not r.remedy.startswith("allocator:")
+    ]
     assert rest == sorted(rest)
 
 
@@ -134,8 +145,10 @@ def test_the_limit_hint_is_the_cli_s_not_the_model_s(long_trace_advice):
     assert a.to_dict()["memory_limit_known"] is False
 
 
-@pytest.mark.skipif(not (EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz")
-                    .exists(), reason="external snapshot absent")
+@pytest.mark.skipif(
+    not (EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz").exists(),
+    reason="external snapshot absent",
+)
 def test_a_single_iteration_keeps_nothing_across_iterations():
     a = _advise(EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz", 1)
     assert "free_kept" not in [r.remedy for r in a.remedies]
@@ -152,10 +165,16 @@ def test_kept_every_iteration_is_still_offered_where_it_happened():
     assert np.all([r.saving_bytes > 0 for r in a.remedies])
 
 
-@pytest.mark.parametrize("name,offered", [
-    ("truth/gpt2_adamw_fp32.pickle.xz", True), ("truth/resnet_sgd_fp32.pickle.xz", True),
-    ("truth/gpt2_adamw_bf16.pickle.xz", False), ("truth/pair_resnet_bf16.pickle.xz", False),
-    ("resnet50_train.pickle", False)])
+@pytest.mark.parametrize(
+    "name,offered",
+    [
+        ("truth/gpt2_adamw_fp32.pickle.xz", True),
+        ("truth/resnet_sgd_fp32.pickle.xz", True),
+        ("truth/gpt2_adamw_bf16.pickle.xz", False),
+        ("truth/pair_resnet_bf16.pickle.xz", False),
+        ("resnet50_train.pickle", False),
+    ],
+)
 def test_mixed_precision_is_offered_exactly_on_fp32_runs(name, offered):
     """Under autocast the forward makes half-size copies of the weights; an fp32 run does
     not (the programs say which they ran: their truth files / workload names)."""

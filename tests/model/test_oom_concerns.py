@@ -13,8 +13,9 @@ def test_an_oom_concerns_only_selections_that_hold_its_pool():
     assert oom is not None
     small = oom.pool_kind == "small"
     assert oom.concerns(Selection())
-    assert oom.concerns(Selection(device=oom.device, stream=oom.stream, is_small=small,
-                                  pool=oom.pool))
+    assert oom.concerns(
+        Selection(device=oom.device, stream=oom.stream, is_small=small, pool=oom.pool)
+    )
     assert not oom.concerns(Selection(device=oom.device + 1))
     assert not oom.concerns(Selection(stream=oom.stream + 1))
     assert not oom.concerns(Selection(is_small=not small))

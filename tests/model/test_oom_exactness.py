@@ -16,13 +16,13 @@ import pytest
 
 from tests.conftest import DATA
 from tests.model.test_integrity import without_rows
-from vramscope.viewer.model.replay import integrity
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.replay.integrity import Untrusted, check, untrusted_at
 from vramscope.viewer.model.analysis.oom import oom_reports
 from vramscope.viewer.model.core.snapshot import Action
-from vramscope.viewer.model.reports.summary import format_text, summarize
+from vramscope.viewer.model.replay import integrity
+from vramscope.viewer.model.replay.integrity import Untrusted, check, untrusted_at
 from vramscope.viewer.model.replay.timeline import build_timeline
+from vramscope.viewer.model.reports.summary import format_text, summarize
 
 CUT = 500  # trace entries cut from fragmentation_oom's start (its OOMs: 1068, 1959)
 
@@ -31,7 +31,7 @@ def cut_ring(dst, src=DATA / "fragmentation_oom.pickle", drop: int = CUT):
     """``src`` (a bundled recording, our own file) with the first ``drop`` entries of
     its trace gone, as a ring that wrapped leaves it; written to ``dst``."""
     with open(src, "rb") as f:
-        raw = pickle.load(f)  # noqa: S301 - a bundled test file, not a user's
+        raw = pickle.load(f)
     raw["device_traces"][0] = raw["device_traces"][0][drop:]
     dst.write_bytes(pickle.dumps(raw))
     return dst
@@ -76,8 +76,9 @@ def test_given_check_is_used_not_run_again(cut, monkeypatch):
     snap, tl = cut
     found = check(tl)
     calls = []
-    monkeypatch.setattr("vramscope.viewer.model.analysis.oom.check",
-                        lambda *a, **k: calls.append(a) or [])
+    monkeypatch.setattr(
+        "vramscope.viewer.model.analysis.oom.check", lambda *a, **k: calls.append(a) or []
+    )
     reports = oom_reports(snap, tl, untrusted=found)
     assert calls == [] and [r.exact for r in reports] == [False, True]
     reports = oom_reports(snap, tl)  # without it: checked here (the stub finds nothing)
@@ -88,8 +89,10 @@ def test_summary_marks_the_oom_and_checks_once(cut, monkeypatch):
     snap, tl = cut
     real, calls = integrity.check, []
     monkeypatch.setattr(integrity, "check", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr("vramscope.viewer.model.analysis.oom.check",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        "vramscope.viewer.model.analysis.oom.check",
+        lambda *a, **k: calls.append(1) or real(*a, **k),
+    )
     out = summarize(snap, tl)
     assert len(calls) == 1  # summarize's check is the one the OOM reports use
     first, last = out["ooms"]

@@ -58,6 +58,7 @@ def same_result(a, b) -> None:
 
 # -- the pool's own rules --------------------------------------------------------------
 
+
 def _square(x):
     return x * x
 
@@ -93,24 +94,23 @@ def test_serial_when_the_pool_costs_more_than_it_saves(monkeypatch):
     monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
     monkeypatch.setattr(parallel, "available_cpus", lambda: 8)
     assert parallel.workers_for(9, parallel.MIN_PARALLEL_WORK - 1) == 1  # a small case
-    assert parallel.workers_for(1, 10 ** 7) == 1  # one item
-    assert parallel.workers_for(9, 10 ** 6) == 8
-    assert parallel.workers_for(3, 10 ** 6) == 3  # no more processes than items
+    assert parallel.workers_for(1, 10**7) == 1  # one item
+    assert parallel.workers_for(9, 10**6) == 8
+    assert parallel.workers_for(3, 10**6) == 3  # no more processes than items
     monkeypatch.setattr(parallel, "available_cpus", lambda: 1)
-    assert parallel.workers_for(9, 10 ** 7) == 1  # one CPU
+    assert parallel.workers_for(9, 10**7) == 1  # one CPU
     monkeypatch.setenv(parallel.JOBS_ENV, "1")
     monkeypatch.setattr(parallel, "available_cpus", lambda: 8)
-    assert parallel.workers_for(9, 10 ** 7) == 1  # asked for
+    assert parallel.workers_for(9, 10**7) == 1  # asked for
     assert parallel.workers_for(9, 10, jobs=4) == 4  # asked for: the size rule is skipped
     # Memory: no more workers than the free memory holds.
-    monkeypatch.setattr(parallel, "_available_memory",
-                        lambda: 3 * 10 ** 6 * parallel.BYTES_PER_WORK)
-    assert parallel.workers_for(9, 10 ** 6, jobs=8) == 3
+    monkeypatch.setattr(parallel, "_available_memory", lambda: 3 * 10**6 * parallel.BYTES_PER_WORK)
+    assert parallel.workers_for(9, 10**6, jobs=8) == 3
 
 
 def test_no_pool_inside_a_pool_worker():
-    inner = parallel.pmap(lambda _x: parallel.workers_for(4, 10 ** 7, jobs=2), range(2), jobs=2)
-    assert inner == [1, 1] and parallel.workers_for(4, 10 ** 7, jobs=2) == 2
+    inner = parallel.pmap(lambda _x: parallel.workers_for(4, 10**7, jobs=2), range(2), jobs=2)
+    assert inner == [1, 1] and parallel.workers_for(4, 10**7, jobs=2) == 2
 
 
 def _slow(x, progress):
@@ -126,8 +126,13 @@ def test_cancel_stops_submitting_and_the_running_items():
     threading.Timer(0.3, ev.set).start()
     seen = []
     with pytest.raises(LoadCancelled):
-        parallel.pmap(_slow, range(20), jobs=2, with_progress=True,
-                      progress=Progress(lambda s, f: seen.append(f), ev))
+        parallel.pmap(
+            _slow,
+            range(20),
+            jobs=2,
+            with_progress=True,
+            progress=Progress(lambda s, f: seen.append(f), ev),
+        )
     # 20 items of 2 s on 2 processes would take 20 s: the running ones stopped too.
     assert time.perf_counter() - started < 3
     assert seen and 0 < max(seen) < 0.5  # the items' own progress came through
@@ -180,9 +185,23 @@ def test_whatif_cli_output_is_the_same_on_the_pool(tmp_path):
     outs = []
     for jobs in ("1", "2"):
         env = dict(os.environ, VRAMSCOPE_JOBS=jobs)
-        outs.append(subprocess.run(
-            [sys.executable, "-m", "vramscope.viewer", "whatif", str(path), "--recommend",
-             "--json"], capture_output=True, text=True, env=env, check=True).stdout)
+        outs.append(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "vramscope.viewer",
+                    "whatif",
+                    str(path),
+                    "--recommend",
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            ).stdout
+        )
     assert outs[0] == outs[1] and outs[0].count('"conf"') == len(RECOMMENDED)
 
 

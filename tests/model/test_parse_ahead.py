@@ -28,8 +28,11 @@ from tests.conftest import DATA
 from vramscope.viewer.model.io import fast_pickle
 
 ROOT = DATA.parent.parent
-SNAPSHOTS = (sorted(DATA.glob("*.pickle")) + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
-             + sorted((ROOT / "assets").glob("*.pickle")))
+SNAPSHOTS = (
+    sorted(DATA.glob("*.pickle"))
+    + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
+    + sorted((ROOT / "assets").glob("*.pickle"))
+)
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parse-ahead is Linux-only"),
@@ -75,9 +78,14 @@ COMPARE = textwrap.dedent("""
 
 
 def run_compare(files) -> list[dict]:
-    out = subprocess.run([sys.executable, "-c", COMPARE, json.dumps([os.fspath(f) for f in files])],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env=dict(os.environ, VRAMSCOPE_NO_CACHE="1"))
+    out = subprocess.run(
+        [sys.executable, "-c", COMPARE, json.dumps([os.fspath(f) for f in files])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env=dict(os.environ, VRAMSCOPE_NO_CACHE="1"),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return [json.loads(line) for line in out.stdout.splitlines()]
 
@@ -118,9 +126,21 @@ def test_small_compressed_and_text_files_are_not_parsed_ahead(tmp_path):
         print(parse_ahead.start(xz, use_cache=False), parse_ahead.start(text, use_cache=False))
     """)
     src = DATA / "fragmentation_oom.pickle"
-    out = subprocess.run([sys.executable, "-c", script, os.fspath(src), os.fspath(src),
-                          os.fspath(tmp_path / "a.pickle.xz"), os.fspath(tmp_path / "t.pickle")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            os.fspath(src),
+            os.fspath(src),
+            os.fspath(tmp_path / "a.pickle.xz"),
+            os.fspath(tmp_path / "t.pickle"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "False", "False"]
 
@@ -149,10 +169,16 @@ CANCEL = textwrap.dedent("""
 
 def test_a_cancelled_wait_stops_the_parse(tmp_path):
     path = tmp_path / "big.pickle"
-    path.write_bytes(lzma.decompress(
-        (DATA / "transformer_long_python_1000k.pickle.xz").read_bytes()))
-    out = subprocess.run([sys.executable, "-c", CANCEL, os.fspath(path)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120)
+    path.write_bytes(
+        lzma.decompress((DATA / "transformer_long_python_1000k.pickle.xz").read_bytes())
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", CANCEL, os.fspath(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["stopped", "_Cancelled"]
 
@@ -178,18 +204,25 @@ def test_a_file_replaced_after_the_start_is_parsed_anew(tmp_path):
     from vramscope.viewer.model import load_snapshot
 
     want = load_snapshot(second, use_cache=False)
-    out = subprocess.run([sys.executable, "-c", REPLACED, os.fspath(first), os.fspath(second)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", REPLACED, os.fspath(first), os.fspath(second)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(len(want.trace.action)), str(len(want.segments.address))]
 
 
 def test_modules_run_before_numpy_import_no_numpy():
-    code = ("import sys; import vramscope.viewer.startup.parse_ahead, "
-            "vramscope.viewer.startup.preload, vramscope.viewer.commands.result_cache, "
-            "vramscope.viewer.cli; "
-            "print(sorted(m for m in ('numpy', 'PySide6', 'vramscope.viewer.model') "
-            "if m in sys.modules))")
+    code = (
+        "import sys; import vramscope.viewer.startup.parse_ahead, "
+        "vramscope.viewer.startup.preload, vramscope.viewer.commands.result_cache, "
+        "vramscope.viewer.cli; "
+        "print(sorted(m for m in ('numpy', 'PySide6', 'vramscope.viewer.model') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -229,15 +262,16 @@ SAME_MODULES = textwrap.dedent("""
 
 def test_the_model_uses_the_helpers_start_up_loaded():
     """One module object each: the model's loader claims what start-up offered."""
-    out = subprocess.run([sys.executable, "-c", SAME_MODULES], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", SAME_MODULES], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True"]
 
 
 def test_the_cache_key_is_the_column_cache_key(tmp_path):
-    from vramscope.viewer.model.io import cache
     from vramscope.viewer.early import file_identity
+    from vramscope.viewer.model.io import cache
 
     p = tmp_path / "x.pickle"
     p.write_bytes(pickle.dumps({"segments": []}) + b"\0" * (2 << 20))
@@ -259,12 +293,29 @@ def test_cached_columns_are_mapped_not_parsed_again(tmp_path):
     path.write_bytes(src.read_bytes() + b"\0" * (5 << 20))  # after STOP: ignored, but big
     env = dict(os.environ, VRAMSCOPE_CACHE_DIR=os.fspath(tmp_path / "cache"))
     env.pop("VRAMSCOPE_NO_CACHE", None)
-    prime = subprocess.run([sys.executable, "-c", "import sys; from vramscope.viewer.model "
-                            "import load_snapshot; load_snapshot(sys.argv[1])", os.fspath(path)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    prime = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from vramscope.viewer.model "
+            "import load_snapshot; load_snapshot(sys.argv[1])",
+            os.fspath(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert prime.returncode == 0, prime.stderr
     assert list((tmp_path / "cache").glob("*.cols"))
-    out = subprocess.run([sys.executable, "-c", CACHED, os.fspath(path)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", CACHED, os.fspath(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]  # cached: no parse; --no-cache: a parse

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA, expected_for
 from vramscope.viewer.model.core.errors import SnapshotError
 from vramscope.viewer.model.reports.ranks import (
     OUTLIER_ABSOLUTE,
@@ -22,8 +23,6 @@ from vramscope.viewer.model.reports.ranks import (
     scan_directory,
 )
 
-from tests.conftest import DATA, expected_for
-
 GiB = 1 << 30
 
 # rank -> [(bundled snapshot, reason, time stamp, write a sidecar?)]
@@ -32,11 +31,15 @@ LAYOUT = {
     # No sidecar: figures from the snapshot, peaks from the replayed trace.
     1: [("resnet50_train", "exit", "20250301-142510-200", False)],
     # A SIGUSR1 dump, then the exit dump: the latest file is the rank's row.
-    2: [("small_pool_mixed", "signal", "20250301-142505-000", True),
-        ("resnet50_train", "exit", "20250301-142510-300", True)],
+    2: [
+        ("small_pool_mixed", "signal", "20250301-142505-000", True),
+        ("resnet50_train", "exit", "20250301-142510-300", True),
+    ],
     # An OOM dump, then the exit dump: the OOM one is the rank's row.
-    3: [("fragmentation_oom", "oom", "20250301-142501-318", True),
-        ("resnet50_train", "exit", "20250301-142510-400", True)],
+    3: [
+        ("fragmentation_oom", "oom", "20250301-142501-318", True),
+        ("resnet50_train", "exit", "20250301-142510-400", True),
+    ],
 }
 
 
@@ -55,13 +58,21 @@ def make_rank_dir(root: Path, layout: dict = LAYOUT, world_size: int | None = No
             shutil.copyfile(DATA / f"{name}.pickle", root / f"{stem}.pickle")
             if sidecar:
                 side = dict(expected_for(DATA / f"{name}.pickle"))
-                side.update(name=stem, reason=reason, rank=rank, local_rank=rank % 2,
-                            world_size=world, device=rank % 2, host=f"gpu-node-{rank // 2}",
-                            pid=4242 + rank)
+                side.update(
+                    name=stem,
+                    reason=reason,
+                    rank=rank,
+                    local_rank=rank % 2,
+                    world_size=world,
+                    device=rank % 2,
+                    host=f"gpu-node-{rank // 2}",
+                    pid=4242 + rank,
+                )
                 (root / f"{stem}.json").write_text(json.dumps(side))
     # What else such a directory holds: an in-progress write, notes, an unranked file.
-    (root / f".{capture_name(0, 'signal', '20250301-142511-000')}.pickle.gpu-node-0.4242.3.tmp"
-     ).write_bytes(b"\x80\x04partial")
+    (
+        root / f".{capture_name(0, 'signal', '20250301-142511-000')}.pickle.gpu-node-0.4242.3.tmp"
+    ).write_bytes(b"\x80\x04partial")
     (root / "notes.txt").write_text("run 17\n")
     shutil.copyfile(DATA / "small_pool_mixed.pickle", root / "baseline.pickle")
     return root
@@ -89,8 +100,14 @@ def test_temp_names():
 
 def test_name_and_sidecar_parsing(rank_dir):
     rf = read_rank_file(rank_dir / f"{capture_name(3, 'oom', '20250301-142501-318')}.pickle")
-    assert (rf.rank, rf.reason, rf.device, rf.host, rf.pid, rf.world_size) == \
-        (3, "oom", 1, "gpu-node-1", 4245, 4)
+    assert (rf.rank, rf.reason, rf.device, rf.host, rf.pid, rf.world_size) == (
+        3,
+        "oom",
+        1,
+        "gpu-node-1",
+        4245,
+        4,
+    )
     assert rf.sidecar["memory_stats"] == counters("fragmentation_oom")
     bare = read_rank_file(rank_dir / f"{capture_name(1, 'exit', '20250301-142510-200')}.pickle")
     assert (bare.rank, bare.reason, bare.device, bare.sidecar) == (1, "exit", 1, None)
@@ -119,8 +136,7 @@ def test_scan_skips_temps_and_unranked(rank_dir):
 
 
 def test_figures_are_the_allocator_counters(overview):
-    expect = {0: "resnet50_train", 1: "resnet50_train", 2: "resnet50_train",
-              3: "fragmentation_oom"}
+    expect = {0: "resnet50_train", 1: "resnet50_train", 2: "resnet50_train", 3: "fragmentation_oom"}
     assert [e.rank for e in overview.ranks] == [0, 1, 2, 3]
     for e in overview.ranks:
         c = counters(expect[e.rank])
@@ -143,11 +159,17 @@ def test_outlier_is_the_oom_rank(overview):
     assert [e.rank for e in overview.outliers] == [3]
     r3 = overview.entry(3)
     assert r3.outlier_reasons[0] == "ran out of memory while other ranks did not"
-    assert set(r3.deviations) == {"reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
-                                  "peak_allocated_bytes"}
-    assert r3.deviations["reserved_bytes"] == \
-        counters("fragmentation_oom")["reserved_bytes.all.current"] - \
-        counters("resnet50_train")["reserved_bytes.all.current"]
+    assert set(r3.deviations) == {
+        "reserved_bytes",
+        "allocated_bytes",
+        "peak_reserved_bytes",
+        "peak_allocated_bytes",
+    }
+    assert (
+        r3.deviations["reserved_bytes"]
+        == counters("fragmentation_oom")["reserved_bytes.all.current"]
+        - counters("resnet50_train")["reserved_bytes.all.current"]
+    )
     d = overview.to_dict()
     json.dumps(d)
     assert d["outlier_ranks"] == [3] and len(d["ranks"]) == 4
@@ -158,8 +180,16 @@ def test_outlier_is_the_oom_rank(overview):
 
 def _entry(rank: int, reserved: int, oom: bool = False) -> RankEntry:
     rf = RankFile(f"r{rank}.pickle", rank, "exit", 0, None, None, "")
-    return RankEntry(rank, rf, [rf], reserved_bytes=reserved, allocated_bytes=reserved // 2,
-                     peak_reserved_bytes=reserved, peak_allocated_bytes=reserved // 2, oom=oom)
+    return RankEntry(
+        rank,
+        rf,
+        [rf],
+        reserved_bytes=reserved,
+        allocated_bytes=reserved // 2,
+        peak_reserved_bytes=reserved,
+        peak_allocated_bytes=reserved // 2,
+        oom=oom,
+    )
 
 
 def test_two_ranks_flag_only_the_one_holding_more():

@@ -25,10 +25,14 @@ DDP = DATA / "ddp_2ranks"
 EIGHT = {
     0: [("resnet50_train", "exit", "20250301-142510-100", True)],
     1: [("resnet50_train", "exit", "20250301-142510-200", False)],
-    2: [("small_pool_mixed", "signal", "20250301-142505-000", True),
-        ("gpt2_oom", "exit", "20250301-142510-300", True)],
-    3: [("fragmentation_oom", "oom", "20250301-142501-318", True),
-        ("resnet50_train", "exit", "20250301-142510-400", True)],
+    2: [
+        ("small_pool_mixed", "signal", "20250301-142505-000", True),
+        ("gpt2_oom", "exit", "20250301-142510-300", True),
+    ],
+    3: [
+        ("fragmentation_oom", "oom", "20250301-142501-318", True),
+        ("resnet50_train", "exit", "20250301-142510-400", True),
+    ],
     4: [("capacity_oom", "oom", "20250301-142502-000", False)],
     5: [("cuda_graph_pool", "exit", "20250301-142510-500", True)],
     6: [("whatif_default", "exit", "20250301-142510-600", True)],
@@ -41,7 +45,8 @@ def eight(tmp_path_factory) -> Path:
     d = make_rank_dir(tmp_path_factory.mktemp("eight") / "snapshots", EIGHT, world_size=9)
     # A ninth rank whose file is damaged: its row says so, the same way everywhere.
     (d / "gpu-node-4_pid4250_rank8_cuda0_exit_20250301-142510-800.pickle").write_bytes(
-        b"\x80\x04not a snapshot")
+        b"\x80\x04not a snapshot"
+    )
     return d
 
 
@@ -65,8 +70,7 @@ def test_serial_and_pool_give_the_same_overview(which, eight, copies, monkeypatc
     d = {"ddp": DDP, "copies": copies, "eight": eight}[which]
     calls = []
     real = parallel._pooled
-    monkeypatch.setattr(parallel, "_pooled",
-                        lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    monkeypatch.setattr(parallel, "_pooled", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     serial = ranks.load_ranks(d, jobs=1, use_cache=False)
     assert not calls
     pooled = ranks.load_ranks(d, jobs=2, use_cache=False)
@@ -97,37 +101,59 @@ def test_small_directories_are_read_here_by_default(monkeypatch):
 
 
 def run_cli(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", *args],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "summary", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
 
 def test_cli_jobs_gives_the_same_text_and_json(eight):
     for fmt in ([], ["--json"]):
-        assert run_cli(str(eight), "--jobs", "1", *fmt) == run_cli(str(eight), "--jobs", "2",
-                                                                   *fmt)
+        assert run_cli(str(eight), "--jobs", "1", *fmt) == run_cli(str(eight), "--jobs", "2", *fmt)
 
 
 def test_cli_refuses_jobs_and_scheduler_on_a_file():
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary",
-                          str(DATA / "gpt2_oom.pickle"), "--jobs", "2"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer",
+            "summary",
+            str(DATA / "gpt2_oom.pickle"),
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "need a directory" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", str(DDP),
-                          "--jobs", "0"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "summary", str(DDP), "--jobs", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "positive" in out.stderr
 
 
 # -- a real Dask cluster -----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip(
-        "distributed", reason="dask[distributed] is not installed (make install-test "
-        "installs it where a wheel exists: pip install '.[dask]')")
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None) as c:
+        "distributed",
+        reason="dask[distributed] is not installed (make install-test "
+        "installs it where a wheel exists: pip install '.[dask]')",
+    )
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as c:
         yield c
 
 
@@ -150,8 +176,9 @@ def test_a_directory_only_the_workers_see(eight, cluster, monkeypatch):
     """Listed by a task too when it is no directory here (a cluster's own filesystem)."""
     real_isdir = os.path.isdir
     hidden = os.fspath(eight)
-    monkeypatch.setattr(ranks.os.path, "isdir",
-                        lambda p: False if os.fspath(p) == hidden else real_isdir(p))
+    monkeypatch.setattr(
+        ranks.os.path, "isdir", lambda p: False if os.fspath(p) == hidden else real_isdir(p)
+    )
     ov = ranks.load_ranks(hidden, scheduler=cluster.scheduler_address)
     monkeypatch.undo()
     assert views(ov) == views(ranks.load_ranks(eight, jobs=1))
@@ -159,8 +186,9 @@ def test_a_directory_only_the_workers_see(eight, cluster, monkeypatch):
 
 def test_cli_scheduler_gives_the_same_text_and_json(eight, cluster):
     for fmt in ([], ["--json"]):
-        assert run_cli(str(eight), "--scheduler", cluster.scheduler_address, *fmt) == \
-            run_cli(str(eight), "--jobs", "1", *fmt)
+        assert run_cli(str(eight), "--scheduler", cluster.scheduler_address, *fmt) == run_cli(
+            str(eight), "--jobs", "1", *fmt
+        )
 
 
 def test_an_unreachable_scheduler_is_one_line(monkeypatch):

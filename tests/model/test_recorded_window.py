@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import DATA, expected_for
-from vramscope.viewer.model.replay.recorded_window import recorded_window
 from vramscope.viewer.model.replay import replay_device
+from vramscope.viewer.model.replay.recorded_window import recorded_window
 
 
-@pytest.mark.parametrize("name", ["gpt2_oom.pickle", "fragmentation_oom.pickle",
-                                  "whatif_expandable.pickle"])
+@pytest.mark.parametrize(
+    "name", ["gpt2_oom.pickle", "fragmentation_oom.pickle", "whatif_expandable.pickle"]
+)
 def test_a_whole_recording_starts_empty_and_sees_every_segment_event(name, loaded_snapshots):
     path = DATA / name
     snap = loaded_snapshots(path)

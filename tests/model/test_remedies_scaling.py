@@ -53,9 +53,13 @@ def test_judgement_agrees_with_shapes_that_varied_between_steps(case_of):
         # Sites with Python frames (backward's allocations share one empty stack).
         # Workspaces made once at a site that also makes outputs are fixed: only
         # allocations freed inside the recording are compared.
-        if evd.site[i] < 0 or evd.iteration[i] < 0 or case.requests.size[i] <= 512 \
-                or evd.provenance[i] in (evidence.PROV_NONE, evidence.PROV_AUTOGRAD) \
-                or evd.free_at[i] == len(case.requests):
+        if (
+            evd.site[i] < 0
+            or evd.iteration[i] < 0
+            or case.requests.size[i] <= 512
+            or evd.provenance[i] in (evidence.PROV_NONE, evidence.PROV_AUTOGRAD)
+            or evd.free_at[i] == len(case.requests)
+        ):
             continue
         by_site[int(evd.site[i])][int(evd.iteration[i])].append(i)
     checked = {True: 0, False: 0}
@@ -92,12 +96,21 @@ def test_resnet_judgement_reasons(case_of):
         return f"{snap.frames.filename_of(py[0]).rsplit('/', 1)[-1]}:{snap.frames.name_of(py[0])}"
 
     # Parameters moved by .cuda(): fixed as module state; the SGD step: fixed.
-    assert rules_where(lambda i: innermost(i) == "module.py:<lambda>") <= \
-        {"module_state", "state_category", "tiny"}
-    assert rules_where(lambda i: innermost(i).startswith("sgd.py")) <= \
-        {"optimizer", "state_category", "tiny"}
-    assert all(not j.scales[i] for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
-               if innermost(i) == "module.py:<lambda>" or innermost(i).startswith("sgd.py"))
+    assert rules_where(lambda i: innermost(i) == "module.py:<lambda>") <= {
+        "module_state",
+        "state_category",
+        "tiny",
+    }
+    assert rules_where(lambda i: innermost(i).startswith("sgd.py")) <= {
+        "optimizer",
+        "state_category",
+        "tiny",
+    }
+    assert all(
+        not j.scales[i]
+        for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
+        if innermost(i) == "module.py:<lambda>" or innermost(i).startswith("sgd.py")
+    )
     # The two cuBLAS workspaces (32 MiB, made once in library code, kept): fixed, by the
     # categories' workspace reason when that package is there, else as kept once.
     kept = np.flatnonzero((reqs.size == 33554432) & (evd.free_at == len(reqs)))
@@ -110,8 +123,13 @@ def test_resnet_judgement_reasons(case_of):
     assert scaling.RULES[j.rule[inputs[-1]]] in ("cut_off", "data_category")
     # Under bf16 autocast each convolution first makes a bf16 copy of its fp32 weight
     # (half a parameter's size: fixed), then its output (scales with the batch).
-    conv = np.array([i for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
-                     if innermost(i) == "conv.py:_conv_forward" and reqs.size[i] % 32 == 0])
+    conv = np.array(
+        [
+            i
+            for i in np.flatnonzero(reqs.kind == rq.ALLOC).tolist()
+            if innermost(i) == "conv.py:_conv_forward" and reqs.size[i] % 32 == 0
+        ]
+    )
     weights = j.rule[conv] == scaling.STATE_SIZE
     assert len(conv) > 100 and 0.3 < weights.mean() < 0.7
     assert j.scales[conv[~weights]].all()
@@ -142,8 +160,11 @@ def test_scaled_sizes_are_exact_per_sample_multiples(case_of):
     assert np.array_equal(half[part], j.fixed[part] + (j.size[part] - j.fixed[part] + 1) // 2)
     assert ((j.size[part] - j.fixed[part]) % 2 == 1).any()
     # Without the batch, sizes are rounded up to whole bytes.
-    odd = scaling.Judgement(rule=np.array([scaling.PER_ITERATION, scaling.TINY], np.int8),
-                            size=np.array([1001, 1001], np.int64), batch=None)
+    odd = scaling.Judgement(
+        rule=np.array([scaling.PER_ITERATION, scaling.TINY], np.int8),
+        size=np.array([1001, 1001], np.int64),
+        batch=None,
+    )
     assert odd.scaled_sizes(1.5).tolist() == [1502, 1001]
 
 
@@ -152,8 +173,10 @@ def test_scale_one_reproduces_the_recording_and_peaks_grow_with_the_batch(case_o
     j = scaling.judge(case, 32, evd)
     same = batch_scale.scaled_case(case, j, 1).simulate()
     assert same.peak_reserved == case.recorded_run().peak_reserved == 2084569088
-    peaks = [batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
-             for f in (Fraction(1, 2), Fraction(1), Fraction(3, 2), Fraction(2))]
+    peaks = [
+        batch_scale.scaled_case(case, j, f).simulate().peak_reserved_until_oom
+        for f in (Fraction(1, 2), Fraction(1), Fraction(3, 2), Fraction(2))
+    ]
     assert peaks == sorted(peaks) and len(set(peaks)) == 4
     # The scaled case keeps the recording as the baseline of "vs recorded".
     sc = batch_scale.scaled_case(case, j, 0.5)
@@ -206,7 +229,7 @@ def test_rules_without_the_categories_package(case_of):
 def test_removing_allocations_from_the_stream(case_of):
     from vramscope.viewer.model.remedies import edit
 
-    case, evd = case_of(RESNET)
+    case, _evd = case_of(RESNET)
     reqs = case.requests
     same = edit.without(case, np.zeros(len(reqs), bool))
     assert len(same.requests) == len(reqs)

@@ -30,10 +30,19 @@ RESNET = SWEEPS.get("resnet", {})
 # paired; measured: at batch 8 and 24 cuDNN took another path (1745 requests, 1739 at the
 # others).  Decided from the sidecars here, not by skipping at run time, so that the count
 # below sees every pair that is compared.
-PAIRS = [(b0, b1) for b0 in sorted(RESNET) for b1 in sorted(RESNET)
-         if b0 != b1 and table.request_counts(RESNET[b0]) == table.request_counts(RESNET[b1])]
-ALL_PAIRS = [(fam, b0, b1) for fam, by in sorted(SWEEPS.items()) for b0 in sorted(by)
-             for b1 in sorted(by) if b0 != b1]
+PAIRS = [
+    (b0, b1)
+    for b0 in sorted(RESNET)
+    for b1 in sorted(RESNET)
+    if b0 != b1 and table.request_counts(RESNET[b0]) == table.request_counts(RESNET[b1])
+]
+ALL_PAIRS = [
+    (fam, b0, b1)
+    for fam, by in sorted(SWEEPS.items())
+    for b0 in sorted(by)
+    for b1 in sorted(by)
+    if b0 != b1
+]
 MOBILENET = SWEEPS.get("mobilenet", {})
 # Floors: the pairs compared when these tests were written (ResNet-18 at 8/16/24/32/48/64/96:
 # 8 <-> 24 and the 5 others among themselves; every ordered pair of batches within each
@@ -48,20 +57,27 @@ def test_enough_pairs_are_compared():
     assert len(ALL_PAIRS) >= MIN_ALL_PAIRS, f"{len(ALL_PAIRS)} sweep pairs"
     assert {32, 64} <= set(MOBILENET), sorted(MOBILENET)
 
+
 # Known misses on the held-out recordings (resnet b8/24/96, mobilenet; recorded after the
 # model was written, not tuned to), each measured:
-AT_8 = ("at batch 8 cuDNN asked for workspaces whose sizes are multiples of 512 B and of "
-        "the batch (18874368 B = 18 MiB): not told from per-sample tensors, so scaled "
-        "in proportion (56.6 MiB predicted at 24, real 19.1 MiB), and one of 1024 B "
-        "(a norm weight's size: judged fixed) that is 9.8 MiB at 24")
-ADDRESSES = ("with every size of the real run at 96 the replay of this stream is still "
-             "40 MiB (1 %) low: the real run's segments came at other addresses, and the "
-             "allocator's best fit breaks ties by address; a recording at another batch "
-             "cannot show where cudaMalloc puts them")
+AT_8 = (
+    "at batch 8 cuDNN asked for workspaces whose sizes are multiples of 512 B and of "
+    "the batch (18874368 B = 18 MiB): not told from per-sample tensors, so scaled "
+    "in proportion (56.6 MiB predicted at 24, real 19.1 MiB), and one of 1024 B "
+    "(a norm weight's size: judged fixed) that is 9.8 MiB at 24"
+)
+ADDRESSES = (
+    "with every size of the real run at 96 the replay of this stream is still "
+    "40 MiB (1 %) low: the real run's segments came at other addresses, and the "
+    "allocator's best fit breaks ties by address; a recording at another batch "
+    "cannot show where cudaMalloc puts them"
+)
 KNOWN = {
     "in_proportion": {(8, 24): AT_8},
-    "bounds": {(24, 8): "the workspace of 9846928 B at batch 24 is 1024 B at batch 8 "
-                        "(below half its estimate): " + AT_8},
+    "bounds": {
+        (24, 8): "the workspace of 9846928 B at batch 24 is 1024 B at batch 8 "
+        "(below half its estimate): " + AT_8
+    },
     "replay": {(8, 24): AT_8, **{(b, 96): ADDRESSES for b in (16, 32, 48, 64)}},
     "range": {},
 }
@@ -72,8 +88,7 @@ def _known(kind: str, pairs: list) -> list:
     out = []
     for p in pairs:
         why = KNOWN[kind].get(tuple(p))
-        out.append(pytest.param(*p, marks=pytest.mark.xfail(reason=why, strict=True))
-                   if why else p)
+        out.append(pytest.param(*p, marks=pytest.mark.xfail(reason=why, strict=True)) if why else p)
     return out
 
 
@@ -81,14 +96,14 @@ def _pair(b0, b1):
     a, ja, _ = table.case_of(RESNET[b0])
     b, _, _ = table.case_of(RESNET[b1])
     # The counters promised the same stream: it must be, request by request.
-    assert len(a.requests) == len(b.requests) and (a.requests.kind == b.requests.kind).all(), \
-        (f"batch {b0} and {b1} counted the same requests but made different streams "
-         f"({len(a.requests)} and {len(b.requests)} requests)")
+    assert len(a.requests) == len(b.requests) and (a.requests.kind == b.requests.kind).all(), (
+        f"batch {b0} and {b1} counted the same requests but made different streams "
+        f"({len(a.requests)} and {len(b.requests)} requests)"
+    )
     return a, ja, b.requests.size.astype(np.int64), Fraction(b1, b0)
 
 
-@pytest.mark.parametrize("b0,b1", _known("in_proportion", PAIRS),
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("b0,b1", _known("in_proportion", PAIRS), ids=lambda v: str(v))
 def test_workspaces_are_the_allocations_that_do_not_scale_in_proportion(b0, b1):
     a, ja, real, f = _pair(b0, b1)
     pred = _proportional(ja, f)
@@ -118,7 +133,7 @@ def test_the_estimated_workspace_sizes_are_nearer_the_real_ones_than_proportiona
     87..126 of 150..171 workspaces exact (in proportion 9..12), and the summed miss
     22..80 % of the proportional one (the rest: another algorithm at the other batch,
     e.g. layer1's forward doubling its per-sample part from 32 to 48)."""
-    a, ja, real, f = _pair(b0, b1)
+    _a, ja, real, f = _pair(b0, b1)
     w = ja.workspace
     est, prop, got = ja.scaled_sizes(f)[w], _proportional(ja, f)[w], real[w]
     exact = np.abs(est - got) < 2048
@@ -147,9 +162,14 @@ def test_a_workspace_is_its_weight_copies_plus_activations():
 
 def test_most_workspaces_are_explained_by_their_weight_and_activations():
     case, j, _ = table.case_of(RESNET[32])
-    m = workspaces.fixed_parts(case, table.evidence_of(RESNET[32]), j.workspace, j.scales,
-                               np.isin(j.rule, (scaling.STATE_SIZE, scaling.CATEGORY_FIXED,
-                                                scaling.MODULE_STATE)), 32)
+    m = workspaces.fixed_parts(
+        case,
+        table.evidence_of(RESNET[32]),
+        j.workspace,
+        j.scales,
+        np.isin(j.rule, (scaling.STATE_SIZE, scaling.CATEGORY_FIXED, scaling.MODULE_STATE)),
+        32,
+    )
     w = j.workspace
     assert np.array_equal(m.fixed, j.fixed)
     assert (m.how[w] == workspaces.DECOMPOSED).mean() > 0.8
@@ -159,12 +179,13 @@ def test_most_workspaces_are_explained_by_their_weight_and_activations():
 
 @pytest.mark.parametrize("b0,b1", _known("bounds", PAIRS), ids=lambda v: str(v))
 def test_every_workspace_lies_within_its_bounds_at_the_other_batch(b0, b1):
-    a, ja, real, f = _pair(b0, b1)
+    _a, ja, real, f = _pair(b0, b1)
     lo, hi = batch_scale.workspace_bounds(ja, f)
     w = ja.uncertain_workspace
     got = real[w]
-    assert ((got >= lo) & (got <= hi)).all(), \
-        [(int(x), int(y), int(z)) for x, y, z in zip(lo, got, hi) if not y >= x or not y <= z]
+    assert ((got >= lo) & (got <= hi)).all(), [
+        (int(x), int(y), int(z)) for x, y, z in zip(lo, got, hi) if not y >= x or not y <= z
+    ]
     # The estimated size is inside; the bounds are no wider than half .. twice it,
     # widened to the recorded size, and above to a copy of the operands.
     est = ja.scaled_sizes(f)[w]
@@ -189,8 +210,7 @@ def test_with_the_real_workspace_sizes_the_replay_is_exact(b0, b1):
     assert got == table.real_peak_reserved(RESNET[b1])
 
 
-@pytest.mark.parametrize("family,b0,b1", _known("range", ALL_PAIRS),
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("family,b0,b1", _known("range", ALL_PAIRS), ids=lambda v: str(v))
 def test_the_real_peak_lies_in_the_estimated_range(family, b0, b1):
     src, dst = SWEEPS[family][b0], SWEEPS[family][b1]
     real = table.real_peak_reserved(dst)
@@ -243,7 +263,7 @@ def test_a_per_sample_sized_scratch_beside_a_weight_may_be_a_workspace():
     per-sample tensors, but they are scratch beside a convolution's weight gradient and
     the range lets cuDNN pick the operand-copying algorithm it used at batch 32 (124.4
     MiB), which the batch-64 recording cannot show."""
-    case, j, _ = table.case_of(MOBILENET[64])
+    _case, j, _ = table.case_of(MOBILENET[64])
     size = j.size
     maybe = np.flatnonzero(j.maybe_workspace)
     assert len(maybe) and not (j.maybe_workspace & j.workspace).any()
@@ -258,8 +278,8 @@ def test_a_per_sample_sized_scratch_beside_a_weight_may_be_a_workspace():
     # take in the largest workspace the real batch-32 run asked for.
     i = maybe[size[maybe] == 262144][0]
     assert j.operands[i] == 2 * 205520896
-    lo, hi = batch_scale.workspace_bounds(j, f)
-    real32, j32, _ = table.case_of(MOBILENET[32])
+    _lo, hi = batch_scale.workspace_bounds(j, f)
+    _real32, j32, _ = table.case_of(MOBILENET[32])
     assert hi.max() >= j32.size[j32.uncertain_workspace].max() == 130484351
     # Transformers have no such scratch: their predictions stay exact.
     for b, path in SWEEPS.get("gpt2", {}).items():

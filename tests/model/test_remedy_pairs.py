@@ -37,8 +37,14 @@ def test_every_remedy_of_the_catalogue_has_pairs():
     # Pairs for each remedy held here: a floor, so that a lost recording fails.
     assert len(PAIRS) == len(_pairs()) >= 12
     changes = {ADVISED.get(c, c) for _, _, c, _ in PAIRS}
-    assert {"free_kept", "smaller_batch", "gradient_checkpointing", "bf16_autocast",
-            "no_grad_forward", "8bit_optimizer"} <= changes
+    assert {
+        "free_kept",
+        "smaller_batch",
+        "gradient_checkpointing",
+        "bf16_autocast",
+        "no_grad_forward",
+        "8bit_optimizer",
+    } <= changes
     assert any(c.startswith("allocator:") for c in changes)
 
 

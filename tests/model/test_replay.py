@@ -17,8 +17,12 @@ from vramscope.viewer.model.replay import native_available, replay_device
 from vramscope.viewer.model.replay.state import _apply, _State
 from vramscope.viewer.model.replay.timeline import build_timeline, intervals, live_at
 
-CURVE_COUNTERS = {"requested": "requested_bytes", "reserved": "reserved_bytes",
-                  "allocated": "allocated_bytes", "active": "active_bytes"}
+CURVE_COUNTERS = {
+    "requested": "requested_bytes",
+    "reserved": "reserved_bytes",
+    "allocated": "allocated_bytes",
+    "active": "active_bytes",
+}
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +73,9 @@ def test_peaks_equal_allocator_peaks(path, timelines):
         assert getattr(rep, curve)[-1] == stats[f"{counter}.all.current"], curve
 
 
-@pytest.mark.parametrize("name", ["gpt2_oom", "whatif_expandable", "cuda_graph_pool",
-                                  "side_stream_pending"])
+@pytest.mark.parametrize(
+    "name", ["gpt2_oom", "whatif_expandable", "cuda_graph_pool", "side_stream_pending"]
+)
 def test_seek_equals_straight_replay_and_curves(name, loaded_snapshots):
     snap = loaded_snapshots(DATA / f"{name}.pickle")
     rep = replay_device(snap, 0, keyframe_every=97)  # many keyframes, odd stride
@@ -104,7 +109,7 @@ def test_wrapped_ring_buffer_seeds_blocks_from_before_recording(loaded_snapshots
     path = DATA / "gpt2_oom.pickle"
     obj = raw_object(path)
     events = obj["device_traces"][0]
-    obj["device_traces"][0] = events[int(len(events) * 0.6):]
+    obj["device_traces"][0] = events[int(len(events) * 0.6) :]
     snap = load_bytes(pickle.dumps(obj))
     tl = build_timeline(snap)
     rep = tl.replay(0)
@@ -136,8 +141,10 @@ def test_curves_per_pool_and_stream_add_up(name, loaded_snapshots):
 
     snap = loaded_snapshots(DATA / f"{name}.pickle")
     rep = build_timeline(snap).replay(0)
-    for key, values in (("pool", range(len(snap.pools))),
-                        ("stream", sorted(set(snap.segments.stream.tolist())))):
+    for key, values in (
+        ("pool", range(len(snap.pools))),
+        ("stream", sorted(set(snap.segments.stream.tolist()))),
+    ):
         parts = [curves(rep, **{key: v}) for v in values]
         for curve in ("requested", "allocated", "active", "reserved"):
             assert np.array_equal(sum(p[curve] for p in parts), getattr(rep, curve)), (key, curve)
@@ -199,6 +206,7 @@ def test_native_seed_scan_and_lifetimes_equal_python(monkeypatch):
     # The fill variant (what link_lifetimes uses, on np.empty) writes every entry: on
     # outputs full of garbage it gives what the pre-filled variant gives.
     from vramscope.viewer.model.replay.native_loop import _core
+
     n = len(action)
     junk = [np.full(n, 777, np.int32) for _ in range(3)]
     _core.link_lifetimes_fill(action, addr, *junk)
@@ -247,7 +255,7 @@ def test_curve_index_gives_the_curves_exactly(name, native, loaded_snapshots):
         b = min(n - 1, a + rng.randrange(1, 3 * BLOCK))
         got = index.values(a, b)
         for c in CURVE_COUNTERS:
-            assert np.array_equal(got[c], full[c][a:b + 1]), (c, a, b)
+            assert np.array_equal(got[c], full[c][a : b + 1]), (c, a, b)
     picks = np.array(sorted(rng.randrange(n) for _ in range(50)))
     for c in CURVE_COUNTERS:
         assert np.array_equal(cols[c][picks], full[c][picks])
@@ -261,25 +269,60 @@ def test_curve_index_gives_the_curves_exactly(name, native, loaded_snapshots):
 def random_trace_snapshot(rng, actions):
     """A snapshot whose trace is random events (frees without allocs, overlapping
     blocks, maps into nothing, sizes up to 2**62) over a few seeded segments."""
-    names = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-             "segment_map", "segment_unmap", "oom", "snapshot"]
+    names = [
+        "alloc",
+        "free_requested",
+        "free_completed",
+        "segment_alloc",
+        "segment_free",
+        "segment_map",
+        "segment_unmap",
+        "oom",
+        "snapshot",
+    ]
     base = 0x7F0000000000
     n = int(rng.integers(1, 400))
     addrs = base + rng.integers(0, 64, n) * (1 << 20) + rng.integers(0, 4, n) * 512
-    sizes = rng.choice([1, 511, 512, 4096, 1 << 20, (1 << 20) + 1, 2 << 20, 20 << 20,
-                        1 << 40, 1 << 62], n)
-    events = [{"action": names[int(a)], "addr": int(ad), "size": int(sz), "stream": 0,
-               "time_us": i, "frames": []}
-              for i, (a, ad, sz) in enumerate(zip(rng.choice(actions, n), addrs, sizes))]
-    segs = [{"device": 0, "address": base + k * (4 << 20), "total_size": 2 << 20,
-             "stream": 0, "segment_type": "small" if k % 2 else "large",
-             "blocks": [{"address": base + k * (4 << 20), "size": 2 << 20,
-                         "requested_size": 0, "state": "inactive", "frames": []}]}
-            for k in range(int(rng.integers(0, 4)))]
-    settings = {"max_split_size": int(rng.choice([-1, 4 << 20])),
-                "roundup_power2_divisions": {"1": int(rng.choice([0, 4]))}}
-    return load_bytes(pickle.dumps({"segments": segs, "device_traces": [events],
-                                    "allocator_settings": settings})), n
+    sizes = rng.choice(
+        [1, 511, 512, 4096, 1 << 20, (1 << 20) + 1, 2 << 20, 20 << 20, 1 << 40, 1 << 62], n
+    )
+    events = [
+        {
+            "action": names[int(a)],
+            "addr": int(ad),
+            "size": int(sz),
+            "stream": 0,
+            "time_us": i,
+            "frames": [],
+        }
+        for i, (a, ad, sz) in enumerate(zip(rng.choice(actions, n), addrs, sizes))
+    ]
+    segs = [
+        {
+            "device": 0,
+            "address": base + k * (4 << 20),
+            "total_size": 2 << 20,
+            "stream": 0,
+            "segment_type": "small" if k % 2 else "large",
+            "blocks": [
+                {
+                    "address": base + k * (4 << 20),
+                    "size": 2 << 20,
+                    "requested_size": 0,
+                    "state": "inactive",
+                    "frames": [],
+                }
+            ],
+        }
+        for k in range(int(rng.integers(0, 4)))
+    ]
+    settings = {
+        "max_split_size": int(rng.choice([-1, 4 << 20])),
+        "roundup_power2_divisions": {"1": int(rng.choice([0, 4]))},
+    }
+    return load_bytes(
+        pickle.dumps({"segments": segs, "device_traces": [events], "allocator_settings": settings})
+    ), n
 
 
 def test_random_traces_replay_without_errors():
@@ -289,7 +332,7 @@ def test_random_traces_replay_without_errors():
     rng = np.random.default_rng(99)
     for _ in range(40):
         snap, n = random_trace_snapshot(rng, list(range(9)))
-        for native in ([True, False] if native_available() else [False]):
+        for native in [True, False] if native_available() else [False]:
             rep = replay_device(snap, 0, keyframe_every=37, native=native)
             rep.layout_after(n // 2)
             assert len(rep.block_size) == n

@@ -32,8 +32,9 @@ from vramscope.viewer.model.replay import native_available
 
 pytestmark = [
     needs(native_available(), "replay_core extension not built"),
-    pytest.mark.skipif(not sys.platform.startswith("linux"),
-                       reason="RLIMIT_AS and /proc/self/status are Linux's"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/status are Linux's"
+    ),
 ]
 
 SNAPSHOT = DATA / "fragmentation_oom.pickle"  # 1.7 GiB free at the end: room for many pieces
@@ -186,25 +187,35 @@ def run_child(code: str) -> str:
     # where the next try could take it without asking for address space.
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(128 << 10))
     try:
-        out = subprocess.run([sys.executable, "-c", code, os.fspath(SNAPSHOT)], env=env,
-                             capture_output=True, text=True, timeout=TIMEOUT_S)
+        out = subprocess.run(
+            [sys.executable, "-c", code, os.fspath(SNAPSHOT)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         out = None
     if out is None:
-        pytest.fail(f"out of memory in the C replay hung (no answer in {TIMEOUT_S} s)",
-                    pytrace=False)
+        pytest.fail(
+            f"out of memory in the C replay hung (no answer in {TIMEOUT_S} s)", pytrace=False
+        )
     assert out.returncode == 0, (
         f"the child ended with {out.returncode} "
         f"({'signal ' + str(-out.returncode) if out.returncode < 0 else 'an error'}):\n"
-        f"{out.stdout}{out.stderr[-3000:]}")
+        f"{out.stdout}{out.stderr[-3000:]}"
+    )
     return out.stdout
 
 
 def test_out_of_memory_while_building_the_state_raises_memory_error():
     lines = run_child(CHILD).strip().splitlines()
     assert len(lines) == 1, lines
-    m = re.fullmatch(r"MemoryError under (\d+) limits; (\d+) of (\d+) blocks built under "
-                     r"VmSize \+ (\d+) MiB", lines[0])
+    m = re.fullmatch(
+        r"MemoryError under (\d+) limits; (\d+) of (\d+) blocks built under "
+        r"VmSize \+ (\d+) MiB",
+        lines[0],
+    )
     assert m, lines[0]
     refused, built, n, margin_mib = map(int, m.groups())
     assert built == n > 500_000
@@ -216,5 +227,6 @@ def test_out_of_memory_while_building_the_state_raises_memory_error():
 
 def test_out_of_memory_in_the_event_loop_raises_memory_error_and_keeps_the_state():
     lines = run_child(CHILD_RUN).strip().splitlines()
-    assert lines == [f"{m} MiB: MemoryError; 0 lookups missed; then 1 new block(s)"
-                     for m in range(4, 80, 4)], lines
+    assert lines == [
+        f"{m} MiB: MemoryError; 0 lookups missed; then 1 new block(s)" for m in range(4, 80, 4)
+    ], lines

@@ -25,7 +25,7 @@ from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay.timeline import build_timeline
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "truth"
-RANKS = sorted(p.name[:-len(".truth.json")] for p in TRUTH.glob("fsdp*_rank*.truth.json"))
+RANKS = sorted(p.name[: -len(".truth.json")] for p in TRUTH.glob("fsdp*_rank*.truth.json"))
 TOLERANCE = 0.02
 
 
@@ -97,13 +97,14 @@ def test_gradient_shards_before_the_last_step(name):
     rows = np.flatnonzero(snap.trace.device == bd.device)
     made = (iv.start >= last.start) & (iv.start <= last.end)
     ids = np.flatnonzero(made)
-    ids = ids[np.isin(snap.trace.addr[rows[iv.start[ids]]],
-                      [p for p, _ in truth["gradients"]["blocks"]])]
+    ids = ids[
+        np.isin(snap.trace.addr[rows[iv.start[ids]]], [p for p, _ in truth["gradients"]["blocks"]])
+    ]
     assert len(ids), "none of the gradient shards was made in the last iteration"
     # Just before zero_grad frees the first of them (after the optimizer step).
     at = int(iv.end[ids].min()) - 1
     assert at >= int(iv.start[ids].max())
-    phases = bd.phases.phase[last.start:at + 1]
+    phases = bd.phases.phase[last.start : at + 1]
     assert (phases == PH_BACKWARD).any()
     named, live = _bytes_of(bd, "gradient", truth["gradients"]["blocks"], at)
     want = truth["gradients"]["bytes"]
@@ -122,8 +123,10 @@ def test_gathered_parameters_and_communication_buffers_are_named(name):
     addr[made] = snap.trace.addr[rows[iv.start[made]]]
     gathered = CATEGORY_NAMES.index("parameter_gathered")
     seen = {(int(p), int(n)) for p, n in truth["gathered_parameters"]["blocks"]}
-    ours = {(int(a), int(s)) for a, s in zip(addr[bd.category == gathered],
-                                            iv.requested[bd.category == gathered])}
+    ours = {
+        (int(a), int(s))
+        for a, s in zip(addr[bd.category == gathered], iv.requested[bd.category == gathered])
+    }
     assert seen and seen <= ours, sorted(seen - ours)[:5]
     # In backward the blocks' parameters are gathered again (or kept) and the gradients
     # go through a reduce-scatter buffer: both named, none left as activations.
@@ -144,8 +147,7 @@ def test_sharding_note_says_what_more_ranks_would_hold(name):
     # FlatParameter's sharded gradient (and on one rank the last blocks' unsharded ones,
     # whose reduce-scatter had not freed them when the snapshot was taken).
     grads = sh.shards["gradient"]
-    assert (grads >= truth["gradients"]["bytes"]) if name.startswith("fsdp1") \
-        else grads == 0, grads
+    assert (grads >= truth["gradients"]["bytes"]) if name.startswith("fsdp1") else grads == 0, grads
     state += grads
     assert sh.model_state == state
     assert sh.model_state_with(4) == state // 2
@@ -186,8 +188,8 @@ def test_per_rank_batch_prediction_against_the_same_run_at_other_batches(rank):
             real = table.real_peak_reserved(TRUTH / f"{n1}_rank{rank}.pickle.xz")
             rng = p.range
             assert abs(p.peak / real - 1) <= 0.02 or (
-                p.is_estimate and rng is not None and rng[0] <= real <= rng[1]), \
-                (b0, b1, p.peak, real, rng)
+                p.is_estimate and rng is not None and rng[0] <= real <= rng[1]
+            ), (b0, b1, p.peak, real, rng)
             ran += 1
     assert ran == 6
 

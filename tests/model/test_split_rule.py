@@ -29,9 +29,13 @@ def test_the_replay_and_the_simulator_use_the_one_rule():
     callers = []
     for rel in ("viewer/model/replay/state.py", "viewer/model/whatif/simulator.py"):
         tree = ast.parse((ROOT / rel).read_text())
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and getattr(n.func, "attr", None) == "should_split"
-                 and getattr(n.func.value, "id", None) == "rules"]
+        calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and getattr(n.func, "attr", None) == "should_split"
+            and getattr(n.func.value, "id", None) == "rules"
+        ]
         callers.append((rel, len(calls)))
     assert all(n == 1 for _, n in callers), callers
 

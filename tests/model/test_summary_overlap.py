@@ -12,18 +12,23 @@ import pytest
 
 from tests.conftest import DATA
 from tests.native_gate import skip_unless
-from vramscope.viewer.model.reports import summary as S
 from vramscope.viewer.model.categories import breakdown as report
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
+from vramscope.viewer.model.reports import summary as S
 
 TRUTH = DATA / "truth"
 EXTERNAL = Path(__file__).resolve().parents[2].parent / "shared" / "external"
-FILES = [DATA / "gpt2_oom.pickle", DATA / "resnet50_train.pickle",
-         DATA / "transformer_long_python_1000k.pickle.xz",
-         TRUTH / "gpt2_leak.pickle.xz", TRUTH / "ring_wrap.pickle.xz",
-         TRUTH / "expandable_oom.pickle.xz", TRUTH / "eval_keeps_outputs.pickle.xz",
-         EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"]
+FILES = [
+    DATA / "gpt2_oom.pickle",
+    DATA / "resnet50_train.pickle",
+    DATA / "transformer_long_python_1000k.pickle.xz",
+    TRUTH / "gpt2_leak.pickle.xz",
+    TRUTH / "ring_wrap.pickle.xz",
+    TRUTH / "expandable_oom.pickle.xz",
+    TRUTH / "eval_keeps_outputs.pickle.xz",
+    EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
+]
 
 
 def _serial(path: Path) -> str:
@@ -74,8 +79,7 @@ def test_a_failing_first_part_becomes_a_warning_not_a_crash(monkeypatch):
     tl, prepared = S.summary_timeline(snap, oom_events(snap))
     out = S.summarize(snap, tl, None, prepared)
     assert out["categories_at_peak"] is None
-    assert any("memory categories of device" in w and "freed twice" in w
-               for w in out["warnings"])
+    assert any("memory categories of device" in w and "freed twice" in w for w in out["warnings"])
 
 
 def test_replays_on_several_threads_at_once_equal_serial_ones():
@@ -86,16 +90,26 @@ def test_replays_on_several_threads_at_once_equal_serial_ones():
     from vramscope.viewer.model.replay import native_loop as _nat
 
     skip_unless(_nat._core is not None, "compiled replay not built")
-    names = ["gpt2_oom.pickle", "resnet50_train.pickle", "fragmentation_oom.pickle",
-             "small_pool_mixed.pickle"] * 2
+    names = [
+        "gpt2_oom.pickle",
+        "resnet50_train.pickle",
+        "fragmentation_oom.pickle",
+        "small_pool_mixed.pickle",
+    ] * 2
     snaps = {n: load_snapshot(DATA / n, use_cache=False) for n in set(names)}
 
     def answer(name):
         tl = build_timeline(snaps[name], keyframes=True)
         rep = tl.replay(min(tl.devices))
         last = rep.layout_after(len(rep) - 1)
-        return (rep.block_size.tolist(), rep.pool.tolist(), rep.inconsistencies,
-                [rep.peak(c) for c in S.CURVES], last.blk_addr.tolist(), len(rep.keyframes))
+        return (
+            rep.block_size.tolist(),
+            rep.pool.tolist(),
+            rep.inconsistencies,
+            [rep.peak(c) for c in S.CURVES],
+            last.blk_addr.tolist(),
+            len(rep.keyframes),
+        )
 
     serial = {n: answer(n) for n in set(names)}
     with ThreadPoolExecutor(4) as pool:

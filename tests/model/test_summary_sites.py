@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vramscope.viewer.model.analysis.figures import Selection, memory_stats
+from tests.conftest import DATA
 from vramscope.viewer.model.analysis.calltree import allocator_frames, site_frames
+from vramscope.viewer.model.analysis.figures import Selection, memory_stats
 from vramscope.viewer.model.core import frames as fr
 from vramscope.viewer.model.core.snapshot import BlockState
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.summary import summarize
-from tests.conftest import DATA
 
 EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
 
@@ -42,8 +42,9 @@ def truth(snap, state) -> Counter:
     return out
 
 
-@pytest.mark.parametrize("name", ["gpt2_oom", "fragmentation_oom", "capacity_oom",
-                                  "resnet50_train"])
+@pytest.mark.parametrize(
+    "name", ["gpt2_oom", "fragmentation_oom", "capacity_oom", "resnet50_train"]
+)
 def test_sites_at_the_peak_and_the_oom(name):
     snap = load_snapshot(str(DATA / f"{name}.pickle"), use_cache=False)
     timeline = build_timeline(snap)
@@ -69,9 +70,12 @@ def test_sites_at_the_peak_and_the_oom(name):
         top_label, top_bytes = want.most_common(1)[0]
         assert (sites[0]["frame"], sites[0]["bytes"]) == (top_label, top_bytes)
         assert [s["bytes"] for s in sites] == sorted((s["bytes"] for s in sites), reverse=True)
-        assert sum(s["count"] for s in sites) <= int(sum(
-            (state.blocks.state == BlockState.ALLOCATED)
-            | (state.blocks.state == BlockState.PENDING_FREE)))
+        assert sum(s["count"] for s in sites) <= int(
+            sum(
+                (state.blocks.state == BlockState.ALLOCATED)
+                | (state.blocks.state == BlockState.PENDING_FREE)
+            )
+        )
 
 
 def test_the_allocator_is_never_the_site_when_the_stack_has_another_frame():
@@ -82,13 +86,15 @@ def test_the_allocator_is_never_the_site_when_the_stack_has_another_frame():
     cats = fr.frame_categories(snap.frames)
     bad = allocator_frames(snap)
     names = [snap.frames.strings[i] for i in snap.frames.name.tolist()]
-    assert any("CUDACachingAllocator" in snap.frames.strings[f] for f in
-               snap.frames.filename[bad].tolist())
+    assert any(
+        "CUDACachingAllocator" in snap.frames.strings[f] for f in snap.frames.filename[bad].tolist()
+    )
     sites = site_frames(snap, cats)
     for sid in range(len(snap.stacks)):
         ids = snap.stacks.frame_ids(sid)
         other = [f for f in ids.tolist() if cats[f] != fr.CAT_NOISE and not bad[f]]
         if other:
             assert not bad[sites[sid]], names[sites[sid]]
-    assert np.all(sites[[len(snap.stacks.frame_ids(s)) == 0
-                         for s in range(len(snap.stacks))]] == -1)
+    assert np.all(
+        sites[[len(snap.stacks.frame_ids(s)) == 0 for s in range(len(snap.stacks))]] == -1
+    )

@@ -24,8 +24,16 @@ def training_loop_snapshot(steps: int) -> dict:
     def ev(action, addr, size):
         nonlocal t
         t += 7
-        events.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                       "time_us": t, "frames": frames})
+        events.append(
+            {
+                "action": action,
+                "addr": addr,
+                "size": size,
+                "stream": 0,
+                "time_us": t,
+                "frames": frames,
+            }
+        )
 
     ev("segment_alloc", BASE, 20 * MiB)
     ev("alloc", BASE, 4 * MiB)
@@ -38,12 +46,30 @@ def training_loop_snapshot(steps: int) -> dict:
         ev("free_completed", BASE + 4 * MiB, 2 * MiB)
         anns.append({"stage": "START", "name": "step", "device": 0, "time_us": t - 30})
         anns.append({"stage": "END", "name": "step", "device": 0, "time_us": t - 2})
-    blocks = [{"address": BASE, "size": 4 * MiB, "requested_size": 4 * MiB,
-               "state": "active_allocated", "frames": frames},
-              {"address": BASE + 4 * MiB, "size": 16 * MiB, "requested_size": 0,
-               "state": "inactive", "frames": []}]
-    seg = {"device": 0, "address": BASE, "total_size": 20 * MiB, "stream": 0,
-           "segment_type": "large", "blocks": blocks}
+    blocks = [
+        {
+            "address": BASE,
+            "size": 4 * MiB,
+            "requested_size": 4 * MiB,
+            "state": "active_allocated",
+            "frames": frames,
+        },
+        {
+            "address": BASE + 4 * MiB,
+            "size": 16 * MiB,
+            "requested_size": 0,
+            "state": "inactive",
+            "frames": [],
+        },
+    ]
+    seg = {
+        "device": 0,
+        "address": BASE,
+        "total_size": 20 * MiB,
+        "stream": 0,
+        "segment_type": "large",
+        "blocks": blocks,
+    }
     return {"segments": [seg], "device_traces": [events], "external_annotations": anns}
 
 
@@ -51,8 +77,12 @@ def test_tiled_trace_replays_to_the_same_final_state(tmp_path):
     src = tmp_path / "loop.pickle"
     src.write_bytes(pickle.dumps(training_loop_snapshot(steps=5)))
     out = tmp_path / "tiled.pickle"
-    run = subprocess.run([sys.executable, "tests/bench/tile_trace.py", str(src), str(out),
-                          "--events", "600"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "tests/bench/tile_trace.py", str(src), str(out), "--events", "600"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     original, tiled = load_snapshot(src), load_snapshot(out)
     rep = build_timeline(tiled).replay(0)
@@ -69,7 +99,17 @@ def test_tiled_trace_replays_to_the_same_final_state(tmp_path):
 
 def test_no_period_is_a_clear_error(tmp_path):
     out = tmp_path / "x.pickle"
-    run = subprocess.run([sys.executable, "tests/bench/tile_trace.py",
-                          str(ASSETS / "example_fragmentation_oom.pickle"), str(out),
-                          "--events", "5000"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "tests/bench/tile_trace.py",
+            str(ASSETS / "example_fragmentation_oom.pickle"),
+            str(out),
+            "--events",
+            "5000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode != 0 and "no repeating state" in run.stderr

@@ -7,8 +7,8 @@ import numpy as np
 from tests.conftest import DATA
 from vramscope.viewer.model.analysis.calltree import call_tree
 from vramscope.viewer.model.core.frames import frame_categories
-from vramscope.viewer.model.view.stacking import stacked_layout
 from vramscope.viewer.model.replay.timeline import build_timeline, intervals, live_at
+from vramscope.viewer.model.view.stacking import stacked_layout
 
 
 def test_stacked_layout_tops_equal_active_and_bands_bounded(loaded_snapshots):

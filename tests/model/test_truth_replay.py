@@ -19,8 +19,12 @@ from vramscope.viewer.model.whatif import prepare
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "truth"
 FILES = sorted(TRUTH.glob("*.pickle.xz"))
-CURVES = {"reserved": "reserved_bytes", "allocated": "allocated_bytes",
-          "active": "active_bytes", "requested": "requested_bytes"}
+CURVES = {
+    "reserved": "reserved_bytes",
+    "allocated": "allocated_bytes",
+    "active": "active_bytes",
+    "requested": "requested_bytes",
+}
 # Floor: the recordings replayed when these tests were written.  They are in the
 # repository: fewer means one was lost, and the parametrised tests would still pass.
 MIN_FILES = 61
@@ -57,10 +61,12 @@ def test_replay_is_exact(path, recorded):
     assert rep.inconsistencies == 0
     assert [u.line() for u in check(tl) if u.kind == "inconsistent"] == []
     final = tl.snapshot_at(d, len(rep) - 1)
-    for a, b in ((final.segments.address, snap.segments.address),
-                 (final.segments.total_size, snap.segments.total_size),
-                 (final.blocks.address, snap.blocks.address),
-                 (final.blocks.size, snap.blocks.size)):
+    for a, b in (
+        (final.segments.address, snap.segments.address),
+        (final.segments.total_size, snap.segments.total_size),
+        (final.blocks.address, snap.blocks.address),
+        (final.blocks.size, snap.blocks.size),
+    ):
         assert sorted(a.tolist()) == sorted(b.tolist())
     start = 0
     if truth.get("peaks_reset_per_iteration"):
@@ -68,18 +74,19 @@ def test_replay_is_exact(path, recorded):
         start = int(np.searchsorted(rep.time_us, truth["iterations_stats"][-1]["start_us"]))
     for curve, counter in CURVES.items():
         y = np.asarray(getattr(rep, curve))
-        window = y[max(start - 1, 0):] if start else y
+        window = y[max(start - 1, 0) :] if start else y
         assert int(window.max()) == stats[f"{counter}.all.peak"], curve
         assert int(y[-1]) == stats[f"{counter}.all.current"], curve
 
 
 @pytest.mark.parametrize("path", FILES, ids=name_of)
 def test_whatif_self_check(path, recorded):
-    snap, truth, tl = recorded(path)
+    snap, truth, _tl = recorded(path)
     # Where the program reset the peak counters each iteration they cover its last one
     # (test_replay_is_exact checks the replay against them there).
     check_ = prepare(snap, device=truth["device"]).self_check(
-        peaks_since_start=not truth.get("peaks_reset_per_iteration"))
+        peaks_since_start=not truth.get("peaks_reset_per_iteration")
+    )
     assert check_.ok, check_.first_difference
 
 

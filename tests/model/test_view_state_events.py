@@ -15,9 +15,9 @@ import pytest
 from tests.conftest import DATA
 from tests.snapshot_forms import raw_object, with_newer_fields
 from vramscope.viewer.model import Selection, load_bytes
-from vramscope.viewer.model.view.document import Document
-from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.core.snapshot import HOST_DEVICE, BlockState
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.view.document import Document
 from vramscope.viewer.model.view.view_state import ViewState
 
 
@@ -126,8 +126,7 @@ def test_a_newer_document_keeps_the_view_and_carries_the_picked_address(gpt2):
     seen = _listen(vs)
     vs.replace_document(gpt2, vs.carry_selection(gpt2, gpt2, carried.selection), carried.addr)
     n = gpt2.n_events(0)
-    assert seen == [("document", "replace"), ("trace", 0), ("cursor", 0, n - 1),
-                    ("moment", True)]
+    assert seen == [("document", "replace"), ("trace", 0), ("cursor", 0, n - 1), ("moment", True)]
     assert vs.selected_addr == carried.addr and vs.reselect() == (b, False)
 
 

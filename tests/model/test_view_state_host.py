@@ -7,9 +7,9 @@ import pickle
 from tests.conftest import DATA
 from tests.snapshot_forms import raw_object, with_newer_fields
 from vramscope.viewer.model import Selection, load_bytes, memory_stats
-from vramscope.viewer.model.view.document import Document
 from vramscope.viewer.model.core.snapshot import HOST_DEVICE
 from vramscope.viewer.model.core.units import device_name
+from vramscope.viewer.model.view.document import Document
 from vramscope.viewer.model.view.view_state import HOST_LABEL, HOST_SCOPE, ViewState
 
 
@@ -22,8 +22,11 @@ def test_host_entry_document_and_scope():
     doc = _doc(True)
     vs = ViewState()
     vs.set_document(doc)
-    assert vs.device_choices() == [("All devices", None), ("Device 0", 0),
-                                   (HOST_LABEL, HOST_DEVICE)]
+    assert vs.device_choices() == [
+        ("All devices", None),
+        ("Device 0", 0),
+        (HOST_LABEL, HOST_DEVICE),
+    ]
     host = vs.host_document()
     assert host is vs.host_document()  # built once per file
     assert host.snap.devices == [HOST_DEVICE]

@@ -68,7 +68,7 @@ def test_wrapped_ring_buffer_is_seeded_from_the_replay(loaded_snapshots):
     """Drop the first 60 % of a trace (a wrapped buffer): the window still replays exactly."""
     obj = raw_object(DATA / "gpt2_oom.pickle")
     events = obj["device_traces"][0]
-    obj["device_traces"][0] = events[int(len(events) * 0.6):]
+    obj["device_traces"][0] = events[int(len(events) * 0.6) :]
     case = prepare(load_bytes(pickle.dumps(obj)))
     assert len(case.requests.initial.seg_addr) > 0
     assert (case.requests.ref <= -2).any()  # frees of blocks from before the window
@@ -90,12 +90,15 @@ def test_expandable_prediction_on_the_shared_pair(cases):
     assert compare_events(other.requests, result) == ""
     back = other.simulate("", limit=10_000_000_000)
     assert compare_events(case.requests, back) == ""
-    assert back.peak_reserved == expected_for(DATA / "whatif_default.pickle")["memory_stats"][
-        "reserved_bytes.all.peak"]
+    assert (
+        back.peak_reserved
+        == expected_for(DATA / "whatif_default.pickle")["memory_stats"]["reserved_bytes.all.peak"]
+    )
 
 
-@pytest.mark.parametrize("target", [p for p in OWN_FILES if "whatif_default." not in p.name],
-                         ids=snapshot_id)
+@pytest.mark.parametrize(
+    "target", [p for p in OWN_FILES if "whatif_default." not in p.name], ids=snapshot_id
+)
 def test_predictions_from_the_default_recording(target, cases):
     """The default recording, simulated under each other recorded setting and limit,
     predicts that recording's peak reserved within 2 %, its OOM at the same request and
@@ -104,8 +107,10 @@ def test_predictions_from_the_default_recording(target, cases):
     case = cases(OWN / "whatif_default.pickle.xz")
     result = case.simulate(side["alloc_conf"], limit=side["memory_limit_bytes"])
     want = side["memory_stats"]["reserved_bytes.all.peak"]
-    assert abs(result.peak_reserved_until_oom / want - 1) <= 0.02, (result.peak_reserved_until_oom,
-                                                                     want)
+    assert abs(result.peak_reserved_until_oom / want - 1) <= 0.02, (
+        result.peak_reserved_until_oom,
+        want,
+    )
     other = cases(target)
     recorded_ooms = np.flatnonzero(other.requests.kind == rq.OOM)
     if side.get("oom"):
@@ -125,13 +130,24 @@ def test_conf_parsing_matches_the_allocator(path, loaded_snapshots):
     """Our parse of each recorded PYTORCH_CUDA_ALLOC_CONF equals what torch recorded."""
     conf = sidecar(path)["alloc_conf"]
     assert rules.parse_conf(conf) == rules.config_from_settings(
-        loaded_snapshots(path).allocator_settings)
+        loaded_snapshots(path).allocator_settings
+    )
 
 
-@pytest.mark.parametrize("bad", ["foo:1", "max_split_size_mb:10", "expandable_segments:yes",
-                                 "roundup_power2_divisions:3", "garbage_collection_threshold:1.5",
-                                 "max_split_size_mb", "roundup_power2_divisions:[256:3]",
-                                 "backend:cudaMallocAsync", "expandable_segments:True;x"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "foo:1",
+        "max_split_size_mb:10",
+        "expandable_segments:yes",
+        "roundup_power2_divisions:3",
+        "garbage_collection_threshold:1.5",
+        "max_split_size_mb",
+        "roundup_power2_divisions:[256:3]",
+        "backend:cudaMallocAsync",
+        "expandable_segments:True;x",
+    ],
+)
 def test_bad_conf_is_one_clear_error(bad):
     with pytest.raises(rules.ConfError) as err:
         rules.parse_conf(bad)
@@ -152,12 +168,16 @@ def test_max_split_size_raises_the_peak_here_and_expandable_lowers_it(cases):
     case = cases(OWN / "whatif_default.pickle.xz")
     split = case.simulate("max_split_size_mb:64").peak_reserved
     exp = case.simulate("expandable_segments:True").peak_reserved
-    recorded = {p.name.split(".")[0]: sidecar(p)["memory_stats"]["reserved_bytes.all.peak"]
-                for p in OWN_FILES}
-    assert (split > case.recorded_peak) == (recorded["whatif_max_split_64"]
-                                           > recorded["whatif_default"])
-    assert (exp < case.recorded_peak) == (recorded["whatif_expandable"]
-                                         < recorded["whatif_default"])
+    recorded = {
+        p.name.split(".")[0]: sidecar(p)["memory_stats"]["reserved_bytes.all.peak"]
+        for p in OWN_FILES
+    }
+    assert (split > case.recorded_peak) == (
+        recorded["whatif_max_split_64"] > recorded["whatif_default"]
+    )
+    assert (exp < case.recorded_peak) == (
+        recorded["whatif_expandable"] < recorded["whatif_default"]
+    )
 
 
 def test_cancel_stops_a_simulation(cases):
@@ -217,10 +237,14 @@ def test_damaged_traces_never_crash_the_simulator(seed):
             j = rng.randrange(len(ev))
             ev[i], ev[j] = ev[j], ev[i]
     if seed % 5 == 0:
-        obj["device_traces"][0] = ev[rng.randrange(len(ev) // 2):]
+        obj["device_traces"][0] = ev[rng.randrange(len(ev) // 2) :]
     case = prepare(load_bytes(pickle.dumps(obj)))
-    for conf in ("recorded", "expandable_segments:True", "max_split_size_mb:64",
-                 "garbage_collection_threshold:0.5,roundup_power2_divisions:4"):
+    for conf in (
+        "recorded",
+        "expandable_segments:True",
+        "max_split_size_mb:64",
+        "garbage_collection_threshold:0.5,roundup_power2_divisions:4",
+    ):
         result = case.simulate(conf, limit=(2 << 30) if seed % 2 else None)
         assert result.peak_reserved >= 0 and len(result.reserved) == len(case.requests)
     assert isinstance(case.self_check().first_difference, str)

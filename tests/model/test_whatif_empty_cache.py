@@ -24,15 +24,26 @@ from vramscope.viewer.model.whatif import requests as rq
 MIB = 1 << 20
 BASE = 0x7F00_0000_0000
 USER = [{"filename": "/home/user/calibrate.py", "line": 30, "name": "calibrate"}]
-PY_EMPTY_CACHE = [{"filename": "/usr/lib/python3.12/site-packages/torch/cuda/memory.py",
-                   "line": 192, "name": "empty_cache"},
-                  {"filename": "/home/user/calibrate.py", "line": 41, "name": "calibrate"}]
+PY_EMPTY_CACHE = [
+    {
+        "filename": "/usr/lib/python3.12/site-packages/torch/cuda/memory.py",
+        "line": 192,
+        "name": "empty_cache",
+    },
+    {"filename": "/home/user/calibrate.py", "line": 41, "name": "calibrate"},
+]
 NATIVE = "c10::cuda::CUDACachingAllocator::Native::"
 CPP_EMPTY_CACHE = [
     {"filename": "", "line": 0, "name": NATIVE + "NativeCachingAllocator::emptyCache()"},
-    {"filename": "??", "line": 0, "name": "THCPModule_emptyCache(_object*, _object*)"}]
-MALLOC = [{"filename": "CUDACachingAllocator.cpp", "line": 0, "name": NATIVE
-           + "DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)"}] + USER
+    {"filename": "??", "line": 0, "name": "THCPModule_emptyCache(_object*, _object*)"},
+]
+MALLOC = [
+    {
+        "filename": "CUDACachingAllocator.cpp",
+        "line": 0,
+        "name": NATIVE + "DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)",
+    }
+] + USER
 
 
 class Recording:
@@ -46,8 +57,16 @@ class Recording:
 
     def _event(self, action: str, addr: int, size: int, frames: list) -> None:
         self.t += 10
-        self.events.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                            "time_us": self.t, "frames": frames})
+        self.events.append(
+            {
+                "action": action,
+                "addr": addr,
+                "size": size,
+                "stream": 0,
+                "time_us": self.t,
+                "frames": frames,
+            }
+        )
 
     def alloc_in_new_segment(self, addr: int, seg_size: int, size: int) -> None:
         self._event("segment_alloc", addr, seg_size, USER)
@@ -69,21 +88,53 @@ class Recording:
     def snapshot(self) -> bytes:
         segs = []
         for addr, (seg_size, used, requested) in sorted(self.segments.items()):
-            blocks = [{"address": addr, "size": used, "requested_size": requested,
-                       "state": "active_allocated", "frames": USER}]
+            blocks = [
+                {
+                    "address": addr,
+                    "size": used,
+                    "requested_size": requested,
+                    "state": "active_allocated",
+                    "frames": USER,
+                }
+            ]
             if used < seg_size:
-                blocks.append({"address": addr + used, "size": seg_size - used,
-                               "requested_size": 0, "state": "inactive", "frames": []})
-            segs.append({"device": 0, "address": addr, "total_size": seg_size,
-                         "allocated_size": used, "active_size": used,
-                         "requested_size": requested, "stream": 0, "segment_type": "large",
-                         "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
-                         "blocks": blocks})
-        return pickle.dumps({
-            "segments": segs, "device_traces": [self.events],
-            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
-                                   "garbage_collection_threshold": 0.0,
-                                   "expandable_segments": False}})
+                blocks.append(
+                    {
+                        "address": addr + used,
+                        "size": seg_size - used,
+                        "requested_size": 0,
+                        "state": "inactive",
+                        "frames": [],
+                    }
+                )
+            segs.append(
+                {
+                    "device": 0,
+                    "address": addr,
+                    "total_size": seg_size,
+                    "allocated_size": used,
+                    "active_size": used,
+                    "requested_size": requested,
+                    "stream": 0,
+                    "segment_type": "large",
+                    "segment_pool_id": (0, 0),
+                    "is_expandable": False,
+                    "frames": [],
+                    "blocks": blocks,
+                }
+            )
+        return pickle.dumps(
+            {
+                "segments": segs,
+                "device_traces": [self.events],
+                "allocator_settings": {
+                    "PYTORCH_CUDA_ALLOC_CONF": "",
+                    "max_split_size": -1,
+                    "garbage_collection_threshold": 0.0,
+                    "expandable_segments": False,
+                },
+            }
+        )
 
 
 def _releases_are_the_programs(case) -> bool:

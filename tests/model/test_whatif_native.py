@@ -16,6 +16,7 @@ and tighter limits.  Every field of SimResult is compared, curves included.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 
 import numpy as np
@@ -47,8 +48,10 @@ def differences(c, p) -> list[str]:
         x, y = getattr(c, f.name), getattr(p, f.name)
         if isinstance(y, np.ndarray):
             if x.dtype != y.dtype or not np.array_equal(x, y):
-                out.append(f"{f.name}: first difference at "
-                           f"{np.flatnonzero(x != y)[:3] if x.shape == y.shape else 'shape'}")
+                out.append(
+                    f"{f.name}: first difference at "
+                    f"{np.flatnonzero(x != y)[:3] if x.shape == y.shape else 'shape'}"
+                )
         elif x != y or type(x) is not type(y):
             out.append(f"{f.name}: {str(x)[:200]} != {str(y)[:200]}")
     if [type(v) for e in c.events for v in e] != [type(v) for e in p.events for v in e]:
@@ -72,6 +75,7 @@ def assert_same(reqs, cfg, limit, gpu_bytes=None) -> bool:
 
 # -- (a) random request streams ---------------------------------------------------------
 
+
 def _layout(rng, streams, privates, expandable_groups: int, dup_group: bool):
     """A layout before the window: ordinary segments tiled by allocated, pending and free
     blocks, and expandable segments (one mapped range per stream and pool, or two on one
@@ -81,8 +85,16 @@ def _layout(rng, streams, privates, expandable_groups: int, dup_group: bool):
     for _ in range(int(rng.integers(0, 5))):
         small = bool(rng.random() < 0.4)
         size = 2 * MIB if small else int(rng.choice([20 * MIB, 64 * MIB, 100 * MIB]))
-        segs.append((addr, size, int(rng.choice(streams)), small,
-                     int(rng.choice(privates)) if rng.random() < 0.2 else -1, False))
+        segs.append(
+            (
+                addr,
+                size,
+                int(rng.choice(streams)),
+                small,
+                int(rng.choice(privates)) if rng.random() < 0.2 else -1,
+                False,
+            )
+        )
         addr += size + 4 * MIB
     groups = set()
     for g in range(expandable_groups + (1 if dup_group else 0)):
@@ -102,7 +114,7 @@ def _layout(rng, streams, privates, expandable_groups: int, dup_group: bool):
     for ptr, size, *_ in segs:
         cut = sorted({int(x) * 512 for x in rng.integers(1, size // 512, int(rng.integers(0, 5)))})
         edges = [0, *cut, size]
-        for a, b in zip(edges, edges[1:]):
+        for a, b in itertools.pairwise(edges):
             blocks.append((ptr + a, b - a, int(rng.choice(states, p=[0.5, 0.15, 0.35]))))
     # Two free neighbours never coexist in a real layout (they merge); the model keeps
     # them apart anyway, so they are left as drawn.
@@ -136,7 +148,7 @@ def _size(rng) -> int:
 
 def random_requests(rng, n: int, seed_layout: bool = True, dup_group: bool = False):
     """A request stream reaching every kind of request, with recorded answers as hints."""
-    streams = [0, 7, 13][:int(rng.integers(1, 4))]
+    streams = [0, 7, 13][: int(rng.integers(1, 4))]
     privates = [0, 2]
     if seed_layout:
         init, init_pool = _layout(rng, streams, privates, int(rng.integers(0, 3)), dup_group)
@@ -204,11 +216,18 @@ def random_requests(rng, n: int, seed_layout: bool = True, dup_group: bool = Fal
     hints.append((n, SEG_ALLOC, BASE, 2 * MIB))  # an answer after the last request
     h = np.array(hints, np.int64).reshape(-1, 4)
     return rq.Requests(
-        kind=np.array(cols["kind"], np.int8), size=np.array(cols["size"], np.int64),
-        stream=np.array(cols["stream"], np.int64), pool=np.array(cols["pool"], np.int32),
-        ref=np.array(cols["ref"], np.int64), event=np.arange(n, dtype=np.int64) * 3,
-        initial=init, initial_pool=init_pool, seg_tag=h[:, 0].copy(),
-        seg_action=h[:, 1].astype(np.int8), seg_addr=h[:, 2].copy(), seg_size=h[:, 3].copy(),
+        kind=np.array(cols["kind"], np.int8),
+        size=np.array(cols["size"], np.int64),
+        stream=np.array(cols["stream"], np.int64),
+        pool=np.array(cols["pool"], np.int32),
+        ref=np.array(cols["ref"], np.int64),
+        event=np.arange(n, dtype=np.int64) * 3,
+        initial=init,
+        initial_pool=init_pool,
+        seg_tag=h[:, 0].copy(),
+        seg_action=h[:, 1].astype(np.int8),
+        seg_addr=h[:, 2].copy(),
+        seg_size=h[:, 3].copy(),
         n_events=3 * n,
     )
 
@@ -219,9 +238,15 @@ def pick(rng, values: list):
 
 
 def random_config(rng) -> rules.AllocatorConfig:
-    divs = [(0,) * 16, (4,) * 16, (2,) * 16,
-            rules.parse_conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]")
-            .roundup_power2_divisions, tuple(int(x) for x in rng.choice([0, 1, 2, 8], 16))]
+    divs = [
+        (0,) * 16,
+        (4,) * 16,
+        (2,) * 16,
+        rules.parse_conf(
+            "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
+        ).roundup_power2_divisions,
+        tuple(int(x) for x in rng.choice([0, 1, 2, 8], 16)),
+    ]
     return rules.AllocatorConfig(
         max_split_size=pick(rng, [rules.NO_LIMIT, 40 * MIB, 64 * MIB, 200 * MIB]),
         max_non_split_rounding=pick(rng, [rules.LARGE_BUFFER, 40 * MIB, rules.NO_LIMIT]),
@@ -261,8 +286,13 @@ def test_random_streams_equal_python():
     # retries, 304 expandable, 273 with garbage collection, 612 releasing cache; the 2
     # others are streams the Python model itself cannot follow).
     assert ran + fallback == 780 and ran >= 770, (ran, fallback)
-    assert ooms >= 400 and retries >= 400 and expandable >= 280 and gc >= 250 \
-        and freeable >= 550, (ooms, retries, expandable, gc, freeable)
+    assert ooms >= 400 and retries >= 400 and expandable >= 280 and gc >= 250 and freeable >= 550, (
+        ooms,
+        retries,
+        expandable,
+        gc,
+        freeable,
+    )
 
 
 def test_uncovered_layouts_fall_back_to_python():
@@ -272,8 +302,9 @@ def test_uncovered_layouts_fall_back_to_python():
     seen = 0
     for _ in range(40):
         reqs = random_requests(rng, 200, dup_group=True)
-        if len(np.unique(reqs.initial.seg_stream[reqs.initial.seg_expandable])) == \
-                int(reqs.initial.seg_expandable.sum()):
+        if len(np.unique(reqs.initial.seg_stream[reqs.initial.seg_expandable])) == int(
+            reqs.initial.seg_expandable.sum()
+        ):
             continue  # every stream once: covered
         cfg = random_config(rng)
         assert native_sim.simulate(reqs, cfg, None) is None
@@ -312,8 +343,13 @@ def test_progress_and_cancel(monkeypatch):
     monkeypatch.setattr(native_sim, "CHUNK", 64)
     reqs = random_requests(np.random.default_rng(9), 500)
     seen = []
-    res = native_sim.simulate(reqs, rules.AllocatorConfig(), None, None,
-                              Progress(lambda stage, f: seen.append((stage, f))))
+    res = native_sim.simulate(
+        reqs,
+        rules.AllocatorConfig(),
+        None,
+        None,
+        Progress(lambda stage, f: seen.append((stage, f))),
+    )
     assert res is not None and len(seen) >= 7 and {s for s, _ in seen} == {"simulate"}
     assert [f for _, f in seen] == sorted(f for _, f in seen)
     calls = []
@@ -322,6 +358,7 @@ def test_progress_and_cancel(monkeypatch):
         calls.append(f)
         if len(calls) == 3:
             raise LoadCancelled()
+
     with pytest.raises(LoadCancelled):
         native_sim.simulate(reqs, rules.AllocatorConfig(), None, None, Progress(cancel))
     assert len(calls) == 3
@@ -337,9 +374,12 @@ BIG = "transformer_long_python_1000k"
 # Settings and limits tried on every recording beside the recorded run (a subset of
 # RECOMMENDED keeps the module under a minute; test_recommended_settings_on_a_subset
 # runs them all on the small recordings).
-SETTINGS = ["expandable_segments:True", "max_split_size_mb:64",
-            "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
-            "expandable_segments:True,garbage_collection_threshold:0.6"]
+SETTINGS = [
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+    "expandable_segments:True,garbage_collection_threshold:0.6",
+]
 
 
 @pytest.fixture(scope="module")

@@ -45,8 +45,9 @@ def globs() -> list[tuple[int, str, str]]:
 
 def mime_type_of(filename: str) -> str | None:
     """The shared-mime-info rule: the highest weight wins, then the longest pattern."""
-    matches = [(w, len(p), t) for w, p, t in globs()
-               if fnmatch.fnmatch(filename.lower(), p.lower())]
+    matches = [
+        (w, len(p), t) for w, p, t in globs() if fnmatch.fnmatch(filename.lower(), p.lower())
+    ]
     return max(matches)[2] if matches else None
 
 
@@ -93,18 +94,21 @@ def test_mime_types_defined():
     assert types[SNAPSHOT].find("m:comment", NS).text
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("snapshot.pickle", SNAPSHOT),
-    ("my_snapshot.pickle", SNAPSHOT),
-    ("Memory_Snapshot.PICKLE", SNAPSHOT),
-    ("memory_snapshot.pickle.xz", SNAPSHOT),
-    ("gpu-node-3_pid4242_rank1_cuda1_oom_20250301-142501-318.pickle", SNAPSHOT),
-    ("vm_pid868_cuda0_exit_20261121-064738-501.pickle", SNAPSHOT),
-    ("model.pkl", PICKLE),
-    ("features.pickle", PICKLE),
-    ("data.tar.gz", None),
-    ("notes.txt", None),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("snapshot.pickle", SNAPSHOT),
+        ("my_snapshot.pickle", SNAPSHOT),
+        ("Memory_Snapshot.PICKLE", SNAPSHOT),
+        ("memory_snapshot.pickle.xz", SNAPSHOT),
+        ("gpu-node-3_pid4242_rank1_cuda1_oom_20250301-142501-318.pickle", SNAPSHOT),
+        ("vm_pid868_cuda0_exit_20261121-064738-501.pickle", SNAPSHOT),
+        ("model.pkl", PICKLE),
+        ("features.pickle", PICKLE),
+        ("data.tar.gz", None),
+        ("notes.txt", None),
+    ],
+)
 def test_file_names_map_to_types(name, expected):
     assert mime_type_of(name) == expected
 
@@ -122,8 +126,9 @@ def test_update_mime_database_accepts_the_types(tmp_path):
     packages = tmp_path / "mime" / "packages"
     packages.mkdir(parents=True)
     shutil.copy(MIME_XML, packages / "vramscope.xml")
-    out = subprocess.run(["update-mime-database", str(tmp_path / "mime")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["update-mime-database", str(tmp_path / "mime")], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "warning" not in (out.stdout + out.stderr).lower(), out.stderr
     globs2 = (tmp_path / "mime" / "globs2").read_text()
     assert f"60:{SNAPSHOT}:*snapshot*.pickle" in globs2
@@ -157,12 +162,17 @@ def test_tarball_desktop_integration_installs_and_uninstalls(tmp_path):
     assert entry["Exec"] == f'"{escaped}" %f'
     assert entry["TryExec"] == exe
     if shutil.which("desktop-file-validate"):
-        check = subprocess.run(["desktop-file-validate",
-                                str(data / "applications" / "vramscope.desktop")],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            ["desktop-file-validate", str(data / "applications" / "vramscope.desktop")],
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 0 and check.stdout == "", check.stdout
-    for rel in ("icons/hicolor/48x48/apps/vramscope.png",
-                "icons/hicolor/scalable/apps/vramscope.svg", "mime/packages/vramscope.xml"):
+    for rel in (
+        "icons/hicolor/48x48/apps/vramscope.png",
+        "icons/hicolor/scalable/apps/vramscope.svg",
+        "mime/packages/vramscope.xml",
+    ):
         assert (data / rel).is_file(), rel
     out = subprocess.run([str(script), "--uninstall"], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr

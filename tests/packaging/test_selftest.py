@@ -26,8 +26,14 @@ def _env() -> dict:
 
 
 def test_self_test_passes(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "--self-test"],
-                         capture_output=True, text=True, timeout=180, env=_env(), cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "--self-test"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=_env(),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1].startswith("self-test passed: ")
@@ -41,9 +47,14 @@ def test_self_test_passes(tmp_path):
 
 def test_self_test_keeps_the_render_with_screenshot(tmp_path):
     png = tmp_path / "render.png"
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "--self-test",
-                          "--screenshot", str(png)],
-                         capture_output=True, text=True, timeout=180, env=_env(), cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "--self-test", "--screenshot", str(png)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=_env(),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

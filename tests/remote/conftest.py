@@ -21,8 +21,10 @@ sys.path.insert(0, str(HERE.parent / "capture"))
 
 from sshd_helpers import Sshd, sshd_binary  # noqa: E402
 
-NO_SSHD = ("sshd (openssh-server) or the OpenSSH client is not installed: the ssh:// "
-           "tests need a real server")
+NO_SSHD = (
+    "sshd (openssh-server) or the OpenSSH client is not installed: the ssh:// "
+    "tests need a real server"
+)
 
 
 @pytest.fixture(scope="session")

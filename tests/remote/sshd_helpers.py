@@ -35,8 +35,12 @@ def free_port() -> int:
 
 
 def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vramscope-test",
-                    "-f", str(path)], check=True, stdin=subprocess.DEVNULL, timeout=30)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "vramscope-test", "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
 
 
 class Sshd:
@@ -52,8 +56,7 @@ class Sshd:
         for k in (self.host_key, self.user_key, self.other_key):
             _keygen(k)
         os.chmod(directory, 0o700)
-        (directory / "authorized_keys").write_text(
-            (directory / "user_key.pub").read_text())
+        (directory / "authorized_keys").write_text((directory / "user_key.pub").read_text())
         self.sshd_config = directory / "sshd_config"
         self.sshd_config.write_text(
             f"Port {self.port}\n"
@@ -71,7 +74,8 @@ class Sshd:
             "AllowStreamLocalForwarding yes\n"
             "X11Forwarding no\n"
             "PrintMotd no\n"
-            "LogLevel ERROR\n")
+            "LogLevel ERROR\n"
+        )
         known = directory / "known_hosts"
         host_pub = (directory / "host_key.pub").read_text().split()
         known.write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
@@ -92,7 +96,8 @@ class Sshd:
             "  StrictHostKeyChecking yes\n"
             "  PasswordAuthentication no\n"
             "  KbdInteractiveAuthentication no\n"
-            "  LogLevel ERROR\n")
+            "  LogLevel ERROR\n"
+        )
         return p
 
     def start(self) -> "Sshd":
@@ -101,8 +106,10 @@ class Sshd:
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.proc = subprocess.Popen(
             [self.binary, "-D", "-e", "-f", str(self.sshd_config)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(self.log, "wb"))
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "wb"),
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -26,11 +26,24 @@ RAN: list[str] = []
 
 
 def _attach(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    env = child_env({k: os.environ[k] for k in (
-        "VRAMSCOPE_SSH_CONFIG", "VRAMSCOPE_REMOTE_RUNTIME_DIR", "VRAMSCOPE_RUNTIME_DIR")
-        if k in os.environ})
-    return subprocess.run([sys.executable, "-m", "vramscope.viewer.cli", "attach", *args],
-                          env=env, text=True, capture_output=True, timeout=timeout)
+    env = child_env(
+        {
+            k: os.environ[k]
+            for k in (
+                "VRAMSCOPE_SSH_CONFIG",
+                "VRAMSCOPE_REMOTE_RUNTIME_DIR",
+                "VRAMSCOPE_RUNTIME_DIR",
+            )
+            if k in os.environ
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer.cli", "attach", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def _tunnel_dirs() -> set[str]:
@@ -87,8 +100,11 @@ def test_save_writes_the_agents_snapshot_here(ssh_env, start_target, tmp_path, r
     assert out.read_bytes() == direct.read_bytes()
     snap = load_snapshot(out)
     side = json.loads(out.with_suffix(".json").read_text())
-    assert side["memory_stats"]["reserved_bytes.all.current"] == 10 * MiB == t.stats()[
-        "reserved_bytes.all.current"]
+    assert (
+        side["memory_stats"]["reserved_bytes.all.current"]
+        == 10 * MiB
+        == t.stats()["reserved_bytes.all.current"]
+    )
     assert len(snap.trace.action) == 2
     assert _tunnel_dirs() == before  # the forwarding and its socket dir are gone
     print(f"\nattach ssh:// --save: {elapsed:.2f} s")
@@ -111,7 +127,7 @@ def test_figures_then_ends_when_the_process_exits(ssh_env, start_target):
         for _ in range(50):
             try:
                 s.poll_stats()
-            except Exception:  # noqa: BLE001 - AttachError: the connection went
+            except Exception:
                 break
             time.sleep(0.1)
         assert s.state == "ended", s.status  # asked over ssh: the pid is gone there
@@ -123,8 +139,9 @@ def test_figures_then_ends_when_the_process_exits(ssh_env, start_target):
 def test_no_process_no_agent_and_bad_host_are_one_line(ssh_env, start_target, monkeypatch):
     RAN.append("errors")
     r = _attach(ssh_env.host_url, "99999999")
-    assert r.returncode == 2 and r.stderr.strip().endswith("no process 99999999 on "
-                                                           f"{ssh_env.user}@127.0.0.1")
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        f"no process 99999999 on {ssh_env.user}@127.0.0.1"
+    )
     t = start_target("--no-serve")
     r = _attach(ssh_env.host_url, str(t.pid))
     assert r.returncode == 2 and "has no vramscope agent" in r.stderr
@@ -139,36 +156,45 @@ def test_no_process_no_agent_and_bad_host_are_one_line(ssh_env, start_target, mo
 
 
 def test_listing_and_nvidia_smi_output_parse():
-    text = "\n".join([
-        "@@vs-dir 1000 /run/user/1000/vramscope",
-        "drwx------ 2 1000 1000 80 Jan 1 00:00 /run/user/1000/vramscope",
-        "@@vs-entry /run/user/1000/vramscope/agent-42.json",
-        json.dumps({"pid": 42, "endpoint": "unix:/run/user/1000/vramscope/agent-42.sock",
-                    "start_ticks": 7}),
-        "@@vs-stat",
-        "42 (py thon) S " + " ".join(["0"] * 18) + " 7 0",
-        "@@vs-entry /run/user/1000/vramscope/agent-43.json",
-        json.dumps({"pid": 43, "start_ticks": 7}),
-        "@@vs-stat",
-        "43 (python) S " + " ".join(["0"] * 18) + " 9 0",  # pid reused
-        "@@vs-dir 1000 /tmp/vramscope-1000",
-        "drwxrwxrwx 2 1000 1000 80 Jan 1 00:00 /tmp/vramscope-1000",  # open to others
-        "@@vs-entry /tmp/vramscope-1000/agent-44.json",
-        json.dumps({"pid": 44}),
-        "@@vs-stat",
-        "44 (python) S",
-        "@@vs-gpus",
-        "0, 00000000:17:00.0, NVIDIA H100 80GB HBM3, 81559, 1200, 80359",
-        "@@vs-apps",
-        "00000000:17:00.0, 42, 1100",
-    ])
+    text = "\n".join(
+        [
+            "@@vs-dir 1000 /run/user/1000/vramscope",
+            "drwx------ 2 1000 1000 80 Jan 1 00:00 /run/user/1000/vramscope",
+            "@@vs-entry /run/user/1000/vramscope/agent-42.json",
+            json.dumps(
+                {
+                    "pid": 42,
+                    "endpoint": "unix:/run/user/1000/vramscope/agent-42.sock",
+                    "start_ticks": 7,
+                }
+            ),
+            "@@vs-stat",
+            "42 (py thon) S " + " ".join(["0"] * 18) + " 7 0",
+            "@@vs-entry /run/user/1000/vramscope/agent-43.json",
+            json.dumps({"pid": 43, "start_ticks": 7}),
+            "@@vs-stat",
+            "43 (python) S " + " ".join(["0"] * 18) + " 9 0",  # pid reused
+            "@@vs-dir 1000 /tmp/vramscope-1000",
+            "drwxrwxrwx 2 1000 1000 80 Jan 1 00:00 /tmp/vramscope-1000",  # open to others
+            "@@vs-entry /tmp/vramscope-1000/agent-44.json",
+            json.dumps({"pid": 44}),
+            "@@vs-stat",
+            "44 (python) S",
+            "@@vs-gpus",
+            "0, 00000000:17:00.0, NVIDIA H100 80GB HBM3, 81559, 1200, 80359",
+            "@@vs-apps",
+            "00000000:17:00.0, 42, 1100",
+        ]
+    )
     listing = remote.parse_listing(text, "gpu")
     assert [e["pid"] for e in listing.entries] == [42]
     info = listing.nvml
     assert info.error is None and info.devices[0].name == "NVIDIA H100 80GB HBM3"
     assert info.process_bytes(42) == 1100 * MiB
-    assert remote.parse_listing("@@vs-no-nvidia-smi\n", "gpu").nvml.error == \
-        "nvidia-smi is not available on gpu"
+    assert (
+        remote.parse_listing("@@vs-no-nvidia-smi\n", "gpu").nvml.error
+        == "nvidia-smi is not available on gpu"
+    )
 
 
 def test_live_window_over_ssh(ssh_env, start_target, qtbot, tmp_path):

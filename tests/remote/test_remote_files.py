@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from sshd_helpers import sshd_binary
 
 from vramscope.viewer.model import LoadCancelled, Selection, load_snapshot, memory_stats
@@ -51,9 +50,14 @@ def test_addresses_parse_and_quote():
     assert (v6.host.host, v6.host.port) == ("::1", 22)
     cmd = rp.host.command("true")
     assert cmd[-3:] == ["--", "gpu-7", "true"] and "BatchMode=yes" in cmd
-    assert ["-p", "2222"] == cmd[cmd.index("-p"):cmd.index("-p") + 2]
-    for bad in ("ssh://-oProxyCommand=x/p", "ssh://host:99999/p", "ssh://host",
-                "ssh://ho st/p", "ssh://[::1/p"):
+    assert ["-p", "2222"] == cmd[cmd.index("-p") : cmd.index("-p") + 2]
+    for bad in (
+        "ssh://-oProxyCommand=x/p",
+        "ssh://host:99999/p",
+        "ssh://host",
+        "ssh://ho st/p",
+        "ssh://[::1/p",
+    ):
         with pytest.raises(RemoteError) as err:
             parse_url(bad)
         assert "\n" not in str(err.value)
@@ -80,8 +84,12 @@ def test_remote_snapshot_opens_with_the_local_figures(ssh_env):
     seen: list[tuple[int, int, int]] = []
     stages: list[str] = []
     t0 = time.monotonic()
-    snap = remote.load_remote(url, lambda stage, f: stages.append(stage), use_cache=False,
-                              on_bytes=lambda done, total, wire: seen.append((done, total, wire)))
+    snap = remote.load_remote(
+        url,
+        lambda stage, f: stages.append(stage),
+        use_cache=False,
+        on_bytes=lambda done, total, wire: seen.append((done, total, wire)),
+    )
     elapsed = time.monotonic() - t0
     local = load_snapshot(GPT2, use_cache=False)
     assert snap.path == url
@@ -89,8 +97,9 @@ def test_remote_snapshot_opens_with_the_local_figures(ssh_env):
     assert 0 < seen[-1][2] < GPT2.stat().st_size  # compressed on the wire
     assert "read" in stages
     for device in local.devices:
-        assert memory_stats(snap, Selection(device=device)) == \
-            memory_stats(local, Selection(device=device))
+        assert memory_stats(snap, Selection(device=device)) == memory_stats(
+            local, Selection(device=device)
+        )
     assert len(snap.trace.action) == len(local.trace.action)
     assert (snap.trace.addr == local.trace.addr).all()
     assert snap.sidecar == local.sidecar is not None  # the capture's JSON beside it, too
@@ -196,8 +205,11 @@ def test_failures_are_one_line(ssh_env, monkeypatch, tmp_path):
     assert "\n" not in msg and time.monotonic() - t0 < 15
     # An unknown host key: not accepted silently.
     unknown = tmp_path / "unknown_config"
-    unknown.write_text(ssh_env.ssh_config.read_text().replace(
-        str(ssh_env.dir / "known_hosts"), str(tmp_path / "empty_known_hosts")))
+    unknown.write_text(
+        ssh_env.ssh_config.read_text().replace(
+            str(ssh_env.dir / "known_hosts"), str(tmp_path / "empty_known_hosts")
+        )
+    )
     monkeypatch.setenv("VRAMSCOPE_SSH_CONFIG", str(unknown))
     with pytest.raises(RemoteError) as err:
         load_remote(f"{base}{GPT2}")
@@ -215,9 +227,20 @@ def test_screenshot_of_a_remote_argument_asks_for_a_local_file(ssh_env, tmp_path
     """``vramscope ssh://host/path --screenshot`` says it needs a local file (one line)."""
     RAN.append("gui-cli")
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    r = subprocess.run([sys.executable, "-m", "vramscope.viewer.cli",
-                        f"{ssh_env.host_url}{GPT2}", "--screenshot", str(tmp_path / "x.png")],
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vramscope.viewer.cli",
+            f"{ssh_env.host_url}{GPT2}",
+            "--screenshot",
+            str(tmp_path / "x.png"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "local file" in r.stderr
 
 
@@ -286,8 +309,13 @@ def test_the_cli_reads_a_remote_file_as_the_local_one(ssh_env):
     env = {**os.environ, "VRAMSCOPE_NO_CACHE": "1"}
 
     def run(*args):
-        out = subprocess.run([sys.executable, "-m", "vramscope.viewer", *args, "--json"],
-                             capture_output=True, text=True, timeout=300, env=env)
+        out = subprocess.run(
+            [sys.executable, "-m", "vramscope.viewer", *args, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
@@ -310,8 +338,13 @@ def test_the_python_api_opens_a_remote_file_as_the_cli(ssh_env):
     RAN.append("api")
     url = f"{ssh_env.host_url}{GPT2}"
     env = {**os.environ, "VRAMSCOPE_NO_CACHE": "1"}
-    out = subprocess.run([sys.executable, "-m", "vramscope.viewer", "summary", url, "--json"],
-                         capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "vramscope.viewer", "summary", url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     rec = vramscope.open(url)
     assert isinstance(rec, vramscope.Recording) and rec.path == url

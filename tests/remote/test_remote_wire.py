@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from wire_helpers import bytes_moved, proxy_config, remote_bin, ssh_with_path
 
 from vramscope.viewer.model import Selection, load_snapshot, memory_stats
@@ -36,12 +35,22 @@ AWKWARD = "it's a $(big) run.pickle"
 def big(tmp_path_factory) -> Path:
     """An uncompressed pickle of ~14 MB (150k events tiled from gpt2_oom), in a
     directory whose name has a space and a quote."""
-    d = tmp_path_factory.mktemp("wire") / "my \"runs\""
+    d = tmp_path_factory.mktemp("wire") / 'my "runs"'
     d.mkdir()
     out = d / AWKWARD
-    subprocess.run([sys.executable, str(ROOT / "tests/bench/tile_trace.py"), str(GPT2),
-                    str(out), "--events", "150000"], check=True, stdout=subprocess.DEVNULL,
-                   timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests/bench/tile_trace.py"),
+            str(GPT2),
+            str(out),
+            "--events",
+            "150000",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=300,
+    )
     return out
 
 
@@ -69,8 +78,9 @@ def wire(ssh_env, tmp_path, monkeypatch):
 def _same_figures(a, b) -> None:
     assert a.source_format == b.source_format
     for device in b.devices:
-        assert memory_stats(a, Selection(device=device)) == \
-            memory_stats(b, Selection(device=device))
+        assert memory_stats(a, Selection(device=device)) == memory_stats(
+            b, Selection(device=device)
+        )
     assert (a.trace.addr == b.trace.addr).all()
 
 
@@ -86,8 +96,7 @@ def test_an_uncompressed_pickle_crosses_the_wire_compressed(ssh_env, wire, big, 
     done, total, on_wire = seen[-1]
     assert (done, total) == (size, size)  # the file's bytes, all of them
     assert on_wire <= moved  # and what crossed the wire for them, as the progress says
-    print(f"\n{size} bytes opened with {moved} bytes on the wire "
-          f"({100 * moved / size:.1f}%)")
+    print(f"\n{size} bytes opened with {moved} bytes on the wire ({100 * moved / size:.1f}%)")
     # The same open with compression refused: the counting relay sees the whole file.
     monkeypatch.setenv("VRAMSCOPE_REMOTE_COMPRESS", "none")
     load_remote(url, use_cache=False, on_bytes=lambda *a: seen.append(a))
@@ -105,8 +114,7 @@ def test_a_compressed_file_travels_as_it_is(ssh_env, wire, tmp_path):
     assert packed.stat().st_size <= moved <= packed.stat().st_size + (64 << 10)
 
 
-def test_a_host_without_a_compressor_sends_the_file_as_it_is(ssh_env, wire, tmp_path,
-                                                              monkeypatch):
+def test_a_host_without_a_compressor_sends_the_file_as_it_is(ssh_env, wire, tmp_path, monkeypatch):
     bare = remote_bin(tmp_path / "bin")  # sh, stat, head, cat...: no gzip, xz or zstd
     monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(bare))
     size = GPT2.stat().st_size
@@ -130,12 +138,12 @@ def test_a_host_without_a_compressor_sends_the_file_as_it_is(ssh_env, wire, tmp_
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "VRAMSCOPE_NO_CACHE": "1", **env}
-    return subprocess.run([str(VRAMSCOPE), *args], capture_output=True, text=True,
-                          timeout=300, env=full)
+    return subprocess.run(
+        [str(VRAMSCOPE), *args], capture_output=True, text=True, timeout=300, env=full
+    )
 
 
-def test_summary_advise_and_whatif_run_on_the_host(ssh_env, wire, big, tmp_path,
-                                                    monkeypatch):
+def test_summary_advise_and_whatif_run_on_the_host(ssh_env, wire, big, tmp_path, monkeypatch):
     there = remote_bin(tmp_path / "bin", "xz", vramscope=str(VRAMSCOPE))
     monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(there))
     url = f"{ssh_env.host_url}{big}"
@@ -153,8 +161,11 @@ def test_summary_advise_and_whatif_run_on_the_host(ssh_env, wire, big, tmp_path,
     local = _cli("summary", str(big))
     assert text.stdout == local.stdout.replace(str(big), url, 1)
     small = f"{ssh_env.host_url}{GPT2}"
-    for args in (["advise", "--json", "--no-cache"], ["advise", "--no-cache"],
-                 ["whatif", "--conf", "max_split_size_mb:64", "--json", "--no-cache"]):
+    for args in (
+        ["advise", "--json", "--no-cache"],
+        ["advise", "--no-cache"],
+        ["whatif", "--conf", "max_split_size_mb:64", "--json", "--no-cache"],
+    ):
         got = _cli(args[0], small, *args[1:])
         assert got.returncode == 0, got.stderr
         assert wire.moved() <= 64 << 10, args
@@ -165,29 +176,31 @@ def test_summary_advise_and_whatif_run_on_the_host(ssh_env, wire, big, tmp_path,
     bad = _cli("summary", url, "--device", "7")
     assert bad.returncode == 2 and bad.stderr.startswith("vramscope: error:")
     assert wire.moved() <= 64 << 10, bad.stderr
-    assert bad.stderr == _cli("summary", url, "--device", "7",
-                              VRAMSCOPE_REMOTE_RUN="0").stderr
+    assert bad.stderr == _cli("summary", url, "--device", "7", VRAMSCOPE_REMOTE_RUN="0").stderr
     missing = _cli("summary", f"{ssh_env.host_url}/no/such dir/x.pickle")
     assert missing.returncode == 2 and "no such file" in missing.stderr
     assert f"{ssh_env.host_url}/no/such dir/x.pickle" in missing.stderr
 
 
-def test_another_vramscope_version_there_is_not_asked(ssh_env, wire, tmp_path,
-                                                      monkeypatch):
+def test_another_vramscope_version_there_is_not_asked(ssh_env, wire, tmp_path, monkeypatch):
     """A remote vramscope of another version could answer otherwise: the file is read
     here instead (streamed compressed)."""
     old = tmp_path / "old-vramscope"
-    old.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'vramscope 0.0.1' && exit 0\n"
-                   "echo '{\"file\": \"wrong\", \"reserved_bytes\": 1}'\n")
+    old.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'vramscope 0.0.1' && exit 0\n"
+        'echo \'{"file": "wrong", "reserved_bytes": 1}\'\n'
+    )
     old.chmod(0o755)
-    monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(
-        remote_bin(tmp_path / "bin", "xz", vramscope=str(old))))
+    monkeypatch.setenv(
+        "VRAMSCOPE_SSH", ssh_with_path(remote_bin(tmp_path / "bin", "xz", vramscope=str(old)))
+    )
     url = f"{ssh_env.host_url}{GPT2}"
     got = _cli("summary", url, "--json")
     assert got.returncode == 0, got.stderr
     assert wire.moved() > 64 << 10  # streamed
     assert json.loads(got.stdout) == json.loads(
-        _cli("summary", url, "--json", VRAMSCOPE_REMOTE_RUN="0").stdout)
+        _cli("summary", url, "--json", VRAMSCOPE_REMOTE_RUN="0").stdout
+    )
     # No vramscope at all there: the same.
     monkeypatch.setenv("VRAMSCOPE_SSH", ssh_with_path(remote_bin(tmp_path / "b2", "xz")))
     assert _cli("summary", url, "--json").stdout == got.stdout

@@ -42,14 +42,16 @@ def remote_bin(directory: Path, *tools: str, vramscope: str | None = None) -> Pa
 
 def ssh_with_path(directory: Path) -> str:
     """``VRAMSCOPE_SSH`` for a remote PATH of ``directory`` only."""
-    return shlex.join([sys.executable, str(HERE / "wire_helpers.py"), "path",
-                       str(directory), "ssh"])
+    return shlex.join(
+        [sys.executable, str(HERE / "wire_helpers.py"), "path", str(directory), "ssh"]
+    )
 
 
 def proxy_config(base: Path, out: Path, rate: int, counts: Path) -> Path:
     """``base`` (an ssh config) with every connection going through the counting relay."""
-    proxy = shlex.join([sys.executable, str(HERE / "wire_helpers.py"), "relay", "%h", "%p",
-                        str(rate), str(counts)])
+    proxy = shlex.join(
+        [sys.executable, str(HERE / "wire_helpers.py"), "relay", "%h", "%p", str(rate), str(counts)]
+    )
     out.write_text(base.read_text().replace("Host *\n", f"Host *\n  ProxyCommand {proxy}\n"))
     return out
 
@@ -106,7 +108,7 @@ def _leave(signum, frame) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def path_main(directory: str, argv: list[str]) -> int:

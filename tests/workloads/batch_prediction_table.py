@@ -96,11 +96,21 @@ def compiled_rows(dirs=None) -> list[dict]:
                     continue
                 p = prediction_of(src, b1)
                 real = real_peak_reserved(dst)
-                lo, hi = (p.range if p.range else (p.peak, p.peak))
-                rows.append({"family": family, "from_batch": b0, "to_batch": b1,
-                             "scale": b1 / b0, "predicted": p.peak, "real": real,
-                             "error": p.peak / real - 1.0, "is_estimate": p.is_estimate,
-                             "low": lo, "high": hi})
+                lo, hi = p.range if p.range else (p.peak, p.peak)
+                rows.append(
+                    {
+                        "family": family,
+                        "from_batch": b0,
+                        "to_batch": b1,
+                        "scale": b1 / b0,
+                        "predicted": p.peak,
+                        "real": real,
+                        "error": p.peak / real - 1.0,
+                        "is_estimate": p.is_estimate,
+                        "low": lo,
+                        "high": hi,
+                    }
+                )
     return rows
 
 
@@ -109,14 +119,18 @@ def print_compiled(dirs=None) -> None:
     from vramscope.viewer.model.core.units import format_bytes as fb
 
     print("compiled (torch.compile) batch what-if: predicted vs real peak reserved")
-    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}"
-          f"{'error':>9}{'estimate':>10}   {'range':<28}{'real in it':>10}")
+    print(
+        f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}"
+        f"{'error':>9}{'estimate':>10}   {'range':<28}{'real in it':>10}"
+    )
     for r in compiled_rows(dirs):
-        print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
-              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
-              f"{'yes' if r['is_estimate'] else 'no':>10}   "
-              + f"{fb(r['low'])} .. {fb(r['high'])}".ljust(28)
-              + f"{'yes' if r['low'] <= r['real'] <= r['high'] else 'NO':>10}")
+        print(
+            f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
+            f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
+            f"{'yes' if r['is_estimate'] else 'no':>10}   "
+            + f"{fb(r['low'])} .. {fb(r['high'])}".ljust(28)
+            + f"{'yes' if r['low'] <= r['real'] <= r['high'] else 'NO':>10}"
+        )
 
 
 _CASES: dict[str, tuple] = {}
@@ -197,13 +211,21 @@ def sweep_rows(dirs=None) -> list[dict]:
                 real = real_peak_reserved(dst)
                 est = predict_range(src, b1) if b1 != b0 else None
                 prop = predict_peak(src, b1, proportional=True) if est else pred
-                rows.append({"family": family, "from_batch": b0, "to_batch": b1,
-                             "scale": b1 / b0, "predicted": pred, "real": real,
-                             "error": pred / real - 1.0,
-                             "proportional_error": prop / real - 1.0,
-                             "estimate_low": est.low if est else pred,
-                             "estimate_high": est.high if est else pred,
-                             "workspaces": est.workspaces if est else 0})
+                rows.append(
+                    {
+                        "family": family,
+                        "from_batch": b0,
+                        "to_batch": b1,
+                        "scale": b1 / b0,
+                        "predicted": pred,
+                        "real": real,
+                        "error": pred / real - 1.0,
+                        "proportional_error": prop / real - 1.0,
+                        "estimate_low": est.low if est else pred,
+                        "estimate_high": est.high if est else pred,
+                        "workspaces": est.workspaces if est else 0,
+                    }
+                )
     return rows
 
 
@@ -224,10 +246,18 @@ def limit_rows(dirs=None) -> list[dict]:
     rows = []
     for src in sources:
         case, j, truth = case_of(src)
-        found = batch_scale.largest_fitting_scale(case, j, limit,
-                                                  recorded_batch=int(truth["batch_size"]))
-        rows.append({"from": src.name.split(".pickle")[0], "from_batch": truth["batch_size"],
-                     "limit": limit, "predicted": found.batch, "real": real})
+        found = batch_scale.largest_fitting_scale(
+            case, j, limit, recorded_batch=int(truth["batch_size"])
+        )
+        rows.append(
+            {
+                "from": src.name.split(".pickle")[0],
+                "from_batch": truth["batch_size"],
+                "limit": limit,
+                "predicted": found.batch,
+                "real": real,
+            }
+        )
     return rows
 
 
@@ -249,25 +279,40 @@ def remedy_rows(dirs=None) -> list[dict]:
     if keep and nograd:
         a = advice_of(keep)
         r = next((r for r in a.remedies if r.remedy == "free_kept"), None)
-        rows.append({"from": "eval_keeps_outputs", "remedy": "free_kept", "to": "eval_no_grad",
-                     "method": r.method if r else None,
-                     "predicted": r.predicted_peak_reserved_bytes if r else None,
-                     "real": real_peak_reserved(nograd)})
+        rows.append(
+            {
+                "from": "eval_keeps_outputs",
+                "remedy": "free_kept",
+                "to": "eval_no_grad",
+                "method": r.method if r else None,
+                "predicted": r.predicted_peak_reserved_bytes if r else None,
+                "real": real_peak_reserved(nograd),
+            }
+        )
     fixed = find("remedy_gpt2_fits", dirs)
     if fixed:
         t = truth_of(fixed)["remedy"]
         base = find(t.get("recording", "limit_sweep_gpt2_oom"), dirs) or find(
-            "limit_sweep_gpt2_oom", dirs)
+            "limit_sweep_gpt2_oom", dirs
+        )
         if base:
             a = advice_of(base, t.get("memory_limit_bytes"))
             name = t["remedy"]["name"]
-            want = {"bf16_autocast": "bf16_autocast",
-                    "grad_checkpointing": "gradient_checkpointing"}.get(name)
+            want = {
+                "bf16_autocast": "bf16_autocast",
+                "grad_checkpointing": "gradient_checkpointing",
+            }.get(name)
             r = next((r for r in a.remedies if r.remedy == want), None)
-            rows.append({"from": base.name.split(".pickle")[0], "remedy": name,
-                         "to": "remedy_gpt2_fits", "method": r.method if r else None,
-                         "predicted": r.predicted_peak_reserved_bytes if r else None,
-                         "real": int(t["remedy"]["peak_reserved"])})
+            rows.append(
+                {
+                    "from": base.name.split(".pickle")[0],
+                    "remedy": name,
+                    "to": "remedy_gpt2_fits",
+                    "method": r.method if r else None,
+                    "predicted": r.predicted_peak_reserved_bytes if r else None,
+                    "real": int(t["remedy"]["peak_reserved"]),
+                }
+            )
     return rows
 
 
@@ -290,17 +335,31 @@ def workspace_rows(dirs=None) -> list[dict]:
             how = j.fixed_how
             for b1, dst in sorted(by_batch.items()):
                 other = case_of(dst)[0].requests
-                if b1 == b0 or len(other) != len(case.requests) \
-                        or not (other.kind == case.requests.kind).all():
+                if (
+                    b1 == b0
+                    or len(other) != len(case.requests)
+                    or not (other.kind == case.requests.kind).all()
+                ):
                     continue
                 f = Fraction(b1, b0)
                 est = j.scaled_sizes(f)[w]
                 prop = dataclasses.replace(j, fixed=None).scaled_sizes(f)[w]
-                out.append({"family": family, "from_batch": b0, "to_batch": b1,
-                            "request": w, "phase": evd.phase[w], "iteration": evd.iteration[w],
-                            "recorded": j.size[w], "fixed": j.fixed[w], "how": how[w],
-                            "real": other.size[w].astype(np.int64), "estimate": est,
-                            "proportional": prop})
+                out.append(
+                    {
+                        "family": family,
+                        "from_batch": b0,
+                        "to_batch": b1,
+                        "request": w,
+                        "phase": evd.phase[w],
+                        "iteration": evd.iteration[w],
+                        "recorded": j.size[w],
+                        "fixed": j.fixed[w],
+                        "how": how[w],
+                        "real": other.size[w].astype(np.int64),
+                        "estimate": est,
+                        "proportional": prop,
+                    }
+                )
     return out
 
 
@@ -315,31 +374,40 @@ def print_workspaces(dirs=None, scales=(0.5, 1.5)) -> None:
     for r in rows:
         if r["to_batch"] / r["from_batch"] not in scales:
             continue
-        print(f"\n{r['family']} {r['from_batch']} -> {r['to_batch']}: workspaces of the first "
-              "iteration (bytes; how: D decomposed s x W + k x O + d, W weight beside it "
-              "fixed, - proportional)")
-        print(f"{'request':>8} {'phase':<9}{'recorded':>12}{'fixed':>10}{'real':>12}"
-              f"{'estimate':>12}{'error':>8}{'proportional':>14}{'error':>8}  how")
+        print(
+            f"\n{r['family']} {r['from_batch']} -> {r['to_batch']}: workspaces of the first "
+            "iteration (bytes; how: D decomposed s x W + k x O + d, W weight beside it "
+            "fixed, - proportional)"
+        )
+        print(
+            f"{'request':>8} {'phase':<9}{'recorded':>12}{'fixed':>10}{'real':>12}"
+            f"{'estimate':>12}{'error':>8}{'proportional':>14}{'error':>8}  how"
+        )
         it = r["iteration"]
         first = it == it.min()
         for k in np.flatnonzero(first):
             real = int(r["real"][k])
-            print(f"{int(r['request'][k]):>8} {evidence.PHASES[r['phase'][k]]:<9}"
-                  f"{int(r['recorded'][k]):>12}{int(r['fixed'][k]):>10}{real:>12}"
-                  f"{int(r['estimate'][k]):>12}{r['estimate'][k] / real - 1:>+8.1%}"
-                  f"{int(r['proportional'][k]):>14}{r['proportional'][k] / real - 1:>+8.1%}  "
-                  + "-DW"[int(r["how"][k])])
-    print("\nworkspaces per pair: exact (within 2 KiB) and the summed miss, estimate vs "
-          "proportional")
+            print(
+                f"{int(r['request'][k]):>8} {evidence.PHASES[r['phase'][k]]:<9}"
+                f"{int(r['recorded'][k]):>12}{int(r['fixed'][k]):>10}{real:>12}"
+                f"{int(r['estimate'][k]):>12}{r['estimate'][k] / real - 1:>+8.1%}"
+                f"{int(r['proportional'][k]):>14}{r['proportional'][k] / real - 1:>+8.1%}  "
+                + "-DW"[int(r["how"][k])]
+            )
+    print(
+        "\nworkspaces per pair: exact (within 2 KiB) and the summed miss, estimate vs proportional"
+    )
     for r in rows:
         e = np.abs(r["estimate"] - r["real"])
         p = np.abs(r["proportional"] - r["real"])
         n = len(e)
-        print(f"  {r['family']:<8}{r['from_batch']:>4} -> {r['to_batch']:<4} exact "
-              f"{(e < 2048).sum():>4} / {n} (proportional {(p < 2048).sum():>4}), miss "
-              f"{e.sum() / 2**20:8.1f} MiB (proportional {p.sum() / 2**20:8.1f} MiB); "
-              f"decomposed {(r['how'] == workspaces.DECOMPOSED).sum()}, "
-              f"weight beside {(r['how'] == workspaces.WEIGHT_BESIDE).sum()}")
+        print(
+            f"  {r['family']:<8}{r['from_batch']:>4} -> {r['to_batch']:<4} exact "
+            f"{(e < 2048).sum():>4} / {n} (proportional {(p < 2048).sum():>4}), miss "
+            f"{e.sum() / 2**20:8.1f} MiB (proportional {p.sum() / 2**20:8.1f} MiB); "
+            f"decomposed {(r['how'] == workspaces.DECOMPOSED).sum()}, "
+            f"weight beside {(r['how'] == workspaces.WEIGHT_BESIDE).sum()}"
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -359,44 +427,60 @@ def main(argv: list[str]) -> int:
     if study:
         print_workspaces(dirs)
         print()
-    print("batch-size what-if: peak reserved predicted from one recording vs the real run "
-          "(proportional: the error with every workspace scaled in proportion)")
-    print(f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}"
-          f"{'proportional':>14}   {'estimate range (workspaces)':<30}{'real in it':>10}")
+    print(
+        "batch-size what-if: peak reserved predicted from one recording vs the real run "
+        "(proportional: the error with every workspace scaled in proportion)"
+    )
+    print(
+        f"{'family':<8}{'from':>6}{'to':>6}{'scale':>7}{'predicted':>13}{'real':>13}{'error':>9}"
+        f"{'proportional':>14}   {'estimate range (workspaces)':<30}{'real in it':>10}"
+    )
     for r in rows:
         if r["from_batch"] == r["to_batch"]:
             continue
-        print(f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
-              f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
-              f"{r['proportional_error'] * 100:>+13.1f}%   "
-              + (f"{fb(r['estimate_low'])} .. {fb(r['estimate_high'])}"
-                 if r["workspaces"] else "(no workspaces: exact)").ljust(30)
-              + f"{'yes' if r['estimate_low'] <= r['real'] <= r['estimate_high'] else 'NO':>10}")
+        print(
+            f"{r['family']:<8}{r['from_batch']:>6}{r['to_batch']:>6}{r['scale']:>7.2f}"
+            f"{fb(r['predicted']):>13}{fb(r['real']):>13}{r['error'] * 100:>+8.1f}%"
+            f"{r['proportional_error'] * 100:>+13.1f}%   "
+            + (
+                f"{fb(r['estimate_low'])} .. {fb(r['estimate_high'])}"
+                if r["workspaces"]
+                else "(no workspaces: exact)"
+            ).ljust(30)
+            + f"{'yes' if r['estimate_low'] <= r['real'] <= r['estimate_high'] else 'NO':>10}"
+        )
     half = [r for r in rows if r["scale"] in (0.5, 1.5)]
     if half:
-        print(f"at 0.5x and 1.5x: {len(half)} predictions, max |error| "
-              f"{max(abs(r['error']) for r in half) * 100:.1f}% (proportional "
-              f"{max(abs(r['proportional_error']) for r in half) * 100:.1f}%)")
+        print(
+            f"at 0.5x and 1.5x: {len(half)} predictions, max |error| "
+            f"{max(abs(r['error']) for r in half) * 100:.1f}% (proportional "
+            f"{max(abs(r['proportional_error']) for r in half) * 100:.1f}%)"
+        )
     moved = [r for r in rows if r["from_batch"] != r["to_batch"]]
-    print(f"all {len(moved)} pairs: mean |error| "
-          f"{sum(abs(r['error']) for r in moved) / len(moved) * 100:.1f}%, max "
-          f"{max(abs(r['error']) for r in moved) * 100:.1f}% (proportional "
-          f"{sum(abs(r['proportional_error']) for r in moved) / len(moved) * 100:.1f}%, "
-          f"{max(abs(r['proportional_error']) for r in moved) * 100:.1f}%)")
+    print(
+        f"all {len(moved)} pairs: mean |error| "
+        f"{sum(abs(r['error']) for r in moved) / len(moved) * 100:.1f}%, max "
+        f"{max(abs(r['error']) for r in moved) * 100:.1f}% (proportional "
+        f"{sum(abs(r['proportional_error']) for r in moved) / len(moved) * 100:.1f}%, "
+        f"{max(abs(r['proportional_error']) for r in moved) * 100:.1f}%)"
+    )
     lrows = limit_rows(dirs)
     if lrows:
         print(f"\nlargest batch that fits {fb(lrows[0]['limit'])} (real: {lrows[0]['real']})")
         for r in lrows:
-            print(f"  from {r['from']:<24} (batch {r['from_batch']:>3}): "
-                  f"predicted {r['predicted']}")
+            print(
+                f"  from {r['from']:<24} (batch {r['from_batch']:>3}): predicted {r['predicted']}"
+            )
     rrows = remedy_rows(dirs)
     if rrows:
         print("\nremedies: predicted peak reserved vs the real run with the change made")
         for r in rrows:
             pred = fb(r["predicted"]) if r["predicted"] is not None else "(not offered)"
             err = f"{r['predicted'] / r['real'] - 1:+.1%}" if r["predicted"] else ""
-            print(f"  {r['from']} + {r['remedy']} ({r['method']}): predicted {pred}, "
-                  f"real ({r['to']}) {fb(r['real'])} {err}")
+            print(
+                f"  {r['from']} + {r['remedy']} ({r['method']}): predicted {pred}, "
+                f"real ({r['to']}) {fb(r['real'])} {err}"
+            )
     return 0
 
 

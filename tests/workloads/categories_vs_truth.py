@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for categories_truth
 
-import categories_truth as ct  # noqa: E402
+import categories_truth as ct
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,21 +28,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="only these recordings")
     ap.add_argument("--json", action="store_true", help="machine-readable rows")
     args = ap.parse_args(argv)
-    files = [p for p in ct.truth_files()
-             if not args.names or p.name[:-len(".truth.json")] in args.names]
+    files = [
+        p for p in ct.truth_files() if not args.names or p.name[: -len(".truth.json")] in args.names
+    ]
     if not files:
-        print("no truth recordings found in " + ", ".join(map(str, ct.TRUTH_DIRS)),
-              file=sys.stderr)
+        print("no truth recordings found in " + ", ".join(map(str, ct.TRUTH_DIRS)), file=sys.stderr)
         return 1
     rows = [ct.compare(p) for p in files]
     if args.json:
-        json.dump([{"name": c.name, "kind": c.kind, "error": c.error,
-                    "peak_bytes": c.peak_bytes, "ours_at_peak": c.ours_at_peak,
-                    "truth_live_at_peak": c.truth_live_at_peak, "truth_bytes": c.truth_bytes,
-                    "address_mismatch": c.address_mismatch, "ours_at_end": c.ours_at_end,
+        json.dump(
+            [
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "error": c.error,
+                    "peak_bytes": c.peak_bytes,
+                    "ours_at_peak": c.ours_at_peak,
+                    "truth_live_at_peak": c.truth_live_at_peak,
+                    "truth_bytes": c.truth_bytes,
+                    "address_mismatch": c.address_mismatch,
+                    "ours_at_end": c.ours_at_end,
                     "iterations_found": c.iterations_found,
-                    "leaks": [lk.to_dict() for lk in c.leaks]} for c in rows],
-                  sys.stdout, indent=1)
+                    "leaks": [lk.to_dict() for lk in c.leaks],
+                }
+                for c in rows
+            ],
+            sys.stdout,
+            indent=1,
+        )
         print()
     else:
         print(ct.table(rows))

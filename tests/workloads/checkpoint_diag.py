@@ -24,8 +24,23 @@ PROGRAM = str(HERE / "checkpoint_trainer.py")
 
 REC = ["--self-record", "all:python"]
 # transformers' defaults: GPT2Config() (124M, dropout 0.1), sdpa attention, no determinism.
-ISSUE = ["--layers", "12", "--hidden", "768", "--heads", "12", "--vocab", "50257",
-         "--seq", "256", "--dropout", "0.1", "--attn", "sdpa", "--nondeterministic"]
+ISSUE = [
+    "--layers",
+    "12",
+    "--hidden",
+    "768",
+    "--heads",
+    "12",
+    "--vocab",
+    "50257",
+    "--seq",
+    "256",
+    "--dropout",
+    "0.1",
+    "--attn",
+    "sdpa",
+    "--nondeterministic",
+]
 SMALL_ISSUE = ["--dropout", "0.1", "--attn", "sdpa", "--nondeterministic"]
 VARIANTS: dict[str, list[str]] = {
     "issue_re": ["--reentrant", *ISSUE],
@@ -54,6 +69,7 @@ VARIANTS: dict[str, list[str]] = {
     "det_capture_nr": ["@capture"],
 }
 
+
 def run(name: str, extra: list[str], timeout: float) -> dict:
     cmd = [sys.executable]
     if extra and extra[0].startswith("@capture"):
@@ -72,8 +88,14 @@ def run(name: str, extra: list[str], timeout: float) -> dict:
     for line in out_s.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[7:])
-    return {"name": name, "cmd": cmd[1:], "rc": rc, "seconds": round(time.monotonic() - t0, 1),
-            "result": result, "stderr_tail": err_s[-2500:]}
+    return {
+        "name": name,
+        "cmd": cmd[1:],
+        "rc": rc,
+        "seconds": round(time.monotonic() - t0, 1),
+        "result": result,
+        "stderr_tail": err_s[-2500:],
+    }
 
 
 def main() -> int:
@@ -96,8 +118,11 @@ def main() -> int:
             else:
                 what = f"FAIL {res.get('error') or r['stderr_tail'][-300:]!r}"
             print(f"{r['name']:28s} rc={r['rc']} {r['seconds']:6.1f}s {what}", flush=True)
-            events = [e for e in res.get("raised_in_other_threads") or []
-                      if " KeyError " not in e and " StopIteration " not in e]
+            events = [
+                e
+                for e in res.get("raised_in_other_threads") or []
+                if " KeyError " not in e and " StopIteration " not in e
+            ]
             for ev in events[:40]:
                 print(f"    {ev}", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)

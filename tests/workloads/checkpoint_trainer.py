@@ -35,11 +35,19 @@ if "--nondeterministic" not in sys.argv:
 def build_model(torch, args):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(n_layer=args.layers, n_embd=args.hidden, n_head=args.heads,
-                        vocab_size=args.vocab, n_positions=max(args.seq, 1024),
-                        resid_pdrop=args.dropout, embd_pdrop=args.dropout,
-                        attn_pdrop=args.dropout, use_cache=False,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        n_layer=args.layers,
+        n_embd=args.hidden,
+        n_head=args.heads,
+        vocab_size=args.vocab,
+        n_positions=max(args.seq, 1024),
+        resid_pdrop=args.dropout,
+        embd_pdrop=args.dropout,
+        attn_pdrop=args.dropout,
+        use_cache=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     # Eager (matmul) attention has a deterministic backward; sdpa is transformers' default.
     config._attn_implementation = args.attn
     torch.manual_seed(0)
@@ -65,12 +73,22 @@ def run_trainer(torch, args, model, data):
 
     out = tempfile.mkdtemp(prefix="ckpt-trainer-")
     targs = TrainingArguments(
-        output_dir=out, per_device_train_batch_size=args.batch, max_steps=args.steps,
-        learning_rate=1e-3, bf16=not args.no_bf16, optim="adamw_torch_fused",
+        output_dir=out,
+        per_device_train_batch_size=args.batch,
+        max_steps=args.steps,
+        learning_rate=1e-3,
+        bf16=not args.no_bf16,
+        optim="adamw_torch_fused",
         gradient_checkpointing=True,
         gradient_checkpointing_kwargs={"use_reentrant": bool(args.reentrant)},
-        report_to="none", save_strategy="no", logging_steps=1, seed=0, data_seed=0,
-        dataloader_num_workers=0, dataloader_pin_memory=not args.no_pin, disable_tqdm=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+        data_seed=0,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=not args.no_pin,
+        disable_tqdm=True,
         lr_scheduler_type="constant",
     )
     Recording(model=model, args=targs, train_dataset=data).train()
@@ -81,16 +99,20 @@ def run_plain(torch, args, model, data):
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(dev).train()
     model.gradient_checkpointing_enable(
-        gradient_checkpointing_kwargs={"use_reentrant": bool(args.reentrant)})
+        gradient_checkpointing_kwargs={"use_reentrant": bool(args.reentrant)}
+    )
     if args.reentrant:
         model.enable_input_require_grads()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     losses = []
     for step in range(args.steps):
-        rows = data[step * args.batch:(step + 1) * args.batch]
+        rows = data[step * args.batch : (step + 1) * args.batch]
         ids = torch.stack([r["input_ids"] for r in rows]).to(dev)
-        ctx = (contextlib.nullcontext() if args.no_bf16
-               else torch.autocast(dev.type, dtype=torch.bfloat16))
+        ctx = (
+            contextlib.nullcontext()
+            if args.no_bf16
+            else torch.autocast(dev.type, dtype=torch.bfloat16)
+        )
         with ctx:
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
@@ -116,9 +138,12 @@ class RaiseLog:
         def on(kind):
             def cb(code, offset, exc):
                 if threading.get_ident() != main and len(self.events) < 200:
-                    self.events.append(f"{kind} {type(exc).__name__} in {code.co_name} "
-                                       f"({os.path.basename(code.co_filename)}:"
-                                       f"{code.co_firstlineno}) {str(exc)[:120]!r}")
+                    self.events.append(
+                        f"{kind} {type(exc).__name__} in {code.co_name} "
+                        f"({os.path.basename(code.co_filename)}:"
+                        f"{code.co_firstlineno}) {str(exc)[:120]!r}"
+                    )
+
             return cb
 
         for kind in ("RAISE", "RERAISE", "EXCEPTION_HANDLED", "PY_UNWIND"):
@@ -139,19 +164,35 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--attn", choices=("eager", "sdpa"), default="eager")
-    p.add_argument("--nondeterministic", action="store_true",
-                   help="no torch.use_deterministic_algorithms (two runs may then differ)")
+    p.add_argument(
+        "--nondeterministic",
+        action="store_true",
+        help="no torch.use_deterministic_algorithms (two runs may then differ)",
+    )
     p.add_argument("--no-bf16", action="store_true")
     p.add_argument("--no-pin", action="store_true")
-    p.add_argument("--no-early-stop", action="store_true",
-                   help="torch.utils.checkpoint.set_checkpoint_early_stop(False)")
-    p.add_argument("--self-record", default=None, metavar="CONTEXT:STACKS",
-                   help="call _record_memory_history itself, e.g. all:python, alloc:all")
+    p.add_argument(
+        "--no-early-stop",
+        action="store_true",
+        help="torch.utils.checkpoint.set_checkpoint_early_stop(False)",
+    )
+    p.add_argument(
+        "--self-record",
+        default=None,
+        metavar="CONTEXT:STACKS",
+        help="call _record_memory_history itself, e.g. all:python, alloc:all",
+    )
     p.add_argument("--enabled", default="all", help="_record_memory_history's enabled")
-    p.add_argument("--clear-callbacks", action="store_true",
-                   help="remove RecordFunction callbacks after recording starts")
-    p.add_argument("--monitor", action="store_true",
-                   help="log Python exceptions raised in other threads (sys.monitoring)")
+    p.add_argument(
+        "--clear-callbacks",
+        action="store_true",
+        help="remove RecordFunction callbacks after recording starts",
+    )
+    p.add_argument(
+        "--monitor",
+        action="store_true",
+        help="log Python exceptions raised in other threads (sys.monitoring)",
+    )
     args = p.parse_args(argv)
 
     import torch
@@ -162,16 +203,21 @@ def main(argv=None) -> int:
     if args.self_record:
         context, _, stacks = args.self_record.partition(":")
         torch.cuda.memory._record_memory_history(
-            enabled=args.enabled, context=None if context == "none" else context,
-            stacks=stacks or "python", max_entries=100_000)
+            enabled=args.enabled,
+            context=None if context == "none" else context,
+            stacks=stacks or "python",
+            max_entries=100_000,
+        )
     if args.clear_callbacks:
         torch._C._clear_callbacks()
     model = build_model(torch, args)
     data = dataset(torch, args)
-    result: dict = {"trainer": not args.plain, "reentrant": args.reentrant,
-                    "history_enabled": None}
-    early = (torch.utils.checkpoint.set_checkpoint_early_stop(False) if args.no_early_stop
-             else contextlib.nullcontext())
+    result: dict = {"trainer": not args.plain, "reentrant": args.reentrant, "history_enabled": None}
+    early = (
+        torch.utils.checkpoint.set_checkpoint_early_stop(False)
+        if args.no_early_stop
+        else contextlib.nullcontext()
+    )
     try:
         with early:
             losses = (run_plain if args.plain else run_trainer)(torch, args, model, data)

@@ -30,11 +30,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--outlier-rank", type=int, default=1,
-                   help="the rank that keeps an extra buffer (-1: none)")
+    p.add_argument(
+        "--outlier-rank", type=int, default=1, help="the rank that keeps an extra buffer (-1: none)"
+    )
     p.add_argument("--extra-gib", type=float, default=1.0, help="size of that buffer in GiB")
-    p.add_argument("--oom-rank", type=int, default=-1,
-                   help="the rank that hits (and survives) one CUDA OOM (-1: none)")
+    p.add_argument(
+        "--oom-rank",
+        type=int,
+        default=-1,
+        help="the rank that hits (and survives) one CUDA OOM (-1: none)",
+    )
     return p.parse_args(argv)
 
 

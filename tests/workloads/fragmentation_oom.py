@@ -40,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + os.environ.get("PYTORCH_ALLOC_CONF", "")
     if "expandable_segments:True" in conf.replace(" ", ""):
-        print("fragmentation_oom: expandable segments are on, so this will not fragment",
-              file=sys.stderr)
+        print(
+            "fragmentation_oom: expandable segments are on, so this will not fragment",
+            file=sys.stderr,
+        )
 
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(dev)
@@ -71,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Raises torch.cuda.OutOfMemoryError: no hole is 8 MiB, no room for a segment.
     extra = torch.empty(REQUEST, dtype=torch.uint8, device=dev)
-    print("fragmentation_oom: no OOM happened (is the allocator configured differently?)",
-          file=sys.stderr)
+    print(
+        "fragmentation_oom: no OOM happened (is the allocator configured differently?)",
+        file=sys.stderr,
+    )
     del extra
     return 3
 

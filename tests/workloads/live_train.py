@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import train_small  # noqa: E402
+import train_small
 
 
 def _write_json(path: Path, data) -> None:
@@ -63,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
     hs = Path(args.handshake_dir) if args.handshake_dir else None
     if args.serve:
-        capture.serve(max_entries=int(os.environ.get("LIVE_MAX_ENTRIES", "100000")),
-                      budget=float(os.environ.get("LIVE_BUDGET", "0.01")))
+        capture.serve(
+            max_entries=int(os.environ.get("LIVE_MAX_ENTRIES", "100000")),
+            budget=float(os.environ.get("LIVE_BUDGET", "0.01")),
+        )
     torch.manual_seed(0)
     device = train_small.pick_device()
     model, opt = train_small.build(args.width, args.layers, device)
@@ -86,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             gc.disable()  # nothing may be freed while the snapshot is taken
             stats = torch.cuda.memory_stats(torch.cuda.current_device())
-            _write_json(hs / "stats.json", {"step": i, "device": torch.cuda.current_device(),
-                                            "memory_stats": dict(stats)})
+            _write_json(
+                hs / "stats.json",
+                {"step": i, "device": torch.cuda.current_device(), "memory_stats": dict(stats)},
+            )
             t0 = time.monotonic()
             while not (hs / "go").exists() and time.monotonic() - t0 < 120:
                 time.sleep(0.05)
@@ -110,8 +114,7 @@ def _bench(args, torch, capture, step, hs: Path) -> int:
     from vramscope.capture.live import agent as live_agent
 
     # Recording is on in every phase: what is measured is the agent and its clients.
-    capture.start(max_entries=int(os.environ.get("LIVE_MAX_ENTRIES", "100000")),
-                  dump_signal=None)
+    capture.start(max_entries=int(os.environ.get("LIVE_MAX_ENTRIES", "100000")), dump_signal=None)
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
@@ -136,8 +139,11 @@ def _bench(args, torch, capture, step, hs: Path) -> int:
             capture.stop_serving()
             (hs / "agent.json").unlink(missing_ok=True)
         phases.append({"agent": on, "times": times, "served": served, "governors": gov})
-        print(f"phase {k} agent={on} median {sorted(times)[len(times)//2]*1e3:.2f} ms "
-              f"served {served}", flush=True)
+        print(
+            f"phase {k} agent={on} median {sorted(times)[len(times) // 2] * 1e3:.2f} ms "
+            f"served {served}",
+            flush=True,
+        )
     _write_json(hs / "bench.json", {"phases": phases})
     return 0
 

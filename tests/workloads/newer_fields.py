@@ -31,8 +31,12 @@ MiB = 1 << 20
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
-    p.add_argument("--max-entries", type=int, default=1000,
-                   help="trace ring size: smaller than the run, so it overflows")
+    p.add_argument(
+        "--max-entries",
+        type=int,
+        default=1000,
+        help="trace ring size: smaller than the run, so it overflows",
+    )
     p.add_argument("--steps", type=int, default=40)
     args = p.parse_args(argv)
 
@@ -51,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         features[name] = name in params
         if features[name]:
             kwargs[name] = True
-    mem._record_memory_history("all", context="all", stacks="python",
-                               max_entries=args.max_entries, **kwargs)
+    mem._record_memory_history(
+        "all", context="all", stacks="python", max_entries=args.max_entries, **kwargs
+    )
     set_meta = getattr(mem, "_set_memory_metadata", None)
     features["_set_memory_metadata"] = set_meta is not None
     annotate = getattr(mem, "_annotate_tensor", None)
@@ -74,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         compiled(torch.randn(256, 256, device=dev))
         features["torch.compile"] = True
     except Exception as exc:  # a missing compiler toolchain must not end the recording
-        print(f"newer_fields: torch.compile unavailable ({exc.__class__.__name__})",
-              file=sys.stderr)
+        print(
+            f"newer_fields: torch.compile unavailable ({exc.__class__.__name__})", file=sys.stderr
+        )
         features["torch.compile"] = False
 
     for step in range(args.steps):

@@ -61,17 +61,27 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "truth"))
 
-from _shim import import_capture  # noqa: E402
+from _shim import import_capture
 
 MiB = 1 << 20
 GiB = 1 << 30
 SCHEMA = "vramscope-gpu-accounting-truth/1"
 HOLDER_SCHEMA = "vramscope-gpu-holder-truth/1"
-LLAMA = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-             num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048,
-             tie_word_embeddings=False)
-SMI = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,used_memory,process_name",
-       "--format=csv,noheader,nounits"]
+LLAMA = dict(
+    vocab_size=32000,
+    hidden_size=1024,
+    intermediate_size=2816,
+    num_hidden_layers=8,
+    num_attention_heads=16,
+    num_key_value_heads=16,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
+)
+SMI = [
+    "nvidia-smi",
+    "--query-compute-apps=gpu_uuid,pid,used_memory,process_name",
+    "--format=csv,noheader,nounits",
+]
 
 
 def hold(nbytes: int, device: int) -> int:
@@ -81,9 +91,17 @@ def hold(nbytes: int, device: int) -> int:
     dev = torch.device("cuda", device)
     x = torch.empty(nbytes, dtype=torch.uint8, device=dev)
     torch.cuda.synchronize(dev)
-    print(json.dumps({"pid": os.getpid(), "bytes": int(x.numel()),
-                      "memory_reserved": int(torch.cuda.memory_reserved(dev)),
-                      "memory_allocated": int(torch.cuda.memory_allocated(dev))}), flush=True)
+    print(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "bytes": int(x.numel()),
+                "memory_reserved": int(torch.cuda.memory_reserved(dev)),
+                "memory_allocated": int(torch.cuda.memory_allocated(dev)),
+            }
+        ),
+        flush=True,
+    )
     sys.stdin.read()  # until the parent closes the pipe (or dies)
     del x
     return 0
@@ -103,8 +121,12 @@ def smi_apps() -> dict:
                 used[parts[1]] = int(float(parts[2]) * MiB)
             except ValueError:
                 used[parts[1]] = None
-    return {"returncode": done.returncode, "lines": done.stdout.splitlines()[:50],
-            "stderr": done.stderr[-500:], "used": used}
+    return {
+        "returncode": done.returncode,
+        "lines": done.stdout.splitlines()[:50],
+        "stderr": done.stderr[-500:],
+        "used": used,
+    }
 
 
 def nvml_apps(device_uuid: str | None) -> dict:
@@ -119,16 +141,23 @@ def nvml_apps(device_uuid: str | None) -> dict:
             h = nv.nvmlDeviceGetHandleByIndex(i)
             u = nv.nvmlDeviceGetUUID(h)
             u = u.decode() if isinstance(u, bytes) else str(u)
-            if device_uuid and (u.lower().removeprefix("gpu-")
-                                != device_uuid.lower().removeprefix("gpu-")):
+            if device_uuid and (
+                u.lower().removeprefix("gpu-") != device_uuid.lower().removeprefix("gpu-")
+            ):
                 continue
             mem = nv.nvmlDeviceGetMemoryInfo(h)
             procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
-            return {"index": i, "uuid": u, "total": int(mem.total), "used_device": int(mem.used),
-                    "free": int(mem.free),
-                    "used": {str(p.pid): (int(p.usedGpuMemory)
-                                          if isinstance(p.usedGpuMemory, int) else None)
-                             for p in procs}}
+            return {
+                "index": i,
+                "uuid": u,
+                "total": int(mem.total),
+                "used_device": int(mem.used),
+                "free": int(mem.free),
+                "used": {
+                    str(p.pid): (int(p.usedGpuMemory) if isinstance(p.usedGpuMemory, int) else None)
+                    for p in procs
+                },
+            }
         return {"error": f"no NVML device with UUID {device_uuid}", "used": {}}
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "used": {}}
@@ -140,22 +169,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hold-gib", type=float, default=20.0)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--no-nvml", action="store_true",
-                   help="hide pynvml from the capture (its process list from nvidia-smi)")
-    p.add_argument("--scenario", choices=("request", "allocator", "cublas"), default="request",
-                   help="request: one too-large request beside a 20 GiB holder (default); "
-                        "allocator / cublas: a holder of nearly the whole GPU and a training "
-                        "under python -m vramscope.capture")
-    p.add_argument("--room", type=float, default=1.5,
-                   help="allocator: GiB the holder leaves free once the training is warm")
-    p.add_argument("--rooms", default="0,2,8,32",
-                   help="cublas: MiB the holder leaves free, tried in turn")
+    p.add_argument(
+        "--no-nvml",
+        action="store_true",
+        help="hide pynvml from the capture (its process list from nvidia-smi)",
+    )
+    p.add_argument(
+        "--scenario",
+        choices=("request", "allocator", "cublas"),
+        default="request",
+        help="request: one too-large request beside a 20 GiB holder (default); "
+        "allocator / cublas: a holder of nearly the whole GPU and a training "
+        "under python -m vramscope.capture",
+    )
+    p.add_argument(
+        "--room",
+        type=float,
+        default=1.5,
+        help="allocator: GiB the holder leaves free once the training is warm",
+    )
+    p.add_argument(
+        "--rooms", default="0,2,8,32", help="cublas: MiB the holder leaves free, tried in turn"
+    )
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--hold", type=int, default=None, help=argparse.SUPPRESS)  # the child
     p.add_argument("--hold-serve", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--train", choices=("allocator", "cublas"), default=None,
-                   help=argparse.SUPPRESS)
+    p.add_argument("--train", choices=("allocator", "cublas"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--sync", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.hold is not None:
@@ -189,17 +229,29 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1. The other process.
     child = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--hold", str(hold_bytes),
-         "--device", str(args.device)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--hold",
+            str(hold_bytes),
+            "--device",
+            str(args.device),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline() if child.stdout else ""
         if not line:
             print("other_process_holds: the holding process failed", file=sys.stderr)
             return 3
         other = json.loads(line)
-        print(f"other_process_holds: pid {other['pid']} holds {hold_bytes / GiB:.2f} GiB "
-              f"(reserved {other['memory_reserved'] / GiB:.2f} GiB)", flush=True)
+        print(
+            f"other_process_holds: pid {other['pid']} holds {hold_bytes / GiB:.2f} GiB "
+            f"(reserved {other['memory_reserved'] / GiB:.2f} GiB)",
+            flush=True,
+        )
         return record(torch, nn, capture, dev, out, args, other, hold_bytes, uuid, total, child)
     finally:
         if child.stdin:
@@ -218,12 +270,17 @@ def record(torch, nn, capture, dev, out, args, other, hold_bytes, uuid, total, c
     def truth_observer(device: int, alloc: int, device_alloc: int, device_free: int) -> None:
         try:
             free, tot = torch.cuda.mem_get_info(device)
-            at_oom.update(device=int(device), alloc=int(alloc), device_alloc=int(device_alloc),
-                          device_free=int(device_free), mem_get_info_free=int(free),
-                          mem_get_info_total=int(tot),
-                          reserved=int(torch.cuda.memory_reserved(device)),
-                          allocated=int(torch.cuda.memory_allocated(device)),
-                          time=time.time())
+            at_oom.update(
+                device=int(device),
+                alloc=int(alloc),
+                device_alloc=int(device_alloc),
+                device_free=int(device_free),
+                mem_get_info_free=int(free),
+                mem_get_info_total=int(tot),
+                reserved=int(torch.cuda.memory_reserved(device)),
+                allocated=int(torch.cuda.memory_allocated(device)),
+                time=time.time(),
+            )
         except Exception as exc:  # never into the allocator
             at_oom["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -245,8 +302,10 @@ def record(torch, nn, capture, dev, out, args, other, hold_bytes, uuid, total, c
         free, _ = torch.cuda.mem_get_info(dev)
         request = (free + GiB) // (2 * MiB) * (2 * MiB)
         assert request < free + hold_bytes, "the other process would not be the cause"
-        print(f"other_process_holds: {free / GiB:.2f} GiB free, asking for "
-              f"{request / GiB:.2f} GiB", flush=True)
+        print(
+            f"other_process_holds: {free / GiB:.2f} GiB free, asking for {request / GiB:.2f} GiB",
+            flush=True,
+        )
         try:
             big = torch.empty(request, dtype=torch.uint8, device=dev)
             del big
@@ -273,18 +332,27 @@ def record(torch, nn, capture, dev, out, args, other, hold_bytes, uuid, total, c
         "device": dev.index,
         "uuid": uuid,
         "total_memory": total,
-        "other": {"pid": other["pid"], "hold_bytes": hold_bytes,
-                  "memory_reserved": other["memory_reserved"],
-                  "memory_allocated": other["memory_allocated"],
-                  "smi_used_bytes": smi["used"].get(str(other["pid"])),
-                  "nvml_used_bytes": nvml["used"].get(str(other["pid"])),
-                  "alive_after": child.poll() is None},
-        "self": {"pid": os.getpid(),
-                 "smi_used_bytes": smi["used"].get(str(os.getpid())),
-                 "nvml_used_bytes": nvml["used"].get(str(os.getpid())),
-                 "reserved_after": int(torch.cuda.memory_reserved(dev))},
-        "oom": {"request_bytes": request, "free_before_request": int(free),
-                "message": message[:2000], **at_oom},
+        "other": {
+            "pid": other["pid"],
+            "hold_bytes": hold_bytes,
+            "memory_reserved": other["memory_reserved"],
+            "memory_allocated": other["memory_allocated"],
+            "smi_used_bytes": smi["used"].get(str(other["pid"])),
+            "nvml_used_bytes": nvml["used"].get(str(other["pid"])),
+            "alive_after": child.poll() is None,
+        },
+        "self": {
+            "pid": os.getpid(),
+            "smi_used_bytes": smi["used"].get(str(os.getpid())),
+            "nvml_used_bytes": nvml["used"].get(str(os.getpid())),
+            "reserved_after": int(torch.cuda.memory_reserved(dev)),
+        },
+        "oom": {
+            "request_bytes": request,
+            "free_before_request": int(free),
+            "message": message[:2000],
+            **at_oom,
+        },
         "nvidia_smi": smi,
         "nvml": nvml,
     }
@@ -294,12 +362,16 @@ def record(torch, nn, capture, dev, out, args, other, hold_bytes, uuid, total, c
         f.write(raw)
     snap_path.unlink()
     (out / (name + ".truth.json")).write_text(json.dumps(truth, indent=1) + "\n")
-    print(f"other_process_holds: wrote {truth['snapshot']} ({len(raw)} bytes before xz), "
-          f"{truth['sidecar']}, {name}.truth.json in {out}", flush=True)
+    print(
+        f"other_process_holds: wrote {truth['snapshot']} ({len(raw)} bytes before xz), "
+        f"{truth['sidecar']}, {name}.truth.json in {out}",
+        flush=True,
+    )
     return 0
 
 
 # --- a holder of nearly the whole GPU, and a training under the capture -----------------
+
 
 def hold_serve(device: int) -> int:
     """The holder of the allocator / cublas scenarios: takes memory on command.
@@ -315,9 +387,19 @@ def hold_serve(device: int) -> int:
 
     def report(**kw) -> None:
         free, total = torch.cuda.mem_get_info(dev)
-        print(json.dumps({"pid": os.getpid(), "bytes": int(sum(t.numel() for t in held)),
-                          "memory_reserved": int(torch.cuda.memory_reserved(dev)),
-                          "free": int(free), "total": int(total), **kw}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "bytes": int(sum(t.numel() for t in held)),
+                    "memory_reserved": int(torch.cuda.memory_reserved(dev)),
+                    "free": int(free),
+                    "total": int(total),
+                    **kw,
+                }
+            ),
+            flush=True,
+        )
 
     torch.empty(1, device=dev)
     uuid = getattr(torch.cuda.get_device_properties(dev), "uuid", None)
@@ -373,19 +455,30 @@ def train(args) -> int:
     model = LlamaForCausalLM(config).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     vocab = config.vocab_size
-    truth: dict = {"model": "transformers.LlamaForCausalLM", "model_config": LLAMA,
-                   "batch": args.batch, "seq": args.seq, "autocast": "bfloat16",
-                   "optimizer": "AdamW(fused=True)", "phase": "setup", "step": None,
-                   "threads_at_failure": None}
+    truth: dict = {
+        "model": "transformers.LlamaForCausalLM",
+        "model_config": LLAMA,
+        "batch": args.batch,
+        "seq": args.seq,
+        "autocast": "bfloat16",
+        "optimizer": "AdamW(fused=True)",
+        "phase": "setup",
+        "step": None,
+        "threads_at_failure": None,
+    }
     at_oom: dict = {}
 
     def truth_observer(device: int, alloc: int, device_alloc: int, device_free: int) -> None:
         try:
             free, _ = torch.cuda.mem_get_info(device)
-            at_oom.update(alloc=int(alloc), device_alloc=int(device_alloc),
-                          device_free=int(device_free), mem_get_info_free=int(free),
-                          reserved=int(torch.cuda.memory_reserved(device)),
-                          allocated=int(torch.cuda.memory_allocated(device)))
+            at_oom.update(
+                alloc=int(alloc),
+                device_alloc=int(device_alloc),
+                device_free=int(device_free),
+                mem_get_info_free=int(free),
+                reserved=int(torch.cuda.memory_reserved(device)),
+                allocated=int(torch.cuda.memory_allocated(device)),
+            )
         except Exception as exc:  # never into the allocator
             at_oom["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -413,8 +506,9 @@ def train(args) -> int:
         # in autograd's thread, with no matrix product there: its cuBLAS handle does not exist.
         with torch.no_grad():
             forward(batch(args.batch)[0])
-        x = torch.randn(args.batch * args.seq, vocab, device=dev, dtype=torch.bfloat16,
-                        requires_grad=True)
+        x = torch.randn(
+            args.batch * args.seq, vocab, device=dev, dtype=torch.bfloat16, requires_grad=True
+        )
         F.cross_entropy(x.float(), torch.randint(0, vocab, (x.shape[0],), device=dev)).backward()
         del x
         # The allocator's cache holds a whole step: the forward's blocks, and room for the
@@ -430,8 +524,15 @@ def train(args) -> int:
         torch.cuda.empty_cache()
     torch._C._cuda_attach_out_of_memory_observer(truth_observer)
     free, _ = torch.cuda.mem_get_info(dev)
-    (sync / "ready").write_text(json.dumps({"pid": os.getpid(), "free": int(free),
-                                            "reserved": int(torch.cuda.memory_reserved(dev))}))
+    (sync / "ready").write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "free": int(free),
+                "reserved": int(torch.cuda.memory_reserved(dev)),
+            }
+        )
+    )
     if not _wait_file(sync / "go", 300):
         print("train: no go from the driver", file=sys.stderr)
         return 6
@@ -453,15 +554,19 @@ def train(args) -> int:
         truth["phase"] = "done"
     except BaseException as exc:
         free, total = torch.cuda.mem_get_info(dev)
-        truth.update(error=str(exc)[:4000], error_first_line=str(exc).splitlines()[0][:500],
-                     exception_type=type(exc).__name__,
-                     free_at_failure=int(free), total=int(total),
-                     reserved_at_failure=int(torch.cuda.memory_reserved(dev)),
-                     allocated_at_failure=int(torch.cuda.memory_allocated(dev)),
-                     memory_stats=dict(torch.cuda.memory_stats(dev)),
-                     allocator_oom=isinstance(exc, torch.cuda.OutOfMemoryError),
-                     at_allocator_oom=at_oom or None,
-                     threads_at_failure=[t.name for t in threading.enumerate()])
+        truth.update(
+            error=str(exc)[:4000],
+            error_first_line=str(exc).splitlines()[0][:500],
+            exception_type=type(exc).__name__,
+            free_at_failure=int(free),
+            total=int(total),
+            reserved_at_failure=int(torch.cuda.memory_reserved(dev)),
+            allocated_at_failure=int(torch.cuda.memory_allocated(dev)),
+            memory_stats=dict(torch.cuda.memory_stats(dev)),
+            allocator_oom=isinstance(exc, torch.cuda.OutOfMemoryError),
+            at_allocator_oom=at_oom or None,
+            threads_at_failure=[t.name for t in threading.enumerate()],
+        )
         raise
     finally:
         (sync / "train_truth.json").write_text(json.dumps(truth, indent=1, default=str))
@@ -474,27 +579,40 @@ def holder_scenario(args) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     name = f"holder_{args.scenario}_oom"
-    holder = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--hold-serve",
-                               "--device", str(args.device)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--hold-serve", "--device", str(args.device)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdin is not None and holder.stdout is not None
     try:
         started = json.loads(holder.stdout.readline())
         uuid = started.get("uuid")
-        rooms = ([int(args.room * GiB)] if args.scenario == "allocator"
-                 else [int(float(r) * MiB) for r in args.rooms.split(",")])
+        rooms = (
+            [int(args.room * GiB)]
+            if args.scenario == "allocator"
+            else [int(float(r) * MiB) for r in args.rooms.split(",")]
+        )
         for attempt, room in enumerate(rooms):
             result = _one_run(args, out, name, holder, room, attempt, uuid, started)
-            wanted = ("CUBLAS_STATUS_ALLOC_FAILED" if args.scenario == "cublas"
-                      else "CUDA out of memory")
+            wanted = (
+                "CUBLAS_STATUS_ALLOC_FAILED" if args.scenario == "cublas" else "CUDA out of memory"
+            )
             if result is not None and wanted in result.get("error", ""):
-                print(f"other_process_holds: {name}: {result['error_first_line']} "
-                      f"(room {room / MiB:.0f} MiB, free at failure "
-                      f"{result['free_at_failure'] / MiB:.2f} MiB)", flush=True)
+                print(
+                    f"other_process_holds: {name}: {result['error_first_line']} "
+                    f"(room {room / MiB:.0f} MiB, free at failure "
+                    f"{result['free_at_failure'] / MiB:.2f} MiB)",
+                    flush=True,
+                )
                 return 0
-            print(f"other_process_holds: {name}: room {room / MiB:.0f} MiB gave "
-                  f"{(result or {}).get('error_first_line') or (result or {}).get('phase')!r}; "
-                  "trying the next", flush=True)
+            print(
+                f"other_process_holds: {name}: room {room / MiB:.0f} MiB gave "
+                f"{(result or {}).get('error_first_line') or (result or {}).get('phase')!r}; "
+                "trying the next",
+                flush=True,
+            )
             holder.stdin.write("release\n")
             holder.stdin.flush()
             holder.stdout.readline()
@@ -507,22 +625,48 @@ def holder_scenario(args) -> int:
             holder.kill()
 
 
-def _one_run(args, out: Path, name: str, holder: subprocess.Popen, room: int, attempt: int,
-             uuid: str | None, started: dict) -> dict | None:
+def _one_run(
+    args,
+    out: Path,
+    name: str,
+    holder: subprocess.Popen,
+    room: int,
+    attempt: int,
+    uuid: str | None,
+    started: dict,
+) -> dict | None:
     import shutil
     import tempfile
 
     assert holder.stdin is not None and holder.stdout is not None
     sync = Path(tempfile.mkdtemp(prefix="holder-sync-"))
     raw = sync / "snapshots"
-    cmd = [sys.executable, "-m", "vramscope.capture", "--out", str(raw), "--max-entries", "20000",
-           os.path.abspath(__file__), "--train", args.scenario, "--sync", str(sync),
-           "--device", str(args.device), "--batch", str(args.batch), "--seq", str(args.seq)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vramscope.capture",
+        "--out",
+        str(raw),
+        "--max-entries",
+        "20000",
+        os.path.abspath(__file__),
+        "--train",
+        args.scenario,
+        "--sync",
+        str(sync),
+        "--device",
+        str(args.device),
+        "--batch",
+        str(args.batch),
+        "--seq",
+        str(args.seq),
+    ]
     trainer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if not _wait_file(sync / "ready", 600, trainer):
-        out_s, err_s = trainer.communicate(timeout=60)
-        print(f"other_process_holds: the training never got ready: {err_s[-3000:]}",
-              file=sys.stderr)
+        _out_s, err_s = trainer.communicate(timeout=60)
+        print(
+            f"other_process_holds: the training never got ready: {err_s[-3000:]}", file=sys.stderr
+        )
         return None
     ready = json.loads((sync / "ready").read_text())
     holder.stdin.write(f"leave {room}\n")
@@ -530,18 +674,20 @@ def _one_run(args, out: Path, name: str, holder: subprocess.Popen, room: int, at
     left = json.loads(holder.stdout.readline())
     (sync / "go").touch()
     try:
-        out_s, err_s = trainer.communicate(timeout=600)
+        _out_s, err_s = trainer.communicate(timeout=600)
     except subprocess.TimeoutExpired:
         trainer.kill()
-        out_s, err_s = trainer.communicate()
+        _out_s, err_s = trainer.communicate()
     # The holder still holds: the process list of this moment is the truth's.
     smi, nvml = smi_apps(), nvml_apps(uuid)
     tfile = sync / "train_truth.json"
     result = json.loads(tfile.read_text()) if tfile.exists() else None
     ooms = sorted(raw.glob("*_oom_*.pickle")) if raw.is_dir() else []
-    print(f"other_process_holds: attempt {attempt}: room {room} B, trainer exit "
-          f"{trainer.returncode}, {len(ooms)} oom snapshot(s); stderr tail:\n{err_s[-1500:]}",
-          flush=True)
+    print(
+        f"other_process_holds: attempt {attempt}: room {room} B, trainer exit "
+        f"{trainer.returncode}, {len(ooms)} oom snapshot(s); stderr tail:\n{err_s[-1500:]}",
+        flush=True,
+    )
     if result is None or not ooms:
         return result
     wanted = "CUBLAS_STATUS_ALLOC_FAILED" if args.scenario == "cublas" else "CUDA out of memory"
@@ -562,23 +708,35 @@ def _one_run(args, out: Path, name: str, holder: subprocess.Popen, room: int, at
         "torch": torch_version(),
         "device": args.device,
         "uuid": uuid,
-        "holder": {"pid": left["pid"], "bytes": left["bytes"],
-                   "memory_reserved": left["memory_reserved"],
-                   "cmdline": _cmdline(left["pid"]),
-                   "free_after_filling": left["free"], "asked_to_leave": room,
-                   "started": started,
-                   "smi_used_bytes": smi["used"].get(str(left["pid"])),
-                   "nvml_used_bytes": nvml["used"].get(str(left["pid"]))},
-        "training": {"pid": ready["pid"], "cmdline": " ".join(cmd[1:]),
-                     "exit_status": trainer.returncode,
-                     "free_when_ready": ready["free"], "reserved_when_ready": ready["reserved"],
-                     "stderr_tail": err_s[-4000:], **result},
+        "holder": {
+            "pid": left["pid"],
+            "bytes": left["bytes"],
+            "memory_reserved": left["memory_reserved"],
+            "cmdline": _cmdline(left["pid"]),
+            "free_after_filling": left["free"],
+            "asked_to_leave": room,
+            "started": started,
+            "smi_used_bytes": smi["used"].get(str(left["pid"])),
+            "nvml_used_bytes": nvml["used"].get(str(left["pid"])),
+        },
+        "training": {
+            "pid": ready["pid"],
+            "cmdline": " ".join(cmd[1:]),
+            "exit_status": trainer.returncode,
+            "free_when_ready": ready["free"],
+            "reserved_when_ready": ready["reserved"],
+            "stderr_tail": err_s[-4000:],
+            **result,
+        },
         "nvidia_smi": smi,
         "nvml": nvml,
     }
     (out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1, default=str) + "\n")
-    print(f"other_process_holds: wrote {name}.pickle.xz ({len(raw_bytes)} bytes before xz), "
-          f"{name}.json, {name}.truth.json in {out}", flush=True)
+    print(
+        f"other_process_holds: wrote {name}.pickle.xz ({len(raw_bytes)} bytes before xz), "
+        f"{name}.json, {name}.truth.json in {out}",
+        flush=True,
+    )
     return result
 
 

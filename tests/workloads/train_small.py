@@ -27,11 +27,15 @@ def build(width: int = 256, layers: int = 2, device: str = "cpu"):
         def __init__(self) -> None:
             super().__init__()
             layer = nn.TransformerEncoderLayer(
-                d_model=width, nhead=max(1, width // 64), dim_feedforward=4 * width,
-                batch_first=True, dropout=0.0,
+                d_model=width,
+                nhead=max(1, width // 64),
+                dim_feedforward=4 * width,
+                batch_first=True,
+                dropout=0.0,
             )
-            self.encoder = nn.TransformerEncoder(layer, num_layers=layers,
-                                                 enable_nested_tensor=False)
+            self.encoder = nn.TransformerEncoder(
+                layer, num_layers=layers, enable_nested_tensor=False
+            )
             self.head = nn.Linear(width, 1)
 
         def forward(self, x):
@@ -42,8 +46,9 @@ def build(width: int = 256, layers: int = 2, device: str = "cpu"):
     return model, opt
 
 
-def make_step(model, opt, batch: int = 16, seq: int = 128, width: int = 256,
-              device: str = "cpu") -> Callable[[], float]:
+def make_step(
+    model, opt, batch: int = 16, seq: int = 128, width: int = 256, device: str = "cpu"
+) -> Callable[[], float]:
     """One training step on fresh random data; returns the loss."""
     import torch
 
@@ -78,8 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ready-file", help="touched after the first step")
     p.add_argument("--until-file", help="train until this file exists (at most --max-seconds)")
     p.add_argument("--max-seconds", type=float, default=60.0)
-    p.add_argument("--oom-on-rank", type=int, default=None,
-                   help="on this RANK, after the steps, request more memory than the GPU has")
+    p.add_argument(
+        "--oom-on-rank",
+        type=int,
+        default=None,
+        help="on this RANK, after the steps, request more memory than the GPU has",
+    )
     args = p.parse_args(argv)
 
     import torch

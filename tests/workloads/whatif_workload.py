@@ -35,9 +35,16 @@ def build_model(torch, vocab: int, layers: int, width: int, heads: int, position
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        cfg = GPT2Config(vocab_size=vocab, n_layer=layers, n_embd=width, n_head=heads,
-                         n_positions=positions, resid_pdrop=0.0, embd_pdrop=0.0,
-                         attn_pdrop=0.0)
+        cfg = GPT2Config(
+            vocab_size=vocab,
+            n_layer=layers,
+            n_embd=width,
+            n_head=heads,
+            n_positions=positions,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
         model = GPT2LMHeadModel(cfg)
 
         def loss_of(ids):
@@ -53,8 +60,9 @@ def build_model(torch, vocab: int, layers: int, width: int, heads: int, position
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
             self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
-            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
-                                     nn.Linear(4 * width, width))
+            self.mlp = nn.Sequential(
+                nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
+            )
 
         def forward(self, x, mask):
             h = self.ln1(x)
@@ -91,8 +99,10 @@ SETTINGS = {
     "whatif_expandable": ("expandable_segments:True", 10_000_000_000),
     "whatif_max_split_64": ("max_split_size_mb:64", 10_000_000_000),
     "whatif_roundup_4": ("roundup_power2_divisions:4", 10_000_000_000),
-    "whatif_roundup_intervals": ("roundup_power2_divisions:[64:2,256:4,1024:8,>:8]",
-                                 10_000_000_000),
+    "whatif_roundup_intervals": (
+        "roundup_power2_divisions:[64:2,256:4,1024:8,>:8]",
+        10_000_000_000,
+    ),
     "whatif_gc_06": ("garbage_collection_threshold:0.6", 10_000_000_000),
     # Tight limits: cached segments released and retried, maybe an OOM.
     "whatif_default_tight": ("", 6_500_000_000),
@@ -107,8 +117,16 @@ def record_all(out: str) -> int:
     failed = 0
     for name, (conf, limit) in SETTINGS.items():
         env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf)
-        cmd = [sys.executable, os.path.abspath(__file__), "--out", out, "--name", name,
-               "--memory-limit", str(limit)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--out",
+            out,
+            "--name",
+            name,
+            "--memory-limit",
+            str(limit),
+        ]
         failed += subprocess.run(cmd, env=env).returncode != 0
     return 1 if failed else 0
 
@@ -117,10 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for NAME.pickle and NAME.json")
     ap.add_argument("--name", help="snapshot name (one run under the current settings)")
-    ap.add_argument("--all", action="store_true",
-                    help="record every setting of SETTINGS, each in a fresh process")
-    ap.add_argument("--memory-limit", type=int, default=10_000_000_000,
-                    help="per-process limit in bytes (set_per_process_memory_fraction)")
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="record every setting of SETTINGS, each in a fresh process",
+    )
+    ap.add_argument(
+        "--memory-limit",
+        type=int,
+        default=10_000_000_000,
+        help="per-process limit in bytes (set_per_process_memory_fraction)",
+    )
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
@@ -145,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"{args.name}.pickle")
     oom = None
-    with record(out=args.out, max_entries=1_000_000, oom=False, dump_on_exit=False,
-                dump_signal=None) as rec:
+    with record(
+        out=args.out, max_entries=1_000_000, oom=False, dump_on_exit=False, dump_signal=None
+    ) as rec:
         model, loss_of, kind = build_model(torch, 50257, 6, 768, 12, 1024)
         model = model.to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -172,12 +198,19 @@ def main(argv: list[str] | None = None) -> int:
         print("whatif_workload: no snapshot written", file=sys.stderr)
         return 1
     files.update_sidecar(
-        files.sidecar_path(written), memory_limit_bytes=allowed, memory_fraction=fraction,
-        gpu_total_memory=total, workload=f"{kind} 6 layers, {args.steps} AdamW steps of "
+        files.sidecar_path(written),
+        memory_limit_bytes=allowed,
+        memory_fraction=fraction,
+        gpu_total_memory=total,
+        workload=f"{kind} 6 layers, {args.steps} AdamW steps of "
         f"random batch 2-8 x 128-1024 tokens (seed {args.seed}); shapes {shapes}",
-        oom=oom, alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
-    print(f"{args.name}: wrote {written}; oom={oom}; "
-          f"reserved peak {torch.cuda.memory_stats(dev)['reserved_bytes.all.peak']}")
+        oom=oom,
+        alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+    )
+    print(
+        f"{args.name}: wrote {written}; oom={oom}; "
+        f"reserved peak {torch.cuda.memory_stats(dev)['reserved_bytes.all.peak']}"
+    )
     return 0
 
 

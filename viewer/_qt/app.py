@@ -8,8 +8,14 @@ import time
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtCore import (QCoreApplication, QEventLoop, QSize, QtMsgType, QTimer,
-                            qInstallMessageHandler)
+from PySide6.QtCore import (
+    QCoreApplication,
+    QEventLoop,
+    QSize,
+    QTimer,
+    QtMsgType,
+    qInstallMessageHandler,
+)
 from PySide6.QtWidgets import QApplication, QSplitter
 
 from ..early.parse_handover import stamp
@@ -156,8 +162,10 @@ def settle_categories(window, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     # Settled: the build's thread ended and its outcome (queued to this thread) is what
     # the header's "What it is" line and the tab show - not merely a finished thread.
     if not wait_until(wiring.settled, timeout_s):
-        raise ShotError(f"the memory categories were not computed within {timeout_s:g} s "
-                        "(--timeout SECONDS to wait longer)")
+        raise ShotError(
+            f"the memory categories were not computed within {timeout_s:g} s "
+            "(--timeout SECONDS to wait longer)"
+        )
 
 
 def grab_main_window(window: MainWindow, timeout_s: float = SETTLE_TIMEOUT_S):
@@ -202,8 +210,7 @@ def quiet_qt_messages(mode, context, message) -> None:
         sys.stderr.write(message + "\n")
 
 
-def screenshot(path: str | None, out: str,
-               options: ShotOptions | None = None) -> tuple[int, str]:
+def screenshot(path: str | None, out: str, options: ShotOptions | None = None) -> tuple[int, str]:
     """Load ``path`` (if any), render the main window to ``out``; (exit code, error).
 
     ``options``: which view, colouring, device and moment (default: the window as it
@@ -215,8 +222,10 @@ def screenshot(path: str | None, out: str,
     if path and os.path.isdir(path):
         try:
             if opts != ShotOptions(timeout_s=opts.timeout_s):
-                return 2, (f"{path}: a directory of ranks shows the rank overview: --view, "
-                           "--color-by, --device and --at need a snapshot file")
+                return 2, (
+                    f"{path}: a directory of ranks shows the rank overview: --view, "
+                    "--color-by, --device and --at need a snapshot file"
+                )
             return _screenshot_ranks(path, out)
         finally:
             qInstallMessageHandler(None)
@@ -275,8 +284,10 @@ def show_view(window: MainWindow, opts: ShotOptions):
     wiring = window.categories_wiring
     if opts.color_by is not None:
         if opts.color_by == "category" and window.cursor_device is None:
-            raise ShotError("--color-by category needs the allocation history (a trace): "
-                            "this snapshot (device) has none")
+            raise ShotError(
+                "--color-by category needs the allocation history (a trace): "
+                "this snapshot (device) has none"
+            )
         wiring.color_action.setChecked(opts.color_by == "category")
     if opts.view == "blocks":
         window.tabs.setCurrentWidget(window.table)
@@ -308,8 +319,9 @@ def _choose_device(window: MainWindow, value: str) -> None:
     from ..model.core.snapshot import HOST_DEVICE
 
     choices = window.vs.device_choices()
-    names = ", ".join("all" if d is None else "host" if d == HOST_DEVICE else str(d)
-                      for _, d in choices)
+    names = ", ".join(
+        "all" if d is None else "host" if d == HOST_DEVICE else str(d) for _, d in choices
+    )
     device = None if value == "all" else HOST_DEVICE if value == "host" else int(value)
     if device not in [d for _, d in choices]:
         raise ShotError(f"no device {value} in this snapshot (--device: {names})")
@@ -319,8 +331,9 @@ def _choose_device(window: MainWindow, value: str) -> None:
 def _move_cursor(window: MainWindow, at: str) -> None:
     dev = window.cursor_device
     if dev is None:
-        raise ShotError("--at needs the allocation history (a trace): this snapshot "
-                        "(device) has none")
+        raise ShotError(
+            "--at needs the allocation history (a trace): this snapshot (device) has none"
+        )
     n = window.doc.n_events(dev)
     if at == "peak":
         window.peak_action.trigger()  # Timeline > Jump to peak allocated
@@ -344,8 +357,11 @@ def _open_panel(window: MainWindow, view: str):
     from .diagnosis.panel import DiagnosisPanel
     from .whatif.panel import WhatIfPanel
 
-    kind, action = ((DiagnosisPanel, window.diagnosis_action) if view == "diagnosis"
-                    else (WhatIfPanel, window.whatif_action))
+    kind, action = (
+        (DiagnosisPanel, window.diagnosis_action)
+        if view == "diagnosis"
+        else (WhatIfPanel, window.whatif_action)
+    )
     action.trigger()
     panel = next((w for w in window.aux_windows if isinstance(w, kind)), None)
     if panel is None:
@@ -360,8 +376,10 @@ def grab_panel(panel, opts: ShotOptions):
     panel.resize(SCREENSHOT_SIZE)
     panel.show()
     if not wait_until(lambda: panel.thread is None, opts.timeout_s):
-        raise ShotError(f"the {panel.title} panel did not finish within {opts.timeout_s:g} s "
-                        "(--timeout SECONDS to wait longer)")
+        raise ShotError(
+            f"the {panel.title} panel did not finish within {opts.timeout_s:g} s "
+            "(--timeout SECONDS to wait longer)"
+        )
     done = panel.advice is not None if opts.view == "diagnosis" else bool(panel.preds)
     if not done:
         why = panel.error.text().strip() or panel.status_line().text().strip() or "no result"

@@ -62,8 +62,11 @@ def shoot(path: str, out: str, batch: int | None = None, remedy: str | None = No
         sys.stderr.write(f"vramscope: error: {path}: {panel.error.text() or 'no advice'}\n")
         return 2
     rems = panel.advice.remedies
-    want = [r for r, rem in enumerate(rems)
-            if (rem.remedy == remedy if remedy else rem.method == "simulated")]
+    want = [
+        r
+        for r, rem in enumerate(rems)
+        if (rem.remedy == remedy if remedy else rem.method == "simulated")
+    ]
     if not want:
         sys.stderr.write(f"vramscope: error: no remedy {remedy!r} for {path}\n")
         return 2
@@ -91,8 +94,9 @@ def shoot(path: str, out: str, batch: int | None = None, remedy: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vramscope.viewer._qt.diagnosis_shot",
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m vramscope.viewer._qt.diagnosis_shot", description=__doc__.splitlines()[0]
+    )
     p.add_argument("file")
     p.add_argument("out")
     p.add_argument("--batch", type=int, help="the recorded batch size")

@@ -12,13 +12,22 @@ from __future__ import annotations
 from PySide6.QtCore import qInstallMessageHandler
 from PySide6.QtWidgets import QApplication
 
-from .app import (SCREENSHOT_SIZE, ShotError, ShotOptions, application, open_and_wait,
-                  quiet_qt_messages, show_view, wait_until)
+from .app import (
+    SCREENSHOT_SIZE,
+    ShotError,
+    ShotOptions,
+    application,
+    open_and_wait,
+    quiet_qt_messages,
+    show_view,
+    wait_until,
+)
 from .main_window import MainWindow
 
 
-def export_report(path: str, out: str, device: int | None = None,
-                  timeout_s: float = 300.0) -> tuple[int, str]:
+def export_report(
+    path: str, out: str, device: int | None = None, timeout_s: float = 300.0
+) -> tuple[int, str]:
     """Write the report of ``path`` to ``out`` (only ``device``'s section when given,
     else one per device); (exit code, one-line error)."""
     qInstallMessageHandler(quiet_qt_messages)
@@ -41,8 +50,7 @@ def export_report(path: str, out: str, device: int | None = None,
         if export is None:
             return 2, f"{path}: nothing to report"
         got: dict[str, tuple[str, str]] = {}
-        export.finished.connect(lambda outcome, detail: got.setdefault("end", (outcome,
-                                                                               detail)))
+        export.finished.connect(lambda outcome, detail: got.setdefault("end", (outcome, detail)))
         if not wait_until(lambda: "end" in got, timeout_s):
             export.cancel()
             wait_until(lambda: "end" in got, 30.0)

@@ -50,10 +50,18 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from vramscope.capture import record as record
     from vramscope.viewer.model import SnapshotError as SnapshotError
 
-    from .recording import Ranks as Ranks, Recording as Recording, open as open
-    from .results import Advice as Advice, Categories as Categories, Diff as Diff
-    from .results import RankSummary as RankSummary, Remedy as Remedy, Report as Report
-    from .results import Summary as Summary, WhatIf as WhatIf, WhatIfRow as WhatIfRow
+    from .recording import Ranks as Ranks
+    from .recording import Recording as Recording
+    from .recording import open as open
+    from .results import Advice as Advice
+    from .results import Categories as Categories
+    from .results import Diff as Diff
+    from .results import RankSummary as RankSummary
+    from .results import Remedy as Remedy
+    from .results import Report as Report
+    from .results import Summary as Summary
+    from .results import WhatIf as WhatIf
+    from .results import WhatIfRow as WhatIfRow
 
 
 def __getattr__(name: str) -> Any:

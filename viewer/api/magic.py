@@ -23,8 +23,7 @@ USAGE = "%%vramscope [--out DIR] [--name VARIABLE] [--max-entries N] [--no-remed
 
 def register(ipython) -> None:
     """Add the ``%%vramscope`` cell magic to ``ipython``."""
-    ipython.register_magic_function(vramscope_cell, magic_kind="cell",
-                                    magic_name="vramscope")
+    ipython.register_magic_function(vramscope_cell, magic_kind="cell", magic_name="vramscope")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,12 +58,16 @@ def no_cuda() -> str | None:
 
     backend = get_backend()
     if backend is None:
-        return ("torch cannot be imported, so CUDA memory cannot be recorded; the cell "
-                "runs without recording")
+        return (
+            "torch cannot be imported, so CUDA memory cannot be recorded; the cell "
+            "runs without recording"
+        )
     problem = backend.early_problem()
     if problem is None and not backend.cuda_available():
-        problem = (f"CUDA is not available: torch {backend.torch_version} sees no GPU; the "
-                   "cell runs without recording")
+        problem = (
+            f"CUDA is not available: torch {backend.torch_version} sees no GPU; the "
+            "cell runs without recording"
+        )
     return problem
 
 
@@ -78,9 +81,9 @@ def run_cell(ipython, cell: str) -> Any:
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
     namespace = ipython.user_ns
-    exec(compile(tree, name, "exec"), namespace)  # noqa: S102 - the user's cell
+    exec(compile(tree, name, "exec"), namespace)
     if last is not None:
-        return eval(compile(last, name, "eval"), namespace)  # noqa: S307
+        return eval(compile(last, name, "eval"), namespace)
     return None
 
 
@@ -118,8 +121,7 @@ def vramscope_cell(line: str, cell: str) -> Any:
         return run_cell(ipython, cell)
     from vramscope.capture import record
 
-    recorder = record(out=opts.out, max_entries=opts.max_entries, stacks="python",
-                      dump_signal=None)
+    recorder = record(out=opts.out, max_entries=opts.max_entries, stacks="python", dump_signal=None)
     error: BaseException | None = None
     result = None
     try:
@@ -141,8 +143,9 @@ def show(ipython, recorder, opts: argparse.Namespace) -> None:
     import vramscope
     from vramscope.viewer.model.core.units import format_bytes
 
-    path = getattr(recorder, "last_oom_path", None) or \
-        (recorder.paths[-1] if recorder.paths else None)
+    path = getattr(recorder, "last_oom_path", None) or (
+        recorder.paths[-1] if recorder.paths else None
+    )
     if path is None:
         print("vramscope: no snapshot was written (see the capture's warning above)")
         return
@@ -150,6 +153,8 @@ def show(ipython, recorder, opts: argparse.Namespace) -> None:
     ipython.user_ns[opts.name] = rec
     summary = rec.summary()
     peak = summary.peak_reserved_bytes
-    print(f"vramscope: {path} (the recording is `{opts.name}`)"
-          + (f"; peak reserved {format_bytes(int(peak))}" if peak is not None else ""))
+    print(
+        f"vramscope: {path} (the recording is `{opts.name}`)"
+        + (f"; peak reserved {format_bytes(int(peak))}" if peak is not None else "")
+    )
     display(HTML(rec.report(remedies=not opts.no_remedies).fragment))

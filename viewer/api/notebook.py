@@ -78,8 +78,9 @@ def wrap(body: list[str] | str) -> str:
 
 
 # ----------------------------------------------------------------------------- the chart
-def timeline_svg(snap, timeline, device: int, at: int | None = None,
-                 width: int = 760, height: int = 220) -> str:
+def timeline_svg(
+    snap, timeline, device: int, at: int | None = None, width: int = 760, height: int = 220
+) -> str:
     """Reserved and allocated bytes of ``device`` over its trace events as an inline SVG
     (the highest value of each pixel column, so no peak is lost), with its peak
     reserved, every OOM and, with ``at``, that event marked; "" without a trace."""
@@ -112,22 +113,29 @@ def timeline_svg(snap, timeline, device: int, at: int | None = None,
     def line(values: np.ndarray, color: str, name: str) -> str:
         xs = [x(k) for k in starts.tolist()]
         pts = " ".join(f"{a:.1f},{y(v):.1f}" for a, v in zip(xs, values.tolist()))
-        return (f'<polyline class="{name}" fill="none" stroke="{color}" stroke-width="1.6" '
-                f'points="{pts}"><title>{name}</title></polyline>')
+        return (
+            f'<polyline class="{name}" fill="none" stroke="{color}" stroke-width="1.6" '
+            f'points="{pts}"><title>{name}</title></polyline>'
+        )
 
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
-           f'viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" '
-           f'font-size="11" fill="currentColor">',
-           f"<title>Memory over time, device {device}</title>"]
+    out = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" '
+        f'font-size="11" fill="currentColor">',
+        f"<title>Memory over time, device {device}</title>",
+    ]
     for frac in (0.0, 0.5, 1.0):
         v = y_top / 1.08 * frac
-        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                   'stroke="currentColor" stroke-opacity=".18"/>')
-        out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">'
-                   f"{_e(format_bytes(int(v)))}</text>")
+        out.append(
+            f'<line x1="{left}" x2="{left + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
+            'stroke="currentColor" stroke-opacity=".18"/>'
+        )
+        out.append(
+            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">'
+            f"{_e(format_bytes(int(v)))}</text>"
+        )
     out.append(f'<text x="{left}" y="{height - 8}">event 0</text>')
-    out.append(f'<text x="{left + w}" y="{height - 8}" text-anchor="end">event {n - 1:,}'
-               "</text>")
+    out.append(f'<text x="{left + w}" y="{height - 8}" text-anchor="end">event {n - 1:,}</text>')
     out.append(line(r_max, RESERVED_COLOR, "reserved"))
     out.append(line(a_max, ALLOCATED_COLOR, "allocated"))
 
@@ -135,13 +143,22 @@ def timeline_svg(snap, timeline, device: int, at: int | None = None,
         xx = x(k)
         anchor = "end" if xx > left + w * 0.6 else "start"
         dx = -4 if anchor == "end" else 4
-        out.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{top}" y2="{top + h}" '
-                   f'stroke="{color}" stroke-width="1.2" stroke-dasharray="{dash}"/>')
-        out.append(f'<text x="{xx + dx:.1f}" y="{top - 8 + 12 * row}" text-anchor="{anchor}" '
-                   f'fill="{color}">{_e(label)}</text>')
+        out.append(
+            f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{top}" y2="{top + h}" '
+            f'stroke="{color}" stroke-width="1.2" stroke-dasharray="{dash}"/>'
+        )
+        out.append(
+            f'<text x="{xx + dx:.1f}" y="{top - 8 + 12 * row}" text-anchor="{anchor}" '
+            f'fill="{color}">{_e(label)}</text>'
+        )
 
-    mark(int(peak_event), RESERVED_COLOR,
-         f"peak reserved {format_bytes(int(peak_bytes))} (event {int(peak_event):,})", "4 3", 0)
+    mark(
+        int(peak_event),
+        RESERVED_COLOR,
+        f"peak reserved {format_bytes(int(peak_bytes))} (event {int(peak_event):,})",
+        "4 3",
+        0,
+    )
     ooms = oom_events(snap).get(device, [])
     for k in ooms[-3:]:
         mark(int(k), OOM_COLOR, f"OOM (event {int(k):,})", "", 1)
@@ -149,11 +166,15 @@ def timeline_svg(snap, timeline, device: int, at: int | None = None,
         mark(at, "currentColor", f"event {at:,}", "2 2", 2)
     # The legend, bottom centre.
     cx = left + w // 2 - 80
-    out.append(f'<rect x="{cx}" y="{height - 16}" width="10" height="3" '
-               f'fill="{RESERVED_COLOR}"/><text x="{cx + 14}" y="{height - 12}">reserved</text>')
-    out.append(f'<rect x="{cx + 80}" y="{height - 16}" width="10" height="3" '
-               f'fill="{ALLOCATED_COLOR}"/><text x="{cx + 94}" y="{height - 12}">allocated'
-               "</text>")
+    out.append(
+        f'<rect x="{cx}" y="{height - 16}" width="10" height="3" '
+        f'fill="{RESERVED_COLOR}"/><text x="{cx + 14}" y="{height - 12}">reserved</text>'
+    )
+    out.append(
+        f'<rect x="{cx + 80}" y="{height - 16}" width="10" height="3" '
+        f'fill="{ALLOCATED_COLOR}"/><text x="{cx + 94}" y="{height - 12}">allocated'
+        "</text>"
+    )
     out.append("</svg>")
     return "".join(out)
 
@@ -169,17 +190,21 @@ def report_parts(rec, remedies: bool = True):
     from vramscope.viewer import __version__
     from vramscope.viewer.model.analysis.figures import Selection, memory_stats
     from vramscope.viewer.model.analysis.oom import oom_reports
-    from vramscope.viewer.model.reports.html_report import (DeviceSection, ReportParts,
-                                                            complete_section,
-                                                            report_devices)
-    from vramscope.viewer.model.view.figure_words import (FIGURE_TITLES, figure_text,
-                                                          oom_where)
+    from vramscope.viewer.model.reports.html_report import (
+        DeviceSection,
+        ReportParts,
+        complete_section,
+        report_devices,
+    )
+    from vramscope.viewer.model.view.figure_words import FIGURE_TITLES, figure_text, oom_where
 
     snap = rec.snapshot
     timeline = rec._timeline_of() if len(snap.trace) else None
-    parts = ReportParts(title=os.path.basename(rec.path.rstrip("/")) or rec.path,
-                        path=rec.path, generated=f"vramscope {__version__}, "
-                        f"{datetime.datetime.now():%Y-%m-%d %H:%M}")
+    parts = ReportParts(
+        title=os.path.basename(rec.path.rstrip("/")) or rec.path,
+        path=rec.path,
+        generated=f"vramscope {__version__}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
+    )
     order = report_devices(snap)
     parts.all_devices = sorted(order)
     ooms = oom_reports(snap, timeline)
@@ -189,11 +214,13 @@ def report_parts(rec, remedies: bool = True):
         d = sec.device
         stats = memory_stats(snap, Selection(device=d))
         sec.figures = [(title, figure_text(stats, key)) for key, title in FIGURE_TITLES.items()]
-        sec.scope = (f"device {d} · " if d is not None else "") + \
-            "as recorded (the end of its trace)"
+        sec.scope = (
+            f"device {d} · " if d is not None else ""
+        ) + "as recorded (the end of its trace)"
         oom = next((r for r in reversed(ooms) if d is None or r.device == d), None)
-        sec.verdict = (f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}"
-                       if oom is not None else None)
+        sec.verdict = (
+            f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}" if oom is not None else None
+        )
         advice = None
         traced = timeline is not None and d is not None and d in timeline.devices
         if remedies and traced:
@@ -203,8 +230,9 @@ def report_parts(rec, remedies: bool = True):
             charts[d] = rec._chart(d)
     parts.devices = sections
     if snap.warnings:
-        parts.notes.append(f"{len(snap.warnings)} kinds of entries were skipped while "
-                           "reading the file")
+        parts.notes.append(
+            f"{len(snap.warnings)} kinds of entries were skipped while reading the file"
+        )
     return parts, charts
 
 
@@ -214,13 +242,15 @@ def build_report(got) -> tuple[str, str]:
 
     parts, charts = got
     fragment = wrap(report_body(parts, charts))
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            f"<title>{_e(parts.title)} — vramscope report</title>"
-            "<style>body { margin: 24px; color: #1a1a1a; background: #fff; }"
-            "@media (prefers-color-scheme: dark) { body { color: #e6e6e6; "
-            "background: #1e1e1e; } }</style>"
-            f"</head><body>\n{fragment}\n</body></html>\n")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width">'
+        f"<title>{_e(parts.title)} — vramscope report</title>"
+        "<style>body { margin: 24px; color: #1a1a1a; background: #fff; }"
+        "@media (prefers-color-scheme: dark) { body { color: #e6e6e6; "
+        "background: #1e1e1e; } }</style>"
+        f"</head><body>\n{fragment}\n</body></html>\n"
+    )
     return page, fragment
 
 
@@ -232,19 +262,25 @@ def summary_fragment(data: dict, chart: str) -> str:
 
     at = data.get("at")
     sec = DeviceSection(device=data.get("device"))
-    keys = (("Reserved", "reserved_bytes"), ("Allocated", "allocated_bytes"),
-            ("Active", "active_bytes"), ("Requested", "requested_bytes"),
-            ("Peak reserved", "peak_reserved_bytes"), ("Peak allocated", "peak_allocated_bytes"))
+    keys = (
+        ("Reserved", "reserved_bytes"),
+        ("Allocated", "allocated_bytes"),
+        ("Active", "active_bytes"),
+        ("Requested", "requested_bytes"),
+        ("Peak reserved", "peak_reserved_bytes"),
+        ("Peak allocated", "peak_allocated_bytes"),
+    )
     sec.figures = [(t, format_bytes(int(data[k]))) for t, k in keys if data.get(k) is not None]
-    sec.scope = (f"after event {at['event']:,} of device {at['device']}" if at
-                 else "as recorded") + f" · {data['file']}"
+    sec.scope = (
+        f"after event {at['event']:,} of device {at['device']}" if at else "as recorded"
+    ) + f" · {data['file']}"
     ooms = data.get("ooms") or []
     if at:
         ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
     split = data.get("categories_at") if at else data.get("categories_at_peak")
     if split:
         sec.categories = split
-        sec.categories_caption = (f"after event {at['event']:,}" if at else "at the peak")
+        sec.categories_caption = f"after event {at['event']:,}" if at else "at the peak"
     peak = data.get("top_sites_at_peak")
     if peak:
         sec.top_sites = peak["sites"]
@@ -262,8 +298,9 @@ def summary_fragment(data: dict, chart: str) -> str:
 def categories_fragment(data: dict, split: dict, at: int | None) -> str:
     from vramscope.viewer.model.reports.html_report import DeviceSection, section_html
 
-    sec = DeviceSection(device=data.get("categories_at_device" if at is not None
-                                        else "categories_device"))
+    sec = DeviceSection(
+        device=data.get("categories_at_device" if at is not None else "categories_device")
+    )
     sec.categories = split or None
     sec.categories_caption = f"after event {at:,}" if at is not None else "at the peak"
     sec.categories_note = "No allocation history: nothing to tell apart."

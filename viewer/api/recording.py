@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from .results import Advice, Categories, Diff, RankSummary, Report, Summary, WhatIf
 
 
-def open(path: str | os.PathLike[str]) -> Recording | Ranks:  # noqa: A001 - the API's verb
+def open(path: str | os.PathLike[str]) -> Recording | Ranks:
     """Open a snapshot as the CLI does: a local file (a pickle, compressed or not, or
     JSON), an ``ssh://[user@]host[:port]/path`` address (streamed through your ssh), or
     a directory of per-rank snapshots written under torchrun (a :class:`Ranks`).
@@ -56,8 +56,7 @@ def _limit(value: int | str | None) -> int | None:
 
 
 def _positive(name: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value <= 0):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
         raise ValueError(f"{name}: not a positive whole number: {value!r}")
 
 
@@ -90,11 +89,12 @@ class Recording:
         key = (device, at)
         if key not in self._summaries:
             if at is not None and at < 0:
-                raise ValueError(f"at {at}: events are numbered from 0; give one of the "
-                                 "device's events (0 or more)")
+                raise ValueError(
+                    f"at {at}: events are numbered from 0; give one of the "
+                    "device's events (0 or more)"
+                )
             try:
-                self._summaries[key] = summarize_loaded(self.snapshot, self.path, device, at,
-                                                        "at")
+                self._summaries[key] = summarize_loaded(self.snapshot, self.path, device, at, "at")
             except Refused as exc:
                 raise ValueError(str(exc)) from None
         return self._summaries[key]
@@ -131,8 +131,9 @@ class Recording:
 
         if device is not None and device not in self.snapshot.devices:
             known = ", ".join(map(str, self.snapshot.devices)) or "none"
-            raise ValueError(f"{self.path}: no device {device} in this snapshot "
-                             f"(its devices: {known})")
+            raise ValueError(
+                f"{self.path}: no device {device} in this snapshot (its devices: {known})"
+            )
         if device not in self._cases:
             with self._as_the_cli():
                 self._cases[device] = prepare(self.snapshot, device)
@@ -148,8 +149,12 @@ class Recording:
         except SnapshotError as exc:
             raise SnapshotError(f"{self.path}: {exc}") from None
 
-    def advise(self, memory_limit: int | str | None = None, batch: int | None = None,
-               device: int | None = None) -> Advice:
+    def advise(
+        self,
+        memory_limit: int | str | None = None,
+        batch: int | None = None,
+        device: int | None = None,
+    ) -> Advice:
         """``vramscope advise FILE [--memory-limit SIZE] [--batch N]``: the changes that
         would make the run fit, ranked by predicted peak reserved; with ``batch`` (the
         batch size it ran with) the largest batch that fits."""
@@ -172,32 +177,52 @@ class Recording:
         """The model's advice for ``device`` (the report's remedies: advise's own)."""
         return self._advise(device, None, None).advice
 
-    def whatif(self, settings: str | Sequence[str] | None = None, *,
-               batch_scale: float | Sequence[float] | None = None,
-               batch: int | None = None, memory_limit: int | str | None = None,
-               recommend: bool = False, device: int | None = None) -> WhatIf:
+    def whatif(
+        self,
+        settings: str | Sequence[str] | None = None,
+        *,
+        batch_scale: float | Sequence[float] | None = None,
+        batch: int | None = None,
+        memory_limit: int | str | None = None,
+        recommend: bool = False,
+        device: int | None = None,
+    ) -> WhatIf:
         """``vramscope whatif FILE --conf SETTINGS... [--batch-scale F...]``: the run
         replayed through the allocator model at other ``PYTORCH_CUDA_ALLOC_CONF``
         settings ("recorded": its own) and, with ``batch_scale``, other batch sizes."""
         from vramscope.viewer.commands.whatif import answer, settings_to_try
 
-        confs = settings_to_try([settings] if isinstance(settings, str)
-                                else list(settings or []), recommend)
-        scales = [batch_scale] if isinstance(batch_scale, (int, float)) \
-            else list(batch_scale or [])
+        confs = settings_to_try(
+            [settings] if isinstance(settings, str) else list(settings or []), recommend
+        )
+        scales = [batch_scale] if isinstance(batch_scale, (int, float)) else list(batch_scale or [])
         for f in scales:
             if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
                 raise ValueError(f"batch_scale: not a positive number: {f!r}")
         _positive("batch", batch)
         case = self._case(device)
         with self._as_the_cli():
-            got = answer(case, confs, _limit(memory_limit), recommend, device,
-                         [float(f) for f in scales], batch)
+            got = answer(
+                case,
+                confs,
+                _limit(memory_limit),
+                recommend,
+                device,
+                [float(f) for f in scales],
+                batch,
+            )
         return WhatIf.of(got.data, got.text, got.warnings)
 
-    def diff(self, other: Recording | str | os.PathLike[str], *, change: str | None = None,
-             top: int = 10, by: str = "stack", all_frames: bool = False,
-             peaks: bool = True) -> Diff:
+    def diff(
+        self,
+        other: Recording | str | os.PathLike[str],
+        *,
+        change: str | None = None,
+        top: int = 10,
+        by: str = "stack",
+        all_frames: bool = False,
+        peaks: bool = True,
+    ) -> Diff:
         """``vramscope diff THIS OTHER``: what grew from this recording (before) to
         ``other`` (after), by allocation stack; the peaks' deltas and, for a change
         advise names (``change``), how far advise's prediction was."""
@@ -212,8 +237,15 @@ class Recording:
             raise ValueError("top must be at least 0")
         if by not in ("stack", "line", "function"):
             raise ValueError(f"by: one of stack, line, function, not {by!r}")
-        got = answer(self.snapshot, other.snapshot, change=change, top=top, by=by,
-                     all_frames=all_frames, peaks=peaks)
+        got = answer(
+            self.snapshot,
+            other.snapshot,
+            change=change,
+            top=top,
+            by=by,
+            all_frames=all_frames,
+            peaks=peaks,
+        )
         return Diff(got.data, got.text, a=self.path, b=other.path)
 
     # ------------------------------------------------------------------ report
@@ -232,13 +264,14 @@ class Recording:
             return ""
         return timeline_svg(self.snapshot, self._timeline_of(), device, at)
 
-    def report(self, path: str | os.PathLike[str] | None = None, *,
-               remedies: bool = True) -> Report:
+    def report(
+        self, path: str | os.PathLike[str] | None = None, *, remedies: bool = True
+    ) -> Report:
         """The HTML report (one self-contained page: per device the figures, the OOM
         verdict, the memory over time, what the memory is, the remedies and the top
         allocation sites), written to ``path`` when given.  Without Qt: the charts are
         drawn as SVG; ``vramscope report`` adds pictures of the desktop app's views."""
-        from .notebook import report_parts, build_report
+        from .notebook import build_report, report_parts
 
         parts = report_parts(self, remedies)
         page, fragment = build_report(parts)
@@ -285,8 +318,9 @@ class Ranks:
         from vramscope.viewer.model.reports import ranks
 
         overview = self._load()
-        return RankSummary(overview.to_dict(), ranks.format_text(overview),
-                           directory=self.directory)
+        return RankSummary(
+            overview.to_dict(), ranks.format_text(overview), directory=self.directory
+        )
 
     @property
     def ranks(self) -> list[int]:
@@ -297,8 +331,10 @@ class Ranks:
         """Rank ``rank``'s preferred file (the one its figures come from), opened."""
         entry = self._load().entry(rank)
         if entry is None:
-            raise ValueError(f"{self.directory}: no rank {rank} (its ranks: "
-                             f"{', '.join(map(str, self.ranks)) or 'none'})")
+            raise ValueError(
+                f"{self.directory}: no rank {rank} (its ranks: "
+                f"{', '.join(map(str, self.ranks)) or 'none'})"
+            )
         got = open(entry.file.path)
         assert isinstance(got, Recording)
         return got

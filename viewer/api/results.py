@@ -66,13 +66,19 @@ class Summary(_Answer):
         at = data.get("at")
         if at:  # (the OOMs up to --at, as the text says)
             ooms = [o for o in ooms if o["event_index"] <= at["trace_row"]]
-        return cls(data, text, file=data["file"], device=data.get("device"),
-                   reserved_bytes=int(data["reserved_bytes"]),
-                   allocated_bytes=int(data["allocated_bytes"]),
-                   peak_reserved_bytes=data.get("peak_reserved_bytes"),
-                   peak_allocated_bytes=data.get("peak_allocated_bytes"),
-                   oom_verdict=ooms[-1].get("verdict") if ooms else None,
-                   at=at["event"] if at else None, _chart=chart)
+        return cls(
+            data,
+            text,
+            file=data["file"],
+            device=data.get("device"),
+            reserved_bytes=int(data["reserved_bytes"]),
+            allocated_bytes=int(data["allocated_bytes"]),
+            peak_reserved_bytes=data.get("peak_reserved_bytes"),
+            peak_allocated_bytes=data.get("peak_allocated_bytes"),
+            oom_verdict=ooms[-1].get("verdict") if ooms else None,
+            at=at["event"] if at else None,
+            _chart=chart,
+        )
 
     def _repr_html_(self) -> str:
         from .notebook import summary_fragment
@@ -92,20 +98,33 @@ class Categories(_Answer):
     split: dict[str, int]  # category -> bytes, at ``at`` (else at the peak)
     leaked_bytes_at_peak: int
 
-    KEYS = ("categories_device", "categories_at_peak", "categories_guessed_bytes_at_peak",
-            "leaked_bytes_at_peak", "categories_at", "categories_guessed_bytes_at",
-            "categories_at_device", "iterations", "leaks", "sharding", "sharding_note")
+    KEYS = (
+        "categories_device",
+        "categories_at_peak",
+        "categories_guessed_bytes_at_peak",
+        "leaked_bytes_at_peak",
+        "categories_at",
+        "categories_guessed_bytes_at",
+        "categories_at_device",
+        "iterations",
+        "leaks",
+        "sharding",
+        "sharding_note",
+    )
 
     @classmethod
     def of(cls, summary: dict, text: str) -> Categories:
         data = {k: summary[k] for k in cls.KEYS if k in summary}
         at = summary.get("at")
         split = data.get("categories_at") if at else data.get("categories_at_peak")
-        return cls(data, text,
-                   device=data.get("categories_at_device") if at
-                   else data.get("categories_device"),
-                   at=at["event"] if at else None, split=dict(split or {}),
-                   leaked_bytes_at_peak=int(data.get("leaked_bytes_at_peak") or 0))
+        return cls(
+            data,
+            text,
+            device=data.get("categories_at_device") if at else data.get("categories_device"),
+            at=at["event"] if at else None,
+            split=dict(split or {}),
+            leaked_bytes_at_peak=int(data.get("leaked_bytes_at_peak") or 0),
+        )
 
     def _repr_html_(self) -> str:
         from .notebook import categories_fragment
@@ -147,22 +166,34 @@ class Advice(_Answer):
 
     @classmethod
     def of(cls, data: dict, text: str, warnings: list[str]) -> Advice:
-        rems = tuple(Remedy(remedy=r.get("remedy", ""), title=r.get("title", ""),
-                            change=r.get("change", ""),
-                            predicted_peak_reserved_bytes=int(
-                                r.get("predicted_peak_reserved_bytes") or 0),
-                            saving_bytes=int(r.get("saving_bytes") or 0),
-                            method=r.get("method", ""), fits=r.get("fits"),
-                            fits_word=r.get("fits_word", ""), where=r.get("where"))
-                     for r in data.get("remedies") or [])
-        return cls(data, text, file=data["file"], device=data.get("device"),
-                   memory_limit_bytes=data.get("memory_limit_bytes"),
-                   recorded_peak_reserved_bytes=data.get("recorded_peak_reserved_bytes"),
-                   needed_peak_reserved_bytes=data.get("needed_peak_reserved_bytes"),
-                   verdict=data.get("verdict"), remedies=rems,
-                   largest_batch_that_fits=data.get("largest_batch_that_fits"),
-                   largest_scale_that_fits=data.get("largest_scale_that_fits"),
-                   warnings=tuple(warnings))
+        rems = tuple(
+            Remedy(
+                remedy=r.get("remedy", ""),
+                title=r.get("title", ""),
+                change=r.get("change", ""),
+                predicted_peak_reserved_bytes=int(r.get("predicted_peak_reserved_bytes") or 0),
+                saving_bytes=int(r.get("saving_bytes") or 0),
+                method=r.get("method", ""),
+                fits=r.get("fits"),
+                fits_word=r.get("fits_word", ""),
+                where=r.get("where"),
+            )
+            for r in data.get("remedies") or []
+        )
+        return cls(
+            data,
+            text,
+            file=data["file"],
+            device=data.get("device"),
+            memory_limit_bytes=data.get("memory_limit_bytes"),
+            recorded_peak_reserved_bytes=data.get("recorded_peak_reserved_bytes"),
+            needed_peak_reserved_bytes=data.get("needed_peak_reserved_bytes"),
+            verdict=data.get("verdict"),
+            remedies=rems,
+            largest_batch_that_fits=data.get("largest_batch_that_fits"),
+            largest_scale_that_fits=data.get("largest_scale_that_fits"),
+            warnings=tuple(warnings),
+        )
 
     def _repr_html_(self) -> str:
         from .notebook import advice_fragment
@@ -193,11 +224,16 @@ class WhatIf(_Answer):
 
     @classmethod
     def of(cls, data: list, text: str, warnings: list[str]) -> WhatIf:
-        rows = tuple(WhatIfRow(conf=r.get("conf", ""),
-                               peak_reserved_bytes=int(r["peak_reserved_bytes"]),
-                               peak_allocated_bytes=int(r["peak_allocated_bytes"]),
-                               oom=r.get("oom") is not None,
-                               batch_scale=r.get("batch_scale")) for r in data)
+        rows = tuple(
+            WhatIfRow(
+                conf=r.get("conf", ""),
+                peak_reserved_bytes=int(r["peak_reserved_bytes"]),
+                peak_allocated_bytes=int(r["peak_allocated_bytes"]),
+                oom=r.get("oom") is not None,
+                batch_scale=r.get("batch_scale"),
+            )
+            for r in data
+        )
         return cls(data, text, rows=rows, warnings=tuple(warnings))
 
     def _repr_html_(self) -> str:

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..model.core.progress import Progress
-from .tty_progress import TerminalProgress
-from .device_choice import device_fields, device_line
 from .arg_types import positive_int
+from .device_choice import device_fields, device_line
+from .tty_progress import TerminalProgress
 from .whatif import glue_values, load_case, parse_bytes, reported
 
 
@@ -29,16 +29,30 @@ def parser() -> argparse.ArgumentParser:
         description="Rank the changes that would make a recorded run fit by predicted peak "
         "reserved memory: simulated through a model of PyTorch's caching allocator where the "
         "recording allows it, estimated from what the memory is otherwise.",
-        epilog="example: vramscope advise oom.pickle --batch 16 --memory-limit 10GiB")
+        epilog="example: vramscope advise oom.pickle --batch 16 --memory-limit 10GiB",
+    )
     p.add_argument("file", help="snapshot with a trace (recorded with _record_memory_history)")
-    p.add_argument("--memory-limit", type=parse_bytes, metavar="SIZE",
-                   help="bytes the process may reserve (10GB, 9.5GiB); default: the "
-                   "recording's, from the sidecar or inferred, else the GPU's total memory")
-    p.add_argument("--batch", type=positive_int, metavar="N",
-                   help="the batch size the recording ran with: the answer then names the "
-                   "largest batch that fits (largest_batch_that_fits)")
-    p.add_argument("--device", type=int, metavar="N", help="device to analyse (default: the "
-                   "last OOM's, else the one with the highest reserved peak)")
+    p.add_argument(
+        "--memory-limit",
+        type=parse_bytes,
+        metavar="SIZE",
+        help="bytes the process may reserve (10GB, 9.5GiB); default: the "
+        "recording's, from the sidecar or inferred, else the GPU's total memory",
+    )
+    p.add_argument(
+        "--batch",
+        type=positive_int,
+        metavar="N",
+        help="the batch size the recording ran with: the answer then names the "
+        "largest batch that fits (largest_batch_that_fits)",
+    )
+    p.add_argument(
+        "--device",
+        type=int,
+        metavar="N",
+        help="device to analyse (default: the "
+        "last OOM's, else the one with the highest reserved peak)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -58,10 +72,10 @@ def main(argv: list[str]) -> int:
         case = load_case(args, tp)
         if isinstance(case, int):
             return case
+
         def run():
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            return answer(case, args.file, args.batch, args.memory_limit, args.device,
-                          _stages(tp))
+            return answer(case, args.file, args.batch, args.memory_limit, args.device, _stages(tp))
 
         # An inconsistent recording: one line naming where (SnapshotError), no traceback.
         got = reported(args, tp, run)
@@ -89,8 +103,14 @@ class Answer:
     advice: Any
 
 
-def answer(case, file: str, batch: int | None = None, limit: int | None = None,
-           device: int | None = None, progress: Progress | None = None) -> Answer:
+def answer(
+    case,
+    file: str,
+    batch: int | None = None,
+    limit: int | None = None,
+    device: int | None = None,
+    progress: Progress | None = None,
+) -> Answer:
     """The advice for a prepared what-if ``case`` of ``file`` (``device``: as the caller
     named it, None when chosen): the one pipeline the CLI, the MCP tool ``advise`` and
     ``Recording.advise()`` render.  :class:`~..model.SnapshotError` for a recording the
@@ -105,15 +125,22 @@ def answer(case, file: str, batch: int | None = None, limit: int | None = None,
     data.update(result.to_dict())
     line = device_line(case, given)
     text = (line + "\n" if line else "") + format_text(result)
-    warnings = [] if check.ok else [
-        f"the allocator model does not reproduce this recording ({check.first_difference}); "
-        "predictions are approximate"]
+    warnings = (
+        []
+        if check.ok
+        else [
+            f"the allocator model does not reproduce this recording ({check.first_difference}); "
+            "predictions are approximate"
+        ]
+    )
     return Answer(data, text, warnings, result)
 
 
-_STAGE_TEXT = {"judge": "judging how each allocation scales with the batch",
-               "search": "searching the largest batch that fits",
-               "allocator": "simulating allocator settings"}
+_STAGE_TEXT = {
+    "judge": "judging how each allocation scales with the batch",
+    "search": "searching the largest batch that fits",
+    "allocator": "simulating allocator settings",
+}
 
 
 def _stages(tp: TerminalProgress) -> Progress | None:

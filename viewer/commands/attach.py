@@ -34,13 +34,12 @@ from pathlib import Path
 
 from .. import live_protocol as proto
 from ..model.analysis.figures import Selection, memory_stats
-from ..model.live import nvml
+from ..model.core.units import format_bytes, plural
+from ..model.io.remote import RemoteError, is_remote, split_url
+from ..model.live import nvml, remote
 from ..model.live.client import AttachError
 from ..model.live.session import LiveSession
-from ..model.io.remote import RemoteError, is_remote, split_url
-from ..model.live import remote
 from ..model.live.targets import Target, can_inject, list_targets
-from ..model.core.units import format_bytes, plural
 
 EXIT_OK, EXIT_FAILURE, EXIT_NOT_ATTACHABLE = 0, 1, 2
 INJECT_WAIT_S = 10.0
@@ -50,21 +49,31 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vramscope attach",
         description="Watch a running PyTorch process's GPU memory or save a snapshot from it, "
-                    "without restarting it. The process opts in with "
-                    "`python -m vramscope.capture --live train.py` or "
-                    "`vramscope.capture.serve()`.",
+        "without restarting it. The process opts in with "
+        "`python -m vramscope.capture --live train.py` or "
+        "`vramscope.capture.serve()`.",
     )
-    p.add_argument("target", nargs="?", metavar="PID|ENDPOINT|ssh://HOST",
-                   help="process id (from --list) or an endpoint (unix:/path, "
-                        "tcp:127.0.0.1:PORT); or ssh://[user@]host[:port] for a process on "
-                        "another machine (then its PID follows, or --list)")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="PID|ENDPOINT|ssh://HOST",
+        help="process id (from --list) or an endpoint (unix:/path, "
+        "tcp:127.0.0.1:PORT); or ssh://[user@]host[:port] for a process on "
+        "another machine (then its PID follows, or --list)",
+    )
     p.add_argument("pid", nargs="?", metavar="PID", help="with ssh://HOST: the process id there")
-    p.add_argument("--list", action="store_true",
-                   help="list attachable processes and every GPU process NVML sees")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list attachable processes and every GPU process NVML sees",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--save", metavar="FILE",
-                   help="write the process's full snapshot here (a standard snapshot pickle, "
-                        "with a .json sidecar holding memory_stats of the same instant)")
+    p.add_argument(
+        "--save",
+        metavar="FILE",
+        help="write the process's full snapshot here (a standard snapshot pickle, "
+        "with a .json sidecar holding memory_stats of the same instant)",
+    )
     p.add_argument("--gui", action="store_true", help="open the live window")
     return p
 
@@ -95,12 +104,13 @@ def _attach(target: str, args: argparse.Namespace) -> int:
     if args.gui:
         from ..startup.display import window_error  # (Qt would abort: one line instead)
 
-        error = window_error(instead="without a window: vramscope attach TARGET (its figures "
-                                     "now) or --save FILE")
+        error = window_error(
+            instead="without a window: vramscope attach TARGET (its figures now) or --save FILE"
+        )
         if error:
             print(f"vramscope: error: {error}", file=sys.stderr)
             return 2
-        from .._qt.app import run_live  # noqa: PLC0415 - Qt only here
+        from .._qt.app import run_live
 
         return run_live(target)
     session = LiveSession(target)
@@ -140,8 +150,7 @@ def _remote(args: argparse.Namespace) -> int:
         return _list(args.json, remote_targets(listing), listing.nvml, host.destination)
     if not pid or not pid.isdigit():
         parser().print_usage(sys.stderr)
-        print("vramscope attach: error: ssh://HOST needs a PID there (or --list)",
-              file=sys.stderr)
+        print("vramscope attach: error: ssh://HOST needs a PID there (or --list)", file=sys.stderr)
         return EXIT_NOT_ATTACHABLE
     return _attach(remote.make_target(host, int(pid)), args)
 
@@ -152,8 +161,16 @@ def remote_targets(listing: remote.RemoteListing) -> list[Target]:
     for e in listing.entries:
         pid = int(e["pid"])
         argv = e.get("argv") or []
-        found[pid] = Target(pid, " ".join(str(a) for a in argv)[:300], str(e.get("endpoint")),
-                            e.get("rank"), e.get("device"), None, e.get("start_time"), e)
+        found[pid] = Target(
+            pid,
+            " ".join(str(a) for a in argv)[:300],
+            str(e.get("endpoint")),
+            e.get("rank"),
+            e.get("device"),
+            None,
+            e.get("start_time"),
+            e,
+        )
     for dev in listing.nvml.devices:
         for p in dev.processes:
             t = found.get(p.pid)
@@ -168,24 +185,42 @@ def listing_dict(targets: list[Target], info: nvml.NvmlInfo, where: str | None =
     """``attach --list --json`` (and the MCP tool ``live_agents``): each process, NVML's
     state, and the server it is on (an ssh:// listing only)."""
     return {
-        "processes": [{"pid": t.pid, "attachable": t.attachable, "endpoint": t.endpoint,
-                       "rank": t.rank, "device": t.device, "gpu_bytes": t.gpu_bytes,
-                       "command": t.command} for t in targets],
+        "processes": [
+            {
+                "pid": t.pid,
+                "attachable": t.attachable,
+                "endpoint": t.endpoint,
+                "rank": t.rank,
+                "device": t.device,
+                "gpu_bytes": t.gpu_bytes,
+                "command": t.command,
+            }
+            for t in targets
+        ],
         "nvml": info.error or "ok",
         **({"host": where} if where else {}),
     }
 
 
-def _list(as_json: bool, targets: list[Target] | None = None,
-          info: nvml.NvmlInfo | None = None, where: str | None = None) -> int:
+def _list(
+    as_json: bool,
+    targets: list[Target] | None = None,
+    info: nvml.NvmlInfo | None = None,
+    where: str | None = None,
+) -> int:
     if targets is None or info is None:
         targets, info = list_targets()
     if as_json:
         print(json.dumps(listing_dict(targets, info, where), indent=1))
         return EXIT_OK
     if not targets:
-        print("no attachable processes" + (f" on {where}" if where else "")
-              + " (opt in: " + proto.OPT_IN + ")")
+        print(
+            "no attachable processes"
+            + (f" on {where}" if where else "")
+            + " (opt in: "
+            + proto.OPT_IN
+            + ")"
+        )
     for t in targets:
         mem = f" {format_bytes(t.gpu_bytes)} on GPU" if t.gpu_bytes is not None else ""
         mark = "attachable" if t.attachable else "no agent  "
@@ -206,12 +241,18 @@ def _no_agent(pid: int) -> int | None:
         problem = inject_agent(pid)
         if problem is None:
             return None
-        print(f"vramscope: error: process {pid} has no vramscope agent and it could not be "
-              f"injected ({problem}); opt in with: {proto.OPT_IN}", file=sys.stderr)
+        print(
+            f"vramscope: error: process {pid} has no vramscope agent and it could not be "
+            f"injected ({problem}); opt in with: {proto.OPT_IN}",
+            file=sys.stderr,
+        )
         return EXIT_NOT_ATTACHABLE
     version = ".".join(map(str, sys.version_info[:2]))
-    print(f"vramscope: error: process {pid} has no vramscope agent; opt in with: {proto.OPT_IN} "
-          f"(injecting one needs Python 3.14+, this is {version})", file=sys.stderr)
+    print(
+        f"vramscope: error: process {pid} has no vramscope agent; opt in with: {proto.OPT_IN} "
+        f"(injecting one needs Python 3.14+, this is {version})",
+        file=sys.stderr,
+    )
     return EXIT_NOT_ATTACHABLE
 
 
@@ -252,8 +293,10 @@ def inject_agent(pid: int) -> str | None:
             if proto.find_entry(pid) is not None:
                 return None
             time.sleep(0.2)
-        return ("it did not start an agent within "
-                f"{INJECT_WAIT_S:.0f} s (busy in native code, or another Python version)")
+        return (
+            "it did not start an agent within "
+            f"{INJECT_WAIT_S:.0f} s (busy in native code, or another Python version)"
+        )
     finally:
         time.sleep(0.5)  # the target reads the script asynchronously
         try:
@@ -272,11 +315,17 @@ def save_snapshot(session: LiveSession, out: str):
     stats = header.get("stats") or {}
     dev_stats = stats.get(str(device)) if device is not None else None
     side = {
-        "name": path.stem, "reason": "live", "pid": session.hello.get("pid"),
-        "rank": session.hello.get("rank"), "device": device,
-        "torch": session.hello.get("torch"), "gpu": session.hello.get("gpu"),
-        "unix_time": header.get("time"), "argv": session.hello.get("argv"),
-        "memory_stats": dev_stats or {}, "memory_stats_by_device": stats,
+        "name": path.stem,
+        "reason": "live",
+        "pid": session.hello.get("pid"),
+        "rank": session.hello.get("rank"),
+        "device": device,
+        "torch": session.hello.get("torch"),
+        "gpu": session.hello.get("gpu"),
+        "unix_time": header.get("time"),
+        "argv": session.hello.get("argv"),
+        "memory_stats": dev_stats or {},
+        "memory_stats_by_device": stats,
     }
     sidecar = path.with_suffix(".json") if path.suffix != ".json" else None
     if sidecar is not None:
@@ -288,15 +337,25 @@ def _save(session: LiveSession, out: str, as_json: bool) -> int:
     path, snap = save_snapshot(session, out)
     figs = memory_stats(snap, Selection(device=session.hello.get("device")))
     if as_json:
-        print(json.dumps({"file": str(path), "bytes": path.stat().st_size,
-                          "reserved_bytes": figs.reserved_bytes,
-                          "allocated_bytes": figs.allocated_bytes,
-                          "trace_events": int(len(snap.trace.action))}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "file": str(path),
+                    "bytes": path.stat().st_size,
+                    "reserved_bytes": figs.reserved_bytes,
+                    "allocated_bytes": figs.allocated_bytes,
+                    "trace_events": int(len(snap.trace.action)),
+                },
+                indent=1,
+            )
+        )
     else:
-        print(f"wrote {path} ({format_bytes(path.stat().st_size)}): reserved "
-              f"{format_bytes(figs.reserved_bytes)}, "
-              f"allocated {format_bytes(figs.allocated_bytes)}, "
-              f"{plural(len(snap.trace.action), 'trace event')}")
+        print(
+            f"wrote {path} ({format_bytes(path.stat().st_size)}): reserved "
+            f"{format_bytes(figs.reserved_bytes)}, "
+            f"allocated {format_bytes(figs.allocated_bytes)}, "
+            f"{plural(len(snap.trace.action), 'trace event')}"
+        )
     return EXIT_OK
 
 
@@ -307,17 +366,30 @@ def _figures(session: LiveSession, as_json: bool) -> int:
         print(session.status)
         return EXIT_OK
     if as_json:
-        print(json.dumps({"pid": session.hello.get("pid"), "stats": upd.figures.to_dict(),
-                          "nvml": info.error or "ok"}, indent=1, default=str))
+        print(
+            json.dumps(
+                {
+                    "pid": session.hello.get("pid"),
+                    "stats": upd.figures.to_dict(),
+                    "nvml": info.error or "ok",
+                },
+                indent=1,
+                default=str,
+            )
+        )
         return EXIT_OK
     f = upd.figures
-    print(f"{session.describe()}\n  reserved {format_bytes(f.reserved_bytes)}, allocated "
-          f"{format_bytes(f.allocated_bytes)}, free in segments {format_bytes(f.free_bytes)}, "
-          f"largest free block {format_bytes(f.largest_free_block_bytes)}, "
-          f"{plural(f.segment_count, 'segment')}")
+    print(
+        f"{session.describe()}\n  reserved {format_bytes(f.reserved_bytes)}, allocated "
+        f"{format_bytes(f.allocated_bytes)}, free in segments {format_bytes(f.free_bytes)}, "
+        f"largest free block {format_bytes(f.largest_free_block_bytes)}, "
+        f"{plural(f.segment_count, 'segment')}"
+    )
     pid = session.hello.get("pid")
     used = info.process_bytes(pid) if isinstance(pid, int) else None
     if used is not None:
-        print(f"  NVML: the process uses {format_bytes(used)} on the GPU "
-              f"({format_bytes(max(0, used - f.reserved_bytes))} outside PyTorch's allocator)")
+        print(
+            f"  NVML: the process uses {format_bytes(used)} on the GPU "
+            f"({format_bytes(max(0, used - f.reserved_bytes))} outside PyTorch's allocator)"
+        )
     return EXIT_OK

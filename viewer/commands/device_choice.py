@@ -11,12 +11,14 @@ def device_fields(case, args: argparse.Namespace) -> dict:
     of a loaded case: what every JSON answer carries."""
     from ..model.analysis import focus
 
-    return {"device": case.device,
-            "device_chosen_by": focus.chosen_by(case.snap, case.device, args.device is not None)}
+    return {
+        "device": case.device,
+        "device_chosen_by": focus.chosen_by(case.snap, case.device, args.device is not None),
+    }
 
 
 def device_line(case, args: argparse.Namespace) -> str | None:
-    """"answering for device 1 (the last OOM's)" where the snapshot has several devices
+    """ "answering for device 1 (the last OOM's)" where the snapshot has several devices
     (one device: the report's own "device 0:" says it)."""
     from ..model.analysis import focus
 

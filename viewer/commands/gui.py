@@ -67,11 +67,13 @@ def shot_options(args):
     from .._qt.app import ShotOptions
 
     timeout = getattr(args, "timeout", None)
-    return ShotOptions(view=getattr(args, "view", None) or "blocks",
-                       color_by=getattr(args, "color_by", None),
-                       device=getattr(args, "device", None),
-                       at=getattr(args, "at", None),
-                       **({"timeout_s": float(timeout)} if timeout is not None else {}))
+    return ShotOptions(
+        view=getattr(args, "view", None) or "blocks",
+        color_by=getattr(args, "color_by", None),
+        device=getattr(args, "device", None),
+        at=getattr(args, "at", None),
+        **({"timeout_s": float(timeout)} if timeout is not None else {}),
+    )
 
 
 def main(args) -> int:
@@ -98,8 +100,7 @@ def _main(args, collecting: bool) -> int:
         print(f"vramscope: error: {error}", file=sys.stderr)
         return 2
     if remote and out:
-        print("vramscope: error: --screenshot needs a local file (copy it first)",
-              file=sys.stderr)
+        print("vramscope: error: --screenshot needs a local file (copy it first)", file=sys.stderr)
         return 2
     if not out:
         # Qt aborts the process (exit 134, five lines about xcb) where it cannot open a

@@ -124,16 +124,18 @@ def dumps(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------- summary
-def summary(path: str, device: int | None = None, at: int | None = None,
-            report: Report | None = None) -> str:
+def summary(
+    path: str, device: int | None = None, at: int | None = None, report: Report | None = None
+) -> str:
     """``vramscope summary PATH --json [--device N] [--at EVENT]``, as its text.
 
     Shares the CLI's result cache both ways (same key: file, arguments, code), so a
     summary the user already ran is answered at once, and the other way round."""
     path = snapshot_path(path)
     if at is not None and at < 0:
-        raise ToolFailure(f"at {at}: events are numbered from 0; give one of the device's "
-                          "events (0 or more)")
+        raise ToolFailure(
+            f"at {at}: events are numbered from 0; give one of the device's events (0 or more)"
+        )
     if os.path.isdir(path):
         if at is not None:
             raise ToolFailure("at needs a snapshot file, not a directory")
@@ -166,12 +168,13 @@ def summary_dict(path: str, device: int | None, at: int | None, stages: Stages) 
     from .summary import Refused, summarize_loaded
 
     snap = _load(path, stages, 0.0, 0.5)
-    marks = {"replay": (0.5, "replaying the trace"),
-             "replay_done": (0.8, "what the memory is: categories, sites, leaks"),
-             "summary_done": (1.0, "done")}
+    marks = {
+        "replay": (0.5, "replaying the trace"),
+        "replay_done": (0.8, "what the memory is: categories, sites, leaks"),
+        "summary_done": (1.0, "done"),
+    }
     try:
-        return summarize_loaded(snap, path, device, at, "at",
-                                lambda step: stages.at(*marks[step]))
+        return summarize_loaded(snap, path, device, at, "at", lambda step: stages.at(*marks[step]))
     except Refused as exc:
         raise ToolFailure(str(exc)) from None
 
@@ -198,21 +201,29 @@ def _case(path: str, device: int | None, stages: Stages, hi: float):
     snap = _load(path, stages, 0.0, hi * 0.4)
     try:
         case = prepare(snap, device, stages.slice(hi * 0.4, hi * 0.7, "replaying the trace"))
-        case.simulate("recorded", progress=stages.slice(hi * 0.7, hi,
-                                                        "self-check at the recorded settings"))
+        case.simulate(
+            "recorded", progress=stages.slice(hi * 0.7, hi, "self-check at the recorded settings")
+        )
         return case
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
 
 
 #: advise()'s steps, in the order it runs them, each with its slice of 0.3..1.
-_ADVISE_STAGES = {"judge": (0.30, 0.40, "judging how each allocation scales with the batch"),
-                  "search": (0.40, 0.75, "searching the largest batch that fits"),
-                  "allocator": (0.75, 1.00, "simulating allocator settings")}
+_ADVISE_STAGES = {
+    "judge": (0.30, 0.40, "judging how each allocation scales with the batch"),
+    "search": (0.40, 0.75, "searching the largest batch that fits"),
+    "allocator": (0.75, 1.00, "simulating allocator settings"),
+}
 
 
-def advise(path: str, batch: int | None = None, limit: int | str | None = None,
-           device: int | None = None, report: Report | None = None) -> list[str]:
+def advise(
+    path: str,
+    batch: int | None = None,
+    limit: int | str | None = None,
+    device: int | None = None,
+    report: Report | None = None,
+) -> list[str]:
     """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
     from ..model import SnapshotError
     from ..model.core.progress import Progress
@@ -225,6 +236,7 @@ def advise(path: str, batch: int | None = None, limit: int | str | None = None,
     case = _case(path, device, stages, 0.3)
     progress = None
     if report is not None:
+
         def step(stage: str, f: float) -> None:
             lo, hi, label = _ADVISE_STAGES.get(stage, (0.3, 1.0, stage))
             stages.at(lo + (hi - lo) * f, label)
@@ -237,9 +249,14 @@ def advise(path: str, batch: int | None = None, limit: int | str | None = None,
     return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 
-def whatif(path: str, settings: list[str] | None = None, recommend: bool = False,
-           limit: int | str | None = None, device: int | None = None,
-           report: Report | None = None) -> list[str]:
+def whatif(
+    path: str,
+    settings: list[str] | None = None,
+    recommend: bool = False,
+    limit: int | str | None = None,
+    device: int | None = None,
+    report: Report | None = None,
+) -> list[str]:
     """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
     from ..model import SnapshotError
     from ..model.core.units import plural
@@ -254,16 +271,23 @@ def whatif(path: str, settings: list[str] | None = None, recommend: bool = False
     stages = Stages(report)
     case = _case(path, device, stages, 0.3)
     try:
-        got = answer(case, confs, lim, recommend, device, progress=stages.slice(
-            0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"))
+        got = answer(
+            case,
+            confs,
+            lim,
+            recommend,
+            device,
+            progress=stages.slice(0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"),
+        )
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
     return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 
 # --------------------------------------------------------------------------- diff
-def diff(a: str, b: str, change: str | None = None, top: int = 10,
-         report: Report | None = None) -> str:
+def diff(
+    a: str, b: str, change: str | None = None, top: int = 10, report: Report | None = None
+) -> str:
     """``vramscope diff A B --json [--change REMEDY] [--top N]`` (commands/diff.py)."""
     from .diff import answer
 
@@ -277,8 +301,14 @@ def diff(a: str, b: str, change: str | None = None, top: int = 10,
 
 
 # --------------------------------------------------------------------------- stack_at
-def stack_at(path: str, event: int | None = None, device: int | None = None,
-             limit: int = 20, all_frames: bool = False, report: Report | None = None) -> str:
+def stack_at(
+    path: str,
+    event: int | None = None,
+    device: int | None = None,
+    limit: int = 20,
+    all_frames: bool = False,
+    report: Report | None = None,
+) -> str:
     """The allocations alive after trace event ``event`` of ``device``, largest first,
     each with its stack: what the window's table and stack panel show at that moment
     (:meth:`..model.view.document.Document.at`, :func:`..model.core.frames.stack_views`).
@@ -300,8 +330,10 @@ def stack_at(path: str, event: int | None = None, device: int | None = None,
     if not 1 <= limit <= STACK_AT_MAX:
         raise ToolFailure(f"limit must be 1..{STACK_AT_MAX}, not {limit}")
     if event is not None and event < 0:
-        raise ToolFailure(f"event {event}: events are numbered from 0; give one of the "
-                          "device's events (0 or more)")
+        raise ToolFailure(
+            f"event {event}: events are numbered from 0; give one of the "
+            "device's events (0 or more)"
+        )
     stages = Stages(report)
     snap = _load(path, stages, 0.0, 0.4)
     _known_device(snap, path, device)
@@ -310,8 +342,9 @@ def stack_at(path: str, event: int | None = None, device: int | None = None,
     if device is None:
         device = focus.default_trace_device(snap)
         if device is None:
-            raise ToolFailure(f"{path}: no trace events (record with "
-                              "torch.cuda.memory._record_memory_history)")
+            raise ToolFailure(
+                f"{path}: no trace events (record with torch.cuda.memory._record_memory_history)"
+            )
     elif device not in with_events:
         raise ToolFailure(f"{path}: no trace events on device {device}")
     doc = Document.build(snap, stages.slice(0.4, 0.9, "replaying the trace"))
@@ -339,20 +372,25 @@ def stack_at(path: str, event: int | None = None, device: int | None = None,
     for b in order[:limit].tolist():
         stack = int(blocks.stack[b])
         s = int(blocks.segment[b])
-        views = fr.stack_views(state, stack, doc.categories, show_torch=all_frames,
-                               show_cpp=all_frames) if stack >= 0 else []
-        shown.append({
-            "address": format_address(blocks.address[b]),
-            "size": int(blocks.size[b]),
-            "requested_size": int(blocks.requested_size[b]),
-            "state": BlockState(int(blocks.state[b])).label,
-            "stream": int(segs.stream[s]),
-            "pool": "small" if bool(segs.is_small[s]) else "large",
-            "segment": format_address(segs.address[s]),
-            "top_frame": moment.block_top_label(b) or None,
-            "frames": [f"{v.filename}:{v.line} {v.name}" for v in views[:STACK_FRAMES_MAX]],
-            "frames_omitted": max(0, len(views) - STACK_FRAMES_MAX),
-        })
+        views = (
+            fr.stack_views(state, stack, doc.categories, show_torch=all_frames, show_cpp=all_frames)
+            if stack >= 0
+            else []
+        )
+        shown.append(
+            {
+                "address": format_address(blocks.address[b]),
+                "size": int(blocks.size[b]),
+                "requested_size": int(blocks.requested_size[b]),
+                "state": BlockState(int(blocks.state[b])).label,
+                "stream": int(segs.stream[s]),
+                "pool": "small" if bool(segs.is_small[s]) else "large",
+                "segment": format_address(segs.address[s]),
+                "top_frame": moment.block_top_label(b) or None,
+                "frames": [f"{v.filename}:{v.line} {v.name}" for v in views[:STACK_FRAMES_MAX]],
+                "frames_omitted": max(0, len(views) - STACK_FRAMES_MAX),
+            }
+        )
     sites = top_sites(state, blocks.stack[alive], blocks.size[alive], limit)
     out = {
         "file": snap.path,
@@ -402,8 +440,10 @@ def live_snapshot(pid: int, path: str, report: Report | None = None) -> str:
     if proto.find_entry(pid) is None:
         if not proto.pid_alive(pid):
             raise ToolFailure(f"no process {pid}")
-        raise ToolFailure(f"process {pid} has no vramscope agent; opt in with: {proto.OPT_IN} "
-                          f"(or run `vramscope attach {pid}` yourself)")
+        raise ToolFailure(
+            f"process {pid} has no vramscope agent; opt in with: {proto.OPT_IN} "
+            f"(or run `vramscope attach {pid}` yourself)"
+        )
     stages = Stages(report)
     stages.at(0.05, f"saving a snapshot of process {pid}")
     session = LiveSession(str(pid))
@@ -450,4 +490,4 @@ def recording_guide() -> str:
     if start is None:
         return _GUIDE_FALLBACK
     end = re.compile(r"^##\s", re.MULTILINE).search(text, start.end())
-    return text[start.start():end.start() if end else len(text)].strip() + "\n"
+    return text[start.start() : end.start() if end else len(text)].strip() + "\n"

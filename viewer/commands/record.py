@@ -12,9 +12,11 @@ import sys
 
 from ..early.install_hint import install_hint
 
-ELSEWHERE = ("capture runs in the training environment, next to torch: there, "
-             f"{install_hint('capture')}, then python -m vramscope.capture "
-             "[--out DIR] script.py [args ...] (this installation is the viewer only)")
+ELSEWHERE = (
+    "capture runs in the training environment, next to torch: there, "
+    f"{install_hint('capture')}, then python -m vramscope.capture "
+    "[--out DIR] script.py [args ...] (this installation is the viewer only)"
+)
 
 
 def main(argv: list[str]) -> int:

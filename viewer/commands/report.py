@@ -22,15 +22,26 @@ def parser() -> argparse.ArgumentParser:
         prog="vramscope report",
         description="Write one self-contained HTML page about a snapshot, to attach to a "
         "bug report: the same page as File > Export report in the GUI.",
-        epilog="example: vramscope report oom.pickle -o oom-report.html")
+        epilog="example: vramscope report oom.pickle -o oom-report.html",
+    )
     p.add_argument("file", help="snapshot file (pickle, compressed or not, or JSON)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.html",
-                   help="where to write the page")
-    p.add_argument("--device", default="all", metavar="{N,all}",
-                   help="only device N's section (default: all, one section per device, "
-                   "the one that ran out of memory first)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                   help="how long to wait for the analyses (default 300)")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="OUT.html", help="where to write the page"
+    )
+    p.add_argument(
+        "--device",
+        default="all",
+        metavar="{N,all}",
+        help="only device N's section (default: all, one section per device, "
+        "the one that ran out of memory first)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for the analyses (default 300)",
+    )
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
 
@@ -72,8 +83,7 @@ def main(argv: list[str]) -> int:
     try:
         from .._qt.report_shot import export_report
     except ImportError as exc:  # pragma: no cover - broken installs
-        print(f"vramscope: error: the report needs PySide6 and pyqtgraph ({exc})",
-              file=sys.stderr)
+        print(f"vramscope: error: the report needs PySide6 and pyqtgraph ({exc})", file=sys.stderr)
         return 2
     device = None if args.device == "all" else int(args.device)
     code, error = export_report(args.file, args.output, device, args.timeout)

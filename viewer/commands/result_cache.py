@@ -35,8 +35,11 @@ def enabled(no_cache: bool) -> bool:
     """Off with ``--no-cache``, ``VRAMSCOPE_NO_CACHE=1`` or ``VRAMSCOPE_NO_RESULT_CACHE=1``
     (the last keeps the column cache: benchmarks measure a re-open without this one)."""
     env = os.environ.get
-    return not no_cache and env("VRAMSCOPE_NO_CACHE", "") in ("", "0") \
+    return (
+        not no_cache
+        and env("VRAMSCOPE_NO_CACHE", "") in ("", "0")
         and env("VRAMSCOPE_NO_RESULT_CACHE", "") in ("", "0")
+    )
 
 
 def _code_stamp() -> str:
@@ -46,8 +49,12 @@ def _code_stamp() -> str:
     viewer = os.path.dirname(here)
     newest = 0
     model = os.path.join(viewer, "model")
-    for directory in (here, model, os.path.join(model, "_native"),
-                      os.path.join(model, "categories")):
+    for directory in (
+        here,
+        model,
+        os.path.join(model, "_native"),
+        os.path.join(model, "categories"),
+    ):
         try:
             with os.scandir(directory) as it:
                 for entry in it:

@@ -71,16 +71,21 @@ def check_model(example: Path, expected: dict) -> list[str]:
     start = time.perf_counter()
     snap = load_snapshot(example, use_cache=False)
     stats = memory_stats(snap).to_dict()
-    wrong = [f"{name} {stats.get(name)} != {value}" for name, value in expected.items()
-             if stats.get(name) != value]
+    wrong = [
+        f"{name} {stats.get(name)} != {value}"
+        for name, value in expected.items()
+        if stats.get(name) != value
+    ]
     if wrong:
         raise SelfTestError(f"{example.name}: figures differ from memory_stats: {'; '.join(wrong)}")
     oom = last_oom(snap)
     if oom is None:
         raise SelfTestError(f"{example.name}: no OOM found (expected a {EXPECTED_VERDICT} verdict)")
     if oom.kind != EXPECTED_VERDICT:
-        raise SelfTestError(f"{example.name}: OOM verdict is {oom.kind!r}, expected "
-                            f"{EXPECTED_VERDICT!r}: {oom.verdict}")
+        raise SelfTestError(
+            f"{example.name}: OOM verdict is {oom.kind!r}, expected "
+            f"{EXPECTED_VERDICT!r}: {oom.verdict}"
+        )
     seconds = time.perf_counter() - start
     return [
         f"  model:  {example.name}: {plural(stats['segment_count'], 'segment')}, reserved "
@@ -110,19 +115,26 @@ def check_window(example: Path, out: Path) -> list[str]:
     if image.isNull():
         raise SelfTestError(f"{out}: the rendered PNG cannot be read back")
     if (image.width(), image.height()) != (want.width(), want.height()):
-        raise SelfTestError(f"{out}: rendered {image.width()}x{image.height()}, "
-                            f"expected {want.width()}x{want.height()}")
-    colours = {image.pixel(x, y)
-               for x in range(0, image.width(), max(1, image.width() // 96))
-               for y in range(0, image.height(), max(1, image.height() // 60))}
+        raise SelfTestError(
+            f"{out}: rendered {image.width()}x{image.height()}, "
+            f"expected {want.width()}x{want.height()}"
+        )
+    colours = {
+        image.pixel(x, y)
+        for x in range(0, image.width(), max(1, image.width() // 96))
+        for y in range(0, image.height(), max(1, image.height() // 60))
+    }
     if len(colours) < MIN_COLOURS:
         raise SelfTestError(
-            f"{out}: the rendered window looks blank ({plural(len(colours), 'colour')})")
+            f"{out}: the rendered window looks blank ({plural(len(colours), 'colour')})"
+        )
     about = about_versions()
     seconds = time.perf_counter() - start
-    return [f"  window: main window rendered offscreen, {image.width()}x{image.height()}, "
-            f"{plural(len(colours), 'colour')} sampled ({seconds:.2f} s)",
-            f"  about:  Help > About names {about}"]
+    return [
+        f"  window: main window rendered offscreen, {image.width()}x{image.height()}, "
+        f"{plural(len(colours), 'colour')} sampled ({seconds:.2f} s)",
+        f"  about:  Help > About names {about}",
+    ]
 
 
 def about_versions() -> str:
@@ -182,8 +194,9 @@ def run(keep_png: str | None = None) -> list[str]:
         if keep_png:
             out = Path(keep_png)
         else:
-            out = Path(stack.enter_context(
-                tempfile.TemporaryDirectory(prefix="vramscope-selftest-")))
+            out = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="vramscope-selftest-"))
+            )
             out = out / "window.png"
         lines += check_window(Path(example), out)
         if keep_png:
@@ -192,9 +205,11 @@ def run(keep_png: str | None = None) -> list[str]:
     location = Path(sys.executable if kind == "frozen app" else __file__).resolve()
     where = location.parent if kind == "frozen app" else location.parents[1]
     header = f"vramscope self-test ({kind} in {where}, Python {sys.version.split()[0]})"
-    return [header, *lines,
-            "self-test passed: figures, OOM verdict, offscreen window and About OK "
-            f"in {seconds:.1f} s"]
+    return [
+        header,
+        *lines,
+        f"self-test passed: figures, OOM verdict, offscreen window and About OK in {seconds:.1f} s",
+    ]
 
 
 def main(args) -> int:
@@ -203,7 +218,7 @@ def main(args) -> int:
     except SelfTestError as exc:
         print(f"vramscope: self-test failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except Exception as exc:  # noqa: BLE001 - any failure is one line and exit 1
+    except Exception as exc:
         text = " ".join(str(exc).split()) or "(no message)"
         print(f"vramscope: self-test failed: {type(exc).__name__}: {text}", file=sys.stderr)
         return EXIT_FAILED

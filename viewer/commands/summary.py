@@ -35,27 +35,46 @@ def parser() -> argparse.ArgumentParser:
         description="Print a snapshot's memory figures (equal to torch.cuda.memory_stats() "
         "at the same instant) and, after an OOM, why it happened.",
     )
-    p.add_argument("file", help="snapshot file (a pickle, gzip/xz/bz2 compressed or not, "
-                   "or JSON), or a directory "
-                   "of per-rank snapshots (one entry per rank, outlier ranks flagged)")
+    p.add_argument(
+        "file",
+        help="snapshot file (a pickle, gzip/xz/bz2 compressed or not, "
+        "or JSON), or a directory "
+        "of per-rank snapshots (one entry per rank, outlier ranks flagged)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--at", type=int, metavar="EVENT",
-                   help="report the state after trace event EVENT (0-based, of --device)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="parse the file even if its columns are cached")
-    p.add_argument("--device", type=int, metavar="N",
-                   help="device to answer for: its peaks, memory categories and allocation "
-                   "sites, and the trace --at indexes (default: the last OOM's, else the "
-                   "one with the highest reserved peak); must be a device of the snapshot")
-    p.add_argument("--jobs", type=positive_int, metavar="N",
-                   help="a directory: read the ranks' files on N processes of this machine "
-                   "(default: all its CPUs; 1 = one after the other)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="a directory: read each rank's file as a task of the running Dask "
-                   "cluster at ADDRESS (tcp://host:8786), on the workers, which see the "
-                   "directory; only each rank's figures come back (needs "
-                   f"{pip_install('dask')} here, from a clone of vramscope, and vramscope "
-                   "on the workers)")
+    p.add_argument(
+        "--at",
+        type=int,
+        metavar="EVENT",
+        help="report the state after trace event EVENT (0-based, of --device)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="parse the file even if its columns are cached"
+    )
+    p.add_argument(
+        "--device",
+        type=int,
+        metavar="N",
+        help="device to answer for: its peaks, memory categories and allocation "
+        "sites, and the trace --at indexes (default: the last OOM's, else the "
+        "one with the highest reserved peak); must be a device of the snapshot",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="a directory: read the ranks' files on N processes of this machine "
+        "(default: all its CPUs; 1 = one after the other)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a directory: read each rank's file as a task of the running Dask "
+        "cluster at ADDRESS (tcp://host:8786), on the workers, which see the "
+        "directory; only each rank's figures come back (needs "
+        f"{pip_install('dask')} here, from a clone of vramscope, and vramscope "
+        "on the workers)",
+    )
     return p
 
 
@@ -64,17 +83,24 @@ def main(argv: list[str]) -> int:
     if args.at is not None and args.at < 0:
         # Refused rather than counted from the end: "-5" would silently be another event
         # than the one typed (and the positive bound is checked against the device's count).
-        print(f"vramscope: error: --at {args.at}: events are numbered from 0; give one "
-              "of the device's events (0 or more)", file=sys.stderr)
+        print(
+            f"vramscope: error: --at {args.at}: events are numbered from 0; give one "
+            "of the device's events (0 or more)",
+            file=sys.stderr,
+        )
         return 2
     remote = args.file.startswith("ssh://")  # streamed through the user's ssh
     # With a scheduler the directory may be one only the cluster's workers see.
-    if not remote and (os.path.isdir(args.file)
-                       or (args.scheduler and not os.path.exists(args.file))):
+    if not remote and (
+        os.path.isdir(args.file) or (args.scheduler and not os.path.exists(args.file))
+    ):
         return _directory(args)
     if args.jobs is not None or args.scheduler:
-        print("vramscope: error: --jobs and --scheduler need a directory of per-rank "
-              "snapshots, not a file", file=sys.stderr)
+        print(
+            "vramscope: error: --jobs and --scheduler need a directory of per-rank "
+            "snapshots, not a file",
+            file=sys.stderr,
+        )
         return 2
     if remote:  # run where the file is when vramscope is there: only the answer travels
         from .remote_run import answered_there
@@ -156,8 +182,7 @@ def _summary(args):
 
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
-    key = column_cache.file_key(args.file) if use_cache and _can_fork() and not remote \
-        else None
+    key = column_cache.file_key(args.file) if use_cache and _can_fork() and not remote else None
     deferred = key is not None and not column_cache.entry_path(key).exists()
     try:
         snap = load_any(args.file, use_cache=use_cache and not deferred)
@@ -188,9 +213,14 @@ class Refused(Exception):
     """A device or event the snapshot does not have: one line (after ``vramscope: error:``)."""
 
 
-def summarize_loaded(snap, file: str, device: int | None, at: int | None,
-                     at_name: str = "--at",
-                     step: Callable[[str], object] | None = None) -> dict:
+def summarize_loaded(
+    snap,
+    file: str,
+    device: int | None,
+    at: int | None,
+    at_name: str = "--at",
+    step: Callable[[str], object] | None = None,
+) -> dict:
     """The summary of the loaded ``snap`` (read from ``file``): of ``device`` (the one
     named, else the last OOM's, else the highest peak's), at its trace event ``at`` too
     if given (``at_name``: how the caller calls it, in a refusal).  What ``summary``
@@ -198,8 +228,8 @@ def summarize_loaded(snap, file: str, device: int | None, at: int | None,
     "replay_done" and "summary_done" as they come.  :class:`Refused` for a device or
     event the snapshot does not have."""
     from ..model.analysis import focus
-    from ..model.reports.summary import summarize, summary_timeline
     from ..model.replay.timeline import oom_events
+    from ..model.reports.summary import summarize, summary_timeline
 
     def tell(name: str) -> None:
         if step is not None:
@@ -208,12 +238,13 @@ def summarize_loaded(snap, file: str, device: int | None, at: int | None,
     if device is not None:
         known = snap.devices
         if device not in known:
-            raise Refused(f"{file}: no device {device} in this snapshot "
-                          f"(its devices: {', '.join(map(str, known)) or 'none'})")
+            raise Refused(
+                f"{file}: no device {device} in this snapshot "
+                f"(its devices: {', '.join(map(str, known)) or 'none'})"
+            )
     given = device is not None
     if not given:
-        device = (focus.default_trace_device(snap) if len(snap.trace)
-                  else focus.default_device(snap))
+        device = focus.default_trace_device(snap) if len(snap.trace) else focus.default_device(snap)
     chosen = focus.chosen_by(snap, device, given)
     # A report seeks only to the OOMs (and --at): no keyframes, those layouts kept.
     emit = oom_events(snap)
@@ -221,8 +252,9 @@ def summarize_loaded(snap, file: str, device: int | None, at: int | None,
     if at is not None:
         n = int((snap.trace.device == device).sum()) if device is not None else 0
         if not n:
-            raise Refused(f"{file}: no trace events"
-                          + (f" on device {device}" if device is not None else ""))
+            raise Refused(
+                f"{file}: no trace events" + (f" on device {device}" if device is not None else "")
+            )
         if not 0 <= at < n:
             raise Refused(f"{at_name} {at} is outside 0..{n - 1}")
         moment = (device, at)
@@ -245,12 +277,16 @@ def _directory(args) -> int:
         print("vramscope: error: --at needs a snapshot file, not a directory", file=sys.stderr)
         return 2
     if args.jobs is not None and args.scheduler:
-        print("vramscope: error: --jobs is this machine's processes; with --scheduler the "
-              "cluster's workers read the files: give one of them", file=sys.stderr)
+        print(
+            "vramscope: error: --jobs is this machine's processes; with --scheduler the "
+            "cluster's workers read the files: give one of them",
+            file=sys.stderr,
+        )
         return 2
     try:
-        overview = ranks.load_ranks(args.file, use_cache=not args.no_cache, jobs=args.jobs,
-                                    scheduler=args.scheduler)
+        overview = ranks.load_ranks(
+            args.file, use_cache=not args.no_cache, jobs=args.jobs, scheduler=args.scheduler
+        )
     except SnapshotError as exc:
         print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
         return 2

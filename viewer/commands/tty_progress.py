@@ -66,7 +66,7 @@ class TerminalProgress:
         text = f"{self.prog}: {label}"
         width = _columns(self.stream) - 1 - len(pct)
         if len(text) > width:  # cut the label, keep the percentage
-            text = text[:max(width - 3, 0)] + "..."
+            text = text[: max(width - 3, 0)] + "..."
         text += pct
         pad = max(self._shown - len(text), 0)
         self.stream.write("\r" + text + " " * pad)

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from ..model import SnapshotError
+from ..model.core import units
 from ..model.core.allocator_rules import ConfError, parse_conf
 from ..model.core.errors import LoadCancelled
-from ..model.io.remote import load_any
-from ..model.core import units
 from ..model.core.progress import Progress
+from ..model.io.remote import load_any
 from .arg_types import positive_int
 from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
+
 
 def parse_bytes(text: str) -> int:
     """``10000000000``, ``10e9``, ``10GB``, ``9.5GiB`` -> bytes (argparse type over the one
@@ -53,8 +54,13 @@ def glue_values(argv: list[str], options=VALUE_OPTIONS) -> list[str]:
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in options and i + 1 < len(argv) and argv[i + 1].startswith("-") \
-                and argv[i + 1] not in ("-h", "--help") and not argv[i + 1].startswith("--"):
+        if (
+            arg in options
+            and i + 1 < len(argv)
+            and argv[i + 1].startswith("-")
+            and argv[i + 1] not in ("-h", "--help")
+            and not argv[i + 1].startswith("--")
+        ):
             out.append(f"{arg}={argv[i + 1]}")
             i += 2
             continue
@@ -80,26 +86,54 @@ def parser() -> argparse.ArgumentParser:
         "PYTORCH_CUDA_ALLOC_CONF settings, by replaying its trace through a model of "
         "PyTorch's caching allocator.",
         epilog='example: vramscope whatif snap.pickle --conf "expandable_segments:True" '
-        '--conf "max_split_size_mb:64" --memory-limit 10GB')
+        '--conf "max_split_size_mb:64" --memory-limit 10GB',
+    )
     p.add_argument("file", help="snapshot with a trace (recorded with _record_memory_history)")
-    p.add_argument("--conf", action="append", default=[], metavar="SETTINGS",
-                   help="a PYTORCH_CUDA_ALLOC_CONF string, parsed like the allocator does "
-                   "(from the defaults); 'recorded' = the snapshot's settings; repeatable")
-    p.add_argument("--memory-limit", type=parse_bytes, metavar="BYTES",
-                   help="bytes the process may reserve (like set_per_process_memory_fraction); "
-                   "default: the recording's, from the sidecar or inferred from the trace")
-    p.add_argument("--recommend", action="store_true",
-                   help="also try a standard set of settings and rank all by peak reserved")
-    p.add_argument("--batch-scale", type=_positive_float, action="append", default=[],
-                   metavar="F", help="re-simulate with the batch scaled by F (0.5 = half): "
-                   "allocations judged to grow with the batch are scaled, the rest kept; "
-                   "repeatable; each is combined with every --conf")
-    p.add_argument("--batch", type=positive_int, metavar="N",
-                   help="the recorded batch size (optional): scaled sizes are exact per-sample "
-                   "multiples, and the answer says how much it hangs on the allocations that "
-                   "are not per-sample (cuDNN workspaces)")
-    p.add_argument("--device", type=int, metavar="N", help="device to simulate (default: the "
-                   "last OOM's, else the one with the highest reserved peak)")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="SETTINGS",
+        help="a PYTORCH_CUDA_ALLOC_CONF string, parsed like the allocator does "
+        "(from the defaults); 'recorded' = the snapshot's settings; repeatable",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=parse_bytes,
+        metavar="BYTES",
+        help="bytes the process may reserve (like set_per_process_memory_fraction); "
+        "default: the recording's, from the sidecar or inferred from the trace",
+    )
+    p.add_argument(
+        "--recommend",
+        action="store_true",
+        help="also try a standard set of settings and rank all by peak reserved",
+    )
+    p.add_argument(
+        "--batch-scale",
+        type=_positive_float,
+        action="append",
+        default=[],
+        metavar="F",
+        help="re-simulate with the batch scaled by F (0.5 = half): "
+        "allocations judged to grow with the batch are scaled, the rest kept; "
+        "repeatable; each is combined with every --conf",
+    )
+    p.add_argument(
+        "--batch",
+        type=positive_int,
+        metavar="N",
+        help="the recorded batch size (optional): scaled sizes are exact per-sample "
+        "multiples, and the answer says how much it hangs on the allocations that "
+        "are not per-sample (cuDNN workspaces)",
+    )
+    p.add_argument(
+        "--device",
+        type=int,
+        metavar="N",
+        help="device to simulate (default: the "
+        "last OOM's, else the one with the highest reserved peak)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -134,8 +168,8 @@ def reported(args: argparse.Namespace, tp: TerminalProgress, work):
     except LoadCancelled:  # pragma: no cover - no one cancels on the command line
         return 1
 
-def predict_all(case, confs: list[str], limit: int | None = None,
-                progress: Progress | None = None):
+
+def predict_all(case, confs: list[str], limit: int | None = None, progress: Progress | None = None):
     """:func:`~..model.whatif.predict` with the settings simulated side by side, on every
     core (:func:`~..model.core.parallel.pmap`; serially for a small case): the same
     predictions, in the order given."""
@@ -143,9 +177,14 @@ def predict_all(case, confs: list[str], limit: int | None = None,
     from ..model.whatif import Prediction
 
     cfgs = [case.config_of(conf) for conf in confs]
-    results = parallel.pmap(lambda cfg, sub: case.simulate(cfg, limit, sub), cfgs,
-                            work=_work(case), progress=progress, stage="simulate",
-                            with_progress=True)
+    results = parallel.pmap(
+        lambda cfg, sub: case.simulate(cfg, limit, sub),
+        cfgs,
+        work=_work(case),
+        progress=progress,
+        stage="simulate",
+        with_progress=True,
+    )
     lim = case.limit if limit is None else limit
     return [Prediction(conf, cfg, lim, r) for conf, cfg, r in zip(confs, cfgs, results)]
 
@@ -210,8 +249,16 @@ def main(argv: list[str]) -> int:
         try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
             # The recorded run (computed once, cached in the case) for the self-check.
             case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            got = answer(case, confs, args.memory_limit, args.recommend, args.device,
-                         args.batch_scale, args.batch, tp)
+            got = answer(
+                case,
+                confs,
+                args.memory_limit,
+                args.recommend,
+                args.device,
+                args.batch_scale,
+                args.batch,
+                tp,
+            )
         except SnapshotError as exc:
             tp.clear()
             print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
@@ -237,10 +284,17 @@ class Answer:
     warnings: list[str]
 
 
-def answer(case, confs: list[str], limit: int | None = None, recommend: bool = False,
-           device: int | None = None, batch_scales: list[float] | None = None,
-           batch: int | None = None, tp: TerminalProgress | None = None,
-           progress: Progress | None = None) -> Answer:
+def answer(
+    case,
+    confs: list[str],
+    limit: int | None = None,
+    recommend: bool = False,
+    device: int | None = None,
+    batch_scales: list[float] | None = None,
+    batch: int | None = None,
+    tp: TerminalProgress | None = None,
+    progress: Progress | None = None,
+) -> Answer:
     """The predictions for a prepared ``case`` at the settings ``confs``
     (:func:`settings_to_try`), each at every scale of ``batch_scales`` when given
     (``--batch-scale``); ``device`` as the caller named it; progress on the command's
@@ -251,24 +305,30 @@ def answer(case, confs: list[str], limit: int | None = None, recommend: bool = F
 
     case.simulate("recorded")  # (cached in the case: the self-check's run)
     check = case.self_check()
-    warnings = [] if check.ok else [
-        f"the model does not reproduce this recording at its own settings "
-        f"({check.first_difference}); predictions are approximate"]
+    warnings = (
+        []
+        if check.ok
+        else [
+            f"the model does not reproduce this recording at its own settings "
+            f"({check.first_difference}); predictions are approximate"
+        ]
+    )
     if batch_scales:
         from .whatif_batch import batch_rows
 
-        data, text = batch_rows(case, confs, list(batch_scales), batch, limit, recommend,
-                                device, tp)
+        data, text = batch_rows(
+            case, confs, list(batch_scales), batch, limit, recommend, device, tp
+        )
         return Answer(data, text, warnings)
-    preds = predict_all(case, confs, limit,
-                        _per_setting(tp, case, confs) if tp is not None else progress)
+    preds = predict_all(
+        case, confs, limit, _per_setting(tp, case, confs) if tp is not None else progress
+    )
     if recommend:
         preds = rank(preds)
     given = SimpleNamespace(device=device)
     fields = device_fields(case, given)
     line = device_line(case, given)
-    text = (line + "\n" if line else "") + format_text(case, preds, ranked=recommend,
-                                                         limit=limit)
+    text = (line + "\n" if line else "") + format_text(case, preds, ranked=recommend, limit=limit)
     return Answer([{**p.to_dict(case), **fields} for p in preds], text, warnings)
 
 
@@ -282,8 +342,10 @@ def _per_setting(tp: TerminalProgress, case, confs: list[str]) -> Progress | Non
     n = len(confs)
     workers = parallel.workers_for(n, _work(case))
     if workers > 1:
-        what = (f"simulating {units.plural(n, 'setting')} on "
-                f"{units.plural(workers, 'process', 'processes')}")
+        what = (
+            f"simulating {units.plural(n, 'setting')} on "
+            f"{units.plural(workers, 'process', 'processes')}"
+        )
         tp.show(what, 0.0, force=True)
         return Progress(lambda _stage, f: tp.show(what, f))
 

@@ -14,11 +14,18 @@ from types import SimpleNamespace
 
 from ..model.core import parallel
 from ..model.core.progress import Progress
+from ..model.core.units import format_bytes as fb
+from ..model.core.units import plural
 from ..model.remedies import batch_scale, evidence, explain, scaling
 from ..model.whatif import native_sim
-from ..model.core.units import format_bytes as fb, plural
-from ..model.whatif.predictions import (Prediction, limit_text, rank, row_label,
-                                        vs_recorded_text, window_notes)
+from ..model.whatif.predictions import (
+    Prediction,
+    limit_text,
+    rank,
+    row_label,
+    vs_recorded_text,
+    window_notes,
+)
 from .device_choice import device_fields, device_line
 
 
@@ -31,9 +38,16 @@ def scale_label(scale: float, batch: int | None) -> str:
     return text
 
 
-def batch_rows(case, confs: list[str], scales: list[float], batch: int | None = None,
-               limit: int | None = None, recommend: bool = False, device: int | None = None,
-               tp=None) -> tuple[list[dict], str]:
+def batch_rows(
+    case,
+    confs: list[str],
+    scales: list[float],
+    batch: int | None = None,
+    limit: int | None = None,
+    recommend: bool = False,
+    device: int | None = None,
+    tp=None,
+) -> tuple[list[dict], str]:
     """The rows of every scale in ``scales`` x setting in ``confs``: (``whatif
     --batch-scale ... --json``'s list, its text); ``device`` as the caller named it."""
     show = tp.show if tp is not None and tp.enabled else (lambda *a, **k: None)
@@ -51,30 +65,34 @@ def batch_rows(case, confs: list[str], scales: list[float], batch: int | None = 
     show(f"simulating {plural(total, 'batch row')}", 0.0, force=True)
     results = parallel.pmap(
         lambda pair: scaled[pair[0]].simulate(case.config_of(pair[1]), limit),
-        pairs, work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
-        progress=Progress(lambda _s, x: show(f"simulating {plural(total, 'batch row')}",
-                                             x / 2)))
+        pairs,
+        work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
+        progress=Progress(lambda _s, x: show(f"simulating {plural(total, 'batch row')}", x / 2)),
+    )
     for k, ((f, conf), result) in enumerate(zip(pairs, results)):
-        show(f"estimating {k + 1}/{total}: batch x{f:g} {conf or '(defaults)'}",
-             0.5 + k / total / 2)
+        show(
+            f"estimating {k + 1}/{total}: batch x{f:g} {conf or '(defaults)'}", 0.5 + k / total / 2
+        )
         cfg = case.config_of(conf)
         # Library workspaces make the figure an estimate (the model's one rule, as advise
         # and the GUI label it): the range says how far.
         estimate = batch_scale.is_estimate(judgement, f)
-        est = batch_scale.estimate_range(case, judgement, f, cfg, limit) \
-            if estimate else None
-        label = scale_label(f, batch) + ("" if conf == "recorded" else
-                                          f" {conf or '(defaults)'}")
+        est = batch_scale.estimate_range(case, judgement, f, cfg, limit) if estimate else None
+        label = scale_label(f, batch) + ("" if conf == "recorded" else f" {conf or '(defaults)'}")
         if estimate:
             label += " (estimate)"
-        p = Prediction(label, cfg, case.limit if limit is None else limit, result,
-                       program_changed=True)
+        p = Prediction(
+            label, cfg, case.limit if limit is None else limit, result, program_changed=True
+        )
         preds.append(p)
-        info = {"batch_scale": f, "conf": conf,
-                "peak_reserved_is_estimate": estimate,
-                "uncertain_allocations": est.workspaces if est else 0,
-                "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
-                "peak_reserved_estimate": est.to_dict() if est else None}
+        info = {
+            "batch_scale": f,
+            "conf": conf,
+            "peak_reserved_is_estimate": estimate,
+            "uncertain_allocations": est.workspaces if est else 0,
+            "peak_reserved_sensitivity_bytes": [est.low, est.high] if est else None,
+            "peak_reserved_estimate": est.to_dict() if est else None,
+        }
         if batch:
             info["batch"] = float(f * batch)
         extra.append(info)
@@ -94,21 +112,37 @@ def batch_rows(case, confs: list[str], scales: list[float], batch: int | None = 
         d["scaling"] = rows_explain
         out.append(d)
     line = device_line(case, given)
-    text = ((line + "\n" if line else "")
-            + format_table(case, preds, extra, ranked=recommend, limit=limit) + "\n"
-            + explain.format_rule_table(rows_explain))
+    text = (
+        (line + "\n" if line else "")
+        + format_table(case, preds, extra, ranked=recommend, limit=limit)
+        + "\n"
+        + explain.format_rule_table(rows_explain)
+    )
     return out, text
 
 
-def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool = False,
-                 limit: int | None = None) -> str:
+def format_table(
+    case, preds: list[Prediction], extra: list[dict], ranked: bool = False, limit: int | None = None
+) -> str:
     """The batch rows as text: each row's peak (one value, or the range the library's
     workspace choices span, marked an estimate), and for a row that runs out of memory
     "out of memory" where a percentage against the recorded run would read as a saving."""
-    head = [f"device {case.device}: {plural(len(case.requests), 'request')}; recorded "
-            f"settings: {case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
-    rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
-             "cudaMalloc", "cudaFree", "OOM")]
+    head = [
+        f"device {case.device}: {plural(len(case.requests), 'request')}; recorded "
+        f"settings: {case.recorded.describe()}; memory limit: {limit_text(case, limit)}"
+    ]
+    rows = [
+        (
+            "setting",
+            "peak reserved",
+            "vs recorded",
+            "peak alloc",
+            "frag@peak",
+            "cudaMalloc",
+            "cudaFree",
+            "OOM",
+        )
+    ]
     notes = []
     for p, info in zip(preds, extra):
         d = p.to_dict(case)
@@ -123,27 +157,40 @@ def format_table(case, preds: list[Prediction], extra: list[dict], ranked: bool 
         vs = vs_recorded_text(d)
         if oom is not None:
             peak += " until the OOM"
-        rows.append((row_label(case, p), peak, vs, fb(d["peak_allocated_bytes"]),
-                     f"{d['fragmentation_at_peak'] * 100:.1f}%", str(d["cuda_malloc_count"]),
-                     str(d["cuda_free_count"]),
-                     "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
+        rows.append(
+            (
+                row_label(case, p),
+                peak,
+                vs,
+                fb(d["peak_allocated_bytes"]),
+                f"{d['fragmentation_at_peak'] * 100:.1f}%",
+                str(d["cuda_malloc_count"]),
+                str(d["cuda_free_count"]),
+                "-" if oom is None else f"event {oom['event']} ({oom['kind']})",
+            )
+        )
         if oom is not None:
-            notes.append(f"  {p.conf}: runs out of memory at event {oom['event']}: "
-                         f"{oom['verdict']}")
+            notes.append(
+                f"  {p.conf}: runs out of memory at event {oom['event']}: {oom['verdict']}"
+            )
         if est:
             n = est.get("in_doubt") or plural(est["workspace_allocations"], "library workspace")
             if span:
-                notes.append(f"  {p.conf}: estimate {span.replace(' - ', ' to ')} over the "
-                             f"sizes {n} may take: "
-                             f"{est.get('why_range', batch_scale.RANGE_WHAT)}; "
-                             f"{fb(d['peak_reserved_bytes'])} assumes "
-                             "the recorded ones (as judged: weight part kept, the rest scaled)")
+                notes.append(
+                    f"  {p.conf}: estimate {span.replace(' - ', ' to ')} over the "
+                    f"sizes {n} may take: "
+                    f"{est.get('why_range', batch_scale.RANGE_WHAT)}; "
+                    f"{fb(d['peak_reserved_bytes'])} assumes "
+                    "the recorded ones (as judged: weight part kept, the rest scaled)"
+                )
             else:
-                notes.append(f"  {p.conf}: an estimate: {n} may take other sizes at this "
-                             "batch; "
-                             "every size tried gives the same peak"
-                             + ("" if est["low_bytes"] == est["high_bytes"]
-                                else " to the figures shown") + f", {fb(est['low_bytes'])}")
+                notes.append(
+                    f"  {p.conf}: an estimate: {n} may take other sizes at this "
+                    "batch; "
+                    "every size tried gives the same peak"
+                    + ("" if est["low_bytes"] == est["high_bytes"] else " to the figures shown")
+                    + f", {fb(est['low_bytes'])}"
+                )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines.extend(notes)

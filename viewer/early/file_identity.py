@@ -31,8 +31,7 @@ def cache_root() -> str:
         return os.path.join(base, "vramscope", "Cache")
     if sys.platform == "darwin":
         return os.path.join(home, "Library", "Caches", "vramscope")
-    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.join(home, ".cache")),
-                        "vramscope")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.join(home, ".cache")), "vramscope")
 
 
 def content_key(path: str | os.PathLike, salt: str) -> str | None:

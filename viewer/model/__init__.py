@@ -66,23 +66,33 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors ("X as X": re-exported)
-    from .analysis.figures import FitResult as FitResult, MemoryStats as MemoryStats
-    from .analysis.figures import PoolKey as PoolKey, Selection as Selection
-    from .analysis.figures import fit_request as fit_request, largest_gaps as largest_gaps
-    from .analysis.figures import memory_stats as memory_stats, pool_keys as pool_keys
+    from .analysis.figures import FitResult as FitResult
+    from .analysis.figures import MemoryStats as MemoryStats
+    from .analysis.figures import PoolKey as PoolKey
+    from .analysis.figures import Selection as Selection
+    from .analysis.figures import fit_request as fit_request
+    from .analysis.figures import largest_gaps as largest_gaps
+    from .analysis.figures import memory_stats as memory_stats
+    from .analysis.figures import pool_keys as pool_keys
     from .analysis.focus import default_device as default_device
     from .analysis.focus import default_trace_device as default_trace_device
-    from .analysis.oom import OomReport as OomReport, last_oom as last_oom
+    from .analysis.oom import OomReport as OomReport
+    from .analysis.oom import last_oom as last_oom
     from .analysis.oom import oom_reports as oom_reports
-    from .core.errors import LoadCancelled as LoadCancelled, SnapshotError as SnapshotError
+    from .core.errors import LoadCancelled as LoadCancelled
+    from .core.errors import SnapshotError as SnapshotError
     from .core.errors import UnsafeSnapshotError as UnsafeSnapshotError
     from .core.progress import Progress as Progress
-    from .core.snapshot import HOST_DEVICE as HOST_DEVICE, Action as Action
-    from .core.snapshot import AllocAnnotations as AllocAnnotations, BlockState as BlockState
-    from .core.snapshot import HostMemory as HostMemory, Snapshot as Snapshot
+    from .core.snapshot import HOST_DEVICE as HOST_DEVICE
+    from .core.snapshot import Action as Action
+    from .core.snapshot import AllocAnnotations as AllocAnnotations
+    from .core.snapshot import BlockState as BlockState
+    from .core.snapshot import HostMemory as HostMemory
+    from .core.snapshot import Snapshot as Snapshot
     from .core.units import format_bytes as format_bytes
     from .io.builder import SnapshotBuilder as SnapshotBuilder
-    from .io.load import load_bytes as load_bytes, load_snapshot as load_snapshot
+    from .io.load import load_bytes as load_bytes
+    from .io.load import load_snapshot as load_snapshot
 
 
 def __getattr__(name: str) -> Any:

@@ -44,8 +44,10 @@ XCB_LIBRARIES: dict[str, str] = {
 }
 APT_PACKAGES = tuple(list(dict.fromkeys(XCB_LIBRARIES.values()))[:9])
 
-NO_WINDOW = ("without a window: vramscope summary FILE, or vramscope FILE --screenshot "
-             "OUT.png (renders offscreen)")
+NO_WINDOW = (
+    "without a window: vramscope summary FILE, or vramscope FILE --screenshot "
+    "OUT.png (renders offscreen)"
+)
 
 
 def _loadable(name: str) -> bool:
@@ -74,8 +76,9 @@ def _bundled_dirs() -> list[str]:
     return dirs
 
 
-def missing_libraries(libraries: Mapping[str, str] = XCB_LIBRARIES,
-                      load: Callable[[str], bool] = _loadable) -> dict[str, str]:
+def missing_libraries(
+    libraries: Mapping[str, str] = XCB_LIBRARIES, load: Callable[[str], bool] = _loadable
+) -> dict[str, str]:
     """The libraries of ``libraries`` (soname -> package) that cannot be loaded here."""
     return {name: package for name, package in libraries.items() if not load(name)}
 
@@ -92,11 +95,13 @@ def uses_xcb(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("DISPLAY")) and not wayland
 
 
-def window_error(environ: Mapping[str, str] | None = None,
-                 libraries: Mapping[str, str] = XCB_LIBRARIES,
-                 load: Callable[[str], bool] = _loadable,
-                 reach: Callable[[str], bool] | None = None,
-                 instead: str = NO_WINDOW) -> str | None:
+def window_error(
+    environ: Mapping[str, str] | None = None,
+    libraries: Mapping[str, str] = XCB_LIBRARIES,
+    load: Callable[[str], bool] = _loadable,
+    reach: Callable[[str], bool] | None = None,
+    instead: str = NO_WINDOW,
+) -> str | None:
     """Why Qt could not open a window here (one line, ending with ``instead``: what to
     run without a window), or None when it can (as far as can be told without starting
     it).  ``QT_QPA_PLATFORM`` set to anything but ``xcb`` (offscreen, wayland, vnc...)
@@ -110,18 +115,24 @@ def window_error(environ: Mapping[str, str] | None = None,
     display = env.get("DISPLAY", "")
     if not display and not (env.get("WAYLAND_DISPLAY") and not chosen):
         unset = "DISPLAY is unset" if chosen else "DISPLAY and WAYLAND_DISPLAY are unset"
-        return (f"no display to open the window on ({unset}): set DISPLAY, or log in with "
-                f"ssh -X; {instead}")
+        return (
+            f"no display to open the window on ({unset}): set DISPLAY, or log in with "
+            f"ssh -X; {instead}"
+        )
     if not uses_xcb(env):
         return None
     missing = missing_libraries(libraries, load)
     if missing:
         packages = " ".join(dict.fromkeys(missing.values()))
-        return (f"the window needs system libraries that are missing here "
-                f"({', '.join(missing)}): sudo apt-get install {packages}; {instead}")
+        return (
+            f"the window needs system libraries that are missing here "
+            f"({', '.join(missing)}): sudo apt-get install {packages}; {instead}"
+        )
     if not (reach or display_answers)(display):
-        return (f"no X server answers on DISPLAY={display}: start one, or log in again with "
-                f"ssh -X; {instead}")
+        return (
+            f"no X server answers on DISPLAY={display}: start one, or log in again with "
+            f"ssh -X; {instead}"
+        )
     return None
 
 
@@ -136,8 +147,9 @@ def display_answers(display: str, timeout_s: float = 2.0) -> bool:
         path = f"/tmp/.X11-unix/X{number}"
         # Xorg and Xwayland listen on the path and on the abstract socket of that name.
         return any(_connects("AF_UNIX", address, timeout_s) for address in (path, "\0" + path))
-    return _connects("AF_INET6" if ":" in host else "AF_INET",
-                     (host.strip("[]"), 6000 + int(number)), timeout_s)
+    return _connects(
+        "AF_INET6" if ":" in host else "AF_INET", (host.strip("[]"), 6000 + int(number)), timeout_s
+    )
 
 
 def _connects(family: str, address, timeout_s: float) -> bool:

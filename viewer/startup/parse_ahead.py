@@ -144,11 +144,12 @@ class Ahead:
                     self.result = parser.parse(f.readinto, self.ident[2], self._progress)
                     return
                 try:
-                    self.result = parser.parse(mapped, -1, self._progress, threads,
-                                               handover.SECTION_MIN_EVENTS, True)
+                    self.result = parser.parse(
+                        mapped, -1, self._progress, threads, handover.SECTION_MIN_EVENTS, True
+                    )
                 finally:
                     mapped.close()
-        except BaseException as exc:  # noqa: BLE001 - the loader parses again and reports
+        except BaseException as exc:
             self.error = exc
         finally:
             stamp("parse_done")

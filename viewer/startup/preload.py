@@ -46,25 +46,28 @@ class Preload:
 
     def _run(self) -> None:
         try:
-            from ..model.io import cache as column_cache
-            from ..model.view.document import Document
-            from ..model.io.load import load_snapshot
             from ..early.parse_handover import stamp
             from ..model.core.progress import Progress
+            from ..model.io import cache as column_cache
+            from ..model.io.load import load_snapshot
+            from ..model.view.document import Document
 
             key = None
             if self.defer_store and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"):
                 key = column_cache.file_key(self.path)
                 if key is not None and column_cache.entry_path(key).exists():
                     key = None  # a cache hit: load_snapshot maps it
-            snap = load_snapshot(self.path, Progress(self._report, self.cancel_event),
-                                 use_cache=None if key is None else False)
+            snap = load_snapshot(
+                self.path,
+                Progress(self._report, self.cancel_event),
+                use_cache=None if key is None else False,
+            )
             doc = Document.build(snap, Progress(self._report, self.cancel_event))
             del snap
             stamp("document_done")
             self.store_key = key
             self.document = doc
-        except BaseException as exc:  # noqa: BLE001 - handed to the loader, which reports it
+        except BaseException as exc:
             self.error = exc
         finally:
             self.done.set()

@@ -35,7 +35,8 @@ def import_capture() -> types.ModuleType:
         sys.modules["vramscope"] = pkg
     init = ROOT / "capture" / "__init__.py"
     spec = importlib.util.spec_from_file_location(
-        "vramscope.capture", init, submodule_search_locations=[str(init.parent)])
+        "vramscope.capture", init, submodule_search_locations=[str(init.parent)]
+    )
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {init}")
     mod = importlib.util.module_from_spec(spec)

@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _shim import import_capture  # noqa: E402
-from record_one import SCHEMA, dump_xz, here, now_us, storages, summary  # noqa: E402
+from _shim import import_capture
+from record_one import SCHEMA, dump_xz, here, now_us, storages, summary
 
 
-def build_decoder(torch, vocab: int, dim: int, layers: int, heads: int, kv_heads: int,
-                  ffn: int):
+def build_decoder(torch, vocab: int, dim: int, layers: int, heads: int, kv_heads: int, ffn: int):
     """A decoder of pre-norm blocks with grouped-query attention and a SwiGLU MLP."""
     nn = torch.nn
     F = torch.nn.functional
@@ -104,9 +103,18 @@ def build_decoder(torch, vocab: int, dim: int, layers: int, heads: int, kv_heads
 def build_gpt2(torch, device):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = dict(vocab_size=24000, n_layer=8, n_embd=768, n_head=12, n_positions=1024,
-               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
-               eos_token_id=0)
+    cfg = dict(
+        vocab_size=24000,
+        n_layer=8,
+        n_embd=768,
+        n_head=12,
+        n_positions=1024,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     with torch.device(device):
         model = GPT2LMHeadModel(GPT2Config(**cfg))
     return model, list(model.transformer.h), None, cfg
@@ -125,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--fsdp1", action="store_true",
-                    help="FSDP1 (FullyShardedDataParallel, FlatParameter) instead of fully_shard")
+    ap.add_argument(
+        "--fsdp1",
+        action="store_true",
+        help="FSDP1 (FullyShardedDataParallel, FlatParameter) instead of fully_shard",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -153,11 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     capture = rec = None
     if cuda:
         capture = import_capture()
-        rec = capture.record(out=str(out), max_entries=1_000_000, stacks="python",
-                             context="all", oom=False, dump_on_exit=False, dump_signal=None)
+        rec = capture.record(
+            out=str(out),
+            max_entries=1_000_000,
+            stacks="python",
+            context="all",
+            oom=False,
+            dump_on_exit=False,
+            dump_signal=None,
+        )
         rec.start()
-    dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world,
-                            device_id=dev if cuda else None)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo", rank=rank, world_size=world, device_id=dev if cuda else None
+    )
 
     code_lines: dict = {}
     if args.model == "decoder":
@@ -169,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model, blocks, init, cfg = build_gpt2(torch, "meta" if args.init == "meta" else dev)
         model_name = "transformers.GPT2LMHeadModel"
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if args.mp == "bf16" else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if args.mp == "bf16"
+        else MixedPrecisionPolicy()
+    )
     if args.fsdp1:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         from torch.distributed.fsdp import MixedPrecision
@@ -179,17 +201,19 @@ def main(argv: list[str] | None = None) -> int:
         block_types = {type(b) for b in blocks}
         code_lines["fully_shard"] = here(2)
         model = FSDP(
-            model, auto_wrap_policy=ModuleWrapPolicy(block_types), use_orig_params=True,
+            model,
+            auto_wrap_policy=ModuleWrapPolicy(block_types),
+            use_orig_params=True,
             device_id=dev if cuda else None,
-            mixed_precision=MixedPrecision(param_dtype=torch.bfloat16,
-                                           reduce_dtype=torch.float32)
-            if args.mp == "bf16" else None)
+            mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if args.mp == "bf16"
+            else None,
+        )
         blocks = [m for m in model.modules() if type(m) in block_types]
     else:
         code_lines["fully_shard"] = here(2)
         for block in blocks:
-            fully_shard(block, mp_policy=mp,
-                        reshard_after_forward=bool(args.reshard_after_forward))
+            fully_shard(block, mp_policy=mp, reshard_after_forward=bool(args.reshard_after_forward))
         fully_shard(model, mp_policy=mp)
     if args.init == "meta" and not args.fsdp1:
         code_lines["to_empty"] = here()
@@ -199,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model.init_weights()
     opt = getattr(torch.optim, args.optimizer)(
-        model.parameters(), lr=1e-4, **({"momentum": 0.9} if args.optimizer == "SGD" else {}))
+        model.parameters(), lr=1e-4, **({"momentum": 0.9} if args.optimizer == "SGD" else {})
+    )
 
     # The unsharded parameters: a hook inside each sharded block runs after FSDP's
     # pre-forward all-gather, when the block's parameters are the gathered tensors.
@@ -208,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     def seen_gathered(module, inputs):
         gathered.update(storages(module.parameters(recurse=True), cuda_only=cuda))
 
-    hooks = [child.register_forward_pre_hook(seen_gathered)
-             for b in blocks for child in b.children()]
+    hooks = [
+        child.register_forward_pre_hook(seen_gathered) for b in blocks for child in b.children()
+    ]
 
     def local_tensors(tensors):
         return [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
@@ -240,18 +266,24 @@ def main(argv: list[str] | None = None) -> int:
         del loss, ids
         if cuda:
             torch.cuda.synchronize(dev)
-        iter_stats.append({
-            "iter": it, "start_us": start, "end_us": now_us(), "loss": loss_value,
-            "max_memory_allocated": torch.cuda.max_memory_allocated(dev) if cuda else 0,
-            "max_memory_reserved": torch.cuda.max_memory_reserved(dev) if cuda else 0,
-            "memory_allocated_end": torch.cuda.memory_allocated(dev) if cuda else 0,
-            "memory_reserved_end": torch.cuda.memory_reserved(dev) if cuda else 0,
-            "batch_size": args.batch, "seq_len": args.seq})
+        iter_stats.append(
+            {
+                "iter": it,
+                "start_us": start,
+                "end_us": now_us(),
+                "loss": loss_value,
+                "max_memory_allocated": torch.cuda.max_memory_allocated(dev) if cuda else 0,
+                "max_memory_reserved": torch.cuda.max_memory_reserved(dev) if cuda else 0,
+                "memory_allocated_end": torch.cuda.memory_allocated(dev) if cuda else 0,
+                "memory_reserved_end": torch.cuda.memory_reserved(dev) if cuda else 0,
+                "batch_size": args.batch,
+                "seq_len": args.seq,
+            }
+        )
     for h in hooks:
         h.remove()
     params = storages(local_tensors(model.parameters()), cuda_only=cuda)
-    state = [v for st in opt.state.values() for v in st.values()
-             if isinstance(v, torch.Tensor)]
+    state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
     opt_st = storages(local_tensors(state), cuda_only=cuda)
     gathered = {p: n for p, n in gathered.items() if p not in params}
     n_params = sum(p.numel() for p in model.parameters())
@@ -259,32 +291,57 @@ def main(argv: list[str] | None = None) -> int:
     kind = "FSDP1 (FlatParameter)" if args.fsdp1 else "FSDP2 (fully_shard)"
     sidecar: dict = {}
     if rec is not None:
-        sidecar = dump_xz(rec, capture, out, name, workload=f"{kind} {model_name}, rank {rank}",
-                          truth_file=f"{name}.truth.json") or {}
+        sidecar = (
+            dump_xz(
+                rec,
+                capture,
+                out,
+                name,
+                workload=f"{kind} {model_name}, rank {rank}",
+                truth_file=f"{name}.truth.json",
+            )
+            or {}
+        )
     truth = {
-        "schema": SCHEMA, "name": name, "kind": "fsdp", "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(dev) if cuda else None, "device": local,
-        "rank": rank, "world_size": world,
+        "schema": SCHEMA,
+        "name": name,
+        "kind": "fsdp",
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(dev) if cuda else None,
+        "device": local,
+        "rank": rank,
+        "world_size": world,
         "workload": f"{kind} sharded per block + root, {model_name}, {args.optimizer}, "
-                    f"mixed precision {args.mp}, init on {args.init}, "
-                    f"reshard_after_forward={bool(args.reshard_after_forward)}",
-        "model": model_name, "model_config": cfg, "parameter_count": n_params,
-        "optimizer": args.optimizer, "mixed_precision": args.mp, "init": args.init,
+        f"mixed precision {args.mp}, init on {args.init}, "
+        f"reshard_after_forward={bool(args.reshard_after_forward)}",
+        "model": model_name,
+        "model_config": cfg,
+        "parameter_count": n_params,
+        "optimizer": args.optimizer,
+        "mixed_precision": args.mp,
+        "init": args.init,
         "reshard_after_forward": bool(args.reshard_after_forward),
-        "batch_size": args.batch, "seq_len": args.seq, "iterations": len(iter_stats),
+        "batch_size": args.batch,
+        "seq_len": args.seq,
+        "iterations": len(iter_stats),
         "code_lines": code_lines,
         "parameters": summary(params),
         "gradients": summary(grads),
         "optimizer_state": summary(opt_st),
         "gathered_parameters": summary(gathered),
-        "iterations_stats": iter_stats, "peaks_reset_per_iteration": True,
+        "iterations_stats": iter_stats,
+        "peaks_reset_per_iteration": True,
         "memory_stats_end": sidecar.get("memory_stats"),
-        "snapshot_unix_us": now_us(), "unix_time": time.time(),
+        "snapshot_unix_us": now_us(),
+        "unix_time": time.time(),
     }
     (out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1, default=str))
-    print(f"{name}: params={truth['parameters']['bytes']} opt={truth['optimizer_state']['bytes']} "
-          f"grads={truth['gradients']['bytes']} gathered={truth['gathered_parameters']['bytes']} "
-          f"peak={max(s['max_memory_reserved'] for s in iter_stats)}", flush=True)
+    print(
+        f"{name}: params={truth['parameters']['bytes']} opt={truth['optimizer_state']['bytes']} "
+        f"grads={truth['gradients']['bytes']} gathered={truth['gathered_parameters']['bytes']} "
+        f"peak={max(s['max_memory_reserved'] for s in iter_stats)}",
+        flush=True,
+    )
     dist.barrier()
     dist.destroy_process_group()
     return 0

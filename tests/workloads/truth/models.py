@@ -11,12 +11,28 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 #: GPT-2 shape used by every GPT-2 recording (vocab 16000: B 4 x T 128 logits = 31.25 MiB fp32).
-GPT2_CONFIG = dict(vocab_size=16000, n_layer=6, n_embd=384, n_head=6, n_positions=1024,
-                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                   bos_token_id=0, eos_token_id=0)
-BERT_CONFIG = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                   intermediate_size=1024, max_position_embeddings=512,
-                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+GPT2_CONFIG = dict(
+    vocab_size=16000,
+    n_layer=6,
+    n_embd=384,
+    n_head=6,
+    n_positions=1024,
+    resid_pdrop=0.0,
+    embd_pdrop=0.0,
+    attn_pdrop=0.0,
+    bos_token_id=0,
+    eos_token_id=0,
+)
+BERT_CONFIG = dict(
+    vocab_size=8000,
+    hidden_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    intermediate_size=1024,
+    max_position_embeddings=512,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 @dataclass
@@ -31,9 +47,16 @@ class Workload:
     enable_checkpointing: Callable[[], None] | None = None
 
 
-def build(family: str, device: Any, *, seq: int | None = None, image: int | None = None,
-          vit: str = "vit_small_patch16_224", small: bool = False,
-          arch: str | None = None) -> Workload:
+def build(
+    family: str,
+    device: Any,
+    *,
+    seq: int | None = None,
+    image: int | None = None,
+    vit: str = "vit_small_patch16_224",
+    small: bool = False,
+    arch: str | None = None,
+) -> Workload:
     """The model of ``family`` (gpt2, bert, resnet, vit, mlp) on ``device``; ``arch``: the
     torchvision convolutional net of family "resnet" (default resnet18)."""
     import torch
@@ -56,8 +79,15 @@ def build(family: str, device: Any, *, seq: int | None = None, image: int | None
             out = model(input_ids=batch["input_ids"], labels=batch["input_ids"])
             return out.loss, out.logits
 
-        return Workload(model, make_batch, forward, "transformers.GPT2LMHeadModel", cfg,
-                        seq_len=t_default, enable_checkpointing=model.gradient_checkpointing_enable)
+        return Workload(
+            model,
+            make_batch,
+            forward,
+            "transformers.GPT2LMHeadModel",
+            cfg,
+            seq_len=t_default,
+            enable_checkpointing=model.gradient_checkpointing_enable,
+        )
 
     if family == "bert":
         from transformers import BertConfig, BertForMaskedLM
@@ -68,16 +98,24 @@ def build(family: str, device: Any, *, seq: int | None = None, image: int | None
 
         def make_batch(b: int, t: int | None = None) -> dict:
             ids = torch.randint(0, cfg["vocab_size"], (b, t or t_default), device=device)
-            labels = torch.where(torch.rand(ids.shape, device=device) < 0.15, ids,
-                                 torch.full_like(ids, -100))
+            labels = torch.where(
+                torch.rand(ids.shape, device=device) < 0.15, ids, torch.full_like(ids, -100)
+            )
             return {"input_ids": ids, "labels": labels}
 
         def forward(batch: dict):
             out = model(input_ids=batch["input_ids"], labels=batch["labels"])
             return out.loss, out.logits
 
-        return Workload(model, make_batch, forward, "transformers.BertForMaskedLM", cfg,
-                        seq_len=t_default, enable_checkpointing=model.gradient_checkpointing_enable)
+        return Workload(
+            model,
+            make_batch,
+            forward,
+            "transformers.BertForMaskedLM",
+            cfg,
+            seq_len=t_default,
+            enable_checkpointing=model.gradient_checkpointing_enable,
+        )
 
     if family in ("resnet", "vit"):
         size = image or 224
@@ -100,28 +138,37 @@ def build(family: str, device: Any, *, seq: int | None = None, image: int | None
                 model.set_grad_checkpointing(True)
 
         def make_batch(b: int, t: int | None = None) -> dict:
-            return {"images": torch.randn(b, 3, size, size, device=device),
-                    "targets": torch.randint(0, 100, (b,), device=device)}
+            return {
+                "images": torch.randn(b, 3, size, size, device=device),
+                "targets": torch.randint(0, 100, (b,), device=device),
+            }
 
         def forward(batch: dict):
             logits = model(batch["images"])
             return torch.nn.functional.cross_entropy(logits, batch["targets"]), logits
 
-        return Workload(model, make_batch, forward, name, cfg, image_size=size,
-                        enable_checkpointing=ckpt)
+        return Workload(
+            model, make_batch, forward, name, cfg, image_size=size, enable_checkpointing=ckpt
+        )
 
     if family == "mlp":
         width = 2048
         cfg = {"layers": 4, "width": width, "in": 1024, "classes": 100}
         model = torch.nn.Sequential(
-            torch.nn.Linear(1024, width), torch.nn.ReLU(),
-            torch.nn.Linear(width, width), torch.nn.ReLU(),
-            torch.nn.Linear(width, width), torch.nn.ReLU(),
-            torch.nn.Linear(width, 100)).to(device)
+            torch.nn.Linear(1024, width),
+            torch.nn.ReLU(),
+            torch.nn.Linear(width, width),
+            torch.nn.ReLU(),
+            torch.nn.Linear(width, width),
+            torch.nn.ReLU(),
+            torch.nn.Linear(width, 100),
+        ).to(device)
 
         def make_batch(b: int, t: int | None = None) -> dict:
-            return {"x": torch.randn(b, 1024, device=device),
-                    "targets": torch.randint(0, 100, (b,), device=device)}
+            return {
+                "x": torch.randn(b, 1024, device=device),
+                "targets": torch.randint(0, 100, (b,), device=device),
+            }
 
         def forward(batch: dict):
             logits = model(batch["x"])

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import models  # noqa: E402
-from _shim import import_capture  # noqa: E402
+import models
+from _shim import import_capture
 
 SCHEMA = "vramscope-truth/1"
 
@@ -65,8 +65,12 @@ def storages(tensors, cuda_only: bool = True) -> dict[int, int]:
 
 
 def summary(st: dict[int, int], **extra) -> dict:
-    return {"bytes": sum(st.values()), "count": len(st),
-            "blocks": sorted([p, n] for p, n in st.items()), **extra}
+    return {
+        "bytes": sum(st.values()),
+        "count": len(st),
+        "blocks": sorted([p, n] for p, n in st.items()),
+        **extra,
+    }
 
 
 def dump_xz(rec, capture, out: Path, name: str, **sidecar_fields) -> dict | None:
@@ -149,8 +153,15 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     stacks = spec.get("stacks", "python")
     if cuda and not probe:
         capture = import_capture()
-        rec = capture.record(out=str(out), max_entries=max_entries, stacks=stacks,
-                             context="all", oom=False, dump_on_exit=False, dump_signal=None)
+        rec = capture.record(
+            out=str(out),
+            max_entries=max_entries,
+            stacks=stacks,
+            context="all",
+            oom=False,
+            dump_on_exit=False,
+            dump_signal=None,
+        )
         rec.start()
 
     def max_alloc() -> int:
@@ -163,12 +174,19 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         if cuda:
             torch.cuda.synchronize(dev)
 
-    truth: dict = {"schema": SCHEMA, "name": name, "kind": kind,
-                   "workload": spec.get("workload", ""), "torch": torch.__version__,
-                   "gpu": torch.cuda.get_device_name(dev) if cuda else None,
-                   "device": dev.index if cuda else None, "gpu_total_memory": total,
-                   "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-                   "memory_limit_bytes": limit, "memory_fraction": fraction}
+    truth: dict = {
+        "schema": SCHEMA,
+        "name": name,
+        "kind": kind,
+        "workload": spec.get("workload", ""),
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(dev) if cuda else None,
+        "device": dev.index if cuda else None,
+        "gpu_total_memory": total,
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        "memory_limit_bytes": limit,
+        "memory_fraction": fraction,
+    }
     for k in ("sweep", "search", "remedy", "expected"):
         if k in spec:
             truth[k] = spec[k]
@@ -179,9 +197,15 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         return generate_case(spec, out, rec, capture, truth, torch, dev)
 
     family = spec["family"]
-    wl = models.build(family, dev, seq=spec.get("seq"), image=spec.get("image"),
-                      vit=spec.get("vit", "vit_small_patch16_224"), small=spec.get("small", False),
-                      arch=spec.get("arch"))
+    wl = models.build(
+        family,
+        dev,
+        seq=spec.get("seq"),
+        image=spec.get("image"),
+        vit=spec.get("vit", "vit_small_patch16_224"),
+        small=spec.get("small", False),
+        arch=spec.get("arch"),
+    )
     model = wl.model
     compiled = bool(spec.get("compile"))
     if compiled:
@@ -242,8 +266,12 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     if spec.get("profiler") and cuda:
         from torch.profiler import ProfilerActivity, profile
 
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                       profile_memory=True, record_shapes=True, with_stack=True)
+        prof = profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            profile_memory=True,
+            record_shapes=True,
+            with_stack=True,
+        )
         prof.__enter__()
 
     b, t = batch_size, None
@@ -267,7 +295,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
             ctx = torch.autocast(dev.type, dtype=torch.bfloat16) if autocast else _null()
             grad_ctx = torch.no_grad() if (eval_mode and not keep) else _null()
             # Compiled graphs do not run Python saved-tensor hooks: no activation truth.
-            with grad_ctx, ctx, (_null() if compiled else saved.hooks()):
+            with grad_ctx, ctx, _null() if compiled else saved.hooks():
                 code_lines.setdefault("forward", here())
                 loss, output = wl.forward(batch)
             if not eval_mode:
@@ -299,21 +327,37 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
             last_inputs = storages(batch.values(), cuda_only=cuda)
             del batch, loss, output
             if validate:
-                val_losses.append(_validate(wl, model, val_batch, t, val_no_grad, val_eval_mode,
-                                            code_lines, torch))
+                val_losses.append(
+                    _validate(
+                        wl, model, val_batch, t, val_no_grad, val_eval_mode, code_lines, torch
+                    )
+                )
             if it in empty_cache_at:
                 code_lines.setdefault("empty_cache", here())
                 torch.cuda.empty_cache()
                 empty_cache_calls.append({"iteration": it, "unix_us": now_us()})
             sync()
         except torch.OutOfMemoryError as exc:
-            oom = {"iteration": it, "batch_size": b, "message": str(exc).splitlines()[0],
-                   "unix_us": now_us()}
-        iter_stats.append({"iter": it, "start_us": start, "end_us": now_us(),
-                           "max_memory_allocated": max_alloc(), "max_memory_reserved": max_res(),
-                           "memory_allocated_end": torch.cuda.memory_allocated(dev) if cuda else 0,
-                           "memory_reserved_end": torch.cuda.memory_reserved(dev) if cuda else 0,
-                           "loss": loss_value, "batch_size": b, "seq_len": t or wl.seq_len})
+            oom = {
+                "iteration": it,
+                "batch_size": b,
+                "message": str(exc).splitlines()[0],
+                "unix_us": now_us(),
+            }
+        iter_stats.append(
+            {
+                "iter": it,
+                "start_us": start,
+                "end_us": now_us(),
+                "max_memory_allocated": max_alloc(),
+                "max_memory_reserved": max_res(),
+                "memory_allocated_end": torch.cuda.memory_allocated(dev) if cuda else 0,
+                "memory_reserved_end": torch.cuda.memory_reserved(dev) if cuda else 0,
+                "loss": loss_value,
+                "batch_size": b,
+                "seq_len": t or wl.seq_len,
+            }
+        )
         if oom:
             break
         if prof is not None:
@@ -322,11 +366,15 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     sync()
 
     if probe:
-        res = {"name": name, "fits": oom is None,
-               "peak_allocated": max(s["max_memory_allocated"] for s in iter_stats),
-               "peak_reserved": max(s["max_memory_reserved"] for s in iter_stats),
-               "oom_message": oom["message"] if oom else None, "batch_size": batch_size,
-               "memory_limit_bytes": limit}
+        res = {
+            "name": name,
+            "fits": oom is None,
+            "peak_allocated": max(s["max_memory_allocated"] for s in iter_stats),
+            "peak_reserved": max(s["max_memory_reserved"] for s in iter_stats),
+            "oom_message": oom["message"] if oom else None,
+            "batch_size": batch_size,
+            "memory_limit_bytes": limit,
+        }
         Path(result).write_text(json.dumps(res, indent=1))
         print(f"probe {name}: fits={res['fits']} peak_allocated={res['peak_allocated']}")
         return 0
@@ -335,8 +383,10 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     if prof is not None:
         prof.__exit__(None, None, None)
         profiler_info = {"memory_timeline_json": None, "memory_timeline_raw": None, "error": None}
-        for key, fname in (("memory_timeline_json", f"{name}.memory_timeline.json.gz"),
-                           ("memory_timeline_raw", f"{name}.memory_timeline.raw.json.gz")):
+        for key, fname in (
+            ("memory_timeline_json", f"{name}.memory_timeline.json.gz"),
+            ("memory_timeline_raw", f"{name}.memory_timeline.raw.json.gz"),
+        ):
             try:
                 prof.export_memory_timeline(str(out / fname), device=str(dev))
                 profiler_info[key] = fname
@@ -365,52 +415,79 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     snapshot_us = now_us()
     sidecar = {}
     if rec is not None:
-        got = dump_xz(rec, capture, out, name, memory_limit_bytes=limit,
-                      memory_fraction=fraction, workload=spec.get("workload", ""),
-                      truth_file=f"{name}.truth.json")
+        got = dump_xz(
+            rec,
+            capture,
+            out,
+            name,
+            memory_limit_bytes=limit,
+            memory_fraction=fraction,
+            workload=spec.get("workload", ""),
+            truth_file=f"{name}.truth.json",
+        )
         if got is None:
             return 1
         sidecar = got
     n_trace = sidecar.get("n_trace")
 
-    overall_alloc = max([peak_before["allocated"]]
-                        + [s["max_memory_allocated"] for s in iter_stats])
+    overall_alloc = max(
+        [peak_before["allocated"]] + [s["max_memory_allocated"] for s in iter_stats]
+    )
     overall_res = max([peak_before["reserved"]] + [s["max_memory_reserved"] for s in iter_stats])
-    truth.update({
-        "model": wl.model_name, "model_config": wl.model_config,
-        "optimizer": opt_name, "optimizer_kwargs": opt_kwargs,
-        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-        "autocast": "bfloat16" if autocast else None,
-        "grad_checkpointing": bool(spec.get("grad_checkpointing")),
-        "compiled": compiled,
-        "batch_size": batch_size, "seq_len": wl.seq_len, "image_size": wl.image_size,
-        "iterations": len(iter_stats),
-        "recording": {"max_entries": max_entries, "stacks": stacks, "context": "all",
-                      "trace_entries": n_trace,
-                      "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries)},
-        "code_lines": code_lines,
-        "parameters": summary(param_st),
-        "gradients": summary(grads),
-        "optimizer_state": summary(opt_st, cpu_tensors=cpu_state),
-        "activations": summary(act, saved_parameter_storages=act_params),
-        "inputs": summary(last_inputs),
-        "iterations_stats": iter_stats,
-        "peaks_reset_per_iteration": bool(reset_peaks),
-        "peak_before_loop": peak_before,
-        "overall_peak_allocated": overall_alloc, "overall_peak_reserved": overall_res,
-        "memory_stats_end": sidecar.get("memory_stats"),
-        "memory_stats_by_device": _stats_by_device(torch) if cuda else {},
-        "oom": oom, "snapshot_unix_us": snapshot_us, "shapes": used_shapes,
-    })
+    truth.update(
+        {
+            "model": wl.model_name,
+            "model_config": wl.model_config,
+            "optimizer": opt_name,
+            "optimizer_kwargs": opt_kwargs,
+            "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+            "autocast": "bfloat16" if autocast else None,
+            "grad_checkpointing": bool(spec.get("grad_checkpointing")),
+            "compiled": compiled,
+            "batch_size": batch_size,
+            "seq_len": wl.seq_len,
+            "image_size": wl.image_size,
+            "iterations": len(iter_stats),
+            "recording": {
+                "max_entries": max_entries,
+                "stacks": stacks,
+                "context": "all",
+                "trace_entries": n_trace,
+                "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries),
+            },
+            "code_lines": code_lines,
+            "parameters": summary(param_st),
+            "gradients": summary(grads),
+            "optimizer_state": summary(opt_st, cpu_tensors=cpu_state),
+            "activations": summary(act, saved_parameter_storages=act_params),
+            "inputs": summary(last_inputs),
+            "iterations_stats": iter_stats,
+            "peaks_reset_per_iteration": bool(reset_peaks),
+            "peak_before_loop": peak_before,
+            "overall_peak_allocated": overall_alloc,
+            "overall_peak_reserved": overall_res,
+            "memory_stats_end": sidecar.get("memory_stats"),
+            "memory_stats_by_device": _stats_by_device(torch) if cuda else {},
+            "oom": oom,
+            "snapshot_unix_us": snapshot_us,
+            "shapes": used_shapes,
+        }
+    )
     if leak or (eval_mode and keep):
         lk = dict(leak_line or {})
         per = [[sum(d.values()), len(d)] for d in kept_per_iter]
-        lk.update({"bytes_per_iteration": per[0][0] if per else 0, "per_iteration": per,
-                   "kept_blocks": sorted([p, n] for p, n in kept_now.items()),
-                   "total_kept_bytes": sum(kept_now.values())})
+        lk.update(
+            {
+                "bytes_per_iteration": per[0][0] if per else 0,
+                "per_iteration": per,
+                "kept_blocks": sorted([p, n] for p, n in kept_now.items()),
+                "total_kept_bytes": sum(kept_now.values()),
+            }
+        )
         truth["leak"] = lk
         code_lines["keep_outputs" if eval_mode else "leak"] = {
-            k: lk[k] for k in ("file", "line", "code") if k in lk}
+            k: lk[k] for k in ("file", "line", "code") if k in lk
+        }
     elif kind in ("leak", "eval"):
         truth["leak"] = None
         truth["kept"] = len(losses)
@@ -419,27 +496,40 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
     if validate:
         ms = sidecar.get("memory_stats") or {}
         truth["validate"] = {
-            "batch_size": val_batch, "no_grad": val_no_grad, "eval_mode": val_eval_mode,
+            "batch_size": val_batch,
+            "no_grad": val_no_grad,
+            "eval_mode": val_eval_mode,
             "losses": val_losses,
             # The whole run's peaks (this kind never resets them): what the pair compares.
             "peak_reserved_bytes": ms.get("reserved_bytes.all.peak", overall_res),
-            "peak_allocated_bytes": ms.get("allocated_bytes.all.peak", overall_alloc)}
+            "peak_allocated_bytes": ms.get("allocated_bytes.all.peak", overall_alloc),
+        }
     if profiler_info is not None:
         truth["profiler"] = profiler_info
     if "expected" in spec and sidecar:
         ms = sidecar.get("memory_stats", {})
-        truth["observed"] = {k: ms.get(k) for k in ("num_alloc_retries", "num_device_alloc",
-                                                    "num_device_free", "num_ooms",
-                                                    "num_sync_all_streams")}
+        truth["observed"] = {
+            k: ms.get(k)
+            for k in (
+                "num_alloc_retries",
+                "num_device_alloc",
+                "num_device_free",
+                "num_ooms",
+                "num_sync_all_streams",
+            )
+        }
     Path(out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1, default=str))
-    print(f"{name}: iters={len(iter_stats)} oom={bool(oom)} params={truth['parameters']['bytes']} "
-          f"grads={truth['gradients']['bytes']} opt={truth['optimizer_state']['bytes']} "
-          f"act={truth['activations']['bytes']} peak_alloc={overall_alloc} trace={n_trace}")
+    print(
+        f"{name}: iters={len(iter_stats)} oom={bool(oom)} params={truth['parameters']['bytes']} "
+        f"grads={truth['gradients']['bytes']} opt={truth['optimizer_state']['bytes']} "
+        f"act={truth['activations']['bytes']} peak_alloc={overall_alloc} trace={n_trace}"
+    )
     return 0
 
 
-def _validate(wl, model, b: int, t, no_grad: bool, eval_mode: bool, code_lines: dict,
-              torch) -> float:
+def _validate(
+    wl, model, b: int, t, no_grad: bool, eval_mode: bool, code_lines: dict, torch
+) -> float:
     """One validation forward on a fresh batch, reduced with ``.item()`` in the statement
     that runs the model (its output and graph go when the statement ends).  The model is
     called on this line itself, not through ``wl.forward``, so that the validation's
@@ -496,9 +586,14 @@ def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
         torch.cuda.synchronize(dev)
         after = now_us()
         held.append(x)
-        marks.append({"data_ptr": x.untyped_storage().data_ptr(),
-                      "nbytes": x.untyped_storage().nbytes(), "before_us": before,
-                      "after_us": after})
+        marks.append(
+            {
+                "data_ptr": x.untyped_storage().data_ptr(),
+                "nbytes": x.untyped_storage().nbytes(),
+                "before_us": before,
+                "after_us": after,
+            }
+        )
         time.sleep(0.02)
     truth["clock"] = marks
     truth["code_lines"] = {}
@@ -508,19 +603,32 @@ def clock_case(spec, out, rec, capture, truth, torch, dev) -> int:
         if side is None:
             return 1
         truth["memory_stats_end"] = side.get("memory_stats")
-        truth["recording"] = {"max_entries": spec.get("max_entries", 1_000_000),
-                              "stacks": "python", "context": "all",
-                              "trace_entries": side.get("n_trace"), "ring_wrapped": False}
+        truth["recording"] = {
+            "max_entries": spec.get("max_entries", 1_000_000),
+            "stacks": "python",
+            "context": "all",
+            "trace_entries": side.get("n_trace"),
+            "ring_wrapped": False,
+        }
     Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
     print(f"{spec['name']}: {len(marks)} clock marks")
     return 0
 
 
 #: A small Llama (grouped-query attention: fewer key/value heads than query heads).
-LLAMA_CONFIG = dict(vocab_size=16000, hidden_size=512, intermediate_size=1376,
-                    num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-                    max_position_embeddings=2048, bos_token_id=1, eos_token_id=2,
-                    pad_token_id=0, tie_word_embeddings=False)
+LLAMA_CONFIG = dict(
+    vocab_size=16000,
+    hidden_size=512,
+    intermediate_size=1376,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    max_position_embeddings=2048,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=0,
+    tie_word_embeddings=False,
+)
 
 
 def _causal_lm(family: str, dev, dtype):
@@ -529,14 +637,20 @@ def _causal_lm(family: str, dev, dtype):
         from transformers import GPT2Config, GPT2LMHeadModel
 
         cfg = dict(models.GPT2_CONFIG)
-        return (GPT2LMHeadModel(GPT2Config(**cfg)).to(device=dev, dtype=dtype), cfg,
-                "transformers.GPT2LMHeadModel")
+        return (
+            GPT2LMHeadModel(GPT2Config(**cfg)).to(device=dev, dtype=dtype),
+            cfg,
+            "transformers.GPT2LMHeadModel",
+        )
     if family == "llama":
         from transformers import LlamaConfig, LlamaForCausalLM
 
         cfg = dict(LLAMA_CONFIG)
-        return (LlamaForCausalLM(LlamaConfig(**cfg)).to(device=dev, dtype=dtype), cfg,
-                "transformers.LlamaForCausalLM")
+        return (
+            LlamaForCausalLM(LlamaConfig(**cfg)).to(device=dev, dtype=dtype),
+            cfg,
+            "transformers.LlamaForCausalLM",
+        )
     raise SystemExit(f"no causal LM {family!r} for kind generate")
 
 
@@ -547,8 +661,11 @@ def cache_tensors(cache) -> list:
         return []
     layers = getattr(cache, "layers", None)
     if layers is not None:
-        return [t for layer in layers for t in (getattr(layer, "keys", None),
-                                                getattr(layer, "values", None))]
+        return [
+            t
+            for layer in layers
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+        ]
     if hasattr(cache, "key_cache"):
         return list(cache.key_cache) + list(cache.value_cache)
     return [t for layer in cache for t in layer]
@@ -575,8 +692,7 @@ def generate_case(spec, out, rec, capture, truth, torch, dev) -> int:
 
     def after_forward(module, args, kwargs, output):
         st = storages(cache_tensors(cache_of(output)), cuda_only=dev.type == "cuda")
-        forwards.append({"end_us": now_us(), "kv_bytes": sum(st.values()),
-                         "kv_storages": len(st)})
+        forwards.append({"end_us": now_us(), "kv_bytes": sum(st.values()), "kv_storages": len(st)})
 
     hook = model.register_forward_hook(after_forward, with_kwargs=True)
     code_lines: dict = {}
@@ -591,9 +707,16 @@ def generate_case(spec, out, rec, capture, truth, torch, dev) -> int:
         start = now_us()
         with torch.inference_mode():
             code_lines.setdefault("generate", here())
-            res = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new,
-                                 min_new_tokens=new, do_sample=False, use_cache=True,
-                                 pad_token_id=0, return_dict_in_generate=True)
+            res = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                use_cache=True,
+                pad_token_id=0,
+                return_dict_in_generate=True,
+            )
             kv = storages(cache_tensors(cache_of(res)), cuda_only=dev.type == "cuda")
             sequences = tuple(res.sequences.shape)
             code_lines.setdefault("request_end", here())
@@ -602,47 +725,78 @@ def generate_case(spec, out, rec, capture, truth, torch, dev) -> int:
             torch.cuda.synchronize(dev)
         end = now_us()
         del ids, mask
-        requests.append({
-            "request": r, "batch_size": b, "prompt_len": t, "max_new_tokens": new,
-            "sequences_shape": list(sequences), "forward_passes": len(forwards),
-            "decode_steps": len(forwards) - 1, "start_us": start, "end_us": end,
-            "prefill_end_us": forwards[0]["end_us"] if forwards else None,
-            "last_forward_end_us": forwards[-1]["end_us"] if forwards else None,
-            # The cache after the last forward pass, read from generate's output.
-            "kv_cache_bytes": sum(kv.values()), "kv_cache_storages": len(kv),
-            "kv_cache_blocks": sorted([p, n] for p, n in kv.items()),
-            # After every forward pass (the forward hook): [end_us, bytes, storages].
-            "kv_bytes_per_forward": [[f["end_us"], f["kv_bytes"], f["kv_storages"]]
-                                     for f in forwards]})
+        requests.append(
+            {
+                "request": r,
+                "batch_size": b,
+                "prompt_len": t,
+                "max_new_tokens": new,
+                "sequences_shape": list(sequences),
+                "forward_passes": len(forwards),
+                "decode_steps": len(forwards) - 1,
+                "start_us": start,
+                "end_us": end,
+                "prefill_end_us": forwards[0]["end_us"] if forwards else None,
+                "last_forward_end_us": forwards[-1]["end_us"] if forwards else None,
+                # The cache after the last forward pass, read from generate's output.
+                "kv_cache_bytes": sum(kv.values()),
+                "kv_cache_storages": len(kv),
+                "kv_cache_blocks": sorted([p, n] for p, n in kv.items()),
+                # After every forward pass (the forward hook): [end_us, bytes, storages].
+                "kv_bytes_per_forward": [
+                    [f["end_us"], f["kv_bytes"], f["kv_storages"]] for f in forwards
+                ],
+            }
+        )
         if dev.type == "cuda":
             time.sleep(0.01)  # a gap between requests on the trace's clock
     hook.remove()
-    truth.update({
-        "model": model_name, "model_config": cfg, "dtype": spec.get("dtype", "float32"),
-        "transformers": transformers.__version__, "optimizer": None,
-        # One generation request is one "iteration" of the loop tests.
-        "iterations": len(requests), "generation": requests,
-        "parameters": summary(param_st), "code_lines": code_lines, "leak": None,
-    })
+    truth.update(
+        {
+            "model": model_name,
+            "model_config": cfg,
+            "dtype": spec.get("dtype", "float32"),
+            "transformers": transformers.__version__,
+            "optimizer": None,
+            # One generation request is one "iteration" of the loop tests.
+            "iterations": len(requests),
+            "generation": requests,
+            "parameters": summary(param_st),
+            "code_lines": code_lines,
+            "leak": None,
+        }
+    )
     if dev.type == "cuda":
         truth["overall_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
     truth["snapshot_unix_us"] = now_us()
     n_trace = None
     if rec is not None:
-        side = dump_xz(rec, capture, out, spec["name"], workload=spec.get("workload", ""),
-                       truth_file=f"{spec['name']}.truth.json")
+        side = dump_xz(
+            rec,
+            capture,
+            out,
+            spec["name"],
+            workload=spec.get("workload", ""),
+            truth_file=f"{spec['name']}.truth.json",
+        )
         if side is None:
             return 1
         n_trace = side.get("n_trace")
         truth["memory_stats_end"] = side.get("memory_stats")
     max_entries = spec.get("max_entries", 1_000_000)
-    truth["recording"] = {"max_entries": max_entries, "stacks": spec.get("stacks", "python"),
-                          "context": "all", "trace_entries": n_trace,
-                          "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries)}
+    truth["recording"] = {
+        "max_entries": max_entries,
+        "stacks": spec.get("stacks", "python"),
+        "context": "all",
+        "trace_entries": n_trace,
+        "ring_wrapped": bool(n_trace is not None and n_trace >= max_entries),
+    }
     Path(out / f"{spec['name']}.truth.json").write_text(json.dumps(truth, indent=1))
-    print(f"{spec['name']}: {len(requests)} requests, decode steps "
-          f"{[q['decode_steps'] for q in requests]}, kv bytes "
-          f"{[q['kv_cache_bytes'] for q in requests]}, trace={n_trace}")
+    print(
+        f"{spec['name']}: {len(requests)} requests, decode steps "
+        f"{[q['decode_steps'] for q in requests]}, kv bytes "
+        f"{[q['kv_cache_bytes'] for q in requests]}, trace={n_trace}"
+    )
     return 0
 
 

@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         (dest / name).write_bytes(data)
     for name, data in rest.items():
         (over / name).write_bytes(data)
-    print(f"{len(small)} files ({total / 1e6:.1f} MB) -> {dest}; {len(rest)} files "
-          f"({sum(map(len, rest.values())) / 1e6:.1f} MB) -> {over}")
+    print(
+        f"{len(small)} files ({total / 1e6:.1f} MB) -> {dest}; {len(rest)} files "
+        f"({sum(map(len, rest.values())) / 1e6:.1f} MB) -> {over}"
+    )
     return 0
 
 

@@ -22,10 +22,10 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
 from ...model.core.units import format_bytes
 from ...model.view.curve_lod import column_extremes
-from ..widgets import theme
-from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
 from ..timeline.axes import XAxis
 from ..timeline.items import VerticalBandsItem
+from ..widgets import theme
+from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
 
@@ -40,8 +40,9 @@ class CategoryTimeline(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.bd: MemoryBreakdown | None = None
-        self.plot = pg.PlotWidget(background=theme.background(),
-                                  axisItems={"bottom": XAxis("bottom")})
+        self.plot = pg.PlotWidget(
+            background=theme.background(), axisItems={"bottom": XAxis("bottom")}
+        )
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)  # (never "event (x0.001)")
         self.plot.setMenuEnabled(False)
         self.plot.getAxis("bottom").setLabel("event")
@@ -56,8 +57,7 @@ class CategoryTimeline(QWidget):
         self.plot.addItem(self.band_item, ignoreBounds=True)
         self._band_starts = np.zeros(0, np.int64)
         self._sampled = None  # (breakdown, first, last event, width) of the samples shown
-        self.cursor = pg.InfiniteLine(angle=90, movable=False,
-                                      pen=pg.mkPen(ACCENT, width=1))
+        self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(ACCENT, width=1))
         self.plot.addItem(self.cursor)
         self.cursor.hide()
         self.samples = np.zeros(0, np.int64)
@@ -90,10 +90,15 @@ class CategoryTimeline(QWidget):
     def _hovered(self, pos) -> None:
         p = self.plot.getViewBox().mapSceneToView(pos)
         it = self.iteration_at(p.x())
-        self.plot.setToolTip("" if it is None else (
-            f"iteration {it.index} ({it.kind}{'' if it.complete else ', cut short'}): "
-            f"events {it.start}-{it.end}, peak {format_bytes(it.peak_bytes)} in its "
-            f"{it.peak_phase} phase"))
+        self.plot.setToolTip(
+            ""
+            if it is None
+            else (
+                f"iteration {it.index} ({it.kind}{'' if it.complete else ', cut short'}): "
+                f"events {it.start}-{it.end}, peak {format_bytes(it.peak_bytes)} in its "
+                f"{it.peak_phase} phase"
+            )
+        )
 
     def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
         """Show ``bd`` (None: empty), the whole trace in view."""
@@ -125,8 +130,9 @@ class CategoryTimeline(QWidget):
             shade.setAlpha(a)
             shades.append(shade)
         its = bd.iterations
-        self.band_item.set_bands([(it.start - 0.5, it.end + 0.5, "", shades[it.index % 2])
-                                  for it in its])
+        self.band_item.set_bands(
+            [(it.start - 0.5, it.end + 0.5, "", shades[it.index % 2]) for it in its]
+        )
         self._band_starts = np.array([it.start for it in its], np.int64)
         zero = pg.PlotDataItem([], [])
         prev = zero
@@ -194,9 +200,13 @@ class CategoryTimeline(QWidget):
             total = sum(split.values())
             self.cursor.setToolTip(
                 f"after event {k} ({PHASE_NAMES[int(self.bd.phases.phase[k])]}): "
-                + ", ".join(f"{CATEGORY_LABELS[i]} {format_bytes(split[n])}"
-                            for i, n in enumerate(CATEGORY_NAMES) if split[n])
-                + f" = {format_bytes(total)}")
+                + ", ".join(
+                    f"{CATEGORY_LABELS[i]} {format_bytes(split[n])}"
+                    for i, n in enumerate(CATEGORY_NAMES)
+                    if split[n]
+                )
+                + f" = {format_bytes(total)}"
+            )
 
     def _clicked(self, event) -> None:
         if self.bd is None or not self.bd.n_events:

@@ -28,8 +28,10 @@ from ..widgets import theme
 from ..widgets.category_colors import ACCENT
 
 COLUMNS = ("Line", "Function", "Per iteration", "Iterations", "Live now")
-NO_LINE_LEAKS = ("No line leaks: no line of your code keeps more memory iteration after "
-                 "iteration, so there is no line to list and no growth to chart.")
+NO_LINE_LEAKS = (
+    "No line leaks: no line of your code keeps more memory iteration after "
+    "iteration, so there is no line to list and no growth to chart."
+)
 NOTHING_JUDGED = "No leaks listed: they could not be judged (see above)."
 
 
@@ -51,9 +53,11 @@ class LeaksView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.table.setToolTip("Lines whose allocations survive iteration after iteration "
-                              "(the first iteration's one-off growth, e.g. optimizer state, "
-                              "and the last, still in use, are not judged). Ctrl+C copies.")
+        self.table.setToolTip(
+            "Lines whose allocations survive iteration after iteration "
+            "(the first iteration's one-off growth, e.g. optimizer state, "
+            "and the last, still in use, are not judged). Ctrl+C copies."
+        )
         self.table.itemSelectionChanged.connect(self._selected)
         self.chart = pg.PlotWidget(background=theme.background())
         self.chart.setMinimumHeight(110)
@@ -87,10 +91,13 @@ class LeaksView(QWidget):
         self.table.installEventFilter(self)
         self.set_leaks([])
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
+    def eventFilter(self, obj, event) -> bool:
         kind = event.type()
-        if obj is self.table and kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress) \
-                and event.matches(QKeySequence.StandardKey.Copy):
+        if (
+            obj is self.table
+            and kind in (QEvent.Type.ShortcutOverride, QEvent.Type.KeyPress)
+            and event.matches(QKeySequence.StandardKey.Copy)
+        ):
             event.accept()  # (ShortcutOverride accepted: the key comes here, not to a shortcut)
             if kind == QEvent.Type.KeyPress:
                 self.copy()
@@ -103,27 +110,44 @@ class LeaksView(QWidget):
         self.leaks = list(leaks)
         self.table.setRowCount(len(self.leaks))
         for row, lk in enumerate(self.leaks):
-            cells = (lk.frame, lk.function, format_bytes(lk.bytes_per_iteration),
-                     str(lk.iterations), format_bytes(lk.live_bytes))
+            cells = (
+                lk.frame,
+                lk.function,
+                format_bytes(lk.bytes_per_iteration),
+                str(lk.iterations),
+                format_bytes(lk.live_bytes),
+            )
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col >= 2:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
-                                          | Qt.AlignmentFlag.AlignVCenter)
-                item.setToolTip(lk.sentence() + (f"\n{lk.filename}:{lk.line}"
-                                                 if lk.filename else ""))
+                    item.setTextAlignment(
+                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                    )
+                item.setToolTip(
+                    lk.sentence() + (f"\n{lk.filename}:{lk.line}" if lk.filename else "")
+                )
                 self.table.setItem(row, col, item)
         if self.leaks:
             self.empty.hide()
             self.body.show()
-            self.caption.setText(f"{len(self.leaks)} line(s) keep memory every iteration: "
-                                 + self.leaks[0].sentence())
+            self.caption.setText(
+                f"{len(self.leaks)} line(s) keep memory every iteration: "
+                + self.leaks[0].sentence()
+            )
             self.table.selectRow(0)
         else:
-            judged = (f" in {iterations}" if isinstance(iterations, str) else
-                      f" in {plural(iterations, 'iteration')}") if iterations else ""
-            self.caption.setText(f"No leak{judged}: nothing a line allocates survives "
-                                 "iteration after iteration.")
+            judged = (
+                (
+                    f" in {iterations}"
+                    if isinstance(iterations, str)
+                    else f" in {plural(iterations, 'iteration')}"
+                )
+                if iterations
+                else ""
+            )
+            self.caption.setText(
+                f"No leak{judged}: nothing a line allocates survives iteration after iteration."
+            )
             self._draw(None)
             self.show_empty(NO_LINE_LEAKS)
 
@@ -144,8 +168,7 @@ class LeaksView(QWidget):
         return "" if self.empty.isHidden() else self.empty.text()
 
     def selected_leak(self) -> Leak | None:
-        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() \
-            else []
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
         return self.leaks[rows[0].row()] if rows else None
 
     def _selected(self) -> None:
@@ -169,12 +192,15 @@ class LeaksView(QWidget):
             self.chart.setYRange(0, 1, padding=0)
             return
         heights = np.asarray(lk.per_iteration, float)
-        self.bars = pg.BarGraphItem(x=np.arange(len(heights)), height=heights / 2**20,
-                                    width=0.7, brush=ACCENT)
+        self.bars = pg.BarGraphItem(
+            x=np.arange(len(heights)), height=heights / 2**20, width=0.7, brush=ACCENT
+        )
         self.chart.addItem(self.bars)
         self.chart.enableAutoRange()  # (an empty chart fixed its range at 0..1)
-        self.chart.setToolTip(f"{lk.frame}: bytes each iteration left alive "
-                              f"({', '.join(format_bytes(int(h)) for h in heights)})")
+        self.chart.setToolTip(
+            f"{lk.frame}: bytes each iteration left alive "
+            f"({', '.join(format_bytes(int(h)) for h in heights)})"
+        )
 
     def copy(self) -> None:
         """Every leak in words, to the clipboard."""
@@ -190,14 +216,14 @@ class _InPlaceOf(QLabel):
         super().__init__()
         self.other = other
 
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+    def sizeHint(self) -> QSize:
         return self.other.sizeHint()
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+    def minimumSizeHint(self) -> QSize:
         return QSize(self.other.minimumSizeHint().width(), 0)
 
-    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt API)
+    def hasHeightForWidth(self) -> bool:
         return False  # (its room is the other's, not its wrapped text's)
 
-    def heightForWidth(self, _width: int) -> int:  # noqa: N802 (Qt API)
+    def heightForWidth(self, _width: int) -> int:
         return -1

@@ -20,23 +20,24 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from PySide6.QtCore import QThread, Qt, Signal
+from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ...model.categories import MemoryBreakdown, describe_iterations
-from ...model.core.units import plural
-from ...model.view.category_view import phase_spans
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
-from .split_bar import CategorySplitBar
+from ...model.core.units import plural
+from ...model.view.category_view import phase_spans
 from .category_timeline import CategoryTimeline
 from .leaks_view import LeaksView
-
+from .split_bar import CategorySplitBar
 
 NO_SNAPSHOT = "No snapshot"
-NO_TRACE = ("This snapshot has no allocation history (no trace), so what the memory is "
-            "cannot be told: record with torch.cuda.memory._record_memory_history() "
-            "(Help > How to record a snapshot).")
+NO_TRACE = (
+    "This snapshot has no allocation history (no trace), so what the memory is "
+    "cannot be told: record with torch.cuda.memory._record_memory_history() "
+    "(Help > How to record a snapshot)."
+)
 NO_TRACE_LEAKS = "Leaks need the allocation history: this snapshot has none."
 
 
@@ -61,8 +62,9 @@ class BreakdownThread(QThread):
         progress = Progress(lambda stage, f: self.progressed.emit(f), self.cancel_event)
         try:
             iv = self.doc.intervals(self.device) if hasattr(self.doc, "intervals") else None
-            bd = MemoryBreakdown.build(self.doc.snap, self.doc.timeline, self.device, progress,
-                                       intervals_of_device=iv)
+            bd = MemoryBreakdown.build(
+                self.doc.snap, self.doc.timeline, self.device, progress, intervals_of_device=iv
+            )
             # The views' first draw needs these: built here, not on the GUI thread when
             # the breakdown lands (seconds on 10M events: the window would freeze).
             bd.category_curves(np.zeros(1, np.int64))  # (its per-category index, cached)
@@ -117,8 +119,12 @@ class CategoriesPanel(QWidget):
         """Build the breakdown of ``device`` of ``doc`` in the background (None: clear)."""
         self.stop()
         self.set_breakdown(None)
-        if doc is None or device is None or doc.timeline is None \
-                or doc.timeline.replay(device) is None:
+        if (
+            doc is None
+            or device is None
+            or doc.timeline is None
+            or doc.timeline.replay(device) is None
+        ):
             # Not "no leak": without the allocation history nothing can be judged.
             self.status.setText(NO_SNAPSHOT if doc is None else NO_TRACE)
             self.leaks.set_unavailable(NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
@@ -127,7 +133,8 @@ class CategoriesPanel(QWidget):
         self._ended = False
         self.thread = BreakdownThread(doc, device, self)
         self.thread.progressed.connect(
-            lambda f: self.status.setText(f"Classifying the memory... {f:.0%}"))
+            lambda f: self.status.setText(f"Classifying the memory... {f:.0%}")
+        )
         self.thread.built.connect(self._on_built)
         self.thread.failed.connect(self.status.setText)
         self.thread.finished.connect(self._on_finished)
@@ -178,8 +185,7 @@ class CategoriesPanel(QWidget):
             self.split.set_split(None)
             self.timeline.set_cursor(None)
             return
-        self.split.set_split(bd.split_at(k), bd.guessed_bytes_at(k),
-                             caption or f"after event {k}")
+        self.split.set_split(bd.split_at(k), bd.guessed_bytes_at(k), caption or f"after event {k}")
         self.timeline.set_cursor(k)
 
     # -- reactions ----------------------------------------------------------------------

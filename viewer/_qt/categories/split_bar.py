@@ -26,11 +26,10 @@ class CategorySplitBar(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(18)
 
-    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+    def sizeHint(self) -> QSize:
         return QSize(400, 20)
 
-    def set_split(self, split: dict[str, int] | None, guessed: int = 0,
-                  caption: str = "") -> None:
+    def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "") -> None:
         """Show ``split`` (None: nothing); ``guessed``: bytes of it whose category is a
         guess; ``caption``: the moment (e.g. 'after event 1234')."""
         self.split = dict(split or {})
@@ -38,9 +37,14 @@ class CategorySplitBar(QWidget):
         self.caption = caption
         total = sum(self.split.values())
         text = format_split(self.split) if total else "nothing live"
-        self.setToolTip(f"{caption + ': ' if caption else ''}{text}"
-                        + (f"\n{format_bytes(guessed)} of it placed by a guess "
-                           "(see each allocation's reason)" if guessed else ""))
+        self.setToolTip(
+            f"{caption + ': ' if caption else ''}{text}"
+            + (
+                f"\n{format_bytes(guessed)} of it placed by a guess (see each allocation's reason)"
+                if guessed
+                else ""
+            )
+        )
         self.update()
 
     def parts(self) -> list[tuple[str, float, float]]:
@@ -60,7 +64,7 @@ class CategorySplitBar(QWidget):
             x += dx
         return out
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
+    def paintEvent(self, event) -> None:
         p = QPainter(self)
         p.fillRect(self.rect(), theme.row_background())
         h = float(self.height())
@@ -69,18 +73,24 @@ class CategorySplitBar(QWidget):
             label = CATEGORY_LABELS[CATEGORY_NAMES.index(name)]
             if x1 - x0 > p.fontMetrics().horizontalAdvance(label) + 6:
                 p.setPen(Qt.GlobalColor.white)
-                p.drawText(QRectF(x0 + 3, 0, x1 - x0 - 6, h),
-                           Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, label)
+                p.drawText(
+                    QRectF(x0 + 3, 0, x1 - x0 - 6, h),
+                    Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                    label,
+                )
         p.end()
 
-    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt API)
+    def mouseMoveEvent(self, event) -> None:
         x = event.position().x()
         total = sum(self.split.values())
         for name, x0, x1 in self.parts():
             if x0 <= x < x1:
                 b = self.split[name]
-                QToolTip.showText(event.globalPosition().toPoint(),
-                                  f"{CATEGORY_LABELS[CATEGORY_NAMES.index(name)]}: "
-                                  f"{format_bytes(b)} ({b / total:.1%})", self)
+                QToolTip.showText(
+                    event.globalPosition().toPoint(),
+                    f"{CATEGORY_LABELS[CATEGORY_NAMES.index(name)]}: "
+                    f"{format_bytes(b)} ({b / total:.1%})",
+                    self,
+                )
                 return
         super().mouseMoveEvent(event)

@@ -21,6 +21,8 @@ from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
+from ...model.categories.breakdown import split_total
+from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ...model.core.units import format_bytes
 from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
 from ..segment_map.category_overlay import CategoryOverlay
@@ -28,8 +30,6 @@ from ..timeline.constants import CURVES
 from ..timeline.phase_bands import PhaseBands
 from ..widgets import settings as st
 from ..widgets import theme
-from ...model.categories.breakdown import split_total
-from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ..widgets.category_colors import LEAK, color, rgba_table, swatch_html
 from .panel import CategoriesPanel
 from .split_bar import CategorySplitBar
@@ -41,9 +41,17 @@ TAB_SHORTCUT = "Ctrl+Shift+M"  # View > What the memory is
 # Ctrl+Shift+digit: only that category.  The first seven and unknown keep the digits
 # they had before sharded training added two categories; communication buffers (the
 # rarest to filter for) have none: there are nine digits.
-FILTER_KEYS = {"parameter": 1, "gradient": 2, "optimizer_state": 3, "activation": 4,
-               "temporary": 5, "input": 6, "kv_cache": 7, "unknown": 8,
-               "parameter_gathered": 9}
+FILTER_KEYS = {
+    "parameter": 1,
+    "gradient": 2,
+    "optimizer_state": 3,
+    "activation": 4,
+    "temporary": 5,
+    "input": 6,
+    "kv_cache": 7,
+    "unknown": 8,
+    "parameter_gathered": 9,
+}
 
 
 class HeaderSplit(QWidget):
@@ -64,22 +72,33 @@ class HeaderSplit(QWidget):
         lay.setSpacing(8)
         self.title = title = QLabel("What it is:")
         title.setStyleSheet(theme.caption_style())  # (muted but readable: 4.5:1)
-        title.setToolTip("Requested bytes live after the cursor's event, by category: "
-                         + ", ".join(CATEGORY_LABELS) + " (View > What the memory is)")
+        title.setToolTip(
+            "Requested bytes live after the cursor's event, by category: "
+            + ", ".join(CATEGORY_LABELS)
+            + " (View > What the memory is)"
+        )
         lay.addWidget(title)
         lay.addWidget(self.bar)
         lay.addWidget(self.text, 1)
         # Always laid out (empty until the breakdown is built): a line that appears later
         # would move every view below it while the user looks at them.
 
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) \
-                and hasattr(self, "title"):  # (built)
+    def changeEvent(self, event) -> None:
+        if event.type() in (
+            QEvent.Type.PaletteChange,
+            QEvent.Type.ApplicationPaletteChange,
+        ) and hasattr(self, "title"):  # (built)
             self.title.setStyleSheet(theme.caption_style())
         super().changeEvent(event)
 
-    def set_split(self, split: dict[str, int] | None, guessed: int = 0, caption: str = "",
-                  leaked: int = 0, scope: str = "") -> None:
+    def set_split(
+        self,
+        split: dict[str, int] | None,
+        guessed: int = 0,
+        caption: str = "",
+        leaked: int = 0,
+        scope: str = "",
+    ) -> None:
         """``split`` (None: empty); ``guessed``: bytes of it placed by a guess; ``leaked``:
         bytes of it kept by leaking lines (the views paint those as a leak); ``scope``:
         whose split it is where the figures above are not only its ("device 1 only")."""
@@ -91,9 +110,12 @@ class HeaderSplit(QWidget):
         self.bar.set_split(split, guessed, caption)
         # The total first: a long split (sharded training has ten categories) is cut at
         # the window's edge, and the total is what the split adds up to.
-        self.text.setText((f"{scope}: " if scope else "") + split_total(self.split, guessed)
-                          + (f" · leak: {format_bytes(leaked)}" if leaked else "")
-                          + f" = {format_split(self.split)}")
+        self.text.setText(
+            (f"{scope}: " if scope else "")
+            + split_total(self.split, guessed)
+            + (f" · leak: {format_bytes(leaked)}" if leaked else "")
+            + f" = {format_split(self.split)}"
+        )
         self.text.setToolTip(self.bar.toolTip())
 
 
@@ -119,8 +141,9 @@ class CategoriesWiring(QObject):
         # squeeze it: the timeline's header row already needs ~1240 px)
         self.panel = CategoriesPanel()
         self.panel.status.setWordWrap(True)
-        self.panel.leaks.caption.setSizePolicy(QSizePolicy.Policy.Ignored,
-                                               QSizePolicy.Policy.Preferred)
+        self.panel.leaks.caption.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
         body = self.panel.findChild(QSplitter)
         if body is not None:  # the bottom area is wide and low: side by side
             body.setOrientation(Qt.Orientation.Horizontal)
@@ -137,9 +160,12 @@ class CategoriesWiring(QObject):
         if legend is not None:  # (the timeline's header names the colours; no room here)
             legend.setVisible(False)
         self.tab_index = w.tabs.addTab(self.panel, TAB_TITLE)
-        w.tabs.setTabToolTip(self.tab_index, "What the memory is: parameters, gradients, "
-                             "optimizer state, activations, temporaries, inputs; the "
-                             "iterations and the Leaks view (Ctrl+Shift+M)")
+        w.tabs.setTabToolTip(
+            self.tab_index,
+            "What the memory is: parameters, gradients, "
+            "optimizer state, activations, temporaries, inputs; the "
+            "iterations and the Leaks view (Ctrl+Shift+M)",
+        )
         # -- the header line
         self.header_split = HeaderSplit()
         w.header.layout().addWidget(self.header_split)
@@ -179,7 +205,7 @@ class CategoriesWiring(QObject):
             self.phases_action.setChecked(str(s.value(KEY_PHASES, "true")).lower() == "true")
         self.color_action.setChecked(cv.color_mode == COLOR_CATEGORY)
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
+    def eventFilter(self, obj, event) -> bool:
         if obj is self.w and event.type() == QEvent.Type.Close:
             self.panel.stop()
         elif obj in self._bars and event.type() == QEvent.Type.MouseButtonPress:
@@ -193,15 +219,15 @@ class CategoriesWiring(QObject):
         """Highlight the blocks of one category (a click on a split bar's part); the same
         category again, or None, clears it."""
         w = self.w
-        if category is None or category == self.highlighted or self.cv.bd is None \
-                or w.doc is None:
+        if category is None or category == self.highlighted or self.cv.bd is None or w.doc is None:
             self.highlighted = None
             w.vs.set_category_mask(None)
             return
         self.highlighted = category
         w.vs.set_category_mask(self.cv.category_stack_mask(category, len(w.doc.snap.stacks)))
-        w.statusBar().showMessage(f"Highlighted: {CATEGORY_LABELS[category]} "
-                                  "(click the part again to clear)", 5000)
+        w.statusBar().showMessage(
+            f"Highlighted: {CATEGORY_LABELS[category]} (click the part again to clear)", 5000
+        )
 
     # ------------------------------------------------------------------ menu
     def _build_menu(self) -> None:
@@ -212,19 +238,25 @@ class CategoriesWiring(QObject):
         view.addSeparator()
         self.color_action = QAction("Colour by &category", w, checkable=True)
         self.color_action.setShortcut(QKeySequence("Ctrl+Shift+K"))
-        tip = ("Colour the timeline's allocations, the segment map and the Blocks table by "
-               "what the memory is (parameters, gradients, optimizer state, activations, "
-               "temporaries, inputs), instead of by code site (Ctrl+Shift+K)")
+        tip = (
+            "Colour the timeline's allocations, the segment map and the Blocks table by "
+            "what the memory is (parameters, gradients, optimizer state, activations, "
+            "temporaries, inputs), instead of by code site (Ctrl+Shift+K)"
+        )
         self.color_action.setToolTip(tip)
         self.color_action.setStatusTip(tip)
         self.color_action.toggled.connect(
-            lambda on: cv.set_color_mode(COLOR_CATEGORY if on else COLOR_SITE))
+            lambda on: cv.set_color_mode(COLOR_CATEGORY if on else COLOR_SITE)
+        )
         view.addAction(self.color_action)
-        self.phases_action = QAction("Iteration &phases on the timeline", w, checkable=True,
-                                     checked=True)
+        self.phases_action = QAction(
+            "Iteration &phases on the timeline", w, checkable=True, checked=True
+        )
         self.phases_action.setShortcut(QKeySequence("Ctrl+Shift+I"))
-        self.phases_action.setToolTip("Shade every iteration's forward, backward and "
-                                      "optimizer step on the timeline (Ctrl+Shift+I)")
+        self.phases_action.setToolTip(
+            "Shade every iteration's forward, backward and "
+            "optimizer step on the timeline (Ctrl+Shift+I)"
+        )
         self.phases_action.setStatusTip(self.phases_action.toolTip())
         self.phases_action.toggled.connect(self._on_phases_toggled)
         view.addAction(self.phases_action)
@@ -243,9 +275,11 @@ class CategoriesWiring(QObject):
             key = FILTER_KEYS.get(CATEGORY_NAMES[c])
             if key is not None:
                 a.setShortcut(QKeySequence(f"Ctrl+Shift+{key}"))
-            a.setToolTip(f"Only {label} in the Blocks table; the other blocks veiled in the "
-                         "segment map and their stacks highlighted"
-                         + (f" (Ctrl+Shift+{key})" if key is not None else ""))
+            a.setToolTip(
+                f"Only {label} in the Blocks table; the other blocks veiled in the "
+                "segment map and their stacks highlighted"
+                + (f" (Ctrl+Shift+{key})" if key is not None else "")
+            )
             a.triggered.connect(lambda _c=False, c=c: cv.set_category_filter([c]))
             group.addAction(a)
             self.filter_menu.addAction(a)
@@ -253,8 +287,7 @@ class CategoriesWiring(QObject):
         self.tab_action = QAction("&What the memory is", w)
         # (M for memory: Ctrl+Shift+W is Tools > What-if's; one key, one action)
         self.tab_action.setShortcut(QKeySequence(TAB_SHORTCUT))
-        self.tab_action.setToolTip("The categories, iterations and Leaks view "
-                                   f"({TAB_SHORTCUT})")
+        self.tab_action.setToolTip(f"The categories, iterations and Leaks view ({TAB_SHORTCUT})")
         self.tab_action.setStatusTip(self.tab_action.toolTip())
         self.tab_action.triggered.connect(lambda: w.tabs.setCurrentWidget(self.panel))
         view.addAction(self.tab_action)
@@ -279,8 +312,7 @@ class CategoriesWiring(QObject):
             self.cv.set_breakdown(None)
             self.highlighted = None
             return
-        if self._built_for is not None and self._built_for[0] is doc \
-                and self._built_for[1] == dev:
+        if self._built_for is not None and self._built_for[0] is doc and self._built_for[1] == dev:
             return
         thread = self.panel.thread
         live = w.live is not None
@@ -317,8 +349,9 @@ class CategoriesWiring(QObject):
             return  # (the file closed meanwhile; the panel drops superseded builds)
         self._quiet = False
         n = len(bd.leaks)
-        self.w.tabs.setTabText(self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})"
-                                                            if n else ""))
+        self.w.tabs.setTabText(
+            self.tab_index, TAB_TITLE + (f" ({n} leak{'s' if n > 1 else ''})" if n else "")
+        )
         if bd.device == self._built_for[1]:
             self.cv.set_breakdown(bd, spans)
 
@@ -345,8 +378,9 @@ class CategoriesWiring(QObject):
             self._color_map_and_table()
 
     def _on_filter(self, categories) -> None:
-        self.filter_actions[None if categories is None or len(categories) != 1
-                            else next(iter(categories))].setChecked(True)
+        self.filter_actions[
+            None if categories is None or len(categories) != 1 else next(iter(categories))
+        ].setChecked(True)
         w = self.w
         w.table.apply_filter()
         if categories is not None and self.cv.bd is not None and w.doc is not None:
@@ -366,9 +400,13 @@ class CategoriesWiring(QObject):
             return
         # (a breakdown is one device's: beside figures summing several, it says whose)
         scope = f"device {bd.device} only" if self.w.vs.spans_devices() else ""
-        self.header_split.set_split(bd.split_at(k), bd.guessed_bytes_at(k),
-                                    f"after event {k}",
-                                    bd.leaked_bytes_at(k) if bd.leaks else 0, scope)
+        self.header_split.set_split(
+            bd.split_at(k),
+            bd.guessed_bytes_at(k),
+            f"after event {k}",
+            bd.leaked_bytes_at(k) if bd.leaks else 0,
+            scope,
+        )
 
     def _timeline_colors(self):
         """The timeline's colour provider: (colour index per interval, ARGB palette)."""
@@ -377,8 +415,13 @@ class CategoriesWiring(QObject):
         tl = self.w.timeline
         cats = self.cv.interval_categories()
         built = self._built_for
-        if tl.iv is None or len(cats) != len(tl.iv) or built is None \
-                or built[0] is not tl.doc or self.cv.bd.device != tl.device:
+        if (
+            tl.iv is None
+            or len(cats) != len(tl.iv)
+            or built is None
+            or built[0] is not tl.doc
+            or self.cv.bd.device != tl.device
+        ):
             return None  # (a breakdown of another document or device: not its colours)
         if self.leak_mask is not None and len(self.leak_mask) == len(cats):
             cats = np.where(self.leak_mask, np.int8(LEAK), cats).astype(cats.dtype)
@@ -425,7 +468,7 @@ class CategoriesWiring(QObject):
         the phase bands' colours while they show."""
         if self.cv.by_category:
             # (the curves' names give way: the header row has room for one legend)
-            parts = [swatch_html(c) for c in self._legend_colors()] + parts[len(CURVES):]
+            parts = [swatch_html(c) for c in self._legend_colors()] + parts[len(CURVES) :]
         return parts
 
     def _legend_colors(self) -> list[int]:
@@ -479,20 +522,22 @@ class CategoriesWiring(QObject):
             keep = None
             if cv.category_filter is not None:  # (by category, not by colour: leaks too)
                 keep = np.isin(per, np.fromiter(cv.category_filter, np.int64))
-            self.overlay.set_categories(colors[layout.blocks] if cv.by_category
-                                        else np.full(len(per), -1), keep)
+            self.overlay.set_categories(
+                colors[layout.blocks] if cv.by_category else np.full(len(per), -1), keep
+            )
         cats = colors
         model = w.table.model
         if cv.by_category and cats is not None:
             qcolors = [QColor(*row.tolist()) for row in rgba_table()]
-            model.block_colors = lambda b, cats=cats: (qcolors[int(cats[b])]
-                                                       if 0 <= b < len(cats) and cats[b] >= 0
-                                                       else None)
+            model.block_colors = lambda b, cats=cats: (
+                qcolors[int(cats[b])] if 0 <= b < len(cats) and cats[b] >= 0 else None
+            )
         else:
             model.block_colors = None
         if model.rowCount():
-            model.dataChanged.emit(model.index(0, 0),
-                                   model.index(model.rowCount() - 1, model.columnCount() - 1))
+            model.dataChanged.emit(
+                model.index(0, 0), model.index(model.rowCount() - 1, model.columnCount() - 1)
+            )
 
     def _table_keep(self, doc, rows: np.ndarray):
         """The Blocks table's category filter: bool per row, None for all."""
@@ -502,6 +547,7 @@ class CategoriesWiring(QObject):
         if self._quiet:
             return
         lk = self.panel.leaks.selected_leak()
-        facts = (f"<b>leak</b>: {lk.sentence()}<br>Its blocks are highlighted."
-                 if lk is not None else "")
+        facts = (
+            f"<b>leak</b>: {lk.sentence()}<br>Its blocks are highlighted." if lk is not None else ""
+        )
         self.w.stack.show_stack(int(stack), facts)

@@ -117,8 +117,13 @@ def _side(ranges, n: int, n_spans: int, lead: float, tail: float) -> SideAxis:
     if not pieces:  # no events at all: one empty piece keeps the lookups defined
         pieces.append((0, 1, 0.0, 1.0))
     cols = list(zip(*pieces))
-    return SideAxis(np.asarray(cols[0], np.int64), np.asarray(cols[1], np.int64),
-                    np.asarray(cols[2], np.float64), np.asarray(cols[3], np.float64), n)
+    return SideAxis(
+        np.asarray(cols[0], np.int64),
+        np.asarray(cols[1], np.int64),
+        np.asarray(cols[2], np.float64),
+        np.asarray(cols[3], np.float64),
+        n,
+    )
 
 
 def _edge(events: list[int], pace: float) -> float:
@@ -138,12 +143,18 @@ def build_axis(alignment, n_a: int, n_b: int) -> SpanAxis:
     lead = _edge([ra[0][1] if ra else 0, rb[0][1] if rb else 0], pace)
     tail = _edge([n_a - ra[-1][2] if ra else 0, n_b - rb[-1][2] if rb else 0], pace)
     labels = [s.label for s in spans]
-    return SpanAxis(labels, lead, tail, _side(ra, n_a, len(spans), lead, tail),
-                    _side(rb, n_b, len(spans), lead, tail))
+    return SpanAxis(
+        labels,
+        lead,
+        tail,
+        _side(ra, n_a, len(spans), lead, tail),
+        _side(rb, n_b, len(spans), lead, tail),
+    )
 
 
-def minmax_columns(x: np.ndarray, y: np.ndarray, lo: float, hi: float, columns: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def minmax_columns(
+    x: np.ndarray, y: np.ndarray, lo: float, hi: float, columns: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The points of the curve ``(x, y)`` (x ascending) to draw ``lo..hi`` in ``columns``
     pixels: every point when they fit twice over, else per pixel column its minimum and
     maximum (in that order, at the column's first x).  One point beyond each edge is kept,

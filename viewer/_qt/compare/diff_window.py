@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...model.core.units import format_bytes, plural
 from ...model.reports.diff import (
     STATUS_ADDED,
     STATUS_CHANGED,
@@ -47,10 +48,9 @@ from ...model.reports.diff import (
 )
 from ...model.view.document import Document
 from ...model.view.view_state import HIGHLIGHT_DIFF_NODE, HIGHLIGHT_DIFF_ROW
-from ...model.core.units import format_bytes, plural
-from ..widgets.loader import LoadThread
-from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..segment_map import SegmentMapView
+from ..widgets.lazy_tree import NODE_ROLE, LazyTree
+from ..widgets.loader import LoadThread
 from ..widgets.stack_panel import StackPanel
 from ..widgets.tables import table_tree
 from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, LinkedMaps, SortItem, delta_color
@@ -71,12 +71,24 @@ HEADER_FIGURES = (
     ("allocation_count", "Allocations", "count"),
 )
 MATCH_MODES = (
-    ("stack", "whole stack", "Allocations match when their whole stack (your frames) is the "
-     "same: best for two moments of one run"),
-    ("line", "allocating line", "Allocations match by the line that allocated them, whoever "
-     "called it: for different entry points or callers"),
-    ("function", "allocating function", "Allocations match by the function that allocated "
-     "them, line numbers ignored: for before / after a code edit"),
+    (
+        "stack",
+        "whole stack",
+        "Allocations match when their whole stack (your frames) is the "
+        "same: best for two moments of one run",
+    ),
+    (
+        "line",
+        "allocating line",
+        "Allocations match by the line that allocated them, whoever "
+        "called it: for different entry points or callers",
+    ),
+    (
+        "function",
+        "allocating function",
+        "Allocations match by the function that allocated "
+        "them, line numbers ignored: for before / after a code edit",
+    ),
 )
 STACK_COLUMNS = ("Growth", "Status", "A", "B", "Blocks", "Allocated at", "Called from")
 
@@ -135,8 +147,10 @@ class DiffHeader(QWidget):
             cells[2].setFont(bold)
             self.cells[key] = cells
         self.peaks = QLabel()
-        self.peaks.setToolTip("Peaks over each recorded window (replayed trace): equal to the "
-                              "allocator's *.all.peak counters")
+        self.peaks.setToolTip(
+            "Peaks over each recorded window (replayed trace): equal to the "
+            "allocator's *.all.peak counters"
+        )
         grid.addWidget(self.peaks, 4, 0, 1, len(HEADER_FIGURES) + 1)
         grid.setColumnStretch(len(HEADER_FIGURES) + 1, 1)
 
@@ -155,8 +169,10 @@ class DiffHeader(QWidget):
                 ca.setText(_segments(diff.total.a))
                 cb.setText(_segments(diff.total.b))
                 if diff.total.a.expandable_segment_count or diff.total.b.expandable_segment_count:
-                    cd.setToolTip("The allocator does not count expandable segments in "
-                                  "segment.all.current; vramscope neither (exp.: its own count)")
+                    cd.setToolTip(
+                        "The allocator does not count expandable segments in "
+                        "segment.all.current; vramscope neither (exp.: its own count)"
+                    )
             else:
                 ca.setText(_fmt(kind, va))
                 cb.setText(_fmt(kind, vb))
@@ -166,8 +182,10 @@ class DiffHeader(QWidget):
             if diff.counters and key in _COUNTER_OF:
                 c = diff.counters.get(_COUNTER_OF[key])
                 if c is not None:
-                    cd.setToolTip(f"memory_stats()['{_COUNTER_OF[key]}']: {c['a']:,} → {c['b']:,} "
-                                  f"(B − A = {c['delta']:+,})")
+                    cd.setToolTip(
+                        f"memory_stats()['{_COUNTER_OF[key]}']: {c['a']:,} → {c['b']:,} "
+                        f"(B − A = {c['delta']:+,})"
+                    )
         parts = []
         if diff is not None and diff.peaks:
             for curve in ("reserved", "allocated"):
@@ -175,8 +193,10 @@ class DiffHeader(QWidget):
                 if p["delta"] is not None:
                     color = delta_color(p["delta"])
                     style = f' style="color:{color.name()}"' if color is not None else ""
-                    parts.append(f"peak {curve}: {format_bytes(p['a'])} → {format_bytes(p['b'])} "
-                                 f"<b{style}>{signed_bytes(p['delta'])}</b>")
+                    parts.append(
+                        f"peak {curve}: {format_bytes(p['a'])} → {format_bytes(p['b'])} "
+                        f"<b{style}>{signed_bytes(p['delta'])}</b>"
+                    )
         self.peaks.setText("&nbsp;&nbsp;·&nbsp;&nbsp;".join(parts))
         self.peaks.setVisible(bool(parts))
 
@@ -215,8 +235,10 @@ class DiffWindow(QMainWindow):
         self.match.setToolTip("How allocations of A and B are matched")
         self.fold = QCheckBox("fold internals")
         self.fold.setChecked(True)
-        self.fold.setToolTip("Key stacks by your own frames only (torch internals, C++ and "
-                             "interpreter frames folded away)")
+        self.fold.setToolTip(
+            "Key stacks by your own frames only (torch internals, C++ and "
+            "interpreter frames folded away)"
+        )
         self.match.currentIndexChanged.connect(lambda _i: self.recompute())
         self.fold.toggled.connect(lambda _on: self.recompute())
         self.counts = QLabel()
@@ -247,14 +269,22 @@ class DiffWindow(QMainWindow):
         self.map_b.blockClicked.connect(lambda b: self._block_clicked("b", b))
 
         self.stacks = table_tree(
-            STACK_COLUMNS, "Live bytes (allocated or pending free) by allocation stack in A "
+            STACK_COLUMNS,
+            "Live bytes (allocated or pending free) by allocation stack in A "
             "and B, largest growth first. Click a row: its blocks are highlighted in both "
-            "maps.", dict(enumerate((96, 74, 90, 90, 80, 260))), roots=False, sorting=True)
+            "maps.",
+            dict(enumerate((96, 74, 90, 90, 80, 260))),
+            roots=False,
+            sorting=True,
+        )
         self.stacks.currentItemChanged.connect(self._on_row)
 
-        self.tree = table_tree(("Call path", "Growth", "A", "B"),
-                               "The same live bytes as a call tree, outermost frame first",
-                               {1: 90, 2: 90, 3: 90}, stretch=0)
+        self.tree = table_tree(
+            ("Call path", "Growth", "A", "B"),
+            "The same live bytes as a call tree, outermost frame first",
+            {1: 90, 2: 90, 3: 90},
+            stretch=0,
+        )
         self.lazy = LazyTree(self.tree, self._node_columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_node)
 
@@ -296,9 +326,12 @@ class DiffWindow(QMainWindow):
         self.views.addTab(ends, "End states")
         self.views.addTab(self.over_time, "Over time")
         self.views.setTabToolTip(0, "What each snapshot holds at its end, and what grew")
-        self.views.setTabToolTip(1, "Both recordings on one aligned time axis (iteration by "
-                                    "iteration): curves, both maps at one cursor, categories, "
-                                    "allocation sites")
+        self.views.setTabToolTip(
+            1,
+            "Both recordings on one aligned time axis (iteration by "
+            "iteration): curves, both maps at one cursor, categories, "
+            "allocation sites",
+        )
         self.views.currentChanged.connect(self._on_view)
         self.setCentralWidget(self.views)
         self.resize(1440, 900)
@@ -323,8 +356,9 @@ class DiffWindow(QMainWindow):
         if not self._threads:
             self.set_documents(self.doc_a, self.doc_b)
             return
-        self.statusBar().showMessage("Loading " + ", ".join(
-            Path(t.path).name for t in self._threads.values()) + "…")
+        self.statusBar().showMessage(
+            "Loading " + ", ".join(Path(t.path).name for t in self._threads.values()) + "…"
+        )
         for t in self._threads.values():
             t.start()
 
@@ -408,11 +442,17 @@ class DiffWindow(QMainWindow):
             return
         mode = self.match_mode()
         self.diff = diff_snapshots(
-            a.snap, b.snap, fold=self.fold.isChecked(), lines=mode != "function",
+            a.snap,
+            b.snap,
+            fold=self.fold.isChecked(),
+            lines=mode != "function",
             depth=None if mode == "stack" else 1,
-            categories_a=a.categories, categories_b=b.categories,
-            timelines=(a.timeline, b.timeline) if a.timeline is not None
-            and b.timeline is not None else None)
+            categories_a=a.categories,
+            categories_b=b.categories,
+            timelines=(a.timeline, b.timeline)
+            if a.timeline is not None and b.timeline is not None
+            else None,
+        )
         d = self.diff
         self.header.set_diff(d, a.name, b.name)
         n = {s: len(d.by_status(s)) for s in (STATUS_ADDED, STATUS_REMOVED, STATUS_CHANGED)}
@@ -420,7 +460,8 @@ class DiffWindow(QMainWindow):
             f"{plural(len(d.stacks), 'stack')}: "
             f"<span style='color:{GROWTH_RED}'>{n[STATUS_ADDED]} added"
             f"</span>, <span style='color:{SHRINK_GREEN}'>{n[STATUS_REMOVED]} removed</span>, "
-            f"{n[STATUS_CHANGED]} changed · live bytes {signed_bytes(d.delta('active_bytes'))}")
+            f"{n[STATUS_CHANGED]} changed · live bytes {signed_bytes(d.delta('active_bytes'))}"
+        )
         self._fill_stacks()
         self._fill_tree()
         self.map_a.set_highlight(None)
@@ -434,15 +475,32 @@ class DiffWindow(QMainWindow):
         items = []
         for i, s in enumerate(d.stacks):
             called = " ← ".join(s.frame_labels()[1:4])
-            item = _Item([signed_bytes(s.delta), s.status, format_bytes(s.bytes_a),
-                          format_bytes(s.bytes_b), f"{s.count_a} → {s.count_b}", s.label, called])
-            for c, v in ((0, s.delta), (1, s.status), (2, s.bytes_a), (3, s.bytes_b),
-                         (4, s.delta_count), (5, s.label), (6, called)):
+            item = _Item(
+                [
+                    signed_bytes(s.delta),
+                    s.status,
+                    format_bytes(s.bytes_a),
+                    format_bytes(s.bytes_b),
+                    f"{s.count_a} → {s.count_b}",
+                    s.label,
+                    called,
+                ]
+            )
+            for c, v in (
+                (0, s.delta),
+                (1, s.status),
+                (2, s.bytes_a),
+                (3, s.bytes_b),
+                (4, s.delta_count),
+                (5, s.label),
+                (6, called),
+            ):
                 item.setData(c, SORT_ROLE, v)
             item.setData(0, ROW_ROLE, i)
             for c in (0, 2, 3, 4):
-                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight
-                                      | Qt.AlignmentFlag.AlignVCenter)
+                item.setTextAlignment(
+                    c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                )
             color = delta_color(s.delta)
             if color is not None:
                 item.setForeground(0, QBrush(color))
@@ -466,14 +524,18 @@ class DiffWindow(QMainWindow):
                 break
             nxt = item.child(0)
             node = nxt.data(0, ROW_ROLE)
-            if node is None or node.delta <= 0 or item.childCount() > 1 and item is not root:
+            if node is None or node.delta <= 0 or (item.childCount() > 1 and item is not root):
                 break
             item = nxt
 
     @staticmethod
     def _node_columns(node: DiffNode) -> list[str]:
-        return [node.label, signed_bytes(node.delta), format_bytes(node.bytes_a),
-                format_bytes(node.bytes_b)]
+        return [
+            node.label,
+            signed_bytes(node.delta),
+            format_bytes(node.bytes_a),
+            format_bytes(node.bytes_b),
+        ]
 
     @staticmethod
     def _more(rest: list) -> list[str]:
@@ -516,8 +578,9 @@ class DiffWindow(QMainWindow):
         if not rows:
             return
         if not label:
-            label = HIGHLIGHT_DIFF_ROW + (f": {d.stacks[rows[0]].label}" if len(rows) == 1
-                                          else f"s ({len(rows)})")
+            label = HIGHLIGHT_DIFF_ROW + (
+                f": {d.stacks[rows[0]].label}" if len(rows) == 1 else f"s ({len(rows)})"
+            )
         self.map_a.set_highlight(d.stack_mask("a", rows), label)
         self.map_b.set_highlight(d.stack_mask("b", rows), label)
         best: StackDiff = max((d.stacks[i] for i in rows), key=lambda s: (s.delta, s.bytes_b))
@@ -528,10 +591,12 @@ class DiffWindow(QMainWindow):
         doc = self.doc_b if side_b else self.doc_a
         stacks = s.stacks_b if side_b else s.stacks_a
         stack = max(stacks) if stacks else -1
-        facts = (f"<b>{s.status}</b> · {format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} → "
-                 f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')} · "
-                 f"<b style='color:{(delta_color(s.delta) or QColor('black')).name()}'>"
-                 f"{signed_bytes(s.delta)}</b><br>stack as recorded in {'B' if side_b else 'A'}")
+        facts = (
+            f"<b>{s.status}</b> · {format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} → "
+            f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')} · "
+            f"<b style='color:{(delta_color(s.delta) or QColor('black')).name()}'>"
+            f"{signed_bytes(s.delta)}</b><br>stack as recorded in {'B' if side_b else 'A'}"
+        )
         self.stack_panel.set_document(doc)
         self.stack_panel.show_stack(stack, facts)
 
@@ -570,4 +635,4 @@ def highlight_count(view: SegmentMapView) -> int:
     return int(len(view.item.highlighted_blocks()))
 
 
-__all__ = ["DiffWindow", "DiffHeader", "highlight_count"]
+__all__ = ["DiffHeader", "DiffWindow", "highlight_count"]

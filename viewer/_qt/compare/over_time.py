@@ -46,8 +46,8 @@ from ...model.reports import aligned
 from ...model.reports.diff import signed_bytes
 from ...model.view.document import Document
 from ..segment_map import SegmentMapView
-from ..widgets.category_colors import color as category_color
 from ..widgets import theme
+from ..widgets.category_colors import color as category_color
 from ..widgets.jobs import Job
 from ..widgets.tables import table_tree
 from .aligned_axis import SpanAxis, build_axis
@@ -130,14 +130,17 @@ def compute(a: Document, b: Document, job: Job) -> OverTime:
     a, b = a.root, b.root
     missing = [s for s, d in (("A", a), ("B", b)) if no_history(d)]
     if missing:
-        raise SnapshotError(f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
-                            " no allocation history: nothing to align")
+        raise SnapshotError(
+            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
+            " no allocation history: nothing to align"
+        )
 
     def part(lo: float, hi: float, what: str) -> Progress:
         return Progress(lambda _s, f: job.report(what, lo + (hi - lo) * f), job.cancel_event)
 
-    al = aligned.align(a.snap, b.snap, a.timeline, b.timeline,
-                       progress=part(0.0, 0.5, "aligning the iterations"))
+    al = aligned.align(
+        a.snap, b.snap, a.timeline, b.timeline, progress=part(0.0, 0.5, "aligning the iterations")
+    )
     if al is None:
         raise SnapshotError("nothing to align: a recording has no trace on its device")
     n = (a.n_events(al.devices[0]), b.n_events(al.devices[1]))
@@ -146,8 +149,13 @@ def compute(a: Document, b: Document, job: Job) -> OverTime:
     sides = []
     for i, (doc, dev, ax) in enumerate(((a, al.devices[0], axis.a), (b, al.devices[1], axis.b))):
         p = part(0.5 + 0.25 * i, 0.75 + 0.25 * i, "categories and curves of " + "AB"[i])
-        bd = al.breakdowns[i] if al.breakdowns is not None else MemoryBreakdown.build(
-            doc.snap, doc.timeline, dev, p, intervals_of_device=doc.intervals(dev))
+        bd = (
+            al.breakdowns[i]
+            if al.breakdowns is not None
+            else MemoryBreakdown.build(
+                doc.snap, doc.timeline, dev, p, intervals_of_device=doc.intervals(dev)
+            )
+        )
         cols = doc.curves(dev)
         curves = {c: np.asarray(cols[c], np.int64) for c in ("reserved", "allocated")}
         p.update("curves", 0.8)
@@ -166,12 +174,15 @@ def prediction_text(p: dict[str, Any] | None, change: str) -> str:
     rng = ""
     if p["predicted_range"] is not None:
         lo, hi = p["predicted_range"]
-        rng = (f"; its range {format_bytes(lo)} – {format_bytes(hi)} "
-               + ("holds it" if p["real_inside_range"] else "misses it"))
-    return (f"advise predicted {p['change']} ({p['method']}) at "
-            f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
-            f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
-            f"{signed_bytes(p['error_bytes'])}{frac}{rng}")
+        rng = f"; its range {format_bytes(lo)} – {format_bytes(hi)} " + (
+            "holds it" if p["real_inside_range"] else "misses it"
+        )
+    return (
+        f"advise predicted {p['change']} ({p['method']}) at "
+        f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
+        f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
+        f"{signed_bytes(p['error_bytes'])}{frac}{rng}"
+    )
 
 
 def _swatch(c: QColor) -> QIcon:
@@ -232,8 +243,10 @@ class OverTimePane(QWidget):
         self.peak_line.setToolTip("The span at the cursor: the peaks inside it on each side")
         self.prediction = QLabel("")
         self.prediction.setWordWrap(True)
-        self.prediction.setToolTip("advise's prediction on A for the change the files show, "
-                                   "held against B's real peak reserved")
+        self.prediction.setToolTip(
+            "advise's prediction on A for the change the files show, "
+            "held against B's real peak reserved"
+        )
         self.prediction.hide()
         top = QWidget()
         tl = QVBoxLayout(top)
@@ -248,8 +261,10 @@ class OverTimePane(QWidget):
         self.map_a, self.map_b = SegmentMapView(), SegmentMapView()
         self.caption_a, self.caption_b = QLabel("A"), QLabel("B")
         maps = QSplitter(Qt.Orientation.Horizontal)
-        for caption, m, c in ((self.caption_a, self.map_a, A_COLOR),
-                              (self.caption_b, self.map_b, B_COLOR)):
+        for caption, m, c in (
+            (self.caption_a, self.map_a, A_COLOR),
+            (self.caption_b, self.map_b, B_COLOR),
+        ):
             box = QWidget()
             lay = QVBoxLayout(box)
             lay.setContentsMargins(0, 0, 0, 0)
@@ -277,18 +292,25 @@ class OverTimePane(QWidget):
 
         # The tables: the sites, the categories at the cursor.
         self.sites = table_tree(
-            SITE_COLUMNS, "Live bytes at each side's peak by allocation site (your line that "
+            SITE_COLUMNS,
+            "Live bytes at each side's peak by allocation site (your line that "
             "allocated), largest change first. Select a site: its blocks are highlighted on "
-            "both maps.", {1: 80, 2: 80, 3: 80, 4: 88}, stretch=0, roots=False)
+            "both maps.",
+            {1: 80, 2: 80, 3: 80, 4: 88},
+            stretch=0,
+            roots=False,
+        )
         self.sites.currentItemChanged.connect(self._on_site)
         self.categories = QTableWidget(0, len(CATEGORY_COLUMNS))
         self.categories.setHorizontalHeaderLabels(list(CATEGORY_COLUMNS))
         self.categories.verticalHeader().hide()
         self.categories.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.categories.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.categories.setToolTip("Requested bytes live at the cursor by memory category, "
-                                   "on each side at its mapped event: the categories that "
-                                   "changed first; those empty on both sides are left out")
+        self.categories.setToolTip(
+            "Requested bytes live at the cursor by memory category, "
+            "on each side at its mapped event: the categories that "
+            "changed first; those empty on both sides are left out"
+        )
         ch = self.categories.horizontalHeader()
         ch.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for c in (1, 2, 3):
@@ -422,8 +444,9 @@ class OverTimePane(QWidget):
 
         def work(j: Job):
             p = Progress(lambda _s, f: j.report("advise predicts " + change, f), j.cancel_event)
-            return aligned.prediction_error(snap, al.b_peak_reserved, change,
-                                            device=al.devices[0], progress=p)
+            return aligned.prediction_error(
+                snap, al.b_peak_reserved, change, device=al.devices[0], progress=p
+            )
 
         job = Job(work, self)
         job.progressed.connect(lambda stage, f, j=job: self._on_progress(j, stage, f))
@@ -445,8 +468,9 @@ class OverTimePane(QWidget):
         self.message.setText(self.summary_text())
         if self.result is not None:
             self.result.alignment.prediction_error = p
-        self.prediction.setText(f"advise's prediction for {change}: {error}" if error
-                                else prediction_text(p, change))
+        self.prediction.setText(
+            f"advise's prediction for {change}: {error}" if error else prediction_text(p, change)
+        )
         self.predicted.emit()
 
     # ------------------------------------------------------------------ result
@@ -455,12 +479,16 @@ class OverTimePane(QWidget):
         if r is None:
             return ""
         al = r.alignment
-        text = (f"Aligned by {al.by}: {len(al.spans)} spans (device {al.devices[0]} of A, "
-                f"device {al.devices[1]} of B)")
+        text = (
+            f"Aligned by {al.by}: {len(al.spans)} spans (device {al.devices[0]} of A, "
+            f"device {al.devices[1]} of B)"
+        )
         big = al.largest_change()
         if big is not None and big.delta("peak_reserved"):
-            text += (f" · largest change: {big.label}, peak reserved "
-                     f"{signed_bytes(big.delta('peak_reserved') or 0)}")
+            text += (
+                f" · largest change: {big.label}, peak reserved "
+                f"{signed_bytes(big.delta('peak_reserved') or 0)}"
+            )
         return text + "".join(f" · {n}" for n in al.notes)
 
     def show_result(self, r: OverTime) -> None:
@@ -472,16 +500,20 @@ class OverTimePane(QWidget):
         for s in al.spans:
             lines = [f"<b>{s.label}</b>"]
             for side, f in (("A", s.a), ("B", s.b)):
-                lines.append(f"{side}: peak in {f.peak_phase or 'the span'}, reserved "
-                             f"{format_bytes(f.peak_reserved)}, events {f.start:,}–{f.end:,}"
-                             if f is not None else f"{side}: no such span")
+                lines.append(
+                    f"{side}: peak in {f.peak_phase or 'the span'}, reserved "
+                    f"{format_bytes(f.peak_reserved)}, events {f.start:,}–{f.end:,}"
+                    if f is not None
+                    else f"{side}: no such span"
+                )
             d = s.delta("peak_reserved")
             if d is not None:
                 lines.append(f"peak reserved B − A: {signed_bytes(d)}")
             tips.append("<br>".join(lines))
         names = (r.a.doc.name, r.b.doc.name)
-        self.chart.set_data(r.axis, al.by, names,
-                            {"a": (r.a.x, r.a.curves), "b": (r.b.x, r.b.curves)}, tips)
+        self.chart.set_data(
+            r.axis, al.by, names, {"a": (r.a.x, r.a.curves), "b": (r.b.x, r.b.curves)}, tips
+        )
         self._fill_sites()
         self.prediction.setVisible(bool(al.detected_change))
         self.body.show()
@@ -523,13 +555,16 @@ class OverTimePane(QWidget):
         ka, kb = r.axis.a.event_at(x), r.axis.b.event_at(x)
         self._events = (ka, kb)
         view = self.map_a.vb.viewRange() if self._fitted else None
-        for side, k, m, caption in (("A", ka, self.map_a, self.caption_a),
-                                    ("B", kb, self.map_b, self.caption_b)):
+        for side, k, m, caption in (
+            ("A", ka, self.map_a, self.caption_a),
+            ("B", kb, self.map_b, self.caption_b),
+        ):
             d = r.side(side.lower())
             m.set_document(d.doc.at(d.device, k), fit=not self._fitted)
             caption.setText(f"<b>{side}</b> after event {k:,} ({where})")
-            caption.setToolTip(f"{d.doc.name}: the segment map after event {k:,} of "
-                               f"device {d.device}'s trace")
+            caption.setToolTip(
+                f"{d.doc.name}: the segment map after event {k:,} of device {d.device}'s trace"
+            )
         self._update_legend()
         if view is None:
             self._fit_maps()
@@ -551,17 +586,23 @@ class OverTimePane(QWidget):
         s = spans[i]
         if s.a is None or s.b is None:
             only, f = ("A", s.a) if s.a is not None else ("B", s.b)
-            return (f"<b>{s.label}</b>: only {only} has it (peak reserved "
-                    f"{format_bytes(f.peak_reserved)})")
+            return (
+                f"<b>{s.label}</b>: only {only} has it (peak reserved "
+                f"{format_bytes(f.peak_reserved)})"
+            )
         parts = []
-        for what, word in (("peak_reserved", "peak reserved"),
-                           ("peak_allocated", "peak allocated")):
+        for what, word in (
+            ("peak_reserved", "peak reserved"),
+            ("peak_allocated", "peak allocated"),
+        ):
             d = s.delta(what) or 0
             c = delta_color(d)
             style = f' style="color:{c.name()}"' if c is not None else ""
-            parts.append(f"{word} <b{style}>{signed_bytes(d)}</b> "
-                         f"({format_bytes(getattr(s.a, what))} → "
-                         f"{format_bytes(getattr(s.b, what))})")
+            parts.append(
+                f"{word} <b{style}>{signed_bytes(d)}</b> "
+                f"({format_bytes(getattr(s.a, what))} → "
+                f"{format_bytes(getattr(s.b, what))})"
+            )
         phases = "/".join(p or "-" for p in (s.a.peak_phase, s.b.peak_phase))
         return f"<b>{s.label}</b>: " + " · ".join(parts) + f" · at the peak: {phases}"
 
@@ -569,24 +610,32 @@ class OverTimePane(QWidget):
         """The model's rows (:func:`...model.reports.aligned.category_rows`: the changed
         ones first, none empty on both sides), then the total."""
         t = self.categories
-        rows = [(r.name, r.label, r.a, r.b, category_color(r.name))
-                for r in aligned.category_rows(a, b)]
+        rows = [
+            (r.name, r.label, r.a, r.b, category_color(r.name)) for r in aligned.category_rows(a, b)
+        ]
         rows.append(("", "total", sum(a.values()), sum(b.values()), None))
         t.clearContents()
         t.setRowCount(len(rows))
         bold = QFont(t.font())
         bold.setBold(True)
         for r, (name, label, va, vb, c) in enumerate(rows):
-            cells = [QTableWidgetItem(label), QTableWidgetItem(format_bytes(va)),
-                     QTableWidgetItem(format_bytes(vb)), QTableWidgetItem(signed_bytes(vb - va))]
+            cells = [
+                QTableWidgetItem(label),
+                QTableWidgetItem(format_bytes(va)),
+                QTableWidgetItem(format_bytes(vb)),
+                QTableWidgetItem(signed_bytes(vb - va)),
+            ]
             cells[0].setData(Qt.ItemDataRole.UserRole, name)
             if c is not None:
                 cells[0].setIcon(_swatch(c))
             for i, cell in enumerate(cells[1:], start=1):
                 cell.setTextAlignment(RIGHT)
                 cell.setData(Qt.ItemDataRole.UserRole, (va, vb, vb - va)[i - 1])
-                cell.setToolTip(f"{(va, vb, vb - va)[i - 1]:+,} bytes" if i == 3
-                                else f"{(va, vb)[i - 1]:,} bytes")
+                cell.setToolTip(
+                    f"{(va, vb, vb - va)[i - 1]:+,} bytes"
+                    if i == 3
+                    else f"{(va, vb)[i - 1]:,} bytes"
+                )
             dc = delta_color(vb - va)
             if dc is not None:
                 cells[3].setForeground(QBrush(dc))
@@ -604,8 +653,10 @@ class OverTimePane(QWidget):
         for r in range(t.rowCount()):
             name = t.item(r, 0).data(Qt.ItemDataRole.UserRole)
             if name:
-                out[name] = (int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
-                             int(t.item(r, 2).data(Qt.ItemDataRole.UserRole)))
+                out[name] = (
+                    int(t.item(r, 1).data(Qt.ItemDataRole.UserRole)),
+                    int(t.item(r, 2).data(Qt.ItemDataRole.UserRole)),
+                )
         return out
 
     # ------------------------------------------------------------------ sites
@@ -621,12 +672,18 @@ class OverTimePane(QWidget):
         items = []
         n = len(self.site_rows)
         for i, s in enumerate(self.site_rows):
-            item = SortItem([s.frame, s.status, format_bytes(s.a_bytes), format_bytes(s.b_bytes),
-                             signed_bytes(s.delta)])
+            item = SortItem(
+                [
+                    s.frame,
+                    s.status,
+                    format_bytes(s.a_bytes),
+                    format_bytes(s.b_bytes),
+                    signed_bytes(s.delta),
+                ]
+            )
             # "Change" sorts in the model's order: the size of the change, then the bytes
             # (equal changes, e.g. every unchanged site, keep a stable order).
-            for c, v in ((0, s.frame), (1, s.status), (2, s.a_bytes), (3, s.b_bytes),
-                         (4, n - i)):
+            for c, v in ((0, s.frame), (1, s.status), (2, s.a_bytes), (3, s.b_bytes), (4, n - i)):
                 item.setData(c, SORT_ROLE, v)
             item.setData(0, Qt.ItemDataRole.UserRole, i)
             for c in (2, 3, 4):
@@ -637,15 +694,20 @@ class OverTimePane(QWidget):
                 item.setForeground(1, QBrush(color))
             ka, kb = r.site_keys(s)
             pa, pb = r.a.paths.get(ka), r.b.paths.get(kb)
-            tip = [f"A: {pa}:{ka[1]} in {ka[2]}" if pa else "A: not at A's peak",
-                   f"B: {pb}:{kb[1]} in {kb[2]}" if pb else "B: not at B's peak"]
+            tip = [
+                f"A: {pa}:{ka[1]} in {ka[2]}" if pa else "A: not at A's peak",
+                f"B: {pb}:{kb[1]} in {kb[2]}" if pb else "B: not at B's peak",
+            ]
             item.setToolTip(0, "\n".join(tip))
-            item.setToolTip(2, f"{s.a_bytes:,} bytes in "
-                               f"{plural(s.a_count, 'allocation')} at A's peak")
-            item.setToolTip(3, f"{s.b_bytes:,} bytes in "
-                               f"{plural(s.b_count, 'allocation')} at B's peak")
-            item.setToolTip(4, f"{s.delta:+,} bytes (sorts by the size of the change, "
-                               "then by the bytes)")
+            item.setToolTip(
+                2, f"{s.a_bytes:,} bytes in {plural(s.a_count, 'allocation')} at A's peak"
+            )
+            item.setToolTip(
+                3, f"{s.b_bytes:,} bytes in {plural(s.b_count, 'allocation')} at B's peak"
+            )
+            item.setToolTip(
+                4, f"{s.delta:+,} bytes (sorts by the size of the change, then by the bytes)"
+            )
             items.append(item)
         self.sites.addTopLevelItems(items)
         self.sites.setSortingEnabled(True)
@@ -677,9 +739,12 @@ class OverTimePane(QWidget):
         text = self.map_a.legend.text()
         label = getattr(self.map_a, "highlight_label", "")
         if self.map_a.item.highlight is not None and label:
-            full = (f'<span style="white-space:nowrap"><span style="color:'
-                    f'{theme.search_color().name()}">&#9632;</span>&nbsp;<b>'
-                    + label.replace("&", "&amp;").replace("<", "&lt;") + "</b></span>")
+            full = (
+                f'<span style="white-space:nowrap"><span style="color:'
+                f'{theme.search_color().name()}">&#9632;</span>&nbsp;<b>'
+                + label.replace("&", "&amp;").replace("<", "&lt;")
+                + "</b></span>"
+            )
             text = text.replace(theme.search_swatch_html(label), full)
         self.map_legend.setText(text)
 
@@ -714,4 +779,4 @@ class OverTimePane(QWidget):
         self._set_ranges((0, xmax), (-0.3, -0.3 + max(spans)))
 
 
-__all__ = ["OverTimePane", "OverTime", "compute", "prediction_text", "HIGHLIGHT_SITE"]
+__all__ = ["HIGHLIGHT_SITE", "OverTime", "OverTimePane", "compute", "prediction_text"]

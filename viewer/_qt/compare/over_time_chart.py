@@ -26,10 +26,12 @@ BAND_ALPHA = 26
 
 
 def legend_html(names: tuple[str, str]) -> str:
-    """"A: <file>" and "B: <file>" in their colours, then what solid and dashed mean."""
+    """ "A: <file>" and "B: <file>" in their colours, then what solid and dashed mean."""
     muted = theme.muted().name()
-    parts = [f'<span style="color:{c}">&#9473;&#9473;</span>&nbsp;{side}: {_html(name)}'
-             for side, c, name in (("A", A_COLOR, names[0]), ("B", B_COLOR, names[1]))]
+    parts = [
+        f'<span style="color:{c}">&#9473;&#9473;</span>&nbsp;{side}: {_html(name)}'
+        for side, c, name in (("A", A_COLOR, names[0]), ("B", B_COLOR, names[1]))
+    ]
     parts.append(f'<span style="color:{muted}">&#9473;&#9473;</span>&nbsp;reserved')
     parts.append(f'<span style="color:{muted}">&#9476;&#9476;</span>&nbsp;allocated')
     return "&nbsp;&nbsp;&nbsp; ".join(parts)
@@ -58,21 +60,27 @@ class SpanAxisItem(pg.AxisItem):
         widest = max((fm.horizontalAdvance(t) for t in self.labels), default=40)
         return widest + 16.0
 
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph API)
+    def tickValues(self, minVal, maxVal, size):
         n = len(self.labels)
         if not n or maxVal <= minVal or size <= 0:
             return super().tickValues(minVal, maxVal, size)
         per_span = size / (maxVal - minVal)
         need = self._label_px() if self.by == "iteration" else 48.0
-        step = next((s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
-                     if s * per_span >= need), 10000)
+        step = next(
+            (
+                s
+                for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+                if s * per_span >= need
+            ),
+            10000,
+        )
         if self.by == "iteration":
             values = [i + 0.5 for i in range(0, n, step) if minVal <= i + 0.5 <= maxVal]
         else:
             values = [float(i) for i in range(0, n + 1, step) if minVal <= i <= maxVal]
         return [(float(step), values)]
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
+    def tickStrings(self, values, scale, spacing):
         n = len(self.labels)
         if not n:
             return super().tickStrings(values, scale, spacing)
@@ -88,9 +96,11 @@ class _Keys(QObject):
         super().__init__(chart)
         self.chart = chart
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
-        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Left,
-                                                                    Qt.Key.Key_Right):
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.KeyPress and event.key() in (
+            Qt.Key.Key_Left,
+            Qt.Key.Key_Right,
+        ):
             self.chart.step(-1 if event.key() == Qt.Key.Key_Left else 1)
             return True
         return False
@@ -130,19 +140,25 @@ class AlignedChart(QWidget):
         self.legend.setContentsMargins(6, 0, 6, 0)
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         for side, color in (("a", A_COLOR), ("b", B_COLOR)):
-            for curve, style in (("reserved", Qt.PenStyle.SolidLine),
-                                 ("allocated", Qt.PenStyle.DashLine)):
-                item = pg.PlotDataItem(pen=pg.mkPen(color, width=1.4, style=style),
-                                       antialias=False)
+            for curve, style in (
+                ("reserved", Qt.PenStyle.SolidLine),
+                ("allocated", Qt.PenStyle.DashLine),
+            ):
+                item = pg.PlotDataItem(pen=pg.mkPen(color, width=1.4, style=style), antialias=False)
                 item.setZValue(2 if curve == "reserved" else 1)
                 self.plot.addItem(item)
                 self.curves[(side, curve)] = item
-        self.cursor = pg.InfiniteLine(angle=90, movable=True,
-                                      pen=pg.mkPen(CURSOR_COLOR, width=2),
-                                      hoverPen=pg.mkPen(CURSOR_COLOR, width=4))
+        self.cursor = pg.InfiniteLine(
+            angle=90,
+            movable=True,
+            pen=pg.mkPen(CURSOR_COLOR, width=2),
+            hoverPen=pg.mkPen(CURSOR_COLOR, width=4),
+        )
         self.cursor.setZValue(10)
-        self.cursor.setToolTip("The cursor: both maps show their recording here. Drag it, "
-                               "click the chart, or press Left / Right to step one span")
+        self.cursor.setToolTip(
+            "The cursor: both maps show their recording here. Drag it, "
+            "click the chart, or press Left / Right to step one span"
+        )
         self.plot.addItem(self.cursor, ignoreBounds=True)
         self.cursor.sigPositionChanged.connect(self._on_cursor_dragged)
         self.plot.scene().sigMouseClicked.connect(self._on_click)
@@ -153,9 +169,11 @@ class AlignedChart(QWidget):
         self._redraw_timer.timeout.connect(self.redraw_curves)
         self.vb.sigXRangeChanged.connect(lambda *_: self._redraw_timer.start())
         self.vb.sigResized.connect(lambda *_: self._redraw_timer.start())
-        self.plot.setToolTip("A's and B's memory on one axis: each span (iteration) takes "
-                             "the same width on both sides, its events spread across it.\n"
-                             "Solid: reserved; dashed: allocated. Wheel: zoom; drag: pan.")
+        self.plot.setToolTip(
+            "A's and B's memory on one axis: each span (iteration) takes "
+            "the same width on both sides, its events spread across it.\n"
+            "Solid: reserved; dashed: allocated. Wheel: zoom; drag: pan."
+        )
         self.plot.setBackground(theme.background())
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -164,15 +182,21 @@ class AlignedChart(QWidget):
         lay.addWidget(self.plot, 1)
 
     # ------------------------------------------------------------------ content
-    def set_data(self, axis: SpanAxis, by: str, names: tuple[str, str],
-                 sides: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]],
-                 tooltips: list[str]) -> None:
+    def set_data(
+        self,
+        axis: SpanAxis,
+        by: str,
+        names: tuple[str, str],
+        sides: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]],
+        tooltips: list[str],
+    ) -> None:
         """Show ``sides`` ("a"/"b": x per event and curves) on ``axis``; ``names``: the
         files' base names for the legend; ``tooltips``: per span, its band's text."""
         self.axis, self.by, self.data, self.tooltips = axis, by, sides, list(tooltips)
         self.x_axis.set_spans(axis.labels, by)
         self.plot.getPlotItem().setLabel(
-            "bottom", "aligned iterations" if by == "iteration" else "% of the run")
+            "bottom", "aligned iterations" if by == "iteration" else "% of the run"
+        )
         self.names = names
         self.legend.setText(legend_html(names))
         fg = theme.foreground()
@@ -186,8 +210,10 @@ class AlignedChart(QWidget):
         if axis.tail:
             bands.append((float(axis.n_spans), hi, "", edge))
         self.bands.set_bands(bands)
-        top = max((float(c.max()) for _x, cs in sides.values() for c in cs.values()
-                   if len(c)), default=1.0)
+        top = max(
+            (float(c.max()) for _x, cs in sides.values() for c in cs.values() if len(c)),
+            default=1.0,
+        )
         self.vb.setLimits(xMin=lo, xMax=hi, yMin=0, yMax=top * 1.08)
         self.vb.setRange(xRange=(lo, hi), yRange=(0, top * 1.08), padding=0)
         self.redraw_curves()

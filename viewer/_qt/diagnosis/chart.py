@@ -13,9 +13,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from ...model.core.units import format_bytes as fb
+from ..timeline.overlay import overlay_color
 from ..widgets import theme
 from ..widgets.plotting import set_byte_axis
-from ..timeline.overlay import overlay_color
 
 LIMIT_OFF_CHART = 3  # a limit above this many times the highest curve is left off the y range
 
@@ -69,32 +69,42 @@ class RemedyChart(pg.PlotWidget):
             lo, hi = rng
             shade = pg.mkColor(color)
             shade.setAlpha(45)
-            self.addItem(pg.LinearRegionItem(
-                (lo / u, hi / u), orientation="horizontal", movable=False,
-                brush=pg.mkBrush(shade), pen=pg.mkPen(None)))
-            self.legend.addItem(pg.BarGraphItem(x=[0], height=[1], width=1, brush=shade),
-                                f"estimate {fb(lo)} - {fb(hi)}")
+            self.addItem(
+                pg.LinearRegionItem(
+                    (lo / u, hi / u),
+                    orientation="horizontal",
+                    movable=False,
+                    brush=pg.mkBrush(shade),
+                    pen=pg.mkPen(None),
+                )
+            )
+            self.legend.addItem(
+                pg.BarGraphItem(x=[0], height=[1], width=1, brush=shade),
+                f"estimate {fb(lo)} - {fb(hi)}",
+            )
         if simulated:
             cx = rem.curve_x.astype(np.float64)
-            curve = self.plot(cx, rem.curve / u, pen=pg.mkPen(color, width=1.8),
-                              name=f"{title} (simulated)")
+            curve = self.plot(
+                cx, rem.curve / u, pen=pg.mkPen(color, width=1.8), name=f"{title} (simulated)"
+            )
             self.legend.addItem(curve, "predicted: " + _short(title))
         elif rem is not None:
             pen = pg.mkPen(color, width=1.8, style=Qt.PenStyle.DashLine)
-            self.addItem(pg.InfiniteLine(rem.predicted_peak_reserved_bytes / u, angle=0,
-                                         pen=pen))
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen),
-                                f"estimated peak: {_short(title)} "
-                                f"{fb(rem.predicted_peak_reserved_bytes)}")
+            self.addItem(pg.InfiniteLine(rem.predicted_peak_reserved_bytes / u, angle=0, pen=pen))
+            self.legend.addItem(
+                pg.PlotDataItem([], [], pen=pen),
+                f"estimated peak: {_short(title)} {fb(rem.predicted_peak_reserved_bytes)}",
+            )
         if lim:
             pen = pg.mkPen(theme.muted(), width=1, style=Qt.PenStyle.DashLine)
             self.addItem(pg.InfiniteLine(lim / u, angle=0, pen=pen))
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}"
-                                + (" (above the chart)" if above else ""))
+            self.legend.addItem(
+                pg.PlotDataItem([], [], pen=pen),
+                f"memory limit {fb(lim)}" + (" (above the chart)" if above else ""),
+            )
         self.setYRange(0, max(top, 1.0) * 1.05 / u, padding=0)
         self.enableAutoRange(axis="x")
 
 
-
 def _short(title: str, most: int = 60) -> str:
-    return title if len(title) <= most else title[:most - 1] + "…"
+    return title if len(title) <= most else title[: most - 1] + "…"

@@ -31,12 +31,22 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox,
-                               QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
+from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.remedies.advise import batch_not_judged_words, format_peak, peak_words, split_lines
 from ...model.remedies.batch_scale import RANGE_WHAT, near_limit_words, range_words
 from ..widgets import theme
@@ -58,15 +68,19 @@ GIB = 1 << 30
 OVERLAY_KEY = "diagnosis"  # the main timeline's overlay set by this panel
 # Why a batch prediction with a range is an estimate (the model's PeakEstimate says how
 # the range was drawn).
-WORKSPACE_WHY = ("An estimate: library workspaces (scratch made and freed inside one "
-                 "operation, whose size follows the algorithm the library picks per shape) "
-                 "were seen in the recording, and the sizes it would pick at another batch "
-                 "cannot be known from one recording. The figure assumes the recorded "
-                 "algorithms; the range covers the others: " + RANGE_WHAT + ".")
-ESTIMATED_WHY = ("An estimate: what the change does depends on what one recording cannot show "
-                 "(which operations run in bf16, what a checkpointed block saves and "
-                 "recomputes, another optimizer's scratch). The range covers those cases; "
-                 "the figure is a point inside it.")
+WORKSPACE_WHY = (
+    "An estimate: library workspaces (scratch made and freed inside one "
+    "operation, whose size follows the algorithm the library picks per shape) "
+    "were seen in the recording, and the sizes it would pick at another batch "
+    "cannot be known from one recording. The figure assumes the recorded "
+    "algorithms; the range covers the others: " + RANGE_WHAT + "."
+)
+ESTIMATED_WHY = (
+    "An estimate: what the change does depends on what one recording cannot show "
+    "(which operations run in bf16, what a checkpointed block saves and "
+    "recomputes, another optimizer's scratch). The range covers those cases; "
+    "the figure is a point inside it."
+)
 
 
 # The advice's stages as parts of one bar (judging is quick, the batch search and the
@@ -74,8 +88,14 @@ ESTIMATED_WHY = ("An estimate: what the change does depends on what one recordin
 _STAGE_START = {"judge": 0.0, "search": 0.05, "allocator": 0.6}
 
 
-def advise_job(snap: Snapshot, batch: int | None, limit: int | None, case=None,
-               parent=None, device: int | None = None) -> Job:
+def advise_job(
+    snap: Snapshot,
+    batch: int | None,
+    limit: int | None,
+    case=None,
+    parent=None,
+    device: int | None = None,
+) -> Job:
     """A :class:`Job` that prepares the case of ``device`` (once; None: the first with
     trace events) and computes the advice;
     ``done((case, advice))``, ``progressed(stage, fraction of that stage)``."""
@@ -107,8 +127,9 @@ class SplitBar(QWidget):
     def set_parts(self, parts: list[tuple[str, int, object]]) -> None:
         self.parts = [p for p in parts if p[1] > 0]
         total = sum(p[1] for p in self.parts) or 1
-        self.setToolTip("\n".join(f"{name}: {fb(v)} ({v / total:.0%})"
-                                  for name, v, _ in self.parts))
+        self.setToolTip(
+            "\n".join(f"{name}: {fb(v)} ({v / total:.0%})" for name, v, _ in self.parts)
+        )
         self.update()
 
     def paintEvent(self, event) -> None:
@@ -139,8 +160,9 @@ class DiagnosisPanel(JobPanel):
     running_text = "Simulating the remedies…"
     failed_text = "The diagnosis failed."
 
-    def __init__(self, snap: Snapshot, parent: QWidget | None = None,
-                 device: int | None = None) -> None:
+    def __init__(
+        self, snap: Snapshot, parent: QWidget | None = None, device: int | None = None
+    ) -> None:
         super().__init__(snap, parent, device)
         self.advice = None
         self._build()
@@ -152,18 +174,22 @@ class DiagnosisPanel(JobPanel):
         self.batch_spin = QSpinBox()
         self.batch_spin.setRange(0, 1 << 20)
         self.batch_spin.setSpecialValueText("unknown")
-        self.batch_spin.setToolTip("The batch size the recording ran with (optional, "
-                                   "remembered for this file): the answers are then in "
-                                   "samples (the largest batch that fits), not fractions of "
-                                   "the recorded batch; Enter diagnoses again")
+        self.batch_spin.setToolTip(
+            "The batch size the recording ran with (optional, "
+            "remembered for this file): the answers are then in "
+            "samples (the largest batch that fits), not fractions of "
+            "the recorded batch; Enter diagnoses again"
+        )
         self.batch_spin.setValue(self.remembered_batch() or 0)
         self.batch_spin.valueChanged.connect(self._remember_batch)
         self.batch_spin.editingFinished.connect(self._batch_entered)
         top.addWidget(self.batch_spin)
         top.addWidget(QLabel("Memory limit:"))
         self.limit_edit.setPlaceholderText("as recorded (e.g. 10GB)")
-        self.limit_edit.setToolTip("Bytes the process may reserve; empty: the recording's "
-                                   "(sidecar or inferred), else the GPU's total memory")
+        self.limit_edit.setToolTip(
+            "Bytes the process may reserve; empty: the recording's "
+            "(sidecar or inferred), else the GPU's total memory"
+        )
         top.addWidget(self.limit_edit)
         top.addWidget(self.run_button)
         top.addWidget(self.cancel_button)
@@ -229,8 +255,15 @@ class DiagnosisPanel(JobPanel):
         upper = QWidget()
         uv = QVBoxLayout(upper)
         uv.setContentsMargins(0, 0, 0, 0)
-        for w in (self.verdict, self.limit_label, self.peak_label, self.split_label,
-                  self.split_bar, self.fit_label, self.error):
+        for w in (
+            self.verdict,
+            self.limit_label,
+            self.peak_label,
+            self.split_label,
+            self.split_bar,
+            self.fit_label,
+            self.error,
+        ):
             uv.addWidget(w)
         uv.addWidget(self.table, 1)
         uv.addLayout(row)
@@ -300,8 +333,11 @@ class DiagnosisPanel(JobPanel):
     @staticmethod
     def _is_largest_fitting(a, rem) -> bool:
         """``rem`` is the smaller batch the search found (not the fallback "half")."""
-        return (rem.remedy == "smaller_batch" and a.largest_scale_that_fits is not None
-                and a.largest_scale_that_fits < 1)
+        return (
+            rem.remedy == "smaller_batch"
+            and a.largest_scale_that_fits is not None
+            and a.largest_scale_that_fits < 1
+        )
 
     @staticmethod
     def batch_answer(a) -> str:
@@ -311,8 +347,11 @@ class DiagnosisPanel(JobPanel):
         more = " or more (the search stopped there)" if a.search_capped else ""
         if a.largest_batch_that_fits is not None and a.recorded_batch:
             n, rec = a.largest_batch_that_fits, a.recorded_batch
-            return (f"batch {n}{more} of the recorded {rec}" if n < rec
-                    else f"batch {n}{more} (recorded {rec})")
+            return (
+                f"batch {n}{more} of the recorded {rec}"
+                if n < rec
+                else f"batch {n}{more} (recorded {rec})"
+            )
         f = a.largest_scale_that_fits
         if f is None:
             return ""
@@ -335,10 +374,13 @@ class DiagnosisPanel(JobPanel):
             return rem.change
         if self._is_largest_fitting(a, rem):
             if a.largest_batch_that_fits is not None and a.recorded_batch:
-                return (f"reduce the batch size from {a.recorded_batch} to "
-                        f"{a.largest_batch_that_fits}")
-            return (f"reduce the batch size to {a.largest_scale_that_fits:.0%} of the recorded "
-                    "batch (type the recorded batch size above for it in samples)")
+                return (
+                    f"reduce the batch size from {a.recorded_batch} to {a.largest_batch_that_fits}"
+                )
+            return (
+                f"reduce the batch size to {a.largest_scale_that_fits:.0%} of the recorded "
+                "batch (type the recorded batch size above for it in samples)"
+            )
         if a.recorded_batch and a.recorded_batch >= 2:
             return f"halve the batch size (from {a.recorded_batch} to {a.recorded_batch // 2})"
         return "halve the batch size"
@@ -352,23 +394,32 @@ class DiagnosisPanel(JobPanel):
         oom = a.verdict.startswith("out of memory")
         if a.memory_limit_bytes is None and not oom:
             # The model's words may name a command-line flag: the panel names its box.
-            text = ("no memory limit known: type one in the Memory limit box above and "
-                    "press Diagnose")
+            text = (
+                "no memory limit known: type one in the Memory limit box above and press Diagnose"
+            )
         else:
-            text = a.verdict[len("out of memory "):] if oom else a.verdict
-        self.verdict.setText(("<b>Out of memory</b> " if oom else "<b>Verdict:</b> ")
-                             + text.replace("&", "&amp;").replace("<", "&lt;"))
+            text = a.verdict[len("out of memory ") :] if oom else a.verdict
+        self.verdict.setText(
+            ("<b>Out of memory</b> " if oom else "<b>Verdict:</b> ")
+            + text.replace("&", "&amp;").replace("<", "&lt;")
+        )
         self.limit_label.setText("Memory limit: " + self.limit_words(a))
         words = peak_words(a.recorded_peak_reserved_bytes, a.needed_peak_reserved_bytes)
         self.peak_label.setText(words[:1].upper() + words[1:])
-        self.limit_edit.setPlaceholderText("none known: type one (e.g. 10GB)"
-                                           if a.memory_limit_bytes is None
-                                           else "as recorded (e.g. 10GB)")
+        self.limit_edit.setPlaceholderText(
+            "none known: type one (e.g. 10GB)"
+            if a.memory_limit_bytes is None
+            else "as recorded (e.g. 10GB)"
+        )
         # The categories' words and colours (as the header and summary), then the same
         # bytes by how they scale with the batch: the model's two lines, as the CLI's.
         cats = a.split_at_peak.get("categories") or {}
-        self.split_bar.set_parts([(label, int(cats.get(name, 0)), category_color(name))
-                                  for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)])
+        self.split_bar.set_parts(
+            [
+                (label, int(cats.get(name, 0)), category_color(name))
+                for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)
+            ]
+        )
         words = split_lines(a)
         words[0] = words[0][:1].upper() + words[0][1:]
         self.split_label.setText("\n".join(w.strip() for w in words))
@@ -382,22 +433,28 @@ class DiagnosisPanel(JobPanel):
         near = near_limit_words(a.near_limit) if a.near_limit is not None else ""
         near = (" &mdash; " + near.replace("&", "&amp;").replace("<", "&lt;")) if near else ""
         if a.largest_batch_that_fits is not None:
-            self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
-                                   f"<b>{self.batch_answer(a)}</b>"
-                                   + (f" ({est[2:]})" if est else "") + near)
+            self.fit_label.setText(
+                f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
+                f"<b>{self.batch_answer(a)}</b>" + (f" ({est[2:]})" if est else "") + near
+            )
         elif a.largest_scale_that_fits is not None:
-            self.fit_label.setText(f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
-                                   f"<b>{self.batch_answer(a)}</b>"
-                                   + (f" ({est[2:]})" if est else "") + near
-                                   + " &mdash; type the recorded batch size above for the "
-                                     "answer in samples")
+            self.fit_label.setText(
+                f"Largest batch that fits {fb(a.memory_limit_bytes)}: "
+                f"<b>{self.batch_answer(a)}</b>"
+                + (f" ({est[2:]})" if est else "")
+                + near
+                + " &mdash; type the recorded batch size above for the "
+                "answer in samples"
+            )
         elif a.batch_not_judged is not None:
             words = batch_not_judged_words(a)
-            self.fit_label.setText((words[:1].upper() + words[1:]).replace("&", "&amp;")
-                                   .replace("<", "&lt;"))
+            self.fit_label.setText(
+                (words[:1].upper() + words[1:]).replace("&", "&amp;").replace("<", "&lt;")
+            )
         elif near:
-            self.fit_label.setText(f"No batch fits {fb(a.memory_limit_bytes)} with room to "
-                                   f"spare{near}")
+            self.fit_label.setText(
+                f"No batch fits {fb(a.memory_limit_bytes)} with room to spare{near}"
+            )
         else:
             self.fit_label.setText("")
         self.fit_label.setToolTip(WORKSPACE_WHY if est else "")
@@ -415,9 +472,16 @@ class DiagnosisPanel(JobPanel):
         for r, rem in enumerate(a.remedies):
             fits = rem.fits_word
             title, change = self.remedy_title(rem), self.remedy_change(rem)
-            cells = [str(r + 1), title, format_peak(rem),
-                     fb(rem.saving_bytes), fits, rem.method, change,
-                     (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1]]
+            cells = [
+                str(r + 1),
+                title,
+                format_peak(rem),
+                fb(rem.saving_bytes),
+                fits,
+                rem.method,
+                change,
+                (rem.where or "").replace("\\", "/").rsplit("/", 1)[-1],
+            ]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 # Every cell's whole text is in its tooltip (a narrow window wraps or
@@ -479,8 +543,10 @@ class DiagnosisPanel(JobPanel):
         lines = ["\t".join(COLUMNS)]
         for r in range(len(self.advice.remedies)) if rows is None else rows:
             rem = self.advice.remedies[r]
-            cells = [self.table.item(r, c).text() if self.table.item(r, c) else ""
-                     for c in range(len(COLUMNS))]
+            cells = [
+                self.table.item(r, c).text() if self.table.item(r, c) else ""
+                for c in range(len(COLUMNS))
+            ]
             cells[COL_CHANGE], cells[COL_WHERE] = self.remedy_change(rem), rem.where or ""
             lines.append("\t".join(c.replace("\t", " ").replace("\n", " ") for c in cells))
         return "\n".join(lines)
@@ -493,7 +559,6 @@ class DiagnosisPanel(JobPanel):
         sm = self.table.selectionModel()
         rows = sorted({i.row() for i in sm.selectedRows()}) if sm is not None else []
         QGuiApplication.clipboard().setText(self.table_text(rows or None))
-
 
 
 def stack_mask_of(snap: Snapshot, device: int, events: np.ndarray) -> np.ndarray:
@@ -536,8 +601,14 @@ def open_panel(window) -> DiagnosisPanel | None:
         title = panel.remedy_title(rem)
         link.highlight(mask, f"acted on by: {title}")
         # Its predicted reserved curve (or, estimated, its level and range).
-        link.overlay(panel.case.device, title, rem.curve_x, rem.curve,
-                     rem.predicted_peak_reserved_bytes, rem.predicted_peak_reserved_range)
+        link.overlay(
+            panel.case.device,
+            title,
+            rem.curve_x,
+            rem.curve,
+            rem.predicted_peak_reserved_bytes,
+            rem.predicted_peak_reserved_range,
+        )
 
     panel.remedySelected.connect(selected)
     panel.show()
@@ -551,7 +622,9 @@ def banner_button(diagnosis_action: QAction) -> QPushButton:
     window's Tools > Diagnosis action, which opens the panel."""
     button = QPushButton("What would fix it?")
     button.setObjectName("diagnoseButton")
-    button.setToolTip("Rank the changes that would make this run fit, by predicted peak "
-                      "memory (Tools > Diagnosis…, Ctrl+Shift+D)")
+    button.setToolTip(
+        "Rank the changes that would make this run fit, by predicted peak "
+        "memory (Tools > Diagnosis…, Ctrl+Shift+D)"
+    )
     button.clicked.connect(diagnosis_action.trigger)
     return button

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from ... import live_protocol as proto
-from ...model.live.targets import Target, list_targets, opt_in_hint
 from ...model.core.units import format_bytes
+from ...model.live.targets import Target, list_targets, opt_in_hint
 
 COLUMNS = ("PID", "Status", "Rank", "GPU", "GPU memory", "Command")
 
@@ -40,8 +40,10 @@ class AttachDialog(QDialog):
         self.tree.setRootIsDecorated(False)
         self.tree.setHeaderLabels(list(COLUMNS))
         self.tree.setAlternatingRowColors(True)
-        self.tree.setToolTip("Processes with a vramscope agent can be attached; GPU processes "
-                             "without one are listed so you know what runs")
+        self.tree.setToolTip(
+            "Processes with a vramscope agent can be attached; GPU processes "
+            "without one are listed so you know what runs"
+        )
         self.tree.itemSelectionChanged.connect(self._on_selection)
         self.tree.itemDoubleClicked.connect(lambda *_: self.attach())
         self.hint = QLabel()
@@ -50,12 +52,15 @@ class AttachDialog(QDialog):
         self.nvml_label = QLabel()
         self.nvml_label.setEnabled(False)
         self.endpoint = QLineEdit()
-        self.endpoint.setPlaceholderText("or an endpoint: unix:/path/agent-PID.sock, "
-                                         "tcp:127.0.0.1:PORT, ssh://user@host/PID")
-        self.endpoint.setToolTip("Attach to an agent by its endpoint (e.g. one printed by "
-                                 "the training process), or to a process on another machine "
-                                 "through your ssh: ssh://user@host/PID (`vramscope attach "
-                                 "ssh://user@host --list` lists them)")
+        self.endpoint.setPlaceholderText(
+            "or an endpoint: unix:/path/agent-PID.sock, tcp:127.0.0.1:PORT, ssh://user@host/PID"
+        )
+        self.endpoint.setToolTip(
+            "Attach to an agent by its endpoint (e.g. one printed by "
+            "the training process), or to a process on another machine "
+            "through your ssh: ssh://user@host/PID (`vramscope attach "
+            "ssh://user@host --list` lists them)"
+        )
         self.endpoint.textChanged.connect(lambda _t: self._on_selection())
         refresh = QPushButton("Refresh")
         refresh.setToolTip("List the processes again (F5)")
@@ -65,8 +70,9 @@ class AttachDialog(QDialog):
         self.copy_button.setToolTip("Copy the one line that makes a script attachable")
         self.copy_button.clicked.connect(self.copy_opt_in)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.attach_button = self.buttons.addButton("Attach",
-                                                    QDialogButtonBox.ButtonRole.AcceptRole)
+        self.attach_button = self.buttons.addButton(
+            "Attach", QDialogButtonBox.ButtonRole.AcceptRole
+        )
         self.attach_button.setToolTip("Watch the selected process live (Enter)")
         self.attach_button.clicked.connect(self.attach)
         self.buttons.rejected.connect(self.reject)
@@ -86,12 +92,19 @@ class AttachDialog(QDialog):
         self.targets, info = list_targets()
         self.tree.clear()
         for t in self.targets:
-            item = QTreeWidgetItem([
-                str(t.pid), "attachable" if t.attachable else "no agent",
-                "" if t.rank is None else str(t.rank), "" if t.device is None else str(t.device),
-                "" if t.gpu_bytes is None else format_bytes(t.gpu_bytes), t.command])
-            item.setToolTip(1, "A vramscope agent answers in this process" if t.attachable
-                            else opt_in_hint())
+            item = QTreeWidgetItem(
+                [
+                    str(t.pid),
+                    "attachable" if t.attachable else "no agent",
+                    "" if t.rank is None else str(t.rank),
+                    "" if t.device is None else str(t.device),
+                    "" if t.gpu_bytes is None else format_bytes(t.gpu_bytes),
+                    t.command,
+                ]
+            )
+            item.setToolTip(
+                1, "A vramscope agent answers in this process" if t.attachable else opt_in_hint()
+            )
             if not t.attachable:
                 for c in range(len(COLUMNS)):
                     item.setForeground(c, self.palette().placeholderText())
@@ -103,8 +116,9 @@ class AttachDialog(QDialog):
         if first is not None:
             self.tree.setCurrentItem(self.tree.topLevelItem(first))
         if not self.targets:
-            self.hint.setText("No attachable process. Make a script attachable with: "
-                              + proto.OPT_IN)
+            self.hint.setText(
+                "No attachable process. Make a script attachable with: " + proto.OPT_IN
+            )
         self._on_selection()
 
     def selected(self) -> Target | None:

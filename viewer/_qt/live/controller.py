@@ -46,8 +46,14 @@ class LiveController(QObject):
     _saveRequested = Signal(str)
     _pauseRequested = Signal(bool)
 
-    def __init__(self, target: str, *, stats_interval: float = 0.5, trace_interval: float = 2.0,
-                 window: MainWindow | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        stats_interval: float = 0.5,
+        trace_interval: float = 2.0,
+        window: MainWindow | None = None,
+    ) -> None:
         window = window if window is not None else MainWindow(persist=False)
         super().__init__(window)  # lives as long as its window
         self.window = window
@@ -72,8 +78,9 @@ class LiveController(QObject):
         window.momentShown.connect(self._on_moment_shown)
         window.vs.events.cursor.connect(self._on_cursor)
         window.installEventFilter(self)
-        self.poller = LivePoller(target, stats_interval=stats_interval,
-                                 trace_interval=trace_interval)
+        self.poller = LivePoller(
+            target, stats_interval=stats_interval, trace_interval=trace_interval
+        )
         self.poller.connected.connect(self._on_connected)
         self.poller.statsReady.connect(self._on_stats)
         self.poller.traceReady.connect(self._on_trace)
@@ -92,8 +99,10 @@ class LiveController(QObject):
     def _build_live_ui(self) -> None:
         w = self.window
         self.live_status = QLabel("attaching…")
-        self.live_status.setToolTip("The live connection: attached, paused, disconnected "
-                                    "(retrying) or the process has ended")
+        self.live_status.setToolTip(
+            "The live connection: attached, paused, disconnected "
+            "(retrying) or the process has ended"
+        )
         w.statusBar().insertPermanentWidget(0, self.live_status, 1)
         self.curves = LiveCurves()
         self.device_panel = DevicePanel()
@@ -105,29 +114,45 @@ class LiveController(QObject):
         # In a live window the last event is the latest fetched, not "as recorded".
         w.timeline.latest_text = "latest"
         w.timeline.latest_button.setText("Latest")
-        w.timeline.latest_button.setToolTip("Back to the latest event and follow the "
-                                            "updates again (End, Ctrl+End)")
+        w.timeline.latest_button.setToolTip(
+            "Back to the latest event and follow the updates again (End, Ctrl+End)"
+        )
         w.latest_action.setText("&Latest (follow updates)")
         dock = QDockWidget("Live", w)
         dock.setObjectName("liveDock")
         dock.setWidget(split)
-        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+        )
         w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
         w.resizeDocks([dock], [380], Qt.Orientation.Horizontal)
         self.live_dock = dock
 
         menu = w.menuBar().addMenu("&Live")
-        self.pause_action = make_action(w, "&Pause updates", self.toggle_pause, "F8",
-                                        "Stop fetching from the process (it keeps running); "
-                                        "F8 again resumes")
+        self.pause_action = make_action(
+            w,
+            "&Pause updates",
+            self.toggle_pause,
+            "F8",
+            "Stop fetching from the process (it keeps running); F8 again resumes",
+        )
         self.pause_action.setCheckable(True)
-        self.save_action = make_action(w, "&Save snapshot…", self.save_dialog,
-                                       QKeySequence.StandardKey.Save,
-                                       "Save the process's full snapshot now, as a standard "
-                                       "pickle that torch's memory_viz opens too")
-        self.follow_action = make_action(w, "&Follow the latest", self.follow, None,
-                                         "Show every update again (after looking back in time)")
+        self.save_action = make_action(
+            w,
+            "&Save snapshot…",
+            self.save_dialog,
+            QKeySequence.StandardKey.Save,
+            "Save the process's full snapshot now, as a standard "
+            "pickle that torch's memory_viz opens too",
+        )
+        self.follow_action = make_action(
+            w,
+            "&Follow the latest",
+            self.follow,
+            None,
+            "Show every update again (after looking back in time)",
+        )
         for a in (self.pause_action, self.save_action, self.follow_action):
             menu.addAction(a)
         tb = w.addToolBar("Live")
@@ -161,8 +186,9 @@ class LiveController(QObject):
         info = self.device_panel.info
         used = info.process_bytes(pid) if info is not None and info.available and pid else None
         self.curves.add(upd.time, stats or {}, used)
-        self.device_panel.set_reserved(upd.counter("reserved_bytes.all.current", dev)
-                                       if dev in upd.stats else None)
+        self.device_panel.set_reserved(
+            upd.counter("reserved_bytes.all.current", dev) if dev in upd.stats else None
+        )
         if doc is not None and not self.trace_updates:
             self._show(doc)  # the segments, before the first trace arrives
         elif self._at_latest() and self.window.selection == Selection():
@@ -187,8 +213,10 @@ class LiveController(QObject):
             self._pending_update = upd
         if not self._at_latest():
             self.held = True
-            self.live_status.setText(self.live_status.text().split(" — ")[0]
-                                     + " — updates held while you look back (Ctrl+End follows)")
+            self.live_status.setText(
+                self.live_status.text().split(" — ")[0]
+                + " — updates held while you look back (Ctrl+End follows)"
+            )
             self._update_sources()
             return
         self._show_pending()
@@ -230,17 +258,22 @@ class LiveController(QObject):
                 "The figures are the process's memory_stats() of the latest reply "
                 f"(every {self.poller.stats_interval:g} s); the timeline and the map are "
                 f"of the trace, fetched every {self.poller.trace_interval:g} s, so they can "
-                "lag by that much.")
+                "lag by that much.",
+            )
         elif w.doc is not None and w.cursor_device is not None:
             if self._at_latest() and self._doc_time is not None:
-                text = (f"figures: the trace's latest event ({w.cursor_k:,}), "
-                        f"{_ago(now - self._doc_time)}")
+                text = (
+                    f"figures: the trace's latest event ({w.cursor_k:,}), "
+                    f"{_ago(now - self._doc_time)}"
+                )
             else:
                 text = f"figures: at the cursor, event {w.cursor_k:,}"
             w.header.set_source(
-                text, "The figures are of the moment at the timeline's cursor; at the latest "
+                text,
+                "The figures are of the moment at the timeline's cursor; at the latest "
                 "event, the live figures (memory_stats) replace them at the next reply"
-                + (" (updates held: Ctrl+End follows)" if self.held else ""))
+                + (" (updates held: Ctrl+End follows)" if self.held else ""),
+            )
         else:
             w.header.set_source("")
         doc = w.doc
@@ -252,7 +285,8 @@ class LiveController(QObject):
                 f"up to event {n - 1:,}, {_ago(now - self._doc_time)}{held}",
                 f"The trace as fetched {_ago(now - self._doc_time)} (every "
                 f"{self.poller.trace_interval:g} s); the segment map and the table show "
-                "the moment at the cursor.")
+                "the moment at the cursor.",
+            )
         else:
             w.timeline.set_source("")
 
@@ -308,9 +342,12 @@ class LiveController(QObject):
     def save_dialog(self) -> None:
         pid = self.hello.get("pid", "x")
         name = f"live_pid{pid}_{time.strftime('%Y%m%d-%H%M%S')}.pickle"
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save snapshot of the running process",
-                                              os.path.join(os.getcwd(), name),
-                                              "Memory snapshots (*.pickle)")
+        path, _ = QFileDialog.getSaveFileName(
+            self.window,
+            "Save snapshot of the running process",
+            os.path.join(os.getcwd(), name),
+            "Memory snapshots (*.pickle)",
+        )
         if path:
             self.save_snapshot(path)
 

@@ -19,12 +19,14 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ...model.core.units import format_bytes
-from ..widgets import theme
 from ..timeline import BytesYAxis, curve_colors
+from ..widgets import theme
 
-SERIES = (("reserved", "reserved_bytes.all.current", "Reserved"),
-          ("allocated", "allocated_bytes.all.current", "Allocated"),
-          ("active", "active_bytes.all.current", "Active"))
+SERIES = (
+    ("reserved", "reserved_bytes.all.current", "Reserved"),
+    ("allocated", "allocated_bytes.all.current", "Allocated"),
+    ("active", "active_bytes.all.current", "Active"),
+)
 NVML_TITLE = "process on GPU (NVML)"
 
 
@@ -50,17 +52,21 @@ class LiveCurves(QWidget):
         self.curves["nvml"] = self.plot.plot([], [])
         for key, curve in self.curves.items():
             curve.setZValue(5 if key == "reserved" else 4)
-        self.plot.setToolTip("The allocator's own counters (memory_stats) twice a second, "
-                             "and NVML's figure for the process when available")
+        self.plot.setToolTip(
+            "The allocator's own counters (memory_stats) twice a second, "
+            "and NVML's figure for the process when available"
+        )
         # The legend is a label above the plot (as in the timeline): a legend inside
         # the plot hides the curves of a narrow dock.
         self.legend = QLabel()
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
-        self.legend.setToolTip("reserved_bytes / allocated_bytes / active_bytes .all.current "
-                               "of memory_stats(); dashed: the process's memory on the GPU "
-                               "as NVML reports it (CUDA context and non-PyTorch memory "
-                               "included)")
+        self.legend.setToolTip(
+            "reserved_bytes / allocated_bytes / active_bytes .all.current "
+            "of memory_stats(); dashed: the process's memory on the GPU "
+            "as NVML reports it (CUDA context and non-PyTorch memory "
+            "included)"
+        )
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 2, 0, 0)
         lay.setSpacing(1)
@@ -85,12 +91,14 @@ class LiveCurves(QWidget):
             if key == "nvml":
                 curve.setPen(pg.mkPen(nv, width=1.5, style=Qt.PenStyle.DashLine))
             else:
-                curve.setPen(pg.mkPen(colors.get(key, "#888"), width=2 if key == "reserved"
-                                      else 1.5))
-        parts = [f'<span style="color:{colors[k]}">&#9473;</span>&nbsp;{title.lower()}'
-                 for k, _, title in SERIES]
-        parts.append(f'<span style="color:{fg.name()}">&#9476;</span>'
-                     f"&nbsp;{NVML_TITLE}")
+                curve.setPen(
+                    pg.mkPen(colors.get(key, "#888"), width=2 if key == "reserved" else 1.5)
+                )
+        parts = [
+            f'<span style="color:{colors[k]}">&#9473;</span>&nbsp;{title.lower()}'
+            for k, _, title in SERIES
+        ]
+        parts.append(f'<span style="color:{fg.name()}">&#9476;</span>&nbsp;{NVML_TITLE}')
         self.legend.setText("&nbsp; ".join(parts))
 
     def add(self, when: float, stats: dict, nvml_bytes: int | None = None) -> None:
@@ -143,5 +151,6 @@ class LiveCurves(QWidget):
         """The latest point as one line (tooltips, tests)."""
         if not self.times:
             return ""
-        return " · ".join(f"{title.lower()} {format_bytes(self.values[k][-1])}"
-                          for k, _, title in SERIES)
+        return " · ".join(
+            f"{title.lower()} {format_bytes(self.values[k][-1])}" for k, _, title in SERIES
+        )

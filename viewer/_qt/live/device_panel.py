@@ -12,28 +12,42 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
 
 from ...model.analysis.gpu_accounting import GpuHolder, split_gpu
-from ...model.live.nvml import NvmlInfo
 from ...model.core.units import format_bytes, plural
+from ...model.live.nvml import NvmlInfo
 
 ROWS = {
     "gpu": ("GPU", "The device the attached process works on (NVML)"),
     "total": ("Total", "The device's memory (NVML: nvmlDeviceGetMemoryInfo total)"),
     "used": ("Used (device)", "Memory in use on the device by every process (NVML used)"),
     "free": ("Free (device)", "Memory nobody uses yet (NVML free)"),
-    "process": ("Used by the process", "This process's memory on the device (NVML per-process "
-                "figure; some drivers, e.g. in containers, do not report it)"),
-    "reserved": ("Reserved by PyTorch", "The caching allocator's segments: "
-                 "memory_stats()['reserved_bytes.all.current'] of the same moment"),
-    "outside": ("Outside the allocator", "Used by the process minus reserved by PyTorch: the "
-                "CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces and other non-PyTorch "
-                "allocations. Without a per-process figure: device used minus reserved "
-                "(includes other processes)."),
-    "others": ("Other processes", "Every other process's memory on this device (NVML "
-               "per-process figures), the largest named"),
-    "unexplained": ("Unexplained", "Device used minus this process and the other processes: "
-                    "memory no process is charged for (the driver's own), processes whose "
-                    "memory the driver does not report, and, without a per-process figure for "
-                    "this process, its memory outside the allocator. Shown, never hidden."),
+    "process": (
+        "Used by the process",
+        "This process's memory on the device (NVML per-process "
+        "figure; some drivers, e.g. in containers, do not report it)",
+    ),
+    "reserved": (
+        "Reserved by PyTorch",
+        "The caching allocator's segments: "
+        "memory_stats()['reserved_bytes.all.current'] of the same moment",
+    ),
+    "outside": (
+        "Outside the allocator",
+        "Used by the process minus reserved by PyTorch: the "
+        "CUDA context, NCCL buffers, cuBLAS/cuDNN workspaces and other non-PyTorch "
+        "allocations. Without a per-process figure: device used minus reserved "
+        "(includes other processes).",
+    ),
+    "others": (
+        "Other processes",
+        "Every other process's memory on this device (NVML per-process figures), the largest named",
+    ),
+    "unexplained": (
+        "Unexplained",
+        "Device used minus this process and the other processes: "
+        "memory no process is charged for (the driver's own), processes whose "
+        "memory the driver does not report, and, without a per-process figure for "
+        "this process, its memory outside the allocator. Shown, never hidden.",
+    ),
 }
 
 
@@ -88,11 +102,22 @@ class DevicePanel(QWidget):
         v["reserved"].setText(format_bytes(self.reserved) if self.reserved is not None else "–")
         info = self.info
         if info is None or not info.available:
-            for key in ("gpu", "total", "used", "free", "process", "outside", "others",
-                        "unexplained"):
+            for key in (
+                "gpu",
+                "total",
+                "used",
+                "free",
+                "process",
+                "outside",
+                "others",
+                "unexplained",
+            ):
                 v[key].setText("–")
-            self.message.setText(info.error if info is not None and info.error
-                                 else "NVML: waiting for the first reading")
+            self.message.setText(
+                info.error
+                if info is not None and info.error
+                else "NVML: waiting for the first reading"
+            )
             return
         dev = next((d for d in info.devices if d.index == (self.device or 0)), None)
         if dev is None:
@@ -110,17 +135,27 @@ class DevicePanel(QWidget):
         elif proc is not None:
             v["outside"].setText(format_bytes(max(0, proc - self.reserved)))
         else:
-            v["outside"].setText(format_bytes(max(0, dev.used_bytes - self.reserved))
-                                 + " (device-wide)")
+            v["outside"].setText(
+                format_bytes(max(0, dev.used_bytes - self.reserved)) + " (device-wide)"
+            )
         # The whole device split the way a snapshot's sidecar is (analysis.gpu_accounting).
-        others = sorted((GpuHolder(p.pid, p.used_bytes, None) for p in dev.processes
-                         if p.pid != self.pid), key=lambda h: -(h.used_bytes or 0))
+        others = sorted(
+            (GpuHolder(p.pid, p.used_bytes, None) for p in dev.processes if p.pid != self.pid),
+            key=lambda h: -(h.used_bytes or 0),
+        )
         acc = split_gpu(dev.total_bytes, dev.free_bytes, self.reserved or 0, proc, others)
         top = others[0] if others and others[0].used_bytes else None
-        v["others"].setText("none" if not others else
-                            f"{format_bytes(acc.others_bytes)} in "
-                            f"{plural(len(others), 'process', 'processes')}"
-                            + (f" (largest: pid {top.pid}, {format_bytes(top.used_bytes or 0)})"
-                               if top is not None else ""))
-        v["unexplained"].setText(format_bytes(acc.unexplained_bytes)
-                                 if self.reserved is not None else "–")
+        v["others"].setText(
+            "none"
+            if not others
+            else f"{format_bytes(acc.others_bytes)} in "
+            f"{plural(len(others), 'process', 'processes')}"
+            + (
+                f" (largest: pid {top.pid}, {format_bytes(top.used_bytes or 0)})"
+                if top is not None
+                else ""
+            )
+        )
+        v["unexplained"].setText(
+            format_bytes(acc.unexplained_bytes) if self.reserved is not None else "–"
+        )

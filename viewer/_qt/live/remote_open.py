@@ -41,7 +41,7 @@ def recent_urls() -> list[str]:
 
 
 def add_recent_url(url: str) -> list[str]:
-    urls = ([url] + [u for u in recent_urls() if u != url])[:st.MAX_RECENT]
+    urls = ([url] + [u for u in recent_urls() if u != url])[: st.MAX_RECENT]
     s = st.settings()
     s.setValue(RECENT_KEY, urls)
     s.sync()
@@ -55,9 +55,11 @@ class RemoteLoadThread(LoadThread):
 
     def work(self) -> Document:  # worker thread
         progress = Progress(self._emit_progress, self.cancel_event)
-        snap = load_remote(self.path, progress,
-                           on_bytes=lambda done, total, wire: self.bytesRead.emit(
-                               done, total, wire))
+        snap = load_remote(
+            self.path,
+            progress,
+            on_bytes=lambda done, total, wire: self.bytesRead.emit(done, total, wire),
+        )
         if self.cancel_event.is_set():
             raise LoadCancelled()
         return Document.build(snap, Progress(self._emit_progress, self.cancel_event))
@@ -74,7 +76,8 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
                 # Compressed on the wire: what crossed it, beside the file's bytes.
                 moved = f" ({format_bytes(wire)} on the wire)" if wire != done else ""
                 window.statusBar().showMessage(
-                    f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}{moved}")
+                    f"Reading {url}: {format_bytes(done)} of {format_bytes(total)}{moved}"
+                )
 
         t.bytesRead.connect(shown)
         window.loadFinished.connect(finished)
@@ -93,8 +96,9 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
             window._fill_recent_menu()
             add_recent_url(url)
 
-    return window.open_file(url, make_loader, name=url.rsplit("/", 1)[-1],
-                            status=f"Connecting to {url}…")
+    return window.open_file(
+        url, make_loader, name=url.rsplit("/", 1)[-1], status=f"Connecting to {url}…"
+    )
 
 
 class RemoteOpenDialog(QDialog):
@@ -111,17 +115,22 @@ class RemoteOpenDialog(QDialog):
         self.combo.addItems(recent_urls() if persist else [])
         self.combo.lineEdit().setPlaceholderText(PLACEHOLDER)
         self.combo.setMinimumWidth(520)
-        self.combo.setToolTip("Read through your own ssh (keys, agent, ~/.ssh/config); "
-                              "never asks for a password. ssh://host/~/x is relative to "
-                              "the remote home.")
+        self.combo.setToolTip(
+            "Read through your own ssh (keys, agent, ~/.ssh/config); "
+            "never asks for a password. ssh://host/~/x is relative to "
+            "the remote home."
+        )
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.hide()
-        help_text = QLabel("The file is streamed with <tt>ssh host cat</tt> and opened "
-                           "here; nothing is installed on the server.")
+        help_text = QLabel(
+            "The file is streamed with <tt>ssh host cat</tt> and opened "
+            "here; nothing is installed on the server."
+        )
         help_text.setWordWrap(True)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open
-                                        | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel
+        )
         self.buttons.accepted.connect(self.choose)
         self.buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)

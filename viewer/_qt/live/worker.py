@@ -16,9 +16,9 @@ import time
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from ...model.view.document import Document
 from ...model.live.client import AttachError
 from ...model.live.session import DISCONNECTED, ENDED, LIVE, LiveSession
+from ...model.view.document import Document
 
 
 class LivePoller(QObject):
@@ -29,9 +29,16 @@ class LivePoller(QObject):
     statusChanged = Signal(str, str)  # state, one line
     saved = Signal(str, str)  # path, error ("" when written)
 
-    def __init__(self, target: str, *, stats_interval: float = 0.5, trace_interval: float = 2.0,
-                 nvml_interval: float = 2.0, retry_interval: float = 2.0,
-                 max_events: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        stats_interval: float = 0.5,
+        trace_interval: float = 2.0,
+        nvml_interval: float = 2.0,
+        retry_interval: float = 2.0,
+        max_events: int = 1_000_000,
+    ) -> None:
         super().__init__()
         self.target = target
         self.stats_interval = stats_interval
@@ -69,9 +76,12 @@ class LivePoller(QObject):
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
         if self.session is not None:
-            self._emit_status(self.session.state if not paused else "paused",
-                              "paused: the process runs on, nothing is fetched" if paused
-                              else self.session.status)
+            self._emit_status(
+                self.session.state if not paused else "paused",
+                "paused: the process runs on, nothing is fetched"
+                if paused
+                else self.session.status,
+            )
 
     @Slot(str)
     def save(self, path: str) -> None:
@@ -137,8 +147,15 @@ class LivePoller(QObject):
                 upd.snap.path = self._name(s)
                 doc = Document.build(upd.snap, with_timeline=False)
             self.statsReady.emit(upd, doc)
-        self._emit_status(LIVE, s.status + (" (updates slowed to stay within the overhead "
-                                            "budget)" if upd is not None and upd.throttled else ""))
+        self._emit_status(
+            LIVE,
+            s.status
+            + (
+                " (updates slowed to stay within the overhead budget)"
+                if upd is not None and upd.throttled
+                else ""
+            ),
+        )
         if now >= self._next["trace"]:
             tu = s.poll_trace()
             if tu.throttled:

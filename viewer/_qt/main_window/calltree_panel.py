@@ -50,20 +50,27 @@ class CallTreePanel(QWidget):
         self.moment_text = ""
         self.fold = QCheckBox("fold internals")
         self.fold.setChecked(True)
-        self.fold.setToolTip("Keep only your own frames (torch internals, C++ and interpreter "
-                             "frames folded away); off: every frame but interpreter noise")
+        self.fold.setToolTip(
+            "Keep only your own frames (torch internals, C++ and interpreter "
+            "frames folded away); off: every frame but interpreter noise"
+        )
         self.at = QComboBox()
         self.at.addItem("at the cursor", AT_CURSOR)
         self.at.addItem("at the peak of allocated", AT_PEAK)
-        self.at.setToolTip("Which moment the tree shows: the time-travel cursor, or the peak of "
-                           "allocated memory in the trace")
+        self.at.setToolTip(
+            "Which moment the tree shows: the time-travel cursor, or the peak of "
+            "allocated memory in the trace"
+        )
         self.caption = QLabel()
         self.caption.setToolTip("The moment shown and the live bytes then")
         self.tree = table_tree(
-            ("Call path", "Bytes", "Count", "Share"), "Live blocks grouped by the stack that "
+            ("Call path", "Bytes", "Count", "Share"),
+            "Live blocks grouped by the stack that "
             "allocated them, outermost frame first. Click a node: its blocks are highlighted "
             "in the map and the timeline, and its biggest stack shown.",
-            {1: 90, 2: 60, 3: 60}, stretch=0)
+            {1: 90, 2: 60, 3: 60},
+            stretch=0,
+        )
         self.lazy = LazyTree(self.tree, self._columns, self._more, self._decorate)
         self.tree.currentItemChanged.connect(self._on_current)
         self.fold.toggled.connect(lambda _on: self.rebuild())
@@ -89,8 +96,9 @@ class CallTreePanel(QWidget):
             return  # (a newer picture keeps the moment the user chose)
         # Who holds memory: at the OOM (the cursor starts there) when there is one,
         # otherwise at the peak of allocated memory.
-        self.set_moment(AT_CURSOR if doc is None or doc.oom is not None
-                        or doc.timeline is None else AT_PEAK)
+        self.set_moment(
+            AT_CURSOR if doc is None or doc.oom is not None or doc.timeline is None else AT_PEAK
+        )
 
     # -- data
     def moment(self) -> str:
@@ -135,8 +143,12 @@ class CallTreePanel(QWidget):
         self.root = call_tree(doc.snap, stacks, sizes, doc.categories, fold=self.fold.isChecked())
         total = max(self.root.bytes, 1)
         self._total = total
-        self.caption.setText(f"{self.moment_text}: {format_bytes(self.root.bytes)} live in "
-                             f"{plural(self.root.count, 'block')}" if self.moment_text else "")
+        self.caption.setText(
+            f"{self.moment_text}: {format_bytes(self.root.bytes)} live in "
+            f"{plural(self.root.count, 'block')}"
+            if self.moment_text
+            else ""
+        )
         item = self._item(self.root, None)
         self.tree.addTopLevelItem(item)
         held, self._held = self._held, None
@@ -166,8 +178,11 @@ class CallTreePanel(QWidget):
 
         for i in range(self.tree.topLevelItemCount()):
             rec(self.tree.topLevelItem(i), ())
-        self._held = {"expanded": expanded, "current": cur_path,
-                      "scroll": self.tree.verticalScrollBar().value()}
+        self._held = {
+            "expanded": expanded,
+            "current": cur_path,
+            "scroll": self.tree.verticalScrollBar().value(),
+        }
 
     def _apply_state(self, held: dict) -> bool:
         """Expand the held paths that still exist; False if none does."""
@@ -206,13 +221,21 @@ class CallTreePanel(QWidget):
         return list(node.stacks)
 
     def _columns(self, node: CallNode) -> list[str]:
-        return [node.label, format_bytes(node.bytes), f"{node.count:,}",
-                f"{100.0 * node.bytes / self._total:.1f}%"]
+        return [
+            node.label,
+            format_bytes(node.bytes),
+            f"{node.count:,}",
+            f"{100.0 * node.bytes / self._total:.1f}%",
+        ]
 
     @staticmethod
     def _more(rest: list) -> list[str]:
-        return [f"… {len(rest):,} more", format_bytes(sum(n.bytes for n in rest)),
-                f"{sum(n.count for n in rest):,}", ""]
+        return [
+            f"… {len(rest):,} more",
+            format_bytes(sum(n.bytes for n in rest)),
+            f"{sum(n.count for n in rest):,}",
+            "",
+        ]
 
     @staticmethod
     def _decorate(item: QTreeWidgetItem, node: CallNode) -> None:

@@ -22,8 +22,8 @@ from ...model.analysis.figures import MemoryStats, memory_stats
 from ...model.analysis.oom import outside_oom
 from ...model.core.units import format_bytes
 from ...model.view.document import Document
-from ...model.view.figure_words import FIGURE_TITLES, figure_text, oom_where
 from ...model.view.exactness import NOT_EXACT_SIGN, Mark, figures_mark, oom_mark
+from ...model.view.figure_words import FIGURE_TITLES, figure_text, oom_where
 from ...model.view.view_state import ViewState
 from ..widgets import theme
 
@@ -34,49 +34,59 @@ FIGURES: dict[str, tuple[str, str]] = {
         FIGURE_TITLES["reserved_bytes"],
         "Memory the caching allocator holds in segments (cudaMalloc'd blocks of device memory)."
         "\nEquals torch.cuda.memory_stats()['reserved_bytes.all.current'] "
-        "(torch.cuda.memory_reserved())."),
+        "(torch.cuda.memory_reserved()).",
+    ),
     "allocated_bytes": (
         FIGURE_TITLES["allocated_bytes"],
         "Bytes in blocks handed out to live tensors (block sizes, after rounding)."
-        "\nEquals memory_stats()['allocated_bytes.all.current'] (torch.cuda.memory_allocated())."),
+        "\nEquals memory_stats()['allocated_bytes.all.current'] (torch.cuda.memory_allocated()).",
+    ),
     "active_bytes": (
         FIGURE_TITLES["active_bytes"],
         "Allocated plus pending-free blocks: memory that cannot be reused right now."
-        "\nEquals memory_stats()['active_bytes.all.current']."),
+        "\nEquals memory_stats()['active_bytes.all.current'].",
+    ),
     "requested_bytes": (
         FIGURE_TITLES["requested_bytes"],
         "What the callers asked for, before the allocator rounded each request up."
-        "\nEquals memory_stats()['requested_bytes.all.current']."),
+        "\nEquals memory_stats()['requested_bytes.all.current'].",
+    ),
     "free_bytes": (
         FIGURE_TITLES["free_bytes"],
         "Reserved but unallocated: free gaps inside segments. PyTorch keeps them cached; "
         "a request can only use ONE gap, so many small gaps do not add up."
         "\nThis is the 'reserved by PyTorch but unallocated' of the OOM message; for split "
-        "non-expandable segments it equals memory_stats()['inactive_split_bytes.all.current']."),
+        "non-expandable segments it equals memory_stats()['inactive_split_bytes.all.current'].",
+    ),
     "largest_free_block_bytes": (
         FIGURE_TITLES["largest_free_block_bytes"],
         "The biggest single free gap. A request larger than this needs a new segment "
         "(cudaMalloc); if that fails, CUDA out of memory.\nNo memory_stats() counter: "
-        "computed from the snapshot's blocks."),
+        "computed from the snapshot's blocks.",
+    ),
     "fragmentation": (
         FIGURE_TITLES["fragmentation"],
         "1 - largest free block / free in segments: 0% when all free memory is one gap, "
-        "near 100% when it is scattered in many small gaps.\nComputed from the snapshot."),
+        "near 100% when it is scattered in many small gaps.\nComputed from the snapshot.",
+    ),
     "segment_count": (
         FIGURE_TITLES["segment_count"],
         "Number of segments (cudaMalloc calls the cache holds)."
         "\nEquals memory_stats()['segment.all.current'] (expandable segments are counted "
-        "separately, as the allocator does)."),
+        "separately, as the allocator does).",
+    ),
     "rounding_waste_bytes": (
         FIGURE_TITLES["rounding_waste_bytes"],
         "Active bytes minus requested bytes: the tails the allocator adds when it rounds "
         "requests up (512 B multiples, or whole blocks it chose not to split)."
-        "\nEquals memory_stats()['active_bytes.all.current'] - ['requested_bytes.all.current']."),
+        "\nEquals memory_stats()['active_bytes.all.current'] - ['requested_bytes.all.current'].",
+    ),
     "pending_free_bytes": (
         FIGURE_TITLES["pending_free_bytes"],
         "Blocks freed by Python but still in use by another stream (record_stream): "
         "not reusable until those streams' events complete."
-        "\nEquals memory_stats()['active_bytes.all.current'] - ['allocated_bytes.all.current']."),
+        "\nEquals memory_stats()['active_bytes.all.current'] - ['allocated_bytes.all.current'].",
+    ),
 }
 
 
@@ -86,8 +96,7 @@ class SummaryHeader(QWidget):
     ``view_state``: the window's :class:`ViewState`, whose ``document`` and ``moment``
     the header draws (None: the caller sets what it shows)."""
 
-    def __init__(self, view_state: ViewState | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.vs = view_state
         self.stats: MemoryStats | None = None
@@ -97,7 +106,8 @@ class SummaryHeader(QWidget):
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.banner.setStyleSheet(
             f"QLabel#oomBanner {{ background: {theme.OOM_RED}; color: white; "
-            "font-weight: bold; padding: 6px 10px; border-radius: 4px; }")
+            "font-weight: bold; padding: 6px 10px; border-radius: 4px; }"
+        )
         self.banner.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
         self.banner.hide()
         # A recording that is itself incomplete (an overflowed trace ring): one line.
@@ -105,9 +115,9 @@ class SummaryHeader(QWidget):
         self.integrity.setObjectName("integrityNote")
         self.integrity.setWordWrap(True)
         self.integrity.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.integrity.setStyleSheet("QLabel#integrityNote { "
-                                     f"color: {theme.gap_outline().name()}; "
-                                     "font-size: 8pt; }")
+        self.integrity.setStyleSheet(
+            f"QLabel#integrityNote {{ color: {theme.gap_outline().name()}; font-size: 8pt; }}"
+        )
         self.integrity.hide()
         self.facts = QLabel()
         self.facts.setWordWrap(True)
@@ -141,8 +151,10 @@ class SummaryHeader(QWidget):
         self.scope = QLabel()  # which device(s) and instant the figures are of
         self.scope.setObjectName("figuresScope")
         self.scope.setStyleSheet("font-size: 8pt;")
-        self.scope.setToolTip("What the figures above count: the selected device(s), pool, "
-                              "stream and segment kind, after the timeline cursor's event")
+        self.scope.setToolTip(
+            "What the figures above count: the selected device(s), pool, "
+            "stream and segment kind, after the timeline cursor's event"
+        )
         self.scope.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.scope.hide()
         # The figures at a moment inside a stretch of the trace that is not exact (the
@@ -152,8 +164,10 @@ class SummaryHeader(QWidget):
         self._banner_tip: list[str] = []  # the last OOM's tooltip (set_document)
         self.exactness = QLabel()
         self.exactness.setObjectName("figuresNotExact")
-        self.exactness.setStyleSheet("QLabel#figuresNotExact { font-size: 8pt; font-weight: bold; "
-                                     f"color: {theme.gap_outline().name()}; }}")
+        self.exactness.setStyleSheet(
+            "QLabel#figuresNotExact { font-size: 8pt; font-weight: bold; "
+            f"color: {theme.gap_outline().name()}; }}"
+        )
         self.exactness.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         self.exactness.hide()
         self.source = QLabel()
@@ -191,9 +205,11 @@ class SummaryHeader(QWidget):
         for label in self.captions():
             label.setStyleSheet(style)
 
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) \
-                and hasattr(self, "source"):  # (built)
+    def changeEvent(self, event) -> None:
+        if event.type() in (
+            QEvent.Type.PaletteChange,
+            QEvent.Type.ApplicationPaletteChange,
+        ) and hasattr(self, "source"):  # (built)
             self._apply_caption_colors()
         super().changeEvent(event)
 
@@ -248,14 +264,23 @@ class SummaryHeader(QWidget):
         self._reflow()  # longer figures may no longer fit on one line
         if stats is not None:
             frag = self.values["fragmentation"]
-            frag.setStyleSheet("font-size: 12pt; font-weight: 600;"
-                               + (f" color: {theme.gap_outline().name()};"
-                                  if stats.fragmentation >= 0.5 and stats.free_bytes else ""))
+            frag.setStyleSheet(
+                "font-size: 12pt; font-weight: 600;"
+                + (
+                    f" color: {theme.gap_outline().name()};"
+                    if stats.fragmentation >= 0.5 and stats.free_bytes
+                    else ""
+                )
+            )
             self.values["free_bytes"].setToolTip(
                 FIGURES["free_bytes"][1]
                 + f"\ninactive_split_bytes here: {format_bytes(stats.inactive_split_bytes)}"
-                + (f"\nfree in expandable segments: {format_bytes(stats.expandable_free_bytes)}"
-                   if stats.expandable_segment_count else ""))
+                + (
+                    f"\nfree in expandable segments: {format_bytes(stats.expandable_free_bytes)}"
+                    if stats.expandable_segment_count
+                    else ""
+                )
+            )
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -265,11 +290,19 @@ class SummaryHeader(QWidget):
         """One line of figures where it fits, else two: a figure is never cut off
         (a narrow window, or a live window's dock beside it)."""
         grid = self.grid
-        widths = [max(self.titles[k].sizeHint().width(), self.values[k].sizeHint().width())
-                  for k in FIGURES]
+        widths = [
+            max(self.titles[k].sizeHint().width(), self.values[k].sizeHint().width())
+            for k in FIGURES
+        ]
         m = grid.contentsMargins()
-        need = sum(widths) + grid.horizontalSpacing() * (len(widths) - 1) \
-            + m.left() + m.right() + 2 * 6 + 4  # the header's margins, the frame
+        need = (
+            sum(widths)
+            + grid.horizontalSpacing() * (len(widths) - 1)
+            + m.left()
+            + m.right()
+            + 2 * 6
+            + 4
+        )  # the header's margins, the frame
         n = len(FIGURES)
         per_row = n if self.width() >= need or not self.width() else (n + 1) // 2
         if per_row == self.per_row:
@@ -327,8 +360,10 @@ class SummaryHeader(QWidget):
         # An OOM outside the allocator (cuBLAS, NCCL, ...) has no trace event: the sidecar's.
         outside = outside_oom(doc.snap) if doc is not None and oom is None else None
         if outside is not None:
-            tip = ["Why the program died: an allocation outside PyTorch's allocator failed "
-                   "(the capture's record of the error and of the whole GPU at that moment)."]
+            tip = [
+                "Why the program died: an allocation outside PyTorch's allocator failed "
+                "(the capture's record of the error and of the whole GPU at that moment)."
+            ]
             if outside.where:
                 tip.append(f"\nRaised at {outside.where}")
             message = (doc.snap.sidecar or {}).get("oom_message")
@@ -336,8 +371,12 @@ class SummaryHeader(QWidget):
                 tip.append(f"\nThe error:\n{message}")
             self._banner_tip = tip
             dev = f"device {outside.device}, " if outside.device is not None else ""
-            self._set_banner(f"CUDA out of memory outside PyTorch's allocator ({dev}"
-                             f"{outside.library}): {outside.verdict}", None, tip)
+            self._set_banner(
+                f"CUDA out of memory outside PyTorch's allocator ({dev}"
+                f"{outside.library}): {outside.verdict}",
+                None,
+                tip,
+            )
             self.banner.show()
         elif oom is None:
             self.banner.hide()
@@ -345,8 +384,10 @@ class SummaryHeader(QWidget):
             self.banner.setToolTip("")
         else:
             message = (doc.snap.sidecar or {}).get("oom_message")
-            tip = ["Why the last OOM happened, from the snapshot's blocks and the allocator's "
-                   "OOM record."]
+            tip = [
+                "Why the last OOM happened, from the snapshot's blocks and the allocator's "
+                "OOM record."
+            ]
             if message:
                 tip.append(f"\nPyTorch said:\n{message}")
             self._banner_tip = tip
@@ -358,7 +399,10 @@ class SummaryHeader(QWidget):
             "The recording itself is incomplete: the allocator's trace ring "
             "(_record_memory_history(max_entries=...)) kept only its newest events. The "
             "timeline's left edge is marked; record with a larger max_entries to see the "
-            "whole run." if note else "")
+            "whole run."
+            if note
+            else ""
+        )
         self.integrity.setVisible(bool(note))
         facts = []
         side = (doc.snap.sidecar or {}) if doc is not None else {}
@@ -375,8 +419,15 @@ class SummaryHeader(QWidget):
         if doc is None:
             self.set_stats(None)
 
-    def set_moment(self, doc: Document | None, oom_here, number: int = 0, total: int = 0,
-                   last_event: int = -1, hint: str = "Ctrl+J jumps there") -> None:
+    def set_moment(
+        self,
+        doc: Document | None,
+        oom_here,
+        number: int = 0,
+        total: int = 0,
+        last_event: int = -1,
+        hint: str = "Ctrl+J jumps there",
+    ) -> None:
         """The banner for one moment: the OOM at the cursor if there is one, else
         the file's last OOM, said to be elsewhere: at ``last_event`` of its device's
         trace, ``hint`` saying how to get there (another device's: select it)."""
@@ -386,12 +437,16 @@ class SummaryHeader(QWidget):
         many = f"OOM {number} of {total} · " if total > 1 and oom_here is not None else ""
         tip = self._banner_tip
         if oom_here is not None:
-            self._set_banner(f"{many}CUDA out of memory ({oom_where(oom_here)}): "
-                             f"{oom_here.verdict}", oom_here, tip)
+            self._set_banner(
+                f"{many}CUDA out of memory ({oom_where(oom_here)}): {oom_here.verdict}",
+                oom_here,
+                tip,
+            )
         else:
             at = f" at event {last_event:,}" if last_event >= 0 else ""
-            self._set_banner(f"CUDA out of memory{at} ({oom_where(last)}; {hint}): "
-                             f"{last.verdict}", last, tip)
+            self._set_banner(
+                f"CUDA out of memory{at} ({oom_where(last)}; {hint}): {last.verdict}", last, tip
+            )
         self.banner.show()
 
     def integrity_text(self) -> str:

@@ -66,8 +66,13 @@ def shortcut_rows(window) -> list[tuple[str, str, str]]:
             seen.add(id(a))
             keys = [k for k in a.shortcuts() if not k.isEmpty()]
             if keys:
-                rows.append((path, _clean(a.text()), ", ".join(
-                    k.toString(QKeySequence.SequenceFormat.NativeText) for k in keys)))
+                rows.append(
+                    (
+                        path,
+                        _clean(a.text()),
+                        ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in keys),
+                    )
+                )
 
     for top in window.menuBar().actions():
         if top.menu() is not None:
@@ -77,8 +82,13 @@ def shortcut_rows(window) -> list[tuple[str, str, str]]:
             continue
         keys = [k for k in a.shortcuts() if not k.isEmpty()]
         if keys:
-            rows.append(("Window", _clean(a.text()), ", ".join(
-                k.toString(QKeySequence.SequenceFormat.NativeText) for k in keys)))
+            rows.append(
+                (
+                    "Window",
+                    _clean(a.text()),
+                    ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in keys),
+                )
+            )
     return rows
 
 
@@ -114,8 +124,10 @@ class ShortcutsDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        note = _wrapped_label("In the timeline: ←/→ one event (Shift: 100), Home/End, wheel "
-                              "zooms. In the segment map: wheel zooms, drag pans.")
+        note = _wrapped_label(
+            "In the timeline: ←/→ one event (Shift: 100), Home/End, wheel "
+            "zooms. In the segment map: wheel zooms, drag pans."
+        )
         buttons = _close_buttons(self)
         lay = QVBoxLayout(self)
         lay.addWidget(self.table, 1)
@@ -160,17 +172,23 @@ class RecordDialog(QDialog):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("How to record a snapshot — vramscope")
-        intro = _wrapped_label("A snapshot is a PyTorch CUDA memory snapshot: the allocator's "
-                               "segments and blocks, and the history of allocations and frees "
-                               "(the timeline) when recording was on.")
+        intro = _wrapped_label(
+            "A snapshot is a PyTorch CUDA memory snapshot: the allocator's "
+            "segments and blocks, and the history of allocations and frees "
+            "(the timeline) when recording was on."
+        )
         self.capture = _CopyBlock(
             "<b>Without changing your script</b> (in its environment, from a clone of "
             f"vramscope: <tt>{pip_install('capture')}</tt>). Snapshots go to <tt>snapshots/</tt> "
             "when the script ends, at every CUDA out-of-memory error and on "
-            "<tt>kill -USR1 PID</tt>:", CAPTURE_COMMAND)
+            "<tt>kill -USR1 PID</tt>:",
+            CAPTURE_COMMAND,
+        )
         self.torch = _CopyBlock("<b>Or with plain torch calls</b> in your script:", TORCH_CALLS)
-        outro = _wrapped_label("Then open the file here (Ctrl+O) or drop it on the window. "
-                               "A larger <tt>max_entries</tt> keeps more of the history.")
+        outro = _wrapped_label(
+            "Then open the file here (Ctrl+O) or drop it on the window. "
+            "A larger <tt>max_entries</tt> keeps more of the history."
+        )
         buttons = _close_buttons(self)
         lay = QVBoxLayout(self)
         for w in (intro, self.capture, self.torch, outro):

@@ -26,18 +26,27 @@ from PySide6.QtWidgets import QApplication, QProgressDialog
 
 from ...model.analysis.figures import Selection, memory_stats
 from ...model.core.progress import Progress
-from ...model.reports.html_report import (DeviceSection, ReportParts, build_html,
-                                          complete_section, report_devices)
+from ...model.reports.html_report import (
+    DeviceSection,
+    ReportParts,
+    build_html,
+    complete_section,
+    report_devices,
+)
 from ..widgets import settings as st
 from ..widgets.jobs import Job
 from ..widgets.png import png_bytes
 from .header import figure_text, oom_where
 
 KEY_DIR = "export/reportDir"
-STAGES = {"summary": "Top allocation sites", "categories": "What the memory is",
-          "judge": "Judging what scales with the batch",
-          "search": "Searching the largest batch that fits",
-          "allocator": "Simulating allocator settings", "write": "Writing the report"}
+STAGES = {
+    "summary": "Top allocation sites",
+    "categories": "What the memory is",
+    "judge": "Judging what scales with the batch",
+    "search": "Searching the largest batch that fits",
+    "allocator": "Simulating allocator settings",
+    "write": "Writing the report",
+}
 POLL_MS = 50  # how often the export looks whether the analyses it shows have ended
 
 
@@ -88,9 +97,11 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
     root = doc.root
     snap = root.snap
     header = window.header
-    parts = ReportParts(title=doc.name, path=snap.path or "",
-                        generated=f"vramscope {__version__}, "
-                                  f"{datetime.datetime.now():%Y-%m-%d %H:%M}")
+    parts = ReportParts(
+        title=doc.name,
+        path=snap.path or "",
+        generated=f"vramscope {__version__}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
+    )
     parts.facts = header.facts.text() if not header.facts.isHidden() else ""
     order = report_devices(snap)
     parts.all_devices = sorted(order)
@@ -98,27 +109,30 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
         order = [d for d in order if d in devices]
     shown = shown_device(window)
     # The window's figures are of one device, or of the only one there is.
-    mine = shown if shown is not None else (order[0] if len(parts.all_devices) == 1
-                                           and order else None)
+    mine = (
+        shown
+        if shown is not None
+        else (order[0] if len(parts.all_devices) == 1 and order else None)
+    )
     cursor_dev = window.cursor_device if window.vs.origin != "host" else None
     sections = [DeviceSection(device=d) for d in order] or [DeviceSection(device=None)]
     for sec in sections:
         d = sec.device
         if d is None or d == mine:
-            sec.figures = [(header.titles[k].text(), header.values[k].text())
-                           for k in header.values]
+            sec.figures = [
+                (header.titles[k].text(), header.values[k].text()) for k in header.values
+            ]
             sec.scope = header.scope.text() if not header.scope.isHidden() else ""
             sec.verdict = header.oom_text() or None
         else:
             stats = memory_stats(snap, Selection(device=d))
-            sec.figures = [(header.titles[k].text(), figure_text(stats, k))
-                           for k in header.values]
+            sec.figures = [(header.titles[k].text(), figure_text(stats, k)) for k in header.values]
             traced = root.timeline is not None and d in root.timeline.devices
-            sec.scope = f"device {d} · as recorded" + (" (the end of its trace)"
-                                                       if traced else "")
+            sec.scope = f"device {d} · as recorded" + (" (the end of its trace)" if traced else "")
             oom = next((r for r in reversed(root.ooms) if r.device == d), None)
-            sec.verdict = (f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}"
-                           if oom is not None else None)
+            sec.verdict = (
+                f"CUDA out of memory ({oom_where(oom)}): {oom.verdict}" if oom is not None else None
+            )
         if d is not None and d == cursor_dev:
             _window_views(window, sec, shown)
     if cursor_dev is None and sections:
@@ -126,8 +140,7 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
     parts.devices = sections
     notes = [t for t in (header.integrity_text(), header.exactness_text()) if t]
     if snap.warnings:
-        notes.append(f"{len(snap.warnings)} kinds of entries were skipped while reading "
-                     "the file")
+        notes.append(f"{len(snap.warnings)} kinds of entries were skipped while reading the file")
     parts.notes = notes
     return parts
 
@@ -146,11 +159,20 @@ def _window_views(window, sec: DeviceSection, shown: int | None) -> None:
         sec.categories_note = wiring.panel.status.text().strip()
     window.timeline.flush()  # its stacked allocations for this size, not after a debounce
     QApplication.processEvents()
-    which = "all devices" if shown is None and len(window.vs.device_choices()) > 2 \
-        else f"device {sec.device}" if sec.device is not None else ""
+    which = (
+        "all devices"
+        if shown is None and len(window.vs.device_choices()) > 2
+        else f"device {sec.device}"
+        if sec.device is not None
+        else ""
+    )
     if window.cursor_device is not None:
-        sec.images.append((f"Timeline of device {window.cursor_device} "
-                           f"({window.timeline.position.text()})", _png(window.timeline)))
+        sec.images.append(
+            (
+                f"Timeline of device {window.cursor_device} ({window.timeline.position.text()})",
+                _png(window.timeline),
+            )
+        )
     sec.images.append(("Segment map" + (f" ({which})" if which else ""), _png(window.map)))
 
 
@@ -175,14 +197,21 @@ def report_job(window, path: str, parts: ReportParts, remedies: bool = True) -> 
     def work(job: Job) -> str:
         n = len(parts.devices)
         for i, sec in enumerate(parts.devices):
+
             def report(stage: str, f: float, i=i) -> None:
                 job.report(f"{i}:{stage}", (i + min(max(f, 0.0), 1.0)) / n)
 
             progress = Progress(report, job.cancel_event)
             mine = advice if advice is not None and advice.device == sec.device else None
-            complete_section(sec, snap, timeline, mine,
-                             bd if bd is not None and bd.device == sec.device else None,
-                             remedies, progress)
+            complete_section(
+                sec,
+                snap,
+                timeline,
+                mine,
+                bd if bd is not None and bd.device == sec.device else None,
+                remedies,
+                progress,
+            )
         job.report("write", 1.0)
         text = build_html(parts)
         with open(path, "w", encoding="utf-8") as f:
@@ -198,8 +227,9 @@ class ReportExport(QObject):
 
     finished = Signal(str, str)  # outcome ("done" | "failed" | "cancelled"), path or error
 
-    def __init__(self, window, path: str, remedies: bool = True,
-                 devices: list[int] | None = None) -> None:
+    def __init__(
+        self, window, path: str, remedies: bool = True, devices: list[int] | None = None
+    ) -> None:
         super().__init__(window)
         self.window = window
         self.path = path
@@ -245,8 +275,9 @@ class ReportExport(QObject):
         self._begin()
 
     def _begin(self) -> None:
-        self.job = report_job(self.window, self.path, gather(self.window, self.devices),
-                              self.remedies)
+        self.job = report_job(
+            self.window, self.path, gather(self.window, self.devices), self.remedies
+        )
         self.job.progressed.connect(self._progress)
         self.job.done.connect(lambda p: self._end("done", str(p)))
         self.job.failed.connect(lambda e: self._end("failed", e))
@@ -279,4 +310,3 @@ class ReportExport(QObject):
         if self.job is not None:
             self.job.wait()
         self.finished.emit(outcome, detail)
-

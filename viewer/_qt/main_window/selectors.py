@@ -26,14 +26,19 @@ class Selectors(QObject):
         self.device_combo = QComboBox()
         self.device_combo.setToolTip("Show one device's segments")
         self.pool_combo = QComboBox()
-        self.pool_combo.setToolTip("Show one memory pool: (0, 0) is the ordinary pool, others "
-                                   "are private pools (CUDA graphs, MemPool)")
+        self.pool_combo.setToolTip(
+            "Show one memory pool: (0, 0) is the ordinary pool, others "
+            "are private pools (CUDA graphs, MemPool)"
+        )
         self.stream_combo = QComboBox()
-        self.stream_combo.setToolTip("Show one stream's segments: free blocks are only reused "
-                                     "by requests on the same stream")
+        self.stream_combo.setToolTip(
+            "Show one stream's segments: free blocks are only reused by requests on the same stream"
+        )
         self.kind_combo = QComboBox()
-        self.kind_combo.setToolTip("Small segments (2 MiB, for requests up to 1 MiB) and large "
-                                   "segments are separate free lists")
+        self.kind_combo.setToolTip(
+            "Small segments (2 MiB, for requests up to 1 MiB) and large "
+            "segments are separate free lists"
+        )
         self.combos = (self.device_combo, self.pool_combo, self.stream_combo, self.kind_combo)
         # combo box -> [(text, value)]: Python objects, never QVariant item data (PySide6
         # mishandles bool item data).
@@ -56,8 +61,11 @@ class Selectors(QObject):
             self.device_combo: self.vs.device_choices(),  # GPUs, then pinned host memory
             self.pool_combo: [("All pools", None)],
             self.stream_combo: [("All streams", None)],
-            self.kind_combo: [("Small + large", None), ("Large segments", False),
-                              ("Small segments", True)],
+            self.kind_combo: [
+                ("Small + large", None),
+                ("Large segments", False),
+                ("Small segments", True),
+            ],
         }
         if doc is not None:
             snap = doc.snap
@@ -82,8 +90,7 @@ class Selectors(QObject):
         the view state's selection becomes what they can show (a value gone: "all")."""
         self._syncing = True
         try:
-            for combo, value in zip(self.combos, (sel.device, sel.pool, sel.stream,
-                                                  sel.is_small)):
+            for combo, value in zip(self.combos, (sel.device, sel.pool, sel.stream, sel.is_small)):
                 combo.setCurrentIndex(max(self.combo_index(combo, value), 0))
         finally:
             self._syncing = False
@@ -91,10 +98,12 @@ class Selectors(QObject):
 
     def current(self) -> Selection:
         """The selection the combo boxes show."""
-        return Selection(device=self._value(self.device_combo),
-                         pool=self._value(self.pool_combo),
-                         stream=self._value(self.stream_combo),
-                         is_small=self._value(self.kind_combo))
+        return Selection(
+            device=self._value(self.device_combo),
+            pool=self._value(self.pool_combo),
+            stream=self._value(self.stream_combo),
+            is_small=self._value(self.kind_combo),
+        )
 
     def _value(self, combo: QComboBox):
         items = self.choices.get(combo, [])
@@ -115,8 +124,10 @@ class Selectors(QObject):
         """Set the selectors (and so the selection) programmatically."""
         self._syncing = True
         try:
-            for combo, value in zip(self.combos, (selection.device, selection.pool,
-                                                  selection.stream, selection.is_small)):
+            for combo, value in zip(
+                self.combos,
+                (selection.device, selection.pool, selection.stream, selection.is_small),
+            ):
                 values = [v for _, v in self.choices.get(combo, [])]
                 combo.setCurrentIndex(values.index(value) if value in values else 0)
         finally:

@@ -26,8 +26,9 @@ from ...model.view.view_state import ViewState
 from ..widgets import theme
 
 COLUMNS = ("Address", "Size", "Requested", "Waste", "State", "Segment", "Stream", "Top frame")
-COL_ADDRESS, COL_SIZE, COL_REQUESTED, COL_WASTE, COL_STATE, COL_SEGMENT, COL_STREAM, COL_FRAME = \
+COL_ADDRESS, COL_SIZE, COL_REQUESTED, COL_WASTE, COL_STATE, COL_SEGMENT, COL_STREAM, COL_FRAME = (
     range(len(COLUMNS))
+)
 TIPS = (
     "Device address of the block",
     "Block size (rounded by the allocator)",
@@ -191,22 +192,31 @@ class BlocksModel(QAbstractTableModel):
         self.rows = self.rows[self._order(column, order)]
         if old:
             pos = {int(b): i for i, b in enumerate(self.rows.tolist())}
-            new = [self.index(pos.get(b, 0), i.column()) if b >= 0 else QModelIndex()
-                   for b, i in zip(old_blocks, old)]
+            new = [
+                self.index(pos.get(b, 0), i.column()) if b >= 0 else QModelIndex()
+                for b, i in zip(old_blocks, old)
+            ]
             self.changePersistentIndexList(old, new)
         self.layoutChanged.emit()
 
 
 def count_text(doc: Document | None, rows: np.ndarray, total: int) -> str:
-    """"12 / 895 blocks · 447 allocated · 448 free": the rows are blocks, not only
+    """ "12 / 895 blocks · 447 allocated · 448 free": the rows are blocks, not only
     allocations (an "Allocations 895/895" would count the free gaps as allocations)."""
     text = f"{len(rows):,} / {plural(total, 'block')}"
     if doc is None or not len(rows):
         return text
     states = np.bincount(doc.snap.blocks.state[rows].astype(np.int64), minlength=4)
-    parts = [f"{int(states[s]):,} {label}" for s, label in (
-        (BlockState.ALLOCATED, "allocated"), (BlockState.PENDING_FREE, "pending free"),
-        (BlockState.FREE, "free"), (BlockState.UNKNOWN, "unknown")) if states[s]]
+    parts = [
+        f"{int(states[s]):,} {label}"
+        for s, label in (
+            (BlockState.ALLOCATED, "allocated"),
+            (BlockState.PENDING_FREE, "pending free"),
+            (BlockState.FREE, "free"),
+            (BlockState.UNKNOWN, "unknown"),
+        )
+        if states[s]
+    ]
     return " · ".join([text, *parts])
 
 
@@ -249,21 +259,27 @@ class AllocationsTable(QWidget):
         widths = (120, 80, 80, 70, 110, 120, 130)
         for i, w in enumerate(widths):
             hh.resizeSection(i, w)
-        self.view.setToolTip("Blocks of the selected segments. Click a header to sort; "
-                             "select a row to show it in the map and its stack.")
+        self.view.setToolTip(
+            "Blocks of the selected segments. Click a header to sort; "
+            "select a row to show it in the map and its stack."
+        )
         self.view.selectionModel().currentRowChanged.connect(self._on_current_changed)
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("filter by stack text (file or function)…")
         self.filter.setClearButtonEnabled(True)
-        self.filter.setToolTip("Keep blocks whose call stack has a frame whose file or function "
-                               "contains this text (Ctrl+F)")
+        self.filter.setToolTip(
+            "Keep blocks whose call stack has a frame whose file or function "
+            "contains this text (Ctrl+F)"
+        )
         self._filter_timer = QTimer(self, singleShot=True, interval=200)
         self._filter_timer.timeout.connect(self.apply_filter)
         self.filter.textChanged.connect(lambda _t: self._filter_timer.start())
         self.filter.returnPressed.connect(self.apply_filter)
         self.count = QLabel()
-        self.count.setToolTip("Blocks shown / blocks in the selection, and what the shown "
-                              "ones are: allocated (live tensors), free gaps, pending free")
+        self.count.setToolTip(
+            "Blocks shown / blocks in the selection, and what the shown "
+            "ones are: allocated (live tensors), free gaps, pending free"
+        )
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(QLabel("Blocks"))
@@ -336,9 +352,11 @@ class AllocationsTable(QWidget):
             return None
         top = self.view.rowAt(0)
         b = self.model.block_at(top)
-        return {"anchor": int(doc.snap.blocks.address[b]) if b >= 0 else -1,
-                "v": self.view.verticalScrollBar().value(),
-                "h": self.view.horizontalScrollBar().value()}
+        return {
+            "anchor": int(doc.snap.blocks.address[b]) if b >= 0 else -1,
+            "v": self.view.verticalScrollBar().value(),
+            "h": self.view.horizontalScrollBar().value(),
+        }
 
     def restore_view_state(self, state: dict | None) -> None:
         doc = self.model.doc

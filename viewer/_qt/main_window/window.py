@@ -66,8 +66,10 @@ from .table import AllocationsTable
 FILE_LABEL_WIDTH = 320
 SETTINGS_LABEL_WIDTH = 360
 PLACEHOLDER = "Open a snapshot (Ctrl+O) or drop a file here"
-FILE_FILTER = "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz " \
-              "*.bz2 *.json);;All files (*)"
+FILE_FILTER = (
+    "Memory snapshots (*.pickle *.pkl *.pickle.gz *.pickle.xz *.pickle.bz2 *.gz *.xz "
+    "*.bz2 *.json);;All files (*)"
+)
 
 
 def app_icon() -> QIcon:
@@ -191,19 +193,25 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.table, "Blocks")
         self.tabs.addTab(self.calltree, "Call tree")
-        self.tabs.setTabToolTip(0, "Every block at the cursor (allocated, pending free and free), "
-                                   "sortable, filtered by the search")
-        self.tabs.setTabToolTip(1, "Who holds memory: live bytes grouped by the stack that "
-                                   "allocated them")
+        self.tabs.setTabToolTip(
+            0,
+            "Every block at the cursor (allocated, pending free and free), "
+            "sortable, filtered by the search",
+        )
+        self.tabs.setTabToolTip(
+            1, "Who holds memory: live bytes grouped by the stack that allocated them"
+        )
         self.tabs.currentChanged.connect(lambda _i: self.refresh_calltree())
         # The search box lives in the toolbar; it filters the table and
         # highlights matches in the map and the timeline.
         self.search = self.table.filter
         self.table.layout().itemAt(0).layout().removeWidget(self.search)
         self.search.setPlaceholderText("search frames… (Ctrl+F)")
-        self.search.setToolTip("Allocations whose call stack has a frame whose file or function "
-                               "contains this text: highlighted in the map and the timeline, "
-                               "the only rows of the table (Ctrl+F)")
+        self.search.setToolTip(
+            "Allocations whose call stack has a frame whose file or function "
+            "contains this text: highlighted in the map and the timeline, "
+            "the only rows of the table (Ctrl+F)"
+        )
         self.search.setMinimumWidth(180)
 
         self.bottom_split = QSplitter(Qt.Orientation.Horizontal)
@@ -236,9 +244,11 @@ class MainWindow(QMainWindow):
         f.setPointSizeF(f.pointSizeF() * 1.6)
         text.setFont(f)
         text.setEnabled(False)
-        sub = QLabel("A PyTorch CUDA memory snapshot: torch.cuda.memory._dump_snapshot(), "
-                     "or `vramscope record script.py`.\nvramscope shows why memory ran out: "
-                     "free memory scattered in gaps too small for the request.")
+        sub = QLabel(
+            "A PyTorch CUDA memory snapshot: torch.cuda.memory._dump_snapshot(), "
+            "or `vramscope record script.py`.\nvramscope shows why memory ran out: "
+            "free memory scattered in gaps too small for the request."
+        )
         sub.setAlignment(Qt.AlignmentFlag.AlignCenter)
         sub.setEnabled(False)
         button = QPushButton("Open snapshot…")
@@ -258,83 +268,161 @@ class MainWindow(QMainWindow):
         """The menus and their actions: which exist, their shortcuts and tooltips."""
         mb = self.menuBar()
         m = mb.addMenu("&File")
-        self.open_action = make_action(self, "&Open…", self.open_dialog,
-                                       QKeySequence.StandardKey.Open, "Open a memory snapshot")
+        self.open_action = make_action(
+            self,
+            "&Open…",
+            self.open_dialog,
+            QKeySequence.StandardKey.Open,
+            "Open a memory snapshot",
+        )
         m.addAction(self.open_action)
         self.recent_menu = m.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._fill_recent_menu()
         self.open_remote_action = make_action(
-            self, "Open re&mote…", self._open_remote, "Ctrl+Shift+O",
-            "Open a snapshot on another machine through ssh: ssh://user@host/path")
+            self,
+            "Open re&mote…",
+            self._open_remote,
+            "Ctrl+Shift+O",
+            "Open a snapshot on another machine through ssh: ssh://user@host/path",
+        )
         m.addAction(self.open_remote_action)
         # Compare snapshots and ranks: separate windows over the model.
-        self.compare_action = make_action(self, "&Compare with…", self.compare_dialog, tip=(
-            "Compare this snapshot (A) with another (B): what grew, by allocation stack"))
-        self.ranks_action = make_action(self, "Open &directory of ranks…",
-                                        self.open_ranks_dialog, tip=(
-            "One row per rank of a torchrun capture directory, outlier ranks flagged"))
+        self.compare_action = make_action(
+            self,
+            "&Compare with…",
+            self.compare_dialog,
+            tip=("Compare this snapshot (A) with another (B): what grew, by allocation stack"),
+        )
+        self.ranks_action = make_action(
+            self,
+            "Open &directory of ranks…",
+            self.open_ranks_dialog,
+            tip=("One row per rank of a torchrun capture directory, outlier ranks flagged"),
+        )
         m.addAction(self.compare_action)
         m.addAction(self.ranks_action)
         # File > Attach... and Tools > What-if... / Diagnosis...: the actions are here from
         # the start, their modules (~10 ms of imports: the live client, the simulator)
         # load when first used, not with every window.
         self.attach_action = make_action(
-            self, "&Attach to running process…", self._open_attach, "Ctrl+Shift+A",
-            "Watch a running PyTorch process's GPU memory live, or save a snapshot from it")
+            self,
+            "&Attach to running process…",
+            self._open_attach,
+            "Ctrl+Shift+A",
+            "Watch a running PyTorch process's GPU memory live, or save a snapshot from it",
+        )
         m.addAction(self.attach_action)
         m.addSeparator()
-        self.export_png_action = make_action(self, "Export segment map as &PNG…",
-                                             self.export_png_dialog,
-                                             tip="Save the segment map as a PNG image")
-        self.export_svg_action = make_action(self, "Export segment map as &SVG…",
-                                             self.export_svg_dialog,
-                                             tip="Save the segment map as an SVG drawing")
+        self.export_png_action = make_action(
+            self,
+            "Export segment map as &PNG…",
+            self.export_png_dialog,
+            tip="Save the segment map as a PNG image",
+        )
+        self.export_svg_action = make_action(
+            self,
+            "Export segment map as &SVG…",
+            self.export_svg_dialog,
+            tip="Save the segment map as an SVG drawing",
+        )
         m.addAction(self.export_png_action)
         m.addAction(self.export_svg_action)
         self.export_report_action = make_action(
-            self, "Export &report…", self.export_report_dialog, "Ctrl+E",
+            self,
+            "Export &report…",
+            self.export_report_dialog,
+            "Ctrl+E",
             "Save one self-contained HTML page to attach to a bug report: the figures, the "
-            "OOM verdict, what the memory is, the remedies and images of the views")
+            "OOM verdict, what the memory is, the remedies and images of the views",
+        )
         m.addAction(self.export_report_action)
         m.addSeparator()
-        m.addAction(make_action(self, "&Quit", self._quit, QKeySequence.StandardKey.Quit,
-                                "Quit vramscope"))
+        m.addAction(
+            make_action(self, "&Quit", self._quit, QKeySequence.StandardKey.Quit, "Quit vramscope")
+        )
 
         e = mb.addMenu("&Edit")
-        self.copy_stack_action = make_action(self, "&Copy stack", self.stack.copy,
-                                             QKeySequence.StandardKey.Copy,
-                                             "Copy the selected block's stack as text")
+        self.copy_stack_action = make_action(
+            self,
+            "&Copy stack",
+            self.stack.copy,
+            QKeySequence.StandardKey.Copy,
+            "Copy the selected block's stack as text",
+        )
         e.addAction(self.copy_stack_action)
-        self.copy_map_action = make_action(self, "Copy segment &map image", self.map.copy_image,
-                                           "Ctrl+Shift+C", "Copy the segment map to the clipboard")
+        self.copy_map_action = make_action(
+            self,
+            "Copy segment &map image",
+            self.map.copy_image,
+            "Ctrl+Shift+C",
+            "Copy the segment map to the clipboard",
+        )
         e.addAction(self.copy_map_action)
-        e.addAction(make_action(self, "&Search frames", self._focus_filter,
-                                QKeySequence.StandardKey.Find,
-                                "Highlight and filter the allocations by stack text"))
+        e.addAction(
+            make_action(
+                self,
+                "&Search frames",
+                self._focus_filter,
+                QKeySequence.StandardKey.Find,
+                "Highlight and filter the allocations by stack text",
+            )
+        )
 
         v = mb.addMenu("&View")
-        self.fit_action = make_action(self, "&Fit segment map", self.map.fit, "Ctrl+0",
-                                      "Show every segment")
+        self.fit_action = make_action(
+            self, "&Fit segment map", self.map.fit, "Ctrl+0", "Show every segment"
+        )
         v.addAction(self.fit_action)
-        self.home_action = make_action(self, "&Readable rows", self.map.home, "Ctrl+9",
-                                       "Rows tall enough to read, from the top")
+        self.home_action = make_action(
+            self,
+            "&Readable rows",
+            self.map.home,
+            "Ctrl+9",
+            "Rows tall enough to read, from the top",
+        )
         v.addAction(self.home_action)
-        v.addAction(make_action(self, "Zoom &in", lambda: self._zoom(0.5),
-                                QKeySequence.StandardKey.ZoomIn, "Zoom the segment map in"))
-        v.addAction(make_action(self, "Zoom &out", lambda: self._zoom(2.0),
-                                QKeySequence.StandardKey.ZoomOut, "Zoom the segment map out"))
+        v.addAction(
+            make_action(
+                self,
+                "Zoom &in",
+                lambda: self._zoom(0.5),
+                QKeySequence.StandardKey.ZoomIn,
+                "Zoom the segment map in",
+            )
+        )
+        v.addAction(
+            make_action(
+                self,
+                "Zoom &out",
+                lambda: self._zoom(2.0),
+                QKeySequence.StandardKey.ZoomOut,
+                "Zoom the segment map out",
+            )
+        )
         v.addSeparator()
         group = QActionGroup(self)
-        self.sort_address_action = make_action(self, "Rows by &address",
-                                               lambda: self.map.set_sort(SORT_ADDRESS),
-                                               "Ctrl+1", "Segments in address order")
-        self.sort_size_action = make_action(self, "Rows by &size",
-                                            lambda: self.map.set_sort(SORT_SIZE),
-                                            "Ctrl+2", "Largest segments first")
-        self.sort_free_action = make_action(self, "Rows by largest &free gap",
-                                            lambda: self.map.set_sort(SORT_FREE),
-                                            "Ctrl+3", "Segments with the largest free gaps first")
+        self.sort_address_action = make_action(
+            self,
+            "Rows by &address",
+            lambda: self.map.set_sort(SORT_ADDRESS),
+            "Ctrl+1",
+            "Segments in address order",
+        )
+        self.sort_size_action = make_action(
+            self,
+            "Rows by &size",
+            lambda: self.map.set_sort(SORT_SIZE),
+            "Ctrl+2",
+            "Largest segments first",
+        )
+        self.sort_free_action = make_action(
+            self,
+            "Rows by largest &free gap",
+            lambda: self.map.set_sort(SORT_FREE),
+            "Ctrl+3",
+            "Segments with the largest free gaps first",
+        )
         for a in (self.sort_address_action, self.sort_size_action, self.sort_free_action):
             a.setCheckable(True)
             group.addAction(a)
@@ -343,73 +431,130 @@ class MainWindow(QMainWindow):
         self.map.sortChanged.connect(self._on_sort_changed)
 
         t = mb.addMenu("&Timeline")
-        self.peak_action = make_action(self, "Jump to peak &allocated",
-                                       lambda: self.jump_to_peak("allocated"), "Ctrl+Shift+P",
-                                       "Move the cursor to the peak of allocated memory")
-        self.peak_reserved_action = make_action(self, "Jump to peak &reserved",
-                                                lambda: self.jump_to_peak("reserved"),
-                                                "Ctrl+Shift+R",
-                                                "Move the cursor to the event after which the "
-                                                "shown device's reserved memory peaks")
-        self.oom_action = make_action(self, "Jump to &OOM", self.jump_to_oom, "Ctrl+J",
-                                      "Move the cursor to the last out-of-memory event")
-        self.prev_oom_action = make_action(self, "&Previous OOM", lambda: self.jump_to_oom(-1),
-                                           "Ctrl+[", "The OOM before the cursor")
-        self.next_oom_action = make_action(self, "&Next OOM", lambda: self.jump_to_oom(+1),
-                                           "Ctrl+]", "The OOM after the cursor")
-        self.latest_action = make_action(self, "&Latest (as recorded)", self.go_latest,
-                                         "Ctrl+End",
-                                         "Back to the snapshot as recorded (the end of the trace)")
-        self.step_back_action = make_action(self, "Step &back", lambda: self.step_cursor(-1),
-                                            "Alt+Left",
-                                            "One event back (in the timeline: Left; Shift: 100)")
-        self.step_fwd_action = make_action(self, "Step &forward", lambda: self.step_cursor(+1),
-                                           "Alt+Right",
-                                           "One event forward (in the timeline: Right; "
-                                           "Shift: 100)")
-        self.xaxis_action = make_action(self, "Toggle x axis: &time / events",
-                                        self.timeline.toggle_mode, "Ctrl+T",
-                                        "Show the timeline against time or event index")
-        self.timeline_actions = (self.peak_action, self.peak_reserved_action, self.oom_action,
-                                 self.prev_oom_action, self.next_oom_action, self.latest_action,
-                                 self.step_back_action, self.step_fwd_action, self.xaxis_action)
+        self.peak_action = make_action(
+            self,
+            "Jump to peak &allocated",
+            lambda: self.jump_to_peak("allocated"),
+            "Ctrl+Shift+P",
+            "Move the cursor to the peak of allocated memory",
+        )
+        self.peak_reserved_action = make_action(
+            self,
+            "Jump to peak &reserved",
+            lambda: self.jump_to_peak("reserved"),
+            "Ctrl+Shift+R",
+            "Move the cursor to the event after which the shown device's reserved memory peaks",
+        )
+        self.oom_action = make_action(
+            self,
+            "Jump to &OOM",
+            self.jump_to_oom,
+            "Ctrl+J",
+            "Move the cursor to the last out-of-memory event",
+        )
+        self.prev_oom_action = make_action(
+            self,
+            "&Previous OOM",
+            lambda: self.jump_to_oom(-1),
+            "Ctrl+[",
+            "The OOM before the cursor",
+        )
+        self.next_oom_action = make_action(
+            self, "&Next OOM", lambda: self.jump_to_oom(+1), "Ctrl+]", "The OOM after the cursor"
+        )
+        self.latest_action = make_action(
+            self,
+            "&Latest (as recorded)",
+            self.go_latest,
+            "Ctrl+End",
+            "Back to the snapshot as recorded (the end of the trace)",
+        )
+        self.step_back_action = make_action(
+            self,
+            "Step &back",
+            lambda: self.step_cursor(-1),
+            "Alt+Left",
+            "One event back (in the timeline: Left; Shift: 100)",
+        )
+        self.step_fwd_action = make_action(
+            self,
+            "Step &forward",
+            lambda: self.step_cursor(+1),
+            "Alt+Right",
+            "One event forward (in the timeline: Right; Shift: 100)",
+        )
+        self.xaxis_action = make_action(
+            self,
+            "Toggle x axis: &time / events",
+            self.timeline.toggle_mode,
+            "Ctrl+T",
+            "Show the timeline against time or event index",
+        )
+        self.timeline_actions = (
+            self.peak_action,
+            self.peak_reserved_action,
+            self.oom_action,
+            self.prev_oom_action,
+            self.next_oom_action,
+            self.latest_action,
+            self.step_back_action,
+            self.step_fwd_action,
+            self.xaxis_action,
+        )
         for i, a in enumerate(self.timeline_actions):
             if i in (3, 6, 8):
                 t.addSeparator()
             t.addAction(a)
 
         self.whatif_action = make_action(
-            self, "&What-if: other allocator settings…", self._open_whatif, "Ctrl+Shift+W",
+            self,
+            "&What-if: other allocator settings…",
+            self._open_whatif,
+            "Ctrl+Shift+W",
             "Replay this trace through a model of the caching allocator under other "
-            "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs")
+            "PYTORCH_CUDA_ALLOC_CONF settings: peak memory, fragmentation, OOMs",
+        )
         self.whatif_action.setEnabled(False)
         self.diagnosis_action = make_action(
-            self, "&Diagnosis: what would make it fit…", self._open_diagnosis, "Ctrl+Shift+D",
+            self,
+            "&Diagnosis: what would make it fit…",
+            self._open_diagnosis,
+            "Ctrl+Shift+D",
             "Rank the changes that would make this run fit (smaller batch, allocator "
-            "settings, freeing what is kept, checkpointing, ...) by predicted peak memory")
+            "settings, freeing what is kept, checkpointing, ...) by predicted peak memory",
+        )
         self.diagnosis_action.setEnabled(False)
         self.documentChanged.connect(self._enable_document_actions)
         tools = mb.addMenu("T&ools")
         tools.addAction(self.whatif_action)
         tools.addAction(self.diagnosis_action)
         h = mb.addMenu("&Help")
-        self.shortcuts_action = make_action(self, "&Keyboard shortcuts", self.show_shortcuts,
-                                            "Ctrl+/", "Every shortcut of this window")
+        self.shortcuts_action = make_action(
+            self,
+            "&Keyboard shortcuts",
+            self.show_shortcuts,
+            "Ctrl+/",
+            "Every shortcut of this window",
+        )
         self.record_help_action = make_action(
-            self, "How to &record a snapshot", self.show_record_help,
-            tip="The command line and the torch calls that write a snapshot")
+            self,
+            "How to &record a snapshot",
+            self.show_record_help,
+            tip="The command line and the torch calls that write a snapshot",
+        )
         h.addAction(self.shortcuts_action)
         h.addAction(self.record_help_action)
         h.addSeparator()
         h.addAction(make_action(self, "&About vramscope", self.about, tip="Versions and license"))
 
-        self.cancel_action = make_action(self, "Cancel loading", self._cancel_clicked, "Esc",
-                                         "Cancel the load")
+        self.cancel_action = make_action(
+            self, "Cancel loading", self._cancel_clicked, "Esc", "Cancel the load"
+        )
         self.cancel_action.setEnabled(False)
         self.addAction(self.cancel_action)
 
     def _build_fix_button(self) -> None:
-        """"What would fix it?" beside the OOM banner: Tools > Diagnosis in one click."""
+        """ "What would fix it?" beside the OOM banner: Tools > Diagnosis in one click."""
         from ..diagnosis.panel import banner_button
 
         self.fix_button = banner_button(self.diagnosis_action)
@@ -449,8 +594,14 @@ class MainWindow(QMainWindow):
         self.warnings_button = QToolButton()
         self.warnings_button.setAutoRaise(True)
         self.warnings_button.clicked.connect(self.show_warnings)
-        for widget in (self.progress, self.cancel_button, self.file_label, self.format_label,
-                       self.settings_label, self.warnings_button):
+        for widget in (
+            self.progress,
+            self.cancel_button,
+            self.file_label,
+            self.format_label,
+            self.settings_label,
+            self.warnings_button,
+        ):
             sb.addPermanentWidget(widget)
         self.progress.hide()
         self.cancel_button.hide()
@@ -468,8 +619,13 @@ class MainWindow(QMainWindow):
         if self.vs.origin == "host":
             return  # (the file's pinned host memory: the same file, the same page)
         self.pages.setCurrentIndex(0 if doc is None else 1)
-        for a in (self.export_png_action, self.export_svg_action, self.copy_map_action,
-                  self.fit_action, self.export_report_action):
+        for a in (
+            self.export_png_action,
+            self.export_svg_action,
+            self.copy_map_action,
+            self.fit_action,
+            self.export_report_action,
+        ):
             a.setEnabled(doc is not None)
 
     def _enable_document_actions(self, doc: Document | None) -> None:
@@ -513,8 +669,10 @@ class MainWindow(QMainWindow):
             self.timeline.set_selected_interval(i)
             iv = vs.doc.intervals(vs.cursor_device)
             facts = self.timeline.interval_tooltip(i) + (
-                "<br><i>live at the cursor: outlined in the map</i>" if vs.interval_live(i)
-                else "<br><i>not live at the cursor</i>")
+                "<br><i>live at the cursor: outlined in the map</i>"
+                if vs.interval_live(i)
+                else "<br><i>not live at the cursor</i>"
+            )
             self.stack.show_stack(int(iv.stack[i]), facts, vs.interval_details(i))
         if origin in ("interval", "moment-interval"):
             self.map.select_block(b, ensure_visible=b >= 0)
@@ -550,8 +708,9 @@ class MainWindow(QMainWindow):
         """Keep ``w`` (a compare, ranks, live window or a panel opened from here) alive
         while open."""
         self.aux_windows.append(w)
-        w.destroyed.connect(lambda *_: self.aux_windows.remove(w) if w in self.aux_windows
-                            else None)
+        w.destroyed.connect(
+            lambda *_: self.aux_windows.remove(w) if w in self.aux_windows else None
+        )
 
     def _open_whatif(self) -> None:
         from ..whatif.panel import open_panel
@@ -614,8 +773,10 @@ class MainWindow(QMainWindow):
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state)
-        for key, split in (("window/mainSplit3", self.main_split),
-                           ("window/bottomSplit", self.bottom_split)):
+        for key, split in (
+            ("window/mainSplit3", self.main_split),
+            ("window/bottomSplit", self.bottom_split),
+        ):
             v = s.value(key)
             if isinstance(v, QByteArray) and not v.isEmpty():
                 split.restoreState(v)
@@ -678,9 +839,14 @@ class MainWindow(QMainWindow):
     def is_loading(self) -> bool:
         return self.loader is not None
 
-    def open_file(self, path: str,
-                  make_loader: Callable[[str, MainWindow], LoadThread] | None = None, *,
-                  name: str | None = None, status: str | None = None) -> LoadThread:
+    def open_file(
+        self,
+        path: str,
+        make_loader: Callable[[str, MainWindow], LoadThread] | None = None,
+        *,
+        name: str | None = None,
+        status: str | None = None,
+    ) -> LoadThread:
         """Start loading ``path`` on a worker thread; the current view stays until it is done.
 
         ``make_loader(path, window)`` makes the thread in place of a :class:`LoadThread`
@@ -781,8 +947,9 @@ class MainWindow(QMainWindow):
         self.loadFinished.emit("cancelled")
 
     def _show_error(self, title: str, message: str, detail: str = "") -> None:
-        box = QMessageBox(QMessageBox.Icon.Critical, title, message,
-                          QMessageBox.StandardButton.Ok, self)
+        box = QMessageBox(
+            QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self
+        )
         if detail:
             box.setInformativeText(detail)
         box.setWindowModality(Qt.WindowModality.WindowModal)
@@ -802,22 +969,35 @@ class MainWindow(QMainWindow):
         self.format_label.setText(snap.source_format)
         conf = str(snap.allocator_settings.get("PYTORCH_CUDA_ALLOC_CONF") or "").strip()
         text = f"PYTORCH_CUDA_ALLOC_CONF={conf}" if conf else "default allocator settings"
-        detail = "\n".join(f"{k}: {v}" for k, v in snap.allocator_settings.items()
-                           if k != "roundup_power2_divisions")
-        set_elided(self.settings_label, text, SETTINGS_LABEL_WIDTH,
-                   f"{text}\n\nAllocator settings recorded in the snapshot\n{detail}")
+        detail = "\n".join(
+            f"{k}: {v}"
+            for k, v in snap.allocator_settings.items()
+            if k != "roundup_power2_divisions"
+        )
+        set_elided(
+            self.settings_label,
+            text,
+            SETTINGS_LABEL_WIDTH,
+            f"{text}\n\nAllocator settings recorded in the snapshot\n{detail}",
+        )
         n = len(snap.warnings)
         self.warnings_button.setVisible(n > 0)
         self.warnings_button.setText(f"⚠ {format_count(n)} warning{'s' if n != 1 else ''}")
-        self.warnings_button.setToolTip("Skipped while reading (click for the list):\n"
-                                        + "\n".join(snap.warnings[:30]))
+        self.warnings_button.setToolTip(
+            "Skipped while reading (click for the list):\n" + "\n".join(snap.warnings[:30])
+        )
 
     def show_warnings(self) -> None:
         if self.doc is None:
             return
-        box = QMessageBox(QMessageBox.Icon.Warning, "Snapshot warnings",
-                          f"{len(self.doc.snap.warnings)} kinds of entries were skipped while "
-                          f"reading {self.doc.name}.", QMessageBox.StandardButton.Ok, self)
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Snapshot warnings",
+            f"{len(self.doc.snap.warnings)} kinds of entries were skipped while "
+            f"reading {self.doc.name}.",
+            QMessageBox.StandardButton.Ok,
+            self,
+        )
         box.setDetailedText("\n".join(self.doc.snap.warnings))
         box.open()
 
@@ -856,16 +1036,14 @@ class MainWindow(QMainWindow):
             return
         name = self.doc.name.split(".")[0] + "-report.html"
         start = os.path.join(last_folder(), name) if self.persist and last_folder() else name
-        path, _ = QFileDialog.getSaveFileName(self, "Export report", start,
-                                              "HTML page (*.html)")
+        path, _ = QFileDialog.getSaveFileName(self, "Export report", start, "HTML page (*.html)")
         if not path:
             return
         if not path.lower().endswith((".html", ".htm")):
             path += ".html"
         self.export_report(path)
 
-    def export_report(self, path: str, remedies: bool = True,
-                      devices: list[int] | None = None):
+    def export_report(self, path: str, remedies: bool = True, devices: list[int] | None = None):
         """Write the HTML report of the open document to ``path`` off the GUI thread
         (``remedies``: compute them when no Diagnosis panel has; ``devices``: only
         theirs, else every device's section); the :class:`~.report_export.ReportExport`
@@ -882,8 +1060,9 @@ class MainWindow(QMainWindow):
                     remember_folder(detail)
                 self.statusBar().showMessage(f"Exported {detail}", 8000)
             elif outcome == "failed":
-                self._show_error("Export failed", f"Could not write the report: {detail}",
-                                 os.fspath(path))
+                self._show_error(
+                    "Export failed", f"Could not write the report: {detail}", os.fspath(path)
+                )
             else:
                 self.statusBar().showMessage("Report export cancelled", 4000)
             export.deleteLater()
@@ -944,8 +1123,9 @@ class MainWindow(QMainWindow):
         self.timeline.restore_view_state(views[0])
         self.map.restore_view_state(views[1])
         self.table.restore_view_state(views[2])
-        stacks = self.calltree.current_stacks() if self.tabs.currentWidget() is self.calltree \
-            else None
+        stacks = (
+            self.calltree.current_stacks() if self.tabs.currentWidget() is self.calltree else None
+        )
         if stacks is not None:  # the node still selected in the tree: its highlight too
             self.node_mask = self.vs.stacks_mask(doc, stacks)
         self.vs.set_search_mask(self.table.stack_mask if self.search.text().strip() else None)
@@ -1059,9 +1239,11 @@ class MainWindow(QMainWindow):
         else:
             self.vs.set_node_mask(self.vs.stacks_mask(doc, stacks))
         if node is not None:
-            facts = (f"<b>call tree</b>: <tt>{_html(node.label)}</tt> · {format_bytes(node.bytes)} "
-                     f"in {plural(node.count, 'block')} · {plural(len(node.stacks), 'stack')}<br>"
-                     "The stack holding most of these bytes; its blocks are highlighted.")
+            facts = (
+                f"<b>call tree</b>: <tt>{_html(node.label)}</tt> · {format_bytes(node.bytes)} "
+                f"in {plural(node.count, 'block')} · {plural(len(node.stacks), 'stack')}<br>"
+                "The stack holding most of these bytes; its blocks are highlighted."
+            )
             self.stack.show_stack(best, facts)
 
     def _on_search_applied(self, text: str) -> None:
@@ -1083,7 +1265,8 @@ class MainWindow(QMainWindow):
 
     def _on_sort_changed(self, sort: str) -> None:
         {SORT_SIZE: self.sort_size_action, SORT_FREE: self.sort_free_action}.get(
-            sort, self.sort_address_action).setChecked(True)
+            sort, self.sort_address_action
+        ).setChecked(True)
 
     def _quit(self) -> None:
         self.close()  # (close() returns a bool; a slot must not)
@@ -1140,8 +1323,9 @@ def set_elided(label: QLabel, text: str, width: int, tip: str | None = None) -> 
 def _local_files(mime) -> list[str]:
     if not mime.hasUrls():
         return []
-    return [u.toLocalFile() for u in mime.urls()
-            if u.isLocalFile() and os.path.isfile(u.toLocalFile())]
+    return [
+        u.toLocalFile() for u in mime.urls() if u.isLocalFile() and os.path.isfile(u.toLocalFile())
+    ]
 
 
 def _html(text: str) -> str:

@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
 from ...model.core.units import format_bytes, plural
+from ...model.reports.ranks import METRIC_LABELS, OUTLIER_RULE, RankEntry, RankOverview, load_ranks
 from ..widgets import theme
 from ..widgets.jobs import Job
 from ..widgets.plotting import byte_unit
@@ -39,10 +39,24 @@ OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 RANK_ROLE = Qt.ItemDataRole.UserRole + 2
-COLUMNS = ("Rank", "Reserved", "Allocated", "Peak reserved", "Peak allocated", "Fragmentation",
-           "OOM", "Outlier", "File")
-CHART_METRICS = ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
-                 "peak_allocated_bytes", "fragmentation")
+COLUMNS = (
+    "Rank",
+    "Reserved",
+    "Allocated",
+    "Peak reserved",
+    "Peak allocated",
+    "Fragmentation",
+    "OOM",
+    "Outlier",
+    "File",
+)
+CHART_METRICS = (
+    "reserved_bytes",
+    "allocated_bytes",
+    "peak_reserved_bytes",
+    "peak_allocated_bytes",
+    "fragmentation",
+)
 
 
 def ranks_job(directory: str, parent=None) -> Job:
@@ -105,18 +119,22 @@ class RanksChart(pg.GraphicsLayoutWidget):
             brushes = [OUTLIER_RED if metric in e.deviations else BAR_BLUE for e in ov.ranks]
             # A rank that ran out of memory alone is outlined in every chart; its bars
             # are red only where its own figure stands out.
-            pens = [pg.mkPen(OUTLIER_RED, width=2) if _oom_alone(e) else pg.mkPen(None)
-                    for e in ov.ranks]
+            pens = [
+                pg.mkPen(OUTLIER_RED, width=2) if _oom_alone(e) else pg.mkPen(None)
+                for e in ov.ranks
+            ]
             bars = pg.BarGraphItem(x=x, height=heights, width=0.7, brushes=brushes, pens=pens)
             p.addItem(bars)
             med = ov.medians.get(metric)
             if med is not None:
-                line = pg.InfiniteLine(pos=med * scale, angle=0,
-                                       pen=pg.mkPen(fg, style=Qt.PenStyle.DashLine, width=1))
+                line = pg.InfiniteLine(
+                    pos=med * scale, angle=0, pen=pg.mkPen(fg, style=Qt.PenStyle.DashLine, width=1)
+                )
                 p.addItem(line)
             p.setXRange(-0.6, len(x) - 0.4, padding=0)
-            p.setYRange(0, max(float(heights.max()) if len(heights) else 1.0, 1e-9) * 1.1,
-                        padding=0)
+            p.setYRange(
+                0, max(float(heights.max()) if len(heights) else 1.0, 1e-9) * 1.1, padding=0
+            )
             self.plots[metric] = p
             self.bars[metric] = bars
             self.brushes[metric] = brushes
@@ -154,9 +172,12 @@ class RanksWindow(QMainWindow):
         self.caption.setWordWrap(True)
         self.caption.setToolTip("Outlier rule: " + OUTLIER_RULE)
         self.table = table_tree(
-            COLUMNS, "One row per rank: the figures of its preferred snapshot (its OOM dump, "
+            COLUMNS,
+            "One row per rank: the figures of its preferred snapshot (its OOM dump, "
             "else its latest); expand a rank to see all its files. Double-click to open one "
-            "in the main window.", dict(enumerate((70, 96, 96, 110, 110, 100, 60, 70))))
+            "in the main window.",
+            dict(enumerate((70, 96, 96, 110, 110, 100, 60, 70))),
+        )
         self.table.itemDoubleClicked.connect(self._on_double_click)
         self.table.currentItemChanged.connect(self._on_current)
         self.chart = RanksChart()
@@ -247,17 +268,21 @@ class RanksWindow(QMainWindow):
     def set_overview(self, ov: RankOverview) -> None:
         self.overview = ov
         outl = ov.outliers
-        head = (f"<b>{ov.directory}</b>: {plural(len(ov.ranks), 'rank')}"
-                + (f" (world size {ov.world_size})" if ov.world_size else ""))
+        head = f"<b>{ov.directory}</b>: {plural(len(ov.ranks), 'rank')}" + (
+            f" (world size {ov.world_size})" if ov.world_size else ""
+        )
         if outl:
             # Each flagged rank with its first reason: two ranks flagged for different
             # things (one ran out of memory, the other holds more) read as such, not as
             # a contradiction.
-            why = "; ".join(f"rank {e.rank}: {_html(_short_reason(e.outlier_reasons[0]))}"
-                            for e in outl[:4])
-            head += (f" · <span style='color:{OUTLIER_RED}'><b>outlier rank"
-                     f"{'s' if len(outl) > 1 else ''}: {', '.join(str(e.rank) for e in outl)}</b>"
-                     f"</span> ({why}{'; …' if len(outl) > 4 else ''})")
+            why = "; ".join(
+                f"rank {e.rank}: {_html(_short_reason(e.outlier_reasons[0]))}" for e in outl[:4]
+            )
+            head += (
+                f" · <span style='color:{OUTLIER_RED}'><b>outlier rank"
+                f"{'s' if len(outl) > 1 else ''}: {', '.join(str(e.rank) for e in outl)}</b>"
+                f"</span> ({why}{'; …' if len(outl) > 4 else ''})"
+            )
         else:
             head += " · no outlier rank"
         if ov.skipped:
@@ -275,17 +300,30 @@ class RanksWindow(QMainWindow):
         red = QBrush(QColor(OUTLIER_RED))
         for e in ov.ranks:
             frag = f"{e.fragmentation:.1%}" if e.fragmentation is not None else "?"
-            item = QTreeWidgetItem([
-                str(e.rank), _b(e.reserved_bytes), _b(e.allocated_bytes),
-                _b(e.peak_reserved_bytes), _b(e.peak_allocated_bytes), frag,
-                "yes" if e.oom else "no", "yes" if e.outlier else "", e.file.name])
+            item = QTreeWidgetItem(
+                [
+                    str(e.rank),
+                    _b(e.reserved_bytes),
+                    _b(e.allocated_bytes),
+                    _b(e.peak_reserved_bytes),
+                    _b(e.peak_allocated_bytes),
+                    frag,
+                    "yes" if e.oom else "no",
+                    "yes" if e.outlier else "",
+                    e.file.name,
+                ]
+            )
             item.setData(0, PATH_ROLE, e.file.path)
             item.setData(0, RANK_ROLE, e.rank)
             for c in range(1, 6):
-                item.setTextAlignment(c, Qt.AlignmentFlag.AlignRight
-                                      | Qt.AlignmentFlag.AlignVCenter)
-            tip = ([f"figures from {e.source}"] + e.outlier_reasons
-                   + ([e.verdict] if e.verdict else []))
+                item.setTextAlignment(
+                    c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+                )
+            tip = (
+                [f"figures from {e.source}"]
+                + e.outlier_reasons
+                + ([e.verdict] if e.verdict else [])
+            )
             if e.error:
                 tip.append(f"could not load: {e.error}")
             for c in range(len(COLUMNS)):
@@ -295,8 +333,19 @@ class RanksWindow(QMainWindow):
                     item.setForeground(c, red)
                     item.setFont(c, bold)
             for f in e.files:
-                child = QTreeWidgetItem(["", "", "", "", "", "", f.reason or "?",
-                                         "(shown)" if f is e.file else "", f.name])
+                child = QTreeWidgetItem(
+                    [
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        f.reason or "?",
+                        "(shown)" if f is e.file else "",
+                        f.name,
+                    ]
+                )
                 child.setData(0, PATH_ROLE, f.path)
                 child.setData(0, RANK_ROLE, e.rank)
                 child.setToolTip(len(COLUMNS) - 1, f.path)
@@ -326,8 +375,10 @@ class RanksWindow(QMainWindow):
             self.reasons.setText("")
             return
         e = self.overview.entry(current.data(0, RANK_ROLE))
-        lines = [f"<b>rank {e.rank}</b> · {Path(current.data(0, PATH_ROLE)).name} · "
-                 f"figures from {e.source}"]
+        lines = [
+            f"<b>rank {e.rank}</b> · {Path(current.data(0, PATH_ROLE)).name} · "
+            f"figures from {e.source}"
+        ]
         lines += [f"<span style='color:{OUTLIER_RED}'>{_html(r)}</span>" for r in e.outlier_reasons]
         if e.verdict:
             lines.append(_html(e.verdict))
@@ -351,7 +402,7 @@ def _b(v) -> str:
 
 
 def _short_reason(reason: str) -> str:
-    """"reserved 1.45 GiB is 1.13 GiB above the other ranks' median (326.00 MiB)" ->
+    """ "reserved 1.45 GiB is 1.13 GiB above the other ranks' median (326.00 MiB)" ->
     "reserved 1.13 GiB above the others'"."""
     import re
 

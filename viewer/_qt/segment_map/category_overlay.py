@@ -10,8 +10,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 
-from ...model.view.map_layout import BAR_TOP
 from ...model.core.snapshot import BlockState
+from ...model.view.map_layout import BAR_TOP
 from ..widgets import theme
 from ..widgets.category_colors import rgba_table
 from ..widgets.plotting import rects_path
@@ -47,12 +47,12 @@ class CategoryOverlay(pg.GraphicsObject):
         for c in range(len(rgba_table())):
             m = live & (self.categories == c)
             if m.any():
-                self._paths[c] = rects_path(layout.x0[m], layout.x1[m], r[m] + BAR_TOP,
-                                            r[m] + 1 - BAR_TOP)
+                self._paths[c] = rects_path(
+                    layout.x0[m], layout.x1[m], r[m] + BAR_TOP, r[m] + 1 - BAR_TOP
+                )
         if keep is not None:
             m = ~keep
-            self._veil = rects_path(layout.x0[m], layout.x1[m], r[m] + BAR_TOP,
-                                    r[m] + 1 - BAR_TOP)
+            self._veil = rects_path(layout.x0[m], layout.x1[m], r[m] + BAR_TOP, r[m] + 1 - BAR_TOP)
         self.show()
         self.update()
 

@@ -11,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 
-from ...model.view.map_layout import BAR_TOP, LodRects, MapLayout, empty_lod, lod_rects
 from ...model.core.snapshot import BlockState
+from ...model.view.map_layout import BAR_TOP, LodRects, MapLayout, empty_lod, lod_rects
 from ..widgets import theme
 from ..widgets.plotting import rects_path, segments_path
 
@@ -57,8 +57,13 @@ class SegmentMapItem(pg.GraphicsObject):
         self._hl_path = QPainterPath()
 
     # -- data
-    def set_layout(self, layout: MapLayout | None, gap_blocks=None, request_bytes: int = 0,
-                   largest_free: int = 0) -> None:
+    def set_layout(
+        self,
+        layout: MapLayout | None,
+        gap_blocks=None,
+        request_bytes: int = 0,
+        largest_free: int = 0,
+    ) -> None:
         self.prepareGeometryChange()
         self.layout = layout
         self.gap_blocks = np.zeros(0, np.int64) if gap_blocks is None else np.asarray(gap_blocks)
@@ -115,8 +120,9 @@ class SegmentMapItem(pg.GraphicsObject):
         if self.layout is None or not self.layout.n_rows:
             return QRectF(0, 0, 1, 1)
         top = min(-2.2, self.request_y - 0.6) if self.request_bytes else 0.0
-        return QRectF(0, top, max(self.layout.max_size, self.request_bytes),
-                      self.layout.n_rows - top)
+        return QRectF(
+            0, top, max(self.layout.max_size, self.request_bytes), self.layout.n_rows - top
+        )
 
     def bytes_per_px(self) -> float:
         vb = self.getViewBox()
@@ -145,16 +151,21 @@ class SegmentMapItem(pg.GraphicsObject):
             m = lod.cat == cat
             if m.any():
                 self._paths[cat] = rects_path(lod.x0[m], lod.x1[m], y0[m], y1[m])
-        self._edges = segments_path(lod.edges_x, lod.edges_row + BAR_TOP,
-                                    lod.edges_row + 1 - BAR_TOP)
+        self._edges = segments_path(
+            lod.edges_x, lod.edges_row + BAR_TOP, lod.edges_row + 1 - BAR_TOP
+        )
         self._hl_path = QPainterPath()
         if self.highlight is not None and layout is not None and len(self._hl_pos):
             pos = self._hl_pos
             if vb is not None:
                 (xa, xb), (ya, yb) = vb.viewRange()
                 r = layout.row[pos]
-                pos = pos[(r >= math.floor(ya) - 1) & (r <= math.ceil(yb) + 1)
-                          & (layout.x1[pos] >= xa) & (layout.x0[pos] <= xb)]
+                pos = pos[
+                    (r >= math.floor(ya) - 1)
+                    & (r <= math.ceil(yb) + 1)
+                    & (layout.x1[pos] >= xa)
+                    & (layout.x0[pos] <= xb)
+                ]
             px = self.bytes_per_px()
             x0 = layout.x0[pos]
             x1 = np.maximum(layout.x1[pos], x0 + px)
@@ -177,8 +188,11 @@ class SegmentMapItem(pg.GraphicsObject):
         bg = theme.row_background()
         p.setPen(pg.mkPen(bg.darker(125), width=1, cosmetic=True))
         p.setBrush(bg)
-        p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
-                              rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
+        p.drawPath(
+            rects_path(
+                np.zeros(layout.n_rows), layout.row_size, rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2
+            )
+        )
         p.setPen(Qt.PenStyle.NoPen)
         for cat, path in self._paths.items():
             p.setBrush(theme.color(cat))
@@ -192,8 +206,14 @@ class SegmentMapItem(pg.GraphicsObject):
             veil.setAlpha(185)
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(veil)
-            p.drawPath(rects_path(np.zeros(layout.n_rows), layout.row_size,
-                                  rows + BAR_TOP / 2, rows + 1 - BAR_TOP / 2))
+            p.drawPath(
+                rects_path(
+                    np.zeros(layout.n_rows),
+                    layout.row_size,
+                    rows + BAR_TOP / 2,
+                    rows + 1 - BAR_TOP / 2,
+                )
+            )
             if not self._hl_path.isEmpty():
                 p.setBrush(theme.search_color())
                 p.setPen(pg.mkPen(theme.foreground(), width=1, cosmetic=True))
@@ -276,8 +296,9 @@ class SegmentMapItem(pg.GraphicsObject):
             self.ghost_drawn = ghost
 
 
-def _bracket(p: QPainter, x0: float, x1: float, y: float, tick: float,
-             open_end: bool = False) -> None:
+def _bracket(
+    p: QPainter, x0: float, x1: float, y: float, tick: float, open_end: bool = False
+) -> None:
     """|----| from ``x0`` to ``x1`` at row ``y``; ``open_end``: no tick at ``x1`` (the
     length goes on past it)."""
     path = QPainterPath()

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QFontMetrics, QGuiApplication, QImage, QPainter, QCursor
+from PySide6.QtGui import QCursor, QFontMetrics, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import (
     QButtonGroup,
     QHBoxLayout,
@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
 
 from ...model.analysis.alloc_details import tooltip_lines
 from ...model.analysis.figures import Selection, largest_gaps
+from ...model.core.snapshot import BlockState
+from ...model.core.units import format_address, format_bytes, plural
 from ...model.view.document import Document, pool_label, stream_label
 from ...model.view.map_layout import SORT_ADDRESS, SORT_FREE, SORT_SIZE, MapLayout
 from ...model.view.view_state import ViewState
-from ...model.core.snapshot import BlockState
-from ...model.core.units import format_address, format_bytes, plural
 from ..widgets import theme
 from ..widgets.plotting import place_text_items, short_bytes
 from ..widgets.png import save_png
@@ -55,8 +55,7 @@ class SegmentMapView(QWidget):
     blockClicked = Signal(int)
     sortChanged = Signal(str)
 
-    def __init__(self, view_state: ViewState | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.vs = view_state
         self._pending_sort: str | None = None  # the next moment's sort (a new document's)
@@ -65,7 +64,8 @@ class SegmentMapView(QWidget):
         self.block_details = lambda _b: None
         if view_state is not None:
             self.block_details = lambda b: view_state.interval_details(
-                view_state.interval_of_block(b))
+                view_state.interval_of_block(b)
+            )
         self.doc: Document | None = None
         self.oom = None  # the OOM whose request is drawn (see set_document)
         self.selection = Selection()
@@ -86,8 +86,9 @@ class SegmentMapView(QWidget):
         # Show every row label that fits (pyqtgraph drops dense labels by default).
         self.y_axis.setStyle(textFillLimits=[(0, 1.0)], tickLength=0)
         self.vb = MapViewBox(enableMenu=False)  # no context menu: none built
-        self.plot = pg.PlotWidget(viewBox=self.vb,
-                                  axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.plot = pg.PlotWidget(
+            viewBox=self.vb, axisItems={"bottom": self.x_axis, "left": self.y_axis}
+        )
         self.plot.setMinimumSize(QSize(200, 120))
         self.plot.setToolTip("")
         pi = self.plot.getPlotItem()
@@ -117,8 +118,10 @@ class SegmentMapView(QWidget):
         self.by_size = QToolButton(text="By size", checkable=True)
         self.by_size.setToolTip("Rows by segment size, largest first")
         self.by_free = QToolButton(text="By free gap", checkable=True)
-        self.by_free.setToolTip("Segments holding the largest free gaps first (the default "
-                                "after an OOM: the top rows show the best the cache had)")
+        self.by_free.setToolTip(
+            "Segments holding the largest free gaps first (the default "
+            "after an OOM: the top rows show the best the cache had)"
+        )
         group = QButtonGroup(self)
         group.setExclusive(True)
         for button in (self.by_address, self.by_size, self.by_free):
@@ -142,7 +145,8 @@ class SegmentMapView(QWidget):
             "outlined in red with their size.\nAfter an OOM the red bracket is the requested "
             "size: a request only fits inside ONE free gap.\nRow labels: segment address and "
             "size (P: a private pool, e.g. CUDA graphs).\n\nWheel: scroll rows · "
-            "Ctrl+wheel: zoom bytes · Shift+wheel: zoom rows · drag: pan · click: select")
+            "Ctrl+wheel: zoom bytes · Shift+wheel: zoom rows · drag: pan · click: select"
+        )
         self.update_legend()
         self.caption = QLabel()
         self.caption.setToolTip("What the map shows")
@@ -175,9 +179,15 @@ class SegmentMapView(QWidget):
         origin = self.vs.origin
         # After an OOM, the segments with the largest free gaps come first; a newer picture
         # of the same process (live) keeps the user's sort.
-        self._pending_sort = (None if doc is None or origin == "replace"
-                              else SORT_ADDRESS if origin == "host"
-                              else SORT_FREE if doc.oom else SORT_ADDRESS)
+        self._pending_sort = (
+            None
+            if doc is None or origin == "replace"
+            else SORT_ADDRESS
+            if origin == "host"
+            else SORT_FREE
+            if doc.oom
+            else SORT_ADDRESS
+        )
 
     def _on_moment(self, keep_view: bool) -> None:
         vs = self.vs
@@ -205,14 +215,24 @@ class SegmentMapView(QWidget):
         self.item.invalidate()
 
     def update_legend(self) -> None:
-        parts = [theme.swatch_html(c) for c in (theme.CAT_ALLOCATED, theme.CAT_WASTE,
-                                                 theme.CAT_PENDING, theme.CAT_FREE,
-                                                 theme.CAT_UNKNOWN)]
-        parts.append(f'<span style="color:{theme.gap_outline().name()}">&#9633;</span>'
-                     "&nbsp;largest free gaps")
+        parts = [
+            theme.swatch_html(c)
+            for c in (
+                theme.CAT_ALLOCATED,
+                theme.CAT_WASTE,
+                theme.CAT_PENDING,
+                theme.CAT_FREE,
+                theme.CAT_UNKNOWN,
+            )
+        ]
+        parts.append(
+            f'<span style="color:{theme.gap_outline().name()}">&#9633;</span>'
+            "&nbsp;largest free gaps"
+        )
         if self.item.request_bytes:
-            parts.append(f'<span style="color:{theme.OOM_RED}">&#9482;&#9472;&#9482;</span>'
-                         "&nbsp;OOM request")
+            parts.append(
+                f'<span style="color:{theme.OOM_RED}">&#9482;&#9472;&#9482;</span>&nbsp;OOM request'
+            )
         if self.item.highlight is not None:
             parts.append(theme.search_swatch_html(getattr(self, "highlight_label", "")))
         if self.has_private_rows:
@@ -220,17 +240,25 @@ class SegmentMapView(QWidget):
         if getattr(self, "legend_provider", None) is not None:  # colour by category
             parts = self.legend_provider(parts)
         # Items break between each other, never inside one ("largest free / gaps").
-        self.legend.setText("&nbsp;&nbsp; ".join(f'<span style="white-space:nowrap">{p}</span>'
-                                                 for p in parts))
+        self.legend.setText(
+            "&nbsp;&nbsp; ".join(f'<span style="white-space:nowrap">{p}</span>' for p in parts)
+        )
 
     # -- data
-    def set_document(self, doc: Document | None, selection: Selection | None = None,
-                     sort: str | None = None, fit: bool = True, oom=DOC_OOM) -> None:
+    def set_document(
+        self,
+        doc: Document | None,
+        selection: Selection | None = None,
+        sort: str | None = None,
+        fit: bool = True,
+        oom=DOC_OOM,
+    ) -> None:
         """Show ``doc``; ``fit=False`` keeps the view (time travel: same file, another moment).
         ``oom``: the OOM whose request the map draws (None: none; default: ``doc.oom``)."""
         self.doc = doc
-        self.oom = doc.oom if oom is DOC_OOM and doc is not None else (None if oom is DOC_OOM
-                                                                      else oom)
+        self.oom = (
+            doc.oom if oom is DOC_OOM and doc is not None else (None if oom is DOC_OOM else oom)
+        )
         self.selection = selection or Selection()
         if sort is not None and sort != self.sort:
             self.sort = sort
@@ -241,8 +269,13 @@ class SegmentMapView(QWidget):
     def _on_sort_button(self, on: bool) -> None:
         if on:
             button = self.sender()
-            self.set_sort(SORT_SIZE if button is self.by_size else
-                          SORT_FREE if button is self.by_free else SORT_ADDRESS)
+            self.set_sort(
+                SORT_SIZE
+                if button is self.by_size
+                else SORT_FREE
+                if button is self.by_free
+                else SORT_ADDRESS
+            )
 
     def _check_sort_button(self) -> None:
         button = {SORT_SIZE: self.by_size, SORT_FREE: self.by_free}.get(self.sort, self.by_address)
@@ -284,8 +317,11 @@ class SegmentMapView(QWidget):
         gaps = largest_gaps(snap, N_GAPS, self.selection)
         gaps = gaps[layout.pos_of_block[gaps] >= 0] if len(gaps) else gaps
         oom = self.oom
-        oom = oom if oom is not None and oom.concerns(self.selection) and oom.kind != "changed" \
+        oom = (
+            oom
+            if oom is not None and oom.concerns(self.selection) and oom.kind != "changed"
             else None
+        )
         req = oom.requested_bytes if oom else 0
         largest = int(snap.blocks.size[gaps[0]]) if len(gaps) else 0
         self.item.doc_blocks_stack = snap.blocks.stack
@@ -293,24 +329,31 @@ class SegmentMapView(QWidget):
         segs = snap.segments
         private = [tuple(p) != (0, 0) for p in snap.pools]
         self.has_private_rows = any(private[int(p)] for p in segs.pool[layout.seg_rows].tolist())
-        self.y_axis.set_labels([
-            f"{format_address(segs.address[s])}  {short_bytes(segs.total_size[s])}"
-            + ("  P" if private[int(segs.pool[s])] else "")
-            for s in layout.seg_rows.tolist()
-        ])
+        self.y_axis.set_labels(
+            [
+                f"{format_address(segs.address[s])}  {short_bytes(segs.total_size[s])}"
+                + ("  P" if private[int(segs.pool[s])] else "")
+                for s in layout.seg_rows.tolist()
+            ]
+        )
         self._fit_axis_width()
         fill = theme.background()
         fill.setAlpha(210)
         for b in gaps.tolist():
-            t = pg.TextItem(format_bytes(int(snap.blocks.size[b])), color=theme.gap_outline(),
-                            anchor=(0, 0.5), fill=fill)
+            t = pg.TextItem(
+                format_bytes(int(snap.blocks.size[b])),
+                color=theme.gap_outline(),
+                anchor=(0, 0.5),
+                fill=fill,
+            )
             t.gap_block = b
             t.setZValue(5)
             self.plot.addItem(t, ignoreBounds=True)
             self._labels.append(t)
         if req:
             self._request_label.setText(
-                f"{format_bytes(req)} requested ({oom.pool_kind} pool): no free gap is this wide")
+                f"{format_bytes(req)} requested ({oom.pool_kind} pool): no free gap is this wide"
+            )
             self._request_label.setPos(req, self.item.request_y)
             self._largest_label.setText(f"largest free block: {format_bytes(largest)}")
             self._largest_label.setPos(largest, self.item.largest_y)
@@ -318,14 +361,21 @@ class SegmentMapView(QWidget):
             self._request_label.hide()
             self._largest_label.hide()
         n_small = int(segs.is_small[layout.seg_rows].sum()) if layout.n_rows else 0
-        self.caption.setText(f"{plural(layout.n_rows, 'segment')} ({n_small} small), "
-            f"{plural(len(layout), 'block')}")
+        self.caption.setText(
+            f"{plural(layout.n_rows, 'segment')} ({n_small} small), {plural(len(layout), 'block')}"
+        )
         self.update_legend()
         self._hover = -1
         maxs = self._span()
         top = -2.3 if req else -0.5
-        self.vb.setLimits(xMin=-0.05 * maxs, xMax=maxs * 1.05, yMin=top - 1,
-                          yMax=max(layout.n_rows, 1) + 1, minXRange=64, minYRange=1)
+        self.vb.setLimits(
+            xMin=-0.05 * maxs,
+            xMax=maxs * 1.05,
+            yMin=top - 1,
+            yMax=max(layout.n_rows, 1) + 1,
+            minXRange=64,
+            minYRange=1,
+        )
         ruler_changed = bool(req) != self._had_ruler
         self._had_ruler = bool(req)
         if fit or (ruler_changed and self.view_auto):
@@ -357,8 +407,7 @@ class SegmentMapView(QWidget):
         row = int(min(max(math.floor(ya), 0), max(layout.n_rows - 1, 0)))
         segs = self.doc.snap.segments
         anchor = int(segs.address[layout.seg_rows[row]]) if layout.n_rows else -1
-        return {"auto": self.view_auto, "x": (xa, xb), "y": (ya, yb), "row": row,
-                "anchor": anchor}
+        return {"auto": self.view_auto, "x": (xa, xb), "y": (ya, yb), "row": row, "anchor": anchor}
 
     def restore_view_state(self, state: dict | None) -> None:
         """Back to ``state``'s view: the automatic view again if it was automatic,
@@ -582,8 +631,9 @@ class SegmentMapView(QWidget):
             f"size {format_bytes(size)} ({size:,} B)",
         ]
         if active:
-            lines.append(f"requested {format_bytes(req)}, "
-                         f"rounding waste {format_bytes(size - req)}")
+            lines.append(
+                f"requested {format_bytes(req)}, rounding waste {format_bytes(size - req)}"
+            )
         seg_kind = "small" if segs.is_small[s] else "large"
         extra = ", expandable" if segs.is_expandable[s] else ""
         lines.append(

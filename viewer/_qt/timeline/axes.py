@@ -65,7 +65,7 @@ class XAxis(pg.AxisItem):
         super().__init__(*a, **k)
         self.mode = X_EVENTS
 
-    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph API)
+    def tickSpacing(self, minVal, maxVal, size):
         if self.mode != X_EVENTS:
             return super().tickSpacing(minVal, maxVal, size)
         # Whole events only, spaced for labels as wide as the largest one.

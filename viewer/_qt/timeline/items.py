@@ -29,8 +29,14 @@ class StackedItem(pg.GraphicsObject):
         self.bounds = QRectF(0, 0, 1, 1)
         self.setZValue(-5)
 
-    def set_image(self, pixels: np.ndarray | None, rect: QRectF, selected: QPainterPath,
-                  bounds: QRectF, highlight: QPainterPath | None = None) -> None:
+    def set_image(
+        self,
+        pixels: np.ndarray | None,
+        rect: QRectF,
+        selected: QPainterPath,
+        bounds: QRectF,
+        highlight: QPainterPath | None = None,
+    ) -> None:
         """``pixels``: (h, w) uint32 ARGB, row 0 at the bottom of ``rect`` (view coordinates)."""
         self.prepareGeometryChange()
         if pixels is None or not pixels.size:
@@ -87,8 +93,9 @@ class VerticalBandsItem(pg.GraphicsObject):
         self._x1 = np.array([bands[i][1] for i in order], np.float64)
         self._names = [bands[i][2] for i in order]
         colors = {}
-        self._color_id = np.array([colors.setdefault(bands[i][3].rgba(), len(colors))
-                                   for i in order], np.int64)
+        self._color_id = np.array(
+            [colors.setdefault(bands[i][3].rgba(), len(colors)) for i in order], np.int64
+        )
         self._colors = [QColor.fromRgba(c) for c in colors]
         self._advance: dict[str, float] = {}
         self.update()
@@ -150,12 +157,18 @@ class VerticalBandsItem(pg.GraphicsObject):
                 lo = np.clip(np.floor(x0[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)
                 hi = np.clip(np.ceil(x1[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)
                 hi = np.maximum(hi, np.minimum(lo + 1, width))
-                cover = np.cumsum(np.bincount(lo, minlength=width + 1)[:width + 1]
-                                  - np.bincount(hi, minlength=width + 1)[:width + 1])[:width] > 0
+                cover = (
+                    np.cumsum(
+                        np.bincount(lo, minlength=width + 1)[: width + 1]
+                        - np.bincount(hi, minlength=width + 1)[: width + 1]
+                    )[:width]
+                    > 0
+                )
                 col = self._colors[c]
                 alpha = col.alphaF()
-                src = np.array([col.redF() * alpha, col.greenF() * alpha, col.blueF() * alpha,
-                                alpha])
+                src = np.array(
+                    [col.redF() * alpha, col.greenF() * alpha, col.blueF() * alpha, alpha]
+                )
                 rgba[cover] = src + rgba[cover] * (1.0 - alpha)  # "over"
             px = np.rint(rgba * 255).astype(np.uint32)
             row = (px[:, 3] << 24) | (px[:, 0] << 16) | (px[:, 1] << 8) | px[:, 2]
@@ -169,8 +182,9 @@ class VerticalBandsItem(pg.GraphicsObject):
             if not len(xs):
                 continue
             p.setPen(pg.mkPen(color, width=1.5, cosmetic=True, style=style))
-            path = pgfn.arrayToQPath(np.repeat(xs, 2), np.tile([ya, yb], len(xs)),
-                                     connect="pairs", finiteCheck=False)
+            path = pgfn.arrayToQPath(
+                np.repeat(xs, 2), np.tile([ya, yb], len(xs)), connect="pairs", finiteCheck=False
+            )
             p.drawPath(path)
         self._paint_labels(p, xa, xb, ya, yb, vis, cid)
 

@@ -8,11 +8,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from ...model.replay import integrity
 from ...model.analysis.alloc_details import annotation_markers, integrity_stretches
-from ...model.view.annotations import pair_ranges
 from ...model.core.snapshot import Action
 from ...model.core.units import format_bytes, plural
+from ...model.replay import integrity
+from ...model.view.annotations import pair_ranges
 from ..widgets import theme
 from .constants import ANNOTATION_COLORS, CURVES, X_TIME, curve_colors
 from .notes import EDGE_PX, MARKER_PX
@@ -34,8 +34,14 @@ class MarksMixin:
         # Peaks close together share one label (allocated, active and requested often do).
         for name in CURVES:
             v, k = self.peaks[name]
-            spots.append({"pos": (float(xs[k]), float(v)), "brush": pg.mkBrush(colors[name]),
-                          "pen": pg.mkPen(theme.background(), width=1.5), "data": name})
+            spots.append(
+                {
+                    "pos": (float(xs[k]), float(v)),
+                    "brush": pg.mkBrush(colors[name]),
+                    "pen": pg.mkPen(theme.background(), width=1.5),
+                    "data": name,
+                }
+            )
             for g in groups:
                 gv, gk = self.peaks[g[0]]
                 if abs(float(xs[gk] - xs[k])) < span * 0.08 and abs(gv - v) < vmax * 0.06:
@@ -54,10 +60,14 @@ class MarksMixin:
             placed.append(float(xs[k]))
             html = ("peak in this window " if self.starts_mid_run else "peak ") + " · ".join(
                 f'<span style="color:{colors[n]}">{n} {format_bytes(self.peaks[n][0])}</span>'
-                for n in g)
+                for n in g
+            )
             right = float(xs[k] - xs[0]) > span * 0.6
-            t = pg.TextItem(html=f'<div style="font-size:8pt">{html}</div>',
-                            anchor=(1.0 if right else 0.0, 1.0 - 1.1 * near), fill=fill)
+            t = pg.TextItem(
+                html=f'<div style="font-size:8pt">{html}</div>',
+                anchor=(1.0 if right else 0.0, 1.0 - 1.1 * near),
+                fill=fill,
+            )
             t.setPos(float(xs[k]), float(v))
             t.setZValue(9)
             t.curves = g
@@ -90,8 +100,11 @@ class MarksMixin:
         n = self.n
         if self.mode == X_TIME and self.has_time:
             mx = self.tx[np.clip(self.markers.position, 0, n - 1)]
-            spans = [(float(self.tx[max(s.first, 0)]), float(self.tx[min(s.last, n - 1)]), s.kind)
-                     for s in self.stretches if s.first >= 0]
+            spans = [
+                (float(self.tx[max(s.first, 0)]), float(self.tx[min(s.last, n - 1)]), s.kind)
+                for s in self.stretches
+                if s.first >= 0
+            ]
         else:
             mx = self.markers.x_events()
             spans = [(s.first - 0.5, s.last + 0.5, s.kind) for s in self.stretches if s.first >= 0]
@@ -166,8 +179,10 @@ class MarksMixin:
         for n in names:
             text = doc.snap.strings[n] if 0 <= n < len(doc.snap.strings) else "?"
             labels[n] = text.split("#")[0]
-        return [(x0, x1, labels[n], color_of[n])
-                for x0, x1, (_, _, n) in zip(x0s.tolist(), x1s.tolist(), spans)]
+        return [
+            (x0, x1, labels[n], color_of[n])
+            for x0, x1, (_, _, n) in zip(x0s.tolist(), x1s.tolist(), spans)
+        ]
 
     def _set_window_note(self, rep) -> None:
         """Say what a trace that starts mid-run cannot show: the segments and
@@ -185,7 +200,8 @@ class MarksMixin:
         self.window_note.setText(
             f"<span style='color:{theme.gap_outline().name()}'>&#9888;</span> Trace starts "
             f"mid-run: {plural(n_seg, 'segment')} ({format_bytes(reserved)}) "
-            "existed before event 0; their creation and any earlier peak are not recorded.")
+            "existed before event 0; their creation and any earlier peak are not recorded."
+        )
         self.window_note.setToolTip(
             f"{plural(n_seg, 'segment')} ({format_bytes(reserved)} reserved) and "
             f"{plural(n_blk, 'block')} were "
@@ -193,5 +209,6 @@ class MarksMixin:
             "(max_entries): a long run keeps only its last events, or recording started after "
             "the model was loaded.\nPeaks are peaks of this window; a what-if replay cannot "
             "predict the segments made before it.\nRecord from the start of the program, or "
-            "with a larger max_entries, to see everything.")
+            "with a larger max_entries, to see everything."
+        )
         self.window_note.show()

@@ -97,11 +97,21 @@ class NotesItem(pg.GraphicsObject):
             c = QColor(warn if kind == "inconsistent" else theme.muted())
             c.setAlpha(70 if kind == "inconsistent" else 45)
             p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QBrush(c, Qt.BrushStyle.BDiagPattern if kind == "inconsistent"
-                              else Qt.BrushStyle.Dense6Pattern))
+            p.setBrush(
+                QBrush(
+                    c,
+                    Qt.BrushStyle.BDiagPattern
+                    if kind == "inconsistent"
+                    else Qt.BrushStyle.Dense6Pattern,
+                )
+            )
             p.drawPath(path)
-            self._label_stretches(p, path, STRETCH_LABELS[kind],
-                                  QColor(warn if kind == "inconsistent" else theme.muted()))
+            self._label_stretches(
+                p,
+                path,
+                STRETCH_LABELS[kind],
+                QColor(warn if kind == "inconsistent" else theme.muted()),
+            )
         if self.edge_x is not None and xa <= self.edge_x <= xb:
             x = tr.map(QPointF(self.edge_x, 0)).x()
             c = QColor(warn)
@@ -130,8 +140,11 @@ class NotesItem(pg.GraphicsObject):
             path = QPainterPath()
             h = MARKER_PX / 2
             for x in px.tolist():
-                path.addPolygon(QPolygonF([QPointF(x - h, top), QPointF(x + h, top),
-                                           QPointF(x, top + MARKER_PX)]))
+                path.addPolygon(
+                    QPolygonF(
+                        [QPointF(x - h, top), QPointF(x + h, top), QPointF(x, top + MARKER_PX)]
+                    )
+                )
                 path.closeSubpath()
             p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
             p.setPen(pg.mkPen(theme.background(), width=1))

@@ -21,8 +21,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ...model.view.curve_lod import decimate, envelope_levels
 from ...model.core.units import format_bytes
+from ...model.view.curve_lod import decimate, envelope_levels
 from ..widgets import theme
 
 OVERLAY_COLOR = "#00897b"  # teal: none of the recorded curves' colours, nor OOM red
@@ -83,10 +83,16 @@ class OverlayMixin:
         self.overlays = {}
         self._overlay_top = 0.0  # the highest overlay value drawn (the y range takes it in)
 
-    def set_overlay(self, key: str, label: str, curve_x: np.ndarray | None = None,
-                    y: np.ndarray | None = None, level: int | None = None,
-                    value_range: tuple[int, int] | None = None,
-                    ends: bool = False) -> bool:
+    def set_overlay(
+        self,
+        key: str,
+        label: str,
+        curve_x: np.ndarray | None = None,
+        y: np.ndarray | None = None,
+        level: int | None = None,
+        value_range: tuple[int, int] | None = None,
+        ends: bool = False,
+    ) -> bool:
         """Show a predicted reserved curve named ``label`` (replacing ``key``'s): ``y``
         bytes after each request at trace event ``curve_x``; or, without a curve, a
         predicted ``level``; ``value_range``: the (low, high) of an estimate; ``ends``:
@@ -97,24 +103,33 @@ class OverlayMixin:
             return False
         per = None
         if y is not None and curve_x is not None and len(y):
-            per = per_event(curve_x, y, self.n,
-                            self.doc.curves(self.device)["reserved"])
+            per = per_event(curve_x, y, self.n, self.doc.curves(self.device)["reserved"])
             if ends:  # no value after the OOM: the program would have stopped there
-                per = per[:min(self.n, max(int(np.max(curve_x)), 0) + 1)]
+                per = per[: min(self.n, max(int(np.max(curve_x)), 0) + 1)]
         elif level is None:
             return False
-        ov = Overlay(label, per, level, value_range, overlay_color(),
-                     args=(label, curve_x, y, level, value_range, ends))
+        ov = Overlay(
+            label,
+            per,
+            level,
+            value_range,
+            overlay_color(),
+            args=(label, curve_x, y, level, value_range, ends),
+        )
         pen = pg.mkPen(ov.color, width=2, style=Qt.PenStyle.DashLine)
         if value_range is not None:
             lo, hi = value_range
             shade = pg.mkColor(ov.color)
             shade.setAlpha(45)
-            band = pg.LinearRegionItem((lo, hi), orientation="horizontal", movable=False,
-                                       brush=pg.mkBrush(shade), pen=pg.mkPen(None))
+            band = pg.LinearRegionItem(
+                (lo, hi),
+                orientation="horizontal",
+                movable=False,
+                brush=pg.mkBrush(shade),
+                pen=pg.mkPen(None),
+            )
             band.setZValue(3)
-            band.setToolTip(f"{label}: estimated peak {format_bytes(lo)} - "
-                            f"{format_bytes(hi)}")
+            band.setToolTip(f"{label}: estimated peak {format_bytes(lo)} - {format_bytes(hi)}")
             ov.items.append(band)
         if per is not None:
             ov.env = envelope_levels(per)
@@ -127,9 +142,12 @@ class OverlayMixin:
             ov.items.append(line)
         fill = theme.background()
         fill.setAlpha(235)
-        ov.text = pg.TextItem(html=f'<div style="font-size:8pt; color:{ov.color}">predicted: '
-                              f'{_html(label)} · peak {format_bytes(ov.peak)}</div>',
-                              anchor=(1.0, 1.0), fill=fill)
+        ov.text = pg.TextItem(
+            html=f'<div style="font-size:8pt; color:{ov.color}">predicted: '
+            f"{_html(label)} · peak {format_bytes(ov.peak)}</div>",
+            anchor=(1.0, 1.0),
+            fill=fill,
+        )
         ov.text.setZValue(9)
         ov.items.append(ov.text)
         for item in ov.items:
@@ -159,8 +177,11 @@ class OverlayMixin:
 
     def overlay_labels(self) -> list[str]:
         """The labels drawn beside the overlays (plain text; tests, accessibility)."""
-        return [ov.text.textItem.document().toPlainText() for ov in self.overlays.values()
-                if ov.text is not None]
+        return [
+            ov.text.textItem.document().toPlainText()
+            for ov in self.overlays.values()
+            if ov.text is not None
+        ]
 
     def _overlay_legend(self) -> list[str]:
         """The header legend's entry: one short swatch (the names are in the axis title)."""
@@ -173,10 +194,13 @@ class OverlayMixin:
         """What the x axis's title says of the overlays: ``predicted: NAME, peak SIZE``."""
         parts = []
         for ov in self.overlays.values():
-            name = ov.label if len(ov.label) <= AXIS_CHARS else ov.label[:AXIS_CHARS - 1] + "…"
+            name = ov.label if len(ov.label) <= AXIS_CHARS else ov.label[: AXIS_CHARS - 1] + "…"
             what = "estimated peak" if ov.y is None else "peak"
-            rng = (f" ({format_bytes(ov.value_range[0])} - {format_bytes(ov.value_range[1])})"
-                   if ov.value_range else "")
+            rng = (
+                f" ({format_bytes(ov.value_range[0])} - {format_bytes(ov.value_range[1])})"
+                if ov.value_range
+                else ""
+            )
             parts.append(f"predicted: {name}, {what} {format_bytes(ov.peak)}{rng}")
         return "  ·  ".join(parts)
 
@@ -193,8 +217,9 @@ class OverlayMixin:
                     ov.curve.setData(x_out, y_out)
                     if len(y_out):
                         top = max(top, float(np.max(y_out)))
-            top = max(top, float(ov.level or 0),
-                      float(ov.value_range[1]) if ov.value_range else 0.0)
+            top = max(
+                top, float(ov.level or 0), float(ov.value_range[1]) if ov.value_range else 0.0
+            )
         return top
 
     def _place_overlays(self) -> None:

@@ -50,11 +50,6 @@ from ...model.view.view_state import OomMarks, ViewState
 from ..widgets import theme
 from ..widgets.plotting import place_text_items, text_scene_rect
 from .axes import BytesYAxis, TimelineViewBox, XAxis
-from .items import StackedItem, VerticalBandsItem
-from .marks import MarksMixin
-from .notes import ANNOTATION_COLOR, NotesItem
-from .overlay import OverlayMixin
-from .stacked import StackedMixin
 from .constants import (
     ACTION_TEXT,
     CURVES,
@@ -65,7 +60,12 @@ from .constants import (
     curve_colors,
     format_seconds,
 )
+from .items import StackedItem, VerticalBandsItem
+from .marks import MarksMixin
+from .notes import ANNOTATION_COLOR, NotesItem
+from .overlay import OverlayMixin
 from .raster import EventXs, band_color_index
+from .stacked import StackedMixin
 
 
 class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
@@ -78,8 +78,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
     intervalClicked = Signal(int)  # an allocation band was clicked (interval id)
     latestRequested = Signal()
 
-    def __init__(self, view_state: ViewState | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.vs = view_state
         self._drawn_filter: tuple[int | None, int | None] | None = None  # (stream, pool)
@@ -126,8 +125,9 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         group.addButton(self.events_button)
         self.time_button.toggled.connect(self._on_mode_button)
         self.peak_button = QToolButton(text="Peak")
-        self.peak_button.setToolTip("Jump to the peak of allocated memory (Ctrl+Shift+P; "
-                                    "of reserved memory: Ctrl+Shift+R)")
+        self.peak_button.setToolTip(
+            "Jump to the peak of allocated memory (Ctrl+Shift+P; of reserved memory: Ctrl+Shift+R)"
+        )
         self.prev_oom_button = QToolButton(text="◀")
         self.prev_oom_button.setToolTip("Previous OOM (Ctrl+[)")
         self.oom_button = QToolButton(text="OOM")
@@ -135,8 +135,9 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.next_oom_button = QToolButton(text="▶")
         self.next_oom_button.setToolTip("Next OOM (Ctrl+])")
         self.latest_button = QToolButton(text="Latest (as recorded)")
-        self.latest_button.setToolTip("Back to the snapshot as it was recorded: "
-                                      "the end of the trace (End)")
+        self.latest_button.setToolTip(
+            "Back to the snapshot as it was recorded: the end of the trace (End)"
+        )
         self.fit_button = QToolButton(text="Fit")
         self.fit_button.setToolTip("Show the whole trace")
         self.fit_button.clicked.connect(self.fit)
@@ -149,7 +150,8 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
             "site; grey at the bottom: allocations too small to draw one by one at this zoom.\n"
             "Red lines: out-of-memory events. Shaded ranges: record_function annotations.\n\n"
             "Click: move the cursor there (and select the allocation) · drag the cursor line · "
-            "←/→ one event (Shift: 100) · Home/End · wheel: zoom · drag: pan")
+            "←/→ one event (Shift: 100) · Home/End · wheel: zoom · drag: pan"
+        )
         top = QHBoxLayout()
         top.setContentsMargins(4, 2, 4, 0)
         top.setSpacing(4)
@@ -157,8 +159,14 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         top.addWidget(self.time_button)
         top.addWidget(self.events_button)
         top.addSpacing(8)
-        for b in (self.peak_button, self.prev_oom_button, self.oom_button, self.next_oom_button,
-                  self.latest_button, self.fit_button):
+        for b in (
+            self.peak_button,
+            self.prev_oom_button,
+            self.oom_button,
+            self.next_oom_button,
+            self.latest_button,
+            self.fit_button,
+        ):
             top.addWidget(b)
         top.addSpacing(8)
         top.addWidget(self.position, 1)
@@ -171,8 +179,9 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.y_axis.setWidth(64)
         self.vb = TimelineViewBox(enableMenu=False)  # no context menu: none built
         self.vb.setMouseEnabled(x=True, y=False)
-        self.plot = pg.PlotWidget(viewBox=self.vb,
-                                  axisItems={"bottom": self.x_axis, "left": self.y_axis})
+        self.plot = pg.PlotWidget(
+            viewBox=self.vb, axisItems={"bottom": self.x_axis, "left": self.y_axis}
+        )
         self.plot.setMinimumSize(QSize(200, 90))
         self.plot.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.plot.installEventFilter(self)
@@ -182,8 +191,9 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         pi.showGrid(x=False, y=True, alpha=0.12)
         self.vb.disableAutoRange()
         self.bands_item = VerticalBandsItem()
-        self.bands_item.avoid = lambda: [text_scene_rect(t, self.vb) for t in self.peak_labels
-                                         if t.isVisible()]
+        self.bands_item.avoid = lambda: [
+            text_scene_rect(t, self.vb) for t in self.peak_labels if t.isVisible()
+        ]
         self.plot.addItem(self.bands_item, ignoreBounds=True)
         self.stacked = StackedItem()
         self.plot.addItem(self.stacked, ignoreBounds=True)
@@ -199,9 +209,13 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.peak_scatter.setZValue(8)
         self.plot.addItem(self.peak_scatter, ignoreBounds=True)
         self.peak_labels: list[pg.TextItem] = []
-        self.cursor = pg.InfiniteLine(pos=0, angle=90, movable=True,
-                                      pen=pg.mkPen(theme.foreground(), width=2),
-                                      hoverPen=pg.mkPen(HIGHLIGHT_PEN, width=4))
+        self.cursor = pg.InfiniteLine(
+            pos=0,
+            angle=90,
+            movable=True,
+            pen=pg.mkPen(theme.foreground(), width=2),
+            hoverPen=pg.mkPen(HIGHLIGHT_PEN, width=4),
+        )
         self.cursor.setZValue(20)
         self.cursor.setToolTip("The time-travel cursor: drag it")
         self.plot.addItem(self.cursor, ignoreBounds=True)
@@ -223,8 +237,10 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.window_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.window_note.hide()
         self.starts_mid_run = False
-        self.empty = QLabel("No allocator trace in this snapshot: record with "
-                            "torch.cuda.memory._record_memory_history() to see memory over time.")
+        self.empty = QLabel(
+            "No allocator trace in this snapshot: record with "
+            "torch.cuda.memory._record_memory_history() to see memory over time."
+        )
         self.empty.setEnabled(False)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.hide()
@@ -305,8 +321,13 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.legend.setText("&nbsp; ".join(parts))
 
     # ------------------------------------------------------------------ data
-    def set_document(self, doc: Document | None, device: int | None, stream: int | None = None,
-                     pool: int | None = None) -> None:
+    def set_document(
+        self,
+        doc: Document | None,
+        device: int | None,
+        stream: int | None = None,
+        pool: int | None = None,
+    ) -> None:
         """Show ``device``'s trace of ``doc`` (``stream``/``pool``: only that stream's or
         pool's curves and allocations)."""
         if doc is not self.doc or device != self.device:
@@ -316,13 +337,24 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.stream = stream
         self.pool = pool
         self.selected_interval = -1
-        rep = doc.timeline.replay(device) if doc is not None and doc.timeline is not None \
-            and device is not None else None
+        rep = (
+            doc.timeline.replay(device)
+            if doc is not None and doc.timeline is not None and device is not None
+            else None
+        )
         has = rep is not None and len(rep) > 0
         self.plot.setVisible(has)
         self.empty.setVisible(not has)
-        for w in (self.time_button, self.events_button, self.peak_button, self.oom_button,
-                  self.latest_button, self.fit_button, self.prev_oom_button, self.next_oom_button):
+        for w in (
+            self.time_button,
+            self.events_button,
+            self.peak_button,
+            self.oom_button,
+            self.latest_button,
+            self.fit_button,
+            self.prev_oom_button,
+            self.next_oom_button,
+        ):
             w.setEnabled(has)
         if not has:
             self.window_note.hide()
@@ -346,8 +378,11 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if not self.has_time and self.mode == X_TIME:
             self.mode = X_EVENTS
         self.time_button.setEnabled(self.has_time)
-        self.time_button.setToolTip("x axis: time since the first event (Ctrl+T toggles)"
-                                    if self.has_time else "This trace has no timestamps")
+        self.time_button.setToolTip(
+            "x axis: time since the first event (Ctrl+T toggles)"
+            if self.has_time
+            else "This trace has no timestamps"
+        )
         self.iv = doc.intervals(device)
         if stream is None and pool is None:
             self.iv_ids = np.arange(len(self.iv))
@@ -365,9 +400,12 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.band_color = per_stack[np.maximum(self.iv.stack, -1)]
         self.curves = doc.curves(device, stream, pool)
         self._build_envelopes()
-        self.peaks = {c: self.curves[c].peak() if hasattr(self.curves[c], "peak")
-                      else (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
-                      for c in CURVES}
+        self.peaks = {
+            c: self.curves[c].peak()
+            if hasattr(self.curves[c], "peak")
+            else (int(self.curves[c].max()), int(np.argmax(self.curves[c])))
+            for c in CURVES
+        }
         self._set_mode_buttons()
         self.starts_mid_run = len(getattr(getattr(rep, "initial", None), "seg_addr", ())) > 0
         self._place_all(fit=True)
@@ -399,8 +437,15 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
             return None
         (xa, xb), _ = self.vb.viewRange()
         first, last = float(self.x_of(0)), float(self.x_of(self.n - 1))
-        return {"xa": xa, "xb": xb, "last": last, "time": self._time, "has_time": self.has_time,
-                "following": xb >= last, "whole": xa <= first and xb >= last}
+        return {
+            "xa": xa,
+            "xb": xb,
+            "last": last,
+            "time": self._time,
+            "has_time": self.has_time,
+            "following": xb >= last,
+            "whole": xa <= first and xb >= last,
+        }
 
     def restore_view_state(self, state: dict | None) -> None:
         """Show the range of ``state`` (taken by :meth:`view_state` before this document
@@ -491,8 +536,13 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         self.events_button.setChecked(self.mode != X_TIME)
         for b in (self.time_button, self.events_button):
             b.blockSignals(False)
-        label = ("time since the first event" if self.mode == X_TIME
-                 else f"event ({self.n:,} on {device_name(self.device)})" if self.n else "event")
+        label = (
+            "time since the first event"
+            if self.mode == X_TIME
+            else f"event ({self.n:,} on {device_name(self.device)})"
+            if self.n
+            else "event"
+        )
         if self.source_text:
             label += f"  ·  {self.source_text}"
         if getattr(self, "overlays", None):
@@ -515,8 +565,12 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         if self.n == 1:  # the one column's edges
             x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
         span = max(x_hi - x_lo, 1e-9)
-        self.vb.setLimits(xMin=x_lo - span * 0.02, xMax=x_hi + span * 0.02, yMin=-1,
-                          minXRange=min(span, 4.0 if self.mode == X_EVENTS else 1e-6))
+        self.vb.setLimits(
+            xMin=x_lo - span * 0.02,
+            xMax=x_hi + span * 0.02,
+            yMin=-1,
+            minXRange=min(span, 4.0 if self.mode == X_EVENTS else 1e-6),
+        )
         if fit:
             self.fit()
         self.set_cursor(self.k if 0 <= self.k < self.n else self.n - 1)
@@ -562,8 +616,16 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         k = self.k
         act = int(rep.action[k])
         what = ACTION_TEXT.get(act, str(act))
-        if act in (Action.ALLOC, Action.FREE_REQUESTED, Action.FREE_COMPLETED, Action.SEGMENT_ALLOC,
-                   Action.SEGMENT_FREE, Action.SEGMENT_MAP, Action.SEGMENT_UNMAP, Action.OOM):
+        if act in (
+            Action.ALLOC,
+            Action.FREE_REQUESTED,
+            Action.FREE_COMPLETED,
+            Action.SEGMENT_ALLOC,
+            Action.SEGMENT_FREE,
+            Action.SEGMENT_MAP,
+            Action.SEGMENT_UNMAP,
+            Action.OOM,
+        ):
             what += f" {format_bytes(int(rep.size[k]))}"
         parts = [event_of(k, self.n)]
         if self.has_time:
@@ -624,9 +686,12 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         (xa, xb), _ = self.vb.viewRange()
         ka, kb = self._visible_events(xa, xb)
         env = self._update_curves(ka, kb)
-        ymax = max(float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
-                   float(env["active"].max()) if len(env["active"]) else 1.0, 1.0,
-                   self._overlay_top)
+        ymax = max(
+            float(env["reserved"].max()) if len(env["reserved"]) else 1.0,
+            float(env["active"].max()) if len(env["active"]) else 1.0,
+            1.0,
+            self._overlay_top,
+        )
         self.vb.setYRange(0, ymax * 1.35, padding=0)
         # Peak labels (highest first), then the overlays' names, only where they fit
         # whole and clear of each other.

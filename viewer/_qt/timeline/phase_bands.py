@@ -22,9 +22,11 @@ class PhaseBands:
         self.item = VerticalBandsItem()
         self.item.setZValue(-11)  # under the record_function bands
         panel.plot.addItem(self.item, ignoreBounds=True)
-        panel.legend.setToolTip(panel.legend.toolTip() + "\nTinted ranges under the curves: "
-                                "each iteration's forward (orange), backward (purple) and "
-                                "optimizer step (green); View > Iteration phases.")
+        panel.legend.setToolTip(
+            panel.legend.toolTip() + "\nTinted ranges under the curves: "
+            "each iteration's forward (orange), backward (purple) and "
+            "optimizer step (green); View > Iteration phases."
+        )
         self.spans = []
         self.visible = True
 
@@ -55,10 +57,9 @@ class PhaseBands:
         pad = 0.0 if (panel.mode == X_TIME and panel.has_time) else 0.5
         spans = [s for s in self.spans if s.end < n]
         # Columns: every iteration's phases (thousands) mapped to x in one call each.
-        x0 = np.asarray(panel.x_of(np.array([s.start for s in spans], np.int64)),
-                        np.float64) - pad
-        x1 = np.asarray(panel.x_of(np.array([s.end for s in spans], np.int64)),
-                        np.float64) + pad
+        x0 = np.asarray(panel.x_of(np.array([s.start for s in spans], np.int64)), np.float64) - pad
+        x1 = np.asarray(panel.x_of(np.array([s.end for s in spans], np.int64)), np.float64) + pad
         # unlabelled: the legend names them
-        self.item.set_bands([(a, b, "", colors[s.phase])
-                             for a, b, s in zip(x0.tolist(), x1.tolist(), spans)])
+        self.item.set_bands(
+            [(a, b, "", colors[s.phase]) for a, b, s in zip(x0.tolist(), x1.tolist(), spans)]
+        )

@@ -71,16 +71,32 @@ def band_rects(lay: StackedLayout, xl: np.ndarray, xr: np.ndarray):
         z = np.zeros(0)
         return z, z, z, z, np.zeros(0, np.int64)
     new = np.ones(n, bool)
-    new[1:] = (pb[1:] != pb[:-1]) | (top[1:] != top[:-1]) | (bot[1:] != bot[:-1]) \
+    new[1:] = (
+        (pb[1:] != pb[:-1])
+        | (top[1:] != top[:-1])
+        | (bot[1:] != bot[:-1])
         | (pc[1:] != pc[:-1] + 1)
+    )
     starts = np.flatnonzero(new)
     ends = np.append(starts[1:], n) - 1
-    return (xl[pc[starts]], xr[pc[ends]], bot[starts].astype(np.float64),
-            top[starts].astype(np.float64), pb[starts])
+    return (
+        xl[pc[starts]],
+        xr[pc[ends]],
+        bot[starts].astype(np.float64),
+        top[starts].astype(np.float64),
+        pb[starts],
+    )
 
 
-def stacked_raster(lay: StackedLayout, band_argb: np.ndarray, summary_argb: int, y0: float,
-                   y1: float, height: int, col_of_px: np.ndarray) -> np.ndarray:
+def stacked_raster(
+    lay: StackedLayout,
+    band_argb: np.ndarray,
+    summary_argb: int,
+    y0: float,
+    y1: float,
+    height: int,
+    col_of_px: np.ndarray,
+) -> np.ndarray:
     """The stacked layout as pixels: (height, len(col_of_px)) uint32 ARGB, row 0 at ``y0``.
 
     Every column of the layout is a partition of [0, top] into the summary band

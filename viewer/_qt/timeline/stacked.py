@@ -11,8 +11,8 @@ from PySide6.QtGui import QColor, QCursor, QPainterPath
 from PySide6.QtWidgets import QToolTip
 
 from ...model.analysis.alloc_details import allocation_details, tooltip_lines
-from ...model.view.stacking import stacked_layout
 from ...model.core.units import format_bytes, plural
+from ...model.view.stacking import stacked_layout
 from ..widgets import theme
 from ..widgets.plotting import rects_path
 from .constants import BAND_COLORS, DIM_COLOR, STACK_PX, SUMMARY_COLOR, format_seconds
@@ -61,8 +61,11 @@ class StackedMixin:
         # Colour by: the code site (band_color, BAND_COLORS) unless a provider (colour by
         # category) gives a colour index per interval and its palette (uint32 ARGB).
         provided = self.color_provider() if getattr(self, "color_provider", None) else None
-        per_iv, base = provided if provided is not None else (
-            self.band_color, [QColor(c).rgba() for c in BAND_COLORS])
+        per_iv, base = (
+            provided
+            if provided is not None
+            else (self.band_color, [QColor(c).rgba() for c in BAND_COLORS])
+        )
         color = per_iv[ids].astype(np.int64) if len(ids) else np.zeros(0, np.int64)
         n_colors = len(base)
         hit = None
@@ -81,25 +84,44 @@ class StackedMixin:
         w = max(1, min(int(self.vb.width()) or 1, 8192))
         px_x = x_lo + (np.arange(w) + 0.5) * (x_hi - x_lo) / w
         col_of_px = np.clip(np.searchsorted(xr, px_x), 0, max(len(xr) - 1, 0))
-        pixels = stacked_raster(lay, palette[color] if len(color) else palette[:0],
-                                QColor(SUMMARY_COLOR).rgba(), ya, yb, h, col_of_px) \
-            if len(lay.samples) else None
+        pixels = (
+            stacked_raster(
+                lay,
+                palette[color] if len(color) else palette[:0],
+                QColor(SUMMARY_COLOR).rgba(),
+                ya,
+                yb,
+                h,
+                col_of_px,
+            )
+            if len(lay.samples)
+            else None
+        )
         hl = sel = QPainterPath()
         if hit is not None or (self.selected_interval >= 0 and len(ids)):
             x0, x1, y0, y1, band = band_rects(lay, xl, xr)
             if hit is not None:
                 m = hit[band] if len(band) else np.zeros(0, bool)
                 hl = rects_path(x0[m], x1[m], y0[m], y1[m])
-            b = np.flatnonzero(ids == self.selected_interval) if self.selected_interval >= 0 \
-                else []
+            b = np.flatnonzero(ids == self.selected_interval) if self.selected_interval >= 0 else []
             if len(b):
                 m = band == b[0]
                 sel = rects_path(x0[m], x1[m], y0[m], y1[m]).simplified()
-        top = float(max(lay.pair_top.max() if len(lay.pair_top) else 0,
-                        lay.summary_height.max() if len(lay.summary_height) else 0, 1))
+        top = float(
+            max(
+                lay.pair_top.max() if len(lay.pair_top) else 0,
+                lay.summary_height.max() if len(lay.summary_height) else 0,
+                1,
+            )
+        )
         bounds = QRectF(x_lo, 0.0, x_hi - x_lo if len(xl) else 1.0, top)
-        self.stacked.set_image(pixels, QRectF(x_lo, ya, x_hi - x_lo, yb - ya), sel,
-                               bounds.united(QRectF(x_lo, ya, x_hi - x_lo, yb - ya)), hl)
+        self.stacked.set_image(
+            pixels,
+            QRectF(x_lo, ya, x_hi - x_lo, yb - ya),
+            sel,
+            bounds.united(QRectF(x_lo, ya, x_hi - x_lo, yb - ya)),
+            hl,
+        )
 
     def set_highlight(self, stack_mask: np.ndarray | None, label: str = "") -> None:
         """Allocations whose stack is in ``stack_mask`` drawn in colour, the others dimmed;
@@ -203,17 +225,22 @@ class StackedMixin:
             if self.has_time:
                 life += f", {format_seconds(self.seconds_at(b) - self.seconds_at(a))}"
             life += ")"
-        lines = [f"<b>{format_bytes(size)}</b> allocation",
-                 f"requested {format_bytes(req)}" + (f", rounding waste {format_bytes(size - req)}"
-                                                     if size > req else ""),
-                 life]
+        lines = [
+            f"<b>{format_bytes(size)}</b> allocation",
+            f"requested {format_bytes(req)}"
+            + (f", rounding waste {format_bytes(size - req)}" if size > req else ""),
+            life,
+        ]
         label = doc.stack_label(int(iv.stack[i]))
         lines.append(f"from <tt>{_html(label)}</tt>" if label else "no stack recorded")
         # What newer torch recorded about it (user metadata, compile context, ...).
         if doc.timeline is not None and self.device is not None:
             rep = doc.timeline.replay(self.device)
-            details = allocation_details(doc.snap, rep.rows, int(iv.event[i]), int(iv.end[i])) \
-                if rep is not None else None
+            details = (
+                allocation_details(doc.snap, rep.rows, int(iv.event[i]), int(iv.end[i]))
+                if rep is not None
+                else None
+            )
             lines += [_html(t) for t in tooltip_lines(doc.snap, details)]
         return "<br>".join(lines)
 

@@ -19,15 +19,29 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyle,
-                               QStyledItemDelegate, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QStyle,
+    QStyledItemDelegate,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
+from ...model.core import parallel
 from ...model.core.allocator_rules import ConfError, parse_conf
 from ...model.core.snapshot import Snapshot
-from ...model.core.units import format_bytes as fb, plural
-from ...model.core import parallel
+from ...model.core.units import format_bytes as fb
+from ...model.core.units import plural
 from ...model.whatif import RECOMMENDED, Prediction, native_sim, prepare
 from ...model.whatif.predictions import vs_recorded_text
 from ..widgets import theme
@@ -36,19 +50,47 @@ from ..widgets.jobs import Job
 from ..widgets.plotting import set_byte_axis
 from ..widgets.window_link import WindowLink, shown_device
 
-DEFAULT_CHECKED = ("expandable_segments:True", "max_split_size_mb:64",
-                   "garbage_collection_threshold:0.6")
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#bcbd22", "#7f7f7f"]
+DEFAULT_CHECKED = (
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "garbage_collection_threshold:0.6",
+)
+PALETTE = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+]
 # The OOM column right after the peak: the two answers people look for, visible without
 # scrolling the table sideways.
-COLUMNS = ("setting", "peak reserved", "vs recorded", "OOM", "peak allocated", "frag. at peak",
-           "cudaMalloc", "cudaFree")
+COLUMNS = (
+    "setting",
+    "peak reserved",
+    "vs recorded",
+    "OOM",
+    "peak allocated",
+    "frag. at peak",
+    "cudaMalloc",
+    "cudaFree",
+)
 COL_SETTING, COL_PEAK, COL_VS, COL_OOM = 0, 1, 2, 3
 # The header as shown: two lines where a name is wider than its figures, so that the
 # setting keeps room at a 1300 px window (COLUMNS, one line each, heads the copied table).
-HEADER = ("setting", "peak\nreserved", "vs\nrecorded", "OOM", "peak\nallocated",
-          "frag.\nat peak", "cudaMalloc", "cudaFree")
+HEADER = (
+    "setting",
+    "peak\nreserved",
+    "vs\nrecorded",
+    "OOM",
+    "peak\nallocated",
+    "frag.\nat peak",
+    "cudaMalloc",
+    "cudaFree",
+)
 GIB = 1 << 30
 LIMIT_OFF_CHART = 3  # a limit above this many times the highest curve is left off the y range
 OVERLAY_KEY = "whatif"  # the main timeline's overlay set by this panel
@@ -69,8 +111,14 @@ class WhatIfJob(Job):
     rowDone = Signal(object, int, object)
 
 
-def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
-               parent=None, device: int | None = None) -> Job:
+def whatif_job(
+    snap: Snapshot,
+    confs: list[str],
+    limit: int | None,
+    case=None,
+    parent=None,
+    device: int | None = None,
+) -> Job:
     """A :class:`Job` that prepares the request stream of ``device`` (once; None: the
     first with trace events) and simulates each setting under :func:`run_limit`, side by
     side on every core (:func:`~...model.core.parallel.pmap`; serially for a small case);
@@ -90,10 +138,15 @@ def whatif_job(snap: Snapshot, confs: list[str], limit: int | None, case=None,
             preds[j] = Prediction(names[j], cfgs[j], lim, result)
             job.rowDone.emit(case_, j, preds[j])
 
-        parallel.pmap(lambda cfg, sub: case_.simulate(cfg, lim, sub), cfgs,
-                      work=parallel.simulation_work(len(case_.requests), native_sim.use_native()),
-                      progress=job.progress(), stage="simulate",
-                      with_progress=True, on_result=finished)
+        parallel.pmap(
+            lambda cfg, sub: case_.simulate(cfg, lim, sub),
+            cfgs,
+            work=parallel.simulation_work(len(case_.requests), native_sim.use_native()),
+            progress=job.progress(),
+            stage="simulate",
+            with_progress=True,
+            on_result=finished,
+        )
         # The self-check here, not on the GUI thread: it may simulate.
         return case_, preds, case_.self_check(), source
 
@@ -122,8 +175,9 @@ class WhatIfPanel(JobPanel):
     running_text = "Simulating…"
     failed_text = "The simulation failed."
 
-    def __init__(self, snap: Snapshot, parent: QWidget | None = None,
-                 device: int | None = None) -> None:
+    def __init__(
+        self, snap: Snapshot, parent: QWidget | None = None, device: int | None = None
+    ) -> None:
         super().__init__(snap, parent, device)
         self.preds: list = []
         self.limit_text = ""  # the limit of the last run and its source, as the summary says
@@ -135,8 +189,10 @@ class WhatIfPanel(JobPanel):
         lv = QVBoxLayout(left)
         lv.addWidget(QLabel("Settings to try (PYTORCH_CUDA_ALLOC_CONF):"))
         self.list = QListWidget()
-        self.list.setToolTip("Each is simulated from the allocator's defaults, as the allocator "
-                             "parses the variable; the recorded run is always shown")
+        self.list.setToolTip(
+            "Each is simulated from the allocator's defaults, as the allocator "
+            "parses the variable; the recorded run is always shown"
+        )
         # Settings are never cut: the pane is as wide as the longest (see _fit_settings).
         self.list.setTextElideMode(Qt.TextElideMode.ElideNone)
         for conf in RECOMMENDED:
@@ -148,9 +204,11 @@ class WhatIfPanel(JobPanel):
         self.conf_edit.returnPressed.connect(self.add_conf)
         lv.addWidget(self.conf_edit)
         lv.addWidget(QLabel("Memory limit (bytes, or e.g. 10GB; empty: as recorded):"))
-        self.limit_edit.setToolTip("Like torch.cuda.set_per_process_memory_fraction: a new segment "
-                                   "that would pass it makes the allocator free cache and retry, "
-                                   "then raise OOM")
+        self.limit_edit.setToolTip(
+            "Like torch.cuda.set_per_process_memory_fraction: a new segment "
+            "that would pass it makes the allocator free cache and retry, "
+            "then raise OOM"
+        )
         lv.addWidget(self.limit_edit)
         lv.addWidget(self.error)
         buttons = QHBoxLayout()
@@ -191,8 +249,9 @@ class WhatIfPanel(JobPanel):
         # One row at a time: its predicted curve goes on the main window's timeline.
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
-        self.table.setToolTip("Select a setting: its predicted reserved memory is drawn on "
-                              "the main window's timeline")
+        self.table.setToolTip(
+            "Select a setting: its predicted reserved memory is drawn on the main window's timeline"
+        )
         self.table.itemSelectionChanged.connect(self._selection_changed)
         # The figures sized to their contents (never an elided "event 2590…"); the setting
         # takes what is left and wraps (anywhere: a setting has no spaces), so that every
@@ -255,12 +314,17 @@ class WhatIfPanel(JobPanel):
         """Widen the settings pane so that the longest setting shows whole (up to half the
         window; beyond that the list scrolls sideways and the tooltip has it)."""
         fm = self.list.fontMetrics()
-        widest = max((fm.horizontalAdvance(self.list.item(i).text())
-                      for i in range(self.list.count())), default=0)
+        widest = max(
+            (fm.horizontalAdvance(self.list.item(i).text()) for i in range(self.list.count())),
+            default=0,
+        )
         style = self.list.style()
-        extra = (style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth)
-                 + 4 * fm.averageCharWidth()
-                 + style.pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent) + 24)
+        extra = (
+            style.pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth)
+            + 4 * fm.averageCharWidth()
+            + style.pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+            + 24
+        )
         want = min(widest + extra, max(self.width() // 2, 330))
         self.list.setMinimumWidth(min(widest + extra - 24, want))
         sizes = self.split.sizes() if hasattr(self, "split") else []
@@ -299,15 +363,19 @@ class WhatIfPanel(JobPanel):
         return True
 
     def checked_confs(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())
-                if self.list.item(i).checkState() == Qt.CheckState.Checked]
+        return [
+            self.list.item(i).text()
+            for i in range(self.list.count())
+            if self.list.item(i).checkState() == Qt.CheckState.Checked
+        ]
 
     def set_checked(self, confs: list[str]) -> None:
         wanted = set(confs)
         for i in range(self.list.count()):
             item = self.list.item(i)
-            item.setCheckState(Qt.CheckState.Checked if item.text() in wanted
-                               else Qt.CheckState.Unchecked)
+            item.setCheckState(
+                Qt.CheckState.Checked if item.text() in wanted else Qt.CheckState.Unchecked
+            )
         present = {self.list.item(i).text() for i in range(self.list.count())}
         for conf in confs:
             if conf not in present:
@@ -344,8 +412,9 @@ class WhatIfPanel(JobPanel):
     def _fill_pending_row(self, case, r: int, name: str) -> None:
         setting = "recorded: " + case.recorded.describe() if r == 0 else name
         for c in range(len(COLUMNS)):
-            item = QTableWidgetItem(setting if c == COL_SETTING else
-                                    "simulating…" if c == COL_PEAK else "")
+            item = QTableWidgetItem(
+                setting if c == COL_SETTING else "simulating…" if c == COL_PEAK else ""
+            )
             if c == COL_SETTING:
                 item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))
                 item.setToolTip(setting)
@@ -382,21 +451,31 @@ class WhatIfPanel(JobPanel):
         lim = preds[0].limit if preds else case.limit
         if not source:
             source = case.limit_source if lim == case.limit else "given"
-        self.limit_text = (f"{fb(lim)} ({source})" if lim
-                           else "none known: type one in the Memory limit box")
-        text = (f"{plural(len(case.requests), 'request')} of device {case.device}; memory limit "
-                f"{self.limit_text}. ")
-        text += ("Self-check passed: at the recorded settings the model reproduces every "
-                 "segment event of the recording." if check.ok else
-                 f"Self-check FAILED ({check.first_difference}): predictions are approximate.")
+        self.limit_text = (
+            f"{fb(lim)} ({source})" if lim else "none known: type one in the Memory limit box"
+        )
+        text = (
+            f"{plural(len(case.requests), 'request')} of device {case.device}; memory limit "
+            f"{self.limit_text}. "
+        )
+        text += (
+            "Self-check passed: at the recorded settings the model reproduces every "
+            "segment event of the recording."
+            if check.ok
+            else f"Self-check FAILED ({check.first_difference}): predictions are approximate."
+        )
         w = getattr(case, "window", None)
         if w is not None and w.started_late:  # what a trace started mid-run cannot show
-            text += (f" Note: {w.describe()}. Those segments keep their recorded places under "
-                     "every setting, so a setting's effect on them is unknown; cudaMalloc/"
-                     "cudaFree count the window only.")
+            text += (
+                f" Note: {w.describe()}. Those segments keep their recorded places under "
+                "every setting, so a setting's effect on them is unknown; cudaMalloc/"
+                "cudaFree count the window only."
+            )
             if any(p.peak_is_window_start(case) for p in preds):
-                text += (" * = the peak is the layout the window started with: recorded, "
-                         "not a prediction.")
+                text += (
+                    " * = the peak is the layout the window started with: recorded, "
+                    "not a prediction."
+                )
         self.summary.setText(text)
 
     def _plot(self, case, preds) -> None:
@@ -404,8 +483,10 @@ class WhatIfPanel(JobPanel):
         self.legend.clear()
         x = case.curve_x().astype(np.float64)
         lim = preds[0].limit if preds else None
-        top = max([float(p.result.reserved.max()) if len(p.result.reserved) else 0.0
-                   for p in preds] + [0.0])
+        top = max(
+            [float(p.result.reserved.max()) if len(p.result.reserved) else 0.0 for p in preds]
+            + [0.0]
+        )
         # A limit far above the curves (the whole GPU for a run that fits easily) would
         # flatten them to the axis: the chart keeps to the curves and the legend says so
         # (as the Diagnosis chart).
@@ -426,16 +507,26 @@ class WhatIfPanel(JobPanel):
             cut = len(y) if oom is None else oom.request + 1
             curve = self.plot.plot(x[:cut], y[:cut], pen=pen, name=label)
             if j < 2:
-                self.legend.addItem(curve, "recorded" if recorded
-                                    else "settings (colours: see the table)")
+                self.legend.addItem(
+                    curve, "recorded" if recorded else "settings (colours: see the table)"
+                )
             if cut < len(y):
-                self.plot.plot(x[cut - 1:], y[cut - 1:],
-                               pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+                self.plot.plot(
+                    x[cut - 1 :],
+                    y[cut - 1 :],
+                    pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine),
+                )
             if oom is not None:
-                mark = self.plot.plot([float(oom.event)], [oom.reserved_bytes / u], pen=None,
-                                      symbol="x", symbolSize=16,
-                                      symbolPen=pg.mkPen("#d62728", width=3), symbolBrush=None,
-                                      name="predicted OOM")
+                mark = self.plot.plot(
+                    [float(oom.event)],
+                    [oom.reserved_bytes / u],
+                    pen=None,
+                    symbol="x",
+                    symbolSize=16,
+                    symbolPen=pg.mkPen("#d62728", width=3),
+                    symbolBrush=None,
+                    name="predicted OOM",
+                )
                 if not named_oom:
                     self.legend.addItem(mark, "predicted OOM")
                 named_oom = True
@@ -448,8 +539,10 @@ class WhatIfPanel(JobPanel):
             pen = pg.mkPen(theme.muted(), width=1.5, style=Qt.PenStyle.DashLine)
             self.plot.addItem(pg.InfiniteLine(lim / u, angle=0, pen=pen))
             # Named in the legend, not by a label on the line under the curves.
-            self.legend.addItem(pg.PlotDataItem([], [], pen=pen), f"memory limit {fb(lim)}"
-                                + (" (above the chart)" if above else ""))
+            self.legend.addItem(
+                pg.PlotDataItem([], [], pen=pen),
+                f"memory limit {fb(lim)}" + (" (above the chart)" if above else ""),
+            )
 
     def _fill_table(self, case, preds) -> None:
         self.table.setRowCount(len(preds))
@@ -462,28 +555,41 @@ class WhatIfPanel(JobPanel):
         d = p.to_dict(case)
         oom = d["oom"]
         fixed = d["peak_reserved_is_window_start"]
-        cells = ["recorded: " + case.recorded.describe() if r == 0 else p.conf,
-                 fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-                 vs_recorded_text(d),
-                 "-" if oom is None else
-                 f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
-                 fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
-                 str(d["cuda_malloc_count"]), str(d["cuda_free_count"])]
+        cells = [
+            "recorded: " + case.recorded.describe() if r == 0 else p.conf,
+            fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+            vs_recorded_text(d),
+            "-"
+            if oom is None
+            else f"event {oom['event']} ({oom['kind']})",  # an index, as --at takes it
+            fb(d["peak_allocated_bytes"]),
+            f"{d['fragmentation_at_peak'] * 100:.1f}%",
+            str(d["cuda_malloc_count"]),
+            str(d["cuda_free_count"]),
+        ]
         for c, text in enumerate(cells):
             item = QTableWidgetItem(text)
             if c == COL_SETTING:
                 item.setData(Qt.ItemDataRole.DecorationRole, self._colour(r))  # = its curve
                 item.setToolTip(cells[0])
             if c == COL_PEAK:
-                item.setToolTip(f"{text} = {d['peak_reserved_bytes']:,} bytes "
-                                "(up to the first OOM, where the program would stop)"
-                                + ("\n* the layout the trace window started with, never "
-                                   "exceeded: recorded, not predicted" if fixed else ""))
+                item.setToolTip(
+                    f"{text} = {d['peak_reserved_bytes']:,} bytes "
+                    "(up to the first OOM, where the program would stop)"
+                    + (
+                        "\n* the layout the trace window started with, never "
+                        "exceeded: recorded, not predicted"
+                        if fixed
+                        else ""
+                    )
+                )
             if c == COL_OOM and oom is not None:
-                item.setToolTip(f"{text}: {fb(oom['size_bytes'])} requested at event "
-                                f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
-                                f"the {oom['pool']} pool, largest block "
-                                f"{fb(oom['largest_free_bytes'])}")
+                item.setToolTip(
+                    f"{text}: {fb(oom['size_bytes'])} requested at event "
+                    f"{oom['event']}: {fb(oom['free_in_pool_bytes'])} free in "
+                    f"the {oom['pool']} pool, largest block "
+                    f"{fb(oom['largest_free_bytes'])}"
+                )
             if not item.toolTip():  # every cell's text reachable, wrapped or not
                 item.setToolTip(text)
             self.table.setItem(r, c, item)
@@ -536,11 +642,11 @@ class WhatIfPanel(JobPanel):
         return self.plot.grab().save(path, "PNG")
 
     def export_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export chart as PNG", "whatif.png",
-                                              "PNG images (*.png)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export chart as PNG", "whatif.png", "PNG images (*.png)"
+        )
         if path:
             self.export_png(path)
-
 
 
 def open_panel(window) -> WhatIfPanel | None:
@@ -562,16 +668,25 @@ def open_panel(window) -> WhatIfPanel | None:
             link.clear()
             return
         x, y = panel.predicted_curve(pred)
-        if link.overlay(panel.case.device, panel.overlay_label(pred), x, y,
-                        ends=pred.result.first_oom is not None) \
-                or not link.current:
+        if (
+            link.overlay(
+                panel.case.device,
+                panel.overlay_label(pred),
+                x,
+                y,
+                ends=pred.result.first_oom is not None,
+            )
+            or not link.current
+        ):
             return
         tl = getattr(window, "timeline", None)
         shown = getattr(tl, "device", None)
         if shown is not None and shown != panel.case.device:  # say why it is not drawn
-            panel.link_note.setText(f"Not drawn on the main window's timeline: it shows "
-                                    f"device {shown}, this prediction is of device "
-                                    f"{panel.case.device}.")
+            panel.link_note.setText(
+                f"Not drawn on the main window's timeline: it shows "
+                f"device {shown}, this prediction is of device "
+                f"{panel.case.device}."
+            )
             panel.link_note.setVisible(True)
 
     panel.settingSelected.connect(selected)

@@ -9,8 +9,9 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
 
 
-def make_action(parent: QObject, text: str, slot: Callable, shortcut=None,
-                tip: str | None = None) -> QAction:
+def make_action(
+    parent: QObject, text: str, slot: Callable, shortcut=None, tip: str | None = None
+) -> QAction:
     """A QAction of ``parent`` triggering ``slot``; ``shortcut``: a key sequence (text or
     a ``QKeySequence.StandardKey``); ``tip``: its tooltip and status-bar tip."""
     action = QAction(text, parent)

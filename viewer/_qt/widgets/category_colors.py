@@ -44,5 +44,7 @@ def swatch_html(category: int) -> str:
     """A coloured square and the category's label (:data:`LEAK`: "leak"), for tooltips
     and legends; one piece: a legend that wraps does so between entries."""
     label = LEAK_LABEL if category == LEAK else CATEGORY_LABELS[category]
-    return (f'<span style="white-space:nowrap"><span style="color:{color(category).name()}">'
-            f"&#9632;</span>&nbsp;{label}</span>")
+    return (
+        f'<span style="white-space:nowrap"><span style="color:{color(category).name()}">'
+        f"&#9632;</span>&nbsp;{label}</span>"
+    )

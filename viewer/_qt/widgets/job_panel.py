@@ -38,8 +38,9 @@ class JobPanel(QWidget):
     running_text = ""  # the status line while the job runs
     failed_text = ""  # the status line after the job failed (the error line says why)
 
-    def __init__(self, snap: Snapshot, parent: QWidget | None = None,
-                 device: int | None = None) -> None:
+    def __init__(
+        self, snap: Snapshot, parent: QWidget | None = None, device: int | None = None
+    ) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.snap = snap
         self.device = device  # whose run the job works on (None: the first with a trace)
@@ -107,7 +108,8 @@ class JobPanel(QWidget):
         self.status_line().setText(self.running_text)
         self.thread = self.make_job(limit)
         self.thread.progressed.connect(
-            lambda stage, f: self.progress.setValue(int(self.overall_progress(stage, f) * 1000)))
+            lambda stage, f: self.progress.setValue(int(self.overall_progress(stage, f) * 1000))
+        )
         self.thread.done.connect(lambda result: self.show_result(*result))
         self.thread.failed.connect(self._failed)
         self.thread.cancelled.connect(self._cancelled)

@@ -21,9 +21,13 @@ NODE_ROLE = Qt.ItemDataRole.UserRole + 1  # the node object of an item
 class LazyTree:
     """Fills ``tree`` from nodes with ``children`` and ``sorted_children()``."""
 
-    def __init__(self, tree: QTreeWidget, columns: Callable[[Any], Sequence[str]],
-                 more: Callable[[list], Sequence[str]],
-                 decorate: Callable[[QTreeWidgetItem, Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        tree: QTreeWidget,
+        columns: Callable[[Any], Sequence[str]],
+        more: Callable[[list], Sequence[str]],
+        decorate: Callable[[QTreeWidgetItem, Any], None] | None = None,
+    ) -> None:
         self.tree = tree
         self.columns, self.more, self.decorate = columns, more, decorate
         tree.itemExpanded.connect(self.fill_children)

@@ -18,16 +18,20 @@ from __future__ import annotations
 import os
 import threading
 
-from ...startup import preload
-from ...model.io import cache as column_cache
-from ...model.view.document import Document
 from ...model.core.errors import LoadCancelled
-from ...model.io.load import load_snapshot
 from ...model.core.progress import Progress
+from ...model.io import cache as column_cache
+from ...model.io.load import load_snapshot
+from ...model.view.document import Document
+from ...startup import preload
 from .jobs import Job
 
-STAGE_TEXT = {"read": "Reading", "parse": "Parsing", "columns": "Building columns",
-              "replay": "Replaying the trace"}
+STAGE_TEXT = {
+    "read": "Reading",
+    "parse": "Parsing",
+    "columns": "Building columns",
+    "replay": "Replaying the trace",
+}
 # The load's own stages fill the bar up to LOAD_SHARE; the replay the rest.
 LOAD_SHARE = 0.85
 STORE_DELAY_S = 1.0  # the column cache is written this long after the document is shown
@@ -69,7 +73,7 @@ class LoadThread(Job):
         self._store_now.wait(STORE_DELAY_S)
         try:
             column_cache.store(key, doc.snap)  # atomic; failures only cost the next open
-        except Exception:  # noqa: BLE001 - a cache is never a reason to fail
+        except Exception:
             pass
 
     def _load(self):

@@ -89,21 +89,25 @@ def text_scene_rect(t: pg.TextItem, vb: pg.ViewBox) -> QRectF:
 
 
 def rects_array(rects: list[QRectF]) -> np.ndarray:
-    return np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects],
-                    np.float64).reshape(-1, 4)
+    return np.array(
+        [(r.left(), r.top(), r.right(), r.bottom()) for r in rects], np.float64
+    ).reshape(-1, 4)
 
 
-def place_text_items(items: list[pg.TextItem], vb: pg.ViewBox,
-                     taken: list[QRectF] | None = None) -> list[QRectF]:
+def place_text_items(
+    items: list[pg.TextItem], vb: pg.ViewBox, taken: list[QRectF] | None = None
+) -> list[QRectF]:
     """Show the ``items`` (most important first) that fit wholly in the view and overlap
     neither each other nor the ``taken`` rects (scene pixels); hide the rest.  Returns
     the scene rects of the items shown."""
     taken = list(taken or [])
     rects = [text_scene_rect(t, vb) for t in items]
     view = vb.sceneBoundingRect()
-    keep = place_labels(rects_array(taken + rects),
-                        (view.left(), view.top(), view.right(), view.bottom()),
-                        fixed=len(taken))[len(taken):]
+    keep = place_labels(
+        rects_array(taken + rects),
+        (view.left(), view.top(), view.right(), view.bottom()),
+        fixed=len(taken),
+    )[len(taken) :]
     for t, k in zip(items, keep.tolist()):
         t.setVisible(bool(k))
     return [r for r, k in zip(rects, keep.tolist()) if k]

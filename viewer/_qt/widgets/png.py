@@ -26,8 +26,12 @@ _FILTER_UP = 2
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
-    return (struct.pack(">I", len(data)) + tag + data
-            + struct.pack(">I", zlib.crc32(data, zlib.crc32(tag))))
+    return (
+        struct.pack(">I", len(data))
+        + tag
+        + data
+        + struct.pack(">I", zlib.crc32(data, zlib.crc32(tag)))
+    )
 
 
 def _deflate(data: memoryview, last: bool) -> bytes:
@@ -40,7 +44,7 @@ def png_bytes(image: QImage) -> bytes:
     rgb = image.convertToFormat(QImage.Format.Format_RGB888)
     w, h = rgb.width(), rgb.height()
     pixels = np.frombuffer(rgb.constBits(), np.uint8, rgb.bytesPerLine() * h)
-    pixels = pixels.reshape(h, rgb.bytesPerLine())[:, :3 * w]
+    pixels = pixels.reshape(h, rgb.bytesPerLine())[:, : 3 * w]
     rows = np.empty((h, 3 * w + 1), np.uint8)
     rows[:, 0] = _FILTER_UP
     rows[0, 1:] = pixels[0]  # "Up" of the first row: the row itself
@@ -48,8 +52,9 @@ def png_bytes(image: QImage) -> bytes:
     raw = memoryview(rows.reshape(-1))
     half = len(raw) // 2
     first: list[bytes] = []
-    worker = threading.Thread(target=lambda: first.append(_deflate(raw[:half], False)),
-                              name="vramscope-png")
+    worker = threading.Thread(
+        target=lambda: first.append(_deflate(raw[:half], False)), name="vramscope-png"
+    )
     worker.start()
     second = _deflate(raw[half:], True)
     worker.join()
@@ -58,8 +63,13 @@ def png_bytes(image: QImage) -> bytes:
     idat = _ZLIB_HEADER + first[0] + second + struct.pack(">I", zlib.adler32(raw))
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
     density = struct.pack(">IIB", max(image.dotsPerMeterX(), 0), max(image.dotsPerMeterY(), 0), 1)
-    return (_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"pHYs", density)
-            + _chunk(b"IDAT", idat) + _chunk(b"IEND", b""))
+    return (
+        _SIGNATURE
+        + _chunk(b"IHDR", header)
+        + _chunk(b"pHYs", density)
+        + _chunk(b"IDAT", idat)
+        + _chunk(b"IEND", b"")
+    )
 
 
 def save_png(image: QImage, path: str) -> bool:

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.core import frames as fr
 from ...model.analysis.alloc_details import (
     AllocationDetails,
     DetailLine,
@@ -34,6 +33,7 @@ from ...model.analysis.alloc_details import (
     fx_lines,
     hidden_fx_lines,
 )
+from ...model.core import frames as fr
 from ...model.core.snapshot import BlockState
 from ...model.core.units import format_address, format_bytes
 from ...model.view.document import Document, pool_label, stream_label
@@ -80,8 +80,10 @@ class StackPanel(QWidget):
         self.copy_button.setToolTip("Copy the shown frames as text (Ctrl+C in the main window)")
         self.copy_button.clicked.connect(self.copy)
         self.frames = QListWidget()
-        self.frames.setToolTip("Innermost frame first. Double-click a frame whose file exists "
-                               "here to preview and open it.")
+        self.frames.setToolTip(
+            "Innermost frame first. Double-click a frame whose file exists "
+            "here to preview and open it."
+        )
         self.frames.setUniformItemSizes(True)
         self.frames.itemDoubleClicked.connect(self._on_double_click)
         self.frames.currentRowChanged.connect(self._preview_row)
@@ -166,7 +168,9 @@ class StackPanel(QWidget):
         doc, snap = self.doc, self.doc.snap
         all_frames = self.show_all.isChecked()
         self.views = fr.stack_views(
-            snap, stack, doc.categories,
+            snap,
+            stack,
+            doc.categories,
             show_torch=self.show_torch.isChecked() or all_frames,
             show_cpp=self.show_cpp.isChecked() or all_frames,
             show_noise=all_frames,
@@ -188,8 +192,9 @@ class StackPanel(QWidget):
             self._add(item, v)
             for line in fx_lines(snap, v.frame_id):  # a frame of FX-generated code
                 self._add_detail(line, bold)
-        hidden = hidden_fx_lines(snap, stack, {v.frame_id for v in self.views}) \
-            if stack >= 0 else []
+        hidden = (
+            hidden_fx_lines(snap, stack, {v.frame_id for v in self.views}) if stack >= 0 else []
+        )
         self.detail_lines = self.detail_lines + hidden
         for line in self.detail_lines:
             self._add_detail(line, bold)
@@ -204,7 +209,8 @@ class StackPanel(QWidget):
         model code indented, forward frames like frames (previewable)."""
         view = None
         indent = {"heading": "", "frame": "  ", "fx": "      ", "source": "        "}.get(
-            line.kind, "  ")
+            line.kind, "  "
+        )
         item = QListWidgetItem(indent + line.text)
         item.setToolTip(line.tip or line.text)
         if line.kind == "heading":
@@ -215,8 +221,9 @@ class StackPanel(QWidget):
                 self._add(spacer, None)
         elif line.kind == "frame" and line.frame_id >= 0:
             snap = self.doc.snap
-            view = fr.frame_view(snap.frames, line.frame_id,
-                                 int(self.doc.categories[line.frame_id]))
+            view = fr.frame_view(
+                snap.frames, line.frame_id, int(self.doc.categories[line.frame_id])
+            )
         elif line.kind in ("fx", "source"):
             item.setForeground(self.palette().placeholderText())
         self._add(item, view)
@@ -245,12 +252,13 @@ class StackPanel(QWidget):
         oom = vs.oom_in_view() if vs is not None else doc.oom
         if oom is None:
             return None
-        where = f" ({_html(vs.oom_place(oom))})" if vs is not None \
-            else f" (device {oom.device})"
-        facts = (f"<b>the request that ran out of memory</b>{where}: "
-                 f"{format_bytes(oom.requested_bytes)} "
-                 f"({oom.pool_kind} pool, {stream_label(oom.stream)})<br>"
-                 "Click a block in the map or a row in the table to see its stack.")
+        where = f" ({_html(vs.oom_place(oom))})" if vs is not None else f" (device {oom.device})"
+        facts = (
+            f"<b>the request that ran out of memory</b>{where}: "
+            f"{format_bytes(oom.requested_bytes)} "
+            f"({oom.pool_kind} pool, {stream_label(oom.stream)})<br>"
+            "Click a block in the map or a row in the table to see its stack."
+        )
         return facts, int(doc.snap.trace.stack[oom.event_index])
 
     def _block_facts(self, b: int) -> str:
@@ -260,15 +268,19 @@ class StackPanel(QWidget):
         state = BlockState(int(blocks.state[b]))
         size, req = int(blocks.size[b]), int(blocks.requested_size[b])
         active = state in (BlockState.ALLOCATED, BlockState.PENDING_FREE)
-        head = (f"<b>{state.label}</b> <tt>{format_address(blocks.address[b])}</tt> · "
-                f"{format_bytes(size)}")
+        head = (
+            f"<b>{state.label}</b> <tt>{format_address(blocks.address[b])}</tt> · "
+            f"{format_bytes(size)}"
+        )
         if active:
             head += f" · requested {format_bytes(req)} · waste {format_bytes(size - req)}"
-        seg = (f"segment <tt>{format_address(segs.address[s])}</tt> "
-               f"{format_bytes(int(segs.total_size[s]))} "
-               f"({'small' if segs.is_small[s] else 'large'}"
-               f"{', expandable' if segs.is_expandable[s] else ''}), "
-               f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}")
+        seg = (
+            f"segment <tt>{format_address(segs.address[s])}</tt> "
+            f"{format_bytes(int(segs.total_size[s]))} "
+            f"({'small' if segs.is_small[s] else 'large'}"
+            f"{', expandable' if segs.is_expandable[s] else ''}), "
+            f"{stream_label(int(segs.stream[s]))}, {pool_label(snap.pools[int(segs.pool[s])])}"
+        )
         # Which device and instant the block is of: the map may sum devices, the cursor
         # moves through one device's trace.
         when = f" · {self.vs.instant_text()}" if self.vs is not None else ""
@@ -282,7 +294,8 @@ class StackPanel(QWidget):
         if self.detail_lines:
             text += "\n\n" + "\n".join(
                 ("" if ln.kind == "heading" else "  ") + (ln.tip if ln.kind == "frame" else ln.text)
-                for ln in self.detail_lines)
+                for ln in self.detail_lines
+            )
         return text
 
     def copy(self) -> None:

@@ -9,9 +9,15 @@ from collections.abc import Mapping, Sequence
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget
 
 
-def table_tree(columns: Sequence[str], tooltip: str, widths: Mapping[int, int],
-               stretch: int | None = None, *, roots: bool = True,
-               sorting: bool = False) -> QTreeWidget:
+def table_tree(
+    columns: Sequence[str],
+    tooltip: str,
+    widths: Mapping[int, int],
+    stretch: int | None = None,
+    *,
+    roots: bool = True,
+    sorting: bool = False,
+) -> QTreeWidget:
     """A :class:`QTreeWidget` with ``columns``, ``tooltip`` and the ``widths`` (column ->
     pixels); ``stretch``: the column that takes what is left (None: the last one, as
     the header stretches it); ``roots``: expandable top-level rows; ``sorting``: a click

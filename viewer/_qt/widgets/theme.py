@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-from ...model.view import map_layout as _map_layout
 from ...model.core.snapshot import BlockState
+from ...model.view import map_layout as _map_layout
 from ...model.view.view_state import HIGHLIGHT_SEARCH
 
 # Drawing categories of the segment map (a block state, or the waste tail).
@@ -91,11 +91,13 @@ def search_swatch_html(label: str | None = None) -> str:
     matches, a category, what a remedy acts on; see ``ViewState.highlight_label``)."""
     text = label or SEARCH_LABEL
     if len(text) > LEGEND_CHARS:  # (a remedy's title: the legends' rows have little room)
-        text = text[:LEGEND_CHARS - 1].rstrip() + "…"
+        text = text[: LEGEND_CHARS - 1].rstrip() + "…"
     # One piece: a legend that wraps does so between its entries, not inside this one.
     text = text.replace("&", "&amp;").replace("<", "&lt;")
-    return (f'<span style="white-space:nowrap"><span style="color:{search_color().name()}">'
-            f"&#9632;</span>&nbsp;<b>{text}</b></span>")
+    return (
+        f'<span style="white-space:nowrap"><span style="color:{search_color().name()}">'
+        f"&#9632;</span>&nbsp;<b>{text}</b></span>"
+    )
 
 
 # --------------------------------------------------------------------------- readable text
@@ -126,9 +128,11 @@ def caption_color(background: QColor | None = None) -> QColor:
     if contrast_ratio(fg, bg) < MIN_CONTRAST:  # (a palette whose own text is faint)
         fg = QColor("#000000") if _luminance(bg) > 0.18 else QColor("#ffffff")
     for t in (0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05):
-        c = QColor.fromRgbF(fg.redF() + (bg.redF() - fg.redF()) * t,
-                            fg.greenF() + (bg.greenF() - fg.greenF()) * t,
-                            fg.blueF() + (bg.blueF() - fg.blueF()) * t)
+        c = QColor.fromRgbF(
+            fg.redF() + (bg.redF() - fg.redF()) * t,
+            fg.greenF() + (bg.greenF() - fg.greenF()) * t,
+            fg.blueF() + (bg.blueF() - fg.blueF()) * t,
+        )
         if contrast_ratio(c, bg) >= MIN_CONTRAST + 0.1:  # (a margin for rounding)
             return c
     return fg

@@ -48,8 +48,16 @@ class WindowLink:
         tl = getattr(self.window, "timeline", None)
         return tl if tl is not None and hasattr(tl, "set_overlay") else None
 
-    def overlay(self, device: int, label: str, curve_x=None, y=None, level: int | None = None,
-                value_range: tuple[int, int] | None = None, ends: bool = False) -> bool:
+    def overlay(
+        self,
+        device: int,
+        label: str,
+        curve_x=None,
+        y=None,
+        level: int | None = None,
+        value_range: tuple[int, int] | None = None,
+        ends: bool = False,
+    ) -> bool:
         """Show a predicted curve (or level) of ``device`` named ``label`` on the timeline
         (``ends``: it stops at its last request, a predicted OOM); False (and the old one
         gone) when the window shows another document or device."""
@@ -60,9 +68,15 @@ class WindowLink:
             tl.clear_overlay(self.key)
             return False
         has_curve = y is not None and curve_x is not None and len(y) > 0
-        return tl.set_overlay(self.key, label, curve_x if has_curve else None,
-                              y if has_curve else None, None if has_curve else level,
-                              value_range, ends and has_curve)
+        return tl.set_overlay(
+            self.key,
+            label,
+            curve_x if has_curve else None,
+            y if has_curve else None,
+            None if has_curve else level,
+            value_range,
+            ends and has_curve,
+        )
 
     def highlight(self, mask: np.ndarray | None, label: str) -> None:
         """Highlight the stacks of ``mask`` in the window's views, named ``label`` in the
@@ -100,7 +114,6 @@ class WindowLink:
         self._disconnect()
         if self.highlighted:
             self.highlighted = False
-            for view in (getattr(self.window, "map", None),
-                         getattr(self.window, "timeline", None)):
+            for view in (getattr(self.window, "map", None), getattr(self.window, "timeline", None)):
                 if view is not None and hasattr(view, "set_highlight"):
                     view.set_highlight(None)

@@ -60,8 +60,12 @@ class AllocationDetails:
 
     @property
     def empty(self) -> bool:
-        return not (self.user_metadata or self.compile_context or len(self.forward_frames)
-                    or self.annotations)
+        return not (
+            self.user_metadata
+            or self.compile_context
+            or len(self.forward_frames)
+            or self.annotations
+        )
 
 
 def interval_rows(rows: np.ndarray, event: int, end: int) -> tuple[int, int | None] | None:
@@ -74,8 +78,9 @@ def interval_rows(rows: np.ndarray, event: int, end: int) -> tuple[int, int | No
     return int(rows[event]), (int(rows[end]) if 0 <= end < n else None)
 
 
-def allocation_details(snap: Snapshot, rows: np.ndarray, event: int, end: int
-                       ) -> AllocationDetails | None:
+def allocation_details(
+    snap: Snapshot, rows: np.ndarray, event: int, end: int
+) -> AllocationDetails | None:
     """What was recorded about the allocation made at device event ``event`` and freed
     at ``end`` (see :func:`interval_rows`); None without an alloc event."""
     found = interval_rows(rows, event, end)
@@ -84,10 +89,14 @@ def allocation_details(snap: Snapshot, rows: np.ndarray, event: int, end: int
     row, free_row = found
     d = snap.event_details(row, free_row)
     cc = d["compile_context"]
-    return AllocationDetails(row=row, free_row=free_row, user_metadata=d["user_metadata"] or None,
-                             compile_context=None if cc in NO_CONTEXT or cc is None else cc,
-                             forward_frames=np.asarray(d["forward_frames"]),
-                             annotations=d["annotations"])
+    return AllocationDetails(
+        row=row,
+        free_row=free_row,
+        user_metadata=d["user_metadata"] or None,
+        compile_context=None if cc in NO_CONTEXT or cc is None else cc,
+        forward_frames=np.asarray(d["forward_frames"]),
+        annotations=d["annotations"],
+    )
 
 
 def frame_text(snap: Snapshot, fid: int) -> tuple[str, str]:
@@ -105,9 +114,15 @@ def fx_lines(snap: Snapshot, fid: int) -> list[DetailLine]:
     fx = snap.frames.fx_of(int(fid))
     if not fx:
         return []
-    parts = [f"{key}={fx[name]}" for key, name in (("node", "fx_node_name"),
-                                                  ("op", "fx_node_op"),
-                                                  ("target", "fx_node_target")) if name in fx]
+    parts = [
+        f"{key}={fx[name]}"
+        for key, name in (
+            ("node", "fx_node_name"),
+            ("op", "fx_node_op"),
+            ("target", "fx_node_target"),
+        )
+        if name in fx
+    ]
     out = []
     trace = fx.get("fx_original_trace", "")
     if parts:
@@ -132,10 +147,15 @@ def hidden_fx_lines(snap: Snapshot, stack: int, shown: set[int]) -> list[DetailL
         if fid in shown or not snap.frames.fx_of(fid):
             continue
         if not out:
-            out.append(DetailLine("heading", FX_HEADING,
-                                  tip="Frames of FX-generated code (hidden by the frame filter) "
-                                      "with the graph node they run and the model code it "
-                                      "came from"))
+            out.append(
+                DetailLine(
+                    "heading",
+                    FX_HEADING,
+                    tip="Frames of FX-generated code (hidden by the frame filter) "
+                    "with the graph node they run and the model code it "
+                    "came from",
+                )
+            )
         short, full = frame_text(snap, fid)
         out.append(DetailLine("frame", short, tip=full, frame_id=int(fid)))
         out.extend(fx_lines(snap, fid))
@@ -154,34 +174,52 @@ def detail_lines(snap: Snapshot, details: AllocationDetails | None) -> list[Deta
         return []
     out: list[DetailLine] = []
     if len(details.forward_frames):
-        out.append(DetailLine("heading", FORWARD_HEADING,
-                              tip="torch recorded the forward-pass stack of this allocation "
-                                  "made in backward (forward_frames): the code that created "
-                                  "the tensor it belongs to. Innermost frame first."))
+        out.append(
+            DetailLine(
+                "heading",
+                FORWARD_HEADING,
+                tip="torch recorded the forward-pass stack of this allocation "
+                "made in backward (forward_frames): the code that created "
+                "the tensor it belongs to. Innermost frame first.",
+            )
+        )
         for fid in details.forward_frames.tolist():
             short, full = frame_text(snap, fid)
             out.append(DetailLine("frame", short, tip=full, frame_id=int(fid)))
             out.extend(fx_lines(snap, fid))
     if details.annotations:
-        out.append(DetailLine("heading", ANNOTATIONS_HEADING,
-                              tip="torch.cuda.memory._annotate_memory / _annotate_tensor calls "
-                                  "on this allocation while it was live, in order"))
+        out.append(
+            DetailLine(
+                "heading",
+                ANNOTATIONS_HEADING,
+                tip="torch.cuda.memory._annotate_memory / _annotate_tensor calls "
+                "on this allocation while it was live, in order",
+            )
+        )
         for a in details.annotations:
             where = stack_label(snap, a["stack"])
             tip = a["text"] + (f"\nannotated at {where}" if where else "")
             out.append(DetailLine("annotation", a["text"], tip=tip))
     if details.user_metadata:
-        out.append(DetailLine("metadata", f"User metadata: {details.user_metadata}",
-                              tip=details.user_metadata))
+        out.append(
+            DetailLine(
+                "metadata", f"User metadata: {details.user_metadata}", tip=details.user_metadata
+            )
+        )
     if details.compile_context:
-        out.append(DetailLine("context", f"Compile context: {details.compile_context}",
-                              tip=details.compile_context))
+        out.append(
+            DetailLine(
+                "context",
+                f"Compile context: {details.compile_context}",
+                tip=details.compile_context,
+            )
+        )
     return out
 
 
 def _cut(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= TOOLTIP_TEXT_CHARS else text[:TOOLTIP_TEXT_CHARS - 1] + "…"
+    return text if len(text) <= TOOLTIP_TEXT_CHARS else text[: TOOLTIP_TEXT_CHARS - 1] + "…"
 
 
 def tooltip_lines(snap: Snapshot, details: AllocationDetails | None) -> list[str]:
@@ -240,8 +278,9 @@ def annotation_markers(snap: Snapshot, device: int, rows: np.ndarray) -> Markers
         text = snap.string(int(ann.text[i]))
         where = stack_label(snap, int(ann.stack[i]))
         texts.append(text)
-        tips.append(f"annotation: {text}\non 0x{int(ann.addr[i]):x}"
-                    + (f"\nat {where}" if where else ""))
+        tips.append(
+            f"annotation: {text}\non 0x{int(ann.addr[i]):x}" + (f"\nat {where}" if where else "")
+        )
     return Markers(rows=idx.astype(np.int64), position=pos, text=texts, tip=tips)
 
 

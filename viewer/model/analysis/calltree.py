@@ -34,8 +34,9 @@ class CallNode:
             yield from child.walk()
 
 
-def call_tree(snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, categories: np.ndarray,
-              fold: bool = True) -> CallNode:
+def call_tree(
+    snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, categories: np.ndarray, fold: bool = True
+) -> CallNode:
     """Tree of ``sizes`` (per allocation) grouped by ``stacks`` (stack id per allocation).
 
     ``fold`` keeps only the user's frames (falling back to the most telling
@@ -57,8 +58,11 @@ def call_tree(snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, categories:
         for fid in path:
             label = labels.get(fid)
             if label is None:
-                label = labels[fid] = fr.frame_view(snap.frames, fid, categories[fid]).short \
-                    if fid >= 0 else "<no stack recorded>"
+                label = labels[fid] = (
+                    fr.frame_view(snap.frames, fid, categories[fid]).short
+                    if fid >= 0
+                    else "<no stack recorded>"
+                )
             key = (fid, label)
             child = node.children.get(key)
             if child is None:
@@ -82,9 +86,17 @@ ALLOCATOR_FILES = ("CUDACachingAllocator", "/c10/", "c10/core/", "c10/cuda/", "E
 #: Generated dispatcher wrappers (RegisterCUDA.cpp, ...): they make an operator's output,
 #: the operator itself is the frame further out.
 DISPATCH_FILE_PREFIX = "Register"
-ALLOCATOR_NAMES = ("c10::", "at::detail::", "at::empty", "at::native::empty",
-                   "at::_ops::empty", "at::TensorBase::", "at::Tensor::", "at::meta::",
-                   "at::(anonymous namespace)::create_out")
+ALLOCATOR_NAMES = (
+    "c10::",
+    "at::detail::",
+    "at::empty",
+    "at::native::empty",
+    "at::_ops::empty",
+    "at::TensorBase::",
+    "at::Tensor::",
+    "at::meta::",
+    "at::(anonymous namespace)::create_out",
+)
 
 
 def _qualified(name: str) -> str:
@@ -98,13 +110,18 @@ def allocator_frames(snap: Snapshot) -> np.ndarray:
     """Bool per interned frame: the allocator's or a tensor factory's native frame."""
     frames = snap.frames
     strings = frames.strings
-    bad_file = {i for i, s in enumerate(strings) if any(m in s for m in ALLOCATOR_FILES)
-                or s.rsplit("/", 1)[-1].startswith(DISPATCH_FILE_PREFIX)}
+    bad_file = {
+        i
+        for i, s in enumerate(strings)
+        if any(m in s for m in ALLOCATOR_FILES)
+        or s.rsplit("/", 1)[-1].startswith(DISPATCH_FILE_PREFIX)
+    }
     bad_name = {i for i, s in enumerate(strings) if _qualified(s).startswith(ALLOCATOR_NAMES)}
     if not len(frames):
         return np.zeros(0, bool)
-    return (np.isin(frames.filename, list(bad_file) or [-1])
-            | np.isin(frames.name, list(bad_name) or [-1]))
+    return np.isin(frames.filename, list(bad_file) or [-1]) | np.isin(
+        frames.name, list(bad_name) or [-1]
+    )
 
 
 def site_frames(snap: Snapshot, categories: np.ndarray | None = None) -> np.ndarray:
@@ -137,12 +154,23 @@ class Site:
     count: int
 
     def to_dict(self) -> dict:
-        return {"frame": self.label, "filename": self.filename, "line": self.line,
-                "function": self.function, "bytes": self.bytes, "count": self.count}
+        return {
+            "frame": self.label,
+            "filename": self.filename,
+            "line": self.line,
+            "function": self.function,
+            "bytes": self.bytes,
+            "count": self.count,
+        }
 
 
-def top_sites(snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, top: int = 5,
-              sites: np.ndarray | None = None) -> list[Site]:
+def top_sites(
+    snap: Snapshot,
+    stacks: np.ndarray,
+    sizes: np.ndarray,
+    top: int = 5,
+    sites: np.ndarray | None = None,
+) -> list[Site]:
     """The ``top`` frames holding the most of ``sizes`` (one per allocation, with its stack
     id in ``stacks``), largest first; ``sites``: :func:`site_frames` when the caller has
     it.  Columns only: grouped with numpy, one Python object per site returned."""
@@ -166,6 +194,7 @@ def top_sites(snap: Snapshot, stacks: np.ndarray, sizes: np.ndarray, top: int = 
             out.append(Site("<no stack recorded>", "", 0, "", int(nbytes[j]), int(counts[j])))
             continue
         view = fr.frame_view(frames, f, 0)
-        out.append(Site(view.short, view.filename, view.line, view.name,
-                        int(nbytes[j]), int(counts[j])))
+        out.append(
+            Site(view.short, view.filename, view.line, view.name, int(nbytes[j]), int(counts[j]))
+        )
     return out

@@ -18,7 +18,6 @@ import numpy as np
 from ..core import allocator_rules as rules
 from ..core.snapshot import BlockState, Snapshot
 
-
 # Each figure the allocator counts too -> its torch.cuda.memory_stats() key.
 ALLOCATOR_COUNTERS = {
     "reserved_bytes": "reserved_bytes.all.current",
@@ -134,8 +133,15 @@ def pool_keys(snap: Snapshot) -> list[PoolKey]:
     segs = snap.segments
     if not len(segs):
         return []
-    table = np.stack([segs.device.astype(np.int64), segs.pool.astype(np.int64),
-                      segs.stream, segs.is_small.astype(np.int64)], axis=1)
+    table = np.stack(
+        [
+            segs.device.astype(np.int64),
+            segs.pool.astype(np.int64),
+            segs.stream,
+            segs.is_small.astype(np.int64),
+        ],
+        axis=1,
+    )
     rows = np.unique(table, axis=0)
     return [PoolKey(int(d), int(p), int(s), bool(small)) for d, p, s, small in rows]
 
@@ -177,12 +183,18 @@ def fit_request(
     sel = Selection(device=device, pool=pool, stream=stream, is_small=small)
     seg_mask = sel.segment_mask(snap) if pool is not None else np.zeros(len(snap.segments), bool)
     blocks = snap.blocks
-    free = (blocks.state == BlockState.FREE) & seg_mask[blocks.segment] if len(blocks) else \
-        np.zeros(0, dtype=bool)
+    free = (
+        (blocks.state == BlockState.FREE) & seg_mask[blocks.segment]
+        if len(blocks)
+        else np.zeros(0, dtype=bool)
+    )
     idx = np.flatnonzero(free)
     sizes = blocks.size[idx]
-    usable = np.array([rules.block_usable(int(s), size, settings) for s in sizes], dtype=bool) \
-        if rules.max_split_size(settings) else sizes >= size
+    usable = (
+        np.array([rules.block_usable(int(s), size, settings) for s in sizes], dtype=bool)
+        if rules.max_split_size(settings)
+        else sizes >= size
+    )
     best = None
     best_bytes = 0
     if usable.any():
@@ -206,7 +218,7 @@ def fit_request(
 def largest_gaps(snap: Snapshot, k: int = 10, selection: Selection | None = None) -> np.ndarray:
     """Row indices of the ``k`` largest free blocks, biggest first."""
     blocks = snap.blocks
-    mask = (blocks.state == BlockState.FREE)
+    mask = blocks.state == BlockState.FREE
     if selection is not None and len(blocks):
         mask &= selection.segment_mask(snap)[blocks.segment]
     idx = np.flatnonzero(mask)

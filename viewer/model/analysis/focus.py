@@ -16,8 +16,12 @@ import numpy as np
 from ..core.snapshot import Action, Snapshot
 
 #: Trace actions that change a device's reserved bytes, and the sign of the change.
-_RESERVE_SIGN = {Action.SEGMENT_ALLOC: 1, Action.SEGMENT_MAP: 1,
-                 Action.SEGMENT_FREE: -1, Action.SEGMENT_UNMAP: -1}
+_RESERVE_SIGN = {
+    Action.SEGMENT_ALLOC: 1,
+    Action.SEGMENT_MAP: 1,
+    Action.SEGMENT_FREE: -1,
+    Action.SEGMENT_UNMAP: -1,
+}
 
 
 def trace_devices(snap: Snapshot) -> list[int]:
@@ -50,8 +54,9 @@ def peak_reserved_by_device(snap: Snapshot) -> dict[int, int]:
     trace, seg = snap.trace, snap.segments
     # Only segment events change reserved bytes: the walk reads those alone (the other
     # events repeat the running total, and the peak counts from at least zero anyway).
-    reserving = np.flatnonzero((trace.action >= min(_RESERVE_SIGN))
-                               & (trace.action <= max(_RESERVE_SIGN)))
+    reserving = np.flatnonzero(
+        (trace.action >= min(_RESERVE_SIGN)) & (trace.action <= max(_RESERVE_SIGN))
+    )
     seg_device, seg_action = trace.device[reserving], trace.action[reserving]
     seg_size = trace.size[reserving]
     out: dict[int, int] = {}

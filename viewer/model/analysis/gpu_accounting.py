@@ -27,9 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .figures import Selection, memory_stats
 from ..core.snapshot import Snapshot
-from ..core.units import format_bytes as fb, plural
+from ..core.units import format_bytes as fb
+from ..core.units import plural
+from .figures import Selection, memory_stats
 
 #: The sidecar's field written by the capture module (``capture/gpu.py``).
 SIDECAR_KEY = "gpu_memory"
@@ -62,8 +63,10 @@ def holders_words(holders: "Iterable[GpuHolder]") -> str:
     named = [f"{h.label()} holds {fb(h.used_bytes or 0)}" for h in holders[:VERDICT_HOLDERS]]
     rest = holders[VERDICT_HOLDERS:]
     if rest:
-        named.append(f"{plural(len(rest), 'more process', 'more processes')} hold "
-                     f"{fb(sum(h.used_bytes or 0 for h in rest))}")
+        named.append(
+            f"{plural(len(rest), 'more process', 'more processes')} hold "
+            f"{fb(sum(h.used_bytes or 0 for h in rest))}"
+        )
     return ", ".join(named)
 
 
@@ -98,10 +101,16 @@ class GpuAccounting:
         if not self.known:
             return []
         out: list[tuple[str, int, dict[str, Any]]] = [
-            ("this process: reserved by PyTorch", self.reserved_bytes, {"kind": "reserved"})]
+            ("this process: reserved by PyTorch", self.reserved_bytes, {"kind": "reserved"})
+        ]
         if self.outside_allocator_bytes is not None:
-            out.append((f"this process: outside the allocator ({OUTSIDE_WHAT})",
-                        self.outside_allocator_bytes, {"kind": "outside_allocator"}))
+            out.append(
+                (
+                    f"this process: outside the allocator ({OUTSIDE_WHAT})",
+                    self.outside_allocator_bytes,
+                    {"kind": "outside_allocator"},
+                )
+            )
         for h in self.others:
             if h.used_bytes is not None:
                 out.append((h.label(), h.used_bytes, {"kind": "process", **h.to_dict()}))
@@ -111,19 +120,25 @@ class GpuAccounting:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "known": self.known, "reason": self.reason, "device": self.device,
-            "taken_at": self.taken_at, "source": self.source,
+            "known": self.known,
+            "reason": self.reason,
+            "device": self.device,
+            "taken_at": self.taken_at,
+            "source": self.source,
         }
         if self.known:
-            d.update(total_bytes=self.total_bytes, free_bytes=self.free_bytes,
-                     used_bytes=self.used_bytes, reserved_bytes=self.reserved_bytes,
-                     this_process_bytes=self.this_process_bytes,
-                     outside_allocator_bytes=self.outside_allocator_bytes,
-                     others=[h.to_dict() for h in self.others],
-                     others_bytes=self.others_bytes,
-                     unexplained_bytes=self.unexplained_bytes,
-                     rows=[{"what": what, "bytes": n, **extra}
-                           for what, n, extra in self.rows()])
+            d.update(
+                total_bytes=self.total_bytes,
+                free_bytes=self.free_bytes,
+                used_bytes=self.used_bytes,
+                reserved_bytes=self.reserved_bytes,
+                this_process_bytes=self.this_process_bytes,
+                outside_allocator_bytes=self.outside_allocator_bytes,
+                others=[h.to_dict() for h in self.others],
+                others_bytes=self.others_bytes,
+                unexplained_bytes=self.unexplained_bytes,
+                rows=[{"what": what, "bytes": n, **extra} for what, n, extra in self.rows()],
+            )
         d["notes"] = list(self.notes)
         return d
 
@@ -133,8 +148,9 @@ class GpuAccounting:
 
     def holders_by_size(self) -> tuple[GpuHolder, ...]:
         """The other processes holding memory on the device, the largest first."""
-        return tuple(sorted((h for h in self.others if h.used_bytes),
-                            key=lambda h: -(h.used_bytes or 0)))
+        return tuple(
+            sorted((h for h in self.others if h.used_bytes), key=lambda h: -(h.used_bytes or 0))
+        )
 
     def holders_phrase(self) -> str:
         """Who holds the device, for an OOM verdict: ``18.20 GiB held by pid 4121
@@ -142,24 +158,31 @@ class GpuAccounting:
         parts = []
         others = self.holders_by_size()
         if others:
-            named = [f"{fb(h.used_bytes or 0)} {'held ' if i == 0 else ''}by {h.label()}"
-                     for i, h in enumerate(others[:VERDICT_HOLDERS])]
+            named = [
+                f"{fb(h.used_bytes or 0)} {'held ' if i == 0 else ''}by {h.label()}"
+                for i, h in enumerate(others[:VERDICT_HOLDERS])
+            ]
             rest = others[VERDICT_HOLDERS:]
             if rest:
-                named.append(f"{fb(sum(h.used_bytes or 0 for h in rest))} by "
-                             f"{plural(len(rest), 'more process', 'more processes')}")
+                named.append(
+                    f"{fb(sum(h.used_bytes or 0 for h in rest))} by "
+                    f"{plural(len(rest), 'more process', 'more processes')}"
+                )
             parts.append(", ".join(named))
         elif self.source is not None and self.this_process_bytes is not None:
             parts.append("no other process holds memory on it")
         mine = f"this process {fb(self.reserved_bytes)} reserved by PyTorch"
         if self.outside_allocator_bytes is not None:
-            mine = (f"this process {fb(self.reserved_bytes + self.outside_allocator_bytes)} "
-                    f"({fb(self.reserved_bytes)} reserved by PyTorch, "
-                    f"{fb(self.outside_allocator_bytes)} outside the allocator)")
+            mine = (
+                f"this process {fb(self.reserved_bytes + self.outside_allocator_bytes)} "
+                f"({fb(self.reserved_bytes)} reserved by PyTorch, "
+                f"{fb(self.outside_allocator_bytes)} outside the allocator)"
+            )
         parts.append(mine)
         if self.source is None:
-            parts.append(f"{fb(self.unexplained_bytes)} held by processes not known "
-                         "(no process list)")
+            parts.append(
+                f"{fb(self.unexplained_bytes)} held by processes not known (no process list)"
+            )
         elif abs(self.unexplained_bytes) >= VERDICT_RESIDUAL_BYTES:
             parts.append(f"{fb(self.unexplained_bytes)} unexplained")
         return "; ".join(parts)
@@ -208,11 +231,16 @@ class GpuShortfall:
         had, and that the request would have fitted without them."""
         acc = self.accounting
         outside = acc.outside_allocator_bytes
-        mine = (f"this process {fb(outside)} outside the allocator"
-                if outside is not None and outside > 0 else None)
+        mine = (
+            f"this process {fb(outside)} outside the allocator"
+            if outside is not None and outside > 0
+            else None
+        )
         if self.blamed == "outside the allocator":
-            parts = [f"this process holds {fb(self.outside_bytes)} of the GPU outside "
-                     f"PyTorch's allocator ({OUTSIDE_WHAT})"]
+            parts = [
+                f"this process holds {fb(self.outside_bytes)} of the GPU outside "
+                f"PyTorch's allocator ({OUTSIDE_WHAT})"
+            ]
             others = [h for h in acc.others if h.used_bytes]
             if others:
                 parts.append(f"other processes {fb(sum(h.used_bytes or 0 for h in others))}")
@@ -221,26 +249,36 @@ class GpuShortfall:
             parts = [self.holders_words()]
             if mine is not None:
                 parts.append(mine)
-            head = ("the GPU was full because of another process"
-                    if self.blamed == "other processes" and len(self.holders) == 1 else
-                    "the GPU was full because of other processes"
-                    if self.blamed == "other processes" else "the GPU was full")
+            head = (
+                "the GPU was full because of another process"
+                if self.blamed == "other processes" and len(self.holders) == 1
+                else "the GPU was full because of other processes"
+                if self.blamed == "other processes"
+                else "the GPU was full"
+            )
         if abs(acc.unexplained_bytes) >= VERDICT_RESIDUAL_BYTES:
             parts.append(f"{fb(acc.unexplained_bytes)} unexplained")
         parts.append(f"{fb(self.free_bytes)} free")
-        return (f"{head}: {', '.join(parts)}; the allocator could have had "
-                f"{fb(self.could_have_bytes)} ({fb(acc.reserved_bytes)} reserved + "
-                f"{fb(self.free_bytes)} free), and without {self.who()} its new "
-                f"{fb(self.need_bytes)} segment would have fitted "
-                f"({fb(self.free_bytes + self.freed_bytes)} free)")
+        return (
+            f"{head}: {', '.join(parts)}; the allocator could have had "
+            f"{fb(self.could_have_bytes)} ({fb(acc.reserved_bytes)} reserved + "
+            f"{fb(self.free_bytes)} free), and without {self.who()} its new "
+            f"{fb(self.need_bytes)} segment would have fitted "
+            f"({fb(self.free_bytes + self.freed_bytes)} free)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blamed": self.blamed, "holders": [h.to_dict() for h in self.holders],
-                "outside_allocator_bytes": self.outside_bytes,
-                "freed_bytes": self.freed_bytes, "free_bytes": self.free_bytes,
-                "need_bytes": self.need_bytes, "reserved_bytes": self.accounting.reserved_bytes,
-                "could_have_bytes": self.could_have_bytes,
-                "free_without_bytes": self.free_bytes + self.freed_bytes}
+        return {
+            "blamed": self.blamed,
+            "holders": [h.to_dict() for h in self.holders],
+            "outside_allocator_bytes": self.outside_bytes,
+            "freed_bytes": self.freed_bytes,
+            "free_bytes": self.free_bytes,
+            "need_bytes": self.need_bytes,
+            "reserved_bytes": self.accounting.reserved_bytes,
+            "could_have_bytes": self.could_have_bytes,
+            "free_without_bytes": self.free_bytes + self.freed_bytes,
+        }
 
 
 def shortfall(acc: GpuAccounting, free: int, need: int) -> GpuShortfall | None:
@@ -279,10 +317,18 @@ def format_lines(d: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def split_gpu(total: int, free: int, reserved: int, this_process: int | None,
-              others: Iterable[GpuHolder], *, source: str | None = None,
-              device: int | None = None, taken_at: str | None = None,
-              notes: Iterable[str] = ()) -> GpuAccounting:
+def split_gpu(
+    total: int,
+    free: int,
+    reserved: int,
+    this_process: int | None,
+    others: Iterable[GpuHolder],
+    *,
+    source: str | None = None,
+    device: int | None = None,
+    taken_at: str | None = None,
+    notes: Iterable[str] = (),
+) -> GpuAccounting:
     """Add up one reading (bytes).  ``this_process``: the driver's figure for this process
     (None: not known, its memory outside the allocator then lies in the residual)."""
     others = tuple(others)
@@ -291,15 +337,32 @@ def split_gpu(total: int, free: int, reserved: int, this_process: int | None,
     unexplained = (total - free) - mine - sum(h.used_bytes or 0 for h in others)
     notes = list(notes)
     if outside is not None and outside < 0:
-        notes.append(f"the driver reports {fb(this_process or 0)} for this process, "
-                     f"{fb(-outside)} less than PyTorch reserved")
+        notes.append(
+            f"the driver reports {fb(this_process or 0)} for this process, "
+            f"{fb(-outside)} less than PyTorch reserved"
+        )
     silent = [h for h in others if h.used_bytes is None]
     if silent:
-        notes.append(f"the driver does not report the memory of "
-                     f"{plural(len(silent), 'process', 'processes')} "
-                     f"({', '.join(h.label() for h in silent)}): it is in the residual")
-    return GpuAccounting(True, None, device, taken_at, source, total, free, reserved,
-                         this_process, outside, others, unexplained, tuple(notes))
+        notes.append(
+            f"the driver does not report the memory of "
+            f"{plural(len(silent), 'process', 'processes')} "
+            f"({', '.join(h.label() for h in silent)}): it is in the residual"
+        )
+    return GpuAccounting(
+        True,
+        None,
+        device,
+        taken_at,
+        source,
+        total,
+        free,
+        reserved,
+        this_process,
+        outside,
+        others,
+        unexplained,
+        tuple(notes),
+    )
 
 
 def not_known(reason: str) -> GpuAccounting:
@@ -310,12 +373,16 @@ def gpu_accounting(snap: Snapshot) -> GpuAccounting:
     """The whole GPU at the instant of ``snap``'s dump, from its sidecar."""
     side = snap.sidecar
     if not isinstance(side, Mapping):
-        return not_known("the snapshot has no sidecar, the NAME.json beside it where the "
-                         "capture module records the whole GPU")
+        return not_known(
+            "the snapshot has no sidecar, the NAME.json beside it where the "
+            "capture module records the whole GPU"
+        )
     g = side.get(SIDECAR_KEY)
     if not isinstance(g, Mapping):
-        return not_known("its sidecar has no record of the whole GPU: written before "
-                         "vramscope recorded it, or by another tool")
+        return not_known(
+            "its sidecar has no record of the whole GPU: written before "
+            "vramscope recorded it, or by another tool"
+        )
     return from_record(g, snap, side.get("reason"))
 
 
@@ -323,19 +390,31 @@ def from_record(g: Mapping[str, Any], snap: Snapshot, taken_at: Any = None) -> G
     """Add up a sidecar's ``gpu_memory`` with ``snap``'s segments on its device."""
     total, free, device = g.get("total_bytes"), g.get("free_bytes"), g.get("device")
     if not (isinstance(total, int) and isinstance(free, int) and isinstance(device, int)):
-        return not_known("the capture could not read the device's memory"
-                         + (f": {g['error']}" if g.get("error") else ""))
+        return not_known(
+            "the capture could not read the device's memory"
+            + (f": {g['error']}" if g.get("error") else "")
+        )
     taken = str(taken_at) if taken_at else None
     reserved = memory_stats(snap, Selection(device=device)).reserved_bytes
     procs = g.get("processes")
     source = g.get("source") if isinstance(g.get("source"), str) else None
     if not isinstance(procs, list):
         why = g.get("processes_missing") or "the capture recorded no process list"
-        return split_gpu(total, free, reserved, None, (), source=None, device=device,
-                         taken_at=taken,
-                         notes=[f"the processes on the device are not known ({why}): the "
-                                "residual is every other process and this process's memory "
-                                "outside the allocator together"])
+        return split_gpu(
+            total,
+            free,
+            reserved,
+            None,
+            (),
+            source=None,
+            device=device,
+            taken_at=taken,
+            notes=[
+                f"the processes on the device are not known ({why}): the "
+                "residual is every other process and this process's memory "
+                "outside the allocator together"
+            ],
+        )
     pid = g.get("pid")
     mine: list[Mapping[str, Any]] = []
     others: list[GpuHolder] = []
@@ -346,28 +425,43 @@ def from_record(g: Mapping[str, Any], snap: Snapshot, taken_at: Any = None) -> G
             mine.append(p)
         else:
             used = p.get("used_bytes")
-            others.append(GpuHolder(int(p["pid"]), used if isinstance(used, int) else None,
-                                    _command(p)))
+            others.append(
+                GpuHolder(int(p["pid"]), used if isinstance(used, int) else None, _command(p))
+            )
     notes = []
     this_process: int | None = None
     if mine and all(_is_int(p.get("used_bytes")) for p in mine):
         this_process = sum(int(p["used_bytes"]) for p in mine)
     elif mine:
-        notes.append("the driver does not report this process's memory: its memory outside "
-                     "the allocator is in the residual")
+        notes.append(
+            "the driver does not report this process's memory: its memory outside "
+            "the allocator is in the residual"
+        )
     else:
-        notes.append(f"this process (pid {pid}) is not among the "
-                     f"{plural(len(others), 'process', 'processes')} {source or 'the driver'} "
-                     "lists: their pids may be of another PID namespace (a container), one of "
-                     "them this process itself, counted twice then (the residual is negative "
-                     "by about its size)" if others else
-                     f"{source or 'the driver'} lists no process on the device, not even this "
-                     "one (a container, or a driver that does not say): the residual holds "
-                     "every process's memory beyond PyTorch's reserved")
+        notes.append(
+            f"this process (pid {pid}) is not among the "
+            f"{plural(len(others), 'process', 'processes')} {source or 'the driver'} "
+            "lists: their pids may be of another PID namespace (a container), one of "
+            "them this process itself, counted twice then (the residual is negative "
+            "by about its size)"
+            if others
+            else f"{source or 'the driver'} lists no process on the device, not even this "
+            "one (a container, or a driver that does not say): the residual holds "
+            "every process's memory beyond PyTorch's reserved"
+        )
     if source == "nvidia-smi":
         notes.append("nvidia-smi reports whole MiB: the residual includes the rounding")
-    return split_gpu(total, free, reserved, this_process, others, source=source,
-                     device=device, taken_at=taken, notes=notes)
+    return split_gpu(
+        total,
+        free,
+        reserved,
+        this_process,
+        others,
+        source=source,
+        device=device,
+        taken_at=taken,
+        notes=notes,
+    )
 
 
 def at_oom(snap: Snapshot, device: int, device_free: int) -> GpuAccounting | None:
@@ -413,24 +507,47 @@ def other_device(snap: Snapshot, need: int) -> dict[str, Any] | None:
         return None
     devices, mine, nv = g["devices"], g.get("uuid"), g.get("nvml_device")
     own_index = nv.get("index") if isinstance(nv, Mapping) else None
-    others = [d for d in devices if isinstance(d, Mapping) and _is_int(d.get("index"))
-              and _is_int(d.get("free_bytes")) and not d.get("this_device")
-              and not (mine and d.get("uuid") == mine) and d.get("index") != own_index]
+    others = [
+        d
+        for d in devices
+        if isinstance(d, Mapping)
+        and _is_int(d.get("index"))
+        and _is_int(d.get("free_bytes"))
+        and not d.get("this_device")
+        and not (mine and d.get("uuid") == mine)
+        and d.get("index") != own_index
+    ]
     if not others:
-        return {"index": None, "name": None, "uuid": None, "free_bytes": None,
-                "need_bytes": need, "fits": False,
-                "words": f"no other device had room for the run's {fb(need)} (NVML lists "
-                         "no other device)"}
+        return {
+            "index": None,
+            "name": None,
+            "uuid": None,
+            "free_bytes": None,
+            "need_bytes": need,
+            "fits": False,
+            "words": f"no other device had room for the run's {fb(need)} (NVML lists "
+            "no other device)",
+        }
     best = max(others, key=lambda d: (d["free_bytes"], -d["index"]))
     index, free = int(best["index"]), int(best["free_bytes"])
     name = best.get("name") if isinstance(best.get("name"), str) else None
     label = f"device {index}" + (f" ({name})" if name else "")
     fits = free >= need
-    words = (f"{label} has {fb(free)} free: CUDA_VISIBLE_DEVICES={index}" if fits else
-             f"no other device had room for the run's {fb(need)} (the freest, {label}, had "
-             f"{fb(free)} free)")
-    return {"index": index, "name": name, "uuid": best.get("uuid"), "free_bytes": free,
-            "need_bytes": need, "fits": fits, "words": words}
+    words = (
+        f"{label} has {fb(free)} free: CUDA_VISIBLE_DEVICES={index}"
+        if fits
+        else f"no other device had room for the run's {fb(need)} (the freest, {label}, had "
+        f"{fb(free)} free)"
+    )
+    return {
+        "index": index,
+        "name": name,
+        "uuid": best.get("uuid"),
+        "free_bytes": free,
+        "need_bytes": need,
+        "fits": fits,
+        "words": words,
+    }
 
 
 def _command(p: Mapping[str, Any]) -> str | None:

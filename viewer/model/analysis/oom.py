@@ -37,13 +37,20 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from ..core.snapshot import Action, BlockState, Snapshot
+from ..core.units import format_bytes as fb
+from ..core.units import plural
+from ..replay.integrity import Untrusted, check, untrusted_at
 from .figures import Selection, fit_request, memory_stats
 from .gpu_accounting import (
-    SIDECAR_KEY, at_oom, from_record, holders_words, other_device, run_need_bytes, shortfall,
+    SIDECAR_KEY,
+    at_oom,
+    from_record,
+    holders_words,
+    other_device,
+    run_need_bytes,
+    shortfall,
 )
-from ..replay.integrity import Untrusted, check, untrusted_at
-from ..core.snapshot import Action, BlockState, Snapshot
-from ..core.units import format_bytes as fb, plural
 
 if TYPE_CHECKING:
     from ..replay.timeline import Timeline
@@ -88,15 +95,19 @@ class OomReport:
     def concerns(self, selection: Selection) -> bool:
         """Is this OOM's request about segments in ``selection`` (its device, stream,
         pool kind and pool)?  Views show the request only beside the memory it concerns."""
-        return not ((selection.device is not None and selection.device != self.device)
-                    or (selection.stream is not None and selection.stream != self.stream)
-                    or (selection.is_small is not None
-                        and selection.is_small != (self.pool_kind == "small"))
-                    or (selection.pool is not None and selection.pool != self.pool))
+        return not (
+            (selection.device is not None and selection.device != self.device)
+            or (selection.stream is not None and selection.stream != self.stream)
+            or (
+                selection.is_small is not None and selection.is_small != (self.pool_kind == "small")
+            )
+            or (selection.pool is not None and selection.pool != self.pool)
+        )
 
 
-def oom_reports(snap: Snapshot, timeline: "Timeline | None" = None,
-                untrusted: "list[Untrusted] | None" = None) -> list[OomReport]:
+def oom_reports(
+    snap: Snapshot, timeline: "Timeline | None" = None, untrusted: "list[Untrusted] | None" = None
+) -> list[OomReport]:
     """One report per ``oom`` trace event, in recorded order.
 
     Each verdict is judged on the block layout at the moment of its OOM:
@@ -146,18 +157,26 @@ def _name_holders(snap: Snapshot, report: OomReport) -> OomReport:
     if free >= report.new_segment_bytes:
         return report  # the process was at its limit; the device was not full
     short = shortfall(acc, free, report.new_segment_bytes)
-    elsewhere = other_device(snap, run_need_bytes(
-        snap, report.device, acc, report.reserved_bytes + report.new_segment_bytes))
+    elsewhere = other_device(
+        snap,
+        run_need_bytes(snap, report.device, acc, report.reserved_bytes + report.new_segment_bytes),
+    )
     there = f"; {elsewhere['words']}" if elsewhere is not None else ""
     if short is not None:
-        return replace(report, verdict=f"{short.words()}{there}; within the "
-                                       f"{fb(short.could_have_bytes)}: {report.verdict}",
-                       gpu_shortfall=short.to_dict(), other_device=elsewhere)
+        return replace(
+            report,
+            verdict=f"{short.words()}{there}; within the "
+            f"{fb(short.could_have_bytes)}: {report.verdict}",
+            gpu_shortfall=short.to_dict(),
+            other_device=elsewhere,
+        )
     verdict = f"{report.verdict}; the GPU had too little left: {acc.holders_phrase()}"
     others = acc.others_bytes + max(acc.outside_allocator_bytes or 0, 0)
     if others:
-        verdict += (f"; without them {fb(free + others)} would have been free, still less "
-                    f"than the new {fb(report.new_segment_bytes)} segment")
+        verdict += (
+            f"; without them {fb(free + others)} would have been free, still less "
+            f"than the new {fb(report.new_segment_bytes)} segment"
+        )
     return replace(report, verdict=verdict + there, other_device=elsewhere)
 
 
@@ -167,9 +186,17 @@ def _check(timeline: "Timeline", devices: set[int]) -> "list[Untrusted]":
     try:
         return check(timeline, devices)
     except (ValueError, KeyError, IndexError) as exc:
-        return [Untrusted(d, 0, len(timeline.devices[d]) - 1, "inconsistent",
-                          f"the integrity check could not run ({exc})")
-                for d in sorted(devices) if d in timeline.devices]
+        return [
+            Untrusted(
+                d,
+                0,
+                len(timeline.devices[d]) - 1,
+                "inconsistent",
+                f"the integrity check could not run ({exc})",
+            )
+            for d in sorted(devices)
+            if d in timeline.devices
+        ]
 
 
 def last_oom(snap: Snapshot, timeline: "Timeline | None" = None) -> OomReport | None:
@@ -184,14 +211,17 @@ def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: boo
     device = int(trace.device[row])
     stream = int(trace.stream[row])
     size = int(trace.size[row])
-    events_after = int(np.count_nonzero(trace.device[row + 1:] == device))
+    events_after = int(np.count_nonzero(trace.device[row + 1 :] == device))
     fit = fit_request(state, size, device=device, stream=stream, rounded=True)
     pool = snap.ordinary_pool
     sel = Selection(device=device, pool=pool, stream=stream, is_small=fit.pool_kind == "small")
     seg_mask = sel.segment_mask(state) if pool is not None else np.zeros(len(state.segments), bool)
     blocks = state.blocks
-    free_blocks = (blocks.state == BlockState.FREE) & seg_mask[blocks.segment] \
-        if len(blocks) else np.zeros(0, bool)
+    free_blocks = (
+        (blocks.state == BlockState.FREE) & seg_mask[blocks.segment]
+        if len(blocks)
+        else np.zeros(0, bool)
+    )
     free_segments = int(len(np.unique(blocks.segment[free_blocks])))
     dev_stats = memory_stats(state, Selection(device=device))
     device_free = int(trace.device_free[row])
@@ -221,28 +251,39 @@ def _report(snap: Snapshot, state: Snapshot, row: int, is_last: bool, exact: boo
 def _verdict(fit, free_segments: int, device_free: int, events_after: int) -> tuple[str, str]:
     req = fit.rounded_bytes
     if events_after and fit.fits:
-        return ("changed", "the layout changed after this OOM "
-                f"({plural(events_after, 'later event')}): "
-                f"a {fb(req)} block would fit now, so the map shows a later state")
+        return (
+            "changed",
+            "the layout changed after this OOM "
+            f"({plural(events_after, 'later event')}): "
+            f"a {fb(req)} block would fit now, so the map shows a later state",
+        )
     if fit.free_bytes >= req:
-        return ("fragmentation",
-                f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
-                f"segment{'s' if free_segments != 1 else ''} of the {fit.pool_kind} pool, "
-                f"but the largest free block is "
-                f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested")
+        return (
+            "fragmentation",
+            f"fragmentation: {fb(fit.free_bytes)} is free inside {free_segments} "
+            f"segment{'s' if free_segments != 1 else ''} of the {fit.pool_kind} pool, "
+            f"but the largest free block is "
+            f"{fb(fit.largest_free_block_bytes)} < {fb(req)} requested",
+        )
     if fit.free_bytes == 0:
         head = "capacity: every segment is full"
     else:
-        head = (f"capacity: only {fb(fit.free_bytes)} is free in the cache, "
-                f"less than the {fb(req)} requested")
+        head = (
+            f"capacity: only {fb(fit.free_bytes)} is free in the cache, "
+            f"less than the {fb(req)} requested"
+        )
     if device_free < 0:
         tail = f"and no new {fb(fit.new_segment_bytes)} segment could be allocated"
     elif device_free >= fit.new_segment_bytes:
-        tail = (f"and the process is at its memory limit (the GPU still had {fb(device_free)} "
-                f"free, but a new {fb(fit.new_segment_bytes)} segment was refused)")
+        tail = (
+            f"and the process is at its memory limit (the GPU still had {fb(device_free)} "
+            f"free, but a new {fb(fit.new_segment_bytes)} segment was refused)"
+        )
     else:
-        tail = (f"and the GPU has too little free memory ({fb(device_free)} free on the device, "
-                f"a new segment needs {fb(fit.new_segment_bytes)})")
+        tail = (
+            f"and the GPU has too little free memory ({fb(device_free)} free on the device, "
+            f"a new segment needs {fb(fit.new_segment_bytes)})"
+        )
     return "capacity", f"{head} {tail}"
 
 
@@ -251,14 +292,18 @@ _INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 #: The sidecar's field the capture writes for an OOM outside the allocator.
 OUTSIDE_KEY = "outside_allocator_oom"
 # What each library failed to make, by a call named in its error (else its memory).
-_WHAT_FAILED = (("cublasLtCreate", "cuBLASLt could not create its handle"),
-                ("cublasCreate", "cuBLAS could not create its handle"),
-                ("cudnnCreate", "cuDNN could not create its handle"))
-_LIBRARY_FAILED = {"cuBLAS": "cuBLAS could not allocate its memory",
-                   "cuBLASLt": "cuBLASLt could not allocate its workspace",
-                   "cuDNN": "cuDNN could not allocate its workspace",
-                   "NCCL": "NCCL could not allocate its buffers",
-                   "CUDA": "a CUDA allocation outside PyTorch's allocator failed"}
+_WHAT_FAILED = (
+    ("cublasLtCreate", "cuBLASLt could not create its handle"),
+    ("cublasCreate", "cuBLAS could not create its handle"),
+    ("cudnnCreate", "cuDNN could not create its handle"),
+)
+_LIBRARY_FAILED = {
+    "cuBLAS": "cuBLAS could not allocate its memory",
+    "cuBLASLt": "cuBLASLt could not allocate its workspace",
+    "cuDNN": "cuDNN could not allocate its workspace",
+    "NCCL": "NCCL could not allocate its buffers",
+    "CUDA": "a CUDA allocation outside PyTorch's allocator failed",
+}
 
 
 @dataclass(frozen=True)
@@ -305,12 +350,18 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
         return None
     library = str(o.get("library") or "CUDA")
     error = " ".join(o["error"].split())
-    what = next((w for call, w in _WHAT_FAILED if call in error), None) \
-        or _LIBRARY_FAILED.get(library, f"{library} could not allocate GPU memory")
+    what = next((w for call, w in _WHAT_FAILED if call in error), None) or _LIBRARY_FAILED.get(
+        library, f"{library} could not allocate GPU memory"
+    )
     g = side.get(SIDECAR_KEY)
     acc = from_record(g, snap, "oom") if isinstance(g, Mapping) else None
-    device = acc.device if acc is not None and acc.known else \
-        side.get("device") if isinstance(side.get("device"), int) else None
+    device = (
+        acc.device
+        if acc is not None and acc.known
+        else side.get("device")
+        if isinstance(side.get("device"), int)
+        else None
+    )
     parts = [f"{what} ({error})"]
     free = reserved = allocated = None
     if device is not None:
@@ -325,8 +376,10 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
         unused = f"{fb(acc.reserved_bytes - (allocated or 0))} of it unused"
         whole = releasable_bytes(snap, acc.device) if acc.device is not None else 0
         if whole:
-            unused += (f", {fb(whole)} in wholly free segments that "
-                       "torch.cuda.empty_cache() returns to the GPU")
+            unused += (
+                f", {fb(whole)} in wholly free segments that "
+                "torch.cuda.empty_cache() returns to the GPU"
+            )
         mine = f"this process {fb(acc.reserved_bytes)} reserved by PyTorch ({unused})"
         if acc.outside_allocator_bytes is not None:
             mine += f", {fb(acc.outside_allocator_bytes)} outside the allocator"
@@ -338,14 +391,26 @@ def outside_oom(snap: Snapshot) -> OutsideOom | None:
     else:
         why = acc.reason if acc is not None else "its sidecar has no record of the whole GPU"
         parts.append(f"the GPU's free memory is not known ({why})")
-    elsewhere = other_device(snap, run_need_bytes(snap, acc.device, acc, acc.reserved_bytes)) \
-        if acc is not None and acc.known and acc.device is not None else None
+    elsewhere = (
+        other_device(snap, run_need_bytes(snap, acc.device, acc, acc.reserved_bytes))
+        if acc is not None and acc.known and acc.device is not None
+        else None
+    )
     if elsewhere is not None:
         parts.append(elsewhere["words"])
     stack = tuple(str(f) for f in o.get("stack") or () if isinstance(f, str))
-    return OutsideOom(library, error, o.get("exception_type") if isinstance(
-        o.get("exception_type"), str) else None, stack, device, free, reserved, allocated,
-        "; ".join(parts), elsewhere)
+    return OutsideOom(
+        library,
+        error,
+        o.get("exception_type") if isinstance(o.get("exception_type"), str) else None,
+        stack,
+        device,
+        free,
+        reserved,
+        allocated,
+        "; ".join(parts),
+        elsewhere,
+    )
 
 
 def releasable_bytes(snap: Snapshot, device: int) -> int:

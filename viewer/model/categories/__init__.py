@@ -12,11 +12,21 @@ numpy the reference.
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
 
+from .breakdown import MemoryBreakdown, format_split
 from .iterations import PHASE_NAMES, Iteration, describe_iterations
 from .leaks import Leak
 from .reasons import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES, REASONS, Reason
-from .breakdown import MemoryBreakdown, format_split
 
-__all__ = ["CATEGORY_COLORS", "CATEGORY_LABELS", "CATEGORY_NAMES", "Iteration", "Leak",
-           "MemoryBreakdown", "PHASE_NAMES", "REASONS", "Reason", "describe_iterations",
-           "format_split"]
+__all__ = [
+    "CATEGORY_COLORS",
+    "CATEGORY_LABELS",
+    "CATEGORY_NAMES",
+    "PHASE_NAMES",
+    "REASONS",
+    "Iteration",
+    "Leak",
+    "MemoryBreakdown",
+    "Reason",
+    "describe_iterations",
+    "format_split",
+]

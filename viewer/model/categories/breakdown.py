@@ -15,28 +15,34 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-
 from typing import cast
 
 import numpy as np
 
 from ..core.progress import Progress
+from ..core.snapshot import Snapshot
+from ..core.units import format_bytes
 from ..replay import DeviceReplay
 from ..replay.curves import curve_starts, native_requested_chunk, requested_curve_of
-from ..core.snapshot import Snapshot
+from ..replay.incremental import is_live
 from ..replay.timeline import Intervals, Timeline
-from ..core.units import format_bytes
 from . import native_passes as _native
 from . import stack_kinds as sk
 from .classify import classify
-from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
-from ..replay.incremental import is_live
-from .lean import lean_intervals
 from .generation import Generation, find_generation, merge_requests
+from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
 from .leaks import Leak, find_leaks, leak_frames
+from .lean import lean_intervals
+from .reasons import (
+    CATEGORY_LABELS,
+    CATEGORY_NAMES,
+    COMMUNICATION,
+    KV_CACHE,
+    PARAMETER_GATHERED,
+    REASONS,
+    reason_id,
+)
 from .sharded import SHARDED, Sharding, is_sharded, mark_sharded, world_size
-from .reasons import (CATEGORY_LABELS, CATEGORY_NAMES, COMMUNICATION, KV_CACHE,
-                      PARAMETER_GATHERED, REASONS, reason_id)
 
 N_CATEGORIES = len(CATEGORY_NAMES)
 # Below this many events a second thread costs more than it saves.
@@ -55,8 +61,8 @@ def requested_curve(iv: Intervals, n: int, rep: DeviceReplay | None = None) -> n
         return np.zeros(0, np.int64)
     s = np.maximum(iv.start, 0)
     w = iv.requested.astype(np.float64)  # exact below 2**53 bytes
-    d = np.bincount(s, weights=w, minlength=n + 1)[:n + 1]
-    d -= np.bincount(np.minimum(iv.end, n), weights=w, minlength=n + 1)[:n + 1]
+    d = np.bincount(s, weights=w, minlength=n + 1)[: n + 1]
+    d -= np.bincount(np.minimum(iv.end, n), weights=w, minlength=n + 1)[: n + 1]
     return np.cumsum(d[:n]).astype(np.int64)
 
 
@@ -81,14 +87,18 @@ class RequestedCurve:
     def span_peaks(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(maximum, first event reaching it) of each span ``[lo_i, hi_i)`` (sorted,
         non-overlapping, non-empty)."""
-        iv, n, rep = self._args
+        _iv, n, rep = self._args
         top = np.empty(len(lo), np.int64)
         peak = np.empty(len(lo), np.int64)
-        if rep is not None and self._array is None and len(lo) \
-                and rep.derived("curves") is None and _native.available():
+        if (
+            rep is not None
+            and self._array is None
+            and len(lo)
+            and rep.derived("curves") is None
+            and _native.available()
+        ):
             # One C pass from event 0 to the last span's end, no buffer of the curve.
-            return _native.span_peaks(rep.action, rep.size,
-                                      curve_starts(rep)["requested"], lo, hi)
+            return _native.span_peaks(rep.action, rep.size, curve_starts(rep)["requested"], lo, hi)
         native = rep is not None and rep.uses_native_loop and rep.derived("curves") is None
         if self._array is not None or not native or not len(lo) or rep is None:
             req = self.array()
@@ -107,7 +117,7 @@ class RequestedCurve:
         end = his[-1]
         for c0 in range(0, end, self.CHUNK):  # from event 0: the curve is a running sum
             c1 = min(c0 + self.CHUNK, n)
-            out = buf[:c1 - c0]
+            out = buf[: c1 - c0]
             native_requested_chunk(act[c0:c1], bsz[c0:c1], size[c0:c1], carry, out)
             carry = int(out[-1])
             # Every span that overlaps [c0, c1): its part in this chunk.
@@ -115,7 +125,7 @@ class RequestedCurve:
             while j < len(los) and los[j] < c1:
                 a, b = max(los[j], c0), min(his[j], c1)
                 if b > a:
-                    k = a - c0 + int(np.argmax(out[a - c0:b - c0]))
+                    k = a - c0 + int(np.argmax(out[a - c0 : b - c0]))
                     if out[k] > top[j]:  # strictly: the first event keeps it
                         top[j] = out[k]
                         peak[j] = c0 + k
@@ -141,10 +151,15 @@ class MemoryBreakdown:
     _by_start: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, snap: Snapshot, timeline: Timeline, device: int | None = None,
-              progress: Progress | None = None,
-              intervals_of_device: Intervals | None = None,
-              prepared: "Prepared | None" = None) -> "MemoryBreakdown":
+    def build(
+        cls,
+        snap: Snapshot,
+        timeline: Timeline,
+        device: int | None = None,
+        progress: Progress | None = None,
+        intervals_of_device: Intervals | None = None,
+        prepared: "Prepared | None" = None,
+    ) -> "MemoryBreakdown":
         """Classify every allocation of ``device`` (default: the first with events).
 
         ``intervals_of_device``: ``timeline.intervals(replay)`` when the caller has it
@@ -169,13 +184,32 @@ class MemoryBreakdown:
         if gen is not None:
             _mark_kv_cache(gen, category, reason)
         progress.update("categories", 0.9)
-        leaks = find_leaks(snap, iv, ph.iterations, ph.iteration, n - 1, leak_frames(snap),
-                           exclude=category == KV_CACHE if gen is not None else None) \
-            if n else []
+        leaks = (
+            find_leaks(
+                snap,
+                iv,
+                ph.iterations,
+                ph.iteration,
+                n - 1,
+                leak_frames(snap),
+                exclude=category == KV_CACHE if gen is not None else None,
+            )
+            if n
+            else []
+        )
         _mark_leaked(leaks, category, reason)
         progress.update("categories", 1.0)
-        return cls(snap=snap, device=device, n_events=n, intervals=iv, category=category,
-                   reason=reason, phases=ph, leaks=leaks, curve=curve)
+        return cls(
+            snap=snap,
+            device=device,
+            n_events=n,
+            intervals=iv,
+            category=category,
+            reason=reason,
+            phases=ph,
+            leaks=leaks,
+            curve=curve,
+        )
 
     # -- queries ------------------------------------------------------------------------
     @property
@@ -197,8 +231,9 @@ class MemoryBreakdown:
         they add up to the requested curve at ``k``."""
         iv = self.intervals
         live = (iv.start <= k) & (iv.end > k)
-        return np.bincount(self.category[live], weights=iv.requested[live],
-                           minlength=N_CATEGORIES).astype(np.int64)
+        return np.bincount(
+            self.category[live], weights=iv.requested[live], minlength=N_CATEGORIES
+        ).astype(np.int64)
 
     def split_at(self, k: int) -> dict[str, int]:
         """``bytes_at`` as a dict: category name -> bytes."""
@@ -237,8 +272,9 @@ class MemoryBreakdown:
     def explain(self, i: int) -> str:
         """One line: allocation ``i``'s category, how it was decided, whether it is a guess."""
         r = REASONS[int(self.reason[i])]
-        return (f"{CATEGORY_NAMES[r.category]}: {r.text}"
-                + (" (a guess)" if r.guess and "guess" not in r.text else ""))
+        return f"{CATEGORY_NAMES[r.category]}: {r.text}" + (
+            " (a guess)" if r.guess and "guess" not in r.text else ""
+        )
 
     def leaked_bytes_at(self, k: int) -> int:
         """Of the bytes live after ``k``, those kept by a leaking line (see ``leaks``)."""
@@ -270,8 +306,11 @@ class MemoryBreakdown:
             e_order = np.argsort(iv.end[ids], kind="stable")
             req = iv.requested[ids]
             cached = self._by_start[c] = (
-                iv.start[ids][s_order], np.concatenate(([0], np.cumsum(req[s_order]))),
-                iv.end[ids][e_order], np.concatenate(([0], np.cumsum(req[e_order]))))
+                iv.start[ids][s_order],
+                np.concatenate(([0], np.cumsum(req[s_order]))),
+                iv.end[ids][e_order],
+                np.concatenate(([0], np.cumsum(req[e_order]))),
+            )
         starts, s_cum, ends, e_cum = cached
         born = s_cum[np.searchsorted(starts, events, "right")]
         gone = e_cum[np.searchsorted(ends, events, "right")]
@@ -290,10 +329,13 @@ class MemoryBreakdown:
         if not is_sharded(self.category):
             return None
         split = self.split_at(event)
-        return Sharding(world_size=world_size(self.snap.sidecar), event=event,
-                        shards={k: int(split.get(k, 0)) for k in SHARDED},
-                        gathered_peak=self.most_live(PARAMETER_GATHERED),
-                        communication_peak=self.most_live(COMMUNICATION))
+        return Sharding(
+            world_size=world_size(self.snap.sidecar),
+            event=event,
+            shards={k: int(split.get(k, 0)) for k in SHARDED},
+            gathered_peak=self.most_live(PARAMETER_GATHERED),
+            communication_peak=self.most_live(COMMUNICATION),
+        )
 
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]
@@ -303,14 +345,17 @@ class MemoryBreakdown:
         """The ``vramscope summary --json`` fields of what the memory is."""
         out = {
             "categories_device": self.device,
-            "categories_at_peak": self.split_at(peak_event) if peak_event is not None
-            and self.n_events else None,
+            "categories_at_peak": self.split_at(peak_event)
+            if peak_event is not None and self.n_events
+            else None,
             "categories_at": self.split_at(at) if at is not None else None,
             "categories_at_device": self.device if at is not None else None,
             "categories_guessed_bytes_at_peak": self.guessed_bytes_at(peak_event)
-            if peak_event is not None and self.n_events else None,
+            if peak_event is not None and self.n_events
+            else None,
             "leaked_bytes_at_peak": self.leaked_bytes_at(peak_event)
-            if peak_event is not None and self.n_events else 0,
+            if peak_event is not None and self.n_events
+            else 0,
             "iterations": [it.to_dict() for it in self.iterations],
             "leaks": [lk.to_dict() for lk in self.leaks],
         }
@@ -330,8 +375,9 @@ class Prepared:
     curve: RequestedCurve
 
 
-def prepare(snap: Snapshot, rep: DeviceReplay,
-            intervals_of_device: Intervals | None = None) -> Prepared:
+def prepare(
+    snap: Snapshot, rep: DeviceReplay, intervals_of_device: Intervals | None = None
+) -> Prepared:
     """The allocations and phases of ``rep`` (see :class:`Prepared`)."""
     kinds = sk.stack_kinds(snap)
     n = len(rep)
@@ -357,10 +403,15 @@ def _overlap(rep: DeviceReplay) -> bool:
     """Whether the intervals can be made on a second thread while the phases are found:
     several cores, a large trace, the native curve pass (the phases then never read the
     intervals) and lifetimes not made yet (the work that overlaps)."""
-    return ((os.cpu_count() or 1) > 1 and len(rep) >= OVERLAP_MIN_EVENTS
-            and rep.uses_native_loop and rep.derived("curves") is None
-            and rep.derived("lifetimes") is None
-            and rep.derived("intervals") is None and not is_live(rep))
+    return (
+        (os.cpu_count() or 1) > 1
+        and len(rep) >= OVERLAP_MIN_EVENTS
+        and rep.uses_native_loop
+        and rep.derived("curves") is None
+        and rep.derived("lifetimes") is None
+        and rep.derived("intervals") is None
+        and not is_live(rep)
+    )
 
 
 def _mark_kv_cache(gen: Generation, category: np.ndarray, reason: np.ndarray) -> None:
@@ -389,8 +440,9 @@ def split_total(split: dict[str, int], guessed: int = 0) -> str:
     """'9.95 GiB (7.45 GiB guessed)': what ``split`` adds up to and how much of it was
     placed by a guess (``guessed`` bytes), in the words of the window's split line and of
     ``vramscope summary``."""
-    return (format_bytes(sum(split.values()))
-            + (f" ({format_bytes(guessed)} guessed)" if guessed else ""))
+    return format_bytes(sum(split.values())) + (
+        f" ({format_bytes(guessed)} guessed)" if guessed else ""
+    )
 
 
 def format_split(split: dict[str, int]) -> str:
@@ -400,6 +452,9 @@ def format_split(split: dict[str, int]) -> str:
     for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS):
         b = split.get(name, 0)
         if b:
-            parts.append(f"{label} {format_bytes(b)} ({b / total:.0%})" if total
-                         else f"{label} {format_bytes(b)}")
+            parts.append(
+                f"{label} {format_bytes(b)} ({b / total:.0%})"
+                if total
+                else f"{label} {format_bytes(b)}"
+            )
     return ", ".join(parts) if parts else "nothing live"

@@ -24,8 +24,7 @@ import numpy as np
 from ..replay.timeline import Intervals
 from . import native_passes as native
 from . import stack_kinds as sk
-from .iterations import (PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf,
-                         Phases)
+from .iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PH_OTHER, IterationOf, Phases
 from .lean import column_at
 from .reasons import ACTIVATION, GRADIENT, PARAMETER, REASONS, reason_id
 
@@ -93,14 +92,18 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
         # The snapshot kept the stack that made it (the ring buffer wrapped; the blocks
         # remember): the stack decides as for any allocation.
         g.put((k & sk.K_APPLY) != 0, "param_module_apply")
-        g.put(((k & sk.K_MODULE_INIT) != 0) & ((k & (sk.K_OPTIM | sk.K_BACKWARD)) == 0),
-              "param_module_init")
+        g.put(
+            ((k & sk.K_MODULE_INIT) != 0) & ((k & (sk.K_OPTIM | sk.K_BACKWARD)) == 0),
+            "param_module_init",
+        )
         g.put(((k & sk.K_OPT_INIT) != 0) & (eg >= n), "opt_init_group")
         # Freed in the first backward (a ring buffer that starts inside an iteration):
         # that iteration's activations.
         end = np.minimum(eg, n - 1)
-        g.put((eg < n) & (ph.phase[end] == PH_BACKWARD) & (ph.iteration[end] <= 0),
-              "pre_act_freed_in_backward")
+        g.put(
+            (eg < n) & (ph.phase[end] == PH_BACKWARD) & (ph.iteration[end] <= 0),
+            "pre_act_freed_in_backward",
+        )
         # Freed by zero_grad (annotated, or a free whose stack is in zero_grad): the
         # previous iteration's gradients.
         in_zero = (eg < n) & (ph.evidence[end] == sk.EV_ZERO_GRAD)
@@ -119,8 +122,9 @@ def classify(iv: Intervals, ph: Phases, n_events: int) -> tuple[np.ndarray, np.n
     return _REASON_CATEGORY[reason8], reason8
 
 
-def _window(iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np.ndarray,
-            made: np.ndarray) -> None:
+def _window(
+    iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np.ndarray, made: np.ndarray
+) -> None:
     """The reasons of the allocations made in the window (numpy; the reference of
     catcore.classify_window): library workspaces, then per phase they were made in."""
     s = iv.start
@@ -217,16 +221,33 @@ def _window(iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np
 
 # The rules of catcore.classify_window, in the order of its R_* ids.
 WINDOW_REASONS = (
-    "workspace_cublas", "opt_init_group", "opt_survives_step", "temp_optimizer",
-    "grad_accumulate", "grad_survives_backward_guess", "grad_survives_backward",
-    "temp_backward", "param_module_apply", "param_module_init", "act_saved_guess",
-    "act_kept", "act_saved", "act_output_no_backward", "temp_forward", "input_user_code",
-    "input_lifetime", "temp_other", "unknown_setup", "unknown_other",
-    "unknown_no_iterations")
+    "workspace_cublas",
+    "opt_init_group",
+    "opt_survives_step",
+    "temp_optimizer",
+    "grad_accumulate",
+    "grad_survives_backward_guess",
+    "grad_survives_backward",
+    "temp_backward",
+    "param_module_apply",
+    "param_module_init",
+    "act_saved_guess",
+    "act_kept",
+    "act_saved",
+    "act_output_no_backward",
+    "temp_forward",
+    "input_user_code",
+    "input_lifetime",
+    "temp_other",
+    "unknown_setup",
+    "unknown_other",
+    "unknown_no_iterations",
+)
 
 
-def _window_native(iv: Intervals, ph: Phases, n: int, reason: np.ndarray,
-                   kinds_ext: np.ndarray) -> bool:
+def _window_native(
+    iv: Intervals, ph: Phases, n: int, reason: np.ndarray, kinds_ext: np.ndarray
+) -> bool:
     """:func:`_window` in one C pass over the allocations (no per-allocation masks, index
     arrays or gathers); False where it does not apply (not built, allocations not in event
     order, phases without their runs' iteration spans) and nothing was written."""
@@ -235,11 +256,21 @@ def _window_native(iv: Intervals, ph: Phases, n: int, reason: np.ndarray,
     runs = ph.phase_runs()
     it = ph.iteration
     return native.classify_window(
-        iv.start, iv.end, iv.stack, kinds_ext, ph.phase, ph.evidence, ph.guessed,
-        runs.end, runs.of(PH_BACKWARD)[0], it.lo,
+        iv.start,
+        iv.end,
+        iv.stack,
+        kinds_ext,
+        ph.phase,
+        ph.evidence,
+        ph.guessed,
+        runs.end,
+        runs.of(PH_BACKWARD)[0],
+        it.lo,
         np.array([x.end for x in ph.iterations], np.int64),
-        np.array([R(c) for c in WINDOW_REASONS], np.int16), reason,
-        (n, it.end, sk.K_WORKSPACE, sk.K_OPT_INIT, sk.K_ACCUMULATE_GRAD, sk.K_APPLY))
+        np.array([R(c) for c in WINDOW_REASONS], np.int16),
+        reason,
+        (n, it.end, sk.K_WORKSPACE, sk.K_OPT_INIT, sk.K_ACCUMULATE_GRAD, sk.K_APPLY),
+    )
 
 
 def _param_rules(g: _Group, ev: np.ndarray, kinds: np.ndarray) -> None:
@@ -279,8 +310,9 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
         it = ph.iteration[np.maximum(iv.start[grads], 0)].astype(np.int64)
         n_sizes = len(grad_sizes)
         if (len(ph.iterations) + 1) * n_sizes <= _DENSE_COUNTS:
-            counts = np.bincount((it + 1) * n_sizes + size_of,
-                                 minlength=(len(ph.iterations) + 1) * n_sizes)
+            counts = np.bincount(
+                (it + 1) * n_sizes + size_of, minlength=(len(ph.iterations) + 1) * n_sizes
+            )
             per_size = counts.reshape(-1, n_sizes).max(axis=0).astype(np.int64)
         else:
             uk, counts = np.unique(it * (1 << 40) + size_of, return_counts=True)
@@ -291,8 +323,9 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     first = ph.iterations[0].start if ph.iterations else 0
     # Parameters and optimizer state are never freed: only blocks alive to the end.
     n_end = int(iv.end.max()) if len(iv) else 0
-    unknown_long = np.flatnonzero((reason == R("unknown_pre_recording"))
-                                  | (reason == R("unknown_setup")))  # few
+    unknown_long = np.flatnonzero(
+        (reason == R("unknown_pre_recording")) | (reason == R("unknown_setup"))
+    )  # few
     end_u = iv.end[unknown_long]
     unknown_long = unknown_long[(end_u > first) & (end_u >= n_end)]
     if not len(unknown_long):
@@ -341,9 +374,13 @@ def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
     cand = cand[s[cand] <= first.end]
     cat_c = _REASON_CATEGORY[reason[cand]]
     pre_c = s[cand] < 0
-    cand = cand[np.isin(iv.requested[cand], WORKSPACE_SIZES)
-                & ((((cat_c == GRADIENT) | (cat_c == ACTIVATION)) & (s[cand] >= first.start))
-                   | (pre_c & (reason[cand] == R("unknown_pre_recording"))))]
+    cand = cand[
+        np.isin(iv.requested[cand], WORKSPACE_SIZES)
+        & (
+            (((cat_c == GRADIENT) | (cat_c == ACTIVATION)) & (s[cand] >= first.start))
+            | (pre_c & (reason[cand] == R("unknown_pre_recording")))
+        )
+    ]
     if not len(cand):
         return
     params = iv.requested[_REASON_CATEGORY[reason] == PARAMETER]

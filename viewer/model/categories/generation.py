@@ -91,7 +91,7 @@ def find_generation(iv: Intervals, ph: Phases, n: int) -> Generation | None:
     made, own = made[keep], own[keep]
     order = np.argsort(own, kind="stable")  # by iteration: each one's a slice
     made, own = made[order], own[order]
-    pair = (own + 1 < n_it)
+    pair = own + 1 < n_it
     pair[pair] = cand[own[pair]] & cand[own[pair] + 1]
     pm, po = made[pair], own[pair]
     nxt = po + 1
@@ -99,8 +99,9 @@ def find_generation(iv: Intervals, ph: Phases, n: int) -> Generation | None:
     # Freed inside the next iteration's forward pass.
     link_alloc = (em >= fs[nxt]) & (em < fe[nxt])
     link_alloc &= ph.phase[np.minimum(em, n - 1)] == PH_FORWARD
-    carried_bytes = np.bincount(po[link_alloc], weights=iv.requested[pm[link_alloc]],
-                                minlength=n_it).astype(np.int64)
+    carried_bytes = np.bincount(
+        po[link_alloc], weights=iv.requested[pm[link_alloc]], minlength=n_it
+    ).astype(np.int64)
     requests = _requests(carried_bytes > 0, carried_bytes)
     if not requests:
         return None
@@ -109,8 +110,8 @@ def find_generation(iv: Intervals, ph: Phases, n: int) -> Generation | None:
     req_of = np.full(n_it, -1, np.int64)
     limit = np.full(len(requests), n, np.int64)
     for r, rq in enumerate(requests):
-        req_of[rq.first:rq.last + 1] = r
-        later = np.flatnonzero(fs[rq.last + 1:] >= 0)
+        req_of[rq.first : rq.last + 1] = r
+        later = np.flatnonzero(fs[rq.last + 1 :] >= 0)
         if len(later):
             limit[r] = fs[rq.last + 1 + int(later[0])]
     r_of = req_of[po]
@@ -133,7 +134,7 @@ def _requests(link: np.ndarray, carried_bytes: np.ndarray) -> list[Request]:
             j += 1
         # Links i..j-1 join iterations i..j.
         if j - i >= MIN_LINKS:
-            decode = carried_bytes[i + 1:j]  # the prefill's link carries what it made
+            decode = carried_bytes[i + 1 : j]  # the prefill's link carries what it made
             steps = np.diff(decode)
             if decode[-1] > decode[0] and (steps >= 0).mean() >= GROWING_SHARE:
                 out.append(Request(i, j))
@@ -141,9 +142,16 @@ def _requests(link: np.ndarray, carried_bytes: np.ndarray) -> list[Request]:
     return out
 
 
-def _last_steps(iv: Intervals, requests: list[Request], fe: np.ndarray, limit: np.ndarray,
-                carried: np.ndarray, own_c: np.ndarray, made: np.ndarray,
-                own: np.ndarray) -> np.ndarray:
+def _last_steps(
+    iv: Intervals,
+    requests: list[Request],
+    fe: np.ndarray,
+    limit: np.ndarray,
+    carried: np.ndarray,
+    own_c: np.ndarray,
+    made: np.ndarray,
+    own: np.ndarray,
+) -> np.ndarray:
     """Per request, what its last forward made like the carried cache and kept after it
     (``made``/``own``: the allocations made in forward passes and their iteration, sorted
     by iteration; ``carried``/``own_c`` likewise for the carried cache)."""
@@ -175,17 +183,27 @@ def merge_requests(ph: Phases, requests: list[Request]) -> Phases:
             out.append(replace(its[i], index=len(out)))
             i += 1
             continue
-        part = its[rq.first:rq.last + 1]
+        part = its[rq.first : rq.last + 1]
         top = max(part, key=lambda it: it.peak_bytes)  # the first at the maximum
         # A request's phases in its own words: the prefill (its first forward pass), decode
         # (a later one), or sampling between them (logits processors, top-k).
-        phase = {"forward": "prefill" if top is part[0] else "decode",
-                 "other": "sampling"}.get(top.peak_phase, top.peak_phase)
-        out.append(Iteration(
-            index=len(out), start=part[0].start, end=part[-1].end, peak_bytes=top.peak_bytes,
-            peak_event=top.peak_event, peak_phase=phase, kind="generate",
-            complete=part[-1].complete, phases_guessed=any(it.phases_guessed for it in part),
-            decode_steps=rq.last - rq.first))
+        phase = {"forward": "prefill" if top is part[0] else "decode", "other": "sampling"}.get(
+            top.peak_phase, top.peak_phase
+        )
+        out.append(
+            Iteration(
+                index=len(out),
+                start=part[0].start,
+                end=part[-1].end,
+                peak_bytes=top.peak_bytes,
+                peak_event=top.peak_event,
+                peak_phase=phase,
+                kind="generate",
+                complete=part[-1].complete,
+                phases_guessed=any(it.phases_guessed for it in part),
+                decode_steps=rq.last - rq.first,
+            )
+        )
         i = rq.last + 1
     lo = np.array([it.start for it in out], np.int64)
     n = len(ph.phase)

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..replay import DeviceReplay
 from ..core.snapshot import Action, Snapshot
 from ..core.units import plural
+from ..replay import DeviceReplay
 from . import native_passes as native
 from . import stack_kinds as sk
 from .runs import PhaseRuns
@@ -44,9 +44,13 @@ PH_BACKWARD = 2
 PH_OPTIMIZER = 3
 PHASE_NAMES = ("other", "forward", "backward", "optimizer")
 
-_STRONG_PHASE = {sk.EV_FORWARD: PH_FORWARD, sk.EV_BACKWARD: PH_BACKWARD,
-                 sk.EV_OPTIMIZER: PH_OPTIMIZER, sk.EV_PARAM_INIT: PH_OTHER,
-                 sk.EV_ZERO_GRAD: PH_OTHER}
+_STRONG_PHASE = {
+    sk.EV_FORWARD: PH_FORWARD,
+    sk.EV_BACKWARD: PH_BACKWARD,
+    sk.EV_OPTIMIZER: PH_OPTIMIZER,
+    sk.EV_PARAM_INIT: PH_OTHER,
+    sk.EV_ZERO_GRAD: PH_OTHER,
+}
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,17 @@ class Iteration:
     decode_steps: int = 0  # "generate": the forward passes after the prefill
 
     def to_dict(self) -> dict:
-        out = {"index": self.index, "start_event": self.start, "end_event": self.end,
-               "peak_bytes": self.peak_bytes, "peak_event": self.peak_event,
-               "peak_phase": self.peak_phase, "kind": self.kind,
-               "complete": self.complete, "phases_guessed": self.phases_guessed}
+        out = {
+            "index": self.index,
+            "start_event": self.start,
+            "end_event": self.end,
+            "peak_bytes": self.peak_bytes,
+            "peak_event": self.peak_event,
+            "peak_phase": self.peak_phase,
+            "kind": self.kind,
+            "complete": self.complete,
+            "phases_guessed": self.phases_guessed,
+        }
         if self.kind == "generate":
             out["decode_steps"] = self.decode_steps
         return out
@@ -184,8 +195,9 @@ class Phases:
         return self.runs
 
 
-def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
-                       prefix: str, time_min: int | None = None) -> list[tuple[int, int]]:
+def _annotation_ranges(
+    snap: Snapshot, device: int, time_us: np.ndarray, prefix: str, time_min: int | None = None
+) -> list[tuple[int, int]]:
     """Event ranges ``[lo, hi)`` of the record_function ranges whose name starts with
     ``prefix`` (matched START to END in order), on ``device`` (or every device when the
     file does not say).  ``time_min``: ``time_us.min()`` when the caller has it."""
@@ -196,8 +208,9 @@ def _annotation_ranges(snap: Snapshot, device: int, time_us: np.ndarray,
         return []
     strings = snap.strings
     names, inverse = np.unique(ann.name, return_inverse=True)  # a few distinct names
-    hit = np.fromiter((i >= 0 and strings[i].startswith(prefix) for i in names.tolist()),
-                      bool, count=len(names))
+    hit = np.fromiter(
+        (i >= 0 and strings[i].startswith(prefix) for i in names.tolist()), bool, count=len(names)
+    )
     wanted = hit[inverse.reshape(-1)]
     rows = np.flatnonzero(wanted & ((ann.device == device) | (ann.device < 0)))
     t0s, t1s = [], []
@@ -235,12 +248,12 @@ def stack_codes(snap: Snapshot, kinds: np.ndarray) -> np.ndarray | None:
         guessed_stack[:] = False
     if not len(ev_stack):
         return None
-    return np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4),
-                     np.int8(0))
+    return np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4), np.int8(0))
 
 
-def event_evidence(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray) -> tuple[np.ndarray,
-                                                                                  np.ndarray]:
+def event_evidence(
+    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(evidence per event, guessed per event): the evidence of each alloc's or requested
     free's stack."""
     n = len(rep)
@@ -309,7 +322,7 @@ def fill_phases(ev: np.ndarray, forced: np.ndarray) -> np.ndarray:
     user = ~strong
     value[user] = _rule(ext[prev_s[user]], ext[next_s[user]])
     lengths = np.diff(run_at, append=n)
-    phase[run_at[0]:] = np.repeat(value, lengths)
+    phase[run_at[0] :] = np.repeat(value, lengths)
     return phase
 
 
@@ -324,10 +337,10 @@ def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     at, codes = [], []
     last = np.int8(-1)
     for c0 in range(0, len(code), _CHUNK):
-        key = np.flatnonzero(code[c0:c0 + _CHUNK] >= 0)
+        key = np.flatnonzero(code[c0 : c0 + _CHUNK] >= 0)
         if not len(key):
             continue
-        kc = code[c0:c0 + _CHUNK][key]
+        kc = code[c0 : c0 + _CHUNK][key]
         change = np.flatnonzero(np.concatenate(([kc[0] != last], kc[1:] != kc[:-1])))
         at.append(key[change] + c0)
         codes.append(kc[change])
@@ -337,8 +350,9 @@ def _key_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(at), np.concatenate(codes)
 
 
-def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
-                    spans: list[tuple[int, int]], runs: PhaseRuns) -> bool:
+def _split_by_curve(
+    phase: np.ndarray, guessed: np.ndarray, requested, spans: list[tuple[int, int]], runs: PhaseRuns
+) -> bool:
     """Inside each span without forward/backward evidence, the forward ends at the highest
     point of the curve (activations pile up, then backward releases them): a guess.
     True when a phase changed (``runs`` are then out of date)."""
@@ -349,8 +363,9 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
     # Runs of forward/backward (a few per iteration), not every such event.
     w_start, w_end = runs.of(PH_FORWARD, PH_BACKWARD)
     last = np.searchsorted(w_start, hi) - 1  # the last such run starting before hi
-    overlaps = (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else \
-        np.zeros(len(lo), bool)
+    overlaps = (
+        (last >= 0) & (w_end[np.maximum(last, 0)] > lo) if len(w_start) else np.zeros(len(lo), bool)
+    )
     bare = np.flatnonzero((hi - lo >= 2) & ~overlaps)
     if len(bare):
         requested = _curve_array(requested)
@@ -360,7 +375,7 @@ def _split_by_curve(phase: np.ndarray, guessed: np.ndarray, requested,
         top = a + int(np.argmax(requested[a:b]))
         free = seg == PH_OTHER
         fwd = np.zeros(b - a, bool)
-        fwd[:top - a + 1] = True
+        fwd[: top - a + 1] = True
         seg[free & fwd] = PH_FORWARD
         seg[free & ~fwd] = PH_BACKWARD
         guessed[a:b] |= free
@@ -385,8 +400,9 @@ def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, 
     return top, peak
 
 
-def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None,
-                requested=None) -> Phases:
+def find_phases(
+    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None, requested=None
+) -> Phases:
     """Evidence, phases and iterations of one device's trace (``requested``: the requested
     bytes after each event - an array, or a ``breakdown.RequestedCurve`` that makes only what
     is read - default ``rep.requested``)."""
@@ -402,9 +418,11 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     if code is not None:
         # One C pass: evidence, guess and phase of every event (no temporaries of n).
         ev, guessed, phase, known = native.phases(
-            rep.action, rep.stack, code,
-            [(lo, hi, PH_OTHER) for lo, hi in zero] + [(lo, hi, PH_OPTIMIZER)
-                                                       for lo, hi in steps])
+            rep.action,
+            rep.stack,
+            code,
+            [(lo, hi, PH_OTHER) for lo, hi in zero] + [(lo, hi, PH_OPTIMIZER) for lo, hi in steps],
+        )
     else:
         ev, guessed = event_evidence(snap, rep, kinds)
         forced = np.full(n, -1, np.int8)
@@ -418,8 +436,11 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
     o_starts, o_ends = runs.of(PH_OPTIMIZER)
     anchors = list(zip(o_starts.tolist(), o_ends.tolist()))
     for lo, hi in steps:  # steps that allocated nothing and freed nothing: empty ranges
-        if hi <= lo and not (lo < n and phase[lo] == PH_OPTIMIZER) \
-                and not (lo > 0 and phase[lo - 1] == PH_OPTIMIZER):
+        if (
+            hi <= lo
+            and not (lo < n and phase[lo] == PH_OPTIMIZER)
+            and not (lo > 0 and phase[lo - 1] == PH_OPTIMIZER)
+        ):
             anchors.append((lo, lo))
     anchors.sort()
     if anchors:
@@ -435,8 +456,17 @@ def find_phases(snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = No
                 anchors = list(zip(s.tolist(), e.tolist()))
                 break
     iterations, iteration = _iterations(ev, phase, runs, requested, anchors, n)
-    return Phases(zero_grad=zero, evidence=ev, phase=phase, guessed=guessed, iteration=iteration,
-                  iterations=iterations, stack_kinds=kinds, annotated=bool(steps), runs=runs)
+    return Phases(
+        zero_grad=zero,
+        evidence=ev,
+        phase=phase,
+        guessed=guessed,
+        iteration=iteration,
+        iterations=iterations,
+        stack_kinds=kinds,
+        annotated=bool(steps),
+        runs=runs,
+    )
 
 
 def _iterations(ev, phase, runs: PhaseRuns, requested, anchors, n):
@@ -479,15 +509,25 @@ def _iterations(ev, phase, runs: PhaseRuns, requested, anchors, n):
     top, peak = _span_peaks(requested, lo, hi)  # each span's peak: the first event at it
     peak_phase = phase[peak].tolist()
     # Python lists for the loop over the iterations (thousands at 10M events).
-    for i, ((a, b, complete), k, t, bwd, fwd) in enumerate(zip(
-            spans, peak.tolist(), top.tolist(), n_bwd.tolist(), n_ev_fwd.tolist())):
+    for i, ((a, b, complete), k, t, bwd, fwd) in enumerate(
+        zip(spans, peak.tolist(), top.tolist(), n_bwd.tolist(), n_ev_fwd.tolist())
+    ):
         if a == 0 and not runs.any_in(np.array([a]), np.array([b]), PH_FORWARD)[0]:
             complete = False  # the recording started inside it (a ring buffer)
         kind = "train" if bwd else "eval"
         if not complete and out:  # cut short (an OOM): it was going to be like the others
             kind = out[-1].kind
-        out.append(Iteration(
-            index=i, start=a, end=b - 1, peak_bytes=t, peak_event=k,
-            peak_phase=PHASE_NAMES[peak_phase[i]], kind=kind, complete=complete,
-            phases_guessed=not fwd))
+        out.append(
+            Iteration(
+                index=i,
+                start=a,
+                end=b - 1,
+                peak_bytes=t,
+                peak_event=k,
+                peak_phase=PHASE_NAMES[peak_phase[i]],
+                kind=kind,
+                complete=complete,
+                phases_guessed=not fwd,
+            )
+        )
     return out, iteration

@@ -25,8 +25,8 @@ import numpy as np
 
 from ..core.frames import CAT_USER, frame_categories, top_frames
 from ..core.snapshot import Snapshot
-from ..replay.timeline import Intervals
 from ..core.units import format_bytes, plural
+from ..replay.timeline import Intervals
 from .iterations import Iteration, IterationOf
 
 MIN_ITERATIONS = 2
@@ -52,19 +52,28 @@ class Leak:
     # that led there, when ``frame`` is inside a library (transformers, timm, ...)
 
     def to_dict(self) -> dict:
-        return {"frame": self.frame, "filename": self.filename, "line": self.line,
-                "function": self.function, "bytes_per_iteration": self.bytes_per_iteration,
-                "iterations": self.iterations, "live_bytes": self.live_bytes,
-                "per_iteration_bytes": list(self.per_iteration), "user_code": self.user_code,
-                "caller": self.caller or None}
+        return {
+            "frame": self.frame,
+            "filename": self.filename,
+            "line": self.line,
+            "function": self.function,
+            "bytes_per_iteration": self.bytes_per_iteration,
+            "iterations": self.iterations,
+            "live_bytes": self.live_bytes,
+            "per_iteration_bytes": list(self.per_iteration),
+            "user_code": self.user_code,
+            "caller": self.caller or None,
+        }
 
     def sentence(self) -> str:
         """'train.py:57 keeps 31.25 MiB per iteration (8 iterations, 250 MiB now)'."""
         via = f", called from {self.caller}" if self.caller else ""
-        return (f"{self.frame} ({self.function}{via}) keeps "
-                f"{format_bytes(self.bytes_per_iteration)} "
-                f"per iteration ({plural(self.iterations, 'iteration')}, "
-                f"{format_bytes(self.live_bytes)} now)")
+        return (
+            f"{self.frame} ({self.function}{via}) keeps "
+            f"{format_bytes(self.bytes_per_iteration)} "
+            f"per iteration ({plural(self.iterations, 'iteration')}, "
+            f"{format_bytes(self.live_bytes)} now)"
+        )
 
 
 def leak_frames(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
@@ -78,10 +87,15 @@ def leak_frames(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     return top, user
 
 
-def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
-               iteration_of_event: np.ndarray | IterationOf, at: int,
-               frames: tuple[np.ndarray, np.ndarray] | None = None,
-               exclude: np.ndarray | None = None) -> list[Leak]:
+def find_leaks(
+    snap: Snapshot,
+    iv: Intervals,
+    iterations: list[Iteration],
+    iteration_of_event: np.ndarray | IterationOf,
+    at: int,
+    frames: tuple[np.ndarray, np.ndarray] | None = None,
+    exclude: np.ndarray | None = None,
+) -> list[Leak]:
     """Leaking lines as of event ``at``, largest growth first (``exclude``: bool per
     allocation never counted, e.g. a generation's KV cache, freed when its request ends)."""
     done = [it for it in iterations if it.complete and it.end <= at]
@@ -100,12 +114,19 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
     it_of[iv.start[alive] > last_end] = len(iterations)
     top, user = frames if frames is not None else leak_frames(snap)
     stack = iv.stack[alive]
-    fid = np.where(stack >= 0, top[np.clip(stack, 0, max(len(top) - 1, 0))]
-                   if len(top) else -1, -1)
+    fid = np.where(stack >= 0, top[np.clip(stack, 0, max(len(top) - 1, 0))] if len(top) else -1, -1)
     # Group by file:line (frames differing only in function name are one line).
     fr = snap.frames
-    line_key = np.where(fid >= 0, fr.filename[np.maximum(fid, 0)].astype(np.int64) * (1 << 31)
-                        + fr.line[np.maximum(fid, 0)], -1) if len(fr) else np.full(len(fid), -1)
+    line_key = (
+        np.where(
+            fid >= 0,
+            fr.filename[np.maximum(fid, 0)].astype(np.int64) * (1 << 31)
+            + fr.line[np.maximum(fid, 0)],
+            -1,
+        )
+        if len(fr)
+        else np.full(len(fid), -1)
+    )
     groups, group_of = np.unique(line_key, return_inverse=True)
     n_it = len(iterations) + 1
     elig_mask = np.zeros(n_it, bool)
@@ -120,8 +141,9 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
     out = []
     for g in np.flatnonzero(hits >= need).tolist():
         mine = group_of == g
-        per_it = np.bincount(it_of[mine & (it_of >= 0)], weights=req[mine & (it_of >= 0)],
-                             minlength=n_it + 1).astype(np.int64)
+        per_it = np.bincount(
+            it_of[mine & (it_of >= 0)], weights=req[mine & (it_of >= 0)], minlength=n_it + 1
+        ).astype(np.int64)
         per_done = tuple(int(per_it[it.index]) for it in done)
         growth = int(round(per_it[eligible].sum() / len(eligible)))
         if growth <= 0:
@@ -138,12 +160,22 @@ def find_leaks(snap: Snapshot, iv: Intervals, iterations: list[Iteration],
         else:
             filename, line, function, frame, is_user = "", 0, "", "(no stack)", False
         caller = _own_caller(snap, st, filename)
-        out.append(Leak(caller=caller, frame=frame, filename=filename, line=line,
-                        function=function,
-                        bytes_per_iteration=growth,
-                        iterations=int((per_it > 0).sum()),
-                        live_bytes=int(per_it.sum()), per_iteration=per_done, stack=st,
-                        allocations=ids, user_code=is_user))
+        out.append(
+            Leak(
+                caller=caller,
+                frame=frame,
+                filename=filename,
+                line=line,
+                function=function,
+                bytes_per_iteration=growth,
+                iterations=int((per_it > 0).sum()),
+                live_bytes=int(per_it.sum()),
+                per_iteration=per_done,
+                stack=st,
+                allocations=ids,
+                user_code=is_user,
+            )
+        )
     out.sort(key=lambda lk: -lk.bytes_per_iteration)
     return out
 
@@ -181,8 +213,7 @@ def leak_interval_mask(bd) -> np.ndarray:
     return mask
 
 
-def leaked_blocks(bd, k: int, addresses: np.ndarray, mask: np.ndarray | None = None
-                  ) -> np.ndarray:
+def leaked_blocks(bd, k: int, addresses: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """bool per block address of ``addresses``: the allocation live there after event
     ``k`` is kept by a leaking line (``mask``: :func:`leak_interval_mask`, if made)."""
     addresses = np.asarray(addresses, np.int64)

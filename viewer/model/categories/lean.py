@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.snapshot import Action
 from ..replay import ALLOCATED, BEFORE_RECORDING, PENDING, DeviceReplay, initial_segment_of_blocks
 from ..replay.incremental import is_live
-from ..core.snapshot import Action
 from ..replay.timeline import Intervals, gather_column, intervals
 from . import native_passes as native
 
@@ -29,8 +29,9 @@ class LeanIntervals(Intervals):
     """:class:`Intervals` whose columns ``size``/``addr``/``stream``/``pool`` are gathered
     from the replay's event columns when first read."""
 
-    def __init__(self, rep: DeviceReplay, alloc: np.ndarray, live0: np.ndarray,
-                 **eager: np.ndarray) -> None:
+    def __init__(
+        self, rep: DeviceReplay, alloc: np.ndarray, live0: np.ndarray, **eager: np.ndarray
+    ) -> None:
         for name, col in eager.items():
             object.__setattr__(self, name, col)
         self._lazy = (rep, alloc, live0)
@@ -46,8 +47,9 @@ class LeanIntervals(Intervals):
             pre = (init.seg_stream if name == "stream" else init.seg_pool)[pre_seg]
         else:
             pre = (init.blk_size if name == "size" else init.blk_addr)[live0]
-        src = {"size": rep.block_size, "addr": rep.addr, "stream": rep.stream,
-               "pool": rep.pool}[name]
+        src = {"size": rep.block_size, "addr": rep.addr, "stream": rep.stream, "pool": rep.pool}[
+            name
+        ]
         col = gather_column(pre, src, alloc, np.int32 if name == "pool" else np.int64)
         object.__setattr__(self, name, col)
         return col
@@ -56,8 +58,7 @@ class LeanIntervals(Intervals):
 def column_at(iv: Intervals, name: str, ids: np.ndarray) -> np.ndarray:
     """``getattr(iv, name)[ids]`` without making a lazy column of every allocation for a
     few of them (the addresses of a handful of candidates)."""
-    if not isinstance(iv, LeanIntervals) or name not in ("size", "addr") \
-            or name in iv.__dict__:
+    if not isinstance(iv, LeanIntervals) or name not in ("size", "addr") or name in iv.__dict__:
         return getattr(iv, name)[ids]
     rep, alloc, live0 = iv._lazy
     ids = np.asarray(ids, np.int64)
@@ -88,8 +89,9 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
     alloc = np.flatnonzero(rep.action == Action.ALLOC)
     pre_end = np.full(len(live0), n, dtype=np.int64)
     if len(live0):
-        orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED)
-                                & (rep.alloc_of == BEFORE_RECORDING))
+        orphan = np.flatnonzero(
+            (rep.action == Action.FREE_COMPLETED) & (rep.alloc_of == BEFORE_RECORDING)
+        )
         if len(orphan):
             where = {a: i for i, a in enumerate(init.blk_addr[live0].tolist())}
             for k, a in zip(orphan.tolist(), rep.addr[orphan].tolist()):
@@ -101,10 +103,15 @@ def lean_intervals(rep: DeviceReplay) -> Intervals:
     start[:p] = -1
     start[p:] = alloc
     return LeanIntervals(
-        rep, alloc, live0, start=start, event=start,
+        rep,
+        alloc,
+        live0,
+        start=start,
+        event=start,
         end=gather_column(pre_end, rep.freed_at, alloc, np.int64),
         requested=gather_column(init.blk_requested[live0], rep.size, alloc, np.int64),
-        stack=gather_column(init.blk_stack[live0], rep.stack, alloc, np.int32))
+        stack=gather_column(init.blk_stack[live0], rep.stack, alloc, np.int32),
+    )
 
 
 def _lean_native(rep: DeviceReplay, live0: np.ndarray) -> Intervals:
@@ -120,8 +127,8 @@ def _lean_native(rep: DeviceReplay, live0: np.ndarray) -> Intervals:
     requested = np.empty(p + m, np.int64)
     stack = np.empty(p + m, np.int32)
     orphan_at, orphan_addr = native.alloc_lifetimes(
-        rep.action, rep.addr, rep.size, rep.stack, start[p:], end[p:], requested[p:],
-        stack[p:])
+        rep.action, rep.addr, rep.size, rep.stack, start[p:], end[p:], requested[p:], stack[p:]
+    )
     start[:p] = -1
     end[:p] = n
     requested[:p] = init.blk_requested[live0]
@@ -134,5 +141,6 @@ def _lean_native(rep: DeviceReplay, live0: np.ndarray) -> Intervals:
             if i is not None:
                 end[i] = k
     # The allocation events themselves: start[p:] (the lazy columns gather through them).
-    return LeanIntervals(rep, start[p:], live0, start=start, event=start, end=end,
-                         requested=requested, stack=stack)
+    return LeanIntervals(
+        rep, start[p:], live0, start=start, event=start, end=end, requested=requested, stack=stack
+    )

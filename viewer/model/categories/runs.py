@@ -15,8 +15,9 @@ class PhaseRuns:
     the optimizer steps are, does an iteration hold a backward) are answered from them,
     not from masks and index arrays of every event (fresh memory at 10M events)."""
 
-    def __init__(self, phase: np.ndarray,
-                 known: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(
+        self, phase: np.ndarray, known: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
         n = len(phase)
         if known is not None:  # (starts, phases) of the runs, from the pass that wrote them
             start, value = known

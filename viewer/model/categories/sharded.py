@@ -27,15 +27,30 @@ from typing import Any
 import numpy as np
 
 from ..core.snapshot import Snapshot
-from ..core.units import format_bytes as fb, plural
+from ..core.units import format_bytes as fb
+from ..core.units import plural
 from ..replay.timeline import Intervals
 from . import stack_kinds as sk
 from .iterations import PH_BACKWARD, PH_FORWARD, Phases
-from .reasons import (CATEGORY_LABELS, CATEGORY_NAMES, COMMUNICATION, GRADIENT,
-                      PARAMETER_GATHERED, REASONS, reason_id)
+from .reasons import (
+    CATEGORY_LABELS,
+    CATEGORY_NAMES,
+    COMMUNICATION,
+    GRADIENT,
+    PARAMETER_GATHERED,
+    REASONS,
+    reason_id,
+)
 
-def mark_sharded(snap: Snapshot, rows: np.ndarray, iv: Intervals, ph: Phases,
-                 category: np.ndarray, reason: np.ndarray) -> bool:
+
+def mark_sharded(
+    snap: Snapshot,
+    rows: np.ndarray,
+    iv: Intervals,
+    ph: Phases,
+    category: np.ndarray,
+    reason: np.ndarray,
+) -> bool:
     """Re-name in place what FSDP made (``rows``: the device's rows of ``snap.trace``, in
     event order).  False, and nothing changed, where no stack has an FSDP frame."""
     kinds = ph.stack_kinds
@@ -95,31 +110,42 @@ class Sharding:
 
     def note(self) -> str:
         """One or two sentences for ``advise`` and ``summary``."""
-        parts = ", ".join(f"{CATEGORY_LABELS[CATEGORY_NAMES.index(k)]} {fb(v)}"
-                          for k, v in self.shards.items() if v)
-        ranks = (f"over {plural(self.world_size, 'rank')}" if self.world_size
-                 else "(ranks not recorded)")
-        text = (f"sharded (FSDP) {ranks}: this rank holds {fb(self.model_state)} of model "
-                f"state ({parts or 'none live'}); gathered parameters up to "
-                f"{fb(self.gathered_peak)}, communication buffers up to "
-                f"{fb(self.communication_peak)} at a time")
+        parts = ", ".join(
+            f"{CATEGORY_LABELS[CATEGORY_NAMES.index(k)]} {fb(v)}"
+            for k, v in self.shards.items()
+            if v
+        )
+        ranks = (
+            f"over {plural(self.world_size, 'rank')}" if self.world_size else "(ranks not recorded)"
+        )
+        text = (
+            f"sharded (FSDP) {ranks}: this rank holds {fb(self.model_state)} of model "
+            f"state ({parts or 'none live'}); gathered parameters up to "
+            f"{fb(self.gathered_peak)}, communication buffers up to "
+            f"{fb(self.communication_peak)} at a time"
+        )
         if self.world_size:
             more = self.world_size * 2
-            text += (f"; with {plural(more, 'rank')} the model state per rank would be about "
-                     f"{fb(self.model_state_with(more) or 0)} (estimate; what is gathered "
-                     "per block and the activations stay as they are)")
+            text += (
+                f"; with {plural(more, 'rank')} the model state per rank would be about "
+                f"{fb(self.model_state_with(more) or 0)} (estimate; what is gathered "
+                "per block and the activations stay as they are)"
+            )
         return text
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "world_size": self.world_size, "event": self.event,
-            "shards_bytes": dict(self.shards), "model_state_bytes": self.model_state,
+            "world_size": self.world_size,
+            "event": self.event,
+            "shards_bytes": dict(self.shards),
+            "model_state_bytes": self.model_state,
             "gathered_parameters_peak_bytes": self.gathered_peak,
-            "communication_peak_bytes": self.communication_peak}
+            "communication_peak_bytes": self.communication_peak,
+        }
         if self.world_size:
             out["model_state_bytes_per_rank_with"] = {
-                str(r): self.model_state_with(r) for r in (self.world_size * 2,
-                                                           self.world_size * 4)}
+                str(r): self.model_state_with(r) for r in (self.world_size * 2, self.world_size * 4)
+            }
             out["model_state_is_estimate"] = True
         return out
 

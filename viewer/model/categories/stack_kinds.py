@@ -50,14 +50,41 @@ EV_PARAM_INIT = 5  # module construction or .to()/.cuda()
 EV_USER = 6  # the user's code outside any module, optimizer or backward
 EV_NO_PYTHON = 7  # a stack without a single Python frame: a thread that runs no Python
 
-EVIDENCE_NAMES = ("none", "forward", "backward", "optimizer", "zero_grad", "param_init",
-                  "user", "no_python")
+EVIDENCE_NAMES = (
+    "none",
+    "forward",
+    "backward",
+    "optimizer",
+    "zero_grad",
+    "param_init",
+    "user",
+    "no_python",
+)
 
 _OPT_INIT_NAMES = ("_init_group", "_init_state", "_lazy_init")
-_MODULE_INIT_NAMES = ("__init__", "reset_parameters", "_reset_parameters", "_init_weights",
-                      "init_weights", "post_init", "tie_weights")
-_APPLY_NAMES = ("_apply", "to", "cuda", "half", "float", "double", "bfloat16", "type",
-                "to_empty", "convert", "_load_from_state_dict", "load_state_dict")
+_MODULE_INIT_NAMES = (
+    "__init__",
+    "reset_parameters",
+    "_reset_parameters",
+    "_init_weights",
+    "init_weights",
+    "post_init",
+    "tie_weights",
+)
+_APPLY_NAMES = (
+    "_apply",
+    "to",
+    "cuda",
+    "half",
+    "float",
+    "double",
+    "bfloat16",
+    "type",
+    "to_empty",
+    "convert",
+    "_load_from_state_dict",
+    "load_state_dict",
+)
 _BACKWARD_PY_NAMES = ("backward", "_engine_run_backward", "grad", "_make_grads", "run_backward")
 _RECOMPUTE_NAMES = ("unpack_hook", "recompute_fn", "backward", "_recompute", "unpack")
 
@@ -92,7 +119,7 @@ def _torch_rel(filename: str) -> str | None:
         if marker in f:
             return f.rsplit(marker, 1)[1]
     if f.startswith("torch/"):
-        return f[len("torch/"):]
+        return f[len("torch/") :]
     return None
 
 
@@ -106,12 +133,16 @@ def frame_kind(filename: str, name: str, category: int) -> int:
         if category != CAT_USER:
             kind |= K_CPP
         # Native frames that name the autograd engine or AccumulateGrad.
-        if "autograd::Engine::" in name or "autograd::Node::operator()" in name \
-                or "autograd::python::PythonEngine" in name or "call_function(" in name \
-                and "autograd" in name:
+        if (
+            "autograd::Engine::" in name
+            or "autograd::Node::operator()" in name
+            or "autograd::python::PythonEngine" in name
+            or ("call_function(" in name and "autograd" in name)
+        ):
             kind |= K_BACKWARD
-        if "Workspace" in name and ("cublas" in name.lower() or "BlasLt" in name
-                                    or "setWorkspaceForHandle" in name):
+        if "Workspace" in name and (
+            "cublas" in name.lower() or "BlasLt" in name or "setWorkspaceForHandle" in name
+        ):
             kind |= K_WORKSPACE
         if "AccumulateGrad" in name:
             kind |= K_BACKWARD | K_ACCUMULATE_GRAD
@@ -140,8 +171,10 @@ def frame_kind(filename: str, name: str, category: int) -> int:
             kind |= K_OPTIM
             if name in _OPT_INIT_NAMES:
                 kind |= K_OPT_INIT
-    elif rel in ("_tensor.py", "autograd/__init__.py", "autograd/graph.py") \
-            and name in _BACKWARD_PY_NAMES:
+    elif (
+        rel in ("_tensor.py", "autograd/__init__.py", "autograd/graph.py")
+        and name in _BACKWARD_PY_NAMES
+    ):
         kind |= K_BACKWARD
     elif rel == "autograd/function.py" and name == "backward":
         kind |= K_BACKWARD  # a custom Function's backward, run by the engine
@@ -160,8 +193,9 @@ def frame_kinds(snap: Snapshot, categories: np.ndarray | None = None) -> np.ndar
     out = np.zeros(len(frames), dtype=np.int32)
     cache: dict[tuple[int, int, int], int] = {}
     strings = frames.strings
-    for i, (f, n, c) in enumerate(zip(frames.filename.tolist(), frames.name.tolist(),
-                                      categories.tolist())):
+    for i, (f, n, c) in enumerate(
+        zip(frames.filename.tolist(), frames.name.tolist(), categories.tolist())
+    ):
         key = (f, n, c)
         k = cache.get(key)
         if k is None:
@@ -181,8 +215,7 @@ def stack_kinds(snap: Snapshot, kinds: np.ndarray | None = None) -> np.ndarray:
         return out
     lengths = np.diff(stacks.offsets)
     nonempty = lengths > 0
-    out[nonempty] = np.bitwise_or.reduceat(kinds[stacks.frames],
-                                           stacks.offsets[:-1][nonempty])
+    out[nonempty] = np.bitwise_or.reduceat(kinds[stacks.frames], stacks.offsets[:-1][nonempty])
     return out
 
 

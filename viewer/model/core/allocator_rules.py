@@ -53,8 +53,9 @@ def segment_size_for(rounded: int) -> int:
     return ROUND_LARGE * ((rounded + ROUND_LARGE - 1) // ROUND_LARGE)
 
 
-def should_split(remaining: int, rounded: int, small_or_expandable: bool,
-                 max_split: int | None) -> bool:
+def should_split(
+    remaining: int, rounded: int, small_or_expandable: bool, max_split: int | None
+) -> bool:
     """Whether the allocator splits a free block it serves a ``rounded`` request from,
     leaving ``remaining`` bytes as a new free block (``shouldSplit``): any remainder in
     the small pool and in expandable segments; in the large pool only a remainder over
@@ -72,8 +73,9 @@ def max_split_size(settings: dict[str, Any] | None) -> int | None:
     return None
 
 
-def may_serve(block_size: int, rounded: int, max_split: int | None,
-              max_non_split: int = LARGE_BUFFER) -> bool:
+def may_serve(
+    block_size: int, rounded: int, max_split: int | None, max_non_split: int = LARGE_BUFFER
+) -> bool:
     """Whether the best-fit search may hand a free block of ``block_size`` to a rounded
     request: big enough, and with ``max_split`` set (None: unlimited), oversize blocks
     serve only oversize requests, and not when they would waste ``max_non_split`` bytes
@@ -274,16 +276,18 @@ def parse_conf(text: str) -> AllocatorConfig:
                     d = number(i + 2, key)
                     i += 2
                     if d != 0 and not _is_pow2(d):
-                        raise ConfError("roundup_power2_divisions: "
-                                        "divisions must be a power of 2 or 0")
+                        raise ConfError(
+                            "roundup_power2_divisions: divisions must be a power of 2 or 0"
+                        )
                     if interval == ">":
                         for j in range(last, ROUNDUP_INTERVALS):
                             divs[j] = d
                     else:
                         size_mb = number(i - 2, key)
                         if not _is_pow2(size_mb):
-                            raise ConfError("roundup_power2_divisions: "
-                                            "intervals must be powers of 2")
+                            raise ConfError(
+                                "roundup_power2_divisions: intervals must be powers of 2"
+                            )
                         index = min(size_mb.bit_length() - 1, ROUNDUP_INTERVALS - 1)
                         if first:  # the first value also covers every smaller class
                             for j in range(index):
@@ -305,8 +309,12 @@ def parse_conf(text: str) -> AllocatorConfig:
             values[key] = tuple(divs)
         elif key == "expandable_segments":
             values[key] = boolean(i, key)
-        elif key in ("release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
-                     "pinned_use_background_threads", "graph_capture_record_stream_reuse"):
+        elif key in (
+            "release_lock_on_cudamalloc",
+            "pinned_use_cuda_host_register",
+            "pinned_use_background_threads",
+            "graph_capture_record_stream_reuse",
+        ):
             boolean(i, key)
         elif key == "pinned_num_register_threads":
             number(i, key)
@@ -314,8 +322,9 @@ def parse_conf(text: str) -> AllocatorConfig:
             if i >= len(tok) or tok[i] not in ("native", "cudaMallocAsync"):
                 raise ConfError("backend must be native or cudaMallocAsync")
             if tok[i] == "cudaMallocAsync":
-                raise ConfError("backend:cudaMallocAsync is CUDA's own allocator; "
-                                "it cannot be simulated")
+                raise ConfError(
+                    "backend:cudaMallocAsync is CUDA's own allocator; it cannot be simulated"
+                )
         else:
             raise ConfError(f"unrecognized allocator option: {key!r}")
         if i + 1 < len(tok):

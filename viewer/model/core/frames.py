@@ -16,15 +16,39 @@ from .snapshot import Frames, Snapshot, Stacks
 # Frames that are never informative (the unwinder itself, CPython's eval loop,
 # dispatcher boxing); the same ground memory_viz filters.
 NOISE_NAMES = (
-    "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-    "__libc_start_main", "__libc_init_first", "PyEval_", "PyObject_", "PyFunction_",
-    "_PyEval_", "_PyObject_", "_PyFunction_", "PyCMethod_", "_PyRun_", "PyRun_",
-    "Py_RunMain", "Py_BytesMain", "pymain_", "_PyVectorcall", "cfunction_call",
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_start",
+    "__libc_start_main",
+    "__libc_init_first",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+    "_PyEval_",
+    "_PyObject_",
+    "_PyFunction_",
+    "PyCMethod_",
+    "_PyRun_",
+    "PyRun_",
+    "Py_RunMain",
+    "Py_BytesMain",
+    "pymain_",
+    "_PyVectorcall",
+    "cfunction_call",
 )
 NOISE_FILES = (
-    "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-    "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-    "cpython/abstract.h", "memory_snapshot.cpp",
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+    "memory_snapshot.cpp",
 )
 # Python files that belong to torch, the interpreter or vramscope, not to the
 # user.  Other installed libraries (transformers, timm, ...) are the user's
@@ -51,7 +75,7 @@ CAT_NOISE = 3  # never informative
 
 
 def is_python_file(filename: str) -> bool:
-    return filename.endswith(".py") or filename.startswith("<") and filename.endswith(">")
+    return filename.endswith(".py") or (filename.startswith("<") and filename.endswith(">"))
 
 
 def classify(filename: str, name: str) -> int:
@@ -100,8 +124,9 @@ def top_frames(stacks: Stacks, categories: np.ndarray) -> np.ndarray:
     return out
 
 
-def folded_frame_ids(snap: Snapshot, stack: int, categories: np.ndarray,
-                     fold: bool = True) -> list[int]:
+def folded_frame_ids(
+    snap: Snapshot, stack: int, categories: np.ndarray, fold: bool = True
+) -> list[int]:
     """Frame ids of ``stack`` that name it, outermost first (``[]``: no frames).
 
     Folded: the user's frames; else the innermost torch Python frame; else the
@@ -194,8 +219,9 @@ def stacks_matching(snap: Snapshot, text: str) -> np.ndarray:
     strings = snap.frames.strings
     hit_string = np.fromiter((needle in s.lower() for s in strings), dtype=bool, count=len(strings))
     frames = snap.frames
-    hit_frame = hit_string[frames.filename] | hit_string[frames.name] if len(frames) else \
-        np.zeros(0, bool)
+    hit_frame = (
+        hit_string[frames.filename] | hit_string[frames.name] if len(frames) else np.zeros(0, bool)
+    )
     if not len(snap.stacks.frames):
         return np.zeros(n, dtype=bool)
     hits = hit_frame[snap.stacks.frames].astype(np.int64)

@@ -66,8 +66,9 @@ _IN_WORKER = False
 
 
 class _Job:
-    def __init__(self, fn: Callable[..., Any], items: Sequence[Any], with_progress: bool,
-                 ctx: Any) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], items: Sequence[Any], with_progress: bool, ctx: Any
+    ) -> None:
         self.fn, self.items, self.with_progress = fn, items, with_progress
         self.fractions = ctx.RawArray("d", len(items))  # each item's progress, 0..1
         self.stop = ctx.Event()  # the running items stop at their next checkpoint
@@ -158,10 +159,17 @@ def _run(token: int, i: int) -> Any:  # in a worker
     return job.fn(job.items[i], Progress(report, cast(threading.Event, job.stop)))
 
 
-def pmap(fn: Callable[..., Any], items: Sequence[Any], *, jobs: int | None = None,
-         work: int | None = None, progress: Progress | None = None, stage: str = "parallel",
-         with_progress: bool = False,
-         on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+def pmap(
+    fn: Callable[..., Any],
+    items: Sequence[Any],
+    *,
+    jobs: int | None = None,
+    work: int | None = None,
+    progress: Progress | None = None,
+    stage: str = "parallel",
+    with_progress: bool = False,
+    on_result: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
     """``[fn(x) for x in items]`` (``fn(x, progress)`` with ``with_progress``), on a pool
     of forked processes where that pays (see the module's docstring).
 
@@ -184,8 +192,11 @@ def _serial(fn, items, progress, stage, with_progress, on_result) -> list[Any]:
         if progress is not None:
             progress.update(stage, i / n)  # raises LoadCancelled after a cancel
         if with_progress:
-            sub = Progress(_slice(progress, stage, i, n), progress.cancel_event) \
-                if progress is not None else Progress()
+            sub = (
+                Progress(_slice(progress, stage, i, n), progress.cancel_event)
+                if progress is not None
+                else Progress()
+            )
             r = fn(x, sub)
         else:
             r = fn(x)
@@ -199,8 +210,10 @@ def _serial(fn, items, progress, stage, with_progress, on_result) -> list[Any]:
 
 def _slice(progress: Progress, stage: str, i: int, n: int):
     """Item ``i`` of ``n``'s own progress as a fraction of the whole."""
+
     def update(_stage: str, f: float) -> None:
         progress.update(stage, (i + f) / n)
+
     return update
 
 

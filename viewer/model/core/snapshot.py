@@ -143,7 +143,7 @@ class Stacks:
     def frame_ids(self, stack: int) -> np.ndarray:
         if stack < 0:
             return self.frames[:0]
-        return self.frames[self.offsets[stack]:self.offsets[stack + 1]]
+        return self.frames[self.offsets[stack] : self.offsets[stack + 1]]
 
 
 @dataclass
@@ -221,8 +221,12 @@ class Annotations:
 
     @classmethod
     def empty(cls) -> "Annotations":
-        return cls(device=np.zeros(0, dtype=np.int32), is_start=np.zeros(0, dtype=bool),
-                   name=np.zeros(0, dtype=np.int32), time_us=np.zeros(0, dtype=np.int64))
+        return cls(
+            device=np.zeros(0, dtype=np.int32),
+            is_start=np.zeros(0, dtype=bool),
+            name=np.zeros(0, dtype=np.int32),
+            time_us=np.zeros(0, dtype=np.int64),
+        )
 
 
 @dataclass
@@ -251,8 +255,9 @@ class AllocAnnotations:
     @classmethod
     def empty(cls) -> "AllocAnnotations":
         i32, i64 = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
-        return cls(device=i32, addr=i64, size=i64, time_us=i64, text=i32, stack=i32,
-                   trace_index=i64)
+        return cls(
+            device=i32, addr=i64, size=i64, time_us=i64, text=i32, stack=i32, trace_index=i64
+        )
 
     def on_device(self, device: int, device_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(annotation rows, positions) of ``device``'s annotations on its own event axis.
@@ -265,8 +270,9 @@ class AllocAnnotations:
         mine = np.flatnonzero(self.device == device)
         return mine, np.searchsorted(device_rows, self.trace_index[mine]).astype(np.int64)
 
-    def rows_for(self, device: int, addr: int, first: int = 0, last: int | None = None
-                 ) -> np.ndarray:
+    def rows_for(
+        self, device: int, addr: int, first: int = 0, last: int | None = None
+    ) -> np.ndarray:
         """Rows annotating ``addr`` on ``device`` recorded between trace rows
         ``first`` and ``last`` (the lifetime of one allocation), in order."""
         mask = (self.device == device) & (self.addr == addr) & (self.trace_index >= first)
@@ -354,11 +360,16 @@ class Snapshot:
             return None
         size = self.trace_max_entries
         # (not units.plural: units imports this module)
-        ring = (f"its {size:,} {'entry' if size == 1 else 'entries'}" if size is not None
-                else "its entries")
-        return ("the allocator's trace ring overflowed (torch reports trace_alloc_overflowed): "
-                f"events older than {ring} were overwritten, so the timeline starts "
-                "mid-run; the segments at the end are complete")
+        ring = (
+            f"its {size:,} {'entry' if size == 1 else 'entries'}"
+            if size is not None
+            else "its entries"
+        )
+        return (
+            "the allocator's trace ring overflowed (torch reports trace_alloc_overflowed): "
+            f"events older than {ring} were overwritten, so the timeline starts "
+            "mid-run; the segments at the end are complete"
+        )
 
     @property
     def has_host_memory(self) -> bool:
@@ -374,12 +385,20 @@ class Snapshot:
         """
         if self.host is None:
             return None
-        return Snapshot(segments=self.host.segments, blocks=self.host.blocks,
-                        trace=self.host.trace, annotations=Annotations.empty(),
-                        alloc_annotations=self.host.alloc_annotations,
-                        frames=self.frames, stacks=self.stacks, pools=self.host.pools,
-                        allocator_settings=self.allocator_settings,
-                        source_format=self.source_format, path=self.path, warnings=[])
+        return Snapshot(
+            segments=self.host.segments,
+            blocks=self.host.blocks,
+            trace=self.host.trace,
+            annotations=Annotations.empty(),
+            alloc_annotations=self.host.alloc_annotations,
+            frames=self.frames,
+            stacks=self.stacks,
+            pools=self.host.pools,
+            allocator_settings=self.allocator_settings,
+            source_format=self.source_format,
+            path=self.path,
+            warnings=[],
+        )
 
     def event_details(self, row: int, until_row: int | None = None) -> dict[str, Any]:
         """What newer torch recorded about the allocation made at trace row ``row``,
@@ -401,9 +420,14 @@ class Snapshot:
             "user_metadata": self.string(um) if um >= 0 else None,
             "compile_context": self.string(cc) if cc >= 0 else None,
             "forward_frames": self.event_forward_frames(row),
-            "annotations": [{"text": self.string(int(ann.text[i])), "stack": int(ann.stack[i]),
-                             "time_us": int(ann.time_us[i]) if ann.time_us[i] >= 0 else None}
-                            for i in rows.tolist()],
+            "annotations": [
+                {
+                    "text": self.string(int(ann.text[i])),
+                    "stack": int(ann.stack[i]),
+                    "time_us": int(ann.time_us[i]) if ann.time_us[i] >= 0 else None,
+                }
+                for i in rows.tolist()
+            ],
         }
 
     def event_forward_frames(self, event: int) -> np.ndarray:
@@ -432,4 +456,3 @@ class Snapshot:
 
     def block_frames(self, block: int) -> np.ndarray:
         return self.stacks.frame_ids(int(self.blocks.stack[block]))
-

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import WarningLog
-from .interner import Interner
 from ..core.progress import Progress
 from ..core.snapshot import (
     ACTION_NAMES,
@@ -42,6 +41,7 @@ from ..core.snapshot import (
     Stacks,
     Trace,
 )
+from .interner import Interner
 
 INT64_MAX = (1 << 63) - 1
 SMALL_SEGMENT_MAX = 2 << 20  # kSmallBuffer: small-pool segments are 2 MiB
@@ -117,8 +117,9 @@ class SnapshotBuilder:
         """Every stack interned so far."""
         return self.interner.stacks_table()
 
-    def segments(self, raw_segments: Any, device: int | None = None
-                 ) -> tuple[Segments, Blocks, list[tuple[int, int]]]:
+    def segments(
+        self, raw_segments: Any, device: int | None = None
+    ) -> tuple[Segments, Blocks, list[tuple[int, int]]]:
         """``segments`` -> (segments, blocks, pools); ``device`` overrides each
         segment's own (pinned host memory: :data:`HOST_DEVICE`)."""
         pools: list[tuple[int, int]] = []
@@ -132,8 +133,9 @@ class SnapshotBuilder:
         events are dropped here (see :meth:`trace_and_annotations`)."""
         return self.trace_and_annotations(raw_traces, progress)[0]
 
-    def trace_and_annotations(self, raw_traces: Any, progress: Progress | None = None,
-                              device: int | None = None) -> tuple[Trace, AllocAnnotations]:
+    def trace_and_annotations(
+        self, raw_traces: Any, progress: Progress | None = None, device: int | None = None
+    ) -> tuple[Trace, AllocAnnotations]:
         """``device_traces`` -> (trace columns, ``annotate`` events).
 
         ``device`` puts every event on that device (pinned host memory)."""
@@ -172,8 +174,9 @@ class SnapshotBuilder:
                 self.log.add("skipped 'host_traces' entries that are neither events nor lists")
         segments, blocks, pools = self.segments(raw_segments or [], device=HOST_DEVICE)
         trace, ann = self.trace_and_annotations(per_list, device=HOST_DEVICE)
-        return HostMemory(segments=segments, blocks=blocks, trace=trace, pools=pools,
-                          alloc_annotations=ann)
+        return HostMemory(
+            segments=segments, blocks=blocks, trace=trace, pools=pools, alloc_annotations=ann
+        )
 
     @staticmethod
     def settings(settings: Any) -> dict[str, Any]:
@@ -219,12 +222,22 @@ def _whole_segment_block(seg: dict, total: int) -> dict:
         state = "inactive"
     else:
         state = "unknown"
-    return {"size": total, "state": state, "requested_size": seg.get("requested_size"),
-            "frames": seg.get("frames")}
+    return {
+        "size": total,
+        "state": state,
+        "requested_size": seg.get("requested_size"),
+        "frames": seg.get("frames"),
+    }
 
 
-def _segments(raw_segments: list, interner: Interner, pools: list, pool_ids: dict,
-              log: WarningLog, device: int | None = None):
+def _segments(
+    raw_segments: list,
+    interner: Interner,
+    pools: list,
+    pool_ids: dict,
+    log: WarningLog,
+    device: int | None = None,
+):
     s_device, s_addr, s_total, s_stream, s_small, s_pool, s_exp, s_stack = _columns(8)
     s_bstart, s_bcount = [], []
     b_seg, b_addr, b_size, b_req, b_state, b_stack = _columns(6)
@@ -289,8 +302,7 @@ def _segments(raw_segments: list, interner: Interner, pools: list, pool_ids: dic
         count = len(b_addr) - first
         block_sum = sum(b_size[first:])
         if block_sum != total:
-            log.add("segments whose blocks do not add up to their total_size "
-                    "(shown as recorded)")
+            log.add("segments whose blocks do not add up to their total_size (shown as recorded)")
         seg_type = seg.get("segment_type")
         if seg_type == "small":
             is_small = True
@@ -331,9 +343,14 @@ def _segments(raw_segments: list, interner: Interner, pools: list, pool_ids: dic
     return segments, blocks
 
 
-def _trace(raw_traces: list, interner: Interner, log: WarningLog, progress: Progress,
-           total_events: int, device_override: int | None = None
-           ) -> tuple[Trace, AllocAnnotations]:
+def _trace(
+    raw_traces: list,
+    interner: Interner,
+    log: WarningLog,
+    progress: Progress,
+    total_events: int,
+    device_override: int | None = None,
+) -> tuple[Trace, AllocAnnotations]:
     t_dev, t_act, t_addr, t_size, t_stream, t_time, t_stack, t_free, t_cc, t_um = _columns(10)
     fwd_rows: list[int] = []  # rows with forward_frames (rare): a sparse column
     fwd_ids: list[int] = []
@@ -448,8 +465,10 @@ def _native_trace(native: dict, interner: Interner) -> Trace:
     ``forward_frames``, or ``annotate`` events never reach here: it hands
     those files to the Python path.)
     """
-    cols = {name: np.frombuffer(col, dtype=_NATIVE_DTYPES[name])
-            for name, col in native["columns"].items()}
+    cols = {
+        name: np.frombuffer(col, dtype=_NATIVE_DTYPES[name])
+        for name, col in native["columns"].items()
+    }
     stacks, strings = native["stacks"], native["strings"]
     stack_map = np.full(len(stacks) + 1, NO_STACK, dtype=np.int32)  # last slot: raw -1
     string_map = np.full(len(strings) + 1, -1, dtype=np.int32)
@@ -468,17 +487,27 @@ def _native_trace(native: dict, interner: Interner) -> Trace:
         stack=np.take(stack_map, cols["stack"]),  # raw -1 takes the trailing NO_STACK
         device_free=cols["device_free"],
         # no strings: the raw column is all -1 already
-        compile_context=np.take(string_map, cols["compile_context"]) if strings
+        compile_context=np.take(string_map, cols["compile_context"])
+        if strings
         else cols["compile_context"],
-        user_metadata=np.take(string_map, cols["user_metadata"]) if strings
+        user_metadata=np.take(string_map, cols["user_metadata"])
+        if strings
         else cols["user_metadata"],
     )
 
 
 _NATIVE_DTYPES = {
-    "device": np.int32, "action": np.int8, "addr": np.int64, "size": np.int64,
-    "stream": np.int64, "time_us": np.int64, "stack": np.int32, "device_free": np.int64,
-    "compile_context": np.int32, "user_metadata": np.int32, "first_seen": np.int32,
+    "device": np.int32,
+    "action": np.int8,
+    "addr": np.int64,
+    "size": np.int64,
+    "stream": np.int64,
+    "time_us": np.int64,
+    "stack": np.int32,
+    "device_free": np.int64,
+    "compile_context": np.int32,
+    "user_metadata": np.int32,
+    "first_seen": np.int32,
 }
 
 

@@ -18,6 +18,7 @@ and ``--no-cache`` (``use_cache=False``) bypasses it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -47,11 +48,21 @@ from ..core.snapshot import (
 CACHE_VERSION = file_identity.COLUMN_CACHE_VERSION
 DEFAULT_MAX_BYTES = 4 << 30
 MIN_FILE_BYTES = file_identity.MIN_FILE_BYTES
-_TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace, "annotations": Annotations,
-           "stacks": Stacks, "alloc_annotations": AllocAnnotations}
+_TABLES = {
+    "segments": Segments,
+    "blocks": Blocks,
+    "trace": Trace,
+    "annotations": Annotations,
+    "stacks": Stacks,
+    "alloc_annotations": AllocAnnotations,
+}
 # Pinned host memory: stored as host__<table>__<column> when the snapshot has it.
-_HOST_TABLES = {"segments": Segments, "blocks": Blocks, "trace": Trace,
-                "alloc_annotations": AllocAnnotations}
+_HOST_TABLES = {
+    "segments": Segments,
+    "blocks": Blocks,
+    "trace": Trace,
+    "alloc_annotations": AllocAnnotations,
+}
 _FRAME_COLUMNS = ("filename", "line", "name") + FX_FIELDS
 _MAGIC = b"VRAMSCOPE-COLS\n\x00"  # 16 bytes, then the header length (<Q)
 _ALIGN = 64
@@ -93,8 +104,16 @@ def load_cached(key: str) -> Snapshot | None:
         return snap
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError,
-            struct.error, AttributeError):
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        UnicodeDecodeError,
+        struct.error,
+        AttributeError,
+    ):
         _remove(path)  # damaged: drop it, the file will be parsed again
         return None
 
@@ -104,9 +123,9 @@ def read_entry(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(len(_MAGIC) + 8)
-        if len(head) != len(_MAGIC) + 8 or head[:len(_MAGIC)] != _MAGIC:
+        if len(head) != len(_MAGIC) + 8 or head[: len(_MAGIC)] != _MAGIC:
             raise ValueError("not a cache entry")
-        (hlen,) = struct.unpack("<Q", head[len(_MAGIC):])
+        (hlen,) = struct.unpack("<Q", head[len(_MAGIC) :])
         if hlen > min(size, _MAX_HEADER):
             raise ValueError("header length")
         header = json.loads(f.read(hlen).decode("utf-8"))
@@ -121,8 +140,11 @@ def read_entry(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         dt = np.dtype(dtype)
         if offset < 0 or count < 0 or offset + count * dt.itemsize > size:
             raise ValueError(f"column {name} extent")
-        arrays[name] = np.frombuffer(mm, dtype=dt, count=count, offset=offset) if count else \
-            np.zeros(0, dtype=dt)
+        arrays[name] = (
+            np.frombuffer(mm, dtype=dt, count=count, offset=offset)
+            if count
+            else np.zeros(0, dtype=dt)
+        )
     return arrays, header.get("meta", {})
 
 
@@ -137,6 +159,7 @@ def write_entry(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
         arrays[name] = arr
         layout[name] = [arr.dtype.str, offset, int(arr.size)]
         offset += -(-arr.nbytes // _ALIGN) * _ALIGN
+
     # Offsets are relative to the data start; fix the header length first.
     def header_bytes(base: int) -> bytes:
         shifted = {n: [d, base + o, c] for n, (d, o, c) in layout.items()}
@@ -180,8 +203,9 @@ def trim(limit: int) -> None:
     """Delete least recently used entries until the cache is within ``limit`` bytes."""
     try:
         entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob("*.npz")]
-        entries += [(p.stat().st_mtime, p.stat().st_size, p)
-                    for p in cache_dir().glob(f"*{SUFFIX}")]
+        entries += [
+            (p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob(f"*{SUFFIX}")
+        ]
     except OSError:
         return
     total = sum(size for _, size, _ in entries)
@@ -232,13 +256,14 @@ def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
         tables[table] = cls(**{f.name: arrays[f"{table}__{f.name}"] for f in fields(cls)})
     blob = arrays["strings_blob"].tobytes()
     offsets = arrays["strings_offsets"].tolist()
-    strings = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(offsets, offsets[1:])]
+    strings = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(offsets)]
     frames = Frames(strings=strings, **{n: arrays[f"frames__{n}"] for n in _FRAME_COLUMNS})
     host = None
     if meta.get("host_pools") is not None:
-        host_tables = {table: cls(**{f.name: arrays[f"host__{table}__{f.name}"]
-                                     for f in fields(cls)})
-                       for table, cls in _HOST_TABLES.items()}
+        host_tables = {
+            table: cls(**{f.name: arrays[f"host__{table}__{f.name}"] for f in fields(cls)})
+            for table, cls in _HOST_TABLES.items()
+        }
         host = HostMemory(pools=[tuple(p) for p in meta["host_pools"]], **host_tables)
     snap = Snapshot(
         host=host,
@@ -256,13 +281,19 @@ def _from_arrays(arrays: dict[str, np.ndarray], meta: dict) -> Snapshot:
 def _validate(snap: Snapshot) -> None:
     """Cheap consistency checks so a damaged entry is never trusted."""
     n_seg, n_blk, n_str = len(snap.segments), len(snap.blocks), len(snap.frames.strings)
-    tables: list[Any] = [snap.segments, snap.blocks, snap.trace, snap.annotations,
-                         snap.alloc_annotations]
+    tables: list[Any] = [
+        snap.segments,
+        snap.blocks,
+        snap.trace,
+        snap.annotations,
+        snap.alloc_annotations,
+    ]
     if snap.host is not None:
         host = snap.host
         tables += [host.segments, host.blocks, host.trace, host.alloc_annotations]
-        if len(host.blocks) and (host.blocks.segment.min() < 0 or
-                                 host.blocks.segment.max() >= len(host.segments)):
+        if len(host.blocks) and (
+            host.blocks.segment.min() < 0 or host.blocks.segment.max() >= len(host.segments)
+        ):
             raise ValueError("host block segment out of range")
         if len(host.segments) and host.segments.pool.max() >= len(host.pools):
             raise ValueError("host pool out of range")
@@ -274,23 +305,42 @@ def _validate(snap: Snapshot) -> None:
         raise ValueError("ragged frame columns")
     if n_blk and (snap.blocks.segment.min() < 0 or snap.blocks.segment.max() >= n_seg):
         raise ValueError("block segment out of range")
-    if len(snap.frames) and max(int(snap.frames.filename.max()),
-                                int(snap.frames.name.max())) >= n_str:
+    if (
+        len(snap.frames)
+        and max(int(snap.frames.filename.max()), int(snap.frames.name.max())) >= n_str
+    ):
         raise ValueError("frame string out of range")
     stacks = snap.stacks
     if len(stacks.offsets) == 0 or stacks.offsets[-1] != len(stacks.frames):
         raise ValueError("stack offsets")
     if len(stacks.frames) and stacks.frames.max() >= len(snap.frames):
         raise ValueError("stack frame out of range")
-    stack_cols = [snap.blocks.stack, snap.trace.stack, snap.segments.stack,
-                  snap.trace.forward_stack, snap.alloc_annotations.stack]
-    string_cols = [snap.trace.compile_context, snap.trace.user_metadata, snap.annotations.name,
-                   snap.alloc_annotations.text] + [getattr(snap.frames, n) for n in FX_FIELDS]
+    stack_cols = [
+        snap.blocks.stack,
+        snap.trace.stack,
+        snap.segments.stack,
+        snap.trace.forward_stack,
+        snap.alloc_annotations.stack,
+    ]
+    string_cols = [
+        snap.trace.compile_context,
+        snap.trace.user_metadata,
+        snap.annotations.name,
+        snap.alloc_annotations.text,
+    ] + [getattr(snap.frames, n) for n in FX_FIELDS]
     if snap.host is not None:
-        stack_cols += [snap.host.blocks.stack, snap.host.trace.stack, snap.host.segments.stack,
-                       snap.host.trace.forward_stack, snap.host.alloc_annotations.stack]
-        string_cols += [snap.host.trace.compile_context, snap.host.trace.user_metadata,
-                        snap.host.alloc_annotations.text]
+        stack_cols += [
+            snap.host.blocks.stack,
+            snap.host.trace.stack,
+            snap.host.segments.stack,
+            snap.host.trace.forward_stack,
+            snap.host.alloc_annotations.stack,
+        ]
+        string_cols += [
+            snap.host.trace.compile_context,
+            snap.host.trace.user_metadata,
+            snap.host.alloc_annotations.text,
+        ]
     for ids in stack_cols:
         if len(ids) and ids.max() >= len(stacks):
             raise ValueError("stack id out of range")

@@ -35,9 +35,14 @@ def available() -> bool:
     return native_module("snapparse") is not None
 
 
-def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total: int = -1,
-                 progress: Progress | None = None, threads: int = 1,
-                 min_events: int = 65536, file_mapped: bool = False) -> NativeResult | None:
+def native_loads(
+    source: bytes | memoryview | Callable[[memoryview], int],
+    total: int = -1,
+    progress: Progress | None = None,
+    threads: int = 1,
+    min_events: int = 65536,
+    file_mapped: bool = False,
+) -> NativeResult | None:
     """Parse with the compiled parser; None means "use the pure-Python path".
 
     ``source`` is the pickle bytes, or a file's ``readinto`` over ``total``
@@ -56,8 +61,9 @@ def native_loads(source: bytes | memoryview | Callable[[memoryview], int], total
     was_enabled = gc.isenabled()
     gc.disable()  # few objects are built, all acyclic; collections would only cost time
     try:
-        answer = mod.parse(source, total, lambda f: progress.update("parse", f), threads,
-                           min_events, file_mapped)
+        answer = mod.parse(
+            source, total, lambda f: progress.update("parse", f), threads, min_events, file_mapped
+        )
     finally:
         if was_enabled:
             gc.enable()

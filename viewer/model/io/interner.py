@@ -99,8 +99,11 @@ class Interner:
         fx: tuple[int, ...] = (-1, -1, -1, -1)
         if len(f) > 3:  # FX fields (augment_with_fx_traces): only then look for them
             fx = tuple(self._fx_string(f.get(k)) for k in FX_FIELDS)
-        key = (self.string(filename if type(filename) is str else "??"), line,
-               self.string(name if type(name) is str else "??")) + fx
+        key = (
+            self.string(filename if type(filename) is str else "??"),
+            line,
+            self.string(name if type(name) is str else "??"),
+        ) + fx
         fid = self._frame_key(key)
         self._frame_by_obj[id(f)] = fid
         return fid
@@ -162,13 +165,17 @@ class Interner:
             if not found:  # a line we cannot parse is still shown, as its text
                 text = item.strip()
                 if text:
-                    ids.append(self._frame_key((self.string(text), 0, self.string(""),
-                                                -1, -1, -1, -1)))
+                    ids.append(
+                        self._frame_key((self.string(text), 0, self.string(""), -1, -1, -1, -1))
+                    )
                 continue
             for filename, line, name in found:
                 ln = int(line) if len(line) < 10 else 0
-                ids.append(self._frame_key((self.string(filename), ln, self.string(name.strip()),
-                                            -1, -1, -1, -1)))
+                ids.append(
+                    self._frame_key(
+                        (self.string(filename), ln, self.string(name.strip()), -1, -1, -1, -1)
+                    )
+                )
         sid = self._stack_of_ids(tuple(reversed(ids)))  # outermost-first -> innermost-first
         self._forward_by_obj[id(value)] = sid
         return sid

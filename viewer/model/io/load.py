@@ -19,14 +19,15 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import cache
 from ...early import parse_handover
 from ..core.errors import LoadCancelled, SnapshotError
-from .fast_pickle import NativeResult, available as native_available, from_answer, native_loads
 from ..core.progress import Progress, ProgressCallback
+from ..core.snapshot import Snapshot
+from . import cache
+from .fast_pickle import NativeResult, from_answer, native_loads
+from .fast_pickle import available as native_available
 from .safe_pickle import safe_loads
 from .schema import to_snapshot
-from ..core.snapshot import Snapshot
 from .source import compression_of, decompress, read_file
 
 SIDECAR_MAX_BYTES = 16 << 20
@@ -114,8 +115,9 @@ def _to_snapshot(obj: Any, progress: Progress, fmt: str, native: dict | None) ->
         raise SnapshotError("not a memory snapshot: nesting is too deep") from None
 
 
-def _stream_native(path: str | os.PathLike, progress: Progress,
-                   ahead: PendingParse | None = None) -> Snapshot | None:
+def _stream_native(
+    path: str | os.PathLike, progress: Progress, ahead: PendingParse | None = None
+) -> Snapshot | None:
     """An uncompressed pickle streamed through the compiled parser (a 1 MiB
     buffer, never the whole file in memory), or its answer from the child that
     ``ahead`` waits for; None: read it whole instead."""
@@ -132,13 +134,16 @@ def _stream_native(path: str | os.PathLike, progress: Progress,
                 answer = ahead.answer(lambda fraction: progress.update("parse", fraction), path)
             if answer is not None:
                 fast: NativeResult | None = from_answer(answer, progress)
-            elif (size >= parse_handover.MIN_BYTES
-                  and (threads := parse_handover.parse_threads()) > 1
-                  and (mapped := parse_handover.map_file(f)) is not None):
+            elif (
+                size >= parse_handover.MIN_BYTES
+                and (threads := parse_handover.parse_threads()) > 1
+                and (mapped := parse_handover.map_file(f)) is not None
+            ):
                 # A big file: mapped whole, so its traces can be parsed on every core.
                 try:
-                    fast = native_loads(mapped, -1, progress, threads,
-                                        parse_handover.SECTION_MIN_EVENTS, True)
+                    fast = native_loads(
+                        mapped, -1, progress, threads, parse_handover.SECTION_MIN_EVENTS, True
+                    )
                 finally:
                     mapped.close()
             else:

@@ -155,7 +155,7 @@ def split_url(text: str) -> tuple[SshHost, str]:
     """
     if not is_remote(text):
         raise ValueError(f"{text}: not an ssh:// address")
-    authority, slash, rest = text[len(SCHEME):].partition("/")
+    authority, _slash, rest = text[len(SCHEME) :].partition("/")
     user, at, hostport = authority.rpartition("@")
     if not at:
         user = ""
@@ -202,19 +202,26 @@ def parse_url(text: str) -> RemotePath:
 # --------------------------------------------------------------------------- errors
 def describe_failure(host: SshHost, stderr: str, returncode: int) -> str:
     """ssh's stderr as one line a user can act on."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()
-             and not ln.startswith(("Warning: Permanently added", "**"))]
+    lines = [
+        ln.strip()
+        for ln in stderr.splitlines()
+        if ln.strip() and not ln.startswith(("Warning: Permanently added", "**"))
+    ]
     text = " ".join(lines)
     dest = host.destination
     low = text.lower()
     if "permission denied" in low and returncode == SSH_FAILED:
-        methods = text[text.find("("):text.find(")") + 1] if "(" in text else ""
-        return (f"ssh {dest}: permission denied {methods}: vramscope never asks for a "
-                "password (ssh runs with BatchMode=yes); set up a key for this host "
-                f"(ssh-copy-id {dest}) or load yours into ssh-agent").replace("  ", " ")
+        methods = text[text.find("(") : text.find(")") + 1] if "(" in text else ""
+        return (
+            f"ssh {dest}: permission denied {methods}: vramscope never asks for a "
+            "password (ssh runs with BatchMode=yes); set up a key for this host "
+            f"(ssh-copy-id {dest}) or load yours into ssh-agent"
+        ).replace("  ", " ")
     if "host key verification failed" in low or "no host key is known" in low:
-        return (f"ssh {dest}: the host key is not known yet: run `ssh {dest}` once in a "
-                "terminal to check and accept it")
+        return (
+            f"ssh {dest}: the host key is not known yet: run `ssh {dest}` once in a "
+            "terminal to check and accept it"
+        )
     if "remote host identification has changed" in low:
         return f"ssh {dest}: the host key has CHANGED (see `ssh {dest}` in a terminal)"
     if returncode == SSH_FAILED:
@@ -235,16 +242,24 @@ def _remote_file_error(stderr: str) -> str | None:
     return None
 
 
-def run_command(host: SshHost, remote: str, *options: str, timeout: float = 60.0
-                ) -> tuple[int, str, str]:
+def run_command(
+    host: SshHost, remote: str, *options: str, timeout: float = 60.0
+) -> tuple[int, str, str]:
     """Run ``remote`` there: (exit code, stdout, stderr); RemoteError if ssh cannot start."""
     cmd = host.command(remote, "-o", "ClearAllForwardings=yes", "-a", "-x", *options)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL, errors="replace")
+        r = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            errors="replace",
+        )
     except FileNotFoundError:
-        raise RemoteError(f"cannot run {cmd[0]!r}: the OpenSSH client is needed "
-                          f"(or set {ENV_SSH})") from None
+        raise RemoteError(
+            f"cannot run {cmd[0]!r}: the OpenSSH client is needed (or set {ENV_SSH})"
+        ) from None
     except subprocess.TimeoutExpired:
         raise RemoteError(f"ssh {host.destination}: no answer within {timeout:.0f} s") from None
     return r.returncode, r.stdout, r.stderr
@@ -297,8 +312,9 @@ def stat(rp: RemotePath) -> tuple[RemoteStat, dict | None]:
     size, _, tail = first.strip().partition(":")
     mtime, _, kind = tail.partition(":")
     if not size.isdigit() or not mtime.isdigit():
-        raise RemoteError(f"{rp.host.destination}: unexpected answer from stat: "
-                          f"{first.strip()[:80]!r}")
+        raise RemoteError(
+            f"{rp.host.destination}: unexpected answer from stat: {first.strip()[:80]!r}"
+        )
     kind = kind.strip().lower()
     if "directory" in kind:
         raise RemoteError("it is a directory, not a snapshot file")
@@ -317,8 +333,10 @@ def stat(rp: RemotePath) -> tuple[RemoteStat, dict | None]:
 def cache_key(rp: RemotePath, st: RemoteStat) -> str:
     """The column cache's key of a remote file: host, path, size and mtime."""
     h = rp.host
-    ident = (f"v{cache.CACHE_VERSION}:ssh:{h.user or ''}@{h.host}:{h.port or ''}:{rp.path}:"
-             f"{st.size}:{st.mtime}")
+    ident = (
+        f"v{cache.CACHE_VERSION}:ssh:{h.user or ''}@{h.host}:{h.port or ''}:{rp.path}:"
+        f"{st.size}:{st.mtime}"
+    )
     return "ssh-" + hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:36]
 
 
@@ -326,6 +344,7 @@ def _zstd_decompressor() -> Any | None:
     """A streaming zstd decoder if this Python has a zstd module, else None."""
     try:
         from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+
         return zstd.ZstdDecompressor()
     except ImportError:
         pass
@@ -339,8 +358,9 @@ def _zstd_decompressor() -> Any | None:
 def local_codecs() -> list[str]:
     """The wire compressions this side can decode, best first (the remote picks among
     them); narrowed by ``VRAMSCOPE_REMOTE_COMPRESS`` (``none``: raw bytes only)."""
-    names = [name for name, _, _ in COMPRESSORS
-             if name != "zstd" or _zstd_decompressor() is not None]
+    names = [
+        name for name, _, _ in COMPRESSORS if name != "zstd" or _zstd_decompressor() is not None
+    ]
     wanted = os.environ.get(ENV_COMPRESS)
     if wanted is not None:
         allowed = {w.strip() for w in wanted.split(",")}
@@ -351,13 +371,14 @@ def local_codecs() -> list[str]:
 def stream_script(rp: RemotePath, codecs: list[str]) -> str:
     """The ``sh`` script that sends the file: a first line naming the encoding
     (``raw`` or a compressor), then the bytes."""
-    lines = [f"p={rp.quoted()}",
-             'm=$(head -c 6 -- "$p" 2>/dev/null | od -An -tx1 | tr -d " \\n")',
-             f'case $m in {"|".join(COMPRESSED_MAGIC)}) printf "raw\\n"; exec cat -- "$p";; esac']
+    lines = [
+        f"p={rp.quoted()}",
+        'm=$(head -c 6 -- "$p" 2>/dev/null | od -An -tx1 | tr -d " \\n")',
+        f'case $m in {"|".join(COMPRESSED_MAGIC)}) printf "raw\\n"; exec cat -- "$p";; esac',
+    ]
     for name, probe, command in COMPRESSORS:
         if name in codecs:
-            lines.append(f'if {probe} >/dev/null 2>&1; then printf "{name}\\n"; '
-                         f"exec {command}; fi")
+            lines.append(f'if {probe} >/dev/null 2>&1; then printf "{name}\\n"; exec {command}; fi')
     lines.append('printf "raw\\n"; exec cat -- "$p"')
     return "\n".join(lines)
 
@@ -382,12 +403,15 @@ class _WireDecoder:
         try:
             return self._d.decompress(chunk)
         except (zlib.error, lzma.LZMAError, ValueError, OSError) as exc:
-            raise RemoteError(f"the {self.kind} stream from the host is corrupt: {exc}"
-                              ) from None
+            raise RemoteError(f"the {self.kind} stream from the host is corrupt: {exc}") from None
 
 
-def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
-          on_bytes: BytesCallback | None = None) -> bytes:
+def fetch(
+    rp: RemotePath,
+    size: int,
+    progress: Progress | None = None,
+    on_bytes: BytesCallback | None = None,
+) -> bytes:
     """The remote file's bytes, streamed through ssh (compressed on the wire when the
     host has a compressor this side can decode, see :func:`stream_script`).
 
@@ -399,16 +423,19 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
     progress = progress or Progress()
     codecs = local_codecs()
     script = stream_script(rp, codecs)
-    cmd = rp.host.command(f"sh -c {shlex.quote(script)}", "-o", "ClearAllForwardings=yes",
-                          "-a", "-x")
+    cmd = rp.host.command(
+        f"sh -c {shlex.quote(script)}", "-o", "ClearAllForwardings=yes", "-a", "-x"
+    )
     err = tempfile.TemporaryFile()
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err, bufsize=0)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, bufsize=0
+        )
     except FileNotFoundError:
         err.close()
-        raise RemoteError(f"cannot run {cmd[0]!r}: the OpenSSH client is needed "
-                          f"(or set {ENV_SSH})") from None
+        raise RemoteError(
+            f"cannot run {cmd[0]!r}: the OpenSSH client is needed (or set {ENV_SSH})"
+        ) from None
     chunks: list[bytes] = []
     done = wire = 0
     head = b""
@@ -443,8 +470,9 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
             chunks.append(data)
             done += len(data)
             if done > size:  # the file grew, or a stream that is not the file
-                raise RemoteError(f"the file changed while it was read (more than its "
-                                  f"{size} bytes arrived)")
+                raise RemoteError(
+                    f"the file changed while it was read (more than its {size} bytes arrived)"
+                )
             progress.update("read", done / size if size else 1.0)
             if on_bytes is not None:
                 on_bytes(done, size, wire)
@@ -455,7 +483,7 @@ def fetch(rp: RemotePath, size: int, progress: Progress | None = None,
             raise RemoteError(_remote_file_error(text) or describe_failure(rp.host, text, code))
     finally:
         if proc.poll() is None:  # cancelled or failed half-way: ssh goes, the remote cat or
-            proc.kill()          # compressor gets SIGPIPE/SIGHUP when sshd closes its channel
+            proc.kill()  # compressor gets SIGPIPE/SIGHUP when sshd closes its channel
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
@@ -477,8 +505,7 @@ class RemoteRun:
     wire: int
 
 
-def run_there(rp: RemotePath, argv: list[str], file_index: int, version: str
-              ) -> RemoteRun | None:
+def run_there(rp: RemotePath, argv: list[str], file_index: int, version: str) -> RemoteRun | None:
     """Run ``vramscope ARGV`` on the remote host, ``argv[file_index]`` replaced by the
     remote file's path, when vramscope ``version`` (exactly this one: another version may
     answer otherwise) is installed there, as ``vramscope`` or ``python3 -m
@@ -487,18 +514,21 @@ def run_there(rp: RemotePath, argv: list[str], file_index: int, version: str
     if not version or "unknown" in version:
         return None  # nothing to compare with: never trust the remote's answer
     words = [shlex.quote(a) if i != file_index else '"$p"' for i, a in enumerate(argv)]
-    lines = [f"p={rp.quoted()}",
-             "if command -v vramscope >/dev/null 2>&1; then set -- vramscope",
-             "elif python3 -c 'import vramscope.viewer' >/dev/null 2>&1; then "
-             "set -- python3 -m vramscope.viewer",
-             f"else exit {NOT_INSTALLED}; fi",
-             f'[ "$("$@" --version 2>/dev/null)" = {shlex.quote("vramscope " + version)} ] '
-             f"|| exit {OTHER_VERSION}"]
+    lines = [
+        f"p={rp.quoted()}",
+        "if command -v vramscope >/dev/null 2>&1; then set -- vramscope",
+        "elif python3 -c 'import vramscope.viewer' >/dev/null 2>&1; then "
+        "set -- python3 -m vramscope.viewer",
+        f"else exit {NOT_INSTALLED}; fi",
+        f'[ "$("$@" --version 2>/dev/null)" = {shlex.quote("vramscope " + version)} ] '
+        f"|| exit {OTHER_VERSION}",
+    ]
     if os.environ.get("VRAMSCOPE_NO_CACHE", "") not in ("", "0"):
         lines.append("VRAMSCOPE_NO_CACHE=1; export VRAMSCOPE_NO_CACHE")
     lines += ['printf "%s\\n" "$p"', f'exec "$@" {" ".join(words)}']
-    cmd = rp.host.command(f"sh -c {shlex.quote(chr(10).join(lines))}",
-                          "-o", "ClearAllForwardings=yes", "-a", "-x")
+    cmd = rp.host.command(
+        f"sh -c {shlex.quote(chr(10).join(lines))}", "-o", "ClearAllForwardings=yes", "-a", "-x"
+    )
     try:
         r = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
@@ -508,13 +538,21 @@ def run_there(rp: RemotePath, argv: list[str], file_index: int, version: str
     path, newline, out = r.stdout.partition(b"\n")
     if not newline:
         return None  # it never got as far as running the command
-    return RemoteRun(r.returncode, out, r.stderr, path.decode("utf-8", "surrogateescape"),
-                     len(r.stdout) + len(r.stderr))
+    return RemoteRun(
+        r.returncode,
+        out,
+        r.stderr,
+        path.decode("utf-8", "surrogateescape"),
+        len(r.stdout) + len(r.stderr),
+    )
 
 
-def load_remote(url: str, progress: Progress | ProgressCallback | None = None,
-                use_cache: bool | None = None, on_bytes: BytesCallback | None = None
-                ) -> Snapshot:
+def load_remote(
+    url: str,
+    progress: Progress | ProgressCallback | None = None,
+    use_cache: bool | None = None,
+    on_bytes: BytesCallback | None = None,
+) -> Snapshot:
     """Load ``ssh://[user@]host[:port]/path`` like :func:`load_snapshot` loads a file."""
     progress = progress if isinstance(progress, Progress) else Progress(progress)
     rp = parse_url(url)
@@ -535,8 +573,11 @@ def load_remote(url: str, progress: Progress | ProgressCallback | None = None,
     return snap
 
 
-def load_any(path: str | os.PathLike, progress: Progress | ProgressCallback | None = None,
-             use_cache: bool | None = None) -> Snapshot:
+def load_any(
+    path: str | os.PathLike,
+    progress: Progress | ProgressCallback | None = None,
+    use_cache: bool | None = None,
+) -> Snapshot:
     """:func:`load_remote` for an ``ssh://`` address, else :func:`load_snapshot`."""
     if is_remote(path):
         return load_remote(str(path), progress, use_cache)

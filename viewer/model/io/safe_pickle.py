@@ -35,11 +35,11 @@ from ..core.errors import SnapshotError, UnsafeSnapshotError
 from ..core.progress import Progress
 
 # Every form load_snapshot reads (io/load.py): said when a file is none of them.
-NOT_A_SNAPSHOT_FORMAT = ("the file is not a pickle (protocol 0-5), gzip, xz or bz2 "
-                         "compressed data, or JSON")
+NOT_A_SNAPSHOT_FORMAT = (
+    "the file is not a pickle (protocol 0-5), gzip, xz or bz2 compressed data, or JSON"
+)
 REFUSED_MESSAGE = (
-    "refusing to load: the file contains executable objects, "
-    "so it is not a plain memory snapshot"
+    "refusing to load: the file contains executable objects, so it is not a plain memory snapshot"
 )
 
 # Opcodes that would import, call or construct arbitrary objects.
@@ -64,9 +64,12 @@ OUT_OF_BAND = {0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER"}
 
 def out_of_band_message(opname: str, byte: int) -> str:
     """The one line for a pickle that refers to out-of-band buffers (both parsers)."""
-    return (f"cannot load: the pickle refers to an out-of-band buffer ({opname} at byte "
-            f"{byte}), which is not in the file; write the snapshot with pickle.dump "
-            "(protocol 5 without buffer_callback keeps every buffer in-band)")
+    return (
+        f"cannot load: the pickle refers to an out-of-band buffer ({opname} at byte "
+        f"{byte}), which is not in the file; write the snapshot with pickle.dump "
+        "(protocol 5 without buffer_callback keeps every buffer in-band)"
+    )
+
 
 # A real snapshot creates about one container per 60 bytes of pickle; a file
 # that creates one per byte is an attack on memory, not a snapshot.
@@ -99,8 +102,17 @@ def safe_loads(data: bytes, progress: Progress | None = None):
         raise SnapshotError(
             "the file is truncated: the pickle data ends before its end marker"
         ) from None
-    except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
-            UnicodeDecodeError, RecursionError, MemoryError) as exc:
+    except (
+        TypeError,
+        ValueError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        OverflowError,
+        UnicodeDecodeError,
+        RecursionError,
+        MemoryError,
+    ) as exc:
         # Malformed structure (unhashable dict key, bad text number, ...).
         if data[:1] != b"\x80":
             raise _bad(NOT_A_SNAPSHOT_FORMAT) from None
@@ -110,7 +122,7 @@ def safe_loads(data: bytes, progress: Progress | None = None):
             gc.enable()
 
 
-def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
+def _run(data: bytes, progress: Progress):
     n = len(data)
     pos = 0
     stack: list = []
@@ -184,7 +196,7 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
                 raise _Truncated()
             k = data[pos]
             need(pos + 1, k)
-            append(data[pos + 1:pos + 1 + k].decode("utf-8", "surrogatepass"))
+            append(data[pos + 1 : pos + 1 + k].decode("utf-8", "surrogatepass"))
             pos += 1 + k
         elif op == 0x4B:  # BININT1
             if pos >= n:
@@ -200,7 +212,7 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
                 raise _Truncated()
             k = data[pos]
             need(pos + 1, k)
-            append(int.from_bytes(data[pos + 1:pos + 1 + k], "little", signed=True))
+            append(int.from_bytes(data[pos + 1 : pos + 1 + k], "little", signed=True))
             pos += 1 + k
         elif op == 0x5D:  # EMPTY_LIST
             append([])
@@ -221,7 +233,7 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
             need(pos, 4)
             k = unpack_from("<I", data, pos)[0]
             need(pos + 4, k)
-            append(data[pos + 4:pos + 4 + k].decode("utf-8", "surrogatepass"))
+            append(data[pos + 4 : pos + 4 + k].decode("utf-8", "surrogatepass"))
             pos += 4 + k
         elif op == 0x95:  # FRAME (protocol 4+): a length hint, nothing to build
             need(pos, 8)
@@ -289,51 +301,51 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
             need(pos, 8)
             k = unpack_from("<Q", data, pos)[0]
             need(pos + 8, k)
-            append(data[pos + 8:pos + 8 + k].decode("utf-8", "surrogatepass"))
+            append(data[pos + 8 : pos + 8 + k].decode("utf-8", "surrogatepass"))
             pos += 8 + k
         elif op == 0x8B:  # LONG4
             need(pos, 4)
             k = unpack_from("<i", data, pos)[0]
             need(pos + 4, k)
-            append(int.from_bytes(data[pos + 4:pos + 4 + k], "little", signed=True))
+            append(int.from_bytes(data[pos + 4 : pos + 4 + k], "little", signed=True))
             pos += 4 + k
         elif op == 0x43:  # SHORT_BINBYTES
             if pos >= n:
                 raise _Truncated()
             k = data[pos]
             need(pos + 1, k)
-            append(data[pos + 1:pos + 1 + k])
+            append(data[pos + 1 : pos + 1 + k])
             pos += 1 + k
         elif op == 0x42:  # BINBYTES
             need(pos, 4)
             k = unpack_from("<I", data, pos)[0]
             need(pos + 4, k)
-            append(data[pos + 4:pos + 4 + k])
+            append(data[pos + 4 : pos + 4 + k])
             pos += 4 + k
         elif op == 0x8E:  # BINBYTES8
             need(pos, 8)
             k = unpack_from("<Q", data, pos)[0]
             need(pos + 8, k)
-            append(data[pos + 8:pos + 8 + k])
+            append(data[pos + 8 : pos + 8 + k])
             pos += 8 + k
         elif op == 0x96:  # BYTEARRAY8
             need(pos, 8)
             k = unpack_from("<Q", data, pos)[0]
             need(pos + 8, k)
-            append(bytearray(data[pos + 8:pos + 8 + k]))
+            append(bytearray(data[pos + 8 : pos + 8 + k]))
             pos += 8 + k
         elif op == 0x55:  # SHORT_BINSTRING (protocol 1-2 str, ASCII as pickle does)
             if pos >= n:
                 raise _Truncated()
             k = data[pos]
             need(pos + 1, k)
-            append(data[pos + 1:pos + 1 + k].decode("ascii"))
+            append(data[pos + 1 : pos + 1 + k].decode("ascii"))
             pos += 1 + k
         elif op == 0x54:  # BINSTRING
             need(pos, 4)
             k = unpack_from("<i", data, pos)[0]
             need(pos + 4, k)
-            append(data[pos + 4:pos + 4 + k].decode("ascii"))
+            append(data[pos + 4 : pos + 4 + k].decode("ascii"))
             pos += 4 + k
         elif op == 0x8F:  # EMPTY_SET
             append(set())
@@ -412,9 +424,7 @@ def _run(data: bytes, progress: Progress):  # noqa: C901 - one loop is the point
             line, pos = readline(pos)
             memo[int(line)] = stack[-1]
         elif op in _REFUSED:
-            raise UnsafeSnapshotError(
-                f"{REFUSED_MESSAGE} ({_REFUSED[op]} at byte {pos - 1})"
-            )
+            raise UnsafeSnapshotError(f"{REFUSED_MESSAGE} ({_REFUSED[op]} at byte {pos - 1})")
         elif op in OUT_OF_BAND:
             raise SnapshotError(out_of_band_message(OUT_OF_BAND[op], pos - 1))
         else:

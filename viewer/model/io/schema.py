@@ -22,14 +22,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .builder import SnapshotBuilder
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
 from ..core.snapshot import Snapshot
+from .builder import SnapshotBuilder
 
 
-def to_snapshot(obj: Any, progress: Progress | None = None, source_format: str = "pickle",
-                native: dict | None = None) -> Snapshot:
+def to_snapshot(
+    obj: Any,
+    progress: Progress | None = None,
+    source_format: str = "pickle",
+    native: dict | None = None,
+) -> Snapshot:
     """Build a :class:`Snapshot` from decoded builtin objects.
 
     ``native``: trace columns the compiled parser filled (then the trace

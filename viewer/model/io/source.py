@@ -140,7 +140,7 @@ def _decompressed_chunks(kind: str, raw: bytes):
                 if rest:
                     piece, rest = rest, b""
                 else:
-                    piece = raw[pos:pos + CHUNK]
+                    piece = raw[pos : pos + CHUNK]
                     pos += len(piece)
                     if not piece:
                         raise SnapshotError(f"the {kind} data is truncated")
@@ -150,7 +150,7 @@ def _decompressed_chunks(kind: str, raw: bytes):
         rest = dec.unused_data
         if not rest.strip(b"\x00") and pos >= len(raw):
             return
-        if compression_of((rest + raw[pos:pos + 8])[:8]) != kind:
+        if compression_of((rest + raw[pos : pos + 8])[:8]) != kind:
             if not (rest + raw[pos:]).strip(b"\x00"):
                 return
             raise SnapshotError(f"the {kind} data is followed by unexpected bytes")

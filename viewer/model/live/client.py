@@ -47,8 +47,13 @@ class Reply:
 class LiveClient:
     """One connection; :meth:`request` sends one request and reads its reply."""
 
-    def __init__(self, endpoint: str, token: str | None = None, *,
-                 max_payload: int = proto.MAX_RESPONSE_PAYLOAD) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        *,
+        max_payload: int = proto.MAX_RESPONSE_PAYLOAD,
+    ) -> None:
         self.endpoint = endpoint
         self.token = token
         self.max_payload = max_payload
@@ -71,8 +76,9 @@ class LiveClient:
             sock.connect(addr)
         except FileNotFoundError:
             sock.close()
-            raise AttachError(f"{self.endpoint}: no agent is listening (the process ended?)") \
-                from None
+            raise AttachError(
+                f"{self.endpoint}: no agent is listening (the process ended?)"
+            ) from None
         except (ConnectionRefusedError, socket.timeout) as exc:
             sock.close()
             what = "timed out" if isinstance(exc, socket.timeout) else "refused"
@@ -94,9 +100,13 @@ class LiveClient:
         header = {"op": op, "id": next(self._ids), **fields}
         try:
             proto.send(self.sock, header)
-            reply, payload = proto.recv(self.sock, max_payload=self.max_payload,
-                                        expect_kind=proto.KIND_RESPONSE, idle_timeout=timeout,
-                                        deadline_s=timeout)
+            reply, payload = proto.recv(
+                self.sock,
+                max_payload=self.max_payload,
+                expect_kind=proto.KIND_RESPONSE,
+                idle_timeout=timeout,
+                deadline_s=timeout,
+            )
         except proto.PeerClosed:
             self.close()
             raise AttachError("the agent closed the connection (the process ended?)") from None

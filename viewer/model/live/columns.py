@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..io.builder import SnapshotBuilder
 from ..core.snapshot import AllocAnnotations, Snapshot, Trace
+from ..io.builder import SnapshotBuilder
 
 _TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 
@@ -42,8 +42,9 @@ class LiveColumns:
         self.chunks = []
         self.n_events = 0
 
-    def append(self, device_traces: list[Any], segments: list[Any] | None,
-               settings: Any = None) -> int:
+    def append(
+        self, device_traces: list[Any], segments: list[Any] | None, settings: Any = None
+    ) -> int:
         """Add one increment (per-device lists of trace entries); returns events added."""
         chunk, ann = self.builder.trace_and_annotations(device_traces)
         if len(ann):
@@ -78,19 +79,30 @@ class LiveColumns:
         if not self.chunks:
             return self.builder.trace([])
         if len(self.chunks) > 1:  # merge, so the next call is cheap
-            self.chunks = [Trace(**{f: np.concatenate([getattr(c, f) for c in self.chunks])
-                                    for f in _TRACE_FIELDS})]
+            self.chunks = [
+                Trace(
+                    **{
+                        f: np.concatenate([getattr(c, f) for c in self.chunks])
+                        for f in _TRACE_FIELDS
+                    }
+                )
+            ]
         return self.chunks[0]
 
     def alloc_annotations(self) -> AllocAnnotations:
         """The ``annotate`` events of the events still held, placed on the held trace."""
         if not self.ann_chunks:
             return AllocAnnotations.empty()
-        merged = AllocAnnotations(**{f: np.concatenate([getattr(c, f) for c in self.ann_chunks])
-                                     for f in AllocAnnotations.__dataclass_fields__})
+        merged = AllocAnnotations(
+            **{
+                f: np.concatenate([getattr(c, f) for c in self.ann_chunks])
+                for f in AllocAnnotations.__dataclass_fields__
+            }
+        )
         keep = merged.trace_index >= self.dropped  # the rest annotate events no longer held
-        merged = AllocAnnotations(**{f: getattr(merged, f)[keep]
-                                     for f in AllocAnnotations.__dataclass_fields__})
+        merged = AllocAnnotations(
+            **{f: getattr(merged, f)[keep] for f in AllocAnnotations.__dataclass_fields__}
+        )
         self.ann_chunks = [merged] if len(merged) else []
         held = {f: getattr(merged, f) for f in AllocAnnotations.__dataclass_fields__}
         held["trace_index"] = merged.trace_index - self.dropped
@@ -119,9 +131,15 @@ def segments_snapshot(segments: list[Any]) -> Snapshot:
     """A snapshot of segments only (the 2 Hz stats reply): figures and the map."""
     builder = SnapshotBuilder()
     segs, blocks, pools = builder.segments(segments)
-    return Snapshot(segments=segs, blocks=blocks,
-                    trace=builder.trace([]),
-                    annotations=builder.annotations([]),
-                    frames=builder.frames_table(), stacks=builder.stacks_table(),
-                    pools=pools, allocator_settings={}, source_format="live",
-                    warnings=builder.log.messages())
+    return Snapshot(
+        segments=segs,
+        blocks=blocks,
+        trace=builder.trace([]),
+        annotations=builder.annotations([]),
+        frames=builder.frames_table(),
+        stacks=builder.stacks_table(),
+        pools=pools,
+        allocator_settings={},
+        source_format="live",
+        warnings=builder.log.messages(),
+    )

@@ -12,9 +12,9 @@ are many).
 
 from __future__ import annotations
 
-from ..view.document import Document
 from ..core.snapshot import Snapshot
 from ..replay.timeline import Timeline
+from ..view.document import Document
 
 
 class LiveDocumentSource:

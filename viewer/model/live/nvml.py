@@ -56,7 +56,7 @@ class NvmlInfo:
 
 
 def _module() -> Any:
-    import pynvml  # noqa: PLC0415 - optional at run time
+    import pynvml
 
     return pynvml
 
@@ -104,8 +104,9 @@ def query() -> NvmlInfo:
                 procs = []
             for p in procs:
                 used = getattr(p, "usedGpuMemory", None)
-                dev.processes.append(GpuProcess(int(p.pid), int(used) if isinstance(used, int)
-                                                else None, i))
+                dev.processes.append(
+                    GpuProcess(int(p.pid), int(used) if isinstance(used, int) else None, i)
+                )
             devices.append(dev)
     except Exception as exc:
         return NvmlInfo(devices, f"NVML query failed: {_short(exc)}")

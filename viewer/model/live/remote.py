@@ -42,20 +42,38 @@ from . import nvml
 ENV_REMOTE_RUNTIME_DIR = "VRAMSCOPE_REMOTE_RUNTIME_DIR"
 FORWARD_TIMEOUT_S = 20.0
 _ENTRY, _STAT, _DIR, _GPUS, _APPS, _NO_SMI = (
-    "@@vs-entry ", "@@vs-stat", "@@vs-dir ", "@@vs-gpus", "@@vs-apps", "@@vs-no-nvidia-smi")
-_NVIDIA_SMI = ("nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total,memory.used,"
-               "memory.free --format=csv,noheader,nounits 2>/dev/null; echo " + _APPS + "; "
-               "nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory "
-               "--format=csv,noheader,nounits 2>/dev/null")
-_NVML_SCRIPT = ("if command -v nvidia-smi >/dev/null 2>&1; then echo " + _GPUS + "; "
-                + _NVIDIA_SMI + "; else echo " + _NO_SMI + "; fi")
+    "@@vs-entry ",
+    "@@vs-stat",
+    "@@vs-dir ",
+    "@@vs-gpus",
+    "@@vs-apps",
+    "@@vs-no-nvidia-smi",
+)
+_NVIDIA_SMI = (
+    "nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total,memory.used,"
+    "memory.free --format=csv,noheader,nounits 2>/dev/null; echo " + _APPS + "; "
+    "nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory "
+    "--format=csv,noheader,nounits 2>/dev/null"
+)
+_NVML_SCRIPT = (
+    "if command -v nvidia-smi >/dev/null 2>&1; then echo "
+    + _GPUS
+    + "; "
+    + _NVIDIA_SMI
+    + "; else echo "
+    + _NO_SMI
+    + "; fi"
+)
 
 
 def _discovery_script(extra_dir: str | None) -> str:
     # No single quotes and no backslashes: the script travels as sh -c '...' through
     # whatever login shell the user has there.
-    dirs = ['"$VRAMSCOPE_RUNTIME_DIR"', '"${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/vramscope}"',
-            '"${TMPDIR:-/tmp}/vramscope-$(id -u)"']
+    dirs = [
+        '"$VRAMSCOPE_RUNTIME_DIR"',
+        '"${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/vramscope}"',
+        '"${TMPDIR:-/tmp}/vramscope-$(id -u)"',
+    ]
     if extra_dir:
         dirs.insert(0, '"' + extra_dir.replace('"', "").replace("$", "").replace("`", "") + '"')
     return (
@@ -63,10 +81,9 @@ def _discovery_script(extra_dir: str | None) -> str:
         '[ -n "$d" ] && [ -d "$d" ] || continue; '
         f'echo "{_DIR}$(id -u) $d"; ls -ldn "$d"; '
         'for f in "$d"/agent-*.json; do [ -f "$f" ] || continue; '
-        'p=${f##*/agent-}; p=${p%.json}; '
+        "p=${f##*/agent-}; p=${p%.json}; "
         f'echo "{_ENTRY}$f"; head -c 65536 "$f"; echo; echo {_STAT}; '
-        'cat "/proc/$p/stat" 2>/dev/null; echo; done; done; '
-        + _NVML_SCRIPT
+        'cat "/proc/$p/stat" 2>/dev/null; echo; done; done; ' + _NVML_SCRIPT
     )
 
 
@@ -100,15 +117,19 @@ class RemoteListing:
 
 def _start_ticks(stat_line: str) -> int | None:
     try:
-        return int(stat_line[stat_line.rindex(")") + 2:].split()[19])
+        return int(stat_line[stat_line.rindex(")") + 2 :].split()[19])
     except (ValueError, IndexError):
         return None
 
 
 def _private(ls_line: str, uid: str) -> bool:
     parts = ls_line.split()
-    return (len(parts) > 3 and parts[0].startswith("d") and parts[0][4:10] == "------"
-            and parts[2] == uid)
+    return (
+        len(parts) > 3
+        and parts[0].startswith("d")
+        and parts[0][4:10] == "------"
+        and parts[2] == uid
+    )
 
 
 def parse_listing(text: str, host: str = "") -> RemoteListing:
@@ -122,12 +143,12 @@ def parse_listing(text: str, host: str = "") -> RemoteListing:
     while i < len(lines):
         line = lines[i]
         if line.startswith(_DIR):
-            uid = line[len(_DIR):].split(" ", 1)[0]
+            uid = line[len(_DIR) :].split(" ", 1)[0]
             private = i + 1 < len(lines) and _private(lines[i + 1], uid)
             i += 2
             continue
         if line.startswith(_ENTRY):
-            path = line[len(_ENTRY):]
+            path = line[len(_ENTRY) :]
             j = i + 1
             body = []
             while j < len(lines) and lines[j] != _STAT:
@@ -170,8 +191,9 @@ def parse_listing(text: str, host: str = "") -> RemoteListing:
     return RemoteListing(found, parse_nvidia_smi(gpu_lines, app_lines, smi_error))
 
 
-def parse_nvidia_smi(gpu_lines: list[str] | None, app_lines: list[str],
-                     missing: str) -> nvml.NvmlInfo:
+def parse_nvidia_smi(
+    gpu_lines: list[str] | None, app_lines: list[str], missing: str
+) -> nvml.NvmlInfo:
     """``nvidia-smi --query-gpu`` / ``--query-compute-apps`` CSV (MiB) -> NvmlInfo."""
     if gpu_lines is None:
         return nvml.NvmlInfo([], missing)
@@ -180,17 +202,23 @@ def parse_nvidia_smi(gpu_lines: list[str] | None, app_lines: list[str],
     try:
         for line in gpu_lines:
             idx, bus, name, total, used, free = [p.strip() for p in line.split(",")][:6]
-            devices[bus.lower()] = nvml.GpuDevice(int(idx), name, int(total) * mib,
-                                                  int(used) * mib, int(free) * mib)
+            devices[bus.lower()] = nvml.GpuDevice(
+                int(idx), name, int(total) * mib, int(used) * mib, int(free) * mib
+            )
         for line in app_lines:
             bus, pid, used = [p.strip() for p in line.split(",")][:3]
             dev = devices.get(bus.lower())
             if dev is not None:
-                dev.processes.append(nvml.GpuProcess(
-                    int(pid), int(used) * mib if used.isdigit() else None, dev.index))
+                dev.processes.append(
+                    nvml.GpuProcess(
+                        int(pid), int(used) * mib if used.isdigit() else None, dev.index
+                    )
+                )
     except ValueError:
-        return nvml.NvmlInfo(sorted(devices.values(), key=lambda d: d.index),
-                             "nvidia-smi's answer was not understood")
+        return nvml.NvmlInfo(
+            sorted(devices.values(), key=lambda d: d.index),
+            "nvidia-smi's answer was not understood",
+        )
     if not devices:
         return nvml.NvmlInfo([], "nvidia-smi found no GPU")
     return nvml.NvmlInfo(sorted(devices.values(), key=lambda d: d.index))
@@ -254,13 +282,29 @@ class Tunnel:
             raise RemoteError(str(exc)) from None
         target = addr if kind == "unix" else f"{addr[0]}:{addr[1]}"
         cmd = self.host.command(
-            None, "-N", "-M", "-S", self.control, "-o", "ControlPersist=no",
-            "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15",
-            "-o", "StreamLocalBindUnlink=yes", "-a", "-x", "-L", f"{self.local}:{target}")
+            None,
+            "-N",
+            "-M",
+            "-S",
+            self.control,
+            "-o",
+            "ControlPersist=no",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "StreamLocalBindUnlink=yes",
+            "-a",
+            "-x",
+            "-L",
+            f"{self.local}:{target}",
+        )
         err = tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err)
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+            )
         except FileNotFoundError:
             err.close()
             self.close()
@@ -276,8 +320,10 @@ class Tunnel:
                     raise RemoteError(describe_failure(self.host, text, code))
                 if time.monotonic() > deadline:
                     self.close()
-                    raise RemoteError(f"ssh {self.host.destination}: the forwarding to "
-                                      f"{self.remote_endpoint} did not come up in {timeout:.0f} s")
+                    raise RemoteError(
+                        f"ssh {self.host.destination}: the forwarding to "
+                        f"{self.remote_endpoint} did not come up in {timeout:.0f} s"
+                    )
                 time.sleep(0.02)
         finally:
             err.close()
@@ -318,8 +364,10 @@ def resolve(target: str) -> tuple[str, str | None, dict[str, Any] | None]:
         alive = pid_alive(host, pid)
         if alive is False:
             raise RemoteError(f"no process {pid} on {host.destination}")
-        raise RemoteError(f"process {pid} on {host.destination} has no vramscope agent "
-                          f"(opt in with: {proto.OPT_IN})")
+        raise RemoteError(
+            f"process {pid} on {host.destination} has no vramscope agent "
+            f"(opt in with: {proto.OPT_IN})"
+        )
     remote_endpoint = str(entry.get("endpoint") or "")
     with _lock:
         t = _tunnels.get(target)

@@ -22,8 +22,8 @@ from vramscope.viewer import live_protocol as proto
 
 from ..analysis.figures import MemoryStats, Selection, memory_stats
 from ..core.errors import SnapshotError
-from ..io.load import load_bytes
 from ..core.snapshot import Snapshot
+from ..io.load import load_bytes
 from . import nvml, remote
 from .client import AttachError, LiveClient, resolve_target
 from .columns import LiveColumns, segments_snapshot
@@ -173,12 +173,15 @@ class LiveSession:
         decoded = reply.decoded()
         segments = decoded.get("segments") if isinstance(decoded, dict) else None
         snap = segments_snapshot(segments if isinstance(segments, list) else [])
-        upd = StatsUpdate(time=float(h.get("time") or time.time()),
-                          stats=_stats_by_device(h.get("stats")), snap=snap,
-                          figures=memory_stats(snap, Selection()),
-                          throttled=bool(h.get("throttled")),
-                          fast_path=bool(h.get("fast_path", True)),
-                          consistent=bool(h.get("consistent", True)))
+        upd = StatsUpdate(
+            time=float(h.get("time") or time.time()),
+            stats=_stats_by_device(h.get("stats")),
+            snap=snap,
+            figures=memory_stats(snap, Selection()),
+            throttled=bool(h.get("throttled")),
+            fast_path=bool(h.get("fast_path", True)),
+            consistent=bool(h.get("consistent", True)),
+        )
         self.last_stats = upd
         self.status = f"attached to {self.describe()}"
         return upd
@@ -194,24 +197,34 @@ class LiveSession:
         if not h.get("ready", False):
             return TraceUpdate(now, None)
         if h.get("throttled"):
-            return TraceUpdate(now, None, throttled=True,
-                               retry_after_s=float(h.get("retry_after_s") or 0.0))
+            return TraceUpdate(
+                now, None, throttled=True, retry_after_s=float(h.get("retry_after_s") or 0.0)
+            )
         decoded = reply.decoded()
         if not isinstance(decoded, dict):
             raise AttachError("the agent sent a trace reply without data")
         devices = h.get("devices") if isinstance(h.get("devices"), dict) else {}
-        gap = any(isinstance(d, dict) and (d.get("gap") or d.get("reset"))
-                  for d in devices.values())
+        gap = any(
+            isinstance(d, dict) and (d.get("gap") or d.get("reset")) for d in devices.values()
+        )
         if gap:
             self.columns.reset()
         for dev, info in devices.items():
             if isinstance(info, dict) and info.get("cursor") is not None:
                 self.cursors[str(dev)] = info["cursor"]
-        added = self.columns.append(decoded.get("device_traces") or [],
-                                    decoded.get("segments"), decoded.get("allocator_settings"))
-        return TraceUpdate(now, self.columns.snapshot(), added=added,
-                           gap=gap and bool(self.columns.dropped), dropped=self.columns.dropped,
-                           stats=_stats_by_device(h.get("stats")))
+        added = self.columns.append(
+            decoded.get("device_traces") or [],
+            decoded.get("segments"),
+            decoded.get("allocator_settings"),
+        )
+        return TraceUpdate(
+            now,
+            self.columns.snapshot(),
+            added=added,
+            gap=gap and bool(self.columns.dropped),
+            dropped=self.columns.dropped,
+            stats=_stats_by_device(h.get("stats")),
+        )
 
     def options(self, **change: Any) -> dict[str, Any]:
         fields = {"set": change} if change else {}

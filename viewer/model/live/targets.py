@@ -54,8 +54,16 @@ def list_targets(info: nvml.NvmlInfo | None = None) -> tuple[list[Target], nvml.
     for e in proto.read_registry():
         pid = int(e["pid"])
         argv = e.get("argv") or []
-        found[pid] = Target(pid, " ".join(str(a) for a in argv)[:300], str(e.get("endpoint")),
-                            e.get("rank"), e.get("device"), None, e.get("start_time"), e)
+        found[pid] = Target(
+            pid,
+            " ".join(str(a) for a in argv)[:300],
+            str(e.get("endpoint")),
+            e.get("rank"),
+            e.get("device"),
+            None,
+            e.get("start_time"),
+            e,
+        )
     for dev in info.devices:
         for p in dev.processes:
             t = found.get(p.pid)
@@ -74,6 +82,8 @@ def can_inject() -> bool:
 
 def opt_in_hint() -> str:
     if can_inject():
-        return ("no agent: `vramscope attach PID` can inject one (Python 3.14+, same "
-                "interpreter version), or opt in: " + proto.OPT_IN)
+        return (
+            "no agent: `vramscope attach PID` can inject one (Python 3.14+, same "
+            "interpreter version), or opt in: " + proto.OPT_IN
+        )
     return "no agent; opt in: " + proto.OPT_IN

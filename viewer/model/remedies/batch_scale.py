@@ -24,9 +24,9 @@ from ..core import parallel
 from ..core.progress import Progress
 from ..core.units import format_bytes as fb
 from ..core.units import plural
-from ..whatif import Case
-from ..whatif import native_sim
-from ..whatif.run import SimResult, simulate as simulate_requests
+from ..whatif import Case, native_sim
+from ..whatif.run import SimResult
+from ..whatif.run import simulate as simulate_requests
 from .scaling import Judgement
 
 MAX_SCALE = 64.0  # the upward search stops here (a batch 64x the recorded one)
@@ -47,8 +47,9 @@ class ScaledCase(Case):
         return self.base.recorded_peak
 
 
-def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
-                uncertain_factor: Fraction | int = 1) -> ScaledCase:
+def scaled_case(
+    case: Case, judgement: Judgement, scale: float | Fraction, uncertain_factor: Fraction | int = 1
+) -> ScaledCase:
     """``case`` with the batch multiplied by ``scale`` (0.5 = half); the allocations whose
     scaling is uncertain (:attr:`~.scaling.Judgement.uncertain`) additionally by
     ``uncertain_factor``."""
@@ -56,8 +57,10 @@ def scaled_case(case: Case, judgement: Judgement, scale: float | Fraction,
     if f <= 0:
         raise ValueError(f"the batch scale must be positive, not {scale}")
     sizes = judgement.scaled_sizes(f, uncertain_factor)
-    out = cast(ScaledCase, case.with_requests(
-        dataclasses.replace(case.requests, size=sizes.astype(np.int64))))
+    out = cast(
+        ScaledCase,
+        case.with_requests(dataclasses.replace(case.requests, size=sizes.astype(np.int64))),
+    )
     out.__class__ = ScaledCase
     out.base, out.scale, out.judgement = case, f, judgement
     return out
@@ -71,16 +74,22 @@ ESTIMATE_SAMPLES_LONG, LONG_STREAM = 8, 200_000
 # (H100, cuDNN 9.19), the rest alignment and a per-call constant.
 COPY_SLACK = Fraction(21, 20)
 # What the range of a batch prediction spans, in words (CLI and GUI say it the same way).
-RANGE_WHAT = ("the library may pick another algorithm at another batch (cuDNN does, per "
-              "convolution), so each workspace may be like the recorded one (half to twice "
-              "its estimated size), a copy of its operands, or none")
+RANGE_WHAT = (
+    "the library may pick another algorithm at another batch (cuDNN does, per "
+    "convolution), so each workspace may be like the recorded one (half to twice "
+    "its estimated size), a copy of its operands, or none"
+)
 #: What the uncertain allocations are, in words that fit any model (a transformer's odd-sized
 #: scratch is judged so too: see :attr:`.scaling.Judgement.workspace`).
 WORKSPACE_WHAT = "library workspaces (not per-sample: made and freed inside one operation)"
-TUNING_WHAT = ("torch.compile tunes its kernels per shape, so its benchmark buffers and "
-               "argument copies may be absent, as recorded or twice as many at this batch")
-GUESSED_WHAT = ("allocations whose size is both a model-state tensor's and a per-sample "
-                "tensor's were judged by that alone, and may scale the other way")
+TUNING_WHAT = (
+    "torch.compile tunes its kernels per shape, so its benchmark buffers and "
+    "argument copies may be absent, as recorded or twice as many at this batch"
+)
+GUESSED_WHAT = (
+    "allocations whose size is both a model-state tensor's and a per-sample "
+    "tensor's were judged by that alone, and may scale the other way"
+)
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -92,8 +101,7 @@ def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarra
     return lo, np.maximum(band_hi, copy)
 
 
-def workspace_sizes(judgement: Judgement, scale
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def workspace_sizes(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, band_high, copy) per :attr:`~.scaling.Judgement.uncertain_workspace`
     allocation at ``scale``.
 
@@ -119,8 +127,9 @@ def workspace_sizes(judgement: Judgement, scale
     copy = np.zeros_like(hi)
     if judgement.operands is not None:
         ops = judgement.operands[w]
-        copy = -((-ops * COPY_SLACK.numerator * f.numerator)
-                 // (COPY_SLACK.denominator * f.denominator))
+        copy = -(
+            (-ops * COPY_SLACK.numerator * f.numerator) // (COPY_SLACK.denominator * f.denominator)
+        )
     return lo, hi, copy
 
 
@@ -148,20 +157,30 @@ class PeakEstimate:
     guessed: int = 0
 
     def to_dict(self) -> dict:
-        what = WORKSPACE_WHAT + " estimated as a fixed weight part plus a per-sample part; " \
+        what = (
+            WORKSPACE_WHAT
+            + " estimated as a fixed weight part plus a per-sample part; "
             + RANGE_WHAT
+        )
         if self.tuning:
             what += "; " + TUNING_WHAT
         if self.guessed:
             what += "; " + GUESSED_WHAT
-        return {"estimate": True, "low_bytes": self.low, "high_bytes": self.high,
-                "workspace_allocations": self.workspaces,
-                "workspace_bytes_estimated": self.workspace_bytes,
-                "tuning_allocations": self.tuning,
-                "size_guessed_allocations": self.guessed,
-                "samples": self.samples, "draws": self.draws,
-                "draws_out_of_memory": self.ooms,
-                "in_doubt": self.in_doubt(), "why_range": self.why_range(), "what": what}
+        return {
+            "estimate": True,
+            "low_bytes": self.low,
+            "high_bytes": self.high,
+            "workspace_allocations": self.workspaces,
+            "workspace_bytes_estimated": self.workspace_bytes,
+            "tuning_allocations": self.tuning,
+            "size_guessed_allocations": self.guessed,
+            "samples": self.samples,
+            "draws": self.draws,
+            "draws_out_of_memory": self.ooms,
+            "in_doubt": self.in_doubt(),
+            "why_range": self.why_range(),
+            "what": what,
+        }
 
     @property
     def library_workspaces(self) -> int:
@@ -171,24 +190,44 @@ class PeakEstimate:
     def in_doubt(self) -> str:
         """What the estimate rests on, counted: "3 library workspaces", "2 library
         workspaces, 26 autotuning allocations and 1 allocation judged by its size"."""
-        parts = [plural(n, one, many) for n, one, many in (
-            (self.library_workspaces, "library workspace", None),
-            (self.tuning, "autotuning allocation", None),
-            (self.guessed, "allocation judged by its size",
-             "allocations judged by their size")) if n > 0]
+        parts = [
+            plural(n, one, many)
+            for n, one, many in (
+                (self.library_workspaces, "library workspace", None),
+                (self.tuning, "autotuning allocation", None),
+                (self.guessed, "allocation judged by its size", "allocations judged by their size"),
+            )
+            if n > 0
+        ]
         if not parts:
             return plural(self.workspaces, "allocation") + " of estimated size"
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
     def why_range(self) -> str:
         """Why those allocations may take other sizes, for the kinds present."""
-        return "; ".join(w for n, w in ((self.library_workspaces, RANGE_WHAT),
-                                        (self.tuning, TUNING_WHAT),
-                                        (self.guessed, GUESSED_WHAT)) if n > 0) or RANGE_WHAT
+        return (
+            "; ".join(
+                w
+                for n, w in (
+                    (self.library_workspaces, RANGE_WHAT),
+                    (self.tuning, TUNING_WHAT),
+                    (self.guessed, GUESSED_WHAT),
+                )
+                if n > 0
+            )
+            or RANGE_WHAT
+        )
 
 
-def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=None,
-                   samples: int | None = None, seed: int = 0) -> PeakEstimate | None:
+def estimate_range(
+    case: Case,
+    judgement: Judgement,
+    scale,
+    conf=None,
+    limit=None,
+    samples: int | None = None,
+    seed: int = 0,
+) -> PeakEstimate | None:
     """Peak reserved over the sizes the :attr:`~.scaling.Judgement.doubtful` allocations
     could take at ``scale``: the workspaces cuDNN could ask for, torch.compile's autotuning
     and the allocations judged by size alone (:func:`_doubt_draws`); None when the
@@ -207,8 +246,9 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
     :data:`ESTIMATE_SAMPLES_LONG` past :data:`LONG_STREAM` requests."""
     w = judgement.uncertain_workspace
     tun = judgement.tuning & ~w
-    guess = judgement.guessed & ~w & ~tun if judgement.guessed is not None \
-        else np.zeros(len(w), bool)
+    guess = (
+        judgement.guessed & ~w & ~tun if judgement.guessed is not None else np.zeros(len(w), bool)
+    )
     if not (w.any() or tun.any() or guess.any()):
         return None
     if samples is None:
@@ -229,13 +269,22 @@ def estimate_range(case: Case, judgement: Judgement, scale, conf=None, limit=Non
 
     # The draws are made above, in order (the seeded generator); their runs are
     # independent: side by side on every core, serially for a small case.
-    got = parallel.pmap(peak, draws, work=parallel.simulation_work(len(case.requests),
-                                                                   native_sim.use_native()))
+    got = parallel.pmap(
+        peak, draws, work=parallel.simulation_work(len(case.requests), native_sim.use_native())
+    )
     peaks = [p for p, _ in got]
     every = w | tun | guess
-    return PeakEstimate(min(peaks), max(peaks), int(every.sum()), int(base[every].sum()),
-                        samples, len(got), sum(1 for _, oom in got if oom), int(tun.sum()),
-                        int(guess.sum()))
+    return PeakEstimate(
+        min(peaks),
+        max(peaks),
+        int(every.sum()),
+        int(base[every].sum()),
+        samples,
+        len(got),
+        sum(1 for _, oom in got if oom),
+        int(tun.sum()),
+        int(guess.sum()),
+    )
 
 
 def _put(base: np.ndarray, mask: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -244,8 +293,9 @@ def _put(base: np.ndarray, mask: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _workspace_draws(judgement: Judgement, f: Fraction, samples: int, seed: int
-                     ) -> list[np.ndarray]:
+def _workspace_draws(
+    judgement: Judgement, f: Fraction, samples: int, seed: int
+) -> list[np.ndarray]:
     """The workspaces' sizes per draw (see :func:`estimate_range`), over
     :attr:`~.scaling.Judgement.uncertain_workspace` in request order."""
     w = judgement.uncertain_workspace
@@ -275,8 +325,15 @@ def _workspace_draws(judgement: Judgement, f: Fraction, samples: int, seed: int
     return draws
 
 
-def _doubt_draws(judgement: Judgement, f: Fraction, base: np.ndarray, tun: np.ndarray,
-                 guess: np.ndarray, samples: int, seed: int) -> list[np.ndarray]:
+def _doubt_draws(
+    judgement: Judgement,
+    f: Fraction,
+    base: np.ndarray,
+    tun: np.ndarray,
+    guess: np.ndarray,
+    samples: int,
+    seed: int,
+) -> list[np.ndarray]:
     """Draws of the autotuning allocations and of those judged by size alone.
 
     Autotuning at another shape tunes other kernels, other times (GPT-2 under
@@ -319,8 +376,10 @@ def _doubt_draws(judgement: Judgement, f: Fraction, base: np.ndarray, tun: np.nd
 
 
 def _with_sizes(case: Case, judgement: Judgement, f: Fraction, sizes: np.ndarray) -> ScaledCase:
-    out = cast(ScaledCase, case.with_requests(
-        dataclasses.replace(case.requests, size=sizes.astype(np.int64))))
+    out = cast(
+        ScaledCase,
+        case.with_requests(dataclasses.replace(case.requests, size=sizes.astype(np.int64))),
+    )
     out.__class__ = ScaledCase
     out.base, out.scale, out.judgement = case, f, judgement
     return out
@@ -343,10 +402,15 @@ class FitSearch:
     capped: bool = False  # still fits at MAX_SCALE (the search stopped there)
 
 
-def largest_fitting_scale(case: Case, judgement: Judgement, limit: int | None = None,
-                          conf=None, recorded_batch: int | None = None,
-                          precision: float = 0.01,
-                          progress: Progress | None = None) -> FitSearch:
+def largest_fitting_scale(
+    case: Case,
+    judgement: Judgement,
+    limit: int | None = None,
+    conf=None,
+    recorded_batch: int | None = None,
+    precision: float = 0.01,
+    progress: Progress | None = None,
+) -> FitSearch:
     """Bisect over simulated runs for the largest scale that fits ``limit``.
 
     Peak memory grows with the batch, so "fits" is monotone in the scale;
@@ -429,6 +493,7 @@ def largest_fitting_scale(case: Case, judgement: Judgement, limit: int | None = 
 
 
 # -- one batch prediction: exact or an estimate, and how sure ---------------------------
+
 
 def is_estimate(judgement: Judgement, scale) -> bool:
     """Whether a batch prediction at ``scale`` is an estimate: the one rule for the What-if
@@ -547,14 +612,24 @@ class BatchPrediction:
     def why_uncertain(self) -> str:
         """What reaches the limit, in words: the model's error or the workspaces' range."""
         if self.draws_out_of_memory:
-            return (f"{self.draws_out_of_memory} of {self.estimate.draws} draws of its "
-                    "library workspaces run out of memory" if self.estimate else "")
+            return (
+                f"{self.draws_out_of_memory} of {self.estimate.draws} draws of its "
+                "library workspaces run out of memory"
+                if self.estimate
+                else ""
+            )
         return f"within the model's measured error ({float(self.error):.0%})"
 
 
-def predict(case: Case, judgement: Judgement, scale, limit: int | None = None, conf=None,
-            recorded_batch: int | None = None, result: SimResult | None = None
-            ) -> BatchPrediction:
+def predict(
+    case: Case,
+    judgement: Judgement,
+    scale,
+    limit: int | None = None,
+    conf=None,
+    recorded_batch: int | None = None,
+    result: SimResult | None = None,
+) -> BatchPrediction:
     """The run at ``scale`` under ``limit`` (``result``: its simulation, when made), with
     the workspace draws under the same limit where :func:`is_estimate` says they matter."""
     f = Fraction(scale).limit_denominator(1 << 20) if not isinstance(scale, Fraction) else scale
@@ -597,19 +672,28 @@ class SafeAnswer:
     @staticmethod
     def empty_dict() -> dict:
         """:meth:`to_dict`'s keys without a limit (no answer)."""
-        return {"largest_batch_margin": None, "largest_batch_below_the_point_answer": False,
-                "next_batch": None, "next_batch_scale": None,
-                "next_batch_predicted_peak_bytes": None, "next_batch_predicted_to_fit": None,
-                "next_batch_may_fit": None}
+        return {
+            "largest_batch_margin": None,
+            "largest_batch_below_the_point_answer": False,
+            "next_batch": None,
+            "next_batch_scale": None,
+            "next_batch_predicted_peak_bytes": None,
+            "next_batch_predicted_to_fit": None,
+            "next_batch_may_fit": None,
+        }
 
     def to_dict(self) -> dict:
         n = self.next
         return {
-            "largest_batch_margin": None if self.safe is None else {
-                "bytes": self.margin_bytes, "fraction": self.margin_fraction,
+            "largest_batch_margin": None
+            if self.safe is None
+            else {
+                "bytes": self.margin_bytes,
+                "fraction": self.margin_fraction,
                 "predicted_peak_bytes": self.safe.peak,
                 "uncertainty_bytes": [self.safe.low, self.safe.high],
-                "point_error": float(self.safe.error)},
+                "point_error": float(self.safe.error),
+            },
             "largest_batch_below_the_point_answer": self.stepped_down,
             "next_batch": None if n is None else n.batch,
             "next_batch_scale": None if n is None else float(n.scale),
@@ -639,27 +723,41 @@ def near_limit_words(a: SafeAnswer) -> str:
         name = _words(n, n.batch)
         if n.fits:  # fits as predicted, but too close: the answer is below it
             if n.draws_out_of_memory:
-                out.append(f"{name} is predicted at {fb(n.peak)}, but {n.why_uncertain()}"
-                           f" under the {lim} limit: may not fit")
+                out.append(
+                    f"{name} is predicted at {fb(n.peak)}, but {n.why_uncertain()}"
+                    f" under the {lim} limit: may not fit"
+                )
             else:
-                out.append(f"{name} is predicted at {fb(n.peak)}, within "
-                           f"{float(n.error):.0%} of the {lim} limit: may not fit")
+                out.append(
+                    f"{name} is predicted at {fb(n.peak)}, within "
+                    f"{float(n.error):.0%} of the {lim} limit: may not fit"
+                )
         elif n.observed_oom:
             out.append(f"{name} ran out of memory in the recording")
         else:
             over = n.peak / a.limit - 1
             if n.may_fit:
-                out.append(f"{name} is predicted at {fb(n.peak)}, {over:.1%} over the {lim} "
-                           "limit, within the prediction's uncertainty: may fit")
+                out.append(
+                    f"{name} is predicted at {fb(n.peak)}, {over:.1%} over the {lim} "
+                    "limit, within the prediction's uncertainty: may fit"
+                )
             else:
-                out.append(f"{name} is predicted at {fb(n.peak)}, {over:.1%} over the {lim} "
-                           "limit: does not fit")
+                out.append(
+                    f"{name} is predicted at {fb(n.peak)}, {over:.1%} over the {lim} "
+                    "limit: does not fit"
+                )
     return "; ".join(out)
 
 
-def safe_answer(case: Case, judgement: Judgement, search: FitSearch, conf=None,
-                recorded_batch: int | None = None, precision: float = 0.01,
-                progress: Progress | None = None) -> SafeAnswer | None:
+def safe_answer(
+    case: Case,
+    judgement: Judgement,
+    search: FitSearch,
+    conf=None,
+    recorded_batch: int | None = None,
+    precision: float = 0.01,
+    progress: Progress | None = None,
+) -> SafeAnswer | None:
     """Step down from the search's point answer while its uncertainty reaches the limit
     (:attr:`BatchPrediction.may_not_fit`): bisection over whole batches with the recorded
     batch known, else over the scale to ``precision``.  None without a limit."""

@@ -42,8 +42,9 @@ def _gone_rows(case: Case, drop: np.ndarray) -> np.ndarray:
     reqs = case.requests
     drop = drop & _alloc(case)
     gone = drop.copy()
-    freeing = ((reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ)
-               | (reqs.kind == rq.FREE_DONE)) & (reqs.ref >= 0)
+    freeing = (
+        (reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ) | (reqs.kind == rq.FREE_DONE)
+    ) & (reqs.ref >= 0)
     gone[freeing] = drop[reqs.ref[freeing]]
     return gone
 
@@ -94,8 +95,9 @@ def kept_freed(case: Case, evd: evidence.Evidence, kept: np.ndarray) -> Case:
         # Rows shift when the clones and their frees go: renumber the frees' rows.
         gone = _gone_rows(case, clones)
         new_index = np.cumsum(~gone) - 1
-        frees = [(int(new_index[a]), int(new_index[k])) for a, k in frees
-                 if not gone[a] and not gone[k]]
+        frees = [
+            (int(new_index[a]), int(new_index[k])) for a, k in frees if not gone[a] and not gone[k]
+        ]
         case = edit.without(case, clones)
     return edit.freed_after(case, frees)
 
@@ -110,15 +112,13 @@ def graphs_freed(case: Case) -> Case | None:
 # -- optimizer state -------------------------------------------------------------------
 
 
-def optimizer_step_temporaries(case: Case, evd: evidence.Evidence,
-                               state: np.ndarray) -> np.ndarray:
+def optimizer_step_temporaries(case: Case, evd: evidence.Evidence, state: np.ndarray) -> np.ndarray:
     """Allocations the optimizer step makes and frees in it (foreach intermediates):
     another optimizer makes others."""
     return _alloc(case) & (evd.phase == evidence.OPTIMIZER) & ~state & (evd.free_at < len(evd))
 
 
-def optimizer_cases(case: Case, evd: evidence.Evidence, state: np.ndarray
-                    ) -> tuple[Case, Case]:
+def optimizer_cases(case: Case, evd: evidence.Evidence, state: np.ndarray) -> tuple[Case, Case]:
     """(8-bit, none): the stream with the optimizer state's allocations at a quarter of
     their bytes (two fp32 moments become two 8-bit ones; the per-block scales are
     under 2 % more), and with no state and none of the step's temporaries (SGD
@@ -132,11 +132,31 @@ def optimizer_cases(case: Case, evd: evidence.Evidence, state: np.ndarray
 
 # Innermost torch functions whose outputs autocast makes bf16 (its lower-precision list:
 # convolutions, linear layers, matmuls, attention) ...
-_LOW_PRECISION = {"_conv_forward", "conv1d", "conv2d", "conv3d", "linear", "matmul", "bmm",
-                  "scaled_dot_product_attention", "multi_head_attention_forward"}
+_LOW_PRECISION = {
+    "_conv_forward",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "linear",
+    "matmul",
+    "bmm",
+    "scaled_dot_product_attention",
+    "multi_head_attention_forward",
+}
 # ... and those it runs in fp32 (its fp32 list: norms, softmax, losses).
-_FP32 = {"layer_norm", "group_norm", "softmax", "log_softmax", "cross_entropy", "nll_loss",
-         "mse_loss", "binary_cross_entropy_with_logits", "kl_div", "normalize", "rms_norm"}
+_FP32 = {
+    "layer_norm",
+    "group_norm",
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "binary_cross_entropy_with_logits",
+    "kl_div",
+    "normalize",
+    "rms_norm",
+}
 
 
 def _op_of(snap, stack: int) -> str | None:
@@ -165,8 +185,9 @@ def data_allocations(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -
     return _alloc(case) & j.scales & np.isin(evd.phase, (evidence.FORWARD, evidence.BACKWARD))
 
 
-def autocast_cases(case: Case, evd: evidence.Evidence, j: scaling.Judgement
-                   ) -> tuple[Case, Case, np.ndarray]:
+def autocast_cases(
+    case: Case, evd: evidence.Evidence, j: scaling.Judgement
+) -> tuple[Case, Case, np.ndarray]:
     """(low, point, data): the stream with every data allocation at half its bytes (all
     in bf16: the most autocast can save), and with those of autocast's bf16 ops halved,
     those of its fp32 ops kept and the rest (ops that follow their inputs' dtype, the
@@ -181,8 +202,9 @@ def autocast_cases(case: Case, evd: evidence.Evidence, j: scaling.Judgement
     low_p[rows] = np.array([o in _LOW_PRECISION for o in ops], bool)[inv] if ops else False
     fp32[rows] = np.array([o in _FP32 for o in ops], bool)[inv] if ops else False
     low = with_sizes(case, data, Fraction(1, 2))
-    point = with_sizes(with_sizes(case, low_p, Fraction(1, 2)),
-                       data & ~low_p & ~fp32, Fraction(3, 4))
+    point = with_sizes(
+        with_sizes(case, low_p, Fraction(1, 2)), data & ~low_p & ~fp32, Fraction(3, 4)
+    )
     return low, point, data
 
 
@@ -242,8 +264,11 @@ def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) ->
         o = sel[np.lexsort((-sizes[sel], bkey[sel]))]
         first = np.r_[True, bkey[o][1:] != bkey[o][:-1]]
         largest[r[o[first]]] = True
-    per_block = np.bincount(np.unique(bkey[rep], return_inverse=True)[1],
-                            weights=sizes[rep]) if rep.any() else np.zeros(1)
+    per_block = (
+        np.bincount(np.unique(bkey[rep], return_inverse=True)[1], weights=sizes[rep])
+        if rep.any()
+        else np.zeros(1)
+    )
     return Blocks(out_saved, last, largest, nb, int(per_block.max()))
 
 

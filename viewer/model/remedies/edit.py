@@ -38,10 +38,18 @@ def without(case: Case, drop: np.ndarray) -> Case:
     new_tag[tag_ok] = new_index[tag[tag_ok]]
     new_tag[tag >= n] = int(keep.sum())
     out_reqs = dataclasses.replace(
-        reqs, kind=reqs.kind[keep], size=reqs.size[keep], stream=reqs.stream[keep],
-        pool=reqs.pool[keep], ref=new_ref[keep], event=reqs.event[keep],
-        seg_tag=new_tag[seg_keep], seg_action=reqs.seg_action[seg_keep],
-        seg_addr=reqs.seg_addr[seg_keep], seg_size=reqs.seg_size[seg_keep])
+        reqs,
+        kind=reqs.kind[keep],
+        size=reqs.size[keep],
+        stream=reqs.stream[keep],
+        pool=reqs.pool[keep],
+        ref=new_ref[keep],
+        event=reqs.event[keep],
+        seg_tag=new_tag[seg_keep],
+        seg_action=reqs.seg_action[seg_keep],
+        seg_addr=reqs.seg_addr[seg_keep],
+        seg_size=reqs.seg_size[seg_keep],
+    )
     return case.with_requests(out_reqs)
 
 
@@ -85,6 +93,7 @@ def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
     ok = (tag >= 0) & (tag < n)
     tag[ok] = new_index[tag[ok]]
     tag[reqs.seg_tag >= n] = total
-    out_reqs = dataclasses.replace(reqs, kind=kind, size=size, stream=stream, pool=pool,
-                                   ref=ref, event=event, seg_tag=tag)
+    out_reqs = dataclasses.replace(
+        reqs, kind=kind, size=size, stream=stream, pool=pool, ref=ref, event=event, seg_tag=tag
+    )
     return case.with_requests(out_reqs)

@@ -41,9 +41,21 @@ PROV_NONE, PROV_USER, PROV_MODULE_STATE, PROV_OPTIMIZER, PROV_AUTOGRAD = range(5
 PROVENANCES = ("no frames", "program code", "module state", "optimizer", "autograd engine")
 
 _OPT_ANNOTATIONS = ("Optimizer.step", "Optimizer.zero_grad")
-_MODULE_STATE_FUNCS = {"_apply", "convert", "cuda", "to", "to_empty", "reset_parameters",
-                       "_load_from_state_dict", "load_state_dict", "register_buffer",
-                       "register_parameter", "_init_weights", "init_weights", "post_init"}
+_MODULE_STATE_FUNCS = {
+    "_apply",
+    "convert",
+    "cuda",
+    "to",
+    "to_empty",
+    "reset_parameters",
+    "_load_from_state_dict",
+    "load_state_dict",
+    "register_buffer",
+    "register_parameter",
+    "_init_weights",
+    "init_weights",
+    "post_init",
+}
 
 
 @dataclass
@@ -90,9 +102,11 @@ def _frame_provenance(snap, stack: int, cache: dict[int, int]) -> int:
             break
         # A module's state: made by its .to()/_apply/init functions, or by its
         # constructor (a model built on the GPU: ``with torch.device("cuda")``).
-        if name in _MODULE_STATE_FUNCS and ("/torch/nn/" in fn or "modeling_utils" in fn) \
-                or fn.endswith("torch/nn/init.py") \
-                or name == "__init__" and "/torch/nn/modules/" in fn:
+        if (
+            (name in _MODULE_STATE_FUNCS and ("/torch/nn/" in fn or "modeling_utils" in fn))
+            or fn.endswith("torch/nn/init.py")
+            or (name == "__init__" and "/torch/nn/modules/" in fn)
+        ):
             prov = PROV_MODULE_STATE
             break
     if prov == PROV_NONE and py_seen:
@@ -148,8 +162,9 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     ann = snap.annotations
     out: list[tuple[int, int, bool]] = []
     open_at: dict[str, int] = {}
-    for dev, start, name, t in zip(ann.device.tolist(), ann.is_start.tolist(),
-                                   ann.name.tolist(), ann.time_us.tolist()):
+    for dev, start, name, t in zip(
+        ann.device.tolist(), ann.is_start.tolist(), ann.name.tolist(), ann.time_us.tolist()
+    ):
         if dev != device:
             continue
         text = snap.string(name)
@@ -163,8 +178,9 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
-def categories_of(case, progress=None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, "MemoryBreakdown"] | None:
+def categories_of(
+    case, progress=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, "MemoryBreakdown"] | None:
     """Per request: the category, reason code and whether it is a guess, as
     :mod:`..categories` decides for its allocation (``""`` for requests that are not
     allocations), and the MemoryBreakdown they come from; None when that package is
@@ -191,8 +207,11 @@ def categories_of(case, progress=None
     alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
     pos = np.searchsorted(events, reqs.event[alloc])
     pos = np.minimum(pos, max(len(events) - 1, 0))
-    hit = (len(events) > 0) & (events[pos] == reqs.event[alloc]) if len(events) else \
-        np.zeros(len(alloc), bool)
+    hit = (
+        (len(events) > 0) & (events[pos] == reqs.event[alloc])
+        if len(events)
+        else np.zeros(len(alloc), bool)
+    )
     cat[alloc[hit]] = bd.category[ids[pos[hit]]]
     why[alloc[hit]] = bd.reason[ids[pos[hit]]]
     return names[cat], codes[why], guess[why], bd
@@ -201,10 +220,13 @@ def categories_of(case, progress=None
 AUTO = "auto"
 
 
-def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
-           category_guess: np.ndarray | None = None,
-           breakdown: "MemoryBreakdown | None" = None
-           ) -> Evidence:
+def gather(
+    case,
+    categories=AUTO,
+    category_reasons: np.ndarray | None = None,
+    category_guess: np.ndarray | None = None,
+    breakdown: "MemoryBreakdown | None" = None,
+) -> Evidence:
     """The :class:`Evidence` of ``case`` (a :class:`~..whatif.Case`).
 
     ``categories``: per-request category names (``"parameter"``,
@@ -213,8 +235,9 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     """
     if isinstance(categories, str) and categories == AUTO:
         got = categories_of(case)
-        categories, category_reasons, category_guess, breakdown = \
+        categories, category_reasons, category_guess, breakdown = (
             got if got is not None else (None,) * 4
+        )
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -247,17 +270,19 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     if step_end_req:
         bounds = [0] + step_end_req
         for j in range(len(step_end_req)):
-            iteration[bounds[j]:bounds[j + 1]] = j
+            iteration[bounds[j] : bounds[j + 1]] = j
             starts.append(bounds[j])
         if bounds[-1] < n:
-            iteration[bounds[-1]:] = len(step_end_req)
+            iteration[bounds[-1] :] = len(step_end_req)
             starts.append(bounds[-1])
     cache: dict[int, int] = {}
-    prov = np.array([_frame_provenance(snap, s, cache) if s >= 0 else PROV_NONE
-                     for s in site.tolist()], np.int8)
+    prov = np.array(
+        [_frame_provenance(snap, s, cache) if s >= 0 else PROV_NONE for s in site.tolist()], np.int8
+    )
     ucache: dict[int, bool] = {}
-    user = np.array([_user_innermost(snap, s, ucache) if s >= 0 else False
-                     for s in site.tolist()], bool)
+    user = np.array(
+        [_user_innermost(snap, s, ucache) if s >= 0 else False for s in site.tolist()], bool
+    )
     phase = np.full(n, FORWARD, np.int8)
     phase[(prov == PROV_NONE) | (prov == PROV_AUTOGRAD)] = BACKWARD
     phase[in_opt | (prov == PROV_OPTIMIZER)] = OPTIMIZER
@@ -266,13 +291,23 @@ def gather(case, categories=AUTO, category_reasons: np.ndarray | None = None,
     alloc_rows = kinds == rq.ALLOC
     first_bwd = np.flatnonzero(alloc_rows & (phase == BACKWARD) & (prov == PROV_NONE))
     if len(first_bwd):
-        before = np.flatnonzero(alloc_rows[:first_bwd[0]]
-                                & (prov[:first_bwd[0]] == PROV_MODULE_STATE))
+        before = np.flatnonzero(
+            alloc_rows[: first_bwd[0]] & (prov[: first_bwd[0]] == PROV_MODULE_STATE)
+        )
         if len(before):
-            phase[:before[-1] + 1][phase[:before[-1] + 1] == FORWARD] = SETUP
+            phase[: before[-1] + 1][phase[: before[-1] + 1] == FORWARD] = SETUP
     phase[prov == PROV_MODULE_STATE] = SETUP
-    return Evidence(free_at=free_at, iteration=iteration, phase=phase, provenance=prov,
-                    site=site, user_line=user, n_iterations=len(step_end_req),
-                    iteration_starts=np.array(starts, np.int64), categories=categories,
-                    category_reasons=category_reasons, category_guess=category_guess,
-                    breakdown=breakdown)
+    return Evidence(
+        free_at=free_at,
+        iteration=iteration,
+        phase=phase,
+        provenance=prov,
+        site=site,
+        user_line=user,
+        n_iterations=len(step_end_req),
+        iteration_starts=np.array(starts, np.int64),
+        categories=categories,
+        category_reasons=category_reasons,
+        category_guess=category_guess,
+        breakdown=breakdown,
+    )

@@ -17,8 +17,10 @@ def where(snap, stack: int) -> str:
     for f in snap.stacks.frame_ids(stack).tolist():
         fn = snap.frames.filename_of(f)
         if fn.endswith(".py"):
-            return f"{fn.replace(chr(92), '/').rsplit('/', 1)[-1]}:{int(snap.frames.line[f])} " \
-                   f"({snap.frames.name_of(f)})"
+            return (
+                f"{fn.replace(chr(92), '/').rsplit('/', 1)[-1]}:{int(snap.frames.line[f])} "
+                f"({snap.frames.name_of(f)})"
+            )
     return ""
 
 
@@ -26,8 +28,11 @@ def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
     """:meth:`~.scaling.Judgement.summary` plus the largest allocations of each rule."""
     rows = judgement.summary()
     for row in rows:
-        codes = [c for c, name in enumerate(scaling.RULES) if name == row["rule"]
-                 and (c in scaling.SCALED_RULES) == row["scales"]]
+        codes = [
+            c
+            for c, name in enumerate(scaling.RULES)
+            if name == row["rule"] and (c in scaling.SCALED_RULES) == row["scales"]
+        ]
         idx = np.flatnonzero(np.isin(judgement.rule, codes))
         order = idx[np.argsort(-judgement.size[idx], kind="stable")]
         seen, examples = set(), []
@@ -38,8 +43,9 @@ def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
             if key in seen:
                 continue
             seen.add(key)
-            examples.append({"requested_bytes": int(judgement.size[i]),
-                             "event": case.event_of(i), "where": at})
+            examples.append(
+                {"requested_bytes": int(judgement.size[i]), "event": case.event_of(i), "where": at}
+            )
             if len(examples) == EXAMPLES:
                 break
         row["examples"] = examples
@@ -48,13 +54,17 @@ def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
 
 def format_rule_table(rows: list[dict]) -> str:
     """Text lines: how the allocations were judged."""
-    lines = ["how each allocation was judged to scale with the batch "
-             "(requested bytes over the whole recording):"]
+    lines = [
+        "how each allocation was judged to scale with the batch "
+        "(requested bytes over the whole recording):"
+    ]
     for r in rows:
         verb = "scales" if r["scales"] else "fixed "
         noun = "allocation " if r["allocations"] == 1 else "allocations"  # (columns kept)
-        lines.append(f"  {verb} {r['rule']:<13} {r['allocations']:>7} {noun} "
-                     f"{fb(r['requested_bytes']):>11}  {r['reason']}")
+        lines.append(
+            f"  {verb} {r['rule']:<13} {r['allocations']:>7} {noun} "
+            f"{fb(r['requested_bytes']):>11}  {r['reason']}"
+        )
         for ex in r["examples"][:2]:
             lines.append(f"{'':>24}e.g. {fb(ex['requested_bytes'])} at {ex['where']}")
     return "\n".join(lines)

@@ -61,7 +61,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.units import format_bytes as fb, plural
+from ..core.units import format_bytes as fb
+from ..core.units import plural
 from ..whatif import Case
 from ..whatif import requests as rq
 from . import evidence
@@ -106,8 +107,10 @@ def _compiling(snap, site: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Bool per request of ``mask``: made inside a compile-time pass (:data:`_COMPILE_TIME`)."""
     out = np.zeros(len(site), bool)
     for s_ in np.unique(site[mask & (site >= 0)]).tolist():
-        names = (snap.frames.filename_of(f).replace("\\", "/")
-                 for f in snap.stacks.frame_ids(int(s_)).tolist())
+        names = (
+            snap.frames.filename_of(f).replace("\\", "/")
+            for f in snap.stacks.frame_ids(int(s_)).tolist()
+        )
         if any(m in fn for fn in names for m in _COMPILE_TIME):
             out |= mask & (site == s_)
     return out
@@ -155,8 +158,12 @@ def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
     # one line's outputs released together.
     pairs = np.unique(np.stack([runs, evd.site[reqs.ref[by_cand]].astype(np.int64)]), axis=1)
     sites = np.bincount(pairs[0], minlength=n_runs)
-    big = (counts >= MIN_DROPPED) & (counts >= MIN_SHARE * np.maximum(since, 1)) \
-        & (sites >= MIN_SITES) & ~oom_between
+    big = (
+        (counts >= MIN_DROPPED)
+        & (counts >= MIN_SHARE * np.maximum(since, 1))
+        & (sites >= MIN_SITES)
+        & ~oom_between
+    )
     out = np.zeros(n, bool)
     ok = by_cand[big[runs]]
     out[reqs.ref[ok]] = True
@@ -176,8 +183,9 @@ def find(case: Case, evd: evidence.Evidence) -> list[Finding]:
     sites = evd.site[rows]
     uniq, inv = np.unique(sites, return_inverse=True)
     lines = [evidence.user_frame(snap, int(s), cache) for s in uniq.tolist()]
-    names, line_of_site = np.unique(np.array([x or "" for x in lines], dtype=object),
-                                    return_inverse=True)
+    names, line_of_site = np.unique(
+        np.array([x or "" for x in lines], dtype=object), return_inverse=True
+    )
     line_id = line_of_site[inv]
     # The graph drop of each candidate: its free's run of frees.
     is_free = _free_rows(reqs)
@@ -190,7 +198,7 @@ def find(case: Case, evd: evidence.Evidence) -> list[Finding]:
     order = np.argsort(line_id, kind="stable")
     bounds = np.searchsorted(line_id[order], np.arange(len(names) + 1))
     for k, name in enumerate(names.tolist()):
-        sl = order[bounds[k]:bounds[k + 1]]
+        sl = order[bounds[k] : bounds[k + 1]]
         if len(sl) < MIN_DROPPED:
             continue
         r, d = rows[sl], drop[sl]
@@ -205,16 +213,19 @@ def find(case: Case, evd: evidence.Evidence) -> list[Finding]:
         a_of, k_of = free_points(evd.site, r, d, alloc_rows, evd.free_at)
         mask = np.zeros(n, bool)
         mask[r] = True
-        per = np.bincount(np.searchsorted(drops, d), weights=reqs.size[r],
-                          minlength=len(drops))
-        out.append(Finding(name or None, mask, (a_of, k_of), len(drops), n_its,
-                           int(per.max())))
+        per = np.bincount(np.searchsorted(drops, d), weights=reqs.size[r], minlength=len(drops))
+        out.append(Finding(name or None, mask, (a_of, k_of), len(drops), n_its, int(per.max())))
     out.sort(key=lambda f: -int(reqs.size[f.allocations].sum()))
     return out
 
 
-def free_points(site: np.ndarray, rows: np.ndarray, drop: np.ndarray,
-                alloc_rows: np.ndarray, free_at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def free_points(
+    site: np.ndarray,
+    rows: np.ndarray,
+    drop: np.ndarray,
+    alloc_rows: np.ndarray,
+    free_at: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(allocation, request after which a no-grad forward would free it) for the
     candidates ``rows`` (ascending) of the graph drops ``drop`` (one id per forward):
 
@@ -254,8 +265,9 @@ def free_points(site: np.ndarray, rows: np.ndarray, drop: np.ndarray,
     nxt_same[order] = tmp
     group_first_call = np.maximum.accumulate(np.where(group_start, pos, 0))
     first_call_end = np.searchsorted(starts, group_first_call, side="right")
-    later_call = pos >= np.where(first_call_end < len(starts),
-                                 starts[np.minimum(first_call_end, len(starts) - 1)], n)
+    later_call = pos >= np.where(
+        first_call_end < len(starts), starts[np.minimum(first_call_end, len(starts) - 1)], n
+    )
     seen_before = np.empty(n, bool)
     seen_before[order] = later_call & ~group_start
     # The last allocation of each forward from a site an earlier call of it used.
@@ -264,8 +276,9 @@ def free_points(site: np.ndarray, rows: np.ndarray, drop: np.ndarray,
     last_rep = np.full(len(ids), -1, np.int64)
     np.maximum.at(last_rep, g[seen_before], rows[seen_before])
     head = rows > last_rep[g]
-    nxt_alloc = alloc_rows[np.minimum(np.searchsorted(alloc_rows, rows, side="right"),
-                                      len(alloc_rows) - 1)]
+    nxt_alloc = alloc_rows[
+        np.minimum(np.searchsorted(alloc_rows, rows, side="right"), len(alloc_rows) - 1)
+    ]
     at = np.where(nxt_same >= 0, nxt_same, np.where(head, -1, nxt_alloc))
     ok = (at > rows) & (at < free_at[rows])
     return rows[ok], at[ok]
@@ -300,19 +313,30 @@ def freed_earlier(case: Case, allocs: np.ndarray, after: np.ndarray) -> Case:
     tag = reqs.seg_tag.copy()
     ok = (tag >= 0) & (tag < n)
     tag[ok] = new_index[tag[ok]]
-    seg_order = np.argsort(np.where(tag < 0, -1, tag), kind="stable") \
-        if ok.any() else np.arange(len(tag))
+    seg_order = (
+        np.argsort(np.where(tag < 0, -1, tag), kind="stable") if ok.any() else np.arange(len(tag))
+    )
     out = dataclasses.replace(
-        reqs, kind=reqs.kind[order], size=reqs.size[order], stream=reqs.stream[order],
-        pool=reqs.pool[order], ref=ref[order], event=event[order],
-        seg_tag=tag[seg_order], seg_action=reqs.seg_action[seg_order],
-        seg_addr=reqs.seg_addr[seg_order], seg_size=reqs.seg_size[seg_order])
+        reqs,
+        kind=reqs.kind[order],
+        size=reqs.size[order],
+        stream=reqs.stream[order],
+        pool=reqs.pool[order],
+        ref=ref[order],
+        event=event[order],
+        seg_tag=tag[seg_order],
+        seg_action=reqs.seg_action[seg_order],
+        seg_addr=reqs.seg_addr[seg_order],
+        seg_size=reqs.seg_size[seg_order],
+    )
     return case.with_requests(out)
 
 
 TITLE = "Run this forward under torch.no_grad()"
-CHANGE = ("run this forward under `with torch.no_grad():` (or `torch.inference_mode()`): "
-          "it builds a graph that no backward uses")
+CHANGE = (
+    "run this forward under `with torch.no_grad():` (or `torch.inference_mode()`): "
+    "it builds a graph that no backward uses"
+)
 
 
 @dataclass
@@ -339,13 +363,15 @@ def plan(case: Case, evd: evidence.Evidence) -> Plan | None:
     total = int(reqs.size[mask].sum())
     its = f" in {plural(top.iterations, 'iteration')}" if top.iterations else ""
     others = [f.where for f in found[1:] if f.where]
-    detail = (f"{plural(int(mask.sum()), 'allocation')} ({fb(total)}) made by "
-              f"{plural(top.forwards, 'forward pass', 'forward passes')}{its} freed together "
-              "when the output "
-              f"was dropped, no backward between (up to {fb(top.bytes_per_forward)} a pass): "
-              "a graph that no backward used; re-simulated with each freed where a no-grad "
-              "forward frees it: after its line's next call in the pass (the next repeated "
-              "block), the pass's outputs as recorded, the rest after the next allocation")
+    detail = (
+        f"{plural(int(mask.sum()), 'allocation')} ({fb(total)}) made by "
+        f"{plural(top.forwards, 'forward pass', 'forward passes')}{its} freed together "
+        "when the output "
+        f"was dropped, no backward between (up to {fb(top.bytes_per_forward)} a pass): "
+        "a graph that no backward used; re-simulated with each freed where a no-grad "
+        "forward frees it: after its line's next call in the pass (the next repeated "
+        "block), the pass's outputs as recorded, the rest after the next allocation"
+    )
     if others:
         detail += "; also at " + ", ".join(others)
     return Plan(top.where, mask, freed_earlier(case, allocs, after), detail)

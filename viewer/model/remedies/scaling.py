@@ -86,14 +86,43 @@ from . import evidence as ev
 from . import workspaces
 
 # Rule codes (int8), in the order they are tried.
-(TINY, CATEGORY_FIXED, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH, STATE_SIZE, NOT_MULTIPLE,
- KEPT_ONCE, TUNING_COPY_FIXED, CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE,
- TUNING_COPY_SCALED, PER_ITERATION, NOT_AN_ALLOCATION) = range(16)
-RULES = ("tiny", "state_category", "optimizer", "module_state", "tuning_scratch", "state_size",
-         "not_multiple", "kept_once", "tuning_copy", "data_category", "cut_off", "kept_each",
-         "input_once", "tuning_copy_scaled", "per_iteration", "-")
-SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCALED,
-                PER_ITERATION)
+(
+    TINY,
+    CATEGORY_FIXED,
+    OPTIMIZER,
+    MODULE_STATE,
+    TUNING_SCRATCH,
+    STATE_SIZE,
+    NOT_MULTIPLE,
+    KEPT_ONCE,
+    TUNING_COPY_FIXED,
+    CATEGORY_SCALED,
+    CUT_OFF,
+    KEPT_EACH,
+    INPUT_ONCE,
+    TUNING_COPY_SCALED,
+    PER_ITERATION,
+    NOT_AN_ALLOCATION,
+) = range(16)
+RULES = (
+    "tiny",
+    "state_category",
+    "optimizer",
+    "module_state",
+    "tuning_scratch",
+    "state_size",
+    "not_multiple",
+    "kept_once",
+    "tuning_copy",
+    "data_category",
+    "cut_off",
+    "kept_each",
+    "input_once",
+    "tuning_copy_scaled",
+    "per_iteration",
+    "-",
+)
+SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCALED, PER_ITERATION)
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
     "model state by category (parameter, gradient, optimizer state, FSDP's gathered "
@@ -123,8 +152,13 @@ TINY_BYTES = 512
 STATE_SIZE_MIN = 1024  # smaller model-state sizes collide too easily with activations
 # The model's state and, in sharded training, what FSDP gathers of it per block and the
 # buffers its collectives move it through: their sizes follow the model, not the batch.
-FIXED_CATEGORIES = ("parameter", "gradient", "optimizer_state", "parameter_gathered",
-                    "communication")
+FIXED_CATEGORIES = (
+    "parameter",
+    "gradient",
+    "optimizer_state",
+    "parameter_gathered",
+    "communication",
+)
 # Temporaries the categories package names as library workspaces or optimizer scratch.
 FIXED_REASONS = ("workspace_cublas", "workspace_guess", "temp_optimizer")
 SCALED_CATEGORIES = ("activation", "input")
@@ -230,8 +264,9 @@ class Judgement:
         w = self.scales & odd & (self.size > TINY_BYTES)
         return w & self.transient if self.transient is not None else w
 
-    def scaled_sizes(self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
-                     ) -> np.ndarray:
+    def scaled_sizes(
+        self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
+    ) -> np.ndarray:
         """Requested sizes with the batch scaled by ``scale``, rounded up to whole bytes.
 
         With the recorded batch known, ``scale`` is taken as a fraction of it,
@@ -260,9 +295,15 @@ class Judgement:
             m = (self.rule == code) & is_alloc
             if not m.any():
                 continue
-            rows.append({"rule": RULES[code], "scales": code in SCALED_RULES,
-                         "reason": REASONS[code], "allocations": int(m.sum()),
-                         "requested_bytes": int(self.size[m].sum())})
+            rows.append(
+                {
+                    "rule": RULES[code],
+                    "scales": code in SCALED_RULES,
+                    "reason": REASONS[code],
+                    "allocations": int(m.sum()),
+                    "requested_bytes": int(self.size[m].sum()),
+                }
+            )
         rows.sort(key=lambda r: -r["requested_bytes"])
         return rows
 
@@ -284,17 +325,27 @@ def _state_by_category(evd: ev.Evidence) -> np.ndarray:
 # have Python frames (the generated ``<hash>.py`` ``call``) and read as forward; the
 # wrapper's backward functions tell them apart.
 _AOT_DIR = "/torch/_functorch/_aot_autograd/"
-_AOT_BACKWARD = {"_backward_impl", "call_compiled_backward", "backward",
-                 "_backward_prologue", "_backward_epilogue"}
+_AOT_BACKWARD = {
+    "_backward_impl",
+    "call_compiled_backward",
+    "backward",
+    "_backward_prologue",
+    "_backward_epilogue",
+}
 _COMPILED_AUTOGRAD = "/torch/_dynamo/compiled_autograd.py"
 _INDUCTOR = "/torch/_inductor/"
 # Autotuning, once per compiled shape: the benchmark's own buffers (the cache flush that
 # Triton's do_bench-like timing writes between runs: the L2's size), and the copies it
 # makes of a kernel's arguments so that a kernel writing in place can run again.
 _BENCHMARK_FILES = ("runtime/benchmarking.py", "/testing.py")
-_ARG_COPY_FUNCS = {"clone_preserve_strides", "maybe_clone_args", "clone_args",
-                   "copy_args_to_cpu_if_needed", "benchmark_example_value",
-                   "generate_example_value"}
+_ARG_COPY_FUNCS = {
+    "clone_preserve_strides",
+    "maybe_clone_args",
+    "clone_args",
+    "copy_args_to_cpu_if_needed",
+    "benchmark_example_value",
+    "generate_example_value",
+}
 NO_TUNING, BENCHMARK_SCRATCH, ARG_COPY = range(3)
 # What runs Inductor's generated code (its file sits in a ``torchinductor_<user>`` cache).
 _GENERATED_CALLER = "/torch/_inductor/output_code.py"
@@ -353,8 +404,7 @@ def compiled_evidence(case, evd: ev.Evidence) -> tuple[np.ndarray, np.ndarray, n
     return phase, tuning, compiled
 
 
-def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndarray
-                 ) -> np.ndarray:
+def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """Per copy (request index), the latest ``sources`` allocation of its size still alive
     when the copy was made (what autotuning copied); -1 where none is."""
     out = np.full(len(copies), -1, np.int64)
@@ -364,7 +414,7 @@ def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndar
         by_size.setdefault(int(size[i]), []).append(i)
     for k, i in enumerate(copies.tolist()):
         cands = by_size.get(int(size[i]), [])
-        for j in reversed(cands[:int(np.searchsorted(cands, i))]):
+        for j in reversed(cands[: int(np.searchsorted(cands, i))]):
             if free_at[j] > i:
                 out[k] = j
                 break
@@ -377,8 +427,10 @@ def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
     reqs = case.requests
     n = len(reqs)
     alloc = reqs.kind == rq.ALLOC
-    sizes = [reqs.size[alloc & (evd.provenance == ev.PROV_MODULE_STATE)],
-             reqs.size[alloc & (evd.phase == ev.OPTIMIZER) & (evd.free_at == n)]]
+    sizes = [
+        reqs.size[alloc & (evd.provenance == ev.PROV_MODULE_STATE)],
+        reqs.size[alloc & (evd.phase == ev.OPTIMIZER) & (evd.free_at == n)],
+    ]
     init = reqs.initial
     if init.n_blocks:
         freed = set((-reqs.ref[reqs.ref <= -2] - 2).tolist())
@@ -488,16 +540,15 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         assign(kept, KEPT_ONCE)
     assign(np.ones(n, bool), PER_ITERATION)
     if len(copies):
-        rule[copies] = np.where(np.isin(rule[src], SCALED_RULES), TUNING_COPY_SCALED,
-                                TUNING_COPY_FIXED)
+        rule[copies] = np.where(
+            np.isin(rule[src], SCALED_RULES), TUNING_COPY_SCALED, TUNING_COPY_FIXED
+        )
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
     kept_sizes = np.unique(size[(reqs.kind == rq.ALLOC) & ~transient])
-    scratch = (transient & j.scales & ~j.workspace & (size > TINY_BYTES)
-               & ~np.isin(size, kept_sizes))
+    scratch = transient & j.scales & ~j.workspace & (size > TINY_BYTES) & ~np.isin(size, kept_sizes)
     judged_fixed = np.isin(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
-    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch,
-                                   scratch)
+    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch, scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
     j.maybe_workspace = model.maybe
     j.guessed = _guessed(reqs, evd, j, states, compiled)
@@ -505,8 +556,9 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     return j
 
 
-def _guessed(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray,
-             compiled: np.ndarray) -> np.ndarray:
+def _guessed(
+    reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray, compiled: np.ndarray
+) -> np.ndarray:
     """:attr:`Judgement.guessed`: allocations of Inductor's generated code (``compiled``)
     whose size is both a model-state tensor's (or half one: autocast's copies) and that of
     an allocation judged to scale, and that are not state by lifetime (parameters and
@@ -521,8 +573,7 @@ def _guessed(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray,
     if not len(states):
         return np.zeros(n, bool)
     freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
-    temp = alloc & compiled & (j.rule == STATE_SIZE) & (evd.free_at < n) \
-        & (freed_in == evd.phase)
+    temp = alloc & compiled & (j.rule == STATE_SIZE) & (evd.free_at < n) & (freed_in == evd.phase)
     scaled = np.unique(size[alloc & j.scales & (size > TINY_BYTES)])
     both = scaled[np.isin(scaled, states) | np.isin(scaled * 2, states)]
     if not len(both):
@@ -531,8 +582,10 @@ def _guessed(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray,
     # activation's size, so there the phase and the forward twin decide; only in generated
     # code is a shared size all there is to go by.
     out = alloc & compiled & np.isin(size, both)
-    out &= ~np.isin(j.rule, (TINY, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH,
-                             TUNING_COPY_FIXED, TUNING_COPY_SCALED))
+    out &= ~np.isin(
+        j.rule,
+        (TINY, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH, TUNING_COPY_FIXED, TUNING_COPY_SCALED),
+    )
     out &= evd.phase != ev.OPTIMIZER
     out &= ~((evd.free_at == n) & (evd.phase == ev.SETUP))
     if evd.categories is not None:

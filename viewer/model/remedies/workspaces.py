@@ -59,8 +59,11 @@ MIN_WEIGHT = 512  # smaller: not taken as a weight beside a possible workspace
 
 # How a workspace's fixed part was found (int8 per request).
 NONE, DECOMPOSED, WEIGHT_BESIDE = range(3)
-HOW = ("proportional", "fixed weight part + per-sample part (decomposed)",
-       "the weight beside it fixed, the rest per-sample")
+HOW = (
+    "proportional",
+    "fixed weight part + per-sample part (decomposed)",
+    "the weight beside it fixed, the rest per-sample",
+)
 
 
 @dataclass
@@ -90,8 +93,9 @@ def weight_sizes(case, evd: ev.Evidence) -> np.ndarray:
     return s[s > 512]
 
 
-def _decompose(size: int, units: list[int], beside: int, weights: np.ndarray
-               ) -> tuple[int, float] | None:
+def _decompose(
+    size: int, units: list[int], beside: int, weights: np.ndarray
+) -> tuple[int, float] | None:
     """(fixed part, k) of the decomposition of ``size`` (see the module), or None."""
     if not units:
         return None
@@ -105,8 +109,11 @@ def _decompose(size: int, units: list[int], beside: int, weights: np.ndarray
     keep = fixed > -ALIGN_SLACK
     ko, k, fixed = ko[keep], k[keep], fixed[keep]
     best: tuple | None = None
-    cands = [(0, 0)] + ([(beside, MAX_SPLITS)] if beside else []) \
+    cands = (
+        [(0, 0)]
+        + ([(beside, MAX_SPLITS)] if beside else [])
         + [(int(w), 1) for w in weights.tolist() if w != beside]
+    )
     for w, most in cands:
         if w:
             s = np.rint(fixed / w).astype(np.int64)
@@ -126,9 +133,15 @@ def _decompose(size: int, units: list[int], beside: int, weights: np.ndarray
     return (best[1], best[2]) if best is not None else None
 
 
-def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarray,
-                judged_fixed: np.ndarray, batch: int | None = None,
-                candidates: np.ndarray | None = None) -> WorkspaceModel:
+def fixed_parts(
+    case,
+    evd: ev.Evidence,
+    workspace: np.ndarray,
+    scales: np.ndarray,
+    judged_fixed: np.ndarray,
+    batch: int | None = None,
+    candidates: np.ndarray | None = None,
+) -> WorkspaceModel:
     """The :class:`WorkspaceModel` of a request stream.
 
     ``workspace``: bool per request (:attr:`~.scaling.Judgement.workspace`); ``scales``:
@@ -161,8 +174,9 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     beside = _beside(np.flatnonzero(workspace), size, beside_ok, weight_set)
     # A candidate needs only some weight's size beside it: a 1x1 convolution's weight
     # can be as small as a norm layer's vector (16 x 64 fp32 = 4 KiB in MobileNetV3).
-    near = _beside(np.flatnonzero(cand), size, alloc & judged_fixed & (size > MIN_WEIGHT),
-                   weight_set)
+    near = _beside(
+        np.flatnonzero(cand), size, alloc & judged_fixed & (size > MIN_WEIGHT), weight_set
+    )
     for i in near:
         maybe[i] = True
         operands[i] = _operands(i, size, unit_ok)
@@ -193,8 +207,7 @@ def fixed_parts(case, evd: ev.Evidence, workspace: np.ndarray, scales: np.ndarra
     return WorkspaceModel(fixed, how, mult, operands, maybe)
 
 
-def _beside(rows: np.ndarray, size: np.ndarray, ok: np.ndarray, weight_set: set
-            ) -> dict[int, int]:
+def _beside(rows: np.ndarray, size: np.ndarray, ok: np.ndarray, weight_set: set) -> dict[int, int]:
     """Row -> the size of the weight allocated beside it (within :data:`WEIGHT_WINDOW`
     requests either side, smaller than it), for the rows that have one."""
     n = len(size)
@@ -203,8 +216,11 @@ def _beside(rows: np.ndarray, size: np.ndarray, ok: np.ndarray, weight_set: set
         s = int(size[i])
         for dist in range(1, WEIGHT_WINDOW + 1):
             # i + 1 is the workspace's own free: the next request after it is i + 2.
-            near = [k for k in (i - dist, i + 1 + dist) if 0 <= k < n and ok[k]
-                    and size[k] < s and int(size[k]) in weight_set]
+            near = [
+                k
+                for k in (i - dist, i + 1 + dist)
+                if 0 <= k < n and ok[k] and size[k] < s and int(size[k]) in weight_set
+            ]
             if near:
                 out[i] = int(size[near[0]])
                 break

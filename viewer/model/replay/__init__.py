@@ -37,10 +37,32 @@ May import: :mod:`..core`, :mod:`.._native`, numpy.
 
 from .curves import CURVES, CurveColumn, CurveIndex, curves
 from .device import DeviceReplay, link_lifetimes, replay_device
-from .layout import (ALLOCATED, BEFORE_RECORDING, FREE, PENDING, Layout,
-                     initial_segment_of_blocks, layout_snapshot)
+from .layout import (
+    ALLOCATED,
+    BEFORE_RECORDING,
+    FREE,
+    PENDING,
+    Layout,
+    initial_segment_of_blocks,
+    layout_snapshot,
+)
 from .native_loop import native_available, use_native
 
-__all__ = ["ALLOCATED", "BEFORE_RECORDING", "CURVES", "CurveColumn", "CurveIndex", "DeviceReplay",
-           "FREE", "Layout", "PENDING", "curves", "initial_segment_of_blocks", "layout_snapshot",
-           "link_lifetimes", "native_available", "replay_device", "use_native"]
+__all__ = [
+    "ALLOCATED",
+    "BEFORE_RECORDING",
+    "CURVES",
+    "FREE",
+    "PENDING",
+    "CurveColumn",
+    "CurveIndex",
+    "DeviceReplay",
+    "Layout",
+    "curves",
+    "initial_segment_of_blocks",
+    "layout_snapshot",
+    "link_lifetimes",
+    "native_available",
+    "replay_device",
+    "use_native",
+]

@@ -21,15 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.snapshot import Action
-from .layout import ALLOCATED, PENDING, initial_segment_of_blocks
 from . import native_loop as _nat
+from .layout import ALLOCATED, PENDING, initial_segment_of_blocks
 
 CHUNK_EVENTS = 1 << 20  # peaks are computed in chunks of this many events
 CURVES = ("requested", "allocated", "active", "reserved")
 
 
-def curves(rep, stream: int | None = None,
-           pool: int | None = None) -> dict[str, np.ndarray]:
+def curves(rep, stream: int | None = None, pool: int | None = None) -> dict[str, np.ndarray]:
     """requested / allocated / active / reserved bytes after each event,
     optionally only of one stream and/or pool (index into ``Snapshot.pools``).
 
@@ -44,8 +43,10 @@ def curves(rep, stream: int | None = None,
         native_curves(rep, starts, out)
         return out
     steps = _curve_steps(rep, slice(0, len(rep)), stream, pool)
-    return {c: np.cumsum(steps[c], out=steps[c]) + starts[c] if len(steps[c]) else steps[c]
-            for c in CURVES}
+    return {
+        c: np.cumsum(steps[c], out=steps[c]) + starts[c] if len(steps[c]) else steps[c]
+        for c in CURVES
+    }
 
 
 def curve_starts(rep, stream: int | None = None, pool: int | None = None) -> dict[str, int]:
@@ -59,14 +60,15 @@ def curve_starts(rep, stream: int | None = None, pool: int | None = None) -> dic
     on = seg_on[initial_segment_of_blocks(init)] if init.n_blocks else np.zeros(0, bool)
     state = init.blk_state
     live = on & ((state == ALLOCATED) | (state == PENDING))
-    return {"requested": int(init.blk_requested[live].sum()),
-            "allocated": int(init.blk_size[on & (state == ALLOCATED)].sum()),
-            "active": int(init.blk_size[live].sum()),
-            "reserved": int(init.seg_size[seg_on].sum())}
+    return {
+        "requested": int(init.blk_requested[live].sum()),
+        "allocated": int(init.blk_size[on & (state == ALLOCATED)].sum()),
+        "active": int(init.blk_size[live].sum()),
+        "reserved": int(init.seg_size[seg_on].sum()),
+    }
 
 
-def _curve_steps(rep, sl: slice, stream: int | None,
-                 pool: int | None) -> dict[str, np.ndarray]:
+def _curve_steps(rep, sl: slice, stream: int | None, pool: int | None) -> dict[str, np.ndarray]:
     """Each curve's change at every event of ``sl`` (int64)."""
     act = rep.action[sl]
     size, req = rep.block_size[sl], rep.size[sl]
@@ -84,24 +86,33 @@ def _curve_steps(rep, sl: slice, stream: int | None,
             out[~events] = 0
         return out
 
-    return {"requested": step((Action.ALLOC,), (Action.FREE_COMPLETED,), req),
-            "allocated": step((Action.ALLOC,), (Action.FREE_REQUESTED,), size),
-            "active": step((Action.ALLOC,), (Action.FREE_COMPLETED,), size),
-            "reserved": step((Action.SEGMENT_ALLOC, Action.SEGMENT_MAP),
-                             (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP), req)}
+    return {
+        "requested": step((Action.ALLOC,), (Action.FREE_COMPLETED,), req),
+        "allocated": step((Action.ALLOC,), (Action.FREE_REQUESTED,), size),
+        "active": step((Action.ALLOC,), (Action.FREE_COMPLETED,), size),
+        "reserved": step(
+            (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP),
+            (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP),
+            req,
+        ),
+    }
 
 
 def native_curves(rep, starts: dict[str, int], out: dict | None):
     """The four curves in one C pass (into ``out`` when given); their peaks."""
     peaks = _nat._core.curves(
-        np.ascontiguousarray(rep.action, np.int8), np.ascontiguousarray(rep.block_size, np.int64),
-        np.ascontiguousarray(rep.size, np.int64), tuple(starts[c] for c in CURVES),
-        *((out[c] if out is not None else None) for c in CURVES))
+        np.ascontiguousarray(rep.action, np.int8),
+        np.ascontiguousarray(rep.block_size, np.int64),
+        np.ascontiguousarray(rep.size, np.int64),
+        tuple(starts[c] for c in CURVES),
+        *((out[c] if out is not None else None) for c in CURVES),
+    )
     return {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
 
 
-def native_requested_chunk(action: np.ndarray, block_size: np.ndarray, size: np.ndarray,
-                           start: int, out: np.ndarray) -> None:
+def native_requested_chunk(
+    action: np.ndarray, block_size: np.ndarray, size: np.ndarray, start: int, out: np.ndarray
+) -> None:
     """Requested bytes after each of these events, starting from ``start``, into ``out``
     (the C loop's curve pass over one chunk; only with :func:`native_available`)."""
     _nat._core.curves(action, block_size, size, (start, 0, 0, 0), out, None, None, None)
@@ -118,8 +129,11 @@ def requested_curve_of(rep) -> np.ndarray | None:
     if not (rep.uses_native_loop and n):
         return None
     out = np.empty(n, np.int64)
-    native_curves(rep, curve_starts(rep), {"requested": out, "allocated": None, "active": None,
-                                           "reserved": None})
+    native_curves(
+        rep,
+        curve_starts(rep),
+        {"requested": out, "allocated": None, "active": None, "reserved": None},
+    )
     return out
 
 
@@ -146,7 +160,6 @@ def _peaks(rep) -> dict[str, tuple[int, int]]:
                 best[c] = (int(values[k]), start + k)
             carry[c] = int(values[-1])
     return best
-
 
 
 BLOCK = 64  # events per block: the finest envelope level and the recompute stretch
@@ -185,8 +198,12 @@ class CurveIndex:
             peaks = _nat._core.curve_blocks(
                 np.ascontiguousarray(rep.action[a:n], np.int8),
                 np.ascontiguousarray(rep.block_size[a:n], np.int64),
-                np.ascontiguousarray(rep.size[a:n], np.int64), tuple(starts[c] for c in CURVES),
-                BLOCK, *(mx[c] for c in CURVES), *(ck[c] for c in CURVES))
+                np.ascontiguousarray(rep.size[a:n], np.int64),
+                tuple(starts[c] for c in CURVES),
+                BLOCK,
+                *(mx[c] for c in CURVES),
+                *(ck[c] for c in CURVES),
+            )
             tail = {c: (int(v), int(k)) for c, (v, k) in zip(CURVES, peaks)}
         else:  # the Python path: the full curves, summarised the same way
             full = self._full
@@ -200,7 +217,7 @@ class CurveIndex:
                 y = full[c] = np.concatenate([full[c], new]) if n_old else new
                 seg = y[a:n]
                 pad = np.full(nb * BLOCK, np.iinfo(np.int64).min, np.int64)
-                pad[:len(seg)] = seg
+                pad[: len(seg)] = seg
                 mx[c][:] = pad.reshape(nb, BLOCK).max(axis=1) if nb else mx[c]
                 ck[c][0] = starts[c]
                 ck[c][1:] = seg[np.minimum(np.arange(1, nb + 1) * BLOCK, len(seg)) - 1]
@@ -215,11 +232,11 @@ class CurveIndex:
         self.coarse = {}
         for c, m in self.maxima.items():
             nc = len(m) // COARSE
-            self.coarse[c] = m[:nc * COARSE].reshape(nc, COARSE).max(axis=1) if nc else m[:0]
+            self.coarse[c] = m[: nc * COARSE].reshape(nc, COARSE).max(axis=1) if nc else m[:0]
 
     def levels(self, curve: str) -> list[tuple[int, np.ndarray]]:
         """(events per block, the max of each whole block): finest first."""
-        out = [(BLOCK, self.maxima[curve][:self.n // BLOCK])]
+        out = [(BLOCK, self.maxima[curve][: self.n // BLOCK])]
         if len(self.coarse[curve]) >= 2:
             out.append((BLOCK * COARSE, self.coarse[curve]))
         return out
@@ -230,7 +247,7 @@ class CurveIndex:
         if k1 < k0:
             return {c: np.zeros(0, np.int64) for c in CURVES}
         if self._full is not None:
-            return {c: y[k0:k1 + 1] for c, y in self._full.items()}
+            return {c: y[k0 : k1 + 1] for c, y in self._full.items()}
         j = k0 // BLOCK
         a, b = j * BLOCK, k1 + 1
         rep = self.rep
@@ -239,8 +256,10 @@ class CurveIndex:
             np.ascontiguousarray(rep.action[a:b], np.int8),
             np.ascontiguousarray(rep.block_size[a:b], np.int64),
             np.ascontiguousarray(rep.size[a:b], np.int64),
-            tuple(int(self.checkpoints[c][j]) for c in CURVES), *(out[c] for c in CURVES))
-        return {c: v[k0 - a:] for c, v in out.items()}
+            tuple(int(self.checkpoints[c][j]) for c in CURVES),
+            *(out[c] for c in CURVES),
+        )
+        return {c: v[k0 - a :] for c, v in out.items()}
 
     def columns(self) -> dict[str, "CurveColumn"]:
         return {c: CurveColumn(self, c) for c in CURVES}

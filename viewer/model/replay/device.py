@@ -8,11 +8,13 @@ most that many events from the nearest keyframe.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import allocator_rules as rules
 from ..core.progress import Progress
 from ..core.snapshot import Snapshot
 from .curves import CurveIndex, _peaks, curves
@@ -27,9 +29,8 @@ from .native_loop import (
     native_available,
     use_native,
 )
-from ..core import allocator_rules as rules
 from .seed import _seed
-from .state import Known, _State, _apply
+from .state import Known, _apply, _State
 
 KEYFRAME_BUDGET_BLOCKS = 20_000_000  # total block rows kept in keyframes
 # The C loop replays ~50M events/s, so a seek can afford a longer stretch
@@ -160,17 +161,22 @@ class DeviceReplay:
         known = self._derived.get("known")
         if known is None:
             known = self._derived["known"] = _known_arrays(self.known)
-        return _core.new_state(*_layout_columns(layout), *known,
-                               rules.max_split_size(self.settings) or 0,
-                               _divisions(self.settings), rules.NATIVE_SIZES)
+        return _core.new_state(
+            *_layout_columns(layout),
+            *known,
+            rules.max_split_size(self.settings) or 0,
+            _divisions(self.settings),
+            rules.NATIVE_SIZES,
+        )
 
     def peak(self, curve: str) -> tuple[int, int]:
         """(value, event index) of a curve's maximum; the first event that reaches it."""
         peaks = self._derived.get("peaks")
         if peaks is None:
             index = self._derived.get("curve_index")
-            peaks = self._derived["peaks"] = index.peaks if index is not None and len(self) \
-                else _peaks(self)
+            peaks = self._derived["peaks"] = (
+                index.peaks if index is not None and len(self) else _peaks(self)
+            )
         return peaks.get(curve, (0, -1))
 
     def curve_index(self):
@@ -181,11 +187,17 @@ class DeviceReplay:
         return index
 
 
-
-def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
-                  keyframe_every: int | None = None, keyframes: bool = True,
-                  emit_at=(), native: bool | None = None, live: bool = False,
-                  on_seeded: Callable[[DeviceReplay], None] | None = None) -> DeviceReplay:
+def replay_device(
+    snap: Snapshot,
+    device: int,
+    progress: Progress | None = None,
+    keyframe_every: int | None = None,
+    keyframes: bool = True,
+    emit_at=(),
+    native: bool | None = None,
+    live: bool = False,
+    on_seeded: Callable[[DeviceReplay], None] | None = None,
+) -> DeviceReplay:
     """Replay ``device``'s trace of ``snap`` (see the module docstring).
 
     ``keyframes=False`` keeps no keyframes (a headless summary seeks at most
@@ -206,30 +218,41 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
         # One device holds every event: its columns are the trace's (views, no copies).
         n = len(trace.device)
         rows: np.ndarray = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
-        cols = {c: getattr(trace, c) for c in ("action", "addr", "size", "stream", "stack",
-                                                "time_us")}
+        cols = {
+            c: getattr(trace, c) for c in ("action", "addr", "size", "stream", "stack", "time_us")
+        }
     else:
         rows = np.flatnonzero(trace.device == device)
         if len(trace.device) < 2**31:
             rows = rows.astype(np.int32)
         n = len(rows)
-        cols = {c: getattr(trace, c)[rows] for c in ("action", "addr", "size", "stream",
-                                                      "stack", "time_us")}
+        cols = {
+            c: getattr(trace, c)[rows]
+            for c in ("action", "addr", "size", "stream", "stack", "time_us")
+        }
     settings = snap.allocator_settings
-    initial_state = _seed(snap, device, cols["action"], cols["addr"], cols["size"],
-                          cols["stream"], native)
+    initial_state = _seed(
+        snap, device, cols["action"], cols["addr"], cols["size"], cols["stream"], native
+    )
     initial = initial_state.layout()
     if keyframe_every is None:
         per_frame = max(initial.n_blocks, 64)
         if native:
-            keyframe_every = max(NATIVE_KEYFRAME_MIN,
-                                 int(n * per_frame // NATIVE_KEYFRAME_BUDGET_BLOCKS) + 1)
+            keyframe_every = max(
+                NATIVE_KEYFRAME_MIN, int(n * per_frame // NATIVE_KEYFRAME_BUDGET_BLOCKS) + 1
+            )
         else:
             keyframe_every = max(1024, int(n * per_frame // KEYFRAME_BUDGET_BLOCKS) + 1)
     rep = DeviceReplay(
-        device=device, rows=rows, **cols,
-        block_size=np.zeros(n, np.int64), pool=np.full(n, -1, np.int32),
-        initial=initial, keyframe_every=keyframe_every, settings=settings, native=native,
+        device=device,
+        rows=rows,
+        **cols,
+        block_size=np.zeros(n, np.int64),
+        pool=np.full(n, -1, np.int32),
+        initial=initial,
+        keyframe_every=keyframe_every,
+        settings=settings,
+        native=native,
     )
     rep.known = initial_state.known
     rep.seed_inconsistencies = initial_state.inconsistencies
@@ -244,8 +267,7 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
         while start < n:
             step = max(every, CHUNK_EVENTS // every * every) if every else CHUNK_EVENTS
             stop = min(n, start + step)
-            kfs, layouts = _run_native(cap, rep, start, stop, every, emit, rep.block_size,
-                                       rep.pool)
+            kfs, layouts = _run_native(cap, rep, start, stop, every, emit, rep.block_size, rep.pool)
             rep.keyframes.extend(_layout_from_columns(c) for c in kfs)
             for k, cols_k in zip(emit[(emit >= start) & (emit < stop)].tolist(), layouts):
                 rep.emitted[k] = _layout_from_columns(cols_k)
@@ -266,10 +288,13 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     else:
         st = _State.from_layout(initial, settings, rep.known)
         stops = set(emit.tolist())
-        cuts = sorted({0, n} | {k + 1 for k in stops}
-                      | (set(range(every, n + 1, every)) if every else set())
-                      | set(range(0, n, 1 << 16)))
-        for start, stop in zip(cuts, cuts[1:]):
+        cuts = sorted(
+            {0, n}
+            | {k + 1 for k in stops}
+            | (set(range(every, n + 1, every)) if every else set())
+            | set(range(0, n, 1 << 16))
+        )
+        for start, stop in itertools.pairwise(cuts):
             _apply(st, rep, start, stop, rep.block_size, rep.pool)
             if every and stop % every == 0:
                 rep.keyframes.append(st.layout())
@@ -287,8 +312,9 @@ def replay_device(snap: Snapshot, device: int, progress: Progress | None = None,
     return rep
 
 
-def link_lifetimes(action: np.ndarray, addr: np.ndarray,
-                   native: bool | None = None) -> dict[str, np.ndarray]:
+def link_lifetimes(
+    action: np.ndarray, addr: np.ndarray, native: bool | None = None
+) -> dict[str, np.ndarray]:
     """Pair every free with its allocation (by address, in order): ``alloc_of`` per
     free (-1: allocated before recording), ``freed_at`` / ``free_requested_at`` per
     alloc (n: never)."""
@@ -296,18 +322,32 @@ def link_lifetimes(action: np.ndarray, addr: np.ndarray,
     dt = np.int32 if n < 2**31 - 1 else np.int64
     if use_native(native) and dt == np.int32 and hasattr(_core, "link_lifetimes_fill"):
         # The C pass writes every entry: fresh memory is touched once, not memset first.
-        out = {"alloc_of": np.empty(n, dt), "freed_at": np.empty(n, dt),
-               "free_requested_at": np.empty(n, dt)}
-        _core.link_lifetimes_fill(np.ascontiguousarray(action, np.int8),
-                                  np.ascontiguousarray(addr, np.int64), out["alloc_of"],
-                                  out["freed_at"], out["free_requested_at"])
+        out = {
+            "alloc_of": np.empty(n, dt),
+            "freed_at": np.empty(n, dt),
+            "free_requested_at": np.empty(n, dt),
+        }
+        _core.link_lifetimes_fill(
+            np.ascontiguousarray(action, np.int8),
+            np.ascontiguousarray(addr, np.int64),
+            out["alloc_of"],
+            out["freed_at"],
+            out["free_requested_at"],
+        )
         return out
-    out = {"alloc_of": np.full(n, -1, dt), "freed_at": np.full(n, n, dt),
-           "free_requested_at": np.full(n, n, dt)}
+    out = {
+        "alloc_of": np.full(n, -1, dt),
+        "freed_at": np.full(n, n, dt),
+        "free_requested_at": np.full(n, n, dt),
+    }
     if use_native(native) and dt == np.int32:
-        _core.link_lifetimes(np.ascontiguousarray(action, np.int8),
-                             np.ascontiguousarray(addr, np.int64), out["alloc_of"],
-                             out["freed_at"], out["free_requested_at"])
+        _core.link_lifetimes(
+            np.ascontiguousarray(action, np.int8),
+            np.ascontiguousarray(addr, np.int64),
+            out["alloc_of"],
+            out["freed_at"],
+            out["free_requested_at"],
+        )
         return out
     alloc_of, freed_at, freq_at = out["alloc_of"], out["freed_at"], out["free_requested_at"]
     live: dict[int, int] = {}

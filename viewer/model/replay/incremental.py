@@ -20,6 +20,8 @@ timeline level (intervals, dropped rows, compaction) is
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..core.snapshot import Action, Trace
@@ -42,15 +44,17 @@ def _grow(bufs: dict, key: str, col: np.ndarray, values: np.ndarray) -> np.ndarr
     n, m = len(col), len(values)
     buf = bufs.get(key)
     # The column must still be the head of its buffer (a trim slices the front off).
-    if buf is None or not (n + m <= len(buf) and id(col.base) == id(buf)
-                           and col.__array_interface__["data"][0]
-                           == buf.__array_interface__["data"][0]):
+    if buf is None or not (
+        n + m <= len(buf)
+        and id(col.base) == id(buf)
+        and col.__array_interface__["data"][0] == buf.__array_interface__["data"][0]
+    ):
         buf = np.empty(max((n + m) * 3 // 2, 1024), col.dtype)
         buf[:n] = col
-        buf[n + m:] = 0  # touch the spare pages now, not one page fault at a time later
+        buf[n + m :] = 0  # touch the spare pages now, not one page fault at a time later
         bufs[key] = buf
-    buf[n:n + m] = values
-    return buf[:n + m]
+    buf[n : n + m] = values
+    return buf[: n + m]
 
 
 def _append(rep: DeviceReplay, name: str, values: np.ndarray) -> None:
@@ -79,8 +83,9 @@ def adopt(rep: DeviceReplay) -> None:
             setattr(iv, f, _grow(ivb, f, col, col[:0]))
 
 
-def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
-                  known: Known | None = None) -> int:
+def extend_device(
+    rep: DeviceReplay, trace: Trace, rows: np.ndarray, known: Known | None = None
+) -> int:
     """Append the events at ``rows`` of ``trace`` (this device's, in order) to ``rep``
     and replay them from the kept state; returns the number of events added.
 
@@ -120,15 +125,17 @@ def extend_device(rep: DeviceReplay, trace: Trace, rows: np.ndarray,
         rep._derived["last"] = (n - 1, _layout_from_columns(_core.layout(state)))
     else:
         cuts = sorted({k0, n} | set(range((k0 // every + 1) * every, n + 1, every)))
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in itertools.pairwise(cuts):
             _apply(state, rep, a, b, rep.block_size, rep.pool)
             if b % every == 0:
                 rep.keyframes.append(state.layout())
         rep.inconsistencies = state.inconsistencies + rep.seed_inconsistencies
         rep._derived["last"] = (n - 1, state.layout())
     # Layouts that grow far beyond the first one: keep every other keyframe.
-    while sum(kf.n_blocks for kf in rep.keyframes) > 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS \
-            and len(rep.keyframes) > 1:
+    while (
+        sum(kf.n_blocks for kf in rep.keyframes) > 2 * NATIVE_KEYFRAME_BUDGET_BLOCKS
+        and len(rep.keyframes) > 1
+    ):
         rep.keyframes = rep.keyframes[1::2]
         rep.keyframe_every *= 2
     for stale in ("curves", "peaks"):
@@ -173,15 +180,18 @@ def _extend_lifetimes(rep: DeviceReplay, k0: int) -> None:
     f_open, r_open = new["freed_at"][:p], new["free_requested_at"][:p]
     f_new, r_new = new["freed_at"][p:], new["free_requested_at"][p:]
     bufs = rep._derived.setdefault("buffers", {})
-    for name, tail in (("alloc_of", np.where(a_new >= 0, to_global(a_new), -1)),
-                       ("freed_at", np.where(f_new < q, f_new - p + k0, n)),
-                       ("free_requested_at", np.where(r_new < q, r_new - p + k0, n))):
+    for name, tail in (
+        ("alloc_of", np.where(a_new >= 0, to_global(a_new), -1)),
+        ("freed_at", np.where(f_new < q, f_new - p + k0, n)),
+        ("free_requested_at", np.where(r_new < q, r_new - p + k0, n)),
+    ):
         lt[name] = _grow(bufs, "lt:" + name, lt[name][:k0], tail.astype(dt))
     # The open allocations: closed now where the scan found their free.
     lt["freed_at"][open_idx] = np.where(f_open < q, f_open - p + k0, n)
     before = lt["free_requested_at"][open_idx]
     lt["free_requested_at"][open_idx] = np.where(
-        before < k0, before, np.where(r_open < q, r_open - p + k0, n))
+        before < k0, before, np.where(r_open < q, r_open - p + k0, n)
+    )
     allocs_new = np.flatnonzero(rep.action[k0:n] == Action.ALLOC) + k0
     still = np.concatenate([open_idx[f_open >= q], allocs_new[lt["freed_at"][allocs_new] == n]])
     lt["open"] = still

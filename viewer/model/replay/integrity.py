@@ -25,12 +25,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..core.snapshot import Action, Snapshot
+from ..core.units import format_bytes, plural
 from . import DeviceReplay, Layout
 from .native_loop import _core, _layout_from_columns, _run_native
-from .state import _State, _apply
-from ..core.snapshot import Action, Snapshot
+from .state import _apply, _State
 from .timeline import Timeline
-from ..core.units import format_bytes, plural
 
 CHUNK = 4096  # events per step of the search for the first / last inconsistent event
 NAMES = {int(a): a.name.lower() for a in Action}
@@ -48,8 +48,11 @@ class Untrusted:
 
     def line(self) -> str:
         """One line for a status bar, a log or the CLI."""
-        span = (f"event {self.first_event}" if self.first_event == self.last_event
-                else f"events {self.first_event}-{self.last_event}")
+        span = (
+            f"event {self.first_event}"
+            if self.first_event == self.last_event
+            else f"events {self.first_event}-{self.last_event}"
+        )
         what = "not exact" if self.kind == "inconsistent" else "estimated"
         return f"device {self.device}: {span} {what}: {self.reason}"
 
@@ -97,9 +100,16 @@ def final_difference(timeline: Timeline, snap: Snapshot | None = None) -> list[U
         diff = _segments_differ(rep.layout_after(len(rep) - 1), snap, d)
         if diff:
             n = len(rep)
-            out.append(Untrusted(d, n - 1, n - 1, "inconsistent",
-                                 f"after the last event the replay differs from the recorded "
-                                 f"segments ({diff}): events are missing from the trace"))
+            out.append(
+                Untrusted(
+                    d,
+                    n - 1,
+                    n - 1,
+                    "inconsistent",
+                    f"after the last event the replay differs from the recorded "
+                    f"segments ({diff}): events are missing from the trace",
+                )
+            )
     return out
 
 
@@ -111,13 +121,20 @@ def _estimated(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
     if not len(orphans) or not live0:
         return None
     overflowed = bool(snap.trace_overflowed)
-    why = ("the ring buffer overflowed (trace_alloc_overflowed)" if overflowed
-           else "the trace starts after allocations were made (a wrapped ring buffer or a "
-                "late start)")
-    return Untrusted(rep.device, 0, int(orphans[-1]), "estimated",
-                     f"{why}: {plural(len(orphans), 'block')} allocated before the first event "
-                     f"{'has its size' if len(orphans) == 1 else 'have sizes'} inferred by the "
-                     "allocator's rounding until the last is freed")
+    why = (
+        "the ring buffer overflowed (trace_alloc_overflowed)"
+        if overflowed
+        else "the trace starts after allocations were made (a wrapped ring buffer or a late start)"
+    )
+    return Untrusted(
+        rep.device,
+        0,
+        int(orphans[-1]),
+        "estimated",
+        f"{why}: {plural(len(orphans), 'block')} allocated before the first event "
+        f"{'has its size' if len(orphans) == 1 else 'have sizes'} inferred by the "
+        "allocator's rounding until the last is freed",
+    )
 
 
 # ---------------------------------------------------------------------------- inconsistencies
@@ -130,16 +147,25 @@ def _inconsistent(rep: DeviceReplay, snap: Snapshot) -> Untrusted | None:
     first, last, before = _find_inconsistent(rep) if events_bad else (-1, -1, None)
     if first < 0 and rep.seed_inconsistencies:
         seeds = rep.seed_inconsistencies
-        return Untrusted(rep.device, 0, n - 1, "inconsistent",
-                         f"the recorded snapshot contradicts its own trace: walking back from "
-                         f"it, {plural(seeds, 'segment or block', 'segments or blocks')} "
-                         f"{'overlaps' if seeds == 1 else 'overlap'} before "
-                         "the first event" + (f"; the replay ends on other segments ({diff})"
-                                              if diff else ""))
+        return Untrusted(
+            rep.device,
+            0,
+            n - 1,
+            "inconsistent",
+            f"the recorded snapshot contradicts its own trace: walking back from "
+            f"it, {plural(seeds, 'segment or block', 'segments or blocks')} "
+            f"{'overlaps' if seeds == 1 else 'overlap'} before "
+            "the first event" + (f"; the replay ends on other segments ({diff})" if diff else ""),
+        )
     if first < 0:  # no event failed, yet the end differs: events were lost unseen
-        return Untrusted(rep.device, n - 1, n - 1, "inconsistent",
-                         f"the replay ends on other segments than recorded ({diff}): "
-                         "events are missing from the trace")
+        return Untrusted(
+            rep.device,
+            n - 1,
+            n - 1,
+            "inconsistent",
+            f"the replay ends on other segments than recorded ({diff}): "
+            "events are missing from the trace",
+        )
     reason = _why(before, rep, first)
     if rep.inconsistencies > 1:
         reason += f" ({plural(rep.inconsistencies, 'event')} in all could not be applied)"
@@ -199,20 +225,31 @@ def _why(layout: Layout | None, rep: DeviceReplay, k: int) -> str:
     i = int(np.searchsorted(layout.seg_addr, addr, side="right")) - 1
     in_seg = i >= 0 and addr < int(layout.seg_addr[i] + layout.seg_size[i])
     if act == Action.ALLOC:
-        why = ("is outside every segment" if not in_seg
-               else "lands on a block that is still in use" if state in (0, 1)
-               else "lands inside a block, not at its start" if state is None
-               else "needs more than the free block there")
+        why = (
+            "is outside every segment"
+            if not in_seg
+            else "lands on a block that is still in use"
+            if state in (0, 1)
+            else "lands inside a block, not at its start"
+            if state is None
+            else "needs more than the free block there"
+        )
     elif act == Action.FREE_REQUESTED:
         why = "frees a block that is not allocated" if state != 0 else "cannot be applied"
     elif act == Action.FREE_COMPLETED:
-        why = "completes a free of a block that is not in use" if state not in (0, 1) \
+        why = (
+            "completes a free of a block that is not in use"
+            if state not in (0, 1)
             else "cannot be applied"
+        )
     elif act == Action.SEGMENT_ALLOC:
         why = "overlaps a segment that exists"
     elif act == Action.SEGMENT_FREE:
-        why = ("frees a segment that does not exist" if not (in_seg and layout.seg_addr[i] == addr)
-               else "frees a segment that still holds blocks in use")
+        why = (
+            "frees a segment that does not exist"
+            if not (in_seg and layout.seg_addr[i] == addr)
+            else "frees a segment that still holds blocks in use"
+        )
     elif act == Action.SEGMENT_MAP:
         why = "maps memory that is already mapped or reaches into another segment"
     elif act == Action.SEGMENT_UNMAP:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core import allocator_rules as rules
 from .._native import native_module, pure_python_requested
+from ..core import allocator_rules as rules
 from .layout import _LAYOUT_DTYPES, Layout
 
 # The C inner loop; the Python one is the reference and the fallback.
@@ -37,16 +37,22 @@ def _layout_from_columns(cols) -> Layout:
 
 
 def _layout_columns(layout: Layout) -> list[np.ndarray]:
-    return [np.ascontiguousarray(getattr(layout, f), dt)
-            for f, dt in zip(Layout.__dataclass_fields__, _LAYOUT_DTYPES)]
+    return [
+        np.ascontiguousarray(getattr(layout, f), dt)
+        for f, dt in zip(Layout.__dataclass_fields__, _LAYOUT_DTYPES)
+    ]
 
 
 def _known_arrays(known) -> tuple:
     """Segment facts for the C loop (a :class:`.state.Known`): addresses (sorted),
     sizes, small flags, pools, default pool."""
-    return (np.ascontiguousarray(known.addr, np.int64), np.ascontiguousarray(known.size, np.int64),
-            np.ascontiguousarray(known.small, np.uint8), np.ascontiguousarray(known.pool, np.int32),
-            int(known.default_pool))
+    return (
+        np.ascontiguousarray(known.addr, np.int64),
+        np.ascontiguousarray(known.size, np.int64),
+        np.ascontiguousarray(known.small, np.uint8),
+        np.ascontiguousarray(known.pool, np.int32),
+        int(known.default_pool),
+    )
 
 
 def _divisions(settings: dict) -> list[int]:
@@ -54,15 +60,28 @@ def _divisions(settings: dict) -> list[int]:
     return [rules.roundup_divisions(1 << (i + 20), settings) for i in range(17)]
 
 
-def _run_native(cap, rep, start: int, stop: int, keyframe_every: int = 0,
-                emit_at: np.ndarray | None = None, sizes=None, pools=None):
+def _run_native(
+    cap,
+    rep,
+    start: int,
+    stop: int,
+    keyframe_every: int = 0,
+    emit_at: np.ndarray | None = None,
+    sizes=None,
+    pools=None,
+):
     """Apply events [start, stop) of ``rep`` to the C state ``cap``."""
     sl = slice(start, stop)
     return _core.run(
-        cap, np.ascontiguousarray(rep.action[sl], np.int8),
-        np.ascontiguousarray(rep.addr[sl], np.int64), np.ascontiguousarray(rep.size[sl], np.int64),
+        cap,
+        np.ascontiguousarray(rep.action[sl], np.int8),
+        np.ascontiguousarray(rep.addr[sl], np.int64),
+        np.ascontiguousarray(rep.size[sl], np.int64),
         np.ascontiguousarray(rep.stack[sl], np.int32),
-        np.ascontiguousarray(rep.stream[sl], np.int64), start, keyframe_every,
+        np.ascontiguousarray(rep.stream[sl], np.int64),
+        start,
+        keyframe_every,
         emit_at if emit_at is not None else np.zeros(0, np.int64),
-        sizes[sl] if sizes is not None else None, pools[sl] if pools is not None else None)
-
+        sizes[sl] if sizes is not None else None,
+        pools[sl] if pools is not None else None,
+    )

@@ -23,12 +23,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import DeviceReplay
 from ..core.snapshot import Action, BlockState
 from ..core.units import format_bytes, plural
+from . import DeviceReplay
 
-SEGMENT_ACTIONS = (Action.SEGMENT_ALLOC, Action.SEGMENT_FREE, Action.SEGMENT_MAP,
-                   Action.SEGMENT_UNMAP)
+SEGMENT_ACTIONS = (
+    Action.SEGMENT_ALLOC,
+    Action.SEGMENT_FREE,
+    Action.SEGMENT_MAP,
+    Action.SEGMENT_UNMAP,
+)
 
 
 @dataclass(frozen=True)
@@ -64,24 +68,35 @@ class RecordedWindow:
         """One sentence: what the window starts after (empty when it saw the whole run)."""
         if not self.started_late:
             return ""
-        text = (f"device {self.device}'s trace starts after "
-                f"{plural(self.segments_before, 'segment')} "
-                f"({format_bytes(self.reserved_before)}) already existed"
-                + (f", holding {plural(self.blocks_before, 'live block')} "
-                   f"({format_bytes(self.allocated_before)})" if self.blocks_before else "")
-                + " (the ring buffer wrapped, or recording started late): the trace shows "
-                "none of their creation")
+        text = (
+            f"device {self.device}'s trace starts after "
+            f"{plural(self.segments_before, 'segment')} "
+            f"({format_bytes(self.reserved_before)}) already existed"
+            + (
+                f", holding {plural(self.blocks_before, 'live block')} "
+                f"({format_bytes(self.allocated_before)})"
+                if self.blocks_before
+                else ""
+            )
+            + " (the ring buffer wrapped, or recording started late): the trace shows "
+            "none of their creation"
+        )
         if self.reserved_fixed:
-            text += ("; no segment was created or freed inside the window, so reserved "
-                     f"memory stays {format_bytes(self.reserved_before)} throughout it")
+            text += (
+                "; no segment was created or freed inside the window, so reserved "
+                f"memory stays {format_bytes(self.reserved_before)} throughout it"
+            )
         return text
 
 
 def recorded_window(rep: DeviceReplay) -> RecordedWindow:
     """The window of ``rep`` (a device's replay, seeded with the layout before it)."""
     init = rep.initial
-    live = np.isin(init.blk_state, (BlockState.ALLOCATED, BlockState.PENDING_FREE)) \
-        if init.n_blocks else np.zeros(0, bool)
+    live = (
+        np.isin(init.blk_state, (BlockState.ALLOCATED, BlockState.PENDING_FREE))
+        if init.n_blocks
+        else np.zeros(0, bool)
+    )
     return RecordedWindow(
         device=int(rep.device),
         events=int(len(rep)),

@@ -22,8 +22,15 @@ from .native_loop import _core, use_native
 from .state import Known, _State
 
 
-def _seed(snap: Snapshot, device: int, actions: np.ndarray, addrs: np.ndarray,
-          reqs: np.ndarray, streams: np.ndarray, native: bool | None = None) -> _State:
+def _seed(
+    snap: Snapshot,
+    device: int,
+    actions: np.ndarray,
+    addrs: np.ndarray,
+    reqs: np.ndarray,
+    streams: np.ndarray,
+    native: bool | None = None,
+) -> _State:
     """The state before the first event, walked back from the final snapshot
     (``actions``/``addrs``/``reqs``/``streams``: the device's event columns)."""
     segs, blocks = snap.segments, snap.blocks
@@ -49,20 +56,29 @@ def _seed(snap: Snapshot, device: int, actions: np.ndarray, addrs: np.ndarray,
     firsts, allocated = _first_frees(actions, addrs, native)
     allocated_in_window = set(allocated.tolist())
     inferred: set[int] = set()  # sizes by rounding (exact ones come from the final snapshot)
-    for act, addr, req in zip(actions[firsts].tolist(), addrs[firsts].tolist(),
-                              reqs[firsts].tolist()):
+    for act, addr, req in zip(
+        actions[firsts].tolist(), addrs[firsts].tolist(), reqs[firsts].tolist()
+    ):
         state = ALLOCATED if act == 1 else PENDING
         active[addr] = [st.round(req), state, req, -1, BEFORE_RECORDING, None]
         inferred.add(addr)
-    final_blocks = np.flatnonzero(np.isin(blocks.segment, on_dev)
-                                  & (blocks.state != BlockState.FREE)
-                                  & (blocks.state != BlockState.UNKNOWN))
+    final_blocks = np.flatnonzero(
+        np.isin(blocks.segment, on_dev)
+        & (blocks.state != BlockState.FREE)
+        & (blocks.state != BlockState.UNKNOWN)
+    )
     for b in final_blocks.tolist():
         addr = int(blocks.address[b])
         if addr in allocated_in_window:
             continue
-        entry = [int(blocks.size[b]), int(blocks.state[b]), int(blocks.requested_size[b]),
-                 int(blocks.stack[b]), BEFORE_RECORDING, None]
+        entry = [
+            int(blocks.size[b]),
+            int(blocks.state[b]),
+            int(blocks.requested_size[b]),
+            int(blocks.stack[b]),
+            BEFORE_RECORDING,
+            None,
+        ]
         if addr in active:  # freed in the window: keep its in-window first state
             entry[1] = active[addr][1]
         active[addr] = entry
@@ -104,24 +120,30 @@ def known_facts(snap: Snapshot, device: int) -> Known:
     """The segment facts of ``snap``'s segments on ``device`` (see :class:`.state.Known`)."""
     segs = snap.segments
     on = np.flatnonzero(segs.device == device)
-    return Known(segs.address[on], segs.total_size[on], segs.is_small[on], segs.pool[on],
-                 snap.ordinary_pool or 0)
+    return Known(
+        segs.address[on],
+        segs.total_size[on],
+        segs.is_small[on],
+        segs.pool[on],
+        snap.ordinary_pool or 0,
+    )
 
 
-def _first_frees(actions: np.ndarray, addrs: np.ndarray,
-                 native: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _first_frees(
+    actions: np.ndarray, addrs: np.ndarray, native: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(indices of events that are the first alloc/free event of their address and a
     free, every address allocated in the window)."""
     if use_native(native):
-        firsts, allocated = _core.seed_scan(np.ascontiguousarray(actions, np.int8),
-                                            np.ascontiguousarray(addrs, np.int64))
+        firsts, allocated = _core.seed_scan(
+            np.ascontiguousarray(actions, np.int8), np.ascontiguousarray(addrs, np.int64)
+        )
         return np.frombuffer(firsts, np.int64), np.frombuffer(allocated, np.int64)
     touch = np.flatnonzero(actions <= 2)
     _, first = np.unique(addrs[touch], return_index=True)
     firsts = np.sort(touch[first])
     firsts = firsts[actions[firsts] != 0]
     return firsts, np.unique(addrs[actions == 0])
-
 
 
 def _initial_ranges(segs, on_dev, actions, addrs, reqs, streams, default_pool: int) -> dict:
@@ -132,9 +154,16 @@ def _initial_ranges(segs, on_dev, actions, addrs, reqs, streams, default_pool: i
     undoing a map cuts its pages out of the range holding them (splitting it when
     they were in the middle), undoing an unmap puts the pages back, joining the
     ranges on either side."""
-    ranges = {int(segs.address[s]): [int(segs.total_size[s]), int(segs.stream[s]),
-                                      bool(segs.is_small[s]), int(segs.pool[s]),
-                                      bool(segs.is_expandable[s])] for s in on_dev}
+    ranges = {
+        int(segs.address[s]): [
+            int(segs.total_size[s]),
+            int(segs.stream[s]),
+            bool(segs.is_small[s]),
+            int(segs.pool[s]),
+            bool(segs.is_expandable[s]),
+        ]
+        for s in on_dev
+    }
     starts = sorted(ranges)
     seg_rows = np.flatnonzero((actions >= Action.SEGMENT_ALLOC) & (actions <= Action.SEGMENT_UNMAP))
     for r in seg_rows[::-1].tolist():
@@ -165,17 +194,22 @@ def _initial_ranges(segs, on_dev, actions, addrs, reqs, streams, default_pool: i
             i = bisect.bisect_right(starts, addr)
             left = starts[i - 1] if i > 0 else None
             if (left is not None and left + ranges[left][0] > addr) or (
-                    i < len(starts) and starts[i] < addr + size):
+                i < len(starts) and starts[i] < addr + size
+            ):
                 continue  # overlaps a range (an inconsistent trace)
             right = starts[i] if i < len(starts) and starts[i] == addr + size else None
             if right is not None and not (ranges[right][4] and ranges[right][1] == stream):
                 right = None
-            if left is not None and not (left + ranges[left][0] == addr and ranges[left][4]
-                                         and ranges[left][1] == stream):
+            if left is not None and not (
+                left + ranges[left][0] == addr and ranges[left][4] and ranges[left][1] == stream
+            ):
                 left = None
             if left is None:
-                facts = (ranges[right][1:] if right is not None
-                         else [stream, size % rules.LARGE_BUFFER != 0, default_pool, True])
+                facts = (
+                    ranges[right][1:]
+                    if right is not None
+                    else [stream, size % rules.LARGE_BUFFER != 0, default_pool, True]
+                )
                 ranges[addr] = [0] + list(facts)
                 bisect.insort(starts, addr)
                 left = addr

@@ -18,7 +18,6 @@ import numpy as np
 from ..core import allocator_rules as rules
 from .layout import ALLOCATED, BEFORE_RECORDING, FREE, PENDING, Layout
 
-
 INT64_MAX = (1 << 63) - 1
 
 
@@ -49,10 +48,13 @@ class Known:
         j = np.maximum(i - 1, 0)
         overlap = (i > 0) & (ends[j] > self.addr) if len(starts) else np.zeros(len(self.addr), bool)
         keep = ~overlap
-        return Known(np.concatenate([self.addr[keep], newer.addr]),
-                     np.concatenate([self.size[keep], newer.size]),
-                     np.concatenate([self.small[keep], newer.small]),
-                     np.concatenate([self.pool[keep], newer.pool]), newer.default_pool)
+        return Known(
+            np.concatenate([self.addr[keep], newer.addr]),
+            np.concatenate([self.size[keep], newer.size]),
+            np.concatenate([self.small[keep], newer.small]),
+            np.concatenate([self.pool[keep], newer.pool]),
+            newer.default_pool,
+        )
 
     def lookup(self, addr: int, size: int, expandable: bool) -> tuple[bool, int]:
         """(small, pool) of a segment the trace creates at ``addr`` with ``size`` bytes."""
@@ -187,8 +189,9 @@ class _State:
 
     def _should_split(self, remaining: int, size: int, seg) -> bool:
         # seg[2]: small pool, seg[4]: expandable segments
-        return rules.should_split(remaining, size, bool(seg[2] or seg[4]),
-                                  rules.max_split_size(self.settings))
+        return rules.should_split(
+            remaining, size, bool(seg[2] or seg[4]), rules.max_split_size(self.settings)
+        )
 
     def free_requested(self, addr) -> int:
         block = self.blocks.get(addr)
@@ -249,8 +252,9 @@ class _State:
         starts = self.seg_starts
         i = bisect.bisect_right(starts, addr)
         left = starts[i - 1] if i > 0 else None
-        if left is not None and left + self.segs[left][0] > addr or (
-                i < len(starts) and starts[i] < addr + size):
+        if (left is not None and left + self.segs[left][0] > addr) or (
+            i < len(starts) and starts[i] < addr + size
+        ):
             self.inconsistencies += 1  # mapped twice, or into the next segment
             return
         if left is None or left + self.segs[left][0] != addr or not self._joinable(left, stream):
@@ -362,25 +366,32 @@ class _State:
         st.known = known
         st.seg_starts = layout.seg_addr.tolist()
         for a, size, stream, small, pool, exp in zip(
-                st.seg_starts, layout.seg_size.tolist(), layout.seg_stream.tolist(),
-                layout.seg_small.tolist(), layout.seg_pool.tolist(),
-                layout.seg_expandable.tolist()):
+            st.seg_starts,
+            layout.seg_size.tolist(),
+            layout.seg_stream.tolist(),
+            layout.seg_small.tolist(),
+            layout.seg_pool.tolist(),
+            layout.seg_expandable.tolist(),
+        ):
             st.segs[a] = [size, stream, small, pool, exp]
             st.seg_blocks[a] = []
         seg_of = np.searchsorted(layout.seg_addr, layout.blk_addr, side="right") - 1
         seg_addrs = layout.seg_addr[seg_of].tolist() if len(seg_of) else []
         for addr, size, state, req, stack, alloc, seg in zip(
-                layout.blk_addr.tolist(), layout.blk_size.tolist(), layout.blk_state.tolist(),
-                layout.blk_requested.tolist(), layout.blk_stack.tolist(),
-                layout.blk_alloc.tolist(), seg_addrs):
+            layout.blk_addr.tolist(),
+            layout.blk_size.tolist(),
+            layout.blk_state.tolist(),
+            layout.blk_requested.tolist(),
+            layout.blk_stack.tolist(),
+            layout.blk_alloc.tolist(),
+            seg_addrs,
+        ):
             st.blocks[addr] = [size, state, req, stack, alloc, seg]
             st.seg_blocks[seg].append(addr)  # already sorted by address
         return st
 
 
-
-def _apply(st: _State, rep, start: int, stop: int, sizes=None,
-           pools=None) -> None:
+def _apply(st: _State, rep, start: int, stop: int, sizes=None, pools=None) -> None:
     """Apply events [start, stop) to ``st``; optionally record, per event, the
     size of the block it touched and the pool of the segment it happened in."""
     actions = rep.action[start:stop].tolist()
@@ -418,4 +429,3 @@ def _apply(st: _State, rep, start: int, stop: int, sizes=None,
         if pools is not None and act in (3, 5):
             seg = st.segment_containing(addr)
             pools[k] = st.segs[seg][3] if seg is not None else -1
-

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.progress import Progress
+from ..core.snapshot import Action, Snapshot
 from . import (
     ALLOCATED,
     BEFORE_RECORDING,
@@ -35,7 +36,6 @@ from . import (
 )
 from .incremental import adopt, extend_device, is_live
 from .seed import known_facts
-from ..core.snapshot import Action, Snapshot
 
 
 @dataclass
@@ -120,8 +120,9 @@ class Timeline:
             return 0
         return int(np.searchsorted(rep.rows, rep.rows.dtype.type(0)))
 
-    def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
-               progress: Progress | None = None) -> bool:
+    def extend(
+        self, snap: Snapshot, first_row: int, dropped: int = 0, progress: Progress | None = None
+    ) -> bool:
         """Take in a live update without replaying what is known already.
 
         ``snap``: the live snapshot now (its trace is the ring: old rows dropped at
@@ -180,9 +181,14 @@ class Timeline:
         self.devices = build_timeline(self.snap, progress, live=True).devices
 
 
-def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: bool = True,
-                   emit: dict[int, list[int]] | None = None, live: bool = False,
-                   on_seeded: Callable[[DeviceReplay], None] | None = None) -> Timeline:
+def build_timeline(
+    snap: Snapshot,
+    progress: Progress | None = None,
+    keyframes: bool = True,
+    emit: dict[int, list[int]] | None = None,
+    live: bool = False,
+    on_seeded: Callable[[DeviceReplay], None] | None = None,
+) -> Timeline:
     """Replay every device's trace.
 
     ``keyframes=False`` (headless reports) keeps no keyframes; the layouts after
@@ -198,10 +204,22 @@ def build_timeline(snap: Snapshot, progress: Progress | None = None, keyframes: 
     else:
         devices = sorted(set(np.unique(trace.device).tolist()))
     emit = emit or {}
-    tl = Timeline(snap, {d: replay_device(snap, d, progress, keyframes=keyframes,
-                                          emit_at=emit.get(d, ()), live=live,
-                                          on_seeded=on_seeded)
-                         for d in devices}, live)
+    tl = Timeline(
+        snap,
+        {
+            d: replay_device(
+                snap,
+                d,
+                progress,
+                keyframes=keyframes,
+                emit_at=emit.get(d, ()),
+                live=live,
+                on_seeded=on_seeded,
+            )
+            for d in devices
+        },
+        live,
+    )
     if live:
         for rep in tl.devices.values():
             adopt(rep)
@@ -260,8 +278,9 @@ def _intervals(rep: DeviceReplay) -> Intervals:
     pre_addr = init.blk_addr[live0]
     pre_end = np.full(len(live0), n, dtype=np.int64)
     pre_seg = initial_segment_of_blocks(init)[live0]
-    orphan = np.flatnonzero((rep.action == Action.FREE_COMPLETED)
-                            & (rep.alloc_of == BEFORE_RECORDING))
+    orphan = np.flatnonzero(
+        (rep.action == Action.FREE_COMPLETED) & (rep.alloc_of == BEFORE_RECORDING)
+    )
     if len(orphan) and len(live0):
         where = {a: i for i, a in enumerate(pre_addr.tolist())}
         for k, a in zip(orphan.tolist(), rep.addr[orphan].tolist()):
@@ -324,9 +343,17 @@ def _extend_intervals(rep: DeviceReplay, n_old: int) -> None:
     if not len(alloc):
         return
     bufs = rep._derived.setdefault("iv_buffers", {})
-    new = {"start": alloc, "end": freed_at[alloc], "size": rep.block_size[alloc],
-           "requested": rep.size[alloc], "stack": rep.stack[alloc], "addr": rep.addr[alloc],
-           "event": alloc, "stream": rep.stream[alloc], "pool": rep.pool[alloc]}
+    new = {
+        "start": alloc,
+        "end": freed_at[alloc],
+        "size": rep.block_size[alloc],
+        "requested": rep.size[alloc],
+        "stack": rep.stack[alloc],
+        "addr": rep.addr[alloc],
+        "event": alloc,
+        "stream": rep.stream[alloc],
+        "pool": rep.pool[alloc],
+    }
     for f, values in new.items():
         col = getattr(iv, f)
         setattr(iv, f, _grow(bufs, f, col, values.astype(col.dtype, copy=False)))

@@ -29,6 +29,7 @@ May import: :mod:`..categories`, :mod:`..remedies` (lazily, for the prediction),
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,12 +71,16 @@ class SpanFigures:
     categories: dict[str, int]  # requested bytes by category at peak_event
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start_event": self.start, "end_event": self.end,
-                "peak_reserved_bytes": self.peak_reserved,
-                "peak_allocated_bytes": self.peak_allocated,
-                "peak_requested_bytes": self.peak_requested,
-                "peak_event": self.peak_event, "peak_phase": self.peak_phase,
-                "categories": self.categories}
+        return {
+            "start_event": self.start,
+            "end_event": self.end,
+            "peak_reserved_bytes": self.peak_reserved,
+            "peak_allocated_bytes": self.peak_allocated,
+            "peak_requested_bytes": self.peak_requested,
+            "peak_event": self.peak_event,
+            "peak_phase": self.peak_phase,
+            "categories": self.categories,
+        }
 
 
 @dataclass
@@ -100,13 +105,16 @@ class AlignedSpan:
         return {n: self.b.categories.get(n, 0) - self.a.categories.get(n, 0) for n in names}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label,
-                "a": self.a.to_dict() if self.a else None,
-                "b": self.b.to_dict() if self.b else None,
-                "delta_peak_reserved_bytes": self.delta("peak_reserved"),
-                "delta_peak_allocated_bytes": self.delta("peak_allocated"),
-                "delta_peak_requested_bytes": self.delta("peak_requested"),
-                "delta_categories": self.category_delta()}
+        return {
+            "index": self.index,
+            "label": self.label,
+            "a": self.a.to_dict() if self.a else None,
+            "b": self.b.to_dict() if self.b else None,
+            "delta_peak_reserved_bytes": self.delta("peak_reserved"),
+            "delta_peak_allocated_bytes": self.delta("peak_allocated"),
+            "delta_peak_requested_bytes": self.delta("peak_requested"),
+            "delta_categories": self.category_delta(),
+        }
 
 
 @dataclass
@@ -134,14 +142,22 @@ class SiteDelta:
         added, gone or changed."""
         if not self.delta:
             return SITE_UNCHANGED
-        return SITE_ADDED if not self.a_count else SITE_GONE if not self.b_count \
-            else SITE_CHANGED
+        return SITE_ADDED if not self.a_count else SITE_GONE if not self.b_count else SITE_CHANGED
 
     def to_dict(self) -> dict[str, Any]:
-        return {"frame": self.frame, "filename": self.filename, "line": self.line,
-                "function": self.function, "a_bytes": self.a_bytes, "b_bytes": self.b_bytes,
-                "a_count": self.a_count, "b_count": self.b_count, "delta": self.delta,
-                "status": self.status, "a_line": self.a_line}
+        return {
+            "frame": self.frame,
+            "filename": self.filename,
+            "line": self.line,
+            "function": self.function,
+            "a_bytes": self.a_bytes,
+            "b_bytes": self.b_bytes,
+            "a_count": self.a_count,
+            "b_count": self.b_count,
+            "delta": self.delta,
+            "status": self.status,
+            "a_line": self.a_line,
+        }
 
 
 @dataclass
@@ -183,8 +199,7 @@ class Alignment:
     # B's peak reserved on its device: what a prediction for A is held against.
     b_peak_reserved: int = 0
     # Each side's breakdown (the views' category tables reuse them; not in to_dict).
-    breakdowns: tuple[MemoryBreakdown, MemoryBreakdown] | None = field(default=None,
-                                                                      repr=False)
+    breakdowns: tuple[MemoryBreakdown, MemoryBreakdown] | None = field(default=None, repr=False)
 
     def largest_change(self) -> AlignedSpan | None:
         """The aligned span whose peak reserved changed most."""
@@ -222,8 +237,10 @@ class Alignment:
             "devices": {"a": self.devices[0], "b": self.devices[1]},
             "iterations": [s.to_dict() for s in self.spans],
             "peak_events": {"a": self.peak_events[0], "b": self.peak_events[1]},
-            "categories_at_peak": {"a": self.categories_at_peak[0],
-                                   "b": self.categories_at_peak[1]},
+            "categories_at_peak": {
+                "a": self.categories_at_peak[0],
+                "b": self.categories_at_peak[1],
+            },
             "sites": [s.to_dict() for s in self.sites[:top]],
             "site_counts": self.site_counts(),
             "prediction_error": self.prediction_error,
@@ -251,8 +268,10 @@ def category_rows(a: dict[str, int], b: dict[str, int]) -> list[CategoryRow]:
     first, then those holding the same bytes on both sides (in the categories' order).
     A category with no bytes on either side is left out: ten rows of "0 B" would push
     the one that changed out of sight."""
-    rows = [CategoryRow(n, label, int(a.get(n, 0)), int(b.get(n, 0)))
-            for n, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)]
+    rows = [
+        CategoryRow(n, label, int(a.get(n, 0)), int(b.get(n, 0)))
+        for n, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)
+    ]
     rows = [r for r in rows if r.a or r.b]
     changed = sorted((r for r in rows if r.delta), key=lambda r: -abs(r.delta))
     return changed + [r for r in rows if not r.delta]
@@ -261,8 +280,9 @@ def category_rows(a: dict[str, int], b: dict[str, int]) -> list[CategoryRow]:
 # --------------------------------------------------------------------------- building
 
 
-def side_of(snap: Snapshot, timeline: Timeline, device: int | None = None,
-            progress: Progress | None = None) -> Side | None:
+def side_of(
+    snap: Snapshot, timeline: Timeline, device: int | None = None, progress: Progress | None = None
+) -> Side | None:
     """The :class:`Side` of one recording (None: it has no trace to align)."""
     dev = device if device is not None else default_trace_device(snap)
     rep = timeline.replay(dev) if dev is not None else None
@@ -277,19 +297,29 @@ def _spans_of(side: Side, use_iterations: bool, n_spans: int) -> list[tuple[int,
         return [(it.start, it.end) for it in side.breakdown.iterations]
     n = side.n_events
     cuts = np.linspace(0, n, n_spans + 1).round().astype(np.int64)
-    return [(int(a), int(b) - 1) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    return [(int(a), int(b) - 1) for a, b in itertools.pairwise(cuts) if b > a]
 
 
-def _figures(side: Side, spans: list[tuple[int, int]], curves: dict[str, np.ndarray]
-             ) -> list[SpanFigures]:
+def _figures(
+    side: Side, spans: list[tuple[int, int]], curves: dict[str, np.ndarray]
+) -> list[SpanFigures]:
     out = []
     phase_of = {it.start: it.peak_phase for it in side.breakdown.iterations}
     for a, b in spans:
-        seg = {c: curves[c][a:b + 1] for c in CURVES}
+        seg = {c: curves[c][a : b + 1] for c in CURVES}
         k = a + int(np.argmax(seg["requested"]))
-        out.append(SpanFigures(a, b, int(seg["reserved"].max()), int(seg["allocated"].max()),
-                               int(seg["requested"].max()), k, phase_of.get(a),
-                               side.breakdown.split_at(k)))
+        out.append(
+            SpanFigures(
+                a,
+                b,
+                int(seg["reserved"].max()),
+                int(seg["allocated"].max()),
+                int(seg["requested"].max()),
+                k,
+                phase_of.get(a),
+                side.breakdown.split_at(k),
+            )
+        )
     return out
 
 
@@ -306,8 +336,11 @@ def program_site_frames(snap: Snapshot) -> np.ndarray:
     frames = snap.frames
     cats = fr.frame_categories(frames).copy()
     ids = np.unique(frames.filename)
-    lib_ids = [int(i) for i in ids.tolist()
-               if any(m in snap.string(int(i)).replace("\\", "/") for m in LIBRARY_PATHS)]
+    lib_ids = [
+        int(i)
+        for i in ids.tolist()
+        if any(m in snap.string(int(i)).replace("\\", "/") for m in LIBRARY_PATHS)
+    ]
     installed = np.isin(frames.filename, np.array(lib_ids, dtype=frames.filename.dtype))
     cats[(cats == fr.CAT_USER) & installed] = fr.CAT_TORCH
     return site_frames(snap, cats)
@@ -329,8 +362,9 @@ def _live_by_site(side: Side, k: int) -> dict[tuple[str, int, str], tuple[int, i
     live = (iv.start <= k) & (iv.end > k)
     stacks = iv.stack[live]
     out: dict[tuple[str, int, str], tuple[int, int]] = {}
-    for site in top_sites(side.snap, stacks, iv.requested[live], top=len(stacks),
-                          sites=program_site_frames(side.snap)):
+    for site in top_sites(
+        side.snap, stacks, iv.requested[live], top=len(stacks), sites=program_site_frames(side.snap)
+    ):
         if site.label == NO_STACK[0] and not site.filename:
             key = NO_STACK
         else:
@@ -346,8 +380,9 @@ def _site_label(filename: str, line: int, function: str) -> str:
     return f"{os.path.basename(filename)}:{line} {function}".rstrip()
 
 
-def _moved_lines(only_a: list[tuple[str, int, str]], only_b: list[tuple[str, int, str]]
-                 ) -> dict[tuple[str, int, str], tuple[str, int, str]]:
+def _moved_lines(
+    only_a: list[tuple[str, int, str]], only_b: list[tuple[str, int, str]]
+) -> dict[tuple[str, int, str], tuple[str, int, str]]:
     """Sites of A matched to sites of B in the same file and function at another line:
     the program was edited between the recordings (a ``with torch.no_grad():`` added
     above shifts every line below it by one).  Within one (file, function) the shift that
@@ -399,9 +434,14 @@ def compare_sites(a: Side, b: Side) -> list[SiteDelta]:
     return rows
 
 
-def align(a_snap: Snapshot, b_snap: Snapshot, a_timeline: Timeline, b_timeline: Timeline,
-          devices: tuple[int | None, int | None] = (None, None),
-          progress: Progress | None = None) -> Alignment | None:
+def align(
+    a_snap: Snapshot,
+    b_snap: Snapshot,
+    a_timeline: Timeline,
+    b_timeline: Timeline,
+    devices: tuple[int | None, int | None] = (None, None),
+    progress: Progress | None = None,
+) -> Alignment | None:
     """A and B aligned (None: one of them has no trace)."""
     a = side_of(a_snap, a_timeline, devices[0], progress)
     b = side_of(b_snap, b_timeline, devices[1], progress)
@@ -411,12 +451,22 @@ def align(a_snap: Snapshot, b_snap: Snapshot, a_timeline: Timeline, b_timeline: 
     ia, ib = a.breakdown.iterations, b.breakdown.iterations
     by_iteration = bool(ia) and bool(ib)
     if not by_iteration:
-        notes.append("aligned by relative time: "
-                     + ("neither recording has" if not ia and not ib else
-                        "A has no" if not ia else "B has no") + " iterations")
+        notes.append(
+            "aligned by relative time: "
+            + (
+                "neither recording has"
+                if not ia and not ib
+                else "A has no"
+                if not ia
+                else "B has no"
+            )
+            + " iterations"
+        )
     elif len(ia) != len(ib):
-        notes.append(f"A has {plural(len(ia), 'iteration')}, B {len(ib)}: the first "
-                     f"{min(len(ia), len(ib))} are paired, the rest stand alone")
+        notes.append(
+            f"A has {plural(len(ia), 'iteration')}, B {len(ib)}: the first "
+            f"{min(len(ia), len(ib))} are paired, the rest stand alone"
+        )
     spans_a = _figures(a, _spans_of(a, by_iteration, RELATIVE_SPANS), a.curves)
     spans_b = _figures(b, _spans_of(b, by_iteration, RELATIVE_SPANS), b.curves)
     spans = []
@@ -431,20 +481,28 @@ def align(a_snap: Snapshot, b_snap: Snapshot, a_timeline: Timeline, b_timeline: 
     pa, pb = a.peak_event, b.peak_event
     rep_b = b.timeline.replay(b.device)
     return Alignment(
-        by="iteration" if by_iteration else "relative time", devices=(a.device, b.device),
-        spans=spans, peak_events=(pa, pb),
+        by="iteration" if by_iteration else "relative time",
+        devices=(a.device, b.device),
+        spans=spans,
+        peak_events=(pa, pb),
         categories_at_peak=(a.breakdown.split_at(pa), b.breakdown.split_at(pb)),
-        sites=compare_sites(a, b), notes=notes,
+        sites=compare_sites(a, b),
+        notes=notes,
         detected_change=detect_change(a_snap, b_snap, a.breakdown, b.breakdown),
         b_peak_reserved=int(rep_b.peak("reserved")[0]) if rep_b is not None else 0,
-        breakdowns=(a.breakdown, b.breakdown))
+        breakdowns=(a.breakdown, b.breakdown),
+    )
 
 
 # --------------------------------------------------------------------------- prediction
 
 
-def detect_change(a_snap: Snapshot, b_snap: Snapshot, a_bd: MemoryBreakdown | None = None,
-                  b_bd: MemoryBreakdown | None = None) -> str | None:
+def detect_change(
+    a_snap: Snapshot,
+    b_snap: Snapshot,
+    a_bd: MemoryBreakdown | None = None,
+    b_bd: MemoryBreakdown | None = None,
+) -> str | None:
     """The remedy id of the change between the two recordings when the files themselves
     say it: other allocator settings (``allocator:SETTINGS``), B checkpointing where A
     does not (``gradient_checkpointing``), A keeping something every iteration that B
@@ -481,9 +539,13 @@ def _uses_checkpoint(snap: Snapshot) -> bool:
     return any(f.endswith("torch/utils/checkpoint.py") for f in files)
 
 
-def prediction_error(a_snap: Snapshot, b_peak_reserved: int, change: str,
-                     device: int | None = None, progress: Progress | None = None
-                     ) -> dict[str, Any] | None:
+def prediction_error(
+    a_snap: Snapshot,
+    b_peak_reserved: int,
+    change: str,
+    device: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any] | None:
     """How far ``advise``'s prediction for ``change`` (a remedy id, or ``allocator:CONF``
     for any setting) on A is from B's real peak reserved.  None: advise makes no such
     prediction on A (it offers no such remedy, or A has no trace)."""
@@ -500,16 +562,20 @@ def prediction_error(a_snap: Snapshot, b_peak_reserved: int, change: str,
         res = case.simulate(change.split(":", 1)[1], None)
         predicted, rng, method = int(res.peak_reserved), None, "simulated"
     else:
-        got = next((r for r in advise(case, progress=progress).remedies
-                    if r.remedy == change), None)
+        got = next(
+            (r for r in advise(case, progress=progress).remedies if r.remedy == change), None
+        )
         if got is None:
             return None
         predicted, method = got.predicted_peak_reserved_bytes, got.method
         rng = got.predicted_peak_reserved_range
     err = predicted - b_peak_reserved
     out: dict[str, Any] = {
-        "change": change, "method": method, "predicted_peak_reserved_bytes": predicted,
-        "real_peak_reserved_bytes": b_peak_reserved, "error_bytes": err,
+        "change": change,
+        "method": method,
+        "predicted_peak_reserved_bytes": predicted,
+        "real_peak_reserved_bytes": b_peak_reserved,
+        "error_bytes": err,
         "error_fraction": err / b_peak_reserved if b_peak_reserved else None,
         "predicted_range": list(rng) if rng is not None else None,
         "real_inside_range": (rng[0] <= b_peak_reserved <= rng[1]) if rng is not None else None,
@@ -535,15 +601,28 @@ def site_lines(al: Alignment, top: int = TOP_SITES) -> list[str]:
         return [f"{SITES_HEADER}: {al.site_summary()}"]
     lines = [f"{SITES_HEADER}, largest change first:"]
     for site in shown:
-        lines.append(f"  {_signed(site.delta):>12}  {site.status:<7}  {site.frame}  "
-                     f"(A {format_bytes(site.a_bytes)}, B {format_bytes(site.b_bytes)})")
+        lines.append(
+            f"  {_signed(site.delta):>12}  {site.status:<7}  {site.frame}  "
+            f"(A {format_bytes(site.a_bytes)}, B {format_bytes(site.b_bytes)})"
+        )
     more = len(changed) - len(shown)
     same = len(al.sites) - len(changed)
     if more or same:
-        lines.append("  (" + ", ".join(
-            ([f"{more:,} more {'differs' if more == 1 else 'differ'} (--top)"] if more else [])
-            + ([f"{plural(same, 'site')} {'holds' if same == 1 else 'hold'} the same "
-                "bytes on both sides"] if same else [])) + ")")
+        lines.append(
+            "  ("
+            + ", ".join(
+                ([f"{more:,} more {'differs' if more == 1 else 'differ'} (--top)"] if more else [])
+                + (
+                    [
+                        f"{plural(same, 'site')} {'holds' if same == 1 else 'hold'} the same "
+                        "bytes on both sides"
+                    ]
+                    if same
+                    else []
+                )
+            )
+            + ")"
+        )
     return lines
 
 
@@ -554,14 +633,23 @@ def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> lis
     lines = [f"aligned by {al.by} (device {al.devices[0]} of A, device {al.devices[1]} of B)"]
     lines += [f"  note: {t}" for t in al.notes]
     rows = [("span", "peak reserved A", "B", "delta", "requested delta", "phase at peak")]
-    shown = al.spans if len(al.spans) <= max_spans else al.spans[:max_spans - 1]
+    shown = al.spans if len(al.spans) <= max_spans else al.spans[: max_spans - 1]
     for s in shown:
-        rows.append((s.label,
-                     format_bytes(s.a.peak_reserved) if s.a else "-",
-                     format_bytes(s.b.peak_reserved) if s.b else "-",
-                     _signed(s.delta("peak_reserved")), _signed(s.delta("peak_requested")),
-                     "/".join(p for p in ((s.a.peak_phase if s.a else None),
-                                          (s.b.peak_phase if s.b else None)) if p) or "-"))
+        rows.append(
+            (
+                s.label,
+                format_bytes(s.a.peak_reserved) if s.a else "-",
+                format_bytes(s.b.peak_reserved) if s.b else "-",
+                _signed(s.delta("peak_reserved")),
+                _signed(s.delta("peak_requested")),
+                "/".join(
+                    p
+                    for p in ((s.a.peak_phase if s.a else None), (s.b.peak_phase if s.b else None))
+                    if p
+                )
+                or "-",
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
         lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
@@ -571,8 +659,10 @@ def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> lis
     if big is not None and big.delta("peak_reserved") and big.a and big.b:
         moved = [r for r in category_rows(big.a.categories, big.b.categories) if r.delta]
         what = ", ".join(f"{r.label} {_signed(r.delta)}" for r in moved[:4])
-        lines.append(f"largest change: {big.label}, peak reserved "
-                     f"{_signed(big.delta('peak_reserved'))}" + (f" ({what})" if what else ""))
+        lines.append(
+            f"largest change: {big.label}, peak reserved "
+            f"{_signed(big.delta('peak_reserved'))}" + (f" ({what})" if what else "")
+        )
     ca, cb = al.categories_at_peak
     lines.append(f"at A's peak (event {al.peak_events[0]}): {format_split(ca)}")
     lines.append(f"at B's peak (event {al.peak_events[1]}): {format_split(cb)}")
@@ -582,11 +672,14 @@ def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> lis
         rng = ""
         if p["predicted_range"] is not None:
             lo, hi = p["predicted_range"]
-            rng = (f"; range {format_bytes(lo)} - {format_bytes(hi)} "
-                   + ("holds it" if p["real_inside_range"] else "misses it"))
+            rng = f"; range {format_bytes(lo)} - {format_bytes(hi)} " + (
+                "holds it" if p["real_inside_range"] else "misses it"
+            )
         frac = f" ({p['error_fraction']:+.1%})" if p["error_fraction"] is not None else ""
-        lines.append(f"advise predicted {p['change']} ({p['method']}) at "
-                     f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
-                     f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
-                     f"{_signed(p['error_bytes'])}{frac}{rng}")
+        lines.append(
+            f"advise predicted {p['change']} ({p['method']}) at "
+            f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
+            f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
+            f"{_signed(p['error_bytes'])}{frac}{rng}"
+        )
     return lines

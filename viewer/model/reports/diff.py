@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core import frames as fr
 from ..analysis.calltree import site_frames
-from ..analysis.focus import default_trace_device
 from ..analysis.figures import MemoryStats, Selection, memory_stats, pool_keys
+from ..analysis.focus import default_trace_device
 from ..analysis.oom import last_oom, oom_reports
+from ..core import frames as fr
 from ..core.snapshot import BlockState, Snapshot
 from ..core.units import format_bytes, plural
 
@@ -48,10 +48,17 @@ STAT_FIELDS = tuple(f.name for f in fields(MemoryStats))
 # Counters of torch.cuda.memory_stats() whose differences the diff reports
 # beside its own (when both files have a sidecar).
 COUNTER_KEYS = (
-    "reserved_bytes.all.current", "allocated_bytes.all.current", "active_bytes.all.current",
-    "requested_bytes.all.current", "segment.all.current", "inactive_split_bytes.all.current",
-    "reserved_bytes.all.peak", "allocated_bytes.all.peak", "active_bytes.all.peak",
-    "requested_bytes.all.peak", "num_ooms",
+    "reserved_bytes.all.current",
+    "allocated_bytes.all.current",
+    "active_bytes.all.current",
+    "requested_bytes.all.current",
+    "segment.all.current",
+    "inactive_split_bytes.all.current",
+    "reserved_bytes.all.peak",
+    "allocated_bytes.all.peak",
+    "active_bytes.all.peak",
+    "requested_bytes.all.peak",
+    "num_ooms",
 )
 NO_STACK_FRAME = ("<no stack recorded>", 0, "")
 
@@ -235,8 +242,13 @@ class SnapshotDiff:
         out["counters"] = self.counters
         out["devices"] = [{"device": d, **sd.to_dict()} for d, sd in sorted(self.devices.items())]
         out["pools"] = [
-            {"device": k.device, "pool_id": list(k.pool_id), "stream": k.stream,
-             "segment_type": "small" if k.is_small else "large", **sd.to_dict()}
+            {
+                "device": k.device,
+                "pool_id": list(k.pool_id),
+                "stream": k.stream,
+                "segment_type": "small" if k.is_small else "large",
+                **sd.to_dict(),
+            }
             for k, sd in sorted(self.pools.items(), key=lambda kv: _pool_sort(kv[0]))
         ]
         counts = {s: 0 for s in (STATUS_ADDED, STATUS_REMOVED, STATUS_CHANGED, STATUS_UNCHANGED)}
@@ -255,30 +267,50 @@ def _pool_sort(k: PoolId):
 
 def _side_dict(snap: Snapshot, stats: MemoryStats) -> dict[str, Any]:
     oom = last_oom(snap)
-    return {"file": snap.path, "format": snap.source_format, **stats.to_dict(),
-            "oom": oom.verdict if oom is not None else None}
+    return {
+        "file": snap.path,
+        "format": snap.source_format,
+        **stats.to_dict(),
+        "oom": oom.verdict if oom is not None else None,
+    }
 
 
 # --------------------------------------------------------------------------- stack keys
 
 
-def stack_key_ids(snap: Snapshot, stack: int, categories: np.ndarray,
-                  fold: bool = True, sites: np.ndarray | None = None) -> list[int]:
+def stack_key_ids(
+    snap: Snapshot,
+    stack: int,
+    categories: np.ndarray,
+    fold: bool = True,
+    sites: np.ndarray | None = None,
+) -> list[int]:
     """Frame ids of ``stack``'s key, outermost first (``[]``: no stack recorded);
     the call tree's folding rule (:func:`frames.folded_frame_ids`).  Folded, a stack with
     none of the user's frames is keyed by its allocation site (``sites``:
     :func:`..analysis.calltree.site_frames`), never by the allocator's own frame, which
     every allocation passes through."""
     ids = fr.folded_frame_ids(snap, stack, categories, fold)
-    if fold and sites is not None and 0 <= stack < len(sites) and len(ids) == 1 \
-            and categories[ids[0]] != fr.CAT_USER and sites[stack] >= 0:
+    if (
+        fold
+        and sites is not None
+        and 0 <= stack < len(sites)
+        and len(ids) == 1
+        and categories[ids[0]] != fr.CAT_USER
+        and sites[stack] >= 0
+    ):
         return [int(sites[stack])]
     return ids
 
 
-def stack_keys(snap: Snapshot, stacks: list[int], categories: np.ndarray | None = None,
-               fold: bool = True, lines: bool = True,
-               depth: int | None = None) -> dict[int, tuple[Frame, ...]]:
+def stack_keys(
+    snap: Snapshot,
+    stacks: list[int],
+    categories: np.ndarray | None = None,
+    fold: bool = True,
+    lines: bool = True,
+    depth: int | None = None,
+) -> dict[int, tuple[Frame, ...]]:
     """The key (resolved frames, outermost first) of each stack id in ``stacks``;
     ``depth`` keeps only that many innermost frames."""
     cats = fr.frame_categories(snap.frames) if categories is None else categories
@@ -294,9 +326,11 @@ def stack_keys(snap: Snapshot, stacks: list[int], categories: np.ndarray | None 
         for fid in ids:
             f = resolved.get(fid)
             if f is None:
-                f = resolved[fid] = (frames.strings[frames.filename[fid]],
-                                     int(frames.line[fid]) if lines else 0,
-                                     frames.strings[frames.name[fid]])
+                f = resolved[fid] = (
+                    frames.strings[frames.filename[fid]],
+                    int(frames.line[fid]) if lines else 0,
+                    frames.strings[frames.name[fid]],
+                )
             key.append(f)
         out[int(sid)] = tuple(key) if key else (NO_STACK_FRAME,)
     return out
@@ -320,11 +354,16 @@ def live_by_stack(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- the diff
 
 
-def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = True,
-                   depth: int | None = None,
-                   categories_a: np.ndarray | None = None,
-                   categories_b: np.ndarray | None = None,
-                   timelines: tuple[Any, Any] | None = None) -> SnapshotDiff:
+def diff_snapshots(
+    a: Snapshot,
+    b: Snapshot,
+    fold: bool = True,
+    lines: bool = True,
+    depth: int | None = None,
+    categories_a: np.ndarray | None = None,
+    categories_b: np.ndarray | None = None,
+    timelines: tuple[Any, Any] | None = None,
+) -> SnapshotDiff:
     """Compare ``a`` (before) with ``b`` (after).
 
     ``fold=False`` keys stacks by every non-noise frame instead of the user's;
@@ -352,9 +391,10 @@ def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = Tr
                 g.stacks_b.append(sid)
     rows = sorted(groups.values(), key=lambda s: (-s.delta, -max(s.bytes_a, s.bytes_b), s.label))
     total = ScopeDelta(memory_stats(a), memory_stats(b))
-    devices = {d: ScopeDelta(memory_stats(a, Selection(device=d)),
-                             memory_stats(b, Selection(device=d)))
-               for d in sorted(set(a.devices) | set(b.devices))}
+    devices = {
+        d: ScopeDelta(memory_stats(a, Selection(device=d)), memory_stats(b, Selection(device=d)))
+        for d in sorted(set(a.devices) | set(b.devices))
+    }
     pools: dict[PoolId, ScopeDelta] = {}
     ids_a = {_pool_id(a, k): k for k in pool_keys(a)}
     ids_b = {_pool_id(b, k): k for k in pool_keys(b)}
@@ -362,8 +402,20 @@ def diff_snapshots(a: Snapshot, b: Snapshot, fold: bool = True, lines: bool = Tr
         sa = memory_stats(a, ids_a[pid].selection()) if pid in ids_a else _EMPTY
         sb = memory_stats(b, ids_b[pid].selection()) if pid in ids_b else _EMPTY
         pools[pid] = ScopeDelta(sa, sb)
-    return SnapshotDiff(a, b, total, devices, pools, rows, _tree(rows), _counters(a, b),
-                        _peaks(timelines, (a, b)) if timelines else None, fold, lines, depth)
+    return SnapshotDiff(
+        a,
+        b,
+        total,
+        devices,
+        pools,
+        rows,
+        _tree(rows),
+        _counters(a, b),
+        _peaks(timelines, (a, b)) if timelines else None,
+        fold,
+        lines,
+        depth,
+    )
 
 
 def _pool_id(snap: Snapshot, k) -> PoolId:
@@ -424,7 +476,10 @@ def _peaks(timelines, snaps: tuple[Snapshot, Snapshot]) -> dict[str, dict[str, i
     for curve in ("reserved", "allocated", "active", "requested"):
         va, vb = values[0][curve], values[1][curve]
         out[f"peak_{curve}_bytes"] = {
-            "a": va, "b": vb, "delta": vb - va if va is not None and vb is not None else None}
+            "a": va,
+            "b": vb,
+            "delta": vb - va if va is not None and vb is not None else None,
+        }
     return out
 
 
@@ -432,10 +487,15 @@ def _peaks(timelines, snaps: tuple[Snapshot, Snapshot]) -> dict[str, dict[str, i
 
 
 TEXT_FIGURES = (
-    ("reserved_bytes", "reserved"), ("allocated_bytes", "allocated"), ("active_bytes", "active"),
-    ("requested_bytes", "requested"), ("free_bytes", "free in segments"),
-    ("largest_free_block_bytes", "largest free block"), ("fragmentation", "fragmentation"),
-    ("segment_count", "segments"), ("expandable_segment_count", "expandable segments"),
+    ("reserved_bytes", "reserved"),
+    ("allocated_bytes", "allocated"),
+    ("active_bytes", "active"),
+    ("requested_bytes", "requested"),
+    ("free_bytes", "free in segments"),
+    ("largest_free_block_bytes", "largest free block"),
+    ("fragmentation", "fragmentation"),
+    ("segment_count", "segments"),
+    ("expandable_segment_count", "expandable segments"),
     ("allocation_count", "allocations"),
 )
 
@@ -474,23 +534,32 @@ def format_text(diff: SnapshotDiff, top: int = 10) -> str:
     if len(diff.devices) > 1:
         lines.append("")
         for d, sd in sorted(diff.devices.items()):
-            lines.append(f"device {d}: reserved {signed_bytes(sd.delta('reserved_bytes'))}, "
-                         f"allocated {signed_bytes(sd.delta('allocated_bytes'))}")
-    changed_pools = [(k, sd) for k, sd in diff.pools.items()
-                     if sd.delta("reserved_bytes") or sd.delta("allocated_bytes")]
+            lines.append(
+                f"device {d}: reserved {signed_bytes(sd.delta('reserved_bytes'))}, "
+                f"allocated {signed_bytes(sd.delta('allocated_bytes'))}"
+            )
+    changed_pools = [
+        (k, sd)
+        for k, sd in diff.pools.items()
+        if sd.delta("reserved_bytes") or sd.delta("allocated_bytes")
+    ]
     if len(diff.pools) > 1 and changed_pools:
         lines.append("")
         lines.append("by pool (device, pool, stream, small/large):")
         for k, sd in sorted(changed_pools, key=lambda kv: _pool_sort(kv[0])):
             stream = "0" if not k.stream else f"0x{k.stream:x}"
-            lines.append(f"  cuda:{k.device} pool {k.pool_id} stream {stream} "
-                         f"{'small' if k.is_small else 'large'}: reserved "
-                         f"{signed_bytes(sd.delta('reserved_bytes'))}, allocated "
-                         f"{signed_bytes(sd.delta('allocated_bytes'))}")
+            lines.append(
+                f"  cuda:{k.device} pool {k.pool_id} stream {stream} "
+                f"{'small' if k.is_small else 'large'}: reserved "
+                f"{signed_bytes(sd.delta('reserved_bytes'))}, allocated "
+                f"{signed_bytes(sd.delta('allocated_bytes'))}"
+            )
     counts = {s: len(diff.by_status(s)) for s in (STATUS_ADDED, STATUS_REMOVED, STATUS_CHANGED)}
     lines.append("")
-    lines.append(f"live memory by allocation stack: {counts[STATUS_ADDED]} added, "
-                 f"{counts[STATUS_REMOVED]} removed, {counts[STATUS_CHANGED]} changed")
+    lines.append(
+        f"live memory by allocation stack: {counts[STATUS_ADDED]} added, "
+        f"{counts[STATUS_REMOVED]} removed, {counts[STATUS_CHANGED]} changed"
+    )
     grow = diff.growing()[:top]
     shrink = diff.shrinking()[:top]
     labels = distinct_labels(grow + shrink)
@@ -519,8 +588,11 @@ def distinct_labels(rows: list[StackDiff]) -> dict[int, str]:
             callers = list(reversed(s.key[:-1]))  # nearest caller first
             others = [set(o.key[:-1]) for o in same if o is not s]
             pick = next((f for f in callers if any(f not in o for o in others)), None)
-            out[id(s)] = (f"{label}, called from {frame_label(pick)}" if pick is not None
-                          else f"{label} #{n + 1}")
+            out[id(s)] = (
+                f"{label}, called from {frame_label(pick)}"
+                if pick is not None
+                else f"{label} #{n + 1}"
+            )
     return out
 
 
@@ -533,13 +605,17 @@ def _oom_lines(diff: SnapshotDiff, row) -> list[str]:
     for side, found in zip("AB", reports):
         if found:
             last = found[-1]
-            lines.append(f"{side}'s {'last ' if len(found) > 1 else ''}OOM: "
-                         f"{format_bytes(last.requested_bytes)} requested on device "
-                         f"{last.device}: {last.verdict}")
+            lines.append(
+                f"{side}'s {'last ' if len(found) > 1 else ''}OOM: "
+                f"{format_bytes(last.requested_bytes)} requested on device "
+                f"{last.device}: {last.verdict}"
+            )
     return lines
 
 
 def _stack_line(s: StackDiff, label: str | None = None) -> str:
-    return (f"  {signed_bytes(s.delta):>12}  {s.status:<8} {label or s.label}  "
-            f"({format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} -> "
-            f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')})")
+    return (
+        f"  {signed_bytes(s.delta):>12}  {s.status:<8} {label or s.label}  "
+        f"({format_bytes(s.bytes_a)} in {plural(s.count_a, 'block')} -> "
+        f"{format_bytes(s.bytes_b)} in {plural(s.count_b, 'block')})"
+    )

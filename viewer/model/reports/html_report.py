@@ -131,9 +131,11 @@ def _code(text: Any) -> str:
 def _figures(sec: DeviceSection) -> list[str]:
     if not sec.figures:
         return []
-    cells = "".join(f'<td class="figure"><div class="title">{_e(t)}</div>'
-                    f'<div class="value">{_e(v)}</div></td>' for t, v in sec.figures)
-    out = ['<h3>Figures</h3>', f'<table class="figures"><tr>{cells}</tr></table>']
+    cells = "".join(
+        f'<td class="figure"><div class="title">{_e(t)}</div><div class="value">{_e(v)}</div></td>'
+        for t, v in sec.figures
+    )
+    out = ["<h3>Figures</h3>", f'<table class="figures"><tr>{cells}</tr></table>']
     if sec.scope:
         out.append(f'<p class="muted scope">{_e(sec.scope)}</p>')
     return out
@@ -142,42 +144,55 @@ def _figures(sec: DeviceSection) -> list[str]:
 def _categories(sec: DeviceSection) -> list[str]:
     split = sec.categories
     if not split:
-        return ([f'<h3>What the memory is</h3><p class="muted">{_e(sec.categories_note)}</p>']
-                if sec.categories_note else [])
+        return (
+            [f'<h3>What the memory is</h3><p class="muted">{_e(sec.categories_note)}</p>']
+            if sec.categories_note
+            else []
+        )
     total = sum(split.values())
     caption = f" ({_e(sec.categories_caption)})" if sec.categories_caption else ""
-    out = [f"<h3>What the memory is{caption}</h3>",
-           '<table class="categories"><tr><th>Category</th><th>Bytes</th><th>Share</th></tr>']
+    out = [
+        f"<h3>What the memory is{caption}</h3>",
+        '<table class="categories"><tr><th>Category</th><th>Bytes</th><th>Share</th></tr>',
+    ]
     for name in CATEGORY_NAMES:
         b = int(split.get(name, 0))
         if b <= 0:
             continue
         label = CATEGORY_LABELS[CATEGORY_NAMES.index(name)]
         swatch = CATEGORY_COLORS.get(name, "#999")
-        out.append(f'<tr><td><span class="swatch" style="background:{swatch}">'
-                   f'</span>{_e(label)}</td><td class="num">{_e(format_bytes(b))}</td>'
-                   f'<td class="num">{b / total:.0%}</td></tr>')
-    out.append(f'<tr><th>total</th><th class="num">{_e(format_bytes(total))}</th><th></th></tr>'
-               "</table>")
+        out.append(
+            f'<tr><td><span class="swatch" style="background:{swatch}">'
+            f'</span>{_e(label)}</td><td class="num">{_e(format_bytes(b))}</td>'
+            f'<td class="num">{b / total:.0%}</td></tr>'
+        )
+    out.append(
+        f'<tr><th>total</th><th class="num">{_e(format_bytes(total))}</th><th></th></tr></table>'
+    )
     if sec.leaked_bytes:
-        out.append(f"<p>Of it, {_e(format_bytes(sec.leaked_bytes))} is kept by leaking "
-                   "lines (below).</p>")
+        out.append(
+            f"<p>Of it, {_e(format_bytes(sec.leaked_bytes))} is kept by leaking lines (below).</p>"
+        )
     return out
 
 
 def _leaks(sec: DeviceSection) -> list[str]:
     if not sec.leaks:
         return []
-    out = ["<h3>Leaks</h3>", "<p>Lines whose allocations survive iteration after "
-           "iteration:</p>",
-           '<table class="leaks"><tr><th>Line</th><th>Function</th><th>Per iteration</th>'
-           "<th>Iterations</th><th>Live</th></tr>"]
+    out = [
+        "<h3>Leaks</h3>",
+        "<p>Lines whose allocations survive iteration after iteration:</p>",
+        '<table class="leaks"><tr><th>Line</th><th>Function</th><th>Per iteration</th>'
+        "<th>Iterations</th><th>Live</th></tr>",
+    ]
     for lk in sec.leaks:
-        out.append(f"<tr><td class=\"path\">{_code(lk.get('frame', ''))}</td>"
-                   f"<td>{_e(lk.get('function', ''))}</td>"
-                   f"<td class=\"num\">{_e(format_bytes(int(lk.get('bytes_per_iteration', 0))))}"
-                   f"</td><td class=\"num\">{_e(lk.get('iterations', ''))}</td>"
-                   f"<td class=\"num\">{_e(format_bytes(int(lk.get('live_bytes', 0))))}</td></tr>")
+        out.append(
+            f'<tr><td class="path">{_code(lk.get("frame", ""))}</td>'
+            f"<td>{_e(lk.get('function', ''))}</td>"
+            f'<td class="num">{_e(format_bytes(int(lk.get("bytes_per_iteration", 0))))}'
+            f'</td><td class="num">{_e(lk.get("iterations", ""))}</td>'
+            f'<td class="num">{_e(format_bytes(int(lk.get("live_bytes", 0))))}</td></tr>'
+        )
     out.append("</table>")
     return out
 
@@ -185,18 +200,28 @@ def _leaks(sec: DeviceSection) -> list[str]:
 def _remedies(sec: DeviceSection) -> list[str]:
     a = sec.advice
     if not a:
-        return ["<h3>What would make it fit</h3>",
-                f"<p class=\"muted\">{_e(sec.advice_note or 'Not computed.')}</p>"]
+        return [
+            "<h3>What would make it fit</h3>",
+            f'<p class="muted">{_e(sec.advice_note or "Not computed.")}</p>',
+        ]
     out = ["<h3>What would make it fit</h3>"]
     if a.get("verdict"):
         out.append(f"<p>{_e(a['verdict'])}</p>")
     limit = a.get("memory_limit_bytes")
-    words = peak_words(int(a.get("recorded_peak_reserved_bytes") or 0),
-                       int(a.get("needed_peak_reserved_bytes")
-                           or a.get("recorded_peak_reserved_bytes") or 0))
-    out.append(f"<p class=\"muted peaks\">{_e(words[:1].upper() + words[1:])}"
-               + (f"; memory limit {_e(format_bytes(int(limit)))} "
-                  f"({_e(a.get('memory_limit_source', ''))})" if limit else "") + ".</p>")
+    words = peak_words(
+        int(a.get("recorded_peak_reserved_bytes") or 0),
+        int(a.get("needed_peak_reserved_bytes") or a.get("recorded_peak_reserved_bytes") or 0),
+    )
+    out.append(
+        f'<p class="muted peaks">{_e(words[:1].upper() + words[1:])}'
+        + (
+            f"; memory limit {_e(format_bytes(int(limit)))} "
+            f"({_e(a.get('memory_limit_source', ''))})"
+            if limit
+            else ""
+        )
+        + ".</p>"
+    )
     rems = a.get("remedies") or []
     # advise's notes say why there is no remedy, or what its answers rest on: the same
     # lines the CLI prints under its table.
@@ -204,27 +229,32 @@ def _remedies(sec: DeviceSection) -> list[str]:
     if not rems:
         out.append("<p>No remedy found.</p>")
         return out + notes
-    out.append('<table class="remedies"><tr><th>Change</th><th>Predicted peak</th>'
-               "<th>Saving</th><th>How</th><th>Fits</th><th>Where</th></tr>")
+    out.append(
+        '<table class="remedies"><tr><th>Change</th><th>Predicted peak</th>'
+        "<th>Saving</th><th>How</th><th>Fits</th><th>Where</th></tr>"
+    )
     for r in rems:
         rng = r.get("predicted_peak_reserved_range")
-        peak = peak_text(int(r.get("predicted_peak_reserved_bytes") or 0),
-                         (int(rng[0]), int(rng[1])) if rng else None,
-                         bool(r.get("predicted_peak_is_estimate")))
-        out.append(f"<tr><td class=\"change\"><b>{_e(r.get('title', ''))}</b><br>"
-                   f"{_e(r.get('change', ''))}</td>"
-                   f"<td class=\"num\">{_e(peak)}</td>"
-                   f"<td class=\"num\">{_e(format_bytes(int(r.get('saving_bytes') or 0)))}</td>"
-                   f"<td class=\"method\">{_e(r.get('method', ''))}</td>"
-                   f"<td class=\"fits\">{_e(r.get('fits_word', '?'))}</td>"
-                   f"<td class=\"where\">{_code(r.get('where'))}</td></tr>")
+        peak = peak_text(
+            int(r.get("predicted_peak_reserved_bytes") or 0),
+            (int(rng[0]), int(rng[1])) if rng else None,
+            bool(r.get("predicted_peak_is_estimate")),
+        )
+        out.append(
+            f'<tr><td class="change"><b>{_e(r.get("title", ""))}</b><br>'
+            f"{_e(r.get('change', ''))}</td>"
+            f'<td class="num">{_e(peak)}</td>'
+            f'<td class="num">{_e(format_bytes(int(r.get("saving_bytes") or 0)))}</td>'
+            f'<td class="method">{_e(r.get("method", ""))}</td>'
+            f'<td class="fits">{_e(r.get("fits_word", "?"))}</td>'
+            f'<td class="where">{_code(r.get("where"))}</td></tr>'
+        )
     out.append("</table>")
     return out + notes
 
 
 def _cell(key: str, value: Any) -> str:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
-            and "bytes" in key:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and "bytes" in key:
         return f'<td class="num">{_e(format_bytes(int(value)))}</td>'
     if key == "line" and isinstance(value, (int, np.integer)):
         # A line number, as the frame beside it names it (file.py:3645): not a count.
@@ -247,26 +277,35 @@ def _top_sites(sec: DeviceSection) -> list[str]:
     # Whatever fields the summary gives (they are its to choose): the first site's keys.
     keys = [k for k in sites[0] if not isinstance(sites[0][k], dict)][:6]
     head = "".join(f"<th>{_e(k.replace('_', ' '))}</th>" for k in keys)
-    rows = "".join("<tr>" + "".join(_cell(k, s.get(k)) for k in keys) + "</tr>"
-                   for s in sites)
+    rows = "".join("<tr>" + "".join(_cell(k, s.get(k)) for k in keys) + "</tr>" for s in sites)
     caption = f" ({_e(sec.sites_caption)})" if sec.sites_caption else ""
-    return [f"<h3>Top allocation sites{caption}</h3>",
-            f'<table class="sites"><tr>{head}</tr>{rows}</table>']
+    return [
+        f"<h3>Top allocation sites{caption}</h3>",
+        f'<table class="sites"><tr>{head}</tr>{rows}</table>',
+    ]
 
 
 def _images(sec: DeviceSection) -> list[str]:
     out = []
     for caption, png in sec.images:
-        out.append(f'<figure><img alt="{_e(caption)}" src="{data_uri(png)}">'
-                   f"<figcaption class=\"muted\">{_e(caption)}</figcaption></figure>")
+        out.append(
+            f'<figure><img alt="{_e(caption)}" src="{data_uri(png)}">'
+            f'<figcaption class="muted">{_e(caption)}</figcaption></figure>'
+        )
     return (["<h3>Views</h3>"] + out) if out else []
 
 
 SECTIONS = (_figures, _categories, _leaks, _remedies, _top_sites, _images)
 
 #: The blocks by name, for pages that show some of them (the notebook display).
-BLOCKS = {"figures": _figures, "categories": _categories, "leaks": _leaks,
-          "remedies": _remedies, "sites": _top_sites, "views": _images}
+BLOCKS = {
+    "figures": _figures,
+    "categories": _categories,
+    "leaks": _leaks,
+    "remedies": _remedies,
+    "sites": _top_sites,
+    "views": _images,
+}
 
 
 def section_html(sec: DeviceSection, only: tuple[str, ...] | None = None) -> list[str]:
@@ -284,25 +323,37 @@ def _device_overview(parts: ReportParts) -> list[str]:
     if len(every) < 2:
         return []
     left = [d for d in every if d not in covered]
-    out = [f'<p class="devices">This file has {plural(len(every), "device")} '
-           f'({", ".join(str(d) for d in every)}); this report covers '
-           + ("all of them, one section each"
-              + (f", device {covered[0]} first (it ran out of memory)"
-                 if parts.devices and parts.devices[0].verdict else "")
-              if not left else
-              f'device{"s" if len(covered) > 1 else ""} {", ".join(map(str, covered))} '
-              f'(not {", ".join(map(str, left))})')
-           + ".</p>"]
+    out = [
+        f'<p class="devices">This file has {plural(len(every), "device")} '
+        f"({', '.join(str(d) for d in every)}); this report covers "
+        + (
+            "all of them, one section each"
+            + (
+                f", device {covered[0]} first (it ran out of memory)"
+                if parts.devices and parts.devices[0].verdict
+                else ""
+            )
+            if not left
+            else f"device{'s' if len(covered) > 1 else ''} {', '.join(map(str, covered))} "
+            f"(not {', '.join(map(str, left))})"
+        )
+        + ".</p>"
+    ]
     rows = []
     for sec in parts.devices:
-        peak = (sec.advice or {}).get("recorded_peak_reserved_bytes",
-                                      sec.recorded_peak_reserved_bytes)
-        rows.append(f"<tr><td>{_e(sec.device)}</td>"
-                    f"<td>{'ran out of memory' if sec.verdict else 'no OOM'}</td>"
-                    f'<td class="num">{_e(format_bytes(int(peak))) if peak is not None else ""}'
-                    "</td></tr>")
-    out.append('<table class="device-list"><tr><th>Device</th><th>OOM</th>'
-               "<th>Recorded peak reserved</th></tr>" + "".join(rows) + "</table>")
+        peak = (sec.advice or {}).get(
+            "recorded_peak_reserved_bytes", sec.recorded_peak_reserved_bytes
+        )
+        rows.append(
+            f"<tr><td>{_e(sec.device)}</td>"
+            f"<td>{'ran out of memory' if sec.verdict else 'no OOM'}</td>"
+            f'<td class="num">{_e(format_bytes(int(peak))) if peak is not None else ""}'
+            "</td></tr>"
+        )
+    out.append(
+        '<table class="device-list"><tr><th>Device</th><th>OOM</th>'
+        "<th>Recorded peak reserved</th></tr>" + "".join(rows) + "</table>"
+    )
     return out
 
 
@@ -319,8 +370,7 @@ def report_body(parts: ReportParts, charts: dict[int | None, str] | None = None)
     body += _device_overview(parts)
     for sec in parts.devices:
         anchor = f"device-{sec.device}" if sec.device is not None else "snapshot"
-        body.append(f'<section class="device" id="{anchor}">'
-                    f"<h2>{_e(sec.heading)}</h2>")
+        body.append(f'<section class="device" id="{anchor}"><h2>{_e(sec.heading)}</h2>')
         if sec.verdict:
             body.append(f'<p class="verdict">{_e(sec.verdict)}</p>')
         chart = (charts or {}).get(sec.device)
@@ -329,8 +379,9 @@ def report_body(parts: ReportParts, charts: dict[int | None, str] | None = None)
         body += section_html(sec)
         body.append("</section>")
     if parts.notes:
-        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in parts.notes)
-                    + "</ul>")
+        body.append(
+            "<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in parts.notes) + "</ul>"
+        )
     if parts.generated:
         body.append(f'<p class="muted">Made by {_e(parts.generated)}.</p>')
     return body
@@ -340,19 +391,30 @@ def build_html(parts: ReportParts) -> str:
     """The report page (a ``str`` of UTF-8 HTML, self-contained): one section per
     device, in ``parts.devices``' order."""
     body = report_body(parts)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            f"<title>{_e(parts.title)} — vramscope report</title>"
-            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width">'
+        f"<title>{_e(parts.title)} — vramscope report</title>"
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
 
 
 # ----------------------------------------------------------------------------- the data
-NO_HISTORY = ("No remedies: {what} has no allocation history (record with "
-              "torch.cuda.memory._record_memory_history()).")
+NO_HISTORY = (
+    "No remedies: {what} has no allocation history (record with "
+    "torch.cuda.memory._record_memory_history())."
+)
 
 
-def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=None,
-                     remedies: bool = True, progress: Progress | None = None) -> None:
+def complete_section(
+    sec: DeviceSection,
+    snap,
+    timeline,
+    advice=None,
+    breakdown=None,
+    remedies: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Fill in what ``sec`` still lacks, from the model (slow: run it off the GUI thread):
     the device's top allocation sites (the summary's), what the memory is at the end of
     its trace (unless ``sec`` has a split), and its remedies (``advice``: an
@@ -392,9 +454,18 @@ def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=
         try:
             from ..categories import MemoryBreakdown
 
-            bd = breakdown if breakdown is not None else \
-                MemoryBreakdown.build(snap, timeline, d, progress=Progress(
-                    lambda _s, f: progress.update("categories", f), progress.cancel_event))
+            bd = (
+                breakdown
+                if breakdown is not None
+                else MemoryBreakdown.build(
+                    snap,
+                    timeline,
+                    d,
+                    progress=Progress(
+                        lambda _s, f: progress.update("categories", f), progress.cancel_event
+                    ),
+                )
+            )
             k = bd.n_events - 1
             sec.categories = bd.split_at(k)
             sec.categories_caption = f"device {d}, after event {k:,}, the end of its trace"
@@ -418,11 +489,15 @@ def complete_section(sec: DeviceSection, snap, timeline, advice=None, breakdown=
     if advice is not None:
         sec.advice = advice.to_dict()
     elif not sec.advice_note:
-        sec.advice_note = (NO_HISTORY.format(what="this device" if d is not None
-                                             else "the snapshot")
-                           if not traced else "Remedies not computed.")
+        sec.advice_note = (
+            NO_HISTORY.format(what="this device" if d is not None else "the snapshot")
+            if not traced
+            else "Remedies not computed."
+        )
     if d is not None:
         sec.recorded_peak_reserved_bytes = (
-            advice.recorded_peak_reserved_bytes if advice is not None
-            else peak_reserved_by_device(snap).get(d))
+            advice.recorded_peak_reserved_bytes
+            if advice is not None
+            else peak_reserved_by_device(snap).get(d)
+        )
     check()

@@ -42,19 +42,23 @@ from typing import Any, Callable, cast
 
 from ...early.install_hint import install_hint
 from ..analysis.figures import memory_stats
+from ..analysis.oom import oom_reports
 from ..core import parallel
 from ..core.errors import LoadCancelled, SnapshotError
 from ..core.progress import Progress
-from ..io.load import load_snapshot, read_sidecar
-from ..analysis.oom import oom_reports
 from ..core.snapshot import Snapshot
-from ..replay.timeline import build_timeline
 from ..core.units import format_bytes, plural
+from ..io.load import load_snapshot, read_sidecar
+from ..replay.timeline import build_timeline
 
 OUTLIER_RELATIVE = 0.10
 OUTLIER_ABSOLUTE = 256 << 20
-OUTLIER_METRICS = ("reserved_bytes", "allocated_bytes", "peak_reserved_bytes",
-                   "peak_allocated_bytes")
+OUTLIER_METRICS = (
+    "reserved_bytes",
+    "allocated_bytes",
+    "peak_reserved_bytes",
+    "peak_allocated_bytes",
+)
 OUTLIER_RULE = (
     "a rank is an outlier on reserved, allocated, peak reserved or peak allocated when it "
     "exceeds the median of the other ranks by more than 10 % and by more than 256 MiB; "
@@ -68,12 +72,21 @@ METRIC_LABELS = {
     "fragmentation": "fragmentation",
 }
 
-SNAPSHOT_SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pickle.xz", ".pickle.bz2",
-                     ".pkl.gz", ".pkl.xz", ".pkl.bz2")
+SNAPSHOT_SUFFIXES = (
+    ".pickle",
+    ".pkl",
+    ".pickle.gz",
+    ".pickle.xz",
+    ".pickle.bz2",
+    ".pkl.gz",
+    ".pkl.xz",
+    ".pkl.bz2",
+)
 # host_pid123_rank0_cuda0_oom_20250301-142501-318[-2].pickle
 NAME_RE = re.compile(
     r"^(?P<host>[^_]*)_pid(?P<pid>\d+)_rank(?P<rank>\d+)_cuda(?P<device>\d+|-)_"
-    r"(?P<reason>[a-z]+)_(?P<stamp>\d{8}-\d{6}-\d{3})(?:-(?P<n>\d+))?\.")
+    r"(?P<reason>[a-z]+)_(?P<stamp>\d{8}-\d{6}-\d{3})(?:-(?P<n>\d+))?\."
+)
 RANK_RE = re.compile(r"(?:^|_)rank(\d+)(?:_|\.|$)")
 
 
@@ -106,8 +119,15 @@ class RankFile:
         return Path(self.path).name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.path, "rank": self.rank, "reason": self.reason,
-                "device": self.device, "host": self.host, "pid": self.pid, "time": self.stamp}
+        return {
+            "file": self.path,
+            "rank": self.rank,
+            "reason": self.reason,
+            "device": self.device,
+            "host": self.host,
+            "pid": self.pid,
+            "time": self.stamp,
+        }
 
 
 def _int(v) -> int | None:
@@ -138,9 +158,15 @@ def read_rank_file(path: str | os.PathLike) -> RankFile:
         except OSError:
             stamp = ""
     return RankFile(
-        path=os.fspath(p), rank=rank, reason=reason, device=device,
-        host=(side.get("host") if side and isinstance(side.get("host"), str) else
-              (m["host"] if m else None)),
+        path=os.fspath(p),
+        rank=rank,
+        reason=reason,
+        device=device,
+        host=(
+            side.get("host")
+            if side and isinstance(side.get("host"), str)
+            else (m["host"] if m else None)
+        ),
         pid=(_int(side.get("pid")) if side else None) or (int(m["pid"]) if m else None),
         stamp=stamp,
         world_size=_int(side.get("world_size")) if side else None,
@@ -219,10 +245,22 @@ class RankEntry:
             "host": self.file.host,
             "world_size": self.file.world_size,
         }
-        for k in ("reserved_bytes", "allocated_bytes", "active_bytes", "peak_reserved_bytes",
-                  "peak_allocated_bytes", "free_bytes", "largest_free_block_bytes",
-                  "fragmentation", "segment_count", "source", "oom", "oom_kind", "verdict",
-                  "error"):
+        for k in (
+            "reserved_bytes",
+            "allocated_bytes",
+            "active_bytes",
+            "peak_reserved_bytes",
+            "peak_allocated_bytes",
+            "free_bytes",
+            "largest_free_block_bytes",
+            "fragmentation",
+            "segment_count",
+            "source",
+            "oom",
+            "oom_kind",
+            "verdict",
+            "error",
+        ):
             d[k] = getattr(self, k)
         d["outlier"] = self.outlier
         d["outlier_reasons"] = list(self.outlier_reasons)
@@ -267,9 +305,20 @@ class RankOverview:
 
 
 #: The figures a rank's row takes from its snapshot (:func:`snapshot_row`).
-ROW_FIELDS = ("reserved_bytes", "allocated_bytes", "active_bytes", "free_bytes",
-              "largest_free_block_bytes", "fragmentation", "segment_count",
-              "peak_reserved_bytes", "peak_allocated_bytes", "oom", "oom_kind", "verdict")
+ROW_FIELDS = (
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "free_bytes",
+    "largest_free_block_bytes",
+    "fragmentation",
+    "segment_count",
+    "peak_reserved_bytes",
+    "peak_allocated_bytes",
+    "oom",
+    "oom_kind",
+    "verdict",
+)
 
 
 def snapshot_row(snap: Snapshot) -> dict[str, Any]:
@@ -286,8 +335,11 @@ def snapshot_row(snap: Snapshot) -> dict[str, Any]:
         "largest_free_block_bytes": int(stats.largest_free_block_bytes),
         "fragmentation": float(stats.fragmentation),
         "segment_count": int(stats.segment_count),
-        "peak_reserved_bytes": None, "peak_allocated_bytes": None,
-        "oom": False, "oom_kind": None, "verdict": None,
+        "peak_reserved_bytes": None,
+        "peak_allocated_bytes": None,
+        "oom": False,
+        "oom_kind": None,
+        "verdict": None,
     }
     if timeline is not None:
         for curve in ("reserved", "allocated"):
@@ -319,8 +371,13 @@ def rank_row(path: str | os.PathLike, use_cache: bool | None = None) -> dict[str
     return snapshot_row(snap)
 
 
-def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
-               error: str | None = None, row: dict[str, Any] | None = None) -> RankEntry:
+def rank_entry(
+    rank: int,
+    files: list[RankFile],
+    snap: Snapshot | None = None,
+    error: str | None = None,
+    row: dict[str, Any] | None = None,
+) -> RankEntry:
     """The figures of one rank from its preferred file (``snap``: that file, loaded; or
     ``row``: its :func:`rank_row`, computed elsewhere) and its sidecar."""
     rf = files[0]
@@ -335,11 +392,13 @@ def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
     counters = (rf.sidecar or {}).get("memory_stats")
     if isinstance(counters, dict):
         took = False
-        for attr, key in (("reserved_bytes", "reserved_bytes.all.current"),
-                          ("allocated_bytes", "allocated_bytes.all.current"),
-                          ("active_bytes", "active_bytes.all.current"),
-                          ("peak_reserved_bytes", "reserved_bytes.all.peak"),
-                          ("peak_allocated_bytes", "allocated_bytes.all.peak")):
+        for attr, key in (
+            ("reserved_bytes", "reserved_bytes.all.current"),
+            ("allocated_bytes", "allocated_bytes.all.current"),
+            ("active_bytes", "active_bytes.all.current"),
+            ("peak_reserved_bytes", "reserved_bytes.all.peak"),
+            ("peak_allocated_bytes", "allocated_bytes.all.peak"),
+        ):
             c = _int(counters.get(key))
             if c is not None:
                 setattr(e, attr, c)
@@ -351,8 +410,12 @@ def rank_entry(rank: int, files: list[RankFile], snap: Snapshot | None = None,
             e.oom = True  # the allocator counted an OOM the trace no longer holds
     if rf.reason == "oom":
         e.oom = True
-    if (e.oom and e.verdict is None and rf.sidecar
-            and isinstance(rf.sidecar.get("oom_message"), str)):
+    if (
+        e.oom
+        and e.verdict is None
+        and rf.sidecar
+        and isinstance(rf.sidecar.get("oom_message"), str)
+    ):
         e.verdict = " ".join(rf.sidecar["oom_message"].split())[:300]
     return e
 
@@ -371,8 +434,9 @@ def flag_outliers(entries: list[RankEntry]) -> dict[str, float | None]:
     for metric in OUTLIER_METRICS:
         for e in entries:
             v = e.value(metric)
-            others = [o.value(metric) for o in entries
-                      if o is not e and o.value(metric) is not None]
+            others = [
+                o.value(metric) for o in entries if o is not e and o.value(metric) is not None
+            ]
             if v is None or not others:
                 continue
             med = statistics.median(others)
@@ -381,7 +445,8 @@ def flag_outliers(entries: list[RankEntry]) -> dict[str, float | None]:
                 e.deviations[metric] = int(excess)
                 e.outlier_reasons.append(
                     f"{METRIC_LABELS[metric]} {format_bytes(v)} is {format_bytes(excess)} above "
-                    f"the other ranks' median ({format_bytes(med)})")
+                    f"the other ranks' median ({format_bytes(med)})"
+                )
     if any(not e.oom for e in entries):
         for e in entries:
             if e.oom:
@@ -410,11 +475,14 @@ class _CancelCheck:
         return bool(self.cancelled is not None and self.cancelled())
 
 
-def load_ranks(directory: str | os.PathLike,
-               progress: Callable[[int, int, str], None] | None = None,
-               cancelled: Callable[[], bool] | None = None,
-               use_cache: bool | None = None, jobs: int | None = None,
-               scheduler: Any = None) -> RankOverview:
+def load_ranks(
+    directory: str | os.PathLike,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    use_cache: bool | None = None,
+    jobs: int | None = None,
+    scheduler: Any = None,
+) -> RankOverview:
     """Load every rank's preferred file of ``directory`` and flag the outliers.
 
     Each rank's figures are :func:`rank_row` of its preferred file, computed (the same
@@ -461,17 +529,22 @@ def load_ranks(directory: str | os.PathLike,
 
         if progress is not None:
             progress(0, n, "")
-        rows = parallel.pmap(lambda path: rank_row(path, use_cache), paths, jobs=jobs,
-                             progress=Progress(None, cast(threading.Event,
-                                                          _CancelCheck(cancelled))),
-                             on_result=finished)
+        rows = parallel.pmap(
+            lambda path: rank_row(path, use_cache),
+            paths,
+            jobs=jobs,
+            progress=Progress(None, cast(threading.Event, _CancelCheck(cancelled))),
+            on_result=finished,
+        )
     return _overview(directory, by_rank, skipped, rows, progress)
 
 
 def _require_ranks(directory, by_rank: dict, skipped: list[str]) -> None:
     if not by_rank:
-        raise SnapshotError(f"no snapshot files with a rank in {directory}"
-                            + (f" ({len(skipped)} without a rank)" if skipped else ""))
+        raise SnapshotError(
+            f"no snapshot files with a rank in {directory}"
+            + (f" ({len(skipped)} without a rank)" if skipped else "")
+        )
 
 
 def _total_bytes(paths: list[str]) -> int:
@@ -484,11 +557,16 @@ def _total_bytes(paths: list[str]) -> int:
     return total
 
 
-def _overview(directory, by_rank: dict[int, list[RankFile]], skipped: list[str],
-              rows: list[dict[str, Any]],
-              progress: Callable[[int, int, str], None] | None) -> RankOverview:
-    entries = [rank_entry(rank, files, row=row)
-               for (rank, files), row in zip(by_rank.items(), rows)]
+def _overview(
+    directory,
+    by_rank: dict[int, list[RankFile]],
+    skipped: list[str],
+    rows: list[dict[str, Any]],
+    progress: Callable[[int, int, str], None] | None,
+) -> RankOverview:
+    entries = [
+        rank_entry(rank, files, row=row) for (rank, files), row in zip(by_rank.items(), rows)
+    ]
     medians = flag_outliers(entries)
     if progress is not None:
         progress(len(entries), len(entries), "")
@@ -500,15 +578,21 @@ def _load_on_cluster(directory, scheduler, progress, cancelled, use_cache) -> Ra
     try:
         from distributed import Client, as_completed
     except ImportError:
-        raise ClusterError("a Dask scheduler needs the distributed package: "
-                           + install_hint("dask")) from None
+        raise ClusterError(
+            "a Dask scheduler needs the distributed package: " + install_hint("dask")
+        ) from None
     own = isinstance(scheduler, str)
     try:
-        client = Client(scheduler, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S) \
-            if own else scheduler
+        client = (
+            Client(scheduler, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S)
+            if own
+            else scheduler
+        )
     except (OSError, TimeoutError, ValueError) as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: "
-                           f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {scheduler}: "
+            f"{' '.join(str(exc).split()) or type(exc).__name__}"
+        ) from None
     try:
         try:
             if os.path.isdir(directory):
@@ -517,8 +601,9 @@ def _load_on_cluster(directory, scheduler, progress, cancelled, use_cache) -> Ra
                 # overview keeps the names as given).
                 paths = [os.path.abspath(files[0].path) for files in by_rank.values()]
             else:  # only the cluster sees it
-                by_rank, skipped = client.submit(scan_directory, os.fspath(directory),
-                                                 pure=False).result()
+                by_rank, skipped = client.submit(
+                    scan_directory, os.fspath(directory), pure=False
+                ).result()
                 paths = [files[0].path for files in by_rank.values()]
             _require_ranks(directory, by_rank, skipped)
             n = len(by_rank)
@@ -537,11 +622,15 @@ def _load_on_cluster(directory, scheduler, progress, cancelled, use_cache) -> Ra
         except (SnapshotError, LoadCancelled):
             raise
         except (OSError, TimeoutError) as exc:
-            raise ClusterError(f"the Dask scheduler at {_address(client)} failed: "
-                               f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+            raise ClusterError(
+                f"the Dask scheduler at {_address(client)} failed: "
+                f"{' '.join(str(exc).split()) or type(exc).__name__}"
+            ) from None
         except Exception as exc:  # a task that failed on a worker (vramscope missing, ...)
-            raise ClusterError(f"a task failed on the Dask cluster: {type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())}") from None
+            raise ClusterError(
+                f"a task failed on the Dask cluster: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}"
+            ) from None
     finally:
         if own:
             client.close()
@@ -564,10 +653,14 @@ def format_text(overview: RankOverview) -> str:
             return "?"
         return f"{v:.1%}" if frac else fb(v)
 
-    lines = [f"{overview.directory}: {plural(len(overview.ranks), 'rank')}"
-             + (f" (world size {overview.world_size})" if overview.world_size else "")]
-    head = (f"{'rank':>4}  {'reserved':>11}  {'allocated':>11}  {'peak res.':>11}  "
-            f"{'peak alloc.':>11}  {'frag.':>6}  {'OOM':<3}  file")
+    lines = [
+        f"{overview.directory}: {plural(len(overview.ranks), 'rank')}"
+        + (f" (world size {overview.world_size})" if overview.world_size else "")
+    ]
+    head = (
+        f"{'rank':>4}  {'reserved':>11}  {'allocated':>11}  {'peak res.':>11}  "
+        f"{'peak alloc.':>11}  {'frag.':>6}  {'OOM':<3}  file"
+    )
     lines.append(head)
     for e in overview.ranks:
         flag = " *" if e.outlier else "  "
@@ -575,7 +668,8 @@ def format_text(overview: RankOverview) -> str:
             f"{e.rank:>4}{flag}{cell(e.reserved_bytes):>11}  {cell(e.allocated_bytes):>11}  "
             f"{cell(e.peak_reserved_bytes):>11}  {cell(e.peak_allocated_bytes):>11}  "
             f"{cell(e.fragmentation, True):>6}  {'yes' if e.oom else 'no':<3}  {e.file.name}"
-            + (f"  (+{len(e.files) - 1} more)" if len(e.files) > 1 else ""))
+            + (f"  (+{len(e.files) - 1} more)" if len(e.files) > 1 else "")
+        )
     for e in overview.ranks:
         if e.error:
             lines.append(f"rank {e.rank}: could not load {e.file.name}: {e.error}")

@@ -11,13 +11,14 @@ import numpy as np
 from ..analysis import figures as analysis
 from ..analysis import focus
 from ..analysis.calltree import site_frames, top_sites
-from ..replay import integrity
-from ..analysis.gpu_accounting import format_lines as gpu_lines, gpu_accounting
+from ..analysis.gpu_accounting import format_lines as gpu_lines
+from ..analysis.gpu_accounting import gpu_accounting
 from ..analysis.oom import oom_reports, outside_oom
-from ..replay.recorded_window import recorded_window
 from ..core.snapshot import HOST_DEVICE, Action, Snapshot
-from ..replay.timeline import Timeline
 from ..core.units import event_of, format_address, format_bytes, plural
+from ..replay import integrity
+from ..replay.recorded_window import recorded_window
+from ..replay.timeline import Timeline
 
 CURVES = ("requested", "allocated", "active", "reserved")
 
@@ -62,14 +63,18 @@ def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
 def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:
     """An OOM report plus ``event``: its index among its device's events (what --at takes)."""
     d = report.to_dict()
-    d["event"] = int(np.count_nonzero(snap.trace.device[:report.event_index] == report.device))
+    d["event"] = int(np.count_nonzero(snap.trace.device[: report.event_index] == report.device))
     return d
 
 
-def summarize(snap: Snapshot, timeline: Timeline | None = None,
-              at: tuple[int, int] | None = None,
-              prepared: Future | None = None, device: int | None = None,
-              chosen_by: str | None = None) -> dict[str, Any]:
+def summarize(
+    snap: Snapshot,
+    timeline: Timeline | None = None,
+    at: tuple[int, int] | None = None,
+    prepared: Future | None = None,
+    device: int | None = None,
+    chosen_by: str | None = None,
+) -> dict[str, Any]:
     """Everything ``vramscope summary --json`` prints.
 
     With ``at=(device, k)`` the figures are those after event ``k`` of that
@@ -86,9 +91,12 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     early = None
     if timeline is not None and len(timeline.devices) == 1 and (os.cpu_count() or 1) > 1:
         early_pool = ThreadPoolExecutor(1)
-        early = (next(iter(timeline.devices)),
-                 early_pool.submit(_build_breakdown, snap, timeline, next(iter(timeline.devices)),
-                                   prepared))
+        early = (
+            next(iter(timeline.devices)),
+            early_pool.submit(
+                _build_breakdown, snap, timeline, next(iter(timeline.devices)), prepared
+            ),
+        )
         early_pool.shutdown(wait=False)
     # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
     # the breakdown's thread runs (both are mostly C passes without the GIL); before the
@@ -105,7 +113,7 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
     given = device is not None
     if device is None:
-        device = (focus.default_trace_device(snap) if device_peaks else None)
+        device = focus.default_trace_device(snap) if device_peaks else None
         if device is None:
             device = focus.default_device(snap)
     out["device"] = device
@@ -114,8 +122,11 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     if device_peaks:
         # The answered device's peaks (several devices: summing would mix GPUs); one with
         # no trace events: the highest reserved peak's, named by peak_device.
-        top = device if device in device_peaks else \
-            max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+        top = (
+            device
+            if device in device_peaks
+            else max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+        )
         out.update(device_peaks[top])
         out["peak_device"] = top
     # What each device's trace window cannot show (a wrapped ring buffer, a late start).
@@ -137,8 +148,11 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     out["outside_oom"] = outside.to_dict() if outside is not None else None
     out["devices"] = []
     if timeline is not None:  # its devices are the trace's (no second pass over the trace)
-        devices = set(timeline.devices) | set(np.unique(snap.segments.device).tolist()) \
+        devices = (
+            set(timeline.devices)
+            | set(np.unique(snap.segments.device).tolist())
             | set(np.unique(state.segments.device).tolist())
+        )
     else:
         devices = set(snap.devices) | set(state.devices)
     for device in sorted(devices):
@@ -176,8 +190,11 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
     untrusted = [u.to_dict() for u in found]  # (checked above, before breakdown_fields)
     # What the memory is (before the warnings are copied: a trace it cannot read adds one).
     made: dict = {}
-    out.update(breakdown_fields(snap, timeline, at, out.get("peak_device"),
-                                out.get("peak_requested_event"), early, made))
+    out.update(
+        breakdown_fields(
+            snap, timeline, at, out.get("peak_device"), out.get("peak_requested_event"), early, made
+        )
+    )
     out.update(site_fields(snap, timeline, out, made))
     out["warnings"] = list(snap.warnings)
     out["untrusted"] = untrusted
@@ -185,8 +202,9 @@ def summarize(snap: Snapshot, timeline: Timeline | None = None,
 
 
 # --- what the memory is: categories at the peak, iterations, leaks ---------------------
-def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
-                     ) -> tuple[Timeline, Future | None]:
+def summary_timeline(
+    snap: Snapshot, emit: dict[int, list[int]] | None = None
+) -> tuple[Timeline, Future | None]:
     """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
     kept), and, for a trace of one device on a machine of several cores, the first part
     of its memory breakdown (:func:`categories.breakdown.prepare`: the allocations and
@@ -212,8 +230,9 @@ def summary_timeline(snap: Snapshot, emit: dict[int, list[int]] | None = None
     return timeline, (started[0] if started else None)
 
 
-def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None,
-                     prepared: Future | None = None):
+def _build_breakdown(
+    snap: Snapshot, timeline: Timeline, device: int | None, prepared: Future | None = None
+):
     """The :class:`categories.MemoryBreakdown` of ``device``; None (and a warning) where
     the trace is inconsistent.  ``prepared``: see :func:`summary_timeline`."""
     from ..categories import MemoryBreakdown
@@ -228,16 +247,26 @@ def _build_breakdown(snap: Snapshot, timeline: Timeline, device: int | None,
         return None
 
 
-def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, int] | None,
-                     peak_device: int | None, peak_event: int | None,
-                     early: tuple[int, Future] | None = None,
-                     made: dict | None = None) -> dict[str, Any]:
+def breakdown_fields(
+    snap: Snapshot,
+    timeline: Timeline | None,
+    at: tuple[int, int] | None,
+    peak_device: int | None,
+    peak_event: int | None,
+    early: tuple[int, Future] | None = None,
+    made: dict | None = None,
+) -> dict[str, Any]:
     """``categories_at_peak`` / ``iterations`` / ``leaks`` of the peak device (so the split
     adds up to ``peak_requested_bytes``) and ``categories_at`` of ``--at``'s device, from
     :class:`categories.MemoryBreakdown` (``early``: (device, the build of it already
     started on a thread); ``made``: filled with device -> breakdown, for reuse)."""
-    out: dict[str, Any] = {"categories_device": None, "categories_at_peak": None,
-                           "categories_at": None, "iterations": [], "leaks": []}
+    out: dict[str, Any] = {
+        "categories_device": None,
+        "categories_at_peak": None,
+        "categories_at": None,
+        "iterations": [],
+        "leaks": [],
+    }
     if timeline is None or not timeline.devices:
         if early is not None:
             early[1].result()
@@ -271,8 +300,9 @@ def breakdown_fields(snap: Snapshot, timeline: Timeline | None, at: tuple[int, i
 SITES = 5  # allocation sites listed at the peak and at each OOM
 
 
-def site_fields(snap: Snapshot, timeline: Timeline | None, out: dict[str, Any],
-                made: dict) -> dict[str, Any]:
+def site_fields(
+    snap: Snapshot, timeline: Timeline | None, out: dict[str, Any], made: dict
+) -> dict[str, Any]:
     """``top_sites_at_peak``: the frames (the user's line where the stack has one) holding
     the most allocated bytes at the answered device's allocated peak; ``top_sites_at_oom``:
     the same at each OOM of ``out["ooms"]`` (one entry per OOM: device, event, sites).
@@ -293,19 +323,25 @@ def site_fields(snap: Snapshot, timeline: Timeline | None, out: dict[str, Any],
         if not sites_of_stack:
             sites_of_stack.append(site_frames(snap))
         live = (iv.start <= k) & (iv.end > k)
-        return [s.to_dict() for s in top_sites(snap, iv.stack[live], iv.size[live], SITES,
-                                               sites_of_stack[0])]
+        return [
+            s.to_dict()
+            for s in top_sites(snap, iv.stack[live], iv.size[live], SITES, sites_of_stack[0])
+        ]
 
     peak_device = out.get("peak_device")
     if peak_device is not None:
         got = sites_at(peak_device, out.get("peak_allocated_event"))
         if got is not None:
-            res["top_sites_at_peak"] = {"device": peak_device,
-                                        "event": out["peak_allocated_event"], "sites": got}
+            res["top_sites_at_peak"] = {
+                "device": peak_device,
+                "event": out["peak_allocated_event"],
+                "sites": got,
+            }
     for oom in out.get("ooms") or []:
         got = sites_at(oom["device"], oom.get("event"))
-        res["top_sites_at_oom"].append({"device": oom["device"], "event": oom.get("event"),
-                                        "sites": got or []})
+        res["top_sites_at_oom"].append(
+            {"device": oom["device"], "event": oom.get("event"), "sites": got or []}
+        )
     return res
 
 
@@ -337,14 +373,17 @@ def format_text(summary: dict[str, Any]) -> str:
     lines = [f"{summary['file']} ({summary['format']})"]
     at = summary.get("at")
     if at:
-        lines.append(f"after {event_of(at['event'], at['events'])} on device {at['device']}: "
-                     f"{at['action']} {fb(at['size'])}")
+        lines.append(
+            f"after {event_of(at['event'], at['events'])} on device {at['device']}: "
+            f"{at['action']} {fb(at['size'])}"
+        )
     devices = summary["devices"]
     if len(devices) > 1:
         # Several GPUs: each its own figures (a sum beside one GPU's OOM would mislead:
         # the free bytes of another GPU cannot serve its request), the answered one first.
-        lines.append(f"{plural(len(devices), 'device')}; answering for "
-                     f"{summary.get('device_phrase')}")
+        lines.append(
+            f"{plural(len(devices), 'device')}; answering for {summary.get('device_phrase')}"
+        )
         first = [d for d in devices if d["device"] == summary.get("device")]
         for d in first + [d for d in devices if d["device"] != summary.get("device")]:
             lines.append(f"device {d['device']}:")
@@ -360,19 +399,25 @@ def format_text(summary: dict[str, Any]) -> str:
     lines.extend(breakdown_lines(summary))
     host = summary.get("host_memory")
     if host:
-        lines.append(f"pinned host memory (device 'host', not in the figures above): reserved "
-                     f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
-                     f"allocated {fb(host['allocated_bytes'])}")
+        lines.append(
+            f"pinned host memory (device 'host', not in the figures above): reserved "
+            f"{fb(host['reserved_bytes'])} in {plural(host['segment_count'], 'segment')}, "
+            f"allocated {fb(host['allocated_bytes'])}"
+        )
     if summary.get("allocation_annotations"):
-        lines.append(f"{plural(summary['allocation_annotations'], 'allocation annotation')} "
-                     "(torch.cuda.memory._annotate_memory)")
+        lines.append(
+            f"{plural(summary['allocation_annotations'], 'allocation annotation')} "
+            "(torch.cuda.memory._annotate_memory)"
+        )
     for note in summary["notes"]:
         lines.append(f"note: {note}")
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
     for u in summary.get("untrusted", []):
-        lines.append(("warning: " if u["kind"] == "inconsistent" else "note: ")
-                     + integrity.Untrusted(**u).line())
+        lines.append(
+            ("warning: " if u["kind"] == "inconsistent" else "note: ")
+            + integrity.Untrusted(**u).line()
+        )
     return "\n".join(lines)
 
 
@@ -381,8 +426,11 @@ def _figure_lines(stats: dict[str, Any]) -> list[str]:
     fb = format_bytes
     return [
         f"reserved {fb(stats['reserved_bytes'])} in {plural(stats['segment_count'], 'segment')}"
-        + (f" + {stats['expandable_segment_count']} expandable"
-           if stats["expandable_segment_count"] else ""),
+        + (
+            f" + {stats['expandable_segment_count']} expandable"
+            if stats["expandable_segment_count"]
+            else ""
+        ),
         f"allocated {fb(stats['allocated_bytes'])}, active {fb(stats['active_bytes'])}, "
         f"requested {fb(stats['requested_bytes'])}",
         f"free inside segments (all pools) {fb(stats['free_bytes'])} in "
@@ -406,9 +454,11 @@ def _peak_lines(summary: dict[str, Any], stats: dict[str, Any]) -> list[str]:
     where = f"event {stats['peak_reserved_event']}"
     if late and window and stats["peak_reserved_bytes"] == window["reserved_before"]:
         where = "already at the window's start"  # not an event of the window
-    return [f"peak over the {'recorded window' if late else 'recording'}: reserved "
-            f"{fb(stats['peak_reserved_bytes'])} ({where}), requested "
-            f"{fb(stats['peak_requested_bytes'])} (event {stats['peak_requested_event']})"]
+    return [
+        f"peak over the {'recorded window' if late else 'recording'}: reserved "
+        f"{fb(stats['peak_reserved_bytes'])} ({where}), requested "
+        f"{fb(stats['peak_requested_bytes'])} (event {stats['peak_requested_event']})"
+    ]
 
 
 def site_lines(summary: dict[str, Any]) -> list[str]:
@@ -422,26 +472,36 @@ def site_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(head)
         width = max(len(fb(s["bytes"])) for s in sites)
         for s in sites:
-            lines.append(f"  {fb(s['bytes']):>{width}}  {plural(s['count'], 'block')}  "
-                         f"{s['frame']}")
+            lines.append(
+                f"  {fb(s['bytes']):>{width}}  {plural(s['count'], 'block')}  {s['frame']}"
+            )
 
     several = len(summary.get("devices") or []) > 1
     peak = summary.get("top_sites_at_peak")
     if peak:
         on = f" on device {peak['device']}" if several else ""
-        block(f"allocated at the peak{on} (event {peak['event']}), by where it was made:",
-              peak["sites"])
+        block(
+            f"allocated at the peak{on} (event {peak['event']}), by where it was made:",
+            peak["sites"],
+        )
     at_oom = summary.get("top_sites_at_oom") or []
     at = summary.get("at")
     if at:  # after --at: only the OOMs up to that event (as the OOM lines)
-        at_oom = [e for e, o in zip(at_oom, summary.get("ooms") or [])
-                  if o["event_index"] <= at["trace_row"]]
+        at_oom = [
+            e
+            for e, o in zip(at_oom, summary.get("ooms") or [])
+            if o["event_index"] <= at["trace_row"]
+        ]
     for entry in at_oom[-SITE_OOMS:]:
-        block(f"allocated at the OOM on device {entry['device']} (event {entry['event']}), "
-              "by where it was made:", entry["sites"])
+        block(
+            f"allocated at the OOM on device {entry['device']} (event {entry['event']}), "
+            "by where it was made:",
+            entry["sites"],
+        )
     if len(at_oom) > SITE_OOMS:
-        lines.append(f"  (the sites at {plural(len(at_oom) - SITE_OOMS, 'earlier OOM')} "
-                     "are in --json)")
+        lines.append(
+            f"  (the sites at {plural(len(at_oom) - SITE_OOMS, 'earlier OOM')} are in --json)"
+        )
     return lines
 
 
@@ -453,38 +513,52 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
     from ..categories.breakdown import format_split, split_total
     from ..categories.iterations import describe_iterations
+
     fb = format_bytes
     lines = []
     if summary.get("categories_at_peak"):
         leaked = summary.get("leaked_bytes_at_peak") or 0
         split = summary["categories_at_peak"]
         guessed = summary.get("categories_guessed_bytes_at_peak") or 0
-        lines.append(f"at the peak: {split_total(split, guessed)} = {format_split(split)}"
-                     + (f"; {fb(leaked)} of it kept by the "
-                        f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
-                        if leaked else ""))
+        lines.append(
+            f"at the peak: {split_total(split, guessed)} = {format_split(split)}"
+            + (
+                f"; {fb(leaked)} of it kept by the "
+                f"{'leaks' if len(summary.get('leaks') or []) > 1 else 'leak'} below"
+                if leaked
+                else ""
+            )
+        )
     if summary.get("sharding_note"):
         lines.append(summary["sharding_note"])
     if summary.get("categories_at"):
         split = summary["categories_at"]
         guessed = summary.get("categories_guessed_bytes_at") or 0
-        lines.append(f"after event {summary['at']['event']:,}: {split_total(split, guessed)} = "
-                     f"{format_split(split)}")
+        lines.append(
+            f"after event {summary['at']['event']:,}: {split_total(split, guessed)} = "
+            f"{format_split(split)}"
+        )
     its = summary.get("iterations") or []
     if its:
         top = max(its, key=lambda it: it["peak_bytes"])
-        lines.append(f"{describe_iterations(its)}; the highest, #{top['index']}, peaks at "
-                     f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase")
+        lines.append(
+            f"{describe_iterations(its)}; the highest, #{top['index']}, peaks at "
+            f"{fb(top['peak_bytes'])} in its {top['peak_phase']} phase"
+        )
     leaks = summary.get("leaks") or []
     if len(leaks) > 1:
-        lines.append(f"leaks: {plural(len(leaks), 'line')} keep "
-                     f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
-                     f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)")
+        lines.append(
+            f"leaks: {plural(len(leaks), 'line')} keep "
+            f"{fb(sum(lk['bytes_per_iteration'] for lk in leaks))} per iteration "
+            f"together ({fb(sum(lk['live_bytes'] for lk in leaks))} now)"
+        )
     for lk in leaks[:LEAK_LINES]:
         via = f", called from {lk['caller']}" if lk.get("caller") else ""
-        lines.append(f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
-                     f"{fb(lk['bytes_per_iteration'])} per iteration "
-                     f"({plural(lk['iterations'], 'iteration')}, {fb(lk['live_bytes'])} now)")
+        lines.append(
+            f"leak: {lk['frame']} ({lk['function']}{via}) keeps "
+            f"{fb(lk['bytes_per_iteration'])} per iteration "
+            f"({plural(lk['iterations'], 'iteration')}, {fb(lk['live_bytes'])} now)"
+        )
     if len(leaks) > LEAK_LINES:
         lines.append(f"  ... and {len(leaks) - LEAK_LINES} more (--json lists them all)")
     return lines
@@ -510,8 +584,10 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
             f"requested ({oom['pool_kind']} pool, stream "
             f"{oom['stream'] and format_address(oom['stream'])})"
         )
-        lines.append(f"  {oom['verdict']}" + ("" if oom.get("exact", True)
-                                              else f" (not exact: {oom['not_exact_reason']})"))
+        lines.append(
+            f"  {oom['verdict']}"
+            + ("" if oom.get("exact", True) else f" (not exact: {oom['not_exact_reason']})")
+        )
     outside = summary.get("outside_oom")
     if outside:
         dev = f" on device {outside['device']}" if outside.get("device") is not None else ""
@@ -520,6 +596,7 @@ def _oom_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  {outside['verdict']}")
     later = summary.get("ooms_after_at") or 0
     if at and later:
-        lines.append(f"({plural(later, 'later OOM')} after this event "
-                     "not shown: run without --at for all)")
+        lines.append(
+            f"({plural(later, 'later OOM')} after this event not shown: run without --at for all)"
+        )
     return lines

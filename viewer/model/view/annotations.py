@@ -43,8 +43,12 @@ def pair_ranges(ann, device: int) -> Ranges:
     return Ranges(np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(n, np.int64))
 
 
-def place_labels(rects: np.ndarray, bounds: tuple[float, float, float, float] | None = None,
-                 pad: float = 2.0, fixed: int = 0) -> np.ndarray:
+def place_labels(
+    rects: np.ndarray,
+    bounds: tuple[float, float, float, float] | None = None,
+    pad: float = 2.0,
+    fixed: int = 0,
+) -> np.ndarray:
     """Which labels to show: ``rects`` is (n, 4) ``x0, y0, x1, y1`` in pixels, most
     important first.  A label is kept when it lies wholly inside ``bounds`` (a label cut
     at the plot's edge is dropped, not clipped) and does not come within ``pad`` pixels
@@ -54,8 +58,12 @@ def place_labels(rects: np.ndarray, bounds: tuple[float, float, float, float] | 
     keep = np.zeros(len(r), bool)
     if bounds is not None:
         bx0, by0, bx1, by1 = bounds
-        inside = (r[:, 0] >= bx0 - 0.5) & (r[:, 1] >= by0 - 0.5) & (r[:, 2] <= bx1 + 0.5) \
+        inside = (
+            (r[:, 0] >= bx0 - 0.5)
+            & (r[:, 1] >= by0 - 0.5)
+            & (r[:, 2] <= bx1 + 0.5)
             & (r[:, 3] <= by1 + 0.5)
+        )
     else:
         inside = np.ones(len(r), bool)
     inside[:fixed] = True
@@ -69,8 +77,12 @@ def place_labels(rects: np.ndarray, bounds: tuple[float, float, float, float] | 
             continue
         if kept:
             k = r[kept]
-            clash = (k[:, 0] < r[i, 2] + pad) & (r[i, 0] < k[:, 2] + pad) \
-                & (k[:, 1] < r[i, 3] + pad) & (r[i, 1] < k[:, 3] + pad)
+            clash = (
+                (k[:, 0] < r[i, 2] + pad)
+                & (r[i, 0] < k[:, 2] + pad)
+                & (k[:, 1] < r[i, 3] + pad)
+                & (r[i, 1] < k[:, 3] + pad)
+            )
             if clash.any():
                 continue
         keep[i] = True

@@ -71,8 +71,10 @@ def phase_spans(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
     first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
     last = np.r_[first[1:] - 1, len(k) - 1]
     first_ev, last_ev = ps[order][first], pe[order][last] - 1
-    return [PhaseSpan(int(key_ // 8), PHASE_NAMES[int(key_ % 8)], int(a), int(b))
-            for key_, a, b in zip(k[first].tolist(), first_ev.tolist(), last_ev.tolist())]
+    return [
+        PhaseSpan(int(key_ // 8), PHASE_NAMES[int(key_ % 8)], int(a), int(b))
+        for key_, a, b in zip(k[first].tolist(), first_ev.tolist(), last_ev.tolist())
+    ]
 
 
 def phase_spans_of_columns(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
@@ -98,9 +100,10 @@ def phase_spans_of_columns(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
     last = np.r_[first[1:] - 1, len(k) - 1]
     # A group's runs are in event order (stable sort): its first run's start and its
     # last run's end.
-    return [PhaseSpan(int(k[a] // 8), PHASE_NAMES[int(k[a] % 8)], int(first_ev[a]),
-                      int(last_ev[b]))
-            for a, b in zip(first.tolist(), last.tolist())]
+    return [
+        PhaseSpan(int(k[a] // 8), PHASE_NAMES[int(k[a] % 8)], int(first_ev[a]), int(last_ev[b]))
+        for a, b in zip(first.tolist(), last.tolist())
+    ]
 
 
 class CategoryView:
@@ -135,8 +138,9 @@ class CategoryView:
     def set_category_filter(self, categories) -> None:
         """Keep only ``categories`` (names or indices; None or all of them: no filter)."""
         if categories is not None:
-            idx = frozenset(CATEGORY_NAMES.index(c) if isinstance(c, str) else int(c)
-                            for c in categories)
+            idx = frozenset(
+                CATEGORY_NAMES.index(c) if isinstance(c, str) else int(c) for c in categories
+            )
             categories = None if len(idx) == len(CATEGORY_NAMES) else idx
         if categories != self.category_filter:
             self.category_filter = categories

@@ -31,8 +31,9 @@ def envelope_levels(y, name: str = "") -> list[tuple[int, np.ndarray]]:
     return levels
 
 
-def decimate(xs_all, y_all, levels: list[tuple[int, np.ndarray]], k0: int, k1: int,
-             columns: int) -> tuple[np.ndarray, np.ndarray]:
+def decimate(
+    xs_all, y_all, levels: list[tuple[int, np.ndarray]], k0: int, k1: int, columns: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The points of events ``k0..k1`` to draw in ``columns`` pixels: every point when
     they fit (twice over), else one maximum per bucket from the coarsest level with at
     least two blocks a bucket.  ``xs_all[k]`` is event ``k``'s x."""
@@ -43,21 +44,21 @@ def decimate(xs_all, y_all, levels: list[tuple[int, np.ndarray]], k0: int, k1: i
         if step >= 2 * lv:
             level, maxima = lv, mx
     if step <= 1:
-        return np.asarray(xs_all[k0:k1 + 1]), np.asarray(y_all[k0:k1 + 1]).astype(np.float64)
+        return np.asarray(xs_all[k0 : k1 + 1]), np.asarray(y_all[k0 : k1 + 1]).astype(np.float64)
     if maxima is None:
         m = (n // step) * step
-        y = np.asarray(y_all[k0:k1 + 1])
-        x_out = np.concatenate([xs_all[k0:k0 + m:step], xs_all[k0 + m:k1 + 1]])
+        y = np.asarray(y_all[k0 : k1 + 1])
+        x_out = np.concatenate([xs_all[k0 : k0 + m : step], xs_all[k0 + m : k1 + 1]])
         y_out = np.concatenate([y[:m].reshape(-1, step).max(axis=1), y[m:]]).astype(np.float64)
         return x_out, y_out
     j0, j1 = k0 // level, min(k1 // level, len(maxima) - 1)
     per = max(1, step // level)
-    blocks = maxima[j0:j1 + 1]
+    blocks = maxima[j0 : j1 + 1]
     m = (len(blocks) // per) * per
     parts = [blocks[:m].reshape(-1, per).max(axis=1)] if m else []
     if len(blocks) > m:
         parts.append([blocks[m:].max()])
-    tail = np.asarray(y_all[(j1 + 1) * level:k1 + 1])  # past the last whole block
+    tail = np.asarray(y_all[(j1 + 1) * level : k1 + 1])  # past the last whole block
     if len(tail):
         parts.append([tail.max()])
     y_out = np.concatenate(parts).astype(np.float64)
@@ -77,7 +78,7 @@ def column_extremes(y: np.ndarray, lo: int, hi: int, columns: int) -> np.ndarray
     columns = max(int(columns), 1)
     if n <= 2 * columns:
         return np.arange(lo, hi + 1, dtype=np.int64)
-    seg = np.asarray(y[lo:hi + 1])
+    seg = np.asarray(y[lo : hi + 1])
     starts = (np.arange(columns, dtype=np.int64) * n) // columns
     bins = np.repeat(np.arange(columns), np.diff(np.append(starts, n)))
     pos = np.arange(n, dtype=np.int64)

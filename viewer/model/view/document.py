@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import frames as fr
 from ..analysis.figures import Selection
 from ..analysis.focus import default_trace_device
 from ..analysis.oom import OomReport, oom_reports
+from ..core import frames as fr
 from ..core.progress import Progress
-from ..replay import curves as replay_curves
 from ..core.snapshot import Action, Frames, Snapshot, Stacks
-from ..replay.timeline import Intervals, Timeline, build_timeline, intervals
 from ..core.units import format_address
+from ..replay import curves as replay_curves
+from ..replay.timeline import Intervals, Timeline, build_timeline, intervals
 
 
 @dataclass
@@ -45,9 +45,14 @@ class Document:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, snap: Snapshot, progress: Progress | None = None,
-              with_timeline: bool = True, live: bool = False,
-              timeline: Timeline | None = None) -> "Document":
+    def build(
+        cls,
+        snap: Snapshot,
+        progress: Progress | None = None,
+        with_timeline: bool = True,
+        live: bool = False,
+        timeline: Timeline | None = None,
+    ) -> "Document":
         """The document of ``snap``: frame labels, the replayed timeline, the OOM reports.
         ``live=True`` keeps the replay state so the timeline can be extended (a live
         session, :class:`~vramscope.viewer.model.live.doc_source.LiveDocumentSource`,
@@ -60,8 +65,9 @@ class Document:
         # The verdicts are judged on the layout at each OOM (replayed) when the
         # timeline exists; the last one is what last_oom(snap, timeline) gives.
         reports = oom_reports(snap, timeline)
-        doc = cls(snap, cats, top, labels, rank, reports[-1] if reports else None,
-                  timeline, reports)
+        doc = cls(
+            snap, cats, top, labels, rank, reports[-1] if reports else None, timeline, reports
+        )
         # What the first window shows, computed here (the loader's thread), not on the
         # GUI thread: the shown device's allocation lifetimes and curves.
         device = doc.trace_device()
@@ -71,8 +77,9 @@ class Document:
             progress.update("replay", 1.0)
         return doc
 
-    def extend(self, snap: Snapshot, first_row: int, dropped: int = 0,
-               progress: Progress | None = None) -> "Document":
+    def extend(
+        self, snap: Snapshot, first_row: int, dropped: int = 0, progress: Progress | None = None
+    ) -> "Document":
         """The document after a live update, without a full replay.
 
         ``snap``, ``first_row``, ``dropped`` as :meth:`..replay.timeline.Timeline.extend`;
@@ -93,8 +100,7 @@ class Document:
         rebuilt = tl.extend(snap, first_row, dropped, progress)
         cats, top, labels, rank = _stack_labels(snap, root)
         reports = oom_reports(snap, tl)
-        doc = Document(snap, cats, top, labels, rank, reports[-1] if reports else None, tl,
-                       reports)
+        doc = Document(snap, cats, top, labels, rank, reports[-1] if reports else None, tl, reports)
         if not rebuilt:  # intervals were extended in place (the same objects): keep them
             doc._cache.update({k: v for k, v in root._cache.items() if k[0] == "iv"})
         return doc
@@ -144,8 +150,15 @@ class Document:
         if hit is not None and hit[0] == key:
             return hit[1]
         snap = root.timeline.snapshot_at(device, k)
-        doc = replace(root, snap=snap, oom=root.oom_at(device, k), device=device, event=k,
-                      base=root, _cache={})
+        doc = replace(
+            root,
+            snap=snap,
+            oom=root.oom_at(device, k),
+            device=device,
+            event=k,
+            base=root,
+            _cache={},
+        )
         root._cache["at"] = (key, doc)
         return doc
 
@@ -178,8 +191,9 @@ class Document:
             root._cache[key] = intervals(rep) if rep is not None else None
         return root._cache[key]
 
-    def curves(self, device: int, stream: int | None = None,
-               pool: int | None = None) -> dict[str, np.ndarray]:
+    def curves(
+        self, device: int, stream: int | None = None, pool: int | None = None
+    ) -> dict[str, np.ndarray]:
         """requested / allocated / active / reserved bytes after each event of ``device``,
         for one stream and/or pool (``None``: all)."""
         root = self.root
@@ -228,8 +242,9 @@ def _stack_labels(snap: Snapshot, prev: Document | None = None):
     if nf > len(snap.frames) or ns > len(snap.stacks):
         nf = ns = 0  # not the same session's tables: from scratch
     frames, stacks = snap.frames, snap.stacks
-    new_cats = fr.frame_categories(Frames(frames.filename[nf:], frames.line[nf:],
-                                          frames.name[nf:], frames.strings))
+    new_cats = fr.frame_categories(
+        Frames(frames.filename[nf:], frames.line[nf:], frames.name[nf:], frames.strings)
+    )
     cats = np.concatenate([old_cats[:nf], new_cats]) if nf else new_cats
     new_top = fr.top_frames(Stacks(stacks.offsets[ns:], stacks.frames), cats)
     top = np.concatenate([old_top[:ns], new_top]) if ns else new_top

@@ -47,4 +47,5 @@ class EmitterGroup:
             setattr(self, n, EventEmitter(n))
 
     if TYPE_CHECKING:  # the emitters are attributes named at run time
+
         def __getattr__(self, name: str) -> EventEmitter: ...

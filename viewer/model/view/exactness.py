@@ -51,9 +51,11 @@ def figures_mark(vs) -> Mark | None:
     if u is None:
         return None
     what = "estimated" if u.kind == "estimated" else "not exact"
-    return Mark(f"{NOT_EXACT_SIGN} {what} at this moment",
-                f"The figures after event {vs.cursor_k:,} of device {dev} are {what}: "
-                f"{u.reason}.\n({u.line()})")
+    return Mark(
+        f"{NOT_EXACT_SIGN} {what} at this moment",
+        f"The figures after event {vs.cursor_k:,} of device {dev} are {what}: "
+        f"{u.reason}.\n({u.line()})",
+    )
 
 
 def oom_mark(oom) -> Mark | None:
@@ -61,6 +63,8 @@ def oom_mark(oom) -> Mark | None:
     if oom is None or getattr(oom, "exact", True):
         return None
     reason = oom.not_exact_reason or "the recording is not exact here"
-    return Mark(f"not exact: {reason}",
-                f"This verdict is not exact: the layout at the OOM is replayed from a "
-                f"stretch of the trace that is not exact ({reason}).")
+    return Mark(
+        f"not exact: {reason}",
+        f"This verdict is not exact: the layout at the OOM is replayed from a "
+        f"stretch of the trace that is not exact ({reason}).",
+    )

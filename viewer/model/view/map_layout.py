@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.figures import Selection
-from .document import Document
 from ..core.snapshot import BlockState
+from .document import Document
 
 BAR_TOP = 0.17  # a row's bar spans [row + BAR_TOP, row + 1 - BAR_TOP]
 SORT_ADDRESS = "address"
@@ -88,8 +88,18 @@ class MapLayout:
         req_end = np.where(active, x0 + req, x1)
         pos = np.full(len(blocks), -1, dtype=np.int64)
         pos[blk] = np.arange(n, dtype=np.int64)
-        return cls(rows, segs.total_size[rows].astype(np.float64), row_ptr, blk, row_of,
-                   x0, x1, req_end, state, pos)
+        return cls(
+            rows,
+            segs.total_size[rows].astype(np.float64),
+            row_ptr,
+            blk,
+            row_of,
+            x0,
+            x1,
+            req_end,
+            state,
+            pos,
+        )
 
     def extent(self, block: int) -> tuple[float, float, float, float] | None:
         """The block's bar ``(x0, y0, x1, y1)`` in view coordinates (x: bytes, y: rows),
@@ -176,9 +186,9 @@ def lod_rects(
     merged = ends > starts
     g_cat = state[starts].astype(np.int8)
     if merged.any():
-        bytes_by_state = np.stack([
-            np.add.reduceat(np.where(state == s, width, 0.0), starts) for s in range(4)
-        ])
+        bytes_by_state = np.stack(
+            [np.add.reduceat(np.where(state == s, width, 0.0), starts) for s in range(4)]
+        )
         g_cat = np.where(merged, np.argmax(bytes_by_state, axis=0), g_cat).astype(np.int8)
     g_small = small[starts] | merged
     g_x1 = np.where(g_small, np.maximum(g_x1, g_x0 + px), g_x1)

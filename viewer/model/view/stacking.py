@@ -34,8 +34,9 @@ class StackedLayout:
 
     def hit(self, column: int, y: float) -> int:
         """Interval id under (column, y bytes), or -1."""
-        m = np.flatnonzero((self.pair_column == column) & (self.pair_bottom <= y)
-                           & (self.pair_top > y))
+        m = np.flatnonzero(
+            (self.pair_column == column) & (self.pair_bottom <= y) & (self.pair_top > y)
+        )
         return int(self.band_interval[self.pair_band[m[0]]]) if len(m) else -1
 
 
@@ -102,8 +103,9 @@ def _visible(iv: Intervals, samples: np.ndarray):
     return tuple(np.concatenate(c) for c in zip(*parts))
 
 
-def stacked_layout(iv: Intervals, k0: int, k1: int, columns: int, max_bands: int = 3000,
-                   min_size: int = 0) -> StackedLayout:
+def stacked_layout(
+    iv: Intervals, k0: int, k1: int, columns: int, max_bands: int = 3000, min_size: int = 0
+) -> StackedLayout:
     """Layout of the stacked timeline for events ``[k0, k1]`` sampled at ``columns``."""
     columns = max(2, int(columns))
     samples = np.unique(np.linspace(k0, k1, columns).round().astype(np.int64))
@@ -126,7 +128,8 @@ def stacked_layout(iv: Intervals, k0: int, k1: int, columns: int, max_bands: int
     pair_band = np.repeat(np.arange(len(chosen), dtype=np.int64), counts)
     first = np.repeat(lo_c, counts)
     offsets = np.arange(len(pair_band), dtype=np.int64) - np.repeat(
-        np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), counts)
+        np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), counts
+    )
     pair_column = first + offsets
     size = iv.size[chosen][pair_band]
     # Stack order inside a column: by allocation start (chosen is sorted by start).
@@ -142,8 +145,13 @@ def stacked_layout(iv: Intervals, k0: int, k1: int, columns: int, max_bands: int
     top = np.empty_like(top_sorted)
     top[order] = top_sorted
     return StackedLayout(
-        samples=samples, band_interval=chosen.astype(np.int64), pair_band=pair_band,
-        pair_column=pair_column, pair_bottom=top - size, pair_top=top, summary_height=summary,
+        samples=samples,
+        band_interval=chosen.astype(np.int64),
+        pair_band=pair_band,
+        pair_column=pair_column,
+        pair_bottom=top - size,
+        pair_top=top,
+        summary_height=summary,
         pair_order=order,
     )
 

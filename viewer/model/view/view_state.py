@@ -35,11 +35,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..analysis.figures import Selection
-from .document import Document, pool_label, stream_label
-from ..replay.timeline import Intervals
-from .evented import EmitterGroup
 from ..core.snapshot import HOST_DEVICE, BlockState
 from ..core.units import event_of, plural
+from ..replay.timeline import Intervals
+from .document import Document, pool_label, stream_label
+from .evented import EmitterGroup
 
 HOST_LABEL = "host (pinned)"  # the device selector's entry for pinned host memory
 HOST_SCOPE = "pinned host memory (its own device: never part of a GPU figure)"
@@ -93,8 +93,9 @@ class ViewState:
     """The state of one window over one document (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.events = EmitterGroup("document", "selection", "trace", "cursor", "moment",
-                                   "selected", "highlight")
+        self.events = EmitterGroup(
+            "document", "selection", "trace", "cursor", "moment", "selected", "highlight"
+        )
         # Why the latest ``document`` event: "open" (a file), "host" (to or from the
         # pinned host memory's own document), "replace" (a newer picture, live).
         self.origin = "open"
@@ -146,8 +147,9 @@ class ViewState:
         else:
             self.events.moment.emit(keep_view)
 
-    def set_document(self, doc: Document | None, host: bool = False,
-                     origin: str | None = None) -> None:
+    def set_document(
+        self, doc: Document | None, host: bool = False, origin: str | None = None
+    ) -> None:
         """A new document: the default selection, the cursor at the end, nothing picked.
         ``host``: ``doc`` is the file's pinned host memory (:meth:`host_document`), the
         file's own document stays :attr:`file_doc`."""
@@ -246,8 +248,9 @@ class ViewState:
         self.selection = selection
         moved = False
         if self.doc is not None and (
-                self.doc.trace_device(selection.device) != self.cursor_device
-                or (self.spans_devices(selection) and not self.at_latest())):
+            self.doc.trace_device(selection.device) != self.cursor_device
+            or (self.spans_devices(selection) and not self.at_latest())
+        ):
             self.reset_cursor()
             moved = True
         if old != selection:
@@ -318,8 +321,15 @@ class ViewState:
         n = doc.n_events(dev)
         here = doc.oom_at(dev, k)
         number = ooms.index(k) + 1 if here is not None and k in ooms else 0
-        return OomMarks(len(ooms), any(o < k for o in ooms), any(o > k for o in ooms),
-                        n > 0 and k != n - 1, number, ooms[-1] if ooms else -1, here)
+        return OomMarks(
+            len(ooms),
+            any(o < k for o in ooms),
+            any(o > k for o in ooms),
+            n > 0 and k != n - 1,
+            number,
+            ooms[-1] if ooms else -1,
+            here,
+        )
 
     def oom_shown(self):
         """The OOM whose request the map draws: the one at the cursor's event (a trace),
@@ -348,8 +358,11 @@ class ViewState:
     def oom_event(self, report) -> int:
         """The event (of its device's trace) of OOM ``report``; -1 when unknown."""
         doc = self.doc
-        rep = doc.root.timeline.replay(report.device) \
-            if doc is not None and doc.root.timeline is not None else None
+        rep = (
+            doc.root.timeline.replay(report.device)
+            if doc is not None and doc.root.timeline is not None
+            else None
+        )
         if rep is None:
             return -1
         hit = np.flatnonzero(rep.rows == report.event_index)
@@ -379,8 +392,11 @@ class ViewState:
         if self.view_doc is None or addr < 0:
             return -1
         blocks = self.view_doc.snap.blocks
-        hit = np.flatnonzero((blocks.address == addr) & (blocks.state != BlockState.FREE)
-                             & (blocks.state != BlockState.UNKNOWN))
+        hit = np.flatnonzero(
+            (blocks.address == addr)
+            & (blocks.state != BlockState.FREE)
+            & (blocks.state != BlockState.UNKNOWN)
+        )
         return int(hit[0]) if len(hit) else -1
 
     def interval_of_block(self, block: int) -> int:
@@ -431,8 +447,7 @@ class ViewState:
         view it was picked in (see :attr:`pick_origin`)."""
         self.pick_origin = origin
         self.selected_block = int(block)
-        self.selected_addr = (int(self._view_doc().snap.blocks.address[block])
-                              if block >= 0 else -1)
+        self.selected_addr = int(self._view_doc().snap.blocks.address[block]) if block >= 0 else -1
         if not keep_interval:
             self.selected_interval = -1
         self.events.selected.emit(self.selected_block, self.selected_interval)
@@ -558,8 +573,9 @@ class ViewState:
             b = self.view_doc.snap.blocks
             if b.state[self.selected_block] == BlockState.FREE:
                 gap = (int(b.address[self.selected_block]), int(b.size[self.selected_block]))
-        return Carried(self.selection, self.selected_addr, gap,
-                       self.interval_key(self.selected_interval))
+        return Carried(
+            self.selection, self.selected_addr, gap, self.interval_key(self.selected_interval)
+        )
 
     def interval_key(self, i: int) -> IntervalKey | None:
         doc, dev = self.doc, self.cursor_device
@@ -569,8 +585,9 @@ class ViewState:
         if iv is None or rep is None:
             return None
         ev = int(iv.event[i])
-        return IntervalKey(dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None,
-                           int(iv.size[i]))
+        return IntervalKey(
+            dev, int(iv.addr[i]), int(rep.time_us[ev]) if ev >= 0 else None, int(iv.size[i])
+        )
 
     def find_interval(self, key: IntervalKey | None) -> int:
         """The allocation ``key`` names in the current document, or -1."""
@@ -591,8 +608,9 @@ class ViewState:
         if gap is None or self.view_doc is None:
             return -1
         b = self.view_doc.snap.blocks
-        hit = np.flatnonzero((b.address == gap[0]) & (b.size == gap[1])
-                             & (b.state == BlockState.FREE))
+        hit = np.flatnonzero(
+            (b.address == gap[0]) & (b.size == gap[1]) & (b.state == BlockState.FREE)
+        )
         return int(hit[0]) if len(hit) else -1
 
     @staticmethod
@@ -635,8 +653,11 @@ class ViewState:
         allocation picked on the timeline (by address, size and time) or the block
         (by address) or free gap (by address and size)."""
         old = self.doc
-        sel = self.carry_selection(old, doc, carried.selection) if old is not None \
+        sel = (
+            self.carry_selection(old, doc, carried.selection)
+            if old is not None
             else carried.selection
+        )
         self.replace_document(doc, sel, carried.addr)
         i = self.find_interval(carried.interval)
         gap = self.find_gap(carried.gap) if self.selected_block < 0 else -1

@@ -28,6 +28,6 @@ May import: :mod:`..analysis` (which device to answer for), :mod:`..replay`, :mo
 (the allocator's rules), numpy.
 """
 
-from .predictions import RECOMMENDED, Case, Prediction, prepare, predict
+from .predictions import RECOMMENDED, Case, Prediction, predict, prepare
 
-__all__ = ["RECOMMENDED", "Case", "Prediction", "prepare", "predict"]
+__all__ = ["RECOMMENDED", "Case", "Prediction", "predict", "prepare"]

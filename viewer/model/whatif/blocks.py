@@ -23,15 +23,31 @@ ADDR_MASK = (1 << SHIFT_SIZE) - 1
 SYNTH_BASE = 1 << 47  # addresses of segments the recording never had
 DEFAULT_GPU_BYTES = 80 << 30
 
-SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP = (int(Action.SEGMENT_ALLOC), int(Action.SEGMENT_FREE),
-                                           int(Action.SEGMENT_MAP), int(Action.SEGMENT_UNMAP))
+SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP = (
+    int(Action.SEGMENT_ALLOC),
+    int(Action.SEGMENT_FREE),
+    int(Action.SEGMENT_MAP),
+    int(Action.SEGMENT_UNMAP),
+)
 
 
 class Block:
     """A block of a segment (allocated, pending, free or, in expandable segments, unmapped)."""
 
-    __slots__ = ("ptr", "size", "req", "sidx", "pool", "alloc", "pending", "mapped", "prev",
-                 "next", "es", "gc_base")
+    __slots__ = (
+        "alloc",
+        "es",
+        "gc_base",
+        "mapped",
+        "next",
+        "pending",
+        "pool",
+        "prev",
+        "ptr",
+        "req",
+        "sidx",
+        "size",
+    )
 
     def __init__(self, ptr, size, sidx, pool, es=None, mapped=True):
         self.ptr = ptr
@@ -57,7 +73,7 @@ class Block:
 class Pool:
     """A BlockPool: free mapped blocks sorted by (stream, size, address); unmapped by address."""
 
-    __slots__ = ("small", "private", "keys", "blocks", "ukeys", "ublocks", "gc_calls")
+    __slots__ = ("blocks", "gc_calls", "keys", "private", "small", "ublocks", "ukeys")
 
     def __init__(self, small: bool, private: int) -> None:
         self.small = small
@@ -93,7 +109,7 @@ class Pool:
 class Expandable:
     """The reserved address range of one expandable segment."""
 
-    __slots__ = ("base", "page", "reserve", "sidx", "pool")
+    __slots__ = ("base", "page", "pool", "reserve", "sidx")
 
     def __init__(self, base, page, reserve, sidx, pool):
         self.base, self.page, self.reserve, self.sidx, self.pool = base, page, reserve, sidx, pool

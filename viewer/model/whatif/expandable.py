@@ -7,10 +7,20 @@ mapped range as a segment.  A mixin of :class:`~.simulator.Allocator`.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 
-from .blocks import (LARGE_PAGE, SEG_MAP, SEG_UNMAP, SHIFT_STREAM, SMALL_PAGE, AllocatorBase, Block,
-                     Expandable, Pool)
+from .blocks import (
+    LARGE_PAGE,
+    SEG_MAP,
+    SEG_UNMAP,
+    SHIFT_STREAM,
+    SMALL_PAGE,
+    AllocatorBase,
+    Block,
+    Expandable,
+    Pool,
+)
 
 
 class ExpandableMixin(AllocatorBase):
@@ -38,8 +48,9 @@ class ExpandableMixin(AllocatorBase):
             else:
                 tail.size = addr - tail.ptr
 
-    def add_expandable(self, ranges: list[tuple[int, int, list]], sidx: int, private: int,
-                       small: bool) -> dict[int, Block]:
+    def add_expandable(
+        self, ranges: list[tuple[int, int, list]], sidx: int, private: int, small: bool
+    ) -> dict[int, Block]:
         """Mapped ranges of one expandable segment before the first request."""
         pool = self.pool(private, small)
         page = SMALL_PAGE if small else LARGE_PAGE
@@ -59,7 +70,7 @@ class ExpandableMixin(AllocatorBase):
         end = base + es.reserve
         if end > cursor:
             chain.append(Block(cursor, end - cursor, sidx, pool, es, mapped=False))
-        for a, b in zip(chain, chain[1:]):
+        for a, b in itertools.pairwise(chain):
             a.next, b.prev = b, a
         for b in chain:
             if not b.mapped:

@@ -23,8 +23,7 @@ import numpy as np
 
 from ..analysis.oom import outside_oom
 from ..core import allocator_rules as rules
-from ..core.snapshot import Snapshot
-from ..core.snapshot import Action
+from ..core.snapshot import Action, Snapshot
 from . import requests as rq
 
 #: Where the limit comes from when an OOM with the device full decides it (``at_oom``).
@@ -51,8 +50,9 @@ class LimitBounds:
         return (self.lower + self.upper) // 2 if self.upper >= self.lower else self.upper
 
 
-def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig,
-                device_free: np.ndarray | None = None) -> LimitBounds:
+def infer_limit(
+    reqs: rq.Requests, cfg: rules.AllocatorConfig, device_free: np.ndarray | None = None
+) -> LimitBounds:
     """Bounds on the memory limit, from the recorded segment events.
 
     ``device_free``: per event of the device's trace, the free memory an OOM event
@@ -61,8 +61,9 @@ def infer_limit(reqs: rq.Requests, cfg: rules.AllocatorConfig,
     lower, upper, at_oom = total, None, None
     gc = cfg.garbage_collection_threshold > 0
     answers: dict[int, list[tuple[int, int]]] = {}
-    for tag, act, size in zip(reqs.seg_tag.tolist(), reqs.seg_action.tolist(),
-                              reqs.seg_size.tolist()):
+    for tag, act, size in zip(
+        reqs.seg_tag.tolist(), reqs.seg_action.tolist(), reqs.seg_size.tolist()
+    ):
         answers.setdefault(tag, []).append((act, size))
     # Only the requests with answers and the OOMs are read: one at a time, no list of all.
     n = len(reqs.kind)
@@ -110,7 +111,6 @@ def outside_oom_limit(snap: Snapshot, device: int) -> int | None:
     (cuBLAS, NCCL, ...) on ``device``: its reserved then plus the device's free memory the
     capture recorded at that moment; None for any other dump."""
     o = outside_oom(snap)
-    if o is None or o.device != device or o.device_free_bytes is None \
-            or o.reserved_bytes is None:
+    if o is None or o.device != device or o.device_free_bytes is None or o.reserved_bytes is None:
         return None
     return o.reserved_bytes + o.device_free_bytes

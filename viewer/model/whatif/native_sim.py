@@ -30,8 +30,8 @@ from ..core.progress import Progress
 from ..replay import FREE as FREE_STATE
 from ..replay import PENDING as PENDING_STATE
 from . import requests as rq
-from .result import Oom, SimResult
 from .blocks import DEFAULT_GPU_BYTES, SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP, SYNTH_BASE
+from .result import Oom, SimResult
 
 _core: Any = native_module("whatif_core")
 
@@ -65,20 +65,33 @@ def _seed_arrays(reqs: rq.Requests, streams: np.ndarray, privates: np.ndarray):
     blk_ptr = np.ascontiguousarray(init.blk_addr[:nblk], np.int64)
     blk_size = np.ascontiguousarray(init.blk_size[:nblk], np.int64)
     if nseg:
-        if (seg_ptr < 0).any() or (seg_size < 0).any() or (seg_size >= RANGE).any() \
-                or (seg_ptr >= ADDR_RANGE).any():
+        if (
+            (seg_ptr < 0).any()
+            or (seg_size < 0).any()
+            or (seg_size >= RANGE).any()
+            or (seg_ptr >= ADDR_RANGE).any()
+        ):
             return None
         if (np.diff(seg_ptr) <= 0).any() or (seg_ptr[:-1] + seg_size[:-1] > seg_ptr[1:]).any():
             return None
-        seg_of = np.searchsorted(seg_ptr, blk_ptr, side="right") - 1 \
-            if nblk else np.zeros(0, np.int64)
+        seg_of = (
+            np.searchsorted(seg_ptr, blk_ptr, side="right") - 1 if nblk else np.zeros(0, np.int64)
+        )
     else:
         seg_of = np.full(nblk, -1, np.int64)  # the Python model lays none of them
-    if nblk and ((blk_ptr < 0).any() or (blk_size < 0).any() or (blk_ptr >= ADDR_RANGE).any()
-                 or (blk_size >= RANGE).any() or len(np.unique(blk_ptr)) != nblk):
+    if nblk and (
+        (blk_ptr < 0).any()
+        or (blk_size < 0).any()
+        or (blk_ptr >= ADDR_RANGE).any()
+        or (blk_size >= RANGE).any()
+        or len(np.unique(blk_ptr)) != nblk
+    ):
         return None
-    state = np.where(init.blk_state[:nblk] == FREE_STATE, 2,
-                     np.where(init.blk_state[:nblk] == PENDING_STATE, 1, 0)).astype(np.int8)
+    state = np.where(
+        init.blk_state[:nblk] == FREE_STATE,
+        2,
+        np.where(init.blk_state[:nblk] == PENDING_STATE, 1, 0),
+    ).astype(np.int8)
     laid = seg_of >= 0
     rows = np.flatnonzero(laid)
     rows = rows[np.argsort(seg_of[rows], kind="stable")].astype(np.int64)
@@ -116,9 +129,14 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return np.unique(values)
 
 
-def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = None,
-             gpu_bytes: int | None = None, progress: Progress | None = None,
-             stage: str = "simulate"):
+def simulate(
+    reqs: rq.Requests,
+    cfg: rules.AllocatorConfig,
+    limit: int | None = None,
+    gpu_bytes: int | None = None,
+    progress: Progress | None = None,
+    stage: str = "simulate",
+):
     """:func:`.run.simulate` with the C model: a SimResult, or None when not covered."""
 
     if _core is None or reqs.replay_inconsistencies:
@@ -131,13 +149,18 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
     ref = np.ascontiguousarray(reqs.ref, np.int64)
     if n and (int(size.max()) >= RANGE or int(size.min()) < -RANGE):
         return None
-    if len(reqs.seg_addr) and (int(reqs.seg_addr.max()) >= ADDR_RANGE
-                               or int(reqs.seg_addr.min()) < 0):
+    if len(reqs.seg_addr) and (
+        int(reqs.seg_addr.max()) >= ADDR_RANGE or int(reqs.seg_addr.min()) < 0
+    ):
         return None
-    streams = np.unique(np.concatenate([_distinct(stream),
-                                        np.asarray(reqs.initial.seg_stream, np.int64)]))
-    privates = np.unique(np.concatenate([_distinct(pool).astype(np.int64), [-1],
-                                         np.asarray(reqs.initial_pool, np.int64)]))
+    streams = np.unique(
+        np.concatenate([_distinct(stream), np.asarray(reqs.initial.seg_stream, np.int64)])
+    )
+    privates = np.unique(
+        np.concatenate(
+            [_distinct(pool).astype(np.int64), [-1], np.asarray(reqs.initial_pool, np.int64)]
+        )
+    )
     if len(streams) >= (1 << 15):
         return None
     seed = _seed_arrays(reqs, streams, privates)
@@ -151,28 +174,60 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
     divs = [int(d) for d in cfg.roundup_power2_divisions]
     if len(divs) != rules.ROUNDUP_INTERVALS or any(not 0 <= d < (1 << 30) for d in divs):
         return None
-    if not 0 < cfg.max_split_size <= rules.NO_LIMIT or not 0 <= cfg.max_non_split_rounding \
-            <= rules.NO_LIMIT:
+    if (
+        not 0 < cfg.max_split_size <= rules.NO_LIMIT
+        or not 0 <= cfg.max_non_split_rounding <= rules.NO_LIMIT
+    ):
         return None
     gc_on = limit is not None and cfg.garbage_collection_threshold > 0
     gc_bytes = int(cfg.garbage_collection_threshold * allowed) if gc_on else 0
-    settings = (int(cfg.max_split_size), int(cfg.max_non_split_rounding), divs,
-                bool(cfg.expandable_segments), limit is not None, gc_on, allowed, gc_bytes,
-                reserve_bytes, SYNTH_BASE,
-                (rules.MIN_BLOCK_SIZE, rules.SMALL_SIZE, rules.SMALL_BUFFER, rules.LARGE_BUFFER,
-                 rules.MIN_LARGE_ALLOC, rules.ROUND_LARGE),
-                (SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP))
+    settings = (
+        int(cfg.max_split_size),
+        int(cfg.max_non_split_rounding),
+        divs,
+        bool(cfg.expandable_segments),
+        limit is not None,
+        gc_on,
+        allowed,
+        gc_bytes,
+        reserve_bytes,
+        SYNTH_BASE,
+        (
+            rules.MIN_BLOCK_SIZE,
+            rules.SMALL_SIZE,
+            rules.SMALL_BUFFER,
+            rules.LARGE_BUFFER,
+            rules.MIN_LARGE_ALLOC,
+            rules.ROUND_LARGE,
+        ),
+        (SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP),
+    )
     order = np.argsort(reqs.seg_tag, kind="stable")
-    hints = (np.ascontiguousarray(reqs.seg_tag[order], np.int64),
-             np.ascontiguousarray(reqs.seg_action[order], np.int8),
-             np.ascontiguousarray(reqs.seg_addr[order], np.int64),
-             np.ascontiguousarray(reqs.seg_size[order], np.int64))
+    hints = (
+        np.ascontiguousarray(reqs.seg_tag[order], np.int64),
+        np.ascontiguousarray(reqs.seg_action[order], np.int8),
+        np.ascontiguousarray(reqs.seg_addr[order], np.int64),
+        np.ascontiguousarray(reqs.seg_size[order], np.int64),
+    )
     reserved = np.empty(n, np.int64)
     allocated = np.empty(n, np.int64)
     try:
-        state = _core.new(settings, (kind, size, stream, pool, ref, reserved, allocated,
-                                     streams.astype(np.int64), privates.astype(np.int64)),
-                          hints, seed)
+        state = _core.new(
+            settings,
+            (
+                kind,
+                size,
+                stream,
+                pool,
+                ref,
+                reserved,
+                allocated,
+                streams.astype(np.int64),
+                privates.astype(np.int64),
+            ),
+            hints,
+            seed,
+        )
     except ValueError as e:
         _note(e)
         return None  # a layout the C model cannot lay: the Python model answers
@@ -188,22 +243,51 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
         return None  # the Python model raises (or answers) as the reference does
     del state
     progress.update(stage, 1.0)
-    (peak_res, peak_at, peak_alloc, free_pk, largest_pk, n_alloc, n_free, retries,
-     reserved_before), ev_b, oom_b, avoided_b, seg_b = out
+    (
+        (
+            peak_res,
+            peak_at,
+            peak_alloc,
+            free_pk,
+            largest_pk,
+            n_alloc,
+            n_free,
+            retries,
+            reserved_before,
+        ),
+        ev_b,
+        oom_b,
+        avoided_b,
+        seg_b,
+    ) = out
     ev = np.frombuffer(ev_b, np.int64).reshape(-1, 4)
     events: list[tuple[int, int, int, int]] = [(t, a, p, s) for t, a, p, s in ev.tolist()]
     segs = np.frombuffer(seg_b, np.int64).reshape(-1, 4).tolist()
     final = sorted((p, s, bool(sm), bool(x)) for p, s, sm, x in segs)
-    ooms = [_oom(reqs, cfg, limit, row) for row in np.frombuffer(oom_b, np.int64)
-            .reshape(-1, 6).tolist()]
+    ooms = [
+        _oom(reqs, cfg, limit, row)
+        for row in np.frombuffer(oom_b, np.int64).reshape(-1, 6).tolist()
+    ]
     frag = 1.0 - largest_pk / free_pk if free_pk else 0.0
     return SimResult(
-        config=cfg, limit=limit, reserved=reserved, allocated=allocated,
-        peak_reserved=peak_res, peak_reserved_request=peak_at, peak_allocated=peak_alloc,
-        fragmentation_at_peak=frag, free_at_peak=free_pk, largest_free_at_peak=largest_pk,
-        n_cuda_malloc=n_alloc, n_cuda_free=n_free, n_retries=retries, ooms=ooms,
-        recorded_ooms_avoided=np.frombuffer(avoided_b, np.int64).tolist(), events=events,
-        final_segments=final, reserved_before=reserved_before,
+        config=cfg,
+        limit=limit,
+        reserved=reserved,
+        allocated=allocated,
+        peak_reserved=peak_res,
+        peak_reserved_request=peak_at,
+        peak_allocated=peak_alloc,
+        fragmentation_at_peak=frag,
+        free_at_peak=free_pk,
+        largest_free_at_peak=largest_pk,
+        n_cuda_malloc=n_alloc,
+        n_cuda_free=n_free,
+        n_retries=retries,
+        ooms=ooms,
+        recorded_ooms_avoided=np.frombuffer(avoided_b, np.int64).tolist(),
+        events=events,
+        final_segments=final,
+        reserved_before=reserved_before,
     )
 
 
@@ -222,10 +306,18 @@ def _oom(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None, row: 
     size = cfg.round_size(int(reqs.size[i]))
     small = size <= rules.SMALL_SIZE
     return Oom(
-        request=i, event=int(reqs.event[i]), size=size, stream=int(reqs.stream[i]),
-        pool_kind="small" if small else "large", reserved_bytes=reserved,
-        allocated_bytes=allocated, free_in_pool_bytes=free, largest_free_bytes=largest,
-        kind="fragmentation" if free >= size else "capacity", recorded=bool(recorded),
+        request=i,
+        event=int(reqs.event[i]),
+        size=size,
+        stream=int(reqs.stream[i]),
+        pool_kind="small" if small else "large",
+        reserved_bytes=reserved,
+        allocated_bytes=allocated,
+        free_in_pool_bytes=free,
+        largest_free_bytes=largest,
+        kind="fragmentation" if free >= size else "capacity",
+        recorded=bool(recorded),
         new_memory_bytes=rules.segment_size_for(size),
-        limit=int(limit) if limit is not None else None, expandable=cfg.expandable_segments,
+        limit=int(limit) if limit is not None else None,
+        expandable=cfg.expandable_segments,
     )

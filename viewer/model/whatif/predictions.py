@@ -10,9 +10,10 @@ import numpy as np
 from ..core import allocator_rules as rules
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
-from ..replay import replay_device
 from ..core.snapshot import Snapshot
-from ..core.units import format_bytes as fb, plural
+from ..core.units import format_bytes as fb
+from ..core.units import plural
+from ..replay import replay_device
 from ..replay.recorded_window import RecordedWindow, recorded_window
 from .limits import AT_OOM_SOURCE, LimitBounds, infer_limit, outside_oom_limit
 from .requests import Requests, build_requests, released_by_empty_cache
@@ -62,19 +63,28 @@ class Prediction:
             "cuda_malloc_count": r.n_cuda_malloc,
             "cuda_free_count": r.n_cuda_free,
             "alloc_retries": r.n_retries,
-            "oom": None if oom is None else {
-                "event": oom.event, "time_us": case.time_of(oom.event), "size_bytes": oom.size,
-                "pool": oom.pool_kind, "kind": oom.kind, "reserved_bytes": oom.reserved_bytes,
+            "oom": None
+            if oom is None
+            else {
+                "event": oom.event,
+                "time_us": case.time_of(oom.event),
+                "size_bytes": oom.size,
+                "pool": oom.pool_kind,
+                "kind": oom.kind,
+                "reserved_bytes": oom.reserved_bytes,
                 "allocated_bytes": oom.allocated_bytes,
                 "free_in_pool_bytes": oom.free_in_pool_bytes,
-                "largest_free_bytes": oom.largest_free_bytes, "as_recorded": oom.recorded,
+                "largest_free_bytes": oom.largest_free_bytes,
+                "as_recorded": oom.recorded,
                 "verdict": verdict(oom),
             },
             "oom_count": len(r.ooms),
             "recorded_ooms_avoided": len(r.recorded_ooms_avoided),
-            "peak_reserved_vs_recorded": None if self.peak_is_window_start(case) else
-            (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
-            if case.recorded_peak else None,
+            "peak_reserved_vs_recorded": None
+            if self.peak_is_window_start(case)
+            else (r.peak_reserved_until_oom / case.recorded_peak - 1.0)
+            if case.recorded_peak
+            else None,
             # The trace began after segments existed (see replay/recorded_window.py): they
             # keep their recorded places here, and a peak equal to them predicts nothing.
             "window_started_late": bool(case.window and case.window.started_late),
@@ -84,16 +94,27 @@ class Prediction:
     def peak_is_window_start(self, case: "Case") -> bool:
         """The peak is the layout the trace window started with: recorded, not predicted."""
         w = case.window
-        return bool(w and w.started_late
-                    and self.result.peak_reserved_until_oom <= self.result.reserved_before)
+        return bool(
+            w
+            and w.started_late
+            and self.result.peak_reserved_until_oom <= self.result.reserved_before
+        )
 
 
 class Case:
     """One device's recorded requests, ready to be simulated under any setting."""
 
-    def __init__(self, snap: Snapshot, device: int, reqs: Requests,
-                 recorded: rules.AllocatorConfig, limit: int | None, limit_source: str,
-                 bounds: LimitBounds, gpu_bytes: int | None) -> None:
+    def __init__(
+        self,
+        snap: Snapshot,
+        device: int,
+        reqs: Requests,
+        recorded: rules.AllocatorConfig,
+        limit: int | None,
+        limit_source: str,
+        bounds: LimitBounds,
+        gpu_bytes: int | None,
+    ) -> None:
         self.snap, self.device, self.requests = snap, device, reqs
         self.recorded, self.limit, self.limit_source = recorded, limit, limit_source
         self.bounds, self.gpu_bytes = bounds, gpu_bytes
@@ -145,8 +166,12 @@ class Case:
             return int(self.gpu_bytes), "GPU total memory"
         return None, "none"
 
-    def simulate(self, conf: str | rules.AllocatorConfig | None = None,
-                 limit: int | None = None, progress: Progress | None = None) -> SimResult:
+    def simulate(
+        self,
+        conf: str | rules.AllocatorConfig | None = None,
+        limit: int | None = None,
+        progress: Progress | None = None,
+    ) -> SimResult:
         """Simulate under ``conf`` (a PYTORCH_CUDA_ALLOC_CONF string, ``"recorded"`` or None)."""
         cfg = self.config_of(conf)
         lim = self.limit if limit is None else limit
@@ -167,12 +192,17 @@ class Case:
         # Not compared: the sidecar's counters of another device, or of another window.
         stats = self.snap.sidecar_stats(self.device) if peaks_since_start else {}
         if check.ok and not self._wrapped():
-            for name, ours in (("reserved_bytes.all.peak", sim.peak_reserved),
-                               ("allocated_bytes.all.peak", sim.peak_allocated)):
+            for name, ours in (
+                ("reserved_bytes.all.peak", sim.peak_reserved),
+                ("allocated_bytes.all.peak", sim.peak_allocated),
+            ):
                 theirs = stats.get(name)
                 if isinstance(theirs, int) and theirs != ours:
-                    return CheckResult(False, check.n_segment_events,
-                                       f"{name}: recorded {theirs}, simulated {ours}")
+                    return CheckResult(
+                        False,
+                        check.n_segment_events,
+                        f"{name}: recorded {theirs}, simulated {ours}",
+                    )
         return check
 
     def _wrapped(self) -> bool:
@@ -190,8 +220,12 @@ class Case:
         return self.requests.event
 
 
-def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None = None,
-            limit: int | None = None) -> Case:
+def prepare(
+    snap: Snapshot,
+    device: int | None = None,
+    progress: Progress | None = None,
+    limit: int | None = None,
+) -> Case:
     """The request stream of ``device`` (default: the last OOM's device, else the one whose
     reserved memory peaked highest, among those with trace events:
     :func:`..analysis.focus.default_trace_device`, the rule every view follows)."""
@@ -200,8 +234,10 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     devices = trace_devices(snap)
     if device is None:
         if not devices:
-            raise SnapshotError("the snapshot has no trace events to simulate "
-                                "(record with torch.cuda.memory._record_memory_history)")
+            raise SnapshotError(
+                "the snapshot has no trace events to simulate "
+                "(record with torch.cuda.memory._record_memory_history)"
+            )
         device = default_trace_device(snap)
         assert device is not None  # some device has events
     elif device not in devices:
@@ -212,12 +248,19 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     stats = side.get("memory_stats") or {}
     # With no retries recorded (and no rule that releases without one), every
     # release in the trace was the program's own empty_cache.
-    retries_possible = not (stats.get("num_alloc_retries") == 0
-                            and recorded.max_split_size >= rules.NO_LIMIT
-                            and recorded.garbage_collection_threshold == 0)
-    reqs = build_requests(rep, snap.pools, retries_possible,
-                          gc_possible=recorded.garbage_collection_threshold > 0, cfg=recorded,
-                          emptied=released_by_empty_cache(snap, rep))
+    retries_possible = not (
+        stats.get("num_alloc_retries") == 0
+        and recorded.max_split_size >= rules.NO_LIMIT
+        and recorded.garbage_collection_threshold == 0
+    )
+    reqs = build_requests(
+        rep,
+        snap.pools,
+        retries_possible,
+        gc_possible=recorded.garbage_collection_threshold > 0,
+        cfg=recorded,
+        emptied=released_by_empty_cache(snap, rep),
+    )
     bounds = infer_limit(reqs, recorded, snap.trace.device_free[rep.rows])
     lim: int | None
     if limit is not None:
@@ -230,8 +273,10 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
         if source == AT_OOM_SOURCE and lim is not None and bounds.lower > lim:
             # The allocator held more earlier: the device's room shrank during the run (other
             # processes grew), which one constant limit cannot reproduce.
-            source += (f"; it held {fb(bounds.lower)} earlier in the run: other processes "
-                       "took room meanwhile")
+            source += (
+                f"; it held {fb(bounds.lower)} earlier in the run: other processes "
+                "took room meanwhile"
+            )
     else:
         lim, source = None, "none"
     # A dump at an OOM outside the allocator: the device then had only its free memory.
@@ -239,14 +284,23 @@ def prepare(snap: Snapshot, device: int | None = None, progress: Progress | None
     if outside is not None and (lim is None or outside < lim):
         lim, source = outside, AT_OOM_SOURCE
     gpu = side.get("gpu_total_memory")
-    case = Case(snap, device, reqs, recorded, lim, source, bounds,
-                gpu if isinstance(gpu, int) and gpu > 0 else None)
+    case = Case(
+        snap,
+        device,
+        reqs,
+        recorded,
+        lim,
+        source,
+        bounds,
+        gpu if isinstance(gpu, int) and gpu > 0 else None,
+    )
     case.window = recorded_window(rep)
     return case
 
 
-def predict(case: Case, confs: list[str], limit: int | None = None,
-            progress: Progress | None = None) -> list[Prediction]:
+def predict(
+    case: Case, confs: list[str], limit: int | None = None, progress: Progress | None = None
+) -> list[Prediction]:
     """One :class:`Prediction` per setting, in the order given."""
     out = []
     n = max(len(confs), 1)
@@ -265,8 +319,10 @@ def predict(case: Case, confs: list[str], limit: int | None = None,
 
 def _scaled(progress: Progress, j: int, n: int):
     """A progress callback for setting ``j`` of ``n``: its fraction within the whole."""
+
     def update(stage: str, f: float) -> None:
         progress.update("simulate", (j + f) / n)
+
     return update
 
 
@@ -276,29 +332,48 @@ def limit_text(case: Case, limit: int | None = None) -> str:
     ``limit`` is the one given (``--memory-limit``); then the recording's own
     limit is named beside it, since "vs recorded" compares with the recorded run.
     """
-    own = (f"{fb(case.limit)} ({case.limit_source})" if case.limit else "none")
+    own = f"{fb(case.limit)} ({case.limit_source})" if case.limit else "none"
     if limit is None or limit == case.limit:
         return own
     return f"{fb(limit)} (given; the recording's: {own})"
 
 
-def format_text(case: Case, preds: list[Prediction], ranked: bool = False,
-                limit: int | None = None) -> str:
+def format_text(
+    case: Case, preds: list[Prediction], ranked: bool = False, limit: int | None = None
+) -> str:
     """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
-    head = [f"device {case.device}: {plural(len(case.requests), 'request')}; recorded settings: "
-            f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"]
-    rows = [("setting", "peak reserved", "vs recorded", "peak alloc", "frag@peak",
-             "cudaMalloc", "cudaFree", "OOM")]
+    head = [
+        f"device {case.device}: {plural(len(case.requests), 'request')}; recorded settings: "
+        f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"
+    ]
+    rows = [
+        (
+            "setting",
+            "peak reserved",
+            "vs recorded",
+            "peak alloc",
+            "frag@peak",
+            "cudaMalloc",
+            "cudaFree",
+            "OOM",
+        )
+    ]
     for p in preds:
         d = p.to_dict(case)
         oom = d["oom"]
         fixed = d["peak_reserved_is_window_start"]
-        rows.append((
-            row_label(case, p), fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-            vs_recorded_text(d),
-            fb(d["peak_allocated_bytes"]), f"{d['fragmentation_at_peak'] * 100:.1f}%",
-            str(d["cuda_malloc_count"]), str(d["cuda_free_count"]),
-            "-" if oom is None else f"event {oom['event']} ({oom['kind']})"))
+        rows.append(
+            (
+                row_label(case, p),
+                fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+                vs_recorded_text(d),
+                fb(d["peak_allocated_bytes"]),
+                f"{d['fragmentation_at_peak'] * 100:.1f}%",
+                str(d["cuda_malloc_count"]),
+                str(d["cuda_free_count"]),
+                "-" if oom is None else f"event {oom['event']} ({oom['kind']})",
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     for p in preds:
@@ -341,31 +416,44 @@ def window_notes(case: Case, preds: list[Prediction]) -> list[str]:
     w = case.window
     if not (w and w.started_late):
         return []
-    lines = [f"note: {w.describe()}.",
-             "  Under every setting those segments keep their recorded places: a setting's "
-             "effect on them is unknown, and cudaMalloc/cudaFree count the window only."]
+    lines = [
+        f"note: {w.describe()}.",
+        "  Under every setting those segments keep their recorded places: a setting's "
+        "effect on them is unknown, and cudaMalloc/cudaFree count the window only.",
+    ]
     if any(p.peak_is_window_start(case) for p in preds):
-        lines.append(f"  * = the {fb(w.reserved_before)} the window started with, never "
-                     "exceeded: recorded, not a prediction of this setting's peak.")
+        lines.append(
+            f"  * = the {fb(w.reserved_before)} the window started with, never "
+            "exceeded: recorded, not a prediction of this setting's peak."
+        )
     return lines
 
 
 def rank(preds: list[Prediction]) -> list[Prediction]:
     """Settings that run without OOM first, then by predicted peak reserved."""
-    return sorted(preds, key=lambda p: (p.result.first_oom is not None,
-                                        p.result.peak_reserved_until_oom))
+    return sorted(
+        preds, key=lambda p: (p.result.first_oom is not None, p.result.peak_reserved_until_oom)
+    )
 
 
 def verdict(oom) -> str:
     """One line: why this request failed, in the allocator's terms."""
     head = f"{fb(oom.size)} requested ({oom.pool_kind} pool): {oom.kind}: "
     limit = fb(oom.limit) if oom.limit else "the GPU's free memory"
-    grow = (f"{fb(oom.reserved_bytes)} reserved + {fb(oom.new_memory_bytes)} new "
-            f"{'pages' if oom.expandable else 'segment'} would pass {limit}")
+    grow = (
+        f"{fb(oom.reserved_bytes)} reserved + {fb(oom.new_memory_bytes)} new "
+        f"{'pages' if oom.expandable else 'segment'} would pass {limit}"
+    )
     if oom.kind == "fragmentation":
-        where = ("partly used pages of the expandable segment, which only unmap whole "
-                 "pages" if oom.expandable else "partly used segments, which cannot be freed")
-        return (head + f"{fb(oom.free_in_pool_bytes)} is free in the pool but the largest block "
-                f"is {fb(oom.largest_free_bytes)}; the free memory sits in {where}, and {grow}")
-    return head + (f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the "
-                   f"cache, and {grow}")
+        where = (
+            "partly used pages of the expandable segment, which only unmap whole pages"
+            if oom.expandable
+            else "partly used segments, which cannot be freed"
+        )
+        return (
+            head + f"{fb(oom.free_in_pool_bytes)} is free in the pool but the largest block "
+            f"is {fb(oom.largest_free_bytes)}; the free memory sits in {where}, and {grow}"
+        )
+    return head + (
+        f"only {fb(oom.free_in_pool_bytes)} free in the pool after releasing the cache, and {grow}"
+    )

@@ -91,8 +91,12 @@ class ReleaseMixin(AllocatorBase):
         recording released here had its graph destroyed: from now on it is freeable."""
         for act, addr, _ in self.hints.get(self.tag, ()):
             head = self.segments.get(addr)
-            if act == SEG_FREE and head is not None and head.pool.private >= 0 \
-                    and head.pool.private not in self.freeable:
+            if (
+                act == SEG_FREE
+                and head is not None
+                and head.pool.private >= 0
+                and head.pool.private not in self.freeable
+            ):
                 self.freeable.append(head.pool.private)
         self.release_cached()
 

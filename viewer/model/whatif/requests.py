@@ -30,14 +30,18 @@ from typing import Any, Callable
 import numpy as np
 
 from .._native import native_module
-from ..replay import DeviceReplay, Layout
 from ..core import allocator_rules as rules
 from ..core.snapshot import Action, Snapshot
+from ..replay import DeviceReplay, Layout
 
 ALLOC, FREE, FREE_REQ, FREE_DONE, OOM, EMPTY_CACHE = range(6)
 KIND_NAMES = ("alloc", "free", "free_requested", "free_completed", "oom", "empty_cache")
-SEGMENT_ACTIONS = (Action.SEGMENT_ALLOC, Action.SEGMENT_FREE, Action.SEGMENT_MAP,
-                   Action.SEGMENT_UNMAP)
+SEGMENT_ACTIONS = (
+    Action.SEGMENT_ALLOC,
+    Action.SEGMENT_FREE,
+    Action.SEGMENT_MAP,
+    Action.SEGMENT_UNMAP,
+)
 NO_REF = -1
 
 # The loop over every event in C (_native/whatif_core.c: build_requests), None when not built.
@@ -71,8 +75,7 @@ class Requests:
 
 # Events inside a release run: what the allocator's cache release emits (segments freed
 # or unmapped, the pending frees it waits for first) and snapshots taken meanwhile.
-RELEASE_RUN = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED,
-               Action.SNAPSHOT)
+RELEASE_RUN = (Action.SEGMENT_FREE, Action.SEGMENT_UNMAP, Action.FREE_COMPLETED, Action.SNAPSHOT)
 
 
 def _run_start(actions: list, k: int) -> int:
@@ -89,13 +92,26 @@ def _could_fail(rep: DeviceReplay, actions: list, sizes: list, next_sig: list, n
     reserved = rep.reserved
     peak = int(reserved.max())
     start = int(reserved[0]) - _reserved_step(actions[0], sizes[0])
-    return _could_fail_given(lambda i: int(reserved[i]), start, peak,
-                             lambda k: _run_start(actions, k), sizes, next_sig, next_at)
+    return _could_fail_given(
+        lambda i: int(reserved[i]),
+        start,
+        peak,
+        lambda k: _run_start(actions, k),
+        sizes,
+        next_sig,
+        next_at,
+    )
 
 
-def _could_fail_given(reserved: Callable[[int], int], start: int, peak: int,
-                      run_start_of: Callable[[int], int], sizes: Any, next_sig: Any,
-                      next_at: Any) -> Callable[[int], bool]:
+def _could_fail_given(
+    reserved: Callable[[int], int],
+    start: int,
+    peak: int,
+    run_start_of: Callable[[int], int],
+    sizes: Any,
+    next_sig: Any,
+    next_at: Any,
+) -> Callable[[int], bool]:
     """The test of :func:`_could_fail` and :func:`_could_fail_at` once each has its
     reserved curve (``reserved(i)`` after event ``i``; ``start`` before the first),
     its peak and its way to find where a release run starts."""
@@ -115,9 +131,14 @@ def _could_fail_given(reserved: Callable[[int], int], start: int, peak: int,
     return could_fail
 
 
-def _served_from_cache(rep: DeviceReplay, pools: list[tuple[int, int]],
-                       cfg: rules.AllocatorConfig, columns: tuple[list, list, list, list, list],
-                       next_sig: list, next_at: list):
+def _served_from_cache(
+    rep: DeviceReplay,
+    pools: list[tuple[int, int]],
+    cfg: rules.AllocatorConfig,
+    columns: tuple[list, list, list, list, list],
+    next_sig: list,
+    next_at: list,
+):
     """k -> would the request after the release run at event ``k`` have been served
     from the cache that run released, so that it never called cudaMalloc?
 
@@ -163,12 +184,14 @@ def _served_from_cache(rep: DeviceReplay, pools: list[tuple[int, int]],
         completed = [addrs[i] for i in range(start, end) if actions[i] == Action.FREE_COMPLETED]
         for i in range(start, end):
             seg, length = addrs[i], sizes[i]
-            if actions[i] == Action.SEGMENT_FREE and streams[i] == streams[r] \
-                    and _private(pools, evpool[i]) < 0 \
-                    and (length <= rules.SMALL_BUFFER) == small \
-                    and rules.may_serve(length, size, cfg.max_split_size,
-                                        cfg.max_non_split_rounding) \
-                    and not any(seg <= a < seg + length for a in completed):
+            if (
+                actions[i] == Action.SEGMENT_FREE
+                and streams[i] == streams[r]
+                and _private(pools, evpool[i]) < 0
+                and (length <= rules.SMALL_BUFFER) == small
+                and rules.may_serve(length, size, cfg.max_split_size, cfg.max_non_split_rounding)
+                and not any(seg <= a < seg + length for a in completed)
+            ):
                 return True
         return False
 
@@ -185,8 +208,9 @@ def released_by_empty_cache(snap: Snapshot, rep: DeviceReplay) -> np.ndarray:
     such a stack settles what the allocator's rules can only bound."""
     out = np.zeros(len(rep), bool)
     action = rep.action
-    release = np.flatnonzero(((action == Action.SEGMENT_FREE) | (action == Action.SEGMENT_UNMAP))
-                             & (rep.stack >= 0))
+    release = np.flatnonzero(
+        ((action == Action.SEGMENT_FREE) | (action == Action.SEGMENT_UNMAP)) & (rep.stack >= 0)
+    )
     if not len(release):
         return out
     frames, strings = snap.frames, snap.frames.strings
@@ -221,10 +245,14 @@ def _private(pools: list[tuple[int, int]], index: int) -> int:
     return index
 
 
-def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
-                   retries_possible: bool = True, gc_possible: bool = False,
-                   cfg: rules.AllocatorConfig | None = None,
-                   emptied: np.ndarray | None = None) -> Requests:
+def build_requests(
+    rep: DeviceReplay,
+    pools: list[tuple[int, int]],
+    retries_possible: bool = True,
+    gc_possible: bool = False,
+    cfg: rules.AllocatorConfig | None = None,
+    emptied: np.ndarray | None = None,
+) -> Requests:
     """The request stream of one device's replay (``rep`` from the timeline): the same
     :class:`Requests` as :func:`build_requests_reference` (which says what each argument
     means), column for column.
@@ -233,19 +261,25 @@ def build_requests(rep: DeviceReplay, pools: list[tuple[int, int]],
     few); the loop over every event runs in C (``whatif_core.build_requests``), its dicts
     by address as hash maps.  Without the C extension the reference answers."""
     if not native_available():
-        return build_requests_reference(rep, pools, retries_possible, gc_possible, cfg,
-                                        emptied)
+        return build_requests_reference(rep, pools, retries_possible, gc_possible, cfg, emptied)
     action = np.ascontiguousarray(rep.action, np.int8)
     n = len(action)
     seg = np.flatnonzero((action >= Action.SEGMENT_ALLOC) & (action <= Action.SEGMENT_UNMAP))
-    program = _program_releases(rep, pools, retries_possible, gc_possible,
-                                cfg or rules.AllocatorConfig(), emptied, seg)
+    program = _program_releases(
+        rep, pools, retries_possible, gc_possible, cfg or rules.AllocatorConfig(), emptied, seg
+    )
     lut = np.array([_private(pools, p) for p in range(len(pools))], np.int32)
     cols = build_request_columns(rep, lut, program, len(seg))
     init = rep.initial
     pools_init = np.array([_private(pools, p) for p in init.seg_pool.tolist()], np.int32)
-    return Requests(**cols, initial=init, initial_pool=pools_init, n_events=n,
-                    time_us=rep.time_us, replay_inconsistencies=rep.inconsistencies)
+    return Requests(
+        **cols,
+        initial=init,
+        initial_pool=pools_init,
+        n_events=n,
+        time_us=rep.time_us,
+        replay_inconsistencies=rep.inconsistencies,
+    )
 
 
 def native_available() -> bool:
@@ -253,8 +287,9 @@ def native_available() -> bool:
     return _core is not None and hasattr(_core, "build_requests")
 
 
-def build_request_columns(rep: DeviceReplay, pool_lut: np.ndarray, program: np.ndarray,
-                          n_segment_events: int) -> dict[str, np.ndarray]:
+def build_request_columns(
+    rep: DeviceReplay, pool_lut: np.ndarray, program: np.ndarray, n_segment_events: int
+) -> dict[str, np.ndarray]:
     """The columns of :class:`Requests` (less the layout and the counts) from a
     device's replay ``rep``, by the C loop: ``pool_lut`` maps an event's pool to the
     request's, ``program`` lists the releases that were the program's empty_cache.
@@ -263,19 +298,44 @@ def build_request_columns(rep: DeviceReplay, pool_lut: np.ndarray, program: np.n
     to the rows made: pages never written take no memory, and the cut gives the rest back
     without a copy."""
     n = len(rep)
-    out = {name: np.empty(n, dtype) for name, dtype in (
-        ("kind", np.int8), ("size", np.int64), ("stream", np.int64), ("pool", np.int32),
-        ("ref", np.int64), ("event", np.int64))}
-    seg = {name: np.empty(n_segment_events, dtype) for name, dtype in (
-        ("seg_tag", np.int64), ("seg_action", np.int8), ("seg_addr", np.int64),
-        ("seg_size", np.int64))}
-    columns = tuple(np.ascontiguousarray(getattr(rep, c), t) for c, t in (
-        ("action", np.int8), ("addr", np.int64), ("size", np.int64), ("stream", np.int64),
-        ("pool", np.int32)))
+    out = {
+        name: np.empty(n, dtype)
+        for name, dtype in (
+            ("kind", np.int8),
+            ("size", np.int64),
+            ("stream", np.int64),
+            ("pool", np.int32),
+            ("ref", np.int64),
+            ("event", np.int64),
+        )
+    }
+    seg = {
+        name: np.empty(n_segment_events, dtype)
+        for name, dtype in (
+            ("seg_tag", np.int64),
+            ("seg_action", np.int8),
+            ("seg_addr", np.int64),
+            ("seg_size", np.int64),
+        )
+    }
+    columns = tuple(
+        np.ascontiguousarray(getattr(rep, c), t)
+        for c, t in (
+            ("action", np.int8),
+            ("addr", np.int64),
+            ("size", np.int64),
+            ("stream", np.int64),
+            ("pool", np.int32),
+        )
+    )
     rows, answers = _core.build_requests(
-        columns, np.ascontiguousarray(rep.initial.blk_addr, np.int64),
-        np.ascontiguousarray(pool_lut, np.int32), np.ascontiguousarray(program, np.int64),
-        tuple(out.values()), tuple(seg.values()))
+        columns,
+        np.ascontiguousarray(rep.initial.blk_addr, np.int64),
+        np.ascontiguousarray(pool_lut, np.int32),
+        np.ascontiguousarray(program, np.int64),
+        tuple(out.values()),
+        tuple(seg.values()),
+    )
     assert answers == n_segment_events
     for column in out.values():
         column.resize(rows, refcheck=False)
@@ -311,7 +371,7 @@ def _next_significant(action: np.ndarray, events: np.ndarray) -> tuple[dict, dic
         if found <= k:
             found, lo, width = -1, k + 1, 64
             while lo < n:
-                chunk = action[lo:lo + width]
+                chunk = action[lo : lo + width]
                 hit = np.flatnonzero(~np.isin(chunk, run))
                 if len(hit):
                     found = lo + int(hit[0])
@@ -325,9 +385,15 @@ def _next_significant(action: np.ndarray, events: np.ndarray) -> tuple[dict, dic
     return next_sig, next_at
 
 
-def _program_releases(rep: DeviceReplay, pools: list[tuple[int, int]], retries_possible: bool,
-                      gc_possible: bool, cfg: rules.AllocatorConfig,
-                      emptied: np.ndarray | None, seg: np.ndarray) -> np.ndarray:
+def _program_releases(
+    rep: DeviceReplay,
+    pools: list[tuple[int, int]],
+    retries_possible: bool,
+    gc_possible: bool,
+    cfg: rules.AllocatorConfig,
+    emptied: np.ndarray | None,
+    seg: np.ndarray,
+) -> np.ndarray:
     """The release events (of the segment events ``seg``) that
     :func:`build_requests_reference` judges the program's empty_cache, ascending: its rule,
     evaluated at the segment events only.  As there, it is evaluated at every segment
@@ -339,26 +405,29 @@ def _program_releases(rep: DeviceReplay, pools: list[tuple[int, int]], retries_p
     if not retries_possible or not is_release.any():
         return seg[is_release].astype(np.int64)
     next_sig, next_at = _next_significant(action, seg)
-    columns = (_Ints(action), _Ints(rep.addr), _Ints(rep.size), _Ints(rep.stream),
-               _Ints(rep.pool))
+    columns = (_Ints(action), _Ints(rep.addr), _Ints(rep.size), _Ints(rep.stream), _Ints(rep.pool))
     actions, _, sizes, _, evpool = columns
-    could_fail = _could_fail_at(rep, seg, actions, sizes, next_sig, next_at) \
-        if not gc_possible else None
+    could_fail = (
+        _could_fail_at(rep, seg, actions, sizes, next_sig, next_at) if not gc_possible else None
+    )
     served = _served_from_cache(rep, pools, cfg, columns, next_sig, next_at)  # type: ignore
     out = []
     for k, release in zip(seg.tolist(), is_release.tolist()):
-        by_program = _private(pools, evpool[k]) >= 0 \
-            or (emptied is not None and bool(emptied[k])) \
-            or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM) \
-            or (could_fail is not None and not could_fail(k)) \
+        by_program = (
+            _private(pools, evpool[k]) >= 0
+            or (emptied is not None and bool(emptied[k]))
+            or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM)
+            or (could_fail is not None and not could_fail(k))
             or (actions[k] == Action.SEGMENT_FREE and served is not None and served(k))
+        )
         if release and by_program:
             out.append(k)
     return np.array(out, np.int64)
 
 
-def _could_fail_at(rep: DeviceReplay, seg: np.ndarray, actions: _Ints, sizes: _Ints,
-                   next_sig: dict, next_at: dict):
+def _could_fail_at(
+    rep: DeviceReplay, seg: np.ndarray, actions: _Ints, sizes: _Ints, next_sig: dict, next_at: dict
+):
     """:func:`_could_fail` from the segment events alone: reserved bytes change only at
     them, so the reserved curve is their running sum (in int64, as the curve is summed)
     and no curve of every event is made."""
@@ -383,8 +452,9 @@ def _could_fail_at(rep: DeviceReplay, seg: np.ndarray, actions: _Ints, sizes: _I
         return values[at] if at >= 0 else int(curve_start)
 
     start = reserved(0) - _reserved_step(actions[0], sizes[0])
-    return _could_fail_given(reserved, start, peak, lambda k: _run_start_at(actions, k), sizes,
-                             next_sig, next_at)
+    return _could_fail_given(
+        reserved, start, peak, lambda k: _run_start_at(actions, k), sizes, next_sig, next_at
+    )
 
 
 def _run_start_at(actions: _Ints, k: int) -> int:
@@ -402,10 +472,14 @@ def _run_start_at(actions: _Ints, k: int) -> int:
     return 0
 
 
-def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
-                             retries_possible: bool = True, gc_possible: bool = False,
-                             cfg: rules.AllocatorConfig | None = None,
-                             emptied: np.ndarray | None = None) -> Requests:
+def build_requests_reference(
+    rep: DeviceReplay,
+    pools: list[tuple[int, int]],
+    retries_possible: bool = True,
+    gc_possible: bool = False,
+    cfg: rules.AllocatorConfig | None = None,
+    emptied: np.ndarray | None = None,
+) -> Requests:
     """The request stream of one device's replay (``rep`` from the timeline), one event at
     a time in Python: the reference :func:`build_requests` equals.
 
@@ -444,8 +518,14 @@ def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
         if actions[k] not in RELEASE_RUN:
             nxt, nxt_at = actions[k], k
     could_fail = _could_fail(rep, actions, sizes, next_sig, next_at) if not gc_possible else None
-    served = _served_from_cache(rep, pools, cfg or rules.AllocatorConfig(),
-                                (actions, addrs, sizes, streams, evpool), next_sig, next_at)
+    served = _served_from_cache(
+        rep,
+        pools,
+        cfg or rules.AllocatorConfig(),
+        (actions, addrs, sizes, streams, evpool),
+        next_sig,
+        next_at,
+    )
     init = rep.initial
     init_index = {a: j for j, a in enumerate(init.blk_addr.tolist())}
     kind: list[int] = []
@@ -485,8 +565,7 @@ def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
                 init_index.pop(a, None)
             if r == NO_REF:
                 continue
-            immediate = k + 1 < n and actions[k + 1] == Action.FREE_COMPLETED \
-                and addrs[k + 1] == a
+            immediate = k + 1 < n and actions[k + 1] == Action.FREE_COMPLETED and addrs[k + 1] == a
             kind.append(FREE if immediate else FREE_REQ)
             size.append(sizes[k])
             stream.append(streams[k])
@@ -498,8 +577,12 @@ def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
             in_empty_cache = False
         elif act == Action.FREE_COMPLETED:
             a = addrs[k]
-            if k > 0 and actions[k - 1] == Action.FREE_REQUESTED and addrs[k - 1] == a \
-                    and a not in pending:
+            if (
+                k > 0
+                and actions[k - 1] == Action.FREE_REQUESTED
+                and addrs[k - 1] == a
+                and a not in pending
+            ):
                 continue  # the completion of an immediate FREE
             r = pending.pop(a, None)
             if r is None:  # pending since before the window
@@ -533,11 +616,14 @@ def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
             # Cache released inside an allocation comes right before its new
             # segment (or its OOM); a malloc never releases a private pool
             # while capturing, so such releases are the program's too.
-            by_program = not retries_possible or _private(pools, evpool[k]) >= 0 \
-                or (emptied is not None and bool(emptied[k])) \
-                or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM) \
-                or (could_fail is not None and not could_fail(k)) \
+            by_program = (
+                not retries_possible
+                or _private(pools, evpool[k]) >= 0
+                or (emptied is not None and bool(emptied[k]))
+                or next_sig[k] not in (Action.SEGMENT_ALLOC, Action.SEGMENT_MAP, Action.OOM)
+                or (could_fail is not None and not could_fail(k))
                 or (act == Action.SEGMENT_FREE and served is not None and served(k))
+            )
             if is_release and by_program:
                 if not in_empty_cache:
                     kind.append(EMPTY_CACHE)
@@ -556,11 +642,19 @@ def build_requests_reference(rep: DeviceReplay, pools: list[tuple[int, int]],
         seg_tag[j] = len(kind)
     pools_init = np.array([_private(pools, p) for p in init.seg_pool.tolist()], np.int32)
     return Requests(
-        kind=np.array(kind, np.int8), size=np.array(size, np.int64),
-        stream=np.array(stream, np.int64), pool=np.array(pool, np.int32),
-        ref=np.array(ref, np.int64), event=np.array(event, np.int64),
-        initial=init, initial_pool=pools_init,
-        seg_tag=np.array(seg_tag, np.int64), seg_action=np.array(seg_action, np.int8),
-        seg_addr=np.array(seg_addr, np.int64), seg_size=np.array(seg_size, np.int64),
-        n_events=n, time_us=rep.time_us, replay_inconsistencies=rep.inconsistencies,
+        kind=np.array(kind, np.int8),
+        size=np.array(size, np.int64),
+        stream=np.array(stream, np.int64),
+        pool=np.array(pool, np.int32),
+        ref=np.array(ref, np.int64),
+        event=np.array(event, np.int64),
+        initial=init,
+        initial_pool=pools_init,
+        seg_tag=np.array(seg_tag, np.int64),
+        seg_action=np.array(seg_action, np.int8),
+        seg_addr=np.array(seg_addr, np.int64),
+        seg_size=np.array(seg_size, np.int64),
+        n_events=n,
+        time_us=rep.time_us,
+        replay_inconsistencies=rep.inconsistencies,
     )

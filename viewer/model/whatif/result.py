@@ -64,6 +64,6 @@ class SimResult:
         oom = self.first_oom
         if oom is None or not len(self.reserved):
             return self.peak_reserved
-        return max(int(self.reserved[:oom.request + 1].max()), int(self.reserved_before))
+        return max(int(self.reserved[: oom.request + 1].max()), int(self.reserved_before))
 
     reserved_before: int = 0  # before the first request

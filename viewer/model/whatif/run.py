@@ -32,8 +32,12 @@ PROGRESS_EVERY = 1 << 13
 def hints_of(reqs: rq.Requests) -> dict[int, list[tuple[int, int, int]]]:
     """Recorded segment events per request: addresses new segments can reuse."""
     hints: dict[int, list[tuple[int, int, int]]] = {}
-    for tag, act, addr, size in zip(reqs.seg_tag.tolist(), reqs.seg_action.tolist(),
-                                    reqs.seg_addr.tolist(), reqs.seg_size.tolist()):
+    for tag, act, addr, size in zip(
+        reqs.seg_tag.tolist(),
+        reqs.seg_action.tolist(),
+        reqs.seg_addr.tolist(),
+        reqs.seg_size.tolist(),
+    ):
         hints.setdefault(tag, []).append((act, addr, size))
     return hints
 
@@ -44,26 +48,40 @@ def _seed(al: Allocator, reqs: rq.Requests, sidx_of) -> list:
     live_rows: list = [None] * init.n_blocks
     if not len(init.seg_addr):
         return live_rows
-    seg_of = np.searchsorted(init.seg_addr, init.blk_addr, side="right") - 1 \
-        if init.n_blocks else np.zeros(0, np.int64)
-    state = np.where(init.blk_state == FREE_STATE, 2,
-                     np.where(init.blk_state == PENDING_STATE, 1, 0))
+    seg_of = (
+        np.searchsorted(init.seg_addr, init.blk_addr, side="right") - 1
+        if init.n_blocks
+        else np.zeros(0, np.int64)
+    )
+    state = np.where(
+        init.blk_state == FREE_STATE, 2, np.where(init.blk_state == PENDING_STATE, 1, 0)
+    )
     rows_by_seg: dict[int, list[int]] = {}
     for j, s in enumerate(seg_of.tolist()):
         rows_by_seg.setdefault(s, []).append(j)
-    addr_l, size_l, req_l = (init.blk_addr.tolist(), init.blk_size.tolist(),
-                             init.blk_requested.tolist())
+    addr_l, size_l, req_l = (
+        init.blk_addr.tolist(),
+        init.blk_size.tolist(),
+        init.blk_requested.tolist(),
+    )
     state_l = state.tolist()
     groups: dict[tuple, list] = {}
-    for s, (ptr, size, stream, small, exp) in enumerate(zip(
-            init.seg_addr.tolist(), init.seg_size.tolist(), init.seg_stream.tolist(),
-            init.seg_small.tolist(), init.seg_expandable.tolist())):
+    for s, (ptr, size, stream, small, exp) in enumerate(
+        zip(
+            init.seg_addr.tolist(),
+            init.seg_size.tolist(),
+            init.seg_stream.tolist(),
+            init.seg_small.tolist(),
+            init.seg_expandable.tolist(),
+        )
+    ):
         rows = rows_by_seg.get(s, [])
         blocks = [(addr_l[j], size_l[j], state_l[j], req_l[j]) for j in rows]
         private = int(reqs.initial_pool[s])
         if exp:
-            groups.setdefault((sidx_of(stream), private, small),
-                              []).append((ptr, size, blocks, rows))
+            groups.setdefault((sidx_of(stream), private, small), []).append(
+                (ptr, size, blocks, rows)
+            )
             continue
         got = al.add_segment(ptr, size, sidx_of(stream), private, small, blocks)
         for j in rows:
@@ -77,9 +95,14 @@ def _seed(al: Allocator, reqs: rq.Requests, sidx_of) -> list:
     return live_rows
 
 
-def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = None,
-             gpu_bytes: int | None = None, progress: Progress | None = None,
-             stage: str = "simulate") -> SimResult:
+def simulate(
+    reqs: rq.Requests,
+    cfg: rules.AllocatorConfig,
+    limit: int | None = None,
+    gpu_bytes: int | None = None,
+    progress: Progress | None = None,
+    stage: str = "simulate",
+) -> SimResult:
     """Answer ``reqs`` as the allocator would under ``cfg`` and ``limit`` (bytes allowed).
 
     A request stream the model cannot follow from a recording the replay found
@@ -97,9 +120,14 @@ def simulate(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = 
     return simulate_python(reqs, cfg, limit, gpu_bytes, progress, stage)
 
 
-def simulate_python(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None = None,
-                    gpu_bytes: int | None = None, progress: Progress | None = None,
-                    stage: str = "simulate") -> SimResult:
+def simulate_python(
+    reqs: rq.Requests,
+    cfg: rules.AllocatorConfig,
+    limit: int | None = None,
+    gpu_bytes: int | None = None,
+    progress: Progress | None = None,
+    stage: str = "simulate",
+) -> SimResult:
     """:func:`simulate` with the Python model, the reference."""
     al = Allocator(cfg, limit, gpu_bytes, hints_of(reqs))
     try:
@@ -108,14 +136,25 @@ def simulate_python(reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | 
         if not reqs.replay_inconsistencies:
             raise  # a consistent recording: the model's own fault, keep the traceback
         i = al.tag
-        where = (f"request {i} (trace event {int(reqs.event[i])})" if 0 <= i < len(reqs)
-                 else "the layout before the first event")
-        raise SnapshotError(f"the trace is inconsistent at {where}: the allocator model "
-                            f"cannot follow it ({type(e).__name__})") from None
+        where = (
+            f"request {i} (trace event {int(reqs.event[i])})"
+            if 0 <= i < len(reqs)
+            else "the layout before the first event"
+        )
+        raise SnapshotError(
+            f"the trace is inconsistent at {where}: the allocator model "
+            f"cannot follow it ({type(e).__name__})"
+        ) from None
 
 
-def _simulate(al: Allocator, reqs: rq.Requests, cfg: rules.AllocatorConfig, limit: int | None,
-              progress: Progress | None, stage: str) -> SimResult:
+def _simulate(
+    al: Allocator,
+    reqs: rq.Requests,
+    cfg: rules.AllocatorConfig,
+    limit: int | None,
+    progress: Progress | None,
+    stage: str,
+) -> SimResult:
     streams = sorted(set(reqs.stream.tolist()) | set(reqs.initial.seg_stream.tolist()))
     sidx = {s: i for i, s in enumerate(streams)}
     live_rows = _seed(al, reqs, sidx.__getitem__)
@@ -190,12 +229,23 @@ def _simulate(al: Allocator, reqs: rq.Requests, cfg: rules.AllocatorConfig, limi
     progress.update(stage, 1.0)
     frag = 1.0 - largest_pk / free_pk if free_pk else 0.0
     return SimResult(
-        config=cfg, limit=limit, reserved=np.array(reserved, np.int64),
-        allocated=np.array(allocated, np.int64), peak_reserved=peak_res,
-        peak_reserved_request=peak_res_at, peak_allocated=peak_alloc,
-        fragmentation_at_peak=frag, free_at_peak=free_pk, largest_free_at_peak=largest_pk,
-        n_cuda_malloc=al.n_alloc, n_cuda_free=al.n_free, n_retries=al.retries, ooms=ooms,
-        recorded_ooms_avoided=avoided, events=al.events, final_segments=al.segment_list(),
+        config=cfg,
+        limit=limit,
+        reserved=np.array(reserved, np.int64),
+        allocated=np.array(allocated, np.int64),
+        peak_reserved=peak_res,
+        peak_reserved_request=peak_res_at,
+        peak_allocated=peak_alloc,
+        fragmentation_at_peak=frag,
+        free_at_peak=free_pk,
+        largest_free_at_peak=largest_pk,
+        n_cuda_malloc=al.n_alloc,
+        n_cuda_free=al.n_free,
+        n_retries=al.retries,
+        ooms=ooms,
+        recorded_ooms_avoided=avoided,
+        events=al.events,
+        final_segments=al.segment_list(),
         reserved_before=reserved_before,
     )
 
@@ -205,10 +255,18 @@ def _oom(al: Allocator, reqs: rq.Requests, i: int, recorded: bool, sidx: int) ->
     small = size <= rules.SMALL_SIZE
     free, largest = al.free_for(int(reqs.pool[i]), small, sidx)
     return Oom(
-        request=i, event=int(reqs.event[i]), size=size, stream=int(reqs.stream[i]),
-        pool_kind="small" if small else "large", reserved_bytes=al.total,
-        allocated_bytes=al.allocated, free_in_pool_bytes=free, largest_free_bytes=largest,
-        kind="fragmentation" if free >= size else "capacity", recorded=recorded,
-        new_memory_bytes=rules.segment_size_for(size), limit=al.allowed if al.set_fraction
-        else None, expandable=al.expandable,
+        request=i,
+        event=int(reqs.event[i]),
+        size=size,
+        stream=int(reqs.stream[i]),
+        pool_kind="small" if small else "large",
+        reserved_bytes=al.total,
+        allocated_bytes=al.allocated,
+        free_in_pool_bytes=free,
+        largest_free_bytes=largest,
+        kind="fragmentation" if free >= size else "capacity",
+        recorded=recorded,
+        new_memory_bytes=rules.segment_size_for(size),
+        limit=al.allowed if al.set_fraction else None,
+        expandable=al.expandable,
     )

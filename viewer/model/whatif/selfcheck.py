@@ -36,8 +36,9 @@ def compare_events(reqs: Requests, sim: SimResult) -> str:
     ours = [(t, a, s) for t, a, _, s in sim.events]
     for j, (r, o) in enumerate(zip(rec, ours)):
         if r != o:
-            return (f"segment event {j}: recorded {_describe(reqs, r)}, "
-                    f"simulated {_describe(reqs, o)}")
+            return (
+                f"segment event {j}: recorded {_describe(reqs, r)}, simulated {_describe(reqs, o)}"
+            )
     if len(rec) != len(ours):
         j = min(len(rec), len(ours))
         extra = rec[j] if len(rec) > j else ours[j]
@@ -48,8 +49,11 @@ def compare_events(reqs: Requests, sim: SimResult) -> str:
 
 def _describe(reqs: Requests, ev: tuple[int, int, int]) -> str:
     tag, act, size = ev
-    where = (f"at trace event {int(reqs.event[tag])}" if 0 <= tag < len(reqs)
-             else "after the last request")
+    where = (
+        f"at trace event {int(reqs.event[tag])}"
+        if 0 <= tag < len(reqs)
+        else "after the last request"
+    )
     return f"{NAMES.get(act, act)} of {size} bytes {where} (request {tag})"
 
 

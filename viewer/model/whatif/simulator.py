@@ -40,11 +40,24 @@ segments in :mod:`.expandable` (mixins of :class:`Allocator`).
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 
 from ..core import allocator_rules as rules
-from .blocks import (ADDR_MASK, DEFAULT_GPU_BYTES, LARGE_PAGE, SEG_ALLOC, SEG_MAP,
-                     SHIFT_SIZE, SHIFT_STREAM, SMALL_SIZE, SYNTH_BASE, Block, Expandable, Pool)
+from .blocks import (
+    ADDR_MASK,
+    DEFAULT_GPU_BYTES,
+    LARGE_PAGE,
+    SEG_ALLOC,
+    SEG_MAP,
+    SHIFT_SIZE,
+    SHIFT_STREAM,
+    SMALL_SIZE,
+    SYNTH_BASE,
+    Block,
+    Expandable,
+    Pool,
+)
 from .expandable import ExpandableMixin
 from .release import ReleaseMixin
 
@@ -59,8 +72,13 @@ class Allocator(ReleaseMixin, ExpandableMixin):
     ``(request index, action, address, size)``.
     """
 
-    def __init__(self, cfg: rules.AllocatorConfig, limit: int | None = None,
-                 gpu_bytes: int | None = None, hints: dict | None = None) -> None:
+    def __init__(
+        self,
+        cfg: rules.AllocatorConfig,
+        limit: int | None = None,
+        gpu_bytes: int | None = None,
+        hints: dict | None = None,
+    ) -> None:
         self.cfg = cfg
         self.max_split = cfg.max_split_size
         self.max_non_split = cfg.max_non_split_rounding
@@ -132,8 +150,15 @@ class Allocator(ReleaseMixin, ExpandableMixin):
         return ptr
 
     # -- seeding -----------------------------------------------------------------
-    def add_segment(self, ptr: int, size: int, sidx: int, private: int, small: bool,
-                    blocks: list[tuple[int, int, int, int]]) -> dict[int, Block]:
+    def add_segment(
+        self,
+        ptr: int,
+        size: int,
+        sidx: int,
+        private: int,
+        small: bool,
+        blocks: list[tuple[int, int, int, int]],
+    ) -> dict[int, Block]:
         """A segment that exists before the first request; ``blocks``: (ptr, size, state, req)
         with state 0 allocated, 1 pending, 2 free.  Returns the live blocks by address."""
         pool = self.pool(private, small)
@@ -159,7 +184,7 @@ class Allocator(ReleaseMixin, ExpandableMixin):
                 live[ptr] = b
             own.append(b)
         if chain is None:
-            for a, b in zip(own, own[1:]):
+            for a, b in itertools.pairwise(own):
                 a.next, b.prev = b, a
             if own:
                 self.segments[own[0].ptr] = own[0]
@@ -225,6 +250,7 @@ class Allocator(ReleaseMixin, ExpandableMixin):
                 def grow(x):
                     nx = x.next
                     return x.size + (nx.size if nx is not None and not nx.mapped else 0)
+
                 j += 1
                 while b.es is not None and j < n and keys[j] >> SHIFT_STREAM == sidx:
                     c = pool.blocks[keys[j]]
@@ -243,8 +269,9 @@ class Allocator(ReleaseMixin, ExpandableMixin):
         pool.remove(b)
         return b
 
-    def alloc_block(self, pool: Pool, size: int, alloc_size: int, sidx: int,
-                    retry: bool) -> Block | None:
+    def alloc_block(
+        self, pool: Pool, size: int, alloc_size: int, sidx: int, retry: bool
+    ) -> Block | None:
         if retry:
             self.retries += 1
         if self.set_fraction and self.total + alloc_size > self.allowed:
