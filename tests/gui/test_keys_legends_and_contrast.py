@@ -1,6 +1,6 @@
-"""What new users reported: one key bound twice, a second file showing the first one's
-leaks, unreadable charts and legends, faint captions, long names run together, and
-a leak painted as "unknown" - each on real recordings, in a real window (offscreen)."""
+"""Keys, legends and contrast in a real window (offscreen), on real recordings: no key
+bound twice, a second file never shows the first one's leaks, chart ticks and legends
+that can be read, captions with contrast, long names elided, leaks coloured as leaks."""
 
 from __future__ import annotations
 

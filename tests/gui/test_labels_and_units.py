@@ -1,4 +1,6 @@
-"""GUI defects found by new users: each test failed before its fix."""
+"""The main window's labels, units and hit tests on real recordings: row labels that
+follow the cursor, axes in the header's unit, legends and titles that name what they show,
+labels that never overlap, and what a window opened at one device's OOM shows."""
 
 from __future__ import annotations
 
