@@ -16,7 +16,7 @@ NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* v
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
-	@echo "make test    - install test tools, lint (imports, ruff, mypy on the model), run the tests"
+	@echo "make test    - install test tools, lint (imports, ruff, mypy), run the tests"
 	@echo "make lint    - only the linters: lint-imports, ruff check, mypy"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
 	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
@@ -58,7 +58,7 @@ run: install
 
 # lint-imports: the layers and import rules of .importlinter (viewer/README.md, "Architecture");
 # ruff: the whole tree, checked and formatted ([tool.ruff] in pyproject.toml; .pre-commit-config.yaml
-# runs the same on each commit); mypy: the model ([tool.mypy]).
+# runs the same on each commit); mypy: the model, the commands and capture ([tool.mypy]).
 # import-linter takes only top-level or namespace packages as roots, and vramscope.viewer and
 # vramscope.capture are subpackages of the installed `vramscope` (the Python API, viewer/api/):
 # it reads them through a namespace view of the tree, links under $(IMPORT_VIEW).
