@@ -84,19 +84,11 @@ def get(k: str) -> str | None:
 
 def put(k: str, text: str) -> None:
     """Store ``text`` for key ``k`` (atomically); a cache that cannot be written is ignored."""
-    import tempfile
+    from ..model.io.atomic import write_atomic
 
     directory = _results_dir()
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".txt")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, os.path.join(directory, f"{k}.txt"))
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomic(os.path.join(directory, f"{k}.txt"), text.encode("utf-8"))
         with os.scandir(directory) as it:
             entries = sorted((e.stat().st_mtime, e.path) for e in it if e.name.endswith(".txt"))
         for _, old in entries[:-MAX_ENTRIES]:

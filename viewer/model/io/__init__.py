@@ -8,7 +8,8 @@
 * :mod:`.schema` - the snapshot dictionary's shapes across torch versions;
 * :mod:`.builder` - :class:`SnapshotBuilder`: Python objects to columns;
 * :mod:`.interner` - frames and stacks interned while building;
-* :mod:`.cache` - the on-disk column cache, keyed by :mod:`vramscope.viewer.early.file_identity`.
+* :mod:`.cache` - the on-disk column cache, keyed by :mod:`vramscope.viewer.early.file_identity`;
+* :mod:`.atomic` - :func:`~.atomic.write_atomic`: the viewer's files written whole or not at all.
 
 Never ``pickle.load``: a pickle is parsed by the compiled parser
 (``_native/snapparse.c``) under the rules of the restricted unpickler - builtin types

@@ -23,10 +23,9 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from ..core.snapshot import (
     Stacks,
     Trace,
 )
+from .atomic import write_atomic
 
 # The key and the location are stdlib-only (parse_ahead asks before numpy is imported).
 CACHE_VERSION = file_identity.COLUMN_CACHE_VERSION
@@ -149,7 +149,7 @@ def read_entry(path: Path) -> tuple[dict[str, np.ndarray], dict]:
 
 
 def write_entry(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
-    """Write an entry to ``path`` (not atomically: :func:`store` renames a temp file)."""
+    """Write an entry to ``path``, atomically (a reader never maps half an entry)."""
     layout = {}
     offset = 0
     for name, arr in arrays.items():
@@ -172,12 +172,15 @@ def write_entry(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
         if start == base:
             break
         base = start
-    with open(path, "wb") as f:
+
+    def write(f: IO[bytes]) -> None:
         f.write(_MAGIC + struct.pack("<Q", len(head)) + head)
         f.write(b"\0" * (base - f.tell()))
         for arr in arrays.values():
             f.write(arr.data.cast("B"))
             f.write(b"\0" * (-arr.nbytes % _ALIGN))
+
+    write_atomic(path, write)
 
 
 def store(key: str, snap: Snapshot) -> None:
@@ -186,14 +189,7 @@ def store(key: str, snap: Snapshot) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         arrays, meta = _to_arrays(snap)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
-        os.close(fd)
-        try:
-            write_entry(Path(tmp), arrays, meta)
-            os.replace(tmp, entry_path(key))
-        except BaseException:
-            _remove(Path(tmp))
-            raise
+        write_entry(entry_path(key), arrays, meta)
         trim(max_bytes())
     except OSError:
         pass  # a cache that cannot be written is no reason to fail a load

@@ -12,7 +12,6 @@ gone), with a one-line :attr:`status`.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from vramscope.viewer import live_protocol as proto
 from ..analysis.figures import MemoryStats, Selection, memory_stats
 from ..core.errors import SnapshotError
 from ..core.snapshot import Snapshot
+from ..io.atomic import write_atomic
 from ..io.load import load_bytes
 from . import nvml, remote
 from .client import AttachError, LiveClient, resolve_target
@@ -246,7 +246,7 @@ class LiveSession:
         """Write the full snapshot (a standard pickle, as torch writes it) atomically."""
         data, header, snap = self.snapshot_bytes()
         target = Path(path)
-        write_atomic(target, data)
+        write_atomic(target, data, durable=True)
         return target, snap, header
 
 
@@ -257,21 +257,3 @@ def _stats_by_device(raw: Any) -> dict[int, dict[str, Any]]:
             if isinstance(k, str) and k.isdigit() and isinstance(v, dict):
                 out[int(k)] = v
     return out
-
-
-def write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` via a temp file and rename (never half a file)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
