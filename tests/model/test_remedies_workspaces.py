@@ -206,7 +206,7 @@ def test_with_the_real_workspace_sizes_the_replay_is_exact(b0, b1):
     sizes = ja.scaled_sizes(f)
     w = ja.workspace
     sizes[w] = real[w]
-    got = batch_scale._with_sizes(a, ja, f, sizes).simulate().peak_reserved_until_oom
+    got = batch_scale.ScaledCase(a, sizes, f, ja).simulate().peak_reserved_until_oom
     assert got == table.real_peak_reserved(RESNET[b1])
 
 

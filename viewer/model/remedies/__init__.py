@@ -3,7 +3,11 @@
 * :mod:`.evidence`: per-request lifetime, iteration, phase and provenance;
 * :mod:`.scaling`: which allocations grow with the batch, with a reason each;
 * :mod:`.batch_scale`: the run re-simulated at another batch size, and the
-  largest batch that fits a memory limit (bisection over simulations);
+  largest batch that fits a memory limit (bisection over simulations); beside it,
+  without simulations of their own, :mod:`.batch_ranges` (the sizes the doubtful
+  allocations could take at another batch, and the estimate's low/high) and
+  :mod:`.batch_judge` (exact or estimate, the error a prediction is held to, whether
+  it fits, in words);
 * :mod:`.changes`: the recorded request stream edited as a remedy would edit it
   (kept outputs freed, optimizer state shrunk, checkpointed blocks, autocast), for
   the simulator;
