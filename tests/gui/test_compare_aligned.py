@@ -436,8 +436,11 @@ def test_over_time_unequal_iterations(over_time, qtbot):
     check_cursor_at(pane, 2)
 
 
-def test_minmax_columns_keeps_peaks_and_dips():
-    from vramscope.viewer._qt.compare.aligned_axis import minmax_columns
+def test_minmax_decimation_by_x_keeps_peaks_and_dips():
+    from vramscope.viewer.model.view.curve_lod import decimate
+
+    def minmax_columns(x, y, lo, hi, columns):
+        return decimate(x, y, 0, len(x) - 1, columns, minmax=True, x_range=(lo, hi))
 
     x = np.linspace(0, 10, 1_000_000)
     y = np.zeros_like(x)

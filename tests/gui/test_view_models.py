@@ -152,13 +152,13 @@ def test_curve_decimation_keeps_every_bucket_maximum():
     xs = np.arange(len(y), dtype=np.float64)
     levels = envelope_levels(y)
     assert [lv for lv, _ in levels] == [64, 4096]
-    x_out, y_out = decimate(xs, y, levels, 0, len(y) - 1, 800)
+    x_out, y_out = decimate(xs, y, 0, len(y) - 1, 800, levels=levels)
     assert len(y_out) < 2000 and y_out.max() == y.max()
     # each drawn value is the max of the events from its x to the next one's
     edges = np.append(x_out.astype(np.int64), len(y))
     for j in range(0, len(y_out), 97):
         assert y_out[j] == y[edges[j] : edges[j + 1]].max()
-    x_small, y_small = decimate(xs, y, levels, 1000, 1500, 800)
+    x_small, y_small = decimate(xs, y, 1000, 1500, 800, levels=levels)
     assert np.array_equal(y_small, y[1000:1501]) and np.array_equal(x_small, xs[1000:1501])
 
 

@@ -15,7 +15,7 @@ from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.categories.leaks import leak_interval_mask, leaked_blocks
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.html_report import DeviceSection, ReportParts, build_html
-from vramscope.viewer.model.view.curve_lod import column_extremes
+from vramscope.viewer.model.view.curve_lod import decimate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"
@@ -111,11 +111,11 @@ def test_no_leak_no_leaked_block():
 
 
 @pytest.mark.parametrize("columns", [1, 7, 200, 1000])
-def test_column_extremes_keep_each_columns_min_and_max(columns):
+def test_minmax_decimation_keeps_each_columns_min_and_max(columns):
     rng = np.random.default_rng(columns)
     y = rng.integers(0, 1000, 5003)
     lo, hi = 17, 4990
-    ev = column_extremes(y, lo, hi, columns)
+    ev, _ = decimate(None, y, lo, hi, columns, minmax=True)
     assert ev[0] == lo and ev[-1] == hi and (np.diff(ev) > 0).all()
     n = hi - lo + 1
     if n <= 2 * columns:
@@ -129,12 +129,12 @@ def test_column_extremes_keep_each_columns_min_and_max(columns):
         assert y[inside].min() == y[lo + a : lo + b].min()
 
 
-def test_column_extremes_show_every_iterations_peak():
+def test_minmax_decimation_shows_every_iterations_peak():
     if not BIG.exists():
         pytest.skip("the long trace is not present")
     snap = load_snapshot(str(BIG))
     bd = MemoryBreakdown.build(snap, build_timeline(snap), 0)
-    ev = column_extremes(bd.requested, 0, bd.n_events - 1, 300)
+    ev, _ = decimate(None, bd.requested, 0, bd.n_events - 1, 300, minmax=True)
     top = bd.requested[ev]
     # the peaks of the iterations (1,237 MiB each) are drawn, not three slow humps
     assert top.max() == bd.requested.max()

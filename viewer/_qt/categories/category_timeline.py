@@ -4,7 +4,7 @@ temporaries, inputs, unknown), with the iterations and their phases as bands.
 
 Level of detail: the curves are sampled at the events of each horizontal pixel
 column's lowest and highest requested bytes in the visible range (a min/max
-decimation, :func:`~vramscope.viewer.model.view.curve_lod.column_extremes`;
+decimation, :func:`~vramscope.viewer.model.view.curve_lod.decimate` with ``minmax``;
 ``MemoryBreakdown.category_curves``: O((allocations + samples) log allocations)),
 recomputed when the view changes, so 10M events stay interactive and every
 iteration's peak shows; the view's iterations' peak events are sampled too.
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
 from ...model.core.units import format_bytes
-from ...model.view.curve_lod import column_extremes
+from ...model.view.curve_lod import decimate
 from ..timeline.axes import XAxis
 from ..timeline.items import VerticalBandsItem
 from ..widgets import theme
@@ -171,7 +171,7 @@ class CategoryTimeline(QWidget):
         if key == self._sampled:
             return  # (set_breakdown's setXRange already sampled this view)
         self._sampled = key
-        events = column_extremes(bd.requested, lo, hi, width)
+        events, _ = decimate(None, bd.requested, lo, hi, width, minmax=True)
         peaks = [it.peak_event for it in bd.iterations if lo <= it.peak_event <= hi]
         events = np.union1d(events, np.asarray(peaks, np.int64))
         curves = bd.category_curves(events)

@@ -1,7 +1,9 @@
 """The Diff window: two snapshots side by side (``diff_window``), opened by File >
 Compare with…: what grew between their end states, and both recordings on one aligned
-time axis (``over_time``: the pane; ``over_time_chart``: its chart; ``aligned_axis``:
-the axis and the curves' decimation, Qt-free; ``common``: colours and sorting shared).
+time axis (``over_time``: the pane; ``over_time_chart``: its chart; ``common``: colours
+and sorting shared).  What they draw is computed in the model
+(:mod:`vramscope.viewer.model.reports.over_time`, ``.aligned_axis``; the curves'
+decimation :func:`vramscope.viewer.model.view.curve_lod.decimate`).
 
 May import: ``..widgets``, ``..timeline``, ``..segment_map``, the model.  Never
 ``..main_window`` nor another feature package.

@@ -1,25 +1,18 @@
 """The Diff window's Over-time view: two recordings of one program on one time axis.
 
-An adapter over :mod:`vramscope.viewer.model.reports.aligned`: the alignment (and the
-category split of each side, its curves and its allocation sites) is computed in a
-:class:`~..widgets.jobs.Job` with progress and Cancel; then the chart
+It only draws :mod:`vramscope.viewer.model.reports.over_time`: the alignment (and the
+category split of each side, its curves and its allocation sites) is computed there, in
+a :class:`~..widgets.jobs.Job` with progress and Cancel; then the chart
 (:mod:`.over_time_chart`) shows both runs' curves on the aligned axis, one cursor
 time-travels A's and B's segment maps together, a table gives the categories at the
 cursor on each side, and the sites table (live bytes at each side's peak by allocation
 site) highlights a site's blocks on both maps.  Where the files show the change made
 between them (``Alignment.detected_change``), a second job holds ``advise``'s
 prediction on A against B's real peak.
-
-Why ~650 lines: one pane (chart, two maps in step, two tables, two jobs); its model is
-``model/reports/aligned.py``, its axis ``aligned_axis.py``, its chart beside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPixmap
 from PySide6.QtWidgets import (
@@ -37,152 +30,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...model.categories import MemoryBreakdown
-from ...model.core import frames as fr
-from ...model.core.errors import SnapshotError
 from ...model.core.progress import Progress
 from ...model.core.units import format_bytes, plural
 from ...model.reports import aligned
 from ...model.reports.diff import signed_bytes
+from ...model.reports.over_time import OverTime, compute, prediction_text
 from ...model.view.document import Document
 from ..segment_map import SegmentMapView
 from ..widgets import theme
 from ..widgets.category_colors import color as category_color
 from ..widgets.jobs import Job
 from ..widgets.tables import table_tree
-from .aligned_axis import SpanAxis, build_axis
 from .common import SORT_ROLE, LinkedMaps, SortItem, delta_color
 from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
 
 HIGHLIGHT_SITE = "selected site"  # the maps' legends: a site's blocks
 SITE_COLUMNS = ("Site", "Status", "A", "B", "Change")
 CATEGORY_COLUMNS = ("Category", "A", "B", "B − A")
-NO_STACK = aligned.NO_STACK  # the sites' key of allocations without a stack
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-
-
-@dataclass
-class SideData:
-    """One side's part of the result: its document and device, breakdown, event x and
-    curves, and per stack the id of its allocation site (-1: none)."""
-
-    doc: Document
-    device: int
-    breakdown: MemoryBreakdown
-    x: np.ndarray
-    curves: dict[str, np.ndarray]
-    stack_site: np.ndarray
-    paths: dict[tuple[str, int, str], str] = field(default_factory=dict)
-
-
-@dataclass
-class OverTime:
-    """What the alignment job computes."""
-
-    alignment: aligned.Alignment
-    axis: SpanAxis
-    a: SideData
-    b: SideData
-    site_ids: dict[tuple[str, int, str], int]
-
-    def side(self, s: str) -> SideData:
-        return self.a if s == "a" else self.b
-
-    def site_keys(self, site: aligned.SiteDelta) -> tuple[tuple, tuple]:
-        """The (A, B) keys of a site: a moved line has A's own line."""
-        key = aligned.site_key(site.filename, site.line, site.function)
-        if site.filename == NO_STACK[0]:
-            key = NO_STACK
-        key_a = (key[0], site.a_line, key[2]) if site.a_line is not None else key
-        return key_a, key
-
-
-def no_history(doc: Document | None) -> bool:
-    """The document has no trace to align (no allocation history)."""
-    if doc is None:
-        return True
-    dev = doc.root.trace_device()
-    return dev is None or not doc.root.n_events(dev)
-
-
-def _stack_sites(snap, ids: dict) -> tuple[np.ndarray, dict]:
-    """Per stack, the id (in ``ids``, grown) of the site that made its allocations
-    (:func:`vramscope.viewer.model.reports.aligned.program_site_frames`), and each
-    site's full path."""
-    frames_of = aligned.program_site_frames(snap)
-    uniq, inv = np.unique(frames_of, return_inverse=True)
-    site_of_frame = np.full(len(uniq), -1, np.int64)
-    paths = {}
-    for j, f in enumerate(uniq.tolist()):
-        if f < 0:
-            key = NO_STACK
-        else:
-            view = fr.frame_view(snap.frames, int(f), 0)
-            key = aligned.site_key(view.filename, int(view.line), view.name)
-            paths[key] = view.filename
-        site_of_frame[j] = ids.setdefault(key, len(ids))
-    return site_of_frame[inv] if len(uniq) else np.zeros(0, np.int64), paths
-
-
-def compute(a: Document, b: Document, job: Job) -> OverTime:
-    """(worker thread) A and B aligned with all the pane draws; raises SnapshotError
-    with one line when either side has no trace."""
-    a, b = a.root, b.root
-    missing = [s for s, d in (("A", a), ("B", b)) if no_history(d)]
-    if missing:
-        raise SnapshotError(
-            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'}"
-            " no allocation history: nothing to align"
-        )
-
-    def part(lo: float, hi: float, what: str) -> Progress:
-        return Progress(lambda _s, f: job.report(what, lo + (hi - lo) * f), job.cancel_event)
-
-    al = aligned.align(
-        a.snap, b.snap, a.timeline, b.timeline, progress=part(0.0, 0.5, "aligning the iterations")
-    )
-    if al is None:
-        raise SnapshotError("nothing to align: a recording has no trace on its device")
-    n = (a.n_events(al.devices[0]), b.n_events(al.devices[1]))
-    axis = build_axis(al, *n)
-    ids: dict[tuple[str, int, str], int] = {}
-    sides = []
-    for i, (doc, dev, ax) in enumerate(((a, al.devices[0], axis.a), (b, al.devices[1], axis.b))):
-        p = part(0.5 + 0.25 * i, 0.75 + 0.25 * i, "categories and curves of " + "AB"[i])
-        bd = (
-            al.breakdowns[i]
-            if al.breakdowns is not None
-            else MemoryBreakdown.build(
-                doc.snap, doc.timeline, dev, p, intervals_of_device=doc.intervals(dev)
-            )
-        )
-        cols = doc.curves(dev)
-        curves = {c: np.asarray(cols[c], np.int64) for c in ("reserved", "allocated")}
-        p.update("curves", 0.8)
-        x = ax.x_of(np.arange(n[i], dtype=np.int64))
-        stack_site, paths = _stack_sites(doc.snap, ids)
-        p.update("sites", 1.0)
-        sides.append(SideData(doc, dev, bd, x, curves, stack_site, paths))
-    return OverTime(al, axis, sides[0], sides[1], ids)
-
-
-def prediction_text(p: dict[str, Any] | None, change: str) -> str:
-    """advise's prediction held against B's peak, in one line."""
-    if p is None:
-        return f"advise makes no prediction for {change} on A"
-    frac = f" ({p['error_fraction'] * 100:+.1f} %)" if p["error_fraction"] is not None else ""
-    rng = ""
-    if p["predicted_range"] is not None:
-        lo, hi = p["predicted_range"]
-        rng = f"; its range {format_bytes(lo)} – {format_bytes(hi)} " + (
-            "holds it" if p["real_inside_range"] else "misses it"
-        )
-    return (
-        f"advise predicted {p['change']} ({p['method']}) at "
-        f"{format_bytes(p['predicted_peak_reserved_bytes'])}; B peaked at "
-        f"{format_bytes(p['real_peak_reserved_bytes'])}: off by "
-        f"{signed_bytes(p['error_bytes'])}{frac}{rng}"
-    )
 
 
 def _swatch(c: QColor) -> QIcon:
@@ -370,7 +235,9 @@ class OverTimePane(QWidget):
         self.result = None
         self.body.hide()
         self.again_button.hide()
-        job = Job(lambda j, a=self.doc_a, b=self.doc_b: compute(a, b, j), self)
+        job = Job(
+            lambda j, a=self.doc_a, b=self.doc_b: compute(a, b, j.report, j.cancel_event), self
+        )
         job.progressed.connect(lambda stage, f, j=job: self._on_progress(j, stage, f))
         job.done.connect(lambda r, j=job: self._on_done(j, r))
         job.failed.connect(lambda msg, j=job: self._on_failed(j, msg))
@@ -726,11 +593,9 @@ class OverTimePane(QWidget):
 
     def highlight_site(self, site: aligned.SiteDelta) -> None:
         """Outline the blocks ``site`` allocated on both maps (at the cursor)."""
-        r = self.result
         label = f"{HIGHLIGHT_SITE}: {site.frame}"
-        for key, d, m in zip(r.site_keys(site), (r.a, r.b), (self.map_a, self.map_b)):
-            sid = r.site_ids.get(key, -2) if key != NO_STACK else -2
-            m.set_highlight(d.stack_site == sid, label)
+        for mask, m in zip(self.result.site_stack_masks(site), (self.map_a, self.map_b)):
+            m.set_highlight(mask, label)
         self._update_legend()
 
     def _update_legend(self) -> None:
@@ -779,4 +644,4 @@ class OverTimePane(QWidget):
         self._set_ranges((0, xmax), (-0.3, -0.3 + max(spans)))
 
 
-__all__ = ["HIGHLIGHT_SITE", "OverTime", "OverTimePane", "compute", "prediction_text"]
+__all__ = ["HIGHLIGHT_SITE", "OverTimePane"]

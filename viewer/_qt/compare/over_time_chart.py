@@ -2,9 +2,9 @@
 as alternating bands, and one cursor.
 
 Reserved solid, allocated dashed, A and B in two colours; x is the aligned axis of
-:mod:`.aligned_axis` (``iteration i`` under each span, or ``% of the run``).  The
-curves are decimated to the plot's pixel columns (minimum and maximum per column) again
-on every zoom.  A click or a drag moves the cursor; Left / Right step it one span.
+:mod:`vramscope.viewer.model.reports.aligned_axis` (``iteration i`` under each span, or
+``% of the run``).  The curves are decimated to the plot's pixel columns (minimum and
+maximum per column) again on every zoom.  A click or a drag moves the cursor; Left / Right step it one span.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QCursor, QFontMetrics
 from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
+from ...model.reports.aligned_axis import SpanAxis
+from ...model.view.curve_lod import decimate
 from ..timeline import BytesYAxis, VerticalBandsItem
 from ..widgets import theme
-from .aligned_axis import SpanAxis, minmax_columns
 
 A_COLOR = "#1f77b4"  # A: blue
 B_COLOR = "#d95f02"  # B: orange (apart from blue for every common colour vision)
@@ -228,7 +229,7 @@ class AlignedChart(QWidget):
                 item.setData([], [])
                 continue
             x, cs = got
-            xs, ys = minmax_columns(x, cs[curve], lo, hi, columns)
+            xs, ys = decimate(x, cs[curve], 0, len(x) - 1, columns, minmax=True, x_range=(lo, hi))
             item.setData(xs, ys)
 
     def drawn_points(self, side: str, curve: str) -> int:

@@ -213,7 +213,7 @@ class OverlayMixin:
                 if last < k0:
                     ov.curve.setData([], [])
                 else:
-                    x_out, y_out = decimate(xs_all, ov.y, ov.env, k0, last, cols)
+                    x_out, y_out = decimate(xs_all, ov.y, k0, last, cols, levels=ov.env)
                     ov.curve.setData(x_out, y_out)
                     if len(y_out):
                         top = max(top, float(np.max(y_out)))

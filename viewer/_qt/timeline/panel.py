@@ -711,7 +711,7 @@ class TimelinePanel(OverlayMixin, MarksMixin, StackedMixin, QWidget):
         drawn = {}
         env = getattr(self, "_env", {})
         for name, item in self.curve_items.items():
-            x_out, y_out = decimate(xs_all, self.curves[name], env.get(name, []), k0, k1, cols)
+            x_out, y_out = decimate(xs_all, self.curves[name], k0, k1, cols, levels=env.get(name))
             item.setData(x_out, y_out)
             drawn[name] = y_out
         self._overlay_top = self._update_overlays(xs_all, k0, k1, cols)

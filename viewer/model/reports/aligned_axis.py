@@ -1,5 +1,4 @@
-"""The Over-time view's x axis, Qt-free: two recordings' events on one aligned axis,
-and curves decimated to the plot's pixel columns.
+"""The Over-time view's x axis: two recordings' events on one aligned axis.
 
 Aligned span ``i`` (an iteration, or a stretch of relative time, of
 :class:`~vramscope.viewer.model.reports.aligned.Alignment`) occupies ``[i, i + 1]`` on
@@ -8,8 +7,8 @@ a side records before its first span (building the model, loading data) is drawn
 short "before" stretch left of 0, what follows its last span in an "after" stretch
 right of the last span, both as wide on either side; a side with fewer spans than the
 other leaves the spans it lacks empty.  :class:`SideAxis` maps that side's events to x
-and back; :func:`minmax_columns` keeps, per pixel column, a curve's minimum and maximum
-(a peak or a dip one event wide survives millions of events in a few thousand points).
+and back.  The curves drawn on it are decimated to the plot's pixel columns by
+:func:`vramscope.viewer.model.view.curve_lod.decimate` (``minmax``, ``x_range``).
 """
 
 from __future__ import annotations
@@ -150,30 +149,3 @@ def build_axis(alignment, n_a: int, n_b: int) -> SpanAxis:
         _side(ra, n_a, len(spans), lead, tail),
         _side(rb, n_b, len(spans), lead, tail),
     )
-
-
-def minmax_columns(
-    x: np.ndarray, y: np.ndarray, lo: float, hi: float, columns: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The points of the curve ``(x, y)`` (x ascending) to draw ``lo..hi`` in ``columns``
-    pixels: every point when they fit twice over, else per pixel column its minimum and
-    maximum (in that order, at the column's first x).  One point beyond each edge is kept,
-    so the line runs to the plot's borders."""
-    n = len(x)
-    if n == 0 or hi <= lo:
-        return np.zeros(0), np.zeros(0)
-    i0 = max(int(np.searchsorted(x, lo, side="left")) - 1, 0)
-    i1 = min(int(np.searchsorted(x, hi, side="right")) + 1, n)
-    xs, ys = x[i0:i1], y[i0:i1]
-    columns = max(int(columns), 1)
-    if len(xs) <= 2 * columns:
-        return np.asarray(xs, np.float64), np.asarray(ys, np.float64)
-    col = np.clip(np.floor((xs - lo) / (hi - lo) * columns), -1, columns).astype(np.int64)
-    starts = np.concatenate(([0], np.flatnonzero(np.diff(col)) + 1))
-    lows = np.minimum.reduceat(ys, starts)
-    highs = np.maximum.reduceat(ys, starts)
-    out_x = np.repeat(np.asarray(xs[starts], np.float64), 2)
-    out_y = np.empty(2 * len(starts), np.float64)
-    out_y[0::2] = lows
-    out_y[1::2] = highs
-    return out_x, out_y

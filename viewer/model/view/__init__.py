@@ -8,7 +8,8 @@
 * :mod:`.figure_words` - the figures' titles and values in words, an OOM's place;
 * :mod:`.category_view` - the categories at the cursor, for the legend and panels;
 * :mod:`.map_layout` - the segment map's geometry (rows, widths, gaps);
-* :mod:`.curve_lod` - curves reduced to the pixels they are drawn on;
+* :mod:`.curve_lod` - curves reduced to the pixels they are drawn on (one decimator:
+  maxima, or minima and maxima);
 * :mod:`.stacking` - stacked category curves;
 * :mod:`.annotations` - ``record_function`` ranges and labels placed so they never overlap.
 
