@@ -290,6 +290,7 @@ def _nvml_handle(nv: Any, backend: Any, device: int, uuid: str | None) -> tuple[
         cached = _nvml["handles"].get(device)
     if cached is not None:
         return cached
+    found: tuple[Any, int] | None
     if uuid is None:
         if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
             return (

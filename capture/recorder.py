@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, Literal, TypeVar
 
 from . import files, gpu, messages, oom, outside, signals
 from .backend import HistorySettings, get_backend
@@ -317,7 +317,7 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         return self.start()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         try:
             if exc is not None and self.active:
                 self._annotate_oom(exc)
@@ -499,8 +499,10 @@ class Recorder:
 
         oom_fields: dict[str, Any] | None = None
         if oom_event is not None:
-            oom_fields = oom_event.sidecar_fields()
-            oom_fields["oom_trace_size"] = oom.last_oom_trace_size(snap, oom_event.device)
+            oom_fields = {
+                **oom_event.sidecar_fields(),
+                "oom_trace_size": oom.last_oom_trace_size(snap, oom_event.device),
+            }
         settings = snap.get("allocator_settings") if isinstance(snap, dict) else None
         alloc_conf = files.alloc_conf_from_env()
         if not alloc_conf and isinstance(settings, dict):

@@ -216,7 +216,7 @@ def _run(recorder: Recorder, module: str | None, script: str | None, script_args
                     _announce(recorder)
                 if module is not None:
                     runpy.run_module(module, run_name="__main__", alter_sys=True)
-                else:
+                elif script is not None:
                     runpy.run_path(script, run_name="__main__")
         except SystemExit as exc:
             return _exit_status(exc.code)

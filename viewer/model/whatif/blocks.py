@@ -49,7 +49,15 @@ class Block:
         "size",
     )
 
-    def __init__(self, ptr, size, sidx, pool, es=None, mapped=True):
+    def __init__(
+        self,
+        ptr: int,
+        size: int,
+        sidx: int,
+        pool: Pool,
+        es=None,  # the Expandable of an expandable segment
+        mapped: bool = True,
+    ) -> None:
         self.ptr = ptr
         self.size = size
         self.req = 0
@@ -58,8 +66,8 @@ class Block:
         self.alloc = False
         self.pending = False
         self.mapped = mapped
-        self.prev = None
-        self.next = None
+        self.prev: Block | None = None
+        self.next: Block | None = None
         self.es = es
         self.gc_base = 0
 

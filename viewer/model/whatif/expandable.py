@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
+from typing import TypeGuard, cast
 
 from .blocks import (
     LARGE_PAGE,
@@ -82,14 +83,17 @@ class ExpandableMixin(AllocatorBase):
         if not c.mapped:
             self.map_block(c, min(c.size, size))
         while c.size < size:
-            nc = c.next
+            # find_expandable counted free blocks up to ``size`` to the right of ``c``; on an
+            # inconsistent trace there may be none, and the AttributeError on None is how
+            # run.simulate_python tells that trace from a fault of the model.
+            nc = cast(Block, c.next)
             self.map_block(nc, min(size - c.size, nc.size))
             c = nc
         pool.remove(c)
         return c
 
     @staticmethod
-    def _free_here(b: Block | None) -> bool:
+    def _free_here(b: Block | None) -> TypeGuard[Block]:
         return b is not None and not b.alloc and not b.pending
 
     def find_expandable(self, pool: Pool, sidx: int, size: int) -> Block:
@@ -100,7 +104,8 @@ class ExpandableMixin(AllocatorBase):
             c = pool.ublocks[ukeys[j]]
             if self._free_here(c.prev):
                 c = c.prev
-            got, x = 0, c
+            got = 0
+            x: Block | None = c
             while got < size and self._free_here(x):
                 got += x.size
                 x = x.next
