@@ -8,8 +8,8 @@ Selecting a row highlights its blocks in both maps and shows its stack.  "Over t
 (:mod:`.over_time`): both recordings on one aligned time axis, aligned when the tab is
 first shown.
 
-Why ~600 lines: one window (two maps kept in step, the stack table, the lazy tree and
-the loads of A and B); its model is ``model/reports/diff.py``.
+It holds one window: two maps kept in step, the stack table, the lazy tree and the
+loads of A and B; its model is ``model/reports/diff.py``.
 """
 
 from __future__ import annotations

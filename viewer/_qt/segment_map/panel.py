@@ -5,9 +5,9 @@ Given the window's :class:`ViewState`, the widget subscribes itself: it draws th
 document at the cursor for each ``moment`` (sorted by free gap after an OOM, the OOM's
 request only at the OOM's moment) and the highlighted stacks (``highlight``).
 
-Why ~600 lines: the widget with its controls, label placement, view fitting, hover,
-clicks, export and its view-state subscription; the layout is the model's, the item
-and axes are beside it.
+It holds the widget with its controls, label placement, view fitting, hover, clicks,
+export and its view-state subscription; the layout is the model's
+(:mod:`vramscope.viewer.model.view`), the item and the axes are in the modules beside it.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ Given the window's :class:`ViewState`, the panel subscribes itself: the cursor's
 highlighted stacks (``highlight``).  Its OOM buttons are the window's to set
 (:meth:`TimelinePanel.show_oom_marks`), with the window's OOM actions.
 
-Why ~660 lines: the widget, its header controls, the cursor (keys, drag, x modes) and
-its view-state subscription belong together; the stacked allocations, the marks, the
-overlays and the drawing are in their own modules beside it.
+It holds the widget, its header controls, the cursor (keys, drag, x modes) and its
+view-state subscription; the stacked allocations, the marks, the overlays and the
+drawing are in their own modules beside it.
 """
 
 from __future__ import annotations
