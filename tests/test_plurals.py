@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shared_data import SHARED, missing
+from tests import shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
 NOUNS = (
@@ -46,14 +46,16 @@ def test_no_count_is_printed_before_a_plural_noun_by_hand():
 def snapshots() -> list[Path]:
     ours = sorted((ROOT / "tests" / "data").glob("*.pickle"))
     ours += sorted((ROOT / "tests" / "data").glob("*.pickle.xz"))
-    return ours + sorted((SHARED / "external").glob("*.xz"))
+    return ours + [shared_data.param(p) for p in shared_data.external_files()]
 
 
+@shared_data.MARK
+@shared_data.MARK
 def test_the_shared_snapshots_are_there():
     """The walk below is only as good as its files: ../shared/external missing fails
     under CI (tests/shared_data.py)."""
-    if not any((SHARED / "external").glob("*.xz")):
-        missing(f"{SHARED / 'external'}")
+    if not shared_data.external_files():
+        shared_data.missing(str(shared_data.EXTERNAL))
 
 
 @pytest.mark.parametrize("path", snapshots(), ids=lambda p: p.name)

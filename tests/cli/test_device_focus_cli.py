@@ -8,10 +8,10 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests import shared_data
 from tests.conftest import DATA
 from vramscope.viewer.model.analysis import focus
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
@@ -19,7 +19,7 @@ from vramscope.viewer.model.analysis.oom import oom_reports
 from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.io.load import load_snapshot
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 THREE_GPUS = EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 GPT2 = DATA / "gpt2_oom.pickle"
 
@@ -35,13 +35,12 @@ def vramscope(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def three():
-    if not THREE_GPUS.exists():
-        pytest.skip(f"{THREE_GPUS} not present")
-    snap = load_snapshot(str(THREE_GPUS), use_cache=False)
+    snap = load_snapshot(str(shared_data.require(THREE_GPUS)), use_cache=False)
     oom_device = oom_reports(snap)[-1].device
     return snap, oom_device
 
 
+@shared_data.needs(THREE_GPUS)
 @pytest.mark.parametrize(
     "command",
     [["advise"], ["whatif", "--recommend"], ["summary"], ["whatif", "--batch-scale", "0.5"]],
@@ -63,12 +62,14 @@ def test_every_command_answers_for_the_oom_device_and_says_so(three, command):
         assert row["device"] == 0 and row["device_chosen_by"] == "given"
 
 
+@shared_data.needs(THREE_GPUS)
 def test_advise_names_the_oom(three):
     _snap, oom_device = three
     out = vramscope("advise", str(THREE_GPUS))
     assert "out of memory" in out.stdout and f"device {oom_device}:" in out.stdout
 
 
+@shared_data.needs(THREE_GPUS)
 def test_summary_gives_each_device_its_own_figures(three):
     """No line sums the GPUs (the whole snapshot's reserved bytes or largest free block
     beside one GPU's OOM); each device has its block, the OOM's first."""

@@ -20,9 +20,7 @@ from vramscope.viewer.model.remedies.advise import peak_text, peak_words
 from vramscope.viewer.model.reports.html_report import DeviceSection, ReportParts, build_html
 
 GPT2_OOM = DATA / "gpt2_oom.pickle"
-THREE_GPUS = (
-    shared_data.SHARED / "external" / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
-)
+THREE_GPUS = shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 WIDTH = 1400
 # A device section with the views of the window: every part of the page.
 ALL_PARTS = [
@@ -102,6 +100,7 @@ def test_report_of_an_oom_in_chromium_says_what_advise_says(tmp_path):
     browser.screenshot(tmp_path / "gpt2.html", tmp_path / "gpt2.png", WIDTH)
 
 
+@shared_data.MARK
 def test_report_of_three_gpus_has_a_section_each_in_chromium(tmp_path):
     path = shared_data.require(THREE_GPUS)
     page = report(path, tmp_path / "all.html")

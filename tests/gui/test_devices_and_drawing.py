@@ -17,7 +17,7 @@ from vramscope.viewer.model.core.snapshot import BlockState
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GPT2 = DATA / "gpt2_oom.pickle"
-EXTERNAL = shared_data.SHARED / "external"
+EXTERNAL = shared_data.EXTERNAL
 SUN = EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"  # 3 devices
 NESTA = EXTERNAL / "Nesta-gitU_discrete_diffusion-memory_snapshot.json.xz"  # 384 MiB request
 
@@ -93,6 +93,7 @@ def sun(loaded):
     return window
 
 
+@shared_data.needs(SUN)
 def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
     """ "All devices" (the selector, or --device all) while the cursor is at device 1's
     OOM: the figures, the segment count and the map are every device's, as recorded -
@@ -123,6 +124,7 @@ def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
     assert split.text.text().startswith(f"device {window.categories.bd.device} only: ")
 
 
+@shared_data.needs(SUN)
 def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
     window = sun
     window.set_selection(Selection())
@@ -140,6 +142,7 @@ def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
     assert window.calltree.caption.text().startswith(f"device 1, at the cursor (event {k:,})")
 
 
+@shared_data.needs(SUN)
 def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
     """With device 0 chosen, device 1's OOM is not the stack panel's subject; with device
     1 it is, named as device 1's with its event; the banner names device 1's OOM as
@@ -177,6 +180,7 @@ def _inside_view(window, label) -> bool:
     return view.left() <= r.left() and r.right() <= view.right()
 
 
+@shared_data.MARK
 def test_oom_ruler_wider_than_the_segments_stays_in_view(qtbot, loaded):
     """Nesta's OOM asks for 384 MiB beside 20 MiB segments: its caption stays readable
     in the view, and its ghost over the largest gap is drawn whole (the automatic view
@@ -265,6 +269,7 @@ def test_a_leak_shows_its_table_and_chart(qtbot, window, load):
     assert np.allclose(heights, leaks.leaks[0].per_iteration)
 
 
+@shared_data.MARK
 def test_screenshot_all_devices_at_the_oom_labels_every_row(qtbot, tmp_path, monkeypatch):
     """``--device all --at oom`` through the screenshot's own path: the OOM's moment is
     device 1's (the selector says so), and the map, its OOM ruler above eight short

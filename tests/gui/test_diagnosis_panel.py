@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import shared_data
 from tests.gui.conftest import DATA
 
 GPT2_OOM = DATA / "gpt2_oom.pickle"  # a real OOM (fragmentation) under a 10.49 GiB limit
@@ -474,14 +475,11 @@ def test_per_event_steps_a_remedy_curve_over_the_trace():
 
 
 SUN = (
-    DATA.parents[2]
-    / "shared"
-    / "external"
-    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+    shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 )  # 3 GPUs, the OOM on GPU 1
 
 
-@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+@shared_data.needs(SUN)
 def test_diagnosis_from_the_window_diagnoses_the_device_it_shows(make_window, qtbot, load):
     """The three-GPU recording opens at its OOM on device 1, where the banner's button
     is: the Diagnosis panel diagnoses that OOM (it diagnosed device 0, which has none),

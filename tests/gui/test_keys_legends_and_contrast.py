@@ -14,21 +14,16 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QColor, QPalette, QShortcut
 from PySide6.QtWidgets import QApplication
 
+from tests import shared_data
 from vramscope.viewer.model.categories import CATEGORY_LABELS, MemoryBreakdown
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"
 BIG = DATA / "transformer_long_python_1000k.pickle.xz"
 FRAG = DATA / "fragmentation_oom.pickle"
-EXTERNAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 NO_TRACE = EXTERNAL / "volcengine_verl-mem.pickle.xz"  # segments only, no trace
 ONE_EVENT = EXTERNAL / "LfieLike_SketchKV2-my_snapshot.pickle.xz"  # a trace of one event
-
-
-def need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path.name} not present")
-    return path
 
 
 def opened(qtbot, window, load, path):
@@ -105,8 +100,8 @@ def test_jump_to_peak_reserved_has_a_key(qtbot, window, load):
 
 
 # --------------------------------------------------------------------------- 2. stale state
+@shared_data.needs(NO_TRACE)
 def test_a_file_without_trace_resets_what_it_is(qtbot, window, load):
-    need(NO_TRACE)
     opened(qtbot, window, load, LEAK)
     wiring = window.categories_wiring
     assert "leak" in window.tabs.tabText(wiring.tab_index)
@@ -188,8 +183,8 @@ def test_category_chart_keeps_every_columns_min_and_max(qtbot, window, load):
     assert abs(top - req.max()) < 1
 
 
+@shared_data.needs(ONE_EVENT)
 def test_one_event_trace_has_a_proper_axis(qtbot, window, load):
-    need(ONE_EVENT)
     opened(qtbot, window, load, ONE_EVENT)
     wiring = window.categories_wiring
     window.tabs.setCurrentWidget(wiring.panel)

@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
+from tests import shared_data
 from vramscope.viewer.model.analysis.figures import Selection
 
 GPT2 = DATA / "gpt2_oom.pickle"
@@ -205,15 +206,10 @@ def test_labels_never_overlap(loaded, name):
         _disjoint(map_labels(window))
 
 
-SUN = (
-    DATA.parents[2]
-    / "shared"
-    / "external"
-    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
-)
+SUN = shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 
 
-@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+@shared_data.needs(SUN)
 def test_three_devices_open_at_the_oom_of_one_device(loaded):
     """Three devices with an OOM on device 1.  The window shows device 1 at
     its OOM: header, map and ruler of one device and one instant, and says so; the

@@ -20,9 +20,7 @@ from vramscope.viewer.model.categories import MemoryBreakdown
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FRAG = DATA / "fragmentation_oom.pickle"
-THREE_GPUS = (
-    shared_data.SHARED / "external" / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
-)
+THREE_GPUS = shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 
 
 @pytest.fixture
@@ -101,6 +99,7 @@ def _export(qtbot, window, path, devices=None):
     return path.read_text(encoding="utf-8")
 
 
+@shared_data.MARK
 def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(
     qtbot, window, load, tmp_path
 ):
@@ -121,6 +120,7 @@ def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(
     assert "<img" in parts[0] and all("<img" not in p for p in parts[1:])
 
 
+@shared_data.MARK
 def test_a_report_of_one_gpu_of_three_says_which_it_leaves_out(qtbot, window, load, tmp_path):
     path = shared_data.require(THREE_GPUS)
     assert load(window, path, timeout=120000) == "loaded"

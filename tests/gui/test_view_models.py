@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from conftest import DATA
 
+from tests import shared_data
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.view.annotations import pair_ranges, place_labels
 
@@ -52,12 +53,7 @@ from vramscope.viewer.model.analysis.figures import Selection  # noqa: E402
 from vramscope.viewer.model.view.document import Document  # noqa: E402
 from vramscope.viewer.model.view.view_state import ViewState  # noqa: E402
 
-SUN = (
-    DATA.parents[2]
-    / "shared"
-    / "external"
-    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
-)
+SUN = shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 
 
 def _doc(name):
@@ -129,7 +125,7 @@ def test_view_state_carries_picks_to_a_newer_document(gpt2):
     assert vs.find_interval(carried.interval) == i
 
 
-@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+@shared_data.needs(SUN)
 def test_view_state_of_three_devices_opens_on_the_ooms_device_at_the_oom():
     doc = _doc(SUN)
     vs = ViewState()

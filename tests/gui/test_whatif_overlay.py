@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pytest
 
+from tests import shared_data
 from tests.gui.conftest import DATA
 
 WHATIF = DATA / "whatif_default.pickle"
@@ -120,14 +120,11 @@ def test_a_predicted_oom_ends_the_overlay_at_the_row_peak(make_window, qtbot, lo
 
 
 SUN = (
-    DATA.parents[2]
-    / "shared"
-    / "external"
-    / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+    shared_data.EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 )  # 3 GPUs, the OOM on GPU 1
 
 
-@pytest.mark.skipif(not SUN.exists(), reason="shared external snapshots absent")
+@shared_data.needs(SUN)
 def test_the_device_the_window_shows_is_simulated_and_another_clears_it(make_window, qtbot, load):
     """A three-GPU recording opens at its OOM on device 1: the panel simulates device 1
     (not the first device), so its curve goes on that timeline; showing another device

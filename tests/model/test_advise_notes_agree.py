@@ -24,9 +24,10 @@ FILES = [
 ]
 
 
+@shared_data.MARK
 @pytest.mark.parametrize("name", FILES)
 def test_a_note_never_says_nothing_scales_under_a_split_that_scales(name):
-    path = shared_data.require(shared_data.SHARED / "external" / name)
+    path = shared_data.require(shared_data.EXTERNAL / name)
     adv = advise(prepare(load_snapshot(path)))
     assert adv.split_at_peak["scales_with_batch"] > 0
     assert not adv.remedies

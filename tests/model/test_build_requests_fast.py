@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from pathlib import Path
 
 import numpy as np
+import pytest
 
+from tests import shared_data
 from tests.conftest import DATA, snapshot_files
 from tests.model.test_replay import random_trace_snapshot
 from tests.native_gate import needs
@@ -28,13 +29,12 @@ from vramscope.viewer.model.whatif import requests as rq
 
 needs_native = needs(rq.native_available(), "whatif_core")
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
 REAL = (
     snapshot_files()
     + sorted((DATA / "truth").glob("*.pickle.xz"))
     + sorted((DATA / "whatif_h200").glob("*.pickle.xz"))
     + sorted((DATA / "ddp_2ranks").glob("*.pickle"))
-    + (sorted(EXTERNAL.glob("*.xz")) if EXTERNAL.is_dir() else [])
+    + shared_data.external_files()
 )
 COLUMNS = [f.name for f in dataclasses.fields(rq.Requests) if f.name != "initial"]
 
@@ -59,9 +59,13 @@ def both(rep, pools, retries: bool, gc: bool, cfg, emptied, where) -> None:
 
 @needs_native
 def test_real_recordings_equal_the_reference(loaded_snapshots):
+@shared_data.MARK
     """Every bundled and external recording, every device with a trace, retries and a
     garbage collector possible or not."""
     devices = combos = 0
+    external = len(shared_data.external_files())
+    if not external:
+        shared_data.missing(str(shared_data.EXTERNAL))
     for path in REAL:
         snap = loaded_snapshots(path)
         cfg = rules.config_from_settings(snap.allocator_settings)
@@ -76,7 +80,6 @@ def test_real_recordings_equal_the_reference(loaded_snapshots):
                     )
                     combos += 1
             both(rep, snap.pools, True, False, None, None, (path.name, device, "no stacks"))
-    external = len(list(EXTERNAL.glob("*.xz"))) if EXTERNAL.is_dir() else 0
     assert devices >= 90 + external, devices
     assert combos == 4 * devices
 

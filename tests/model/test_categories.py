@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
 from vramscope.viewer.model.replay.timeline import build_timeline
@@ -17,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_training as syn
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 
 
 def breakdown(path: Path, device: int | None = None) -> MemoryBreakdown:
@@ -125,7 +126,7 @@ def test_ring_buffer_recording_flags_its_guesses():
     assert pre <= bd.guessed_bytes_at(k)
 
 
-@pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared/external absent")
+@shared_data.MARK
 @pytest.mark.parametrize(
     "name",
     [
@@ -137,9 +138,7 @@ def test_ring_buffer_recording_flags_its_guesses():
     ],
 )
 def test_other_peoples_files_split_adds_up(name):
-    path = EXTERNAL / name
-    if not path.exists():
-        pytest.skip(f"{name} absent")
+    path = shared_data.require(EXTERNAL / name)
     snap = load_snapshot(path, use_cache=False)
     tl = build_timeline(snap, keyframes=False)
     for d in tl.devices:

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.categories.lean import LeanIntervals, lean_intervals
 from vramscope.viewer.model.replay.timeline import Intervals, build_timeline, intervals
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 FILES = [
     DATA / f
     for f in (
@@ -27,15 +28,15 @@ FILES = [
         "newer_fields.pickle",
     )
 ] + [
-    EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz",
-    EXTERNAL / "cranberrii_ftcourse-memory_snapshot.pickle.xz",
+    shared_data.param(EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz"),
+    shared_data.param(EXTERNAL / "cranberrii_ftcourse-memory_snapshot.pickle.xz"),
 ]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_lean_intervals_equal_the_timelines_column_by_column(path):
-    if path.parent == EXTERNAL and not path.exists():  # others' files, not always there
-        pytest.skip(f"{path.name} absent")
+    if path.parent == EXTERNAL:  # others' files, not always there
+        shared_data.require(path)
     snap = load_snapshot(path, use_cache=False)
     tl = build_timeline(snap, keyframes=False)
     assert tl.devices

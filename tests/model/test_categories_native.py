@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from tests.native_gate import needs
 from vramscope.viewer.model import load_bytes, load_snapshot
 from vramscope.viewer.model.categories import MemoryBreakdown, classify, iterations, lean
@@ -37,7 +38,7 @@ from tests.model.test_replay import random_trace_snapshot
 pytestmark = needs(native.available(), "the catcore extension is not built")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 FILES = [
     DATA / f
     for f in (
@@ -54,7 +55,7 @@ FILES = [
         "truth/stacks_all.pickle.xz",
     )
 ] + [
-    EXTERNAL / f
+    shared_data.param(EXTERNAL / f)
     for f in (
         "JasperSolt_EoR_NN-snapshot.pickle.xz",
         "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
@@ -102,8 +103,8 @@ def _both(snap_of, monkeypatch):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_breakdowns_with_and_without_the_c_passes_are_identical(path, monkeypatch):
-    if path.parent == EXTERNAL and not path.exists():  # others' files, not always there
-        pytest.skip(f"{path.name} absent")
+    if path.parent == EXTERNAL:  # others' files, not always there
+        shared_data.require(path)
     fast, slow = _both(lambda: load_snapshot(path), monkeypatch)
     for d in fast:
         _same(fast[d], slow[d])

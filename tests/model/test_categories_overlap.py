@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from tests.native_gate import skip_unless
 from vramscope.viewer.model.categories import MemoryBreakdown
 from vramscope.viewer.model.categories import breakdown as report
@@ -16,7 +17,7 @@ from vramscope.viewer.model.replay import native_loop as _nat
 from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 FILES = [
     DATA / f
     for f in (
@@ -25,7 +26,7 @@ FILES = [
         "cuda_graph_pool.pickle",
         "side_stream_pending.pickle",
     )
-] + [EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz"]
+] + [shared_data.param(EXTERNAL / "JasperSolt_EoR_NN-snapshot.pickle.xz")]
 
 
 def _build(path, overlap: bool, monkeypatch):
@@ -40,8 +41,8 @@ def _build(path, overlap: bool, monkeypatch):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_overlapped_build_is_identical(path, monkeypatch):
-    if path.parent == EXTERNAL and not path.exists():  # others' files, not always there
-        pytest.skip(f"{path.name} absent")
+    if path.parent == EXTERNAL:  # others' files, not always there
+        shared_data.require(path)
     skip_unless(_nat._core is not None, "no native replay core: nothing runs on a second thread")
     a = _build(path, True, monkeypatch)
     b = _build(path, False, monkeypatch)

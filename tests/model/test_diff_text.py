@@ -3,22 +3,22 @@ named A and B (the paths printed once above), and no row names the allocator's o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests import shared_data
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.reports.diff import diff_snapshots, format_text
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+pytestmark = shared_data.MARK
+EXTERNAL = shared_data.EXTERNAL
 A = EXTERNAL / "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_.pickle.xz"
 B = EXTERNAL / "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx256_forward_mixed.pickle.xz"
 
 
 @pytest.fixture(scope="module")
 def diff():
-    if not (A.exists() and B.exists()):
-        pytest.skip(f"{A} or {B} not present")
+    shared_data.require(A)
+    shared_data.require(B)
     return diff_snapshots(
         load_snapshot(str(A), use_cache=False), load_snapshot(str(B), use_cache=False)
     )

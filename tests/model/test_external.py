@@ -2,16 +2,15 @@
 programs.  They carry no memory_stats, so the truth is internal consistency: on every
 device the trace replays onto the recorded segments and blocks without an
 inconsistency (in C and in Python, which agree), and the what-if model at the
-recorded settings reproduces every recorded segment event.  Read in place; skipped
-when the folder is absent (never copied into the repository)."""
+recorded settings reproduces every recorded segment event.  Read in place (never
+copied into the repository); missing, they skip, or fail under CI (tests/shared_data.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests import shared_data
 from tests.native_gate import needs
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.replay import native_available, replay_device
@@ -19,9 +18,7 @@ from vramscope.viewer.model.replay.integrity import check
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
-FILES = sorted(EXTERNAL.glob("*.xz")) if EXTERNAL.is_dir() else []
-pytestmark = pytest.mark.skipif(not FILES, reason=f"{EXTERNAL} not present")
+FILES = shared_data.external_params(id_of=lambda p: p.name.split(".")[0][:40])
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +26,7 @@ def external():
     cache = {}
 
     def get(path):
+        path = shared_data.require(path)
         if path not in cache:
             snap = load_snapshot(path)
             cache[path] = (snap, build_timeline(snap))
@@ -49,7 +47,7 @@ def _final(snap, device):
     return seg, blk
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", FILES)
 def test_replay_lands_on_the_recorded_segments_on_every_device(path, external):
     snap, tl = external(path)
     if not len(snap.trace):
@@ -65,7 +63,7 @@ def test_replay_lands_on_the_recorded_segments_on_every_device(path, external):
 
 
 @needs(native_available(), "replay_core extension not built")
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", FILES)
 def test_native_and_python_replays_agree(path, external):
     snap, tl = external(path)
     for d in tl.devices:
@@ -78,7 +76,7 @@ def test_native_and_python_replays_agree(path, external):
                 assert np.array_equal(getattr(la, f), getattr(lb, f)), (d, k, f)
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize("path", FILES)
 def test_whatif_self_check_reproduces_the_segment_events(path, external):
     snap, tl = external(path)
     for d in tl.devices:

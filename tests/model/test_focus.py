@@ -1,20 +1,21 @@
 """Which device a view answers for when the user did not say (analysis.focus), on real
-snapshots from the world (../shared/external, read in place; skipped when absent)."""
+snapshots from the world (../shared/external, read in place; tests/shared_data.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
 
+from tests import shared_data
 from vramscope.viewer.model.analysis import focus
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
 from vramscope.viewer.model.analysis.oom import oom_reports
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay.timeline import build_timeline
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+pytestmark = shared_data.MARK
+EXTERNAL = shared_data.EXTERNAL
 THREE_GPUS_OOM = EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
 TWO_GPUS_NO_TRACE = EXTERNAL / "albi2_thesis-text-to-SQL-dump_snapshot.dbc4621.pickle.xz"
 ONE_GPU = EXTERNAL / "MercuryB1_SQAttn-cuda_memory_snapshot.pickle.xz"
@@ -22,9 +23,7 @@ SEGMENTS_ONLY_DEVICE_1 = EXTERNAL / "Muduard_LayoutEditing-memory_snapshot.pkl.x
 
 
 def load(path: Path):
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    return load_snapshot(str(path), use_cache=False)
+    return load_snapshot(str(shared_data.require(path)), use_cache=False)
 
 
 def test_an_oom_on_the_second_of_three_gpus_is_the_default():
@@ -90,8 +89,11 @@ def test_the_window_opens_on_the_device_the_cli_answers_for():
     from vramscope.viewer.model.view.document import Document
 
     data = Path(__file__).resolve().parents[1] / "data"
+    external = shared_data.external_files()
+    if not external:
+        shared_data.missing(str(EXTERNAL))
     ran = 0
-    for path in sorted(data.glob("**/*.pickle*")) + sorted(EXTERNAL.glob("*.xz")):
+    for path in sorted(data.glob("**/*.pickle*")) + external:
         snap = load_snapshot(path)
         if len(set(snap.trace.device.tolist())) < 2:
             continue

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.analysis.oom import oom_reports
 from vramscope.viewer.model.core.snapshot import Action
@@ -23,7 +24,7 @@ from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+SHARED = shared_data.SHARED
 DIRS = [ROOT / "tests" / "data", SHARED / "snapshots", SHARED / "external"]
 
 
@@ -50,8 +51,10 @@ def _with_oom() -> list[Path]:
 FILES = _with_oom()
 
 
+@shared_data.MARK
 def test_the_walk_has_the_shared_files():
-    assert SHARED.is_dir(), f"{SHARED} is missing: the walk below would cover only tests/data"
+    if not SHARED.is_dir():
+        shared_data.missing(f"{SHARED} (the walk below would cover only tests/data)")
     names = {p.name for p in FILES}
     assert "Constructor-Sun_code_location-memory_snapshot.pickle.xz" in names
     assert "gpt2_oom.pickle" in names and len(FILES) >= 10
@@ -68,7 +71,11 @@ def _allowed(snap) -> dict[int, int]:
     return out
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:40])
+@pytest.mark.parametrize(
+    "path",
+    [shared_data.param(p) if SHARED in p.parents else p for p in FILES],
+    ids=lambda p: p.name.split(".")[0][:40],
+)
 def test_the_inferred_limit_is_never_above_what_the_oom_allows(path):
     snap = load_snapshot(path)
     allowed = _allowed(snap)

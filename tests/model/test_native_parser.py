@@ -17,7 +17,7 @@ import tracemalloc
 
 import pytest
 
-from tests import native_gate
+from tests import native_gate, shared_data
 from tests.bad_inputs import cases
 from tests.conftest import DATA
 from tests.parser_paths import assert_identical, parallel_parse, pure_python, same_parse
@@ -234,7 +234,7 @@ def test_an_unknown_event_key_goes_to_the_python_parser():
 PARALLEL_FILES = (
     SNAPSHOTS
     + sorted((DATA / "truth").glob("*.pickle*"))
-    + sorted((ROOT.parent / "shared" / "external").glob("*.pickle*"))
+    + shared_data.external_params("*.pickle*")
 )
 
 
@@ -248,6 +248,7 @@ def test_parallel_sections_give_the_serial_answer(path):
     serial = snapparse().parse(data)
     for threads in (2, 5):
         parallel = parallel_parse(data, threads)
+    path = shared_data.require(path)
         assert same_parse(parallel, serial), f"{threads} threads"
     if (
         serial[0] == "ok"

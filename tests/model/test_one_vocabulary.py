@@ -10,17 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from vramscope.viewer.model.core.errors import SnapshotError
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import advise as adv
 from vramscope.viewer.model.remedies import evidence, scaling
+from vramscope.viewer.model.remedies import split as split_axes
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.summary import summarize
 from vramscope.viewer.model.whatif.predictions import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-EXTERNAL = ROOT.parent / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 EXAMPLE = ROOT / "assets" / "example_fragmentation_oom.pickle"
 
 FILES = sorted(p for p in DATA.glob("*.pickle*")) + sorted((DATA / "truth").glob("*.pickle.xz"))
@@ -35,8 +37,8 @@ def _split(path: Path):
         return None
     evd = evidence.gather(case)
     j = scaling.judge(case, None, evd)
-    at, event, name = adv.moment(case, evd, case.recorded_run())
-    return snap, case, evd, event, name, adv.split_at(case, evd, j, at, event)
+    at, event, name = split_axes.moment(case, evd, case.recorded_run())
+    return snap, case, evd, event, name, split_axes.split_at(case, evd, j, at, event)
 
 
 def test_enough_files_are_split():
@@ -145,12 +147,10 @@ def test_the_limit_hint_is_the_cli_s_not_the_model_s(long_trace_advice):
     assert a.to_dict()["memory_limit_known"] is False
 
 
-@pytest.mark.skipif(
-    not (EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz").exists(),
-    reason="external snapshot absent",
-)
+@shared_data.MARK
 def test_a_single_iteration_keeps_nothing_across_iterations():
-    a = _advise(EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz", 1)
+    path = EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"
+    a = _advise(shared_data.require(path), 1)
     assert "free_kept" not in [r.remedy for r in a.remedies]
     cats = a.split_at_peak["categories"]
     assert max(cats, key=cats.__getitem__) == "temporary"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
 from tests.conftest import DATA
 from tests.native_gate import skip_unless
 from vramscope.viewer.model.categories import breakdown as report
@@ -18,7 +19,7 @@ from vramscope.viewer.model.replay.timeline import build_timeline, oom_events
 from vramscope.viewer.model.reports import summary as S
 
 TRUTH = DATA / "truth"
-EXTERNAL = Path(__file__).resolve().parents[2].parent / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 FILES = [
     DATA / "gpt2_oom.pickle",
     DATA / "resnet50_train.pickle",
@@ -27,7 +28,7 @@ FILES = [
     TRUTH / "ring_wrap.pickle.xz",
     TRUTH / "expandable_oom.pickle.xz",
     TRUTH / "eval_keeps_outputs.pickle.xz",
-    EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz",
+    shared_data.param(EXTERNAL / "Constructor-Sun_code_location-memory_snapshot.pickle.xz"),
 ]
 
 
@@ -39,8 +40,8 @@ def _serial(path: Path) -> str:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0][:30])
 def test_breakdown_made_during_the_replay_gives_the_same_summary(path, monkeypatch):
-    if path.parent == EXTERNAL and not path.exists():  # others' files, not always there
-        pytest.skip(f"{path} absent")
+    if path.parent == EXTERNAL:  # others' files, not always there
+        shared_data.require(path)
     # Every trace takes the overlapped path here (real files are below the 1M-event bar).
     monkeypatch.setattr(report, "OVERLAP_MIN_EVENTS", 0)
     monkeypatch.setattr(S.os, "cpu_count", lambda: 4)

@@ -5,11 +5,11 @@ give, found here from the blocks themselves, one by one."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests import shared_data
 from tests.conftest import DATA
 from vramscope.viewer.model.analysis.calltree import allocator_frames, site_frames
 from vramscope.viewer.model.analysis.figures import Selection, memory_stats
@@ -19,7 +19,7 @@ from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.reports.summary import summarize
 
-EXTERNAL = Path(__file__).resolve().parents[3] / "shared" / "external"
+EXTERNAL = shared_data.EXTERNAL
 
 
 def truth(snap, state) -> Counter:
@@ -78,10 +78,10 @@ def test_sites_at_the_peak_and_the_oom(name):
         )
 
 
+@shared_data.MARK
 def test_the_allocator_is_never_the_site_when_the_stack_has_another_frame():
     path = EXTERNAL / "kkaitlyn111_cs336-a2-systems-memory_files_memory_ctx128_fullstep_.pickle.xz"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    shared_data.require(path)
     snap = load_snapshot(str(path), use_cache=False)
     cats = fr.frame_categories(snap.frames)
     bad = allocator_frames(snap)
