@@ -175,7 +175,7 @@ class Recording:
 
     def _advice_of(self, device: int):
         """The model's advice for ``device`` (the report's remedies: advise's own)."""
-        return self._advise(device, None, None).advice
+        return self._advise(device, None, None).result
 
     def whatif(
         self,

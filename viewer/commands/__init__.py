@@ -1,5 +1,12 @@
 """One module per ``vramscope`` subcommand, each with ``main(argv) -> int``.
 
+A command's pipeline is one function, ``answer(...)`` (``advise``, ``whatif``, ``diff``;
+``summary.summarize_loaded``), that returns an :class:`~.answers.Answer` (data, text,
+warnings); ``main`` prints it (:func:`~.answers.print_answer`), ``mcp_tools`` and the
+Python API render the same.  Beside the commands: ``answers``, ``arg_types`` and
+``device_choice`` (what they share), ``mcp``/``mcp_tools`` (the MCP server),
+``result_cache``, ``tty_progress``, ``remote_run``, ``whatif_batch``.
+
 May import: the model (its public names), :mod:`vramscope.viewer.startup`,
 :mod:`vramscope.viewer.early` and :mod:`vramscope.viewer.live_protocol`; the Qt views
 only lazily, inside the commands that open a window (``gui``, ``attach``'s window, the

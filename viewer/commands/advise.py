@@ -10,17 +10,14 @@ the code; and the largest batch (scale) that fits the memory limit.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
 
-from ..model.core.progress import Progress
-from .arg_types import positive_int
+from ..model.core.progress import Progress, stage_words
+from .answers import Answer
+from .arg_types import add_device_option, positive_int
 from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
-from .whatif import glue_values, load_case, parse_bytes, reported
+from .whatif import case_command, glue_values, parse_bytes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,13 +43,7 @@ def parser() -> argparse.ArgumentParser:
         help="the batch size the recording ran with: the answer then names the "
         "largest batch that fits (largest_batch_that_fits)",
     )
-    p.add_argument(
-        "--device",
-        type=int,
-        metavar="N",
-        help="device to analyse (default: the "
-        "last OOM's, else the one with the highest reserved peak)",
-    )
+    add_device_option(p, "analyse")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -61,46 +52,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     argv = glue_values(argv)
     args = parser().parse_args(argv)
-    if args.file.startswith("ssh://"):  # run where the file is when vramscope is there
-        from .remote_run import answered_there
-
-        code = answered_there("advise", args, argv)
-        if code is not None:
-            return code
-    # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
-    with TerminalProgress("vramscope advise") as tp:
-        case = load_case(args, tp)
-        if isinstance(case, int):
-            return case
-
-        def run():
-            case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            return answer(case, args.file, args.batch, args.memory_limit, args.device, _stages(tp))
-
-        # An inconsistent recording: one line naming where (SnapshotError), no traceback.
-        got = reported(args, tp, run)
-        if isinstance(got, int):
-            return got
-    for warning in got.warnings:
-        print(f"vramscope: warning: {warning}", file=sys.stderr)
-    if args.json:
-        json.dump(got.data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(got.text)
-    return 0
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What ``vramscope advise`` answers: ``data`` (its ``--json``), ``text`` (what it
-    prints without), ``warnings`` (its stderr lines, without the ``vramscope: warning:``)
-    and the :class:`~..model.remedies.advise.Advice` itself."""
-
-    data: dict
-    text: str
-    warnings: list[str]
-    advice: Any
+    return case_command(
+        "advise",
+        args,
+        argv,
+        lambda case, tp: answer(
+            case, args.file, args.batch, args.memory_limit, args.device, _stages(tp)
+        ),
+    )
 
 
 def answer(
@@ -113,8 +72,9 @@ def answer(
 ) -> Answer:
     """The advice for a prepared what-if ``case`` of ``file`` (``device``: as the caller
     named it, None when chosen): the one pipeline the CLI, the MCP tool ``advise`` and
-    ``Recording.advise()`` render.  :class:`~..model.SnapshotError` for a recording the
-    model cannot follow."""
+    ``Recording.advise()`` render; the :class:`~.answers.Answer`'s ``result`` is the
+    :class:`~..model.remedies.advise.Advice` itself.  :class:`~..model.SnapshotError` for
+    a recording the model cannot follow."""
     from ..model.remedies.advise import advise, format_text
 
     case.simulate("recorded")  # (cached in the case: the self-check's run)
@@ -125,26 +85,11 @@ def answer(
     data.update(result.to_dict())
     line = device_line(case, given)
     text = (line + "\n" if line else "") + format_text(result)
-    warnings = (
-        []
-        if check.ok
-        else [
-            f"the allocator model does not reproduce this recording ({check.first_difference}); "
-            "predictions are approximate"
-        ]
-    )
-    return Answer(data, text, warnings, result)
-
-
-_STAGE_TEXT = {
-    "judge": "judging how each allocation scales with the batch",
-    "search": "searching the largest batch that fits",
-    "allocator": "simulating allocator settings",
-}
+    return Answer(data, text, check.warnings("the allocator model"), result)
 
 
 def _stages(tp: TerminalProgress) -> Progress | None:
     """advise()'s progress as "searching the largest batch that fits  40%"."""
     if not tp.enabled:
         return None
-    return Progress(lambda stage, f: tp.show(_STAGE_TEXT.get(stage, stage), f))
+    return Progress(lambda stage, f: tp.show(stage_words(stage), f))

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import Any
 
 
-def device_fields(case, args: argparse.Namespace) -> dict:
+def device_fields(case, args: Any) -> dict:
     """``device`` and ``device_chosen_by`` ("given", "only", "last_oom", "highest_peak")
-    of a loaded case: what every JSON answer carries."""
+    of a loaded case (``args.device``: the device as the caller named it, None when
+    chosen): what every JSON answer carries."""
     from ..model.analysis import focus
 
     return {
@@ -17,7 +18,7 @@ def device_fields(case, args: argparse.Namespace) -> dict:
     }
 
 
-def device_line(case, args: argparse.Namespace) -> str | None:
+def device_line(case, args: Any) -> str | None:
     """ "answering for device 1 (the last OOM's)" where the snapshot has several devices
     (one device: the report's own "device 0:" says it)."""
     from ..model.analysis import focus

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import dataclass
 
 from ..model import SnapshotError
 from ..model.io.remote import load_any
 from ..model.replay.timeline import build_timeline
 from ..model.reports import aligned
 from ..model.reports.diff import diff_snapshots, format_text
+from .answers import Answer, print_answer
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,20 +96,7 @@ def main(argv: list[str]) -> int:
         all_frames=args.all_frames,
         peaks=not args.no_peaks,
     )
-    if args.json:
-        json.dump(got.data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(got.text)
-    return 0
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What ``vramscope diff`` answers: ``data`` (its ``--json``) and ``text``."""
-
-    data: dict
-    text: str
+    return print_answer(got, args.json)
 
 
 def answer(

@@ -142,7 +142,7 @@ def _main(args, collecting: bool) -> int:
     if collecting:
         QTimer.singleShot(0, gc.enable)  # once the event loop runs: the window is up
     if remote:
-        remote_open.open_remote(window, path)
+        remote_open.open_remote(window, str(path))
     elif path and os.path.isdir(path):
         window.open_ranks(path)  # a torchrun directory: the rank overview
     elif path:

@@ -28,9 +28,6 @@ Report = Callable[[float, str], None]
 #: Most allocations (and allocation sites) ``stack_at`` lists: an agent's context is
 #: the budget, and the largest few explain the memory.
 STACK_AT_MAX = 500
-#: Frames per allocation in ``stack_at``: the user's innermost frames come first, and
-#: deeper ones are rarely what the fix touches.
-STACK_FRAMES_MAX = 20
 RECORDING_HEADING = re.compile(r"^##\s.*\bcaptur", re.IGNORECASE | re.MULTILINE)
 
 
@@ -192,29 +189,26 @@ def _rank_directory(path: str) -> str:
 
 
 # --------------------------------------------------------------------------- what-if
-def _case(path: str, device: int | None, stages: Stages, hi: float):
-    """A what-if case of ``path``'s ``device`` (whatif.load_case, errors as one line),
-    its recorded run simulated (the command's answer self-checks against it)."""
+def _answered(path: str, device: int | None, stages: Stages, run) -> list[str]:
+    """``run(case)``'s answer for a what-if case of ``path``'s ``device`` (what
+    ``whatif.load_case`` prepares, its recorded run simulated for the self-check), as
+    [its JSON text, warnings...]; a recording the model cannot follow: one line."""
     from ..model import SnapshotError
+    from ..model.core.progress import stage_words
     from ..model.whatif import prepare
 
-    snap = _load(path, stages, 0.0, hi * 0.4)
+    snap = _load(path, stages, 0.0, 0.12)
     try:
-        case = prepare(snap, device, stages.slice(hi * 0.4, hi * 0.7, "replaying the trace"))
-        case.simulate(
-            "recorded", progress=stages.slice(hi * 0.7, hi, "self-check at the recorded settings")
-        )
-        return case
+        case = prepare(snap, device, stages.slice(0.12, 0.21, "replaying the trace"))
+        case.simulate("recorded", progress=stages.slice(0.21, 0.3, stage_words("self_check")))
+        got = run(case)
     except SnapshotError as exc:
         raise ToolFailure(f"{path}: {exc}") from None
+    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 
 #: advise()'s steps, in the order it runs them, each with its slice of 0.3..1.
-_ADVISE_STAGES = {
-    "judge": (0.30, 0.40, "judging how each allocation scales with the batch"),
-    "search": (0.40, 0.75, "searching the largest batch that fits"),
-    "allocator": (0.75, 1.00, "simulating allocator settings"),
-}
+_ADVISE_STAGES = {"judge": (0.30, 0.40), "search": (0.40, 0.75), "allocator": (0.75, 1.00)}
 
 
 def advise(
@@ -225,28 +219,24 @@ def advise(
     report: Report | None = None,
 ) -> list[str]:
     """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
-    from ..model import SnapshotError
-    from ..model.core.progress import Progress
+    from ..model.core.progress import Progress, stage_words
     from .advise import answer
 
     path = snapshot_path(path)
     _positive("batch", batch)
     lim = memory_limit(limit)
     stages = Stages(report)
-    case = _case(path, device, stages, 0.3)
     progress = None
     if report is not None:
 
         def step(stage: str, f: float) -> None:
-            lo, hi, label = _ADVISE_STAGES.get(stage, (0.3, 1.0, stage))
-            stages.at(lo + (hi - lo) * f, label)
+            lo, hi = _ADVISE_STAGES.get(stage, (0.3, 1.0))
+            stages.at(lo + (hi - lo) * f, stage_words(stage))
 
         progress = Progress(step)
-    try:
-        got = answer(case, path, batch, lim, device, progress)
-    except SnapshotError as exc:
-        raise ToolFailure(f"{path}: {exc}") from None
-    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
+    return _answered(
+        path, device, stages, lambda case: answer(case, path, batch, lim, device, progress)
+    )
 
 
 def whatif(
@@ -258,7 +248,6 @@ def whatif(
     report: Report | None = None,
 ) -> list[str]:
     """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
-    from ..model import SnapshotError
     from ..model.core.units import plural
     from .whatif import BadConf, answer, settings_to_try
 
@@ -269,19 +258,15 @@ def whatif(
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     lim = memory_limit(limit)
     stages = Stages(report)
-    case = _case(path, device, stages, 0.3)
-    try:
-        got = answer(
-            case,
-            confs,
-            lim,
-            recommend,
-            device,
-            progress=stages.slice(0.3, 1.0, f"simulating {plural(len(confs), 'setting')}"),
-        )
-    except SnapshotError as exc:
-        raise ToolFailure(f"{path}: {exc}") from None
-    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
+    what = f"simulating {plural(len(confs), 'setting')}"
+    return _answered(
+        path,
+        device,
+        stages,
+        lambda case: answer(
+            case, confs, lim, recommend, device, progress=stages.slice(0.3, 1.0, what)
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- diff
@@ -311,19 +296,14 @@ def stack_at(
 ) -> str:
     """The allocations alive after trace event ``event`` of ``device``, largest first,
     each with its stack: what the window's table and stack panel show at that moment
-    (:meth:`..model.view.document.Document.at`, :func:`..model.core.frames.stack_views`).
+    (:func:`..model.view.stack_query.stack_at`; the arguments checked here).
 
     ``event`` None: the last OOM's event, else the allocated peak's.  ``limit`` bounds
     both lists (allocations and allocation sites); the totals cover every allocation."""
     import numpy as np
 
     from ..model.analysis import focus
-    from ..model.analysis.calltree import top_sites
-    from ..model.analysis.figures import Selection, memory_stats
-    from ..model.core import frames as fr
-    from ..model.core.snapshot import BlockState
-    from ..model.core.units import format_address
-    from ..model.reports.summary import at_event
+    from ..model.view import stack_query
     from ..model.view.document import Document
 
     path = snapshot_path(path)
@@ -350,62 +330,15 @@ def stack_at(
     doc = Document.build(snap, stages.slice(0.4, 0.9, "replaying the trace"))
     n = doc.n_events(device)
     if event is None:
-        ooms = doc.oom_events(device)
-        rep = doc.timeline.replay(device) if doc.timeline is not None else None
-        if ooms:
-            event, event_chosen_by = ooms[-1], "last_oom"
-        elif rep is not None and len(rep):
-            event, event_chosen_by = int(rep.peak("allocated")[1]), "peak_allocated"
-        else:
+        picked = stack_query.moment_of(doc, device)
+        if picked is None:
             raise ToolFailure(f"{path}: no trace events on device {device}")
+        event, event_chosen_by = picked
     else:
         event_chosen_by = "given"
         if not 0 <= event < n:
             raise ToolFailure(f"event {event} is outside 0..{n - 1}")
-    moment = doc.at(device, event)
-    state = moment.snap
-    blocks, segs = state.blocks, state.segments
-    active = (blocks.state == BlockState.ALLOCATED) | (blocks.state == BlockState.PENDING_FREE)
-    alive = np.flatnonzero(active & (segs.device[blocks.segment] == device))
-    order = alive[np.lexsort((blocks.address[alive], -blocks.size[alive]))]
-    shown = []
-    for b in order[:limit].tolist():
-        stack = int(blocks.stack[b])
-        s = int(blocks.segment[b])
-        views = (
-            fr.stack_views(state, stack, doc.categories, show_torch=all_frames, show_cpp=all_frames)
-            if stack >= 0
-            else []
-        )
-        shown.append(
-            {
-                "address": format_address(blocks.address[b]),
-                "size": int(blocks.size[b]),
-                "requested_size": int(blocks.requested_size[b]),
-                "state": BlockState(int(blocks.state[b])).label,
-                "stream": int(segs.stream[s]),
-                "pool": "small" if bool(segs.is_small[s]) else "large",
-                "segment": format_address(segs.address[s]),
-                "top_frame": moment.block_top_label(b) or None,
-                "frames": [f"{v.filename}:{v.line} {v.name}" for v in views[:STACK_FRAMES_MAX]],
-                "frames_omitted": max(0, len(views) - STACK_FRAMES_MAX),
-            }
-        )
-    sites = top_sites(state, blocks.stack[alive], blocks.size[alive], limit)
-    out = {
-        "file": snap.path,
-        "device": device,
-        "device_chosen_by": focus.chosen_by(snap, device, given),
-        "event_chosen_by": event_chosen_by,
-        "at": at_event(doc.timeline, device, event),
-        "oom": moment.oom.to_dict() if moment.oom is not None else None,
-        "figures": memory_stats(state, Selection(device=device)).to_dict(),
-        "alive_allocations": int(len(alive)),
-        "alive_bytes": int(blocks.size[alive].sum()),
-        "limit": limit,
-        "top_sites": [site.to_dict() for site in sites],
-        "allocations": shown,
-    }
+    out = stack_query.stack_at(doc, device, event, event_chosen_by, given, limit, all_frames)
     stages.at(1.0, "done")
     return dumps(out)
 

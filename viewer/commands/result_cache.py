@@ -18,6 +18,7 @@ and is bypassed with ``--no-cache``, ``VRAMSCOPE_NO_CACHE=1`` or
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # The model's content key, without the model package (numpy): a hit stays a read.
 from ..early import file_identity
@@ -65,7 +66,7 @@ def _code_stamp() -> str:
     return str(newest)
 
 
-def key(path: str, args: list[str]) -> str | None:
+def key(path: str, args: list[Any]) -> str | None:
     """Identity of (file content, arguments, code); None for small or unreadable files."""
     return file_identity.content_key(path, f"{_FORMAT}:{_code_stamp()}:{args!r}")
 

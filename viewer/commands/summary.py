@@ -251,7 +251,7 @@ def summarize_loaded(
     moment = None
     if at is not None:
         n = int((snap.trace.device == device).sum()) if device is not None else 0
-        if not n:
+        if device is None or not n:
             raise Refused(
                 f"{file}: no trace events" + (f" on device {device}" if device is not None else "")
             )

@@ -13,18 +13,19 @@ printed as a warning.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 from ..model import SnapshotError
 from ..model.core import units
 from ..model.core.allocator_rules import ConfError, parse_conf
 from ..model.core.errors import LoadCancelled
-from ..model.core.progress import Progress
+from ..model.core.progress import Progress, stage_words
 from ..model.io.remote import load_any
-from .arg_types import positive_int
+from .answers import Answer, print_answer
+from .arg_types import add_device_option, positive_int
 from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
 
@@ -127,13 +128,7 @@ def parser() -> argparse.ArgumentParser:
         "multiples, and the answer says how much it hangs on the allocations that "
         "are not per-sample (cuDNN workspaces)",
     )
-    p.add_argument(
-        "--device",
-        type=int,
-        metavar="N",
-        help="device to simulate (default: the "
-        "last OOM's, else the one with the highest reserved peak)",
-    )
+    add_device_option(p, "simulate")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
     return p
@@ -150,6 +145,40 @@ def load_case(args: argparse.Namespace, tp: TerminalProgress):
         return prepare(snap, args.device, tp.stage("replaying the trace"))
 
     return reported(args, tp, load)
+
+
+def case_command(
+    command: str,
+    args: argparse.Namespace,
+    argv: list[str],
+    compute: Callable[[Any, TerminalProgress], Answer],
+) -> int:
+    """Run ``vramscope COMMAND`` on a what-if case (``whatif``, ``advise``): where the
+    file is when it is ``ssh://`` and vramscope is there, else load ``args.file``'s case,
+    simulate its recorded run (the self-check), ``compute(case, tp)`` its answer and
+    print it; an unreadable file or a recording the model cannot follow: one line on
+    stderr, no traceback.  Returns the exit code."""
+    if args.file.startswith("ssh://"):
+        from .remote_run import answered_there
+
+        code = answered_there(command, args, argv)
+        if code is not None:
+            return code
+    # On a terminal, a progress line on stderr (dozens of simulations); piped: none.
+    with TerminalProgress(f"vramscope {command}") as tp:
+        case = load_case(args, tp)
+        if isinstance(case, int):
+            return case
+
+        def run() -> Answer:
+            # The recorded run (computed once, cached in the case) for the self-check.
+            case.simulate("recorded", progress=tp.stage(stage_words("self_check")))
+            return compute(case, tp)
+
+        got = reported(args, tp, run)
+        if isinstance(got, int):
+            return got
+    return print_answer(got, args.json)
 
 
 def reported(args: argparse.Namespace, tp: TerminalProgress, work):
@@ -235,53 +264,21 @@ def main(argv: list[str]) -> int:
     except BadConf as exc:
         print(f"vramscope: error: --conf {exc.conf!r}: {exc.error}", file=sys.stderr)
         return 2
-    if args.file.startswith("ssh://"):  # run where the file is when vramscope is there
-        from .remote_run import answered_there
-
-        code = answered_there("whatif", args, argv)
-        if code is not None:
-            return code
-    # On a terminal, a progress line on stderr (a --recommend run takes seconds); piped: none.
-    with TerminalProgress("vramscope whatif") as tp:
-        case = load_case(args, tp)
-        if isinstance(case, int):
-            return case
-        try:  # an inconsistent recording: one line naming where (SnapshotError), no traceback
-            # The recorded run (computed once, cached in the case) for the self-check.
-            case.simulate("recorded", progress=tp.stage("self-check at the recorded settings"))
-            got = answer(
-                case,
-                confs,
-                args.memory_limit,
-                args.recommend,
-                args.device,
-                args.batch_scale,
-                args.batch,
-                tp,
-            )
-        except SnapshotError as exc:
-            tp.clear()
-            print(f"vramscope: error: {args.file}: {exc}", file=sys.stderr)
-            return 2
-    for warning in got.warnings:
-        print(f"vramscope: warning: {warning}", file=sys.stderr)
-    if args.json:
-        json.dump(got.data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(got.text)
-    return 0
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What ``vramscope whatif`` answers: ``data`` (its ``--json``: one object per row),
-    ``text`` (what it prints without) and ``warnings`` (its stderr lines, without the
-    ``vramscope: warning:``)."""
-
-    data: list
-    text: str
-    warnings: list[str]
+    return case_command(
+        "whatif",
+        args,
+        argv,
+        lambda case, tp: answer(
+            case,
+            confs,
+            args.memory_limit,
+            args.recommend,
+            args.device,
+            args.batch_scale,
+            args.batch,
+            tp,
+        ),
+    )
 
 
 def answer(
@@ -305,14 +302,7 @@ def answer(
 
     case.simulate("recorded")  # (cached in the case: the self-check's run)
     check = case.self_check()
-    warnings = (
-        []
-        if check.ok
-        else [
-            f"the model does not reproduce this recording at its own settings "
-            f"({check.first_difference}); predictions are approximate"
-        ]
-    )
+    warnings = check.warnings(settings=" at its own settings")
     if batch_scales:
         from .whatif_batch import batch_rows
 

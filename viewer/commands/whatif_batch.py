@@ -13,7 +13,7 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 from ..model.core import parallel
-from ..model.core.progress import Progress
+from ..model.core.progress import Progress, stage_words
 from ..model.core.units import format_bytes as fb
 from ..model.core.units import plural
 from ..model.remedies import batch_scale, evidence, explain, scaling
@@ -51,7 +51,7 @@ def batch_rows(
     """The rows of every scale in ``scales`` x setting in ``confs``: (``whatif
     --batch-scale ... --json``'s list, its text); ``device`` as the caller named it."""
     show = tp.show if tp is not None and tp.enabled else (lambda *a, **k: None)
-    show("judging how each allocation scales with the batch", None, force=True)
+    show(stage_words("judge"), None, force=True)
     evd = evidence.gather(case)
     judgement = scaling.judge(case, batch, evd)
     rows_explain = explain.rule_table(case, judgement, evd)

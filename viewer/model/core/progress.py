@@ -18,6 +18,20 @@ ProgressCallback = Callable[[str, float], None]
 # Each stage of a load owns a slice of the overall progress bar.
 STAGES = {"read": (0.0, 0.25), "parse": (0.25, 0.80), "columns": (0.80, 1.0)}
 
+#: What a long model step is doing, by the stage name it reports: the command line's
+#: progress line and the MCP server's progress messages say these words.
+STAGE_WORDS = {
+    "self_check": "self-check at the recorded settings",
+    "judge": "judging how each allocation scales with the batch",
+    "search": "searching the largest batch that fits",
+    "allocator": "simulating allocator settings",
+}
+
+
+def stage_words(stage: str) -> str:
+    """A stage's name in words (:data:`STAGE_WORDS`; an unknown stage as it is named)."""
+    return STAGE_WORDS.get(stage, stage)
+
 
 class Progress:
     """Forwards ``(stage, overall fraction)`` to a callback and checks for cancel."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -224,6 +225,24 @@ def build_timeline(
         for rep in tl.devices.values():
             adopt(rep)
     return tl
+
+
+def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
+    """Facts of event ``k`` of ``device`` (what the state is "after")."""
+    rep = timeline.replay(device)
+    if rep is None:
+        raise ValueError(f"no trace on device {device}")
+    return {
+        "device": device,
+        "event": k,
+        "events": len(rep),
+        "action": Action(int(rep.action[k])).name.lower(),
+        "addr": int(rep.addr[k]),
+        "size": int(rep.size[k]),
+        "stream": int(rep.stream[k]),
+        "time_us": int(rep.time_us[k]) if rep.time_us[k] >= 0 else None,
+        "trace_row": int(rep.rows[k]),  # index in the whole trace (all devices)
+    }
 
 
 def oom_events(snap: Snapshot) -> dict[int, list[int]]:

@@ -14,11 +14,11 @@ from ..analysis.calltree import site_frames, top_sites
 from ..analysis.gpu_accounting import format_lines as gpu_lines
 from ..analysis.gpu_accounting import gpu_accounting
 from ..analysis.oom import oom_reports, outside_oom
-from ..core.snapshot import HOST_DEVICE, Action, Snapshot
+from ..core.snapshot import HOST_DEVICE, Snapshot
 from ..core.units import event_of, format_address, format_bytes, plural
 from ..replay import integrity
 from ..replay.recorded_window import recorded_window
-from ..replay.timeline import Timeline
+from ..replay.timeline import Timeline, at_event
 
 CURVES = ("requested", "allocated", "active", "reserved")
 
@@ -40,24 +40,6 @@ def peaks(timeline: Timeline, device: int) -> dict[str, Any]:
         out[f"peak_{curve}_event"] = k if k >= 0 else None
         out[f"peak_{curve}_time_us"] = t if t >= 0 else None
     return out
-
-
-def at_event(timeline: Timeline, device: int, k: int) -> dict[str, Any]:
-    """Facts of event ``k`` of ``device`` (what the state is "after")."""
-    rep = timeline.replay(device)
-    if rep is None:
-        raise ValueError(f"no trace on device {device}")
-    return {
-        "device": device,
-        "event": k,
-        "events": len(rep),
-        "action": Action(int(rep.action[k])).name.lower(),
-        "addr": int(rep.addr[k]),
-        "size": int(rep.size[k]),
-        "stream": int(rep.stream[k]),
-        "time_us": int(rep.time_us[k]) if rep.time_us[k] >= 0 else None,
-        "trace_row": int(rep.rows[k]),  # index in the whole trace (all devices)
-    }
 
 
 def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:

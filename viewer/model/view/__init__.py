@@ -11,6 +11,8 @@
 * :mod:`.curve_lod` - curves reduced to the pixels they are drawn on (one decimator:
   maxima, or minima and maxima);
 * :mod:`.stacking` - stacked category curves;
+* :mod:`.stack_query` - what is alive at one moment, largest first with its stacks (the
+  MCP tool ``stack_at``);
 * :mod:`.annotations` - ``record_function`` ranges and labels placed so they never overlap.
 
 Views that only draw: everything a window shows is one :class:`ViewState` - the

@@ -29,6 +29,17 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.ok
 
+    def warnings(self, model: str = "the model", settings: str = "") -> list[str]:
+        """The warning a command gives when the model does not reproduce the recording
+        (none when it does): ``model`` names the model, ``settings`` says at which
+        settings it was compared (" at its own settings")."""
+        if self.ok:
+            return []
+        return [
+            f"{model} does not reproduce this recording{settings} ({self.first_difference}); "
+            "predictions are approximate"
+        ]
+
 
 def compare_events(reqs: Requests, sim: SimResult) -> str:
     """'' when the model's segment events equal the recorded ones, else the first difference."""
