@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import shared_data
+
 # Tests (and the subprocesses they start) never touch the user's cache.
 os.environ["VRAMSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vramscope-test-cache-")
 
 DATA = Path(__file__).parent / "data"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
-# ../shared/snapshots beside the checkout, when present, holds the originals.
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "snapshots"
 
 
 def snapshot_files() -> list[Path]:
@@ -32,6 +32,15 @@ def expected_for(path: Path) -> dict:
 
 def snapshot_id(path: Path) -> str:
     return path.name.split(".pickle")[0]
+
+
+@pytest.fixture(autouse=True)
+def _shared_files_required(request):
+    """The files a test's ``shared`` marks name (shared_data.needs) are there: else the test
+    skips, or fails under CI, before it runs."""
+    for mark in request.node.iter_markers("shared"):
+        for path in mark.args:
+            shared_data.require(path)
 
 
 @pytest.fixture(scope="session")

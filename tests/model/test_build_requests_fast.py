@@ -58,14 +58,14 @@ def both(rep, pools, retries: bool, gc: bool, cfg, emptied, where) -> None:
 
 
 @needs_native
-def test_real_recordings_equal_the_reference(loaded_snapshots):
 @shared_data.MARK
+def test_real_recordings_equal_the_reference(loaded_snapshots):
     """Every bundled and external recording, every device with a trace, retries and a
     garbage collector possible or not."""
-    devices = combos = 0
     external = len(shared_data.external_files())
     if not external:
         shared_data.missing(str(shared_data.EXTERNAL))
+    devices = combos = 0
     for path in REAL:
         snap = loaded_snapshots(path)
         cfg = rules.config_from_settings(snap.allocator_settings)

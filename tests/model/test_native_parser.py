@@ -244,11 +244,11 @@ def test_parallel_sections_give_the_serial_answer(path):
     """Device traces parsed in parallel regions (here a checkpoint every event, so a
     file of a few events is cut into many regions that refer to each other's memo
     entries) give exactly the serial VM's answer - and really ran in parallel."""
+    path = shared_data.require(path)
     data = _plain(path)
     serial = snapparse().parse(data)
     for threads in (2, 5):
         parallel = parallel_parse(data, threads)
-    path = shared_data.require(path)
         assert same_parse(parallel, serial), f"{threads} threads"
     if (
         serial[0] == "ok"
