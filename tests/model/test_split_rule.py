@@ -1,6 +1,7 @@
 """The allocator's split decision has one home (allocator_rules.should_split): the Python
-replay and the what-if simulator call it, and the C loop applies the same rule with the
-sizes it is handed (its C = Python equality is tested on real and random traces)."""
+replay and the what-if simulator call it, and the C loops apply the same rule
+(_native/common/allocator_rules.h) with the sizes they are handed (their C = Python
+equality is tested on real and random traces)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,12 @@ def test_the_replay_and_the_simulator_use_the_one_rule():
     assert all(n == 1 for _, n in callers), callers
 
 
-def test_the_c_loop_declares_no_sizes_of_its_own():
-    source = (ROOT / "viewer/model/_native/replay_core.c").read_text()
-    for name in ("MIN_BLOCK_SIZE", "SMALL_SIZE", "SMALL_BUFFER"):
-        assert f"#define {name}" not in source
-    assert rules.NATIVE_SIZES == (rules.MIN_BLOCK_SIZE, rules.SMALL_SIZE, rules.SMALL_BUFFER)
+def test_the_c_loops_declare_no_sizes_of_their_own():
+    # They are handed allocator_rules.native_rules (_native/common/allocator_rules.h).
+    native = ROOT / "viewer/model/_native"
+    sources = [*native.glob("*.c"), *native.glob("common/*.h")]
+    assert len(sources) >= 4
+    for path in sources:
+        text = path.read_text()
+        for name in ("MIN_BLOCK_SIZE", "SMALL_SIZE", "SMALL_BUFFER", "LARGE_BUFFER", "ROUND_LARGE"):
+            assert f"#define {name}" not in text, path

@@ -16,8 +16,10 @@
  * results are returned as ``bytes`` that Python wraps with ``numpy.frombuffer``.
  *
  * Why one file over 500 lines: one translation unit, so every pass shares the buffer
- * helpers and the address hash map as static functions and the module exports nothing
- * else; each pass is short and mirrors one numpy function named in its comment.
+ * helpers as static functions and the module exports nothing else; each pass is short and
+ * mirrors one numpy function named in its comment.  The address hash map and the growable
+ * arrays are the ones of common/ (i64map.h, growth.h): a pass that runs out of memory
+ * notes it and raises MemoryError once it holds the GIL again.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,6 +28,8 @@
 #include <string.h>
 
 #include "common/buffers.h"
+#include "common/growth.h"
+#include "common/i64map.h"
 
 enum { A_ALLOC = 0, A_FREE_REQUESTED = 1, A_FREE_COMPLETED = 2 };
 /* Phases and evidence (categories/iterations.py, stack_kinds.py). */
@@ -66,111 +70,6 @@ static void release(Bufs *b) {
     release_bufs(b->v, b->got);
 }
 
-/* -- a growable array of int64 (run starts, orphan frees) ---------------------------------- */
-typedef struct {
-    int64_t *a;
-    Py_ssize_t n, cap;
-} Vec;
-
-static int vec_push(Vec *v, int64_t x) {
-    if (v->n == v->cap) {
-        Py_ssize_t cap = v->cap ? v->cap * 2 : 1024;
-        int64_t *a = realloc(v->a, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        v->a = a;
-        v->cap = cap;
-    }
-    v->a[v->n++] = x;
-    return 0;
-}
-
-/* -- address -> allocation ordinal: open addressing, linear probing, backward-shift delete -- */
-typedef struct {
-    int64_t *keys, *vals;
-    uint8_t *used;
-    size_t mask, count;
-} Map;
-
-static size_t slot_of(const Map *m, int64_t key) {
-    return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> 20) & m->mask;
-}
-
-static int map_init(Map *m, size_t cap) {
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
-    m->used = calloc(cap, 1);
-    m->mask = cap - 1;
-    m->count = 0;
-    return (m->keys && m->vals && m->used) ? 0 : -1;
-}
-
-static void map_free(Map *m) {
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
-}
-
-static int map_put(Map *m, int64_t key, int64_t val);
-
-static int map_grow(Map *m) {
-    Map big;
-    if (map_init(&big, (m->mask + 1) * 2) < 0) {
-        map_free(&big);
-        return -1;
-    }
-    for (size_t i = 0; i <= m->mask; i++)
-        if (m->used[i]) map_put(&big, m->keys[i], m->vals[i]);
-    map_free(m);
-    *m = big;
-    return 0;
-}
-
-/* Insert or overwrite (a second alloc at a live address replaces the first, as a dict). */
-static int map_put(Map *m, int64_t key, int64_t val) {
-    if ((m->count + 1) * 2 > m->mask + 1 && map_grow(m) < 0) return -1;
-    size_t i = slot_of(m, key);
-    while (m->used[i]) {
-        if (m->keys[i] == key) {
-            m->vals[i] = val;
-            return 0;
-        }
-        i = (i + 1) & m->mask;
-    }
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    m->count++;
-    return 0;
-}
-
-/* Remove ``key``; its value, or -1 when absent. */
-static int64_t map_pop(Map *m, int64_t key) {
-    size_t i = slot_of(m, key);
-    while (m->used[i]) {
-        if (m->keys[i] == key) break;
-        i = (i + 1) & m->mask;
-    }
-    if (!m->used[i]) return -1;
-    int64_t val = m->vals[i];
-    /* Backward shift: move later entries of the probe run into the hole. */
-    size_t hole = i, j = i;
-    for (;;) {
-        j = (j + 1) & m->mask;
-        if (!m->used[j]) break;
-        size_t home = slot_of(m, m->keys[j]);
-        /* j's entry may fill the hole when its home is not in (hole, j] (cyclically). */
-        int stays = (hole <= j) ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (!stays) {
-            m->keys[hole] = m->keys[j];
-            m->vals[hole] = m->vals[j];
-            hole = j;
-        }
-    }
-    m->used[hole] = 0;
-    m->count--;
-    return val;
-}
-
 /* count_action(action i8, value) -> number of events with that action. */
 static PyObject *count_action(PyObject *self, PyObject *args) {
     PyObject *o;
@@ -206,8 +105,8 @@ static PyObject *alloc_lifetimes(PyObject *self, PyObject *args) {
                                   "requested", "stack out"};
     Bufs b = {.got = 0};
     PyObject *result = NULL;
-    Map map = {0};
-    Vec ok = {0}, oa = {0};
+    I64Map map = {0};
+    I64Vec ok = {0}, oa = {0};
     for (int i = 0; i < 8; i++)
         if (take(&b, o[i], item[i], i >= 4, name[i]) < 0) goto done;
     Py_ssize_t n = b.v[0].len, m = b.v[4].len / 8;
@@ -216,7 +115,7 @@ static PyObject *alloc_lifetimes(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "alloc_lifetimes: columns of different lengths");
         goto done;
     }
-    if (map_init(&map, 1 << 12) < 0) {
+    if (i64map_init(&map, 1 << 12) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -239,15 +138,15 @@ static PyObject *alloc_lifetimes(PyObject *self, PyObject *args) {
             end[j] = n;
             req[j] = size[k];
             stk[j] = stack[k];
-            if (map_put(&map, addr[k], j) < 0) {
+            if (i64map_put(&map, addr[k], j) < 0) {
                 err = 1;
                 break;
             }
             j++;
         } else if (a == A_FREE_COMPLETED) {
-            int64_t x = map_pop(&map, addr[k]);
-            if (x >= 0) end[x] = k;
-            else if (vec_push(&ok, k) < 0 || vec_push(&oa, addr[k]) < 0) {
+            int64_t x;
+            if (i64map_pop(&map, addr[k], &x)) end[x] = k;
+            else if (i64vec_push(&ok, k) < 0 || i64vec_push(&oa, addr[k]) < 0) {
                 err = 1;
                 break;
             }
@@ -263,12 +162,12 @@ static PyObject *alloc_lifetimes(PyObject *self, PyObject *args) {
                         "per allocation");
         goto done;
     }
-    result = pair(bytes_of(ok.a, ok.n * 8), bytes_of(oa.a, oa.n * 8));
+    result = pair(bytes_of(ok.v, ok.n * 8), bytes_of(oa.v, oa.n * 8));
 done:
     release(&b);
-    map_free(&map);
-    free(ok.a);
-    free(oa.a);
+    i64map_free(&map);
+    free(ok.v);
+    free(oa.v);
     return result;
 }
 
@@ -289,7 +188,7 @@ static PyObject *phases(PyObject *self, PyObject *args) {
                                   "guessed", "phase"};
     Bufs b = {.got = 0};
     PyObject *result = NULL;
-    Vec at = {0}, rc = {0};
+    I64Vec at = {0}, rc = {0};
     int64_t *prev = NULL, *ms = NULL;  /* ms, mv: the merged runs (start, phase) */
     char *mv = NULL;
     Py_ssize_t w = 0;
@@ -344,7 +243,7 @@ static PyObject *phases(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; !err && k < n; k++) {
         int c = phase[k];
         if (c < 0 || c == last) continue;
-        if (vec_push(&at, k) < 0 || vec_push(&rc, c) < 0) {
+        if (i64vec_push(&at, k) < 0 || i64vec_push(&rc, c) < 0) {
             err = 1;
             break;
         }
@@ -360,25 +259,25 @@ static PyObject *phases(PyObject *self, PyObject *args) {
     if (!err && r) {
         int64_t p = -1;
         for (Py_ssize_t i = 0; i < r; i++) {
-            if (rc.a[i] != USER_CODE) p = rc.a[i];
+            if (rc.v[i] != USER_CODE) p = rc.v[i];
             prev[i] = p;  /* the phase of the last strong run at or before i (-1: none) */
         }
         int64_t q = -1;
         for (Py_ssize_t i = r - 1; i >= 0; i--) {
-            if (rc.a[i] != USER_CODE) {
-                q = rc.a[i];
+            if (rc.v[i] != USER_CODE) {
+                q = rc.v[i];
                 continue;
             }
             int64_t pp = prev[i], v = PH_OTHER;
             if (pp == PH_FORWARD && q == PH_BACKWARD) v = PH_FORWARD;
             else if (pp == q && pp != PH_FORWARD && pp >= 0) v = pp;
-            rc.a[i] = v;
+            rc.v[i] = v;
         }
         /* 5. Every event takes its run's phase (events before the first run: other). */
-        memset(phase, PH_OTHER, (size_t)at.a[0]);
+        memset(phase, PH_OTHER, (size_t)at.v[0]);
         for (Py_ssize_t i = 0; i < r; i++) {
-            int64_t lo = at.a[i], hi = i + 1 < r ? at.a[i + 1] : n;
-            memset(phase + lo, (int8_t)rc.a[i], (size_t)(hi - lo));
+            int64_t lo = at.v[i], hi = i + 1 < r ? at.v[i + 1] : n;
+            memset(phase + lo, (int8_t)rc.v[i], (size_t)(hi - lo));
         }
     } else if (!err) {
         memset(phase, PH_OTHER, (size_t)n);
@@ -390,14 +289,14 @@ static PyObject *phases(PyObject *self, PyObject *args) {
         if (!ms || !mv) err = 1;
     }
     if (!err && n) {
-        if (!r || at.a[0] > 0) {
+        if (!r || at.v[0] > 0) {
             ms[w] = 0;
             mv[w++] = PH_OTHER;
         }
         for (Py_ssize_t i = 0; i < r; i++)
-            if (!w || mv[w - 1] != (char)rc.a[i]) {
-                ms[w] = at.a[i];
-                mv[w++] = (char)rc.a[i];
+            if (!w || mv[w - 1] != (char)rc.v[i]) {
+                ms[w] = at.v[i];
+                mv[w++] = (char)rc.v[i];
             }
     }
     Py_END_ALLOW_THREADS
@@ -406,8 +305,8 @@ static PyObject *phases(PyObject *self, PyObject *args) {
     else result = pair(bytes_of(ms, w * 8), bytes_of(mv, w));
 done:
     release(&b);
-    free(at.a);
-    free(rc.a);
+    free(at.v);
+    free(rc.v);
     free(prev);
     free(ms);
     free(mv);
@@ -422,11 +321,11 @@ static PyObject *runs(PyObject *self, PyObject *args) {
     if (take(&b, o, 1, 0, "values") < 0) return NULL;
     const int8_t *x = b.v[0].buf;
     Py_ssize_t n = b.v[0].len;
-    Vec at = {0};
+    I64Vec at = {0};
     int err = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++)
-        if ((k == 0 || x[k] != x[k - 1]) && vec_push(&at, k) < 0) {
+        if ((k == 0 || x[k] != x[k - 1]) && i64vec_push(&at, k) < 0) {
             err = 1;
             break;
         }
@@ -436,11 +335,11 @@ static PyObject *runs(PyObject *self, PyObject *args) {
     if (err || (at.n && !(vals = malloc((size_t)at.n)))) {
         PyErr_NoMemory();
     } else {
-        for (Py_ssize_t i = 0; i < at.n; i++) vals[i] = (char)x[at.a[i]];
-        result = pair(bytes_of(at.a, at.n * 8), bytes_of(vals, at.n));
+        for (Py_ssize_t i = 0; i < at.n; i++) vals[i] = (char)x[at.v[i]];
+        result = pair(bytes_of(at.v, at.n * 8), bytes_of(vals, at.n));
     }
     release(&b);
-    free(at.a);
+    free(at.v);
     free(vals);
     return result;
 }
@@ -602,40 +501,35 @@ static PyObject *unique_inverse(PyObject *self, PyObject *args) {
     const int64_t *x = b.v[0].buf;
     Py_ssize_t m = b.v[0].len / 8;
     PyObject *result = NULL, *inv = PyBytes_FromStringAndSize(NULL, m * 8);
-    Map map = {0};
-    Vec keys = {0};
+    I64Map map = {0};
+    I64Vec keys = {0};
     int err = inv ? 0 : 2;
-    if (!err && map_init(&map, 1 << 6) < 0) err = 1;
+    if (!err && i64map_init(&map, 1 << 6) < 0) err = 1;
     if (!err) {
         int64_t *out = (int64_t *)PyBytes_AS_STRING(inv);
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < m && !err; i++) {  /* distinct values, first seen */
-            size_t j = slot_of(&map, x[i]);
-            while (map.used[j] && map.keys[j] != x[i]) j = (j + 1) & map.mask;
-            if (!map.used[j] && (vec_push(&keys, x[i]) < 0 || map_put(&map, x[i], 0) < 0))
+        for (Py_ssize_t i = 0; i < m && !err; i++)  /* distinct values, first seen */
+            if (!i64map_has(&map, x[i]) &&
+                (i64vec_push(&keys, x[i]) < 0 || i64map_put(&map, x[i], 0) < 0))
                 err = 1;
-        }
         if (!err) {
-            qsort(keys.a, (size_t)keys.n, sizeof *keys.a, cmp_i64);
-            for (Py_ssize_t r = 0; r < keys.n; r++) map_put(&map, keys.a[r], r);  /* ranks */
-            for (Py_ssize_t i = 0; i < m; i++) {
-                size_t j = slot_of(&map, x[i]);
-                while (map.keys[j] != x[i]) j = (j + 1) & map.mask;
-                out[i] = map.vals[j];
-            }
+            qsort(keys.v, (size_t)keys.n, sizeof *keys.v, cmp_i64);
+            /* ranks: every key is there already, so no put can fail */
+            for (Py_ssize_t r = 0; r < keys.n; r++) i64map_put(&map, keys.v[r], r);
+            for (Py_ssize_t i = 0; i < m; i++) i64map_get(&map, x[i], &out[i]);
         }
         Py_END_ALLOW_THREADS
     }
     if (err == 1) PyErr_NoMemory();
     if (!err) {
-        PyObject *u = bytes_of(keys.a, keys.n * 8);
+        PyObject *u = bytes_of(keys.v, keys.n * 8);
         Py_INCREF(inv);
         result = pair(u, inv);
     }
     Py_XDECREF(inv);
     release(&b);
-    map_free(&map);
-    free(keys.a);
+    i64map_free(&map);
+    free(keys.v);
     return result;
 }
 

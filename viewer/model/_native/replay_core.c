@@ -9,7 +9,8 @@
  * events.  Here it is a hash lookup and pointer updates.
  *
  * Data: blocks live in a slot array, linked per segment in address order
- * (prev/next), found by address through an open-addressing hash map.
+ * (prev/next), found by address through the hash map of common/i64map.h.
+ * The allocator's rules (round_size, should_split) are common/allocator_rules.h.
  * Segments are few; they are kept sorted by address in a small array.
  * Layouts (segments + blocks in address order) are returned as tuples of
  * ``bytes`` columns that Python wraps with ``numpy.frombuffer``; inputs are
@@ -29,12 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/allocator_rules.h"
 #include "common/buffers.h"
+#include "common/growth.h"
+#include "common/i64map.h"
 
 enum { ALLOCATED = 0, PENDING = 1, FREE = 2 };
-/* The allocator's sizes are not declared here: each state receives them from
- * allocator_rules.NATIVE_SIZES (min_block, small_size, small_buffer), as it receives
- * max_split and the rounding divisions, so the rules have one home. */
 #define BEFORE_RECORDING (-1)
 #define NONE (-1)
 
@@ -50,144 +51,40 @@ typedef struct {
     uint8_t small, expandable;
 } Seg;
 
+/* Out of memory in a helper: -1 up to new_state() or run(), which raise MemoryError once
+ * they hold the GIL (common/growth.h); the state stays whole and usable. */
 typedef struct {
     Block *b;
-    int32_t nb, capb, free_b, live_b;
+    int32_t nb, free_b, live_b;
+    int64_t capb;
     Seg *s;
-    int32_t ns, caps, free_s;
+    int32_t ns, free_s;
+    int64_t caps;
     int32_t *order; /* segment slots sorted by address */
-    int32_t norder, caporder;
-    int64_t *hkeys;
-    int32_t *hvals; /* block slot, -1: empty */
-    uint64_t hcap, hcount;
-    int hbits;
+    int32_t norder;
+    int64_t caporder;
+    I64Map by_addr; /* block address -> block slot */
     int64_t inconsistencies;
-    int64_t max_split; /* <= 0: unlimited */
-    int64_t min_block, small_size, small_buffer; /* allocator_rules.NATIVE_SIZES */
-    int32_t divs[17];
+    AllocRules rules;
     int64_t *known_addr, *known_size;
     uint8_t *known_small;
     int32_t *known_pool;
     Py_ssize_t nknown;
     int32_t default_pool;
-    int nomem_pending; /* out of memory without the GIL: run() raises MemoryError (no_memory) */
 } St;
 
-/* Out of memory inside the state's helpers.  With the GIL held (new_state) MemoryError is
- * raised at once.  The event loop of run() lets go of the GIL (other Python threads work
- * meanwhile), so a helper may fail without holding it: then the error is only noted in the
- * state, and run() raises MemoryError once it holds the GIL again.  The note is the state's
- * own: replays of other states may run on other threads at the same time. */
-static void no_memory(St *st) {
-    if (PyGILState_Check()) PyErr_NoMemory();
-    else st->nomem_pending = 1;
+/* Room for one more block or segment slot (slots are int32). */
+static int grow_slots(void **p, int64_t *cap, size_t item, int32_t n) {
+    return n == INT32_MAX ? -1 : grow_array(p, cap, (int64_t)n + 1, item);
 }
 
-/* ------------------------------------------------------------------ memory */
-static int grow(void **p, int32_t *cap, size_t item, int32_t need) {
-    if (need <= *cap) return 0;
-    int64_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    if (c > INT32_MAX) return -1;
-    void *q = realloc(*p, (size_t)c * item);
-    if (!q) return -1;
-    *p = q;
-    *cap = (int32_t)c;
-    return 0;
+/* ------------------------------------------------------------------ blocks by address */
+static inline int32_t h_get(const St *st, int64_t addr) {
+    int64_t x;
+    return i64map_get(&st->by_addr, addr, &x) ? (int32_t)x : -1;
 }
 
-/* ------------------------------------------------------------------ hash map addr -> block */
-static inline uint64_t hslot(const St *st, int64_t key) {
-    return ((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> (64 - st->hbits);
-}
-
-static int h_init(St *st, int bits) {
-    st->hbits = bits;
-    st->hcap = 1ULL << bits;
-    st->hcount = 0;
-    st->hkeys = malloc(st->hcap * sizeof(int64_t));
-    st->hvals = malloc(st->hcap * sizeof(int32_t));
-    if (!st->hkeys || !st->hvals) return -1;
-    memset(st->hvals, 0xff, st->hcap * sizeof(int32_t));
-    return 0;
-}
-
-static int32_t h_get(const St *st, int64_t key) {
-    uint64_t m = st->hcap - 1, i = hslot(st, key);
-    while (st->hvals[i] >= 0) {
-        if (st->hkeys[i] == key) return st->hvals[i];
-        i = (i + 1) & m;
-    }
-    return -1;
-}
-
-static int h_put(St *st, int64_t key, int32_t val);
-
-static int h_rehash(St *st) {
-    int64_t *ok = st->hkeys;
-    int32_t *ov = st->hvals;
-    uint64_t ocap = st->hcap, ocount = st->hcount;
-    int obits = st->hbits;
-    if (h_init(st, st->hbits + 1) < 0) {
-        /* the old table stays, whole: the state remains usable after the MemoryError */
-        free(st->hkeys);
-        free(st->hvals);
-        st->hkeys = ok;
-        st->hvals = ov;
-        st->hbits = obits;
-        st->hcap = ocap;
-        st->hcount = ocount;
-        return -1;
-    }
-    for (uint64_t i = 0; i < ocap; i++)
-        if (ov[i] >= 0) h_put(st, ok[i], ov[i]);
-    free(ok);
-    free(ov);
-    return 0;
-}
-
-static int h_put(St *st, int64_t key, int32_t val) {
-    if ((st->hcount + 1) * 2 > st->hcap && h_rehash(st) < 0) return -1;
-    uint64_t m = st->hcap - 1, i = hslot(st, key);
-    while (st->hvals[i] >= 0) {
-        if (st->hkeys[i] == key) {
-            st->hvals[i] = val;
-            return 0;
-        }
-        i = (i + 1) & m;
-    }
-    st->hkeys[i] = key;
-    st->hvals[i] = val;
-    st->hcount++;
-    return 0;
-}
-
-static void h_del(St *st, int64_t key) {
-    uint64_t m = st->hcap - 1, i = hslot(st, key);
-    while (st->hvals[i] >= 0) {
-        if (st->hkeys[i] == key) break;
-        i = (i + 1) & m;
-    }
-    if (st->hvals[i] < 0) return;
-    /* backward-shift deletion keeps probe chains intact without tombstones */
-    uint64_t j = i;
-    for (;;) {
-        st->hvals[i] = -1;
-        for (;;) {
-            j = (j + 1) & m;
-            if (st->hvals[j] < 0) {
-                st->hcount--;
-                return;
-            }
-            uint64_t home = hslot(st, st->hkeys[j]);
-            /* may the entry at j move to i? only if home is not in (i, j] cyclically */
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) break;
-        }
-        st->hkeys[i] = st->hkeys[j];
-        st->hvals[i] = st->hvals[j];
-        i = j;
-    }
-}
+static inline void h_del(St *st, int64_t addr) { i64map_pop(&st->by_addr, addr, NULL); }
 
 /* ------------------------------------------------------------------ segments */
 /* index in order of the last segment starting at or before addr, -1 if none */
@@ -252,7 +149,7 @@ static void link_block(St *st, int32_t seg, int32_t x, int32_t after) {
     g->nblocks++;
 }
 
-/* A new block; returns its slot or -1 (out of memory, exception set). */
+/* A new block; returns its slot or -1 (out of memory). */
 static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64_t requested,
                          int32_t stack, int64_t alloc, int32_t seg, int32_t after) {
     int32_t old = h_get(st, addr);
@@ -265,10 +162,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
         x = st->free_b;
         st->free_b = st->b[x].next;
     } else {
-        if (grow((void **)&st->b, &st->capb, sizeof(Block), st->nb + 1) < 0) {
-            no_memory(st);
-            return -1;
-        }
+        if (grow_slots((void **)&st->b, &st->capb, sizeof(Block), st->nb) < 0) return -1;
         x = st->nb++;
     }
     Block *b = &st->b[x];
@@ -278,10 +172,7 @@ static int32_t put_block(St *st, int64_t addr, int64_t size, int8_t state, int64
     b->requested = requested;
     b->stack = stack;
     b->alloc = alloc;
-    if (h_put(st, addr, x) < 0) {
-        no_memory(st);
-        return -1;
-    }
+    if (i64map_put(&st->by_addr, addr, x) < 0) return -1;
     link_block(st, seg, x, after);
     st->live_b++;
     return x;
@@ -334,10 +225,10 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
         seg = st->free_s;
         st->free_s = st->s[seg].head;
     } else {
-        if (grow((void **)&st->s, &st->caps, sizeof(Seg), st->ns + 1) < 0) goto oom;
+        if (grow_slots((void **)&st->s, &st->caps, sizeof(Seg), st->ns) < 0) return -1;
         seg = st->ns++;
     }
-    if (grow((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder + 1) < 0) goto oom;
+    if (grow_slots((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder) < 0) return -1;
     Seg *g = &st->s[seg];
     g->addr = addr;
     g->size = size;
@@ -352,9 +243,6 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
     st->norder++;
     if (size && put_block(st, addr, size, FREE, 0, -1, BEFORE_RECORDING, seg, -1) < 0) return -1;
     return 0;
-oom:
-    no_memory(st);
-    return -1;
 }
 
 /* The block starting at addr, else the one containing it, split there. */
@@ -375,32 +263,6 @@ static int32_t block_at_or_around(St *st, int64_t addr, int *err) {
     x = put_block(st, addr, tail, state, 0, -1, BEFORE_RECORDING, seg, outer);
     if (x < 0) *err = 1;
     return x;
-}
-
-static int64_t round_size(const St *st, int64_t size) {
-    const int64_t min_block = st->min_block;
-    if (size < min_block) return min_block;
-    int bitlen = 64 - __builtin_clzll((unsigned long long)size);
-    int index = bitlen - 1 - 20;
-    if (index < 0) index = 0;
-    if (index > 16) index = 16;
-    int64_t divisions = st->divs[index];
-    if (divisions > 1 && size > min_block * divisions) {
-        if ((size & (size - 1)) == 0) return size;
-        int64_t floor_ = 1LL << (bitlen - 1);
-        int dbits = 64 - __builtin_clzll((unsigned long long)divisions);
-        int64_t step = floor_ >> (dbits - 1);
-        if (step == 0) return floor_ << 1;
-        int64_t base = size & ~(step - 1);
-        return base == size ? size : base + step;
-    }
-    return min_block * ((size + min_block - 1) / min_block);
-}
-
-static int should_split(const St *st, int64_t remaining, int64_t size, const Seg *g) {
-    /* allocator_rules.should_split */
-    if (g->small || g->expandable) return remaining >= st->min_block;
-    return (st->max_split <= 0 || size < st->max_split) && remaining > st->small_size;
 }
 
 static void merge(St *st, int32_t x) {
@@ -425,7 +287,7 @@ static int new_segment(St *st, int64_t addr, int64_t size, int64_t stream, int e
         st->inconsistencies++;
         return 0;
     }
-    int small = size <= st->small_buffer && !expandable;
+    int small = size <= st->rules.small_buffer && !expandable;
     int32_t pool = st->default_pool;
     Py_ssize_t lo = 0, hi = st->nknown;
     while (lo < hi) { /* first known address > addr */
@@ -539,10 +401,11 @@ static int unmap_range(St *st, int64_t a, int64_t sz) {
             ng = st->free_s;
             st->free_s = st->s[ng].head;
         } else {
-            if (grow((void **)&st->s, &st->caps, sizeof(Seg), st->ns + 1) < 0) goto oom;
+            if (grow_slots((void **)&st->s, &st->caps, sizeof(Seg), st->ns) < 0) return -1;
             ng = st->ns++;
         }
-        if (grow((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder + 1) < 0) goto oom;
+        if (grow_slots((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder) < 0)
+            return -1;
         Seg *o = &st->s[g], *n = &st->s[ng];
         *n = *o;
         n->addr = end;
@@ -561,9 +424,6 @@ static int unmap_range(St *st, int64_t a, int64_t sz) {
     if (a > st->s[g].addr) st->s[g].size = a - st->s[g].addr;
     else drop_segment_at(st, seg_index(st, st->s[g].addr));
     return 0;
-oom:
-    no_memory(st);
-    return -1;
 }
 
 /* ------------------------------------------------------------------ layouts */
@@ -621,8 +481,7 @@ static void st_free(St *st) {
     free(st->b);
     free(st->s);
     free(st->order);
-    free(st->hkeys);
-    free(st->hvals);
+    i64map_free(&st->by_addr);
     free(st->known_addr);
     free(st->known_size);
     free(st->known_small);
@@ -640,22 +499,18 @@ static const char *NEW_NAME[NBUF_NEW] = {"seg_addr", "seg_size", "seg_stream", "
                                          "known_size", "known_small", "known_pool"};
 
 /* new_state(layout columns x12, known_addr, known_size, known_small, known_pool, default_pool,
- *           max_split, divs, (min_block, small_size, small_buffer)) */
+ *           rules (allocator_rules.native_rules: common/allocator_rules.h)) */
 static PyObject *new_state(PyObject *self, PyObject *args) {
     PyObject *objs[NBUF_NEW];
     int default_pool;
-    long long max_split, min_block, small_size, small_buffer;
-    PyObject *divs;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOiLO(LLL)", &objs[0], &objs[1], &objs[2],
-                          &objs[3], &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9],
-                          &objs[10], &objs[11], &objs[12], &objs[13], &objs[14], &objs[15],
-                          &default_pool, &max_split, &divs, &min_block, &small_size,
-                          &small_buffer))
+    AllocRules rules;
+    PyObject *o_rules;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOiO", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10],
+                          &objs[11], &objs[12], &objs[13], &objs[14], &objs[15], &default_pool,
+                          &o_rules))
         return NULL;
-    if (min_block <= 0 || small_size <= 0 || small_buffer <= 0) {
-        PyErr_SetString(PyExc_ValueError, "the allocator's sizes must be positive");
-        return NULL;
-    }
+    if (rules_parse(&rules, o_rules) < 0) return NULL;
     Py_buffer v[NBUF_NEW];
     int got = 0;
     St *st = NULL;
@@ -679,21 +534,8 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
     }
     st->free_b = st->free_s = -1;
     st->default_pool = default_pool;
-    st->max_split = max_split;
-    st->min_block = min_block;
-    st->small_size = small_size;
-    st->small_buffer = small_buffer;
-    PyObject *seq = PySequence_Fast(divs, "divs must be a sequence");
-    if (!seq) goto done;
-    for (Py_ssize_t i = 0; i < 17; i++) {
-        long d = i < PySequence_Fast_GET_SIZE(seq) ? PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i)) : 0;
-        st->divs[i] = (int32_t)(d > 0 && d < (1 << 20) ? d : 0);
-    }
-    Py_DECREF(seq);
-    if (PyErr_Occurred()) goto done;
-    int bits = 10;
-    while ((1LL << bits) < 4 * (nb + 64)) bits++;
-    if (h_init(st, bits) < 0) {
+    st->rules = rules;
+    if (i64map_init(&st->by_addr, 4 * (nb + 64)) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -719,8 +561,8 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
             goto done;
         }
         /* segments only: blocks come from the layout below, never a fresh free block */
-        if (grow((void **)&st->s, &st->caps, sizeof(Seg), st->ns + 1) < 0 ||
-            grow((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder + 1) < 0) {
+        if (grow_slots((void **)&st->s, &st->caps, sizeof(Seg), st->ns) < 0 ||
+            grow_slots((void **)&st->order, &st->caporder, sizeof(int32_t), st->norder) < 0) {
             PyErr_NoMemory();
             goto done;
         }
@@ -748,7 +590,10 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
          * right - 1 in Python; before the first segment wraps to the last, as there) */
         while (si + 1 < ns && sa[si + 1] <= ba[j]) si++;
         int32_t seg = sa[si] <= ba[j] ? (int32_t)si : (int32_t)(ns - 1);
-        if (put_block(st, ba[j], bs[j], bst[j], br[j], bsk[j], bal[j], seg, -2) < 0) goto done;
+        if (put_block(st, ba[j], bs[j], bst[j], br[j], bsk[j], bal[j], seg, -2) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
     result = PyCapsule_New(st, "replay_state", capsule_free);
     if (result) st = NULL;
@@ -809,13 +654,13 @@ static PyObject *run(PyObject *self, PyObject *args) {
     int err = 0;
     /* The loop is plain C on the state and the columns: the GIL is let go for it and held
      * again only to make a layout (keyframes, emitted moments) and to raise.  Every exit
-     * from the loop (goto done) passes through HOLD_GIL first. */
+     * from the loop (goto done) passes through HOLD_GIL first; a helper's -1 is out of
+     * memory (FAIL). */
     PyThreadState *ts = PyEval_SaveThread();
 #define HOLD_GIL() do { if (ts) { PyEval_RestoreThread(ts); ts = NULL; } } while (0)
 #define FAIL() do {                                                  \
         HOLD_GIL();                                                     \
-        if (st->nomem_pending || !PyErr_Occurred()) PyErr_NoMemory();   \
-        st->nomem_pending = 0;                                          \
+        PyErr_NoMemory();                                               \
         goto done;                                                      \
     } while (0)
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -829,7 +674,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         case 0: { /* alloc */
             int32_t x = block_at_or_around(st, a, &err);
             if (err) FAIL();
-            int64_t want = round_size(st, sz);
+            int64_t want = rules_round_size(&st->rules, sz);
             if (x < 0) {
                 st->inconsistencies++;
                 got_size = want;
@@ -838,7 +683,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
             if (st->b[x].state != FREE) st->inconsistencies++;
             int64_t remaining = st->b[x].size - want;
             if (remaining < 0) st->inconsistencies++;
-            else if (should_split(st, remaining, want, &st->s[st->b[x].seg])) {
+            else if (rules_should_split(&st->rules, remaining, want,
+                                        st->s[st->b[x].seg].small || st->s[st->b[x].seg].expandable)) {
                 if (put_block(st, a + want, remaining, FREE, 0, -1, BEFORE_RECORDING, st->b[x].seg, x) < 0)
                     FAIL();
                 st->b[x].size = want;
@@ -1001,50 +847,43 @@ static PyObject *get_inconsistencies(PyObject *self, PyObject *cap) {
 static PyObject *seed_scan(PyObject *self, PyObject *args) {
     PyObject *o_act, *o_addr, *result = NULL, *firsts = NULL, *allocs = NULL;
     if (!PyArg_ParseTuple(args, "OO", &o_act, &o_addr)) return NULL;
-    Py_buffer va, vd;
-    if (get_buf(o_act, &va, 1, 0, "action") < 0) return NULL;
-    if (get_buf(o_addr, &vd, 8, 0, "addr") < 0) {
-        PyBuffer_Release(&va);
-        return NULL;
-    }
-    St st;
-    memset(&st, 0, sizeof st);
-    int64_t *idx = NULL;
-    Py_ssize_t n = va.len, nidx = 0, capidx = 0;
-    if (vd.len / 8 != n) {
+    Py_buffer v[2];
+    int got = 0;
+    I64Map seen = {0}; /* address -> 1: allocated in the window | 2: first seen freed */
+    I64Vec idx = {0};
+    if (get_buf(o_act, &v[got], 1, 0, "action") < 0) goto done;
+    got++;
+    if (get_buf(o_addr, &v[got], 8, 0, "addr") < 0) goto done;
+    got++;
+    Py_ssize_t n = v[0].len;
+    if (v[1].len / 8 != n) {
         PyErr_SetString(PyExc_ValueError, "columns of different lengths");
         goto done;
     }
-    if (h_init(&st, 12) < 0) goto nomem;
-    const int8_t *act = va.buf;
-    const int64_t *addr = vd.buf;
+    if (i64map_init(&seen, 1 << 12) < 0) goto nomem;
+    const int8_t *act = v[0].buf;
+    const int64_t *addr = v[1].buf;
     for (Py_ssize_t k = 0; k < n; k++) {
         int8_t a = act[k];
         if (a > 2 || a < 0) continue;
-        int32_t flags = h_get(&st, addr[k]);
+        int64_t flags;
+        int known = i64map_get(&seen, addr[k], &flags);
         if (a == 0) {
-            if (flags < 0) flags = 0;
-            if (!(flags & 1) && h_put(&st, addr[k], flags | 1) < 0) goto nomem;
-        } else if (flags < 0) {
-            if (h_put(&st, addr[k], 2) < 0) goto nomem;
-            if (nidx == capidx) {
-                capidx = capidx ? capidx * 2 : 1024;
-                int64_t *q = realloc(idx, (size_t)capidx * 8);
-                if (!q) goto nomem;
-                idx = q;
-            }
-            idx[nidx++] = k;
+            if (!known) flags = 0;
+            if (!(flags & 1) && i64map_put(&seen, addr[k], flags | 1) < 0) goto nomem;
+        } else if (!known) {
+            if (i64map_put(&seen, addr[k], 2) < 0 || i64vec_push(&idx, k) < 0) goto nomem;
         }
     }
     Py_ssize_t nalloc = 0;
-    for (uint64_t i = 0; i < st.hcap; i++)
-        if (st.hvals[i] >= 0 && (st.hvals[i] & 1)) nalloc++;
-    firsts = PyBytes_FromStringAndSize((const char *)idx, nidx * 8);
+    for (int64_t i = 0; i < seen.cap; i++)
+        if (seen.used[i] && (seen.e[i].val & 1)) nalloc++;
+    firsts = PyBytes_FromStringAndSize(idx.v ? (const char *)idx.v : "", idx.n * 8);
     allocs = PyBytes_FromStringAndSize(NULL, nalloc * 8);
     if (!firsts || !allocs) goto done;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(allocs);
-    for (uint64_t i = 0, j = 0; i < st.hcap; i++)
-        if (st.hvals[i] >= 0 && (st.hvals[i] & 1)) out[j++] = st.hkeys[i];
+    for (int64_t i = 0, j = 0; i < seen.cap; i++)
+        if (seen.used[i] && (seen.e[i].val & 1)) out[j++] = seen.e[i].key;
     result = PyTuple_Pack(2, firsts, allocs);
     goto done;
 nomem:
@@ -1052,11 +891,9 @@ nomem:
 done:
     Py_XDECREF(firsts);
     Py_XDECREF(allocs);
-    free(idx);
-    free(st.hkeys);
-    free(st.hvals);
-    PyBuffer_Release(&va);
-    PyBuffer_Release(&vd);
+    free(idx.v);
+    i64map_free(&seen);
+    release_bufs(v, got);
     return result;
 }
 
@@ -1078,8 +915,7 @@ static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
     Py_buffer v[5];
     int got = 0;
     PyObject *result = NULL;
-    St st;
-    memset(&st, 0, sizeof st);
+    I64Map live = {0}; /* address -> its latest allocation's event */
     for (; got < 5; got++)
         if (get_buf(o[got], &v[got], item[got], got >= 2, "lifetime column") < 0) goto done;
     Py_ssize_t n = v[0].len;
@@ -1088,7 +924,7 @@ static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
         PyErr_SetString(PyExc_ValueError, "lifetime columns of different lengths");
         goto done;
     }
-    if (h_init(&st, 12) < 0) {
+    if (i64map_init(&live, 1 << 12) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1107,18 +943,19 @@ static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
             freq_at[k] = (int32_t)n;
         }
         if (a == 0) {
-            if (h_put(&st, addr[k], (int32_t)k) < 0) {
+            if (i64map_put(&live, addr[k], k) < 0) {
                 oom = 1;
                 break;
             }
         } else if (a == 1 || a == 2) {
-            int32_t x = h_get(&st, addr[k]);
-            alloc_of[k] = x;
+            int64_t x = -1;
+            i64map_get(&live, addr[k], &x);
+            alloc_of[k] = (int32_t)x;
             if (x >= 0) {
                 if (a == 1) freq_at[x] = (int32_t)k;
                 else {
                     freed_at[x] = (int32_t)k;
-                    h_del(&st, addr[k]);
+                    i64map_pop(&live, addr[k], NULL);
                 }
             }
         }
@@ -1131,8 +968,7 @@ static PyObject *link_lifetimes_impl(PyObject *args, int fill) {
     result = Py_NewRef(Py_None);
 done:
     release_bufs(v, got);
-    free(st.hkeys);
-    free(st.hvals);
+    i64map_free(&live);
     return result;
 }
 

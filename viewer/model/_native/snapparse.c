@@ -35,6 +35,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* the parser's memory is PyMem_Raw*'s (freed as such, also by the section threads) */
+#define NATIVE_REALLOC PyMem_RawRealloc
+#include "common/growth.h"
+
 #define STACK_LIMIT 50000000LL          /* safe_pickle.STACK_LIMIT */
 #define C_STACK_CAP 16000000LL          /* beyond this, let the Python VM decide */
 #define CONTAINER_BUDGET_BYTES_PER 8
@@ -169,14 +173,9 @@ static int pyerr(P *p) {
 
 static void *xrealloc(void *ptr, size_t size) { return PyMem_RawRealloc(ptr, size ? size : 1); }
 
+/* Out of memory: the Python parser reads the file (common/growth.h). */
 static int grow(P *p, void **ptr, int64_t *cap, int64_t need, size_t item) {
-    if (need <= *cap) return 0;
-    int64_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *q = xrealloc(*ptr, (size_t)nc * item);
-    if (!q) return fallback(p, "out of memory");
-    *ptr = q; *cap = nc;
-    return 0;
+    return grow_array(ptr, cap, need, item) < 0 ? fallback(p, "out of memory") : 0;
 }
 
 #define COL_PUSH(NAME, T) \

@@ -11,9 +11,11 @@
  * unmapped list of (stream, address).  Segments (cudaMalloc'd) are sorted by address.  Memory is bounded
  * by the live blocks, plus one handle (8 bytes) per request and the output curves.
  *
- * Anything the Python model would raise on (a missing key: an inconsistent trace) stops
- * the run with ValueError; native_sim.py then runs the Python model, which raises or
- * answers as the reference does.
+ * Anything the Python model would raise on (a missing key: an inconsistent trace), and
+ * running out of memory, stops the run through die() (the one longjmp, back to run() or
+ * new()) with ValueError; native_sim.py then runs the Python model, which raises or
+ * answers as the reference does.  The allocator's rules, the hash map of build_requests
+ * and the growable arrays are common/'s (allocator_rules.h, i64map.h, growth.h).
  *
  * API: new(...) -> state; run(state, start, stop) fills the curves for requests
  * [start, stop) without the GIL; result(state) -> tuple.  See native_sim.py.
@@ -25,11 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/allocator_rules.h"
 #include "common/buffers.h"
+#include "common/growth.h"
+#include "common/i64map.h"
 
 #define TOTAL_MAX (1LL << 62)  /* reserved bytes past this: the Python model answers */
-#define NO_LIMIT UINT64_MAX
-#define NDIV 16
 
 typedef unsigned __int128 u128;
 
@@ -69,22 +72,15 @@ typedef struct {
 } Es;
 
 typedef struct {
-    int64_t *v;
-    int64_t n, cap;
-} Vec;
-
-typedef struct {
     int64_t ptr;
     int32_t slot;
 } Pair;
 
 typedef struct {
     /* settings */
-    uint64_t max_split, max_non_split;
-    int64_t div[NDIV];
+    AllocRules r;
     int expandable, set_fraction, gc_on;
     int64_t allowed, gc_threshold, reserve_bytes, synth;
-    int64_t min_block, small_size, small_buffer, large_buffer, min_large_alloc, round_large;
     int64_t a_alloc, a_free, a_map, a_unmap;
     /* pools: id = private index * 2 + small */
     int32_t npriv, default_p;
@@ -130,7 +126,7 @@ typedef struct {
     /* counters */
     int64_t total, allocated, n_alloc, n_free, retries, tag;
     int64_t peak_res, peak_res_at, peak_alloc, free_pk, largest_pk, reserved_before;
-    Vec ev, oom, avoided;  /* ev: 4 per event; oom: 6 per OOM */
+    I64Vec ev, oom, avoided;  /* ev: 4 per event; oom: 6 per OOM */
     jmp_buf jb;
     char err[160];
 } St;
@@ -142,14 +138,11 @@ static void die(St *s, const char *msg) {
     longjmp(s->jb, 1);
 }
 
+/* Growth (common/growth.h) inside a simulation: out of memory ends it like any other
+ * failure, through die. */
 static void *grow_arr(St *s, void *p, int64_t *cap, int64_t need, size_t item) {
-    if (need <= *cap) return p;
-    int64_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *q = realloc(p, (size_t)c * item);
-    if (!q) die(s, "out of memory");
-    *cap = c;
-    return q;
+    if (grow_array(&p, cap, need, item) < 0) die(s, "out of memory");
+    return p;
 }
 
 /* Sorted arrays of ``item``-byte entries (free lists, segments): open_gap makes room at
@@ -166,9 +159,8 @@ static void close_gap(void *arr, int64_t n, int64_t j, size_t item) {
     memmove(a + (size_t)j * item, a + (size_t)(j + 1) * item, (size_t)(n - j - 1) * item);
 }
 
-static void vec_push(St *s, Vec *v, int64_t x) {
-    v->v = grow_arr(s, v->v, &v->cap, v->n + 1, sizeof(int64_t));
-    v->v[v->n++] = x;
+static void vec_push(St *s, I64Vec *v, int64_t x) {
+    if (i64vec_push(v, x) < 0) die(s, "out of memory");
 }
 
 /* -- sorted lists ------------------------------------------------------------------- */
@@ -358,41 +350,6 @@ static inline int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
 
 static inline int bitlen(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 
-static int64_t round_size(St *s, int64_t size) {
-    if (size < s->min_block) return s->min_block;
-    int idx = bitlen((uint64_t)size) - 1 - 20;
-    if (idx < 0) idx = 0;
-    if (idx > NDIV - 1) idx = NDIV - 1;
-    int64_t d = s->div[idx];
-    if (d > 1 && size > s->min_block * d) {
-        if ((size & (size - 1)) == 0) return size;
-        int64_t floor_ = (int64_t)1 << (bitlen((uint64_t)size) - 1);
-        int64_t step = floor_ >> (bitlen((uint64_t)d) - 1);
-        if (step == 0) return floor_ << 1;
-        int64_t base = size & ~(step - 1);
-        return base == size ? size : base + step;
-    }
-    return s->min_block * ((size + s->min_block - 1) / s->min_block);
-}
-
-static int64_t segment_size_for(St *s, int64_t r) {
-    if (r <= s->small_size) return s->small_buffer;
-    if (r < s->min_large_alloc) return s->large_buffer;
-    return s->round_large * ((r + s->round_large - 1) / s->round_large);
-}
-
-static int should_split(St *s, int64_t remaining, int64_t rounded, int small_or_exp) {
-    if (small_or_exp) return remaining >= s->min_block;
-    return (uint64_t)rounded < s->max_split && remaining > s->small_size;
-}
-
-static int may_serve(St *s, int64_t bs, int64_t r) {
-    if (bs < r) return 0;
-    uint64_t ms = s->max_split;
-    if ((uint64_t)r < ms && ms <= (uint64_t)bs) return 0;
-    return !((uint64_t)r >= ms && (u128)(uint64_t)bs >= (u128)(uint64_t)r + s->max_non_split);
-}
-
 /* -- hints (recorded addresses) ----------------------------------------------------- */
 static void cut_reservations(St *s, int64_t addr) {
     for (int32_t e = 0; e < s->nes; e++) {
@@ -442,7 +399,7 @@ static int64_t address(St *s, int64_t action, int64_t size) {
         }
     }
     int64_t ptr = s->synth;
-    int64_t lp = s->large_buffer;
+    int64_t lp = s->r.large_buffer;
     s->synth += ceildiv(size, lp) * lp + lp;
     return ptr;
 }
@@ -502,8 +459,8 @@ static inline int whole(St *s, int32_t k) {
 }
 
 static int release_available(St *s, int32_t pool, int64_t size, int32_t sidx) {
-    if (s->max_split == NO_LIMIT) return 0;
-    uint64_t want = (uint64_t)size > s->max_split ? (uint64_t)size : s->max_split;
+    if (s->r.max_split == NO_LIMIT) return 0;
+    uint64_t want = (uint64_t)size > s->r.max_split ? (uint64_t)size : s->r.max_split;
     List *l = &s->pools[pool].fr;
     int64_t j = lbisect(l, sidx, want, 0);
     if (j == l->n || ent_sidx(&l->e[j]) != sidx) {
@@ -512,7 +469,7 @@ static int release_available(St *s, int32_t pool, int64_t size, int32_t sidx) {
         j--;
         while (released < want) {
             int32_t k = l->e[j].slot;
-            if ((uint64_t)B(k).size < s->max_split || B(k).sidx != sidx || !whole(s, k)) break;
+            if ((uint64_t)B(k).size < s->r.max_split || B(k).sidx != sidx || !whole(s, k)) break;
             released += (uint64_t)B(k).size;
             if (j != 0) {
                 j--;
@@ -739,7 +696,7 @@ static int32_t find_expandable(St *s, int32_t pool, int32_t sidx, int64_t size) 
         }
         if (got >= size) return c;
     }
-    int64_t page = s->pools[pool].small ? s->small_buffer : s->large_buffer;
+    int64_t page = s->pools[pool].small ? s->r.small_buffer : s->r.large_buffer;
     int64_t reserve = ceildiv(s->reserve_bytes, page) * page;
     int64_t base = address(s, s->a_map, reserve);
     int32_t e = es_new(s, base, page, reserve, sidx, pool);
@@ -793,7 +750,7 @@ static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx) {
             }
         }
     }
-    if (!may_serve(s, B(k).size, size)) return -1;
+    if (!rules_may_serve(&s->r, B(k).size, size)) return -1;
     pool_remove(s, pool, k);
     return k;
 }
@@ -815,7 +772,7 @@ static int32_t alloc_block(St *s, int32_t pool, int64_t size, int64_t alloc_size
 
 static int32_t alloc_found(St *s, int32_t pool, int32_t k, int64_t size, int32_t sidx) {
     int64_t remaining = B(k).size - size;
-    if (should_split(s, remaining, size, s->pools[pool].small || s->expandable)) {
+    if (rules_should_split(&s->r, remaining, size, s->pools[pool].small || s->expandable)) {
         int32_t nb = blk_new(s, B(k).ptr, size, sidx, pool, B(k).es, 1);
         B(nb).prev = B(k).prev;
         if (B(nb).prev >= 0) B(B(nb).prev).next = nb;
@@ -832,9 +789,9 @@ static int32_t alloc_found(St *s, int32_t pool, int32_t k, int64_t size, int32_t
 }
 
 static int32_t sim_malloc(St *s, int64_t req, int32_t sidx, int32_t p) {
-    int64_t size = round_size(s, req);
-    int32_t pool = p * 2 + (size <= s->small_size);
-    int64_t alloc_size = segment_size_for(s, size);
+    int64_t size = rules_round_size(&s->r, req);
+    int32_t pool = p * 2 + (size <= s->r.small_size);
+    int64_t alloc_size = rules_segment_size_for(&s->r, size);
     int32_t k = get_free_block(s, pool, size, sidx);
     if (k < 0) {
         if (s->gc_on) garbage_collect(s);
@@ -888,9 +845,9 @@ static int32_t index_of(const int64_t *table, int32_t n, int64_t v) {
 }
 
 static void record_oom(St *s, int64_t i, int recorded, int32_t sidx, int32_t p) {
-    int64_t size = round_size(s, s->size[i]);
+    int64_t size = rules_round_size(&s->r, s->size[i]);
     int64_t fr, lg;
-    free_for(s, p * 2 + (size <= s->small_size), sidx, &fr, &lg);
+    free_for(s, p * 2 + (size <= s->r.small_size), sidx, &fr, &lg);
     vec_push(s, &s->oom, i);
     vec_push(s, &s->oom, fr);
     vec_push(s, &s->oom, lg);
@@ -1069,9 +1026,8 @@ static int copy_col(PyObject *o, Py_ssize_t item, const char *what, void **dst, 
 }
 
 /* new(settings, requests, hints, seed)
- *   settings: (max_split u64, max_non_split u64, divisions[16], expandable, set_fraction, gc_on,
- *              allowed, gc_threshold_bytes, reserve_bytes, synth_base,
- *              (min_block, small_size, small_buffer, large_buffer, min_large_alloc, round_large),
+ *   settings: (rules (allocator_rules.native_rules: common/allocator_rules.h), expandable,
+ *              set_fraction, gc_on, allowed, gc_threshold_bytes, reserve_bytes, synth_base,
  *              (seg_alloc, seg_free, seg_map, seg_unmap))
  *   requests: (kind i8, size i64, stream i64, pool i32, ref i64, reserved_out i64 (writable),
  *              allocated_out i64 (writable), streams i64 (sorted), privates i64 (sorted))
@@ -1082,25 +1038,19 @@ static int copy_col(PyObject *o, Py_ssize_t item, const char *what, void **dst, 
 static PyObject *new_state(PyObject *self, PyObject *args) {
     PyObject *settings, *reqs, *hints, *seed;
     if (!PyArg_ParseTuple(args, "OOOO", &settings, &reqs, &hints, &seed)) return NULL;
-    unsigned long long max_split, max_non_split;
-    PyObject *divs;
+    PyObject *o_rules;
+    AllocRules rules;
     int expandable, set_fraction, gc_on;
     long long allowed, gc_threshold, reserve_bytes, synth;
-    long long sz[6], acts[4];
-    if (!PyArg_ParseTuple(settings, "KKOpppLLLL(LLLLLL)(LLLL)", &max_split, &max_non_split,
-                          &divs, &expandable, &set_fraction, &gc_on, &allowed, &gc_threshold,
-                          &reserve_bytes, &synth, &sz[0], &sz[1], &sz[2], &sz[3], &sz[4], &sz[5],
-                          &acts[0], &acts[1], &acts[2], &acts[3]))
+    long long acts[4];
+    if (!PyArg_ParseTuple(settings, "OpppLLLL(LLLL)", &o_rules, &expandable, &set_fraction,
+                          &gc_on, &allowed, &gc_threshold, &reserve_bytes, &synth, &acts[0],
+                          &acts[1], &acts[2], &acts[3]))
         return NULL;
-    for (int i = 0; i < 6; i++)
-        if (sz[i] <= 0) {
-            PyErr_SetString(PyExc_ValueError, "the allocator's sizes must be positive");
-            return NULL;
-        }
+    if (rules_parse(&rules, o_rules) < 0) return NULL;
     St *s = calloc(1, sizeof(St));
     if (!s) return PyErr_NoMemory();
-    s->max_split = max_split;
-    s->max_non_split = max_non_split;
+    s->r = rules;
     s->expandable = expandable;
     s->set_fraction = set_fraction;
     s->gc_on = gc_on;
@@ -1108,34 +1058,11 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
     s->gc_threshold = gc_threshold;
     s->reserve_bytes = reserve_bytes;
     s->synth = synth;
-    s->min_block = sz[0];
-    s->small_size = sz[1];
-    s->small_buffer = sz[2];
-    s->large_buffer = sz[3];
-    s->min_large_alloc = sz[4];
-    s->round_large = sz[5];
     s->a_alloc = acts[0];
     s->a_free = acts[1];
     s->a_map = acts[2];
     s->a_unmap = acts[3];
     s->default_p = -1;
-    PyObject *seq = PySequence_Fast(divs, "divisions must be a sequence");
-    if (!seq) goto fail;
-    if (PySequence_Fast_GET_SIZE(seq) != NDIV) {
-        Py_DECREF(seq);
-        PyErr_SetString(PyExc_ValueError, "16 divisions expected");
-        goto fail;
-    }
-    for (int i = 0; i < NDIV; i++) {
-        long long d = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        s->div[i] = d;
-        if (d < 0 || d > (1LL << 30)) {
-            Py_DECREF(seq);
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "divisions out of range");
-            goto fail;
-        }
-    }
-    Py_DECREF(seq);
 
     /* requests */
     PyObject *o[9];
@@ -1257,7 +1184,7 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
                 int32_t pool = spr[g] * 2 + (ssm[g] != 0);
                 int32_t first, last;
                 if (sex[g]) {
-                    int64_t page = ssm[g] ? s->small_buffer : s->large_buffer;
+                    int64_t page = ssm[g] ? s->r.small_buffer : s->r.large_buffer;
                     int32_t e = es_new(s, sp[g], page, s->reserve_bytes, ssi[g], pool);
                     lay_blocks(s, pool, ssi[g], e, rows + start[g], start[g + 1] - start[g], bp,
                                bs, bst, &first, &last);
@@ -1335,19 +1262,15 @@ static PyObject *result(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, s->err);
         return NULL;
     }
-    Vec fs = {0};
-    if (setjmp(s->jb)) {
-        free(fs.v);
-        PyErr_SetString(PyExc_ValueError, s->err);
-        return NULL;
-    }
-    for (int64_t g = 0; g < s->nseg; g++) {
-        if (!s->seg[g].head) continue;
-        vec_push(s, &fs, s->seg[g].ptr);
-        vec_push(s, &fs, s->seg[g].size);
-        vec_push(s, &fs, s->pools[s->seg[g].pool].small);
-        vec_push(s, &fs, 0);
-    }
+    /* The final segments, 4 int64 each (ptr, size, small, expandable).  No setjmp here:
+     * a failed growth is a MemoryError, and nothing needs to survive a longjmp. */
+    I64Vec fs = {0};
+    int oom = 0;
+#define SEGMENT(ptr, size, small, exp)                                              \
+    oom = oom || i64vec_push(&fs, ptr) < 0 || i64vec_push(&fs, size) < 0 ||       \
+          i64vec_push(&fs, small) < 0 || i64vec_push(&fs, exp) < 0
+    for (int64_t g = 0; g < s->nseg; g++)
+        if (s->seg[g].head) SEGMENT(s->seg[g].ptr, s->seg[g].size, s->pools[s->seg[g].pool].small, 0);
     for (int32_t e = 0; e < s->nes; e++) {
         Es *x = &s->es[e];
         if (!x->alive) continue;
@@ -1372,19 +1295,16 @@ static PyObject *result(PyObject *self, PyObject *args) {
                 }
                 run += B(k).size;
             } else if (in_run) {
-                vec_push(s, &fs, run_start);
-                vec_push(s, &fs, run);
-                vec_push(s, &fs, small);
-                vec_push(s, &fs, 1);
+                SEGMENT(run_start, run, small, 1);
                 in_run = 0;
             }
         }
-        if (in_run) {
-            vec_push(s, &fs, run_start);
-            vec_push(s, &fs, run);
-            vec_push(s, &fs, small);
-            vec_push(s, &fs, 1);
-        }
+        if (in_run) SEGMENT(run_start, run, small, 1);
+    }
+#undef SEGMENT
+    if (oom) {
+        free(fs.v);
+        return PyErr_NoMemory();
     }
     PyObject *out = Py_BuildValue(
         "(LLLLLLLLL)NNNN", (long long)s->peak_res, (long long)s->peak_res_at,
@@ -1408,101 +1328,7 @@ static PyObject *result(PyObject *self, PyObject *args) {
  *            many rows as events, and (seg_tag i64, seg_action i8, seg_addr i64,
  *            seg_size i64) of exactly one row per segment event; writable.
  * The loop of requests.build_requests_reference, its three dicts by address as hash maps
- * (a key's value overwritten in place, as a dict's is); without the GIL. */
-
-typedef struct {
-    int64_t *key, *val;
-    uint8_t *used;
-    int64_t n, cap;  /* cap: a power of two */
-} AMap;
-
-static inline uint64_t amap_hash(int64_t k) {
-    uint64_t x = (uint64_t)k;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static void amap_free(AMap *m) {
-    free(m->key);
-    free(m->val);
-    free(m->used);
-    memset(m, 0, sizeof(*m));
-}
-
-static int amap_init(AMap *m, int64_t cap) {
-    memset(m, 0, sizeof(*m));
-    int64_t c = 16;
-    while (c < cap) c <<= 1;
-    m->key = malloc((size_t)c * sizeof(int64_t));
-    m->val = malloc((size_t)c * sizeof(int64_t));
-    m->used = calloc((size_t)c, 1);
-    m->cap = c;
-    if (!m->key || !m->val || !m->used) {
-        amap_free(m);
-        return -1;
-    }
-    return 0;
-}
-
-/* The slot of ``k``, or of the empty slot where it would go. */
-static inline int64_t amap_slot(const AMap *m, int64_t k) {
-    int64_t mask = m->cap - 1, i = (int64_t)(amap_hash(k) & (uint64_t)mask);
-    while (m->used[i] && m->key[i] != k) i = (i + 1) & mask;
-    return i;
-}
-
-static int amap_put(AMap *m, int64_t k, int64_t v) {
-    if ((m->n + 1) * 2 > m->cap) {
-        AMap g;
-        if (amap_init(&g, m->cap * 2) < 0) return -1;
-        for (int64_t i = 0; i < m->cap; i++)
-            if (m->used[i]) {
-                int64_t j = amap_slot(&g, m->key[i]);
-                g.used[j] = 1;
-                g.key[j] = m->key[i];
-                g.val[j] = m->val[i];
-            }
-        g.n = m->n;
-        amap_free(m);
-        *m = g;
-    }
-    int64_t i = amap_slot(m, k);
-    if (!m->used[i]) {
-        m->used[i] = 1;
-        m->key[i] = k;
-        m->n++;
-    }
-    m->val[i] = v;
-    return 0;
-}
-
-static inline int amap_has(const AMap *m, int64_t k) {
-    return m->used[amap_slot(m, k)];
-}
-
-/* Remove ``k``: 1 and its value in ``*v``, or 0 when absent (backward-shift deletion). */
-static int amap_pop(AMap *m, int64_t k, int64_t *v) {
-    int64_t mask = m->cap - 1, i = amap_slot(m, k);
-    if (!m->used[i]) return 0;
-    *v = m->val[i];
-    m->n--;
-    int64_t j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!m->used[j]) break;
-        int64_t home = (int64_t)(amap_hash(m->key[j]) & (uint64_t)mask);
-        /* the entry at j may move to i when its home is not cyclically in (i, j] */
-        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-            m->key[i] = m->key[j];
-            m->val[i] = m->val[j];
-            i = j;
-        }
-    }
-    m->used[i] = 0;
-    return 1;
-}
+ * (common/i64map.h: a key's value overwritten in place, as a dict's is); without the GIL. */
 
 enum { A_ALLOC = 0, A_FREE_REQ = 1, A_FREE_DONE = 2, A_SEG_ALLOC = 3, A_SEG_FREE = 4,
        A_SEG_MAP = 5, A_SEG_UNMAP = 6, A_OOM = 7 };
@@ -1530,7 +1356,7 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
     Py_buffer v[18];
     int got = 0;
     PyObject *result = NULL;
-    AMap live = {0}, pending = {0}, init = {0};
+    I64Map live = {0}, pending = {0}, init = {0};
     for (int i = 0; i < 14; i++) {
         if (get_buf(o[i], &v[got], item[i], i >= 8, names[i]) < 0) goto done;
         got++;
@@ -1566,8 +1392,8 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
     int32_t *opool = v[11].buf;
     int64_t *tag = v[14].buf, *saddr = v[16].buf, *ssize = v[17].buf;
     int8_t *sact = v[15].buf;
-    if (amap_init(&live, 1024) < 0 || amap_init(&pending, 64) < 0
-            || amap_init(&init, 2 * ninit + 16) < 0) {
+    if (i64map_init(&live, 1024) < 0 || i64map_init(&pending, 64) < 0
+            || i64map_init(&init, 2 * ninit + 16) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1575,7 +1401,7 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
     int64_t rows = 0, nseg = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int64_t j = 0; j < ninit && !oom; j++)
-        oom = amap_put(&init, iaddr[j], j) < 0;  /* the last block at an address wins */
+        oom = i64map_put(&init, iaddr[j], j) < 0;  /* the last block at an address wins */
     int64_t wait_lo = 0, nwait = 0, p = 0;
     int in_empty = 0;
     for (int64_t k = 0; k < n && !oom && !bad; k++) {
@@ -1588,7 +1414,7 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
                 int32_t pl = evpool[k];
                 kind[rows] = R_ALLOC;
                 opool[rows] = (pl < 0 || pl >= nlut) ? -1 : lut[pl];
-                if (amap_put(&live, a, rows) < 0) oom = 1;
+                if (i64map_put(&live, a, rows) < 0) oom = 1;
             } else {
                 kind[rows] = R_OOM;
                 opool[rows] = -1;
@@ -1607,9 +1433,9 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
             in_empty = 0;
             break;
         case A_FREE_REQ: {
-            if (!amap_pop(&live, a, &r)) {
+            if (!i64map_pop(&live, a, &r)) {
                 int64_t j;
-                r = amap_pop(&init, a, &j) ? -2 - j : -1;
+                r = i64map_pop(&init, a, &j) ? -2 - j : -1;
             }
             if (r == -1) break;
             int immediate = k + 1 < n && act[k + 1] == A_FREE_DONE && addr[k + 1] == a;
@@ -1620,16 +1446,16 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
             oref[rows] = r;
             oevent[rows] = k;
             rows++;
-            if (!immediate && amap_put(&pending, a, r) < 0) oom = 1;
+            if (!immediate && i64map_put(&pending, a, r) < 0) oom = 1;
             in_empty = 0;
             break;
         }
         case A_FREE_DONE:
-            if (k > 0 && act[k - 1] == A_FREE_REQ && addr[k - 1] == a && !amap_has(&pending, a))
+            if (k > 0 && act[k - 1] == A_FREE_REQ && addr[k - 1] == a && !i64map_has(&pending, a))
                 break;  /* the completion of an immediate FREE */
-            if (!amap_pop(&pending, a, &r)) {  /* pending since before the window */
+            if (!i64map_pop(&pending, a, &r)) {  /* pending since before the window */
                 int64_t j;
-                r = amap_pop(&init, a, &j) ? -2 - j : -1;
+                r = i64map_pop(&init, a, &j) ? -2 - j : -1;
             }
             if (r == -1) break;
             kind[rows] = R_FREE_DONE;
@@ -1690,9 +1516,9 @@ static PyObject *build_requests(PyObject *self, PyObject *args) {
     }
     result = Py_BuildValue("(LL)", (long long)rows, (long long)nseg);
 done:
-    amap_free(&live);
-    amap_free(&pending);
-    amap_free(&init);
+    i64map_free(&live);
+    i64map_free(&pending);
+    i64map_free(&init);
     release_bufs(v, got);
     return result;
 }

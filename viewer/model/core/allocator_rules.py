@@ -2,13 +2,15 @@
 
 Only the arithmetic: how a request is rounded, which pool serves it, how big a
 new segment would be, whether a block is split.  One place for every user: the
-OOM verdicts and "would N bytes fit?", the replay (Python and, through
-:data:`NATIVE_SIZES`, its C loop) and the what-if simulator, which also needs the
-settings as the allocator parses them (:class:`AllocatorConfig`, :func:`parse_conf`).
+OOM verdicts and "would N bytes fit?", the replay and the what-if simulator, which
+also needs the settings as the allocator parses them (:class:`AllocatorConfig`,
+:func:`parse_conf`).  Their C loops apply the same rules (``_native/common/allocator_rules.h``)
+with the numbers :func:`native_rules` hands them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,9 +22,16 @@ MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE = 2 << 20  # kRoundLarge: bigger segments round up to 2 MiB
 ROUNDUP_INTERVALS = 16  # roundup_power2_divisions classes: 1 MiB, 2 MiB, ... 32 GiB and up
 NO_LIMIT = (1 << 64) - 1  # max_split_size when unset (SIZE_MAX)
-# The sizes the compiled replay loop needs, handed to it when a replay state is made
-# (``_native/replay_core.c`` declares none of its own).
-NATIVE_SIZES = (MIN_BLOCK_SIZE, SMALL_SIZE, SMALL_BUFFER)
+# The sizes the compiled loops need, handed to them with the settings (native_rules):
+# the C files declare none of their own.
+NATIVE_SIZES = (
+    MIN_BLOCK_SIZE,
+    SMALL_SIZE,
+    SMALL_BUFFER,
+    LARGE_BUFFER,
+    MIN_LARGE_ALLOC,
+    ROUND_LARGE,
+)
 
 
 def roundup_divisions(size: int, settings: dict[str, Any] | None) -> int:
@@ -63,6 +72,18 @@ def should_split(
     if small_or_expandable:
         return remaining >= MIN_BLOCK_SIZE
     return (max_split is None or rounded < max_split) and remaining > SMALL_SIZE
+
+
+def native_rules(
+    max_split: int | None, max_non_split: int, divisions: Sequence[int]
+) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """The rules as the C loops take them (``_native/common/allocator_rules.h``):
+    ``max_split`` (None: unlimited, as :data:`NO_LIMIT`), ``max_non_split_rounding``, the
+    :data:`ROUNDUP_INTERVALS` division classes and :data:`NATIVE_SIZES`."""
+    if len(divisions) != ROUNDUP_INTERVALS:
+        raise ValueError(f"{ROUNDUP_INTERVALS} division classes expected")
+    limit = NO_LIMIT if max_split is None else max_split
+    return limit, max_non_split, tuple(divisions), NATIVE_SIZES
 
 
 def max_split_size(settings: dict[str, Any] | None) -> int | None:

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import allocator_rules as rules
 from ..core.progress import Progress
 from ..core.snapshot import Snapshot
 from .curves import CurveIndex, _peaks, curves
 from .layout import Layout
 from .native_loop import (
     _core,
-    _divisions,
     _known_arrays,
     _layout_columns,
     _layout_from_columns,
+    _native_rules,
     _run_native,
     native_available,
     use_native,
@@ -164,9 +163,7 @@ class DeviceReplay:
         return _core.new_state(
             *_layout_columns(layout),
             *known,
-            rules.max_split_size(self.settings) or 0,
-            _divisions(self.settings),
-            rules.NATIVE_SIZES,
+            _native_rules(self.settings),
         )
 
     def peak(self, curve: str) -> tuple[int, int]:

@@ -55,9 +55,13 @@ def _known_arrays(known) -> tuple:
     )
 
 
-def _divisions(settings: dict) -> list[int]:
-    """``roundup_power2_divisions`` per power-of-two size class (index as in allocator_rules)."""
-    return [rules.roundup_divisions(1 << (i + 20), settings) for i in range(17)]
+def _native_rules(settings: dict) -> tuple:
+    """The snapshot's allocator settings as the C state takes them (``roundup_power2_divisions``
+    per power-of-two size class, index as in allocator_rules)."""
+    divisions = [
+        rules.roundup_divisions(1 << (i + 20), settings) for i in range(rules.ROUNDUP_INTERVALS)
+    ]
+    return rules.native_rules(rules.max_split_size(settings), rules.LARGE_BUFFER, divisions)
 
 
 def _run_native(

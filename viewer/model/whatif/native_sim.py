@@ -182,9 +182,7 @@ def simulate(
     gc_on = limit is not None and cfg.garbage_collection_threshold > 0
     gc_bytes = int(cfg.garbage_collection_threshold * allowed) if gc_on else 0
     settings = (
-        int(cfg.max_split_size),
-        int(cfg.max_non_split_rounding),
-        divs,
+        rules.native_rules(int(cfg.max_split_size), int(cfg.max_non_split_rounding), divs),
         bool(cfg.expandable_segments),
         limit is not None,
         gc_on,
@@ -192,14 +190,6 @@ def simulate(
         gc_bytes,
         reserve_bytes,
         SYNTH_BASE,
-        (
-            rules.MIN_BLOCK_SIZE,
-            rules.SMALL_SIZE,
-            rules.SMALL_BUFFER,
-            rules.LARGE_BUFFER,
-            rules.MIN_LARGE_ALLOC,
-            rules.ROUND_LARGE,
-        ),
         (SEG_ALLOC, SEG_FREE, SEG_MAP, SEG_UNMAP),
     )
     order = np.argsort(reqs.seg_tag, kind="stable")

@@ -45,13 +45,7 @@ static int sec_fail(Sec *S, const char *why) {
 }
 
 static int rgrow(Sec *S, void **ptr, int64_t *cap, int64_t need, size_t item) {
-    if (need <= *cap) return 0;
-    int64_t nc = *cap ? *cap : 64;
-    while (nc < need) nc *= 2;
-    void *q = PyMem_RawRealloc(*ptr, (size_t)nc * item);
-    if (!q) return sec_fail(S, "out of memory");
-    *ptr = q; *cap = nc;
-    return 0;
+    return grow_array(ptr, cap, need, item) < 0 ? sec_fail(S, "out of memory") : 0;
 }
 
 /* rgrow for flag arrays: the new bytes are zero. */
