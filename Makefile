@@ -17,6 +17,7 @@ NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* v
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
 	@echo "make test    - install test tools, lint (imports, ruff, mypy), run the tests"
+	@echo "make test-fast - the tests not marked slow, on TEST_JOBS processes (no linters)"
 	@echo "make lint    - only the linters: lint-imports, ruff check, mypy"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
 	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
@@ -34,7 +35,7 @@ $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 # tests/model/test_ranks_dask.py starts a LocalCluster; `.[notebook]`: IPython and a Jupyter
 # kernel, tests/api/test_notebook.py runs the example notebook), never restated here.
 $(VENV)/.test-installed: $(VENV)/.installed Makefile
-	$(PIP) install -q pytest pytest-qt pytest-timeout hypothesis build import-linter \
+	$(PIP) install -q pytest pytest-qt pytest-timeout pytest-xdist hypothesis build import-linter \
 	    ruff==0.17.5 mypy==2.4.1 "$(TORCH_SPEC)" -e ".[mcp,dask,notebook]"
 	touch $@
 
@@ -73,8 +74,19 @@ lint-imports: install-test
 	  && ln -sfn "$(CURDIR)/capture" $(IMPORT_VIEW)/vramscope/capture
 	PYTHONPATH=$(IMPORT_VIEW) $(VENV)/bin/lint-imports --no-cache
 
+# The tests run on TEST_JOBS processes (pytest-xdist), a file to a process (--dist loadfile:
+# a file's module-scoped fixtures and its tests that check the others ran stay together).
+# TEST_JOBS=0 runs them in this process.  test-fast: all but the tests marked slow
+# (tests/conftest.py lists the slow files: sshd, Chromium, Jupyter, Dask, the walks over
+# every snapshot, the screenshot walks, wheels), a couple of minutes.
+TEST_JOBS ?= 2
+PYTEST_N := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 test: lint ssh-tools browser-tools
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_N) $(PYTEST_ARGS)
+
+.PHONY: test-fast
+test-fast: install-test
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_N) -m "not slow" $(PYTEST_ARGS)
 
 # tests/remote start a real sshd on 127.0.0.1 with throwaway keys: OpenSSH's client and
 # server, installed when missing where that is possible (root with apt), else said once.

@@ -17,6 +17,53 @@ os.environ["VRAMSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="vramscope-test-cach
 DATA = Path(__file__).parent / "data"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
+# Whole files marked ``slow`` (``make test-fast`` runs ``-m "not slow"`` and does not even
+# import them); single slow tests elsewhere carry the mark themselves.
+SLOW_FILES = {
+    # a real sshd, ssh and the remote side's processes
+    "remote/test_remote_attach.py": "sshd",
+    "remote/test_remote_files.py": "sshd",
+    "remote/test_remote_wire.py": "sshd",
+    # headless Chromium lays pages out
+    "cli/test_report_cli.py": "Chromium",
+    "gui/test_report_agrees.py": "Chromium, every ../shared snapshot",
+    "api/test_notebook.py": "a Jupyter kernel and Chromium",
+    # every snapshot of tests/data or ../shared through the CLI or the whole model
+    "api/test_api_equals_cli.py": "every snapshot, CLI subprocesses",
+    "model/test_external.py": "every ../shared/external snapshot",
+    "model/test_limit_at_oom.py": "every snapshot with an OOM (loaded when collected)",
+    "test_plurals.py": "every snapshot through the CLI",
+    "model/test_ranks_dask.py": "a Dask cluster",
+    # the window rendered to PNGs, view by view and pair by pair
+    "gui/test_screenshot_views.py": "screenshots of every view",
+    "gui/test_compare_aligned.py": "screenshots of every pair",
+    # wheels and installers built and installed
+    "test_wheel.py": "builds and installs wheels",
+    "packaging/test_frozen_app.py": "the frozen app",
+    "capture/test_capture_runner.py": "training scripts run under the recorder",
+}
+_TESTS = Path(__file__).parent
+
+
+def _slow_file(path: Path) -> bool:
+    try:
+        return path.resolve().relative_to(_TESTS).as_posix() in SLOW_FILES
+    except ValueError:
+        return False
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    """``-m "not slow"`` (make test-fast) does not import the slow files at all."""
+    if config.getoption("markexpr", "") == "not slow" and _slow_file(collection_path):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _slow_file(item.path):
+            item.add_marker(pytest.mark.slow)
+
 
 def snapshot_files() -> list[Path]:
     """Every real snapshot bundled with the tests (pickle or compressed pickle)."""

@@ -334,6 +334,7 @@ def test_selecting_a_remedy_overlays_its_curve_on_the_main_timeline(make_window,
     panel.close()
 
 
+@pytest.mark.slow
 def test_the_readme_picture_renders_in_a_real_process(tmp_path):
     """``python -m vramscope.viewer._qt.diagnosis_shot`` (how assets/diagnosis.png is made):
     the main window with the remedy's curve over the panel, one PNG."""

@@ -12,7 +12,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
+
+@pytest.mark.slow
 def test_thousands_of_view_changes_do_not_abort():
     """Run in a fresh interpreter: on affected bindings this aborts."""
     code = textwrap.dedent("""

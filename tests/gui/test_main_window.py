@@ -537,31 +537,25 @@ def test_stack_source_preview(loaded):
 
 
 def test_100k_blocks_stay_responsive(qtbot, window):
-    import time
-
+    """100k blocks: shown, sorted, zoomed (the map from a coarser level of detail),
+    filtered and selected through the real widgets (how fast: `make bench`)."""
     from vramscope.viewer._qt.main_window.table import COL_SIZE
     from vramscope.viewer.model.view.document import Document
 
     snap = synthetic_snapshot()
     assert len(snap.blocks) == 100_000
-    t0 = time.perf_counter()
     window.show_document(Document.build(snap))
     qtbot.wait(10)
-    shown = time.perf_counter() - t0
     figures_match(window, memory_stats(snap))
     assert window.table.model.rowCount() == 100_000
-    t0 = time.perf_counter()
     window.table.view.sortByColumn(COL_SIZE, Qt.SortOrder.DescendingOrder)
     window.table.view.scrollToBottom()
     qtbot.wait(10)
-    sort_s = time.perf_counter() - t0
     assert snap.blocks.size[window.table.model.rows[0]] == snap.blocks.size.max()
     window.map.fit()
-    t0 = time.perf_counter()
     for _ in range(5):
         window.map.vb.scaleBy((0.7, 1.0))
         window.map.plot.viewport().repaint()
-    zoom_s = (time.perf_counter() - t0) / 5
     assert len(window.map.item.lod) < len(snap.blocks)
     window.table.filter.setText("model.py")
     window.table.apply_filter()
@@ -570,8 +564,6 @@ def test_100k_blocks_stay_responsive(qtbot, window):
     window.table.view.selectRow(3)
     b = window.table.model.block_at(3)
     assert window.map.item.selected == b and window.stack.block == b
-    # Generous bounds (2 slow cores); typical values are ~10x smaller.
-    assert shown < 5 and sort_s < 2 and zoom_s < 1, (shown, sort_s, zoom_s)
 
 
 def test_hover_shows_block_under_cursor(qtbot, loaded):

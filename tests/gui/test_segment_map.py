@@ -138,10 +138,9 @@ def test_rects_path_is_one_path_for_many_rects():
     assert (r.left(), r.right(), r.top(), r.bottom()) == (0.0, n - 0.5, 0.0, 1.0)
 
 
-def test_map_paints_many_blocks_fast(qtbot, window):
-    """50k blocks: a full repaint stays well under a frame budget class of time."""
-    import time
-
+def test_map_paints_many_blocks_as_fewer_items(qtbot, window):
+    """50k blocks are painted from a level of detail of fewer than 5000 rectangles (how fast the
+    window repaints is measured by `make bench`, tests/bench/gui_bench.py, not asserted)."""
     from PySide6.QtGui import QImage, QPainter
 
     states = np.tile([0, 2, 0, 1], 12_500)
@@ -151,15 +150,12 @@ def test_map_paints_many_blocks_fast(qtbot, window):
     item.set_layout(layout)
     window.map.vb.setRange(xRange=(0, layout.max_size), yRange=(-0.5, 1.5), padding=0)
     img = QImage(1200, 400, QImage.Format.Format_ARGB32)
-    t0 = time.perf_counter()
     for _ in range(5):
         item.invalidate()
         p = QPainter(img)
         window.map.plot.render(p)
         p.end()
-    per_frame = (time.perf_counter() - t0) / 5
-    assert len(item.lod) < 5000
-    assert per_frame < 0.5
+    assert 0 < len(item.lod) < 5000
 
 
 def test_frag_layout_rect_for_every_block():

@@ -57,6 +57,7 @@ def both(rep, pools, retries: bool, gc: bool, cfg, emptied, where) -> None:
     assert_same(ours, ref, where)
 
 
+@pytest.mark.slow
 @needs_native
 @shared_data.MARK
 def test_real_recordings_equal_the_reference(loaded_snapshots):
@@ -243,6 +244,7 @@ def random_variants(rng, rep, n_pools: int):
     return pools, emptied
 
 
+@pytest.mark.slow
 @needs_native
 def test_random_traces_equal_the_reference():
     rng = np.random.default_rng(20251128)

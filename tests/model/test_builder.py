@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 
 from tests.conftest import DATA
 from tests.snapshot_forms import ANNOTATION_TEXT, raw_object, resolved_stack, with_newer_fields
@@ -63,6 +64,7 @@ def test_live_session_keeps_annotations_on_the_held_trace():
     assert kept.trace_index.tolist() == [r - rows[0] for r in rows if r - rows[0] >= 0]
 
 
+@pytest.mark.slow
 def test_live_interner_does_not_reuse_ids_of_freed_frame_lists():
     """Each increment's objects are freed after append; a new list at a reused address
     must not take the old list's stack."""

@@ -24,6 +24,7 @@ from vramscope.viewer.model.io.safe_pickle import safe_loads
 SMALL = ["fragmentation_oom", "side_stream_pending", "cuda_graph_pool", "whatif_expandable"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parser_path", ["python"], indirect=True)  # safe_loads only
 @pytest.mark.parametrize("path", snapshot_files(), ids=snapshot_id)
 def test_safe_unpickler_equals_pickle(path):

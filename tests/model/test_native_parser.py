@@ -60,6 +60,7 @@ def big_plain(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @needs_native
 @pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
 def test_every_snapshot_identical_through_both_paths(path):
@@ -144,6 +145,7 @@ def test_hostile_and_damaged_inputs_same_outcome(name, data, expect):
     _same_outcome(data)
 
 
+@pytest.mark.slow
 @needs_native
 def test_truncation_and_refused_opcodes_reported_at_the_same_byte():
     data = (DATA / "fragmentation_oom.pickle").read_bytes()
@@ -197,6 +199,7 @@ def test_other_forms_identical_handled_or_handed_back(name, data):
     _same_outcome(data)
 
 
+@pytest.mark.slow
 @needs_native
 def test_short_fuzz_run():
     """A short run of the differential fuzzer (the long one: tests/fuzz/fuzz_parser.py)."""
@@ -238,6 +241,7 @@ PARALLEL_FILES = (
 )
 
 
+@pytest.mark.slow
 @needs_native
 @pytest.mark.parametrize("path", PARALLEL_FILES, ids=lambda p: p.name)
 def test_parallel_sections_give_the_serial_answer(path):

@@ -71,6 +71,7 @@ def test_the_point_error_is_what_the_truth_pairs_and_probes_support():
     assert worst[0] <= batch_scale.POINT_ERROR < room
 
 
+@pytest.mark.slow
 def test_every_truth_pair_lies_in_its_predictions_uncertainty():
     """The uncertainty advise uses near a limit (range or point, never narrower than the
     measured error) holds the real peak of every sweep pair."""

@@ -134,6 +134,7 @@ def test_eval_keeping_its_outputs_is_free_kept_s_not_this():
     assert adv.remedies[0].remedy == "free_kept"
 
 
+@pytest.mark.slow
 def test_no_other_recording_has_a_dropped_graph():
     """Training (fp32, bf16 autocast, checkpointing), sweeps, OOMs, eval under no_grad,
     CUDA-graph warm-ups, a million-event trace: no finding anywhere but the runs recorded
