@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     seen: dict[int, list[int]] | None = None  # bucket index -> [data_ptr, nbytes, numel]
     if args.bucket_hook == "record":
-        seen = {}
+        seen = {}  # the hook's state
         ddp.register_comm_hook(seen, record_buckets_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
     set_to_none = args.set_to_none == "on"
@@ -332,28 +332,28 @@ def main(argv: list[str] | None = None) -> int:
         data = ddp._get_ddp_logging_data()
         logging = {k: data[k] for k in LOGGING_KEYS if k in data}
     built = sizes(logging.get("bucket_sizes"))
+    # DDP refreshes its logging data only at sampled iterations: after a short run the
+    # rebuilt sizes may be missing although the buckets were rebuilt; the hook saw them.
     rebuilt = sizes(logging.get("rebuilt_bucket_sizes"))
-    if rebuilt or built:
-        bucket_sizes, size_source = (
-            (rebuilt, "rebuilt_bucket_sizes") if rebuilt else (built, "bucket_sizes")
-        )
-        size_source = f"DDP logging data ({size_source})"
+    bucket_blocks: dict[int, int] = {}
+    if seen:
+        bucket_blocks = {ptr: n for ptr, n, _ in (seen[i] for i in sorted(seen))}
+        bucket_sizes = [seen[i][1] for i in sorted(seen)]
+        size_source = "comm hook: bucket.buffer() storages of the last synchronised backward"
+    elif rebuilt or built:
+        key = "rebuilt_bucket_sizes" if rebuilt else "bucket_sizes"
+        bucket_sizes = rebuilt or built
+        size_source = f"DDP logging data ({key})"
     else:
         cap = int(logging.get("bucket_cap_bytes") or args.bucket_cap_mb * (1 << 20))
         bucket_sizes = planned_buckets(dist, model.parameters(), cap)
         size_source = "computed from bucket_cap_mb and the parameter order"
-    bucket_blocks: dict[int, int] = {}
-    if seen is not None:
-        bucket_blocks = {ptr: n for ptr, n, _ in (seen[i] for i in sorted(seen))}
     buckets = summary(
         bucket_blocks,
         sizes=bucket_sizes,
-        sizes_bytes=sum(bucket_sizes),
         sizes_source=size_source,
-        blocks_source="comm hook: bucket.buffer() of the last synchronised backward"
-        if seen is not None
-        else None,
-        initial_sizes=built,
+        logging_bucket_sizes=built,
+        logging_rebuilt_bucket_sizes=rebuilt,
     )
     if not bucket_blocks:
         buckets["bytes"] = sum(bucket_sizes)  # no addresses: the sizes are the figure

@@ -98,14 +98,23 @@ done
 wait
 say "runs done in $((SECONDS - T0))s"
 
-# Snapshots as .pickle.xz (all cores), then the run directories into at most two tar.xz.
-find "$WORK/runs" -name '*.pickle' -print0 | xargs -0 -r -n 1 -P "$(nproc)" xz -6 -T1
+# Snapshots as .pickle.xz (all cores), then the run directories into at most two tar.xz
+# (Python's lzma: the host need not have the xz tool).
 "$PY" - "$WORK/runs" "$OUT" "$MAX_TAR" "${RUNS[@]%%|*}" <<'PYEOF' 2>&1 | tee -a "$SUMMARY"
-import re, shutil, subprocess, sys
+import lzma, os, re, shutil, sys, tarfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+
+def xz(path):
+    Path(str(path) + ".xz").write_bytes(lzma.compress(Path(path).read_bytes(), preset=6))
+    os.unlink(path)
+
 
 runs, out, cap, order = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 runs.mkdir(parents=True, exist_ok=True)
+with ProcessPoolExecutor(os.cpu_count()) as pool:
+    list(pool.map(xz, list(runs.rglob("*.pickle"))))
 shutil.copy(out / "summary.txt", runs / "summary.txt")
 files = [f for f in runs.rglob("*") if f.is_file()]
 snaps = [f for f in files if f.name.endswith(".pickle.xz")]
@@ -128,8 +137,9 @@ for f in snaps:
     room[i] -= n
 for n, group in enumerate((g for g in groups if g), 1):
     tar = out / f"ddp_buckets_{n}.tar.xz"
-    names = sorted(str(f.relative_to(runs)) for f in group)
-    subprocess.run(["tar", "-C", str(runs), "-cf", str(tar), "-I", "xz -3 -T0", *names], check=True)
+    with tarfile.open(tar, "w:xz", preset=3) as tf:
+        for f in sorted(group):
+            tf.add(f, arcname=str(f.relative_to(runs)))
     print(f"packed {tar.name}: {len(group)} files, {tar.stat().st_size / 2**20:.1f} MiB")
 print("dropped (too large to bring back): " + (", ".join(dropped) or "none"))
 PYEOF
