@@ -242,63 +242,8 @@ class DiffWindow(QMainWindow):
         self.match.currentIndexChanged.connect(lambda _i: self.recompute())
         self.fold.toggled.connect(lambda _on: self.recompute())
         self.counts = QLabel()
-
-        self.map_a = SegmentMapView()
-        self.map_b = SegmentMapView()
-        self.title_a = QLabel("A")
-        self.title_b = QLabel("B")
-        maps = QSplitter(Qt.Orientation.Horizontal)
-        for title, m in ((self.title_a, self.map_a), (self.title_b, self.map_b)):
-            box = QWidget()
-            lay = QVBoxLayout(box)
-            lay.setContentsMargins(0, 0, 0, 0)
-            lay.setSpacing(0)
-            title.setContentsMargins(6, 2, 6, 0)
-            lay.addWidget(title)
-            lay.addWidget(m, 1)
-            maps.addWidget(box)
-        self.maps = maps
-        for m in (self.map_a, self.map_b):
-            # Two maps side by side: their legends and captions may be clipped
-            # (tooltips keep them) rather than widen the window.
-            for label in (m.legend, m.caption):
-                label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-                label.setToolTip(label.toolTip() or label.text())
-        self.linked = LinkedMaps(self.map_a, self.map_b)
-        self.map_a.blockClicked.connect(lambda b: self._block_clicked("a", b))
-        self.map_b.blockClicked.connect(lambda b: self._block_clicked("b", b))
-
-        self.stacks = table_tree(
-            STACK_COLUMNS,
-            "Live bytes (allocated or pending free) by allocation stack in A "
-            "and B, largest growth first. Click a row: its blocks are highlighted in both "
-            "maps.",
-            dict(enumerate((96, 74, 90, 90, 80, 260))),
-            roots=False,
-            sorting=True,
-        )
-        self.stacks.currentItemChanged.connect(self._on_row)
-
-        self.tree = table_tree(
-            ("Call path", "Growth", "A", "B"),
-            "The same live bytes as a call tree, outermost frame first",
-            {1: 90, 2: 90, 3: 90},
-            stretch=0,
-        )
-        self.lazy = LazyTree(self.tree, self._node_columns, self._more, self._decorate)
-        self.tree.currentItemChanged.connect(self._on_node)
-
-        self.stack_panel = StackPanel()
-        self.tabs = QTabWidget()
-        self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.stacks, "Stacks by growth")
-        self.tabs.addTab(self.tree, "Call tree")
-        bottom = QSplitter(Qt.Orientation.Horizontal)
-        bottom.addWidget(self.tabs)
-        bottom.addWidget(self.stack_panel)
-        bottom.setStretchFactor(0, 3)
-        bottom.setStretchFactor(1, 1)
-        bottom.setSizes([1000, 400])
+        maps = self._build_maps()
+        bottom = self._build_tables()
         main = QSplitter(Qt.Orientation.Vertical)
         main.addWidget(maps)
         main.addWidget(bottom)
@@ -338,6 +283,69 @@ class DiffWindow(QMainWindow):
         app = QApplication.instance()
         if app is not None:  # never leave a loader running past the event loop
             app.aboutToQuit.connect(self.cancel)
+
+    def _build_maps(self) -> QSplitter:
+        """A's and B's segment maps side by side, their views linked."""
+        self.map_a = SegmentMapView()
+        self.map_b = SegmentMapView()
+        self.title_a = QLabel("A")
+        self.title_b = QLabel("B")
+        maps = QSplitter(Qt.Orientation.Horizontal)
+        for title, m in ((self.title_a, self.map_a), (self.title_b, self.map_b)):
+            box = QWidget()
+            lay = QVBoxLayout(box)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.setSpacing(0)
+            title.setContentsMargins(6, 2, 6, 0)
+            lay.addWidget(title)
+            lay.addWidget(m, 1)
+            maps.addWidget(box)
+        self.maps = maps
+        for m in (self.map_a, self.map_b):
+            # Two maps side by side: their legends and captions may be clipped
+            # (tooltips keep them) rather than widen the window.
+            for label in (m.legend, m.caption):
+                label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+                label.setToolTip(label.toolTip() or label.text())
+        self.linked = LinkedMaps(self.map_a, self.map_b)
+        self.map_a.blockClicked.connect(lambda b: self._block_clicked("a", b))
+        self.map_b.blockClicked.connect(lambda b: self._block_clicked("b", b))
+        return maps
+
+    def _build_tables(self) -> QSplitter:
+        """The stacks by growth and the call tree (tabs), the stack panel beside them."""
+        self.stacks = table_tree(
+            STACK_COLUMNS,
+            "Live bytes (allocated or pending free) by allocation stack in A "
+            "and B, largest growth first. Click a row: its blocks are highlighted in both "
+            "maps.",
+            dict(enumerate((96, 74, 90, 90, 80, 260))),
+            roots=False,
+            sorting=True,
+        )
+        self.stacks.currentItemChanged.connect(self._on_row)
+
+        self.tree = table_tree(
+            ("Call path", "Growth", "A", "B"),
+            "The same live bytes as a call tree, outermost frame first",
+            {1: 90, 2: 90, 3: 90},
+            stretch=0,
+        )
+        self.lazy = LazyTree(self.tree, self._node_columns, self._more, self._decorate)
+        self.tree.currentItemChanged.connect(self._on_node)
+
+        self.stack_panel = StackPanel()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.stacks, "Stacks by growth")
+        self.tabs.addTab(self.tree, "Call tree")
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(self.tabs)
+        bottom.addWidget(self.stack_panel)
+        bottom.setStretchFactor(0, 3)
+        bottom.setStretchFactor(1, 1)
+        bottom.setSizes([1000, 400])
+        return bottom
 
     # ------------------------------------------------------------------ loading
     def open(self, a: Document | str, b: Document | str) -> None:

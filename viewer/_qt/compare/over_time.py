@@ -74,7 +74,29 @@ class OverTimePane(QWidget):
         self._events: tuple[int, int] = (-1, -1)
         self._tried = False  # an alignment was started for these documents
 
-        # Status: what runs, its progress, Cancel (and Align again after one).
+        status = self._build_status()
+        top = self._build_chart()
+        maps_box = self._build_maps()
+        right = self._build_tables()
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(maps_box)
+        bottom.addWidget(right)
+        bottom.setStretchFactor(0, 3)
+        bottom.setStretchFactor(1, 1)
+        bottom.setSizes([860, 580])
+        self.body = QSplitter(Qt.Orientation.Vertical)
+        self.body.addWidget(top)
+        self.body.addWidget(bottom)
+        self.body.setSizes([300, 520])
+        self.body.hide()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addLayout(status)
+        lay.addWidget(self.body, 1)
+
+    def _build_status(self) -> QHBoxLayout:
+        """What runs, its progress, Cancel (and Align again after one)."""
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -95,8 +117,10 @@ class OverTimePane(QWidget):
         status.addWidget(self.again_button)
         self._set_running(False)
         self.again_button.hide()
+        return status
 
-        # The chart and its lines.
+    def _build_chart(self) -> QWidget:
+        """The chart and its lines (the span at the cursor, advise's prediction)."""
         self.chart = AlignedChart()
         self.chart.cursorMoved.connect(self._on_cursor)
         self._cursor_timer = QTimer(self)  # a drag redraws the maps once per pause
@@ -121,8 +145,10 @@ class OverTimePane(QWidget):
         for label in (self.peak_line, self.prediction):
             label.setContentsMargins(6, 0, 6, 0)
             tl.addWidget(label)
+        return top
 
-        # The two maps, kept on one scale.
+    def _build_maps(self) -> QWidget:
+        """The two maps, kept on one scale, under one legend."""
         self.map_a, self.map_b = SegmentMapView(), SegmentMapView()
         self.caption_a, self.caption_b = QLabel("A"), QLabel("B")
         maps = QSplitter(Qt.Orientation.Horizontal)
@@ -154,8 +180,10 @@ class OverTimePane(QWidget):
         ml.addWidget(self.map_legend)
         ml.addWidget(maps, 1)
         self.linked = LinkedMaps(self.map_a, self.map_b)
+        return maps_box
 
-        # The tables: the sites, the categories at the cursor.
+    def _build_tables(self) -> QWidget:
+        """The tables: the sites, the categories at the cursor."""
         self.sites = table_tree(
             SITE_COLUMNS,
             "Live bytes at each side's peak by allocation site (your line that "
@@ -192,23 +220,7 @@ class OverTimePane(QWidget):
         rl.addWidget(self.sites, 3)
         rl.addWidget(self.category_title)
         rl.addWidget(self.categories, 2)
-
-        bottom = QSplitter(Qt.Orientation.Horizontal)
-        bottom.addWidget(maps_box)
-        bottom.addWidget(right)
-        bottom.setStretchFactor(0, 3)
-        bottom.setStretchFactor(1, 1)
-        bottom.setSizes([860, 580])
-        self.body = QSplitter(Qt.Orientation.Vertical)
-        self.body.addWidget(top)
-        self.body.addWidget(bottom)
-        self.body.setSizes([300, 520])
-        self.body.hide()
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(2)
-        lay.addLayout(status)
-        lay.addWidget(self.body, 1)
+        return right
 
     # ------------------------------------------------------------------ jobs
     def set_documents(self, a: Document | None, b: Document | None) -> None:
