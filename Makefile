@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 # compiler everything runs on the pure-Python paths).  Editing one re-installs.
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
-.PHONY: run test lint lint-imports bench install install-test screenshot clean help native fuzz ssh-tools \
+.PHONY: run test lint lint-imports bench zoo-table install install-test screenshot clean help native fuzz ssh-tools \
         browser-tools
 
 help:
@@ -20,9 +20,11 @@ help:
 	@echo "make test-fast - the tests not marked slow, on TEST_JOBS processes (no linters)"
 	@echo "make lint    - only the linters: lint-imports, ruff check, mypy"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
+	@echo "make zoo-table - the held-out zoo report (tests/bench/zoo_table.md) from the zoo recordings"
 	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
 	@echo "make native  - rebuild the C extensions in place (after editing viewer/model/_native/*.c)"
 	@echo "make fuzz    - fuzz the compiled snapshot parser against the Python one (1M inputs)"
+	@echo "make sanitize - the C extensions under ASan+UBSan (in build/sanitize): C = Python and fuzz tests"
 
 $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -118,11 +120,42 @@ browser-tools:
 bench: install-test native
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/run_bench.py $(BENCH_ARGS)
 
+# The zoo's recordings (tests/workloads/zoo.py) in ZOO (default /work/zoo, then
+# tests/data/zoo): how the predictions do on the held-out families, into tests/bench/zoo_table.md.
+zoo-table: install native
+	QT_QPA_PLATFORM=offscreen $(PY) tests/workloads/zoo_table.py $(if $(ZOO),--zoo $(ZOO))
+
 native: install
 	$(PY) setup.py -q build_ext --inplace
 
 fuzz: install-test
 	$(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),1000000)
+
+# The C extensions built with AddressSanitizer and UBSan into $(SAN_LIB) (a package tree of
+# its own: the in-place extensions stay as they are), then the tests that hold C = Python
+# and the fuzzers run against them; any report ends the run with an error.  libasan is
+# preloaded (python itself is not instrumented); leaks are not checked (CPython keeps
+# memory until exit by design); RLIMIT_AS cannot work with ASan's shadow memory, so the
+# out-of-memory tests and the fuzzer's address-space limit are left out here.
+SAN_DIR   := build/sanitize
+SAN_LIB   := $(SAN_DIR)/lib
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+SAN_TESTS := tests/model/test_native_parser.py tests/model/test_fuzz_loader.py \
+             tests/model/test_whatif_native.py tests/model/test_categories_native.py \
+             tests/model/test_build_requests_fast.py tests/model/test_replay.py
+SAN_ENV   := PYTHONPATH=$(CURDIR)/$(SAN_LIB) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+             ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+             QT_QPA_PLATFORM=offscreen VRAMSCOPE_REQUIRE_NATIVE=1
+.PHONY: sanitize
+sanitize: install-test
+	rm -rf $(SAN_LIB)
+	VRAMSCOPE_REQUIRE_NATIVE=1 VRAMSCOPE_NATIVE_CFLAGS="$(SAN_FLAGS)" \
+	  $(PY) setup.py -q build --build-base $(SAN_DIR) --build-lib $(SAN_LIB)
+	$(SAN_ENV) $(PY) -c "import importlib; fs = [importlib.import_module(f'vramscope.viewer.model._native.{m}')\
+	  .__file__ for m in ('catcore', 'replay_core', 'snapparse', 'whatif_core')]; \
+	  assert all('/$(SAN_LIB)/' in f for f in fs), fs"
+	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider $(SAN_TESTS)
+	$(SAN_ENV) $(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),3000) --rss-mb 0
 
 screenshot: install
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/vramscope $(EXAMPLE) --screenshot assets/screenshot.png
