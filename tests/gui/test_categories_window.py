@@ -33,8 +33,8 @@ def opened(qtbot, loaded, path):
 
 def own_breakdown(w) -> MemoryBreakdown:
     """The test's own breakdown of the window's document (not the window's object)."""
-    doc = w.doc
-    return MemoryBreakdown.build(doc.snap, doc.timeline, w.cursor_device)
+    doc = w.vs.doc
+    return MemoryBreakdown.build(doc.snap, doc.timeline, w.vs.cursor_device)
 
 
 def test_header_shows_the_split_at_the_cursor(qtbot, loaded):
@@ -97,12 +97,12 @@ def test_category_filter_keeps_only_that_category_in_the_table(qtbot, loaded):
     c = CATEGORY_NAMES.index("parameter")
     w.categories_wiring.filter_actions[c].trigger()
     rows = w.table.model.rows
-    addrs = w.view_doc.snap.blocks.address
-    cats = bd.categories_of_addresses(w.cursor_k, addrs[rows])
+    addrs = w.vs.view_doc.snap.blocks.address
+    cats = bd.categories_of_addresses(w.vs.cursor_k, addrs[rows])
     assert 0 < len(rows) < before
     assert (cats == c).all()
     # Every parameter block of the moment is there.
-    all_cats = bd.categories_of_addresses(w.cursor_k, addrs[w.table.all_rows])
+    all_cats = bd.categories_of_addresses(w.vs.cursor_k, addrs[w.table.all_rows])
     assert len(rows) == int((all_cats == c).sum())
     # The map veils the others; their stacks are highlighted.
     assert w.categories_wiring.overlay.keep is not None
@@ -147,7 +147,7 @@ def test_leaks_view_names_the_planted_line_and_highlights_its_blocks(qtbot, load
     # The map highlights the blocks the program itself says it kept (cursor at the end).
     kept = {int(a) for a, _ in t["kept_blocks"]}
     blocks = w.map.item.highlighted_blocks()
-    addrs = set(w.view_doc.snap.blocks.address[blocks].tolist())
+    addrs = set(w.vs.view_doc.snap.blocks.address[blocks].tolist())
     assert kept <= addrs
     assert "keeps" in w.stack.custom[0] if w.stack.custom else False
 
@@ -160,7 +160,7 @@ def test_opening_another_file_drops_the_old_breakdown(qtbot, loaded, load, path)
     qtbot.waitUntil(
         lambda: w.categories.bd is not None and w.categories.bd is not old, timeout=30000
     )
-    assert w.categories.bd.n_events == w.doc.n_events(w.cursor_device)
+    assert w.categories.bd.n_events == w.vs.doc.n_events(w.vs.cursor_device)
 
 
 def test_clicking_a_part_of_the_header_split_highlights_that_category(qtbot, loaded):
@@ -177,7 +177,7 @@ def test_clicking_a_part_of_the_header_split_highlights_that_category(qtbot, loa
     mask = w.vs.highlight_mask()
     assert mask is not None
     blocks = w.map.item.highlighted_blocks()
-    cats = bd.categories_of_addresses(w.cursor_k, w.view_doc.snap.blocks.address[blocks])
+    cats = bd.categories_of_addresses(w.vs.cursor_k, w.vs.view_doc.snap.blocks.address[blocks])
     assert len(blocks) and (cats == c).mean() > 0.9  # (a stack may make two categories)
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(int((x0 + x1) / 2), 5))
     assert w.vs.highlight_mask() is None
@@ -187,8 +187,8 @@ def test_a_blocks_tooltip_says_what_it_is(qtbot, loaded):
     w = opened(qtbot, loaded, BF16)
     bd = w.categories.bd
     w.set_cursor(int(np.argmax(bd.requested)))
-    blocks = w.view_doc.snap.blocks
-    cats = bd.categories_of_addresses(w.cursor_k, blocks.address)
+    blocks = w.vs.view_doc.snap.blocks
+    cats = bd.categories_of_addresses(w.vs.cursor_k, blocks.address)
     b = int(np.flatnonzero(cats == CATEGORY_NAMES.index("parameter"))[0])
     tip = w.map.block_tooltip(b)
     assert "parameter: " in tip

@@ -396,7 +396,7 @@ def test_main_window_compare_opens_over_time(loaded, qtbot):
     with qtbot.waitSignal(dw.over_time.finished, timeout=60000) as blocker:
         dw.show_over_time()
     assert blocker.args == ["done"]
-    assert dw.over_time.result.a.doc is window.doc.root
+    assert dw.over_time.result.a.doc is window.vs.doc.root
     assert len(dw.over_time.result.alignment.spans) == 8
     dw.close()
 

@@ -53,7 +53,7 @@ def test_header_split_shows_a_build_that_ended_before_anyone_listened(
     qtbot.waitUntil(lambda: panel.bd is not None, timeout=60000)
     settle(qtbot)
     split = window.categories_wiring.header_split
-    k = window.cursor_k
+    k = window.vs.cursor_k
     assert split.split == panel.bd.split_at(k) and sum(split.split.values()) > 0
     assert split.text.text().startswith(f"{sum(panel.bd.split_at(k).values()) / 2**30:.2f} GiB")
 
@@ -71,7 +71,7 @@ def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, bui
         seen.update(
             split=dict(wiring.header_split.split),
             bd=wiring.panel.bd,
-            k=window.cursor_k,
+            k=window.vs.cursor_k,
             text=wiring.header_split.text.text(),
         )
         return save(window, out, pixmap)
@@ -88,8 +88,8 @@ def test_screenshot_waits_for_the_header_split(qtbot, tmp_path, monkeypatch, bui
 @pytest.fixture
 def sun(loaded):
     window = loaded(shared_data.require(SUN))
-    assert window.doc.oom.device == 1 and window.cursor_device == 1  # opens at the OOM
-    assert window.cursor_k == window.doc.oom_events(1)[-1] < window.doc.n_events(1) - 1
+    assert window.vs.doc.oom.device == 1 and window.vs.cursor_device == 1  # opens at the OOM
+    assert window.vs.cursor_k == window.vs.doc.oom_events(1)[-1] < window.vs.doc.n_events(1) - 1
     return window
 
 
@@ -99,11 +99,11 @@ def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
     OOM: the figures, the segment count and the map are every device's, as recorded -
     the only instant at which each device's layout is known."""
     window = sun
-    file_snap = window.doc.snap
+    file_snap = window.vs.doc.snap
     window.set_selection(Selection())
     settle(qtbot)
     assert window.selectors.device_combo.currentText() == "All devices"
-    assert window.view_doc.snap is file_snap  # not device 1's replayed layout
+    assert window.vs.view_doc.snap is file_snap  # not device 1's replayed layout
     assert window.header.stats == memory_stats(file_snap, Selection())
     devices = sorted(set(file_snap.segments.device.tolist()))
     assert len(devices) == 3
@@ -128,13 +128,13 @@ def test_all_devices_shows_every_device_as_recorded(qtbot, sun):
 def test_moving_the_cursor_under_all_devices_names_the_device(qtbot, sun):
     window = sun
     window.set_selection(Selection())
-    k = window.doc.oom_events(1)[-1]
+    k = window.vs.doc.oom_events(1)[-1]
     window.set_cursor(k)
     settle(qtbot)
     # one device's layout at that event: the selector and every figure say device 1
-    assert window.selection.device == 1
+    assert window.vs.selection.device == 1
     assert window.selectors.device_combo.currentText() == "Device 1"
-    assert window.header.stats == memory_stats(window.view_doc.snap, Selection(device=1))
+    assert window.header.stats == memory_stats(window.vs.view_doc.snap, Selection(device=1))
     assert "device 1" in window.header.scope.text()
     assert f"after event {k:,} " in window.header.scope.text()
     window.tabs.setCurrentWidget(window.calltree)
@@ -148,12 +148,12 @@ def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
     1 it is, named as device 1's with its event; the banner names device 1's OOM as
     elsewhere, without a Ctrl+J that would not go there."""
     window = sun
-    k = window.doc.oom_events(1)[-1]
+    k = window.vs.doc.oom_events(1)[-1]
     assert "device 1, event" in window.stack.facts.text()  # at the OOM
     assert f"event {k:,}; at the cursor" in window.stack.facts.text()
     window.set_selection(Selection(device=0))
     settle(qtbot)
-    assert window.cursor_device == 0
+    assert window.vs.cursor_device == 0
     assert "ran out of memory" not in window.stack.facts.text()
     assert window.stack.facts.text().startswith("Click a block")
     banner = window.header.oom_text()
@@ -163,7 +163,7 @@ def test_stack_panel_names_the_device_and_event_of_its_oom(qtbot, sun):
     facts = window.stack.facts.text()
     assert f"the request that ran out of memory</b> (device 1, event {k:,}; Ctrl+J" in facts
     # a block picked: its device and instant
-    snap = window.view_doc.snap
+    snap = window.vs.view_doc.snap
     on_1 = snap.segments.device[snap.blocks.segment] == 1
     b = int(np.flatnonzero(on_1 & (snap.blocks.state == BlockState.ALLOCATED))[0])
     window.select_block(b, origin="table")

@@ -212,7 +212,7 @@ def test_main_window_menu_opens_it_and_highlights_what_a_remedy_acts_on(make_win
     w = make_window()
     assert not w.diagnosis_action.isEnabled()
     w.open_file(str(GPT2_OOM))
-    qtbot.waitUntil(lambda: w.doc is not None, timeout=60000)
+    qtbot.waitUntil(lambda: w.vs.doc is not None, timeout=60000)
     assert w.diagnosis_action.isEnabled()
     assert w.diagnosis_action.shortcut().toString() == "Ctrl+Shift+D"
     from vramscope.viewer._qt.diagnosis.panel import DiagnosisPanel

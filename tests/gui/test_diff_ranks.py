@@ -258,7 +258,7 @@ def test_main_window_compare_and_ranks(loaded, qtbot, tmp_path):
     assert "&Compare with…" in texts and "Open &directory of ranks…" in texts
     dw = window.compare_with(os.fspath(DATA / "capacity_oom.pickle"))
     qtbot.waitUntil(lambda: dw.diff is not None, timeout=30000)
-    assert dw.doc_a is window.doc
+    assert dw.doc_a is window.vs.doc
     assert (
         dw.diff.delta("allocated_bytes")
         == counters("capacity_oom")["allocated_bytes.all.current"]
@@ -272,7 +272,7 @@ def test_main_window_compare_and_ranks(loaded, qtbot, tmp_path):
     with qtbot.waitSignal(window.loadFinished, timeout=30000):
         rw._on_double_click(rw.rank_item(0), 0)
     qtbot.waitUntil(lambda: not window.is_loading())
-    assert "_rank0_" in window.doc.snap.path
+    assert "_rank0_" in window.vs.doc.snap.path
     assert (
         window.header.stats.reserved_bytes
         == counters("resnet50_train")["reserved_bytes.all.current"]

@@ -32,7 +32,7 @@ def test_the_banner_names_the_other_process_first(loaded):
 def test_the_banner_explains_an_oom_outside_the_allocator(loaded, tmp_path):
     path, want = derive_outside_oom(truths()[0], tmp_path)
     window = loaded(path)
-    assert window.doc.oom is None  # no allocator OOM in the trace
+    assert window.vs.doc.oom is None  # no allocator OOM in the trace
     assert window.header.banner.isVisible()
     assert window.header.oom_text() == (
         f"CUDA out of memory outside PyTorch's allocator (device 0, cuBLAS): {want['verdict']}"
@@ -43,7 +43,7 @@ def test_the_banner_explains_an_oom_outside_the_allocator(loaded, tmp_path):
 def test_the_banner_names_cublas_s_failure_the_holder_and_the_free_memory(loaded):
     truth, path, side = load(HOLDER / "holder_cublas_oom.truth.json")
     window = loaded(path)
-    assert window.doc.oom is None and window.header.banner.isVisible()
+    assert window.vs.doc.oom is None and window.header.banner.isVisible()
     assert window.header.oom_text() == (
         "CUDA out of memory outside PyTorch's allocator "
         f"(device 0, cuBLAS): {cublas_verdict(truth, side)}"

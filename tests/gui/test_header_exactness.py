@@ -16,15 +16,15 @@ from vramscope.viewer.model.core.snapshot import Action
 def test_banner_and_figures_say_not_exact_inside_the_estimated_stretch(qtbot, loaded, tmp_path):
     window = loaded(cut_ring(tmp_path / "cut.pickle"))
     header, tl = window.header, window.timeline
-    first, last = window.doc.ooms
+    first, last = window.vs.doc.ooms
     assert not first.exact and last.exact
-    rep = window.doc.timeline.replay(0)
+    rep = window.vs.doc.timeline.replay(0)
     ks = np.flatnonzero(rep.action == Action.OOM).tolist()
     window.set_cursor(ks[1])  # the last OOM: exact
     assert "not exact" not in header.oom_text() and header.exactness_text() == ""
     assert not header.values["reserved_bytes"].text().startswith("\u2248")
     qtbot.mouseClick(tl.prev_oom_button, Qt.MouseButton.LeftButton)
-    assert window.cursor_k == ks[0]
+    assert window.vs.cursor_k == ks[0]
     assert "OOM 1 of 2" in header.oom_text()
     assert header.oom_text().endswith(f"\u2014 not exact: {first.not_exact_reason}")
     assert first.not_exact_reason in header.banner.toolTip()

@@ -26,7 +26,7 @@ def opened(qtbot, window, load, path):
 
 # --------------------------------------------------------------------------- help
 def test_shortcuts_dialog_lists_every_shortcut_of_the_window(qtbot, window):
-    dialog = window.show_shortcuts()
+    dialog = window.tools.show_shortcuts()
     qtbot.addWidget(dialog)
     listed = {(action, keys) for _menu, action, keys in dialog.rows}
     assert dialog.table.rowCount() == len(dialog.rows)
@@ -46,7 +46,7 @@ def test_shortcuts_dialog_lists_every_shortcut_of_the_window(qtbot, window):
 def test_record_dialog_gives_the_capture_command_and_torch_calls(qtbot, window):
     from vramscope.capture.runner import _parser  # the real CLI of ``python -m vramscope.capture``
 
-    dialog = window.show_record_help()
+    dialog = window.tools.show_record_help()
     qtbot.addWidget(dialog)
     command = dialog.capture.text
     assert command == "python -m vramscope.capture your_script.py"
@@ -144,7 +144,7 @@ def test_export_report_says_what_the_memory_is_and_the_leaks(qtbot, window, load
     bd = window.categories.bd
     assert '<table class="categories">' in text and '<table class="leaks">' in text
     assert bd.leaks[0].frame in text
-    split = bd.split_at(window.cursor_k)
+    split = bd.split_at(window.vs.cursor_k)
     from vramscope.viewer.model.core.units import format_bytes
 
     assert format_bytes(sum(split.values())) in text
@@ -163,6 +163,6 @@ def test_export_report_can_be_cancelled(qtbot, window, load, tmp_path):
 
 @pytest.mark.parametrize("doc", [None])
 def test_export_needs_a_document(window, doc):
-    assert window.doc is doc
+    assert window.vs.doc is doc
     assert not window.export_report_action.isEnabled()
     assert window.export_report("/nonexistent/x.html") is None

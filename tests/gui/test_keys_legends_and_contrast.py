@@ -87,7 +87,7 @@ def test_what_the_memory_is_and_what_if_have_their_own_keys(qtbot, window, load)
 def test_jump_to_peak_reserved_has_a_key(qtbot, window, load):
     opened(qtbot, window, load, FRAG)
     assert window.peak_reserved_action.shortcut().toString() == "Ctrl+Shift+R"
-    rep = window.doc.timeline.replay(window.cursor_device)
+    rep = window.vs.doc.timeline.replay(window.vs.cursor_device)
     _, k = rep.peak("reserved")
     window.set_cursor(0)
     window.activateWindow()
@@ -96,7 +96,7 @@ def test_jump_to_peak_reserved_has_a_key(qtbot, window, load):
         Qt.Key.Key_R,
         Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
     )
-    qtbot.waitUntil(lambda: window.cursor_k == k)
+    qtbot.waitUntil(lambda: window.vs.cursor_k == k)
 
 
 # --------------------------------------------------------------------------- 2. stale state
@@ -300,18 +300,18 @@ def test_leaked_memory_is_coloured_as_a_leak(qtbot, window, load):
     wiring = window.categories_wiring
     wiring.color_action.setChecked(True)
     settle(qtbot)
-    bd = MemoryBreakdown.build(window.doc.snap, window.doc.timeline, window.cursor_device)
+    bd = MemoryBreakdown.build(window.vs.doc.snap, window.vs.doc.timeline, window.vs.cursor_device)
     leaked = np.concatenate([lk.allocations for lk in bd.leaks])
     cats, palette = window.timeline.color_provider()
     assert (cats[leaked] == LEAK_COLOR_INDEX).all()
     assert len(palette) > LEAK_COLOR_INDEX
     # the segment map: the blocks of what the leak keeps at the cursor
     assert LEAK_COLOR_INDEX in wiring.overlay.drawn_categories()
-    k = window.cursor_k
+    k = window.vs.cursor_k
     iv = bd.intervals
     live = leaked[(iv.start[leaked] <= k) & (iv.end[leaked] > k)]
     layout = window.map.item.layout
-    addrs = window.view_doc.snap.blocks.address[layout.blocks]
+    addrs = window.vs.view_doc.snap.blocks.address[layout.blocks]
     at = np.isin(addrs, iv.addr[live])
     assert at.any() and (wiring.overlay.categories[at] == LEAK_COLOR_INDEX).all()
     # filtering by category still finds them under their category

@@ -64,8 +64,8 @@ def test_pool_filter_hit_test_returns_interval_ids(loaded):
     """With a pool selected and all streams, hovering or clicking a band
     names that band's allocation, not its index among the pool's allocations."""
     window = loaded(GRAPH)
-    doc = window.doc
-    pools = sorted(set(doc.intervals(window.cursor_device).pool.tolist()))
+    doc = window.vs.doc
+    pools = sorted(set(doc.intervals(window.vs.cursor_device).pool.tolist()))
     assert len(pools) > 1
     checked = 0
     for pool in pools:
@@ -85,7 +85,7 @@ def test_pool_filter_hit_test_returns_interval_ids(loaded):
             y = (float(lay.pair_bottom[j]) + float(lay.pair_top[j])) / 2
             i = int(tl.layout_ids[band])
             assert tl.interval_at(x, y) == i
-            assert doc.intervals(window.cursor_device).pool[i] == pool
+            assert doc.intervals(window.vs.cursor_device).pool[i] == pool
             checked += 1
     assert checked >= 10
 
@@ -103,7 +103,7 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     window = loaded(GPT2)
     window.set_cursor(20000)
     qtbot.keyClicks(window.search, "sdpa_attention")
-    qtbot.waitUntil(lambda: window.search_mask is not None, timeout=3000)
+    qtbot.waitUntil(lambda: window.vs.search_mask is not None, timeout=3000)
     hl = theme.search_color()
     legend_colors = [QColor(c) for c in theme.STATE_COLORS.values()] + [
         QColor(theme.OOM_RED),
@@ -118,7 +118,7 @@ def test_search_highlight_has_its_own_style(qtbot, loaded):
     assert theme.SEARCH_LABEL in window.timeline.legend.text()
     # the map paints a highlighted block in that colour
     blocks = window.map.item.highlighted_blocks()
-    sizes = window.view_doc.snap.blocks.size[blocks]
+    sizes = window.vs.view_doc.snap.blocks.size[blocks]
     b = int(blocks[np.argmax(sizes)])
     window.map.select_block(-1, ensure_visible=False)
     r = block_rect(window.map.layout_data, b)
@@ -198,7 +198,7 @@ def test_labels_never_overlap(loaded, name):
     QApplication.processEvents()
     shown = map_labels(window)
     _disjoint(shown)
-    if window.doc.oom is not None:
+    if window.vs.doc.oom is not None:
         texts = [t for t, _ in shown]
         assert any("requested" in t for t in texts)  # Fit all keeps the request's caption
         window.map.vb.translateBy(y=2.0)  # scrolled: the caption is not cut at the top
@@ -217,15 +217,15 @@ def test_three_devices_open_at_the_oom_of_one_device(loaded):
     from vramscope.viewer.model.analysis.figures import memory_stats
 
     window = loaded(SUN)
-    doc = window.doc
+    doc = window.vs.doc
     assert doc.oom.device == 1
-    assert window.selection.device == 1 and window.cursor_device == 1
+    assert window.vs.selection.device == 1 and window.vs.cursor_device == 1
     k_oom = doc.oom_events(1)[-1]
-    assert window.cursor_k == k_oom < doc.n_events(1) - 1
+    assert window.vs.cursor_k == k_oom < doc.n_events(1) - 1
     scope = window.header.scope.text()
     assert "device 1" in scope and "the OOM" in scope
     assert f"event {k_oom:,} of {doc.n_events(1):,}" in scope
-    stats = memory_stats(window.view_doc.snap, Selection(device=1))
+    stats = memory_stats(window.vs.view_doc.snap, Selection(device=1))
     assert window.header.stats == stats
     assert window.map.item.request_bytes == doc.oom.requested_bytes
     assert "device 1" in window.header.oom_text()
@@ -250,7 +250,7 @@ def test_numbers_say_what_they_count(loaded):
     assert "large pool" in banner and "device 0" in banner
     scope = window.header.scope.text()
     assert "device 0" in scope and "the OOM" in scope
-    snap = window.view_doc.snap
+    snap = window.vs.view_doc.snap
     n = len(snap.blocks)
     n_alloc = int(np.count_nonzero(snap.blocks.state == BlockState.ALLOCATED))
     n_free = int(np.count_nonzero(snap.blocks.state == BlockState.FREE))
@@ -297,7 +297,7 @@ def test_a_trace_that_starts_mid_run_says_what_it_cannot_show(loaded):
     timeline says so (how many segments, that their creation is not recorded) and
     calls its peaks the window's; a trace recorded from the start says nothing."""
     window = loaded(DATA / "transformer_long_python_1000k.pickle.xz")
-    rep = window.doc.timeline.replay(window.cursor_device)
+    rep = window.vs.doc.timeline.replay(window.vs.cursor_device)
     n_seg = len(rep.initial.seg_addr)
     assert n_seg > 0
     note = window.timeline.window_note

@@ -31,7 +31,7 @@ def figures_match(window, stats) -> None:
 
 def test_empty_window_shows_placeholder(window):
     assert window.pages.currentIndex() == 0
-    assert window.doc is None
+    assert window.vs.doc is None
     assert not window.export_png_action.isEnabled()
     texts = [w.text() for w in window.placeholder.findChildren(type(window.file_label))]
     assert any("Open a snapshot (Ctrl+O) or drop a file here" in t for t in texts)
@@ -77,7 +77,7 @@ def test_allocator_settings_in_status_bar(loaded):
 def _visible_wide_block(window, state=BlockState.ALLOCATED) -> int:
     """An allocated block with a stack whose bar is wide on screen and not under a label."""
     layout = window.map.layout_data
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     (_, _), (ya, yb) = window.map.vb.viewRange()
     cand = np.flatnonzero(
         (layout.state == state) & (layout.row >= max(ya, 0) + 1) & (layout.row < yb - 1)
@@ -97,10 +97,10 @@ def test_click_block_in_map_shows_its_stack(qtbot, loaded):
     with qtbot.waitSignal(window.map.blockClicked, timeout=3000) as blocker:
         qtbot.mouseClick(window.map.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert blocker.args == [b]
-    assert window.selected_block == b
+    assert window.vs.selected_block == b
     assert window.map.item.selected == b
-    snap = window.doc.snap
-    expected = fr.stack_views(snap, int(snap.blocks.stack[b]), window.doc.categories)
+    snap = window.vs.doc.snap
+    expected = fr.stack_views(snap, int(snap.blocks.stack[b]), window.vs.doc.categories)
     assert expected
     assert window.stack.frame_texts() == [v.short for v in expected]
     assert window.stack.text() == fr.format_stack(expected)
@@ -114,12 +114,12 @@ def test_click_empty_space_keeps_selection(qtbot, loaded):
     window.select_block(3)
     pos = window.map.plot.mapFromScene(window.map.vb.mapViewToScene(QPointF(0, -3)))
     qtbot.mouseClick(window.map.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    assert window.selected_block == 3
+    assert window.vs.selected_block == 3
 
 
 def test_hover_tooltip_text(loaded):
     window = loaded(DATA / "cuda_graph_pool.pickle")
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     b = int(np.flatnonzero(snap.blocks.state == BlockState.ALLOCATED)[0])
     tip = window.map.block_tooltip(b)
     assert f"0x{int(snap.blocks.address[b]):x}" in tip
@@ -133,10 +133,10 @@ def test_table_row_selects_block_in_map_and_stack(qtbot, loaded):
     view = window.table.view
     view.selectRow(7)
     b = window.table.model.block_at(7)
-    assert window.selected_block == b
+    assert window.vs.selected_block == b
     assert window.map.item.selected == b
-    snap = window.doc.snap
-    expected = fr.stack_views(snap, int(snap.blocks.stack[b]), window.doc.categories)
+    snap = window.vs.doc.snap
+    expected = fr.stack_views(snap, int(snap.blocks.stack[b]), window.vs.doc.categories)
     assert window.stack.frame_texts() == [v.short for v in expected]
     # The map scrolled so that the block is in view.
     rect = block_rect(window.map.layout_data, b)
@@ -162,7 +162,7 @@ def test_table_sort_by_size_largest_first(qtbot, loaded):
 
     window = loaded(DATA / "gpt2_oom.pickle")
     model = window.table.model
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     header = window.table.view.horizontalHeader()
     # Click the header (ascending), then again (descending).
     x = header.sectionViewportPosition(COL_SIZE) + header.sectionSize(COL_SIZE) // 2
@@ -192,7 +192,7 @@ def fr_bytes(n: int) -> str:
 
 def test_table_filter_by_stack_text(qtbot, loaded):
     window = loaded(DATA / "gpt2_oom.pickle")
-    doc = window.doc
+    doc = window.vs.doc
     snap = doc.snap
     total = window.table.model.rowCount()
     assert total == len(snap.blocks)
@@ -229,7 +229,7 @@ def test_table_model_is_lazy_over_arrays(loaded):
 
 def test_selectors_filter_header_map_and_table(qtbot, loaded):
     window = loaded(DATA / "cuda_graph_pool.pickle")
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     private = snap.pools.index((1, 0))
     combo = window.pool_combo
     labels = [combo.itemText(i) for i in range(combo.count())]
@@ -255,7 +255,7 @@ def test_selectors_filter_header_map_and_table(qtbot, loaded):
 def test_small_large_selector(loaded):
     window = loaded(DATA / "small_pool_mixed.pickle")
     window.set_selection(Selection(is_small=True))
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     figures_match(window, memory_stats(snap, Selection(is_small=True)))
     assert window.kind_combo.currentText() == "Small segments"
 
@@ -266,7 +266,7 @@ def test_small_large_selector(loaded):
 def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded, monkeypatch):
     monkeypatch.setenv("VRAMSCOPE_NO_CACHE", "1")  # cancel during the real parse
     window = loaded(FRAG)
-    before = window.doc
+    before = window.vs.doc
     with qtbot.waitSignal(window.loadFinished, timeout=30000) as blocker:
         thread = window.open_file(BIG_XZ)
         qtbot.waitSignal(thread.progressed, timeout=10000).wait()
@@ -274,7 +274,7 @@ def test_cancel_big_load_keeps_previous_snapshot(qtbot, loaded, monkeypatch):
         qtbot.mouseClick(window.cancel_button, Qt.MouseButton.LeftButton)
     assert blocker.args == ["cancelled"]
     assert window.statusBar().currentMessage() == "Load cancelled"
-    assert window.doc is before
+    assert window.vs.doc is before
     assert window.header.oom_text()
     assert not window.progress.isVisible()
     from shiboken6 import isValid
@@ -291,7 +291,7 @@ def test_cancel_first_load_leaves_empty_state(qtbot, window, monkeypatch):
         qtbot.waitSignal(thread.progressed, timeout=10000).wait()
         window.cancel_load()
     assert blocker.args == ["cancelled"]
-    assert window.doc is None and window.pages.currentIndex() == 0
+    assert window.vs.doc is None and window.pages.currentIndex() == 0
 
 
 def test_a_replaced_document_is_collected_the_first_load_is_not(window, load, qtbot, monkeypatch):
@@ -302,10 +302,10 @@ def test_a_replaced_document_is_collected_the_first_load_is_not(window, load, qt
     calls = []
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
     assert load(window, FRAG) == "loaded"
-    qtbot.waitUntil(lambda: not window._old_loaders)  # the thread has finished
+    qtbot.waitUntil(lambda: not window.loading.old_loaders)  # the thread has finished
     assert calls == []
     assert load(window, DATA / "side_stream_pending.pickle") == "loaded"
-    qtbot.waitUntil(lambda: not window._old_loaders)
+    qtbot.waitUntil(lambda: not window.loading.old_loaders)
     assert len(calls) == 1
 
 
@@ -318,7 +318,7 @@ def test_bad_file_shows_error(tmp_path, window, load):
     assert window.error_box is not None and window.error_box.isVisible()
     assert window.error_box.text() in window.last_error
     window.error_box.close()
-    assert window.doc is None
+    assert window.vs.doc is None
 
 
 def test_progress_reaches_the_end(qtbot, window):
@@ -348,7 +348,7 @@ def test_drop_file_opens_it(qtbot, window):
     with qtbot.waitSignal(window.loadFinished, timeout=30000) as blocker:
         window.dropEvent(ev)
     assert blocker.args == ["loaded"]
-    assert window.doc.snap.path == os.fspath(FRAG)
+    assert window.vs.doc.snap.path == os.fspath(FRAG)
 
 
 # --------------------------------------------------------------------------- screenshot command
@@ -446,7 +446,7 @@ def test_recent_files_remembered_across_windows(make_window, load, isolated_sett
     assert load(first, DATA / "resnet50_train.pickle") == "loaded"
     first.close()
     second = make_window()
-    second._fill_recent_menu()
+    second.loading.fill_recent_menu()
     data = [a.data() for a in second.recent_menu.actions() if a.data()]
     assert data == [
         os.fspath((DATA / "resnet50_train.pickle").resolve()),
@@ -502,7 +502,7 @@ def test_about_mentions_versions():
 
 def test_stack_toggles_and_copy(loaded):
     window = loaded(DATA / "gpt2_oom.pickle")
-    snap, doc = window.doc.snap, window.doc
+    snap, doc = window.vs.doc.snap, window.vs.doc
     b = int(
         np.flatnonzero((snap.blocks.state == BlockState.ALLOCATED) & (snap.blocks.stack >= 0))[0]
     )
@@ -604,7 +604,7 @@ def test_fits_a_1366x768_screen(loaded):
 def test_stack_panel_starts_on_the_failed_request(loaded):
     """With nothing selected, an OOM snapshot shows where the failing request came from."""
     window = loaded(FRAG)
-    snap, doc = window.doc.snap, window.doc
+    snap, doc = window.vs.doc.snap, window.vs.doc
     oom = last_oom(snap)
     stack = int(snap.trace.stack[oom.event_index])
     expected = [v.short for v in fr.stack_views(snap, stack, doc.categories)]

@@ -28,7 +28,7 @@ def newer_file(tmp_path_factory):
 
 
 def _interval_of_row(window, row):
-    doc, dev = window.doc, window.cursor_device
+    doc, dev = window.vs.doc, window.vs.cursor_device
     rep = doc.timeline.replay(dev)
     k = int(np.searchsorted(rep.rows, row))
     assert rep.rows[k] == row
@@ -70,7 +70,7 @@ def test_forward_stack_of_an_allocation_in_the_stack_panel(loaded, newer_file):
 def test_ordinary_allocation_has_no_forward_section(loaded, newer_file):
     path, facts = newer_file
     window = loaded(path)
-    doc, dev = window.doc, window.cursor_device
+    doc, dev = window.vs.doc, window.vs.cursor_device
     rep, iv = doc.timeline.replay(dev), doc.intervals(dev)
     plain = set(facts["forward_rows"])
     i = next(
@@ -86,11 +86,11 @@ def test_ordinary_allocation_has_no_forward_section(loaded, newer_file):
 def test_block_tooltip_and_stack_of_a_live_annotated_block(loaded, newer_file):
     path, facts = newer_file
     window = loaded(path)
-    doc, dev = window.doc, window.cursor_device
+    doc, dev = window.vs.doc, window.vs.cursor_device
     iv = doc.intervals(dev)
     rows = doc.timeline.replay(dev).rows
     ids = [_interval_of_row(window, r) for r in facts["forward_rows"]]
-    live = [i for i in ids if iv.end[i] > window.cursor_k >= iv.start[i]]
+    live = [i for i in ids if iv.end[i] > window.vs.cursor_k >= iv.start[i]]
     if not live:  # move the cursor onto one
         window.set_cursor(int(iv.start[ids[0]]))
         live = [ids[0]]
@@ -107,7 +107,7 @@ def test_annotation_markers_on_the_timeline(loaded, newer_file):
     path, facts = newer_file
     window = loaded(path)
     tl = window.timeline
-    rep = window.doc.timeline.replay(tl.device)
+    rep = window.vs.doc.timeline.replay(tl.device)
     annotated = [r for d, _a, r in facts["annotated"] if d == tl.device]
     assert tl.marker_count() == len(annotated) > 0
     ks = np.searchsorted(rep.rows, annotated)  # each right after its alloc event
@@ -165,7 +165,7 @@ def test_untrusted_stretch_is_hatched_with_its_reason(loaded, tmp_path):
     path.write_bytes(pickle.dumps(obj, protocol=4))  # trusted test data
     window = loaded(path)
     tl = window.timeline
-    found = [u for u in integrity.check(window.doc.timeline) if u.device == tl.device]
+    found = [u for u in integrity.check(window.vs.doc.timeline) if u.device == tl.device]
     assert found and found[-1].kind == "inconsistent"
     u = found[-1]
     spans = [s for s in tl.notes_item.stretches if s[2] == "inconsistent"]
@@ -181,8 +181,8 @@ def test_real_recording_shows_forward_stack_of_backward_allocation(loaded):
     """tests/data/newer_fields.pickle: torch 2.11 on an H100 wrote forward_frames for
     allocations made in backward, and user_metadata: the panel shows both."""
     window = loaded(DATA / "newer_fields.pickle")
-    snap, dev = window.doc.snap, window.cursor_device
-    rep, iv = window.doc.timeline.replay(dev), window.doc.intervals(dev)
+    snap, dev = window.vs.doc.snap, window.vs.cursor_device
+    rep, iv = window.vs.doc.timeline.replay(dev), window.vs.doc.intervals(dev)
     fwd = np.flatnonzero(snap.trace.forward_stack >= 0)
     assert len(fwd)
     k = int(np.searchsorted(rep.rows, fwd[0]))
@@ -205,15 +205,15 @@ def test_pinned_host_memory_is_its_own_device(loaded, newer_file):
 
     path, _facts = newer_file
     window = loaded(path)
-    snap = window.doc.snap
+    snap = window.vs.doc.snap
     combo = window.device_combo
     i = window.combo_index(combo, HOST_DEVICE)
     assert i >= 0 and combo.itemText(i) == "host (pinned)"
     assert i == combo.count() - 1  # after the GPUs
     gpu_reserved = window.header.stats.reserved_bytes
-    assert gpu_reserved == memory_stats(snap, window.selection).reserved_bytes
+    assert gpu_reserved == memory_stats(snap, window.vs.selection).reserved_bytes
     combo.setCurrentIndex(i)  # as the user picks it
-    assert window.vs.host_shown and window.selection.device == HOST_DEVICE
+    assert window.vs.host_shown and window.vs.selection.device == HOST_DEVICE
     host = snap.host
     stats = window.header.stats
     assert stats.reserved_bytes == host.reserved_bytes
@@ -221,12 +221,12 @@ def test_pinned_host_memory_is_its_own_device(loaded, newer_file):
     assert "pinned host memory" in window.header.scope.text()
     assert window.header.oom_text() == ""  # the GPU's OOM is not the host's
     # the map, table and timeline show the host's segments and events only
-    assert set(window.view_doc.snap.segments.device.tolist()) == {HOST_DEVICE}
-    assert window.cursor_device == HOST_DEVICE
+    assert set(window.vs.view_doc.snap.segments.device.tolist()) == {HOST_DEVICE}
+    assert window.vs.cursor_device == HOST_DEVICE
     assert window.timeline.n == len(host.trace)
     # and no GPU figure ever includes them: back to device 0, the same figures as before
     combo.setCurrentIndex(window.combo_index(combo, 0))
-    assert not window.vs.host_shown and window.selection.device == 0
+    assert not window.vs.host_shown and window.vs.selection.device == 0
     assert (
         window.header.stats.reserved_bytes == memory_stats(snap, Selection(device=0)).reserved_bytes
     )

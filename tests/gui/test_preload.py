@@ -24,7 +24,7 @@ def test_the_window_shows_the_preloaded_document(qtbot, window, load, monkeypatc
     assert load(window, FRAG) == "loaded"
     assert preload.claim(FRAG) is None  # claimed by the window's loader
     assert pre.done.is_set() and pre.document is None  # handed over, not kept twice
-    doc, want = window.doc, load_snapshot(FRAG, use_cache=False)
+    doc, want = window.vs.doc, load_snapshot(FRAG, use_cache=False)
     assert np.array_equal(doc.snap.trace.addr, want.trace.addr)
     assert np.array_equal(doc.snap.blocks.size, want.blocks.size)
     assert window.header.isVisible()
@@ -62,5 +62,5 @@ def test_a_file_changed_after_the_preload_is_loaded_anew(qtbot, window, load, tm
     os.replace(other, path)
     assert load(window, path) == "loaded"
     want = load_snapshot(path, use_cache=False)
-    assert len(window.doc.snap.trace.action) == len(want.trace.action)
-    assert np.array_equal(window.doc.snap.segments.address, want.segments.address)
+    assert len(window.vs.doc.snap.trace.action) == len(want.trace.action)
+    assert np.array_equal(window.vs.doc.snap.segments.address, want.segments.address)

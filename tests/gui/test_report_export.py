@@ -65,7 +65,7 @@ def test_export_right_after_load_waits_for_what_the_memory_is(
     text = path.read_text(encoding="utf-8")
     bd = window.categories.bd
     assert bd is not None
-    k = window.cursor_k
+    k = window.vs.cursor_k
     assert '<table class="categories">' in text
     assert f"What the memory is (device {bd.device}, after event {k:,})" in text
     # The views as laid out in the window, not before its layout settled.
@@ -105,7 +105,7 @@ def test_a_file_of_three_gpus_has_a_section_each_the_oom_device_first(
 ):
     path = shared_data.require(THREE_GPUS)
     assert load(window, path, timeout=120000) == "loaded"
-    oom_device = window.doc.oom.device
+    oom_device = window.vs.doc.oom.device
     text = _export(qtbot, window, tmp_path / "all.html")
     ids = re.findall(r'<section class="device" id="device-(\d+)">', text)
     assert len(ids) == 3 and ids[0] == str(oom_device)

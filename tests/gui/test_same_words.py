@@ -27,8 +27,8 @@ def cli(*args: str) -> str:
 
 def test_the_cursors_event_is_said_alike_by_the_cli_header_and_timeline(loaded):
     window = loaded(FRAG)
-    dev = window.cursor_device
-    n = window.doc.n_events(dev)
+    dev = window.vs.cursor_device
+    n = window.vs.doc.n_events(dev)
     k = n // 3
     window.set_cursor(k)
     words = f"event {k:,} of {n:,}"  # 0-based, as --at takes it

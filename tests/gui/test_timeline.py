@@ -30,7 +30,7 @@ def figures_match(window, stats) -> None:
 
 def at(window, k: int):
     """The snapshot after event k, straight from the model."""
-    return window.doc.timeline.snapshot_at(window.cursor_device, k)
+    return window.vs.doc.timeline.snapshot_at(window.vs.cursor_device, k)
 
 
 def map_matches(window, snap) -> None:
@@ -56,13 +56,13 @@ def plot_point(tl, x: float, y: float) -> QPoint:
 
 def test_timeline_built_on_load_and_curves_end_at_the_header(loaded):
     window = loaded(GPT2)
-    doc = window.doc
+    doc = window.vs.doc
     assert doc.timeline is not None and doc.oom is not None
     rep = doc.timeline.replay(0)
     tl = window.timeline
     assert tl.n == len(rep) == 25903
-    assert window.cursor_k == tl.k == len(rep) - 1  # the snapshot as recorded
-    assert window.view_doc is doc
+    assert window.vs.cursor_k == tl.k == len(rep) - 1  # the snapshot as recorded
+    assert window.vs.view_doc is doc
     stats = window.header.stats
     assert stats == memory_stats(doc.snap)
     for curve, figure in (
@@ -94,7 +94,7 @@ def test_annotation_bands_and_x_axis_toggle(qtbot, loaded):
     x0, x1 = next((b[0], b[1]) for b in tl.bands_item.bands if b[2] == "Optimizer.step")
     assert 0 < x0 < x1 < tl.n
     # x axis: time since the first event
-    rep = window.doc.timeline.replay(0)
+    rep = window.vs.doc.timeline.replay(0)
     qtbot.mouseClick(tl.time_button, Qt.MouseButton.LeftButton)
     assert tl.mode == "time" and tl.x_axis.mode == "time"
     t_end = (rep.time_us[-1] - rep.time_us[0]) / 1e6
@@ -110,17 +110,17 @@ def test_annotation_bands_and_x_axis_toggle(qtbot, loaded):
     assert tl.cursor.value() == pytest.approx((rep.time_us[1000] - rep.time_us[0]) / 1e6)
     window.xaxis_action.trigger()  # Ctrl+T
     assert tl.mode == "events" and tl.cursor.value() == 1000.0
-    assert window.cursor_k == 1000
+    assert window.vs.cursor_k == 1000
 
 
 def test_per_stream_curves(loaded):
     window = loaded(DATA / "cuda_graph_pool.pickle")
-    streams = sorted(set(window.doc.timeline.replay(0).stream.tolist()))
+    streams = sorted(set(window.vs.doc.timeline.replay(0).stream.tolist()))
     assert len(streams) == 3
     for s in streams:
         window.set_selection(Selection(stream=s))
         assert window.timeline.stream == s
-        st = memory_stats(window.doc.snap, Selection(stream=s))
+        st = memory_stats(window.vs.doc.snap, Selection(stream=s))
         assert int(window.timeline.curves["reserved"][-1]) == st.reserved_bytes
         assert int(window.timeline.curves["allocated"][-1]) == st.allocated_bytes
         assert int(window.timeline.curves["active"][-1]) == st.active_bytes
@@ -138,7 +138,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     n = tl.n
     # API
     window.set_cursor(12345)
-    assert window.cursor_k == tl.k == 12345
+    assert window.vs.cursor_k == tl.k == 12345
     snap = at(window, 12345)
     figures_match(window, memory_stats(snap))
     map_matches(window, snap)
@@ -151,7 +151,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     k = tl.k_of(tl.vb.mapSceneToView(tl.plot.mapToScene(pos)).x())
     assert k != 12345
     qtbot.mouseClick(tl.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    qtbot.waitUntil(lambda: window.cursor_k == k, timeout=3000)
+    qtbot.waitUntil(lambda: window.vs.cursor_k == k, timeout=3000)
     snap = at(window, k)
     figures_match(window, memory_stats(snap))
     map_matches(window, snap)
@@ -160,7 +160,7 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
 
     def key(k, expect, mods=Qt.KeyboardModifier.NoModifier):
         qtbot.keyClick(tl.plot, k, mods)
-        qtbot.waitUntil(lambda: window.cursor_k == expect, timeout=3000)  # coalesced seek
+        qtbot.waitUntil(lambda: window.vs.cursor_k == expect, timeout=3000)  # coalesced seek
 
     key(Qt.Key.Key_Right, k + 1)
     figures_match(window, memory_stats(at(window, k + 1)))
@@ -169,81 +169,81 @@ def test_cursor_api_click_and_keys_drive_the_window(qtbot, loaded):
     key(Qt.Key.Key_Home, 0)
     figures_match(window, memory_stats(at(window, 0)))
     key(Qt.Key.Key_End, n - 1)
-    assert window.view_doc is window.doc
-    figures_match(window, memory_stats(window.doc.snap))
+    assert window.vs.view_doc is window.vs.doc
+    figures_match(window, memory_stats(window.vs.doc.snap))
     assert not tl.latest_button.isEnabled()
     # dragging the cursor line: the window follows (coalesced per event-loop turn)
     tl.cursor.setValue(5000.0)
     tl.cursor.sigDragged.emit(tl.cursor)
-    qtbot.waitUntil(lambda: window.cursor_k == 5000, timeout=3000)
+    qtbot.waitUntil(lambda: window.vs.cursor_k == 5000, timeout=3000)
     figures_match(window, memory_stats(at(window, 5000)))
     window.latest_action.trigger()
-    assert window.cursor_k == n - 1
+    assert window.vs.cursor_k == n - 1
 
 
 def test_selection_follows_the_allocation_across_moments(qtbot, loaded):
     window = loaded(GPT2)
     window.set_cursor(20000)
-    blocks = window.view_doc.snap.blocks
+    blocks = window.vs.view_doc.snap.blocks
     b = int(np.flatnonzero(blocks.state == BlockState.ALLOCATED)[0])
     addr = int(blocks.address[b])
     window.select_block(b, origin="table")
     window.step_cursor(+1)
-    b2 = window.selected_block
+    b2 = window.vs.selected_block
     if b2 >= 0:  # still live: the same allocation, selected in the map
-        assert int(window.view_doc.snap.blocks.address[b2]) == addr
+        assert int(window.vs.view_doc.snap.blocks.address[b2]) == addr
         assert window.map.item.selected == b2
 
 
 def test_jump_to_peak(qtbot, loaded):
     window = loaded(GPT2)
-    rep = window.doc.timeline.replay(0)
+    rep = window.vs.doc.timeline.replay(0)
     qtbot.mouseClick(window.timeline.peak_button, Qt.MouseButton.LeftButton)
     value, k = rep.peak("allocated")
-    assert window.cursor_k == k
+    assert window.vs.cursor_k == k
     assert window.header.stats.allocated_bytes == value == int(rep.allocated.max())
     assert window.header.values["allocated_bytes"].text() == format_bytes(value)
     figures_match(window, memory_stats(at(window, k)))
     window.peak_reserved_action.trigger()
     value, k = rep.peak("reserved")
-    assert window.cursor_k == k
+    assert window.vs.cursor_k == k
     assert window.header.stats.reserved_bytes == value
 
 
 def test_jump_between_ooms_of_fragmentation_oom(qtbot, loaded):
     window = loaded(FRAG)
     tl = window.timeline
-    rep = window.doc.timeline.replay(0)
+    rep = window.vs.doc.timeline.replay(0)
     ooms = np.flatnonzero(rep.action == Action.OOM).tolist()
     assert len(ooms) == 2 and tl.oom_button.text() == "OOM (2)"
     window.set_cursor(10)
     qtbot.mouseClick(tl.oom_button, Qt.MouseButton.LeftButton)  # the last one
-    assert window.cursor_k == ooms[1]
+    assert window.vs.cursor_k == ooms[1]
     last = window.header.stats
     assert last.largest_free_block_bytes == 4 * MiB and last.free_bytes > 4 * MiB
     assert "OOM 2 of 2" in window.header.oom_text() and "fragmentation" in window.header.oom_text()
-    assert window.map.item.request_bytes == window.doc.ooms[1].requested_bytes
+    assert window.map.item.request_bytes == window.vs.doc.ooms[1].requested_bytes
     qtbot.mouseClick(tl.prev_oom_button, Qt.MouseButton.LeftButton)
-    assert window.cursor_k == ooms[0]
+    assert window.vs.cursor_k == ooms[0]
     first = window.header.stats
     # the first OOM: every segment full (capacity), judged on the replayed layout
     assert first.free_bytes == 0 and first.largest_free_block_bytes == 0
     assert first.reserved_bytes == first.allocated_bytes
     figures_match(window, memory_stats(at(window, ooms[0])))
     assert "OOM 1 of 2" in window.header.oom_text() and "capacity" in window.header.oom_text()
-    assert window.map.item.request_bytes == window.doc.ooms[0].requested_bytes
+    assert window.map.item.request_bytes == window.vs.doc.ooms[0].requested_bytes
     assert not tl.prev_oom_button.isEnabled() and tl.next_oom_button.isEnabled()
     # the stack panel names the request that failed at that moment
-    oom_stack = int(window.doc.snap.trace.stack[window.doc.ooms[0].event_index])
-    views = fr.stack_views(window.doc.snap, oom_stack, window.doc.categories)
+    oom_stack = int(window.vs.doc.snap.trace.stack[window.vs.doc.ooms[0].event_index])
+    views = fr.stack_views(window.vs.doc.snap, oom_stack, window.vs.doc.categories)
     assert window.stack.frame_texts() == [v.short for v in views]
     window.next_oom_action.trigger()
-    assert window.cursor_k == ooms[1]
+    assert window.vs.cursor_k == ooms[1]
     # away from any OOM the banner still says how the trace ended
     window.set_cursor(100)
     assert window.map.item.request_bytes == 0
     assert "CUDA out of memory at event 1,959" in window.header.oom_text()
-    assert window.doc.oom.verdict in window.header.oom_text()
+    assert window.vs.doc.oom.verdict in window.header.oom_text()
 
 
 # --------------------------------------------------------------------------- stacked allocations
@@ -252,7 +252,7 @@ def test_jump_between_ooms_of_fragmentation_oom(qtbot, loaded):
 def test_click_stacked_band_shows_its_stack_and_block(qtbot, loaded):
     window = loaded(GPT2)
     tl = window.timeline
-    doc = window.doc
+    doc = window.vs.doc
     tl.vb.setXRange(15000, 20000, padding=0)
     tl.refresh_stack()
     lay = tl.layout
@@ -269,14 +269,14 @@ def test_click_stacked_band_shows_its_stack_and_block(qtbot, loaded):
     tip = tl.interval_tooltip(i)
     assert "allocation" in tip and format_bytes(int(iv.size[i])) in tip
     qtbot.mouseClick(tl.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    qtbot.waitUntil(lambda: window.selected_interval == i, timeout=3000)
-    k = window.cursor_k
+    qtbot.waitUntil(lambda: window.vs.selected_interval == i, timeout=3000)
+    k = window.vs.cursor_k
     assert iv.start[i] <= k < iv.end[i]  # the click moved the cursor onto the allocation
     views = fr.stack_views(doc.snap, int(iv.stack[i]), doc.categories)
     assert window.stack.frame_texts() == [v.short for v in views] and views
     # live at the cursor: its block is selected in the map
     b = window.map.item.selected
-    assert b >= 0 and int(window.view_doc.snap.blocks.address[b]) == int(iv.addr[i])
+    assert b >= 0 and int(window.vs.view_doc.snap.blocks.address[b]) == int(iv.addr[i])
     assert tl.selected_interval == i and not tl.stacked.selected_path.isEmpty()
     # moving on while it lives keeps it selected; after its free, the map lets go
     if iv.end[i] < tl.n:
@@ -298,7 +298,7 @@ def test_stacked_layout_is_batched(loaded):
     # each pixel column is painted up to the active bytes of its sample (+-1 pixel)
     (_, _), (ya, yb) = tl.vb.viewRange()
     h, w = pixels.shape
-    active = window.doc.timeline.replay(0).active
+    active = window.vs.doc.timeline.replay(0).active
     for px in range(0, w, 37):
         x = float(tl.stacked.image_rect.left() + (px + 0.5) * tl.stacked.image_rect.width() / w)
         k = int(tl.layout.samples[tl._column_at(x)])
@@ -315,8 +315,8 @@ def test_call_tree_at_the_peak_names_the_model(qtbot, loaded):
     window.tabs.setCurrentWidget(window.calltree)
     ct = window.calltree
     assert ct.moment() == "cursor"  # an OOM snapshot: the tree follows the cursor
-    k = window.cursor_k
-    rep = window.doc.timeline.replay(0)
+    k = window.vs.cursor_k
+    rep = window.vs.doc.timeline.replay(0)
     assert ct.root.bytes == window.header.stats.active_bytes == int(rep.active[k])
     assert "at the cursor" in ct.caption.text()
     assert any("modeling_gpt2.py" in label for label in ct.labels())
@@ -336,7 +336,7 @@ def test_call_tree_at_the_peak_names_the_model(qtbot, loaded):
     assert ct.tree.currentItem() is item
     hl = window.map.item.highlighted_blocks()
     assert len(hl) > 0
-    blocks = window.view_doc.snap.blocks
+    blocks = window.vs.view_doc.snap.blocks
     assert set(blocks.stack[hl].tolist()) <= set(node.stacks)
     assert int(blocks.size[hl].sum()) == node.bytes
     assert window.timeline.stack_mask is not None
@@ -348,17 +348,17 @@ def test_call_tree_at_the_peak_names_the_model(qtbot, loaded):
 
 def test_call_tree_defaults_to_the_peak_without_oom(loaded):
     window = loaded(DATA / "resnet50_train.pickle")
-    assert window.doc.oom is None
+    assert window.vs.doc.oom is None
     window.tabs.setCurrentWidget(window.calltree)
     ct = window.calltree
     assert ct.moment() == "peak"
-    rep = window.doc.timeline.replay(window.cursor_device)
+    rep = window.vs.doc.timeline.replay(window.vs.cursor_device)
     _value, k = rep.peak("allocated")
     assert "peak" in ct.caption.text()
-    live = window.doc.at(window.cursor_device, k).snap.blocks
+    live = window.vs.doc.at(window.vs.cursor_device, k).snap.blocks
     active = (live.state == BlockState.ALLOCATED) | (live.state == BlockState.PENDING_FREE)
     assert ct.root.bytes == int(live.size[active].sum()) == int(rep.active[k])
-    assert window.cursor_k == rep.__len__() - 1  # the cursor itself stays at the end
+    assert window.vs.cursor_k == rep.__len__() - 1  # the cursor itself stays at the end
 
 
 # --------------------------------------------------------------------------- search
@@ -367,13 +367,13 @@ def test_call_tree_defaults_to_the_peak_without_oom(loaded):
 def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
     window = loaded(GPT2)
     window.set_cursor(20000)
-    window._focus_filter()
+    window.focus_filter()
     assert window.search.hasFocus() or True  # offscreen focus is best effort
     qtbot.keyClicks(window.search, "sdpa_attention")
-    qtbot.waitUntil(lambda: window.search_mask is not None, timeout=3000)
-    snap = window.view_doc.snap
+    qtbot.waitUntil(lambda: window.vs.search_mask is not None, timeout=3000)
+    snap = window.vs.view_doc.snap
     match = fr.stacks_matching(snap, "sdpa_attention")
-    assert window.search_mask.tolist() == match.tolist()
+    assert window.vs.search_mask.tolist() == match.tolist()
     hl = window.map.item.highlighted_blocks()
     live = (snap.blocks.state == BlockState.ALLOCATED) | (
         snap.blocks.state == BlockState.PENDING_FREE
@@ -397,7 +397,7 @@ def test_search_highlights_map_timeline_and_filters_table(qtbot, loaded):
     assert len(window.map.item.highlighted_blocks()) > 0
     window.search.clear()
     window.table.apply_filter()
-    assert window.search_mask is None and window.map.item.highlight is None
+    assert window.vs.search_mask is None and window.map.item.highlight is None
 
 
 # --------------------------------------------------------------------------- loading, big files

@@ -32,7 +32,7 @@ def _count(window, monkeypatch) -> dict[str, int]:
 def test_one_cursor_move_redraws_each_view_once(loaded, monkeypatch):
     window = loaded(DATA / "gpt2_oom.pickle")
     shown = []
-    window.momentShown.connect(lambda: shown.append(window.cursor_k))
+    window.momentShown.connect(lambda: shown.append(window.vs.cursor_k))
     calls = _count(window, monkeypatch)
     window.set_cursor(10_000)
     assert calls == {"header": 1, "map": 1, "table": 1, "stack": 1, "timeline": 1}
@@ -45,4 +45,4 @@ def test_a_new_filter_redraws_each_view_once_and_keeps_the_trace(loaded, monkeyp
     calls = _count(window, monkeypatch)
     window.set_selection(Selection(is_small=True))
     assert calls == {"header": 1, "map": 1, "table": 1, "stack": 1}
-    assert window.cursor_k == 10_000 and window.kind_combo.currentText() == "Small segments"
+    assert window.vs.cursor_k == 10_000 and window.kind_combo.currentText() == "Small segments"

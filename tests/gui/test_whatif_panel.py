@@ -114,7 +114,7 @@ def test_main_window_menu_opens_the_panel(make_window, qtbot):
     w = make_window()
     assert not w.whatif_action.isEnabled()
     w.open_file(str(DATA / "whatif_default.pickle"))
-    qtbot.waitUntil(lambda: w.doc is not None, timeout=60000)
+    qtbot.waitUntil(lambda: w.vs.doc is not None, timeout=60000)
     assert w.whatif_action.isEnabled()
     assert w.whatif_action.shortcut().toString() == "Ctrl+Shift+W"
     w.whatif_action.trigger()

@@ -84,16 +84,16 @@ def test_live_window_follows_the_process(qtbot, live_window, start_target, tmp_p
     t = start_target()
     t.cmd(f"alloc {4 * MiB}")
     c, w = live_window(str(t.pid))
-    qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.doc is not None, timeout=10000)
+    qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.vs.doc is not None, timeout=10000)
     assert c.state == "live" and "attached to pid" in c.live_status.toolTip()
     from vramscope.viewer._qt.main_window import MainWindow
 
     assert type(w) is MainWindow and w.live is c  # composed, not a subclass
     assert w.header.isVisible()
-    n0 = w.doc.n_events(0)
+    n0 = w.vs.doc.n_events(0)
     t.cmd(f"alloc {6 * MiB}")
     t.cmd("step 4")
-    qtbot.waitUntil(lambda: w.doc.n_events(0) >= n0 + 9, timeout=10000)
+    qtbot.waitUntil(lambda: w.vs.doc.n_events(0) >= n0 + 9, timeout=10000)
     qtbot.waitUntil(lambda: c.curves.last("reserved") == 14 * MiB, timeout=10000)
     assert c.curves.count() >= 2
     assert "Reserved by PyTorch" in c.device_panel.text() and "14.00 MiB" in c.device_panel.text()
@@ -116,7 +116,7 @@ def test_live_window_follows_the_process(qtbot, live_window, start_target, tmp_p
     t.exit()
     qtbot.waitUntil(lambda: c.state == "ended", timeout=10000)
     assert "has ended" in c.live_status.toolTip()
-    assert w.doc is not None and not c.save_action.isEnabled()
+    assert w.vs.doc is not None and not c.save_action.isEnabled()
 
 
 def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
@@ -124,7 +124,7 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
     t.cmd("step 5")
     c, w = live_window(str(t.pid))
     qtbot.waitUntil(
-        lambda: c.trace_updates >= 1 and w.doc is not None and w.doc.n_events(0) == 10,
+        lambda: c.trace_updates >= 1 and w.vs.doc is not None and w.vs.doc.n_events(0) == 10,
         timeout=10000,
     )
     w.set_cursor(2)
@@ -134,9 +134,9 @@ def test_looking_back_in_time_holds_updates(qtbot, live_window, start_target):
         lambda: c.held and c.pending is not None and len(c.pending.trace.action) == 16,
         timeout=10000,
     )
-    assert w.doc.n_events(0) == 10 and w.cursor_k == 2
+    assert w.vs.doc.n_events(0) == 10 and w.vs.cursor_k == 2
     c.follow()
-    assert not c.held and w.doc.n_events(0) == 16
+    assert not c.held and w.vs.doc.n_events(0) == 16
 
 
 def test_no_gpu_device_panel_says_so(qtbot):

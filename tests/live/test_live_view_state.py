@@ -41,7 +41,7 @@ def attached(qtbot, start_target, tmp_path, monkeypatch):
     w.resize(1440, 900)
     w.show()
     qtbot.waitUntil(
-        lambda: w.live.trace_updates >= 1 and w.doc is not None and w.doc.n_events(0) == 32,
+        lambda: w.live.trace_updates >= 1 and w.vs.doc is not None and w.vs.doc.n_events(0) == 32,
         timeout=10000,
     )
     yield w, t
@@ -51,10 +51,10 @@ def attached(qtbot, start_target, tmp_path, monkeypatch):
 def two_updates(qtbot, w, t) -> None:
     """The process allocates twice; wait until both trace updates are shown."""
     for size in (2 * MiB, 3 * MiB):
-        n, u = w.doc.n_events(0), w.live.trace_updates
+        n, u = w.vs.doc.n_events(0), w.live.trace_updates
         t.cmd(f"alloc {size}")
         qtbot.waitUntil(
-            lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000
+            lambda n=n, u=u: w.live.trace_updates > u and w.vs.doc.n_events(0) > n, timeout=10000
         )
 
 
@@ -96,30 +96,30 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     # Timeline: zoom in around the middle (not at the latest event).
     wheel(qtbot, w.timeline.plot, 6, x_frac=0.4)
     xa, xb = x_range(w)
-    assert xb < w.doc.n_events(0) - 1 and xb - xa < 25
+    assert xb < w.vs.doc.n_events(0) - 1 and xb - xa < 25
     # Segment map: rows by size, zoom the bytes, scroll down some rows.
     w.map.set_sort(SORT_SIZE)
     wheel(qtbot, w.map.plot, 3, ctrl=True)
     wheel(qtbot, w.map.plot, -1)
     map_range = w.map.vb.viewRange()
     top_row = int(np.floor(map_range[1][0]))
-    segs = w.doc.snap.segments
+    segs = w.vs.doc.snap.segments
     top_segment = int(segs.address[w.map.layout_data.seg_rows[top_row]])
     # Table: sorted by size, largest first; an allocated block selected; scrolled.
     w.table.view.sortByColumn(COL_SIZE, Qt.SortOrder.DescendingOrder)
-    blocks = w.doc.snap.blocks
+    blocks = w.vs.doc.snap.blocks
     live = np.flatnonzero(blocks.state == BlockState.ALLOCATED)
     pick = int(live[np.argmin(blocks.address[live])])  # the oldest live allocation
     w.table.view.selectRow(w.table.model.row_of(pick))
     picked = int(blocks.address[pick])
-    assert w.selected_addr == picked
+    assert w.vs.selected_addr == picked
     w.table.view.verticalScrollBar().setValue(3)
     top_addr = w.table.top_block_address()
 
     # A bigger block than any: a new row at the top of the map sorted by size.
-    n, u = w.doc.n_events(0), w.live.trace_updates
+    n, u = w.vs.doc.n_events(0), w.live.trace_updates
     t.cmd(f"alloc {8 * MiB}")
-    qtbot.waitUntil(lambda: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000)
+    qtbot.waitUntil(lambda: w.live.trace_updates > u and w.vs.doc.n_events(0) > n, timeout=10000)
     two_updates(qtbot, w, t)
 
     assert x_range(w) == pytest.approx((xa, xb))
@@ -128,41 +128,41 @@ def test_zoom_scroll_sort_and_selection_survive_updates(qtbot, attached):
     assert w.map.sort == SORT_SIZE and w.map.by_size.isChecked()
     # The same segment is at the top of the view: one row further down now.
     assert (mya, myb) == pytest.approx((map_range[1][0] + 1, map_range[1][1] + 1))
-    segs = w.doc.snap.segments
+    segs = w.vs.doc.snap.segments
     assert int(segs.address[w.map.layout_data.seg_rows[int(np.floor(mya))]]) == top_segment
     header = w.table.view.horizontalHeader()
     assert (header.sortIndicatorSection(), header.sortIndicatorOrder()) == (
         COL_SIZE,
         Qt.SortOrder.DescendingOrder,
     )
-    sizes = w.doc.snap.blocks.size[w.table.model.rows]
+    sizes = w.vs.doc.snap.blocks.size[w.table.model.rows]
     assert (np.diff(sizes) <= 0).all()
     assert w.table.top_block_address() == top_addr
     # The selection is the same allocation, everywhere.
-    blocks = w.doc.snap.blocks
-    assert w.selected_addr == picked
-    assert blocks.address[w.selected_block] == picked
+    blocks = w.vs.doc.snap.blocks
+    assert w.vs.selected_addr == picked
+    assert blocks.address[w.vs.selected_block] == picked
     assert blocks.address[w.table.current_block()] == picked
-    assert w.map.item.selected == w.selected_block
-    assert w.stack.block == w.selected_block
+    assert w.map.item.selected == w.vs.selected_block
+    assert w.stack.block == w.vs.selected_block
 
 
 def test_following_the_latest_still_follows(qtbot, attached):
     w, t = attached
     # Zoomed in at the right edge: the newest events stay in view, at the same zoom.
-    n = w.doc.n_events(0)
+    n = w.vs.doc.n_events(0)
     w.timeline.vb.setXRange(n - 11.0, n - 0.5, padding=0)
     two_updates(qtbot, w, t)
-    n2 = w.doc.n_events(0)
+    n2 = w.vs.doc.n_events(0)
     assert n2 > n
     xa, xb = x_range(w)
     assert xb == pytest.approx(n2 - 0.5) and xb - xa == pytest.approx(10.5)
-    assert w.cursor_k == n2 - 1 == w.timeline.k  # the cursor line is at the latest too
+    assert w.vs.cursor_k == n2 - 1 == w.timeline.k  # the cursor line is at the latest too
     assert "latest" in w.timeline.cursor_text()
     # The whole trace in view (as at attach): it stays whole as it grows.
     w.timeline.fit()
     two_updates(qtbot, w, t)
-    n3 = w.doc.n_events(0)
+    n3 = w.vs.doc.n_events(0)
     xa, xb = x_range(w)
     assert xa <= 0 and xb >= n3 - 1
     # An untouched map keeps its automatic view, laid out again for the new rows.
@@ -188,14 +188,16 @@ def test_selectors_and_call_tree_survive_updates(qtbot, attached):
     name = child.text(0)
     before = w.calltree.visible_labels()
     # A free gap selected in the map: still free after the updates, so still selected.
-    blocks = w.doc.snap.blocks
+    blocks = w.vs.doc.snap.blocks
     gap = int(np.flatnonzero(blocks.state == BlockState.FREE)[0])
     w.select_block(gap, origin="map")
     gap_addr = int(blocks.address[gap])
     two_updates(qtbot, w, t)
-    assert w.selected_block >= 0 and w.doc.snap.blocks.address[w.selected_block] == gap_addr
-    assert w.map.item.selected == w.selected_block and w.stack.block == w.selected_block
-    assert w.selection == Selection(stream=stream, is_small=False)
+    assert (
+        w.vs.selected_block >= 0 and w.vs.doc.snap.blocks.address[w.vs.selected_block] == gap_addr
+    )
+    assert w.map.item.selected == w.vs.selected_block and w.stack.block == w.vs.selected_block
+    assert w.vs.selection == Selection(stream=stream, is_small=False)
     assert w.stream_combo.currentIndex() == 1 and w.kind_combo.currentIndex() == 1
     # The folded node stays folded (new nodes may appear beside it: new allocations).
     after = w.calltree.visible_labels()
@@ -204,7 +206,7 @@ def test_selectors_and_call_tree_survive_updates(qtbot, attached):
     assert item is not None and not item.isExpanded() and item.parent().isExpanded()
     assert w.calltree.tree.currentItem().text(0) == name
     # The node's blocks are still highlighted (a mask of the new document's stacks).
-    assert w.node_mask is not None and len(w.node_mask) == len(w.doc.snap.stacks)
+    assert w.vs.node_mask is not None and len(w.vs.node_mask) == len(w.vs.doc.snap.stacks)
 
 
 def test_header_and_timeline_say_which_instant_they_show(qtbot, attached):
@@ -213,7 +215,7 @@ def test_header_and_timeline_say_which_instant_they_show(qtbot, attached):
     assert "s ago" in w.header.source.text()
     assert "memory_stats" in w.header.source.toolTip()
     label = w.timeline.plot.getPlotItem().getAxis("bottom").labelText
-    assert f"up to event {w.doc.n_events(0) - 1:,}" in label
+    assert f"up to event {w.vs.doc.n_events(0) - 1:,}" in label
     # Looking back: the figures are those of the cursor, and the header says so.
     w.set_cursor(3)
     assert w.header.source.text() == "figures: at the cursor, event 3"
@@ -231,12 +233,12 @@ def test_live_updates_land_where_a_full_rebuild_would(qtbot, attached):
     two_updates(qtbot, w, t)
     for _ in range(3):
         t.cmd("step 2")
-        n, u = w.doc.n_events(0), w.live.trace_updates
+        n, u = w.vs.doc.n_events(0), w.live.trace_updates
         qtbot.waitUntil(
-            lambda n=n, u=u: w.live.trace_updates > u and w.doc.n_events(0) > n, timeout=10000
+            lambda n=n, u=u: w.live.trace_updates > u and w.vs.doc.n_events(0) > n, timeout=10000
         )
     assert source.builds + source.extends >= 5
-    live_doc = w.doc
+    live_doc = w.vs.doc
     fresh = Document.build(live_doc.snap)
     n = fresh.n_events(0)
     assert live_doc.n_events(0) == n

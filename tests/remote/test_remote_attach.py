@@ -213,7 +213,7 @@ def test_live_window_over_ssh(ssh_env, start_target, qtbot, tmp_path):
     qtbot.addWidget(w)
     w.show()
     try:
-        qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.doc is not None, timeout=30000)
+        qtbot.waitUntil(lambda: c.trace_updates >= 1 and w.vs.doc is not None, timeout=30000)
         qtbot.waitUntil(lambda: c.curves.last("reserved") == 6 * MiB, timeout=10000)
         out = tmp_path / "live.pickle"
         with qtbot.waitSignal(c.savedSnapshot, timeout=20000) as sig:

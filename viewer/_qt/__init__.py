@@ -10,8 +10,8 @@ The packages, by feature (each ``__init__`` says what it may import):
   (it hands File > Attach to ``live``); ``diagnosis_shot`` - the README's picture of
   the Diagnosis panel over a main window; ``report_shot`` - ``vramscope report``, File >
   Export report in a window never shown.
-* ``main_window/`` - the main window: header, selectors, Blocks table, call tree, menus,
-  files in and out, time travel.
+* ``main_window/`` - the main window: header, selectors, Blocks table, call tree, time
+  travel; its menus (declared as data), the load lifecycle, the exports.
 * ``timeline/``, ``segment_map/`` - the two big views of the main window.
 * ``categories/`` - what the memory is: the "What it is" tab, colours, phase bands, leaks.
 * ``diagnosis/``, ``whatif/`` - the Diagnosis and What-if panels (a cancellable job each).

@@ -246,11 +246,11 @@ def screenshot(path: str | None, out: str, options: ShotOptions | None = None) -
             panel = show_view(window, opts)
             if panel is not None:
                 return _save(panel, out, grab_panel(panel, opts))
-            if opts.at is not None and window.doc is not None:
+            if opts.at is not None and window.vs.doc is not None:
                 # The What it is tab shows its breakdown at the peak when it lands: at the
                 # moment asked for instead, as the header (a cursor move after it landed).
                 settle_categories(window, opts.timeout_s)
-                window.categories_wiring.panel.set_cursor(window.cursor_k)
+                window.categories_wiring.panel.set_cursor(window.vs.cursor_k)
             pixmap = grab_main_window(window, opts.timeout_s)
             if opts.color_by == "category":
                 _check_category_colours(window)
@@ -273,7 +273,7 @@ def show_view(window: MainWindow, opts: ShotOptions):
         raise ShotError(f"no view {opts.view!r} (one of: {', '.join(VIEWS)})")
     if opts.color_by not in (None, *COLOR_MODES):
         raise ShotError(f"no colouring {opts.color_by!r} (one of: {', '.join(COLOR_MODES)})")
-    if window.doc is None:
+    if window.vs.doc is None:
         if opts != ShotOptions(timeout_s=opts.timeout_s):
             raise ShotError("--view, --color-by, --device and --at need a snapshot file")
         return None
@@ -283,7 +283,7 @@ def show_view(window: MainWindow, opts: ShotOptions):
         _move_cursor(window, opts.at)
     wiring = window.categories_wiring
     if opts.color_by is not None:
-        if opts.color_by == "category" and window.cursor_device is None:
+        if opts.color_by == "category" and window.vs.cursor_device is None:
             raise ShotError(
                 "--color-by category needs the allocation history (a trace): "
                 "this snapshot (device) has none"
@@ -329,16 +329,16 @@ def _choose_device(window: MainWindow, value: str) -> None:
 
 
 def _move_cursor(window: MainWindow, at: str) -> None:
-    dev = window.cursor_device
+    dev = window.vs.cursor_device
     if dev is None:
         raise ShotError(
             "--at needs the allocation history (a trace): this snapshot (device) has none"
         )
-    n = window.doc.n_events(dev)
+    n = window.vs.doc.n_events(dev)
     if at == "peak":
         window.peak_action.trigger()  # Timeline > Jump to peak allocated
     elif at == "oom":
-        if not window.doc.oom_events(dev):
+        if not window.vs.doc.oom_events(dev):
             raise ShotError(f"--at oom: no out-of-memory event in device {dev}'s trace")
         window.oom_action.trigger()  # Timeline > Jump to OOM (the last)
     elif at == "latest":

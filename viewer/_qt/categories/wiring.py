@@ -219,12 +219,17 @@ class CategoriesWiring(QObject):
         """Highlight the blocks of one category (a click on a split bar's part); the same
         category again, or None, clears it."""
         w = self.w
-        if category is None or category == self.highlighted or self.cv.bd is None or w.doc is None:
+        if (
+            category is None
+            or category == self.highlighted
+            or self.cv.bd is None
+            or w.vs.doc is None
+        ):
             self.highlighted = None
             w.vs.set_category_mask(None)
             return
         self.highlighted = category
-        w.vs.set_category_mask(self.cv.category_stack_mask(category, len(w.doc.snap.stacks)))
+        w.vs.set_category_mask(self.cv.category_stack_mask(category, len(w.vs.doc.snap.stacks)))
         w.statusBar().showMessage(
             f"Highlighted: {CATEGORY_LABELS[category]} (click the part again to clear)", 5000
         )
@@ -301,7 +306,7 @@ class CategoriesWiring(QObject):
     # ------------------------------------------------------------------ feeding
     def _on_document(self, doc) -> None:
         w = self.w
-        dev = w.cursor_device
+        dev = w.vs.cursor_device
         if doc is None or dev is None:
             # Nothing to classify (no file, or one without a trace): nothing of the last
             # file stays - its tab title's leaks, its chart, its split.
@@ -337,7 +342,7 @@ class CategoriesWiring(QObject):
     def _after_build(self) -> None:
         """A live document that arrived during the build: its turn now."""
         doc, self._waiting = self._waiting, None
-        if doc is not None and doc is self.w.doc:
+        if doc is not None and doc is self.w.vs.doc:
             self._on_document(doc)
 
     def _on_leak_highlight(self, mask) -> None:
@@ -357,7 +362,7 @@ class CategoriesWiring(QObject):
 
     def _on_cursor(self, dev, k) -> None:
         if dev is not None and self._built_for is not None and dev != self._built_for[1]:
-            self._on_document(self.w.doc)  # another device's trace: its own breakdown
+            self._on_document(self.w.vs.doc)  # another device's trace: its own breakdown
             return
         self.panel.set_cursor(k if k is not None and k >= 0 else None)
         self._update_header()
@@ -383,8 +388,8 @@ class CategoriesWiring(QObject):
         ].setChecked(True)
         w = self.w
         w.table.apply_filter()
-        if categories is not None and self.cv.bd is not None and w.doc is not None:
-            mask = np.zeros(len(w.doc.snap.stacks), bool)
+        if categories is not None and self.cv.bd is not None and w.vs.doc is not None:
+            mask = np.zeros(len(w.vs.doc.snap.stacks), bool)
             for c in categories:
                 mask |= self.cv.category_stack_mask(c, len(mask))
             w.vs.set_category_mask(mask)
@@ -394,7 +399,7 @@ class CategoriesWiring(QObject):
 
     # ------------------------------------------------------------------ drawing
     def _update_header(self) -> None:
-        bd, k = self.cv.bd, self.w.cursor_k
+        bd, k = self.cv.bd, self.w.vs.cursor_k
         if bd is None or k is None or not 0 <= k < bd.n_events:
             self.header_split.set_split(None)
             return
@@ -496,19 +501,19 @@ class CategoriesWiring(QObject):
     def _block_categories(self, doc) -> np.ndarray | None:
         if self.cv.bd is None or doc is None:
             return None
-        return self.cv.block_categories(self.w.cursor_k, doc.snap.blocks.address)
+        return self.cv.block_categories(self.w.vs.cursor_k, doc.snap.blocks.address)
 
     def _block_colors(self, doc, cats: np.ndarray) -> np.ndarray:
         """``cats`` (per block of ``doc``) with the blocks a leaking line keeps as LEAK."""
         bd = self.cv.bd
-        if bd is None or self.leak_mask is None or self.w.cursor_k is None:
+        if bd is None or self.leak_mask is None or self.w.vs.cursor_k is None:
             return cats
-        leaked = leaked_blocks(bd, self.w.cursor_k, doc.snap.blocks.address, self.leak_mask)
+        leaked = leaked_blocks(bd, self.w.vs.cursor_k, doc.snap.blocks.address, self.leak_mask)
         return np.where(leaked, np.int8(LEAK), cats).astype(cats.dtype)
 
     def _color_map_and_table(self) -> None:
         w, cv = self.w, self.cv
-        doc = w.view_doc
+        doc = w.vs.view_doc
         cats = self._block_categories(doc) if (cv.by_category or cv.category_filter) else None
         if cats is not None and cv.by_category:
             colors = self._block_colors(doc, cats)
@@ -541,7 +546,7 @@ class CategoriesWiring(QObject):
 
     def _table_keep(self, doc, rows: np.ndarray):
         """The Blocks table's category filter: bool per row, None for all."""
-        return self.cv.keep_blocks(self.w.cursor_k, doc.snap.blocks.address[rows])
+        return self.cv.keep_blocks(self.w.vs.cursor_k, doc.snap.blocks.address[rows])
 
     def _show_leak_stack(self, stack: int) -> None:
         if self._quiet:

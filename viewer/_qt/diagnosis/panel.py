@@ -15,7 +15,7 @@ Ctrl+C or the table's context menu copies the selected remedy, Ctrl+Shift+C
 the whole table, as tab-separated text.
 
 Hook (main window): Tools > Diagnosis… (Ctrl+Shift+D) calls
-``open_panel(window)``, which opens it over ``window.doc``; the selected
+``open_panel(window)``, which opens it over ``window.vs.doc``; the selected
 remedy's curve is overlaid on the window's timeline (its predicted-curve
 overlay, :mod:`..timeline.overlay`) and the stacks of the allocations it acts
 on are highlighted in the map and the timeline (``events``: indices into the
@@ -581,7 +581,7 @@ def open_panel(window) -> DiagnosisPanel | None:
     overlays its predicted curve on the timeline
     (:class:`~..widgets.window_link.WindowLink`); closing the panel restores the
     window's own highlight.  The window keeps the panel alive (``add_aux_window``)."""
-    doc = getattr(window, "doc", None)
+    doc = window.vs.doc
     if doc is None:
         return None
     # The device the window shows (a multi-GPU file opens at its OOM's, where the

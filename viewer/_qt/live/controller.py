@@ -191,7 +191,7 @@ class LiveController(QObject):
         )
         if doc is not None and not self.trace_updates:
             self._show(doc)  # the segments, before the first trace arrives
-        elif self._at_latest() and self.window.selection == Selection():
+        elif self._at_latest() and self.window.vs.selection == Selection():
             self.window.header.set_stats(upd.figures)
             self._header_from_stats = True
         self._stats_time = upd.time
@@ -225,7 +225,7 @@ class LiveController(QObject):
         """Apply the held updates to the live model, in order, and show the result."""
         if self._pending_full is None and self._pending_update is None:
             return
-        carried = self.window.vs.carried() if self.window.doc is not None else None
+        carried = self.window.vs.carried() if self.window.vs.doc is not None else None
         doc = None
         if self._pending_full is not None:
             full, upd = self._pending_full
@@ -260,14 +260,14 @@ class LiveController(QObject):
                 f"of the trace, fetched every {self.poller.trace_interval:g} s, so they can "
                 "lag by that much.",
             )
-        elif w.doc is not None and w.cursor_device is not None:
+        elif w.vs.doc is not None and w.vs.cursor_device is not None:
             if self._at_latest() and self._doc_time is not None:
                 text = (
-                    f"figures: the trace's latest event ({w.cursor_k:,}), "
+                    f"figures: the trace's latest event ({w.vs.cursor_k:,}), "
                     f"{_ago(now - self._doc_time)}"
                 )
             else:
-                text = f"figures: at the cursor, event {w.cursor_k:,}"
+                text = f"figures: at the cursor, event {w.vs.cursor_k:,}"
             w.header.set_source(
                 text,
                 "The figures are of the moment at the timeline's cursor; at the latest "
@@ -276,8 +276,8 @@ class LiveController(QObject):
             )
         else:
             w.header.set_source("")
-        doc = w.doc
-        dev = w.cursor_device
+        doc = w.vs.doc
+        dev = w.vs.cursor_device
         if doc is not None and dev is not None and self._doc_time is not None:
             n = doc.n_events(dev)
             held = " · held (Ctrl+End follows)" if self.held else ""

@@ -72,7 +72,7 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
         t = RemoteLoadThread(path, parent)
 
         def shown(done: int, total: int, wire: int) -> None:
-            if window.loader is t:
+            if window.loading.loader is t:
                 # Compressed on the wire: what crossed it, beside the file's bytes.
                 moved = f" ({format_bytes(wire)} on the wire)" if wire != done else ""
                 window.statusBar().showMessage(
@@ -93,7 +93,7 @@ def open_remote(window: MainWindow, url: str) -> RemoteLoadThread:
             s = st.settings()
             s.setValue("recentFiles", files)
             s.sync()
-            window._fill_recent_menu()
+            window.loading.fill_recent_menu()
             add_recent_url(url)
 
     return window.open_file(

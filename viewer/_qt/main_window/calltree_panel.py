@@ -302,3 +302,13 @@ class CallTreePanel(QWidget):
         stacks = list(node.stacks)
         best = max(stacks, key=lambda s: self.stack_bytes.get(s, 0)) if stacks else -1
         self.nodeSelected.emit(stacks, int(best))
+
+
+def node_facts(node: CallNode) -> str:
+    """The stack panel's heading for a call tree node: its frame, bytes, blocks, stacks."""
+    label = node.label.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (
+        f"<b>call tree</b>: <tt>{label}</tt> · {format_bytes(node.bytes)} "
+        f"in {plural(node.count, 'block')} · {plural(len(node.stacks), 'stack')}<br>"
+        "The stack holding most of these bytes; its blocks are highlighted."
+    )

@@ -1,4 +1,4 @@
-"""Help > Keyboard shortcuts and Help > How to record a snapshot.
+"""Help > Keyboard shortcuts, Help > How to record a snapshot and Help > About.
 
 The shortcuts dialog is generated from the window's actions (its menus walked, then the
 actions outside any menu), so it can never list a key the window does not bind or miss
@@ -7,6 +7,8 @@ Copy button.
 """
 
 from __future__ import annotations
+
+import sys
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
@@ -196,3 +198,21 @@ class RecordDialog(QDialog):
         lay.addStretch(1)
         lay.addWidget(buttons)
         self.resize(720, 480)
+
+
+def about_text() -> str:
+    """Help > About: the version and those of the libraries it runs on."""
+    import numpy
+    import pyqtgraph
+    import PySide6
+    from PySide6.QtCore import qVersion
+
+    from ... import __version__
+
+    return (
+        f"<h3>vramscope {__version__}</h3>"
+        "<p>See why your GPU ran out of memory: free memory scattered in gaps too small "
+        "for the request.</p>"
+        f"<p>Qt {qVersion()}<br>PySide6 {PySide6.__version__}<br>pyqtgraph {pyqtgraph.__version__}"
+        f"<br>numpy {numpy.__version__}<br>Python {sys.version.split()[0]}</p>"
+    )

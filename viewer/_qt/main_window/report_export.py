@@ -93,7 +93,7 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
     their figures at the end of the recording, in the header's words."""
     from ... import __version__
 
-    doc = window.doc
+    doc = window.vs.doc
     root = doc.root
     snap = root.snap
     header = window.header
@@ -114,7 +114,7 @@ def gather(window, devices: list[int] | None = None) -> ReportParts:
         if shown is not None
         else (order[0] if len(parts.all_devices) == 1 and order else None)
     )
-    cursor_dev = window.cursor_device if window.vs.origin != "host" else None
+    cursor_dev = window.vs.cursor_device if window.vs.origin != "host" else None
     sections = [DeviceSection(device=d) for d in order] or [DeviceSection(device=None)]
     for sec in sections:
         d = sec.device
@@ -149,7 +149,7 @@ def _window_views(window, sec: DeviceSection, shown: int | None) -> None:
     """The split at the window's cursor and the images of its views, into ``sec``."""
     wiring = getattr(window, "categories_wiring", None)
     bd = wiring.cv.bd if wiring is not None else None
-    k = window.cursor_k
+    k = window.vs.cursor_k
     if bd is not None and bd.device == sec.device and k is not None and 0 <= k < bd.n_events:
         sec.categories = bd.split_at(k)
         sec.categories_caption = f"device {bd.device}, after event {k:,}"
@@ -166,10 +166,10 @@ def _window_views(window, sec: DeviceSection, shown: int | None) -> None:
         if sec.device is not None
         else ""
     )
-    if window.cursor_device is not None:
+    if window.vs.cursor_device is not None:
         sec.images.append(
             (
-                f"Timeline of device {window.cursor_device} ({window.timeline.position.text()})",
+                f"Timeline of device {window.vs.cursor_device} ({window.timeline.position.text()})",
                 _png(window.timeline),
             )
         )
@@ -180,7 +180,7 @@ def _panel_advice(window):
     """The advice of a Diagnosis panel open over this document (None if none finished)."""
     for w in getattr(window, "aux_windows", []):
         advice = getattr(w, "advice", None)
-        if advice is not None and getattr(w, "snap", None) is window.doc.root.snap:
+        if advice is not None and getattr(w, "snap", None) is window.vs.doc.root.snap:
             return advice
     return None
 
@@ -188,7 +188,7 @@ def _panel_advice(window):
 def report_job(window, path: str, parts: ReportParts, remedies: bool = True) -> Job:
     """The job that completes ``parts`` (each device's top sites, split, remedies) and
     writes ``path``; ``done(path)``."""
-    doc = window.doc
+    doc = window.vs.doc
     snap, timeline = doc.root.snap, doc.root.timeline
     advice = _panel_advice(window)
     wiring = getattr(window, "categories_wiring", None)
@@ -268,7 +268,7 @@ class ReportExport(QObject):
             self.dialog.setLabelText(f"{what}…")
             return
         self.timer.stop()
-        if self.window.doc is None:
+        if self.window.vs.doc is None:
             self._end("failed", "the file is no longer open")
             return
         self.dialog.setRange(0, 1000)

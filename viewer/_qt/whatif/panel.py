@@ -652,7 +652,7 @@ class WhatIfPanel(JobPanel):
 def open_panel(window) -> WhatIfPanel | None:
     """Open a What-if panel over the main window's snapshot (kept alive by the window);
     the selected setting's predicted curve is overlaid on the window's timeline."""
-    doc = getattr(window, "doc", None)
+    doc = window.vs.doc
     if doc is None:
         return None
     # The device the window shows (a multi-GPU file opens at its OOM's): its requests

@@ -30,10 +30,10 @@ class WindowLink:
 
     def __init__(self, window, key: str, closed=None) -> None:
         self.window = window
-        self.doc = getattr(window, "doc", None)
+        self.vs = getattr(window, "vs", None)
+        self.doc = self.vs.doc if self.vs is not None else None
         self.key = key
         self.highlighted = False
-        self.vs = getattr(window, "vs", None)
         if self.vs is not None:  # (its document event comes before the views redraw)
             self.vs.events.document.connect(self._document_replaced)
         if closed is not None:
@@ -42,7 +42,7 @@ class WindowLink:
     @property
     def current(self) -> bool:
         """The window still shows the document the panel was opened over."""
-        return self.doc is not None and getattr(self.window, "doc", None) is self.doc
+        return self.doc is not None and self.vs is not None and self.vs.doc is self.doc
 
     def _timeline(self):
         tl = getattr(self.window, "timeline", None)
