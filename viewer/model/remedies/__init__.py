@@ -13,8 +13,13 @@
   the simulator;
 * :mod:`.no_grad`: forwards whose graph no backward used, and the stream with
   them run under ``no_grad``;
-* :mod:`.advise`: the remedy catalogue, each simulated or estimated, ranked
-  by predicted peak reserved.
+* :mod:`.split`: the live bytes at the peak (or the OOM), split by what they are and
+  by how they scale with the batch;
+* :mod:`.remedy`: one remedy, the change and what it is predicted to do;
+* :mod:`.catalogue`: the remedy catalogue, one spec per remedy (when it applies, the
+  simulations it needs, how its prediction is built and labelled);
+* :mod:`.advise`: the remedies that apply, simulated side by side, ranked by
+  predicted peak reserved, with the verdict and the split (and their words).
 
 No Qt, no torch: the CLI (``vramscope whatif --batch-scale``, ``vramscope
 advise``) and the GUI's Diagnosis panel share it.

@@ -1,0 +1,247 @@
+"""The activations' memory (estimated: the change alters what the recording cannot
+show), each bounded by runs of edited streams (:mod:`..changes`), so the range is in
+reserved bytes, segment caching included:
+
+* ``gradient_checkpointing``: the repeated blocks' saved activations removed but one
+  block's (recomputed one at a time), and besides keeping each block's largest saved
+  tensor (the block input a checkpoint keeps is at most that large); the point is the
+  middle, the range's top adds one block's bytes made again in backward where the
+  cache may have no room;
+* ``bf16_autocast``: activations and temporaries of autocast's bf16 ops halved, of its
+  fp32 ops kept, the rest at three quarters, plus bf16 weight copies; the range goes
+  from every activation halved to nothing saved but the copies added.
+
+After an OOM (the run cut at it) both are estimated from the split at the OOM, as
+the 8-bit optimizer is (``split_after_oom``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...categories.sharded import world_size
+from ...core.units import format_bytes as fb
+from ...core.units import plural
+from ...whatif import Case
+from ...whatif import requests as rq
+from .. import changes, evidence, scaling
+from ..remedy import ESTIMATED, Remedy
+from ..split import parameters
+from .context import Context, peak_of
+from .spec import RemedySpec, Simulations, estimated
+
+
+def _repeated_sites(evd: evidence.Evidence, mask: np.ndarray) -> bool:
+    """Two or more allocations of ``mask`` share one call stack: the same code ran more
+    than once (the repeated blocks of a model, whose saved activations checkpointing
+    recomputes)."""
+    sites = evd.site[mask]
+    sites = sites[sites >= 0]
+    return bool(len(sites)) and int(np.unique(sites, return_counts=True)[1].max()) >= 2
+
+
+def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
+    """The repeated blocks whose saved activations are live at the split's instant."""
+    if ctx.split["activations"] <= 0:
+        return None
+    reqs, at = ctx.case.requests, ctx.at
+    live = (
+        ctx.activations
+        & (reqs.kind == rq.ALLOC)
+        & (np.arange(ctx.n) <= at)
+        & (ctx.evd.free_at > at)
+    )
+    if not _repeated_sites(ctx.evd, live):
+        return None
+    return changes.repeated_blocks(ctx.case, ctx.evd, ctx.judgement)
+
+
+def _checkpoint_peaks(ctx: Context, blocks: changes.Blocks) -> tuple[int, int]:
+    low, high = changes.checkpoint_cases(ctx.case, blocks)
+    return peak_of(low, ctx.limit), peak_of(high, ctx.limit)
+
+
+def _checkpoint_simulations(ctx: Context, blocks: changes.Blocks) -> Simulations:
+    return {"peaks": lambda: _checkpoint_peaks(ctx, blocks)}
+
+
+def _checkpoint_build(ctx: Context, blocks: changes.Blocks, ran: Mapping[str, Any]) -> list[Remedy]:
+    peak, act = ctx.peak, ctx.split["activations"]
+    if ctx.cut:
+        return [
+            estimated(
+                ctx,
+                GRADIENT_CHECKPOINTING,
+                peak - act // 2,
+                peak - act * 2 // 3,
+                peak - act // 2,
+                where=ctx.activations_where,
+                detail=f"estimated: half (up to two thirds) of the {fb(act)} of activations "
+                f"live {ctx.moment} (a checkpointed block keeps its input and recomputes the "
+                "rest)",
+                acts_on=ctx.activations,
+                from_split=True,
+                point_floored=False,
+            )
+        ]
+    a, b = ran["peaks"]
+    return [
+        estimated(
+            ctx,
+            GRADIENT_CHECKPOINTING,
+            (a + b) // 2,
+            min(a, b),
+            max(a, b) + blocks.block_bytes,
+            where=ctx.activations_where,
+            detail=f"estimated: {plural(blocks.n_blocks, 'repeated block')}; re-simulated "
+            "without their saved activations but one block's (recomputed one at a time in "
+            "backward), and keeping besides each block's largest saved tensor (a checkpoint "
+            "keeps the block's input, at most that large): the estimate is the middle of both "
+            f"runs; the range adds to the higher one block's {fb(blocks.block_bytes)}, made "
+            "again in backward where the cache may have no room for them",
+            acts_on=blocks.saved,
+            from_split=False,
+            point_floored=False,
+        )
+    ]
+
+
+GRADIENT_CHECKPOINTING = RemedySpec(
+    id="gradient_checkpointing",
+    title="Gradient checkpointing of the repeated blocks",
+    change="checkpoint the repeated blocks: `torch.utils.checkpoint.checkpoint(block, x, "
+    "use_reentrant=False)` (HF: `model.gradient_checkpointing_enable()`)",
+    method=ESTIMATED,
+    applies=_checkpoint_applies,
+    simulations=_checkpoint_simulations,
+    build=_checkpoint_build,
+    split_after_oom=True,
+)
+
+
+def _sharded_in_full_precision(case: Case, evd: evidence.Evidence) -> bool:
+    """Sharded training (FSDP) gathers each block's parameters from every rank, in bf16 /
+    fp16 under a mixed-precision policy: a gathered tensor is ``world`` times a shard kept
+    to the end (padded to a multiple of the ranks) in full precision, half that when
+    gathered in half precision.  Whichever most gathered allocations of a forward match
+    decides (FSDP1 also makes full-precision buffers once, lazily, in the first forward).
+    Without the number of ranks (the capture's sidecar) it cannot be told: False."""
+    world = world_size(case.snap.sidecar)
+    if world is None or evd.category_reasons is None:
+        return False
+    reqs = case.requests
+    alloc = reqs.kind == rq.ALLOC
+    gathered = reqs.size[
+        alloc & (evd.categories == "parameter_gathered") & (evd.phase == evidence.FORWARD)
+    ]
+    unsharded = (
+        np.unique(
+            reqs.size[alloc & (evd.category_reasons == "param_shard") & (evd.free_at >= len(reqs))]
+        )
+        * world
+    )
+    if not len(gathered) or not len(unsharded):
+        return False
+
+    def matches(size: np.ndarray) -> np.ndarray:
+        # A shard times the ranks is the unsharded tensor plus its padding (fewer than
+        # ``world`` elements of at most 8 bytes).
+        pos = np.minimum(np.searchsorted(unsharded, size), len(unsharded) - 1)
+        return (unsharded[pos] >= size) & (unsharded[pos] - size < world * 8)
+
+    return int(matches(gathered).sum()) > int(matches(gathered * 2).sum())
+
+
+def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> bool:
+    """The recording already runs under autocast: its forward passes make half-size copies
+    of the weights (bf16 / fp16 casts of fp32 parameters) - of at least half the distinct
+    parameter sizes, so that activations that happen to have such a size do not count.
+    Without categories: many forward allocations of a model-state tensor's size."""
+    reqs = case.requests
+    alloc = reqs.kind == rq.ALLOC
+    if evd.categories is not None and (evd.categories == "parameter_gathered").any():
+        return not _sharded_in_full_precision(case, evd)
+    if evd.categories is not None:
+        params = alloc & (evd.categories == "parameter")
+        sizes = np.unique(reqs.size[params])
+        halves = sizes[sizes % 2 == 0] // 2
+        if len(halves) >= 2:
+            fwd = alloc & (evd.phase == evidence.FORWARD) & ~params
+            return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
+    return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
+
+
+def _autocast_applies(ctx: Context) -> bool | None:
+    """Activations live at the split's instant, in a run not under autocast already."""
+    if ctx.split["activations"] > 0 and not autocast_seen(ctx.case, ctx.evd, ctx.judgement):
+        return True
+    return None
+
+
+def _autocast_peaks(ctx: Context) -> tuple[int, int, np.ndarray]:
+    """(point, low, data): the peaks of :func:`..changes.autocast_cases`' runs."""
+    low, point, data = changes.autocast_cases(ctx.case, ctx.evd, ctx.judgement)
+    return peak_of(point, ctx.limit), peak_of(low, ctx.limit), data
+
+
+def _autocast_simulations(ctx: Context, prep: bool) -> Simulations:
+    return {"peaks": lambda: _autocast_peaks(ctx)}
+
+
+def _autocast_build(ctx: Context, prep: bool, ran: Mapping[str, Any]) -> list[Remedy]:
+    reqs, peak, act = ctx.case.requests, ctx.peak, ctx.split["activations"]
+    # bf16 copies of the weights, cached for the forward and saved for backward.
+    copies = int(reqs.size[(reqs.kind == rq.ALLOC) & parameters(ctx.evd, ctx.judgement)].sum()) // 2
+    high = peak + copies
+    if ctx.cut:  # from the split at the OOM: a quarter of the activations, up to half
+        return [
+            estimated(
+                ctx,
+                BF16_AUTOCAST,
+                peak - act // 4 + copies,
+                peak - act // 2,
+                high,
+                where=ctx.activations_where,
+                detail=f"estimated: a quarter of the {fb(act)} of activations "
+                f"live {ctx.moment} (autocast runs norms, softmax and the loss in fp32), "
+                f"plus {fb(copies)} of bf16 weight copies; the range goes from half of them "
+                "to nothing saved but the copies added",
+                acts_on=ctx.activations,
+                from_split=True,
+                point_floored=False,
+            )
+        ]
+    point_peak, low_peak, data = ran["peaks"]
+    return [
+        estimated(
+            ctx,
+            BF16_AUTOCAST,
+            min(point_peak + copies, high),
+            low_peak,
+            high,
+            where=ctx.activations_where,
+            detail="estimated: re-simulated with the activations of the ops autocast runs in "
+            "bf16 (convolutions, linear layers, matmuls, attention) halved, of its fp32 "
+            "ops (norms, softmax, losses) kept, the rest at three quarters, plus "
+            f"{fb(copies)} of bf16 weight copies; the range goes from every activation "
+            "halved to nothing saved but the copies added",
+            acts_on=data,
+            from_split=False,
+            point_floored=False,
+        )
+    ]
+
+
+BF16_AUTOCAST = RemedySpec(
+    id="bf16_autocast",
+    title="bf16 mixed precision (autocast)",
+    change="run forward and loss under `with torch.autocast('cuda', dtype=torch.bfloat16):`",
+    method=ESTIMATED,
+    applies=_autocast_applies,
+    simulations=_autocast_simulations,
+    build=_autocast_build,
+    split_after_oom=True,
+)
