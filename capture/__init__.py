@@ -35,6 +35,13 @@ this process's memory and grab snapshots while it runs (see
 
 Importing this package does not import torch; that happens on the first
 :func:`record` / :func:`start` / :func:`dump`.
+
+Modules: :mod:`.recorder` (turns allocator history on, writes snapshots), :mod:`.runner`
+(a script or module under a recorder), :mod:`.backend` (the few torch calls), :mod:`.files`
+(names, atomic writes, the sidecar), :mod:`.gpu` (the whole GPU beside the snapshot),
+:mod:`.oom` (the snapshot at an OOM), :mod:`.outside` (OOMs from outside the caching
+allocator), :mod:`.signals` (``kill -USR1``), :mod:`.messages` (one-line warnings) and
+:mod:`.live` (the live-attach agent).
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@
 The viewer never imports torch: snapshots come from any machine.  Its model
 (:mod:`vramscope.viewer.model`) is pure Python + numpy and never imports Qt;
 the Qt widgets live in :mod:`vramscope.viewer._qt` and only adapt the model.
+
+Beside them: :mod:`.commands` (one function per command; the CLI and the MCP server
+render its answer), :mod:`.cli` (the ``vramscope`` command's parser), :mod:`.api` (the
+Python API, installed as ``vramscope``), :mod:`.early` (stdlib-only helpers of the
+start-up path and the model), :mod:`.startup` (work a command begins before its heavy
+imports) and :mod:`.live_protocol` (the live-attach wire format, shared with capture).
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ vramscope`` adds the ``%%vramscope`` cell magic, which records the cell's CUDA m
 
 Importing this package imports nothing else: each name is imported on first use, so
 ``import vramscope`` stays cheap (no numpy, no Qt, no torch).  The code lives in the
-repository's ``viewer/api/`` folder; :mod:`vramscope.viewer` and :mod:`vramscope.capture`
+repository's ``viewer/api/`` folder (:mod:`.recording`: ``open`` and the recordings;
+:mod:`.results`: their typed answers; :mod:`.notebook`: the HTML sections Jupyter shows;
+:mod:`.magic`: the cell magic); :mod:`vramscope.viewer` and :mod:`vramscope.capture`
 are the viewer and the capture side.
 """
 

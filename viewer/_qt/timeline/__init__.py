@@ -5,7 +5,7 @@
 hit-test; ``marks`` peaks, markers and annotation bands; ``items`` the graphics items;
 ``raster`` the stacked image; ``axes`` the axes and view box; ``overlay`` other panels'
 predicted curves; ``notes`` annotations and untrusted stretches; ``phase_bands`` the
-iterations' phases.
+iterations' phases; ``constants`` the x modes, colours and action names.
 
 May import: ``..widgets``, the model.  Never a feature package: the main window, the
 categories, the Diagnosis panel and the live curves use the timeline.

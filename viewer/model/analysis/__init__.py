@@ -8,7 +8,9 @@
 * :mod:`.focus` - which device a view answers for when the user did not say (the
   last OOM's, else the highest reserved peak's): one rule for the CLI and the GUI;
 * :mod:`.calltree` - bytes alive by call stack;
-* :mod:`.alloc_details` - what one block is: its allocation, stack, lifetime.
+* :mod:`.alloc_details` - what one block is: its allocation, stack, lifetime;
+* :mod:`.gpu_accounting` - the whole GPU at the snapshot's instant: who holds the
+  device's memory.
 
 Exact numbers: every figure is computed from the blocks and tested against
 ``memory_stats()`` taken at the same instant on every real snapshot in ``tests/data``.

@@ -7,7 +7,8 @@ sharded (FSDP) training holds, and leaks grouped by the user's own line.
 Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.classify`,
 :mod:`.iterations`, :mod:`.generation`, :mod:`.sharded`, :mod:`.leaks`, :mod:`.reasons`,
 :mod:`.stack_kinds`; the passes over every event in C through :mod:`.native_passes`,
-numpy the reference.
+numpy the reference; the allocations' lifetimes it needs in :mod:`.lean`, the runs of
+equal phases in :mod:`.runs`.
 
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
