@@ -152,7 +152,7 @@ def _return_the_cache(ctx: Context, prep: bool, ran: Mapping[str, Any]) -> list[
         return []
     where = f"  [{outside.where}]" if outside.where else ""
     change = (
-        f"call `torch.cuda.empty_cache()` before the call that failed{where}: "
+        f"{EMPTY_CACHE.change}{where}: "
         f"{fb(whole)} of wholly free segments go back to the GPU, where "
         f"{outside.library} can allocate (the GPU had {fb(outside.device_free_bytes)} free)"
     )
