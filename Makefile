@@ -133,7 +133,8 @@ fuzz: install-test
 
 # The C extensions built with AddressSanitizer and UBSan into $(SAN_LIB) (a package tree of
 # its own: the in-place extensions stay as they are), then the tests that hold C = Python
-# and the fuzzers run against them; any report ends the run with an error.  libasan is
+# and the fuzzers run against them; any report ends the run with an error (pytest captures
+# sys.stdout/stderr only, so the report itself reaches the terminal).  libasan is
 # preloaded (python itself is not instrumented); leaks are not checked (CPython keeps
 # memory until exit by design); RLIMIT_AS cannot work with ASan's shadow memory, so the
 # out-of-memory tests and the fuzzer's address-space limit are left out here.
@@ -154,7 +155,7 @@ sanitize: install-test
 	$(SAN_ENV) $(PY) -c "import importlib; fs = [importlib.import_module(f'vramscope.viewer.model._native.{m}')\
 	  .__file__ for m in ('catcore', 'replay_core', 'snapparse', 'whatif_core')]; \
 	  assert all('/$(SAN_LIB)/' in f for f in fs), fs"
-	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider $(SAN_TESTS)
+	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(SAN_TESTS)
 	$(SAN_ENV) $(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),3000) --rss-mb 0
 
 screenshot: install

@@ -6,6 +6,13 @@ install without a compiler still succeeds, and every caller keeps a pure-Python
 fallback.  Use :func:`native_module` to import one (``None`` when it is not
 built, or when ``VRAMSCOPE_PURE_PYTHON=1`` asks for the pure-Python paths).
 
+The extensions: ``snapparse`` (the snapshot parser), ``replay_core`` (the replay loop),
+``catcore`` (the categories' passes), ``whatif_core`` (the what-if model).  What they share
+is written once in ``common/``: the allocator's size rules (``allocator_rules.h``, handed
+their numbers by ``allocator_rules.native_rules``), the int64 hash map (``i64map.h``),
+growable arrays and how their failures travel (``growth.h``), buffer access
+(``buffers.h``).
+
 May import: the standard library only (the C files include CPython's and the C
 library's headers, ``common/`` and their own ``<stem>_src/``, nothing of the model).
 """
