@@ -6,7 +6,8 @@ are not needed).  The extensions are optional: when there is no compiler, or
 compiling fails, the install still succeeds with a warning and vramscope uses
 its pure-Python code paths.  ``VRAMSCOPE_BUILD_NATIVE=0`` skips them on
 purpose (used to test that fallback); ``VRAMSCOPE_NATIVE_CFLAGS`` adds flags
-(e.g. ``-fsanitize=address,undefined`` for fuzzing builds).  ``VRAMSCOPE_REQUIRE_NATIVE=1``
+(``make sanitize`` builds with ``-fsanitize=address,undefined`` into ``build/sanitize``;
+``-fsanitize`` flags are passed to the linker too).  ``VRAMSCOPE_REQUIRE_NATIVE=1``
 (the CI's native gate) makes a failed compile fail the build instead of warning.
 
 A C file may include private headers and sources from ``_native/<stem>_src/``
