@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTabWidget,
     QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -49,6 +48,7 @@ from ...model.reports.diff import (
 from ...model.view.document import Document
 from ...model.view.view_state import HIGHLIGHT_DIFF_NODE, HIGHLIGHT_DIFF_ROW
 from ..segment_map import SegmentMapView
+from ..widgets.layouts import column
 from ..widgets.lazy_tree import NODE_ROLE, LazyTree
 from ..widgets.loader import LoadThread
 from ..widgets.stack_panel import StackPanel
@@ -257,12 +257,7 @@ class DiffWindow(QMainWindow):
         options.addSpacing(16)
         options.addWidget(self.counts, 1)
         ends = QWidget()
-        lay = QVBoxLayout(ends)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(2)
-        lay.addWidget(self.header)
-        lay.addLayout(options)
-        lay.addWidget(main, 1)
+        column(ends, self.header, options, (main, 1), spacing=2)
         # Two views of the pair: the end states (above), and both runs on one time axis
         # (aligned when first shown: its job is not paid for by who never looks).
         self.over_time = OverTimePane()
@@ -292,13 +287,9 @@ class DiffWindow(QMainWindow):
         self.title_b = QLabel("B")
         maps = QSplitter(Qt.Orientation.Horizontal)
         for title, m in ((self.title_a, self.map_a), (self.title_b, self.map_b)):
-            box = QWidget()
-            lay = QVBoxLayout(box)
-            lay.setContentsMargins(0, 0, 0, 0)
-            lay.setSpacing(0)
             title.setContentsMargins(6, 2, 6, 0)
-            lay.addWidget(title)
-            lay.addWidget(m, 1)
+            box = QWidget()
+            column(box, title, (m, 1))
             maps.addWidget(box)
         self.maps = maps
         for m in (self.map_a, self.map_b):

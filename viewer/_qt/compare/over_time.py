@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -40,6 +39,7 @@ from ..segment_map import SegmentMapView
 from ..widgets import theme
 from ..widgets.category_colors import color as category_color
 from ..widgets.jobs import Job
+from ..widgets.layouts import column
 from ..widgets.tables import table_tree
 from .common import SORT_ROLE, LinkedMaps, SortItem, delta_color
 from .over_time_chart import A_COLOR, B_COLOR, AlignedChart
@@ -89,11 +89,7 @@ class OverTimePane(QWidget):
         self.body.addWidget(bottom)
         self.body.setSizes([300, 520])
         self.body.hide()
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(2)
-        lay.addLayout(status)
-        lay.addWidget(self.body, 1)
+        column(self, status, (self.body, 1), spacing=2)
 
     def _build_status(self) -> QHBoxLayout:
         """What runs, its progress, Cancel (and Align again after one)."""
@@ -137,14 +133,10 @@ class OverTimePane(QWidget):
             "held against B's real peak reserved"
         )
         self.prediction.hide()
-        top = QWidget()
-        tl = QVBoxLayout(top)
-        tl.setContentsMargins(0, 0, 0, 0)
-        tl.setSpacing(1)
-        tl.addWidget(self.chart, 1)
         for label in (self.peak_line, self.prediction):
             label.setContentsMargins(6, 0, 6, 0)
-            tl.addWidget(label)
+        top = QWidget()
+        column(top, (self.chart, 1), self.peak_line, self.prediction, spacing=1)
         return top
 
     def _build_maps(self) -> QWidget:
@@ -156,14 +148,10 @@ class OverTimePane(QWidget):
             (self.caption_a, self.map_a, A_COLOR),
             (self.caption_b, self.map_b, B_COLOR),
         ):
-            box = QWidget()
-            lay = QVBoxLayout(box)
-            lay.setContentsMargins(0, 0, 0, 0)
-            lay.setSpacing(0)
             caption.setContentsMargins(6, 2, 6, 0)
             caption.setStyleSheet(f"border-left: 4px solid {c}; padding-left: 4px")
-            lay.addWidget(caption)
-            lay.addWidget(m, 1)
+            box = QWidget()
+            column(box, caption, (m, 1))
             maps.addWidget(box)
             # Two maps side by side have no room for a legend each: one legend above both.
             m.legend.hide()
@@ -174,11 +162,7 @@ class OverTimePane(QWidget):
         self.map_legend.setContentsMargins(6, 0, 6, 0)
         self.map_legend.setToolTip(self.map_a.legend.toolTip())
         maps_box = QWidget()
-        ml = QVBoxLayout(maps_box)
-        ml.setContentsMargins(0, 0, 0, 0)
-        ml.setSpacing(0)
-        ml.addWidget(self.map_legend)
-        ml.addWidget(maps, 1)
+        column(maps_box, self.map_legend, (maps, 1))
         self.linked = LinkedMaps(self.map_a, self.map_b)
         return maps_box
 
@@ -213,13 +197,15 @@ class OverTimePane(QWidget):
         self.sites_title = QLabel("<b>Allocation sites at each side's peak</b>")
         self.sites_title.setWordWrap(True)  # (with how many sites differ after it)
         right = QWidget()
-        rl = QVBoxLayout(right)
-        rl.setContentsMargins(4, 0, 0, 0)
-        rl.setSpacing(2)
-        rl.addWidget(self.sites_title)
-        rl.addWidget(self.sites, 3)
-        rl.addWidget(self.category_title)
-        rl.addWidget(self.categories, 2)
+        column(
+            right,
+            self.sites_title,
+            (self.sites, 3),
+            self.category_title,
+            (self.categories, 2),
+            margins=(4, 0, 0, 0),
+            spacing=2,
+        )
         return right
 
     # ------------------------------------------------------------------ jobs
