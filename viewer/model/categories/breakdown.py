@@ -29,6 +29,7 @@ from ..replay.timeline import Intervals, Timeline
 from . import native_passes as _native
 from . import stack_kinds as sk
 from .classify import classify
+from .frameworks import mark_frameworks
 from .generation import Generation, find_generation, merge_requests
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
 from .leaks import Leak, find_leaks, leak_frames
@@ -42,7 +43,7 @@ from .reasons import (
     REASONS,
     reason_id,
 )
-from .sharded import SHARDED, Sharding, is_sharded, mark_sharded, world_size
+from .sharded import SHARDED, Sharding, is_sharded, world_size
 
 N_CATEGORIES = len(CATEGORY_NAMES)
 # Below this many events a second thread costs more than it saves.
@@ -180,7 +181,7 @@ class MemoryBreakdown:
             ph = merge_requests(ph, gen.requests)
         progress.update("categories", 0.6)
         category, reason = classify(iv, ph, n)
-        mark_sharded(snap, rep.rows, iv, ph, category, reason)
+        mark_frameworks(snap, rep.rows, iv, ph, category, reason)
         if gen is not None:
             _mark_kv_cache(gen, category, reason)
         progress.update("categories", 0.9)
@@ -326,7 +327,7 @@ class MemoryBreakdown:
 
     def sharding(self, event: int) -> Sharding | None:
         """What this rank of a sharded (FSDP) run holds at ``event``; None: not sharded."""
-        if not is_sharded(self.category):
+        if not is_sharded(self.category, self.reason):
             return None
         split = self.split_at(event)
         return Sharding(

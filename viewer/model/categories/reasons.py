@@ -299,6 +299,23 @@ REASONS: tuple[Reason, ...] = (
         "made in the backward pass and freed by FSDP's reduce-scatter: a block's "
         "unsharded gradients before they are reduce-scattered",
     ),
+    Reason(
+        "ddp_bucket",
+        GRADIENT,
+        False,
+        "DDP bucket: made by DistributedDataParallel's Reducer (when DDP was built, or "
+        "when it rebuilt its buckets in the first forward after a backward) and kept: "
+        "a flat gradient bucket the gradients are all-reduced in (with "
+        "gradient_as_bucket_view=True the parameters' .grad are views into it)",
+    ),
+    Reason(
+        "comm_ddp",
+        COMMUNICATION,
+        False,
+        "made by DistributedDataParallel's collectives: the broadcast of parameters and "
+        "buffers from rank 0, the Reducer's bucket-order sync, a communication hook's "
+        "buffers",
+    ),
 )
 REASON_IDS = {r.code: i for i, r in enumerate(REASONS)}
 

@@ -35,7 +35,6 @@ from .iterations import PH_BACKWARD, PH_FORWARD, Phases
 from .reasons import (
     CATEGORY_LABELS,
     CATEGORY_NAMES,
-    COMMUNICATION,
     GRADIENT,
     PARAMETER_GATHERED,
     REASONS,
@@ -156,6 +155,13 @@ def world_size(sidecar: dict | None) -> int | None:
     return int(ws) if isinstance(ws, int) and not isinstance(ws, bool) and ws > 0 else None
 
 
-def is_sharded(category: np.ndarray) -> bool:
-    """FSDP made something: gathered parameters or collective buffers."""
-    return bool(np.isin(category, (PARAMETER_GATHERED, COMMUNICATION)).any())
+#: The reasons only FSDP's frames give (DDP's collectives are communication too).
+FSDP_REASONS = ("param_gathered", "comm_all_gather", "comm_reduce_scatter")
+
+
+def is_sharded(category: np.ndarray, reason: np.ndarray) -> bool:
+    """FSDP made something: gathered parameters or its collectives' buffers."""
+    return bool(
+        (category == PARAMETER_GATHERED).any()
+        or np.isin(reason, [reason_id(c) for c in FSDP_REASONS]).any()
+    )

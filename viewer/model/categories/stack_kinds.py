@@ -39,6 +39,11 @@ K_FSDP_GATHER = 1 << 14  # the unsharded parameters an all-gather fills
 K_FSDP_ALL_GATHER = 1 << 15  # the all-gather collective's own flat buffer
 K_FSDP_REDUCE = 1 << 16  # the gradients' reduce-scatter (its input buffer and output shard)
 K_FSDP = K_FSDP_SHARD | K_FSDP_GATHER | K_FSDP_ALL_GATHER | K_FSDP_REDUCE
+# DistributedDataParallel: its Reducer's gradient buckets and its own collectives.
+K_DDP_REDUCER = 1 << 17  # where the Reducer makes its buckets (construction, rebuild)
+K_DDP_COMM = 1 << 18  # DDP's broadcasts and syncs, a communication hook's buffers
+K_DDP_INPUTS = 1 << 19  # the inputs DDP moves to the device before the forward
+K_DDP = K_DDP_REDUCER | K_DDP_COMM | K_DDP_INPUTS
 
 # Evidence a stack gives about the phase of its allocation.
 EV_NONE = 0  # no stack, or nothing telling
@@ -111,6 +116,38 @@ _FSDP_FRAMES = {
     ("distributed/fsdp/_runtime_utils.py", "_reduce_grad"): K_FSDP_REDUCE,
 }
 
+# DDP's frames by (file inside torch, function) -> kind.  The Reducer (C++) makes its
+# buckets when DDP is constructed (_ddp_init_helper) and again, in the order the
+# gradients arrived, in the first forward after a backward (_pre_forward calls
+# _rebuild_buckets); the same frames also make the tiny tensors of the bucket-order sync.
+_DDP = "nn/parallel/distributed.py"
+_DDP_UTILS = "distributed/utils.py"
+_DDP_FRAMES = {
+    (_DDP, "_ddp_init_helper"): K_DDP_REDUCER,
+    (_DDP, "_pre_forward"): K_DDP_REDUCER,
+    (_DDP, "_sync_buffers"): K_DDP_COMM,
+    (_DDP, "_sync_module_buffers"): K_DDP_COMM,
+    (_DDP, "_default_broadcast_coalesced"): K_DDP_COMM,
+    (_DDP, "_distributed_broadcast_coalesced"): K_DDP_COMM,
+    (_DDP, "_check_global_requires_backward_grad_sync"): K_DDP_COMM,
+    (_DDP, "_match_all_reduce_for_bwd_pass"): K_DDP_COMM,
+    (_DDP, "_match_unused_params_allreduce"): K_DDP_COMM,
+    (_DDP, "_delay_all_reduce"): K_DDP_COMM,
+    (_DDP_UTILS, "_sync_module_states"): K_DDP_COMM,
+    (_DDP_UTILS, "_sync_params_and_buffers"): K_DDP_COMM,
+    (_DDP_UTILS, "_verify_param_shape_across_processes"): K_DDP_COMM,
+    (_DDP_UTILS, "_to_kwargs"): K_DDP_INPUTS,
+    (_DDP_UTILS, "_recursive_to"): K_DDP_INPUTS,
+}
+# A built-in communication hook (fp16 / bf16 compression, PowerSGD): all it makes is its own.
+_DDP_HOOKS = "distributed/algorithms/ddp_comm_hooks/"
+# Each framework's frames: (path prefix inside torch, {(file, function): kind}).
+_FRAMEWORK_FRAMES = (
+    ("distributed/fsdp/", _FSDP_FRAMES),
+    (_DDP, _DDP_FRAMES),
+    (_DDP_UTILS, _DDP_FRAMES),
+)
+
 
 def _torch_rel(filename: str) -> str | None:
     """The path inside the torch package (``nn/modules/module.py``), or None."""
@@ -150,8 +187,11 @@ def frame_kind(filename: str, name: str, category: int) -> int:
     rel = _torch_rel(filename)
     if rel is None:
         return kind
-    if rel.startswith("distributed/fsdp/"):
-        return kind | _FSDP_FRAMES.get((rel, name), 0)
+    for prefix, table in _FRAMEWORK_FRAMES:
+        if rel.startswith(prefix):
+            return kind | table.get((rel, name), 0)
+    if rel.startswith(_DDP_HOOKS):
+        return kind | K_DDP_COMM
     if rel.startswith("nn/modules/"):
         if rel == "nn/modules/module.py":
             if name in ("_call_impl", "_wrapped_call_impl"):
