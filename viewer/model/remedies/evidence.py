@@ -275,14 +275,18 @@ def gather(
         if bounds[-1] < n:
             iteration[bounds[-1] :] = len(step_end_req)
             starts.append(bounds[-1])
+    # Provenance and the program's own frame are properties of a stack: judged once per
+    # distinct stack (thousands) and spread to the requests (millions) by index.
+    stacks, per_request = np.unique(site, return_inverse=True)
     cache: dict[int, int] = {}
-    prov = np.array(
-        [_frame_provenance(snap, s, cache) if s >= 0 else PROV_NONE for s in site.tolist()], np.int8
-    )
     ucache: dict[int, bool] = {}
+    prov = np.array(
+        [_frame_provenance(snap, s, cache) if s >= 0 else PROV_NONE for s in stacks.tolist()],
+        np.int8,
+    )[per_request]
     user = np.array(
-        [_user_innermost(snap, s, ucache) if s >= 0 else False for s in site.tolist()], bool
-    )
+        [_user_innermost(snap, s, ucache) if s >= 0 else False for s in stacks.tolist()], bool
+    )[per_request]
     phase = np.full(n, FORWARD, np.int8)
     phase[(prov == PROV_NONE) | (prov == PROV_AUTOGRAD)] = BACKWARD
     phase[in_opt | (prov == PROV_OPTIMIZER)] = OPTIMIZER

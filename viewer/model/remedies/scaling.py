@@ -74,6 +74,7 @@ rounding (512 B blocks, 2 MiB / 20 MiB segments) happens in the simulator.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
@@ -414,7 +415,10 @@ def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndar
         by_size.setdefault(int(size[i]), []).append(i)
     for k, i in enumerate(copies.tolist()):
         cands = by_size.get(int(size[i]), [])
-        for j in reversed(cands[: int(np.searchsorted(cands, i))]):
+        # Walk back from the latest source made before the copy; no slice of the
+        # candidates (a copy per copy made this quadratic on long traces).
+        for pos in range(bisect.bisect_left(cands, i) - 1, -1, -1):
+            j = cands[pos]
             if free_at[j] > i:
                 out[k] = j
                 break
