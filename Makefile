@@ -155,7 +155,7 @@ sanitize: install-test
 	$(SAN_ENV) $(PY) -c "import importlib; fs = [importlib.import_module(f'vramscope.viewer.model._native.{m}')\
 	  .__file__ for m in ('catcore', 'replay_core', 'snapparse', 'whatif_core')]; \
 	  assert all('/$(SAN_LIB)/' in f for f in fs), fs"
-	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(SAN_TESTS)
+	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(PYTEST_N) $(SAN_TESTS)
 	$(SAN_ENV) $(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),3000) --rss-mb 0
 
 screenshot: install
