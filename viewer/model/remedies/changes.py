@@ -1,6 +1,6 @@
-"""The recorded request stream edited as a remedy changes the program, for
-:mod:`.advise` to simulate: what is kept, the optimizer's state, the precision of
-activations, checkpointed blocks.
+"""The recorded request stream edited as a remedy changes the program, for the remedy
+catalogue (:mod:`.catalogue`) to simulate: what is kept, the optimizer's state, the
+precision of activations, checkpointed blocks.
 
 Each edit gives one stream, or two that bound what the change can do where the
 recording cannot tell exactly (an 8-bit optimizer's own temporaries, which ops
@@ -278,7 +278,8 @@ def checkpoint_cases(case: Case, blocks: Blocks) -> tuple[Case, Case]:
     each block's largest saved tensor (a checkpoint keeps the block's input, at most
     that large).  Neither places the recomputed block's tensors where backward makes
     them again: a cache with no room for them there needs up to
-    :attr:`Blocks.block_bytes` more (:mod:`.advise` adds it to the range's top)."""
+    :attr:`Blocks.block_bytes` more (:mod:`.catalogue.activations` adds it to the
+    range's top)."""
     low = edit.without(case, blocks.saved & ~blocks.last)
     high = edit.without(case, blocks.saved & ~blocks.last & ~blocks.largest)
     return low, high

@@ -1,6 +1,6 @@
 """What a recording says about each allocation request: lifetime, phase, provenance.
 
-The batch-size judgement (:mod:`.scaling`) and the remedies (:mod:`.advise`)
+The batch-size judgement (:mod:`.scaling`) and the remedies (:mod:`.catalogue`)
 need, per ``ALLOC`` request of a what-if :class:`~..whatif.Case`:
 
 * its lifetime: the request that freed it (``free_at``; ``n`` = never freed);

@@ -27,7 +27,7 @@ stream and :mod:`.evidence`, no object per request):
   drop is a finding.
 
 A graph that is never dropped in the window (outputs kept in a list) is the
-``free_kept`` remedy's (:mod:`.advise`): its frees are not in the recording.  A
+``free_kept`` remedy's (:mod:`.catalogue.kept`): its frees are not in the recording.  A
 training forward's saved tensors are freed by its backward (backward allocations
 between); a no-grad forward's intermediates are freed one by one: neither is a
 candidate.  No recording of tests/data/truth but the ones without ``no_grad``
