@@ -95,6 +95,36 @@ def test_every_package_says_what_it_is():
     assert not missing, f"packages without a docstring: {missing}"
 
 
+def unnamed_modules(init: Path) -> list[str]:
+    """The modules and subpackages of ``init``'s package its docstring does not name (as a
+    word: ``:mod:`.name```, ``name.py`` or ``name``); ``__main__`` (``python -m``) aside."""
+    folder = init.parent
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    names = [p.stem for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    names += [p.parent.name for p in folder.glob("*/__init__.py")]
+    return sorted(n for n in names if not re.search(rf"(?<!\w){re.escape(n)}\b", doc))
+
+
+def test_every_package_docstring_names_its_modules():
+    """A reader finds a module from its package's docstring: each package lists what it
+    holds, and a module added later is added there too."""
+    inits = [p for top in SOURCE_TOPS for p in (ROOT / top).rglob("__init__.py")]
+    assert len(inits) >= 15
+    unnamed = {
+        str(p.parent.relative_to(ROOT)): names for p in inits if (names := unnamed_modules(p))
+    }
+    assert not unnamed, f"package docstrings that do not name these modules: {unnamed}"
+
+
+def test_the_module_listing_check_catches_one(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""Holds :mod:`.kept` and ``sub``; not subsidy."""\n')
+    for name in ("kept", "forgotten", "subsidy_calc"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text('"""x"""\n')
+    assert unnamed_modules(tmp_path / "__init__.py") == ["forgotten", "subsidy_calc"]
+
+
 def test_every_model_package_says_what_it_may_import():
     inits = sorted((ROOT / "viewer" / "model").glob("*/__init__.py"))
     assert len(inits) >= 10

@@ -9,7 +9,8 @@
 * :mod:`.builder` - :class:`SnapshotBuilder`: Python objects to columns;
 * :mod:`.interner` - frames and stacks interned while building;
 * :mod:`.cache` - the on-disk column cache, keyed by :mod:`vramscope.viewer.early.file_identity`;
-* :mod:`.atomic` - :func:`~.atomic.write_atomic`: the viewer's files written whole or not at all.
+* :mod:`.atomic` - :func:`~.atomic.write_atomic`: the viewer's files written whole or not at all;
+* :mod:`.remote` - snapshots on another machine, read through the user's own OpenSSH client.
 
 Never ``pickle.load``: a pickle is parsed by the compiled parser
 (``_native/snapparse.c``) under the rules of the restricted unpickler - builtin types

@@ -7,7 +7,9 @@
   without simulations of their own, :mod:`.batch_ranges` (the sizes the doubtful
   allocations could take at another batch, and the estimate's low/high) and
   :mod:`.batch_judge` (exact or estimate, the error a prediction is held to, whether
-  it fits, in words);
+  it fits, in words); :mod:`.workspaces` (library workspaces at another batch: a fixed
+  part plus a per-sample part) and :mod:`.explain` (how the judgement went, per rule,
+  in words and JSON);
 * :mod:`.changes`: the recorded request stream edited as a remedy would edit it
   (kept outputs freed, optimizer state shrunk, checkpointed blocks, autocast), for
   the simulator;
