@@ -133,8 +133,8 @@ fuzz: install-test
 
 # The C extensions built with AddressSanitizer and UBSan into $(SAN_LIB) (a package tree of
 # its own: the in-place extensions stay as they are), then the tests that hold C = Python
-# and the fuzzers run against them; any report ends the run with an error (pytest captures
-# sys.stdout/stderr only, so the report itself reaches the terminal).  libasan is
+# and the fuzzers run against them; any report ends the run with an error, and the reports
+# (written to $(SAN_DIR)/report.<pid>: pytest's capture would swallow them) are printed.  libasan is
 # preloaded (python itself is not instrumented); leaks are not checked (CPython keeps
 # memory until exit by design); RLIMIT_AS cannot work with ASan's shadow memory, so the
 # out-of-memory tests and the fuzzer's address-space limit are left out here.
@@ -145,7 +145,8 @@ SAN_TESTS := tests/model/test_native_parser.py tests/model/test_fuzz_loader.py \
              tests/model/test_whatif_native.py tests/model/test_categories_native.py \
              tests/model/test_build_requests_fast.py tests/model/test_replay.py
 SAN_ENV   := PYTHONPATH=$(CURDIR)/$(SAN_LIB) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
-             ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+             ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$(CURDIR)/$(SAN_DIR)/report \
+             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(CURDIR)/$(SAN_DIR)/report \
              QT_QPA_PLATFORM=offscreen VRAMSCOPE_REQUIRE_NATIVE=1
 .PHONY: sanitize
 sanitize: install-test
@@ -155,8 +156,11 @@ sanitize: install-test
 	$(SAN_ENV) $(PY) -c "import importlib; fs = [importlib.import_module(f'vramscope.viewer.model._native.{m}')\
 	  .__file__ for m in ('catcore', 'replay_core', 'snapparse', 'whatif_core')]; \
 	  assert all('/$(SAN_LIB)/' in f for f in fs), fs"
-	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider --capture=sys $(PYTEST_N) $(SAN_TESTS)
-	$(SAN_ENV) $(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),3000) --rss-mb 0
+	rm -f $(SAN_DIR)/report.*
+	$(SAN_ENV) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_N) $(SAN_TESTS) \
+	  || { cat $(SAN_DIR)/report.* 2>/dev/null; exit 1; }
+	$(SAN_ENV) $(PY) tests/fuzz/fuzz_parser.py --inputs $(or $(FUZZ_INPUTS),3000) --rss-mb 0 \
+	  || { cat $(SAN_DIR)/report.* 2>/dev/null; exit 1; }
 
 screenshot: install
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/vramscope $(EXAMPLE) --screenshot assets/screenshot.png
