@@ -41,6 +41,28 @@ SLOW_FILES = {
     "test_wheel.py": "builds and installs wheels",
     "packaging/test_frozen_app.py": "the frozen app",
     "capture/test_capture_runner.py": "training scripts run under the recorder",
+    # the heaviest of the rest, by their summed durations in a run of all the others
+    # (CLI subprocesses on many files, the pure-Python parser over every encoding, the
+    # live window, the main window's and the Diagnosis panel's whole sessions)
+    "model/test_cache.py": "every cache entry parsed again by the Python parser",
+    "model/test_formats.py": "every encoding through both parsers",
+    "cli/test_summary_cli.py": "CLI subprocesses",
+    "cli/test_gpu_verdict.py": "CLI subprocesses",
+    "cli/test_device_focus_cli.py": "CLI subprocesses",
+    "cli/test_mcp.py": "an MCP server subprocess",
+    "cli/test_advise_cli.py": "CLI subprocesses",
+    "cli/test_whatif_cli.py": "CLI subprocesses",
+    "live/test_live_view_state.py": "a live training process",
+    "live/test_live_gui.py": "a live training process",
+    "model/test_remedies_workspaces.py": "every truth sweep",
+    "model/test_whatif.py": "simulations of every recording",
+    "model/test_replay.py": "both replays of every recording",
+    "model/test_one_vocabulary.py": "advise on every recording",
+    "model/test_near_limit.py": "batch searches on the truth sweeps",
+    "model/test_sharded.py": "every FSDP recording",
+    "model/test_aligned_diff.py": "aligned diffs of recording pairs",
+    "gui/test_main_window.py": "whole window sessions",
+    "gui/test_diagnosis_panel.py": "the Diagnosis panel's simulations",
 }
 _TESTS = Path(__file__).parent
 

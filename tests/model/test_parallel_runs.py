@@ -127,16 +127,15 @@ def _slow(x, progress):
 def test_cancel_stops_submitting_and_the_running_items(tmp_path):
     FINISHED[:] = [tmp_path]
     ev = threading.Event()
-    threading.Timer(0.3, ev.set).start()
     seen = []
+
+    def update(stage, fraction):
+        seen.append(fraction)
+        if fraction > 0:  # cancelled once an item's own progress came through
+            ev.set()
+
     with pytest.raises(LoadCancelled):
-        parallel.pmap(
-            _slow,
-            range(20),
-            jobs=2,
-            with_progress=True,
-            progress=Progress(lambda s, f: seen.append(f), ev),
-        )
+        parallel.pmap(_slow, range(20), jobs=2, with_progress=True, progress=Progress(update, ev))
     # pmap waits for its workers before it raises: an item of 2 s that was not stopped
     # would have run to its end by now.
     assert not list(tmp_path.iterdir())
