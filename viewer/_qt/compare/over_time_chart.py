@@ -4,7 +4,8 @@ as alternating bands, and one cursor.
 Reserved solid, allocated dashed, A and B in two colours; x is the aligned axis of
 :mod:`vramscope.viewer.model.reports.aligned_axis` (``iteration i`` under each span, or
 ``% of the run``).  The curves are decimated to the plot's pixel columns (minimum and
-maximum per column) again on every zoom.  A click or a drag moves the cursor; Left / Right step it one span.
+maximum per column) again on every zoom.  A click or a drag moves the cursor; Left / Right
+step it one span.
 """
 
 from __future__ import annotations
