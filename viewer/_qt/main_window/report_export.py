@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QProgressDialog
 
 from ...model.analysis.figures import Selection, memory_stats
-from ...model.core.progress import Progress
+from ...model.core.progress import Progress, stage_words
 from ...model.reports.html_report import (
     DeviceSection,
     ReportParts,
@@ -39,14 +39,6 @@ from ..widgets.png import png_bytes
 from .header import figure_text, oom_where
 
 KEY_DIR = "export/reportDir"
-STAGES = {
-    "summary": "Top allocation sites",
-    "categories": "What the memory is",
-    "judge": "Judging what scales with the batch",
-    "search": "Searching the largest batch that fits",
-    "allocator": "Simulating allocator settings",
-    "write": "Writing the report",
-}
 POLL_MS = 50  # how often the export looks whether the analyses it shows have ended
 
 
@@ -294,7 +286,8 @@ class ReportExport(QObject):
 
     def _progress(self, stage: str, fraction: float) -> None:
         idx, _, name = stage.partition(":") if ":" in stage else ("", "", stage)
-        text = f"{STAGES.get(name, name)}…"
+        words = stage_words(name)
+        text = f"{words[:1].upper()}{words[1:]}…"
         if idx.isdigit() and self.job is not None:
             n = len(self.devices) if self.devices is not None else None
             text = f"Device section {int(idx) + 1}" + (f" of {n}" if n else "") + f": {text}"

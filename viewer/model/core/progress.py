@@ -19,12 +19,16 @@ ProgressCallback = Callable[[str, float], None]
 STAGES = {"read": (0.0, 0.25), "parse": (0.25, 0.80), "columns": (0.80, 1.0)}
 
 #: What a long model step is doing, by the stage name it reports: the command line's
-#: progress line and the MCP server's progress messages say these words.
+#: progress line, the MCP server's progress messages and the GUI's progress dialogs say
+#: these words.
 STAGE_WORDS = {
     "self_check": "self-check at the recorded settings",
     "judge": "judging how each allocation scales with the batch",
     "search": "searching the largest batch that fits",
     "allocator": "simulating allocator settings",
+    "summary": "top allocation sites",
+    "categories": "what the memory is",
+    "write": "writing the report",
 }
 
 
