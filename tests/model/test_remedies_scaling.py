@@ -262,3 +262,37 @@ def test_autocast_workspaces_keep_the_half_precision_weight_beside_them(case_of)
     assert bf16.any() and (j.fixed[bf16] == 512 * 512 * 9 * 2 + 16).all()
     half = j.scaled_sizes(Fraction(1, 2))[bf16]
     assert (half == 512 * 512 * 9 * 2 + 16 + 1605632).all()
+
+
+def test_copied_from_is_the_latest_live_source_of_the_copys_size():
+    """An autotuning copy's source is the latest allocation of its size made before it and
+    still alive at it; checked against a walk over every candidate, on streams with many
+    sizes shared, freed candidates in the way (longer runs than the walk's batched steps),
+    frees at the copy itself, and copies with none."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        size = rng.integers(1, int(rng.integers(1, 6)) + 1, n) * 512
+        life = rng.integers(1, int(rng.integers(1, 80)) + 1, n)
+        free_at = np.minimum(np.arange(n) + life, n)
+        is_copy = rng.random(n) < rng.random()
+        copies = np.flatnonzero(is_copy)
+        sources = ~is_copy & (rng.random(n) < 0.9)
+        want = []
+        for i in copies.tolist():
+            alive = [j for j in range(i) if sources[j] and size[j] == size[i] and free_at[j] > i]
+            want.append(alive[-1] if alive else -1)
+        got = scaling._copied_from(SimpleNamespace(size=size), free_at, copies, sources)
+        assert got.tolist() == want
+    # A live source behind more freed ones of its size than the walk takes in its batched
+    # steps, and a copy with only freed ones behind it.
+    m = scaling._WALK_STEPS * 3
+    size = np.full(m + 4, 1024)
+    free_at = np.concatenate([[m + 4], np.arange(2, m + 2), [m + 4, m + 4, m + 4]])
+    sources = np.ones(m + 4, bool)
+    sources[[m + 1, m + 3]] = False
+    copies = np.array([m + 1, m + 3])
+    got = scaling._copied_from(SimpleNamespace(size=size), free_at, copies, sources)
+    assert got.tolist() == [0, m + 2]

@@ -74,7 +74,6 @@ rounding (512 B blocks, 2 MiB / 20 MiB segments) happens in the simulator.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
@@ -124,6 +123,10 @@ RULES = (
     "-",
 )
 SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCALED, PER_ITERATION)
+# Indexed by rule code: whether it scales (a lookup per request, where a membership test over
+# long traces cost a sort-free but per-value pass each of the dozens of times advise asks).
+_SCALES = np.zeros(len(RULES), bool)
+_SCALES[list(SCALED_RULES)] = True
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
     "model state by category (parameter, gradient, optimizer state, FSDP's gathered "
@@ -223,7 +226,7 @@ class Judgement:
     @property
     def scales(self) -> np.ndarray:
         """Bool per request: its size is proportional to the batch."""
-        return np.isin(self.rule, SCALED_RULES)
+        return _SCALES[self.rule]
 
     def reason(self, request: int) -> str:
         """The rule and why, for one request."""
@@ -348,6 +351,8 @@ _ARG_COPY_FUNCS = {
     "generate_example_value",
 }
 NO_TUNING, BENCHMARK_SCRATCH, ARG_COPY = range(3)
+# Steps every copy walks back together over freed candidates before the rest go one by one.
+_WALK_STEPS = 32
 # What runs Inductor's generated code (its file sits in a ``torchinductor_<user>`` cache).
 _GENERATED_CALLER = "/torch/_inductor/output_code.py"
 
@@ -409,25 +414,48 @@ def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndar
     """Per copy (request index), the latest ``sources`` allocation of its size still alive
     when the copy was made (what autotuning copied); -1 where none is."""
     out = np.full(len(copies), -1, np.int64)
-    size = reqs.size
-    by_size: dict[int, list[int]] = {}
-    for i in np.flatnonzero(sources).tolist():
-        by_size.setdefault(int(size[i]), []).append(i)
-    for k, i in enumerate(copies.tolist()):
-        cands = by_size.get(int(size[i]), [])
-        # Walk back from the latest source made before the copy; no slice of the
-        # candidates (a copy per copy made this quadratic on long traces).
-        for pos in range(bisect.bisect_left(cands, i) - 1, -1, -1):
-            j = cands[pos]
+    src = np.flatnonzero(sources)
+    if not len(copies) or not len(src):
+        return out
+    size = np.asarray(reqs.size, np.int64)
+    n = len(size) + 1
+    # Sources ordered by (size, index) under one int64 key (size's rank, then index), so a
+    # copy's candidates are one run of it, latest last, found by one sorted search.
+    sizes = np.unique(size[src])
+    key = np.searchsorted(sizes, size[src]) * n + src
+    order = np.argsort(key, kind="stable")
+    key, src = key[order], src[order]
+    rank = np.searchsorted(sizes, size[copies])
+    has = sizes[np.minimum(rank, len(sizes) - 1)] == size[copies]
+    first = np.searchsorted(key, rank * n)  # the copy's size's first candidate
+    pos = np.searchsorted(key, rank * n + copies) - 1  # its latest candidate made before it
+    # Walk back from there, all copies at once; each step drops those that found theirs.
+    todo = np.flatnonzero(has & (pos >= first))
+    for _ in range(_WALK_STEPS):
+        if not len(todo):
+            return out
+        j = src[pos[todo]]
+        alive = free_at[j] > copies[todo]
+        out[todo[alive]] = j[alive]
+        todo = todo[~alive]
+        pos[todo] -= 1
+        todo = todo[pos[todo] >= first[todo]]
+    # The few with a long run of freed candidates: one by one, each step cheaper than a
+    # pass over the arrays.
+    for k in todo.tolist():
+        i = int(copies[k])
+        for p in range(int(pos[k]), int(first[k]) - 1, -1):
+            j = int(src[p])
             if free_at[j] > i:
                 out[k] = j
                 break
     return out
 
 
-def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
+def state_sizes(case, evd: ev.Evidence, by_category: np.ndarray | None = None) -> np.ndarray:
     """Sorted requested sizes of model-state tensors: made by nn.Module, kept
-    optimizer allocations, and blocks alive before the recording that it never frees."""
+    optimizer allocations, and blocks alive before the recording that it never frees.
+    ``by_category``: :func:`_state_by_category` of ``evd`` when the caller has it."""
     reqs = case.requests
     n = len(reqs)
     alloc = reqs.kind == rq.ALLOC
@@ -442,7 +470,9 @@ def state_sizes(case, evd: ev.Evidence) -> np.ndarray:
         live = keep & (init.blk_state == 0)
         sizes.append(init.blk_requested[live])
     if evd.categories is not None:
-        sizes.append(reqs.size[alloc & _state_by_category(evd)])
+        if by_category is None:
+            by_category = _state_by_category(evd)
+        sizes.append(reqs.size[alloc & by_category])
     s = np.unique(np.concatenate(sizes).astype(np.int64)) if sizes else np.zeros(0, np.int64)
     return s[s >= STATE_SIZE_MIN]
 
@@ -499,13 +529,14 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     src = _copied_from(reqs, evd.free_at, copies, (reqs.kind == rq.ALLOC) & (tuning == 0))
     copies, src = copies[src >= 0], src[src >= 0]
     todo[copies] = False
-    if evd.categories is not None:
+    by_category = _state_by_category(evd) if evd.categories is not None else None
+    if by_category is not None:
         # Guessed state falls through to the size rule: a guessed "gradient" that
         # has no parameter's size is an activation's gradient, and scales.
-        assign(_state_by_category(evd), CATEGORY_FIXED)
+        assign(by_category, CATEGORY_FIXED)
     assign(evd.phase == ev.OPTIMIZER, OPTIMIZER)
     assign(evd.provenance == ev.PROV_MODULE_STATE, MODULE_STATE)
-    states = state_sizes(case, evd)
+    states = state_sizes(case, evd, by_category)
     if len(states):
         # Before the categories' activations: autocast's weight copies are saved for
         # backward (an activation by lifetime) yet are half a parameter's size.
