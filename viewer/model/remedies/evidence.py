@@ -315,3 +315,38 @@ def gather(
         category_guess=category_guess,
         breakdown=breakdown,
     )
+
+
+# Where the program already checkpoints: its forward allocations were made inside
+# torch.utils.checkpoint (both the reentrant and the non-reentrant variants run the
+# wrapped block from that module; the recomputation in backward has no Python frames).
+_CHECKPOINT_FILE = "torch/utils/checkpoint.py"
+
+
+def checkpointed(snap, evd: Evidence, kinds: np.ndarray) -> bool:
+    """The recording's forward pass ran blocks under ``torch.utils.checkpoint``: an
+    allocation request (``kinds`` is the requests' kind column) of the forward phase has
+    a frame of that module in its call stack."""
+    mask = (kinds == rq.ALLOC) & (evd.phase == FORWARD) & (evd.site >= 0)
+    for s in np.unique(evd.site[mask]).tolist():
+        for f in snap.stacks.frame_ids(int(s)).tolist():
+            if snap.frames.filename_of(f).replace("\\", "/").endswith(_CHECKPOINT_FILE):
+                return True
+    return False
+
+
+def kept_across_iterations(evd: Evidence, n: int) -> np.ndarray:
+    """Per request: its block outlives the whole iteration after the one it was made in
+    (a gradient zeroed in place: made in the first backward, reused by every later one;
+    with ``zero_grad(set_to_none=True)`` it is freed at the next iteration's latest).
+    Also True where that cannot be told: made before iterations are known, or in the
+    recording's last one, which has no next."""
+    starts = evd.iteration_starts
+    it = evd.iteration.astype(np.int64)
+    if not len(starts):
+        return np.ones(len(it), bool)
+    unknown = (it < 0) | (it + 1 >= len(starts))
+    # The end of the next iteration: the start of the one after it, or the recording's end.
+    after_next = np.clip(it + 2, 0, len(starts))
+    end = np.append(starts, n)[after_next]
+    return unknown | (evd.free_at >= end)

@@ -44,8 +44,13 @@ def _repeated_sites(evd: evidence.Evidence, mask: np.ndarray) -> bool:
 
 
 def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
-    """The repeated blocks whose saved activations are live at the split's instant."""
+    """The repeated blocks whose saved activations are live at the split's instant;
+    None where the program checkpoints already (its forward ran under
+    ``torch.utils.checkpoint``): what is saved then is the blocks' inputs, which
+    checkpointing them again would not remove."""
     if ctx.split["activations"] <= 0:
+        return None
+    if evidence.checkpointed(ctx.snap, ctx.evd, ctx.case.requests.kind):
         return None
     reqs, at = ctx.case.requests, ctx.at
     live = (

@@ -90,7 +90,10 @@ EIGHT_BIT_OPTIMIZER = RemedySpec(
 
 
 def _grads_applies(ctx: Context) -> np.ndarray | None:
-    """The gradients live at a peak in the forward pass (known by their category)."""
+    """The gradients live at a peak in the forward pass (known by their category) that
+    the program zeroes in place: their blocks outlive the iteration after the one that
+    made them.  Gradients freed by then are set to None already (made again in each
+    backward, freed by ``zero_grad``): the remedy is the program's own practice."""
     evd, at, n = ctx.evd, ctx.at, ctx.n
     if evd.categories is None or not (0 <= at < n) or evd.phase[at] != evidence.FORWARD:
         return None
@@ -101,6 +104,7 @@ def _grads_applies(ctx: Context) -> np.ndarray | None:
         & (evd.free_at > at)
         & (evd.categories == "gradient")
     )
+    grads &= evidence.kept_across_iterations(evd, n)
     return grads if int(reqs.size[grads].sum()) > 0 else None
 
 

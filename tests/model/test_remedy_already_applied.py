@@ -1,0 +1,97 @@
+"""advise offers no remedy the program already applies, judged from the recording alone:
+checkpointing is on where the forward ran inside ``torch.utils.checkpoint``; gradients
+are set to None where their blocks are freed and made again each iteration (zeroed in
+place, the same blocks outlive the iterations).  The plain counterpart of each program
+is still offered the remedy.  Recordings: the zoo's (tests/workloads/zoo.py) and the
+truth runs (tests/workloads/truth), each with the program's own settings beside it."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import DATA
+from vramscope.viewer.model.core.progress import Progress
+from vramscope.viewer.model.io.load import load_snapshot
+from vramscope.viewer.model.remedies import evidence
+from vramscope.viewer.model.remedies.advise import advise
+from vramscope.viewer.model.remedies.catalogue import context, optimizer
+from vramscope.viewer.model.whatif.predictions import prepare
+
+ZOO = DATA / "zoo"
+TRUTH = DATA / "truth"
+
+
+def _path(name: str) -> Path:
+    p = ZOO / f"{name}.pickle.xz"
+    return p if p.exists() else TRUTH / f"{name}.pickle.xz"
+
+
+def _truth(name: str) -> dict:
+    return json.loads(_path(name).with_suffix("").with_suffix(".truth.json").read_text())
+
+
+def _checkpoints(name: str) -> bool:
+    t = _truth(name)
+    return bool(t.get("settings", {}).get("ckpt") or t.get("grad_checkpointing"))
+
+
+@functools.lru_cache(maxsize=None)
+def _case(name: str):
+    return prepare(load_snapshot(_path(name)))
+
+
+@functools.lru_cache(maxsize=None)
+def _offered(name: str) -> set[str]:
+    return {r.remedy for r in advise(_case(name)).remedies}
+
+
+# (program that checkpoints, the same model without it)
+CHECKPOINTED = [
+    ("pair_gradient_checkpointing_enc_bert_mlm_adamw_fp32_after", "enc_bert_mlm_adamw_fp32_b8"),
+    ("ckpt_gpt2_b13", "sweep_gpt2_b12"),
+]
+
+
+@pytest.mark.parametrize("ckpt,plain", CHECKPOINTED, ids=[c for c, _ in CHECKPOINTED])
+def test_checkpointing_is_not_offered_to_a_program_that_checkpoints(ckpt, plain):
+    assert _checkpoints(ckpt) and not _checkpoints(plain)
+    assert "gradient_checkpointing" not in _offered(ckpt)
+    assert "gradient_checkpointing" in _offered(plain)
+
+
+def _gradient_grads_at_a_forward_instant(name: str) -> np.ndarray | None:
+    """set_to_none's ``applies`` asked at a forward instant of the second iteration (the
+    recorded peaks of these runs lie in backward, where the remedy does not act)."""
+    case = _case(name)
+    ctx = context.gather(case, None, None, Progress())
+    evd = ctx.evd
+    second = (evd.iteration == 1) & (evd.phase == evidence.FORWARD)
+    assert second.any(), name
+    at = int(np.flatnonzero(second)[-1])
+    return optimizer._grads_applies(dataclasses.replace(ctx, at=at))
+
+
+def test_set_to_none_is_offered_only_where_gradients_are_zeroed_in_place():
+    in_place = "pair_set_to_none_dec_gpt2_sdpa_adamw_fp32_before"
+    set_none = "dec_gpt2_sdpa_adamw_fp32_b8"
+    assert _truth(in_place)["settings"]["set_to_none"] is False
+    assert _truth(set_none)["settings"].get("set_to_none", True) is not False
+    assert _gradient_grads_at_a_forward_instant(in_place) is not None
+    assert _gradient_grads_at_a_forward_instant(set_none) is None
+
+
+# Programs calling zero_grad(set_to_none=True) at the top of each iteration whose peak
+# the phases place in a forward pass with the last step's gradients live (a compiled
+# backward runs Python frames; a validation forward with grad after the step).
+SET_TO_NONE = ["compiled_gpt2_b08", "compiled_vit_b16", "gpt2_val_grad"]
+
+
+@pytest.mark.parametrize("name", SET_TO_NONE)
+def test_set_to_none_is_not_offered_to_a_program_that_sets_to_none(name):
+    assert "set_to_none" not in _offered(name)
