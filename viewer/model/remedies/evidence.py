@@ -317,22 +317,13 @@ def gather(
     )
 
 
-# Where the program already checkpoints: its forward allocations were made inside
-# torch.utils.checkpoint (both the reentrant and the non-reentrant variants run the
-# wrapped block from that module; the recomputation in backward has no Python frames).
-_CHECKPOINT_FILE = "torch/utils/checkpoint.py"
-
-
-def checkpointed(snap, evd: Evidence, kinds: np.ndarray) -> bool:
-    """The recording's forward pass ran blocks under ``torch.utils.checkpoint``: an
-    allocation request (``kinds`` is the requests' kind column) of the forward phase has
-    a frame of that module in its call stack."""
-    mask = (kinds == rq.ALLOC) & (evd.phase == FORWARD) & (evd.site >= 0)
-    for s in np.unique(evd.site[mask]).tolist():
-        for f in snap.stacks.frame_ids(int(s)).tolist():
-            if snap.frames.filename_of(f).replace("\\", "/").endswith(_CHECKPOINT_FILE):
-                return True
-    return False
+def uses_checkpoint(snap) -> bool:
+    """The program ran blocks under ``torch.utils.checkpoint``: a recorded call stack has a
+    frame of that module (both the reentrant and the non-reentrant variants run the
+    wrapped block from it)."""
+    names = snap.frames
+    files = {names.filename_of(f).replace("\\", "/") for f in range(len(names.line))}
+    return any(f.endswith("torch/utils/checkpoint.py") for f in files)
 
 
 def kept_across_iterations(evd: Evidence, n: int) -> np.ndarray:

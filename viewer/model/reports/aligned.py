@@ -534,9 +534,10 @@ def _conf_text(settings: dict) -> str | None:
 
 
 def _uses_checkpoint(snap: Snapshot) -> bool:
-    names = snap.frames
-    files = {names.filename_of(f).replace("\\", "/") for f in range(len(names.line))}
-    return any(f.endswith("torch/utils/checkpoint.py") for f in files)
+    # advise's rule (it offers no checkpointing to such a program), in one place.
+    from ..remedies.evidence import uses_checkpoint
+
+    return uses_checkpoint(snap)
 
 
 def prediction_error(

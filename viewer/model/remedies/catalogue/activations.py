@@ -50,7 +50,7 @@ def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
     checkpointing them again would not remove."""
     if ctx.split["activations"] <= 0:
         return None
-    if evidence.checkpointed(ctx.snap, ctx.evd, ctx.case.requests.kind):
+    if evidence.uses_checkpoint(ctx.snap):
         return None
     reqs, at = ctx.case.requests, ctx.at
     live = (
