@@ -44,6 +44,7 @@ from record_one import (  # noqa: E402
     dump_xz,
     here,
     now_us,
+    optimizer_state_tensors,
     storages,
     summary,
 )
@@ -732,15 +733,7 @@ def run(spec: dict, out: Path, device: str) -> int:
         torch.cuda.synchronize(dev)
 
     optim = unwrap_optimizer(extra.get("optimizer", opt))
-    opt_tensors, cpu_state = [], 0
-    if optim is not None:
-        for st in optim.state.values():
-            for v in st.values():
-                if isinstance(v, torch.Tensor):
-                    if v.is_cuda or not cuda:
-                        opt_tensors.append(v)
-                    else:
-                        cpu_state += 1
+    opt_tensors, cpu_state = optimizer_state_tensors(optim, cuda)
     param_st = extra.get("param_storages") or storages(params, cuda_only=cuda)
     opt_st = extra.get("optimizer_storages") or storages(opt_tensors, cuda_only=cuda)
     saved = extra.get("saved", {})

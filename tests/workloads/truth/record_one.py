@@ -64,6 +64,23 @@ def storages(tensors, cuda_only: bool = True) -> dict[int, int]:
     return out
 
 
+def optimizer_state_tensors(opt, cuda: bool) -> tuple[list, int]:
+    """The optimizer's state tensors on the GPU (every one when ``cuda`` is off), and how
+    many it keeps on the CPU instead (offloaded state the recording cannot see)."""
+    import torch
+
+    tensors, on_cpu = [], 0
+    if opt is not None:
+        for st in opt.state.values():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    if v.is_cuda or not cuda:
+                        tensors.append(v)
+                    else:
+                        on_cpu += 1
+    return tensors, on_cpu
+
+
 def summary(st: dict[int, int], **extra) -> dict:
     return {
         "bytes": sum(st.values()),
@@ -395,16 +412,7 @@ def run(spec: dict, out: Path, *, probe: bool, result: str | None, device: str) 
         prof = None
 
     grads = storages([p.grad for p in model.parameters()], cuda_only=cuda)
-    opt_tensors = []
-    cpu_state = 0
-    if opt is not None:
-        for st in opt.state.values():
-            for v in st.values():
-                if isinstance(v, torch.Tensor):
-                    if v.is_cuda or not cuda:
-                        opt_tensors.append(v)
-                    else:
-                        cpu_state += 1
+    opt_tensors, cpu_state = optimizer_state_tensors(opt, cuda)
     opt_st = storages(opt_tensors, cuda_only=cuda)
     act = {p: n for p, n in last_saved.items() if p not in param_st}
     act_params = sum(1 for p in last_saved if p in param_st)
