@@ -19,11 +19,12 @@ from ..model.core.units import plural
 from ..model.remedies import batch_scale, evidence, explain, scaling
 from ..model.whatif import native_sim
 from ..model.whatif.predictions import (
+    TABLE_COLUMNS,
     Prediction,
-    limit_text,
+    aligned,
     rank,
-    row_label,
-    vs_recorded_text,
+    table_head,
+    table_row,
     window_notes,
 )
 from .device_choice import device_fields, device_line
@@ -127,22 +128,7 @@ def format_table(
     """The batch rows as text: each row's peak (one value, or the range the library's
     workspace choices span, marked an estimate), and for a row that runs out of memory
     "out of memory" where a percentage against the recorded run would read as a saving."""
-    head = [
-        f"device {case.device}: {plural(len(case.requests), 'request')}; recorded "
-        f"settings: {case.recorded.describe()}; memory limit: {limit_text(case, limit)}"
-    ]
-    rows = [
-        (
-            "setting",
-            "peak reserved",
-            "vs recorded",
-            "peak alloc",
-            "frag@peak",
-            "cudaMalloc",
-            "cudaFree",
-            "OOM",
-        )
-    ]
+    rows: list[tuple[str, ...]] = [TABLE_COLUMNS]
     notes = []
     for p, info in zip(preds, extra):
         d = p.to_dict(case)
@@ -154,21 +140,9 @@ def format_table(
             # The row's label says "(estimate)"; a range whose ends read the same is one
             # value.
             peak = span
-        vs = vs_recorded_text(d)
         if oom is not None:
             peak += " until the OOM"
-        rows.append(
-            (
-                row_label(case, p),
-                peak,
-                vs,
-                fb(d["peak_allocated_bytes"]),
-                f"{d['fragmentation_at_peak'] * 100:.1f}%",
-                str(d["cuda_malloc_count"]),
-                str(d["cuda_free_count"]),
-                "-" if oom is None else f"event {oom['event']} ({oom['kind']})",
-            )
-        )
+        rows.append(table_row(case, p, d, peak))
         if oom is not None:
             notes.append(
                 f"  {p.conf}: runs out of memory at event {oom['event']}: {oom['verdict']}"
@@ -191,8 +165,7 @@ def format_table(
                     + ("" if est["low_bytes"] == est["high_bytes"] else " to the figures shown")
                     + f", {fb(est['low_bytes'])}"
                 )
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines = [table_head(case, limit), *aligned(rows)]
     lines.extend(notes)
     lines.extend(window_notes(case, preds))
     if ranked:

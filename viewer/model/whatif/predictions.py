@@ -338,44 +338,59 @@ def limit_text(case: Case, limit: int | None = None) -> str:
     return f"{fb(limit)} (given; the recording's: {own})"
 
 
+#: The columns of the prediction table (the CLI's ``whatif``, batch rows included).
+TABLE_COLUMNS: tuple[str, ...] = (
+    "setting",
+    "peak reserved",
+    "vs recorded",
+    "peak alloc",
+    "frag@peak",
+    "cudaMalloc",
+    "cudaFree",
+    "OOM",
+)
+
+
+def table_head(case: Case, limit: int | None = None) -> str:
+    """The line above the prediction table: device, requests, settings, memory limit."""
+    return (
+        f"device {case.device}: {plural(len(case.requests), 'request')}; recorded settings: "
+        f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"
+    )
+
+
+def table_row(case: Case, p: Prediction, d: dict, peak: str) -> tuple[str, ...]:
+    """One prediction's row (``d``: its :meth:`Prediction.to_dict`; ``peak``: the peak
+    reserved cell as the caller words it)."""
+    oom = d["oom"]
+    return (
+        row_label(case, p),
+        peak,
+        vs_recorded_text(d),
+        fb(d["peak_allocated_bytes"]),
+        f"{d['fragmentation_at_peak'] * 100:.1f}%",
+        str(d["cuda_malloc_count"]),
+        str(d["cuda_free_count"]),
+        "-" if oom is None else f"event {oom['event']} ({oom['kind']})",
+    )
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` as left-aligned columns two spaces apart."""
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+
+
 def format_text(
     case: Case, preds: list[Prediction], ranked: bool = False, limit: int | None = None
 ) -> str:
     """The CLI's table and one line per predicted OOM (``limit``: the one given, if any)."""
-    head = [
-        f"device {case.device}: {plural(len(case.requests), 'request')}; recorded settings: "
-        f"{case.recorded.describe()}; memory limit: {limit_text(case, limit)}"
-    ]
-    rows = [
-        (
-            "setting",
-            "peak reserved",
-            "vs recorded",
-            "peak alloc",
-            "frag@peak",
-            "cudaMalloc",
-            "cudaFree",
-            "OOM",
-        )
-    ]
+    rows: list[tuple[str, ...]] = [TABLE_COLUMNS]
     for p in preds:
         d = p.to_dict(case)
-        oom = d["oom"]
         fixed = d["peak_reserved_is_window_start"]
-        rows.append(
-            (
-                row_label(case, p),
-                fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
-                vs_recorded_text(d),
-                fb(d["peak_allocated_bytes"]),
-                f"{d['fragmentation_at_peak'] * 100:.1f}%",
-                str(d["cuda_malloc_count"]),
-                str(d["cuda_free_count"]),
-                "-" if oom is None else f"event {oom['event']} ({oom['kind']})",
-            )
-        )
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    lines = head + ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        rows.append(table_row(case, p, d, fb(d["peak_reserved_bytes"]) + ("*" if fixed else "")))
+    lines = [table_head(case, limit), *aligned(rows)]
     for p in preds:
         oom = p.result.first_oom
         if oom is not None:
