@@ -82,7 +82,9 @@ lint-imports: install-test
 # (tests/conftest.py lists the slow files: sshd, Chromium, Jupyter, Dask, the walks over
 # every snapshot, the screenshot walks, wheels), a couple of minutes.
 TEST_JOBS ?= 2
-PYTEST_N := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
+# A crashed process ends the run (--max-worker-restart 0): pytest-xdist's loadfile
+# scheduling can wait forever for the work of a replaced one.
+PYTEST_N := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --max-worker-restart 0)
 test: lint ssh-tools browser-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_N) $(PYTEST_ARGS)
 

@@ -471,8 +471,10 @@ def test_over_time_million_events_cancel_then_align(qtbot):
     with qtbot.waitSignal(pane.finished, timeout=60000) as blocker:
         w.show_over_time()
         job = pane.job
-        with qtbot.waitSignal(job.progressed, timeout=30000):
-            pass
+        # (the pane's own words, not a blocker on the worker's many queued `progressed`)
+        qtbot.waitUntil(
+            lambda: pane.message.text() != "Aligning the two recordings…", timeout=30000
+        )
         with qtbot.waitSignal(job.cancelled, timeout=30000):  # the worker itself stopped
             qtbot.mouseClick(pane.cancel_button, Qt.MouseButton.LeftButton)
     assert blocker.args == ["cancelled"] and pane.result is None
