@@ -32,6 +32,8 @@ def test_run_shows_curves_table_and_self_check(panel, qtbot, tmp_path):
     with qtbot.waitSignal(panel.finished, timeout=60000):
         qtbot.mouseClick(panel.run_button, qtbot_button())
     assert panel.table.rowCount() == 3
+    # The model's own sentence, as the commands would word it.
+    assert prepare(panel.snap).self_check().sentence() in panel.summary.text()
     assert "Self-check passed" in panel.summary.text()
     # The table shows the model's figures.
     case = prepare(panel.snap)

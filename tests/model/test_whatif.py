@@ -248,3 +248,14 @@ def test_damaged_traces_never_crash_the_simulator(seed):
         result = case.simulate(conf, limit=(2 << 30) if seed % 2 else None)
         assert result.peak_reserved >= 0 and len(result.reserved) == len(case.requests)
     assert isinstance(case.self_check().first_difference, str)
+
+
+def test_self_check_says_one_sentence_everywhere():
+    """The commands' warning is the sentence the What-if panel shows: one wording."""
+    from vramscope.viewer.model.whatif.selfcheck import CheckResult
+
+    failed = CheckResult(ok=False, n_segment_events=3, first_difference="segment event 2: x")
+    assert failed.warnings() == [failed.sentence()]
+    assert "segment event 2: x" in failed.sentence() and "approximate" in failed.sentence()
+    passed = CheckResult(ok=True, n_segment_events=3, first_difference="")
+    assert passed.warnings() == [] and passed.sentence().startswith("Self-check passed")

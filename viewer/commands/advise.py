@@ -85,7 +85,7 @@ def answer(
     data.update(result.to_dict())
     line = device_line(case, given)
     text = (line + "\n" if line else "") + format_text(result)
-    return Answer(data, text, check.warnings("the allocator model"), result)
+    return Answer(data, text, check.warnings(), result)
 
 
 def _stages(tp: TerminalProgress) -> Progress | None:

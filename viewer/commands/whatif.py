@@ -302,7 +302,7 @@ def answer(
 
     case.simulate("recorded")  # (cached in the case: the self-check's run)
     check = case.self_check()
-    warnings = check.warnings(settings=" at its own settings")
+    warnings = check.warnings()
     if batch_scales:
         from .whatif_batch import batch_rows
 

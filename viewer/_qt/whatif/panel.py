@@ -458,12 +458,7 @@ class WhatIfPanel(JobPanel):
             f"{plural(len(case.requests), 'request')} of device {case.device}; memory limit "
             f"{self.limit_text}. "
         )
-        text += (
-            "Self-check passed: at the recorded settings the model reproduces every "
-            "segment event of the recording."
-            if check.ok
-            else f"Self-check FAILED ({check.first_difference}): predictions are approximate."
-        )
+        text += check.sentence()
         w = getattr(case, "window", None)
         if w is not None and w.started_late:  # what a trace started mid-run cannot show
             text += (

@@ -29,16 +29,22 @@ class CheckResult:
     def __bool__(self) -> bool:
         return self.ok
 
-    def warnings(self, model: str = "the model", settings: str = "") -> list[str]:
-        """The warning a command gives when the model does not reproduce the recording
-        (none when it does): ``model`` names the model, ``settings`` says at which
-        settings it was compared (" at its own settings")."""
+    def sentence(self) -> str:
+        """What every view says of the self-check: the What-if panel shows it, and the
+        commands give it as their warning when the check failed (:meth:`warnings`)."""
         if self.ok:
-            return []
-        return [
-            f"{model} does not reproduce this recording{settings} ({self.first_difference}); "
-            "predictions are approximate"
-        ]
+            return (
+                "Self-check passed: at the recorded settings the allocator model reproduces "
+                "every segment event of the recording."
+            )
+        return (
+            "The allocator model does not reproduce this recording at its recorded settings "
+            f"({self.first_difference}): predictions are approximate."
+        )
+
+    def warnings(self) -> list[str]:
+        """The commands' warnings: the sentence when the check failed, else none."""
+        return [] if self.ok else [self.sentence()]
 
 
 def compare_events(reqs: Requests, sim: SimResult) -> str:
