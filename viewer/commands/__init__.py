@@ -5,9 +5,9 @@ A command's pipeline is one function, ``answer(...)`` (``advise``, ``whatif``, `
 warnings); ``main`` prints it (:func:`~.answers.print_answer`), ``mcp_tools`` and the
 Python API render the same.  Beside the commands: ``answers``, ``arg_types`` and
 ``device_choice`` (what they share), ``mcp``/``mcp_tools`` (the MCP server),
-``result_cache``, ``tty_progress``, ``remote_run``, ``whatif_batch``; ``record`` (the
-capture runner), ``report`` (the HTML report, headless) and ``selftest`` (``vramscope
---self-test``).
+``result_cache``, ``tty_progress``, ``remote_run``, ``whatif_batch``, ``whatif_seq``;
+``record`` (the capture runner), ``report`` (the HTML report, headless) and ``selftest``
+(``vramscope --self-test``).
 
 May import: the model (its public names), :mod:`vramscope.viewer.startup`,
 :mod:`vramscope.viewer.early` and :mod:`vramscope.viewer.live_protocol`; the Qt views

@@ -45,7 +45,7 @@ def parse_bytes(text: str) -> int:
 #: Options whose value may start with "-" (a negative size or scale, to be refused by its
 #: own parser with a clear message): argparse would take "-1GB" for an option and answer
 #: "expected one argument".
-VALUE_OPTIONS = ("--memory-limit", "--batch-scale", "--batch")
+VALUE_OPTIONS = ("--memory-limit", "--batch-scale", "--batch", "--seq-scale", "--seq")
 
 
 def glue_values(argv: list[str], options=VALUE_OPTIONS) -> list[str]:
@@ -127,6 +127,22 @@ def parser() -> argparse.ArgumentParser:
         help="the recorded batch size (optional): scaled sizes are exact per-sample "
         "multiples, and the answer says how much it hangs on the allocations that "
         "are not per-sample (cuDNN workspaces)",
+    )
+    p.add_argument(
+        "--seq-scale",
+        type=_positive_float,
+        action="append",
+        default=[],
+        metavar="X",
+        help="re-simulate with the sequence length scaled by X (2 = twice): allocations "
+        "judged to grow with it are scaled, eager attention's scores by X squared; "
+        "always an estimate with its range; repeatable; each is combined with every --conf",
+    )
+    p.add_argument(
+        "--seq",
+        type=positive_int,
+        metavar="N",
+        help="the recorded sequence length (optional): rows name the lengths",
     )
     add_device_option(p, "simulate")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
@@ -264,6 +280,12 @@ def main(argv: list[str]) -> int:
     except BadConf as exc:
         print(f"vramscope: error: --conf {exc.conf!r}: {exc.error}", file=sys.stderr)
         return 2
+    if args.seq_scale and args.batch_scale:
+        print(
+            "vramscope: error: --seq-scale and --batch-scale are asked one at a time",
+            file=sys.stderr,
+        )
+        return 2
     return case_command(
         "whatif",
         args,
@@ -277,6 +299,8 @@ def main(argv: list[str]) -> int:
             args.batch_scale,
             args.batch,
             tp,
+            seq_scales=args.seq_scale,
+            seq=args.seq,
         ),
     )
 
@@ -291,6 +315,8 @@ def answer(
     batch: int | None = None,
     tp: TerminalProgress | None = None,
     progress: Progress | None = None,
+    seq_scales: list[float] | None = None,
+    seq: int | None = None,
 ) -> Answer:
     """The predictions for a prepared ``case`` at the settings ``confs``
     (:func:`settings_to_try`), each at every scale of ``batch_scales`` when given
@@ -303,6 +329,11 @@ def answer(
     case.simulate("recorded")  # (cached in the case: the self-check's run)
     check = case.self_check()
     warnings = check.warnings()
+    if seq_scales:
+        from .whatif_seq import seq_rows
+
+        data, text = seq_rows(case, confs, list(seq_scales), seq, limit, recommend, device, tp)
+        return Answer(data, text, warnings)
     if batch_scales:
         from .whatif_batch import batch_rows
 

@@ -10,6 +10,9 @@
   it fits, in words); :mod:`.workspaces` (library workspaces at another batch: a fixed
   part plus a per-sample part) and :mod:`.explain` (how the judgement went, per rule,
   in words and JSON);
+* :mod:`.seq_scale`: the run re-simulated at another sequence length: which
+  allocations grow with the sequence, which with its square (eager attention's scores),
+  which not at all, the estimate's range and the longest sequence that fits;
 * :mod:`.changes`: the recorded request stream edited as a remedy would edit it
   (kept outputs freed, optimizer state shrunk, checkpointed blocks, autocast), for
   the simulator;
