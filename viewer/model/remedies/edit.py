@@ -16,16 +16,30 @@ from ..whatif import Case
 from ..whatif import requests as rq
 
 
+def _freeing(reqs: rq.Requests) -> np.ndarray:
+    """Per request: a free (immediate, requested or completed) of an allocation in the
+    window."""
+    is_free = (reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ) | (reqs.kind == rq.FREE_DONE)
+    return is_free & (reqs.ref >= 0)
+
+
 def without(case: Case, drop: np.ndarray) -> Case:
     """``case`` with the ALLOC requests in ``drop`` (bool per request) and their frees removed."""
     reqs = case.requests
-    n = len(reqs)
     drop = drop & (reqs.kind == rq.ALLOC)
     gone = drop.copy()
-    is_free = (reqs.kind == rq.FREE) | (reqs.kind == rq.FREE_REQ) | (reqs.kind == rq.FREE_DONE)
+    freeing = _freeing(reqs)
+    gone[freeing] = drop[reqs.ref[freeing]]
+    return _rows_dropped(case, gone)
+
+
+def _rows_dropped(case: Case, gone: np.ndarray) -> Case:
+    """``case`` without the rows of ``gone`` (none of them an allocation a kept row
+    frees), the kept rows' references and the recorded answers renumbered."""
+    reqs = case.requests
+    n = len(reqs)
     refs = reqs.ref
-    freeing = is_free & (refs >= 0)
-    gone[freeing] = drop[refs[freeing]]
+    freeing = _freeing(reqs)
     keep = ~gone
     new_index = np.cumsum(keep) - 1  # old request -> new request (for kept rows)
     new_ref = refs.copy()
@@ -51,6 +65,26 @@ def without(case: Case, drop: np.ndarray) -> Case:
         seg_size=reqs.seg_size[seg_keep],
     )
     return case.with_requests(out_reqs)
+
+
+def frees_moved(case: Case, moves: list[tuple[int, int]]) -> Case:
+    """``case`` with allocation ``a`` freed right after request ``k`` instead of where it
+    was (or never), for each ``(a, k)`` in ``moves`` (``k >= a``): a tensor the program
+    would release earlier."""
+    if not moves:
+        return case
+    reqs = case.requests
+    moved = np.zeros(len(reqs), bool)
+    moved[[a for a, _ in moves]] = True
+    freeing = _freeing(reqs)
+    gone = np.zeros(len(reqs), bool)
+    gone[freeing] = moved[reqs.ref[freeing]]
+    # A dropped row's index maps to the kept row before it: a free placed after it lands
+    # where it would have.
+    new_index = np.cumsum(~gone) - 1
+    return freed_after(
+        _rows_dropped(case, gone), [(int(new_index[a]), int(new_index[k])) for a, k in moves]
+    )
 
 
 def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
