@@ -1,9 +1,12 @@
-"""Edits of a what-if request stream: the recorded run without some allocations.
+"""Edits of a what-if request stream: the recorded run without some allocations, or
+with some freed earlier.
 
 Used to simulate remedies that remove memory the program keeps (a leak, the
 outputs an evaluation loop keeps without ``no_grad``): the allocations go,
 with their frees; the recorded segment answers tagged to them are dropped
-(they were the answer to a request that is no longer made).
+(they were the answer to a request that is no longer made).  A tensor the changed
+program would release sooner (DDP's gradients under the bucket view) keeps its
+allocation and has its free moved.
 """
 
 from __future__ import annotations
