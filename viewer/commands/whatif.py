@@ -144,6 +144,19 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="the recorded sequence length (optional): rows name the lengths",
     )
+    p.add_argument(
+        "--with",
+        dest="with_file",
+        metavar="B",
+        help="a second recording of the program at another batch or sequence length: "
+        "then --batch N / --seq N is the size to predict (with --sizes), --batch-scale F / "
+        "--seq-scale F relative to FILE, from how each allocation changed between the two",
+    )
+    p.add_argument(
+        "--sizes",
+        metavar="A,B",
+        help="with --with: the batch (or sequence length) FILE and B were recorded at",
+    )
     add_device_option(p, "simulate")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
@@ -280,6 +293,10 @@ def main(argv: list[str]) -> int:
     except BadConf as exc:
         print(f"vramscope: error: --conf {exc.conf!r}: {exc.error}", file=sys.stderr)
         return 2
+    if args.with_file or args.sizes:
+        from . import whatif_pair
+
+        return whatif_pair.run(args, confs, load_case, reported)
     if args.seq_scale and args.batch_scale:
         print(
             "vramscope: error: --seq-scale and --batch-scale are asked one at a time",

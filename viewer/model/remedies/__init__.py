@@ -13,6 +13,9 @@
 * :mod:`.seq_scale`: the run re-simulated at another sequence length: which
   allocations grow with the sequence, which with its square (eager attention's scores),
   which not at all, the estimate's range and the longest sequence that fits;
+* :mod:`.two_recordings`: two recordings of one program at two batch sizes (or
+  sequence lengths) matched request by request, each size affine in the knob, and the
+  run at any other size simulated from them;
 * :mod:`.changes`: the recorded request stream edited as a remedy would edit it
   (kept outputs freed, optimizer state shrunk, checkpointed blocks, autocast), for
   the simulator;

@@ -1,0 +1,237 @@
+"""``vramscope whatif A --with B --batch N --sizes NA,NB``: the run at another size of one
+knob, predicted from two recordings of the program at two sizes of it.
+
+Kept beside :mod:`.whatif` (which parses the arguments): the model's one function is
+:func:`..model.remedies.two_recordings.predict_pair`; this module checks the options,
+loads both files and renders the rows (the what-if rows, ``peak_reserved_bytes``,
+``oom``, ..., plus the pair's keys: ``knob``, ``matching``, ``peak_reserved_estimate``)
+and the what-if table with a line saying what was matched.  The MCP tool ``whatif`` and
+``Recording.whatif(with_=...)`` render the same :func:`pair_answer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from .answers import Answer, print_answer
+
+if TYPE_CHECKING:
+    from ..model.core.progress import Progress
+    from ..model.remedies.two_recordings import PairPrediction
+
+#: The knob's name in words (the model's :data:`~..model.remedies.two_recordings.KNOB_WORDS`,
+#: here too so that checking the options loads no model).
+KNOB_WORDS = {"batch": "batch", "seq": "sequence length"}
+KNOB_PLURAL = {"batch": "batch sizes", "seq": "sequence lengths"}
+
+
+class PairOptionError(ValueError):
+    """A combination of options the pair question cannot take (one line)."""
+
+
+def parse_sizes(text: str | None) -> tuple[int, int] | None:
+    """``--sizes 4,8`` -> (4, 8): the knob's value of A and of B (None: not given);
+    :class:`PairOptionError` for anything else."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        got = tuple(int(p) for p in parts)
+    except ValueError:
+        got = ()
+    if len(got) != 2 or min(got) <= 0:
+        raise PairOptionError(f"--sizes takes two positive whole numbers, A's and B's: {text!r}")
+    if got[0] == got[1]:
+        raise PairOptionError(f"--sizes: A and B must be recorded at two sizes: {text!r}")
+    return got[0], got[1]
+
+
+def question(
+    batch: int | None,
+    batch_scales: list[float],
+    seq: int | None,
+    seq_scales: list[float],
+    sizes: tuple[int, int] | None,
+) -> tuple[str, list[Fraction | int], bool]:
+    """(knob, the targets, relative): what the options ask of two recordings;
+    :class:`PairOptionError` for a combination they cannot answer."""
+    batch_asked = batch is not None or bool(batch_scales)
+    seq_asked = seq is not None or bool(seq_scales)
+    if batch_asked and seq_asked:
+        raise PairOptionError(
+            "--with predicts along one knob: give --batch/--batch-scale or --seq/--seq-scale"
+        )
+    if not (batch_asked or seq_asked):
+        raise PairOptionError(
+            "--with needs the size to predict: --batch N or --seq N (with --sizes A,B), "
+            "or --batch-scale F / --seq-scale F relative to A"
+        )
+    knob = "batch" if batch_asked else "seq"
+    n = batch if batch_asked else seq
+    scales = batch_scales if batch_asked else seq_scales
+    if n is not None and scales:
+        raise PairOptionError(f"--{knob} N and --{knob}-scale F ask the same: give one")
+    if n is not None:
+        if sizes is None:
+            raise PairOptionError(
+                f"--{knob} {n} with --with needs the two recordings' {KNOB_PLURAL[knob]}: "
+                f"--sizes A,B (or ask --{knob}-scale F relative to A)"
+            )
+        return knob, [n], False
+    return knob, [Fraction(f).limit_denominator(1 << 20) for f in scales], True
+
+
+def pair_answer(
+    case_a,
+    case_b,
+    knob: str,
+    targets: list,
+    relative: bool,
+    sizes: tuple[int, int] | None = None,
+    confs: list[str] | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> Answer:
+    """The rows of every target x setting, predicted from ``case_a`` and ``case_b``
+    (prepared what-if cases): the one pipeline the CLI, the MCP tool ``whatif`` (with
+    ``with_file``) and ``Recording.whatif(with_=...)`` render.
+    :class:`~..model.remedies.two_recordings.PairError` for a question they cannot answer."""
+    from ..model.core.units import format_bytes as fb
+    from ..model.remedies import batch_scale
+    from ..model.remedies.two_recordings import predict_pair
+    from ..model.whatif.predictions import (
+        TABLE_COLUMNS,
+        Prediction,
+        aligned,
+        table_head,
+        table_row,
+        window_notes,
+    )
+
+    confs = confs or ["recorded"]
+    preds: list[PairPrediction] = []
+    matched = None
+    for tgt in targets:
+        for conf in confs:
+            p = predict_pair(
+                case_a,
+                case_b,
+                knob,
+                target=None if relative else tgt,
+                scale=tgt if relative else None,
+                sizes=sizes,
+                conf=conf,
+                limit=limit,
+                progress=progress,
+                matched=matched,
+            )
+            matched = p.match
+            preds.append(p)
+    rows: list[dict[str, Any]] = []
+    table: list[tuple[str, ...]] = [TABLE_COLUMNS]
+    notes: list[str] = []
+    for p in preds:
+        assert p.case is not None
+        lim = case_a.limit if limit is None else limit
+        pred = Prediction(p.label(), p.case.config_of(p.conf), lim, p.result, program_changed=True)
+        d = pred.to_dict(p.case)
+        d.update(p.fields())
+        rows.append(d)
+        peak = fb(d["peak_reserved_bytes"])
+        span = (
+            batch_scale.range_words(p.low, p.high)
+            if p.low is not None and p.high is not None
+            else None
+        )
+        if span:
+            peak = span
+        if d["oom"] is not None:
+            peak += " until the OOM"
+            notes.append(
+                f"  {p.label()}: runs out of memory at event {d['oom']['event']}: "
+                f"{d['oom']['verdict']}"
+            )
+        table.append(table_row(p.case, pred, d, peak))
+        if p.is_estimate:
+            notes.append(
+                f"  {p.label()}: estimate {fb(p.low or 0)} to {fb(p.high or 0)}, "
+                f"{fb(d['peak_reserved_bytes'])} at the fitted sizes: " + "; ".join(p.why())
+            )
+    first = preds[0]
+    lines = [
+        table_head(case_a, limit),
+        f"from two recordings: {first.match.words()}; "
+        f"{first.affine} sized affinely in the {KNOB_WORDS[knob]}"
+        + (f", {first.superlinear} faster than it" if first.superlinear else ""),
+    ]
+    if relative:
+        lines.append(
+            f"B/A = {float(first.ratio):g}: inferred from the matched allocations "
+            f"({first.ratio_agree} of the {first.ratio_changed} that changed size grew by "
+            f"it); give --sizes A,B to predict absolute {KNOB_PLURAL[knob]}"
+        )
+    lines += aligned(table)
+    lines += notes
+    lines += window_notes(first.case, []) if first.case is not None else []
+    lines.append('"vs recorded" compares with recording A')
+    return Answer(rows, "\n".join(lines), [], preds)
+
+
+def run(
+    args: argparse.Namespace,
+    confs: list[str],
+    load: Callable[[argparse.Namespace, Any], Any],
+    reported: Callable[[argparse.Namespace, Any, Callable[[], Any]], Any],
+) -> int:
+    """``vramscope whatif A --with B ...``: check the options, load both files (``load``:
+    :func:`.whatif.load_case`), print the answer (``reported``: :func:`.whatif.reported`,
+    which turns an unreadable file into one line and exit 2)."""
+    from ..model.remedies.two_recordings import PairError
+    from .tty_progress import TerminalProgress
+
+    try:
+        if not args.with_file:
+            raise PairOptionError("--sizes goes with --with B (a second recording)")
+        if args.recommend:
+            raise PairOptionError("--with does not take --recommend: give the settings (--conf)")
+        sizes = parse_sizes(args.sizes)
+        knob, targets, relative = question(
+            args.batch, args.batch_scale, args.seq, list(args.seq_scale or []), sizes
+        )
+    except PairOptionError as exc:
+        print(f"vramscope: error: {exc}", file=sys.stderr)
+        return 2
+    with TerminalProgress("vramscope whatif") as tp:
+        cases = []
+        for path in (args.file, args.with_file):
+            one = argparse.Namespace(**{**vars(args), "file": path})
+            case = load(one, tp)
+            if isinstance(case, int):
+                return case
+            cases.append(case)
+
+        def work() -> Answer:
+            return pair_answer(
+                cases[0],
+                cases[1],
+                knob,
+                targets,
+                relative,
+                sizes,
+                confs,
+                args.memory_limit,
+            )
+
+        try:
+            got = reported(args, tp, work)
+        except PairError as exc:
+            tp.clear()
+            print(f"vramscope: error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(got, int):
+            return got
+    return print_answer(got, args.json)

@@ -1,0 +1,526 @@
+"""Two recordings of one program at two sizes of one knob: the run at any other size.
+
+One recording fixes every request's size at its own batch (or sequence length) only;
+two recordings of the same program at two values ``a`` and ``b`` of one knob fix, for
+every request both make, how its size moves with the knob.  :func:`predict_pair`
+matches the two request streams (:func:`match`: position by position where the two
+streams have one shape, else aligned by (kind, allocation site) in order), models each
+matched request's size as affine in the knob through its two sizes, builds the request
+stream at the asked size ``n`` from the recording nearer to it and simulates it with the
+allocator model at the recorded settings (or any other).
+
+Exact only where every request matched and every size is affine: a request that grows
+faster than the knob (its size at ``b`` over ``a`` above ``b / a``: an affine fit would
+need a negative fixed part) is super-linear, like eager attention's score matrices along
+the sequence (quadratic), and a request of one stream the other lacks has no second size.
+Both make the answer an estimate whose range is the peak over the sizes those requests
+could take: super-linear ones from the affine fit to the power law through the two sizes
+(beyond ``a`` and ``b``; between them the other way round), unmatched ones from their
+recorded size to it scaled by the knob.  No Qt, no torch: the CLI (``vramscope whatif A
+--with B``), the MCP tool and the Python API render :class:`PairPrediction`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..analysis.calltree import site_frames
+from ..core.errors import SnapshotError
+from ..core.progress import Progress
+from ..whatif import Case
+from ..whatif.requests import ALLOC
+from ..whatif.run import SimResult
+
+#: The knobs two recordings can be taken at.
+KNOBS = ("batch", "seq")
+KNOB_WORDS = {"batch": "batch", "seq": "sequence length"}
+#: A request whose size at ``b`` over its size at ``a`` passes ``b / a`` by more than this
+#: (relative) grows faster than the knob: not affine.  Requested sizes are whole bytes
+#: and small fixed parts (a bias, padding) only lower the ratio, so a tolerance of a few
+#: parts per million only absorbs integer rounding.
+SUPERLINEAR_TOLERANCE = 1e-6
+#: The steepest growth a request is extrapolated with (a power of the knob).
+MAX_POWER = 2.0
+#: The least relative width of an estimate's range, so that a range never reads as an
+#: exact figure (the allocator's rounding of a request the model could not size exactly).
+MIN_RANGE = 0.002
+
+
+class PairError(ValueError):
+    """Two recordings that cannot answer the question (one line, for the user)."""
+
+
+@dataclass
+class Match:
+    """How the requests of A and B were paired."""
+
+    method: str  # "position" (one shape) or "aligned" (by kind and site, in order)
+    a_index: np.ndarray  # matched ALLOC rows of A
+    b_index: np.ndarray  # ... and their partners in B, in the same order
+    allocs_a: int
+    allocs_b: int
+
+    @property
+    def matched(self) -> int:
+        return len(self.a_index)
+
+    @property
+    def complete(self) -> bool:
+        return self.matched == self.allocs_a == self.allocs_b
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "matched_allocations": self.matched,
+            "allocations_a": self.allocs_a,
+            "allocations_b": self.allocs_b,
+            "unmatched_a": self.allocs_a - self.matched,
+            "unmatched_b": self.allocs_b - self.matched,
+        }
+
+    def words(self) -> str:
+        if self.complete:
+            how = "position by position" if self.method == "position" else "by site, in order"
+            return f"all {self.matched} allocations matched ({how})"
+        return (
+            f"{self.matched} allocations matched by site, in order; "
+            f"{self.allocs_a - self.matched} of A's {self.allocs_a} and "
+            f"{self.allocs_b - self.matched} of B's {self.allocs_b} have no partner"
+        )
+
+
+def _generated(filename: str) -> bool:
+    """Code written at run time (torch.compile's Inductor output, ``exec``'d strings): its
+    file name and lines are a hash of the graph, new at every shape."""
+    return "torchinductor" in filename or filename.startswith("<")
+
+
+def _site_keys(case: Case, rows: np.ndarray) -> list[int]:
+    """Per request in ``rows`` of ``case``: an id of (kind, allocation site) comparable
+    across recordings (the site's file, line and function as strings, since frame ids
+    differ; generated code by its function alone)."""
+    snap = case.snap
+    trace = snap.trace
+    dev_rows = np.flatnonzero(trace.device == case.device)
+    stacks = trace.stack[dev_rows[case.requests.event[rows]]]
+    sites = site_frames(snap)
+    frames = snap.frames
+    out: list[int] = []
+    cache: dict[int, int] = {}
+    for k, st in zip(case.requests.kind[rows].tolist(), stacks.tolist()):
+        f = int(sites[st]) if 0 <= st < len(sites) else -1
+        key = cache.get(f)
+        if key is None:
+            if f < 0:
+                text = ""
+            else:
+                name = frames.strings[frames.filename[f]]
+                func = frames.strings[frames.name[f]]
+                text = (
+                    f"<generated>:{func}" if _generated(name) else f"{name}:{frames.line[f]}:{func}"
+                )
+            key = cache[f] = hash(text)
+        out.append(hash((int(k), key)))
+    return out
+
+
+def match(a: Case, b: Case) -> Match:
+    """Pair the allocations of ``a`` and ``b``: position by position where the two
+    streams have one shape (the same kinds, streams, pools and frees in the same order,
+    the same site at every allocation), else a longest-common-subsequence alignment of
+    (kind, site) tokens (:mod:`difflib`), pairing allocations only."""
+    ra, rb = a.requests, b.requests
+    alloc_a = np.flatnonzero(ra.kind == ALLOC)
+    alloc_b = np.flatnonzero(rb.kind == ALLOC)
+    same_shape = (
+        len(ra) == len(rb)
+        and np.array_equal(ra.kind, rb.kind)
+        and np.array_equal(ra.ref, rb.ref)
+        and np.array_equal(ra.pool, rb.pool)
+        and np.array_equal(
+            np.unique(ra.stream, return_inverse=True)[1],
+            np.unique(rb.stream, return_inverse=True)[1],
+        )
+    )
+    ka, kb = _site_keys(a, alloc_a), _site_keys(b, alloc_b)
+    if same_shape and ka == kb:
+        return Match("position", alloc_a, alloc_b, len(alloc_a), len(alloc_b))
+    # Allocations alone: the frees follow their blocks, and half the tokens align twice
+    # as fast.
+    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+    ia: list[int] = []
+    ib: list[int] = []
+    for blk in sm.get_matching_blocks():
+        ia.extend(range(blk.a, blk.a + blk.size))
+        ib.extend(range(blk.b, blk.b + blk.size))
+    return Match(
+        "aligned",
+        alloc_a[np.asarray(ia, np.int64)],
+        alloc_b[np.asarray(ib, np.int64)],
+        len(alloc_a),
+        len(alloc_b),
+    )
+
+
+def infer_ratio(sa: np.ndarray, sb: np.ndarray) -> tuple[Fraction | None, int, int]:
+    """The knob's ratio b/a read from matched sizes: the most common ratio among the
+    requests that changed (per-sample activations change exactly by it), with how many
+    changed and how many agree; (None, changed, 0) when none changed."""
+    changed = sa != sb
+    n = int(changed.sum())
+    if not n:
+        return None, 0, 0
+    counts = Counter(
+        Fraction(int(y), int(x)).limit_denominator(64)
+        for x, y in zip(sa[changed].tolist(), sb[changed].tolist())
+        if x > 0
+    )
+    if not counts:
+        return None, n, 0
+    ratio, agree = counts.most_common(1)[0]
+    return ratio, n, agree
+
+
+@dataclass
+class PairPrediction:
+    """The run at knob value ``n`` (or scale ``scale`` of A's) predicted from A and B."""
+
+    knob: str
+    size_a: int | None
+    size_b: int | None
+    target: Fraction  # n, or the scale relative to A when the sizes are not known
+    relative: bool  # target is a scale of A (sizes not given)
+    ratio: Fraction  # b / a (given, or inferred)
+    ratio_inferred: bool
+    ratio_agree: int  # matched changing requests whose ratio is ``ratio``
+    ratio_changed: int
+    match: Match
+    base: str  # "A" or "B": the recording whose stream was resized
+    affine: int  # matched requests sized affinely (constant ones included)
+    superlinear: int  # matched requests growing faster than the knob
+    conf: str
+    result: SimResult
+    low: int | None = None  # the estimate's range (None: exact)
+    high: int | None = None
+    placement_moves: bool = False  # the peak moves with where segments are placed
+    case: Case | None = field(default=None, repr=False)  # the resized stream's case
+
+    @property
+    def is_estimate(self) -> bool:
+        return self.low is not None
+
+    @property
+    def peak(self) -> int:
+        return self.result.peak_reserved_until_oom
+
+    def label(self) -> str:
+        """``batch 12 (from A=4, B=8)`` or ``batch x1.5 of A (B/A = 2, inferred)``."""
+        word = KNOB_WORDS[self.knob]
+        if self.relative:
+            how = "inferred" if self.ratio_inferred else "given"
+            text = f"{word} x{float(self.target):g} of A (B/A = {_frac(self.ratio)}, {how})"
+        else:
+            text = f"{word} {_frac(self.target)} (from A={self.size_a}, B={self.size_b})"
+        if self.conf != "recorded":
+            text += f" {self.conf or '(defaults)'}"
+        return text + (" (estimate)" if self.is_estimate else "")
+
+    def why(self) -> list[str]:
+        """Why an estimate is one, in words (empty when exact)."""
+        out = []
+        if not self.match.complete:
+            out.append(
+                f"{self.match.allocs_a + self.match.allocs_b - 2 * self.match.matched} "
+                "allocations have no partner in the other recording (sized from their "
+                "recorded size up to it scaled with the knob)"
+            )
+        if self.superlinear:
+            out.append(
+                f"{self.superlinear} allocations grow faster than the knob (like attention "
+                "scores along the sequence: quadratic), sized from the affine fit to the "
+                "power law through their two sizes"
+            )
+        if self.placement_moves:
+            out.append(
+                "where the driver places new segments is not recorded at this size, and "
+                "the peak moves with it (simulated with A's, B's and no recorded placements)"
+            )
+        return out
+
+    def fields(self) -> dict[str, Any]:
+        """The row's own keys beside the what-if row's (:meth:`..whatif.Prediction.to_dict`)."""
+        est = None
+        if self.is_estimate:
+            est = {
+                "estimate": True,
+                "low_bytes": self.low,
+                "high_bytes": self.high,
+                "why_range": "; ".join(self.why()),
+            }
+        return {
+            "conf": self.conf,
+            "knob": self.knob,
+            "knob_a": self.size_a,
+            "knob_b": self.size_b,
+            self.knob: None if self.relative else _num(self.target),
+            f"{self.knob}_scale": _num(self.target) if self.relative else None,
+            "ratio_b_over_a": _num(self.ratio),
+            "ratio_inferred": self.ratio_inferred,
+            "ratio_agreeing_allocations": self.ratio_agree if self.ratio_inferred else None,
+            "resized_from": self.base,
+            "matching": self.match.to_dict(),
+            "affine_allocations": self.affine,
+            "superlinear_allocations": self.superlinear,
+            "peak_reserved_is_estimate": self.is_estimate,
+            "peak_reserved_estimate": est,
+        }
+
+
+def _frac(f: Fraction) -> str:
+    return str(f.numerator) if f.denominator == 1 else f"{float(f):g}"
+
+
+def _num(f: Fraction) -> int | float:
+    return f.numerator if f.denominator == 1 else float(f)
+
+
+class PairCase(Case):
+    """A :class:`~..whatif.Case` over the request stream resized to another knob value:
+    ``base``'s stream with ``requests``; its :attr:`recorded_peak` (the baseline of "vs
+    recorded") is recording A's."""
+
+    def __init__(self, base: Case, requests, a: Case) -> None:
+        super().__init__(
+            base.snap,
+            base.device,
+            requests,
+            base.recorded,
+            base.limit,
+            base.limit_source,
+            base.bounds,
+            base.gpu_bytes,
+        )
+        self.window = base.window
+        self.a = a
+
+    @property
+    def recorded_peak(self) -> int:
+        return self.a.recorded_peak
+
+
+def _placed(reqs, where):
+    """``reqs`` with the recorded segment events of ``where`` (None: none)."""
+    if where is None:
+        e = np.zeros(0, np.int64)
+        return dataclasses.replace(
+            reqs, seg_tag=e, seg_action=e.astype(reqs.seg_action.dtype), seg_addr=e, seg_size=e
+        )
+    return dataclasses.replace(
+        reqs,
+        seg_tag=where.seg_tag,
+        seg_action=where.seg_action,
+        seg_addr=where.seg_addr,
+        seg_size=where.seg_size,
+    )
+
+
+def check_pair(a: Case, b: Case) -> None:
+    """:class:`PairError` for two recordings that cannot be one program's."""
+    ra, rb = a.requests, b.requests
+    na, nb = int((ra.kind == ALLOC).sum()), int((rb.kind == ALLOC).sum())
+    if not na or not nb:
+        raise PairError("a recording has no allocations to match")
+
+
+def predict_pair(
+    a: Case,
+    b: Case,
+    knob: str = "batch",
+    target: float | Fraction | None = None,
+    sizes: tuple[int, int] | None = None,
+    scale: float | Fraction | None = None,
+    conf: str = "recorded",
+    limit: int | None = None,
+    progress: Progress | None = None,
+    matched: Match | None = None,
+) -> PairPrediction:
+    """The run at ``target`` (with the knob's values of A and B, ``sizes``) or at ``scale``
+    times A's value (with the ratio B/A inferred from the matched sizes when ``sizes`` is
+    None), simulated under ``conf`` and ``limit`` (None: A's recorded limit).
+
+    :class:`PairError` for a question the two recordings cannot answer (one line)."""
+    if knob not in KNOBS:
+        raise PairError(f"unknown knob {knob!r} (one of {', '.join(KNOBS)})")
+    progress = progress or Progress()
+    progress.update("match", 0.0)
+    check_pair(a, b)
+    m = matched if matched is not None else match(a, b)
+    if not m.matched:
+        raise PairError("no allocation of A matches one of B: not the same program?")
+    sa = a.requests.size[m.a_index].astype(np.int64)
+    sb = b.requests.size[m.b_index].astype(np.int64)
+    progress.update("match", 1.0)
+    inferred_ratio, changed, agree = infer_ratio(sa, sb)
+    if sizes is not None:
+        ka, kb = (int(sizes[0]), int(sizes[1]))
+        if ka <= 0 or kb <= 0 or ka == kb:
+            raise PairError(f"the two sizes must be positive and differ, not {ka},{kb}")
+        ratio = Fraction(kb, ka)
+        if target is None:
+            if scale is None:
+                raise PairError("give the size to predict")
+            n = Fraction(scale).limit_denominator(1 << 20) * ka
+        else:
+            n = Fraction(target).limit_denominator(1 << 20)
+        t = (n - ka) / (kb - ka)
+        relative, inferred, tgt = False, False, n
+        near_b = abs(n - kb) < abs(n - ka)
+        size_a: int | None = ka
+        size_b: int | None = kb
+        over_a = n / ka  # n over A's value
+        base_value = Fraction(kb if near_b else ka)
+    else:
+        if target is not None:
+            raise PairError(
+                f"--{knob} N needs the two recordings' sizes (--sizes A,B); "
+                f"or ask --{knob}-scale F relative to A"
+            )
+        if scale is None:
+            raise PairError("give the size to predict")
+        if inferred_ratio is None:
+            raise PairError(
+                "no matched allocation changed size between A and B: the ratio of their "
+                f"{KNOB_WORDS[knob]}s cannot be read from them; give --sizes A,B"
+            )
+        if inferred_ratio == 1:
+            raise PairError("A and B were recorded at the same size")
+        ratio = inferred_ratio
+        f = Fraction(scale).limit_denominator(1 << 20)
+        t = (f - 1) / (ratio - 1)
+        relative, inferred, tgt = True, True, f
+        size_a = size_b = None
+        near_b = abs(f - ratio) < abs(f - 1)
+        over_a = f
+        base_value = ratio if near_b else Fraction(1)
+    # Affine through the two sizes; super-linear ones (B/A above the knob's ratio)
+    # between the affine fit and the power law through the two sizes.
+    grow = sb.astype(np.float64) * ratio.denominator > sa.astype(np.float64) * ratio.numerator * (
+        1 + SUPERLINEAR_TOLERANCE
+    )
+    grow &= sa > 0
+    diff = sb - sa
+    affine = sa + (diff * t.numerator) // t.denominator
+    affine = np.maximum(affine, 0)
+    point = affine.copy()
+    low = affine.copy()
+    high = affine.copy()
+    if grow.any():
+        # The power law through the two sizes, its exponent at most 2: nothing a
+        # training step allocates grows faster than the square of a knob (attention
+        # scores along the sequence); a steeper pair is two different requests matched.
+        p = np.minimum(np.log(sb[grow] / sa[grow]) / math.log(float(ratio)), MAX_POWER)
+        power = np.round(sa[grow] * np.power(float(over_a), p)).astype(np.int64)
+        # Along the batch a request is per-sample or not: the affine fit is the point;
+        # along the sequence the power law (quadratic scores) is.
+        if knob == "seq":
+            point[grow] = power
+        low[grow] = np.minimum(power, affine[grow])
+        high[grow] = np.maximum(power, affine[grow])
+    base_case = b if near_b else a
+    base_index = m.b_index if near_b else m.a_index
+    base_size = base_case.requests.size.astype(np.int64)
+    # The base stream's own value on the knob, as a multiple of n: unmatched requests
+    # keep their size (low) or scale with the knob (high).
+    new = base_size.copy()
+    lo_sizes = base_size.copy()
+    hi_sizes = base_size.copy()
+    new[base_index] = point
+    lo_sizes[base_index] = low
+    hi_sizes[base_index] = high
+    alloc = base_case.requests.kind == ALLOC
+    unmatched = alloc.copy()
+    unmatched[base_index] = False
+    if unmatched.any():
+        k = tgt / base_value  # n over the base's own value on the knob
+        scaled = (base_size[unmatched] * k.numerator) // k.denominator
+        lo_sizes[unmatched] = np.minimum(scaled, base_size[unmatched])
+        hi_sizes[unmatched] = np.maximum(scaled, base_size[unmatched])
+    estimate = bool(grow.any() or unmatched.any())
+    other = a if near_b else b
+    cfg = base_case.config_of(conf)
+    lim = limit if limit is not None else base_case.limit
+    # Where the driver places a new segment moves best-fit's ties (the lower address
+    # wins): at n it is not recorded.  The base's placements, the other recording's
+    # (same shape only: they are tagged by request) and none at all; a peak that moves
+    # between them is not known to the byte.
+    placements: list[Any] = [base_case.requests]
+    if m.method == "position":
+        placements.append(other.requests)
+    placements.append(None)
+
+    def run(sz: np.ndarray, where: Any) -> SimResult:
+        reqs = dataclasses.replace(base_case.requests, size=sz)
+        if where is not base_case.requests:
+            reqs = _placed(reqs, where)
+        return PairCase(base_case, reqs, a).simulate(cfg, lim)
+
+    progress.update("simulate", 0.0)
+    result = run(new, placements[0])
+    case = PairCase(base_case, dataclasses.replace(base_case.requests, size=new), a)
+    peaks = [result.peak_reserved_until_oom]
+    steps = len(placements) + (2 if estimate else 0)
+    for j, where in enumerate(placements[1:]):
+        progress.update("simulate", (j + 1) / steps)
+        peaks.append(run(new, where).peak_reserved_until_oom)
+    placement_moves = len(set(peaks)) > 1
+    if estimate:
+        for j, sz in enumerate((lo_sizes, hi_sizes)):
+            progress.update("simulate", (len(placements) + j) / steps)
+            peaks.append(run(sz, placements[0]).peak_reserved_until_oom)
+    lo = hi = None
+    if estimate or placement_moves:
+        lo, hi = min(peaks), max(peaks)
+        pad = int(max(hi, 1) * MIN_RANGE / 2)
+        lo, hi = max(lo - pad, 0), hi + pad
+    progress.update("simulate", 1.0)
+    return PairPrediction(
+        knob=knob,
+        size_a=size_a,
+        size_b=size_b,
+        target=tgt,
+        relative=relative,
+        ratio=ratio,
+        ratio_inferred=inferred,
+        ratio_agree=agree,
+        ratio_changed=changed,
+        match=m,
+        base="B" if near_b else "A",
+        affine=int((~grow).sum()),
+        superlinear=int(grow.sum()),
+        conf=conf,
+        result=result,
+        low=lo,
+        high=hi,
+        placement_moves=placement_moves,
+        case=case,
+    )
+
+
+__all__ = [
+    "KNOBS",
+    "Match",
+    "PairError",
+    "PairPrediction",
+    "SnapshotError",
+    "infer_ratio",
+    "match",
+    "predict_pair",
+]
