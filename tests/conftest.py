@@ -63,6 +63,17 @@ SLOW_FILES = {
     "model/test_aligned_diff.py": "aligned diffs of recording pairs",
     "gui/test_main_window.py": "whole window sessions",
     "gui/test_diagnosis_panel.py": "the Diagnosis panel's simulations",
+    "cli/test_advise_names_each_peak.py": "advise on every peak of several recordings",
+    "cli/test_gpu_holder_advice.py": "CLI subprocesses on the GPU-holder recordings",
+    "model/test_whatif_native.py": "C and Python simulators on every recording",
+    "api/test_python_doc.py": "every documented example run",
+    "gui/test_keys_legends_and_contrast.py": "every view drawn in light and dark",
+    "model/test_fuzz_loader.py": "thousands of mutated files through both parsers",
+    "gui/test_categories_window.py": "the Categories window's classifications",
+    "gui/test_report_export.py": "reports rendered and exported",
+    "gui/test_labels_and_units.py": "every view's labels on several recordings",
+    "gui/test_timeline.py": "the timeline drawn at every zoom",
+    "model/test_replay_out_of_memory.py": "replays under memory limits",
 }
 _TESTS = Path(__file__).parent
 
