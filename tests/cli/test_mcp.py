@@ -37,7 +37,16 @@ GPT2 = DATA / "gpt2_oom.pickle"
 EXAMPLE = ASSETS / "example_fragmentation_oom.pickle"
 LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"
 NO_LEAK = DATA / "truth" / "pair_gpt2_noleak.pickle.xz"
-TOOLS = ["advise", "diff", "live_agents", "live_snapshot", "stack_at", "summary", "whatif"]
+TOOLS = [
+    "advise",
+    "diff",
+    "live_agents",
+    "live_snapshot",
+    "stack_at",
+    "summary",
+    "whatif",
+    "whatif_pair",
+]
 MiB = 1 << 20
 
 

@@ -273,6 +273,67 @@ def build_server():
         )
 
     @server.tool(annotations=read_only, structured_output=False)
+    def whatif_pair(
+        ctx: Context,
+        file: File,
+        with_file: Annotated[
+            str,
+            Field(
+                description="a second snapshot of the same program at another batch size "
+                "or sequence length"
+            ),
+        ],
+        batch: Annotated[
+            int | None, Field(description="the batch size to predict (needs sizes)")
+        ] = None,
+        seq: Annotated[
+            int | None, Field(description="the sequence length to predict (needs sizes)")
+        ] = None,
+        batch_scale: Annotated[
+            list[float] | None,
+            Field(description="batch sizes to predict as multiples of FILE's (no sizes needed)"),
+        ] = None,
+        seq_scale: Annotated[
+            list[float] | None,
+            Field(
+                description="sequence lengths to predict as multiples of FILE's (no sizes needed)"
+            ),
+        ] = None,
+        sizes: Annotated[
+            str | None,
+            Field(description="'A,B': the batch (or sequence length) FILE and with_file have"),
+        ] = None,
+        settings: Annotated[
+            list[str] | None,
+            Field(description="PYTORCH_CUDA_ALLOC_CONF strings; 'recorded' = the snapshot's own"),
+        ] = None,
+        memory_limit: Limit = None,
+        device: Device = None,
+    ) -> list[str]:
+        """The run at another batch size or sequence length predicted from two snapshots of
+        the program at two sizes: their allocations matched, each sized affinely in the
+        knob, the request stream at the asked size simulated; exact where every
+        allocation matched and is affine, else an estimate with a range. The JSON of
+        `vramscope whatif FILE --with B --batch N --sizes A,B --json` (then any warning)."""
+        return tools.run(
+            ctx,
+            "whatif_pair",
+            lambda report: mcp_tools.whatif_pair(
+                file,
+                with_file,
+                batch,
+                seq,
+                batch_scale,
+                seq_scale,
+                sizes,
+                settings,
+                memory_limit,
+                device,
+                report,
+            ),
+        )
+
+    @server.tool(annotations=read_only, structured_output=False)
     def diff(
         ctx: Context,
         a: Annotated[str, Field(description="the earlier (or baseline) snapshot file")],

@@ -269,6 +269,72 @@ def whatif(
     )
 
 
+def whatif_pair(
+    path: str,
+    with_file: str,
+    batch: int | None = None,
+    seq: int | None = None,
+    batch_scale: list[float] | None = None,
+    seq_scale: list[float] | None = None,
+    sizes: str | None = None,
+    settings: list[str] | None = None,
+    limit: int | str | None = None,
+    device: int | None = None,
+    report: Report | None = None,
+) -> list[str]:
+    """``vramscope whatif PATH --with WITH_FILE --batch N --sizes A,B --json`` (or ``--seq``,
+    ``--batch-scale``, ``--seq-scale``): [its JSON, warnings...]."""
+    from ..model import SnapshotError
+    from ..model.remedies.two_recordings import PairError
+    from ..model.whatif import prepare
+    from .whatif import BadConf, settings_to_try
+    from .whatif_pair import PairOptionError, pair_answer, parse_sizes, question
+
+    path, other = snapshot_path(path), snapshot_path(with_file)
+    _positive("batch", batch)
+    _positive("seq", seq)
+    try:
+        confs = settings_to_try(settings or [], False)
+        knob, targets, relative = question(
+            batch, list(batch_scale or []), seq, list(seq_scale or []), parse_sizes(sizes)
+        )
+    except BadConf as exc:
+        raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
+    except PairOptionError as exc:
+        raise ToolFailure(str(exc).replace("--with", "with_file")) from None
+    for f in [*(batch_scale or []), *(seq_scale or [])]:
+        if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
+            raise ToolFailure(f"scale: not a positive number: {f!r}")
+    lim = memory_limit(limit)
+    stages = Stages(report)
+    cases = []
+    for k, p in enumerate((path, other)):
+        snap = _load(p, stages, 0.3 * k, 0.3 * k + 0.2)
+        try:
+            cases.append(
+                prepare(
+                    snap, device, stages.slice(0.3 * k + 0.2, 0.3 * k + 0.3, "replaying the trace")
+                )
+            )
+        except SnapshotError as exc:
+            raise ToolFailure(f"{p}: {exc}") from None
+    try:
+        got = pair_answer(
+            cases[0],
+            cases[1],
+            knob,
+            targets,
+            relative,
+            parse_sizes(sizes),
+            confs,
+            lim,
+            stages.slice(0.6, 1.0, "simulating"),
+        )
+    except PairError as exc:
+        raise ToolFailure(str(exc)) from None
+    return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
+
+
 # --------------------------------------------------------------------------- diff
 def diff(
     a: str, b: str, change: str | None = None, top: int = 10, report: Report | None = None
