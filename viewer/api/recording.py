@@ -213,6 +213,58 @@ class Recording:
             )
         return WhatIf.of(got.data, got.text, got.warnings)
 
+    def whatif_pair(
+        self,
+        other: Recording | str | os.PathLike[str],
+        *,
+        batch: int | None = None,
+        seq: int | None = None,
+        batch_scale: float | Sequence[float] | None = None,
+        seq_scale: float | Sequence[float] | None = None,
+        sizes: tuple[int, int] | None = None,
+        settings: str | Sequence[str] | None = None,
+        memory_limit: int | str | None = None,
+        device: int | None = None,
+    ) -> WhatIf:
+        """``vramscope whatif FILE --with OTHER --batch N --sizes A,B`` (or ``seq``,
+        ``batch_scale``, ``seq_scale`` relative to this recording): the run at another
+        batch size or sequence length predicted from this recording and ``other``, the
+        same program recorded at another size (``sizes``: this one's and ``other``'s)."""
+        from vramscope.viewer.commands.whatif import settings_to_try
+        from vramscope.viewer.commands.whatif_pair import pair_answer, question
+
+        if not isinstance(other, Recording):
+            opened = open(other)
+            if not isinstance(opened, Recording):
+                raise ValueError(f"{other}: a directory; whatif_pair takes a snapshot file")
+            other = opened
+        _positive("batch", batch)
+        _positive("seq", seq)
+        scales = {}
+        for name, given in (("batch_scale", batch_scale), ("seq_scale", seq_scale)):
+            got = [given] if isinstance(given, (int, float)) else list(given or [])
+            for f in got:
+                if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
+                    raise ValueError(f"{name}: not a positive number: {f!r}")
+            scales[name] = [float(f) for f in got]
+        if sizes is not None:
+            if len(sizes) != 2:
+                raise ValueError(f"sizes: this recording's and the other's, not {sizes!r}")
+            for s in sizes:
+                _positive("sizes", s)
+            if sizes[0] == sizes[1]:
+                raise ValueError(f"sizes: the two recordings must differ in size: {sizes!r}")
+        knob, targets, relative = question(
+            batch, scales["batch_scale"], seq, scales["seq_scale"], sizes
+        )
+        confs = settings_to_try(
+            [settings] if isinstance(settings, str) else list(settings or []), False
+        )
+        a, b = self._case(device), other._case(device)
+        with self._as_the_cli():
+            got = pair_answer(a, b, knob, targets, relative, sizes, confs, _limit(memory_limit))
+        return WhatIf.of(got.data, got.text, got.warnings)
+
     def diff(
         self,
         other: Recording | str | os.PathLike[str],
