@@ -15,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from .answers import Answer, print_answer
@@ -95,6 +96,7 @@ def pair_answer(
     confs: list[str] | None = None,
     limit: int | None = None,
     progress: Progress | None = None,
+    device: int | None = None,
 ) -> Answer:
     """The rows of every target x setting, predicted from ``case_a`` and ``case_b``
     (prepared what-if cases): the one pipeline the CLI, the MCP tool ``whatif`` (with
@@ -111,8 +113,11 @@ def pair_answer(
         table_row,
         window_notes,
     )
+    from .device_choice import device_fields, device_line
 
     confs = confs or ["recorded"]
+    given = SimpleNamespace(device=device)
+    dev = device_fields(case_a, given)
     preds: list[PairPrediction] = []
     matched = None
     for tgt in targets:
@@ -140,6 +145,7 @@ def pair_answer(
         pred = Prediction(p.label(), p.case.config_of(p.conf), lim, p.result, program_changed=True)
         d = pred.to_dict(p.case)
         d.update(p.fields())
+        d.update(dev)
         rows.append(d)
         peak = fb(d["peak_reserved_bytes"])
         span = (
@@ -162,7 +168,9 @@ def pair_answer(
                 f"{fb(d['peak_reserved_bytes'])} at the fitted sizes: " + "; ".join(p.why())
             )
     first = preds[0]
+    line = device_line(case_a, given)
     lines = [
+        *([line] if line else []),
         table_head(case_a, limit),
         f"from two recordings: {first.match.words()}; "
         f"{first.affine} sized affinely in the {KNOB_WORDS[knob]}"
@@ -224,6 +232,7 @@ def run(
                 sizes,
                 confs,
                 args.memory_limit,
+                device=args.device,
             )
 
         try:

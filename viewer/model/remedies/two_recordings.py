@@ -49,6 +49,9 @@ KNOB_WORDS = {"batch": "batch", "seq": "sequence length"}
 SUPERLINEAR_TOLERANCE = 1e-6
 #: The steepest growth a request is extrapolated with (a power of the knob).
 MAX_POWER = 2.0
+#: A request without partner is bounded as a segment of its own, rounded up to this (the
+#: large pool's 2 MiB).
+SEGMENT_ROUND = 2 << 20
 #: The least relative width of an estimate's range, so that a range never reads as an
 #: exact figure (the allocator's rounding of a request the model could not size exactly).
 MIN_RANGE = 0.002
@@ -239,8 +242,8 @@ class PairPrediction:
         if not self.match.complete:
             out.append(
                 f"{self.match.allocs_a + self.match.allocs_b - 2 * self.match.matched} "
-                "allocations have no partner in the other recording (sized from their "
-                "recorded size up to it scaled with the knob)"
+                "allocations have no partner in the other recording (each bounded by its "
+                "recorded size and that size scaled with the knob, or absent)"
             )
         if self.superlinear:
             out.append(
@@ -387,6 +390,7 @@ def predict_pair(
         size_b: int | None = kb
         over_a = n / ka  # n over A's value
         base_value = Fraction(kb if near_b else ka)
+        base_value_other = Fraction(ka if near_b else kb)
     else:
         if target is not None:
             raise PairError(
@@ -410,6 +414,7 @@ def predict_pair(
         near_b = abs(f - ratio) < abs(f - 1)
         over_a = f
         base_value = ratio if near_b else Fraction(1)
+        base_value_other = Fraction(1) if near_b else ratio
     # Affine through the two sizes; super-linear ones (B/A above the knob's ratio)
     # between the affine fit and the power law through the two sizes.
     grow = sb.astype(np.float64) * ratio.denominator > sa.astype(np.float64) * ratio.numerator * (
@@ -485,9 +490,22 @@ def predict_pair(
         for j, sz in enumerate((lo_sizes, hi_sizes)):
             progress.update("simulate", (len(placements) + j) / steps)
             peaks.append(run(sz, placements[0]).peak_reserved_until_oom)
+    # Requests of the other recording with no partner in the base stream: absent from
+    # the simulated stream, so the range's top adds them, each as a segment of its own
+    # at its size scaled to n, as if all were alive at the peak.
+    other_index = m.a_index if near_b else m.b_index
+    other_alloc = other.requests.kind == ALLOC
+    other_alloc[other_index] = False
+    missing = 0
+    if other_alloc.any():
+        k_other = tgt / (base_value_other)
+        sz = other.requests.size[other_alloc].astype(np.int64)
+        sz = np.maximum(sz, (sz * k_other.numerator) // k_other.denominator)
+        missing = int((-(-sz // SEGMENT_ROUND) * SEGMENT_ROUND).sum())
+        estimate = True
     lo = hi = None
     if estimate or placement_moves:
-        lo, hi = min(peaks), max(peaks)
+        lo, hi = min(peaks), max(peaks) + missing
         pad = int(max(hi, 1) * MIN_RANGE / 2)
         lo, hi = max(lo - pad, 0), hi + pad
     progress.update("simulate", 1.0)
