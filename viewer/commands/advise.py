@@ -43,6 +43,13 @@ def parser() -> argparse.ArgumentParser:
         help="the batch size the recording ran with: the answer then names the "
         "largest batch that fits (largest_batch_that_fits)",
     )
+    p.add_argument(
+        "--seq",
+        type=positive_int,
+        metavar="N",
+        help="the sequence length the recording ran with: a sequence model's answer then "
+        "names the longest sequence that fits in tokens (else as a scale)",
+    )
     add_device_option(p, "analyse")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-cache", action="store_true", help="parse the file even if cached")
@@ -57,7 +64,7 @@ def main(argv: list[str]) -> int:
         args,
         argv,
         lambda case, tp: answer(
-            case, args.file, args.batch, args.memory_limit, args.device, _stages(tp)
+            case, args.file, args.batch, args.memory_limit, args.device, _stages(tp), args.seq
         ),
     )
 
@@ -69,6 +76,7 @@ def answer(
     limit: int | None = None,
     device: int | None = None,
     progress: Progress | None = None,
+    seq: int | None = None,
 ) -> Answer:
     """The advice for a prepared what-if ``case`` of ``file`` (``device``: as the caller
     named it, None when chosen): the one pipeline the CLI, the MCP tool ``advise`` and
@@ -83,9 +91,28 @@ def answer(
     given = SimpleNamespace(device=device)
     data = {"file": file, **device_fields(case, given)}
     data.update(result.to_dict())
+    text = format_text(result)
+    if result.batch_not_judged is None:
+        # A sequence model's longest sequence, beside the largest batch (same limit).
+        from ..model.remedies.seq_scale import longest_seq
+
+        longest = longest_seq(case, result.memory_limit_bytes, seq)
+        if longest is not None:
+            data["longest_seq_that_fits"] = longest.to_dict()
+            text = _beside_batch(text, longest.words())
     line = device_line(case, given)
-    text = (line + "\n" if line else "") + format_text(result)
+    text = (line + "\n" if line else "") + text
     return Answer(data, text, check.warnings(), result)
+
+
+def _beside_batch(text: str, line: str) -> str:
+    """``text`` with ``line`` after its largest-batch line (at the end without one)."""
+    lines = text.split("\n")
+    for i, old in enumerate(lines):
+        if old.startswith(("largest batch", "no batch size fits")):
+            lines.insert(i + 1, line)
+            return "\n".join(lines)
+    return text + "\n" + line
 
 
 def _stages(tp: TerminalProgress) -> Progress | None:

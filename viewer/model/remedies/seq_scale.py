@@ -38,6 +38,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..core import parallel
+from ..core.units import format_bytes as fb
 from ..whatif import Case, native_sim
 from ..whatif import requests as rq
 from ..whatif.run import SimResult
@@ -402,15 +403,20 @@ PACKING = Fraction(1, 5)
 
 
 def estimate_range(
-    case: Case, judgement: SeqJudgement, scale, conf=None, limit=None
+    case: Case, judgement: SeqJudgement, scale, conf=None, limit=None, quick: bool = False
 ) -> tuple[SeqEstimate, SimResult]:
     """The range of peak reserved at ``scale`` and the point's run: every draw simulated
     under ``conf`` and ``limit``; low: the least peak of the draws or the point's peak
     allocated (reserved holds at least it); high: the highest peak or the point's peak
     allocated with the larger of the recording's and the simulation's overhead, plus
-    :data:`PACKING`, whichever is more."""
+    :data:`PACKING`, whichever is more.  ``quick``: the point and the doubtful squares'
+    draw only (a search's steps; its answer is checked with every draw)."""
     f = exact_scale(scale)
     sizes = _draw_sizes(case, judgement, f)
+    if quick:
+        sizes = sizes[
+            : 2 if judgement.square_doubt is not None and judgement.square_doubt.any() else 1
+        ]
 
     def run(s: np.ndarray) -> SimResult:
         return ScaledCase(case, s, f, judgement).simulate(conf, limit)
@@ -452,12 +458,19 @@ def largest_fitting_seq(
     safe side): whole lengths with ``recorded_seq`` known, else to ``precision``.
     Returns (scale, length, its estimate); (None, None, None) when none fits."""
     seen: dict[Fraction, SeqEstimate] = {}
+    full: dict[Fraction, SeqEstimate] = {}
 
     def ok(f: Fraction) -> bool:
         if f not in seen:
-            est, _ = estimate_range(case, judgement, f, conf, None)
+            est, _ = estimate_range(case, judgement, f, conf, None, quick=True)
             seen[f] = est
-        return seen[f].high <= limit
+        if seen[f].high > limit:
+            return False
+        # Every draw at the steps that pass the quick look: the answer is the full range's.
+        if f not in full:
+            full[f], _ = estimate_range(case, judgement, f, conf, None)
+            seen[f] = full[f]
+        return full[f].high <= limit
 
     if recorded_seq:
         t = int(recorded_seq)
@@ -501,3 +514,60 @@ def largest_fitting_seq(
     if lo_f == 0:
         return None, None, None
     return lo_f, None, seen[lo_f]
+
+
+@dataclass
+class LongestSeq:
+    """advise's longest sequence that fits: the largest length (or scale) whose estimate's
+    high end stays under the limit."""
+
+    limit: int
+    scale: Fraction | None  # None: not even the shortest tried fits
+    seq: int | None  # with the recorded length known
+    recorded_seq: int | None
+    estimate: SeqEstimate | None
+    attention: str | None
+
+    def to_dict(self) -> dict:
+        return {
+            "seq": self.seq,
+            "scale": float(self.scale) if self.scale is not None else None,
+            "recorded_seq": self.recorded_seq,
+            "memory_limit_bytes": self.limit,
+            "is_estimate": True,
+            "peak_reserved_estimate": self.estimate.to_dict() if self.estimate else None,
+            "attention": self.attention,
+            "words": self.words(),
+        }
+
+    def words(self) -> str:
+        """One line, beside the largest batch."""
+        if self.scale is None or self.estimate is None:
+            return (
+                "longest sequence that fits: none (the memory that does not shrink with the "
+                "sequence is over the limit)"
+            )
+        at = (
+            f"{self.seq} (recorded {self.recorded_seq}; scale {float(self.scale):.3g}"
+            if self.seq is not None
+            else f"scale {float(self.scale):.3g} of the recorded length ("
+        )
+        return (
+            f"longest sequence that fits: {at}; an estimate: predicted "
+            f"{fb(self.estimate.low)} - {fb(self.estimate.high)}, its high end under the "
+            f"{fb(self.limit)} limit; attention: {self.attention or 'not seen in the frames'})"
+        )
+
+
+def longest_seq(
+    case: Case, limit: int | None, seq: int | None = None, conf=None
+) -> LongestSeq | None:
+    """The longest sequence that fits ``limit`` for a recording judged a sequence model
+    (None for any other, or without a limit)."""
+    if limit is None:
+        return None
+    j = judge(case, seq)
+    if not j.is_sequence_model:
+        return None
+    f, n, est = largest_fitting_seq(case, j, limit, seq, conf)
+    return LongestSeq(limit, f, n, seq, est, j.attention)
