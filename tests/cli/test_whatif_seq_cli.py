@@ -85,3 +85,56 @@ def test_bad_arguments_exit_2_in_one_line(args, words):
     out = vramscope("whatif", str(EAGER), *args)
     assert out.returncode == 2
     assert words in out.stderr and "Traceback" not in out.stderr
+
+
+def cli_json(*args: str):
+    out = vramscope(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_mcp_and_the_api_answer_what_the_cli_answers():
+    from tests.cli.test_mcp import answer, with_server
+
+    want = cli_json("whatif", str(EAGER), "--seq-scale", "2", "--seq", "256")
+
+    async def session(client):
+        return answer(
+            await client.call_tool("whatif", {"file": str(EAGER), "seq_scale": [2.0], "seq": 256})
+        )
+
+    assert json.loads(with_server(session)) == want
+    import vramscope as api
+
+    got = api.open(str(EAGER)).whatif(seq_scale=2, seq=256)
+    assert json.loads(json.dumps(got.to_dict())) == want
+
+
+def test_advise_names_the_longest_sequence_under_a_probed_limit_on_the_safe_side():
+    """A limit between the real peaks at 256 and 512 tokens: the longest sequence advise
+    names is below 512 (which did not fit), and its range's high end is under the limit;
+    MCP and the API say the same."""
+    stem = "dec_gpt2_eager_adamw_bf16_b8"
+    at256, at512 = real_peak(stem), real_peak(f"{stem}_t512")
+    limit = (at256 + at512) // 2
+    args = ("advise", str(EAGER), "--seq", "256", "--memory-limit", str(limit))
+    got = cli_json(*args)
+    longest = got["longest_seq_that_fits"]
+    assert longest["recorded_seq"] == 256 and longest["is_estimate"] is True
+    assert longest["seq"] is not None and longest["seq"] < 512
+    assert longest["peak_reserved_estimate"]["high_bytes"] <= limit
+    text = vramscope(*args).stdout.splitlines()
+    i = next(k for k, line in enumerate(text) if line.startswith("largest batch"))
+    assert text[i + 1] == longest["words"]
+    assert text[i + 1].startswith(f"longest sequence that fits: {longest['seq']} (recorded 256")
+    import vramscope as api
+
+    adv = api.open(str(EAGER)).advise(memory_limit=limit, seq=256)
+    assert adv.longest_seq_that_fits == longest["seq"]
+    assert adv.to_dict()["longest_seq_that_fits"] == longest
+
+
+def test_advise_says_nothing_of_sequences_for_a_cnn():
+    got = cli_json("advise", str(CNN), "--memory-limit", "2GiB")
+    assert "longest_seq_that_fits" not in got
+    assert "longest sequence" not in vramscope("advise", str(CNN), "--memory-limit", "2GiB").stdout

@@ -154,23 +154,28 @@ class Recording:
         memory_limit: int | str | None = None,
         batch: int | None = None,
         device: int | None = None,
+        seq: int | None = None,
     ) -> Advice:
-        """``vramscope advise FILE [--memory-limit SIZE] [--batch N]``: the changes that
-        would make the run fit, ranked by predicted peak reserved; with ``batch`` (the
-        batch size it ran with) the largest batch that fits."""
+        """``vramscope advise FILE [--memory-limit SIZE] [--batch N] [--seq N]``: the
+        changes that would make the run fit, ranked by predicted peak reserved; with
+        ``batch`` (the batch size it ran with) the largest batch that fits; a sequence
+        model's longest sequence that fits (in tokens with ``seq``, its recorded length)."""
         _positive("batch", batch)
-        got = self._advise(device, batch, _limit(memory_limit))
+        _positive("seq", seq)
+        got = self._advise(device, batch, _limit(memory_limit), seq)
         return Advice.of(got.data, got.text, got.warnings)
 
-    def _advise(self, device: int | None, batch: int | None, limit: int | None):
+    def _advise(
+        self, device: int | None, batch: int | None, limit: int | None, seq: int | None = None
+    ):
         """advise's answer (the CLI's pipeline), computed once per arguments."""
         from vramscope.viewer.commands.advise import answer
 
-        key = (device, batch, limit)
+        key = (device, batch, limit, seq)
         if key not in self._advice:
             case = self._case(device)
             with self._as_the_cli():
-                self._advice[key] = answer(case, self.path, batch, limit, device)
+                self._advice[key] = answer(case, self.path, batch, limit, device, None, seq)
         return self._advice[key]
 
     def _advice_of(self, device: int):
@@ -186,10 +191,13 @@ class Recording:
         memory_limit: int | str | None = None,
         recommend: bool = False,
         device: int | None = None,
+        seq_scale: float | Sequence[float] | None = None,
+        seq: int | None = None,
     ) -> WhatIf:
-        """``vramscope whatif FILE --conf SETTINGS... [--batch-scale F...]``: the run
-        replayed through the allocator model at other ``PYTORCH_CUDA_ALLOC_CONF``
-        settings ("recorded": its own) and, with ``batch_scale``, other batch sizes."""
+        """``vramscope whatif FILE --conf SETTINGS... [--batch-scale F...] [--seq-scale
+        X... --seq N]``: the run replayed through the allocator model at other
+        ``PYTORCH_CUDA_ALLOC_CONF`` settings ("recorded": its own) and, with
+        ``batch_scale``, other batch sizes, with ``seq_scale`` other sequence lengths."""
         from vramscope.viewer.commands.whatif import answer, settings_to_try
 
         confs = settings_to_try(
@@ -200,6 +208,13 @@ class Recording:
             if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
                 raise ValueError(f"batch_scale: not a positive number: {f!r}")
         _positive("batch", batch)
+        seqs = [seq_scale] if isinstance(seq_scale, (int, float)) else list(seq_scale or [])
+        for f in seqs:
+            if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
+                raise ValueError(f"seq_scale: not a positive number: {f!r}")
+        if seqs and scales:
+            raise ValueError("seq_scale and batch_scale are asked one at a time")
+        _positive("seq", seq)
         case = self._case(device)
         with self._as_the_cli():
             got = answer(
@@ -210,6 +225,8 @@ class Recording:
                 device,
                 [float(f) for f in scales],
                 batch,
+                seq_scales=[float(f) for f in seqs],
+                seq=seq,
             )
         return WhatIf.of(got.data, got.text, got.warnings)
 

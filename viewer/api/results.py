@@ -163,6 +163,8 @@ class Advice(_Answer):
     largest_batch_that_fits: int | None
     largest_scale_that_fits: float | None
     warnings: tuple[str, ...]
+    # A sequence model's longest sequence that fits (tokens; None: not one, or not judged).
+    longest_seq_that_fits: int | None = None
 
     @classmethod
     def of(cls, data: dict, text: str, warnings: list[str]) -> Advice:
@@ -193,6 +195,7 @@ class Advice(_Answer):
             largest_batch_that_fits=data.get("largest_batch_that_fits"),
             largest_scale_that_fits=data.get("largest_scale_that_fits"),
             warnings=tuple(warnings),
+            longest_seq_that_fits=(data.get("longest_seq_that_fits") or {}).get("seq"),
         )
 
     def _repr_html_(self) -> str:

@@ -229,6 +229,13 @@ def build_server():
         ] = None,
         memory_limit: Limit = None,
         device: Device = None,
+        seq: Annotated[
+            int | None,
+            Field(
+                description="the sequence length the recording ran with: a sequence "
+                "model's answer then names the longest sequence that fits in tokens"
+            ),
+        ] = None,
     ) -> list[str]:
         """The changes that would make the run fit (smaller batch, allocator settings,
         freeing what is kept, checkpointing, autocast, 8-bit optimizer), ranked by
@@ -237,7 +244,7 @@ def build_server():
         return tools.run(
             ctx,
             "advise",
-            lambda report: mcp_tools.advise(file, batch, memory_limit, device, report),
+            lambda report: mcp_tools.advise(file, batch, memory_limit, device, report, seq),
         )
 
     @server.tool(annotations=read_only, structured_output=False)
@@ -259,6 +266,17 @@ def build_server():
         ] = False,
         memory_limit: Limit = None,
         device: Device = None,
+        seq_scale: Annotated[
+            list[float] | None,
+            Field(
+                description="re-simulate with the sequence length scaled by each (2 = "
+                "twice): a sequence model's allocations grow linearly or, for eager "
+                "attention's scores, with the square; estimates with their range"
+            ),
+        ] = None,
+        seq: Annotated[
+            int | None, Field(description="the recorded sequence length (rows name lengths)")
+        ] = None,
     ) -> list[str]:
         """The recorded run replayed through a model of PyTorch's caching allocator under
         other settings: per setting the peak reserved and allocated bytes, fragmentation,
@@ -268,7 +286,7 @@ def build_server():
             ctx,
             "whatif",
             lambda report: mcp_tools.whatif(
-                file, settings, recommend, memory_limit, device, report
+                file, settings, recommend, memory_limit, device, report, seq_scale, seq
             ),
         )
 

@@ -218,6 +218,7 @@ def advise(
     device: int | None = None,
     report: Report | None = None,
 ) -> list[str]:
+    seq: int | None = None,
     """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
     from ..model.core.progress import Progress, stage_words
     from .advise import answer
@@ -225,6 +226,7 @@ def advise(
     path = snapshot_path(path)
     _positive("batch", batch)
     lim = memory_limit(limit)
+    _positive("seq", seq)
     stages = Stages(report)
     progress = None
     if report is not None:
@@ -235,7 +237,7 @@ def advise(
 
         progress = Progress(step)
     return _answered(
-        path, device, stages, lambda case: answer(case, path, batch, lim, device, progress)
+        path, device, stages, lambda case: answer(case, path, batch, lim, device, progress, seq)
     )
 
 
@@ -247,7 +249,10 @@ def whatif(
     device: int | None = None,
     report: Report | None = None,
 ) -> list[str]:
-    """``vramscope whatif PATH --conf S... [--recommend] --json``: [its JSON, warnings...]."""
+    seq_scale: list[float] | None = None,
+    seq: int | None = None,
+    """``vramscope whatif PATH --conf S... [--recommend] [--seq-scale X... --seq N] --json``:
+    [its JSON, warnings...]."""
     from ..model.core.units import plural
     from .whatif import BadConf, answer, settings_to_try
 
@@ -257,6 +262,10 @@ def whatif(
     except BadConf as exc:
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     lim = memory_limit(limit)
+    for f in seq_scale or []:
+        if not f > 0 or f == float("inf"):
+            raise ToolFailure(f"seq_scale must be positive numbers, not {f}")
+    _positive("seq", seq)
     stages = Stages(report)
     what = f"simulating {plural(len(confs), 'setting')}"
     return _answered(
@@ -264,7 +273,14 @@ def whatif(
         device,
         stages,
         lambda case: answer(
-            case, confs, lim, recommend, device, progress=stages.slice(0.3, 1.0, what)
+            case,
+            confs,
+            lim,
+            recommend,
+            device,
+            progress=stages.slice(0.3, 1.0, what),
+            seq_scales=list(seq_scale or []),
+            seq=seq,
         ),
     )
 
