@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.calltree import site_frames
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
 from ..whatif import Case
@@ -107,30 +106,36 @@ def _generated(filename: str) -> bool:
 
 
 def _site_keys(case: Case, rows: np.ndarray) -> list[int]:
-    """Per request in ``rows`` of ``case``: an id of (kind, allocation site) comparable
-    across recordings (the site's file, line and function as strings, since frame ids
-    differ; generated code by its function alone)."""
+    """Per request in ``rows`` of ``case``: an id of (kind, call stack) comparable across
+    recordings (every frame's file, line and function as strings, since frame ids differ;
+    generated code by its function alone).  The whole stack, not the allocation site
+    alone: one site makes many requests of other sizes (a layer's every tensor), which
+    an alignment of sites alone pairs with the wrong ones where one recording made a
+    request more."""
     snap = case.snap
     trace = snap.trace
     dev_rows = np.flatnonzero(trace.device == case.device)
     stacks = trace.stack[dev_rows[case.requests.event[rows]]]
-    sites = site_frames(snap)
     frames = snap.frames
+    texts: dict[int, str] = {}
+
+    def frame_text(f: int) -> str:
+        t = texts.get(f)
+        if t is None:
+            name = frames.strings[frames.filename[f]]
+            func = frames.strings[frames.name[f]]
+            t = texts[f] = (
+                f"<generated>:{func}" if _generated(name) else f"{name}:{frames.line[f]}:{func}"
+            )
+        return t
+
     out: list[int] = []
     cache: dict[int, int] = {}
     for k, st in zip(case.requests.kind[rows].tolist(), stacks.tolist()):
-        f = int(sites[st]) if 0 <= st < len(sites) else -1
-        key = cache.get(f)
+        key = cache.get(st)
         if key is None:
-            if f < 0:
-                text = ""
-            else:
-                name = frames.strings[frames.filename[f]]
-                func = frames.strings[frames.name[f]]
-                text = (
-                    f"<generated>:{func}" if _generated(name) else f"{name}:{frames.line[f]}:{func}"
-                )
-            key = cache[f] = hash(text)
+            ids = snap.stacks.frame_ids(st) if 0 <= st < len(snap.stacks) else ()
+            key = cache[st] = hash(tuple(frame_text(int(f)) for f in ids))
         out.append(hash((int(k), key)))
     return out
 
@@ -159,11 +164,34 @@ def match(a: Case, b: Case) -> Match:
     # Allocations alone: the frees follow their blocks, and half the tokens align twice
     # as fast.
     sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+    ops = sm.get_opcodes()
+    size_a = ra.size[alloc_a].astype(np.int64)
+    size_b = rb.size[alloc_b].astype(np.int64)
+    plain = [(i1, j1, i2 - i1) for tag, i1, i2, j1, _ in ops if tag == "equal"]
+    first_a = np.concatenate([np.arange(i, i + n) for i, _, n in plain] or [np.zeros(0, int)])
+    first_b = np.concatenate([np.arange(j, j + n) for _, j, n in plain] or [np.zeros(0, int)])
+    ratio = infer_ratio(size_a[first_a], size_b[first_b])[0]
     ia: list[int] = []
     ib: list[int] = []
-    for blk in sm.get_matching_blocks():
-        ia.extend(range(blk.a, blk.a + blk.size))
-        ib.extend(range(blk.b, blk.b + blk.size))
+    k = 0
+    while k < len(ops):
+        tag, i1, i2, j1, j2 = ops[k]
+        nxt = ops[k + 1] if k + 1 < len(ops) else None
+        if tag in ("insert", "delete") and nxt is not None and nxt[0] == "equal":
+            # A request more on one side, ahead of a run both made: where in the run it
+            # sits is ambiguous when the run repeats itself (a layer's requests, then the
+            # same layer's again); the sizes decide.
+            pa, pb = _slide(
+                ka, kb, size_a, size_b, ratio, i1, j1, i2 - i1, j2 - j1, nxt[2] - nxt[1]
+            )
+            ia.extend(pa)
+            ib.extend(pb)
+            k += 2
+            continue
+        if tag == "equal":
+            ia.extend(range(i1, i2))
+            ib.extend(range(j1, j2))
+        k += 1
     return Match(
         "aligned",
         alloc_a[np.asarray(ia, np.int64)],
@@ -171,6 +199,38 @@ def match(a: Case, b: Case) -> Match:
         len(alloc_a),
         len(alloc_b),
     )
+
+
+def _slide(ka, kb, size_a, size_b, ratio, i0, j0, gap_a, gap_b, run):
+    """The pairs of a gap (``gap_a`` requests of A or ``gap_b`` of B with no partner) and
+    the ``run`` equal requests after it, with the gap slid as far into the run as the
+    tokens allow, at the place where most pairs keep their size or change it by the
+    knob's ``ratio``."""
+    # Pairs with the gap at offset s into the run: k < s pairs (i0 + k, j0 + k), then
+    # (i0 + gap_a + k, j0 + gap_b + k) for k >= s.
+    limit = 0
+    while limit < run and ka[i0 + limit] == kb[j0 + limit]:
+        limit += 1
+
+    def good(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        sa, sb = size_a[i], size_b[j]
+        ok = sa == sb
+        if ratio is not None:
+            ok |= sb * ratio.denominator == sa * ratio.numerator
+        return ok
+
+    k = np.arange(run)
+    early = good(i0 + k[:limit], j0 + k[:limit]).astype(np.int64)
+    late = good(i0 + gap_a + k, j0 + gap_b + k).astype(np.int64)
+    # score(s) = early[:s].sum() + late[s:].sum(), s = 0..limit
+    score = (
+        np.concatenate([[0], np.cumsum(early)])
+        + np.concatenate([late[::-1].cumsum()[::-1], [0]])[: limit + 1]
+    )
+    s = int(np.argmax(score))
+    pa = list(range(i0, i0 + s)) + list(range(i0 + gap_a + s, i0 + gap_a + run))
+    pb = list(range(j0, j0 + s)) + list(range(j0 + gap_b + s, j0 + gap_b + run))
+    return pa, pb
 
 
 def infer_ratio(sa: np.ndarray, sb: np.ndarray) -> tuple[Fraction | None, int, int]:
