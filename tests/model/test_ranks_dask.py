@@ -62,6 +62,12 @@ def views(ov: ranks.RankOverview) -> tuple[str, str]:
     return json.dumps(ov.to_dict(), sort_keys=True), ranks.format_text(ov)
 
 
+def split_everywhere(ov: ranks.RankOverview) -> bool:
+    """Every rank whose file loaded came back with what its memory is (so the views
+    compared hold the split, made where the file was read)."""
+    return all(e.categories_at_peak for e in ov.ranks if not e.error)
+
+
 COMPARED: list[str] = []
 
 
@@ -76,6 +82,7 @@ def test_serial_and_pool_give_the_same_overview(which, eight, copies, monkeypatc
     pooled = ranks.load_ranks(d, jobs=2, use_cache=False)
     assert calls == [2]  # the pool ran
     assert views(serial) == views(pooled)
+    assert split_everywhere(pooled)
     COMPARED.append(which)
     if which == "eight":
         assert len(serial.ranks) == 9 and serial.entry(8).error
@@ -163,6 +170,7 @@ def test_the_cluster_gives_the_same_overview(which, eight, cluster):
     serial = ranks.load_ranks(d, jobs=1, use_cache=False)
     on_cluster = ranks.load_ranks(d, scheduler=cluster.scheduler_address, use_cache=False)
     assert views(on_cluster) == views(serial)
+    assert split_everywhere(on_cluster)
     # ... and through a Client of the caller's own.
     from distributed import Client
 

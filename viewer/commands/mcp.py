@@ -197,7 +197,7 @@ def build_server():
             Field(
                 description="snapshot file, or a directory of per-rank "
                 "snapshots (torchrun): one entry per rank, outliers "
-                "flagged"
+                "flagged, with what each rank's memory is by category"
             ),
         ],
         device: Device = None,

@@ -177,7 +177,8 @@ def summary_dict(path: str, device: int | None, at: int | None, stages: Stages) 
 
 
 def _rank_directory(path: str) -> str:
-    """``vramscope summary DIR --json``: one entry per rank, outliers flagged."""
+    """``vramscope summary DIR --json``: one entry per rank, outliers flagged, with its
+    split by category."""
     from ..model import SnapshotError
     from ..model.reports import ranks
 

@@ -2,8 +2,10 @@
 
 ``vramscope summary DIR [--json] [--jobs N | --scheduler ADDRESS]``: a directory of
 per-rank snapshots (written by the capture module under torchrun): one entry per rank,
-outliers flagged; the ranks read on a pool of this machine's cores (``--jobs``, default
-all) or as tasks of a running Dask cluster (``--scheduler``), the same overview either way.
+outliers flagged, and what each rank's memory is (the split by category ``summary FILE``
+gives for its file) side by side; the ranks read on a pool of this machine's cores
+(``--jobs``, default all) or as tasks of a running Dask cluster (``--scheduler``), the same
+overview either way.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
         "file",
         help="snapshot file (a pickle, gzip/xz/bz2 compressed or not, "
         "or JSON), or a directory "
-        "of per-rank snapshots (one entry per rank, outlier ranks flagged)",
+        "of per-rank snapshots (one entry per rank, outlier ranks flagged, each "
+        "rank's memory by category side by side)",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument(

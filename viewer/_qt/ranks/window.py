@@ -2,8 +2,9 @@
 
 An adapter over :mod:`vramscope.viewer.model.reports.ranks`: a table with one row per
 rank (its files as children), small multiples of reserved / allocated / peak /
-fragmentation per rank with the outlier ranks in red and the median dashed,
-and ``openRequested(path)`` when a rank (or one of its files) is
+fragmentation per rank with the outlier ranks in red and the median dashed, what
+each rank's memory is (:mod:`.split`: the categories side by side, table and stacked
+bars), and ``openRequested(path)`` when a rank (or one of its files) is
 double-clicked, so the main window opens it.
 """
 
@@ -34,6 +35,7 @@ from ..widgets import theme
 from ..widgets.jobs import Job
 from ..widgets.plotting import byte_unit
 from ..widgets.tables import table_tree
+from .split import RanksSplit
 
 OUTLIER_RED = "#c62828"
 BAR_BLUE = "#2f6db5"
@@ -190,10 +192,12 @@ class RanksWindow(QMainWindow):
         self.open_button.clicked.connect(self.open_selected)
         self.open_button.setEnabled(False)
 
+        self.split = RanksSplit()
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.chart)
         split.addWidget(self.table)
-        split.setSizes([300, 420])
+        split.addWidget(self.split)
+        split.setSizes([230, 170, 360])
         bottom = QHBoxLayout()
         bottom.addWidget(self.reasons, 1)
         bottom.addWidget(self.open_button, 0, Qt.AlignmentFlag.AlignTop)
@@ -290,6 +294,7 @@ class RanksWindow(QMainWindow):
         self.caption.setText(head)
         self.chart.set_overview(ov)
         self._fill_table(ov)
+        self.split.set_overview(ov)
         if outl:
             self.select_rank(outl[0].rank)
 

@@ -24,6 +24,12 @@ too.  Only excess is flagged (memory trouble is the rank that holds more),
 and comparing with the other ranks' median makes a 2-rank job flag the
 rank that holds more, not both.
 
+What each rank's memory is: the split by category (parameters, gradients - DDP's
+gradient buckets among them, named "DDP bucket" -, optimizer state, activations,
+communication, unknown, ...) of its preferred file at the instant ``vramscope summary
+FILE`` gives its split for (the requested peak of the device it answers for), the same
+bytes per category; the ranks side by side, one column each (:func:`split_lines`).
+
 Each rank's figures are :func:`rank_row` of its file - a small dict - computed in this
 process, on a pool of local processes or as a task of a Dask cluster where the files
 are (:func:`load_ranks`); the overview is the same whichever way.
@@ -49,7 +55,7 @@ from ..core.progress import Progress
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes, plural
 from ..io.load import load_snapshot, read_sidecar
-from ..replay.timeline import build_timeline
+from ..replay.timeline import build_timeline, oom_events
 
 OUTLIER_RELATIVE = 0.10
 OUTLIER_ABSOLUTE = 256 << 20
@@ -226,6 +232,12 @@ class RankEntry:
     oom_kind: str | None = None
     verdict: str | None = None
     error: str | None = None  # the snapshot could not be loaded
+    # What the memory is, as summary FILE of this rank's file says it (see CATEGORY_FIELDS).
+    categories_device: int | None = None
+    categories_event: int | None = None
+    categories_at_peak: dict[str, int] | None = None
+    categories_guessed_bytes_at_peak: int | None = None
+    ddp_bucket_bytes_at_peak: int | None = None
     outlier_reasons: list[str] = field(default_factory=list)
     deviations: dict[str, int] = field(default_factory=dict)  # metric -> bytes above median
 
@@ -260,6 +272,7 @@ class RankEntry:
             "oom_kind",
             "verdict",
             "error",
+            *CATEGORY_FIELDS,
         ):
             d[k] = getattr(self, k)
         d["outlier"] = self.outlier
@@ -319,14 +332,31 @@ ROW_FIELDS = (
     "oom_kind",
     "verdict",
 )
+#: What the memory is, per rank: the fields of ``vramscope summary FILE --json`` of the
+#: rank's file, under the same names (``categories_event``: summary's
+#: ``peak_requested_event``, the instant of the split; ``ddp_bucket_bytes_at_peak``: of
+#: the gradients, those in DDP's gradient buckets).
+CATEGORY_FIELDS = (
+    "categories_device",
+    "categories_event",
+    "categories_at_peak",
+    "categories_guessed_bytes_at_peak",
+    "ddp_bucket_bytes_at_peak",
+)
+
+
+DDP_BUCKET = "ddp_bucket"  # the reason the categories give DDP's gradient buckets
 
 
 def snapshot_row(snap: Snapshot) -> dict[str, Any]:
     """The figures of one rank's row from its loaded snapshot: a small dict of plain
-    numbers and strings (:data:`ROW_FIELDS`), what a pool worker or a Dask task sends
-    back instead of the snapshot."""
+    numbers and strings (:data:`ROW_FIELDS`, :data:`CATEGORY_FIELDS`), what a pool
+    worker or a Dask task sends back instead of the snapshot."""
     stats = memory_stats(snap)
-    timeline = build_timeline(snap) if len(snap.trace) else None
+    # Built as summary FILE builds it (no keyframes; the OOMs' layouts kept).
+    timeline = (
+        build_timeline(snap, keyframes=False, emit=oom_events(snap)) if len(snap.trace) else None
+    )
     row: dict[str, Any] = {
         "reserved_bytes": int(stats.reserved_bytes),
         "allocated_bytes": int(stats.allocated_bytes),
@@ -355,7 +385,34 @@ def snapshot_row(snap: Snapshot) -> dict[str, Any]:
         row["oom"] = True
         row["oom_kind"] = reports[-1].kind
         row["verdict"] = reports[-1].verdict
+    row.update(category_fields(snap, timeline))
     return row
+
+
+def category_fields(snap: Snapshot, timeline) -> dict[str, Any]:
+    """:data:`CATEGORY_FIELDS` of ``snap``: the split ``vramscope summary FILE`` gives,
+    made by the same functions for the same device and instant (its requested peak)."""
+    from .summary import answered_device, breakdown_fields, peak_device_of, peaks
+
+    out: dict[str, Any] = dict.fromkeys(CATEGORY_FIELDS)
+    if timeline is None or not timeline.devices:
+        return out
+    device_peaks = {d: peaks(timeline, d) for d in timeline.devices}
+    device = peak_device_of(answered_device(snap, device_peaks), device_peaks)
+    event = device_peaks[device]["peak_requested_event"] if device is not None else None
+    made: dict = {}
+    fields = breakdown_fields(snap, timeline, None, device, event, made=made)
+    split = fields.get("categories_at_peak")
+    if split is None:
+        return out
+    out["categories_device"] = fields["categories_device"]
+    out["categories_event"] = event
+    out["categories_at_peak"] = {k: int(v) for k, v in split.items()}
+    out["categories_guessed_bytes_at_peak"] = int(fields["categories_guessed_bytes_at_peak"] or 0)
+    bd = made.get(device)
+    ddp = bd.reasons_at(event).get(DDP_BUCKET, 0) if bd is not None and event is not None else 0
+    out["ddp_bucket_bytes_at_peak"] = int(ddp)
+    return out
 
 
 def rank_row(path: str | os.PathLike, use_cache: bool | None = None) -> dict[str, Any]:
@@ -387,7 +444,7 @@ def rank_entry(
         error, row = error or row["error"], None
     e = RankEntry(rank, rf, files, error=error)
     if row is not None:
-        for k in ROW_FIELDS:
+        for k in (*ROW_FIELDS, *CATEGORY_FIELDS):
             setattr(e, k, row.get(k, getattr(e, k)))
     counters = (rf.sidecar or {}).get("memory_stats")
     if isinstance(counters, dict):
@@ -673,6 +730,7 @@ def format_text(overview: RankOverview) -> str:
     for e in overview.ranks:
         if e.error:
             lines.append(f"rank {e.rank}: could not load {e.file.name}: {e.error}")
+    lines.extend(split_lines(overview))
     if overview.outliers:
         lines.append("outliers (*):")
         for e in overview.outliers:
@@ -686,3 +744,94 @@ def format_text(overview: RankOverview) -> str:
     for name in overview.skipped:
         lines.append(f"skipped (no rank in its name or sidecar): {name}")
     return "\n".join(lines)
+
+
+#: Ranks side by side in one block of the split's table; more ranks wrap into further
+#: blocks of as many (a 64-rank job reads as 8 blocks, not one 800-column line).
+SPLIT_RANKS_PER_BLOCK = 8
+
+
+@dataclass
+class SplitRow:
+    """One row of the ranks' split (:func:`split_table`): ``values`` one per rank of the
+    overview, in its order (None: that rank has no split)."""
+
+    key: str  # a category name, "ddp_bucket", "total", "guessed", "device" or "event"
+    label: str
+    values: list[int | None]
+    is_bytes: bool = True
+
+    def cells(self) -> list[str]:
+        """The values as the text and the GUI show them ("?" where a rank has none)."""
+        return [
+            "?" if v is None else (format_bytes(v) if self.is_bytes else str(v))
+            for v in self.values
+        ]
+
+
+def split_table(overview: RankOverview) -> list[SplitRow]:
+    """What the memory is, per rank, at the instant ``vramscope summary FILE`` of the
+    rank's file gives its split for: the device and event, one row per category non-zero
+    on some rank (the categories' order and words), of the gradients those in DDP's
+    buckets (where any rank has some), the total and how much of it is a guess.  Empty
+    when no rank has a split (no trace, files that could not be loaded)."""
+    from ..categories.reasons import CATEGORY_LABELS, CATEGORY_NAMES
+
+    ranks = overview.ranks
+    if not any(e.categories_at_peak is not None for e in ranks):
+        return []
+
+    def of(get: Callable[[RankEntry], int | None]) -> list[int | None]:
+        return [None if e.categories_at_peak is None else get(e) for e in ranks]
+
+    rows = [
+        SplitRow("device", "device", of(lambda e: e.categories_device), False),
+        SplitRow("event", "at event", of(lambda e: e.categories_event), False),
+    ]
+    ddp = of(lambda e: e.ddp_bucket_bytes_at_peak or 0)
+    for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS):
+        values = [
+            None if e.categories_at_peak is None else e.categories_at_peak.get(name, 0)
+            for e in ranks
+        ]
+        if any(values):
+            rows.append(SplitRow(name, label, values))
+        if name == "gradient" and any(ddp):
+            rows.append(SplitRow(DDP_BUCKET, "  in DDP buckets", ddp))
+    rows.append(
+        SplitRow("total", "total", of(lambda e: sum((e.categories_at_peak or {}).values())))
+    )
+    guessed = of(lambda e: e.categories_guessed_bytes_at_peak or 0)
+    if any(guessed):
+        rows.append(SplitRow("guessed", "  of it guessed", guessed))
+    return rows
+
+
+SPLIT_HEAD = (
+    "what the memory is at each rank's requested peak (the split vramscope summary gives "
+    "for the rank's file):"
+)
+
+
+def split_lines(overview: RankOverview, per_block: int = SPLIT_RANKS_PER_BLOCK) -> list[str]:
+    """:func:`split_table` as text: one column per rank, one row per category; more than
+    ``per_block`` ranks wrap into blocks of ``per_block`` columns."""
+    rows = split_table(overview)
+    if not rows:
+        return ["what the memory is: no rank's file has a trace to split it by category"]
+    lines = [SPLIT_HEAD]
+    width = max(len(r.label) for r in rows)
+    cells = [r.cells() for r in rows]
+    ranks = overview.ranks
+    for start in range(0, len(ranks), per_block):
+        stop = start + per_block
+        if start:
+            lines.append("")
+        heads = [f"rank {e.rank}" for e in ranks[start:stop]]
+        col = [max(len(h), *(len(c[start + i]) for c in cells)) for i, h in enumerate(heads)]
+        lines.append(" " * width + "".join(f"  {h:>{w}}" for h, w in zip(heads, col)))
+        for r, c in zip(rows, cells):
+            lines.append(
+                f"{r.label:<{width}}" + "".join(f"  {v:>{w}}" for v, w in zip(c[start:stop], col))
+            )
+    return lines

@@ -42,6 +42,25 @@ def peaks(timeline: Timeline, device: int) -> dict[str, Any]:
     return out
 
 
+def answered_device(snap: Snapshot, device_peaks: dict[int, dict[str, Any]]) -> int | None:
+    """The device a report answers for when none is given: the last OOM's, else the one
+    with the highest reserved peak (:mod:`..analysis.focus`); ``device_peaks``: the
+    :func:`peaks` of each device with trace events."""
+    device = focus.default_trace_device(snap) if device_peaks else None
+    return focus.default_device(snap) if device is None else device
+
+
+def peak_device_of(device: int | None, device_peaks: dict[int, dict[str, Any]]) -> int | None:
+    """The device whose peaks (and split at the peak) a report gives for ``device``:
+    itself (several devices: summing would mix GPUs); one with no trace events: the
+    device with the highest reserved peak.  None when no device has events."""
+    if not device_peaks:
+        return None
+    if device in device_peaks:
+        return device
+    return max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
+
+
 def _oom_dict(snap: Snapshot, report) -> dict[str, Any]:
     """An OOM report plus ``event``: its index among its device's events (what --at takes)."""
     d = report.to_dict()
@@ -95,20 +114,12 @@ def summarize(
     device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
     given = device is not None
     if device is None:
-        device = focus.default_trace_device(snap) if device_peaks else None
-        if device is None:
-            device = focus.default_device(snap)
+        device = answered_device(snap, device_peaks)
     out["device"] = device
     out["device_chosen_by"] = chosen_by or focus.chosen_by(snap, device, given)
     out["device_phrase"] = focus.device_phrase(snap, device, out["device_chosen_by"] != "given")
-    if device_peaks:
-        # The answered device's peaks (several devices: summing would mix GPUs); one with
-        # no trace events: the highest reserved peak's, named by peak_device.
-        top = (
-            device
-            if device in device_peaks
-            else max(device_peaks, key=lambda d: device_peaks[d]["peak_reserved_bytes"] or 0)
-        )
+    top = peak_device_of(device, device_peaks)
+    if top is not None:
         out.update(device_peaks[top])
         out["peak_device"] = top
     # What each device's trace window cannot show (a wrapped ring buffer, a late start).
