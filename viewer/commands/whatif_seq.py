@@ -29,12 +29,8 @@ from ..model.whatif.predictions import (
 )
 from .device_choice import device_fields, device_line
 
-#: The refusal for a recording without a sequence axis, in the words every front end uses.
-NO_SEQUENCE = (
-    "no sequence axis: no attention over a sequence in its frames "
-    "(eager_attention_forward, scaled_dot_product_attention, ...); --seq-scale is for "
-    "language and other sequence models (give --seq N to judge it as one anyway)"
-)
+#: The refusal on the command line: the model's words and how to overrule them.
+NO_SEQUENCE = seq_scale.NO_SEQUENCE + " (give --seq N to judge it as one anyway)"
 
 
 def seq_label(scale: float, seq: int | None) -> str:

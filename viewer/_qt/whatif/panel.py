@@ -39,9 +39,12 @@ from PySide6.QtWidgets import (
 
 from ...model.core import parallel
 from ...model.core.allocator_rules import ConfError, parse_conf
+from ...model.core.errors import SnapshotError
 from ...model.core.snapshot import Snapshot
 from ...model.core.units import format_bytes as fb
 from ...model.core.units import plural
+from ...model.remedies import seq_scale as seq_model
+from ...model.remedies.batch_ranges import range_words
 from ...model.whatif import RECOMMENDED, Prediction, native_sim, prepare
 from ...model.whatif.predictions import vs_recorded_text
 from ..widgets import theme
@@ -118,11 +121,15 @@ def whatif_job(
     case=None,
     parent=None,
     device: int | None = None,
+    seq_scale: float | None = None,
 ) -> Job:
     """A :class:`Job` that prepares the request stream of ``device`` (once; None: the
     first with trace events) and simulates each setting under :func:`run_limit`, side by
     side on every core (:func:`~...model.core.parallel.pmap`; serially for a small case);
-    ``done((case, predictions, self-check, the limit's source))``."""
+    ``done((case, predictions, self-check, the limit's source))``.  With ``seq_scale``
+    each setting's run is at that sequence length instead (a
+    :class:`~...model.remedies.seq_scale.SeqPrediction`, an estimate with its range; a
+    recording without a sequence axis fails with the model's words)."""
 
     def work(job: WhatIfJob):
         case_ = case or prepare(snap, device)
@@ -133,6 +140,17 @@ def whatif_job(
         names = ["recorded"] + confs
         cfgs = [case_.config_of(c) for c in names]
         preds: list = [None] * len(names)
+        if seq_scale is not None:
+            judged = seq_model.judge(case_)
+            if not judged.is_sequence_model:
+                raise SnapshotError(seq_model.NO_SEQUENCE)
+            progress = job.progress()
+            for j, name in enumerate(names):
+                progress.update("simulate", j / len(names))
+                label = f"seq x{seq_scale:g} (estimate)" + ("" if j == 0 else f" {name}")
+                preds[j] = seq_model.predict_at(case_, judged, seq_scale, label, cfgs[j], lim)
+                job.rowDone.emit(case_, j, preds[j])
+            return case_, preds, case_.self_check(), source
 
         def finished(j: int, result) -> None:
             preds[j] = Prediction(names[j], cfgs[j], lim, result)
@@ -181,6 +199,7 @@ class WhatIfPanel(JobPanel):
         super().__init__(snap, parent, device)
         self.preds: list = []
         self.limit_text = ""  # the limit of the last run and its source, as the summary says
+        self._seq_scale: float | None = None  # the run's sequence scale (None: as recorded)
         self._build()
 
     # -- layout ------------------------------------------------------------------
@@ -210,6 +229,16 @@ class WhatIfPanel(JobPanel):
             "then raise OOM"
         )
         lv.addWidget(self.limit_edit)
+        lv.addWidget(QLabel("Sequence length × (sequence models; empty: as recorded):"))
+        self.seq_edit = QLineEdit()
+        self.seq_edit.setPlaceholderText("e.g. 2 for twice the context length")
+        self.seq_edit.setToolTip(
+            "Each setting at another sequence length: what grows with the tokens is "
+            "scaled, eager attention's scores by the square; an estimate with its range "
+            "(as vramscope whatif --seq-scale)"
+        )
+        self.seq_edit.returnPressed.connect(self.run)
+        lv.addWidget(self.seq_edit)
         lv.addWidget(self.error)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
@@ -383,12 +412,27 @@ class WhatIfPanel(JobPanel):
         self._fit_settings()
 
     # -- running (JobPanel) ----------------------------------------------------------
+    def run(self) -> None:
+        """Start a run; a sequence scale that is no positive number is shown as the error."""
+        if self.thread is not None:
+            return
+        text = self.seq_edit.text().strip()
+        try:
+            scale = float(text) if text else None
+        except ValueError:
+            scale = -1.0
+        if scale is not None and not (0 < scale < float("inf")):
+            self.error.setText(f"sequence length ×: not a positive number: {text!r}")
+            return
+        self._seq_scale = None if scale == 1 else scale
+        super().run()
+
     def status_line(self) -> QLabel:
         return self.summary
 
     def make_job(self, limit: int | None) -> Job:
         confs = self.checked_confs()
-        job = whatif_job(self.snap, confs, limit, self.case, self, self.device)
+        job = whatif_job(self.snap, confs, limit, self.case, self, self.device, self._seq_scale)
         self._partial: list | None = None
         self._partial_names = ["recorded"] + confs
         job.rowDone.connect(self.show_row)
@@ -493,7 +537,7 @@ class WhatIfPanel(JobPanel):
         named_oom = False
         for j, p in enumerate(preds):
             y = p.result.reserved / u
-            recorded = j == 0
+            recorded = j == 0 and getattr(p, "estimate", None) is None
             color = self._colour(j)
             pen = pg.mkPen(color, width=2.5 if recorded else 1.6)
             label = "recorded" if recorded else p.conf
@@ -502,8 +546,14 @@ class WhatIfPanel(JobPanel):
             cut = len(y) if oom is None else oom.request + 1
             curve = self.plot.plot(x[:cut], y[:cut], pen=pen, name=label)
             if j < 2:
+                # (At another sequence length the first row is the recorded settings'.)
                 self.legend.addItem(
-                    curve, "recorded" if recorded else "settings (colours: see the table)"
+                    curve,
+                    "recorded"
+                    if recorded
+                    else p.conf
+                    if j == 0
+                    else "settings (colours: see the table)",
                 )
             if cut < len(y):
                 self.plot.plot(
@@ -550,9 +600,11 @@ class WhatIfPanel(JobPanel):
         d = p.to_dict(case)
         oom = d["oom"]
         fixed = d["peak_reserved_is_window_start"]
+        est = getattr(p, "estimate", None)
+        span = range_words(est.low, est.high) if est is not None else None
         cells = [
-            "recorded: " + case.recorded.describe() if r == 0 else p.conf,
-            fb(d["peak_reserved_bytes"]) + ("*" if fixed else ""),
+            "recorded: " + case.recorded.describe() if r == 0 and est is None else p.conf,
+            (span or fb(d["peak_reserved_bytes"])) + ("*" if fixed else ""),
             vs_recorded_text(d),
             "-"
             if oom is None
@@ -569,7 +621,13 @@ class WhatIfPanel(JobPanel):
                 item.setToolTip(cells[0])
             if c == COL_PEAK:
                 item.setToolTip(
-                    f"{text} = {d['peak_reserved_bytes']:,} bytes "
+                    (
+                        f"an estimate: {text}; {fb(d['peak_reserved_bytes'])} as judged: "
+                        f"{seq_model.RANGE_WHAT}\n"
+                        if est is not None
+                        else ""
+                    )
+                    + f"{text} = {d['peak_reserved_bytes']:,} bytes "
                     "(up to the first OOM, where the program would stop)"
                     + (
                         "\n* the layout the trace window started with, never "
@@ -617,6 +675,8 @@ class WhatIfPanel(JobPanel):
 
     def overlay_label(self, pred) -> str:
         """The timeline's name of ``pred``'s curve."""
+        if getattr(pred, "estimate", None) is not None:
+            return "what-if: " + pred.conf
         return "what-if: " + ("recorded settings" if pred is self.preds[0] else pred.conf)
 
     def _colour(self, row: int):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core import parallel
 from ..core.units import format_bytes as fb
-from ..whatif import Case, native_sim
+from ..whatif import Case, Prediction, native_sim
 from ..whatif import requests as rq
 from ..whatif.run import SimResult
 from . import evidence as ev
@@ -336,6 +336,14 @@ def scaled_case(case: Case, judgement: SeqJudgement, scale) -> ScaledCase:
     return ScaledCase(case, judgement.scaled_sizes(f), f, judgement)
 
 
+#: The refusal for a recording without a sequence axis, in the words every front end uses.
+NO_SEQUENCE = (
+    "no sequence axis: no attention over a sequence in its frames "
+    "(eager_attention_forward, scaled_dot_product_attention, ...): a sequence length "
+    "what-if is for language and other sequence models"
+)
+
+
 #: What a sequence prediction's range spans, in words (CLI, advise and the GUI say it so).
 RANGE_WHAT = (
     "other kernels and workspaces may be picked at another length, masks may be per token "
@@ -391,6 +399,24 @@ def _overhead(case: Case) -> Fraction:
     if not r.peak_allocated:
         return Fraction(1)
     return max(Fraction(1), Fraction(int(r.peak_reserved), int(r.peak_allocated)))
+
+
+@dataclass
+class SeqPrediction(Prediction):
+    """One setting's run at another sequence length, with its estimate's range."""
+
+    estimate: SeqEstimate | None = None
+
+
+def predict_at(
+    case: Case, judgement: SeqJudgement, scale, label: str, conf=None, limit=None
+) -> SeqPrediction:
+    """The run at sequence ``scale`` under the setting ``conf`` (a config) and ``limit``
+    (None: the case's), labelled ``label``: its point and range (:func:`estimate_range`)."""
+    cfg = case.config_of(conf)
+    lim = case.limit if limit is None else limit
+    est, result = estimate_range(case, judgement, scale, cfg, lim)
+    return SeqPrediction(label, cfg, lim, result, program_changed=True, estimate=est)
 
 
 SEGMENT = 2 << 20  # reserved memory comes in segments of at least 2 MiB
