@@ -130,11 +130,12 @@ def test_the_readme_command_line_serves_the_tools_and_the_recording_guide():
     tools, resources, guide = with_server(
         session, command=entry["command"], args=tuple(entry["args"])
     )
-    assert len(tools) == 7
+    assert len(tools) == len(TOOLS)
     assert sorted(t.name for t in tools) == TOOLS
     by_name = {t.name: t for t in tools}
     assert by_name["summary"].input_schema["required"] == ["file"]
     assert by_name["diff"].input_schema["required"] == ["a", "b"]
+    assert by_name["whatif_pair"].input_schema["required"] == ["file", "with_file"]
     assert set(by_name["stack_at"].input_schema["properties"]) == {
         "file",
         "event",
