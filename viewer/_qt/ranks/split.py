@@ -86,7 +86,8 @@ class RanksSplit(QWidget):
         # stand apart from the others).
         t.header().setStretchLastSection(False)
         for c in range(1, 1 + len(ranks)):
-            t.setColumnWidth(c, 96)
+            t.resizeColumnToContents(c)
+            t.setColumnWidth(c, max(t.columnWidth(c) + 8, 64))
 
     def _draw_bars(self, ov: RankOverview | None) -> None:
         p = self.chart.getPlotItem()
