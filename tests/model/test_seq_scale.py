@@ -84,6 +84,7 @@ def test_square_sizes_scale_by_the_square_and_linear_by_the_scale():
         "dec_gpt2_eager_adamw_bf16",  # tuning, eager
         "dec_gpt2_sdpa_adamw_fp32",  # tuning, sdpa
         "peft_lora_llama_bf16base",  # held out, sdpa
+        "peft_lora_gpt2_eagerattn_bf16",  # held out, eager
         "s2s_t5_adamw_fp32",  # held out, sdpa with a float bias (the math fallback)
     ],
 )

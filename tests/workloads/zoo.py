@@ -280,6 +280,19 @@ PROGRAMS: list[dict] = [
         lr=1e-3,
     ),
     P("peft_lora_gpt2_fp32", "peft", LM, model="gpt2", peft="lora", lr=1e-3),
+    # Eager attention in held-out families (the sequence what-if's square rule is judged
+    # on programs it was not chosen on).
+    P(
+        "peft_lora_gpt2_eagerattn_bf16",
+        "peft",
+        LM,
+        model="gpt2",
+        peft="lora",
+        attn="eager",
+        amp="bf16",
+        lr=1e-3,
+    ),
+    P("s2s_bart_eagerattn_adamw_fp32", "hf_encdec", LM, model="bart", attn="eager"),
     P(
         "peft_lora_roberta_fp16scaler",
         "peft",
