@@ -257,3 +257,16 @@ def test_the_mcp_tool_and_the_python_api_give_the_cli_numbers():
     assert api.rows[0].peak_reserved_bytes == cli[0]["peak_reserved_bytes"]
     with pytest.raises(ValueError, match="sizes"):
         vramscope.open(a).whatif_pair(b, batch=48)
+
+
+def test_library_workspaces_make_an_estimate_whose_range_holds_the_real_run():
+    # ResNet-18's cuDNN workspaces (freed by the next request) are sized per shape, not
+    # along a line through their two recorded sizes.
+    from vramscope.viewer.model.remedies.two_recordings import predict_pair
+
+    got = predict_pair(case(RESNET, 16), case(RESNET, 32), "batch", target=48, sizes=(16, 32))
+    assert got.scratch > 0 and got.is_estimate
+    assert got.low is not None and got.high is not None
+    real = truth(RESNET, 48)["peak_reserved_bytes"]
+    assert got.low <= real <= got.high, (got.low, real, got.high)
+    assert any("library workspaces" in w for w in got.why())

@@ -35,7 +35,7 @@ import numpy as np
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
 from ..whatif import Case
-from ..whatif.requests import ALLOC
+from ..whatif.requests import ALLOC, FREE, FREE_REQ
 from ..whatif.run import SimResult
 
 #: The knobs two recordings can be taken at.
@@ -269,6 +269,7 @@ class PairPrediction:
     base: str  # "A" or "B": the recording whose stream was resized
     affine: int  # matched requests sized affinely (constant ones included)
     superlinear: int  # matched requests growing faster than the knob
+    scratch: int  # matched library scratch whose two sizes are not one line
     conf: str
     result: SimResult
     low: int | None = None  # the estimate's range (None: exact)
@@ -311,6 +312,12 @@ class PairPrediction:
                 "scores along the sequence: quadratic), sized from the affine fit to the "
                 "power law through their two sizes"
             )
+        if self.scratch:
+            out.append(
+                f"{self.scratch} library workspaces (freed by the next request) change "
+                "size other than with the knob (the library picks an algorithm per "
+                "shape), sized from half the smaller to twice the larger of their sizes"
+            )
         if self.placement_moves:
             out.append(
                 "where the driver places new segments is not recorded at this size, and "
@@ -342,6 +349,7 @@ class PairPrediction:
             "matching": self.match.to_dict(),
             "affine_allocations": self.affine,
             "superlinear_allocations": self.superlinear,
+            "workspace_allocations": self.scratch,
             "peak_reserved_is_estimate": self.is_estimate,
             "peak_reserved_estimate": est,
         }
@@ -502,6 +510,22 @@ def predict_pair(
     base_case = b if near_b else a
     base_index = m.b_index if near_b else m.a_index
     base_size = base_case.requests.size.astype(np.int64)
+    # Scratch a library sizes per shape (cuDNN's workspaces: made and freed by the very
+    # next request) that neither keeps its size nor changes by the knob's ratio: its
+    # two sizes are two algorithm choices, not a line; at n it may be half the smaller
+    # to twice the larger.
+    rq = base_case.requests
+    freed_next = np.zeros(len(rq), bool)
+    nxt = np.flatnonzero(
+        np.isin(rq.kind[1:], (FREE, FREE_REQ)) & (rq.ref[1:] == np.arange(len(rq) - 1))
+    )
+    freed_next[nxt] = True
+    proportional = (sa == sb) | (sb * ratio.denominator == sa * ratio.numerator)
+    scratch = freed_next[base_index] & ~proportional
+    if scratch.any():
+        both = np.stack([sa[scratch], sb[scratch], low[scratch], high[scratch]])
+        low[scratch] = np.maximum(both.min(axis=0) // 2, 1)
+        high[scratch] = both.max(axis=0) * 2
     # The base stream's own value on the knob, as a multiple of n: unmatched requests
     # keep their size (low) or scale with the knob (high).
     new = base_size.copy()
@@ -518,7 +542,7 @@ def predict_pair(
         scaled = (base_size[unmatched] * k.numerator) // k.denominator
         lo_sizes[unmatched] = np.minimum(scaled, base_size[unmatched])
         hi_sizes[unmatched] = np.maximum(scaled, base_size[unmatched])
-    estimate = bool(grow.any() or unmatched.any())
+    estimate = bool(grow.any() or unmatched.any() or scratch.any())
     other = a if near_b else b
     cfg = base_case.config_of(conf)
     lim = limit if limit is not None else base_case.limit
@@ -541,15 +565,17 @@ def predict_pair(
     result = run(new, placements[0])
     case = PairCase(base_case, dataclasses.replace(base_case.requests, size=new), a)
     peaks = [result.peak_reserved_until_oom]
-    steps = len(placements) + (2 if estimate else 0)
+    steps = len(placements) * (3 if estimate else 1)
     for j, where in enumerate(placements[1:]):
         progress.update("simulate", (j + 1) / steps)
         peaks.append(run(new, where).peak_reserved_until_oom)
     placement_moves = len(set(peaks)) > 1
     if estimate:
-        for j, sz in enumerate((lo_sizes, hi_sizes)):
+        for j, (sz, where) in enumerate(
+            (sz, where) for sz in (lo_sizes, hi_sizes) for where in placements
+        ):
             progress.update("simulate", (len(placements) + j) / steps)
-            peaks.append(run(sz, placements[0]).peak_reserved_until_oom)
+            peaks.append(run(sz, where).peak_reserved_until_oom)
     # Requests of the other recording with no partner in the base stream: absent from
     # the simulated stream, so the range's top adds them, each as a segment of its own
     # at its size scaled to n, as if all were alive at the peak.
@@ -581,8 +607,9 @@ def predict_pair(
         ratio_changed=changed,
         match=m,
         base="B" if near_b else "A",
-        affine=int((~grow).sum()),
+        affine=int((~grow & ~scratch).sum()),
         superlinear=int(grow.sum()),
+        scratch=int(scratch.sum()),
         conf=conf,
         result=result,
         low=lo,
