@@ -55,6 +55,7 @@ from ..widgets.stack_panel import StackPanel
 from ..widgets.tables import table_tree
 from .common import GROWTH_RED, SHRINK_GREEN, SORT_ROLE, LinkedMaps, SortItem, delta_color
 from .over_time import OverTimePane
+from .two_sizes import TwoSizesPane
 
 ROW_ROLE = NODE_ROLE  # (one role: the lazy tree's node, also on the stack rows)
 
@@ -272,6 +273,14 @@ class DiffWindow(QMainWindow):
             "iteration): curves, both maps at one cursor, categories, "
             "allocation sites",
         )
+        # The pair as two sizes of one knob: the run at any other size.
+        self.two_sizes = TwoSizesPane()
+        self.views.addTab(self.two_sizes, "Other sizes")
+        self.views.setTabToolTip(
+            2,
+            "A and B as one program at two batch sizes (or sequence lengths): "
+            "the run at another size (vramscope whatif A --with B)",
+        )
         self.views.currentChanged.connect(self._on_view)
         self.setCentralWidget(self.views)
         self.resize(1440, 900)
@@ -370,6 +379,7 @@ class DiffWindow(QMainWindow):
             t.wait(30000)
         self._threads.clear()
         self.over_time.wait()
+        self.two_sizes.wait()
 
     def show_over_time(self) -> None:
         """The Over-time view (aligning the pair if not done yet)."""
@@ -425,6 +435,7 @@ class DiffWindow(QMainWindow):
         self._fit_maps()
         self.recompute()
         self.over_time.set_documents(a, b)
+        self.two_sizes.set_documents(a, b)
         self._on_view(self.views.currentIndex())
 
     def match_mode(self) -> str:
