@@ -66,6 +66,8 @@ VIEW_OFF = [r for r in RUNS if not _view(r)]
 VIEW_ON = [r for r in RUNS if _view(r)]
 # Each program recorded with the bucket view off beside the same program with it on.
 PAIRS = [(off, on) for off in VIEW_OFF for on in VIEW_ON if _program(off) == _program(on)]
+# A real two-rank DDP run (tests/workloads/ddp_train.py: DDP's defaults, the view off).
+TWO_RANKS = sorted((ROOT / "tests" / "data" / "ddp_2ranks").glob("*_exit_*.pickle"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,6 +96,7 @@ def _real_peak_reserved(run: str) -> int:
 def test_every_recording_is_judged():
     # gpt2 and resnet50, accumulation 1 and 4, each with the bucket view off and on.
     assert len(VIEW_OFF) >= 4 and len(VIEW_ON) >= 4 and len(PAIRS) >= 4, (VIEW_OFF, VIEW_ON)
+    assert len(TWO_RANKS) == 2
 
 
 @pytest.mark.parametrize("run", VIEW_OFF)
@@ -147,6 +150,13 @@ def test_some_recording_shows_the_change_saving_nothing():
     """Not every recording with the view off gains (the larger GPT-2 batch's simulated peak
     stays where it is): the rule above is met both ways here."""
     assert any(_offered(run) is None for run in VIEW_OFF)
+
+
+@pytest.mark.parametrize("path", TWO_RANKS, ids=[p.name.split("_cuda")[0] for p in TWO_RANKS])
+def test_the_separate_gradients_are_found_on_each_rank_of_a_two_rank_run(path):
+    ctx = context.gather(prepare(load_snapshot(path, use_cache=False)), None, None, Progress())
+    sep = ddp.separate_gradients(ctx)
+    assert sep is not None and sep.steps >= 1
 
 
 def test_the_remedy_names_the_line_that_built_ddp():
