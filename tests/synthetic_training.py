@@ -76,6 +76,23 @@ OPT_TEMP = [
     _f(USER, 46, "main"),
 ]
 ZERO_GRAD = [_f(f"{TORCH}/optim/optimizer.py", 990, "zero_grad"), _f(USER, 36, "main")]
+# ``opt.step(closure)``: the step calls the program's closure, which runs the forward, the
+# loss and backward (PyTorch Lightning's automatic optimisation, LBFGS-style loops).
+STEP_CALLS_CLOSURE = [
+    _f(USER, 30, "closure"),
+    _f(f"{TORCH}/optim/adamw.py", 205, "step"),
+    _f(f"{TORCH}/optim/optimizer.py", 80, "_use_grad"),
+    _f(f"{TORCH}/optim/optimizer.py", 533, "wrapper"),
+    _f(USER, 46, "main"),
+]
+
+
+def in_closure(frames: list[dict]) -> list[dict]:
+    """The same call made from the closure that ``opt.step(closure)`` runs (for the
+    program's own ``main`` frame at the bottom, the closure and the step above it)."""
+    return frames[:-1] + STEP_CALLS_CLOSURE
+
+
 LEAK_LINE = 57
 LEAK = [_f(USER, LEAK_LINE, "main")]
 
@@ -199,13 +216,20 @@ class TrainingTrace:
 
 
 def training_run(
-    iterations: int = 6, layers: int = 4, leak: bool = False, leak_bytes: int = 3 * MIB + 1000
+    iterations: int = 6,
+    layers: int = 4,
+    leak: bool = False,
+    leak_bytes: int = 3 * MIB + 1000,
+    closure: bool = False,
 ) -> tuple[bytes, TrainingTrace]:
     """(pickle bytes of the snapshot, the builder with what every allocation was meant as).
 
-    Event indices in ``category_of_event`` are 0-based in the device trace *after* the
-    leading segment_alloc (so +1 for the trace as loaded)."""
+    ``closure``: the forward, the loss and backward run inside ``opt.step(closure)`` (the
+    step's annotation spans them; their stacks hold the step's frames).  Event indices in
+    ``category_of_event`` are 0-based in the device trace *after* the leading segment_alloc
+    (so +1 for the trace as loaded)."""
     tr = TrainingTrace()
+    wrap = in_closure if closure else (lambda frames: frames)
     param_sizes = [(5 + j) * MIB + 256 * j for j in range(layers)]
     params = [tr.alloc(s, APPLY, "parameter") for s in param_sizes]
     del params
@@ -222,23 +246,27 @@ def training_run(
         if x_prev is not None:
             tr.free(x_prev, INPUT)
         x_prev = x
+        if closure:
+            tr.annotate("Optimizer.step#AdamW.step", "START")
         acts = []
         for j in range(layers):
-            acts.append(tr.alloc(6 * MIB + 512 * j, FORWARD(10 + j), "activation"))
-            tmp = tr.alloc(7 * MIB + 512 * j, FORWARD(10 + j), "temporary")
-            tr.free(tmp, FORWARD(10 + j))
-        loss = tr.alloc(1536 * 1024, LOSS, "activation")
+            fwd = wrap(FORWARD(10 + j))
+            acts.append(tr.alloc(6 * MIB + 512 * j, fwd, "activation"))
+            tmp = tr.alloc(7 * MIB + 512 * j, fwd, "temporary")
+            tr.free(tmp, fwd)
+        loss = tr.alloc(1536 * 1024, wrap(LOSS), "activation")
         if loss_prev is not None:
-            tr.free(loss_prev, LOSS)
+            tr.free(loss_prev, wrap(LOSS))
         loss_prev = loss
-        g0 = tr.alloc(1536 * 1024, BACKWARD_ENTRY, "temporary")
+        g0 = tr.alloc(1536 * 1024, wrap(BACKWARD_ENTRY), "temporary")
         for j in reversed(range(layers)):
             tmp = tr.alloc(8 * MIB + 512 * j, AUTOGRAD_THREAD, "temporary")
             grads.append(tr.alloc(param_sizes[j], AUTOGRAD_THREAD, "gradient"))
             tr.free(tmp, AUTOGRAD_THREAD)
             tr.free(acts[j], AUTOGRAD_THREAD)
-        tr.free(g0, BACKWARD_ENTRY)
-        tr.annotate("Optimizer.step#AdamW.step", "START")
+        tr.free(g0, wrap(BACKWARD_ENTRY))
+        if not closure:
+            tr.annotate("Optimizer.step#AdamW.step", "START")
         if it == 0:
             for s in param_sizes:
                 states.append(tr.alloc(s, OPT_INIT, "optimizer_state"))

@@ -400,6 +400,37 @@ def _span_peaks(requested, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, 
     return top, peak
 
 
+def _after_closures(
+    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray, steps: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The annotated steps' ranges, each cut to what follows its closure: a step that
+    called back into the program (``optimizer.step(closure)``) ran a forward and a backward
+    inside its annotation, which keep the phases their stacks give; the optimizer's own
+    work is what the step does after the closure's last forward or backward event.  Before
+    the closure nothing is forced (the stacks decide)."""
+    closure = (kinds & sk.K_CLOSURE) != 0
+    if not steps or not closure.any():
+        return steps
+    code = stack_codes(snap, kinds)
+    if code is None:
+        return steps
+    telling = np.zeros(len(code), bool)  # the last entry: stack -1
+    telling[:-1] = closure
+    work = ((code & 15) == sk.EV_FORWARD) | ((code & 15) == sk.EV_BACKWARD)
+    act_lut = np.zeros(256, bool)
+    act_lut[[Action.ALLOC, Action.FREE_REQUESTED]] = True
+    out = []
+    for lo, hi in steps:
+        st = rep.stack[lo:hi]
+        acts = act_lut[rep.action[lo:hi].view(np.uint8)]
+        if not (telling[st] & acts).any():
+            out.append((lo, hi))
+            continue
+        last = lo + int(np.flatnonzero((telling[st] | work[st]) & acts)[-1])
+        out.append((last + 1, max(hi, last + 1)))
+    return out
+
+
 def find_phases(
     snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray | None = None, requested=None
 ) -> Phases:
@@ -414,6 +445,7 @@ def find_phases(
     t_min = int(rep.time_us.min()) if n and len(snap.annotations) else None  # one pass
     steps = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.step", t_min)
     zero = _annotation_ranges(snap, rep.device, rep.time_us, "Optimizer.zero_grad", t_min)
+    steps = _after_closures(snap, rep, kinds, steps)
     code = stack_codes(snap, kinds) if native.available() else None
     if code is not None:
         # One C pass: evidence, guess and phase of every event (no temporaries of n).

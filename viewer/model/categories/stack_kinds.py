@@ -44,6 +44,13 @@ K_DDP_REDUCER = 1 << 17  # where the Reducer makes its buckets (construction, re
 K_DDP_COMM = 1 << 18  # DDP's broadcasts and syncs, a communication hook's buffers
 K_DDP_INPUTS = 1 << 19  # the inputs DDP moves to the device before the forward
 K_DDP = K_DDP_REDUCER | K_DDP_COMM | K_DDP_INPUTS
+# A stack, not a frame: the optimizer's step called back into the program (its closure:
+# ``optimizer.step(closure)``, Lightning's automatic optimisation, LBFGS).  Such a stack
+# loses K_OPTIM / K_OPT_INIT: what the closure runs is a forward, a loss or a backward.
+K_CLOSURE = 1 << 20
+# Frames of ``optim/optimizer.py`` that only dispatch to a step (its decorators and hooks):
+# what they call is the optimizer's own step, even where that step is the user's code.
+_OPT_DISPATCH = 1 << 21
 
 # Evidence a stack gives about the phase of its allocation.
 EV_NONE = 0  # no stack, or nothing telling
@@ -211,6 +218,8 @@ def frame_kind(filename: str, name: str, category: int) -> int:
             kind |= K_OPTIM
             if name in _OPT_INIT_NAMES:
                 kind |= K_OPT_INIT
+            if rel == "optim/optimizer.py":
+                kind |= _OPT_DISPATCH
     elif (
         rel in ("_tensor.py", "autograd/__init__.py", "autograd/graph.py")
         and name in _BACKWARD_PY_NAMES
@@ -245,7 +254,9 @@ def frame_kinds(snap: Snapshot, categories: np.ndarray | None = None) -> np.ndar
 
 
 def stack_kinds(snap: Snapshot, kinds: np.ndarray | None = None) -> np.ndarray:
-    """OR of the kinds of every frame of every stack (int32 per stack; 0 for empty ones)."""
+    """OR of the kinds of every frame of every stack (int32 per stack; 0 for empty ones),
+    with :data:`K_CLOSURE` in place of the optimizer's bits where the step called back into
+    the program (:func:`closure_stacks`)."""
     if kinds is None:
         kinds = frame_kinds(snap)
     stacks = snap.stacks
@@ -256,6 +267,53 @@ def stack_kinds(snap: Snapshot, kinds: np.ndarray | None = None) -> np.ndarray:
     lengths = np.diff(stacks.offsets)
     nonempty = lengths > 0
     out[nonempty] = np.bitwise_or.reduceat(kinds[stacks.frames], stacks.offsets[:-1][nonempty])
+    closure = closure_stacks(snap, kinds, out)
+    out[closure] = (out[closure] & ~(K_OPTIM | K_OPT_INIT)) | K_CLOSURE
+    return out & ~_OPT_DISPATCH
+
+
+def _program_file(filename: str) -> bool:
+    """A Python file of the program or of a library it uses: not torch, not the standard
+    library (whose frames an optimizer's own code passes through)."""
+    f = filename.replace("\\", "/")
+    if not f.endswith(".py"):
+        return False
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in f:  # an installed package: torch's or another's (a venv may sit in .../torch/)
+            return not f.rsplit(marker, 1)[1].startswith("torch/")
+    return _torch_rel(f) is None and "/lib/python3" not in f
+
+
+def closure_stacks(snap: Snapshot, kinds: np.ndarray, or_kinds: np.ndarray) -> np.ndarray:
+    """Per stack: did the optimizer's step call back into the program that allocated?
+
+    Stacks list their frames innermost first.  Inner to the step's innermost frame, a
+    module's forward or autograd's backward is the closure's (an optimizer runs neither);
+    so is any frame outside torch (the user's loss, Lightning's ``_wrap_closure``) when
+    that innermost frame is a concrete step (``adamw.py step``): a frame of
+    ``optimizer.py``'s dispatch calls the step itself, which may be the user's own
+    optimizer."""
+    stacks = snap.stacks
+    n = len(stacks)
+    out = np.zeros(n, dtype=bool)
+    cand = np.flatnonzero((or_kinds & K_OPTIM) != 0)
+    if not len(cand):
+        return out
+    frames = snap.frames
+    strings = frames.strings
+    outside = np.fromiter((_program_file(s) for s in strings), bool, count=len(strings))
+    frame_outside = outside[frames.filename] if len(frames) else np.zeros(0, bool)
+    big = np.iinfo(np.int64).max
+    for s in cand.tolist():  # stacks inside a step: a few hundred at most
+        ids = stacks.frames[stacks.offsets[s] : stacks.offsets[s + 1]]
+        k = kinds[ids]
+        at_opt = np.flatnonzero((k & K_OPTIM) != 0)
+        first_opt = int(at_opt[0]) if len(at_opt) else big
+        inner = slice(0, first_opt)
+        if ((k[inner] & (K_MODULE_CALL | K_BACKWARD)) != 0).any():
+            out[s] = True
+        elif not (k[first_opt] & _OPT_DISPATCH) and frame_outside[ids[inner]].any():
+            out[s] = True
     return out
 
 

@@ -258,12 +258,14 @@ def gather(
     ranges = _optimizer_ranges(snap, case.device)
     in_opt = np.zeros(n, bool)
     step_end_req: list[int] = []
+    step_spans: list[tuple[int, int]] = []
     for start, end, is_step in ranges:
         lo = np.searchsorted(t, start, side="left")
         hi = np.searchsorted(t, end, side="right")
         in_opt[lo:hi] = True
         if is_step:
             step_end_req.append(int(hi))
+            step_spans.append((int(lo), int(hi)))
     # Iterations: the work after one optimizer step up to the end of the next.
     iteration = np.full(n, -1, np.int32)
     starts: list[int] = []
@@ -287,6 +289,16 @@ def gather(
     user = np.array(
         [_user_innermost(snap, s, ucache) if s >= 0 else False for s in stacks.tolist()], bool
     )[per_request]
+    called_back = _called_back(snap, site, breakdown)
+    if called_back is not None:
+        # The step ran the program's closure (``optimizer.step(closure)``, Lightning): its
+        # forward, loss and backward are the program's, and the optimizer's own work is what
+        # the step does after the closure's last request.
+        prov[called_back & (prov == PROV_OPTIMIZER)] = PROV_USER
+        work = called_back | (prov == PROV_NONE) | (prov == PROV_AUTOGRAD)
+        for a, b in step_spans:
+            if called_back[a:b].any():
+                in_opt[a : a + int(np.flatnonzero(work[a:b])[-1]) + 1] = False
     phase = np.full(n, FORWARD, np.int8)
     phase[(prov == PROV_NONE) | (prov == PROV_AUTOGRAD)] = BACKWARD
     phase[in_opt | (prov == PROV_OPTIMIZER)] = OPTIMIZER
@@ -315,6 +327,20 @@ def gather(
         category_guess=category_guess,
         breakdown=breakdown,
     )
+
+
+def _called_back(snap, site: np.ndarray, breakdown: "MemoryBreakdown | None") -> np.ndarray | None:
+    """Per request: made where the optimizer's step called back into the program (the
+    categories' rule, :func:`..categories.stack_kinds.closure_stacks`); None when no request
+    was (or the categories package is absent)."""
+    try:
+        from ..categories import stack_kinds as sk
+    except ImportError:
+        return None
+    kinds = breakdown.phases.stack_kinds if breakdown is not None else sk.stack_kinds(snap)
+    closure = np.append((kinds & sk.K_CLOSURE) != 0, False)  # the last entry: no stack
+    got = closure[np.where(site < len(kinds), site, -1)]
+    return got if got.any() else None
 
 
 def uses_checkpoint(snap) -> bool:
