@@ -99,6 +99,22 @@ def test_a_users_own_optimizer_step_stays_the_optimizers():
     assert k & sk.K_OPT_INIT and k & sk.K_OPTIM and not k & sk.K_CLOSURE
 
 
+def test_a_compiled_optimizer_step_stays_the_optimizers():
+    """``torch.compile`` of the step: Inductor's generated code (and Triton's launcher) run
+    inside the step; they are not the program's closure."""
+    frames = [
+        syn._f("/tmp/torchinductor_root/ab/cabxyz.py", 120, "call"),
+        syn._f("/usr/lib/python3.12/site-packages/triton/runtime/jit.py", 500, "run"),
+        syn._f(f"{syn.TORCH}/_inductor/output_code.py", 600, "__call__"),
+        syn._f(f"{syn.TORCH}/_dynamo/eval_frame.py", 700, "_fn"),
+        syn._f(f"{syn.TORCH}/optim/adamw.py", 220, "step"),
+        syn._f(f"{syn.TORCH}/optim/optimizer.py", 533, "wrapper"),
+        syn._f(syn.USER, 46, "main"),
+    ]
+    k = _one_alloc_kinds(frames)
+    assert k & sk.K_OPTIM and not k & sk.K_CLOSURE
+
+
 def test_a_torch_install_under_a_folder_named_torch_is_not_torch_itself():
     """Lightning installed in ``/opt/torch/.venv/...site-packages/pytorch_lightning``: its
     closure frames are a library's, not torch's."""

@@ -276,12 +276,16 @@ def _program_file(filename: str) -> bool:
     """A Python file of the program or of a library it uses: not torch, not the standard
     library (whose frames an optimizer's own code passes through)."""
     f = filename.replace("\\", "/")
-    if not f.endswith(".py"):
-        return False
+    if not f.endswith(".py") or "torchinductor_" in f:
+        return False  # Inductor's generated code runs a compiled step as much as a forward
     for marker in ("/site-packages/", "/dist-packages/"):
         if marker in f:  # an installed package: torch's or another's (a venv may sit in .../torch/)
-            return not f.rsplit(marker, 1)[1].startswith("torch/")
+            return not f.rsplit(marker, 1)[1].startswith(_COMPILER_PACKAGES)
     return _torch_rel(f) is None and "/lib/python3" not in f
+
+
+#: Installed packages an optimizer's own (compiled) step runs through.
+_COMPILER_PACKAGES = ("torch/", "triton/")
 
 
 def closure_stacks(snap: Snapshot, kinds: np.ndarray, or_kinds: np.ndarray) -> np.ndarray:
