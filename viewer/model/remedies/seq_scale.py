@@ -277,7 +277,10 @@ def judge(case: Case, seq: int | None = None, evd: ev.Evidence | None = None) ->
     size = base.size
     site = evd.site.astype(np.int64)
     names = _inner_functions(case.snap, site)
-    fn = np.array([names.get(int(s), "") if s >= 0 else "" for s in site.tolist()], object)
+    # Per request through its stack's index (one lookup per stack, not per request).
+    uniq, inv = np.unique(site, return_inverse=True)
+    per_stack = np.array([names.get(int(u), "") if u >= 0 else "" for u in uniq.tolist()], object)
+    fn = per_stack[inv] if len(site) else np.zeros(0, object)
     # Runs: consecutive forward allocations with one innermost function.
     fwd = alloc & (evd.phase == ev.FORWARD) & (fn != "")
     run = np.full(n, -1, np.int64)
@@ -585,12 +588,19 @@ class LongestSeq:
         )
 
 
+def names_attention(snap) -> bool:
+    """Whether any frame of the snapshot is an attention function (:data:`SEQUENCE_MARKS`):
+    a look at the frame table alone, before any judgement."""
+    frames = snap.frames
+    return any(frames.name_of(i) in SEQUENCE_MARKS for i in range(len(frames.name)))
+
+
 def longest_seq(
     case: Case, limit: int | None, seq: int | None = None, conf=None
 ) -> LongestSeq | None:
     """The longest sequence that fits ``limit`` for a recording judged a sequence model
     (None for any other, or without a limit)."""
-    if limit is None:
+    if limit is None or not names_attention(case.snap):
         return None
     j = judge(case, seq)
     if not j.is_sequence_model:
