@@ -56,6 +56,9 @@ EAGER_FUNCS = ("eager_attention_forward", "_attn", "_upcast_and_reordered_attn")
 # Functions that call ``scaled_dot_product_attention``: flash and memory-efficient
 # kernels keep them linear, the math fallback (a float mask on fp32) does not.
 SDPA_FUNCS = ("sdpa_attention_forward", "scaled_dot_product_attention")
+# torch.nn.MultiheadAttention's function: sdpa without weights, the scores materialised
+# with ``need_weights=True`` (its default), so judged like sdpa's math fallback.
+TORCH_ATTENTION = ("multi_head_attention_forward",)
 # Functions that build ``T x T`` masks or position biases (transformers' masking utils,
 # T5's relative position bias); a padding mask ``B x 1 x 1 x T`` they also build is linear,
 # so their squares are in doubt.
@@ -75,7 +78,7 @@ MASK_FUNCS = (
     "_relative_position_bucket",
 )
 # Frames that say the program runs attention over a sequence at all.
-SEQUENCE_MARKS = (*EAGER_FUNCS, *SDPA_FUNCS, "multi_head_attention_forward", "flash_attn_func")
+SEQUENCE_MARKS = (*EAGER_FUNCS, *SDPA_FUNCS, *TORCH_ATTENTION, "flash_attn_func")
 
 # Fixed-for-the-batch rules that judge by a size alone: an attention frame outranks them.
 OVERRIDABLE = (scaling.STATE_SIZE, scaling.NOT_MULTIPLE)
@@ -131,7 +134,7 @@ def _sdpa_math(runs: Runs) -> tuple[np.ndarray, np.ndarray]:
     # kernels make an output, a log-sum-exp and seeds, no size twice beyond the output's.
     sq = np.zeros(len(runs.size), bool)
     doubt = np.zeros(len(runs.size), bool)
-    for idx in runs.of(SDPA_FUNCS):
+    for idx in runs.of((*SDPA_FUNCS, *TORCH_ATTENTION)):
         s = runs.size[idx]
         big = s[s > scaling.TINY_BYTES]
         if not len(big):
@@ -242,11 +245,18 @@ class SeqJudgement(scaling.Judgement):
 
 
 def _inner_functions(snap, sites: np.ndarray) -> dict[int, str]:
-    """The innermost frame's function outside torch, per stack id."""
+    """The innermost frame's function outside torch (or torch's own attention,
+    :data:`TORCH_ATTENTION`), per stack id."""
     out: dict[int, str] = {}
     for st in np.unique(sites[sites >= 0]).tolist():
         name = ""
-        for f in snap.stacks.frame_ids(int(st)).tolist():
+        ids = snap.stacks.frame_ids(int(st)).tolist()
+        # Torch's attention only where it made the tensor itself (its in-projection's
+        # frame is a function of its own, whose outputs are linear).
+        if ids and snap.frames.name_of(ids[0]) in TORCH_ATTENTION:
+            out[int(st)] = snap.frames.name_of(ids[0])
+            continue
+        for f in ids:
             fn = snap.frames.filename_of(f).replace("\\", "/")
             if ("/torch/" in fn and "/site-packages/torch/" in fn) or fn.startswith("<"):
                 continue
@@ -319,6 +329,8 @@ def judge(case: Case, seq: int | None = None, evd: ev.Evidence | None = None) ->
     attention = (
         "eager and sdpa" if eager and sdpa else "eager" if eager else "sdpa" if sdpa else None
     )
+    if attention is None and marks & set(TORCH_ATTENTION):
+        attention = "torch.nn.MultiheadAttention"
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(scaling.Judgement)}
     return SeqJudgement(
         **fields,
