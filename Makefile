@@ -20,7 +20,7 @@ help:
 	@echo "make test-fast - the tests not marked slow, on TEST_JOBS processes (no linters)"
 	@echo "make lint    - only the linters: lint-imports, ruff check, mypy"
 	@echo "make bench   - run the benchmarks at 1M and 10M events (ratios against pickle.load)"
-	@echo "make zoo-table - the held-out zoo report (tests/bench/zoo_table.md) from the zoo recordings"
+	@echo "make zoo-table - the held-out zoo reports (tests/bench/zoo_*.md) from the zoo recordings"
 	@echo "make screenshot - render the example to assets/screenshot.png (the README picture)"
 	@echo "make native  - rebuild the C extensions in place (after editing viewer/model/_native/*.c)"
 	@echo "make fuzz    - fuzz the compiled snapshot parser against the Python one (1M inputs)"
@@ -123,9 +123,13 @@ bench: install-test native
 	QT_QPA_PLATFORM=offscreen $(PY) tests/bench/run_bench.py $(BENCH_ARGS)
 
 # The zoo's recordings (tests/workloads/zoo.py) in ZOO (default /work/zoo, then
-# tests/data/zoo): how the predictions do on the held-out families, into tests/bench/zoo_table.md.
+# tests/data/zoo): how the predictions do on the held-out families, into tests/bench/:
+# zoo_table.md (batch what-if, categories, remedies), zoo_seq.md (the sequence what-if from
+# one recording) and zoo_pairs.md (a third size from two recordings).
 zoo-table: install native
 	QT_QPA_PLATFORM=offscreen $(PY) tests/workloads/zoo_table.py $(if $(ZOO),--zoo $(ZOO))
+	QT_QPA_PLATFORM=offscreen $(PY) tests/workloads/zoo_seq.py $(if $(ZOO),--zoo $(ZOO))
+	QT_QPA_PLATFORM=offscreen $(PY) tests/workloads/zoo_pairs.py $(if $(ZOO),--zoo $(ZOO))
 
 native: install
 	$(PY) setup.py -q build_ext --inplace
