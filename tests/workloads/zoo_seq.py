@@ -192,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         "Every row is labelled an estimate. The ranges are wide by design: their high end "
         "allows the allocator a fifth more overhead than the recording or the simulation "
         "(the most the tuning families needed), since one recording cannot show how "
-        "other sizes pack into segments. lit_gpt2 misses everywhere: Lightning runs "
-        "forward and backward inside `optimizer.step`'s closure, so the batch judgement "
-        "the sequence one builds on reads every allocation as the optimizer's (fixed) - "
-        "the batch what-if's Lightning miss in zoo_table.md.",
+        "other sizes pack into segments.",
+        "",
+        "Misses from seq 256: "
+        + (", ".join(sorted({r["program"] for r in main_rows if not r.get("ok")})) or "none")
+        + "; from 128 and 512: "
+        + (", ".join(sorted({r["program"] for r in other if not r.get("ok")})) or "none")
+        + ".",
         "",
         "No held-out program uses eager attention (the zoo's eager programs are dec_gpt2_eager, "
         "dec_llama_eager and enc_distilbert_eager, all tuning)."
