@@ -15,7 +15,8 @@ applicable specs need, builds, filters and ranks; adding a remedy is adding a sp
 * :mod:`.kept`: ``free_kept``, ``no_grad_forward``;
 * :mod:`.optimizer`: ``8bit_optimizer``, ``set_to_none``;
 * :mod:`.activations`: ``gradient_checkpointing``, ``bf16_autocast``;
-* :mod:`.ddp`: ``gradient_as_bucket_view`` (DistributedDataParallel's gradients);
+* :mod:`.ddp`: ``gradient_as_bucket_view``, ``fsdp_full_shard`` (DistributedDataParallel's
+  gradients and model state);
 * :mod:`.gpu`: ``free_gpu``, ``empty_cache`` (what else holds the GPU).
 
 May import: the rest of :mod:`..` (the remedies package) and what it may import.
@@ -27,7 +28,7 @@ from .activations import BF16_AUTOCAST, GRADIENT_CHECKPOINTING
 from .allocator import ALLOCATOR
 from .batch import SMALLER_BATCH
 from .context import Context, gather
-from .ddp import GRADIENT_AS_BUCKET_VIEW
+from .ddp import FSDP_FULL_SHARD, GRADIENT_AS_BUCKET_VIEW
 from .gpu import EMPTY_CACHE, FREE_GPU
 from .kept import FREE_KEPT, NO_GRAD_FORWARD
 from .optimizer import EIGHT_BIT_OPTIMIZER, SET_TO_NONE
@@ -45,6 +46,7 @@ SPECS: tuple[RemedySpec, ...] = (
     BF16_AUTOCAST,
     SET_TO_NONE,
     GRADIENT_AS_BUCKET_VIEW,
+    FSDP_FULL_SHARD,
     FREE_GPU,
     EMPTY_CACHE,
 )

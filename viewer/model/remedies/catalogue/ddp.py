@@ -9,6 +9,21 @@
   backward before the step.  The allocations themselves stay: autograd still makes
   them.  The saving is whatever the peak shows, nothing where they were not live at it.
 
+* ``fsdp_full_shard`` (estimated): the same program under FSDP2 full sharding
+  (``fully_shard``) on the recording's number of ranks (the capture's sidecar; one rank
+  shares nothing and is not offered): each rank keeps 1/W of the parameters, of their
+  gradients and of the optimizer state, and no bucket.  The recorded stream is
+  re-simulated with those allocations at 1/W of their bytes (the buckets gone, or, where
+  they are the gradients, at 1/W); FSDP then gathers a unit's parameters for its forward
+  and backward (the all-gather's output) and holds its unsharded gradients until the
+  reduce-scatter, bytes the recording cannot show: they are added to the simulated
+  reserved curve wherever the recording runs a forward or backward pass.  How large a
+  unit is depends on how the program wraps it: from the largest parameter tensor (one
+  layer per unit, nothing prefetched) to the whole model (one unit, or
+  ``reshard_after_forward=False``, which keeps every unit gathered): the range's ends.
+  The point is one layer per unit the size of the largest tensor, the next one
+  prefetched and one unit's unsharded gradients.
+
 A smaller ``bucket_cap_mb`` is no remedy here: the buckets hold the parameters' bytes
 whatever their cap, which only changes how those bytes are split into blocks.
 """
@@ -17,17 +32,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from ...categories.sharded import world_size
 from ...core.units import format_bytes as fb
 from ...core.units import plural
 from ...whatif import requests as rq
-from .. import edit, evidence
-from ..remedy import SIMULATED, Remedy
-from .context import Context, run_edited
-from .spec import RemedySpec, Simulations, simulated
+from .. import changes, edit, evidence
+from ..remedy import ESTIMATED, SIMULATED, Remedy
+from ..split import optimizer_state
+from .context import Context, Run, run_edited
+from .spec import RemedySpec, Simulations, estimated, simulated
 
 DDP_BUCKET = "ddp_bucket"  # the categories' reason for the Reducer's buckets
 
@@ -141,4 +159,151 @@ GRADIENT_AS_BUCKET_VIEW = RemedySpec(
     applies=separate_gradients,
     simulations=_simulations,
     build=_build,
+)
+
+
+@dataclass
+class _Sharded:
+    """What full sharding over ``world`` ranks changes: the allocations kept at 1/W of
+    their bytes, the buckets that go, and the bytes of the parameters and gradients a
+    gathered unit holds."""
+
+    world: int
+    params: np.ndarray  # bool per request: the parameters
+    grads: np.ndarray  # the parameters' gradients (the buckets where they are the .grad)
+    state: np.ndarray  # the optimizer state
+    buckets: np.ndarray  # DDP's buckets that FSDP does not make (none where they are the .grad)
+    largest: int  # bytes of the largest parameter tensor: the smallest unit there can be
+    model: int  # bytes of every parameter: the largest unit
+    grad_model: int  # bytes of every parameter's gradient: the whole model's, unsharded
+
+
+def sharded(ctx: Context) -> _Sharded | None:
+    """The model state of this DDP recording as FSDP2 full sharding would keep it on each
+    of the recording's ranks; None where it is no DDP recording (no bucket), the number of
+    ranks is not recorded or is one (sharding over one rank saves nothing), or the
+    categories do not know the parameters."""
+    evd = ctx.evd
+    if evd.categories is None or evd.category_reasons is None:
+        return None
+    world = world_size(ctx.snap.sidecar)
+    if world is None or world < 2:
+        return None
+    reqs = ctx.case.requests
+    alloc = reqs.kind == rq.ALLOC
+    buckets = alloc & (evd.category_reasons == DDP_BUCKET)
+    params = alloc & (evd.categories == "parameter")
+    if not buckets.any() or not params.any():
+        return None
+    sep = separate_gradients(ctx)
+    if sep is not None:
+        grads, gone = sep.grads, buckets
+        grad_model = int(reqs.size[grads].sum()) // max(sep.steps, 1)
+    else:
+        # The bucket view: the buckets are the gradients; FSDP keeps 1/W of them.
+        grads, gone = buckets, np.zeros_like(buckets)
+        grad_model = int(reqs.size[buckets & (evd.free_at >= ctx.n)].sum()) or int(
+            reqs.size[buckets].max()
+        )
+    state = optimizer_state(evd, ctx.judgement) & alloc
+    kept = params & (evd.free_at >= ctx.n)
+    model = int(reqs.size[kept if kept.any() else params].sum())
+    return _Sharded(
+        world, params, grads, state, gone, int(reqs.size[params].max()), model, grad_model
+    )
+
+
+def unit_bytes(sh: _Sharded) -> tuple[int, int, int]:
+    """(low, point, high) of the bytes a gathered unit adds in a forward or backward pass:
+    one unit of the largest tensor; that unit, the next one prefetched and one unit's
+    unsharded gradients; the whole model's parameters and gradients unsharded."""
+    high = sh.model + sh.grad_model
+    return sh.largest, min(3 * sh.largest, high), high
+
+
+def sharded_case(ctx: Context, sh: _Sharded):
+    """The recorded stream with the model state at 1/W of its bytes and DDP's buckets at
+    the allocator's smallest block (kept as rows, so that the stream's requests stay the
+    recorded ones and the forward and backward passes stay where they were)."""
+    shard = Fraction(1, sh.world)
+    case = changes.with_sizes(ctx.case, sh.params | sh.grads | sh.state, shard)
+    return changes.with_sizes(case, sh.buckets, Fraction(0))
+
+
+def _sharded_simulations(ctx: Context, sh: _Sharded) -> Simulations:
+    return {"run": lambda: run_edited(sharded_case(ctx, sh), ctx.case, ctx.limit)}
+
+
+def with_units(run: Run, passes: np.ndarray, extra: int) -> int:
+    """The peak of ``run`` with ``extra`` bytes held wherever ``passes`` (bool per request:
+    a forward or backward pass) and nothing added elsewhere."""
+    reserved = np.asarray(run.reserved)
+    m = passes[: len(reserved)]
+    in_passes = int(reserved[m].max()) + extra if m.any() else 0
+    return max(int(run.demand), in_passes)
+
+
+def _model_state(ctx: Context, sh: _Sharded) -> tuple[int, int, int, int]:
+    """Bytes of (parameters, gradients, optimizer state, buckets) live at the split's
+    instant under DDP."""
+    live = (np.arange(ctx.n) <= ctx.at) & (ctx.evd.free_at > ctx.at)
+    size = ctx.case.requests.size
+    return tuple(  # type: ignore[return-value]
+        int(size[m & live].sum()) for m in (sh.params, sh.grads, sh.state, sh.buckets)
+    )
+
+
+def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[Remedy]:
+    w = sh.world
+    p, g, o, b = _model_state(ctx, sh)
+    lo_x, point_x, hi_x = unit_bytes(sh)
+    passes = (ctx.evd.phase == evidence.FORWARD) | (ctx.evd.phase == evidence.BACKWARD)
+    if ctx.cut or "run" not in ran:
+        # The recorded run ends at the OOM: from the split there, the model state live at
+        # it at 1/W, the buckets gone, a unit gathered if it was in a pass.  What a pass
+        # after the cut would have gathered is not in the recording: the high end holds
+        # the whole model gathered wherever the OOM was.
+        base = ctx.peak - (p + g + o + b) + (p + g + o) // w
+        gathered = bool(0 <= ctx.at < ctx.n and passes[ctx.at])
+        point, low = (base + (x if gathered else 0) for x in (point_x, lo_x))
+        high = base + hi_x
+        how = "estimated from the split at the OOM"
+    else:
+        run = ran["run"]
+        point, low, high = (with_units(run, passes, x) for x in (point_x, lo_x, hi_x))
+        how = "re-simulated"
+    r = estimated(
+        ctx,
+        FSDP_FULL_SHARD,
+        point,
+        low,
+        high,
+        where=_constructed_at(ctx),
+        detail=f"estimated for FSDP2 full sharding over the same {w} ranks: per rank "
+        f"parameters {fb(p // w)}, gradients {fb(g // w)} and optimizer state {fb(o // w)} "
+        f"(1/{w} of the {fb(p)}, {fb(g)} and {fb(o)} each rank holds {ctx.moment} under "
+        f"DDP), no gradient buckets ({fb(b)} now); {how} with them so, plus what FSDP "
+        "gathers in each forward and backward pass (the all-gather's parameters and the "
+        "unsharded gradients before the reduce-scatter), which depends on how the model "
+        f"is wrapped: from {fb(lo_x)} (one unit of the largest parameter tensor) to "
+        f"{fb(hi_x)} (the whole model as one unit, or reshard_after_forward=False); "
+        f"{fb(point_x)} at the point (that unit, the next one prefetched and its gradients)",
+        acts_on=sh.params | sh.grads | sh.state | sh.buckets,
+        from_split=ctx.cut,
+    )
+    return [r] if r.saving_bytes > 0 else []
+
+
+FSDP_FULL_SHARD = RemedySpec(
+    id="fsdp_full_shard",
+    title="Model state sharded over the ranks (FSDP2 fully_shard)",
+    change="replace DDP with FSDP2 full sharding on the same ranks: "
+    "`torch.distributed.fsdp.fully_shard(block)` for each block, then "
+    "`fully_shard(model)`: each rank keeps 1/W of the parameters, gradients and "
+    "optimizer state",
+    method=ESTIMATED,
+    applies=sharded,
+    simulations=_sharded_simulations,
+    build=_sharded_build,
+    split_after_oom=True,
 )
