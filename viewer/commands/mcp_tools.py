@@ -218,16 +218,16 @@ def advise(
     limit: int | str | None = None,
     device: int | None = None,
     report: Report | None = None,
-) -> list[str]:
     seq: int | None = None,
+) -> list[str]:
     """``vramscope advise PATH --json [...]``: [its JSON text, warnings...]."""
     from ..model.core.progress import Progress, stage_words
     from .advise import answer
 
     path = snapshot_path(path)
     _positive("batch", batch)
-    lim = memory_limit(limit)
     _positive("seq", seq)
+    lim = memory_limit(limit)
     stages = Stages(report)
     progress = None
     if report is not None:
@@ -249,9 +249,9 @@ def whatif(
     limit: int | str | None = None,
     device: int | None = None,
     report: Report | None = None,
-) -> list[str]:
     seq_scale: list[float] | None = None,
     seq: int | None = None,
+) -> list[str]:
     """``vramscope whatif PATH --conf S... [--recommend] [--seq-scale X... --seq N] --json``:
     [its JSON, warnings...]."""
     from ..model.core.units import plural
@@ -262,11 +262,11 @@ def whatif(
         confs = settings_to_try(settings or [], recommend)
     except BadConf as exc:
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
-    lim = memory_limit(limit)
     for f in seq_scale or []:
         if not f > 0 or f == float("inf"):
             raise ToolFailure(f"seq_scale must be positive numbers, not {f}")
     _positive("seq", seq)
+    lim = memory_limit(limit)
     stages = Stages(report)
     what = f"simulating {plural(len(confs), 'setting')}"
     return _answered(
