@@ -291,6 +291,14 @@ def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[R
         acts_on=sh.params | sh.grads | sh.state | sh.buckets,
         from_split=ctx.cut,
     )
+    # The change in this recording's figures: what each rank would keep for good.
+    kept = ctx.evd.free_at >= ctx.n
+    state = int(ctx.case.requests.size[sh.state & kept].sum())
+    r.change = (
+        f"{FSDP_FULL_SHARD.change}; each of the {w} ranks keeps 1/{w} of the parameters "
+        f"({fb(sh.model // w)}), of their gradients ({fb(sh.grad_model // w)}) and of the "
+        f"optimizer state ({fb(state // w)}), and no gradient bucket"
+    )
     return [r] if r.saving_bytes > 0 else []
 
 
@@ -299,8 +307,7 @@ FSDP_FULL_SHARD = RemedySpec(
     title="Model state sharded over the ranks (FSDP2 fully_shard)",
     change="replace DDP with FSDP2 full sharding on the same ranks: "
     "`torch.distributed.fsdp.fully_shard(block)` for each block, then "
-    "`fully_shard(model)`: each rank keeps 1/W of the parameters, gradients and "
-    "optimizer state",
+    "`fully_shard(model)`",
     method=ESTIMATED,
     applies=sharded,
     simulations=_sharded_simulations,
