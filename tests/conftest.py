@@ -74,6 +74,10 @@ SLOW_FILES = {
     "gui/test_labels_and_units.py": "real windows on real recordings",
     "gui/test_timeline.py": "time travel through the real loader",
     "model/test_replay_out_of_memory.py": "compiled replays under address-space limits",
+    "cli/test_whatif_seq_cli.py": "CLI and MCP subprocesses",
+    "cli/test_whatif_pair.py": "CLI and MCP subprocesses",
+    "cli/test_summary_ranks_split.py": "CLI and MCP subprocesses on rank directories",
+    "model/test_ddp_bucket_view_remedy.py": "advise's simulations on every DDP recording",
 }
 _TESTS = Path(__file__).parent
 
