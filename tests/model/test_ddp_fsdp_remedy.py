@@ -9,9 +9,10 @@ pass depends on how the model is wrapped, unknown to the recording: the range's 
 
 No FSDP run of the same model as a DDP recording is in tests/data (the FSDP recordings
 of tests/data/truth train other GPT-2 configurations and a decoder; the two-rank DDP run
-an MLP), so the range is not held to a real FSDP run here: its arithmetic and its
+an MLP), so no prediction is held to a real FSDP run here: its arithmetic and its
 labelling are, on the real DDP recordings (tests/data/ddp_1rank with their truth, given
-two or four ranks in their sidecar, and the real two-rank run tests/data/ddp_2ranks).
+two or four ranks in their sidecar, and the real two-rank run tests/data/ddp_2ranks), and
+the range's premise (what FSDP gathers lies between its two units) on the real FSDP2 runs.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import numpy as np
 import pytest
 
 from tests import browser
+from vramscope.viewer.model.categories import CATEGORY_NAMES, MemoryBreakdown
 from vramscope.viewer.model.core.progress import Progress
 from vramscope.viewer.model.core.units import format_bytes as fb
 from vramscope.viewer.model.io.load import load_snapshot
 from vramscope.viewer.model.remedies import evidence
 from vramscope.viewer.model.remedies.advise import advise, format_peak
 from vramscope.viewer.model.remedies.catalogue import context, ddp
+from vramscope.viewer.model.replay.timeline import build_timeline
 from vramscope.viewer.model.whatif import prepare
 from vramscope.viewer.model.whatif import requests as rq
 
@@ -86,6 +89,7 @@ def _up(a: int, b: int) -> int:
 
 def test_every_recording_is_judged():
     assert len(RUNS) >= 8 and len(TWO_RANKS) == 2, (RUNS, TWO_RANKS)
+    assert len(FSDP2_RUNS) == 8, FSDP2_RUNS
 
 
 @pytest.mark.parametrize("path", TWO_RANKS, ids=[p.name.split("_cuda")[0] for p in TWO_RANKS])
@@ -236,6 +240,47 @@ def test_at_an_oom_the_split_answers_with_a_range():
     state = int(size[live & alloc & (sh.params | sh.grads | sh.state)].sum())
     buckets = int(size[live & sh.buckets].sum())
     assert ctx.peak - hi == state - state // 2 + buckets - ddp.unit_bytes(sh)[2]
+
+
+FSDP2_RUNS = sorted(
+    p.name[: -len(".truth.json")]
+    for p in (ROOT / "tests" / "data" / "truth").glob("fsdp2_*.truth.json")
+)
+
+
+@pytest.mark.parametrize("name", FSDP2_RUNS)
+def test_what_real_fsdp2_runs_gathered_lies_between_the_units_ends(name):
+    """The range's premise on the real FSDP2 runs of tests/data/truth (other models than
+    the DDP recordings, so no prediction is held to them): the most a rank held at once
+    of gathered parameters and FSDP's collectives' buffers lies between the low end's unit
+    (the largest parameter tensor: its shard times the ranks) and the high end's (the
+    whole model's parameters and gradients), from those runs' own truth."""
+    truth_dir = ROOT / "tests" / "data" / "truth"
+    t = json.loads((truth_dir / f"{name}.truth.json").read_text())
+    snap = load_snapshot(truth_dir / f"{name}.pickle.xz", use_cache=False)
+    bd = MemoryBreakdown.build(snap, build_timeline(snap, keyframes=False), int(t["device"]))
+    iv = bd.intervals
+    m = np.isin(
+        bd.category,
+        [CATEGORY_NAMES.index("parameter_gathered"), CATEGORY_NAMES.index("communication")],
+    )
+    events = np.r_[iv.start[m], iv.end[m]]
+    delta = np.r_[iv.requested[m], -iv.requested[m]]
+    held = int(np.cumsum(delta[np.argsort(events, kind="stable")]).max())
+    w = int(t["world_size"])
+    none = np.zeros(0, bool)
+    sh = ddp._Sharded(
+        world=w,
+        params=none,
+        grads=none,
+        state=none,
+        buckets=none,
+        largest=max(b for _, b in t["parameters"]["blocks"]) * w,
+        model=t["parameters"]["bytes"] * w,
+        grad_model=t["gradients"]["bytes"] * w,
+    )
+    low, _, high = ddp.unit_bytes(sh)
+    assert low <= held <= high, (fb(low), fb(held), fb(high))
 
 
 def _vramscope(*args: str) -> subprocess.CompletedProcess:
