@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -82,11 +83,66 @@ def test_a_transformer_pair_matches_every_allocation_and_is_exact():
     n_a = int((a.requests.kind == ALLOC).sum())
     assert m.method == "position" and m.complete
     assert m.matched == n_a == int((b.requests.kind == ALLOC).sum())
-    got = predict_pair(a, b, "batch", target=12, sizes=(4, 8))
+    # Between the two recordings every size is determined (kept, or per-sample): exact.
+    got = predict_pair(a, case(GPT2, 12), "batch", target=8, sizes=(4, 12))
     assert not got.is_estimate and got.superlinear == 0
-    assert got.peak == truth(GPT2, 12)["peak_reserved_bytes"]
+    assert got.peak == truth(GPT2, 8)["peak_reserved_bytes"]
     # At A's own size the prediction is A's recorded run.
     assert predict_pair(a, b, "batch", target=4, sizes=(4, 8)).peak == a.recorded_peak
+
+
+@pytest.mark.parametrize(("a", "b", "n"), [(8, 12, 4), (4, 8, 12)])
+def test_beyond_both_recordings_a_request_they_kept_is_not_exact(a, b, n):
+    # The two recordings cannot show whether a request they both made at one size
+    # (parameters, a library's workspace) changes below the smaller or above the larger.
+    from vramscope.viewer.model.remedies.two_recordings import predict_pair
+
+    got = predict_pair(case(GPT2, a), case(GPT2, b), "batch", target=n, sizes=(a, b))
+    assert got.kept_beyond > 0
+    assert got.is_estimate and got.low is not None and got.high is not None
+    assert got.low < got.high
+    real = truth(GPT2, n)["peak_reserved_bytes"]
+    assert got.low <= real <= got.high, (got.low, real, got.high)
+    assert any("keep their size between A and B" in w for w in got.why())
+
+
+def _zoo_triples() -> list[tuple[str, int, int, int]]:
+    """(program, a, b, n): every program of tests/data/zoo recorded at three batch sizes,
+    each size with the other two."""
+    by_prog: dict[str, list[int]] = {}
+    for q in ZOO.glob("*_b*.pickle.xz"):
+        m = re.fullmatch(r"(.+)_b(\d+)\.pickle\.xz", q.name)
+        if m:
+            by_prog.setdefault(m.group(1), []).append(int(m.group(2)))
+    out = []
+    for prog, sizes in sorted(by_prog.items()):
+        if len(sizes) >= 3:
+            three = sorted(sizes)[:3]
+            for n in three:
+                a, b = (k for k in three if k != n)
+                out.append((prog, a, b, n))
+    return out
+
+
+ZOO_TRIPLES = _zoo_triples()
+
+
+def test_the_zoo_files_hold_programs_at_three_batch_sizes():
+    assert len({t[0] for t in ZOO_TRIPLES}) >= 2, ZOO_TRIPLES
+
+
+@pytest.mark.parametrize(("prog", "a", "b", "n"), ZOO_TRIPLES)
+def test_every_label_and_range_on_the_zoo_files_holds_the_real_run(prog, a, b, n):
+    # Exact is the real peak to the byte; an estimate's range holds it.
+    from vramscope.viewer.model.remedies.two_recordings import predict_pair
+
+    got = predict_pair(case(prog, a), case(prog, b), "batch", target=n, sizes=(a, b))
+    real = truth(prog, n)["peak_reserved_bytes"]
+    if got.is_estimate:
+        assert got.low is not None and got.high is not None and got.low < got.high
+        assert got.low <= real <= got.high, (got.low, real, got.high)
+    else:
+        assert got.peak == real, (got.peak, real)
 
 
 def _without(c, alloc: int):

@@ -275,6 +275,9 @@ class PairPrediction:
     low: int | None = None  # the estimate's range (None: exact)
     high: int | None = None
     placement_moves: bool = False  # the peak moves with where segments are placed
+    fixed_part: int = 0  # matched requests neither kept nor scaled by the knob's ratio
+    kept_beyond: int = 0  # requests A and B kept, at a size beyond both
+    between: bool = True  # the asked size lies between A's and B's (or is one of them)
     case: Case | None = field(default=None, repr=False)  # the resized stream's case
 
     @property
@@ -306,11 +309,26 @@ class PairPrediction:
                 "allocations have no partner in the other recording (each bounded by its "
                 "recorded size and that size scaled with the knob, or absent)"
             )
+        word = KNOB_WORDS[self.knob]
         if self.superlinear:
+            like = " (like attention scores along the sequence: quadratic)"
             out.append(
-                f"{self.superlinear} allocations grow faster than the knob (like attention "
-                "scores along the sequence: quadratic), sized from the affine fit to the "
+                f"{self.superlinear} allocations grow faster than the {word}"
+                f"{like if self.knob == 'seq' else ''}, sized from the affine fit to the "
                 "power law through their two sizes"
+            )
+        if self.fixed_part:
+            out.append(
+                f"{self.fixed_part} allocations change size but not by the {word}'s ratio "
+                "(a step, like a tile or algorithm picked per shape, is not a line), "
+                "bounded by their two sizes"
+                + ("" if self.between else ", the affine fit and the nearer scaled")
+            )
+        if self.kept_beyond:
+            out.append(
+                f"{self.kept_beyond} allocations keep their size between A and B, which "
+                f"cannot show whether they change beyond both (sized from their size to it "
+                f"scaled with the {word})"
             )
         if self.scratch:
             out.append(
@@ -323,6 +341,8 @@ class PairPrediction:
                 "where the driver places new segments is not recorded at this size, and "
                 "the peak moves with it (simulated with A's, B's and no recorded placements)"
             )
+        if out:
+            out.append("a segment more or less where placement differs")
         return out
 
     def fields(self) -> dict[str, Any]:
@@ -520,7 +540,31 @@ def predict_pair(
         np.isin(rq.kind[1:], (FREE, FREE_REQ)) & (rq.ref[1:] == np.arange(len(rq) - 1))
     )
     freed_next[nxt] = True
-    proportional = (sa == sb) | (sb * ratio.denominator == sa * ratio.numerator)
+    constant = sa == sb
+    proportional = constant | (sb * ratio.denominator == sa * ratio.numerator)
+    # What two sizes determine: a request that keeps its size between A and B keeps it
+    # between them (sizes move one way with the knob), and one that changes by the knob's
+    # very ratio is per-sample.  A fixed part besides (sizes neither kept nor scaled) may
+    # be a step (an algorithm or tile picked per shape) rather than a line: between A and
+    # B it lies between its two sizes, beyond them anywhere from its nearer size to the
+    # affine fit or that size scaled with the knob.  Beyond A and B a request the two
+    # kept constant may still change (a step neither recording reached): from its size to
+    # that size scaled with the knob.
+    k_base = tgt / base_value  # n over the base's own value on the knob
+    beyond = t < 0 or t > 1
+    near_size = (sb if near_b else sa).astype(np.int64)
+    near_scaled = (near_size * k_base.numerator) // k_base.denominator
+    fixed_part = ~proportional & ~grow
+    if fixed_part.any():
+        cands = [affine[fixed_part], sa[fixed_part], sb[fixed_part]]
+        if beyond:
+            cands = [affine[fixed_part], near_size[fixed_part], near_scaled[fixed_part]]
+        low[fixed_part] = np.minimum.reduce(cands)
+        high[fixed_part] = np.maximum.reduce(cands)
+    kept_beyond = constant & ~grow if beyond else np.zeros_like(constant)
+    if kept_beyond.any():
+        low[kept_beyond] = np.minimum(near_size[kept_beyond], near_scaled[kept_beyond])
+        high[kept_beyond] = np.maximum(near_size[kept_beyond], near_scaled[kept_beyond])
     scratch = freed_next[base_index] & ~proportional
     if scratch.any():
         both = np.stack([sa[scratch], sb[scratch], low[scratch], high[scratch]])
@@ -538,11 +582,13 @@ def predict_pair(
     unmatched = alloc.copy()
     unmatched[base_index] = False
     if unmatched.any():
-        k = tgt / base_value  # n over the base's own value on the knob
-        scaled = (base_size[unmatched] * k.numerator) // k.denominator
+        scaled = (base_size[unmatched] * k_base.numerator) // k_base.denominator
         lo_sizes[unmatched] = np.minimum(scaled, base_size[unmatched])
         hi_sizes[unmatched] = np.maximum(scaled, base_size[unmatched])
-    estimate = bool(grow.any() or unmatched.any() or scratch.any())
+    fixed_part &= ~scratch
+    estimate = bool(
+        grow.any() or unmatched.any() or scratch.any() or fixed_part.any() or kept_beyond.any()
+    )
     other = a if near_b else b
     cfg = base_case.config_of(conf)
     lim = limit if limit is not None else base_case.limit
@@ -591,8 +637,12 @@ def predict_pair(
         estimate = True
     lo = hi = None
     if estimate or placement_moves:
+        # Placement at n is not recorded: the placements tried are a sample of it, and
+        # another can cost (or save) a segment more; so the range reaches a segment's
+        # granularity beyond the peaks simulated (and never reads as one figure).
+        estimate = True
         lo, hi = min(peaks), max(peaks) + missing
-        pad = int(max(hi, 1) * MIN_RANGE / 2)
+        pad = max(int(max(hi, 1) * MIN_RANGE / 2), SEGMENT_ROUND)
         lo, hi = max(lo - pad, 0), hi + pad
     progress.update("simulate", 1.0)
     return PairPrediction(
@@ -615,6 +665,9 @@ def predict_pair(
         low=lo,
         high=hi,
         placement_moves=placement_moves,
+        fixed_part=int(fixed_part.sum()),
+        kept_beyond=int(kept_beyond.sum()),
+        between=not beyond,
         case=case,
     )
 
