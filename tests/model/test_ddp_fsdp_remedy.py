@@ -194,6 +194,9 @@ def test_the_range_follows_from_the_wrapping(run):
     assert hi == max(shards.demand, in_passes + hi_x)
     assert lo < r.predicted_peak_reserved_bytes <= hi
     assert 0 < hi - lo <= hi_x - lo_x
+    # The curve drawn is the point's: the shards' run, the point's unit in every pass.
+    assert r.curve is not None and len(r.curve) == len(shards.reserved)
+    assert int(r.curve.max()) == max(int(shards.reserved.max()), in_passes + point_x)
     p = t["parameters"]["bytes"] + t["buffers"]["bytes"]
     o = t["optimizer_state"]["bytes"]
     assert f"parameters {fb(p // 2)}" in r.detail and f"optimizer state {fb(o // 2)}" in r.detail

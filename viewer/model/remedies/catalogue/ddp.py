@@ -291,6 +291,12 @@ def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[R
         acts_on=sh.params | sh.grads | sh.state | sh.buckets,
         from_split=ctx.cut,
     )
+    if not (ctx.cut or "run" not in ran):
+        # The point's curve: the shards' run with its unit's bytes in every pass.
+        curve = np.asarray(ran["run"].reserved, np.int64).copy()
+        curve[passes[: len(curve)]] += point_x
+        r.curve = curve
+        r.curve_x = ctx.case.curve_x() if ran["run"].curve_x is None else ran["run"].curve_x
     # The change in this recording's figures: what each rank would keep for good.
     kept = ctx.evd.free_at >= ctx.n
     state = int(ctx.case.requests.size[sh.state & kept].sum())
