@@ -210,6 +210,9 @@ def test_a_request_growing_faster_than_the_knob_is_sized_between_affine_and_squa
         assert got.superlinear == 1 and got.is_estimate
         assert got.low is not None and got.high is not None
         assert got.low < got.high and got.low <= got.peak <= got.high
+    # The reason names attention along the sequence only: a batch is not a sequence.
+    assert any("attention scores along the sequence" in w for w in seq.why())
+    assert not any("sequence" in w or "attention" in w for w in batch.why()), batch.why()
     # Along the sequence the square is the point, along the batch the affine fit.
     size_a = int(a.requests.size[big])
     assert int(seq.case.requests.size[big]) == size_a * 9
@@ -307,12 +310,35 @@ def test_the_mcp_tool_and_the_python_api_give_the_cli_numbers():
 
     mcp, bad = with_server(session)
     assert mcp == cli
-    assert "sizes" in bad
+    # Each front end names its own parameters: the tool's arguments, never the CLI's flags.
+    assert "sizes A,B" in bad and "with_file" in bad and "--" not in bad, bad
     api = vramscope.open(a).whatif_pair(b, batch=48, sizes=(16, 32))
     assert api.to_dict() == cli
     assert api.rows[0].peak_reserved_bytes == cli[0]["peak_reserved_bytes"]
-    with pytest.raises(ValueError, match="sizes"):
+    with pytest.raises(ValueError, match="sizes") as got:
         vramscope.open(a).whatif_pair(b, batch=48)
+    assert "--" not in str(got.value) and "other" in str(got.value), got.value
+
+
+def test_the_models_refusal_is_named_in_each_front_ends_words():
+    # A recording paired with itself: nothing changed size, so the ratio cannot be read
+    # and the model asks for the two sizes; each front end names that parameter its way.
+    import vramscope as api
+    from tests.cli.test_mcp import error_line, with_server
+
+    a = str(rec(GPT2, 4))
+    out = vramscope(a, "--with", a, "--batch-scale", "2")
+    assert out.returncode == 2 and out.stderr.strip().endswith("(--sizes A,B)"), out.stderr
+
+    async def session(client):
+        bad = await client.call_tool("whatif_pair", {"file": a, "with_file": a, "batch_scale": [2]})
+        return error_line(bad)
+
+    bad = with_server(session)
+    assert "cannot be read" in bad and bad.endswith("(sizes A,B)") and "--" not in bad, bad
+    with pytest.raises(ValueError, match="cannot be read") as got:
+        api.open(a).whatif_pair(a, batch_scale=2)
+    assert "--" not in str(got.value) and str(got.value).endswith("(sizes A,B)"), got.value
 
 
 def test_library_workspaces_make_an_estimate_whose_range_holds_the_real_run():

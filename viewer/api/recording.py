@@ -248,7 +248,13 @@ class Recording:
         batch size or sequence length predicted from this recording and ``other``, the
         same program recorded at another size (``sizes``: this one's and ``other``'s)."""
         from vramscope.viewer.commands.whatif import settings_to_try
-        from vramscope.viewer.commands.whatif_pair import pair_answer, question
+        from vramscope.viewer.commands.whatif_pair import (
+            API_NAMES,
+            error_words,
+            pair_answer,
+            question,
+        )
+        from vramscope.viewer.model.remedies.two_recordings import PairError
 
         if not isinstance(other, Recording):
             opened = open(other)
@@ -272,14 +278,17 @@ class Recording:
             if sizes[0] == sizes[1]:
                 raise ValueError(f"sizes: the two recordings must differ in size: {sizes!r}")
         knob, targets, relative = question(
-            batch, scales["batch_scale"], seq, scales["seq_scale"], sizes
+            batch, scales["batch_scale"], seq, scales["seq_scale"], sizes, API_NAMES
         )
         confs = settings_to_try(
             [settings] if isinstance(settings, str) else list(settings or []), False
         )
         a, b = self._case(device), other._case(device)
         with self._as_the_cli():
-            got = pair_answer(a, b, knob, targets, relative, sizes, confs, _limit(memory_limit))
+            try:
+                got = pair_answer(a, b, knob, targets, relative, sizes, confs, _limit(memory_limit))
+            except PairError as exc:
+                raise PairError(error_words(exc, API_NAMES), exc.needs) from None
         return WhatIf.of(got.data, got.text, got.warnings)
 
     def diff(

@@ -305,7 +305,14 @@ def whatif_pair(
     from ..model.remedies.two_recordings import PairError
     from ..model.whatif import prepare
     from .whatif import BadConf, settings_to_try
-    from .whatif_pair import PairOptionError, pair_answer, parse_sizes, question
+    from .whatif_pair import (
+        MCP_NAMES,
+        PairOptionError,
+        error_words,
+        pair_answer,
+        parse_sizes,
+        question,
+    )
 
     path, other = snapshot_path(path), snapshot_path(with_file)
     _positive("batch", batch)
@@ -313,12 +320,17 @@ def whatif_pair(
     try:
         confs = settings_to_try(settings or [], False)
         knob, targets, relative = question(
-            batch, list(batch_scale or []), seq, list(seq_scale or []), parse_sizes(sizes)
+            batch,
+            list(batch_scale or []),
+            seq,
+            list(seq_scale or []),
+            parse_sizes(sizes, MCP_NAMES),
+            MCP_NAMES,
         )
     except BadConf as exc:
         raise ToolFailure(f"settings {exc.conf!r}: {exc.error}") from None
     except PairOptionError as exc:
-        raise ToolFailure(str(exc).replace("--with", "with_file")) from None
+        raise ToolFailure(str(exc)) from None
     for f in [*(batch_scale or []), *(seq_scale or [])]:
         if isinstance(f, bool) or not f > 0 or f != f or f == float("inf"):
             raise ToolFailure(f"scale: not a positive number: {f!r}")
@@ -342,13 +354,13 @@ def whatif_pair(
             knob,
             targets,
             relative,
-            parse_sizes(sizes),
+            parse_sizes(sizes, MCP_NAMES),
             confs,
             lim,
             stages.slice(0.6, 1.0, "simulating"),
         )
     except PairError as exc:
-        raise ToolFailure(str(exc)) from None
+        raise ToolFailure(error_words(exc, MCP_NAMES)) from None
     return [dumps(got.data), *(f"warning: {w}" for w in got.warnings)]
 
 

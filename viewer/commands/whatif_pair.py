@@ -30,13 +30,41 @@ KNOB_WORDS = {"batch": "batch", "seq": "sequence length"}
 KNOB_PLURAL = {"batch": "batch sizes", "seq": "sequence lengths"}
 
 
+#: How each front end names the question's parameters in its errors: the CLI's options,
+#: the MCP tool's arguments, the Python API's keywords.
+CLI_NAMES = {
+    "with": "--with",
+    "batch": "--batch",
+    "batch_scale": "--batch-scale",
+    "seq": "--seq",
+    "seq_scale": "--seq-scale",
+    "sizes": "--sizes",
+}
+MCP_NAMES = {
+    "with": "with_file",
+    "batch": "batch",
+    "batch_scale": "batch_scale",
+    "seq": "seq",
+    "seq_scale": "seq_scale",
+    "sizes": "sizes",
+}
+API_NAMES = {**MCP_NAMES, "with": "other"}
+
+
 class PairOptionError(ValueError):
     """A combination of options the pair question cannot take (one line)."""
 
 
-def parse_sizes(text: str | None) -> tuple[int, int] | None:
+def error_words(exc: Exception, names: dict[str, str] = CLI_NAMES) -> str:
+    """A :class:`~..model.remedies.two_recordings.PairError`'s line with the parameter
+    that would answer it in the front end's own name (``names``)."""
+    needs = getattr(exc, "needs", None)
+    return f"{exc} ({names[needs]} A,B)" if needs in names else str(exc)
+
+
+def parse_sizes(text: str | None, names: dict[str, str] = CLI_NAMES) -> tuple[int, int] | None:
     """``--sizes 4,8`` -> (4, 8): the knob's value of A and of B (None: not given);
-    :class:`PairOptionError` for anything else."""
+    :class:`PairOptionError` for anything else (the parameters named by ``names``)."""
     if text is None:
         return None
     parts = text.split(",")
@@ -44,10 +72,11 @@ def parse_sizes(text: str | None) -> tuple[int, int] | None:
         got = tuple(int(p) for p in parts)
     except ValueError:
         got = ()
+    sz = names["sizes"]
     if len(got) != 2 or min(got) <= 0:
-        raise PairOptionError(f"--sizes takes two positive whole numbers, A's and B's: {text!r}")
+        raise PairOptionError(f"{sz} takes two positive whole numbers, A's and B's: {text!r}")
     if got[0] == got[1]:
-        raise PairOptionError(f"--sizes: A and B must be recorded at two sizes: {text!r}")
+        raise PairOptionError(f"{sz}: A and B must be recorded at two sizes: {text!r}")
     return got[0], got[1]
 
 
@@ -57,30 +86,37 @@ def question(
     seq: int | None,
     seq_scales: list[float],
     sizes: tuple[int, int] | None,
+    names: dict[str, str] = CLI_NAMES,
 ) -> tuple[str, list[Fraction | int], bool]:
     """(knob, the targets, relative): what the options ask of two recordings;
-    :class:`PairOptionError` for a combination they cannot answer."""
+    :class:`PairOptionError` for a combination they cannot answer, naming the parameters
+    as the front end does (``names``: :data:`CLI_NAMES`, :data:`MCP_NAMES`,
+    :data:`API_NAMES`)."""
+    nm = names
     batch_asked = batch is not None or bool(batch_scales)
     seq_asked = seq is not None or bool(seq_scales)
     if batch_asked and seq_asked:
         raise PairOptionError(
-            "--with predicts along one knob: give --batch/--batch-scale or --seq/--seq-scale"
+            f"{nm['with']} predicts along one knob: give {nm['batch']}/{nm['batch_scale']} "
+            f"or {nm['seq']}/{nm['seq_scale']}"
         )
     if not (batch_asked or seq_asked):
         raise PairOptionError(
-            "--with needs the size to predict: --batch N or --seq N (with --sizes A,B), "
-            "or --batch-scale F / --seq-scale F relative to A"
+            f"{nm['with']} needs the size to predict: {nm['batch']} N or {nm['seq']} N "
+            f"(with {nm['sizes']} A,B), or {nm['batch_scale']} F / {nm['seq_scale']} F "
+            "relative to A"
         )
     knob = "batch" if batch_asked else "seq"
     n = batch if batch_asked else seq
     scales = batch_scales if batch_asked else seq_scales
     if n is not None and scales:
-        raise PairOptionError(f"--{knob} N and --{knob}-scale F ask the same: give one")
+        raise PairOptionError(f"{nm[knob]} N and {nm[knob + '_scale']} F ask the same: give one")
     if n is not None:
         if sizes is None:
             raise PairOptionError(
-                f"--{knob} {n} with --with needs the two recordings' {KNOB_PLURAL[knob]}: "
-                f"--sizes A,B (or ask --{knob}-scale F relative to A)"
+                f"{nm[knob]} {n} with {nm['with']} needs the two recordings' "
+                f"{KNOB_PLURAL[knob]}: {nm['sizes']} A,B (or ask {nm[knob + '_scale']} F "
+                "relative to A)"
             )
         return knob, [n], False
     return knob, [Fraction(f).limit_denominator(1 << 20) for f in scales], True
@@ -239,7 +275,7 @@ def run(
             got = reported(args, tp, work)
         except PairError as exc:
             tp.clear()
-            print(f"vramscope: error: {exc}", file=sys.stderr)
+            print(f"vramscope: error: {error_words(exc)}", file=sys.stderr)
             return 2
         if isinstance(got, int):
             return got

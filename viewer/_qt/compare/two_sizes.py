@@ -165,7 +165,8 @@ class TwoSizesPane(QWidget):
                     progress=progress,
                 )
             except PairError as exc:  # the question, not a bug: its one line
-                raise SnapshotError(str(exc)) from None
+                how = " (set A at and B at)" if exc.needs == "sizes" else ""
+                raise SnapshotError(f"{exc}{how}") from None
 
         job = Job(work, self)
         job.progressed.connect(lambda _s, f, j=job: self._on_progress(j, f))

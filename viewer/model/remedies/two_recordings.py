@@ -41,6 +41,7 @@ from ..whatif.run import SimResult
 #: The knobs two recordings can be taken at.
 KNOBS = ("batch", "seq")
 KNOB_WORDS = {"batch": "batch", "seq": "sequence length"}
+KNOB_PLURAL = {"batch": "batch sizes", "seq": "sequence lengths"}
 #: A request whose size at ``b`` over its size at ``a`` passes ``b / a`` by more than this
 #: (relative) grows faster than the knob: not affine.  Requested sizes are whole bytes
 #: and small fixed parts (a bias, padding) only lower the ratio, so a tolerance of a few
@@ -57,7 +58,13 @@ MIN_RANGE = 0.002
 
 
 class PairError(ValueError):
-    """Two recordings that cannot answer the question (one line, for the user)."""
+    """Two recordings that cannot answer the question (one line, for the user), in words
+    of no front end: ``needs`` names the parameter that would answer it (``"sizes"``: the
+    two recordings' values on the knob), which each front end names its own way."""
+
+    def __init__(self, message: str, needs: str | None = None) -> None:
+        super().__init__(message)
+        self.needs = needs
 
 
 @dataclass
@@ -482,15 +489,18 @@ def predict_pair(
     else:
         if target is not None:
             raise PairError(
-                f"--{knob} N needs the two recordings' sizes (--sizes A,B); "
-                f"or ask --{knob}-scale F relative to A"
+                f"the {KNOB_WORDS[knob]} to predict needs the two recordings' "
+                f"{KNOB_PLURAL[knob]}; or ask a scale relative to A",
+                needs="sizes",
             )
         if scale is None:
             raise PairError("give the size to predict")
         if inferred_ratio is None:
             raise PairError(
                 "no matched allocation changed size between A and B: the ratio of their "
-                f"{KNOB_WORDS[knob]}s cannot be read from them; give --sizes A,B"
+                f"{KNOB_PLURAL[knob]} cannot be read from them; give the two recordings' "
+                f"{KNOB_PLURAL[knob]}",
+                needs="sizes",
             )
         if inferred_ratio == 1:
             raise PairError("A and B were recorded at the same size")
