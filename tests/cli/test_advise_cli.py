@@ -177,15 +177,19 @@ def test_advise_json_gives_the_range_of_an_estimated_batch_prediction():
 
 def test_advise_json_batch_prediction_label_follows_the_one_rule():
     """GPT-2's recording has four odd-sized transients judged library workspaces: its batch
-    prediction is an estimate (as whatif labels it), and no range is printed because
-    every drawn size gives the same peak (a range of zero width is not a range)."""
+    prediction is an estimate (as whatif labels it).  Every size drawn for them gives the
+    same peak, yet the estimate still carries a range of non-zero width (the model's
+    measured error around the point), and it holds the real run at batch 12."""
     out = vramscope(
         "advise", str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz"), "--batch", "13", "--json"
     )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     batch = next(r for r in got["remedies"] if r["remedy"] == "smaller_batch")
-    assert batch["predicted_peak_reserved_range"] is None
+    lo, hi = batch["predicted_peak_reserved_range"]
+    real = json.loads((DATA / "truth" / "limit_sweep_gpt2_fit.json").read_text())
+    assert lo < batch["predicted_peak_reserved_bytes"] < hi
+    assert lo <= real["memory_stats"]["reserved_bytes.all.peak"] <= hi
     case = prepare(load_snapshot(str(DATA / "truth" / "limit_sweep_gpt2_oom.pickle.xz")))
     j = scaling.judge(case, 13)
     assert batch["predicted_peak_is_estimate"] is batch_scale.is_estimate(j, Fraction(12, 13))

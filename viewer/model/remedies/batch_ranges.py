@@ -51,6 +51,14 @@ GUESSED_WHAT = (
     "allocations whose size is both a model-state tensor's and a per-sample "
     "tensor's were judged by that alone, and may scale the other way"
 )
+#: Why the range reaches past the draws: the rest of the prediction is the recorded requests
+#: resized and re-simulated, and the real run at another batch places and rounds its blocks
+#: in segments the recording never showed (and may pick other kernels than the ones judged).
+POINT_WHAT = (
+    "the rest is the recorded requests resized and re-simulated, held to the batch "
+    "model's measured error ({error}), for segment placement and rounding at sizes "
+    "never recorded"
+)
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -116,6 +124,12 @@ class PeakEstimate:
     # alone (:attr:`~.scaling.Judgement.tuning`, :attr:`~.scaling.Judgement.guessed`).
     tuning: int = 0
     guessed: int = 0
+    # The draws' own lowest and highest peak, and the error the point prediction is held to
+    # around them (:data:`.batch_judge.POINT_ERROR`): :attr:`low` and :attr:`high` are the
+    # wider of the two.  Zero: the draws alone.
+    drawn_low: int = 0
+    drawn_high: int = 0
+    point_error: Fraction = Fraction(0)
 
     def to_dict(self) -> dict:
         what = (
@@ -127,6 +141,8 @@ class PeakEstimate:
             what += "; " + TUNING_WHAT
         if self.guessed:
             what += "; " + GUESSED_WHAT
+        if self.point_error:
+            what += "; " + self.point_what()
         return {
             "estimate": True,
             "low_bytes": self.low,
@@ -138,10 +154,17 @@ class PeakEstimate:
             "samples": self.samples,
             "draws": self.draws,
             "draws_out_of_memory": self.ooms,
+            "drawn_low_bytes": self.drawn_low or self.low,
+            "drawn_high_bytes": self.drawn_high or self.high,
+            "point_error": float(self.point_error),
             "in_doubt": self.in_doubt(),
             "why_range": self.why_range(),
             "what": what,
         }
+
+    def point_what(self) -> str:
+        """:data:`POINT_WHAT` with the error as a percentage."""
+        return POINT_WHAT.format(error=f"{float(self.point_error):.0%}")
 
     @property
     def library_workspaces(self) -> int:
@@ -165,8 +188,9 @@ class PeakEstimate:
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
     def why_range(self) -> str:
-        """Why those allocations may take other sizes, for the kinds present."""
-        return (
+        """Why those allocations may take other sizes, for the kinds present, and why the
+        range reaches past them (:attr:`point_error`)."""
+        why = (
             "; ".join(
                 w
                 for n, w in (
@@ -178,6 +202,7 @@ class PeakEstimate:
             )
             or RANGE_WHAT
         )
+        return why + "; " + self.point_what() if self.point_error else why
 
 
 @dataclass
@@ -195,13 +220,23 @@ class DoubtDraws:
     tuning: int
     guessed: int
 
-    def estimate(self, runs: list[tuple[int, bool]]) -> PeakEstimate:
+    def estimate(
+        self, runs: list[tuple[int, bool]], point_error: Fraction = Fraction(0)
+    ) -> PeakEstimate:
         """The range over the draws' runs: (peak reserved until any OOM, ran out of
-        memory) per draw."""
+        memory) per draw, the first the point prediction's (the doubtful sizes as
+        estimated).  ``point_error``: the error the point prediction is held to, a share of
+        it, which the range takes in too.  The draws only move the doubtful allocations;
+        where none moves the peak (tiny workspaces, or ones whose segments later blocks
+        reuse anyway) they alone would give a range of zero width, yet the real run
+        differs by more: the per-sample requests land in segments, and are rounded, as the
+        recording never showed at this batch."""
         peaks = [p for p, _ in runs]
+        point = peaks[0]
+        margin = int(point * point_error)
         return PeakEstimate(
-            min(peaks),
-            max(peaks),
+            min(min(peaks), point - margin),
+            max(max(peaks), point + margin),
             self.drawn,
             self.drawn_bytes,
             self.samples,
@@ -209,6 +244,9 @@ class DoubtDraws:
             sum(1 for _, oom in runs if oom),
             self.tuning,
             self.guessed,
+            min(peaks),
+            max(peaks),
+            point_error,
         )
 
 

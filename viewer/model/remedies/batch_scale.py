@@ -130,7 +130,9 @@ def estimate_range(
     """Peak reserved over the sizes the :attr:`~.scaling.Judgement.doubtful` allocations
     could take at ``scale`` (:func:`.batch_ranges.doubt_draws`: their bounds and
     ``samples`` seeded draws within them), each draw simulated under ``conf`` and
-    ``limit``; None when the recording has none."""
+    ``limit``, taken to at least the model's measured error around the point prediction
+    (:data:`POINT_ERROR`, which the judge holds an estimate to: the range says the same);
+    None when the recording has none."""
     draws = doubt_draws(judgement, scale, samples, seed)
     if draws is None:
         return None
@@ -147,7 +149,7 @@ def estimate_range(
         draws.sizes,
         work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
     )
-    return draws.estimate(got)
+    return draws.estimate(got, POINT_ERROR)
 
 
 def fits(result: SimResult) -> bool:

@@ -27,7 +27,7 @@ def workspace_note(pred: batch_scale.BatchPrediction) -> str:
     if not pred.is_estimate or est is None:
         return ""
     span = batch_scale.range_words(est.low, est.high)
-    return f"; estimate: {est.workspaces} library workspaces: {batch_scale.RANGE_WHAT}; " + (
+    return f"; estimate: {est.in_doubt()}: {est.why_range()}; " + (
         f"peak reserved {span}"
         if span
         else f"every size drawn gives the same peak reserved, {fb(est.low)}"
