@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
+from ..core.units import format_bytes
 from ..whatif import Case
 from ..whatif.requests import ALLOC, FREE, FREE_REQ
 from ..whatif.run import SimResult
@@ -282,6 +283,7 @@ class PairPrediction:
     low: int | None = None  # the estimate's range (None: exact)
     high: int | None = None
     placement_moves: bool = False  # the peak moves with where segments are placed
+    placement_spread: int = 0  # how far A's or B's own peak moves without its placements
     fixed_part: int = 0  # matched requests neither kept nor scaled by the knob's ratio
     kept_beyond: int = 0  # requests A and B kept, at a size beyond both
     between: bool = True  # the asked size lies between A's and B's (or is one of them)
@@ -346,7 +348,13 @@ class PairPrediction:
         if self.placement_moves:
             out.append(
                 "where the driver places new segments is not recorded at this size, and "
-                "the peak moves with it (simulated with A's, B's and no recorded placements)"
+                "the peak moves with it (simulated with A's, B's and no recorded placements"
+                + (
+                    f"; A's or B's own run moves by {format_bytes(self.placement_spread)} "
+                    "without its placements)"
+                    if self.placement_spread
+                    else ")"
+                )
             )
         if out:
             out.append("a segment more or less where placement differs")
@@ -593,7 +601,9 @@ def predict_pair(
     unmatched[base_index] = False
     if unmatched.any():
         scaled = (base_size[unmatched] * k_base.numerator) // k_base.denominator
-        lo_sizes[unmatched] = np.minimum(scaled, base_size[unmatched])
+        # At n the request may not be made at all (another algorithm, another graph):
+        # the low end runs it at the allocator's least, as good as absent.
+        lo_sizes[unmatched] = 1
         hi_sizes[unmatched] = np.maximum(scaled, base_size[unmatched])
     fixed_part &= ~scratch
     estimate = bool(
@@ -625,7 +635,15 @@ def predict_pair(
     for j, where in enumerate(placements[1:]):
         progress.update("simulate", (j + 1) / steps)
         peaks.append(run(new, where).peak_reserved_until_oom)
-    placement_moves = len(set(peaks)) > 1
+    # What the recordings show of placement: each one's run under its own recorded
+    # placements and under none; where that moves the peak at A's or B's size, the
+    # driver's placement matters to this program and may move it as far at n.
+    placement_spread = 0
+    for rec in (a, b):
+        own = PairCase(rec, rec.requests, a).simulate(cfg, lim).peak_reserved_until_oom
+        bare = PairCase(rec, _placed(rec.requests, None), a).simulate(cfg, lim)
+        placement_spread = max(placement_spread, abs(own - bare.peak_reserved_until_oom))
+    placement_moves = len(set(peaks)) > 1 or placement_spread > 0
     if estimate:
         for j, (sz, where) in enumerate(
             (sz, where) for sz in (lo_sizes, hi_sizes) for where in placements
@@ -652,7 +670,7 @@ def predict_pair(
         # granularity beyond the peaks simulated (and never reads as one figure).
         estimate = True
         lo, hi = min(peaks), max(peaks) + missing
-        pad = max(int(max(hi, 1) * MIN_RANGE / 2), SEGMENT_ROUND)
+        pad = max(int(max(hi, 1) * MIN_RANGE / 2), SEGMENT_ROUND, placement_spread)
         lo, hi = max(lo - pad, 0), hi + pad
     progress.update("simulate", 1.0)
     return PairPrediction(
@@ -675,6 +693,7 @@ def predict_pair(
         low=lo,
         high=hi,
         placement_moves=placement_moves,
+        placement_spread=placement_spread,
         fixed_part=int(fixed_part.sum()),
         kept_beyond=int(kept_beyond.sum()),
         between=not beyond,
