@@ -103,7 +103,7 @@ def test_beyond_both_recordings_a_request_they_kept_is_not_exact(a, b, n):
     assert got.low < got.high
     real = truth(GPT2, n)["peak_reserved_bytes"]
     assert got.low <= real <= got.high, (got.low, real, got.high)
-    assert any("keep their size between A and B" in w for w in got.why())
+    assert any("have one size in A and in B" in w for w in got.why())
 
 
 def _zoo_triples() -> list[tuple[str, int, int, int]]:

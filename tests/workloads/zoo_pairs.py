@@ -140,6 +140,8 @@ def totals(rows: list[dict], knob: str) -> list[str]:
     exact_off = [r for r in exact if r["pred"] != r["real"]]
     est = [r for r in ok if r["estimate"]]
     held = [r for r in est if r["holds"]]
+    widths = sorted((r["high"] - r["low"]) / r["real"] for r in est)
+    median = widths[len(widths) // 2] if widths else 0.0
     good_or_held = [r for r in ok if abs(r["off"]) <= TIGHT or r.get("holds")]
     word = "batch size" if knob == "batch" else "sequence length"
     verdict = "met" if progs and len(good) / len(progs) >= PROGRAM_SHARE else "NOT met"
@@ -154,7 +156,8 @@ def totals(rows: list[dict], knob: str) -> list[str]:
         f"{share(len(good_or_held), len(rows))}",
         f"- labelled exact: {len(exact)}, of which off the real peak by a byte or more: "
         f"{len(exact_off)} (largest {max((abs(r['off']) for r in exact), default=0) * 100:.2f} %)",
-        f"- estimates: {len(est)}, ranges holding the real peak: {share(len(held), len(est))}",
+        f"- estimates: {len(est)}, ranges holding the real peak: {share(len(held), len(est))}"
+        f" (median width {median * 100:.0f} % of the real peak)",
         f"- all allocations matched: {share(sum(r['matched'] == r['allocs'] for r in ok), len(ok))}"
         + (f"; failed: {len(rows) - len(ok)}" if len(rows) != len(ok) else ""),
     ]
@@ -222,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         "sequence lengths at batch 8), each size predicted from the other two "
         "(`vramscope whatif A --with B --batch N --sizes NA,NB`, `--seq N`) against the real "
         "run's peak reserved (`memory_stats()` `reserved_bytes.all.peak`, its truth file). "
-        "The rules (matching, the affine sizes, the workspace and placement ranges) were "
-        "chosen while looking at this whole table, held-out rows included: these held-out "
-        "figures are not independent of them.",
+        "The rules (matching, the affine sizes, the workspace and placement ranges; what two "
+        "recordings determine, exact only there) were chosen while looking at this whole "
+        "table, held-out rows included: these held-out figures are not independent of them.",
         "",
         f"Held-out families (reported, never fitted to): {', '.join(HELD_OUT)}; the rest are "
         "the tuning families. A program counts as within when every one of its three "

@@ -9,15 +9,20 @@ matched request's size as affine in the knob through its two sizes, builds the r
 stream at the asked size ``n`` from the recording nearer to it and simulates it with the
 allocator model at the recorded settings (or any other).
 
-Exact only where every request matched and every size is affine: a request that grows
-faster than the knob (its size at ``b`` over ``a`` above ``b / a``: an affine fit would
-need a negative fixed part) is super-linear, like eager attention's score matrices along
-the sequence (quadratic), and a request of one stream the other lacks has no second size.
-Both make the answer an estimate whose range is the peak over the sizes those requests
-could take: super-linear ones from the affine fit to the power law through the two sizes
-(beyond ``a`` and ``b``; between them the other way round), unmatched ones from their
-recorded size to it scaled by the knob.  No Qt, no torch: the CLI (``vramscope whatif A
---with B``), the MCP tool and the Python API render :class:`PairPrediction`.
+Exact only where two recordings determine the answer: the asked size between A's and
+B's, every request matched and either kept or changed by the knob's very ratio, and every
+placement tried giving one peak while neither recording's own peak moves without its
+placements.  Otherwise an estimate whose range is the peak over the sizes the unknowns
+allow: beyond both recordings a request they kept may change (from its size to it scaled
+with the knob); a fixed part besides (neither kept nor scaled) may be a step, bounded by
+its sizes (and beyond them by the affine fit and its nearer size scaled); a request that
+grows faster than the knob from the affine fit to the power law through its two sizes; a
+request of one stream the other lacks from absent to its size scaled by the knob; library
+workspaces from half the smaller to twice the larger of their sizes; and placement, by
+the placements tried plus a segment (or as far as A's or B's own run moved).
+
+No Qt, no torch: the CLI (``vramscope whatif A --with B``), the MCP tool, the Python
+API and the compare window render :class:`PairPrediction`.
 """
 
 from __future__ import annotations
@@ -335,9 +340,9 @@ class PairPrediction:
             )
         if self.kept_beyond:
             out.append(
-                f"{self.kept_beyond} allocations keep their size between A and B, which "
-                f"cannot show whether they change beyond both (sized from their size to it "
-                f"scaled with the {word})"
+                f"{self.kept_beyond} allocations have one size in A and in B; the two cannot "
+                f"show whether they change beyond both (sized from that size to it scaled "
+                f"with the {word})"
             )
         if self.scratch:
             out.append(
@@ -357,7 +362,10 @@ class PairPrediction:
                 )
             )
         if out:
-            out.append("a segment more or less where placement differs")
+            out.append(
+                "placement at this size is not recorded: a segment "
+                f"({format_bytes(SEGMENT_ROUND)}) more or less"
+            )
         return out
 
     def fields(self) -> dict[str, Any]:
