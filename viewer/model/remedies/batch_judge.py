@@ -18,7 +18,7 @@ from fractions import Fraction
 from ..core.units import format_bytes as fb
 from ..whatif.run import SimResult
 from .batch_ranges import PeakEstimate, exact_scale
-from .scaling import Judgement
+from .scaling import EXACT_ERROR, Judgement
 
 
 @dataclass
@@ -40,7 +40,9 @@ def is_estimate(judgement: Judgement, scale) -> bool:
 
     An estimate when the recording holds allocations whose size at another batch follows
     the library's choice there (cuDNN's workspaces, torch.compile's autotuning) or whose
-    scaling was judged by a size coincidence alone: :attr:`~.scaling.Judgement.doubtful`,
+    scaling was judged by a size coincidence alone, or a large scratch buffer of one
+    operation that nothing in the recording sizes (:func:`.scaling.unexplained_scratch`):
+    :attr:`~.scaling.Judgement.doubtful`,
     whether or not the sizes :func:`.batch_ranges.doubt_draws` draws move the peak: a range of zero
     width says those sizes do not matter, not that the library makes the same requests at
     the other batch (a half batch whose every draw gave one peak came out 6.4 % above the
@@ -60,12 +62,6 @@ def is_estimate(judgement: Judgement, scale) -> bool:
 #: +4.99 %; and no more than keeps the limit probes' answer (GPT-2 under 2 GiB: batch 12
 #: fits at 5.86 % under the limit in a fresh process, 13 does not).
 POINT_ERROR = Fraction(5, 100)
-
-#: The error an exact batch prediction (:func:`is_estimate` False: nothing whose size is
-#: in doubt) is held to: what the label promises.  No sweep pair labelled exact misses by
-#: more (tests/model/test_near_limit.py); the point predictions of GPT-2 and ViT are the
-#: real peaks to the byte at every batch (tests/model/test_remedies_truth.py).
-EXACT_ERROR = Fraction(2, 100)
 
 
 @dataclass
