@@ -248,9 +248,8 @@ def _model_state(ctx: Context, sh: _Sharded) -> tuple[int, int, int, int]:
     instant under DDP."""
     live = (np.arange(ctx.n) <= ctx.at) & (ctx.evd.free_at > ctx.at)
     size = ctx.case.requests.size
-    return tuple(  # type: ignore[return-value]
-        int(size[m & live].sum()) for m in (sh.params, sh.grads, sh.state, sh.buckets)
-    )
+    p, g, o, b = (int(size[m & live].sum()) for m in (sh.params, sh.grads, sh.state, sh.buckets))
+    return p, g, o, b
 
 
 def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[Remedy]:
