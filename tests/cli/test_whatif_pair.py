@@ -352,3 +352,19 @@ def test_library_workspaces_make_an_estimate_whose_range_holds_the_real_run():
     real = truth(RESNET, 48)["peak_reserved_bytes"]
     assert got.low <= real <= got.high, (got.low, real, got.high)
     assert any("library workspaces" in w for w in got.why())
+
+
+def test_the_reversed_placement_puts_each_new_segment_below_the_last():
+    # The placements tried at an unrecorded size include the far end of best fit's ties:
+    # the bare run's segments, each new one below those before it.
+    from vramscope.viewer.model.remedies.two_recordings import PairCase, _placed, _reversed
+    from vramscope.viewer.model.whatif.blocks import SEG_ALLOC, SYNTH_BASE
+
+    c = case(GPT2, 4)
+    cfg = c.config_of("recorded")
+    bare = PairCase(c, _placed(c.requests, None), c).simulate(cfg, c.limit)
+    run = PairCase(c, _reversed(c.requests, bare), c).simulate(cfg, c.limit)
+    made = [addr for _, act, addr, _ in bare.events if addr >= SYNTH_BASE and act == SEG_ALLOC]
+    again = [addr for _, act, addr, _ in run.events if act == SEG_ALLOC]
+    assert len(made) > 1 and made == sorted(made)
+    assert len(again) == len(made) and again == sorted(again, reverse=True)

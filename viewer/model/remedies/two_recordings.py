@@ -41,6 +41,7 @@ from ..core.errors import SnapshotError
 from ..core.progress import Progress
 from ..core.units import format_bytes
 from ..whatif import Case
+from ..whatif.blocks import SYNTH_BASE
 from ..whatif.requests import ALLOC, FREE, FREE_REQ
 from ..whatif.run import SimResult
 
@@ -353,7 +354,8 @@ class PairPrediction:
         if self.placement_moves:
             out.append(
                 "where the driver places new segments is not recorded at this size, and "
-                "the peak moves with it (simulated with A's, B's and no recorded placements"
+                "the peak moves with it (simulated with A's, B's, no recorded placements and "
+                "those in the opposite address order"
                 + (
                     f"; A's or B's own run moves by {format_bytes(self.placement_spread)} "
                     "without its placements)"
@@ -443,6 +445,34 @@ def _placed(reqs, where):
         seg_action=where.seg_action,
         seg_addr=where.seg_addr,
         seg_size=where.seg_size,
+    )
+
+
+#: A placement: the segments a run without recorded placements made, in the opposite
+#: address order.
+REVERSED = object()
+
+
+def _reversed(reqs, bare: SimResult):
+    """``reqs`` with ``bare``'s own segment events (a run of ``reqs`` without recorded
+    placements) as its placements, the new segments' addresses mirrored: each below the
+    ones before it instead of above.  Mirrored above every address the bare run gave, so
+    that a segment the model must still place itself (from :data:`SYNTH_BASE` up) never
+    lands on one of them; the recording's own segments keep theirs."""
+    if not bare.events:
+        return _placed(reqs, None)
+    tag, act, addr, size = (np.asarray(col, np.int64) for col in zip(*bare.events))
+    new = addr >= SYNTH_BASE
+    if new.any():
+        hi = int((addr[new] + size[new]).max())
+        addr = addr.copy()
+        addr[new] = hi + SEGMENT_ROUND + (hi - addr[new] - size[new])
+    return dataclasses.replace(
+        reqs,
+        seg_tag=tag,
+        seg_action=act.astype(reqs.seg_action.dtype),
+        seg_addr=addr,
+        seg_size=size,
     )
 
 
@@ -622,16 +652,21 @@ def predict_pair(
     lim = limit if limit is not None else base_case.limit
     # Where the driver places a new segment moves best-fit's ties (the lower address
     # wins): at n it is not recorded.  The base's placements, the other recording's
-    # (same shape only: they are tagged by request) and none at all; a peak that moves
-    # between them is not known to the byte.
+    # (same shape only: they are tagged by request), none at all (each new segment above
+    # the last) and that run's segments in the opposite order (each below the last: the
+    # other end of best fit's ties); a peak that moves between them is not known to the
+    # byte.
     placements: list[Any] = [base_case.requests]
     if m.method == "position":
         placements.append(other.requests)
-    placements.append(None)
+    placements += [None, REVERSED]
 
     def run(sz: np.ndarray, where: Any) -> SimResult:
         reqs = dataclasses.replace(base_case.requests, size=sz)
-        if where is not base_case.requests:
+        if where is REVERSED:
+            bare = PairCase(base_case, _placed(reqs, None), a).simulate(cfg, lim)
+            reqs = _reversed(reqs, bare)
+        elif where is not base_case.requests:
             reqs = _placed(reqs, where)
         return PairCase(base_case, reqs, a).simulate(cfg, lim)
 
