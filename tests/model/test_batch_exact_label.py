@@ -5,8 +5,11 @@ An exact label promises the real peak within
 operation that nothing in the recording sizes (:func:`~vramscope.viewer.model.remedies.
 scaling.unexplained_scratch`) may keep its size at another batch or grow with it; where
 it is large enough to move the peak past that promise, the prediction is an estimate whose
-range reads it both ways.  Truth: the transformers ``Trainer`` BERT (a tuning program)
-recorded at batch 8 and 12, and the eager GPT-2 recorded at 4, 8 and 12 (tests/data/zoo).
+range reads it both ways.  So is a forward allocation kept as autocast's half-size copy
+of a weight in a program whose forward makes no such copies (its size alone judged it).
+Truth: the transformers ``Trainer`` BERT (a tuning program) recorded at batch 8 and 12,
+the eager fp32 Llama at 4 and 8, the eager GPT-2 at 4, 8 and 12, and every zoo program's
+own settings (tests/data/zoo).
 """
 
 from __future__ import annotations
@@ -67,8 +70,36 @@ def test_bert_across_batches_is_an_estimate_whose_range_holds_the_real_run(src, 
 
 
 @pytest.mark.parametrize(
+    "path", sorted(ZOO.glob("*.pickle.xz")), ids=lambda p: p.name.split(".")[0]
+)
+def test_half_size_copies_are_seen_where_autocast_casts_fp32_weights(path):
+    """Autocast's copies are seen exactly in the programs that run forward under autocast
+    on fp32 weights (bf16 weights under autocast need no copy)."""
+    name = path.name[: -len(".pickle.xz")]
+    case, _, t, evd = loaded(name)
+    casts = t.get("autocast") is not None and t.get("dtype") == "float32"
+    assert scaling.half_copies_seen(case.requests, evd) == casts
+
+
+@pytest.mark.parametrize(("src", "dst"), [(8, 4), (4, 8)])
+def test_fp32_llama_is_an_estimate_whose_range_holds_the_real_run(src, dst):
+    """Its attention scores are half its embedding's size: without autocast the size alone
+    said "a weight's copy, kept"."""
+    case, j, t, _ = loaded(f"dec_llama_eager_sgdm_fp32_b{src}")
+    real = loaded(f"dec_llama_eager_sgdm_fp32_b{dst}")[2]["peak_reserved_bytes"]
+    f = Fraction(dst, src)
+    pred = batch_scale.predict(case, j, f, None, None, int(t["batch_size"]))
+    assert pred.is_estimate, (pred.peak, real)
+    assert pred.low <= real <= pred.high, (pred.low, real, pred.high)
+
+
+@pytest.mark.parametrize(
     ("program", "batches"),
-    [("dec_gpt2_sdpa_adamw_fp32", (4, 8, 12)), ("trn_bert_adamw_fp32", (8, 12))],
+    [
+        ("dec_gpt2_sdpa_adamw_fp32", (4, 8, 12)),
+        ("trn_bert_adamw_fp32", (8, 12)),
+        ("dec_llama_eager_sgdm_fp32", (4, 8)),
+    ],
 )
 def test_every_exact_label_is_within_the_exact_error(program, batches):
     """Every pair of recorded batches: labelled exact only within the promised error, and

@@ -593,9 +593,45 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch, scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
     j.maybe_workspace = model.maybe
-    j.guessed = _guessed(reqs, evd, j, states, compiled) | unexplained_scratch(reqs, evd, j)
+    j.guessed = (
+        _guessed(reqs, evd, j, states, compiled)
+        | unexplained_scratch(reqs, evd, j)
+        | _half_by_size_alone(reqs, evd, j, states)
+    )
     j.tuned = (tuning != NO_TUNING) & (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
     return j
+
+
+def half_copies_seen(reqs, evd: ev.Evidence) -> bool:
+    """Whether forward makes half-size copies of the weights (autocast's bf16 / fp16 casts
+    of fp32 parameters): of at least half the distinct even parameter sizes, so that
+    activations that happen to have such a size do not count.  True without categories
+    (nothing to tell them by) or with fewer than two such sizes."""
+    if evd.categories is None:
+        return True
+    alloc = reqs.kind == rq.ALLOC
+    params = alloc & (evd.categories == "parameter")
+    sizes = np.unique(reqs.size[params])
+    halves = sizes[sizes % 2 == 0] // 2
+    halves = halves[halves >= STATE_SIZE_MIN]
+    if len(halves) < 2:
+        return True
+    fwd = alloc & (evd.phase == ev.FORWARD) & ~params
+    return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
+
+
+def _half_by_size_alone(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray) -> np.ndarray:
+    """Bool per request: made in forward and kept at any batch as autocast's half-size copy
+    of a weight (:data:`STATE_SIZE`, half a model-state size) in a recording whose forward
+    does not make such copies (:func:`half_copies_seen`): an activation may have that size
+    by chance (Llama's fp32 attention scores at batch 8, 16 MiB, half its 32 MiB embedding;
+    kept at batch 4, the exact-labelled point was 3.8 % above the real peak, scaled it is
+    the real peak), so the size alone judged it."""
+    n = len(reqs)
+    if not len(states) or half_copies_seen(reqs, evd):
+        return np.zeros(n, bool)
+    half = np.isin(j.size * 2, states) & ~np.isin(j.size, states)
+    return half & (j.rule == STATE_SIZE) & (evd.phase == ev.FORWARD) & (reqs.kind == rq.ALLOC)
 
 
 def live_peak(reqs, evd: ev.Evidence) -> int:
