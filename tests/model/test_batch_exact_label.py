@@ -69,8 +69,26 @@ def test_bert_across_batches_is_an_estimate_whose_range_holds_the_real_run(src, 
     assert pred.low <= real <= pred.high, (pred.low, real, pred.high)
 
 
+# At 512 tokens the size-only rule finds half-size weight copies in the bf16 LoRA Llama,
+# which makes none (bf16 weights under autocast): a known false positive, kept visible
+# (strict, so a fix shows).
+_FOOLED = {"peft_lora_llama_bf16base_b8_t512"}
+
+
 @pytest.mark.parametrize(
-    "path", sorted(ZOO.glob("*.pickle.xz")), ids=lambda p: p.name.split(".")[0]
+    "path",
+    [
+        pytest.param(
+            p,
+            marks=pytest.mark.xfail(
+                strict=True, reason="half-size copies found where none are made"
+            ),
+        )
+        if p.name[: -len(".pickle.xz")] in _FOOLED
+        else p
+        for p in sorted(ZOO.glob("*.pickle.xz"))
+    ],
+    ids=lambda p: p.name.split(".")[0],
 )
 def test_half_size_copies_are_seen_where_autocast_casts_fp32_weights(path):
     """Autocast's copies are seen exactly in the programs that run forward under autocast
