@@ -74,7 +74,7 @@ def test_other_sizes_predicts_the_cli_answer(window, qtbot):
     real = json.loads(TRUTH_12.read_text())["peak_reserved_bytes"]
     assert est["low_bytes"] <= real <= est["high_bytes"]
     assert "have one size in A and in B" in text
-    assert "from two recordings: all 1746 allocations matched" in text
+    assert "from two recordings: all 1,746 allocations matched" in text
     assert not pane.progress.isVisible() and pane.predict_button.isEnabled()
 
 

@@ -56,11 +56,21 @@ def proxy_config(base: Path, out: Path, rate: int, counts: Path) -> Path:
     return out
 
 
-def bytes_moved(counts: Path) -> int:
-    """The bytes the relay carried towards ssh, over every connection so far."""
+def bytes_moved(counts: Path, wait_s: float = 30.0) -> int:
+    """The bytes the relay carried towards ssh, over every connection so far.
+
+    ssh leaves without waiting for its ProxyCommand, which writes its count once it has
+    been told to stop: each relay says "open" when it starts, and this waits (at most
+    ``wait_s``) until every one that opened has written its count."""
     if not counts.exists():
         return 0
-    return sum(int(line.split()[0]) for line in counts.read_text().split("\n") if line)
+    deadline = time.monotonic() + wait_s
+    while True:
+        lines = [line for line in counts.read_text().split("\n") if line]
+        done = [line for line in lines if line != "open"]
+        if len(done) >= len(lines) - len(done) or time.monotonic() > deadline:
+            return sum(int(line.split()[0]) for line in done)
+        time.sleep(0.02)
 
 
 def relay_main(host: str, port: str, rate: str, counts: str) -> int:
@@ -68,12 +78,14 @@ def relay_main(host: str, port: str, rate: str, counts: str) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, _leave)
     limit = int(rate)
-    sock = socket.create_connection((host, int(port)))
+    with open(counts, "a") as f:
+        f.write("open\n")
     down = up = 0
     start = time.monotonic()
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     open_in = True
     try:
+        sock = socket.create_connection((host, int(port)))
         while True:
             fds = [sock] + ([stdin] if open_in else [])
             ready, _, _ = select.select(fds, [], [])

@@ -589,12 +589,12 @@ class LongestSeq:
                 "sequence is over the limit)"
             )
         at = (
-            f"{self.seq} (recorded {self.recorded_seq}; scale {float(self.scale):.3g}"
+            f"{self.seq} (recorded {self.recorded_seq}; scale {float(self.scale):.3g}; "
             if self.seq is not None
             else f"scale {float(self.scale):.3g} of the recorded length ("
         )
         return (
-            f"longest sequence that fits: {at}; an estimate: predicted "
+            f"longest sequence that fits: {at}an estimate: predicted "
             f"{fb(self.estimate.low)} - {fb(self.estimate.high)}, its high end under the "
             f"{fb(self.limit)} limit; attention: {self.attention or 'not seen in the frames'})"
         )

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core.errors import SnapshotError
 from ..core.progress import Progress
-from ..core.units import format_bytes
+from ..core.units import format_bytes, plural
 from ..whatif import Case
 from ..whatif.blocks import SYNTH_BASE
 from ..whatif.requests import ALLOC, FREE, FREE_REQ
@@ -105,9 +105,9 @@ class Match:
     def words(self) -> str:
         if self.complete:
             how = "position by position" if self.method == "position" else "by site, in order"
-            return f"all {self.matched} allocations matched ({how})"
+            return f"all {plural(self.matched, 'allocation')} matched ({how})"
         return (
-            f"{self.matched} allocations matched by site, in order; "
+            f"{plural(self.matched, 'allocation')} matched by site, in order; "
             f"{self.allocs_a - self.matched} of A's {self.allocs_a} and "
             f"{self.allocs_b - self.matched} of B's {self.allocs_b} have no partner"
         )
@@ -328,22 +328,22 @@ class PairPrediction:
         if self.superlinear:
             like = " (like attention scores along the sequence: quadratic)"
             out.append(
-                f"{self.superlinear} allocations grow faster than the {word}"
+                f"{plural(self.superlinear, 'allocation')} grow faster than the {word}"
                 f"{like if self.knob == 'seq' else ''}, sized from the affine fit to the "
                 "power law through their two sizes"
             )
         if self.fixed_part:
             out.append(
-                f"{self.fixed_part} allocations change size but not by the {word}'s ratio "
-                "(a step, like a tile or algorithm picked per shape, is not a line), "
-                "bounded by their two sizes"
+                f"{plural(self.fixed_part, 'allocation')} change size but not by the "
+                f"{word}'s ratio (a step, like a tile or algorithm picked per shape, is not "
+                "a line), bounded by their two sizes"
                 + ("" if self.between else ", the affine fit and the nearer scaled")
             )
         if self.kept_beyond:
             out.append(
-                f"{self.kept_beyond} allocations have one size in A and in B; the two cannot "
-                f"show whether they change beyond both (sized from that size to it scaled "
-                f"with the {word})"
+                f"{plural(self.kept_beyond, 'allocation')} have one size in A and in B; the "
+                "two cannot show whether they change beyond both (sized from that size to it "
+                f"scaled with the {word})"
             )
         if self.scratch:
             out.append(

@@ -278,7 +278,7 @@ def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[R
         low,
         high,
         where=_constructed_at(ctx),
-        detail=f"estimated for FSDP2 full sharding over the same {w} ranks: per rank "
+        detail=f"estimated for FSDP2 full sharding over the same {plural(w, 'rank')}: per rank "
         f"parameters {fb(p // w)}, gradients {fb(g // w)} and optimizer state {fb(o // w)} "
         f"(1/{w} of the {fb(p)}, {fb(g)} and {fb(o)} each rank holds {ctx.moment} under "
         f"DDP), no gradient buckets ({fb(b)} now); {how} with them so, plus what FSDP "
@@ -300,7 +300,7 @@ def _sharded_build(ctx: Context, sh: _Sharded, ran: Mapping[str, Any]) -> list[R
     kept = ctx.evd.free_at >= ctx.n
     state = int(ctx.case.requests.size[sh.state & kept].sum())
     r.change = (
-        f"{FSDP_FULL_SHARD.change}; each of the {w} ranks keeps 1/{w} of the parameters "
+        f"{FSDP_FULL_SHARD.change}; each of the {plural(w, 'rank')} keeps 1/{w} of the parameters "
         f"({fb(sh.model // w)}), of their gradients ({fb(sh.grad_model // w)}) and of the "
         f"optimizer state ({fb(state // w)}), and no gradient bucket"
     )
