@@ -99,27 +99,76 @@ def batch_rows(
         extra.append(info)
     if tp is not None:
         tp.clear()
+    return scaled_answer(
+        case,
+        preds,
+        extra,
+        format_table,
+        ("scaling", rows_explain),
+        explain.format_rule_table(rows_explain),
+        recommend=recommend,
+        device=device,
+        limit=limit,
+    )
+
+
+def scaled_answer(
+    case,
+    preds: list[Prediction],
+    extra: list[dict],
+    table,
+    judgement: tuple[str, object],
+    judgement_text: str,
+    *,
+    recommend: bool,
+    device: int | None,
+    limit: int | None,
+) -> tuple[list[dict], str]:
+    """(rows, text) of the recorded run scaled along one axis (batch or sequence): ranked
+    by predicted peak when ``recommend``; each row the prediction's fields, its scale's
+    (``extra``), the device's and ``judgement`` (a key and the per-rule explanation); the
+    text the device line, ``table(case, preds, extra, ranked=, limit=)`` and
+    ``judgement_text``."""
     if recommend:
         order = rank(preds)
         extra = [extra[preds.index(p)] for p in order]
         preds = order
     given = SimpleNamespace(device=device)
     dev = device_fields(case, given)
+    key, explanation = judgement
     out = []
     for p, info in zip(preds, extra):
         d = p.to_dict(case)
         d.update(info)
         d.update(dev)
-        d["scaling"] = rows_explain
+        d[key] = explanation
         out.append(d)
     line = device_line(case, given)
     text = (
         (line + "\n" if line else "")
-        + format_table(case, preds, extra, ranked=recommend, limit=limit)
+        + table(case, preds, extra, ranked=recommend, limit=limit)
         + "\n"
-        + explain.format_rule_table(rows_explain)
+        + judgement_text
     )
     return out, text
+
+
+def table_text(
+    case,
+    preds: list[Prediction],
+    rows: list[tuple[str, ...]],
+    notes: list[str],
+    ranked: bool,
+    limit: int | None,
+) -> str:
+    """A scaled what-if's table: its head, the aligned ``rows``, their ``notes``, what the
+    trace's window cannot show and, when ``ranked``, how the rows are ordered."""
+    lines = [table_head(case, limit), *aligned(rows)]
+    lines.extend(notes)
+    lines.extend(window_notes(case, preds))
+    if ranked:
+        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
+    return "\n".join(lines)
 
 
 def format_table(
@@ -165,9 +214,4 @@ def format_table(
                     + ("" if est["low_bytes"] == est["high_bytes"] else " to the figures shown")
                     + f", {fb(est['low_bytes'])}"
                 )
-    lines = [table_head(case, limit), *aligned(rows)]
-    lines.extend(notes)
-    lines.extend(window_notes(case, preds))
-    if ranked:
-        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
-    return "\n".join(lines)
+    return table_text(case, preds, rows, notes, ranked, limit)

@@ -10,7 +10,6 @@ judgement per rule (``sequence_scaling`` in JSON, a table in text).
 from __future__ import annotations
 
 from fractions import Fraction
-from types import SimpleNamespace
 
 from ..model import SnapshotError
 from ..model.core.progress import stage_words
@@ -22,12 +21,9 @@ from ..model.whatif.predictions import (
     TABLE_COLUMNS,
     Prediction,
     aligned,
-    rank,
-    table_head,
     table_row,
-    window_notes,
 )
-from .device_choice import device_fields, device_line
+from .whatif_batch import scaled_answer, table_text
 
 #: The refusal on the command line: the model's words and how to overrule them.
 NO_SEQUENCE = seq_scale.NO_SEQUENCE + " (give --seq N to judge it as one anyway)"
@@ -112,27 +108,17 @@ def seq_rows(
         extra.append(info)
     if tp is not None:
         tp.clear()
-    if recommend:
-        order = rank(preds)
-        extra = [extra[preds.index(p)] for p in order]
-        preds = order
-    given = SimpleNamespace(device=device)
-    dev = device_fields(case, given)
-    out = []
-    for p, info in zip(preds, extra):
-        d = p.to_dict(case)
-        d.update(info)
-        d.update(dev)
-        d["sequence_scaling"] = summary
-        out.append(d)
-    line = device_line(case, given)
-    text = (
-        (line + "\n" if line else "")
-        + format_table(case, preds, extra, ranked=recommend, limit=limit)
-        + "\n"
-        + "\n".join(judgement_lines(j))
+    return scaled_answer(
+        case,
+        preds,
+        extra,
+        format_table,
+        ("sequence_scaling", summary),
+        "\n".join(judgement_lines(j)),
+        recommend=recommend,
+        device=device,
+        limit=limit,
     )
-    return out, text
 
 
 def format_table(
@@ -157,9 +143,4 @@ def format_table(
             f"{plural(est['draws'], 'simulated draw')}: {est['why_range']}; "
             f"{fb(d['peak_reserved_bytes'])} as judged"
         )
-    lines = [table_head(case, limit), *aligned(rows)]
-    lines.extend(notes)
-    lines.extend(window_notes(case, preds))
-    if ranked:
-        lines.append("ranked by predicted peak reserved (lowest first; OOMs last)")
-    return "\n".join(lines)
+    return table_text(case, preds, rows, notes, ranked, limit)
