@@ -14,16 +14,17 @@ attention implementation (sdpa, eager) apart.  Measures only: nothing here tunes
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-VRAMSCOPE = [str(Path(sys.executable).with_name("vramscope"))]
+sys.path.insert(0, str(HERE))
+
+# One way to run the CLI for its JSON and to read a recording's truth: the zoo table's.
+from zoo_table import cli, truth  # noqa: E402
+
 MIB = float(1 << 20)
 WITHIN = 0.05
 
@@ -36,10 +37,6 @@ LENGTHS = {"_t128": 128, "": 256, "_t512": 512}
 
 def held_out(program: str) -> bool:
     return program.startswith(HELD_OUT)
-
-
-def truth(path: Path) -> dict:
-    return json.loads(path.with_name(path.name[: -len(".pickle.xz")] + ".truth.json").read_text())
 
 
 def programs(zoo: Path) -> list[dict]:
@@ -59,18 +56,6 @@ def programs(zoo: Path) -> list[dict]:
             }
         )
     return out
-
-
-def cli(*args: str) -> list | None:
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
-    p = subprocess.run(
-        [*VRAMSCOPE, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900
-    )
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()
-        print(f"  failed: vramscope {' '.join(args)}: {tail[-1] if tail else p.returncode}")
-        return None
-    return json.loads(p.stdout)
 
 
 def row(prog: dict, t_from: int, t_to: int) -> dict:
