@@ -132,7 +132,7 @@ def totals(rows: list[dict], knob: str) -> list[str]:
         for p in progs
         if all("pred" in r and abs(r["off"]) <= TIGHT for r in rows if r["program"] == p)
     ]
-    # The use the issue names: record two smaller runs, predict the largest.
+    # The common use: record two smaller runs, predict the largest.
     top = {p: max(r["to"] for r in rows if r["program"] == p) for p in progs}
     up = [r for r in rows if r["to"] == top[r["program"]]]
     up_good = [r for r in up if "pred" in r and abs(r["off"]) <= TIGHT]
