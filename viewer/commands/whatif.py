@@ -181,12 +181,14 @@ def case_command(
     args: argparse.Namespace,
     argv: list[str],
     compute: Callable[[Any, TerminalProgress], Answer],
+    recorded_first: bool = True,
 ) -> int:
     """Run ``vramscope COMMAND`` on a what-if case (``whatif``, ``advise``): where the
     file is when it is ``ssh://`` and vramscope is there, else load ``args.file``'s case,
-    simulate its recorded run (the self-check), ``compute(case, tp)`` its answer and
-    print it; an unreadable file or a recording the model cannot follow: one line on
-    stderr, no traceback.  Returns the exit code."""
+    simulate its recorded run (the self-check; ``recorded_first=False``: ``compute``
+    does, beside its own work), ``compute(case, tp)`` its answer and print it; an
+    unreadable file or a recording the model cannot follow: one line on stderr, no
+    traceback.  Returns the exit code."""
     if args.file.startswith("ssh://"):
         from .remote_run import answered_there
 
@@ -200,8 +202,9 @@ def case_command(
             return case
 
         def run() -> Answer:
-            # The recorded run (computed once, cached in the case) for the self-check.
-            case.simulate("recorded", progress=tp.stage(stage_words("self_check")))
+            if recorded_first:
+                # The recorded run (computed once, cached in the case) for the self-check.
+                case.simulate("recorded", progress=tp.stage(stage_words("self_check")))
             return compute(case, tp)
 
         got = reported(args, tp, run)
@@ -319,6 +322,8 @@ def main(argv: list[str]) -> int:
             seq_scales=args.seq_scale,
             seq=args.seq,
         ),
+        # The settings' rows simulate the recorded run beside theirs (answer()).
+        recorded_first=bool(args.seq_scale or args.batch_scale),
     )
 
 
@@ -343,7 +348,15 @@ def answer(
     :class:`~..model.SnapshotError` for a recording the model cannot follow."""
     from ..model.whatif.predictions import format_text, rank
 
-    case.simulate("recorded")  # (cached in the case: the self-check's run)
+    preds: list | None = None
+    if not seq_scales and not batch_scales and _beside(case, confs, limit):
+        # The self-check's run and the settings' at once (two cores, no copies).
+        preds = case.recorded_beside(
+            lambda: _predict(case, confs, limit, tp, progress),
+            Progress(None, progress.cancel_event) if progress is not None else None,
+        )
+    # (cached in the case: the self-check's run)
+    case.simulate("recorded", progress=_self_check_progress(tp))
     check = case.self_check()
     warnings = check.warnings()
     if seq_scales:
@@ -358,9 +371,8 @@ def answer(
             case, confs, list(batch_scales), batch, limit, recommend, device, tp
         )
         return Answer(data, text, warnings)
-    preds = predict_all(
-        case, confs, limit, _per_setting(tp, case, confs) if tp is not None else progress
-    )
+    if preds is None:
+        preds = _predict(case, confs, limit, tp, progress)
     if recommend:
         preds = rank(preds)
     given = SimpleNamespace(device=device)
@@ -368,6 +380,43 @@ def answer(
     line = device_line(case, given)
     text = (line + "\n" if line else "") + format_text(case, preds, ranked=recommend, limit=limit)
     return Answer([{**p.to_dict(case), **fields} for p in preds], text, warnings)
+
+
+def _predict(case, confs: list[str], limit, tp: TerminalProgress | None, progress):
+    """:func:`predict_all` with the terminal's progress line or ``progress``."""
+    return predict_all(
+        case, confs, limit, _per_setting(tp, case, confs) if tp is not None else progress
+    )
+
+
+def _beside(case, confs: list[str], limit: int | None) -> bool:
+    """Whether the settings' simulations may run beside the recorded one
+    (:meth:`~..model.whatif.Case.recorded_beside`): they run in this process (a pool
+    forks, which a running thread forbids) and none of them is the recorded run itself
+    (that one is simulated once, cached in the case)."""
+    from ..model.core import parallel
+
+    lim = case.limit if limit is None else limit
+    if lim == case.limit and any(case.config_of(c) == case.recorded for c in confs):
+        return False
+    return parallel.workers_for(len(confs), _work(case)) <= 1
+
+
+def _self_check_progress(tp: TerminalProgress | None) -> Progress | None:
+    """The recorded run's progress line, shown only while it is still to simulate."""
+    return None if tp is None else _LazyStage(tp, stage_words("self_check"))
+
+
+class _LazyStage(Progress):
+    """``tp.stage(label)`` drawn at its first update: a run already cached draws nothing."""
+
+    def __init__(self, tp: TerminalProgress, label: str) -> None:
+        super().__init__()
+        self.tp, self.label = tp, label
+
+    def update(self, stage: str, fraction: float) -> None:
+        super().update(stage, fraction)
+        self.tp.show(self.label, fraction)
 
 
 def _per_setting(tp: TerminalProgress, case, confs: list[str]) -> Progress | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from ..core import allocator_rules as rules
-from ..core.errors import SnapshotError
+from ..core.errors import LoadCancelled, SnapshotError
 from ..core.progress import Progress
 from ..core.snapshot import Snapshot
 from ..core.units import format_bytes as fb
@@ -21,6 +23,11 @@ from .run import SimResult, simulate
 from .selfcheck import CheckResult, self_check
 
 RECORDED = "recorded"
+#: Requests from which :meth:`Case.recorded_beside` runs the recorded simulation on a
+#: thread beside the caller's work: the compiled model answers 100k requests in a few
+#: milliseconds, far more than a thread's start.
+BESIDE_MIN_REQUESTS = 100_000
+T = TypeVar("T")
 # The standard set --recommend tries (each from the defaults, as the allocator parses them).
 RECOMMENDED = [
     "",
@@ -145,6 +152,60 @@ class Case:
         if self._recorded_run is None:
             self._recorded_run = simulate(self.requests, self.recorded, self.limit, self.gpu_bytes)
         return self._recorded_run
+
+    def recorded_beside(self, work: Callable[[], T], progress: Progress | None = None) -> T:
+        """``work()``, with the recorded run (:meth:`recorded_run`, the self-check's)
+        simulated first, or meanwhile on a thread of its own where that pays: a stream of
+        at least :data:`BESIDE_MIN_REQUESTS` requests that the compiled model answers
+        (its loop runs without the GIL, on its own state: the same result to the byte
+        either way), two CPUs or more and :data:`~..core.parallel.JOBS_ENV` not 1.
+        ``work`` must not fork (no process pool) while the thread runs.  ``progress``
+        (the recorded run's when serial) gives its cancel event to the thread.  An error
+        of the recorded run is raised first, as serially."""
+        if self._recorded_run is not None or not self._beside_pays():
+            self.simulate(RECORDED, progress=progress)
+            return work()
+        import threading
+
+        stop = threading.Event()
+        got: list = []
+
+        def recorded() -> None:
+            try:
+                self.simulate(RECORDED, progress=Progress(None, stop))
+            except BaseException as exc:  # raised in the caller's thread below
+                got.append(exc)
+
+        own = threading.Thread(target=recorded, name="vramscope-recorded-run", daemon=True)
+        cancel = progress.cancel_event if progress is not None else None
+        own.start()
+        try:
+            out = work()
+        except BaseException:
+            stop.set()  # its next checkpoint ends it
+            own.join()
+            if got and not isinstance(got[0], LoadCancelled):
+                raise got[0] from None
+            raise
+        while own.is_alive():
+            own.join(0.05)
+            if cancel is not None and cancel.is_set():
+                stop.set()
+        if got:
+            raise got[0]
+        return out
+
+    def _beside_pays(self) -> bool:
+        from ..core import parallel
+        from . import native_sim
+
+        return (
+            len(self.requests) >= BESIDE_MIN_REQUESTS
+            and not self.requests.replay_inconsistencies
+            and native_sim.use_native()
+            and parallel.env_jobs() != 1
+            and parallel.available_cpus() >= 2
+        )
 
     def config_of(self, conf: str | rules.AllocatorConfig | None) -> rules.AllocatorConfig:
         if conf is None or conf == RECORDED:
