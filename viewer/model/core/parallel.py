@@ -10,7 +10,19 @@ How: a :class:`concurrent.futures.ProcessPoolExecutor` whose workers are
 table, so a worker finds them in the memory it shares copy-on-write with the
 parent - the prepared case's numpy columns are never pickled, and ``fn`` may
 be a closure.  Only an item's index goes to a worker and only its result comes
-back (pickled: keep results compact where that is possible).
+back: pickled, except its large buffers (numpy arrays of at least
+:data:`SHARED_MIN_BYTES`, a simulation's per-request curves), which the worker
+writes into a file of its own in ``/dev/shm`` that the parent maps and unlinks
+as it reads the result (no copy through the pipe, no second copy in the
+parent); a file a result left behind (an error, a cancel) is removed when the
+pool ends.  Where ``/dev/shm`` is missing or full the buffer goes through the
+pipe as before.
+
+:func:`pmap_async` starts the same work and returns at once (a
+:class:`Pending`): the workers run while this process does serial work of its
+own, and :meth:`Pending.result` collects.  Its pool forks when it starts, so it
+sees what was built before that call, not what is built after; it leaves this
+process a CPU (it works too), and one item is worth a worker.
 
 Serial (in this process, exactly the loop above) when the pool would cost more
 than it saves or cannot run: one item, one CPU (``os.sched_getaffinity``), a
@@ -35,9 +47,12 @@ here.  A worker that died (the kernel's out-of-memory killer, most often):
 
 from __future__ import annotations
 
+import glob
 import itertools
+import mmap
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -59,6 +74,11 @@ BYTES_PER_WORK = 400
 #: Environment variable: the number of processes (1 = serial), overriding the size rule.
 JOBS_ENV = "VRAMSCOPE_JOBS"
 POLL_S = 0.05  # how often the parent looks at cancel and progress while waiting
+#: A buffer of a pooled result at least this large comes back through a file in
+#: :data:`SHARED_DIR` (mapped, not copied); smaller ones through the pipe.
+SHARED_MIN_BYTES = 1 << 20
+SHARED_DIR = "/dev/shm"
+_SHIPPED = itertools.count()  # a worker's files, numbered
 
 _JOBS: dict[int, "_Job"] = {}  # token -> job; forked workers inherit it
 _TOKENS = itertools.count(1)
@@ -67,11 +87,19 @@ _IN_WORKER = False
 
 class _Job:
     def __init__(
-        self, fn: Callable[..., Any], items: Sequence[Any], with_progress: bool, ctx: Any
+        self,
+        fn: Callable[..., Any],
+        items: Sequence[Any],
+        with_progress: bool,
+        ctx: Any,
+        prefix: str,
     ) -> None:
         self.fn, self.items, self.with_progress = fn, items, with_progress
         self.fractions = ctx.RawArray("d", len(items))  # each item's progress, 0..1
         self.stop = ctx.Event()  # the running items stop at their next checkpoint
+        # Names of the files this job's results leave in SHARED_DIR (the parent's pid
+        # and the job's token: what the parent sweeps when the pool ends).
+        self.prefix = prefix
 
 
 def available_cpus() -> int:
@@ -117,7 +145,27 @@ def workers_for(n_items: int, work: int | None = None, jobs: int | None = None) 
         if work is not None and work < MIN_PARALLEL_WORK:
             return 1
         jobs = available_cpus()
-    k = max(1, min(int(jobs), n_items))
+    return _memory_cap(max(1, min(int(jobs), n_items)), work)
+
+
+def workers_beside(n_items: int, work: int | None = None, jobs: int | None = None) -> int:
+    """How many worker processes :func:`pmap_async` starts for ``n_items`` items of
+    ``work`` each while this process works too (``jobs``, :data:`JOBS_ENV`: processes in
+    all, this one counted; else every CPU); 0 = serial, when the results are asked for."""
+    if _IN_WORKER or n_items < 1 or not can_fork():
+        return 0
+    if jobs is None:
+        jobs = env_jobs()
+    if jobs is None:
+        if work is not None and work < MIN_PARALLEL_WORK:
+            return 0
+        jobs = available_cpus()
+    k = min(int(jobs) - 1, n_items)
+    return _memory_cap(k, work) if k >= 1 else 0
+
+
+def _memory_cap(k: int, work: int | None) -> int:
+    """``k`` workers, no more than the free memory holds at ``work`` each."""
     if work and k > 1:
         free = _available_memory()
         if free is not None:
@@ -144,19 +192,105 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run(token: int, i: int) -> Any:  # in a worker
+def _run(token: int, i: int) -> tuple[bytes, list[tuple[str, int]]]:  # in a worker
     job = _JOBS[token]
     if job.stop.is_set():
         raise LoadCancelled()
     if not job.with_progress:
-        return job.fn(job.items[i])
+        return _ship(job.fn(job.items[i]), job.prefix)
     fractions = job.fractions
 
     def report(_stage: str, f: float) -> None:
         fractions[i] = f
 
     # A multiprocessing Event, shared with the parent: is_set() is all Progress asks of it.
-    return job.fn(job.items[i], Progress(report, cast(threading.Event, job.stop)))
+    return _ship(
+        job.fn(job.items[i], Progress(report, cast(threading.Event, job.stop))), job.prefix
+    )
+
+
+def _ship(result: Any, prefix: str) -> tuple[bytes, list[tuple[str, int]]]:
+    """``result`` pickled, its buffers of :data:`SHARED_MIN_BYTES` or more written to files
+    in :data:`SHARED_DIR` (named ``prefix``...) instead: (the pickle, each file's name and
+    size, in the order :func:`_unship` gives them back)."""
+    files: list[tuple[str, int]] = []
+
+    def out_of_band(buf: pickle.PickleBuffer) -> bool:
+        try:
+            raw = buf.raw()
+        except BufferError:  # not contiguous: pickled as it is
+            return True
+        if raw.nbytes < SHARED_MIN_BYTES:
+            return True
+        name = f"{prefix}{os.getpid()}-{next(_SHIPPED)}"
+        if not _write_shared(name, raw):
+            return True
+        files.append((name, raw.nbytes))
+        return False
+
+    try:
+        data = pickle.dumps(result, protocol=5, buffer_callback=out_of_band)
+    except BaseException:
+        for name, _ in files:
+            _unlink(name)
+        raise
+    return data, files
+
+
+def _write_shared(name: str, raw: memoryview) -> bool:
+    """``raw`` into a new file ``name`` of :data:`SHARED_DIR`, readable by this user
+    alone; False (and no file) where it cannot be written (no such folder, full)."""
+    path = os.path.join(SHARED_DIR, name)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    try:
+        done = 0
+        while done < len(raw):
+            done += os.write(fd, raw[done:])
+        return True
+    except OSError:
+        _unlink(name)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(os.path.join(SHARED_DIR, name))
+    except OSError:
+        pass
+
+
+def _unship(data: bytes, files: list[tuple[str, int]]) -> Any:
+    """The result :func:`_ship` made: its files mapped (shared with no one once unlinked,
+    here at once: the memory goes with the last array that uses it)."""
+    buffers = []
+    try:
+        for name, size in files:
+            path = os.path.join(SHARED_DIR, name)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.unlink(path)
+                buffers.append(mmap.mmap(fd, size))
+            finally:
+                os.close(fd)
+    finally:
+        for name, _ in files[len(buffers) :]:
+            _unlink(name)
+    return pickle.loads(data, buffers=buffers)
+
+
+def _sweep(prefix: str) -> None:
+    """Remove what results of a pool that ended left in :data:`SHARED_DIR` (an item that
+    finished after a cancel or another's error: its result was never read)."""
+    for path in glob.glob(os.path.join(SHARED_DIR, glob.escape(prefix) + "*")):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def pmap(
@@ -183,6 +317,67 @@ def pmap(
     if k <= 1:
         return _serial(fn, items, progress, stage, with_progress, on_result)
     return _pooled(fn, items, k, progress, stage, with_progress, on_result)
+
+
+def pmap_async(
+    fn: Callable[..., Any],
+    items: Sequence[Any],
+    *,
+    jobs: int | None = None,
+    work: int | None = None,
+    with_progress: bool = False,
+) -> Pending:
+    """:func:`pmap`'s work, started on a pool beside this process and left running: the
+    :class:`Pending` gives the results (:meth:`Pending.result`, which also takes the
+    progress).  Use it as a context manager: leaving the block before the results were
+    asked for (an error, a cancel of this process's own work) stops the pool.  Serial
+    (in :meth:`Pending.result`) where :func:`workers_beside` says so."""
+    items = list(items)
+    k = workers_beside(len(items), work, jobs)
+    return Pending(fn, items, with_progress, _start(fn, items, k, with_progress) if k else None)
+
+
+class Pending:
+    """Work :func:`pmap_async` started: :meth:`result` waits for it, :meth:`close` stops it."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        items: list[Any],
+        with_progress: bool,
+        pool: _Pool | None,
+    ) -> None:
+        self._fn, self._items, self._with_progress, self._pool = fn, items, with_progress, pool
+
+    @property
+    def pooled(self) -> bool:
+        """The work runs on a pool (else serially, when :meth:`result` is called)."""
+        return self._pool is not None
+
+    def result(
+        self,
+        progress: Progress | None = None,
+        stage: str = "parallel",
+        on_result: Callable[[int, Any], None] | None = None,
+    ) -> list[Any]:
+        """The results in the items' order (:func:`pmap`'s, ``progress``, ``stage`` and
+        ``on_result`` as there); the pool ends here."""
+        if self._pool is None:
+            return _serial(self._fn, self._items, progress, stage, self._with_progress, on_result)
+        pool, self._pool = self._pool, None
+        return pool.collect(progress, stage, on_result)
+
+    def close(self) -> None:
+        """Stop what has not finished (nothing to do after :meth:`result`)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.end(finished=False)
+
+    def __enter__(self) -> Pending:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _serial(fn, items, progress, stage, with_progress, on_result) -> list[Any]:
@@ -218,47 +413,79 @@ def _slice(progress: Progress, stage: str, i: int, n: int):
 
 
 def _pooled(fn, items, k, progress, stage, with_progress, on_result) -> list[Any]:
-    n = len(items)
-    ctx = multiprocessing.get_context("fork")
-    job = _Job(fn, items, with_progress, ctx)
-    token = next(_TOKENS)
-    _JOBS[token] = job  # before the first submit: that is when the workers are forked
-    cancel = progress.cancel_event if progress is not None else None
-    results: list[Any] = [None] * n
-    finished = False
-    ex = ProcessPoolExecutor(max_workers=k, mp_context=ctx, initializer=_worker_init)
-    futures: dict[Future, int] = {}
-    try:
+    return _start(fn, items, k, with_progress).collect(progress, stage, on_result)
+
+
+def _start(fn, items, k, with_progress) -> _Pool:
+    """A pool of ``k`` forked workers with every item submitted."""
+    return _Pool(fn, items, k, with_progress)
+
+
+class _Pool:
+    """One round of work on ``k`` forked workers: every item submitted at once (the
+    workers fork at the first submit, seeing this process as it is then)."""
+
+    def __init__(self, fn, items, k, with_progress) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.token = next(_TOKENS)
+        self.job = _Job(fn, items, with_progress, ctx, f"vramscope-{os.getpid()}-{self.token}-")
+        _JOBS[self.token] = self.job  # before the first submit: that is when the workers fork
+        self.n = len(items)
+        self.ex = ProcessPoolExecutor(max_workers=k, mp_context=ctx, initializer=_worker_init)
+        self.futures: dict[Future, int] = {}
+        self.ended = False
+        try:
+            for i in range(self.n):
+                self.futures[self.ex.submit(_run, self.token, i)] = i
+        except BaseException:
+            self.end(finished=False)
+            raise
+
+    def collect(self, progress, stage, on_result) -> list[Any]:
+        """Every result, in the items' order; the pool ends here."""
+        n, job, futures = self.n, self.job, self.futures
+        cancel = progress.cancel_event if progress is not None else None
+        results: list[Any] = [None] * n
+        finished = False
+        try:
+            if progress is not None:
+                progress.update(stage, 0.0)
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=futures.__getitem__):
+                    i = futures[f]
+                    try:
+                        results[i] = _unship(*f.result())
+                    except BrokenProcessPool:
+                        raise MemoryError("a worker process died (out of memory?)") from None
+                    job.fractions[i] = 1.0
+                    if on_result is not None:
+                        on_result(i, results[i])
+                if cancel is not None and cancel.is_set():
+                    raise LoadCancelled()
+                if progress is not None and pending:
+                    progress.update(stage, min(sum(job.fractions) / n, 0.999))
+            finished = True
+        finally:
+            self.end(finished)
         if progress is not None:
-            progress.update(stage, 0.0)
-        for i in range(n):
-            futures[ex.submit(_run, token, i)] = i
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
-            for f in sorted(done, key=futures.__getitem__):
-                i = futures[f]
-                try:
-                    results[i] = f.result()
-                except BrokenProcessPool:
-                    raise MemoryError("a worker process died (out of memory?)") from None
-                job.fractions[i] = 1.0
-                if on_result is not None:
-                    on_result(i, results[i])
-            if cancel is not None and cancel.is_set():
-                raise LoadCancelled()
-            if progress is not None and pending:
-                progress.update(stage, min(sum(job.fractions) / n, 0.999))
-        finished = True
-    finally:
+            progress.update(stage, 1.0)
+        return results
+
+    def end(self, finished: bool) -> None:
+        """Stop (unless ``finished``) and wait for the workers; remove what results left."""
+        if self.ended:
+            return
+        self.ended = True
         if not finished:
-            job.stop.set()
-            for f in futures:
+            self.job.stop.set()
+            for f in self.futures:
                 f.cancel()
-        # The running items end at their next checkpoint (or with their item): no worker
-        # is killed, so no queue is left half-written.
-        ex.shutdown(wait=True, cancel_futures=True)
-        del _JOBS[token]
-    if progress is not None:
-        progress.update(stage, 1.0)
-    return results
+        try:
+            # The running items end at their next checkpoint (or with their item): no
+            # worker is killed, so no queue is left half-written.
+            self.ex.shutdown(wait=True, cancel_futures=True)
+        finally:
+            del _JOBS[self.token]
+            _sweep(self.job.prefix)
