@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import DATA
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.core import parallel
-from vramscope.viewer.model.remedies.advise import advise, format_text
-from vramscope.viewer.model.whatif import prepare
+from vramscope.viewer.model.remedies.advise import RECORDED_RUN, advise, format_text
+from vramscope.viewer.model.whatif import native_sim, prepare
 
 pytestmark = pytest.mark.skipif(not parallel.can_fork(), reason="the pool forks (Linux only)")
 
@@ -25,15 +25,23 @@ RECORDINGS = {
 
 @pytest.fixture
 def pooled_items(monkeypatch):
-    """The items of every pooled pmap, so a test knows which runs went through the pool."""
+    """The items of every round on a pool of processes or of threads beside this one, so
+    a test knows which runs went through them."""
     seen: list[list] = []
-    real = parallel._pooled
+    real = parallel._start
 
     def spy(*args, **kwargs):
         seen.append(list(args[1]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(parallel, "_pooled", spy)
+    monkeypatch.setattr(parallel, "_start", spy)
+
+    class Threads(parallel._ThreadPool):
+        def __init__(self, fn, items, *rest):
+            seen.append(list(items))
+            super().__init__(fn, items, *rest)
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
     return seen
 
 
@@ -61,3 +69,36 @@ def test_advise_is_the_same_serial_and_on_the_pool(name, pooled_items, monkeypat
             assert (x is None) == (y is None), (a.remedy, f)
             if x is not None:
                 assert x.dtype == y.dtype and np.array_equal(x, y), (a.remedy, f)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")
+def test_the_runs_that_need_no_judgement_start_beside_it(monkeypatch):
+    from vramscope.viewer.model.remedies.catalogue import context
+
+    order: list[str] = []
+    rounds: list[list] = []
+
+    class Threads(parallel._ThreadPool):
+        def __init__(self, fn, items, *rest):
+            order.append("threads")
+            rounds.append(list(items))
+            super().__init__(fn, items, *rest)
+
+    real_gather = context.evidence.gather
+
+    def gather(*args, **kwargs):
+        order.append("evidence")
+        return real_gather(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
+    monkeypatch.setattr(context.evidence, "gather", gather)
+    monkeypatch.setenv(parallel.JOBS_ENV, "2")
+    path = DATA / "truth" / "gpt2_leak.pickle.xz"
+    beside = advise(prepare(load_snapshot(path)))
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = advise(prepare(load_snapshot(path)))
+    assert order[:2] == ["threads", "evidence"]
+    (early,) = rounds
+    assert RECORDED_RUN in early and any(k.startswith("allocator/") for k in early), early
+    assert beside.to_dict() == serial.to_dict()
+    assert format_text(beside) == format_text(serial)

@@ -183,3 +183,53 @@ def test_pmap_async_progress_and_cancel():
         with pytest.raises(LoadCancelled):
             pending.result(Progress(lambda s, f: seen.append(s), ev), "allocator")
     assert seen and set(seen) == {"allocator"}
+
+
+def _where(k: int):
+    time.sleep(0.05)
+    return os.getpid(), threading.current_thread().name, _result(k)
+
+
+def test_pmap_async_on_threads_gives_the_same_results_here():
+    serial = parallel.pmap(_result, range(4), jobs=1)
+    with parallel.pmap_async(_where, range(4), jobs=3, threads=True) as pending:
+        assert pending.pooled
+        got = pending.result()
+    assert {pid for pid, _, _ in got} == {os.getpid()}
+    assert all(name.startswith("vramscope-beside") for _, name, _ in got)
+    for (_, _, a), b in zip(got, serial):
+        same(a, b)
+        assert not mapped(a["big"])  # the item's own array, not a copy
+
+
+def _stoppable(k, progress):
+    for step in range(100):
+        progress.update("simulate", step / 100)
+        time.sleep(0.01)
+    FINISHED_HERE.append(k)
+    return k
+
+
+FINISHED_HERE: list = []
+
+
+def test_leaving_the_block_early_stops_the_threads():
+    FINISHED_HERE.clear()
+    with (
+        pytest.raises(RuntimeError),
+        parallel.pmap_async(_stoppable, range(6), jobs=3, threads=True, with_progress=True),
+    ):
+        time.sleep(0.1)
+        raise RuntimeError("the caller's own work failed")
+    # Each running item stopped at its next checkpoint, none ran its 1 s to the end.
+    assert FINISHED_HERE == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("vramscope-beside")]
+
+
+def test_threads_pay_from_less_work_than_a_pool(monkeypatch):
+    monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 4)
+    small = parallel.MIN_THREAD_WORK
+    assert small < parallel.MIN_PARALLEL_WORK
+    assert parallel.workers_beside(5, small, threads=True) == 3
+    assert parallel.workers_beside(5, small) == 0

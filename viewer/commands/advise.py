@@ -66,6 +66,8 @@ def main(argv: list[str]) -> int:
         lambda case, tp: answer(
             case, args.file, args.batch, args.memory_limit, args.device, _stages(tp), args.seq
         ),
+        # advise() simulates the recorded run beside its judgement.
+        recorded_first=False,
     )
 
 
@@ -85,9 +87,10 @@ def answer(
     a recording the model cannot follow."""
     from ..model.remedies.advise import advise, format_text
 
-    case.simulate("recorded")  # (cached in the case: the self-check's run)
-    check = case.self_check()
+    # The self-check's run is advise()'s too (cached in the case), simulated there beside
+    # the judgement.
     result = advise(case, batch, limit, progress)
+    check = case.self_check()
     given = SimpleNamespace(device=device)
     data = {"file": file, **device_fields(case, given)}
     data.update(result.to_dict())

@@ -56,8 +56,16 @@ import pickle
 import signal
 import sys
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence, cast
 
 from .errors import LoadCancelled
@@ -65,6 +73,10 @@ from .progress import Progress
 
 #: Work (requests the Python model simulates) below which a pool costs more than it saves.
 MIN_PARALLEL_WORK = 200_000
+#: The same for a thread beside this process (:func:`pmap_async` with ``threads``): it
+#: starts in microseconds, and pays from a simulation of ~100k requests by the compiled
+#: model, which takes a few milliseconds.
+MIN_THREAD_WORK = 3_000
 #: The compiled what-if model simulates a request in about this fraction of the Python
 #: model's time (measured: 666,640 requests in 0.05 s against 1.48 s), so its work counts
 #: that much less: it pays to fork only from ~6M requests (less for answers of one number).
@@ -148,16 +160,19 @@ def workers_for(n_items: int, work: int | None = None, jobs: int | None = None) 
     return _memory_cap(max(1, min(int(jobs), n_items)), work)
 
 
-def workers_beside(n_items: int, work: int | None = None, jobs: int | None = None) -> int:
-    """How many worker processes :func:`pmap_async` starts for ``n_items`` items of
-    ``work`` each while this process works too (``jobs``, :data:`JOBS_ENV`: processes in
-    all, this one counted; else every CPU); 0 = serial, when the results are asked for."""
-    if _IN_WORKER or n_items < 1 or not can_fork():
+def workers_beside(
+    n_items: int, work: int | None = None, jobs: int | None = None, threads: bool = False
+) -> int:
+    """How many workers :func:`pmap_async` starts for ``n_items`` items of ``work`` each
+    while this process works too (``jobs``, :data:`JOBS_ENV`: processes in all, this one
+    counted; else every CPU; ``threads``: threads, which pay from
+    :data:`MIN_THREAD_WORK`); 0 = serial, when the results are asked for."""
+    if _IN_WORKER or n_items < 1 or not (threads or can_fork()):
         return 0
     if jobs is None:
         jobs = env_jobs()
     if jobs is None:
-        if work is not None and work < MIN_PARALLEL_WORK:
+        if work is not None and work < (MIN_THREAD_WORK if threads else MIN_PARALLEL_WORK):
             return 0
         jobs = available_cpus()
     k = min(int(jobs) - 1, n_items)
@@ -326,15 +341,29 @@ def pmap_async(
     jobs: int | None = None,
     work: int | None = None,
     with_progress: bool = False,
+    threads: bool = False,
 ) -> Pending:
     """:func:`pmap`'s work, started on a pool beside this process and left running: the
     :class:`Pending` gives the results (:meth:`Pending.result`, which also takes the
     progress).  Use it as a context manager: leaving the block before the results were
     asked for (an error, a cancel of this process's own work) stops the pool.  Serial
-    (in :meth:`Pending.result`) where :func:`workers_beside` says so."""
+    (in :meth:`Pending.result`) where :func:`workers_beside` says so.
+
+    ``threads``: threads of this process instead of forked workers, for work that runs
+    without the GIL (the compiled what-if model's loop): no fork, no copy of a result,
+    and the items see what is built meanwhile.  Nothing may fork (no :func:`pmap` on a
+    pool) until its results were taken: a fork copies the running threads' half-done
+    state and the locks they hold."""
     items = list(items)
-    k = workers_beside(len(items), work, jobs)
-    return Pending(fn, items, with_progress, _start(fn, items, k, with_progress) if k else None)
+    k = workers_beside(len(items), work, jobs, threads)
+    pool: _Pool | None = None
+    if k:
+        pool = (
+            _ThreadPool(fn, items, k, with_progress)
+            if threads
+            else _start(fn, items, k, with_progress)
+        )
+    return Pending(fn, items, with_progress, pool)
 
 
 class Pending:
@@ -431,7 +460,9 @@ class _Pool:
         self.job = _Job(fn, items, with_progress, ctx, f"vramscope-{os.getpid()}-{self.token}-")
         _JOBS[self.token] = self.job  # before the first submit: that is when the workers fork
         self.n = len(items)
-        self.ex = ProcessPoolExecutor(max_workers=k, mp_context=ctx, initializer=_worker_init)
+        self.ex: Executor = ProcessPoolExecutor(
+            max_workers=k, mp_context=ctx, initializer=_worker_init
+        )
         self.futures: dict[Future, int] = {}
         self.ended = False
         try:
@@ -456,7 +487,7 @@ class _Pool:
                 for f in sorted(done, key=futures.__getitem__):
                     i = futures[f]
                     try:
-                        results[i] = _unship(*f.result())
+                        results[i] = self.take(f)
                     except BrokenProcessPool:
                         raise MemoryError("a worker process died (out of memory?)") from None
                     job.fractions[i] = 1.0
@@ -472,6 +503,10 @@ class _Pool:
         if progress is not None:
             progress.update(stage, 1.0)
         return results
+
+    def take(self, f: Future) -> Any:
+        """A finished item's result."""
+        return _unship(*f.result())
 
     def end(self, finished: bool) -> None:
         """Stop (unless ``finished``) and wait for the workers; remove what results left."""
@@ -489,3 +524,49 @@ class _Pool:
         finally:
             del _JOBS[self.token]
             _sweep(self.job.prefix)
+
+
+class _ThreadPool(_Pool):
+    """:class:`_Pool`'s round on ``k`` threads of this process (:func:`pmap_async`'s
+    ``threads``): the results are the items' own objects."""
+
+    def __init__(self, fn, items, k, with_progress) -> None:
+        self.token = 0
+        # The progress and the stop flag in this process's own memory.
+        here = SimpleNamespace(RawArray=lambda _t, n: [0.0] * n, Event=threading.Event)
+        self.job = _Job(fn, items, with_progress, here, "")
+        self.n = len(items)
+        self.ex = ThreadPoolExecutor(max_workers=k, thread_name_prefix="vramscope-beside")
+        self.futures = {}
+        self.ended = False
+        try:
+            for i in range(self.n):
+                self.futures[self.ex.submit(self.run, i)] = i
+        except BaseException:
+            self.end(finished=False)
+            raise
+
+    def run(self, i: int) -> Any:
+        job = self.job
+        if job.stop.is_set():
+            raise LoadCancelled()
+        if not job.with_progress:
+            return job.fn(job.items[i])
+        fractions = job.fractions
+
+        def report(_stage: str, f: float) -> None:
+            fractions[i] = f
+
+        return job.fn(job.items[i], Progress(report, job.stop))
+
+    def take(self, f: Future) -> Any:
+        return f.result()
+
+    def end(self, finished: bool) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if not finished:
+            self.job.stop.set()
+        # The running items end at their next checkpoint (or with their item).
+        self.ex.shutdown(wait=True, cancel_futures=True)

@@ -6,7 +6,8 @@ gathers what every spec reads (:func:`.catalogue.gather`: the evidence, the batc
 judgement, the limit, the split at the peak, the largest batch that fits), runs the
 simulations the applicable specs need side by side on one pool, builds each remedy,
 keeps those that save something (or make a run that ran out of memory fit) and ranks
-them by predicted peak reserved.
+them by predicted peak reserved.  The runs that need no judgement (the recorded run,
+the recorded stream at other allocator settings) start first, on threads beside it.
 
 Simulated remedies run the recorded request stream, edited, through the allocator
 model (:mod:`..whatif`), so caching and fragmentation are part of the answer.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from ..whatif import Case, native_sim
 from ..whatif.predictions import verdict as oom_verdict
 from . import batch_scale
 from .catalogue import SPECS, Context, RemedySpec, gather
+from .catalogue.context import Basis
 from .remedy import GPU_FREED, SIMULATED, Remedy
 
 
@@ -132,20 +134,52 @@ class Advice:
         }
 
 
+RECORDED_RUN = "recorded"  # the early task of the recorded run (no spec's: no "/")
+
+
+def _before_judgement(case: Case, batch: int | None, limit: int | None) -> dict[str, Any]:
+    """The runs that need no judgement, named as :func:`_simulations` names them: the
+    recorded run (the self-check's, and the baseline under the recording's limit) and
+    the runs of the specs of the recorded stream at other settings whose ``applies`` and
+    ``simulations`` read only the :class:`~.catalogue.context.Basis` (their answers
+    there are the ones they give on the whole context: the same code on the same
+    values).  None where the compiled model does not run them (they need the GIL)."""
+    if not native_sim.use_native():
+        return {}
+    basis = Basis.of(case, batch, limit)
+    # A recording the replay found inconsistent: its recorded run's error comes first.
+    tasks: dict[str, Any] = (
+        {} if case.requests.replay_inconsistencies else {RECORDED_RUN: case.recorded_run}
+    )
+    for spec in SPECS:
+        if spec.edits_stream or spec.split_after_oom or spec.method == GPU_FREED:
+            continue
+        try:
+            prep = spec.applies(cast(Context, basis))
+            runs = spec.simulations(cast(Context, basis), prep) if prep is not None else {}
+        except AttributeError:  # it reads the judgement: its runs wait for it
+            continue
+        tasks.update({f"{spec.id}/{name}": run for name, run in runs.items()})
+    return tasks
+
+
 def _simulations(
-    ctx: Context, applying: list[tuple[RemedySpec, Any]], progress: Progress
+    ctx: Context,
+    applying: list[tuple[RemedySpec, Any]],
+    progress: Progress,
+    done: dict[str, Any],
 ) -> dict[str, dict[str, Any]]:
     """Every run the applicable specs need, by spec id and run name: one task per run,
     named ``SPEC/RUN`` (each builds its edited stream where it runs: none is held here),
     side by side on the pool, the edited streams first (the longest); serially for a
-    small case."""
+    small case.  ``done``: answers of tasks already run (beside the judgement)."""
     tasks: dict[str, Callable[[], Any]] = {}
     owner: dict[str, tuple[str, str]] = {}
     for spec, prep in sorted(applying, key=lambda sp: not sp[0].edits_stream):
         for name, run in spec.runs(ctx, prep).items():
             tasks[f"{spec.id}/{name}"] = run
             owner[f"{spec.id}/{name}"] = (spec.id, name)
-    keys = list(tasks)
+    keys = [key for key in tasks if key not in done]
     answers = parallel.pmap(
         lambda key: tasks[key](),
         keys,
@@ -153,10 +187,11 @@ def _simulations(
         progress=progress,
         stage="allocator",
     )
+    got = {**done, **dict(zip(keys, answers))}
     ran: dict[str, dict[str, Any]] = {spec.id: {} for spec, _ in applying}
-    for key, answer in zip(keys, answers):
+    for key in tasks:
         spec_id, name = owner[key]
-        ran[spec_id][name] = answer
+        ran[spec_id][name] = got[key]
     return ran
 
 
@@ -169,7 +204,23 @@ def advise(
     ``limit``: bytes allowed (default: the recording's, else the GPU's memory).
     """
     progress = progress or Progress()
-    ctx = gather(case, batch, limit, progress)
+    # The runs that need no judgement start first, on threads beside it (the compiled
+    # model runs without the GIL); taken before this process simulates or forks a pool.
+    early = _before_judgement(case, batch, limit)
+    keys = list(early)
+    done: dict[str, Any] = {}
+    with parallel.pmap_async(
+        lambda key: early[key](),
+        keys,
+        work=parallel.simulation_work(len(case.requests), native=True),
+        threads=True,
+    ) as beside:
+
+        def judged() -> None:
+            done.update(zip(keys, beside.result(Progress(None, progress.cancel_event))))
+
+        ctx = gather(case, batch, limit, progress, judged)
+    done.pop(RECORDED_RUN, None)  # the case keeps it (Case.recorded_run)
     progress.update("allocator", 0.0)
     # What else holds the GPU is no change of the program: judged apart, below.
     applying = [
@@ -177,7 +228,7 @@ def advise(
         for spec in SPECS
         if spec.method != GPU_FREED and (prep := spec.applies(ctx)) is not None
     ]
-    ran = _simulations(ctx, applying, progress)
+    ran = _simulations(ctx, applying, progress, done)
     remedies = [r for spec, prep in applying for r in spec.build(ctx, prep, ran[spec.id])]
     lim = ctx.limit
     if lim is not None:

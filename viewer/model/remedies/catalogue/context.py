@@ -13,6 +13,7 @@ which answers only what the remedies read of its run (:class:`Run`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -178,13 +179,41 @@ def batch_not_judged(outside: OutsideOom | None, lim: int | None) -> str | None:
     )
 
 
-def gather(case: Case, batch: int | None, limit: int | None, progress: Progress) -> Context:
+@dataclass
+class Basis:
+    """What advise knows of a recording before judging it: the case, the batch and the
+    limit (:class:`Context`'s first fields, the same values).  A spec whose ``applies``
+    and ``simulations`` read no more (the recorded stream at other settings) names its
+    runs on it, and they start beside the judgement (:func:`..advise.advise`)."""
+
+    case: Case
+    batch: int | None
+    limit: int | None
+    limit_source: str
+
+    @classmethod
+    def of(cls, case: Case, batch: int | None, limit: int | None) -> Basis:
+        """``limit`` as :func:`..advise.advise` takes it (judged as :func:`gather` does)."""
+        return cls(case, batch, *case.effective_limit(limit))
+
+
+def gather(
+    case: Case,
+    batch: int | None,
+    limit: int | None,
+    progress: Progress,
+    judged: Callable[[], object] | None = None,
+) -> Context:
     """The :class:`Context` of ``case`` (stages ``judge`` and ``search`` of ``progress``);
-    ``limit`` as :func:`..advise.advise` takes it."""
+    ``limit`` as :func:`..advise.advise` takes it; ``judged()``, where given, is called
+    once the evidence and the batch judgement are made, before the first simulation
+    (advise takes the runs it started beside them there)."""
     lim, lim_source = case.effective_limit(limit)
     progress.update("judge", 0.0)
     evd = evidence.gather(case)
     j = scaling.judge(case, batch, evd)
+    if judged is not None:
+        judged()
     base = case.simulate(None, lim)
     recorded = case.recorded_run()
     # The baseline is what the run needs: after an OOM, its peak without a limit
