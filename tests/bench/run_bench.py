@@ -200,29 +200,7 @@ def bench_file(
     if not skip_interactive:
         row.update(model_numbers(path, warm))
     if gui:
-        # Best of n cold runs, as for every other row (an empty cache each time), then one
-        # more, sampled, for the memory.
-        gui_cmd = [py, "-m", "vramscope.viewer", str(path), "--screenshot"]
-        runs = []
-        for i in range(n + 1):
-            gui_cache = tmp / "gui"
-            runs.append(
-                first_window(
-                    gui_cmd,
-                    tmp / "shot.png",
-                    dict(
-                        env,
-                        VRAMSCOPE_CACHE_DIR=str(gui_cache),
-                        VRAMSCOPE_STAGE_LOG=str(tmp / "gui_stages.log"),
-                    ),
-                    sample=i == n,
-                )
-            )
-            shutil.rmtree(gui_cache, ignore_errors=True)
-        best = min(runs[:n], key=lambda r: r[0])
-        row["gui_s"], row["gui_exit_s"] = best[0], best[1]
-        row["gui_stamps"] = best[3]
-        row["gui_mib"] = max(r[2] for r in runs)
+        row.update(gui_first_window(path, tmp, n, env))
         if not skip_interactive:
             _, _, out = measure(
                 [py, str(HERE / "gui_bench.py"), str(path), "--json"], warm, capture=True
@@ -231,6 +209,77 @@ def bench_file(
     for d in tmp.glob("cold*"):
         shutil.rmtree(d, ignore_errors=True)
     return row
+
+
+def gui_first_window(path: Path, tmp: Path, n: int, env: dict, ref: list | None = None) -> dict:
+    """The GUI first window's row: best of ``n`` cold runs (an empty cache each time), then
+    one more, sampled, for the memory.  ``ref``: also run the pickle.load reference before
+    each GUI run and append its (seconds, MiB) there (what the machine's load does to
+    one, it does to the other)."""
+    py = sys.executable
+    gui_cmd = [py, "-m", "vramscope.viewer", str(path), "--screenshot"]
+    runs = []
+    for i in range(n + 1):
+        if ref is not None and i < n:
+            ref.append(measure([py, "-c", REFERENCE, str(path)], env)[:2])
+        gui_cache = tmp / "gui"
+        runs.append(
+            first_window(
+                gui_cmd,
+                tmp / "shot.png",
+                dict(
+                    env,
+                    VRAMSCOPE_CACHE_DIR=str(gui_cache),
+                    VRAMSCOPE_STAGE_LOG=str(tmp / "gui_stages.log"),
+                ),
+                sample=i == n,
+            )
+        )
+        shutil.rmtree(gui_cache, ignore_errors=True)
+    best = min(runs[:n], key=lambda r: r[0])
+    return {
+        "gui_s": best[0],
+        "gui_exit_s": best[1],
+        "gui_stamps": best[3],
+        "gui_mib": max(r[2] for r in runs),
+        "gui_runs_s": [r[0] for r in runs[:n]],
+    }
+
+
+def bench_gui_only(path: Path, tmp: Path, repeat: int, env: dict) -> dict:
+    """``--gui-only``: pickle.load and the GUI first window, one after the other ``repeat``
+    times (best of each kept), without the summary, stage and interactive rows."""
+    ref: list = []
+    row: dict = {"file": path.name, "mib": path.stat().st_size / 2**20}
+    row.update(gui_first_window(path, tmp, repeat, env, ref))
+    row["ref_s"], row["ref_mib"] = min(r[0] for r in ref), min(r[1] for r in ref)
+    row["ref_runs_s"] = [r[0] for r in ref]
+    return row
+
+
+def gui_report(rows: list[dict]) -> None:
+    """The ``--gui-only`` table: the first window against pickle.load, and when the
+    process reached each start-up stage in its best run."""
+    print()
+    print("GUI first window, cold (best of the runs; ratio against pickle.load, same run)")
+    print(
+        f"{'file':<34}{'pickle.load':>12}{'first window':>22}{'complete PNG':>14}{'exit':>8}"
+        f"{'peak RSS':>10}"
+    )
+    for r in rows:
+        ratio = r["gui_s"] / r["ref_s"]
+        print(
+            f"{r['file']:<34}{r['ref_s']:>11.2f}s{r['gui_s']:>7.2f}s {ratio:>5.3f}x "
+            f"{verdict(ratio, TARGETS['gui'])}{r['gui_stamps'].get('png_on_disk', 0):>13.2f}s"
+            f"{r['gui_exit_s']:>7.2f}s{r['gui_mib']:>8.0f}M"
+        )
+        runs = ", ".join(
+            f"{g:.2f}/{p:.2f}" for g, p in zip(r["gui_runs_s"], r["ref_runs_s"], strict=False)
+        )
+        print(f"{'  each run, first window/pickle.load':<34} {runs}")
+        stamps = sorted(r["gui_stamps"].items(), key=lambda kv: kv[1])
+        print(f"{'  stages (s from start)':<34} " + ", ".join(f"{k} {v:.2f}" for k, v in stamps))
+    print(f"target: GUI first window, cold <= {TARGETS['gui']}x")
 
 
 def first_window(
@@ -568,6 +617,11 @@ def main() -> int:
         action="store_true",
         help="skip the ssh:// rows (bench_remote.py: a throttled link)",
     )
+    parser.add_argument(
+        "--gui-only",
+        action="store_true",
+        help="only pickle.load and the GUI first window, alternately (--repeat times each)",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     parser.add_argument("--model-child", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("files", nargs="*", help="more snapshot pickles to measure")
@@ -598,6 +652,16 @@ def main() -> int:
             files.append(tiled_file(plain, args.events, keep))
         files += [Path(f) for f in args.files]
         rows = []
+        if args.gui_only:
+            if not gui:
+                raise SystemExit("--gui-only: no GUI here (PySide6 and pyqtgraph, or --no-gui)")
+            for path in files:
+                print(f"measuring {path.name}: GUI first window ...", flush=True)
+                rows.append(bench_gui_only(path, tmp, args.repeat, env))
+            gui_report(rows)
+            if args.json:
+                Path(args.json).write_text(json.dumps(rows, indent=1))
+            return 0
         for path in files:
             print(f"measuring {path.name} ...", flush=True)
             rows.append(bench_file(path, tmp, args.repeat, gui, env, args.no_interactive))
