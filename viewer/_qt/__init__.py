@@ -24,3 +24,9 @@ The packages, by feature (each ``__init__`` says what it may import):
 Below them all, ``widgets``; above, the features; ``live`` composes ``main_window``;
 ``app``, ``diagnosis_shot`` and ``report_shot`` compose everything.
 """
+
+from .widgets.qt_import import import_pyqtgraph
+
+# Before any module here imports pyqtgraph: its import then leaves PySide6's types to be
+# built when first used (widgets/qt_import.py says why).
+import_pyqtgraph()

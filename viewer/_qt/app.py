@@ -159,6 +159,7 @@ def settle_categories(window, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     wiring = getattr(window, "categories_wiring", None)
     if wiring is None:
         return
+    wiring.start_deferred()  # (waiting for it: a build held back for a paint starts now)
     # Settled: the build's thread ended and its outcome (queued to this thread) is what
     # the header's "What it is" line and the tab show - not merely a finished thread.
     if not wait_until(wiring.settled, timeout_s):

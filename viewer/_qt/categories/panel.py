@@ -39,6 +39,7 @@ NO_TRACE = (
     "(Help > How to record a snapshot)."
 )
 NO_TRACE_LEAKS = "Leaks need the allocation history: this snapshot has none."
+CLASSIFYING = "Classifying the memory..."
 
 
 class BreakdownThread(QThread):
@@ -129,16 +130,21 @@ class CategoriesPanel(QWidget):
             self.status.setText(NO_SNAPSHOT if doc is None else NO_TRACE)
             self.leaks.set_unavailable(NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
             return
-        self.status.setText("Classifying the memory...")
+        self.status.setText(CLASSIFYING)
         self._ended = False
         self.thread = BreakdownThread(doc, device, self)
-        self.thread.progressed.connect(
-            lambda f: self.status.setText(f"Classifying the memory... {f:.0%}")
-        )
+        self.thread.progressed.connect(lambda f: self.status.setText(f"{CLASSIFYING} {f:.0%}"))
         self.thread.built.connect(self._on_built)
         self.thread.failed.connect(self.status.setText)
         self.thread.finished.connect(self._on_finished)
         self.thread.start()
+
+    def clear_for_build(self) -> None:
+        """A build is about to start (:meth:`start`): the last one stopped, its breakdown
+        no longer shown, the status saying what comes."""
+        self.stop()
+        self.set_breakdown(None)
+        self.status.setText(CLASSIFYING)
 
     def _on_built(self, bd) -> None:
         # (queued: a build superseded by another file may still deliver; not shown)

@@ -16,7 +16,7 @@ Remembered between runs (settings): the colour mode and whether the phase bands 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
@@ -37,6 +37,9 @@ from .split_bar import CategorySplitBar
 KEY_COLOR = "view/colorBy"
 KEY_PHASES = "view/phaseBands"
 TAB_TITLE = "What it is"
+# A build waiting for the window's paint starts after this long anyway (a window shown
+# but never painted: minimized, or covered on a platform that skips hidden windows).
+DEFER_LIMIT_MS = 250
 TAB_SHORTCUT = "Ctrl+Shift+M"  # View > What the memory is
 # Ctrl+Shift+digit: only that category.  The first seven and unknown keep the digits
 # they had before sharded training added two categories; communication buffers (the
@@ -137,6 +140,10 @@ class CategoriesWiring(QObject):
         self.present: list[int] = []
         self._built_for = None  # (doc, device) whose breakdown is built or building
         self._waiting = None  # a live document that arrived while a build ran
+        # (doc, device) whose build waits for the window's next paint (see _on_document)
+        self._deferred: tuple | None = None
+        self._deferred_timer = QTimer(self, singleShot=True, interval=DEFER_LIMIT_MS)
+        self._deferred_timer.timeout.connect(self.start_deferred)
         # -- the tab beside Blocks and Call tree (a dock beside the segment map would
         # squeeze it: the timeline's header row already needs ~1240 px)
         self.panel = CategoriesPanel()
@@ -206,7 +213,12 @@ class CategoriesWiring(QObject):
         self.color_action.setChecked(cv.color_mode == COLOR_CATEGORY)
 
     def eventFilter(self, obj, event) -> bool:
-        if obj is self.w and event.type() == QEvent.Type.Close:
+        if obj is self.w and event.type() == QEvent.Type.Paint:
+            if self._deferred is not None:  # (after this paint: queued behind it)
+                QTimer.singleShot(0, self.start_deferred)
+        elif obj is self.w and event.type() == QEvent.Type.Close:
+            self._deferred = None
+            self._deferred_timer.stop()
             self.panel.stop()
         elif obj in self._bars and event.type() == QEvent.Type.MouseButtonPress:
             x = event.position().x()
@@ -312,6 +324,7 @@ class CategoriesWiring(QObject):
             # file stays - its tab title's leaks, its chart, its split.
             self._built_for = None
             self._waiting = None
+            self._deferred = None
             self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
             self.panel.start(doc, dev)
             self.cv.set_breakdown(None)
@@ -332,12 +345,30 @@ class CategoriesWiring(QObject):
         if not live:  # (live: the last breakdown stays shown until the next one lands)
             self.w.tabs.setTabText(self.tab_index, TAB_TITLE)
             self.cv.set_breakdown(None)
+        if not live and w.isVisible():
+            # The build's thread and the GUI thread share the interpreter (the GIL): started
+            # now, it would hold back the window's first paint of the document, which the
+            # user waits for.  It starts right after that paint instead (or after
+            # DEFER_LIMIT_MS, or when something waits for it: start_deferred).
+            self._deferred = (doc, dev)
+            self.panel.clear_for_build()
+            self._deferred_timer.start()
+            return
+        self._deferred = None
         self.panel.start(doc, dev)  # (its breakdownBuilt / buildEnded: connected once)
+
+    def start_deferred(self) -> None:
+        """Start the build that waits for the window's paint now (nothing if none does)."""
+        pending, self._deferred = self._deferred, None
+        self._deferred_timer.stop()
+        if pending is not None and pending[0] is self.w.vs.doc:
+            self.panel.start(*pending)
 
     def settled(self) -> bool:
         """What the header line and the tab show is the latest build's outcome (its
-        breakdown, or why there is none): no build in flight, none undelivered."""
-        return self.panel.settled() and self.cv.bd is self.panel.bd
+        breakdown, or why there is none): no build in flight or waiting to start, none
+        undelivered."""
+        return self._deferred is None and self.panel.settled() and self.cv.bd is self.panel.bd
 
     def _after_build(self) -> None:
         """A live document that arrived during the build: its turn now."""

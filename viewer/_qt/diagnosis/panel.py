@@ -614,17 +614,3 @@ def open_panel(window) -> DiagnosisPanel | None:
     panel.show()
     panel.run()
     return panel
-
-
-def banner_button(diagnosis_action: QAction) -> QPushButton:
-    """The "What would fix it?" button the main window puts beside its OOM banner
-    (:meth:`~..main_window.header.SummaryHeader.add_beside_banner`): it triggers the
-    window's Tools > Diagnosis action, which opens the panel."""
-    button = QPushButton("What would fix it?")
-    button.setObjectName("diagnoseButton")
-    button.setToolTip(
-        "Rank the changes that would make this run fit, by predicted peak "
-        "memory (Tools > Diagnosis…, Ctrl+Shift+D)"
-    )
-    button.clicked.connect(diagnosis_action.trigger)
-    return button

@@ -149,7 +149,7 @@ class MainWindow(QMainWindow):
 
     def _build_fix_button(self) -> None:
         """ "What would fix it?" beside the OOM banner: Tools > Diagnosis in one click."""
-        from ..diagnosis.panel import banner_button
+        from ..diagnosis.banner import banner_button  # (not the panel: see there)
 
         self.fix_button = banner_button(self.diagnosis_action)
         self.header.add_beside_banner(self.fix_button)

@@ -1,0 +1,133 @@
+"""The window's start: what it leaves for later so that the first paint of a file comes
+sooner, and that the window is complete after it.
+
+- Qt's types are built when first used, not all at pyqtgraph's import, and pyqtgraph's
+  Qt names are PySide6's own objects;
+- the Diagnosis panel (and the model's remedies) is imported when it opens, not with
+  the window's "What would fix it?" button;
+- what the memory is is built after the window's first paint of the document, and
+  the window then shows it as before (the header's split, the tab)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import FRAG
+from PySide6.QtCore import QEvent, QObject
+
+# A fresh interpreter: what a window start imports and builds.
+START = r"""
+import json, sys
+import PySide6.QtCore, PySide6.QtGui, PySide6.QtWidgets
+from vramscope.viewer._qt.app import application
+from vramscope.viewer._qt.main_window import MainWindow
+import pyqtgraph as pg
+
+application()
+window = MainWindow(persist=False)
+out = {"diagnosis_panel": "vramscope.viewer._qt.diagnosis.panel" in sys.modules,
+       "remedies": "vramscope.viewer.model.remedies.advise" in sys.modules}
+for name in ("QtCore", "QtGui", "QtWidgets"):
+    src, mirror = getattr(PySide6, name), getattr(pg.Qt, name)
+    listed = [n for n in dir(src) if not n.startswith("__")]
+    out[name] = {
+        "built": len([n for n in vars(src) if not n.startswith("__")]),
+        "listed": len(listed),
+        # every name read through pyqtgraph's mirror is PySide6's own object
+        "same": all(getattr(mirror, n) is getattr(src, n) for n in listed),
+    }
+print(json.dumps(out))
+"""
+
+
+def start(**env: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", START],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", **env},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_window_start_builds_only_the_qt_types_it_uses():
+    out = start()
+    for name in ("QtCore", "QtGui", "QtWidgets"):
+        got = out[name]
+        assert got["same"], name
+        # Built: what the window used; pyqtgraph's copy of every name would build all.
+        assert got["built"] < got["listed"] * 0.8, (name, got)
+
+
+def test_the_eager_import_is_still_there_to_compare():
+    out = start(VRAMSCOPE_EAGER_QT="1")
+    for name in ("QtCore", "QtGui", "QtWidgets"):
+        assert out[name]["same"]
+        assert out[name]["built"] >= out[name]["listed"] * 0.95, (name, out[name])
+
+
+def test_the_diagnosis_panel_is_imported_when_it_opens_not_with_the_window():
+    out = start()
+    assert not out["diagnosis_panel"]
+    assert not out["remedies"]
+
+
+class PaintLog(QObject):
+    """The window's paint events, counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paints = 0
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.paints += 1
+        return False
+
+
+def test_what_the_memory_is_is_built_after_the_first_paint_of_the_file(
+    qtbot, window, load, monkeypatch
+):
+    wiring = window.categories_wiring
+    log = PaintLog()
+    window.installEventFilter(log)
+    starts = []
+    real_start = wiring.panel.start
+
+    def start_logged(doc, device):
+        starts.append((doc is window.vs.doc, log.paints))
+        real_start(doc, device)
+
+    monkeypatch.setattr(wiring.panel, "start", start_logged)
+    shown = []
+    window.documentChanged.connect(lambda doc: shown.append(log.paints))
+    assert load(window, FRAG) == "loaded"
+    qtbot.waitUntil(wiring.settled, timeout=30000)
+    # Started once, for this document, after a paint that came after it was shown.
+    assert len(starts) == 1 and starts[0][0]
+    assert starts[0][1] > shown[-1]
+    # ... and the window is complete: the header's split and the tab show the breakdown.
+    assert window.categories.bd is not None
+    assert wiring.header_split.text.text()
+    assert wiring.panel.bd is window.categories.bd
+
+
+def test_a_window_never_painted_builds_it_anyway(qtbot, window, load):
+    window.setUpdatesEnabled(False)  # (shown, but no paint reaches it)
+    assert load(window, FRAG) == "loaded"
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=30000)
+    assert window.categories.bd is not None
+    window.setUpdatesEnabled(True)
+
+
+def test_a_hidden_window_builds_it_at_once(qtbot, window, load):
+    window.hide()
+    assert load(window, FRAG) == "loaded"
+    assert window.categories_wiring.panel.thread is not None  # started with the document
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=30000)
+    assert window.categories.bd is not None
