@@ -164,19 +164,29 @@ static void vec_push(St *s, I64Vec *v, int64_t x) {
 }
 
 /* -- sorted lists ------------------------------------------------------------------- */
+static inline int ent_less(const Ent *e, int32_t sidx, uint64_t size, uint64_t ptr) {
+    /* Bitwise, not short-circuit: no branch to mispredict inside the search below. */
+    return (e->sidx < sidx) |
+           ((e->sidx == sidx) & ((e->size < size) | ((e->size == size) & (e->ptr < ptr))));
+}
+
+/* First of the ``n`` entries at ``e`` that is >= (sidx, size, ptr).  Branch-free halving
+ * (the step is a conditional move): the free lists are searched several times per request
+ * and their keys come in no order a branch predictor could learn. */
+static int64_t bisect_n(const Ent *e, int64_t n, int32_t sidx, uint64_t size, uint64_t ptr) {
+    if (n == 0) return 0;
+    const Ent *base = e;
+    while (n > 1) {
+        int64_t half = n >> 1;
+        base = ent_less(&base[half], sidx, size, ptr) ? base + half : base;
+        n -= half;
+    }
+    return (base - e) + ent_less(base, sidx, size, ptr);
+}
+
 /* First entry >= (sidx, size, ptr). */
 static int64_t lbisect(const List *l, int32_t sidx, uint64_t size, uint64_t ptr) {
-    int64_t a = 0, z = l->n;
-    while (a < z) {
-        int64_t m = (a + z) >> 1;
-        const Ent *e = &l->e[m];
-        if (e->sidx < sidx || (e->sidx == sidx && (e->size < size ||
-                                                   (e->size == size && e->ptr < ptr))))
-            a = m + 1;
-        else
-            z = m;
-    }
-    return a;
+    return bisect_n(l->e, l->n, sidx, size, ptr);
 }
 
 static inline int ent_is(const Ent *e, int32_t sidx, uint64_t size, uint64_t ptr) {
@@ -199,6 +209,22 @@ static void list_remove(St *s, List *l, int32_t sidx, uint64_t size, uint64_t pt
     if (j == l->n || !ent_is(&l->e[j], sidx, size, ptr)) die(s, "a block is not in its list");
     close_gap(l->e, l->n, j, sizeof(Ent));
     l->n--;
+}
+
+/* Entry ``j`` given the smaller key (sidx, size, ptr): moved down to its place, as a
+ * removal and an insertion would leave the list, with one short move of the entries in
+ * between instead of two of the whole tail. */
+static void list_rekey_down(St *s, List *l, int64_t j, int32_t sidx, uint64_t size, uint64_t ptr) {
+    /* Entries before j are below the old key, those after it above: the place is among
+     * the first j, and only there can the key be taken already. */
+    int64_t to = bisect_n(l->e, j, sidx, size, ptr);
+    if (to < j && ent_is(&l->e[to], sidx, size, ptr)) die(s, "two free blocks share a key");
+    int32_t slot = l->e[j].slot;
+    memmove(&l->e[to + 1], &l->e[to], (size_t)(j - to) * sizeof(Ent));
+    l->e[to].sidx = sidx;
+    l->e[to].size = size;
+    l->e[to].ptr = ptr;
+    l->e[to].slot = slot;
 }
 
 static uint64_t size_key(St *s, int64_t size) {
@@ -725,7 +751,9 @@ static int64_t grow_size(St *s, int32_t x) {
     return B(x).size + (nx >= 0 && !B(nx).mapped ? B(nx).size : 0);
 }
 
-static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx) {
+/* The cached block best fit takes, left in its free list at index ``*at`` (alloc_found
+ * takes it out), or -1. */
+static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx, int64_t *at) {
     Pool *P = &s->pools[pool];
     if (s->gc_on) P->gc_calls++;
     List *l = &P->fr;
@@ -733,6 +761,7 @@ static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx) {
     int64_t n = l->n;
     if (j == n || ent_sidx(&l->e[j]) != sidx) return -1;
     int32_t k = l->e[j].slot;
+    int64_t kj = j;
     if (B(k).es >= 0) {
         if (s->expandable) {
             j++;
@@ -740,6 +769,7 @@ static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx) {
                 int32_t c = l->e[j].slot;
                 if (grow_size(s, c) >= grow_size(s, k)) break;
                 k = c;
+                kj = j;
                 j++;
             }
         } else {
@@ -747,11 +777,12 @@ static int32_t get_free_block(St *s, int32_t pool, int64_t size, int32_t sidx) {
                 j++;
                 if (j == n || ent_sidx(&l->e[j]) != sidx) return -1;
                 k = l->e[j].slot;
+                kj = j;
             }
         }
     }
     if (!rules_may_serve(&s->r, B(k).size, size)) return -1;
-    pool_remove(s, pool, k);
+    *at = kj;
     return k;
 }
 
@@ -770,7 +801,10 @@ static int32_t alloc_block(St *s, int32_t pool, int64_t size, int64_t alloc_size
     return k;
 }
 
-static int32_t alloc_found(St *s, int32_t pool, int32_t k, int64_t size, int32_t sidx) {
+/* Block ``k`` serves the request: split when the rules say so.  ``at``: its index in the
+ * pool's free list when it is still there (get_free_block), else -1. */
+static int32_t alloc_found(St *s, int32_t pool, int32_t k, int64_t size, int32_t sidx,
+                           int64_t at) {
     int64_t remaining = B(k).size - size;
     if (rules_should_split(&s->r, remaining, size, s->pools[pool].small || s->expandable)) {
         int32_t nb = blk_new(s, B(k).ptr, size, sidx, pool, B(k).es, 1);
@@ -780,8 +814,19 @@ static int32_t alloc_found(St *s, int32_t pool, int32_t k, int64_t size, int32_t
         B(k).prev = nb;
         B(k).ptr += size;
         B(k).size -= size;
-        pool_insert(s, pool, k);
+        if (at >= 0) {  /* the remainder's key is smaller: pool_remove + pool_insert, at once */
+            Pool *P = &s->pools[pool];
+            B(k).gc_base = P->gc_calls;
+            list_rekey_down(s, &P->fr, at, B(k).sidx, size_key(s, B(k).size),
+                            addr_key(s, B(k).ptr));
+        } else {
+            pool_insert(s, pool, k);
+        }
         k = nb;
+    } else if (at >= 0) {
+        List *l = &s->pools[pool].fr;
+        close_gap(l->e, l->n, at, sizeof(Ent));
+        l->n--;
     }
     B(k).alloc = 1;
     s->allocated += B(k).size;
@@ -792,7 +837,8 @@ static int32_t sim_malloc(St *s, int64_t req, int32_t sidx, int32_t p) {
     int64_t size = rules_round_size(&s->r, req);
     int32_t pool = p * 2 + (size <= s->r.small_size);
     int64_t alloc_size = rules_segment_size_for(&s->r, size);
-    int32_t k = get_free_block(s, pool, size, sidx);
+    int64_t at = -1;
+    int32_t k = get_free_block(s, pool, size, sidx, &at);
     if (k < 0) {
         if (s->gc_on) garbage_collect(s);
         k = alloc_block(s, pool, size, alloc_size, sidx, 0);
@@ -803,8 +849,9 @@ static int32_t sim_malloc(St *s, int64_t req, int32_t sidx, int32_t p) {
             k = alloc_block(s, pool, size, alloc_size, sidx, 1);
         }
         if (k < 0) return -1;
+        at = -1;
     }
-    return alloc_found(s, pool, k, size, sidx);
+    return alloc_found(s, pool, k, size, sidx, at);
 }
 
 /* -- inspection ---------------------------------------------------------------------- */
