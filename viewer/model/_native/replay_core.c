@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     int64_t addr, size, stream;
     int32_t pool, head, tail, nblocks;
+    int32_t pos; /* its index in the order when last searched (may be stale: checked) */
     uint8_t small, expandable;
 } Seg;
 
@@ -88,21 +89,37 @@ static inline void h_del(St *st, int64_t addr) { i64map_pop(&st->by_addr, addr, 
 
 /* ------------------------------------------------------------------ segments */
 /* index in order of the last segment starting at or before addr, -1 if none */
-static int32_t seg_index(const St *st, int64_t addr) {
+static int32_t seg_index(St *st, int64_t addr) {
     int32_t lo = 0, hi = st->norder;
     while (lo < hi) {
         int32_t mid = (lo + hi) / 2;
         if (st->s[st->order[mid]].addr <= addr) lo = mid + 1;
         else hi = mid;
     }
+    if (lo > 0) st->s[st->order[lo - 1]].pos = lo - 1; /* for segment_of_block */
     return lo - 1;
 }
 
-static int32_t segment_containing(const St *st, int64_t addr) {
+static int32_t segment_containing(St *st, int64_t addr) {
     int32_t i = seg_index(st, addr);
     if (i < 0) return NONE;
     const Seg *g = &st->s[st->order[i]];
     return addr < g->addr + g->size ? st->order[i] : NONE;
+}
+
+/* segment_containing(addr) for the address of block x (-1: none), without the search where
+ * the block's own segment is the answer: its place in the order (``pos``, as the last
+ * search found it, checked to be current) is the search's answer exactly when the segment
+ * starts at or before addr and the next one after it, the order being sorted by address.
+ * Most events free or reuse a block: the search per event was most of the loop's time. */
+static int32_t segment_of_block(St *st, int32_t x, int64_t addr) {
+    if (x >= 0) {
+        int32_t g = st->b[x].seg, j = st->s[g].pos;
+        if (j >= 0 && j < st->norder && st->order[j] == g && st->s[g].addr <= addr &&
+            (j + 1 == st->norder || st->s[st->order[j + 1]].addr > addr))
+            return addr < st->s[g].addr + st->s[g].size ? g : NONE;
+    }
+    return segment_containing(st, addr);
 }
 
 /* ------------------------------------------------------------------ blocks */
@@ -238,6 +255,7 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
     g->expandable = (uint8_t)(expandable != 0);
     g->head = g->tail = -1;
     g->nblocks = 0;
+    g->pos = -1;
     memmove(st->order + i + 2, st->order + i + 1, (size_t)(st->norder - i - 1) * sizeof(int32_t));
     st->order[i + 1] = seg;
     st->norder++;
@@ -575,6 +593,7 @@ static PyObject *new_state(PyObject *self, PyObject *args) {
         g->expandable = sex[i] != 0;
         g->head = g->tail = -1;
         g->nblocks = 0;
+        g->pos = -1;
         st->order[st->norder++] = st->ns++;
     }
     const int64_t *ba = v[6].buf, *bs = v[7].buf, *br = v[8].buf, *bal = v[11].buf;
@@ -666,8 +685,10 @@ static PyObject *run(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t k = k0 + i, a = addr[i], sz = size[i], got_size = 0;
         int8_t ac = act[i];
+        int32_t xa = -1; /* the block at a (frees: the one the event is about) */
+        if (ac == 1 || ac == 2 || (pools && ac == 0)) xa = h_get(st, a);
         if (pools && (ac == 0 || ac == 1 || ac == 2 || ac == 4 || ac == 6)) {
-            int32_t g = segment_containing(st, a);
+            int32_t g = ac <= 2 ? segment_of_block(st, xa, a) : segment_containing(st, a);
             pools[i] = g >= 0 ? st->s[g].pool : -1;
         }
         switch (ac) {
@@ -698,7 +719,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             break;
         }
         case 1: { /* free_requested */
-            int32_t x = h_get(st, a);
+            int32_t x = xa;
             if (x < 0 || st->b[x].state != ALLOCATED) {
                 st->inconsistencies++;
                 got_size = x >= 0 ? st->b[x].size : 0;
@@ -709,7 +730,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             break;
         }
         case 2: { /* free_completed */
-            int32_t x = h_get(st, a);
+            int32_t x = xa;
             if (x < 0 || st->b[x].state == FREE) {
                 st->inconsistencies++;
                 got_size = x >= 0 ? st->b[x].size : 0;
