@@ -181,7 +181,7 @@ def data_allocations(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -
     """Allocations made from the batch's data (activations, temporaries, gradients of
     activations): what autocast makes in bf16 where it can.  Model state stays fp32."""
     if evd.categories is not None:
-        return _alloc(case) & np.isin(evd.categories, ("activation", "temporary"))
+        return _alloc(case) & evd.category_in("activation", "temporary")
     return _alloc(case) & j.scales & np.isin(evd.phase, (evidence.FORWARD, evidence.BACKWARD))
 
 
@@ -230,7 +230,7 @@ def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) ->
     reqs = case.requests
     n = len(reqs)
     alloc = _alloc(case)
-    act = evd.categories == "activation" if evd.categories is not None else j.scales
+    act = evd.category_in("activation") if evd.categories is not None else j.scales
     saved = alloc & act & (evd.phase == evidence.FORWARD) & (evd.free_at < n) & (evd.site >= 0)
     rows = np.flatnonzero(saved)
     if not len(rows):

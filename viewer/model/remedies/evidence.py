@@ -77,9 +77,70 @@ class Evidence:
     # the split by category at an event, the iterations, the leaks - the same words and
     # numbers as summary and the header.
     breakdown: "MemoryBreakdown | None" = None
+    # ``categories`` and ``category_reasons`` as indices into a table of their values: a
+    # test of membership is then a lookup per request, where comparing millions of
+    # strings costs a Python comparison each (None: only the strings are known).
+    category_codes: "Coded | None" = None
+    reason_codes: "Coded | None" = None
 
     def __len__(self) -> int:
         return len(self.free_at)
+
+    def category_in(self, *names: str) -> np.ndarray:
+        """Bool per request: its category is one of ``names`` (all False without
+        categories): ``np.isin(self.categories, names)``."""
+        if self.category_codes is not None:
+            return self.category_codes.isin(names)
+        if self.categories is None:
+            return np.zeros(len(self), bool)
+        return np.isin(self.categories, names)
+
+    def reason_in(self, *codes: str) -> np.ndarray:
+        """Bool per request: its category's reason code is one of ``codes`` (all False
+        without them): ``np.isin(self.category_reasons, codes)``."""
+        if self.reason_codes is not None:
+            return self.reason_codes.isin(codes)
+        if self.category_reasons is None:
+            return np.zeros(len(self), bool)
+        return np.isin(self.category_reasons, codes)
+
+
+def one_of(codes: np.ndarray, wanted) -> np.ndarray:
+    """Bool per element of ``codes`` (small integers: rule, phase or label codes): it is
+    one of ``wanted``.  ``np.isin`` of the same, in one comparison per wanted code: on
+    millions of elements a few comparisons cost less than ``isin``'s pass or a table
+    lookup's gather."""
+    out = np.zeros(codes.shape, bool)
+    for c in wanted:
+        out |= codes == c
+    return out
+
+
+def stack_table(site: np.ndarray) -> tuple[np.ndarray, int]:
+    """(the distinct stack ids of ``site`` in order, the size of a table by stack id):
+    a table ``t`` of that size plus one holds an answer per stack, ``t[site]`` spreads
+    them to the requests, and its last entry answers for "no stack" (-1).  Stack ids are
+    small integers: no sort of the requests is needed."""
+    top = int(site.max()) + 1 if len(site) else 0
+    present = np.zeros(top + 1, bool)
+    present[site] = True
+    return np.flatnonzero(present[:top]), top
+
+
+@dataclass(frozen=True)
+class Coded:
+    """Per-request labels as integers: ``index`` into ``values``."""
+
+    index: np.ndarray
+    values: tuple[str, ...]
+
+    def isin(self, wanted) -> np.ndarray:
+        """Bool per request: its label is one of ``wanted``."""
+        return one_of(self.index, [k for k, v in enumerate(self.values) if v in wanted])
+
+    def labels(self) -> np.ndarray:
+        """The labels themselves (an object array of strings)."""
+        return np.array(self.values, dtype=object)[self.index]
 
 
 def _frame_provenance(snap, stack: int, cache: dict[int, int]) -> int:
@@ -185,6 +246,17 @@ def categories_of(
     :mod:`..categories` decides for its allocation (``""`` for requests that are not
     allocations), and the MemoryBreakdown they come from; None when that package is
     absent."""
+    got = _coded_categories(case, progress)
+    if got is None:
+        return None
+    cat, why, guess, bd = got
+    return cat.labels(), why.labels(), guess, bd
+
+
+def _coded_categories(
+    case, progress=None
+) -> tuple[Coded, Coded, np.ndarray, "MemoryBreakdown"] | None:
+    """:func:`categories_of` with the category and the reason code as :class:`Coded`."""
     try:
         from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
         from ..replay.timeline import build_timeline
@@ -194,27 +266,28 @@ def categories_of(
     timeline = build_timeline(snap, progress, keyframes=False)
     bd = MemoryBreakdown.build(snap, timeline, case.device, progress)
     iv = bd.intervals
-    names = np.array(CATEGORY_NAMES + ("",), dtype=object)
-    codes = np.array([r.code for r in REASONS] + [""], dtype=object)
+    names = CATEGORY_NAMES + ("",)
+    codes = tuple(r.code for r in REASONS) + ("",)
     guess = np.array([r.guess for r in REASONS] + [True], bool)
     reqs = case.requests
-    cat = np.full(len(reqs), len(CATEGORY_NAMES), np.int64)
-    why = np.full(len(reqs), len(REASONS), np.int64)
-    ok = iv.event >= 0
-    ev_sorted = np.argsort(iv.event[ok], kind="stable")
-    events = iv.event[ok][ev_sorted]
-    ids = np.flatnonzero(ok)[ev_sorted]
+    # Small integers: both tables have fewer than 128 entries.
+    cat = np.full(len(reqs), len(CATEGORY_NAMES), np.int8)
+    why = np.full(len(reqs), len(REASONS), np.int8)
+    # Each allocation's interval: the first one made at its event, by a table indexed by
+    # event (events are dense small integers; its last entry: no interval).
+    ok = np.flatnonzero(iv.event >= 0)
+    events = iv.event[ok]
+    top = int(events.max()) + 1 if len(events) else 0
+    none = len(iv.event)
+    first = np.full(top + 1, none, np.int64)
+    np.minimum.at(first, events, ok)
     alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
-    pos = np.searchsorted(events, reqs.event[alloc])
-    pos = np.minimum(pos, max(len(events) - 1, 0))
-    hit = (
-        (len(events) > 0) & (events[pos] == reqs.event[alloc])
-        if len(events)
-        else np.zeros(len(alloc), bool)
-    )
-    cat[alloc[hit]] = bd.category[ids[pos[hit]]]
-    why[alloc[hit]] = bd.reason[ids[pos[hit]]]
-    return names[cat], codes[why], guess[why], bd
+    at = reqs.event[alloc]
+    got = first[np.where((at >= 0) & (at < top), at, top)]
+    hit = got < none
+    cat[alloc[hit]] = bd.category[got[hit]]
+    why[alloc[hit]] = bd.reason[got[hit]]
+    return Coded(cat, names), Coded(why, codes), guess[why], bd
 
 
 AUTO = "auto"
@@ -233,11 +306,14 @@ def gather(
     ``"activation"``, ...); ``"auto"``: from :mod:`..categories` when that
     package is present (:func:`categories_of`); None: without categories.
     """
+    cat_codes = why_codes = None
     if isinstance(categories, str) and categories == AUTO:
-        got = categories_of(case)
-        categories, category_reasons, category_guess, breakdown = (
-            got if got is not None else (None,) * 4
-        )
+        got = _coded_categories(case)
+        if got is not None:
+            cat_codes, why_codes, category_guess, breakdown = got
+            categories, category_reasons = cat_codes.labels(), why_codes.labels()
+        else:
+            categories = category_reasons = category_guess = breakdown = None
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -250,22 +326,29 @@ def gather(
     # Stack of each request's event.
     rows = np.flatnonzero(snap.trace.device == case.device)
     ev = reqs.event
-    site = np.full(n, -1, np.int32)
+    # One device's trace is the whole trace: its events index the stacks directly.
+    stack = snap.trace.stack if len(rows) == len(snap.trace.stack) else snap.trace.stack[rows]
     ok = (ev >= 0) & (ev < len(rows))
-    site[ok] = snap.trace.stack[rows[ev[ok]]]
+    if ok.all():
+        site = stack[ev].astype(np.int32, copy=False)
+    else:
+        site = np.full(n, -1, np.int32)
+        site[ok] = stack[ev[ok]]
     # Time of each request, to place it against the annotations.
     t = reqs.time_us[ev] if len(reqs.time_us) else np.full(n, -1, np.int64)
     ranges = _optimizer_ranges(snap, case.device)
+    # Every range's requests at once: one sorted search for all their ends (a long
+    # recording has a range per step, thousands).
+    lo = np.searchsorted(t, np.array([r[0] for r in ranges], np.int64), side="left").tolist()
+    hi = np.searchsorted(t, np.array([r[1] for r in ranges], np.int64), side="right").tolist()
     in_opt = np.zeros(n, bool)
     step_end_req: list[int] = []
     step_spans: list[tuple[int, int]] = []
-    for start, end, is_step in ranges:
-        lo = np.searchsorted(t, start, side="left")
-        hi = np.searchsorted(t, end, side="right")
-        in_opt[lo:hi] = True
+    for a, b, (_, _, is_step) in zip(lo, hi, ranges):
+        in_opt[a:b] = True
         if is_step:
-            step_end_req.append(int(hi))
-            step_spans.append((int(lo), int(hi)))
+            step_end_req.append(b)
+            step_spans.append((a, b))
     # Iterations: the work after one optimizer step up to the end of the next.
     iteration = np.full(n, -1, np.int32)
     starts: list[int] = []
@@ -279,16 +362,16 @@ def gather(
             starts.append(bounds[-1])
     # Provenance and the program's own frame are properties of a stack: judged once per
     # distinct stack (thousands) and spread to the requests (millions) by index.
-    stacks, per_request = np.unique(site, return_inverse=True)
+    at = site.astype(np.intp)  # converted once for the lookups below
+    stacks, top = stack_table(at)
     cache: dict[int, int] = {}
     ucache: dict[int, bool] = {}
-    prov = np.array(
-        [_frame_provenance(snap, s, cache) if s >= 0 else PROV_NONE for s in stacks.tolist()],
-        np.int8,
-    )[per_request]
-    user = np.array(
-        [_user_innermost(snap, s, ucache) if s >= 0 else False for s in stacks.tolist()], bool
-    )[per_request]
+    prov_of = np.full(top + 1, PROV_NONE, np.int8)
+    prov_of[stacks] = [_frame_provenance(snap, s, cache) for s in stacks.tolist()]
+    user_of = np.zeros(top + 1, bool)
+    user_of[stacks] = [_user_innermost(snap, s, ucache) for s in stacks.tolist()]
+    prov = prov_of[at]
+    user = user_of[at]
     called_back = _called_back(snap, site, breakdown)
     if called_back is not None:
         # The step ran the program's closure (``optimizer.step(closure)``, Lightning): its
@@ -326,6 +409,8 @@ def gather(
         category_reasons=category_reasons,
         category_guess=category_guess,
         breakdown=breakdown,
+        category_codes=cat_codes,
+        reason_codes=why_codes,
     )
 
 
@@ -339,6 +424,8 @@ def _called_back(snap, site: np.ndarray, breakdown: "MemoryBreakdown | None") ->
         return None
     kinds = breakdown.phases.stack_kinds if breakdown is not None else sk.stack_kinds(snap)
     closure = np.append((kinds & sk.K_CLOSURE) != 0, False)  # the last entry: no stack
+    if not closure.any():  # most programs: no per-request pass
+        return None
     got = closure[np.where(site < len(kinds), site, -1)]
     return got if got.any() else None
 

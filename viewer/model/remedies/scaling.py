@@ -124,10 +124,6 @@ RULES = (
     "-",
 )
 SCALED_RULES = (CATEGORY_SCALED, CUT_OFF, KEPT_EACH, INPUT_ONCE, TUNING_COPY_SCALED, PER_ITERATION)
-# Indexed by rule code: whether it scales (a lookup per request, where a membership test over
-# long traces cost a sort-free but per-value pass each of the dozens of times advise asks).
-_SCALES = np.zeros(len(RULES), bool)
-_SCALES[list(SCALED_RULES)] = True
 REASONS = (
     "at most 512 B: one minimum block at any batch size",
     "model state by category (parameter, gradient, optimizer state, FSDP's gathered "
@@ -219,7 +215,7 @@ class Judgement:
         so at another batch these requests are not the recorded ones scaled."""
         if self.tuned is not None:
             return self.tuned
-        return np.isin(self.rule, (TUNING_SCRATCH, TUNING_COPY_FIXED, TUNING_COPY_SCALED))
+        return ev.one_of(self.rule, (TUNING_SCRATCH, TUNING_COPY_FIXED, TUNING_COPY_SCALED))
 
     @property
     def doubtful(self) -> np.ndarray:
@@ -233,7 +229,7 @@ class Judgement:
     @property
     def scales(self) -> np.ndarray:
         """Bool per request: its size is proportional to the batch."""
-        return _SCALES[self.rule]
+        return ev.one_of(self.rule, SCALED_RULES)
 
     def reason(self, request: int) -> str:
         """The rule and why, for one request."""
@@ -248,7 +244,10 @@ class Judgement:
         the library picks for each shape, not the batch alone."""
         if not self.batch:
             return np.zeros(len(self.rule), bool)
-        return self.scales & (self.size % int(self.batch) != 0)
+        out = self.scales
+        rows = np.flatnonzero(out)
+        out[rows] = self.size[rows] % int(self.batch) != 0
+        return out
 
     @property
     def uncertain_workspace(self) -> np.ndarray:
@@ -269,11 +268,17 @@ class Judgement:
         convolution weight's size: 9 MiB for 512x512x3x3 fp32), and cuDNN switches
         algorithm between batches (98.1 MiB at 64, 24.6 MiB at 32: a quarter, not a
         half), so one recording cannot tell its size at another batch."""
-        odd = self.size % 512 != 0
+        w = self.scales & (self.size > TINY_BYTES)
+        if self.transient is not None:
+            w &= self.transient
+        # Divisibility of the few candidates only (a remainder per request is costly).
+        rows = np.flatnonzero(w)
+        size = self.size[rows]
+        odd = size % 512 != 0
         if self.batch:
-            odd |= self.size % int(self.batch) != 0
-        w = self.scales & odd & (self.size > TINY_BYTES)
-        return w & self.transient if self.transient is not None else w
+            odd |= size % int(self.batch) != 0
+        w[rows] = odd
+        return w
 
     def scaled_sizes(
         self, scale: float | Fraction, uncertain_factor: Fraction | int = 1
@@ -319,15 +324,40 @@ class Judgement:
         return rows
 
 
+class SizeIndex:
+    """The distinct requested sizes of a stream and each request's place among them: the
+    judgement tests sizes against sets of sizes a dozen times, each then a test of the
+    few distinct sizes spread to the millions of requests by index."""
+
+    def __init__(self, size: np.ndarray) -> None:
+        # np.unique(size), from one sort: faster on millions of integers than its hashing.
+        ordered = np.sort(size)
+        first = np.ones(len(ordered), bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        self.values = ordered[first]
+        self.index = np.searchsorted(self.values, size)
+
+    def isin(self, sizes: np.ndarray, times: int = 1) -> np.ndarray:
+        """Bool per request: its size times ``times`` is one of ``sizes``
+        (``np.isin(size * times, sizes)``)."""
+        return np.isin(self.values * times, sizes)[self.index]
+
+    def distinct(self, mask: np.ndarray) -> np.ndarray:
+        """The distinct sizes of the requests of ``mask``, sorted (``np.unique(size[mask])``)."""
+        present = np.zeros(len(self.values), bool)
+        present[self.index[mask]] = True
+        return self.values[present]
+
+
 def _state_by_category(evd: ev.Evidence) -> np.ndarray:
     """Model state by the categories package, where it decided it (not guessed), plus the
     temporaries it names as library workspaces or optimizer scratch."""
     assert evd.categories is not None  # callers check
-    fixed = np.isin(evd.categories, FIXED_CATEGORIES)
+    fixed = evd.category_in(*FIXED_CATEGORIES)
     if evd.category_guess is not None:
         fixed &= ~evd.category_guess
     if evd.category_reasons is not None:
-        fixed |= np.isin(evd.category_reasons, FIXED_REASONS)
+        fixed |= evd.reason_in(*FIXED_REASONS)
     return fixed
 
 
@@ -401,19 +431,24 @@ def compiled_evidence(case, evd: ev.Evidence) -> tuple[np.ndarray, np.ndarray, n
     tuning = np.zeros(n, np.int8)
     compiled = np.zeros(n, bool)
     site = evd.site
-    stacks = np.unique(site[site >= 0])
+    stacks, top = ev.stack_table(site)
     if not len(stacks):
         return phase, tuning, compiled
     got = [_compiled_site(snap, int(st)) for st in stacks.tolist()]
-    back = np.array([g[0] for g in got], bool)
-    kind = np.array([g[1] for g in got], np.int8)
-    gen = np.array([g[2] for g in got], bool)
-    pos = np.searchsorted(stacks, site)
-    pos = np.minimum(pos, len(stacks) - 1)
-    known = (site >= 0) & (stacks[pos] == site)
-    phase[known & back[pos] & (phase == ev.FORWARD)] = ev.BACKWARD
-    tuning[known] = kind[pos[known]]
-    compiled[known] = gen[pos[known]]
+    # Each answer spread from a table by stack id (none for "no stack"), and only where
+    # some stack has it: an eager program's have none.
+    back = np.zeros(top + 1, bool)
+    back[stacks] = [g[0] for g in got]
+    kind = np.zeros(top + 1, np.int8)
+    kind[stacks] = [g[1] for g in got]
+    gen = np.zeros(top + 1, bool)
+    gen[stacks] = [g[2] for g in got]
+    if back.any():
+        phase[back[site] & (phase == ev.FORWARD)] = ev.BACKWARD
+    if kind.any():
+        tuning = kind[site]
+    if gen.any():
+        compiled = gen[site]
     return phase, tuning, compiled
 
 
@@ -520,11 +555,13 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     reqs = case.requests
     n = len(reqs)
     size = reqs.size.astype(np.int64)
+    sizes = SizeIndex(size)
     rule = np.full(n, NOT_AN_ALLOCATION, np.int8)
     todo = (reqs.kind == rq.ALLOC) | (reqs.kind == rq.OOM)
 
-    def assign(mask: np.ndarray, code: int) -> None:
-        m = todo & mask
+    def assign(mask: np.ndarray | None, code: int) -> None:
+        """Judge by ``code`` the requests of ``mask`` (None: all) not judged yet."""
+        m = todo & mask if mask is not None else todo.copy()
         rule[m] = code
         todo[m] = False
 
@@ -550,7 +587,7 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         # A parameter's exact size in forward is an activation that happens to match
         # (GPT-2 at batch 4: 4 x 256 x 384 fp32 = the position table, 1.5 MiB); what
         # forward makes of the weights is autocast's half-size copies.
-        exact = np.isin(size, states) & (evd.phase != ev.FORWARD)
+        exact = sizes.isin(states) & (evd.phase != ev.FORWARD)
         # In backward, a parameter-sized allocation that is freed inside the pass and has
         # the size of something forward made is that activation's gradient (GPT-2 at batch
         # 4: 4 x 256 x 384 fp32 = the position table); a gradient outlives the pass, and a
@@ -558,14 +595,14 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         n = len(reqs)
         freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
         in_pass = (evd.phase == ev.BACKWARD) & (evd.free_at < n) & (freed_in == ev.BACKWARD)
-        made_forward = np.unique(size[(reqs.kind == rq.ALLOC) & (evd.phase == ev.FORWARD)])
-        twin = in_pass & np.isin(size, made_forward)
+        made_forward = sizes.distinct((reqs.kind == rq.ALLOC) & (evd.phase == ev.FORWARD))
+        twin = in_pass & sizes.isin(made_forward)
         if evd.categories is not None:
-            twin &= evd.categories != "gradient"
+            twin &= ~evd.category_in("gradient")
         exact &= ~twin
-        assign(exact | np.isin(size * 2, states), STATE_SIZE)
+        assign(exact | sizes.isin(states, 2), STATE_SIZE)
     if evd.categories is not None:
-        assign(np.isin(evd.categories, SCALED_CATEGORIES), CATEGORY_SCALED)
+        assign(evd.category_in(*SCALED_CATEGORIES), CATEGORY_SCALED)
     # No rule from divisibility by the batch: cuDNN convolution workspaces are not
     # multiples of it, yet grow with it (measured: 116.4 MiB at batch 32, 58.2 MiB at 16).
     never = (evd.free_at == n) & (reqs.kind == rq.ALLOC)
@@ -580,47 +617,52 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         assign(kept & (count >= 2), KEPT_EACH)
         assign(kept & evd.user_line & (evd.phase == ev.FORWARD), INPUT_ONCE)
         assign(kept, KEPT_ONCE)
-    assign(np.ones(n, bool), PER_ITERATION)
+    assign(None, PER_ITERATION)
     if len(copies):
         rule[copies] = np.where(
-            np.isin(rule[src], SCALED_RULES), TUNING_COPY_SCALED, TUNING_COPY_FIXED
+            ev.one_of(rule[src], SCALED_RULES), TUNING_COPY_SCALED, TUNING_COPY_FIXED
         )
     transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
-    kept_sizes = np.unique(size[(reqs.kind == rq.ALLOC) & ~transient])
-    scratch = transient & j.scales & ~j.workspace & (size > TINY_BYTES) & ~np.isin(size, kept_sizes)
-    judged_fixed = np.isin(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
-    model = workspaces.fixed_parts(case, evd, j.workspace, j.scales, judged_fixed, batch, scratch)
+    kept_sizes = sizes.distinct((reqs.kind == rq.ALLOC) & ~transient)
+    scales, workspace = j.scales, j.workspace
+    scratch = transient & scales & ~workspace & (size > TINY_BYTES) & ~sizes.isin(kept_sizes)
+    judged_fixed = ev.one_of(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
+    model = workspaces.fixed_parts(case, evd, workspace, scales, judged_fixed, batch, scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
     j.maybe_workspace = model.maybe
     j.guessed = (
-        _guessed(reqs, evd, j, states, compiled)
-        | unexplained_scratch(reqs, evd, j)
-        | _half_by_size_alone(reqs, evd, j, states)
+        _guessed(reqs, evd, j, states, compiled, sizes)
+        | unexplained_scratch(reqs, evd, j, sizes)
+        | _half_by_size_alone(reqs, evd, j, states, sizes)
     )
     j.tuned = (tuning != NO_TUNING) & (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
     return j
 
 
-def half_copies_seen(reqs, evd: ev.Evidence) -> bool:
+def half_copies_seen(reqs, evd: ev.Evidence, sizes: SizeIndex | None = None) -> bool:
     """Whether forward makes half-size copies of the weights (autocast's bf16 / fp16 casts
     of fp32 parameters): of at least half the distinct even parameter sizes, so that
     activations that happen to have such a size do not count.  True without categories
-    (nothing to tell them by) or with fewer than two such sizes."""
+    (nothing to tell them by) or with fewer than two such sizes.  ``sizes``: the
+    :class:`SizeIndex` of ``reqs.size`` when the caller has it."""
     if evd.categories is None:
         return True
+    sizes = sizes if sizes is not None else SizeIndex(reqs.size)
     alloc = reqs.kind == rq.ALLOC
-    params = alloc & (evd.categories == "parameter")
-    sizes = np.unique(reqs.size[params])
-    halves = sizes[sizes % 2 == 0] // 2
+    params = alloc & evd.category_in("parameter")
+    param_sizes = sizes.distinct(params)
+    halves = param_sizes[param_sizes % 2 == 0] // 2
     halves = halves[halves >= STATE_SIZE_MIN]
     if len(halves) < 2:
         return True
     fwd = alloc & (evd.phase == ev.FORWARD) & ~params
-    return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
+    return int(np.isin(halves, sizes.distinct(fwd)).sum()) >= len(halves) / 2
 
 
-def _half_by_size_alone(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray) -> np.ndarray:
+def _half_by_size_alone(
+    reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray, sizes: SizeIndex
+) -> np.ndarray:
     """Bool per request: made in forward and kept at any batch as autocast's half-size copy
     of a weight (:data:`STATE_SIZE`, half a model-state size) in a recording whose forward
     does not make such copies (:func:`half_copies_seen`): an activation may have that size
@@ -628,9 +670,9 @@ def _half_by_size_alone(reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray
     kept at batch 4, the exact-labelled point was 3.8 % above the real peak, scaled it is
     the real peak), so the size alone judged it."""
     n = len(reqs)
-    if not len(states) or half_copies_seen(reqs, evd):
+    if not len(states) or half_copies_seen(reqs, evd, sizes):
         return np.zeros(n, bool)
-    half = np.isin(j.size * 2, states) & ~np.isin(j.size, states)
+    half = sizes.isin(states, 2) & ~sizes.isin(states)
     return half & (j.rule == STATE_SIZE) & (evd.phase == ev.FORWARD) & (reqs.kind == rq.ALLOC)
 
 
@@ -639,15 +681,23 @@ def live_peak(reqs, evd: ev.Evidence) -> int:
     included)."""
     n = len(reqs)
     alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
+    size = reqs.size[alloc].astype(np.int64)
     delta = np.zeros(n + 1, np.int64)
-    np.add.at(delta, alloc, reqs.size[alloc].astype(np.int64))
-    np.add.at(delta, np.minimum(evd.free_at[alloc], n), -reqs.size[alloc].astype(np.int64))
+    delta[alloc] = size
+    # A free row frees one allocation, so the rows freeing them are distinct (plain
+    # assignments); those never freed all end at n.
+    freed = np.minimum(evd.free_at[alloc], n)
+    gone = freed < n
+    delta[freed[gone]] -= size[gone]
+    delta[n] -= size[~gone].sum()
     init = reqs.initial
     before = int(init.blk_requested[init.blk_state == 0].sum()) if init.n_blocks else 0
     return before + max(int(np.cumsum(delta).max()), 0)
 
 
-def unexplained_scratch(reqs, evd: ev.Evidence, j: Judgement) -> np.ndarray:
+def unexplained_scratch(
+    reqs, evd: ev.Evidence, j: Judgement, sizes: SizeIndex | None = None
+) -> np.ndarray:
     """Bool per request: a scratch buffer whose size at another batch the recording cannot
     tell and that is large enough to break an exact label.
 
@@ -661,25 +711,32 @@ def unexplained_scratch(reqs, evd: ev.Evidence, j: Judgement) -> np.ndarray:
     recording's peak of live bytes.  Such buffers are alive one at a time, so one smaller
     than that, read either way, moves the peak by less than an exact label allows (GPT-2's
     backward scratch of 12 and 24 MiB: the same peak to the byte either way).  Judged both
-    ways by the estimate's range (:attr:`Judgement.guessed`)."""
+    ways by the estimate's range (:attr:`Judgement.guessed`).  ``sizes``: the
+    :class:`SizeIndex` of ``j.size`` when the caller has it."""
     n = len(reqs)
     size = j.size
     big = (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
     idx = np.flatnonzero(big)
     if not len(idx):
         return np.zeros(n, bool)
-    after = np.searchsorted(idx, np.arange(n), side="right")
-    next_big = np.where(after < len(idx), idx[np.minimum(after, len(idx) - 1)], n)
-    one_op = big & (evd.free_at < next_big)
-    explained = np.unique(size[big & (~one_op | (evd.phase == ev.FORWARD))])
-    out = one_op & (j.rule == PER_ITERATION) & ~np.isin(size, explained)
+    sizes = sizes if sizes is not None else SizeIndex(size)
+    # Freed before the next such allocation (the stream's end after the last one).
+    one_op = np.zeros(n, bool)
+    one_op[idx] = evd.free_at[idx] < np.append(idx[1:], n)
+    explained = sizes.distinct(big & (~one_op | (evd.phase == ev.FORWARD)))
+    out = one_op & (j.rule == PER_ITERATION) & ~sizes.isin(explained)
     if out.any():
         out &= size > int(live_peak(reqs, evd) * EXACT_ERROR)
     return out
 
 
 def _guessed(
-    reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray, compiled: np.ndarray
+    reqs,
+    evd: ev.Evidence,
+    j: Judgement,
+    states: np.ndarray,
+    compiled: np.ndarray,
+    sizes: SizeIndex,
 ) -> np.ndarray:
     """:attr:`Judgement.guessed`: allocations of Inductor's generated code (``compiled``)
     whose size is both a model-state tensor's (or half one: autocast's copies) and that of
@@ -692,29 +749,30 @@ def _guessed(
     n = len(reqs)
     alloc = reqs.kind == rq.ALLOC
     size = j.size
-    if not len(states):
+    # Both kinds are made by generated code: none without it (an eager program).
+    if not len(states) or not compiled.any():
         return np.zeros(n, bool)
     freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
     temp = alloc & compiled & (j.rule == STATE_SIZE) & (evd.free_at < n) & (freed_in == evd.phase)
-    scaled = np.unique(size[alloc & j.scales & (size > TINY_BYTES)])
+    scaled = sizes.distinct(alloc & j.scales & (size > TINY_BYTES))
     both = scaled[np.isin(scaled, states) | np.isin(scaled * 2, states)]
     if not len(both):
         return temp
     # Eager code keeps its module frames and autograd's activation gradients have their
     # activation's size, so there the phase and the forward twin decide; only in generated
     # code is a shared size all there is to go by.
-    out = alloc & compiled & np.isin(size, both)
-    out &= ~np.isin(
+    out = alloc & compiled & sizes.isin(both)
+    out &= ~ev.one_of(
         j.rule,
         (TINY, OPTIMIZER, MODULE_STATE, TUNING_SCRATCH, TUNING_COPY_FIXED, TUNING_COPY_SCALED),
     )
     out &= evd.phase != ev.OPTIMIZER
     out &= ~((evd.free_at == n) & (evd.phase == ev.SETUP))
     if evd.categories is not None:
-        sure = np.isin(evd.categories, ("parameter", "optimizer_state"))
+        sure = evd.category_in("parameter", "optimizer_state")
         if evd.category_guess is not None:
             sure &= ~evd.category_guess
         if evd.category_reasons is not None:
-            sure |= np.isin(evd.category_reasons, FIXED_REASONS)
+            sure |= evd.reason_in(*FIXED_REASONS)
         out &= ~sure
     return out | temp

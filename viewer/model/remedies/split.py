@@ -18,7 +18,7 @@ from . import evidence, scaling
 def parameters(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
     """Allocations that are parameters: by category when known, else module state."""
     if evd.categories is not None:
-        return evd.categories == "parameter"
+        return evd.category_in("parameter")
     return j.rule == scaling.MODULE_STATE
 
 
@@ -26,7 +26,7 @@ def optimizer_state(evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
     """Allocations that are optimizer state: by category when known, else kept optimizer
     allocations."""
     if evd.categories is not None:
-        return evd.categories == "optimizer_state"
+        return evd.category_in("optimizer_state")
     return (j.rule == scaling.OPTIMIZER) & (evd.free_at == len(evd))
 
 
@@ -99,7 +99,7 @@ def split_at(
             else 0
         )
     activations = (
-        int(reqs.size[live & (evd.categories == "activation")].sum())
+        int(reqs.size[live & evd.category_in("activation")].sum())
         if evd.categories is not None
         else int(reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum())
     )

@@ -140,12 +140,10 @@ def _sharded_in_full_precision(case: Case, evd: evidence.Evidence) -> bool:
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
     gathered = reqs.size[
-        alloc & (evd.categories == "parameter_gathered") & (evd.phase == evidence.FORWARD)
+        alloc & evd.category_in("parameter_gathered") & (evd.phase == evidence.FORWARD)
     ]
     unsharded = (
-        np.unique(
-            reqs.size[alloc & (evd.category_reasons == "param_shard") & (evd.free_at >= len(reqs))]
-        )
+        np.unique(reqs.size[alloc & evd.reason_in("param_shard") & (evd.free_at >= len(reqs))])
         * world
     )
     if not len(gathered) or not len(unsharded):
@@ -167,10 +165,10 @@ def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> b
     Without categories: many forward allocations of a model-state tensor's size."""
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
-    if evd.categories is not None and (evd.categories == "parameter_gathered").any():
+    if evd.categories is not None and evd.category_in("parameter_gathered").any():
         return not _sharded_in_full_precision(case, evd)
     if evd.categories is not None:
-        params = alloc & (evd.categories == "parameter")
+        params = alloc & evd.category_in("parameter")
         sizes = np.unique(reqs.size[params])
         halves = sizes[sizes % 2 == 0] // 2
         if len(halves) >= 2:

@@ -40,8 +40,9 @@ def _applies(ctx: Context) -> tuple[str | None] | None:
     evd, j = ctx.evd, ctx.judgement
     if not bool((j.scales & (ctx.case.requests.kind == rq.ALLOC)).any()):
         return None
-    if evd.categories is not None and (evd.categories == "input").any():
-        input_sites = evd.site[evd.categories == "input"]
+    inputs = evd.category_in("input")
+    if inputs.any():
+        input_sites = evd.site[inputs]
     else:
         input_sites = evd.site[
             (j.rule == scaling.INPUT_ONCE)

@@ -79,7 +79,7 @@ def separate_gradients(ctx: Context) -> _Separate | None:
     reqs = ctx.case.requests
     n = ctx.n
     alloc = reqs.kind == rq.ALLOC
-    if not (alloc & (evd.category_reasons == DDP_BUCKET)).any():
+    if not (alloc & evd.reason_in(DDP_BUCKET)).any():
         return None
     steps = np.flatnonzero(evd.phase == evidence.OPTIMIZER)
     if not len(steps):
@@ -89,8 +89,8 @@ def separate_gradients(ctx: Context) -> _Separate | None:
     grads = (
         alloc
         & (evd.phase == evidence.BACKWARD)
-        & (evd.categories == "gradient")
-        & (evd.category_reasons != DDP_BUCKET)
+        & evd.category_in("gradient")
+        & ~evd.reason_in(DDP_BUCKET)
         & (next_step < n)
         & (evd.free_at > next_step)
     )
@@ -116,7 +116,7 @@ def _constructed_at(ctx: Context) -> str | None:
     """The program's line that built DDP: that of the buckets made inside its
     ``__init__`` (None where the window began after it)."""
     evd, snap = ctx.evd, ctx.snap
-    bucket_sites = np.unique(evd.site[evd.category_reasons == DDP_BUCKET]).tolist()
+    bucket_sites = np.unique(evd.site[evd.reason_in(DDP_BUCKET)]).tolist()
     for s in bucket_sites:
         if s < 0:
             continue
@@ -191,8 +191,8 @@ def sharded(ctx: Context) -> _Sharded | None:
         return None
     reqs = ctx.case.requests
     alloc = reqs.kind == rq.ALLOC
-    buckets = alloc & (evd.category_reasons == DDP_BUCKET)
-    params = alloc & (evd.categories == "parameter")
+    buckets = alloc & evd.reason_in(DDP_BUCKET)
+    params = alloc & evd.category_in("parameter")
     if not buckets.any() or not params.any():
         return None
     sep = separate_gradients(ctx)

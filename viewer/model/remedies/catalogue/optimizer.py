@@ -102,7 +102,7 @@ def _grads_applies(ctx: Context) -> np.ndarray | None:
         (reqs.kind == rq.ALLOC)
         & (np.arange(n) <= at)
         & (evd.free_at > at)
-        & (evd.categories == "gradient")
+        & evd.category_in("gradient")
     )
     grads &= evidence.kept_across_iterations(evd, n)
     return grads if int(reqs.size[grads].sum()) > 0 else None
