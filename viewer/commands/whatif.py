@@ -13,6 +13,7 @@ printed as a warning.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -165,15 +166,48 @@ def parser() -> argparse.ArgumentParser:
 
 def load_case(args: argparse.Namespace, tp: TerminalProgress):
     """Load ``args.file`` and prepare ``args.device``'s request stream for simulation
-    (``whatif`` and ``advise``); an unreadable file: one line on stderr and the exit
-    code to return instead of the case."""
-    from ..model.whatif import prepare
+    (``whatif`` and ``advise``): from the prepared-case cache
+    (:mod:`..model.whatif.case_cache`) when it has the file's, else prepared here and
+    stored when the command is done (:func:`store_prepared`); an unreadable file: one
+    line on stderr and the exit code to return instead of the case."""
+    from ..model.whatif import case_cache, prepare
+
+    use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
 
     def load():
-        snap = load_any(args.file, tp.stage("loading"), use_cache=not args.no_cache)
-        return prepare(snap, args.device, tp.stage("replaying the trace"))
+        snap = load_any(args.file, tp.stage("loading"), use_cache=use_cache)
+        k = case_cache.key(args.file, snap, args.device) if use_cache else None
+        if k is not None:
+            case = case_cache.load(k, snap)
+            if case is not None:
+                return case
+        case = prepare(snap, args.device, tp.stage("replaying the trace"))
+        if k is not None:
+            _TO_STORE.append((k, case))
+        return case
 
     return reported(args, tp, load)
+
+
+#: Prepared cases to store in the case cache once the command's answer is out.
+_TO_STORE: list[tuple[str, Any]] = []
+
+
+def store_prepared() -> None:
+    """Store the cases this command prepared (:func:`load_case`) in the case cache, in a
+    detached child (:func:`.background.detached`): the command returns at once."""
+    from ..model.whatif import case_cache
+    from .background import detached
+
+    todo = list(_TO_STORE)
+    _TO_STORE.clear()
+
+    def store() -> None:
+        for k, case in todo:
+            case_cache.store(k, case)
+
+    if todo:
+        detached(store)
 
 
 def case_command(
@@ -210,7 +244,9 @@ def case_command(
         got = reported(args, tp, run)
         if isinstance(got, int):
             return got
-    return print_answer(got, args.json)
+    code = print_answer(got, args.json)
+    store_prepared()
+    return code
 
 
 def reported(args: argparse.Namespace, tp: TerminalProgress, work):
@@ -299,7 +335,9 @@ def main(argv: list[str]) -> int:
     if args.with_file or args.sizes:
         from . import whatif_pair
 
-        return whatif_pair.run(args, confs, load_case, reported)
+        code = whatif_pair.run(args, confs, load_case, reported)
+        store_prepared()
+        return code
     if args.seq_scale and args.batch_scale:
         print(
             "vramscope: error: --seq-scale and --batch-scale are asked one at a time",

@@ -22,7 +22,8 @@ peaks, OOMs: :mod:`.result`), :mod:`.native_sim` (the same model compiled, over
 columns and without the GIL: ``_native/whatif_core.c``; it answers whenever it is built
 and covers the case, and equals the Python model to the byte: tests compare them),
 :mod:`.selfcheck`, :mod:`.limits`, :mod:`.predictions` (the rows per
-setting the CLI prints and the panels show).
+setting the CLI prints and the panels show), :mod:`.case_cache` (prepared cases kept
+beside the column cache: a re-run skips the replay).
 
 May import: :mod:`..analysis` (which device to answer for), :mod:`..replay`, :mod:`..core`
 (the allocator's rules), numpy.
