@@ -98,7 +98,45 @@ def test_the_runs_that_need_no_judgement_start_beside_it(monkeypatch):
     monkeypatch.setenv(parallel.JOBS_ENV, "1")
     serial = advise(prepare(load_snapshot(path)))
     assert order[:2] == ["threads", "evidence"]
-    (early,) = rounds
+    early = rounds[0]  # (the batch prediction's draws follow on threads too)
     assert RECORDED_RUN in early and any(k.startswith("allocator/") for k in early), early
+    assert beside.to_dict() == serial.to_dict()
+    assert format_text(beside) == format_text(serial)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="the draws run on threads")
+def test_the_batch_prediction_is_made_while_the_pool_runs_the_edited_streams(monkeypatch):
+    from vramscope.viewer.model.remedies import batch_scale
+
+    order: list[str] = []
+    real_start, real_collect, real_predict = (
+        parallel._start,
+        parallel._Pool.collect,
+        batch_scale.predict,
+    )
+
+    def start(fn, items, *rest):
+        order.append("pool " + ",".join(sorted({str(k).split("/")[0] for k in items})))
+        return real_start(fn, items, *rest)
+
+    def collect(self, *args):
+        order.append("collect")
+        return real_collect(self, *args)
+
+    def predict(*args, **kwargs):
+        order.append("predict")
+        return real_predict(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "_start", start)
+    monkeypatch.setattr(parallel._Pool, "collect", collect)
+    monkeypatch.setattr(batch_scale, "predict", predict)
+    monkeypatch.setenv(parallel.JOBS_ENV, "3")
+    path = DATA / "truth" / "gpt2_leak.pickle.xz"
+    beside = advise(prepare(load_snapshot(path)))
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = advise(prepare(load_snapshot(path)))
+    edited = next(i for i, o in enumerate(order) if o.startswith("pool ") and "free_kept" in o)
+    assert order[edited + 1] == "predict", order
+    assert order.index("collect", edited) > order.index("predict", edited)
     assert beside.to_dict() == serial.to_dict()
     assert format_text(beside) == format_text(serial)

@@ -38,6 +38,13 @@ def pool_forced(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(parallel, "_pooled", spy)
+
+    class Threads(parallel._ThreadPool):  # the compiled model's runs: threads
+        def __init__(self, fn, items, k, *rest):
+            calls.append(k)
+            super().__init__(fn, items, k, *rest)
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
     return calls
 
 
@@ -262,3 +269,25 @@ def test_advise_progress_and_cancel_on_the_pool(resnet, pool_forced):
     with pytest.raises(LoadCancelled):
         advise(case, None, 2 << 30, Progress(seen, ev))
     assert "allocator" in stages
+
+
+def test_a_batch_prediction_is_the_same_with_its_point_run_beside_its_draws(
+    resnet, pool_forced, monkeypatch
+):
+    from vramscope.viewer.model.remedies import batch_scale
+
+    case, j, _ = resnet
+    for scale in (Fraction(1, 2), Fraction(3, 2)):
+        for limit in (2 << 30, 1 << 30):
+            beside = batch_scale.predict(case, j, scale, limit)
+            monkeypatch.setenv(parallel.JOBS_ENV, "1")
+            one_by_one = batch_scale.predict(case, j, scale, limit)
+            monkeypatch.setenv(parallel.JOBS_ENV, "2")
+            assert beside.estimate == one_by_one.estimate and beside.estimate is not None
+            assert (beside.peak, beside.batch, beside.scale) == (
+                one_by_one.peak,
+                one_by_one.batch,
+                one_by_one.scale,
+            )
+            same_result(beside.result, one_by_one.result)
+    assert pool_forced

@@ -146,15 +146,18 @@ def _available_memory() -> int | None:
     return None
 
 
-def workers_for(n_items: int, work: int | None = None, jobs: int | None = None) -> int:
+def workers_for(
+    n_items: int, work: int | None = None, jobs: int | None = None, threads: bool = False
+) -> int:
     """How many processes :func:`pmap` uses for ``n_items`` items of ``work`` each
-    (``jobs``: as asked; None: :data:`JOBS_ENV`, else every CPU); 1 = serial."""
-    if _IN_WORKER or n_items < 2 or not can_fork():
+    (``jobs``: as asked; None: :data:`JOBS_ENV`, else every CPU; ``threads``: threads,
+    which pay from :data:`MIN_THREAD_WORK`); 1 = serial."""
+    if _IN_WORKER or n_items < 2 or not (threads or can_fork()):
         return 1
     if jobs is None:
         jobs = env_jobs()
     if jobs is None:
-        if work is not None and work < MIN_PARALLEL_WORK:
+        if work is not None and work < (MIN_THREAD_WORK if threads else MIN_PARALLEL_WORK):
             return 1
         jobs = available_cpus()
     return _memory_cap(max(1, min(int(jobs), n_items)), work)
@@ -318,6 +321,7 @@ def pmap(
     stage: str = "parallel",
     with_progress: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
+    threads: bool = False,
 ) -> list[Any]:
     """``[fn(x) for x in items]`` (``fn(x, progress)`` with ``with_progress``), on a pool
     of forked processes where that pays (see the module's docstring).
@@ -325,12 +329,15 @@ def pmap(
     ``work``: the size of one item's work (requests simulated), for the serial rule and
     the memory cap; ``progress``: updated ``(stage, fraction)``, its cancel event stops
     the work; ``on_result(i, result)``: called in this process as each item finishes
-    (in the order they finish on a pool)."""
+    (in the order they finish on a pool); ``threads``: on threads of this process, for
+    work that runs without the GIL (as :func:`pmap_async`'s)."""
     items = list(items)
     n = len(items)
-    k = workers_for(n, work, jobs)
+    k = workers_for(n, work, jobs, threads)
     if k <= 1:
         return _serial(fn, items, progress, stage, with_progress, on_result)
+    if threads:
+        return _ThreadPool(fn, items, k, with_progress).collect(progress, stage, on_result)
     return _pooled(fn, items, k, progress, stage, with_progress, on_result)
 
 

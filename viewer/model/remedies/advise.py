@@ -138,7 +138,7 @@ RECORDED_RUN = "recorded"  # the early task of the recorded run (no spec's: no "
 
 
 def _before_judgement(case: Case, batch: int | None, limit: int | None) -> dict[str, Any]:
-    """The runs that need no judgement, named as :func:`_simulations` names them: the
+    """The runs that need no judgement, named as :func:`_build_all` names them: the
     recorded run (the self-check's, and the baseline under the recording's limit) and
     the runs of the specs of the recorded stream at other settings whose ``applies`` and
     ``simulations`` read only the :class:`~.catalogue.context.Basis` (their answers
@@ -163,16 +163,18 @@ def _before_judgement(case: Case, batch: int | None, limit: int | None) -> dict[
     return tasks
 
 
-def _simulations(
+def _build_all(
     ctx: Context,
     applying: list[tuple[RemedySpec, Any]],
     progress: Progress,
     done: dict[str, Any],
-) -> dict[str, dict[str, Any]]:
-    """Every run the applicable specs need, by spec id and run name: one task per run,
+) -> list[Remedy]:
+    """Every applicable spec's remedies, in their order.  Their runs: one task per run,
     named ``SPEC/RUN`` (each builds its edited stream where it runs: none is held here),
-    side by side on the pool, the edited streams first (the longest); serially for a
-    small case.  ``done``: answers of tasks already run (beside the judgement)."""
+    side by side on a pool, the edited streams first (the longest); serially for a small
+    case; ``done``: answers of tasks already run (beside the judgement).  While the pool
+    runs, the specs that need none of its runs are built here (the batch prediction,
+    whose own draws then go to threads of this process: nothing forks meanwhile)."""
     tasks: dict[str, Callable[[], Any]] = {}
     owner: dict[str, tuple[str, str]] = {}
     for spec, prep in sorted(applying, key=lambda sp: not sp[0].edits_stream):
@@ -180,19 +182,28 @@ def _simulations(
             tasks[f"{spec.id}/{name}"] = run
             owner[f"{spec.id}/{name}"] = (spec.id, name)
     keys = [key for key in tasks if key not in done]
-    answers = parallel.pmap(
+    waiting = {owner[key][0] for key in keys}
+    got = dict(done)
+
+    def ran(spec: RemedySpec) -> dict[str, Any]:
+        return {owner[k][1]: got[k] for k in tasks if owner[k][0] == spec.id}
+
+    built: dict[str, list[Remedy]] = {}
+    with parallel.pmap_async(
         lambda key: tasks[key](),
         keys,
         work=parallel.simulation_work(ctx.n, native_sim.use_native()),
-        progress=progress,
-        stage="allocator",
-    )
-    got = {**done, **dict(zip(keys, answers))}
-    ran: dict[str, dict[str, Any]] = {spec.id: {} for spec, _ in applying}
-    for key in tasks:
-        spec_id, name = owner[key]
-        ran[spec_id][name] = got[key]
-    return ran
+    ) as pool:
+        if pool.pooled and native_sim.use_native():
+            for spec, prep in applying:
+                if spec.id not in waiting:
+                    built[spec.id] = spec.build(ctx, prep, ran(spec))
+        got.update(zip(keys, pool.result(progress, "allocator")))
+    return [
+        r
+        for spec, prep in applying
+        for r in (built[spec.id] if spec.id in built else spec.build(ctx, prep, ran(spec)))
+    ]
 
 
 def advise(
@@ -228,8 +239,7 @@ def advise(
         for spec in SPECS
         if spec.method != GPU_FREED and (prep := spec.applies(ctx)) is not None
     ]
-    ran = _simulations(ctx, applying, progress, done)
-    remedies = [r for spec, prep in applying for r in spec.build(ctx, prep, ran[spec.id])]
+    remedies = _build_all(ctx, applying, progress, done)
     lim = ctx.limit
     if lim is not None:
         for r in remedies:

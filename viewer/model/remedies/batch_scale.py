@@ -22,7 +22,9 @@ Blocks alive before the recording began (a wrapped trace) keep their size.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 
@@ -75,6 +77,7 @@ __all__ = [
 ]
 
 MAX_SCALE = 64.0  # the upward search stops here (a batch 64x the recorded one)
+T = TypeVar("T")
 
 
 class ScaledCase(Case):
@@ -133,9 +136,25 @@ def estimate_range(
     ``limit``, taken to at least the model's measured error around the point prediction
     (:data:`POINT_ERROR`, which the judge holds an estimate to: the range says the same);
     None when the recording has none."""
+    return _estimate_beside(case, judgement, scale, conf, limit, samples, seed)[0]
+
+
+def _estimate_beside(
+    case: Case,
+    judgement: Judgement,
+    scale,
+    conf=None,
+    limit=None,
+    samples: int | None = None,
+    seed: int = 0,
+    here: Callable[[], T] | None = None,
+) -> tuple[PeakEstimate | None, T | None]:
+    """:func:`estimate_range`'s answer, and ``here()``'s (None without it), which this
+    process runs while the draws' runs go on threads beside it, where the compiled model
+    runs them (without the GIL)."""
     draws = doubt_draws(judgement, scale, samples, seed)
     if draws is None:
-        return None
+        return None, here() if here is not None else None
     f = draws.scale
 
     def peak(sizes: np.ndarray) -> tuple[int, bool]:
@@ -143,13 +162,20 @@ def estimate_range(
         return r.peak_reserved_until_oom, r.first_oom is not None
 
     # The draws are made in order (the seeded generator); their runs are independent:
-    # side by side on every core, serially for a small case.
-    got = parallel.pmap(
-        peak,
-        draws.sizes,
-        work=parallel.simulation_work(len(case.requests), native_sim.use_native()),
-    )
-    return draws.estimate(got, POINT_ERROR)
+    # side by side on every core (threads of this process for the compiled model, which
+    # needs no fork and no copy; else a pool), serially for a small case.
+    native = native_sim.use_native()
+    work = parallel.simulation_work(len(case.requests), native)
+    mine: T | None = None
+    if here is not None and native:
+        with parallel.pmap_async(peak, draws.sizes, work=work, threads=True) as beside:
+            mine = here()
+            got = beside.result()
+    else:
+        if here is not None:
+            mine = here()
+        got = parallel.pmap(peak, draws.sizes, work=work, threads=native)
+    return draws.estimate(got, POINT_ERROR), mine
 
 
 def fits(result: SimResult) -> bool:
@@ -260,12 +286,22 @@ def predict(
     the workspace draws under the same limit where :func:`is_estimate` says they matter."""
     f = exact_scale(scale)
     sc = scaled_case(case, judgement, f)
-    if result is None:
-        result = sc.simulate(conf, limit)
-    peak = result.peak_reserved_until_oom
-    if result.first_oom is not None and limit is not None:
-        peak = simulate_requests(sc.requests, result.config, None, case.gpu_bytes).peak_reserved
-    est = estimate_range(case, judgement, f, conf, limit) if is_estimate(judgement, f) else None
+    given = result
+
+    def point() -> tuple[SimResult, int]:
+        r = given if given is not None else sc.simulate(conf, limit)
+        if r.first_oom is not None and limit is not None:
+            return r, simulate_requests(sc.requests, r.config, None, case.gpu_bytes).peak_reserved
+        return r, r.peak_reserved_until_oom
+
+    est: PeakEstimate | None = None
+    if is_estimate(judgement, f):
+        # The point's run(s) here while the draws run beside them.
+        est, mine = _estimate_beside(case, judgement, f, conf, limit, here=point)
+        assert mine is not None
+        result, peak = mine
+    else:
+        result, peak = point()
     b = f * recorded_batch if recorded_batch else None
     batch = int(b) if b is not None and b.denominator == 1 else None
     return BatchPrediction(f, batch, result, peak, limit, est, is_estimate(judgement, f))
