@@ -11,8 +11,12 @@
 # run_bench.py on both files: pickle.load vs cold `summary --json`, re-open,
 # memory and the per-stage breakdown (best of 3 for the 10M file, whose first cold run
 # follows the reference freeing ~4 GB; no GUI rows: the targets there are
-# for the cold summary; ~3-4 minutes in all).
-# Numbers and the JSON go to OUT_DIR (default /tmp/vramscope-bench).
+# for the cold summary; ~3-4 minutes in all).  Then the what-if (one setting) and advise
+# rows on the 10M file (bench_parallel.py, best of 3 each, beside pickle.load): one after
+# the other, on 2 cores (taskset) and on all of them (~3 minutes on 16 cores);
+# PARALLEL_ROWS=whatif,recommend,advise,batch for every row of make bench.
+# Numbers and the JSON go to OUT_DIR (default /tmp/vramscope-bench): bench.txt/json,
+# parallel.txt/json.
 # CATEGORIES=1 bash tests/bench/gpu_bench.sh OUT_DIR: also the memory categories'
 # cost and its per-step breakdown (OUT_DIR/categories.txt; ~1-2 minutes more).
 set -euo pipefail
@@ -43,9 +47,12 @@ export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c "import vramscope.viewer.model._native.snapparse, vramscope.viewer.model._native.replay_core, vramscope.viewer.model._native.catcore" \
     || { echo "the compiled modules do not import"; exit 1; }
 echo "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $(nproc) cores, $(uname -r)"
-# BENCH_ARGS: more run_bench.py options (e.g. --no-parallel: only the cold-open rows).
-"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 6 --no-interactive --no-gui --json "$OUT/bench.json" ${BENCH_ARGS:-} \
-    2>&1 | tee "$OUT/bench.txt"
+# BENCH_ARGS: more run_bench.py options.  Its own parallel rows (one run each) give way to
+# the best of 3 below.
+"$PY" tests/bench/run_bench.py --keep "$OUT" --repeat 6 --no-interactive --no-gui --no-parallel \
+    --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
+"$PY" tests/bench/bench_parallel.py "$OUT/tiled_10M.pickle" --only "${PARALLEL_ROWS:-whatif,advise}" \
+    --no-ranks --repeat 3 --json "$OUT/parallel.json" 2>&1 | tee "$OUT/parallel.txt"
 # CATEGORIES=1: also the memory categories' cost on the 10M file (bench_categories.py:
 # first build in a fresh process vs pickle.load) and where it goes, step by step
 # (profile_categories.py; --serial: without the second thread, so steps add up).

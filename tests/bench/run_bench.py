@@ -21,9 +21,13 @@ widgets (``gui_bench.py``): timeline pan/zoom redraw, time-travel seek and
 the call tree at the peak.  Targets are printed with PASS / MISS;
 they are goals, not test assertions.
 
-Then (``bench_parallel.py``; ``--no-parallel`` skips them) the independent runs on every
-core per file - one what-if setting, ``--recommend``, ``advise``, a batch estimate - and
-a directory of 64 rank files, each serially, on a pool of every CPU and by default.
+Then (``bench_parallel.py``; ``--no-parallel`` skips them) the independent runs per
+file - one what-if setting, ``--recommend``, ``advise``, a batch estimate - and a
+directory of 64 rank files, each one after the other, and as the command decides on 2
+cores (``--small-cores``, through ``taskset``) and on all the CPUs this process may use
+(their count is in the rows and the last line).
+
+``--gui-only``: pickle.load and the GUI first window only, one after the other.
 """
 
 from __future__ import annotations
@@ -111,6 +115,14 @@ def best_of(n: int, cmd: list[str], env: dict | None = None) -> tuple[float, flo
     return min(r[0] for r in runs), min(r[1] for r in runs)
 
 
+def cpus() -> int:
+    """The CPUs this process (and so every command it starts) may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def has_gui() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("PySide6", "pyqtgraph"))
 
@@ -153,7 +165,7 @@ def bench_file(
     big = size > 300 << 20
     # Big files: best of 2 (one run right after the reference freed ~4 GB is noisy here).
     n = max(2, repeat // 2) if big else repeat
-    row: dict = {"file": path.name, "mib": size / 2**20}
+    row: dict = {"file": path.name, "mib": size / 2**20, "cpus": cpus()}
     row["ref_s"], row["ref_mib"] = best_of(n, [py, "-c", REFERENCE, str(path)], env)
     summary = [py, "-m", "vramscope.viewer", "summary", str(path), "--json"]
     # Cold: an empty cache each run (writing it included).
@@ -250,7 +262,7 @@ def bench_gui_only(path: Path, tmp: Path, repeat: int, env: dict) -> dict:
     """``--gui-only``: pickle.load and the GUI first window, one after the other ``repeat``
     times (best of each kept), without the summary, stage and interactive rows."""
     ref: list = []
-    row: dict = {"file": path.name, "mib": path.stat().st_size / 2**20}
+    row: dict = {"file": path.name, "mib": path.stat().st_size / 2**20, "cpus": cpus()}
     row.update(gui_first_window(path, tmp, repeat, env, ref))
     row["ref_s"], row["ref_mib"] = min(r[0] for r in ref), min(r[1] for r in ref)
     row["ref_runs_s"] = [r[0] for r in ref]
@@ -613,6 +625,13 @@ def main() -> int:
         help="skip the serial-vs-pool rows (bench_parallel.py)",
     )
     parser.add_argument(
+        "--small-cores",
+        type=int,
+        default=2,
+        metavar="N",
+        help="the parallel rows also on N cores (taskset), beside all of them (default 2)",
+    )
+    parser.add_argument(
         "--no-remote",
         action="store_true",
         help="skip the ssh:// rows (bench_remote.py: a throttled link)",
@@ -672,8 +691,10 @@ def main() -> int:
             penv = dict(env, VRAMSCOPE_CACHE_DIR=str(tmp / "parallel-cache"))
             for path in files:
                 print(f"measuring {path.name}: serial vs pool ...", flush=True)
-                par_rows += bench_parallel.sim_rows(path, measure, penv)
-            par_rows.append(bench_parallel.rank_rows(tmp, measure, penv, keep=keep))
+                par_rows += bench_parallel.sim_rows(path, measure, penv, small=args.small_cores)
+            par_rows.append(
+                bench_parallel.rank_rows(tmp, measure, penv, keep=keep, small=args.small_cores)
+            )
             shutil.rmtree(tmp / "parallel-cache", ignore_errors=True)
         remote_rows: list[dict] = []
         if not args.no_remote:
@@ -693,8 +714,9 @@ def main() -> int:
         subprocess.run([sys.executable, str(HERE / "bench_live_update.py")], check=False, env=env)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     print(
-        f"\n(bench took {time.perf_counter() - started:.0f} s; "
-        f"{os.cpu_count()} CPUs, load average now {load}; python {sys.version.split()[0]})"
+        f"\n(bench took {time.perf_counter() - started:.0f} s; {cpus()} CPUs for it "
+        f"({os.cpu_count()} in the machine), load average now {load}; "
+        f"python {sys.version.split()[0]})"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(rows + par_rows + remote_rows, indent=1))
