@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.oom import outside_oom
 from ..core import allocator_rules as rules
 from ..core.snapshot import Action, Snapshot
 from . import requests as rq
@@ -110,6 +109,10 @@ def outside_oom_limit(snap: Snapshot, device: int) -> int | None:
     """What the allocator could have had when the dump was taken at an OOM outside it
     (cuBLAS, NCCL, ...) on ``device``: its reserved then plus the device's free memory the
     capture recorded at that moment; None for any other dump."""
+    # Here, not at the top: a what-if whose case is cached never asks, and the OOM
+    # reports (with the figures and the GPU accounting they import) cost ~20 ms to import.
+    from ..analysis.oom import outside_oom
+
     o = outside_oom(snap)
     if o is None or o.device != device or o.device_free_bytes is None or o.reserved_bytes is None:
         return None

@@ -84,7 +84,7 @@ def _seed_arrays(reqs: rq.Requests, streams: np.ndarray, privates: np.ndarray):
         or (blk_size < 0).any()
         or (blk_ptr >= ADDR_RANGE).any()
         or (blk_size >= RANGE).any()
-        or len(np.unique(blk_ptr)) != nblk
+        or len(_unique(blk_ptr)) != nblk
     ):
         return None
     state = np.where(
@@ -126,7 +126,16 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     recordings use one stream and no private pool)."""
     if len(values) and values.min() == values.max():
         return values[:1].copy()
-    return np.unique(values)
+    return _unique(values)
+
+
+def _unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer column, the same array: numpy's own imports
+    ``numpy.ma`` on first use (~20 ms, most of what else a cached what-if imports)."""
+    out = np.sort(values, kind="stable")
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
 
 
 def simulate(
@@ -153,10 +162,10 @@ def simulate(
         int(reqs.seg_addr.max()) >= ADDR_RANGE or int(reqs.seg_addr.min()) < 0
     ):
         return None
-    streams = np.unique(
+    streams = _unique(
         np.concatenate([_distinct(stream), np.asarray(reqs.initial.seg_stream, np.int64)])
     )
-    privates = np.unique(
+    privates = _unique(
         np.concatenate(
             [_distinct(pool).astype(np.int64), [-1], np.asarray(reqs.initial_pool, np.int64)]
         )
