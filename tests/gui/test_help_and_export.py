@@ -19,8 +19,8 @@ LEAK = DATA / "truth" / "gpt2_leak.pickle.xz"
 
 def opened(qtbot, window, load, path):
     assert load(window, path, timeout=120000) == "loaded"
-    if window.categories_wiring.panel.thread is not None:
-        qtbot.waitUntil(lambda: window.categories.bd is not None, timeout=120000)
+    # (the build starts after the window's first paint of the file: settled once shown)
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=120000)
     return window
 
 

@@ -29,9 +29,8 @@ ONE_EVENT = EXTERNAL / "LfieLike_SketchKV2-my_snapshot.pickle.xz"  # a trace of 
 def opened(qtbot, window, load, path):
     """``window`` with ``path`` open and its breakdown (if it has a trace) built."""
     assert load(window, path, timeout=120000) == "loaded"
-    t = window.categories_wiring.panel.thread
-    if t is not None:
-        qtbot.waitUntil(lambda: window.categories.bd is not None, timeout=120000)
+    # (the build starts after the window's first paint of the file: settled once shown)
+    qtbot.waitUntil(window.categories_wiring.settled, timeout=120000)
     return window
 
 
