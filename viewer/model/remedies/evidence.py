@@ -24,6 +24,7 @@ objects: one numpy array per feature, indexed by request.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,33 @@ _MODULE_STATE_FUNCS = {
 }
 
 
+class SizeIndex:
+    """The distinct requested sizes of a stream and each request's place among them: the
+    batch judgement (:mod:`.scaling`) tests sizes against sets of sizes a dozen times,
+    each then a test of the few distinct sizes spread to the millions of requests by
+    index."""
+
+    def __init__(self, size: np.ndarray) -> None:
+        self.size = size  # the sizes indexed
+        # np.unique(size), from one sort: faster on millions of integers than its hashing.
+        ordered = np.sort(size)
+        first = np.ones(len(ordered), bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        self.values = ordered[first]
+        self.index = np.searchsorted(self.values, size)
+
+    def isin(self, sizes: np.ndarray, times: int = 1) -> np.ndarray:
+        """Bool per request: its size times ``times`` is one of ``sizes``
+        (``np.isin(size * times, sizes)``)."""
+        return np.isin(self.values * times, sizes)[self.index]
+
+    def distinct(self, mask: np.ndarray) -> np.ndarray:
+        """The distinct sizes of the requests of ``mask``, sorted (``np.unique(size[mask])``)."""
+        present = np.zeros(len(self.values), bool)
+        present[self.index[mask]] = True
+        return self.values[present]
+
+
 @dataclass
 class Evidence:
     """Per-request features of one device's request stream (ALLOC rows meaningful)."""
@@ -82,6 +110,12 @@ class Evidence:
     # strings costs a Python comparison each (None: only the strings are known).
     category_codes: "Coded | None" = None
     reason_codes: "Coded | None" = None
+    # The requests' sizes indexed (None: not indexed): a pure function of the stream, made
+    # here beside the categories rather than in the judgement after them.
+    sizes: "SizeIndex | None" = None
+    # The peak of requested bytes alive at once (:func:`live_peak_of`), made beside the
+    # categories too (None: not made).
+    live_peak_bytes: int | None = None
 
     def __len__(self) -> int:
         return len(self.free_at)
@@ -308,12 +342,89 @@ def gather(
     """
     cat_codes = why_codes = None
     if isinstance(categories, str) and categories == AUTO:
-        got = _coded_categories(case)
+        # The categories (a replay of the trace and its breakdown: native code and numpy,
+        # which let another thread run) are worked out beside the evidence of the frames.
+        with ThreadPoolExecutor(1, thread_name_prefix="vramscope-categories") as pool:
+            pending = pool.submit(_coded_categories, case)
+            own = _own_columns(case)
+            got = pending.result()
         if got is not None:
             cat_codes, why_codes, category_guess, breakdown = got
             categories, category_reasons = cat_codes.labels(), why_codes.labels()
         else:
             categories = category_reasons = category_guess = breakdown = None
+    else:
+        own = _own_columns(case)
+    free_at, site, in_opt, prov = own.free_at, own.site, own.in_opt, own.provenance
+    step_end_req, step_spans = own.step_end_req, own.step_spans
+    reqs = case.requests
+    snap = case.snap
+    n = len(reqs)
+    kinds = reqs.kind
+    called_back = _called_back(snap, site, breakdown)
+    if called_back is not None:
+        # The step ran the program's closure (``optimizer.step(closure)``, Lightning): its
+        # forward, loss and backward are the program's, and the optimizer's own work is what
+        # the step does after the closure's last request.
+        prov[called_back & (prov == PROV_OPTIMIZER)] = PROV_USER
+        work = called_back | (prov == PROV_NONE) | (prov == PROV_AUTOGRAD)
+        for a, b in step_spans:
+            if called_back[a:b].any():
+                in_opt[a : a + int(np.flatnonzero(work[a:b])[-1]) + 1] = False
+    phase = np.full(n, FORWARD, np.int8)
+    phase[(prov == PROV_NONE) | (prov == PROV_AUTOGRAD)] = BACKWARD
+    phase[in_opt | (prov == PROV_OPTIMIZER)] = OPTIMIZER
+    # Setup: everything before the first allocation of program code that is
+    # followed by a backward (model building, .to(device), data loading).
+    alloc_rows = kinds == rq.ALLOC
+    first_bwd = np.flatnonzero(alloc_rows & (phase == BACKWARD) & (prov == PROV_NONE))
+    if len(first_bwd):
+        before = np.flatnonzero(
+            alloc_rows[: first_bwd[0]] & (prov[: first_bwd[0]] == PROV_MODULE_STATE)
+        )
+        if len(before):
+            phase[: before[-1] + 1][phase[: before[-1] + 1] == FORWARD] = SETUP
+    phase[prov == PROV_MODULE_STATE] = SETUP
+    return Evidence(
+        free_at=free_at,
+        iteration=own.iteration,
+        phase=phase,
+        provenance=prov,
+        site=site,
+        user_line=own.user_line,
+        n_iterations=len(step_end_req),
+        iteration_starts=np.array(own.starts, np.int64),
+        categories=categories,
+        category_reasons=category_reasons,
+        category_guess=category_guess,
+        breakdown=breakdown,
+        category_codes=cat_codes,
+        reason_codes=why_codes,
+        sizes=own.sizes,
+        live_peak_bytes=own.live_peak,
+    )
+
+
+@dataclass
+class _Own:
+    """What :func:`gather` reads of the requests, the annotations and the frames."""
+
+    free_at: np.ndarray
+    site: np.ndarray
+    in_opt: np.ndarray  # bool per request: inside an optimizer's range
+    step_end_req: list[int]  # per step: the request after its last
+    step_spans: list[tuple[int, int]]  # per step: its requests [lo, hi)
+    starts: list[int]  # per iteration: its first request
+    iteration: np.ndarray
+    provenance: np.ndarray
+    user_line: np.ndarray
+    sizes: SizeIndex
+    live_peak: int
+
+
+def _own_columns(case) -> _Own:
+    """What :func:`gather` reads of the requests, the annotations and the frames, without
+    the categories."""
     reqs = case.requests
     snap = case.snap
     n = len(reqs)
@@ -372,46 +483,38 @@ def gather(
     user_of[stacks] = [_user_innermost(snap, s, ucache) for s in stacks.tolist()]
     prov = prov_of[at]
     user = user_of[at]
-    called_back = _called_back(snap, site, breakdown)
-    if called_back is not None:
-        # The step ran the program's closure (``optimizer.step(closure)``, Lightning): its
-        # forward, loss and backward are the program's, and the optimizer's own work is what
-        # the step does after the closure's last request.
-        prov[called_back & (prov == PROV_OPTIMIZER)] = PROV_USER
-        work = called_back | (prov == PROV_NONE) | (prov == PROV_AUTOGRAD)
-        for a, b in step_spans:
-            if called_back[a:b].any():
-                in_opt[a : a + int(np.flatnonzero(work[a:b])[-1]) + 1] = False
-    phase = np.full(n, FORWARD, np.int8)
-    phase[(prov == PROV_NONE) | (prov == PROV_AUTOGRAD)] = BACKWARD
-    phase[in_opt | (prov == PROV_OPTIMIZER)] = OPTIMIZER
-    # Setup: everything before the first allocation of program code that is
-    # followed by a backward (model building, .to(device), data loading).
-    alloc_rows = kinds == rq.ALLOC
-    first_bwd = np.flatnonzero(alloc_rows & (phase == BACKWARD) & (prov == PROV_NONE))
-    if len(first_bwd):
-        before = np.flatnonzero(
-            alloc_rows[: first_bwd[0]] & (prov[: first_bwd[0]] == PROV_MODULE_STATE)
-        )
-        if len(before):
-            phase[: before[-1] + 1][phase[: before[-1] + 1] == FORWARD] = SETUP
-    phase[prov == PROV_MODULE_STATE] = SETUP
-    return Evidence(
+    return _Own(
         free_at=free_at,
-        iteration=iteration,
-        phase=phase,
-        provenance=prov,
         site=site,
+        in_opt=in_opt,
+        step_end_req=step_end_req,
+        step_spans=step_spans,
+        starts=starts,
+        iteration=iteration,
+        provenance=prov,
         user_line=user,
-        n_iterations=len(step_end_req),
-        iteration_starts=np.array(starts, np.int64),
-        categories=categories,
-        category_reasons=category_reasons,
-        category_guess=category_guess,
-        breakdown=breakdown,
-        category_codes=cat_codes,
-        reason_codes=why_codes,
+        sizes=SizeIndex(reqs.size.astype(np.int64, copy=False)),
+        live_peak=live_peak_of(reqs, free_at),
     )
+
+
+def live_peak_of(reqs, free_at: np.ndarray) -> int:
+    """The peak of requested bytes alive at once in the stream ``reqs`` whose allocations
+    are freed at ``free_at`` (:attr:`Evidence.free_at`), blocks from before it included."""
+    n = len(reqs)
+    alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
+    size = reqs.size[alloc].astype(np.int64)
+    delta = np.zeros(n + 1, np.int64)
+    delta[alloc] = size
+    # A free row frees one allocation, so the rows freeing them are distinct (plain
+    # assignments); those never freed all end at n.
+    freed = np.minimum(free_at[alloc], n)
+    gone = freed < n
+    delta[freed[gone]] -= size[gone]
+    delta[n] -= size[~gone].sum()
+    init = reqs.initial
+    before = int(init.blk_requested[init.blk_state == 0].sum()) if init.n_blocks else 0
+    return before + max(int(np.cumsum(delta).max()), 0)
 
 
 def _called_back(snap, site: np.ndarray, breakdown: "MemoryBreakdown | None") -> np.ndarray | None:

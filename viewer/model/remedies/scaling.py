@@ -324,31 +324,6 @@ class Judgement:
         return rows
 
 
-class SizeIndex:
-    """The distinct requested sizes of a stream and each request's place among them: the
-    judgement tests sizes against sets of sizes a dozen times, each then a test of the
-    few distinct sizes spread to the millions of requests by index."""
-
-    def __init__(self, size: np.ndarray) -> None:
-        # np.unique(size), from one sort: faster on millions of integers than its hashing.
-        ordered = np.sort(size)
-        first = np.ones(len(ordered), bool)
-        first[1:] = ordered[1:] != ordered[:-1]
-        self.values = ordered[first]
-        self.index = np.searchsorted(self.values, size)
-
-    def isin(self, sizes: np.ndarray, times: int = 1) -> np.ndarray:
-        """Bool per request: its size times ``times`` is one of ``sizes``
-        (``np.isin(size * times, sizes)``)."""
-        return np.isin(self.values * times, sizes)[self.index]
-
-    def distinct(self, mask: np.ndarray) -> np.ndarray:
-        """The distinct sizes of the requests of ``mask``, sorted (``np.unique(size[mask])``)."""
-        present = np.zeros(len(self.values), bool)
-        present[self.index[mask]] = True
-        return self.values[present]
-
-
 def _state_by_category(evd: ev.Evidence) -> np.ndarray:
     """Model state by the categories package, where it decided it (not guessed), plus the
     temporaries it names as library workspaces or optimizer scratch."""
@@ -555,7 +530,10 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     reqs = case.requests
     n = len(reqs)
     size = reqs.size.astype(np.int64)
-    sizes = SizeIndex(size)
+    # The evidence's index of the sizes when it is this stream's (it is made beside the
+    # categories).
+    known = evd.sizes is not None and evd.sizes.size is reqs.size
+    sizes = evd.sizes if known and evd.sizes is not None else ev.SizeIndex(size)
     rule = np.full(n, NOT_AN_ALLOCATION, np.int8)
     todo = (reqs.kind == rq.ALLOC) | (reqs.kind == rq.OOM)
 
@@ -640,15 +618,15 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     return j
 
 
-def half_copies_seen(reqs, evd: ev.Evidence, sizes: SizeIndex | None = None) -> bool:
+def half_copies_seen(reqs, evd: ev.Evidence, sizes: ev.SizeIndex | None = None) -> bool:
     """Whether forward makes half-size copies of the weights (autocast's bf16 / fp16 casts
     of fp32 parameters): of at least half the distinct even parameter sizes, so that
     activations that happen to have such a size do not count.  True without categories
     (nothing to tell them by) or with fewer than two such sizes.  ``sizes``: the
-    :class:`SizeIndex` of ``reqs.size`` when the caller has it."""
+    :class:`.evidence.SizeIndex` of ``reqs.size`` when the caller has it."""
     if evd.categories is None:
         return True
-    sizes = sizes if sizes is not None else SizeIndex(reqs.size)
+    sizes = sizes if sizes is not None else ev.SizeIndex(reqs.size)
     alloc = reqs.kind == rq.ALLOC
     params = alloc & evd.category_in("parameter")
     param_sizes = sizes.distinct(params)
@@ -661,7 +639,7 @@ def half_copies_seen(reqs, evd: ev.Evidence, sizes: SizeIndex | None = None) -> 
 
 
 def _half_by_size_alone(
-    reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray, sizes: SizeIndex
+    reqs, evd: ev.Evidence, j: Judgement, states: np.ndarray, sizes: ev.SizeIndex
 ) -> np.ndarray:
     """Bool per request: made in forward and kept at any batch as autocast's half-size copy
     of a weight (:data:`STATE_SIZE`, half a model-state size) in a recording whose forward
@@ -678,25 +656,14 @@ def _half_by_size_alone(
 
 def live_peak(reqs, evd: ev.Evidence) -> int:
     """The recording's peak of requested bytes alive at once (blocks from before it
-    included)."""
-    n = len(reqs)
-    alloc = np.flatnonzero(reqs.kind == rq.ALLOC)
-    size = reqs.size[alloc].astype(np.int64)
-    delta = np.zeros(n + 1, np.int64)
-    delta[alloc] = size
-    # A free row frees one allocation, so the rows freeing them are distinct (plain
-    # assignments); those never freed all end at n.
-    freed = np.minimum(evd.free_at[alloc], n)
-    gone = freed < n
-    delta[freed[gone]] -= size[gone]
-    delta[n] -= size[~gone].sum()
-    init = reqs.initial
-    before = int(init.blk_requested[init.blk_state == 0].sum()) if init.n_blocks else 0
-    return before + max(int(np.cumsum(delta).max()), 0)
+    included): the evidence's, made beside the categories, when it is of ``reqs``."""
+    if evd.live_peak_bytes is not None and evd.sizes is not None and evd.sizes.size is reqs.size:
+        return evd.live_peak_bytes
+    return ev.live_peak_of(reqs, evd.free_at)
 
 
 def unexplained_scratch(
-    reqs, evd: ev.Evidence, j: Judgement, sizes: SizeIndex | None = None
+    reqs, evd: ev.Evidence, j: Judgement, sizes: ev.SizeIndex | None = None
 ) -> np.ndarray:
     """Bool per request: a scratch buffer whose size at another batch the recording cannot
     tell and that is large enough to break an exact label.
@@ -712,14 +679,14 @@ def unexplained_scratch(
     than that, read either way, moves the peak by less than an exact label allows (GPT-2's
     backward scratch of 12 and 24 MiB: the same peak to the byte either way).  Judged both
     ways by the estimate's range (:attr:`Judgement.guessed`).  ``sizes``: the
-    :class:`SizeIndex` of ``j.size`` when the caller has it."""
+    :class:`.evidence.SizeIndex` of ``j.size`` when the caller has it."""
     n = len(reqs)
     size = j.size
     big = (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
     idx = np.flatnonzero(big)
     if not len(idx):
         return np.zeros(n, bool)
-    sizes = sizes if sizes is not None else SizeIndex(size)
+    sizes = sizes if sizes is not None else ev.SizeIndex(size)
     # Freed before the next such allocation (the stream's end after the last one).
     one_op = np.zeros(n, bool)
     one_op[idx] = evd.free_at[idx] < np.append(idx[1:], n)
@@ -736,7 +703,7 @@ def _guessed(
     j: Judgement,
     states: np.ndarray,
     compiled: np.ndarray,
-    sizes: SizeIndex,
+    sizes: ev.SizeIndex,
 ) -> np.ndarray:
     """:attr:`Judgement.guessed`: allocations of Inductor's generated code (``compiled``)
     whose size is both a model-state tensor's (or half one: autocast's copies) and that of
