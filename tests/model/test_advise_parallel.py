@@ -119,9 +119,9 @@ def test_the_batch_prediction_is_made_while_the_pool_runs_the_edited_streams(mon
         order.append("pool " + ",".join(sorted({str(k).split("/")[0] for k in items})))
         return real_start(fn, items, *rest)
 
-    def collect(self, *args):
+    def collect(self, *args, **kwargs):
         order.append("collect")
-        return real_collect(self, *args)
+        return real_collect(self, *args, **kwargs)
 
     def predict(*args, **kwargs):
         order.append("predict")

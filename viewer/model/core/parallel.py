@@ -1,4 +1,5 @@
-"""Independent pieces of model work on every core: one forked process pool.
+"""Independent pieces of model work on every core: a forked process pool, or
+threads for work that runs without the GIL.
 
 :func:`pmap` runs ``fn(item)`` for each item and returns the results in the
 items' order, the same values ``[fn(x) for x in items]`` gives (what-if
@@ -23,6 +24,11 @@ pipe as before.
 own, and :meth:`Pending.result` collects.  Its pool forks when it starts, so it
 sees what was built before that call, not what is built after; it leaves this
 process a CPU (it works too), and one item is worth a worker.
+
+``threads`` (both): threads of this process instead of forked workers, for work
+whose heavy part releases the GIL (the compiled what-if model's loop): no fork,
+nothing copied either way; they pay from far less work
+(:data:`MIN_THREAD_WORK`).  Nothing may fork while such threads run.
 
 Serial (in this process, exactly the loop above) when the pool would cost more
 than it saves or cannot run: one item, one CPU (``os.sched_getaffinity``), a
@@ -401,7 +407,8 @@ class Pending:
         if self._pool is None:
             return _serial(self._fn, self._items, progress, stage, self._with_progress, on_result)
         pool, self._pool = self._pool, None
-        return pool.collect(progress, stage, on_result)
+        # This process's own work is done: it takes on what no worker has started.
+        return pool.collect(progress, stage, on_result, helping=True)
 
     def close(self) -> None:
         """Stop what has not finished (nothing to do after :meth:`result`)."""
@@ -479,8 +486,10 @@ class _Pool:
             self.end(finished=False)
             raise
 
-    def collect(self, progress, stage, on_result) -> list[Any]:
-        """Every result, in the items' order; the pool ends here."""
+    def collect(self, progress, stage, on_result, helping: bool = False) -> list[Any]:
+        """Every result, in the items' order; the pool ends here.  ``helping``: this
+        process runs the items no worker has taken yet itself (the last first), one at a
+        time, while it waits (a pool sized to leave it a CPU)."""
         n, job, futures = self.n, self.job, self.futures
         cancel = progress.cancel_event if progress is not None else None
         results: list[Any] = [None] * n
@@ -489,7 +498,19 @@ class _Pool:
             if progress is not None:
                 progress.update(stage, 0.0)
             pending = set(futures)
+            # Highest index first: the items a worker is least likely to have taken.
+            queued = sorted(futures, key=futures.__getitem__) if helping else []
             while pending:
+                while queued:
+                    f = queued.pop()
+                    if f in pending and f.cancel():
+                        pending.discard(f)
+                        i = futures[f]
+                        results[i] = self.here(i, progress, stage)
+                        job.fractions[i] = 1.0
+                        if on_result is not None:
+                            on_result(i, results[i])
+                        break
                 done, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for f in sorted(done, key=futures.__getitem__):
                     i = futures[f]
@@ -514,6 +535,22 @@ class _Pool:
     def take(self, f: Future) -> Any:
         """A finished item's result."""
         return _unship(*f.result())
+
+    def here(self, i: int, progress: Progress | None, stage: str) -> Any:
+        """Item ``i`` run in this process (no worker took it); its progress counts in
+        the whole, and the caller's cancel stops it."""
+        job = self.job
+        if not job.with_progress:
+            return job.fn(job.items[i])
+        fractions, n = job.fractions, self.n
+
+        def report(_stage: str, f: float) -> None:
+            fractions[i] = f
+            if progress is not None:  # raises LoadCancelled after a cancel
+                progress.update(stage, min(sum(fractions) / n, 0.999))
+
+        cancel = progress.cancel_event if progress is not None else None
+        return job.fn(job.items[i], Progress(report, cancel))
 
     def end(self, finished: bool) -> None:
         """Stop (unless ``finished``) and wait for the workers; remove what results left."""
