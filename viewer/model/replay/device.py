@@ -113,8 +113,23 @@ class DeviceReplay:
     def _lifetimes(self) -> dict[str, np.ndarray]:
         c = self._derived.get("lifetimes")
         if c is None:
-            c = self._derived["lifetimes"] = link_lifetimes(self.action, self.addr, self.native)
+            pending = self._derived.pop("lifetimes_pending", None)
+            c = pending.result() if pending is not None else None
+            if c is None:
+                c = link_lifetimes(self.action, self.addr, self.native)
+            self._derived["lifetimes"] = c
         return c
+
+    def start_lifetimes(self, executor) -> None:
+        """Pair the frees with their allocations on ``executor`` (a thread: the C pass
+        lets go of the GIL) while the caller goes on, e.g. with the replay's events: they
+        read only the event columns.  :attr:`alloc_of` and the rest wait for it; until
+        then :meth:`derived` says "lifetimes" are not made (callers that choose a path by
+        it choose as if none had started)."""
+        if self._derived.get("lifetimes") is None and "lifetimes_pending" not in self._derived:
+            self._derived["lifetimes_pending"] = executor.submit(
+                link_lifetimes, self.action, self.addr, self.native
+            )
 
     @property
     def alloc_of(self) -> np.ndarray:
