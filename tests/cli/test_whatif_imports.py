@@ -55,3 +55,33 @@ def test_unique_is_numpys():
             values = rng.integers(-3, 4, n).astype(dtype)
             got, want = native_sim._unique(values), np.unique(values)
             assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_the_process_ends_after_the_answer_without_teardown(tmp_path):
+    """Run as the process, whatif ends right after its answer (no atexit handlers, no
+    freeing of the case): the answer whole, the exit code kept."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    mark = tmp_path / "torn_down"
+    (hook / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(mark)!r}, 'w').close())\n"
+    )
+    env = dict(os.environ, VRAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), env.get("PYTHONPATH", "")])
+    base = [sys.executable, "-m", "vramscope.viewer", "whatif"]
+    r = subprocess.run(
+        [*base, "--json", "--conf", "max_split_size_mb:64", str(BIG)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("]"), r.stderr[-2000:]
+    assert not mark.exists()
+    bad = subprocess.run(
+        [*base, str(tmp_path / "none.pickle")], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode == 2 and "error" in bad.stderr and not mark.exists()
+    # The check itself: a command that tears down runs the hook.
+    subprocess.run([*base, "--help"], capture_output=True, env=env)
+    assert mark.exists()
