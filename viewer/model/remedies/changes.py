@@ -260,15 +260,18 @@ def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) ->
     sizes = reqs.size[r]
     largest = np.zeros(n, bool)
     sel = np.flatnonzero(rep)
+    # Blocks are numbered densely (iterations times blocks): per block, a bin.
+    per_block: np.ndarray = np.zeros(1)
     if len(sel):
-        o = sel[np.lexsort((-sizes[sel], bkey[sel]))]
-        first = np.r_[True, bkey[o][1:] != bkey[o][:-1]]
-        largest[r[o[first]]] = True
-    per_block = (
-        np.bincount(np.unique(bkey[rep], return_inverse=True)[1], weights=sizes[rep])
-        if rep.any()
-        else np.zeros(1)
-    )
+        bins = bkey[sel] - bkey[sel].min()
+        top = np.full(int(bins.max()) + 1, -1, np.int64)
+        np.maximum.at(top, bins, sizes[sel])
+        # The first of each block's largest, in the order of the calls.
+        at_top = np.flatnonzero(sizes[sel] == top[bins])
+        first = np.full(len(top), len(sel), np.int64)
+        np.minimum.at(first, bins[at_top], at_top)
+        largest[r[sel[first[first < len(sel)]]]] = True
+        per_block = np.bincount(bins, weights=sizes[sel])
     return Blocks(out_saved, last, largest, nb, int(per_block.max()))
 
 

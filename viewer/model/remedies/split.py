@@ -63,13 +63,17 @@ def split_at(
     ``activations_forward`` (scales with the batch, made in forward) is the same idea
     judged without categories."""
     reqs = case.requests
-    n = len(reqs)
-    idx = np.arange(n)
-    live = (reqs.kind == rq.ALLOC) & (idx <= request) & (evd.free_at > request)
-    scales = j.scales
+    # The allocations made up to ``request`` and freed after it, as rows: each figure
+    # below sums the few live rows, not a mask of the whole stream.
+    upto = max(min(request + 1, len(reqs)), 0)
+    rows = np.flatnonzero((reqs.kind[:upto] == rq.ALLOC) & (evd.free_at[:upto] > request))
+    size = reqs.size[rows]
+    rule = j.rule[rows]
+    scales = j.scales[rows]
+    forward = evd.phase[rows] == evidence.FORWARD
     state_rules = (
-        np.isin(
-            j.rule,
+        evidence.one_of(
+            rule,
             (
                 scaling.MODULE_STATE,
                 scaling.OPTIMIZER,
@@ -80,16 +84,17 @@ def split_at(
         )
         & ~scales
     )
-    recorded_live = int(reqs.size[live].sum())
+    recorded_live = int(size.sum())
     cats: dict[str, int] | None = None
     bd = evd.breakdown
     if bd is not None and event is not None and 0 <= event < bd.n_events:
         cats = bd.split_at(event)
     elif evd.categories is not None:
         cats = {}
-        for name in np.unique(evd.categories[live]).tolist():
+        live_cats = evd.categories[rows]
+        for name in np.unique(live_cats).tolist():
             if name:
-                cats[name] = int(reqs.size[live & (evd.categories == name)].sum())
+                cats[name] = int(size[live_cats == name].sum())
     if cats is not None:
         before = max(sum(cats.values()) - recorded_live, 0)
     else:
@@ -99,21 +104,19 @@ def split_at(
             else 0
         )
     activations = (
-        int(reqs.size[live & evd.category_in("activation")].sum())
+        int(size[evd.category_in("activation")[rows]].sum())
         if evd.categories is not None
-        else int(reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum())
+        else int(size[scales & forward].sum())
     )
     out = {
         "categories": cats,
-        "scales_with_batch": int(reqs.size[live & scales].sum()),
+        "scales_with_batch": int(size[scales].sum()),
         "activations": activations,
-        "activations_forward": int(
-            reqs.size[live & scales & (evd.phase == evidence.FORWARD)].sum()
-        ),
-        "model_state": int(reqs.size[live & state_rules].sum()),
-        "optimizer_state": int(reqs.size[live & optimizer_state(evd, j)].sum()),
-        "kept_each_iteration": int(reqs.size[live & (j.rule == scaling.KEPT_EACH)].sum()),
-        "other_fixed": int(reqs.size[live & ~scales & ~state_rules].sum()),
+        "activations_forward": int(size[scales & forward].sum()),
+        "model_state": int(size[state_rules].sum()),
+        "optimizer_state": int(size[optimizer_state(evd, j)[rows]].sum()),
+        "kept_each_iteration": int(size[rule == scaling.KEPT_EACH].sum()),
+        "other_fixed": int(size[~scales & ~state_rules].sum()),
         "before_recording": before,
         "event": event,
     }

@@ -53,11 +53,11 @@ def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
     if evidence.uses_checkpoint(ctx.snap):
         return None
     reqs, at = ctx.case.requests, ctx.at
-    live = (
-        ctx.activations
-        & (reqs.kind == rq.ALLOC)
-        & (np.arange(ctx.n) <= at)
-        & (ctx.evd.free_at > at)
+    # Made up to the instant and freed after it.
+    upto = max(min(at + 1, ctx.n), 0)
+    live = np.zeros(ctx.n, bool)
+    live[:upto] = (
+        ctx.activations[:upto] & (reqs.kind[:upto] == rq.ALLOC) & (ctx.evd.free_at[:upto] > at)
     )
     if not _repeated_sites(ctx.evd, live):
         return None
