@@ -131,3 +131,38 @@ def test_a_hidden_window_builds_it_at_once(qtbot, window, load):
     assert window.categories_wiring.panel.thread is not None  # started with the document
     qtbot.waitUntil(window.categories_wiring.settled, timeout=30000)
     assert window.categories.bd is not None
+
+
+def test_the_what_it_is_tab_is_made_when_first_shown_with_what_it_would_show(
+    qtbot, make_window, load
+):
+    leak = FRAG.parent / "truth" / "gpt2_leak.pickle.xz"
+    # A window whose tab shows from the start: what the panel shows, made at once.
+    shown = make_window()
+    shown.tabs.setCurrentWidget(shown.categories_wiring.panel)
+    assert load(shown, leak) == "loaded"
+    qtbot.waitUntil(shown.categories_wiring.settled, timeout=60000)
+    window = make_window()
+    wiring = window.categories_wiring
+    assert load(window, leak) == "loaded"
+    qtbot.waitUntil(wiring.settled, timeout=60000)
+    panel, bd = wiring.panel, window.categories.bd
+    assert bd is not None and bd.leaks
+    assert not panel.made()  # (the Blocks tab shows: the chart and Leaks view wait)
+    stacks = []
+    window.stack.show_stack = lambda stack, facts="": stacks.append(stack)
+    window.tabs.setCurrentWidget(panel)  # View > What the memory is, or a click on the tab
+    assert panel.made()
+    other = shown.categories_wiring.panel
+    assert panel.timeline.bd is bd
+    assert panel.timeline.cursor.value() == other.timeline.cursor.value()
+    assert panel.timeline.cursor.isVisible() == other.timeline.cursor.isVisible()
+    assert [lk.frame for lk in panel.leaks.leaks] == [lk.frame for lk in other.leaks.leaks]
+    assert panel.leaks.caption.text() == other.leaks.caption.text()
+    assert panel.split.toolTip() == other.split.toolTip()
+    assert panel.body.orientation() == other.body.orientation()
+    assert panel.body.count() == other.body.count() == 2
+    # The first row is selected as it always was; that is not the user's pick: no
+    # highlight, no stack shown for it.
+    assert panel.leaks.selected_leak() is bd.leaks[0]
+    assert window.vs.category_mask is None and not stacks

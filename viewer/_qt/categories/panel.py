@@ -12,12 +12,16 @@ How a window wires it in (the main window's is :class:`~.wiring.CategoriesWiring
     panel.stackSelected.connect(stack_panel.show_stack)   # a leak's stack
 
 The breakdown is built off the GUI thread (:class:`BreakdownThread`, progress and
-cancel through the model's :class:`Progress`); the panel only draws.
+cancel through the model's :class:`Progress`); the panel only draws.  Its chart and
+Leaks view are made when first shown or used (:attr:`CategoriesPanel.timeline`,
+:attr:`~CategoriesPanel.leaks`): a tab behind another costs the window's first paint
+nothing; once made, they show what they would have shown all along.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import Qt, QThread, Signal
@@ -100,20 +104,76 @@ class CategoriesPanel(QWidget):
         self._ended = True  # the latest build's thread has finished (and that is handled)
         self.status = QLabel(NO_SNAPSHOT)
         self.split = CategorySplitBar()
-        self.timeline = CategoryTimeline()
-        self.leaks = LeaksView()
-        body = QSplitter(Qt.Orientation.Vertical)
-        body.addWidget(self.timeline)
-        body.addWidget(self.leaks)
-        body.setStretchFactor(0, 3)
-        body.setStretchFactor(1, 2)
+        self.body = QSplitter(Qt.Orientation.Vertical)  # the chart over the Leaks view
+        self._timeline: CategoryTimeline | None = None
+        self._leaks: LeaksView | None = None
+        self._shapers: list[Callable[[CategoriesPanel], None]] = []
+        # What the chart and the Leaks view were last told while not made yet: the
+        # breakdown (``bd``), the cursor and the Leaks view's last call (method, args).
+        self._cursor_k: int | None = None
+        self._leaks_call: tuple[str, tuple] = ("set_leaks", ([],))
+        self._catching_up = False
         lay = QVBoxLayout(self)
         lay.addWidget(self.status)
         lay.addWidget(self.split)
-        lay.addWidget(body)
-        self.timeline.eventClicked.connect(self._event_clicked)
-        self.leaks.allocationsSelected.connect(self._leak_selected)
-        self.leaks.stackSelected.connect(self.stackSelected)
+        lay.addWidget(self.body)
+
+    # -- the chart and the Leaks view, made on first use ---------------------------------
+    @property
+    def timeline(self) -> CategoryTimeline:
+        """The category timeline (made now if it was not)."""
+        return self._made()[0]
+
+    @property
+    def leaks(self) -> LeaksView:
+        """The Leaks view (made now if it was not)."""
+        return self._made()[1]
+
+    def made(self) -> bool:
+        """Whether the chart and the Leaks view exist yet."""
+        return self._timeline is not None
+
+    def shape(self, shaper: Callable[["CategoriesPanel"], None]) -> None:
+        """Call ``shaper(panel)`` once the chart and the Leaks view are made (at once if
+        they are): how the window lays them out."""
+        self._shapers.append(shaper)
+        if self.made():
+            shaper(self)
+
+    def showEvent(self, event) -> None:
+        self._made()
+        super().showEvent(event)
+
+    def _made(self) -> tuple[CategoryTimeline, LeaksView]:
+        if self._timeline is None or self._leaks is None:
+            timeline, leaks = CategoryTimeline(), LeaksView()
+            self._timeline, self._leaks = timeline, leaks
+            self.body.addWidget(timeline)
+            self.body.addWidget(leaks)
+            self.body.setStretchFactor(0, 3)
+            self.body.setStretchFactor(1, 2)
+            timeline.eventClicked.connect(self._event_clicked)
+            leaks.allocationsSelected.connect(self._leak_selected)
+            leaks.stackSelected.connect(self._leak_stack)
+            for shaper in self._shapers:
+                shaper(self)
+            # What they would show had they been there all along (a leak row selected by
+            # the catch-up is not the user's: no highlight, no stack shown).
+            self._catching_up = True
+            try:
+                timeline.set_breakdown(self.bd)
+                timeline.set_cursor(self._cursor_k)
+                method, args = self._leaks_call
+                getattr(leaks, method)(*args)
+            finally:
+                self._catching_up = False
+        return self._timeline, self._leaks
+
+    def _to_leaks(self, method: str, *args) -> None:
+        """``leaks.method(*args)`` now, or when the Leaks view is made."""
+        self._leaks_call = (method, args)
+        if self._leaks is not None:
+            getattr(self._leaks, method)(*args)
 
     # -- feeding ------------------------------------------------------------------------
     def start(self, doc, device: int | None) -> None:
@@ -128,7 +188,7 @@ class CategoriesPanel(QWidget):
         ):
             # Not "no leak": without the allocation history nothing can be judged.
             self.status.setText(NO_SNAPSHOT if doc is None else NO_TRACE)
-            self.leaks.set_unavailable(NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
+            self._to_leaks("set_unavailable", NO_SNAPSHOT if doc is None else NO_TRACE_LEAKS)
             return
         self.status.setText(CLASSIFYING)
         self._ended = False
@@ -173,14 +233,15 @@ class CategoriesPanel(QWidget):
 
     def set_breakdown(self, bd: MemoryBreakdown | None) -> None:
         self.bd = bd
-        self.timeline.set_breakdown(bd)
+        if self._timeline is not None:
+            self._timeline.set_breakdown(bd)
         if bd is None:
             self.split.set_split(None)
-            self.leaks.set_leaks([])
+            self._to_leaks("set_leaks", [])
             return
         what = describe_iterations([it.to_dict() for it in bd.iterations])
         self.status.setText(f"device {bd.device}: {what}, {plural(len(bd.leaks), 'leak')}")
-        self.leaks.set_leaks(bd.leaks, what.split(" (")[0] if bd.iterations else None)
+        self._to_leaks("set_leaks", bd.leaks, what.split(" (")[0] if bd.iterations else None)
         k = int(np.argmax(bd.requested)) if bd.n_events else None
         self.set_cursor(k, caption="at the peak")
 
@@ -188,18 +249,28 @@ class CategoriesPanel(QWidget):
         """The split after event ``k`` (the time-travel cursor)."""
         bd = self.bd
         if bd is None or k is None or not 0 <= k < bd.n_events:
+            k = None
             self.split.set_split(None)
-            self.timeline.set_cursor(None)
-            return
-        self.split.set_split(bd.split_at(k), bd.guessed_bytes_at(k), caption or f"after event {k}")
-        self.timeline.set_cursor(k)
+        else:
+            self.split.set_split(
+                bd.split_at(k), bd.guessed_bytes_at(k), caption or f"after event {k}"
+            )
+        self._cursor_k = k
+        if self._timeline is not None:
+            self._timeline.set_cursor(k)
 
     # -- reactions ----------------------------------------------------------------------
     def _event_clicked(self, k: int) -> None:
         self.set_cursor(k)
         self.cursorRequested.emit(k)
 
+    def _leak_stack(self, stack: int) -> None:
+        if not self._catching_up:
+            self.stackSelected.emit(stack)
+
     def _leak_selected(self, ids: np.ndarray) -> None:
+        if self._catching_up:
+            return
         self.allocationsSelected.emit(ids)
         bd = self.bd
         if bd is None:

@@ -122,6 +122,21 @@ class HeaderSplit(QWidget):
         self.text.setToolTip(self.bar.toolTip())
 
 
+def _shape_panel(panel: CategoriesPanel) -> None:
+    """The tab's chart and Leaks view laid out for the main window's bottom area."""
+    panel.leaks.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    panel.body.setStretchFactor(0, 2)
+    panel.body.setStretchFactor(1, 3)
+    inner = panel.leaks.findChild(QSplitter)
+    if inner is not None:  # the leaks' table beside their chart, for the same reason
+        inner.setOrientation(Qt.Orientation.Horizontal)
+    panel.leaks.chart.setMinimumHeight(40)  # (the tab must not raise the window's
+    panel.timeline.plot.setMinimumHeight(40)  # minimum height)
+    legend = panel.timeline.plot.getPlotItem().legend
+    if legend is not None:  # (the timeline's header names the colours; no room here)
+        legend.setVisible(False)
+
+
 class CategoriesWiring(QObject):
     """Connects ``window`` (a MainWindow) to its own :class:`CategoryView` (``cv``)."""
 
@@ -148,24 +163,10 @@ class CategoriesWiring(QObject):
         # squeeze it: the timeline's header row already needs ~1240 px)
         self.panel = CategoriesPanel()
         self.panel.status.setWordWrap(True)
-        self.panel.leaks.caption.setSizePolicy(
-            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
-        )
-        body = self.panel.findChild(QSplitter)
-        if body is not None:  # the bottom area is wide and low: side by side
-            body.setOrientation(Qt.Orientation.Horizontal)
-            body.setStretchFactor(0, 2)
-            body.setStretchFactor(1, 3)
-        inner = self.panel.leaks.findChild(QSplitter)
-        if inner is not None:  # the leaks' table beside their chart, for the same reason
-            inner.setOrientation(Qt.Orientation.Horizontal)
+        self.panel.body.setOrientation(Qt.Orientation.Horizontal)  # (the bottom area is
+        self.panel.shape(_shape_panel)  # wide and low: side by side; made when first shown)
         self.panel.layout().setContentsMargins(2, 2, 2, 0)
         self.panel.layout().setSpacing(2)
-        self.panel.leaks.chart.setMinimumHeight(40)  # (the tab must not raise the window's
-        self.panel.timeline.plot.setMinimumHeight(40)  # minimum height)
-        legend = self.panel.timeline.plot.getPlotItem().legend
-        if legend is not None:  # (the timeline's header names the colours; no room here)
-            legend.setVisible(False)
         self.tab_index = w.tabs.addTab(self.panel, TAB_TITLE)
         w.tabs.setTabToolTip(
             self.tab_index,
