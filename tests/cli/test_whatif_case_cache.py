@@ -16,8 +16,9 @@ import time
 import numpy as np
 
 from tests.conftest import DATA
+from vramscope.viewer.commands import whatif as whatif_cmd
 from vramscope.viewer.model import load_snapshot
-from vramscope.viewer.model.whatif import case_cache, prepare
+from vramscope.viewer.model.whatif import case_cache, predictions, prepare
 
 BIG = DATA / "gpt2_oom.pickle"  # over the 1 MiB below which nothing is cached
 ARGS = ("--json", "--conf", "max_split_size_mb:64", "--conf", "expandable_segments:True")
@@ -155,10 +156,12 @@ def test_a_damaged_entry_is_dropped(tmp_path, monkeypatch):
     snap = load_snapshot(path)
     k = case_cache.key(path, snap, None)
     made = prepare(snap)
+    made.simulate("recorded")  # (its figures are stored too)
     for damage in (
         lambda raw: raw[: len(raw) // 2],  # cut short
         lambda raw: raw.replace(b'"device": 0', b'"device": 7'),  # no such device's trace
-        lambda raw: raw.replace(b'"version": 1', b'"version": "1"'),
+        lambda raw: raw.replace(b'"version": 2', b'"version": "2"'),
+        lambda raw: raw.replace(b'"ok": true', b'"ok": 1'),
     ):
         case_cache.store(k, made)
         entry = tmp_path / "cases" / f"{k}{case_cache.SUFFIX}"
@@ -175,3 +178,40 @@ def test_a_damaged_entry_is_dropped(tmp_path, monkeypatch):
         tmp_path / "cases" / f"{k}{case_cache.SUFFIX}", arrays, meta
     )
     assert case_cache.load(k, snap) is None
+
+
+def test_the_recorded_runs_figures_spare_its_simulation(tmp_path, monkeypatch):
+    """Stored once the recorded run ran, what the self-check reads of it comes back with
+    the case: a plain what-if then simulates the settings only, and answers the same."""
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(tmp_path))
+    path = copy_recording(tmp_path)
+    snap = load_snapshot(path)
+    k = case_cache.key(path, snap, None)
+    made = prepare(snap)
+    case_cache.store(k, made)  # before the recorded run: no figures
+    assert case_cache.load(k, snap).recorded_known is None
+    want = whatif_cmd.answer(made, ["max_split_size_mb:64", "expandable_segments:True"])
+    assert made.recorded_run_made
+    case_cache.store(k, made)
+    got = case_cache.load(k, snap)
+    assert got.recorded_known == made.recorded_figures()
+    assert not got.recorded_run_made
+    simulated = []
+    real = predictions.simulate
+
+    def spy(reqs, cfg, *args, **kwargs):
+        simulated.append(cfg)
+        return real(reqs, cfg, *args, **kwargs)
+
+    monkeypatch.setattr(predictions, "simulate", spy)
+    again = whatif_cmd.answer(got, ["max_split_size_mb:64", "expandable_segments:True"])
+    assert (again.data, again.text, again.warnings) == (want.data, want.text, want.warnings)
+    assert got.recorded not in simulated and len(simulated) == 2
+    assert got.self_check() == made.self_check()
+    assert got.recorded_peak == made.recorded_peak
+    # A changed program (another request stream) knows nothing of its recorded run.
+    assert got.with_requests(got.requests).recorded_known is None
+    # The recorded setting asked for: its run is simulated (and then read).
+    whatif_cmd.answer(got, ["recorded"])
+    assert got.recorded in simulated and got.recorded_run_made
+    assert got.recorded_figures() == made.recorded_figures()

@@ -391,14 +391,18 @@ def answer(
     from ..model.whatif.predictions import format_text, rank
 
     preds: list | None = None
-    if not seq_scales and not batch_scales and _beside(case, confs, limit):
+    plain = not seq_scales and not batch_scales
+    # A cached case knows what the self-check reads of the recorded run: the settings'
+    # rows need no simulation of it then.
+    known = plain and case.recorded_known is not None
+    if plain and not known and _beside(case, confs, limit):
         # The self-check's run and the settings' at once (two cores, no copies).
         preds = case.recorded_beside(
             lambda: _predict(case, confs, limit, tp, progress),
             Progress(None, progress.cancel_event) if progress is not None else None,
         )
-    # (cached in the case: the self-check's run)
-    case.simulate("recorded", progress=_self_check_progress(tp))
+    if not known:  # (cached in the case: the self-check's run)
+        case.simulate("recorded", progress=_self_check_progress(tp))
     check = case.self_check()
     warnings = check.warnings()
     if seq_scales:

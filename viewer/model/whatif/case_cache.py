@@ -3,13 +3,15 @@
 :func:`~.predictions.prepare` replays a device's trace and derives from it the request
 stream, the memory limit's bounds and the trace window - most of a ``whatif`` or
 ``advise`` on a big file once its columns are cached.  All of it is a function of the
-file's content, its sidecar, the device asked for and vramscope's code, so it is stored
-under a key of exactly those: the column cache's identity of the file (size, mtime, a
-hash of its first and last MiB), the sidecar's JSON, the device, :data:`VERSION` and the
-modification times of the model's sources (an edited or reinstalled checkout never reads
-an entry of other code).  An entry (``cases/KEY.case`` in the cache directory) has the
-column cache's format (:func:`..io.cache.write_entry`: plain numeric columns behind a
-JSON header, mapped on read, nothing executed); one that does not read back whole and
+file's content, its sidecar, the device asked for and vramscope's code, so it is stored,
+with what the self-check reads of the recorded run once that ran (its comparison with
+the recording and its peaks: :class:`~.predictions.RecordedFigures`), under a key of
+exactly those: the column cache's identity of the file (size, mtime, a hash of its first
+and last MiB), the sidecar's JSON, the device, :data:`VERSION` and the modification
+times of the model's sources (an edited or reinstalled checkout never reads an entry of
+other code).  An entry (``cases/KEY.case`` in the cache directory) has the column
+cache's format (:func:`..io.cache.write_entry`: plain numeric columns behind a JSON
+header, mapped on read, nothing executed); one that does not read back whole and
 consistent is dropped and the case prepared again.  At most :data:`MAX_ENTRIES` are kept
 (least recently used go first).
 
@@ -35,10 +37,10 @@ from ..io import cache as column_cache
 from ..replay.layout import Layout
 from ..replay.recorded_window import RecordedWindow
 from .limits import LimitBounds
-from .predictions import Case
+from .predictions import Case, RecordedFigures
 from .requests import EMPTY_CACHE, Requests
 
-VERSION = 1  # bump when an entry's columns or fields change meaning
+VERSION = 2  # bump when an entry's columns or fields change meaning (2: the recorded run's figures)
 SUFFIX = ".case"
 MAX_ENTRIES = 8
 # Every model package a prepared case is computed by: an edit to one is a new key.
@@ -140,6 +142,10 @@ def _to_entry(case: Case) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         "limit_source": case.limit_source,
         "bounds": dataclasses.asdict(case.bounds),
         "window": None if case.window is None else dataclasses.asdict(case.window),
+        # What the self-check reads of the recorded run, once it ran (else not stored).
+        "recorded": dataclasses.asdict(case.recorded_figures())
+        if case.recorded_run_made or case.recorded_known is not None
+        else None,
     }
     return arrays, meta
 
@@ -223,4 +229,20 @@ def _from_entry(arrays: dict[str, np.ndarray], meta: dict, snap: Snapshot) -> Ca
     )
     window = meta["window"]
     case.window = None if window is None else RecordedWindow(**window)
+    recorded = meta["recorded"]
+    if recorded is not None:
+        case.recorded_known = _figures(recorded)
     return case
+
+
+def _figures(d: dict) -> RecordedFigures:
+    if type(d["ok"]) is not bool or type(d["first_difference"]) is not str:
+        raise ValueError("recorded figures")
+    return RecordedFigures(
+        d["ok"],
+        _int(d["n_segment_events"]),
+        d["first_difference"],
+        _int(d["peak_reserved"]),
+        _int(d["peak_allocated"]),
+        _int(d["peak_reserved_until_oom"]),
+    )

@@ -108,6 +108,19 @@ class Prediction:
         )
 
 
+@dataclass(frozen=True)
+class RecordedFigures:
+    """What is read of the recorded run besides its curves: the self-check's comparison
+    of its segment events and final segments with the recording, and its peaks."""
+
+    ok: bool
+    n_segment_events: int
+    first_difference: str
+    peak_reserved: int
+    peak_allocated: int
+    peak_reserved_until_oom: int
+
+
 class Case:
     """One device's recorded requests, ready to be simulated under any setting."""
 
@@ -127,6 +140,9 @@ class Case:
         self.bounds, self.gpu_bytes = bounds, gpu_bytes
         self._recorded_run: SimResult | None = None
         self.window: RecordedWindow | None = None  # what the trace window cannot show
+        # What the self-check and "vs recorded" read of the recorded run, when known
+        # without it (a cached case: .case_cache); see recorded_figures().
+        self.recorded_known: RecordedFigures | None = None
 
     @property
     def recorded_peak(self) -> int:
@@ -138,7 +154,7 @@ class Case:
         counter = self.snap.sidecar_stats(self.device).get("reserved_bytes.all.peak")
         if isinstance(counter, int) and not isinstance(counter, bool) and counter > 0:
             return counter
-        return self.recorded_run().peak_reserved_until_oom
+        return self.recorded_figures().peak_reserved_until_oom
 
     def with_requests(self, requests: Requests) -> "Case":
         """A copy of this case for another request stream (a program edit, another
@@ -146,12 +162,34 @@ class Case:
         out = copy.copy(self)
         out.requests = requests
         out._recorded_run = None
+        out.recorded_known = None
         return out
 
     def recorded_run(self) -> SimResult:
         if self._recorded_run is None:
             self._recorded_run = simulate(self.requests, self.recorded, self.limit, self.gpu_bytes)
         return self._recorded_run
+
+    @property
+    def recorded_run_made(self) -> bool:
+        """Whether the recorded run was simulated already (:meth:`recorded_run`)."""
+        return self._recorded_run is not None
+
+    def recorded_figures(self) -> RecordedFigures:
+        """The figures of the recorded run the self-check and "vs recorded" read: kept
+        with a cached case (:attr:`recorded_known`), else from :meth:`recorded_run`."""
+        if self._recorded_run is None and self.recorded_known is not None:
+            return self.recorded_known
+        sim = self.recorded_run()
+        check = self_check(self.snap, self.device, self.requests, sim)
+        return RecordedFigures(
+            check.ok,
+            check.n_segment_events,
+            check.first_difference,
+            sim.peak_reserved,
+            sim.peak_allocated,
+            sim.peak_reserved_until_oom,
+        )
 
     def recorded_beside(self, work: Callable[[], T], progress: Progress | None = None) -> T:
         """``work()``, with the recorded run (:meth:`recorded_run`, the self-check's)
@@ -248,14 +286,14 @@ class Case:
         ``peaks_since_start``: the sidecar's peak counters cover the whole recording; a
         program that called ``torch.cuda.reset_peak_memory_stats`` since (known to the
         caller, not to the trace) has counters of a later window: not compared."""
-        sim = self.recorded_run()
-        check = self_check(self.snap, self.device, self.requests, sim)
+        figures = self.recorded_figures()
+        check = CheckResult(figures.ok, figures.n_segment_events, figures.first_difference)
         # Not compared: the sidecar's counters of another device, or of another window.
         stats = self.snap.sidecar_stats(self.device) if peaks_since_start else {}
         if check.ok and not self._wrapped():
             for name, ours in (
-                ("reserved_bytes.all.peak", sim.peak_reserved),
-                ("allocated_bytes.all.peak", sim.peak_allocated),
+                ("reserved_bytes.all.peak", figures.peak_reserved),
+                ("allocated_bytes.all.peak", figures.peak_allocated),
             ):
                 theirs = stats.get(name)
                 if isinstance(theirs, int) and theirs != ours:
