@@ -105,15 +105,17 @@ _COMPILE_TIME = ("/torch/_inductor/fx_passes/", "/torch/_inductor/pattern_matche
 
 def _compiling(snap, site: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Bool per request of ``mask``: made inside a compile-time pass (:data:`_COMPILE_TIME`)."""
-    out = np.zeros(len(site), bool)
-    for s_ in np.unique(site[mask & (site >= 0)]).tolist():
+    stacks, _ = evidence.stack_table(np.where(mask, site, -1))
+    compiling = np.zeros(int(site.max()) + 2 if len(site) else 1, bool)  # by stack id; -1 last
+    for s_ in stacks.tolist():
         names = (
             snap.frames.filename_of(f).replace("\\", "/")
             for f in snap.stacks.frame_ids(int(s_)).tolist()
         )
-        if any(m in fn for fn in names for m in _COMPILE_TIME):
-            out |= mask & (site == s_)
-    return out
+        compiling[s_] = any(m in fn for fn in names for m in _COMPILE_TIME)
+    if not compiling.any():
+        return np.zeros(len(site), bool)
+    return mask & compiling[site]
 
 
 def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
@@ -123,19 +125,19 @@ def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
     n = len(reqs)
     kind = reqs.kind
     alloc = kind == rq.ALLOC
-    idx = np.arange(n)
-    freed = alloc & (evd.free_at < n) & (evd.phase == evidence.FORWARD)
-    # No backward allocation between the allocation and its free.
-    bwd = np.cumsum(alloc & (evd.phase == evidence.BACKWARD))
-    end = np.minimum(evd.free_at, n - 1)
-    cand = freed & (bwd[end] == bwd[idx])
+    freed = np.flatnonzero(alloc & (evd.free_at < n) & (evd.phase == evidence.FORWARD))
+    # No backward allocation between the allocation and its free (running counts, of at
+    # most n: int32, half the memory of the default).
+    bwd = np.cumsum(alloc & (evd.phase == evidence.BACKWARD), dtype=np.int32)
+    cand = np.zeros(n, bool)
+    cand[freed] = bwd[evd.free_at[freed]] == bwd[freed]
     if cand.any():
         cand &= ~_compiling(case.snap, evd.site, cand)
     if not cand.any():
         return cand
     # Runs of consecutive free rows (an allocation or anything else ends a run).
     is_free = _free_rows(reqs)
-    run_id = np.cumsum(~is_free)  # equal within one run of frees
+    run_id = np.cumsum(~is_free, dtype=np.int32)  # equal within one run of frees
     # Candidates each run releases, and the allocations made since its earliest one.
     freeing = np.flatnonzero(is_free & (kind != rq.FREE_DONE))
     by_cand = freeing[cand[reqs.ref[freeing]]]
@@ -146,18 +148,20 @@ def candidates(case: Case, evd: evidence.Evidence) -> np.ndarray:
     np.minimum.at(earliest, runs, reqs.ref[by_cand])
     start = np.full(n_runs, n, np.int64)
     np.minimum.at(start, runs, by_cand)
-    made = np.cumsum(alloc)
+    made = np.cumsum(alloc, dtype=np.int32)
     used = counts > 0
     since = np.zeros(n_runs, np.int64)
     since[used] = made[start[used] - 1] - made[earliest[used]] + 1
     # A forward cut short by an out-of-memory error drops its graph too: not this.
-    ooms = np.cumsum(kind == rq.OOM)
+    ooms = np.cumsum(kind == rq.OOM, dtype=np.int32)
     oom_between = np.zeros(n_runs, bool)
     oom_between[used] = ooms[start[used] - 1] > ooms[earliest[used]]
     # From several ops (a graph saves inputs of matmuls, norms, activations, the loss), not
     # one line's outputs released together.
-    pairs = np.unique(np.stack([runs, evd.site[reqs.ref[by_cand]].astype(np.int64)]), axis=1)
-    sites = np.bincount(pairs[0], minlength=n_runs)
+    # Distinct (run, site) pairs as one integer each (sites are -1 or more).
+    wide = int(evd.site.max()) + 2 if n else 1
+    pairs = np.unique(runs.astype(np.int64) * wide + evd.site[reqs.ref[by_cand]] + 1)
+    sites = np.bincount(pairs // wide, minlength=n_runs)
     big = (
         (counts >= MIN_DROPPED)
         & (counts >= MIN_SHARE * np.maximum(since, 1))

@@ -475,23 +475,28 @@ def state_sizes(case, evd: ev.Evidence, by_category: np.ndarray | None = None) -
     ``by_category``: :func:`_state_by_category` of ``evd`` when the caller has it."""
     reqs = case.requests
     n = len(reqs)
-    alloc = reqs.kind == rq.ALLOC
-    sizes = [
-        reqs.size[alloc & (evd.provenance == ev.PROV_MODULE_STATE)],
-        reqs.size[alloc & (evd.phase == ev.OPTIMIZER) & (evd.free_at == n)],
-    ]
+    made = (evd.provenance == ev.PROV_MODULE_STATE) | (
+        (evd.phase == ev.OPTIMIZER) & (evd.free_at == n)
+    )
+    if evd.categories is not None:
+        made |= by_category if by_category is not None else _state_by_category(evd)
+    sizes = [_size_index(reqs, evd).distinct(made & (reqs.kind == rq.ALLOC))]
     init = reqs.initial
     if init.n_blocks:
         freed = set((-reqs.ref[reqs.ref <= -2] - 2).tolist())
         keep = np.array([j not in freed for j in range(init.n_blocks)], bool)
         live = keep & (init.blk_state == 0)
         sizes.append(init.blk_requested[live])
-    if evd.categories is not None:
-        if by_category is None:
-            by_category = _state_by_category(evd)
-        sizes.append(reqs.size[alloc & by_category])
-    s = np.unique(np.concatenate(sizes).astype(np.int64)) if sizes else np.zeros(0, np.int64)
+    s = np.unique(np.concatenate(sizes).astype(np.int64))
     return s[s >= STATE_SIZE_MIN]
+
+
+def _size_index(reqs, evd: ev.Evidence) -> ev.SizeIndex:
+    """The evidence's index of the requests' sizes when it is of ``reqs`` (it is made
+    beside the categories), else one made now."""
+    if evd.sizes is not None and evd.sizes.size is reqs.size:
+        return evd.sizes
+    return ev.SizeIndex(reqs.size.astype(np.int64))
 
 
 def cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
@@ -530,18 +535,15 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     reqs = case.requests
     n = len(reqs)
     size = reqs.size.astype(np.int64)
-    # The evidence's index of the sizes when it is this stream's (it is made beside the
-    # categories).
-    known = evd.sizes is not None and evd.sizes.size is reqs.size
-    sizes = evd.sizes if known and evd.sizes is not None else ev.SizeIndex(size)
+    sizes = _size_index(reqs, evd)
     rule = np.full(n, NOT_AN_ALLOCATION, np.int8)
     todo = (reqs.kind == rq.ALLOC) | (reqs.kind == rq.OOM)
 
     def assign(mask: np.ndarray | None, code: int) -> None:
         """Judge by ``code`` the requests of ``mask`` (None: all) not judged yet."""
         m = todo & mask if mask is not None else todo.copy()
-        rule[m] = code
-        todo[m] = False
+        np.copyto(rule, code, where=m)
+        todo[...] = todo & ~m
 
     assign(size <= TINY_BYTES, TINY)
     assign(tuning == BENCHMARK_SCRATCH, TUNING_SCRATCH)
@@ -571,8 +573,9 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         # 4: 4 x 256 x 384 fp32 = the position table); a gradient outlives the pass, and a
         # tied weight's summed gradients have no forward twin.
         n = len(reqs)
-        freed_in = evd.phase[np.minimum(evd.free_at, n - 1)]
-        in_pass = (evd.phase == ev.BACKWARD) & (evd.free_at < n) & (freed_in == ev.BACKWARD)
+        in_pass = (evd.phase == ev.BACKWARD) & (evd.free_at < n)
+        rows = np.flatnonzero(in_pass)
+        in_pass[rows] = evd.phase[evd.free_at[rows]] == ev.BACKWARD  # freed in backward
         made_forward = sizes.distinct((reqs.kind == rq.ALLOC) & (evd.phase == ev.FORWARD))
         twin = in_pass & sizes.isin(made_forward)
         if evd.categories is not None:
@@ -600,7 +603,9 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         rule[copies] = np.where(
             ev.one_of(rule[src], SCALED_RULES), TUNING_COPY_SCALED, TUNING_COPY_FIXED
         )
-    transient = (evd.free_at == np.arange(n) + 1) & (reqs.kind == rq.ALLOC)
+    allocs = np.flatnonzero(reqs.kind == rq.ALLOC)
+    transient = np.zeros(n, bool)
+    transient[allocs] = evd.free_at[allocs] == allocs + 1
     j = Judgement(rule=rule, size=size, batch=batch, transient=transient)
     kept_sizes = sizes.distinct((reqs.kind == rq.ALLOC) & ~transient)
     scales, workspace = j.scales, j.workspace
@@ -626,7 +631,7 @@ def half_copies_seen(reqs, evd: ev.Evidence, sizes: ev.SizeIndex | None = None) 
     :class:`.evidence.SizeIndex` of ``reqs.size`` when the caller has it."""
     if evd.categories is None:
         return True
-    sizes = sizes if sizes is not None else ev.SizeIndex(reqs.size)
+    sizes = sizes if sizes is not None else _size_index(reqs, evd)
     alloc = reqs.kind == rq.ALLOC
     params = alloc & evd.category_in("parameter")
     param_sizes = sizes.distinct(params)
