@@ -140,3 +140,27 @@ def test_the_batch_prediction_is_made_while_the_pool_runs_the_edited_streams(mon
     assert order.index("collect", edited) > order.index("predict", edited)
     assert beside.to_dict() == serial.to_dict()
     assert format_text(beside) == format_text(serial)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")
+def test_the_baseline_under_a_given_limit_runs_beside_the_judgement(monkeypatch):
+    from vramscope.viewer.model.remedies.advise import LIMITED_RUN
+
+    rounds: list[list] = []
+
+    class Threads(parallel._ThreadPool):
+        def __init__(self, fn, items, *rest):
+            rounds.append(list(items))
+            super().__init__(fn, items, *rest)
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
+    path = DATA / "truth" / "gpt2_leak.pickle.xz"
+    for limit in (600 << 20, 2 << 30):  # one the recorded run does not fit, one it does
+        rounds.clear()
+        monkeypatch.setenv(parallel.JOBS_ENV, "2")
+        beside = advise(prepare(load_snapshot(path)), None, limit)
+        monkeypatch.setenv(parallel.JOBS_ENV, "1")
+        serial = advise(prepare(load_snapshot(path)), None, limit)
+        assert LIMITED_RUN in rounds[0] and RECORDED_RUN in rounds[0]
+        assert beside.to_dict() == serial.to_dict()
+        assert format_text(beside) == format_text(serial)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -36,6 +37,7 @@ from ..core.units import format_bytes as fb
 from ..core.units import plural
 from ..whatif import Case, native_sim
 from ..whatif.predictions import verdict as oom_verdict
+from ..whatif.run import SimResult
 from . import batch_scale
 from .catalogue import SPECS, Context, RemedySpec, gather
 from .catalogue.context import Basis
@@ -134,23 +136,28 @@ class Advice:
         }
 
 
-RECORDED_RUN = "recorded"  # the early task of the recorded run (no spec's: no "/")
+# The early tasks of the recorded run and of the recorded stream under the judged limit
+# where that is another (no spec's: no "/").
+RECORDED_RUN, LIMITED_RUN = "recorded", "limited"
 
 
 def _before_judgement(case: Case, batch: int | None, limit: int | None) -> dict[str, Any]:
     """The runs that need no judgement, named as :func:`_build_all` names them: the
-    recorded run (the self-check's, and the baseline under the recording's limit) and
-    the runs of the specs of the recorded stream at other settings whose ``applies`` and
-    ``simulations`` read only the :class:`~.catalogue.context.Basis` (their answers
-    there are the ones they give on the whole context: the same code on the same
-    values).  None where the compiled model does not run them (they need the GIL)."""
+    recorded run (the self-check's, and the baseline under the recording's limit), the
+    baseline under another limit (given, or the GPU's) and the runs of the specs of the
+    recorded stream at other settings whose ``applies`` and ``simulations`` read only
+    the :class:`~.catalogue.context.Basis` (their answers there are the ones they give
+    on the whole context: the same code on the same values).  None where the compiled
+    model does not run them (they need the GIL)."""
     if not native_sim.use_native():
         return {}
     basis = Basis.of(case, batch, limit)
+    tasks: dict[str, Any] = {}
     # A recording the replay found inconsistent: its recorded run's error comes first.
-    tasks: dict[str, Any] = (
-        {} if case.requests.replay_inconsistencies else {RECORDED_RUN: case.recorded_run}
-    )
+    if not case.requests.replay_inconsistencies:
+        tasks[RECORDED_RUN] = case.recorded_run
+        if basis.limit != case.limit:  # the baseline: under another limit than recorded
+            tasks[LIMITED_RUN] = partial(case.simulate, None, basis.limit)
     for spec in SPECS:
         if spec.edits_stream or spec.split_after_oom or spec.method == GPU_FREED:
             continue
@@ -227,11 +234,14 @@ def advise(
         threads=True,
     ) as beside:
 
-        def judged() -> None:
+        def judged() -> SimResult | None:
             done.update(zip(keys, beside.result(Progress(None, progress.cancel_event))))
+            return done.get(LIMITED_RUN)
 
         ctx = gather(case, batch, limit, progress, judged)
-    done.pop(RECORDED_RUN, None)  # the case keeps it (Case.recorded_run)
+    # The case keeps the recorded run (Case.recorded_run); the context the baseline.
+    done.pop(RECORDED_RUN, None)
+    done.pop(LIMITED_RUN, None)
     progress.update("allocator", 0.0)
     # What else holds the GPU is no change of the program: judged apart, below.
     applying = [

@@ -202,19 +202,19 @@ def gather(
     batch: int | None,
     limit: int | None,
     progress: Progress,
-    judged: Callable[[], object] | None = None,
+    judged: Callable[[], SimResult | None] | None = None,
 ) -> Context:
     """The :class:`Context` of ``case`` (stages ``judge`` and ``search`` of ``progress``);
     ``limit`` as :func:`..advise.advise` takes it; ``judged()``, where given, is called
     once the evidence and the batch judgement are made, before the first simulation
-    (advise takes the runs it started beside them there)."""
+    (advise takes the runs it started beside them there), and answers the recorded
+    stream's run under the judged limit where it was made there (None: made here)."""
     lim, lim_source = case.effective_limit(limit)
     progress.update("judge", 0.0)
     evd = evidence.gather(case)
     j = scaling.judge(case, batch, evd)
-    if judged is not None:
-        judged()
-    base = case.simulate(None, lim)
+    ready = judged() if judged is not None else None
+    base = ready if ready is not None else case.simulate(None, lim)
     recorded = case.recorded_run()
     # The baseline is what the run needs: after an OOM, its peak without a limit
     # (the failed request served), so savings compare demands, not truncated runs.
