@@ -5,7 +5,8 @@ thread) and :class:`~.job_panel.JobPanel` (a window running one), the snapshot
 theme and category colours (:mod:`.theme`, :mod:`.category_colors`), settings, plotting
 helpers, PNG writing (:mod:`.png`), QAction construction (:mod:`.actions`), the tree
 widget tables are made of (:mod:`.tables`) and panels stacked in one call
-(:mod:`.layouts`).
+(:mod:`.layouts`), and pyqtgraph imported without building every Qt type
+(:mod:`.qt_import`).
 
 May import: the model (and ``vramscope.viewer.startup`` for the preloaded file); never
 a feature package (main_window, timeline, segment_map, categories, diagnosis, whatif,
