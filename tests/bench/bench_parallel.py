@@ -232,9 +232,13 @@ def report(rows: list[dict]) -> None:
     print()
     print(
         "independent runs: seconds and ratio against pickle.load of the same data (same "
-        f"run); serial = one after the other; {small} cores = as the command decides, on "
-        f"CPUs {two} (taskset); all = as it decides, on all {n} CPUs"
-        + ("" if two else f" (no more than {small} here: that column is the all one)")
+        f"run); serial = one after the other; {small} cores = as the command decides, "
+        + (
+            f"on CPUs {two} (taskset)"
+            if two
+            else f"on all {n} CPUs (no more here: that column is the all one)"
+        )
+        + f"; all = as it decides, on all {n} CPUs"
     )
     hdr = (
         f"{'file':<34}{'row':<24}{'pickle.load':>12}{'serial':>16}{f'{small} cores':>16}"
