@@ -7,6 +7,11 @@ import sys
 from collections.abc import Callable
 
 
+def can_fork() -> bool:
+    """A child can be forked here to do the work after the answer (Linux)."""
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
+
+
 def detached(work: Callable[[], object]) -> None:
     """Run ``work()`` in a forked child with its own session and no terminal or pipes
     (the command returns, and a reader of its output sees the end, at once); where
@@ -14,7 +19,7 @@ def detached(work: Callable[[], object]) -> None:
     fails is no reason to fail the command."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if not (hasattr(os, "fork") and sys.platform.startswith("linux")):
+    if not can_fork():
         _quietly(work)
         return
     try:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..early.install_hint import pip_install
 from . import result_cache
 from .arg_types import positive_int
+from .background import can_fork
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -134,32 +135,14 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _can_fork() -> bool:
-    return hasattr(os, "fork") and sys.platform.startswith("linux")
-
-
 def _store_in_background(key: str, snap) -> None:
-    """Write the column cache after the answer is out: in a forked child with its own
-    session and no terminal, so the command returns (and pipes close) at once."""
+    """Write the column cache after the answer is out (:func:`.background.detached`), so
+    the command returns (and pipes close) at once; the store is atomic (temp file +
+    rename), like every store."""
     from ..model.io import cache as column_cache
+    from .background import detached
 
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError:
-        column_cache.store(key, snap)
-        return
-    if pid:
-        return
-    try:  # the child: never returns into the CLI
-        os.setsid()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        column_cache.store(key, snap)  # atomic (temp file + rename), like every store
-    finally:
-        os._exit(0)
+    detached(lambda: column_cache.store(key, snap))
 
 
 def _summary(args):
@@ -185,7 +168,7 @@ def _summary(args):
 
     # A big file's columns are cached after the output is written (see
     # _store_in_background): the first summary does not wait for the disk.
-    key = column_cache.file_key(args.file) if use_cache and _can_fork() and not remote else None
+    key = column_cache.file_key(args.file) if use_cache and can_fork() and not remote else None
     deferred = key is not None and not column_cache.entry_path(key).exists()
     try:
         snap = load_any(args.file, use_cache=use_cache and not deferred)
