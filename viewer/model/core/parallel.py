@@ -160,13 +160,10 @@ def workers_for(
     which pay from :data:`MIN_THREAD_WORK`); 1 = serial."""
     if _IN_WORKER or n_items < 2 or not (threads or can_fork()):
         return 1
-    if jobs is None:
-        jobs = env_jobs()
-    if jobs is None:
-        if work is not None and work < (MIN_THREAD_WORK if threads else MIN_PARALLEL_WORK):
-            return 1
-        jobs = available_cpus()
-    return _memory_cap(max(1, min(int(jobs), n_items)), work)
+    asked = _jobs_asked(work, jobs, threads)
+    if asked is None:
+        return 1
+    return _memory_cap(max(1, min(asked, n_items)), work)
 
 
 def workers_beside(
@@ -178,14 +175,24 @@ def workers_beside(
     :data:`MIN_THREAD_WORK`); 0 = serial, when the results are asked for."""
     if _IN_WORKER or n_items < 1 or not (threads or can_fork()):
         return 0
+    asked = _jobs_asked(work, jobs, threads)
+    if asked is None:
+        return 0
+    k = min(asked - 1, n_items)
+    return _memory_cap(k, work) if k >= 1 else 0
+
+
+def _jobs_asked(work: int | None, jobs: int | None, threads: bool) -> int | None:
+    """The workers asked for: ``jobs``, else :data:`JOBS_ENV`, else every CPU; None (serial)
+    when neither asks and ``work`` is too small to pay for a worker (threads pay from
+    :data:`MIN_THREAD_WORK`, processes from :data:`MIN_PARALLEL_WORK`)."""
     if jobs is None:
         jobs = env_jobs()
     if jobs is None:
         if work is not None and work < (MIN_THREAD_WORK if threads else MIN_PARALLEL_WORK):
-            return 0
+            return None
         jobs = available_cpus()
-    k = min(int(jobs) - 1, n_items)
-    return _memory_cap(k, work) if k >= 1 else 0
+    return int(jobs)
 
 
 def _memory_cap(k: int, work: int | None) -> int:
