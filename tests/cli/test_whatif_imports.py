@@ -4,12 +4,14 @@ use) - a real subprocess, its ``-X importtime`` read."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from tests.cli.test_whatif_case_cache import BIG, entries
 from vramscope.viewer.model.whatif import native_sim
@@ -57,9 +59,10 @@ def test_unique_is_numpys():
             assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
-def test_the_process_ends_after_the_answer_without_teardown(tmp_path):
-    """Run as the process, whatif ends right after its answer (no atexit handlers, no
-    freeing of the case): the answer whole, the exit code kept."""
+@pytest.mark.parametrize("command", ["whatif", "advise"])
+def test_the_process_ends_after_the_answer_without_teardown(tmp_path, command):
+    """Run as the process, whatif and advise end right after their answer (no atexit
+    handlers, no freeing of the case): the answer whole, the exit code kept."""
     hook = tmp_path / "hook"
     hook.mkdir()
     mark = tmp_path / "torn_down"
@@ -68,15 +71,17 @@ def test_the_process_ends_after_the_answer_without_teardown(tmp_path):
     )
     env = dict(os.environ, VRAMSCOPE_CACHE_DIR=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(hook), env.get("PYTHONPATH", "")])
-    base = [sys.executable, "-m", "vramscope.viewer", "whatif"]
+    base = [sys.executable, "-m", "vramscope.viewer", command]
+    setting = ["--conf", "max_split_size_mb:64"] if command == "whatif" else []
     r = subprocess.run(
-        [*base, "--json", "--conf", "max_split_size_mb:64", str(BIG)],
+        [*base, "--json", *setting, str(BIG)],
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=600,
     )
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("]"), r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
+    json.loads(r.stdout)  # the answer whole
     assert not mark.exists()
     bad = subprocess.run(
         [*base, str(tmp_path / "none.pickle")], capture_output=True, text=True, env=env

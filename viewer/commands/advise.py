@@ -19,6 +19,10 @@ from .device_choice import device_fields, device_line
 from .tty_progress import TerminalProgress
 from .whatif import case_command, glue_values, parse_bytes
 
+# Run as the process (cli.main): it ends right after the answer, without freeing the
+# case's columns, the evidence and every remedy's curve one by one.
+EXIT_WITHOUT_TEARDOWN = True
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
