@@ -275,14 +275,15 @@ def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) ->
     return Blocks(out_saved, last, largest, nb, int(per_block.max()))
 
 
-def checkpoint_cases(case: Case, blocks: Blocks) -> tuple[Case, Case]:
-    """(low, high): the stream without the repeated blocks' saved activations but the
-    last block's (one block is recomputed at a time in backward), and the same keeping
-    each block's largest saved tensor (a checkpoint keeps the block's input, at most
-    that large).  Neither places the recomputed block's tensors where backward makes
-    them again: a cache with no room for them there needs up to
-    :attr:`Blocks.block_bytes` more (:mod:`.catalogue.activations` adds it to the
-    range's top)."""
-    low = edit.without(case, blocks.saved & ~blocks.last)
-    high = edit.without(case, blocks.saved & ~blocks.last & ~blocks.largest)
-    return low, high
+def checkpoint_case(case: Case, blocks: Blocks, keep_largest: bool = False) -> Case:
+    """The stream without the repeated blocks' saved activations but the last block's
+    (one block is recomputed at a time in backward): the low case; with
+    ``keep_largest``, the high one, keeping each block's largest saved tensor (a
+    checkpoint keeps the block's input, at most that large).  Neither places the
+    recomputed block's tensors where backward makes them again: a cache with no room
+    for them there needs up to :attr:`Blocks.block_bytes` more
+    (:mod:`.catalogue.activations` adds it to the range's top)."""
+    dropped = blocks.saved & ~blocks.last
+    if keep_largest:
+        dropped &= ~blocks.largest
+    return edit.without(case, dropped)

@@ -17,7 +17,7 @@ the 8-bit optimizer is (``split_after_oom``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,13 +64,12 @@ def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
     return changes.repeated_blocks(ctx.case, ctx.evd, ctx.judgement)
 
 
-def _checkpoint_peaks(ctx: Context, blocks: changes.Blocks) -> tuple[int, int]:
-    low, high = changes.checkpoint_cases(ctx.case, blocks)
-    return peak_of(low, ctx.limit), peak_of(high, ctx.limit)
-
-
 def _checkpoint_simulations(ctx: Context, blocks: changes.Blocks) -> Simulations:
-    return {"peaks": lambda: _checkpoint_peaks(ctx, blocks)}
+    # The low and the high case are two runs, so a pool runs them side by side.
+    def run(keep_largest: bool) -> Callable[[], int]:
+        return lambda: peak_of(changes.checkpoint_case(ctx.case, blocks, keep_largest), ctx.limit)
+
+    return {"low": run(False), "high": run(True)}
 
 
 def _checkpoint_build(ctx: Context, blocks: changes.Blocks, ran: Mapping[str, Any]) -> list[Remedy]:
@@ -92,7 +91,7 @@ def _checkpoint_build(ctx: Context, blocks: changes.Blocks, ran: Mapping[str, An
                 point_floored=False,
             )
         ]
-    a, b = ran["peaks"]
+    a, b = ran["low"], ran["high"]
     return [
         estimated(
             ctx,
