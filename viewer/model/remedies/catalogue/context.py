@@ -134,7 +134,7 @@ class Context:
         """Allocations that are activations (what checkpointing and autocast act on): by
         category when known, else those that scale with the batch made in forward."""
         if self.evd.categories is not None:
-            return self.evd.categories == "activation"
+            return self.evd.category_in("activation")
         return self.judgement.scales & (self.evd.phase == evidence.FORWARD)
 
     @cached_property
