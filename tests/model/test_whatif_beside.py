@@ -5,13 +5,12 @@ an error of the recorded run is the one raised, as serially."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
-import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.model.test_parallel_runs import same_result
 from vramscope.viewer.commands import whatif as whatif_cmd
 from vramscope.viewer.model import load_snapshot
 from vramscope.viewer.model.core import parallel
@@ -20,15 +19,6 @@ from vramscope.viewer.model.whatif import native_sim, predictions, prepare
 
 FILES = ["gpt2_oom.pickle", "whatif_expandable.pickle", "side_stream_pending.pickle"]
 CONFS = [["max_split_size_mb:64"], ["expandable_segments:True"], [""]]
-
-
-def same_result(a, b) -> None:
-    for f in dataclasses.fields(a):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, np.ndarray):
-            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
-        else:
-            assert x == y, f.name
 
 
 @pytest.fixture
