@@ -263,9 +263,10 @@ static int add_segment(St *st, int64_t addr, int64_t size, int64_t stream, int s
     return 0;
 }
 
-/* The block starting at addr, else the one containing it, split there. */
-static int32_t block_at_or_around(St *st, int64_t addr, int *err) {
-    int32_t x = h_get(st, addr);
+/* The block starting at addr, else the one containing it, split there.  ``known``: the
+ * block at addr as the caller already looked it up (-1: none), or -2 to look it up here. */
+static int32_t block_at_or_around(St *st, int64_t addr, int32_t known, int *err) {
+    int32_t x = known >= -1 ? known : h_get(st, addr);
     if (x >= 0) return x;
     int32_t seg = segment_containing(st, addr);
     if (seg < 0) return NONE;
@@ -693,7 +694,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         }
         switch (ac) {
         case 0: { /* alloc */
-            int32_t x = block_at_or_around(st, a, &err);
+            int32_t x = block_at_or_around(st, a, pools ? xa : -2, &err);
             if (err) FAIL();
             int64_t want = rules_round_size(&st->rules, sz);
             if (x < 0) {
@@ -997,17 +998,50 @@ done:
  *        out_active, out_reserved (i64 or None)) -> ((peak, first event) x 4)
  * The allocator's counters after every event, in one pass (replay.curves is the reference). */
 /* One event's effect on the four counters (requested, active, allocated, reserved),
- * shared by curves() and curve_blocks() so the two can never disagree. */
-static inline void apply_event(long long c[4], int8_t action, int64_t block_size, int64_t size) {
-    switch (action) {
-    case 0: c[0] += size; c[1] += block_size; c[2] += block_size; break;
-    case 1: c[1] -= block_size; break;
-    case 2: c[0] -= size; c[2] -= block_size; break;
-    case 3: case 5: c[3] += size; break;
-    case 4: case 6: c[3] -= size; break;
-    default: break;
-    }
-}
+ * shared by curves() and curve_blocks() so the two can never disagree.  Without a branch:
+ * the actions interleave unpredictably, and a mispredicted switch per event was most of a
+ * curve pass's time.  Each counter moves by its event's size or block size times -1, 0 or
+ * +1 (COUNTER_SIGN, by action); unsigned, so that even a hostile trace's sums wrap (as the
+ * allocator's int64 counters would) rather than overflow.  Actions outside 0..6 move
+ * nothing. */
+static const int8_t COUNTER_SIGN[7][4] = {
+    /* requested, active, allocated, reserved */
+    {1, 1, 1, 0},   /* 0 alloc */
+    {0, -1, 0, 0},  /* 1 free_requested */
+    {-1, 0, -1, 0}, /* 2 free_completed */
+    {0, 0, 0, 1},   /* 3 segment_alloc */
+    {0, 0, 0, -1},  /* 4 segment_free */
+    {0, 0, 0, 1},   /* 5 segment_map */
+    {0, 0, 0, -1},  /* 6 segment_unmap */
+};
+
+/* The step of counter J (a long long) for an event: SIGN is its COUNTER_SIGN row. */
+#define COUNTER_STEP(c, sign, j, by_size, by_block)                                            \
+    ((c) = (long long)((uint64_t)(c) + ((j) == 1 || (j) == 2 ? (by_block) : (by_size)) *       \
+                                           (uint64_t)(int64_t)(sign)[j]))
+
+/* Apply events [k, end) to the counters c0..c3, keeping each one's running maximum (best)
+ * and the first event reaching it (at), with selects rather than branches; BODY(k) runs
+ * after each event (stores the values where wanted).  Plain scalars, so the counters live in
+ * registers: kept in arrays, every step went through memory. */
+#define COUNTER_PASS(k, end, act, bs, sz, BODY)                                                \
+    do {                                                                                       \
+        static const int8_t none_[4] = {0, 0, 0, 0};                                           \
+        for (; (k) < (end); (k)++) {                                                           \
+            uint8_t a_ = (uint8_t)(act)[k];                                                    \
+            const int8_t *sign_ = a_ <= 6 ? COUNTER_SIGN[a_] : none_;                         \
+            uint64_t by_size_ = (uint64_t)(sz)[k], by_block_ = (uint64_t)(bs)[k];              \
+            COUNTER_STEP(c0, sign_, 0, by_size_, by_block_);                                   \
+            COUNTER_STEP(c1, sign_, 1, by_size_, by_block_);                                   \
+            COUNTER_STEP(c2, sign_, 2, by_size_, by_block_);                                   \
+            COUNTER_STEP(c3, sign_, 3, by_size_, by_block_);                                   \
+            at0 = c0 > best0 ? (k) : at0; best0 = c0 > best0 ? c0 : best0;                     \
+            at1 = c1 > best1 ? (k) : at1; best1 = c1 > best1 ? c1 : best1;                     \
+            at2 = c2 > best2 ? (k) : at2; best2 = c2 > best2 ? c2 : best2;                     \
+            at3 = c3 > best3 ? (k) : at3; best3 = c3 > best3 ? c3 : best3;                     \
+            BODY;                                                                              \
+        }                                                                                      \
+    } while (0)
 
 static PyObject *curves(PyObject *self, PyObject *args) {
     PyObject *o_act, *o_bs, *o_sz, *outs[4];
@@ -1032,26 +1066,24 @@ static PyObject *curves(PyObject *self, PyObject *args) {
     }
     const int8_t *act = v[0].buf;
     const int64_t *bs = v[1].buf, *sz = v[2].buf;
-    int64_t best[4], at[4];
-    for (int j = 0; j < 4; j++) {
-        best[j] = INT64_MIN;
-        at[j] = -1;
-    }
+    long long c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
+    int64_t best0 = INT64_MIN, best1 = INT64_MIN, best2 = INT64_MIN, best3 = INT64_MIN;
+    Py_ssize_t at0 = -1, at1 = -1, at2 = -1, at3 = -1, k = 0;
     Py_BEGIN_ALLOW_THREADS  /* plain C: other Python threads run meanwhile */
-    for (Py_ssize_t k = 0; k < n; k++) {
-        apply_event(c, act[k], bs[k], sz[k]);
-        for (int j = 0; j < 4; j++) {
-            if (out[j]) out[j][k] = c[j];
-            if (c[j] > best[j]) {
-                best[j] = c[j];
-                at[j] = k;
-            }
-        }
+    if (!out[0] && !out[1] && !out[2] && !out[3]) {
+        COUNTER_PASS(k, n, act, bs, sz, (void)0); /* the peaks alone */
+    } else {
+        int64_t scratch = 0, *o0 = out[0] ? out[0] : &scratch, *o1 = out[1] ? out[1] : &scratch,
+                *o2 = out[2] ? out[2] : &scratch, *o3 = out[3] ? out[3] : &scratch;
+        Py_ssize_t s0 = out[0] != NULL, s1 = out[1] != NULL, s2 = out[2] != NULL,
+                   s3 = out[3] != NULL;
+        COUNTER_PASS(k, n, act, bs, sz,
+                     (o0[k * s0] = c0, o1[k * s1] = c1, o2[k * s2] = c2, o3[k * s3] = c3));
     }
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best[0], (long long)at[0],
-                           (long long)best[1], (long long)at[1], (long long)best[2],
-                           (long long)at[2], (long long)best[3], (long long)at[3]);
+    result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best0, (long long)at0,
+                           (long long)best1, (long long)at1, (long long)best2, (long long)at2,
+                           (long long)best3, (long long)at3);
     goto done;
 ragged:
     PyErr_SetString(PyExc_ValueError, "curve columns of different lengths");
@@ -1099,34 +1131,22 @@ static PyObject *curve_blocks(PyObject *self, PyObject *args) {
     }
     const int8_t *act = v[0].buf;
     const int64_t *bs = v[1].buf, *sz = v[2].buf;
-    int64_t best[4], at[4];
-    for (int j = 0; j < 4; j++) {
-        best[j] = INT64_MIN;
-        at[j] = -1;
-    }
+    long long c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
+    int64_t best0 = INT64_MIN, best1 = INT64_MIN, best2 = INT64_MIN, best3 = INT64_MIN;
+    Py_ssize_t at0 = -1, at1 = -1, at2 = -1, at3 = -1;
     for (Py_ssize_t b = 0; b < nb; b++) {
         Py_ssize_t k = b * block, end = k + block < n ? k + block : n;
-        int64_t m[4];
-        for (int j = 0; j < 4; j++) {
-            ck[j][b] = c[j];
-            m[j] = INT64_MIN;
-        }
-        for (; k < end; k++) {
-            apply_event(c, act[k], bs[k], sz[k]);
-            for (int j = 0; j < 4; j++) {
-                if (c[j] > m[j]) m[j] = c[j];
-                if (c[j] > best[j]) {
-                    best[j] = c[j];
-                    at[j] = k;
-                }
-            }
-        }
-        for (int j = 0; j < 4; j++) mx[j][b] = m[j];
+        ck[0][b] = c0, ck[1][b] = c1, ck[2][b] = c2, ck[3][b] = c3;
+        int64_t m0 = INT64_MIN, m1 = INT64_MIN, m2 = INT64_MIN, m3 = INT64_MIN;
+        COUNTER_PASS(k, end, act, bs, sz,
+                     (m0 = c0 > m0 ? c0 : m0, m1 = c1 > m1 ? c1 : m1, m2 = c2 > m2 ? c2 : m2,
+                      m3 = c3 > m3 ? c3 : m3));
+        mx[0][b] = m0, mx[1][b] = m1, mx[2][b] = m2, mx[3][b] = m3;
     }
-    for (int j = 0; j < 4; j++) ck[j][nb] = c[j];
-    result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best[0], (long long)at[0],
-                           (long long)best[1], (long long)at[1], (long long)best[2],
-                           (long long)at[2], (long long)best[3], (long long)at[3]);
+    ck[0][nb] = c0, ck[1][nb] = c1, ck[2][nb] = c2, ck[3][nb] = c3;
+    result = Py_BuildValue("((LL)(LL)(LL)(LL))", (long long)best0, (long long)at0,
+                           (long long)best1, (long long)at1, (long long)best2, (long long)at2,
+                           (long long)best3, (long long)at3);
     goto done;
 ragged:
     PyErr_SetString(PyExc_ValueError, "curve columns of the wrong length");
