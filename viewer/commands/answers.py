@@ -8,7 +8,6 @@ it with :func:`print_answer`; the MCP tools (``mcp_tools.py``) and the Python AP
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +32,9 @@ def print_answer(got: Answer, as_json: bool) -> int:
     for warning in got.warnings:
         print(f"vramscope: warning: {warning}", file=sys.stderr)
     if as_json:
-        json.dump(got.data, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        from .json_text import dumps_indented
+
+        sys.stdout.write(dumps_indented(got.data) + "\n")
     else:
         print(got.text)
     return 0

@@ -183,7 +183,12 @@ def _summary(args):
     except Refused as exc:
         print(f"vramscope: error: {exc}", file=sys.stderr)
         return 2, "", None
-    text = json.dumps(summary, indent=1) + "\n" if args.json else format_text(summary) + "\n"
+    if args.json:
+        from .json_text import dumps_indented
+
+        text = dumps_indented(summary) + "\n"
+    else:
+        text = format_text(summary) + "\n"
     return 0, text, (key, snap) if deferred else None
 
 

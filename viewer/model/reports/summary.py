@@ -14,6 +14,7 @@ from ..analysis.calltree import site_frames, top_sites
 from ..analysis.gpu_accounting import format_lines as gpu_lines
 from ..analysis.gpu_accounting import gpu_accounting
 from ..analysis.oom import oom_reports, outside_oom
+from ..categories.lean import column_at
 from ..core.snapshot import HOST_DEVICE, Snapshot
 from ..core.units import event_of, format_address, format_bytes, plural
 from ..replay import integrity
@@ -90,14 +91,13 @@ def summarize(
     # device it is for is known already (one device with events): the peaks, windows and
     # pools below run meanwhile; joined where its fields are written.
     early = None
+    peaks_found: tuple[int, Future] | None = None
     if timeline is not None and len(timeline.devices) == 1 and (os.cpu_count() or 1) > 1:
-        early_pool = ThreadPoolExecutor(1)
-        early = (
-            next(iter(timeline.devices)),
-            early_pool.submit(
-                _build_breakdown, snap, timeline, next(iter(timeline.devices)), prepared
-            ),
-        )
+        only = next(iter(timeline.devices))
+        early_pool = ThreadPoolExecutor(2)
+        early = (only, early_pool.submit(_build_breakdown, snap, timeline, only, prepared))
+        # The peaks (a C pass over the events) on a third thread meanwhile too.
+        peaks_found = (only, early_pool.submit(peaks, timeline, only))
         early_pool.shutdown(wait=False)
     # Stretches of the timeline that are not exact (integrity.Untrusted), with why: while
     # the breakdown's thread runs (both are mostly C passes without the GIL); before the
@@ -111,7 +111,10 @@ def summarize(
     out: dict[str, Any] = {"file": snap.path, "format": snap.source_format}
     out.update(total.to_dict())
     out["at"] = at_event(timeline, *at) if at is not None and timeline is not None else None
-    device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
+    if peaks_found is not None:
+        device_peaks = {peaks_found[0]: peaks_found[1].result()}
+    else:
+        device_peaks = {d: peaks(timeline, d) for d in timeline.devices} if timeline else {}
     given = device is not None
     if device is None:
         device = answered_device(snap, device_peaks)
@@ -208,7 +211,7 @@ def summary_timeline(
     from ..replay.timeline import build_timeline
 
     trace = snap.trace
-    one_device = bool(len(trace.device)) and int(trace.device.min()) == int(trace.device.max())
+    one_device = trace.single_device() is not None
     if not one_device or (os.cpu_count() or 1) < 2 or len(trace.device) < OVERLAP_MIN_EVENTS:
         return build_timeline(snap, keyframes=False, emit=emit), None
     pool = ThreadPoolExecutor(1)
@@ -321,10 +324,11 @@ def site_fields(
         iv = lifetimes[device]
         if not sites_of_stack:
             sites_of_stack.append(site_frames(snap))
-        live = (iv.start <= k) & (iv.end > k)
+        live = np.flatnonzero((iv.start <= k) & (iv.end > k))
+        # Only the live allocations' sizes: the whole lazy column is millions of gathers.
+        size = column_at(iv, "size", live)
         return [
-            s.to_dict()
-            for s in top_sites(snap, iv.stack[live], iv.size[live], SITES, sites_of_stack[0])
+            s.to_dict() for s in top_sites(snap, iv.stack[live], size, SITES, sites_of_stack[0])
         ]
 
     peak_device = out.get("peak_device")
