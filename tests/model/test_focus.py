@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests import shared_data
 from vramscope.viewer.model.analysis import focus
@@ -100,3 +101,25 @@ def test_the_window_opens_on_the_device_the_cli_answers_for():
         ran += 1
         assert Document.build(snap).trace_device(None) == focus.default_trace_device(snap), path
     assert ran >= 1
+
+
+def test_the_trace_device_range_follows_its_column():
+    snap = load(THREE_GPUS_OOM)
+    trace = snap.trace
+    assert trace.device_range() == (int(trace.device.min()), int(trace.device.max()))
+    assert trace.single_device() is None
+    assert focus.trace_devices(snap) == sorted(set(trace.device.tolist()))
+    # A new column (a live update, a slice): the answer is the new column's, not a memory.
+    trace.device = np.full(len(trace.device), 2, np.int32)
+    assert trace.device_range() == (2, 2) and trace.single_device() == 2
+    assert focus.trace_devices(snap) == [2]
+    trace.device = trace.device[:0]
+    assert trace.device_range() is None and trace.single_device() is None
+    assert focus.trace_devices(snap) == []
+
+
+def test_one_device_is_chosen_without_walking_the_peaks(monkeypatch):
+    snap = load(ONE_GPU)
+    (only,) = focus.devices_of(snap)
+    monkeypatch.setattr(focus, "peak_reserved_by_device", lambda s: pytest.fail("walked"))
+    assert focus.default_trace_device(snap) == only

@@ -27,13 +27,12 @@ _RESERVE_SIGN = {
 def trace_devices(snap: Snapshot) -> list[int]:
     """Every device the trace has events of, ascending (one pass when a single device
     holds them all, as most recordings do)."""
-    device = snap.trace.device
-    if not len(device):
+    found = snap.trace.device_range()
+    if found is None:
         return []
-    low, high = int(device.min()), int(device.max())
-    if low == high:
-        return [low]
-    return sorted(set(np.unique(device).tolist()))
+    if found[0] == found[1]:
+        return [found[0]]
+    return sorted(set(np.unique(snap.trace.device).tolist()))
 
 
 def devices_of(snap: Snapshot) -> list[int]:
@@ -92,6 +91,9 @@ def default_trace_device(snap: Snapshot) -> int | None:
     with_events = set(trace_devices(snap))
     if not with_events:
         return None
+    if len(with_events) == 1 and not np.any(snap.segments.device != next(iter(with_events))):
+        # One device in the whole snapshot: the rules can only choose it (no peaks walked).
+        return next(iter(with_events))
     best = default_device(snap)
     if best in with_events:
         return best

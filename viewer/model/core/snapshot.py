@@ -206,6 +206,22 @@ class Trace:
     def __len__(self) -> int:
         return len(self.action)
 
+    def device_range(self) -> tuple[int, int] | None:
+        """(lowest, highest) device with events, None without events: two passes over
+        the column, made once per column (many steps ask whether one device holds every
+        event, as in most recordings)."""
+        got = self.__dict__.get("_device_range")
+        if got is not None and got[0] is self.device and got[1] == len(self.device):
+            return got[2]
+        found = (int(self.device.min()), int(self.device.max())) if len(self.device) else None
+        self.__dict__["_device_range"] = (self.device, len(self.device), found)
+        return found
+
+    def single_device(self) -> int | None:
+        """The device of every event when one device holds them all, else None."""
+        found = self.device_range()
+        return found[0] if found is not None and found[0] == found[1] else None
+
 
 @dataclass
 class Annotations:

@@ -226,7 +226,7 @@ def replay_device(
     progress = progress or Progress()
     trace = snap.trace
     native = use_native(native)
-    if len(trace.device) and int(trace.device.min()) == device == int(trace.device.max()):
+    if trace.single_device() == device:
         # One device holds every event: its columns are the trace's (views, no copies).
         n = len(trace.device)
         rows: np.ndarray = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)

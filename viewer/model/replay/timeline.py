@@ -200,7 +200,7 @@ def build_timeline(
     """
     progress = progress or Progress()
     trace = snap.trace
-    if len(trace.device) and trace.device.min() == trace.device.max():
+    if trace.single_device() is not None:
         devices = [int(trace.device[0])]
     else:
         devices = sorted(set(np.unique(trace.device).tolist()))
@@ -254,7 +254,7 @@ def oom_events(snap: Snapshot) -> dict[int, list[int]]:
         return out
     for d in np.unique(trace.device[rows]).tolist():
         mine = rows[trace.device[rows] == d]
-        if trace.device.min() == trace.device.max():  # one device: rows are its indices
+        if trace.single_device() is not None:  # one device: rows are its indices
             out[d] = mine.tolist()
         else:
             out[d] = np.searchsorted(np.flatnonzero(trace.device == d), mine).tolist()

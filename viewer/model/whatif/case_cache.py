@@ -164,7 +164,7 @@ def _device_times(snap: Snapshot, device: int) -> np.ndarray:
     """The trace's times at ``device``'s events, as the replay takes them (a view of the
     column when one device holds every event)."""
     trace = snap.trace
-    if len(trace.device) and int(trace.device.min()) == device == int(trace.device.max()):
+    if trace.single_device() == device:
         return trace.time_us
     return trace.time_us[np.flatnonzero(trace.device == device)]
 
