@@ -166,3 +166,82 @@ def test_the_what_it_is_tab_is_made_when_first_shown_with_what_it_would_show(
     # highlight, no stack shown for it.
     assert panel.leaks.selected_leak() is bd.leaks[0]
     assert window.vs.category_mask is None and not stacks
+
+
+# What PySide6's feature switch asks of each module imported after it, in a fresh
+# interpreter: which modules got their source read, and what every answer was.
+FEATURE_SCAN = r"""
+import inspect, json, os, sys, tempfile
+reads = []
+real_getsource = inspect.getsource
+def counting(obj):
+    reads.append(getattr(obj, "__name__", "?"))
+    return real_getsource(obj)
+inspect.getsource = counting
+from vramscope.viewer._qt.app import application
+from vramscope.viewer._qt.main_window import MainWindow
+before = len(reads)
+# two modules imported after PySide6, by anyone: one that uses Qt, one that does not
+where = tempfile.mkdtemp()
+for name, text in (("uses_qt_here", "from PySide6.QtCore import QObject\n"),
+                   ("plain_here", "import json\n")):
+    with open(os.path.join(where, name + ".py"), "w") as f:
+        f.write(text)
+sys.path.insert(0, where)
+import uses_qt_here, plain_here
+feature = sys.modules["shibokensupport.feature"]
+answers = feature.pyside_feature_dict
+print(json.dumps({"reads": reads, "after_window": reads[before:],
+                  "uses_qt": answers.get("uses_qt_here"), "plain": answers.get("plain_here"),
+                  "check": feature._mod_uses_pyside.__name__}))
+"""
+
+
+def feature_scan(**env: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", FEATURE_SCAN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", **env},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_modules_imported_after_pyside6_are_not_read_as_text():
+    got = feature_scan()
+    assert got["check"] == "_holds_pyside"
+    # Before the switch is told (PySide6's own first imports) a few at most; after: none.
+    assert len(got["reads"]) < 30, got["reads"]
+    assert got["after_window"] == []
+    # The answers the text search gives them (0 = "uses PySide", -1 = "ignore it").
+    assert got["uses_qt"] == 0
+    assert got["plain"] == -1
+
+
+def test_the_source_scan_is_what_the_eager_start_still_does():
+    got = feature_scan(VRAMSCOPE_EAGER_QT="1")
+    assert got["check"] == "_mod_uses_pyside"
+    assert len(got["reads"]) > 100
+    assert "uses_qt_here" in got["after_window"]
+    assert (got["uses_qt"], got["plain"]) == (0, -1)
+
+
+def test_the_globals_check_never_raises():
+    import types
+
+    from vramscope.viewer._qt.widgets.qt_import import _holds_pyside
+
+    class Hostile:
+        def __getattribute__(self, name):
+            raise RuntimeError(name)
+
+    odd = types.ModuleType("odd")
+    odd.thing = Hostile()
+    assert _holds_pyside(odd) is False
+    from PySide6 import QtCore
+
+    holder = types.ModuleType("holder")
+    holder.QObject = QtCore.QObject
+    assert _holds_pyside(holder) is True

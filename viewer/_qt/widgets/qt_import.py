@@ -13,6 +13,16 @@ with the copy.
 Only where pyqtgraph's mirrors are its empty placeholder packages (the layout of every
 pyqtgraph that copies): any other layout, an already imported pyqtgraph, or
 ``VRAMSCOPE_EAGER_QT=1`` and it is a plain ``import pyqtgraph``.
+
+PySide6 also asks, of every module imported after it (on any thread: numpy and the model
+load beside Qt while the file is parsed), whether that module "uses PySide", by reading
+the module's whole source text (``shibokensupport.feature``, through
+``inspect.getsource``): ~0.2 s over ~380 modules of the window's start.  The answer only
+picks the module's default ``__feature__`` selection (``snake_case``, ``true_property``),
+which nothing in vramscope turns on: every module's selection is "none" whichever answer
+it gets.  :func:`import_pyqtgraph` has PySide6 look at the module's globals instead
+(whether they hold a PySide6 module or object), which costs microseconds (not with
+``VRAMSCOPE_EAGER_QT=1``).
 """
 
 from __future__ import annotations
@@ -48,16 +58,45 @@ def _built(module: types.ModuleType) -> list[str]:
     return list(vars(module))
 
 
+def _holds_pyside(module: types.ModuleType) -> bool:
+    """Whether ``module``'s globals hold a PySide6 module, class or function: what
+    PySide6's feature switch asks of each imported module (see the module docstring)."""
+    try:  # it runs inside every import: whatever a module holds, never raise there
+        for value in list(vars(module).values()):
+            if isinstance(value, types.ModuleType):
+                owner = value.__name__
+            else:
+                owner = getattr(value if callable(value) else type(value), "__module__", None)
+            if isinstance(owner, str) and owner.startswith(("PySide6", "shiboken6")):
+                return True
+    except Exception:
+        return False
+    return False
+
+
+def _skip_source_scans() -> None:
+    """Have PySide6's feature switch read modules' globals, not their source files."""
+    feature = sys.modules.get("shibokensupport.feature")
+    if feature is not None and callable(getattr(feature, "_mod_uses_pyside", None)):
+        feature._mod_uses_pyside = _holds_pyside
+
+
 def import_pyqtgraph() -> None:
     """``import pyqtgraph``, with lazy mirrors of PySide6's modules where it can
     (see the module docstring)."""
     if "pyqtgraph" in sys.modules:
         return
-    if os.environ.get(EAGER_ENV, "") not in ("", "0") or not _placeholders():
+    if os.environ.get(EAGER_ENV, "") not in ("", "0"):
         import pyqtgraph
 
         return
     import PySide6.QtCore
+
+    _skip_source_scans()
+    if not _placeholders():
+        import pyqtgraph
+
+        return
     import PySide6.QtGui
     import PySide6.QtWidgets
 
