@@ -7,8 +7,8 @@ Python API render the same.  Beside the commands: ``answers``, ``arg_types`` and
 ``device_choice`` (what they share), ``mcp``/``mcp_tools`` (the MCP server),
 ``result_cache``, ``background`` (cache writes in a detached child after the answer),
 ``json_text`` (``--json``'s indented text, fast), ``tty_progress``, ``remote_run``,
-``whatif_batch``, ``whatif_seq``, ``whatif_pair``; ``record`` (the capture runner), ``report`` (the HTML report, headless) and ``selftest``
-(``vramscope --self-test``).
+``whatif_batch``, ``whatif_seq``, ``whatif_pair``; ``record`` (the capture runner),
+``report`` (the HTML report, headless) and ``selftest`` (``vramscope --self-test``).
 
 May import: the model (its public names), :mod:`vramscope.viewer.startup`,
 :mod:`vramscope.viewer.early` and :mod:`vramscope.viewer.live_protocol`; the Qt views
