@@ -14,6 +14,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.conftest import DATA
 from vramscope.viewer.commands import whatif as whatif_cmd
@@ -215,3 +216,72 @@ def test_the_recorded_runs_figures_spare_its_simulation(tmp_path, monkeypatch):
     whatif_cmd.answer(got, ["recorded"])
     assert got.recorded in simulated and got.recorded_run_made
     assert got.recorded_figures() == made.recorded_figures()
+
+
+def test_cases_dir_is_the_column_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(tmp_path))
+    assert case_cache.cases_dir() == case_cache.column_cache.cases_dir() == tmp_path / "cases"
+
+
+def cache_bytes(cache) -> int:
+    found = [*cache.glob("*.cols"), *(cache / "cases").glob(f"*{case_cache.SUFFIX}")]
+    return sum(p.stat().st_size for p in found)
+
+
+def age(path, seconds: int) -> None:
+    then = time.time_ns() - seconds * 10**9
+    os.utime(path, ns=(then, then))
+
+
+@pytest.mark.parametrize("oldest", ["columns", "case"])
+def test_storing_a_case_trims_columns_and_cases_least_recently_used_first(
+    tmp_path, monkeypatch, oldest
+):
+    """The prepared cases and the columns share one byte budget: storing a case removes
+    the least recently used entry of either kind, and the cache ends within it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(cache))
+    path = copy_recording(tmp_path)
+    snap = load_snapshot(path)  # stores the columns
+    [columns] = cache.glob("*.cols")
+    made = prepare(snap)
+    k = case_cache.key(path, snap, None)
+    case_cache.store(k, made)
+    case = case_cache.cases_dir() / f"{k}{case_cache.SUFFIX}"
+    age(columns, 7200 if oldest == "columns" else 3600)
+    age(case, 3600 if oldest == "columns" else 7200)
+    first, second = (columns, case) if oldest == "columns" else (case, columns)
+    # Room for the new case (the same columns under another key) and the newer of the two.
+    limit = columns.stat().st_size + 2 * case.stat().st_size - first.stat().st_size
+    monkeypatch.setenv("VRAMSCOPE_CACHE_MAX_BYTES", str(limit))
+    other = case_cache.key(path, snap, 0)
+    case_cache.store(other, made)
+    assert not first.exists() and second.exists()
+    assert (case_cache.cases_dir() / f"{other}{case_cache.SUFFIX}").exists()
+    assert cache_bytes(cache) <= limit
+
+
+@pytest.mark.parametrize("read", ["columns", "case"])
+def test_an_entry_just_read_outlives_an_older_one(tmp_path, monkeypatch, read):
+    """Reading an entry (the columns at a load, a case at a what-if) makes it the most
+    recently used: a trim removes the other one, though it was used later before."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VRAMSCOPE_CACHE_DIR", str(cache))
+    path = copy_recording(tmp_path)
+    snap = load_snapshot(path)
+    [columns] = cache.glob("*.cols")
+    k = case_cache.key(path, snap, None)
+    case_cache.store(k, prepare(snap))
+    case = case_cache.cases_dir() / f"{k}{case_cache.SUFFIX}"
+    kept, dropped = (columns, case) if read == "columns" else (case, columns)
+    age(kept, 7200)
+    age(dropped, 3600)
+    if read == "columns":
+        stages = []
+        load_snapshot(path, lambda stage, fraction: stages.append(stage))
+        assert "parse" not in stages  # read from the entry
+    else:
+        assert case_cache.load(k, snap) is not None
+    case_cache.column_cache.trim(kept.stat().st_size)
+    assert kept.exists() and not dropped.exists()
+    assert cache_bytes(cache) <= kept.stat().st_size

@@ -178,3 +178,43 @@ def test_old_entries_are_ignored_and_trimmed(cache_env, monkeypatch):
     monkeypatch.setenv("VRAMSCOPE_CACHE_MAX_BYTES", str(entry.stat().st_size + 10))
     cache.trim(cache.max_bytes())
     assert not old.exists() and entry.exists()
+
+
+def _case_entry(name: str, nbytes: int):
+    """A prepared what-if case entry of about ``nbytes`` in the real format (trim reads
+    only its size and age)."""
+    path = cache.cases_dir() / f"{name}{cache.CASE_SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_entry(path, {"kind": np.zeros(nbytes // 8, dtype=np.int64)}, {"version": 0})
+    return path
+
+
+def _age(path, seconds: int) -> None:
+    then = path.stat().st_mtime_ns - seconds * 10**9
+    os.utime(path, ns=(then, then))
+
+
+def _cache_bytes() -> int:
+    cases = cache.cases_dir().glob(f"*{cache.CASE_SUFFIX}")
+    return sum(p.stat().st_size for p in [*entries(), *cases])
+
+
+@pytest.mark.parametrize("oldest", ["case", "columns"])
+def test_columns_and_cases_share_one_budget(cache_env, monkeypatch, oldest):
+    """Storing columns trims the prepared what-if cases too: the least recently used
+    entry goes, whichever kind it is, and the whole cache ends within the budget."""
+    load_snapshot(cache_env)
+    [columns] = entries()
+    case = _case_entry("c" * 40, columns.stat().st_size // 2)
+    _age(columns, 7200 if oldest == "columns" else 3600)
+    _age(case, 3600 if oldest == "columns" else 7200)
+    first, second = (case, columns) if oldest == "case" else (columns, case)
+    # Room for the new columns and the newer of the two: only the oldest has to go.
+    limit = 2 * columns.stat().st_size + case.stat().st_size - first.stat().st_size
+    monkeypatch.setenv("VRAMSCOPE_CACHE_MAX_BYTES", str(limit))
+    copy = cache_env.with_name("other.pickle")
+    shutil.copy(cache_env, copy)
+    load_snapshot(copy)
+    assert not first.exists() and second.exists()
+    assert len(entries()) == (2 if oldest == "case" else 1)
+    assert _cache_bytes() <= limit

@@ -9,8 +9,13 @@ one is a few ``write`` calls (no zip CRC), and reading maps the file
 (copy-on-write) so columns are numpy views whose pages load only when touched.
 Only plain numeric dtypes are accepted, every extent is checked against the
 file and the columns are validated before use: a damaged or hostile entry is
-dropped and the file parsed again; the cache never executes anything.  The
-directory is capped in size (least recently used entries go first).
+dropped and the file parsed again; the cache never executes anything.
+
+One size budget (:func:`max_bytes`) covers these entries and the prepared what-if
+cases kept beside them in :func:`cases_dir` (same format; their keys and contents are
+the what-if model's, :mod:`..whatif.case_cache`).  :func:`trim` sees both as one
+least-recently-used list by modification time (a read touches an entry), so whichever
+was used longest ago goes first, column or case.
 
 ``VRAMSCOPE_CACHE_DIR`` moves the cache, ``VRAMSCOPE_CACHE_MAX_BYTES`` caps it,
 and ``--no-cache`` (``use_cache=False``) bypasses it.
@@ -70,6 +75,9 @@ _MAX_HEADER = 64 << 20
 # Plain numeric dtypes only: an entry can never ask for objects.
 _DTYPES = {"|i1", "<i4", "<i8", "|b1", "|u1"}
 SUFFIX = file_identity.COLUMN_SUFFIX
+# Before .cols (CACHE_VERSION 2) entries were .npz: still counted, so trim removes them.
+_OLD_SUFFIX = ".npz"
+CASE_SUFFIX = ".case"
 
 
 def cache_dir() -> Path:
@@ -77,7 +85,15 @@ def cache_dir() -> Path:
     return Path(file_identity.cache_root())
 
 
+def cases_dir() -> Path:
+    """Where prepared what-if cases live: ``cases/`` in :func:`cache_dir`, under the
+    same size budget as the columns (:func:`trim`)."""
+    return cache_dir() / "cases"
+
+
 def max_bytes() -> int:
+    """The size budget of the whole cache, columns and cases together, in bytes
+    (``VRAMSCOPE_CACHE_MAX_BYTES``; 4 GiB by default)."""
     env = os.environ.get("VRAMSCOPE_CACHE_MAX_BYTES", "")
     return int(env) if env.isdigit() else DEFAULT_MAX_BYTES
 
@@ -114,7 +130,7 @@ def load_cached(key: str) -> Snapshot | None:
         struct.error,
         AttributeError,
     ):
-        _remove(path)  # damaged: drop it, the file will be parsed again
+        remove_entry(path)  # damaged: drop it, the file will be parsed again
         return None
 
 
@@ -196,23 +212,40 @@ def store(key: str, snap: Snapshot) -> None:
 
 
 def trim(limit: int) -> None:
-    """Delete least recently used entries until the cache is within ``limit`` bytes."""
-    try:
-        entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob("*.npz")]
-        entries += [
-            (p.stat().st_mtime, p.stat().st_size, p) for p in cache_dir().glob(f"*{SUFFIX}")
-        ]
-    except OSError:
-        return
+    """Delete least recently used entries, columns and prepared cases alike, until the
+    cache is within ``limit`` bytes."""
+    entries = _entries(cache_dir(), (SUFFIX, _OLD_SUFFIX)) + _entries(cases_dir(), (CASE_SUFFIX,))
     total = sum(size for _, size, _ in entries)
     for _, size, path in sorted(entries):
         if total <= limit:
             break
-        _remove(path)
+        remove_entry(path)
         total -= size
 
 
-def _remove(path: Path) -> None:
+def _entries(directory: Path, suffixes: tuple[str, ...]) -> list[tuple[int, int, Path]]:
+    """(mtime in ns, size, path) of the entries in ``directory`` ending in one of
+    ``suffixes``; a missing folder has none.  Temporary files of a write in progress
+    (``.NAME.XXXX.tmp``) are not entries."""
+    found = []
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                if not entry.name.endswith(suffixes):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue  # removed meanwhile (trimmed or dropped by another process)
+                found.append((st.st_mtime_ns, st.st_size, Path(entry.path)))
+    except OSError:
+        pass
+    return found
+
+
+def remove_entry(path: Path) -> None:
+    """Delete the entry at ``path`` if it is there; a failure is ignored (an entry that
+    cannot be removed is only read, checked and dropped again)."""
     try:
         path.unlink()
     except OSError:

@@ -12,8 +12,10 @@ times of the model's sources (an edited or reinstalled checkout never reads an e
 other code).  An entry (``cases/KEY.case`` in the cache directory) has the column
 cache's format (:func:`..io.cache.write_entry`: plain numeric columns behind a JSON
 header, mapped on read, nothing executed); one that does not read back whole and
-consistent is dropped and the case prepared again.  At most :data:`MAX_ENTRIES` are kept
-(least recently used go first).
+consistent is dropped and the case prepared again.  The entries share the column
+cache's size budget (:func:`..io.cache.max_bytes`) and its one least-recently-used
+list: storing either kind trims both (:func:`..io.cache.trim`), and a read touches
+the entry it read.
 
 Files the column cache would not cache (under 1 MiB) are not stored: they are prepared
 faster than an entry is read.
@@ -41,8 +43,7 @@ from .predictions import Case, RecordedFigures
 from .requests import EMPTY_CACHE, Requests
 
 VERSION = 2  # bump when an entry's columns or fields change meaning (2: the recorded run's figures)
-SUFFIX = ".case"
-MAX_ENTRIES = 8
+SUFFIX = column_cache.CASE_SUFFIX
 # Every model package a prepared case is computed by: an edit to one is a new key.
 _SOURCES = ("whatif", "replay", "core", "io", "analysis", "_native")
 _REQUEST_COLUMNS = ("kind", "size", "stream", "pool", "ref", "event")
@@ -51,8 +52,9 @@ _LAYOUT_COLUMNS = tuple(f.name for f in dataclasses.fields(Layout))
 
 
 def cases_dir() -> Path:
-    """``cases/`` in the user cache directory, beside the column cache."""
-    return Path(file_identity.cache_root()) / "cases"
+    """``cases/`` in the user cache directory, beside the column cache (which counts its
+    entries in the size budget)."""
+    return column_cache.cases_dir()
 
 
 def _code_stamp() -> str:
@@ -98,30 +100,20 @@ def load(k: str, snap: Snapshot) -> Case | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-        _remove(path)
+        column_cache.remove_entry(path)
         return None
 
 
 def store(k: str, case: Case) -> None:
-    """Write ``case`` under ``k`` (atomically) and keep the newest :data:`MAX_ENTRIES`;
-    a cache that cannot be written is ignored."""
+    """Write ``case`` under ``k`` (atomically), then trim the whole cache, columns and
+    cases, to its size budget; a cache that cannot be written is ignored."""
     directory = cases_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         arrays, meta = _to_entry(case)
         column_cache.write_entry(_entry(k), arrays, meta)
-        with os.scandir(directory) as it:
-            entries = sorted((e.stat().st_mtime, e.path) for e in it if e.name.endswith(SUFFIX))
-        for _, old in entries[:-MAX_ENTRIES]:
-            _remove(Path(old))
+        column_cache.trim(column_cache.max_bytes())
     except (OSError, TypeError):
-        pass
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
         pass
 
 
