@@ -885,6 +885,8 @@ static PyObject *seed_scan(PyObject *self, PyObject *args) {
     if (i64map_init(&seen, 1 << 12) < 0) goto nomem;
     const int8_t *act = v[0].buf;
     const int64_t *addr = v[1].buf;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS /* plain C on the held buffers: other threads run meanwhile */
     for (Py_ssize_t k = 0; k < n; k++) {
         int8_t a = act[k];
         if (a > 2 || a < 0) continue;
@@ -892,11 +894,19 @@ static PyObject *seed_scan(PyObject *self, PyObject *args) {
         int known = i64map_get(&seen, addr[k], &flags);
         if (a == 0) {
             if (!known) flags = 0;
-            if (!(flags & 1) && i64map_put(&seen, addr[k], flags | 1) < 0) goto nomem;
+            if (!(flags & 1) && i64map_put(&seen, addr[k], flags | 1) < 0) {
+                oom = 1;
+                break;
+            }
         } else if (!known) {
-            if (i64map_put(&seen, addr[k], 2) < 0 || i64vec_push(&idx, k) < 0) goto nomem;
+            if (i64map_put(&seen, addr[k], 2) < 0 || i64vec_push(&idx, k) < 0) {
+                oom = 1;
+                break;
+            }
         }
     }
+    Py_END_ALLOW_THREADS
+    if (oom) goto nomem;
     Py_ssize_t nalloc = 0;
     for (int64_t i = 0; i < seen.cap; i++)
         if (seen.used[i] && (seen.e[i].val & 1)) nalloc++;
