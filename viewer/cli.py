@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     waits for usefully.  Called with ``argv`` (tests, embedding) it always returns."""
     entry = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    if entry:
+        # No command does matrix algebra: one BLAS thread, not a pool of one per core
+        # started when numpy loads (~30 ms on 16 cores, and idle threads beside the
+        # commands' own pools and forks).
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if argv and argv[0] in COMMANDS:
         module = importlib.import_module(f".commands.{COMMANDS[argv[0]][0]}", __package__)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -365,3 +366,21 @@ def test_an_oom_in_an_estimated_stretch_says_not_exact(tmp_path):
     assert len(marked) == 1 and u["reason"] in lines[marked[0]]
     first = summary["ooms"][0]["event"]
     assert lines[marked[0] - 1].startswith(f"OOM on device 0 at event {first}:")
+
+
+def test_a_command_line_loads_numpy_with_one_blas_thread():
+    # The process's own command line: set before numpy loads (no command does matrix
+    # algebra); a caller's own setting is kept.
+    probe = (
+        "import atexit, os, sys\n"
+        "atexit.register(lambda: print('BLAS', os.environ.get('OPENBLAS_NUM_THREADS')))\n"
+        "from vramscope.viewer.cli import main\n"
+        "sys.argv = ['vramscope', 'summary', '--help']\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert "BLAS 1" in out.stdout
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert "BLAS 3" in out.stdout

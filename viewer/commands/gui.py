@@ -92,8 +92,6 @@ def main(args) -> int:
 def _main(args, collecting: bool) -> int:
     path = getattr(args, "file", None)
     out = getattr(args, "screenshot", None)
-    # The viewer does no matrix algebra: one BLAS thread starts ~30 ms faster.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     remote = bool(path) and str(path).startswith("ssh://")
     error = shot_option_error(args)
     if error:

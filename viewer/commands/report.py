@@ -79,7 +79,6 @@ def main(argv: list[str]) -> int:
         os.environ["VRAMSCOPE_NO_CACHE"] = "1"
     # No window ever appears, and no display is needed.
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from .._qt.report_shot import export_report
     except ImportError as exc:  # pragma: no cover - broken installs

@@ -147,8 +147,6 @@ def _store_in_background(key: str, snap) -> None:
 
 def _summary(args):
     """(exit code, output text, (cache key, snapshot) to store later or None)."""
-    # No matrix algebra here: one BLAS thread starts ~30 ms faster than a pool of them.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     use_cache = not args.no_cache and os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0")
     # Before numpy and the model are imported: the parse runs meanwhile, on another core.
     from ..startup import parse_ahead
