@@ -51,7 +51,7 @@ def test_same_text_as_the_standard_library(obj):
         [{"a": 1}, {}],
         [{"a": 1}, [2]],
         {"rows": [{"a": "}", "b": 1}, {"a": "x\n", "b": -0.0}], "n": math.inf},
-        {1: {2: [3, {"k": None}]}, 2.5: (1, 2), True: [], None: "é"},
+        {1: {2: [3, {"k": None}]}, 2.5: (1, 2), False: [], None: "é"},
     ],
 )
 def test_edges(obj):
