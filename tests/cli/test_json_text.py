@@ -28,9 +28,11 @@ keys = st.text(max_size=6) | st.integers(-5, 5) | st.booleans() | st.none()
 records = st.lists(st.dictionaries(keys, scalars, min_size=1, max_size=4), max_size=4)
 values = st.recursive(
     scalars | records,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(keys, inner, max_size=4)
-    | st.tuples(inner, inner),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(keys, inner, max_size=4)
+        | st.tuples(inner, inner)
+    ),
     max_leaves=30,
 )
 
