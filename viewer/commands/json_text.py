@@ -11,6 +11,7 @@ walked in Python.  ``tests/cli/test_json_text.py`` compares the two on every ans
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -35,6 +36,7 @@ def _flat_encoder(depth: int) -> json.JSONEncoder:
 
 
 def _encode(obj: Any, depth: int, parts: list[str]) -> None:
+    items: Iterable[Any]
     if isinstance(obj, dict):
         items = obj.values()
         opener, closer = "{", "}"
