@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..core.members import one_of
 from ..whatif import Case
 from ..whatif import requests as rq
 from . import edit, evidence, no_grad, scaling
@@ -182,7 +183,7 @@ def data_allocations(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -
     activations): what autocast makes in bf16 where it can.  Model state stays fp32."""
     if evd.categories is not None:
         return _alloc(case) & evd.category_in("activation", "temporary")
-    return _alloc(case) & j.scales & np.isin(evd.phase, (evidence.FORWARD, evidence.BACKWARD))
+    return _alloc(case) & j.scales & one_of(evd.phase, (evidence.FORWARD, evidence.BACKWARD))
 
 
 def autocast_cases(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.members import one_of
 from ..whatif import requests as rq
 
 if TYPE_CHECKING:
@@ -137,17 +138,6 @@ class Evidence:
         if self.category_reasons is None:
             return np.zeros(len(self), bool)
         return np.isin(self.category_reasons, codes)
-
-
-def one_of(codes: np.ndarray, wanted) -> np.ndarray:
-    """Bool per element of ``codes`` (small integers: rule, phase or label codes): it is
-    one of ``wanted``.  ``np.isin`` of the same, in one comparison per wanted code: on
-    millions of elements a few comparisons cost less than ``isin``'s pass or a table
-    lookup's gather."""
-    out = np.zeros(codes.shape, bool)
-    for c in wanted:
-        out |= codes == c
-    return out
 
 
 def stack_table(site: np.ndarray) -> tuple[np.ndarray, int]:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..core.members import one_of
 from ..core.snapshot import Action, BlockState
 from ..core.units import format_bytes, plural
 from . import DeviceReplay
@@ -93,7 +94,7 @@ def recorded_window(rep: DeviceReplay) -> RecordedWindow:
     """The window of ``rep`` (a device's replay, seeded with the layout before it)."""
     init = rep.initial
     live = (
-        np.isin(init.blk_state, (BlockState.ALLOCATED, BlockState.PENDING_FREE))
+        one_of(init.blk_state, (BlockState.ALLOCATED, BlockState.PENDING_FREE))
         if init.n_blocks
         else np.zeros(0, bool)
     )
@@ -105,5 +106,5 @@ def recorded_window(rep: DeviceReplay) -> RecordedWindow:
         reserved_before=int(init.seg_size.sum()) if len(init.seg_size) else 0,
         blocks_before=int(live.sum()),
         allocated_before=int(init.blk_size[live].sum()) if live.any() else 0,
-        segment_events=int(np.isin(rep.action, SEGMENT_ACTIONS).sum()) if len(rep) else 0,
+        segment_events=int(np.count_nonzero(one_of(rep.action, SEGMENT_ACTIONS))),
     )

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..categories import CATEGORY_NAMES, MemoryBreakdown
 from ..categories.iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PHASE_NAMES, IterationOf
+from ..core.members import one_of
 from .evented import EmitterGroup
 
 COLOR_SITE = "site"  # the present colouring: one colour per code site (top frame)
@@ -83,7 +84,7 @@ def phase_spans_of_columns(bd: MemoryBreakdown | None) -> list[PhaseSpan]:
         return []
     it = bd.phases.iteration.astype(np.int64)
     ph = bd.phases.phase.astype(np.int64)
-    keep = (it >= 0) & np.isin(ph, PHASES_SHOWN)
+    keep = (it >= 0) & one_of(ph, PHASES_SHOWN)
     ev = np.flatnonzero(keep)
     if not len(ev):
         return []

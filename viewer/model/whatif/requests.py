@@ -31,6 +31,7 @@ import numpy as np
 
 from .._native import native_module
 from ..core import allocator_rules as rules
+from ..core.members import one_of
 from ..core.snapshot import Action, Snapshot
 from ..replay import DeviceReplay, Layout
 
@@ -163,7 +164,7 @@ def _served_from_cache(
 
     def request_after(k: int) -> int:
         if not requests:
-            requests.append(np.flatnonzero(np.isin(rep.action, (Action.ALLOC, Action.OOM))))
+            requests.append(np.flatnonzero(one_of(rep.action, (Action.ALLOC, Action.OOM))))
         at = int(np.searchsorted(requests[0], k))
         return int(requests[0][at]) if at < len(requests[0]) else -1
 

@@ -1,0 +1,28 @@
+"""core.members.one_of is np.isin, mask for mask, on the columns the model asks about."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vramscope.viewer.model.core.members import MAX_CODES, one_of
+from vramscope.viewer.model.core.snapshot import Action
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, bool])
+@pytest.mark.parametrize(
+    "codes",
+    [(), (0,), (3, 4, 5, 6), (-1, 2), (300, 1), (1, 1, 2), tuple(range(-3, MAX_CODES + 3))],
+)
+def test_the_same_mask_as_isin(dtype, codes):
+    rng = np.random.default_rng(7)
+    column = rng.integers(-4, 10, 5000).astype(dtype)
+    assert np.array_equal(one_of(column, codes), np.isin(column, list(codes)))
+
+
+def test_enum_codes_and_shapes():
+    action = np.array([[0, 3, 7], [2, 8, -1]], np.int8)
+    got = one_of(action, (Action.ALLOC, Action.OOM))
+    assert got.shape == action.shape
+    assert np.array_equal(got, np.isin(action, [int(Action.ALLOC), int(Action.OOM)]))
+    assert one_of(np.zeros(0, np.int8), (1, 2)).shape == (0,)
