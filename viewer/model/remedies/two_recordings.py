@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import SnapshotError
+from ..core.members import one_of
 from ..core.progress import Progress
 from ..core.units import format_bytes, plural
 from ..whatif import Case
@@ -593,7 +594,7 @@ def predict_pair(
     rq = base_case.requests
     freed_next = np.zeros(len(rq), bool)
     nxt = np.flatnonzero(
-        np.isin(rq.kind[1:], (FREE, FREE_REQ)) & (rq.ref[1:] == np.arange(len(rq) - 1))
+        one_of(rq.kind[1:], (FREE, FREE_REQ)) & (rq.ref[1:] == np.arange(len(rq) - 1))
     )
     freed_next[nxt] = True
     constant = sa == sb

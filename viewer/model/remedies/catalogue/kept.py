@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.members import one_of
 from ...core.units import format_bytes as fb
 from ...core.units import plural
 from ...whatif import Case
@@ -44,7 +45,7 @@ def kept_each_iteration(case: Case, evd: evidence.Evidence, j: scaling.Judgement
     cand = never & ~cut & j.scales
     sites, counts = np.unique(evd.site[cand], return_counts=True)
     keeping = sites[counts >= 2]
-    return never & j.scales & np.isin(evd.site, keeping)
+    return never & j.scales & one_of(evd.site, keeping)
 
 
 def iterations_spanned(evd: evidence.Evidence, mask: np.ndarray, reqs) -> int:
