@@ -319,3 +319,17 @@ def test_cached_columns_are_mapped_not_parsed_again(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]  # cached: no parse; --no-cache: a parse
+
+
+@pytest.mark.parametrize(
+    ("cores", "alone", "beside"), [(1, 1, 1), (2, 2, 2), (4, 4, 3), (16, 16, 15)]
+)
+def test_a_parse_ahead_leaves_a_core_to_the_main_thread(monkeypatch, cores, alone, beside):
+    from vramscope.viewer.early import parse_handover
+
+    monkeypatch.delenv(parse_handover.THREADS_ENV, raising=False)
+    monkeypatch.setattr(parse_handover.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    assert parse_handover.parse_threads() == alone
+    assert parse_handover.parse_threads(beside_work=True) == beside
+    monkeypatch.setenv(parse_handover.THREADS_ENV, "16")  # asked for: as asked
+    assert parse_handover.parse_threads(beside_work=True) == 16

@@ -138,7 +138,7 @@ class Ahead:
             parser = _parser(self.extension)
             with open(self.path, "rb") as f:
                 self.ident = _identity(os.fstat(f.fileno()))
-                threads = handover.parse_threads()
+                threads = handover.parse_threads(beside_work=True)
                 mapped = handover.map_file(f) if threads > 1 else None
                 if mapped is None:  # one core: streamed through a small buffer
                     self.result = parser.parse(f.readinto, self.ident[2], self._progress)
