@@ -205,13 +205,20 @@ class PeakEstimate:
         return why + "; " + self.point_what() if self.point_error else why
 
 
+# One draw: the requests it sizes otherwise than the point estimate, and their sizes.
+Patch = tuple[np.ndarray, np.ndarray]
+_NO_CHANGE: Patch = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
 @dataclass
 class DoubtDraws:
-    """The requested size of every request, one array per draw (:func:`doubt_draws`), and
-    what was drawn: the :class:`PeakEstimate` of their simulated runs says it."""
+    """The draws of :func:`doubt_draws` - every request's size at the point estimate and,
+    per draw, the few requests it sizes otherwise - and what was drawn: the
+    :class:`PeakEstimate` of their simulated runs says it."""
 
     scale: Fraction
-    sizes: list[np.ndarray]
+    base: np.ndarray
+    patches: list[Patch]
     samples: int
     # The allocations drawn, and their requested bytes at the point estimate; of them,
     # autotuning's and the size-judged ones (the rest are library workspaces).
@@ -219,6 +226,18 @@ class DoubtDraws:
     drawn_bytes: int
     tuning: int
     guessed: int
+
+    def __len__(self) -> int:
+        return len(self.patches)
+
+    def sizes(self, i: int) -> np.ndarray:
+        """Every request's size in draw ``i``: a new array, made when the draw's run
+        starts (dozens of full copies of a long stream made up front were most of a
+        range's serial time, and its memory)."""
+        out = self.base.copy()
+        rows, sizes = self.patches[i]
+        out[rows] = sizes
+        return out
 
     def estimate(
         self, runs: list[tuple[int, bool]], point_error: Fraction = Fraction(0)
@@ -280,29 +299,25 @@ def doubt_draws(
         samples = ESTIMATE_SAMPLES if len(w) <= LONG_STREAM else ESTIMATE_SAMPLES_LONG
     f = exact_scale(scale)
     base = judgement.scaled_sizes(f)
-    draws: list[np.ndarray] = []  # requested sizes of every request, one array per draw
+    patches: list[Patch] = []
     if w.any():
-        draws += [_put(base, w, d) for d in _workspace_draws(judgement, f, samples, seed)]
+        rows = np.flatnonzero(w)
+        patches += [(rows, d) for d in _workspace_draws(judgement, f, samples, seed)]
     else:
-        draws.append(base)
+        patches.append(_NO_CHANGE)
     if tun.any() or guess.any():
-        draws += _tuning_and_guessed_draws(judgement, f, base, tun, guess, samples, seed + 1)
+        patches += _tuning_and_guessed_draws(judgement, f, base, tun, guess, samples, seed + 1)
     every = w | tun | guess
     return DoubtDraws(
         f,
-        draws,
+        base,
+        patches,
         samples,
         int(every.sum()),
         int(base[every].sum()),
         int(tun.sum()),
         int(guess.sum()),
     )
-
-
-def _put(base: np.ndarray, mask: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    out = base.copy()
-    out[mask] = sizes
-    return out
 
 
 def _workspace_draws(
@@ -345,8 +360,9 @@ def _tuning_and_guessed_draws(
     guess: np.ndarray,
     samples: int,
     seed: int,
-) -> list[np.ndarray]:
-    """Draws of the autotuning allocations and of those judged by size alone.
+) -> list[Patch]:
+    """Draws of the autotuning allocations and of those judged by size alone, as patches
+    of ``base`` (the point estimate's sizes).
 
     Autotuning at another shape tunes other kernels, other times (GPT-2 under
     torch.compile: 16, 22 and 26 benchmark buffers of 60 MiB at batch 4, 8 and 12), and the
@@ -356,13 +372,11 @@ def _tuning_and_guessed_draws(
     judged the other way (its recorded size where it was scaled, scaled where it was kept),
     all of one size together: the size is all that judged them."""
     rng = np.random.default_rng(seed)
-    out: list[np.ndarray] = []
+    out: list[Patch] = []
     t = np.flatnonzero(tun)
     if len(t):
-        for sizes in (np.ones(len(t), np.int64), base[t] * 2):  # all absent, all twice
-            d = base.copy()
-            d[t] = sizes
-            out.append(d)
+        out.append((t, np.ones(len(t), np.int64)))  # all absent
+        out.append((t, base[t] * 2))  # all twice
     g = np.flatnonzero(guess)
     other = np.zeros(0, np.int64)
     group = np.zeros(0, np.int64)
@@ -371,19 +385,20 @@ def _tuning_and_guessed_draws(
         rec = judgement.size[g]
         other = np.where(judgement.scales[g], rec, -((-rec * f.numerator) // f.denominator))
         _, group = np.unique(rec, return_inverse=True)
-        d = base.copy()
-        d[g] = other
-        out.append(d)
+        out.append((g, other))
     for _ in range(samples):
-        d = base.copy()
+        rows, sizes = [], []
         if len(t):
             kind = rng.integers(0, 3, len(t))  # 0 as estimated, 1 absent, 2 twice
-            d[t[kind == 1]] = 1
-            d[t[kind == 2]] = base[t[kind == 2]] * 2
-        if len(g):
+            rows += [t[kind == 1], t[kind == 2]]
+            sizes += [np.ones(int((kind == 1).sum()), np.int64), base[t[kind == 2]] * 2]
+        if len(g):  # (never one of t's: the two sets are apart)
             flip = rng.random(int(group.max()) + 1)[group] < 0.5
-            d[g[flip]] = other[flip]
-        out.append(d)
+            rows.append(g[flip])
+            sizes.append(other[flip])
+        out.append(
+            (np.concatenate(rows), np.concatenate(sizes).astype(np.int64)) if rows else _NO_CHANGE
+        )
     return out
 
 

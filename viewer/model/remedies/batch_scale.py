@@ -157,8 +157,8 @@ def _estimate_beside(
         return None, here() if here is not None else None
     f = draws.scale
 
-    def peak(sizes: np.ndarray) -> tuple[int, bool]:
-        r = ScaledCase(case, sizes, f, judgement).simulate(conf, limit)
+    def peak(i: int) -> tuple[int, bool]:
+        r = ScaledCase(case, draws.sizes(i), f, judgement).simulate(conf, limit)
         return r.peak_reserved_until_oom, r.first_oom is not None
 
     # The draws are made in order (the seeded generator); their runs are independent:
@@ -168,13 +168,13 @@ def _estimate_beside(
     work = parallel.simulation_work(len(case.requests), native)
     mine: T | None = None
     if here is not None and native:
-        with parallel.pmap_async(peak, draws.sizes, work=work, threads=True) as beside:
+        with parallel.pmap_async(peak, range(len(draws)), work=work, threads=True) as beside:
             mine = here()
             got = beside.result()
     else:
         if here is not None:
             mine = here()
-        got = parallel.pmap(peak, draws.sizes, work=work, threads=native)
+        got = parallel.pmap(peak, range(len(draws)), work=work, threads=native)
     return draws.estimate(got, POINT_ERROR), mine
 
 

@@ -404,7 +404,7 @@ def _draw_sizes(case: Case, j: SeqJudgement, f: Fraction) -> list[np.ndarray]:
         out.append(j.with_power(p).scaled_sizes(f))
     d = doubt_draws(j, f, 8)
     if d is not None:
-        out.extend(d.sizes)
+        out.extend(d.sizes(i) for i in range(len(d)))
     return out
 
 
