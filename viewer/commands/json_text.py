@@ -5,7 +5,8 @@ The standard library encodes indented JSON in pure Python (its C encoder serves 
 about as long to print as to classify.  Here every container whose items are all scalars
 (most of an answer: the iterations, the sites, the figures) goes through the C encoder
 with its separators set to the indented ones; only containers that hold containers are
-walked in Python.  ``tests/cli/test_json_text.py`` compares the two on every answer.
+walked in Python.  ``tests/cli/test_json_text.py`` compares the two on random nested
+values and on real summaries.
 """
 
 from __future__ import annotations
