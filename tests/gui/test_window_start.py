@@ -44,8 +44,13 @@ print(json.dumps(out))
 
 
 def start(**env: str) -> dict:
+    return fresh_interpreter(START, **env)
+
+
+def fresh_interpreter(script: str, **env: str) -> dict:
+    """The JSON that ``script`` prints last, run offscreen in a new interpreter."""
     proc = subprocess.run(
-        [sys.executable, "-c", START],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=120,
@@ -198,15 +203,7 @@ print(json.dumps({"reads": reads, "after_window": reads[before:],
 
 
 def feature_scan(**env: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", FEATURE_SCAN],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", **env},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return fresh_interpreter(FEATURE_SCAN, **env)
 
 
 def test_modules_imported_after_pyside6_are_not_read_as_text():
