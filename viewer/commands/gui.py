@@ -110,10 +110,9 @@ def _main(args, collecting: bool) -> int:
             print(f"vramscope: error: {error}", file=sys.stderr)
             return 2
     if path and not remote and os.path.isfile(path):
-        # Before Qt, pyqtgraph and numpy are imported (~0.45 s): the parse runs meanwhile in
-        # a forked child, on another core (first: fork before any thread exists), and the
-        # document is built on a thread as soon as it is parsed; the window's loader
-        # picks it up.
+        # Before Qt, pyqtgraph and numpy are imported (~0.45 s): the parse runs meanwhile on
+        # a thread (compiled, without the GIL, on the other cores), and the document is
+        # built on another thread as soon as it is parsed; the window's loader picks it up.
         from ..startup import parse_ahead, preload
 
         parse_ahead.start(path, use_cache=os.environ.get("VRAMSCOPE_NO_CACHE", "") in ("", "0"))
