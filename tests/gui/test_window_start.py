@@ -242,3 +242,64 @@ def test_the_globals_check_never_raises():
     holder = types.ModuleType("holder")
     holder.QObject = QtCore.QObject
     assert _holds_pyside(holder) is True
+
+
+# pyqtgraph's namespace in a fresh interpreter: each public name as "module.qualname" (a
+# class or function) or its type, after the window's import (or a plain one, eagerly).
+NAMESPACE = r"""
+import json, sys
+from vramscope.viewer._qt.app import application
+from vramscope.viewer._qt.widgets import qt_import
+import pyqtgraph as pg
+
+def where(obj):
+    owner = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None)
+    return f"{owner}.{name}" if owner and name else type(obj).__name__
+
+deferred = sorted(n for n, m in sys.modules.items() if isinstance(m, qt_import._Deferred))
+# what the window's start executed of them: nothing (the parameter tree stays unloaded)
+unloaded = all(isinstance(sys.modules[n], qt_import._Deferred) for n in deferred)
+tree = "pyqtgraph.parametertree" in sys.modules
+names = json.loads(sys.argv[1]) if len(sys.argv) > 1 else [n for n in dir(pg) if not n.startswith("_")]
+seen = {n: where(getattr(pg, n)) for n in names}
+from pyqtgraph.widgets.ScatterPlotWidget import ScatterPlotWidget
+import pyqtgraph.parametertree as ptree
+print(json.dumps({"deferred": deferred, "unloaded": unloaded, "tree_before": tree,
+                  "names": seen, "same_class": ScatterPlotWidget is pg.ScatterPlotWidget,
+                  "tree_after": hasattr(ptree, "Parameter"),
+                  "missing": hasattr(pg, "NoSuchName")}))
+"""
+
+
+def namespace(names=None, **env: str) -> dict:
+    args = [] if names is None else [json.dumps(names)]
+    proc = subprocess.run(
+        [sys.executable, "-c", NAMESPACE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", **env},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_pyqtgraph_modules_the_window_never_uses_are_not_run_at_its_start():
+    got = namespace()
+    assert len(got["deferred"]) >= 10, got["deferred"]
+    assert "pyqtgraph.widgets.ColorMapWidget" in got["deferred"]
+    assert got["unloaded"] and not got["tree_before"]
+    # ... yet each is there the moment it is asked for, under pyqtgraph's own names
+    assert got["same_class"] and got["tree_after"]
+    assert got["missing"] is False
+
+
+def test_pyqtgraph_namespace_is_the_one_a_plain_import_gives():
+    eager = namespace(VRAMSCOPE_EAGER_QT="1")
+    assert eager["deferred"] == []  # the plain import: nothing stands in
+    lazy = namespace(names=sorted(eager["names"]))
+    # Every name pyqtgraph's own import binds reads as the same object (by where it is
+    # defined) through the window's import: those of deferred modules as they are read.
+    assert lazy["names"] == eager["names"]
+    assert "TableWidget" in lazy["names"] and "ScatterPlotWidget" in lazy["names"]

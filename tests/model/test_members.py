@@ -1,11 +1,12 @@
-"""core.members.one_of is np.isin, mask for mask, on the columns the model asks about."""
+"""core.members.one_of is np.isin, mask for mask, on the columns the model asks about;
+unique_sorted is np.unique of a column already in order."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vramscope.viewer.model.core.members import MAX_CODES, one_of
+from vramscope.viewer.model.core.members import MAX_CODES, one_of, unique_sorted
 from vramscope.viewer.model.core.snapshot import Action
 
 
@@ -26,3 +27,13 @@ def test_enum_codes_and_shapes():
     assert got.shape == action.shape
     assert np.array_equal(got, np.isin(action, [int(Action.ALLOC), int(Action.OOM)]))
     assert one_of(np.zeros(0, np.int8), (1, 2)).shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint64, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 50, 5000])
+def test_unique_sorted_is_np_unique_of_a_sorted_column(dtype, n):
+    rng = np.random.default_rng(n)
+    column = np.sort(rng.integers(0, max(n // 3, 1) + 1, n).astype(dtype))
+    got, want = unique_sorted(column), np.unique(column)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert got is not column  # a column of its own, as np.unique gives

@@ -152,7 +152,7 @@ class VerticalBandsItem(pg.GraphicsObject):
         width = max(1, math.ceil(tr.map(QPointF(xb, 0)).x()) - left)
         if len(vis) and width <= 16384:
             rgba = np.zeros((width, 4), np.float64)  # premultiplied, 0..1
-            for c in np.unique(cid).tolist():
+            for c in np.flatnonzero(np.bincount(cid)).tolist():  # the colours present
                 m = np.flatnonzero(cid == c)
                 lo = np.clip(np.floor(x0[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)
                 hi = np.clip(np.ceil(x1[m] * tr.m11() + tr.dx()) - left, 0, width).astype(np.int64)

@@ -23,35 +23,68 @@ which nothing in vramscope turns on: every module's selection is "none" whicheve
 it gets.  :func:`import_pyqtgraph` has PySide6 look at the module's globals instead
 (whether they hold a PySide6 module or object), which costs microseconds (not with
 ``VRAMSCOPE_EAGER_QT=1``).
+
+pyqtgraph's ``__init__`` also imports, for its namespace, modules the viewer never uses
+(:data:`DEFERRED`: the parameter tree behind its colour-map and scatter-plot widgets,
+table and data-tree widgets, box plots...): ~40 ms of the window's start.  Each of those
+stands in ``sys.modules`` as a :class:`_Deferred` module that binds no name to
+``from X import *`` and imports the real module the first time anything is read from
+it (pyqtgraph's own ``from .TableWidget import TableWidget`` included); a name
+pyqtgraph's namespace then lacks (``pg.TableWidget``) is found in them when first read.
+Only for those that are plain modules in pyqtgraph's folder (not with
+``VRAMSCOPE_EAGER_QT=1``).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import os
 import sys
 import types
+from typing import ClassVar
 
 MIRRORED = ("QtCore", "QtGui", "QtWidgets")
 EAGER_ENV = "VRAMSCOPE_EAGER_QT"
+#: pyqtgraph's modules (under ``pyqtgraph.``) that its ``__init__`` imports and the viewer
+#: never uses: imported when first read from instead (see the module docstring).
+DEFERRED = (
+    "widgets.ColorMapWidget",
+    "widgets.DataFilterWidget",
+    "widgets.ScatterPlotWidget",
+    "widgets.TableWidget",
+    "widgets.DataTreeWidget",
+    "widgets.DiffTreeWidget",
+    "widgets.CheckTable",
+    "widgets.JoystickButton",
+    "widgets.RawImageWidget",
+    "graphicsItems.BoxplotItem",
+    "graphicsItems.IsocurveItem",
+    "graphicsItems.PColorMeshItem",
+)
 
 
-def _placeholders() -> bool:
-    """Whether pyqtgraph's ``Qt/QtCore`` (etc.) packages are the empty modules its
-    copy fills (found on disk, nothing imported)."""
+def _root() -> str:
+    """pyqtgraph's folder ("" where it cannot be found without importing it)."""
     try:
         spec = importlib.util.find_spec("pyqtgraph")
     except (ImportError, ValueError):
-        return False
+        return ""
     roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    for root in roots:
-        inits = [os.path.join(root, "Qt", name, "__init__.py") for name in MIRRORED]
-        try:
-            return all(os.path.getsize(p) == 0 for p in inits)
-        except OSError:
-            return False
-    return False
+    return roots[0] if roots else ""
+
+
+def _placeholders(root: str) -> bool:
+    """Whether pyqtgraph's ``Qt/QtCore`` (etc.) packages in its folder ``root`` are the
+    empty modules its copy fills (found on disk, nothing imported)."""
+    if not root:
+        return False
+    inits = [os.path.join(root, "Qt", name, "__init__.py") for name in MIRRORED]
+    try:
+        return all(os.path.getsize(p) == 0 for p in inits)
+    except OSError:
+        return False
 
 
 def _built(module: types.ModuleType) -> list[str]:
@@ -81,6 +114,96 @@ def _skip_source_scans() -> None:
         feature._mod_uses_pyside = _holds_pyside
 
 
+class _Deferred(types.ModuleType):
+    """A pyqtgraph module not imported yet: ``from M import *`` binds nothing; anything
+    else read from it imports the real module and is read from that."""
+
+    __all__: ClassVar[list[str]] = []
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            # (what the import system asks, e.g. whether it is a package: it is not)
+            raise AttributeError(name)
+        return getattr(_real(self.__name__), name)
+
+
+_loaded: dict[str, types.ModuleType] = {}
+
+
+def _real(name: str) -> types.ModuleType:
+    """The real module a :class:`_Deferred` stands for, imported now if not yet."""
+    module = _loaded.get(name)
+    if module is None:
+        if isinstance(sys.modules.get(name), _Deferred):
+            del sys.modules[name]
+        module = _loaded[name] = importlib.import_module(name)
+    return module
+
+
+def _from_deferred(name: str):
+    """pyqtgraph's namespace's ``__getattr__``: a name one of the deferred modules would
+    have put there (``pg.TableWidget``), from the real module.  Anything else (a
+    submodule the import system looks for first, a name nobody defines) imports nothing."""
+    module = _deferred_names().get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyqtgraph' has no attribute {name!r}")
+    return getattr(_real(module), name)
+
+
+@functools.cache
+def _deferred_names() -> dict[str, str]:
+    """Each name a deferred module exports (its literal ``__all__``, read from its source
+    without running it) -> that module."""
+    names: dict[str, str] = {}
+    for name, path in _deferred_files.items():
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                try:
+                    exported = ast.literal_eval(node.value)
+                except ValueError:
+                    break
+                for item in exported:
+                    if isinstance(item, str):
+                        names.setdefault(item, name)
+                break
+    return names
+
+
+_deferred_files: dict[str, str] = {}  # deferred module -> its source file
+
+
+def _defer_unused(root: str) -> list[str]:
+    """Stand a :class:`_Deferred` in for each of :data:`DEFERRED` that is a plain module
+    in pyqtgraph's folder ``root`` with an ``__all__`` list; their names."""
+    names = []
+    for short in DEFERRED:
+        name = f"pyqtgraph.{short}"
+        path = os.path.join(root, *short.split(".")) + ".py"
+        if name in sys.modules or not _lists_its_names(path):
+            continue
+        sys.modules[name] = _Deferred(name)
+        _deferred_files[name] = path
+        names.append(name)
+    return names
+
+
+def _lists_its_names(path: str) -> bool:
+    """Whether the module file ``path`` sets ``__all__`` (what ``from M import *`` then
+    binds, and what :func:`_deferred_names` reads); False where there is no such file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return "\n__all__ = [" in f.read()
+    except (OSError, ValueError):
+        return False
+
+
 def import_pyqtgraph() -> None:
     """``import pyqtgraph``, with lazy mirrors of PySide6's modules where it can
     (see the module docstring)."""
@@ -93,7 +216,8 @@ def import_pyqtgraph() -> None:
     import PySide6.QtCore
 
     _skip_source_scans()
-    if not _placeholders():
+    root = _root()
+    if not _placeholders(root):
         import pyqtgraph
 
         return
@@ -114,12 +238,18 @@ def import_pyqtgraph() -> None:
         listed[name] = src.__dict__.get("__dir__")
         # What pyqtgraph's copy iterates over: the names built so far.
         vars(src)["__dir__"] = functools.partial(_built, src)
+    deferred = _defer_unused(root)
     try:
-        import pyqtgraph  # noqa: F401
+        import pyqtgraph
     except BaseException:
         for name in MIRRORED:
             sys.modules.pop(f"pyqtgraph.Qt.{name}", None)
+        for name in deferred:
+            sys.modules.pop(name, None)
         raise
+    else:
+        if deferred and "__getattr__" not in vars(pyqtgraph):
+            vars(pyqtgraph)["__getattr__"] = _from_deferred
     finally:
         for name, src in sources.items():
             if listed[name] is None:

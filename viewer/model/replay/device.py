@@ -270,7 +270,8 @@ def replay_device(
     rep.seed_inconsistencies = initial_state.inconsistencies
     if on_seeded is not None:
         on_seeded(rep)
-    emit = np.unique(np.asarray([k for k in emit_at if 0 <= k < n], dtype=np.int64))
+    # (a handful of moments: a set, not np.unique, whose first call imports numpy.ma)
+    emit = np.asarray(sorted({int(k) for k in emit_at if 0 <= k < n}), dtype=np.int64)
     every = keyframe_every if keyframes else 0
     if native:
         cap = rep._native_state(initial)

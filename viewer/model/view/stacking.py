@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.members import unique_sorted
 from ..replay.timeline import Intervals
 
 
@@ -108,7 +109,7 @@ def stacked_layout(
 ) -> StackedLayout:
     """Layout of the stacked timeline for events ``[k0, k1]`` sampled at ``columns``."""
     columns = max(2, int(columns))
-    samples = np.unique(np.linspace(k0, k1, columns).round().astype(np.int64))
+    samples = unique_sorted(np.linspace(k0, k1, columns).round().astype(np.int64))
     visible, vlo, vhi = _visible(iv, samples)
     # Bytes of every visible allocation at each column, for the summary band.
     vsize = iv.size[visible]
