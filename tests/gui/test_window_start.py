@@ -261,7 +261,8 @@ deferred = sorted(n for n, m in sys.modules.items() if isinstance(m, qt_import._
 # what the window's start executed of them: nothing (the parameter tree stays unloaded)
 unloaded = all(isinstance(sys.modules[n], qt_import._Deferred) for n in deferred)
 tree = "pyqtgraph.parametertree" in sys.modules
-names = json.loads(sys.argv[1]) if len(sys.argv) > 1 else [n for n in dir(pg) if not n.startswith("_")]
+public = [n for n in dir(pg) if not n.startswith("_")]
+names = json.loads(sys.argv[1]) if len(sys.argv) > 1 else public
 seen = {n: where(getattr(pg, n)) for n in names}
 from pyqtgraph.widgets.ScatterPlotWidget import ScatterPlotWidget
 import pyqtgraph.parametertree as ptree
