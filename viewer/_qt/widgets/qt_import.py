@@ -135,7 +135,7 @@ def _real(name: str) -> types.ModuleType:
     module = _loaded.get(name)
     if module is None:
         if isinstance(sys.modules.get(name), _Deferred):
-            del sys.modules[name]
+            sys.modules.pop(name, None)  # (another thread may be a step ahead: no KeyError)
         module = _loaded[name] = importlib.import_module(name)
     return module
 
