@@ -47,10 +47,11 @@ def start(**env: str) -> dict:
     return fresh_interpreter(START, **env)
 
 
-def fresh_interpreter(script: str, **env: str) -> dict:
-    """The JSON that ``script`` prints last, run offscreen in a new interpreter."""
+def fresh_interpreter(script: str, *args: str, **env: str) -> dict:
+    """The JSON that ``script`` prints last, run offscreen in a new interpreter (``args``:
+    its ``sys.argv[1:]``)."""
     proc = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -275,15 +276,7 @@ print(json.dumps({"deferred": deferred, "unloaded": unloaded, "tree_before": tre
 
 def namespace(names=None, **env: str) -> dict:
     args = [] if names is None else [json.dumps(names)]
-    proc = subprocess.run(
-        [sys.executable, "-c", NAMESPACE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", **env},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return fresh_interpreter(NAMESPACE, *args, **env)
 
 
 def test_pyqtgraph_modules_the_window_never_uses_are_not_run_at_its_start():

@@ -9,6 +9,7 @@
 * :mod:`.errors` - :class:`SnapshotError` (one clear line) and its kinds;
 * :mod:`.progress` - :class:`Progress`: reporting and cancelling long work;
 * :mod:`.members` - :func:`one_of`: ``np.isin`` for a few codes at memory speed;
+  :func:`unique_sorted`: ``np.unique`` of a column already in order;
 * :mod:`.parallel` - :func:`pmap`: independent pieces of work (what-if settings, a
   range's draws, a rank directory's files) on a forked process pool, serial where that
   costs less.

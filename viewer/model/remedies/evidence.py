@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.members import one_of
+from ..core.members import one_of, unique_sorted
 from ..whatif import requests as rq
 
 if TYPE_CHECKING:
@@ -69,10 +69,7 @@ class SizeIndex:
     def __init__(self, size: np.ndarray) -> None:
         self.size = size  # the sizes indexed
         # np.unique(size), from one sort: faster on millions of integers than its hashing.
-        ordered = np.sort(size)
-        first = np.ones(len(ordered), bool)
-        first[1:] = ordered[1:] != ordered[:-1]
-        self.values = ordered[first]
+        self.values = unique_sorted(np.sort(size))
         self.index = np.searchsorted(self.values, size)
 
     def isin(self, sizes: np.ndarray, times: int = 1) -> np.ndarray:

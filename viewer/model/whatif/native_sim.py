@@ -26,6 +26,7 @@ import numpy as np
 
 from .._native import native_module, pure_python_requested
 from ..core import allocator_rules as rules
+from ..core.members import unique_sorted
 from ..core.progress import Progress
 from ..replay import FREE as FREE_STATE
 from ..replay import PENDING as PENDING_STATE
@@ -132,10 +133,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 def _unique(values: np.ndarray) -> np.ndarray:
     """``np.unique`` of a 1-D integer column, the same array: numpy's own imports
     ``numpy.ma`` on first use (~20 ms, most of what else a cached what-if imports)."""
-    out = np.sort(values, kind="stable")
-    if len(out) > 1:
-        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
-    return out
+    return unique_sorted(np.sort(values, kind="stable"))
 
 
 def simulate(
