@@ -95,3 +95,19 @@ SET_TO_NONE = ["compiled_gpt2_b08", "compiled_vit_b16", "gpt2_val_grad"]
 @pytest.mark.parametrize("name", SET_TO_NONE)
 def test_set_to_none_is_not_offered_to_a_program_that_sets_to_none(name):
     assert "set_to_none" not in _offered(name)
+
+
+def test_a_lightning_loop_freeing_cublas_workspaces_at_teardown_keeps_them_workspaces():
+    """Lightning's teardown frees cuBLAS's workspaces after the last step; until then they
+    lived all along, as a workspace does.  Taken for gradients (the backward handle's is
+    made in backward), they made set_to_none look applicable although the loop already
+    sets gradients to None."""
+    name = "lit_vit_tiny_adamw_fp32_b32"
+    assert _truth(name)["set_to_none"] is True
+    case = _case(name)
+    cat, why, _guess, _bd = evidence.categories_of(case)
+    big = case.requests.size == 32 << 20
+    assert big.sum() >= 2
+    made = big & (why != "")
+    assert set(why[made].tolist()) == {"workspace_guess"}
+    assert "set_to_none" not in _offered(name)

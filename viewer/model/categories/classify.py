@@ -364,13 +364,16 @@ WORKSPACE_SIZES = np.array([1 << 20, 4 << 20, (8 << 20) + (128 << 10), 32 << 20]
 def _workspaces(iv: Intervals, reason: np.ndarray, ph: Phases, n: int) -> None:
     """Without C++ frames a library workspace looks like an activation or a gradient that
     is never freed: made in the first iteration's forward/backward, alive to the end, of
-    a workspace's size and of no parameter's (a guess)."""
+    a workspace's size and of no parameter's (a guess).  Alive to the end includes freed
+    in the recording's closing frees, after its last allocation: a program's teardown
+    (Lightning's clears cuBLAS's workspaces when it ends) frees what lived all along."""
     if not ph.iterations or n == 0:
         return
     first = ph.iterations[0]
     s = iv.start
+    teardown = int(s.max()) if len(s) else n
     # Made in the first iteration, or before recording (a ring buffer), never freed.
-    cand = np.flatnonzero(iv.end >= n)  # alive at the end: few
+    cand = np.flatnonzero(iv.end > teardown)  # alive at the end: few
     cand = cand[s[cand] <= first.end]
     cat_c = _REASON_CATEGORY[reason[cand]]
     pre_c = s[cand] < 0
