@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,16 +33,34 @@ EVAL_CHANGE = (
 )
 
 
+def alive_to_the_end(case: Case, evd: evidence.Evidence) -> np.ndarray:
+    """Allocations alive when the program's work ended: never freed, or freed in the
+    recording's closing frees, after its last allocation (a list the loop appended to
+    goes when its function returns, before the snapshot is taken: what it kept lived
+    all along)."""
+    reqs = case.requests
+    alloc = reqs.kind == rq.ALLOC
+    if not alloc.any():
+        return alloc
+    last = int(np.flatnonzero(alloc)[-1])
+    return alloc & (evd.free_at > last)
+
+
 def kept_each_iteration(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> np.ndarray:
-    """Allocations the program keeps every iteration: never freed, growing with the batch,
-    two or more from one call site (whatever rule judged them: the categories call kept
-    graphs activations), with that site's last ones that the recording's end cut off."""
+    """Allocations the program keeps every iteration: alive to the end
+    (:func:`alive_to_the_end`), growing with the batch, two or more from one call site
+    (whatever rule judged them: the categories call kept graphs activations), with that
+    site's last ones that the recording's end cut off.  One of a site alive to the end is
+    the last iteration's output, which any loop holds until it ends: not kept."""
     reqs = case.requests
     n = len(reqs)
-    never = (reqs.kind == rq.ALLOC) & (evd.free_at == n)
+    never = alive_to_the_end(case, evd)
     if not never.any():
         return never
-    cut = scaling.cut_off(reqs, evd, never)
+    # Closing frees count as never freed, so that the site's earlier frees tell cut_off's
+    # "made and freed before, none after" as they do for a recording that ends mid-run.
+    ended = dataclasses.replace(evd, free_at=np.where(never, n, evd.free_at))
+    cut = scaling.cut_off(reqs, ended, never)
     cand = never & ~cut & j.scales
     sites, counts = np.unique(evd.site[cand], return_counts=True)
     keeping = sites[counts >= 2]
@@ -105,7 +124,7 @@ def _kept_build(ctx: Context, k: _Kept, ran: Mapping[str, Any]) -> list[Remedy]:
         kept_run,
         change=EVAL_CHANGE if k.eval_loop else None,
         where=most_common_user_frame(ctx.snap, ctx.evd.site[kept]),
-        detail=f"{plural(int(kept.sum()), 'allocation')} ({fb(per)}) never freed, made again "
+        detail=f"{plural(int(kept.sum()), 'allocation')} ({fb(per)}) kept to the end, made again "
         "and again at the same line; re-simulated with what the program's own line made "
         "to keep not made, and the rest freed at the end of its iteration"
         + (
