@@ -276,15 +276,19 @@ def repeated_blocks(case: Case, evd: evidence.Evidence, j: scaling.Judgement) ->
     return Blocks(out_saved, last, largest, nb, int(per_block.max()))
 
 
-def checkpoint_case(case: Case, blocks: Blocks, keep_largest: bool = False) -> Case:
+def checkpoint_case(
+    case: Case, blocks: Blocks, keep_largest: bool = False, keep_last: bool = True
+) -> Case:
     """The stream without the repeated blocks' saved activations but the last block's
-    (one block is recomputed at a time in backward): the low case; with
-    ``keep_largest``, the high one, keeping each block's largest saved tensor (a
-    checkpoint keeps the block's input, at most that large).  Neither places the
-    recomputed block's tensors where backward makes them again: a cache with no room
-    for them there needs up to :attr:`Blocks.block_bytes` more
+    (one block is recomputed at a time in backward): the point's lower run; with
+    ``keep_largest``, its higher one, keeping each block's largest saved tensor (a
+    checkpoint keeps the block's input, at most that large); without ``keep_last``, the
+    range's floor: no block's saved activations at all (a checkpointed forward saves none, and
+    the block recomputed first in backward may come after the head's peak).  None
+    places the recomputed block's tensors where backward makes them again: a cache with
+    no room for them there needs up to :attr:`Blocks.block_bytes` more
     (:mod:`.catalogue.activations` adds it to the range's top)."""
-    dropped = blocks.saved & ~blocks.last
+    dropped = blocks.saved & ~blocks.last if keep_last else blocks.saved.copy()
     if keep_largest:
         dropped &= ~blocks.largest
     return edit.without(case, dropped)

@@ -5,8 +5,9 @@ reserved bytes, segment caching included:
 * ``gradient_checkpointing``: the repeated blocks' saved activations removed but one
   block's (recomputed one at a time), and besides keeping each block's largest saved
   tensor (the block input a checkpoint keeps is at most that large); the point is the
-  middle, the range's top adds one block's bytes made again in backward where the
-  cache may have no room;
+  middle; the range's floor saves no block's activations at all (the recomputed block
+  may come after the head's peak), its top adds one block's bytes made again in
+  backward where the cache may have no room;
 * ``bf16_autocast``: activations and temporaries of autocast's bf16 ops halved, of its
   fp32 ops kept, the rest at three quarters, plus bf16 weight copies; the range goes
   from every activation halved to nothing saved but the copies added.
@@ -65,11 +66,14 @@ def _checkpoint_applies(ctx: Context) -> changes.Blocks | None:
 
 
 def _checkpoint_simulations(ctx: Context, blocks: changes.Blocks) -> Simulations:
-    # The low and the high case are two runs, so a pool runs them side by side.
-    def run(keep_largest: bool) -> Callable[[], int]:
-        return lambda: peak_of(changes.checkpoint_case(ctx.case, blocks, keep_largest), ctx.limit)
+    # The point's two runs and the range's floor are three runs: a pool runs them side
+    # by side.
+    def run(keep_largest: bool, keep_last: bool = True) -> Callable[[], int]:
+        return lambda: peak_of(
+            changes.checkpoint_case(ctx.case, blocks, keep_largest, keep_last), ctx.limit
+        )
 
-    return {"low": run(False), "high": run(True)}
+    return {"low": run(False), "high": run(True), "floor": run(False, keep_last=False)}
 
 
 def _checkpoint_build(ctx: Context, blocks: changes.Blocks, ran: Mapping[str, Any]) -> list[Remedy]:
@@ -92,20 +96,28 @@ def _checkpoint_build(ctx: Context, blocks: changes.Blocks, ran: Mapping[str, An
             )
         ]
     a, b = ran["low"], ran["high"]
+    # The floor: no block saves anything in forward.  Keeping the last block's (the
+    # lower run) counts it beside the head's tensors and the loss, where a checkpointed
+    # run has only the blocks' inputs: it recomputes that block in backward, after the
+    # head's backward may have freed them.  The floor's run can land a little above the
+    # others where the cache splits differently: the lowest of the three.
     return [
         estimated(
             ctx,
             GRADIENT_CHECKPOINTING,
             (a + b) // 2,
-            min(a, b),
+            min(a, b, ran["floor"]),
             max(a, b) + blocks.block_bytes,
             where=ctx.activations_where,
             detail=f"estimated: {plural(blocks.n_blocks, 'repeated block')}; re-simulated "
             "without their saved activations but one block's (recomputed one at a time in "
             "backward), and keeping besides each block's largest saved tensor (a checkpoint "
             "keeps the block's input, at most that large): the estimate is the middle of both "
-            f"runs; the range adds to the higher one block's {fb(blocks.block_bytes)}, made "
-            "again in backward where the cache may have no room for them",
+            "runs; the range goes down to a run with no block's saved activations at all (a "
+            "checkpointed forward saves none; the block recomputed first in backward may "
+            "come after the head's peak), and adds to the higher run one block's "
+            f"{fb(blocks.block_bytes)}, made again in backward where the cache may have no "
+            "room for them",
             acts_on=blocks.saved,
             from_split=False,
             point_floored=False,
