@@ -15,6 +15,12 @@ Evidence comes from three places, strongest first:
    pile up in forward and are released in backward).  Phases found that way are
    marked as guessed.
 
+A requested free recorded with its block's own allocation stack says nothing of the
+moment it happened: torch records that stack when it takes none at frees (history
+with ``context="alloc"``, which vramscope's capture uses where a stack taken at a
+free would break backward; or a free where it could take none), and the forward's
+frames of an activation freed in backward would otherwise read as a forward.
+
 Events without evidence (frees, the user's own code) take the phase of the
 evidence around them: the same phase on both sides wins, a gap between a
 forward and its backward is forward (the loss), any other gap is ``other``.
@@ -251,20 +257,37 @@ def stack_codes(snap: Snapshot, kinds: np.ndarray) -> np.ndarray | None:
     return np.append(ev_stack.astype(np.int8) | (guessed_stack.astype(np.int8) << 4), np.int8(0))
 
 
+def moment_stacks(rep: DeviceReplay) -> np.ndarray:
+    """Per event, the stack that tells of its moment: the recorded one, except -1 for a
+    requested free recorded with its allocation's stack (see the module's docstring)."""
+    stack = rep.stack
+    frees = np.flatnonzero(rep.action == Action.FREE_REQUESTED)
+    if not len(frees):
+        return stack
+    made = rep.alloc_of[frees]
+    same = (made >= 0) & (stack[np.maximum(made, 0)] == stack[frees])
+    if not same.any():
+        return stack
+    out = stack.copy()
+    out[frees[same]] = -1
+    return out
+
+
 def event_evidence(
-    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray
+    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray, stack: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(evidence per event, guessed per event): the evidence of each alloc's or requested
-    free's stack."""
+    free's stack (``stack``: :func:`moment_stacks` of ``rep`` when the caller has it)."""
     n = len(rep)
     code = stack_codes(snap, kinds)
     if code is None:
         return np.zeros(n, np.int8), np.zeros(n, bool)
     # Allocations and the frees a program asked for both carry the stack of the moment
-    # (``del x`` in the user's code, a free inside autograd's thread).
+    # (``del x`` in the user's code, a free inside autograd's thread), unless the free
+    # only repeats its allocation's.
     # One gather per event, zeroed where the action carries no evidence. Few
     # full-length temporaries: at 10M events each is a fresh, page-faulted mapping.
-    got = code[rep.stack]
+    got = code[moment_stacks(rep) if stack is None else stack]
     act_lut = np.zeros(256, np.int8)
     act_lut[[Action.ALLOC, Action.FREE_REQUESTED]] = 1
     np.multiply(got, act_lut[rep.action.view(np.uint8)], out=got)
@@ -451,7 +474,7 @@ def find_phases(
         # One C pass: evidence, guess and phase of every event (no temporaries of n).
         ev, guessed, phase, known = native.phases(
             rep.action,
-            rep.stack,
+            moment_stacks(rep),
             code,
             [(lo, hi, PH_OTHER) for lo, hi in zero] + [(lo, hi, PH_OPTIMIZER) for lo, hi in steps],
         )
