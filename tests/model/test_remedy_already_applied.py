@@ -111,3 +111,33 @@ def test_a_lightning_loop_freeing_cublas_workspaces_at_teardown_keeps_them_works
     made = big & (why != "")
     assert set(why[made].tolist()) == {"workspace_guess"}
     assert "set_to_none" not in _offered(name)
+
+
+# Programs whose weights are bf16 (autocast would run nothing in lower precision), and
+# programs in fp32: the element size told from a width that a norm vector and a square
+# attention projection share.
+HALF_WEIGHTS = ["dec_qwen2_adamw_bf16weights_b8"]
+FULL_WEIGHTS = [
+    "dec_gpt2_sdpa_adamw_fp32_b8",
+    "dec_llama_eager_sgdm_fp32_b8",
+    "enc_bert_mlm_adamw_fp32_b8",
+    "trn_bert_adamw_fp32_b8",
+    "tv_resnet18_sgdm_fp32_b32",
+    "s2s_t5_adamw_fp32_b8",
+]
+
+
+@pytest.mark.parametrize("name", HALF_WEIGHTS + FULL_WEIGHTS)
+def test_weights_in_half_precision_are_told_from_the_sizes(name):
+    from vramscope.viewer.model.remedies.catalogue.activations import weights_in_half_precision
+
+    half = _truth(name)["dtype"] in ("bfloat16", "float16")
+    case = _case(name)
+    assert weights_in_half_precision(case, evidence.gather(case)) is half
+
+
+def test_autocast_is_not_offered_to_a_model_in_bf16():
+    assert _truth(HALF_WEIGHTS[0])["autocast"] is None  # no autocast: the weights do it
+    assert "bf16_autocast" not in _offered(HALF_WEIGHTS[0])
+    assert _truth("dec_gpt2_sdpa_adamw_fp32_b8")["autocast"] is None
+    assert "bf16_autocast" in _offered("dec_gpt2_sdpa_adamw_fp32_b8")

@@ -28,7 +28,7 @@ from ...core.units import format_bytes as fb
 from ...core.units import plural
 from ...whatif import Case
 from ...whatif import requests as rq
-from .. import changes, evidence, scaling
+from .. import changes, evidence, scaling, seq_scale
 from ..remedy import ESTIMATED, Remedy
 from ..split import parameters
 from .context import Context, peak_of
@@ -188,11 +188,44 @@ def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> b
     return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
 
 
+#: A parameter size counts as a layer's when at least this many parameters have it (the
+#: repeated blocks' weights and norms), not a size one odd layer happens to have.
+_REPEATED = 4
+_MIN_WIDTH = 16
+
+
+def weights_in_half_precision(case: Case, evd: evidence.Evidence) -> bool:
+    """The model's weights are bf16 / fp16 (what autocast would run the forward in):
+    told from the sizes alone by a width ``d`` that both a vector (a norm's weight, a
+    bias) and a square ``d x d`` matrix (an attention projection) have.  Their bytes,
+    ``d*e`` and ``d*d*e``, give the element size ``e = (d*e)**2 / (d*d*e)``: 2 in half
+    precision, 4 in fp32.  Only sizes of the repeated blocks count, and the answer is
+    half precision only where more widths say 2 than 4.  Only attention models (their
+    frames name an attention function) are judged: a square matrix of a vector's width is
+    an attention projection there, while convolutions' channel doublings and
+    squeeze-excitation layers match either reading."""
+    if evd.categories is None or not seq_scale.names_attention(case.snap):
+        return False
+    reqs = case.requests
+    params = reqs.size[(reqs.kind == rq.ALLOC) & evd.category_in("parameter")].astype(np.int64)
+    sizes, counts = np.unique(params, return_counts=True)
+    repeated = sizes[counts >= _REPEATED]
+
+    def widths(element: int) -> int:
+        vec = repeated[repeated % element == 0]
+        d = vec // element
+        d = d[d >= _MIN_WIDTH]  # a scalar's bytes are its own "square"
+        return int(np.isin(d * d * element, repeated).sum())
+
+    return widths(2) > widths(4)
+
+
 def _autocast_applies(ctx: Context) -> bool | None:
-    """Activations live at the split's instant, in a run not under autocast already."""
-    if ctx.split["activations"] > 0 and not autocast_seen(ctx.case, ctx.evd, ctx.judgement):
-        return True
-    return None
+    """Activations live at the split's instant, in a run not under autocast already and
+    whose weights are not in half precision already (autocast would change nothing)."""
+    if ctx.split["activations"] <= 0 or autocast_seen(ctx.case, ctx.evd, ctx.judgement):
+        return None
+    return None if weights_in_half_precision(ctx.case, ctx.evd) else True
 
 
 def _autocast_peaks(ctx: Context) -> tuple[int, int, np.ndarray]:
