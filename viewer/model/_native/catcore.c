@@ -625,6 +625,13 @@ static PyObject *classify_window(PyObject *self, PyObject *args) {
             r = (k & k_opt_init) && kept ? R_OPT_INIT : kept ? R_OPT_SURVIVES : R_TEMP_OPT;
         } else if (ph == PH_BACKWARD) {
             int survives = e > run_end;
+            if (!survives && e >= n && ni) {
+                /* Alive at the end, from an iteration that ended before the recording did
+                 * (the closing frees carry no evidence: the run reaches the end). */
+                while (ij < ni && it_lo[ij] <= s) ij++;
+                Py_ssize_t own = ij - 1;
+                survives = own >= 0 && s < it_span_end && it_end[own] < n - 1;
+            }
             r = survives && (k & k_acc) ? R_GRAD_ACC
                 : survives && guessed[s] ? R_GRAD_GUESS
                 : survives ? R_GRAD : R_TEMP_BWD;

@@ -162,6 +162,14 @@ def _window(
     if len(g.ids):
         k, eg = kinds_ext[iv.stack[g.ids]], e[g.ids]
         survives = eg > run_end(g.ids)
+        if iters:
+            # Alive at the end, from an iteration that ended before the recording did: the
+            # backward's run may reach the end only through the recording's closing frees
+            # (which carry no evidence), yet the pass was over.  Not so inside an iteration
+            # the recording stopped in (an OOM in backward): there it may be a temporary.
+            it_end = np.array([it.end for it in iters], np.int64)
+            own = ph.iteration[s[g.ids]]
+            survives |= (eg >= n) & (own >= 0) & (it_end[np.maximum(own, 0)] < n - 1)
         g.put(survives & ((k & sk.K_ACCUMULATE_GRAD) != 0), "grad_accumulate")
         g.put(survives & ph.guessed[s[g.ids]], "grad_survives_backward_guess")
         g.put(survives, "grad_survives_backward")

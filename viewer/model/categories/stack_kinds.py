@@ -98,6 +98,18 @@ _APPLY_NAMES = (
     "load_state_dict",
 )
 _BACKWARD_PY_NAMES = ("backward", "_engine_run_backward", "grad", "_make_grads", "run_backward")
+# torch.compile's backward: AOTAutograd's compiled autograd.Function runs the compiled
+# backward graph from these (the generated Inductor module below them is the program's
+# own-looking code in /tmp/torchinductor_*, and on autograd's device thread nothing else
+# in the stack names a backward).  The forward's wrappers share the directory, not names.
+_AOT_BACKWARD_NAMES = (
+    "backward",
+    "_backward_impl",
+    "_compiled_backward",
+    "_backward_prologue",
+    "_backward_epilogue",
+    "_double_backward",
+)
 _RECOMPUTE_NAMES = ("unpack_hook", "recompute_fn", "backward", "_recompute", "unpack")
 
 # FSDP's frames by (file inside torch, function) -> kind.  FSDP2 (fully_shard) first, then
@@ -227,6 +239,8 @@ def frame_kind(filename: str, name: str, category: int) -> int:
         kind |= K_BACKWARD
     elif rel == "autograd/function.py" and name == "backward":
         kind |= K_BACKWARD  # a custom Function's backward, run by the engine
+    elif rel.startswith("_functorch/") and name in _AOT_BACKWARD_NAMES:
+        kind |= K_BACKWARD
     elif rel.startswith("utils/checkpoint.py") and name in _RECOMPUTE_NAMES:
         kind |= K_RECOMPUTE | K_BACKWARD
     elif rel.startswith("utils/data/"):
