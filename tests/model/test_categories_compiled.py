@@ -132,6 +132,8 @@ def test_aot_autograd_frames():
     rw = "/usr/lib/python3/site-packages/torch/_functorch/_aot_autograd/runtime_wrappers.py"
     for name in ("backward", "_backward_impl"):
         assert sk.frame_kind(rw, name, CAT_TORCH) & sk.K_BACKWARD, name
+    old = rw.replace("runtime_wrappers.py", "jit_compile_runtime_wrappers.py")
+    assert sk.frame_kind(old, "call_compiled_backward", CAT_TORCH) & sk.K_BACKWARD
     for name in ("forward", "runtime_wrapper", "inner_fn"):
         assert not sk.frame_kind(rw, name, CAT_TORCH) & sk.K_BACKWARD, name
     fn = "/usr/lib/python3/site-packages/torch/autograd/function.py"
@@ -151,4 +153,3 @@ def test_c_and_numpy_agree_on_compiled_programs(name, monkeypatch):
         assert np.array_equal(getattr(fast, col), getattr(slow, col)), col
     for col in ("evidence", "phase", "guessed"):
         assert np.array_equal(getattr(fast.phases, col), getattr(slow.phases, col)), col
-

@@ -102,9 +102,11 @@ _BACKWARD_PY_NAMES = ("backward", "_engine_run_backward", "grad", "_make_grads",
 # backward graph from these (the generated Inductor module below them is the program's
 # own-looking code in /tmp/torchinductor_*, and on autograd's device thread nothing else
 # in the stack names a backward).  The forward's wrappers share the directory, not names.
+# (torch 2.2-2.4 ran it from ``call_compiled_backward`` in jit_compile_runtime_wrappers.py.)
 _AOT_BACKWARD_NAMES = (
     "backward",
     "_backward_impl",
+    "call_compiled_backward",
     "_compiled_backward",
     "_backward_prologue",
     "_backward_epilogue",
