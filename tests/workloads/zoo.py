@@ -435,6 +435,37 @@ for _prog in (
     "acc_bert_adamw_fp32",
 ):
     PAIRS.append(("free_kept", _prog, {"leak": True}, {}))
+# Where the remedies matter: at the middle batch above, the training step's own peak hides
+# both.  An evaluation at twice the training batch with grad enabled holds its whole graph
+# at its peak; a small batch makes the gradients zeroed in place a large share of the
+# forward's peak.  Plain loops (the ones that validate), three held-out families each.
+for _prog in (
+    "dec_gpt2_sdpa_adamw_fp32",
+    "timm_vit_tiny_adamw_bf16",
+    "enc_bert_mlm_adamw_fp32",
+    "s2s_t5_adamw_fp32",
+    "tv_resnet18_sgdm_fp32",
+    "peft_lora_gpt2_fp32",
+):
+    PAIRS.append(
+        (
+            "no_grad_forward",
+            _prog,
+            {"validate": "grad", "val_scale": 2},
+            {"validate": "no_grad", "val_scale": 2},
+        )
+    )
+for _prog, _small in (
+    ("dec_gpt2_sdpa_adamw_fp32", 1),
+    ("timm_vit_tiny_adamw_bf16", 2),
+    ("enc_bert_mlm_adamw_fp32", 1),
+    ("s2s_t5_adamw_fp32", 1),
+    ("tv_resnet18_sgdm_fp32", 2),
+    ("peft_lora_gpt2_fp32", 1),
+):
+    PAIRS.append(
+        ("set_to_none", _prog, {"set_to_none": False, "batch": _small}, {"batch": _small})
+    )
 for _prog in (
     "dec_llama_sdpa_fusedadamw_bf16",
     "enc_bert_mlm_adamw_fp32",
@@ -476,6 +507,11 @@ def pair_names(remedy: str, pid: str, before: dict, after: dict) -> tuple[str, s
     p = program(pid)
     own = rec_name(pid, mid_batch(p))
     tag = re.sub(r"[^a-z0-9]+", "_", remedy.lower()).strip("_")
+    # A second pair of one remedy and program, where it is made to matter, is named apart.
+    if "val_scale" in before:
+        tag += f"_val{before['val_scale']}x"
+    if "batch" in before:
+        tag += f"_b{before['batch']}"
     return (
         own if not before else f"pair_{tag}_{pid}_before",
         own if not after else f"pair_{tag}_{pid}_after",
@@ -516,7 +552,8 @@ def plan() -> list[dict]:
         names = pair_names(remedy, pid, before, after)
         for role, change, name in (("before", before, names[0]), ("after", after, names[1])):
             if change:
-                sp = _spec(p, name, mid_batch(p), None, **change)
+                change = dict(change)
+                sp = _spec(p, name, change.pop("batch", mid_batch(p)), None, **change)
                 sp["pair"] = {
                     "remedy": remedy,
                     "role": role,

@@ -493,7 +493,9 @@ def plain_loop(spec, built, opt, tracker, dev, torch, code_lines, extra) -> None
         extra["inputs"] = storages(batch.values(), cuda_only=dev.type == "cuda")
         del batch, loss, logits
         if spec.get("validate"):
-            vb = built.make_batch(b, t, dev)
+            # Evaluation often runs larger batches than training (no optimizer state
+            # to share the memory with when it runs under no_grad).
+            vb = built.make_batch(b * int(spec.get("val_scale", 1)), t, dev)
             grad = spec["validate"] == "grad"
             with contextlib.nullcontext() if grad else torch.no_grad(), amp_ctx(spec, dev, torch):
                 code_lines.setdefault("validate", here())
@@ -836,7 +838,10 @@ def run(spec: dict, out: Path, device: str) -> int:
             }
         )
     if spec.get("validate"):
-        truth["validate"] = {"no_grad": spec["validate"] == "no_grad"}
+        truth["validate"] = {
+            "no_grad": spec["validate"] == "no_grad",
+            "batch_scale": int(spec.get("val_scale", 1)),
+        }
     (out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1, default=str))
     print(
         f"{name}: iters={len(stats)} oom={bool(oom)} params={truth['parameters']['bytes']} "
