@@ -292,3 +292,80 @@ def checkpoint_case(
     if keep_largest:
         dropped &= ~blocks.largest
     return edit.without(case, dropped)
+
+
+#: Where :func:`gradients_set_to_none` makes a gradient again in a later backward: where
+#: the first backward made it, or at the backward's first or last request (the bounds:
+#: autograd makes a gradient when its parameter's use is reached, which a recording of
+#: gradients zeroed in place shows only for the first iteration).
+AS_FIRST, AT_START, AT_END = "as_first", "at_start", "at_end"
+
+
+def gradients_set_to_none(
+    case: Case, evd: evidence.Evidence, grads: np.ndarray, place: str = AS_FIRST
+) -> Case | None:
+    """``case`` as the program that sets its gradients to None before each forward instead
+    of zeroing them in place: each gradient of ``grads`` (allocations kept across
+    iterations) is freed when the next iteration begins, and made again in that
+    iteration's backward where ``place`` says: by default where the first backward made
+    it, after as many of the backward's other requests as came before it there.  None when
+    the iterations are not known (nothing to place the frees by)."""
+    reqs = case.requests
+    n = len(reqs)
+    starts = iteration_starts(case, evd)
+    rows = np.flatnonzero(grads & (reqs.kind == rq.ALLOC))
+    if len(starts) < 2 or not len(rows):
+        return None
+    ends = np.append(starts[1:], n)
+    backward = np.flatnonzero(evd.phase == evidence.BACKWARD)
+    if not len(backward):
+        return None
+    # Per iteration: its backward's first and last requests (its end where it has none).
+    first_bwd = backward[np.minimum(np.searchsorted(backward, starts), len(backward) - 1)]
+    first_bwd = np.where((first_bwd >= starts) & (first_bwd < ends), first_bwd, ends)
+    last_bwd = backward[np.maximum(np.searchsorted(backward, ends) - 1, 0)]
+    it_of = np.searchsorted(starts, rows, side="right") - 1
+    # Requests of the backward before each gradient, the gradients' own allocations left
+    # out (the later iterations make none of them).
+    is_grad = np.zeros(n + 1, np.int64)
+    is_grad[rows + 1] = 1
+    grads_before = np.cumsum(is_grad)
+    after, kind, size, stream, ref_old, ref_new = [], [], [], [], [], []
+    for a, k0 in zip(rows.tolist(), it_of.tolist()):
+        if k0 < 0 or first_bwd[k0] > a:
+            continue  # made before the iterations or outside a backward: not moved
+        offset = (a - first_bwd[k0]) - int(grads_before[a] - grads_before[first_bwd[k0]])
+        prev_old, prev_new = a, -1
+        for k in range(k0 + 1, len(starts)):
+            after.append(int(starts[k]) - 1)  # freed as the iteration begins
+            kind.append(rq.FREE)
+            size.append(int(reqs.size[a]))
+            stream.append(int(reqs.stream[a]))
+            ref_old.append(prev_old)
+            ref_new.append(prev_new)
+            if first_bwd[k] >= ends[k]:
+                break  # no backward in it: the gradient stays None
+            if place == AT_START:
+                at = int(first_bwd[k]) - 1
+            elif place == AT_END:
+                at = int(last_bwd[k])
+            else:
+                at = min(int(first_bwd[k]) + offset - 1, int(ends[k]) - 1)
+            after.append(at)
+            kind.append(rq.ALLOC)
+            size.append(int(reqs.size[a]))
+            stream.append(int(reqs.stream[a]))
+            ref_old.append(-1)
+            ref_new.append(-1)
+            prev_old, prev_new = -1, len(after) - 1
+    if not after:
+        return None
+    return edit.with_rows(
+        case,
+        np.array(after, np.int64),
+        np.array(kind, np.int8),
+        np.array(size, np.int64),
+        np.array(stream, np.int64),
+        np.array(ref_old, np.int64),
+        np.array(ref_new, np.int64),
+    )

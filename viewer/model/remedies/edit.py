@@ -139,3 +139,73 @@ def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
         reqs, kind=kind, size=size, stream=stream, pool=pool, ref=ref, event=event, seg_tag=tag
     )
     return case.with_requests(out_reqs)
+
+
+def with_rows(
+    case: Case,
+    after: np.ndarray,
+    kind: np.ndarray,
+    size: np.ndarray,
+    stream: np.ndarray,
+    ref_old: np.ndarray,
+    ref_new: np.ndarray,
+) -> Case:
+    """``case`` with new rows: row ``i`` right after request ``after[i]`` (rows after the
+    same request keep their given order), of ``kind`` (ALLOC or FREE), ``size`` and
+    ``stream``; a new FREE frees request ``ref_old[i]`` of ``case`` when that is >= 0,
+    else new row ``ref_new[i]`` (an allocation made again: a tensor the changed program
+    frees and makes anew)."""
+    reqs = case.requests
+    n, m = len(reqs), len(after)
+    if not m:
+        return case
+    after = np.asarray(after, np.int64)
+    # One order for old and new rows: an old row j sorts as (j, 0), a new one as (after, 1).
+    key_pos = np.concatenate([np.arange(n, dtype=np.int64), after])
+    key_new = np.concatenate([np.zeros(n, np.int8), np.ones(m, np.int8)])
+    key_seq = np.concatenate([np.zeros(n, np.int64), np.arange(m, dtype=np.int64)])
+    order = np.lexsort((key_seq, key_new, key_pos))
+    position = np.empty(n + m, np.int64)
+    position[order] = np.arange(n + m)
+    old_at, new_at = position[:n], position[n:]
+    total = n + m
+    out_kind = np.empty(total, reqs.kind.dtype)
+    out_size = np.empty(total, np.int64)
+    out_stream = np.empty(total, np.int64)
+    out_pool = np.empty(total, reqs.pool.dtype)
+    out_ref = np.empty(total, np.int64)
+    out_event = np.empty(total, np.int64)
+    out_kind[old_at], out_size[old_at], out_stream[old_at] = reqs.kind, reqs.size, reqs.stream
+    out_pool[old_at], out_event[old_at] = reqs.pool, reqs.event
+    r = reqs.ref.copy()
+    ok = r >= 0
+    r[ok] = old_at[r[ok]]
+    out_ref[old_at] = r
+    out_kind[new_at] = kind
+    out_size[new_at] = size
+    out_stream[new_at] = stream
+    out_pool[new_at] = -1
+    out_event[new_at] = reqs.event[np.clip(after, 0, max(n - 1, 0))] if n else 0
+    frees_old = np.asarray(ref_old, np.int64)
+    frees_new = np.asarray(ref_new, np.int64)
+    new_ref = np.full(m, -1, np.int64)
+    o = frees_old >= 0
+    new_ref[o] = old_at[frees_old[o]]
+    w = ~o & (frees_new >= 0)
+    new_ref[w] = new_at[frees_new[w]]
+    out_ref[new_at] = new_ref
+    tag = reqs.seg_tag.copy()
+    ok = (tag >= 0) & (tag < n)
+    tag[ok] = old_at[tag[ok]]
+    tag[reqs.seg_tag >= n] = total
+    out_reqs = dataclasses.replace(
+        reqs,
+        kind=out_kind,
+        size=out_size,
+        stream=out_stream,
+        pool=out_pool,
+        ref=out_ref,
+        event=out_event,
+        seg_tag=tag,
+    )
+    return case.with_requests(out_reqs)

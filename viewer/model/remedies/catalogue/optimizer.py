@@ -3,9 +3,10 @@
 * ``8bit_optimizer`` (simulated): the optimizer state's allocations at a quarter of
   their bytes, with a range down to the run without state nor step temporaries (SGD
   without momentum): another optimizer makes other temporaries;
-* ``set_to_none`` (estimated): the gradients live at a peak in the forward pass (with
-  the categories package: gradients zeroed in place stay allocated), the range up to
-  the recorded peak (freed segments may stay cached).
+* ``set_to_none`` (estimated): the gradients the program zeroes in place (by their
+  category, outliving the iteration after theirs) freed as each iteration begins and made
+  again in its backward, re-simulated; the range makes them at the backward's end and
+  start.  After an OOM, from the split: those live at a forward instant.
 """
 
 from __future__ import annotations
@@ -89,42 +90,106 @@ EIGHT_BIT_OPTIMIZER = RemedySpec(
 )
 
 
-def _grads_applies(ctx: Context) -> np.ndarray | None:
-    """The gradients live at a peak in the forward pass (known by their category) that
-    the program zeroes in place: their blocks outlive the iteration after the one that
-    made them.  Gradients freed by then are set to None already (made again in each
-    backward, freed by ``zero_grad``): the remedy is the program's own practice."""
-    evd, at, n = ctx.evd, ctx.at, ctx.n
-    if evd.categories is None or not (0 <= at < n) or evd.phase[at] != evidence.FORWARD:
+def _kept_gradients(ctx: Context) -> np.ndarray | None:
+    """The gradients the program zeroes in place (known by their category): made in a
+    backward and outliving the whole iteration after it (set to None, they would be freed
+    by the next iteration's ``zero_grad``).  Only where the next iteration ran a backward
+    (the recording's last one, a tail after it, or before the iterations are known cannot
+    show it)."""
+    evd, n = ctx.evd, ctx.n
+    if evd.categories is None:
         return None
     reqs = ctx.case.requests
-    grads = (
-        (reqs.kind == rq.ALLOC)
-        & (np.arange(n) <= at)
-        & (evd.free_at > at)
-        & evd.category_in("gradient")
-    )
-    grads &= evidence.kept_across_iterations(evd, n)
-    return grads if int(reqs.size[grads].sum()) > 0 else None
+    it = evd.iteration.astype(np.int64)
+    starts = np.asarray(evd.iteration_starts, np.int64)
+    bwd = np.flatnonzero(evd.phase == evidence.BACKWARD)
+    bwd = bwd[bwd >= starts[0]] if len(starts) else bwd[:0]
+    # Per iteration: whether a backward ran in it.
+    has_bwd = np.zeros(len(starts) + 1, bool)
+    if len(bwd) and len(starts):
+        has_bwd[: len(starts)] = np.bincount(
+            np.searchsorted(starts, bwd, side="right") - 1, minlength=len(starts)
+        )[: len(starts)] > 0
+    known = (it >= 0) & has_bwd[np.clip(it + 1, 0, len(starts))]
+    grads = (reqs.kind == rq.ALLOC) & evd.category_in("gradient") & known
+    grads &= (evd.phase == evidence.BACKWARD) & evidence.kept_across_iterations(evd, n)
+    return grads if grads.any() else None
+
+
+def _grads_applies(ctx: Context) -> np.ndarray | None:
+    """Gradients zeroed in place (:func:`_kept_gradients`).  After an OOM (no run after
+    it to simulate): those live at the split's instant, when it is in a forward pass."""
+    grads = _kept_gradients(ctx)
+    if grads is None or not ctx.cut:
+        return grads
+    at = ctx.at
+    if not (0 <= at < ctx.n) or ctx.evd.phase[at] != evidence.FORWARD:
+        return None
+    live = grads & (np.arange(ctx.n) <= at) & (ctx.evd.free_at > at)
+    return live if live.any() else None
+
+
+def _grads_runs(ctx: Context, grads: np.ndarray) -> tuple[Run, int, int] | None:
+    """The run with the gradients set to None, each made again where the first backward
+    made it; and the peaks with them made at each backward's start and end (the bounds of
+    where autograd makes them)."""
+    point = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AS_FIRST)
+    if point is None:
+        return None
+    start = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_START)
+    end = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_END)
+    assert start is not None and end is not None
+    return run_edited(point, ctx.case, ctx.limit), peak_of(start, ctx.limit), peak_of(end, ctx.limit)
+
+
+def _grads_simulations(ctx: Context, grads: np.ndarray) -> Simulations:
+    return {"runs": lambda: _grads_runs(ctx, grads)}
 
 
 def _grads_build(ctx: Context, grads: np.ndarray, ran: Mapping[str, Any]) -> list[Remedy]:
     kept_grads = int(ctx.case.requests.size[grads].sum())
     optimizer = ctx.evd.site[ctx.judgement.rule == scaling.OPTIMIZER]
+    where = most_common_user_frame(ctx.snap, optimizer)
+    if ctx.cut:
+        return [
+            estimated(
+                ctx,
+                SET_TO_NONE,
+                ctx.peak - kept_grads,
+                ctx.peak - kept_grads,
+                ctx.peak,
+                where=where,
+                detail=f"estimated: {fb(kept_grads)} of gradients are live at a peak in the "
+                "forward pass; with set_to_none they are made again in backward.  Reserved "
+                "falls by up to their bytes: the range reaches the recorded peak, where the "
+                "freed gradients' segments stay cached",
+                acts_on=grads,
+                from_split=True,
+            )
+        ]
+    runs = ran["runs"]
+    if runs is None:
+        return []
+    point, at_start, at_end = runs
+    p = point.demand
+    # Made at the backward's start, the gradients may pack worse than the program packs
+    # them in place; the remedy frees memory, so the range stops at the recorded peak.
+    high = max(p, min(at_start, ctx.peak))
     return [
         estimated(
             ctx,
             SET_TO_NONE,
-            ctx.peak - kept_grads,
-            ctx.peak - kept_grads,
-            ctx.peak,
-            where=most_common_user_frame(ctx.snap, optimizer),
-            detail=f"estimated: {fb(kept_grads)} of gradients are live at a peak in the "
-            "forward pass; with set_to_none they are made again in backward.  Reserved falls "
-            "by up to their bytes: the range reaches the recorded peak, where the freed "
-            "gradients' segments stay cached",
+            p,
+            min(p, at_end),
+            high,
+            where=where,
+            detail=f"estimated: re-simulated with the {fb(kept_grads)} of gradients zeroed in "
+            "place freed as each iteration begins and made again in its backward where the "
+            "first backward made them; the range makes them at each backward's end and "
+            "start (where autograd makes a gradient the in-place recording shows only once)",
             acts_on=grads,
-            from_split=True,
+            from_split=False,
+            point_floored=False,
         )
     ]
 
@@ -136,5 +201,7 @@ SET_TO_NONE = RemedySpec(
     "(the default since torch 2.0) instead of zeroing gradients in place",
     method=ESTIMATED,
     applies=_grads_applies,
+    simulations=_grads_simulations,
     build=_grads_build,
+    split_after_oom=True,
 )
