@@ -105,7 +105,7 @@ def test_a_lightning_loop_freeing_cublas_workspaces_at_teardown_keeps_them_works
     name = "lit_vit_tiny_adamw_fp32_b32"
     assert _truth(name)["set_to_none"] is True
     case = _case(name)
-    cat, why, _guess, _bd = evidence.categories_of(case)
+    _cat, why, _guess, _bd = evidence.categories_of(case)
     big = case.requests.size == 32 << 20
     assert big.sum() >= 2
     made = big & (why != "")

@@ -463,9 +463,7 @@ for _prog, _small in (
     ("tv_resnet18_sgdm_fp32", 2),
     ("peft_lora_gpt2_fp32", 1),
 ):
-    PAIRS.append(
-        ("set_to_none", _prog, {"set_to_none": False, "batch": _small}, {"batch": _small})
-    )
+    PAIRS.append(("set_to_none", _prog, {"set_to_none": False, "batch": _small}, {"batch": _small}))
 for _prog in (
     "dec_llama_sdpa_fusedadamw_bf16",
     "enc_bert_mlm_adamw_fp32",

@@ -107,9 +107,12 @@ def _kept_gradients(ctx: Context) -> np.ndarray | None:
     # Per iteration: whether a backward ran in it.
     has_bwd = np.zeros(len(starts) + 1, bool)
     if len(bwd) and len(starts):
-        has_bwd[: len(starts)] = np.bincount(
-            np.searchsorted(starts, bwd, side="right") - 1, minlength=len(starts)
-        )[: len(starts)] > 0
+        has_bwd[: len(starts)] = (
+            np.bincount(np.searchsorted(starts, bwd, side="right") - 1, minlength=len(starts))[
+                : len(starts)
+            ]
+            > 0
+        )
     known = (it >= 0) & has_bwd[np.clip(it + 1, 0, len(starts))]
     grads = (reqs.kind == rq.ALLOC) & evd.category_in("gradient") & known
     grads &= (evd.phase == evidence.BACKWARD) & evidence.kept_across_iterations(evd, n)
@@ -139,7 +142,8 @@ def _grads_runs(ctx: Context, grads: np.ndarray) -> tuple[Run, int, int] | None:
     start = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_START)
     end = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_END)
     assert start is not None and end is not None
-    return run_edited(point, ctx.case, ctx.limit), peak_of(start, ctx.limit), peak_of(end, ctx.limit)
+    run = run_edited(point, ctx.case, ctx.limit)
+    return run, peak_of(start, ctx.limit), peak_of(end, ctx.limit)
 
 
 def _grads_simulations(ctx: Context, grads: np.ndarray) -> Simulations:
