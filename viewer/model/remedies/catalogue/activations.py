@@ -203,9 +203,12 @@ def weights_in_half_precision(case: Case, evd: evidence.Evidence) -> bool:
     half precision only where more widths say 2 than 4.  Only attention models (their
     frames name an attention function) are judged: a square matrix of a vector's width is
     an attention projection there, while convolutions' channel doublings and
-    squeeze-excitation layers match either reading."""
+    squeeze-excitation layers match either reading.  Sharded training is not judged: a
+    rank holds shards (half a square fp32 matrix on two ranks has a bf16 one's bytes)."""
     if evd.categories is None or not seq_scale.names_attention(case.snap):
         return False
+    if evd.category_in("parameter_gathered").any():
+        return False  # sharded: a rank's parameters are shards, not the weights' sizes
     reqs = case.requests
     params = reqs.size[(reqs.kind == rq.ALLOC) & evd.category_in("parameter")].astype(np.int64)
     sizes, counts = np.unique(params, return_counts=True)
