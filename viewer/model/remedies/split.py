@@ -84,6 +84,11 @@ def split_at(
         )
         & ~scales
     )
+    if evd.categories is not None:
+        # Model state in the categories' words: the parameters, gradients and optimizer
+        # state the header shows, where they do not scale; a fixed temporary or workspace
+        # of a weight's size is other fixed, so both axes name the same bytes alike.
+        state_rules = ~scales & evd.category_in("parameter", "gradient", "optimizer_state")[rows]
     recorded_live = int(size.sum())
     cats: dict[str, int] | None = None
     bd = evd.breakdown
