@@ -66,6 +66,10 @@ def test_the_two_axes_split_the_same_bytes_in_the_words_of_summary(path):
     )
     assert axis == total, (split, total)
     assert split["activations"] == cats.get("activation", 0)
+    # "Model state" is the categories' parameters, gradients and optimizer state (those
+    # that do not scale), never a temporary of a weight's size.
+    state = sum(cats.get(c, 0) for c in ("parameter", "gradient", "optimizer_state"))
+    assert split["model_state"] <= state, (split, cats)
     if name == "at the peak":
         # summary's "at the peak" of the same device is the same instant and split.
         summ = summarize(snap, build_timeline(snap))
@@ -180,3 +184,15 @@ def test_mixed_precision_is_offered_exactly_on_fp32_runs(name, offered):
     not (the programs say which they ran: their truth files / workload names)."""
     ids = [r.remedy for r in _advise(DATA / name).remedies]
     assert ("bf16_autocast" in ids) == offered, ids
+
+
+def test_model_state_is_the_parameters_gradients_and_optimizer_state_the_header_shows():
+    """A program whose peak holds weight-gradient temporaries of a weight's size (the zoo's
+    GPT-2 at batch 1): they are other fixed, not model state."""
+    got = _split(DATA / "zoo" / "pair_set_to_none_b1_dec_gpt2_sdpa_adamw_fp32_before.pickle.xz")
+    assert got is not None
+    split = got[-1]
+    cats = split["categories"]
+    state = cats["parameter"] + cats["gradient"] + cats["optimizer_state"]
+    assert split["model_state"] == state
+    assert split["other_fixed"] > 0
