@@ -152,8 +152,11 @@ def _grads_simulations(ctx: Context, grads: np.ndarray) -> Simulations:
 
 def _grads_build(ctx: Context, grads: np.ndarray, ran: Mapping[str, Any]) -> list[Remedy]:
     kept_grads = int(ctx.case.requests.size[grads].sum())
-    optimizer = ctx.evd.site[ctx.judgement.rule == scaling.OPTIMIZER]
-    where = most_common_user_frame(ctx.snap, optimizer)
+    # The optimizer's line (its state is made in the step): zero_grad is called beside it.
+    state = optimizer_state(ctx.evd, ctx.judgement) & (ctx.case.requests.kind == rq.ALLOC)
+    if not state.any():
+        state = ctx.judgement.rule == scaling.OPTIMIZER
+    where = most_common_user_frame(ctx.snap, ctx.evd.site[state])
     if ctx.cut:
         return [
             estimated(
