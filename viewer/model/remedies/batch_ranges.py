@@ -380,12 +380,16 @@ def _tuning_and_guessed_draws(
     g = np.flatnonzero(guess)
     other = np.zeros(0, np.int64)
     group = np.zeros(0, np.int64)
+    rec = np.zeros(0, np.int64)
+    scratch = np.zeros(0, bool)
     if len(g):
         # Its recorded size where it was judged to scale, scaled where it was kept.
         rec = judgement.size[g]
         other = np.where(judgement.scales[g], rec, -((-rec * f.numerator) // f.denominator))
         _, group = np.unique(rec, return_inverse=True)
         out.append((g, other))
+        if judgement.scratch is not None:
+            scratch = judgement.scratch[g]
     for _ in range(samples):
         rows, sizes = [], []
         if len(t):
@@ -394,8 +398,17 @@ def _tuning_and_guessed_draws(
             sizes += [np.ones(int((kind == 1).sum()), np.int64), base[t[kind == 2]] * 2]
         if len(g):  # (never one of t's: the two sets are apart)
             flip = rng.random(int(group.max()) + 1)[group] < 0.5
+            drawn = other
+            if scratch.any():
+                # A library's scratch may take any size between its two readings (BERT's
+                # 125 MiB at batch 4 is 132.8 MiB at 8, not 250), and the segment it then
+                # needs moves the peak more than its bytes (142 MiB there).
+                u = rng.random(int(group.max()) + 1)[group]
+                lo, hi = np.minimum(base[g], other), np.maximum(base[g], other)
+                between = lo + ((hi - lo) * u).astype(np.int64)
+                drawn = np.where(scratch, -((-between) // 512) * 512, other)
             rows.append(g[flip])
-            sizes.append(other[flip])
+            sizes.append(drawn[flip])
         out.append(
             (np.concatenate(rows), np.concatenate(sizes).astype(np.int64)) if rows else _NO_CHANGE
         )

@@ -203,6 +203,10 @@ class Judgement:
     # optimizer's); or a large scratch buffer that nothing sized (:func:`unexplained_scratch`).
     # None: not looked.
     guessed: np.ndarray | None = None
+    # Bool per request: the large scratch buffers of :func:`unexplained_scratch` (among
+    # :attr:`guessed`): the range draws their size between its two readings.  None: not
+    # looked.
+    scratch: np.ndarray | None = None
     # Bool per request: made by torch.compile's autotuning (see :attr:`tuning`); None:
     # not looked (the tuning rules then tell).
     tuned: np.ndarray | None = None
@@ -614,9 +618,10 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     model = workspaces.fixed_parts(case, evd, workspace, scales, judged_fixed, batch, scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
     j.maybe_workspace = model.maybe
+    j.scratch = unexplained_scratch(reqs, evd, j, sizes)
     j.guessed = (
         _guessed(reqs, evd, j, states, compiled, sizes)
-        | unexplained_scratch(reqs, evd, j, sizes)
+        | j.scratch
         | _half_by_size_alone(reqs, evd, j, states, sizes)
     )
     j.tuned = (tuning != NO_TUNING) & (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
