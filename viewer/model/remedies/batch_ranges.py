@@ -59,6 +59,10 @@ POINT_WHAT = (
     "model's measured error ({error}), for segment placement and rounding at sizes "
     "never recorded"
 )
+PLACEMENT_WHAT = (
+    "and down to {gain} lower: the real allocator may pack its blocks better than they "
+    "replay in segments at another run's addresses"
+)
 
 
 def workspace_bounds(judgement: Judgement, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +134,9 @@ class PeakEstimate:
     drawn_low: int = 0
     drawn_high: int = 0
     point_error: Fraction = Fraction(0)
+    # How much lower than the point the range reaches for segment placement
+    # (:data:`.batch_judge.PLACEMENT_GAIN`); zero: not at all.
+    placement: Fraction = Fraction(0)
 
     def to_dict(self) -> dict:
         what = (
@@ -157,14 +164,19 @@ class PeakEstimate:
             "drawn_low_bytes": self.drawn_low or self.low,
             "drawn_high_bytes": self.drawn_high or self.high,
             "point_error": float(self.point_error),
+            "placement_gain": float(self.placement),
             "in_doubt": self.in_doubt(),
             "why_range": self.why_range(),
             "what": what,
         }
 
     def point_what(self) -> str:
-        """:data:`POINT_WHAT` with the error as a percentage."""
-        return POINT_WHAT.format(error=f"{float(self.point_error):.0%}")
+        """:data:`POINT_WHAT` with the error as a percentage (and :data:`PLACEMENT_WHAT`
+        where the range reaches lower for placement)."""
+        out = POINT_WHAT.format(error=f"{float(self.point_error):.0%}")
+        if self.placement:
+            out += ", " + PLACEMENT_WHAT.format(gain=f"{float(self.placement):.0%}")
+        return out
 
     @property
     def library_workspaces(self) -> int:
@@ -240,7 +252,10 @@ class DoubtDraws:
         return out
 
     def estimate(
-        self, runs: list[tuple[int, bool]], point_error: Fraction = Fraction(0)
+        self,
+        runs: list[tuple[int, bool]],
+        point_error: Fraction = Fraction(0),
+        placement: Fraction = Fraction(0),
     ) -> PeakEstimate:
         """The range over the draws' runs: (peak reserved until any OOM, ran out of
         memory) per draw, the first the point prediction's (the doubtful sizes as
@@ -254,7 +269,7 @@ class DoubtDraws:
         point = peaks[0]
         margin = int(point * point_error)
         return PeakEstimate(
-            min(min(peaks), point - margin),
+            min(min(peaks), point - margin - int(point * placement)),
             max(max(peaks), point + margin),
             self.drawn,
             self.drawn_bytes,
@@ -266,6 +281,7 @@ class DoubtDraws:
             min(peaks),
             max(peaks),
             point_error,
+            placement,
         )
 
 

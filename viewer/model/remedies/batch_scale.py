@@ -35,6 +35,7 @@ from ..whatif.run import SimResult
 from ..whatif.run import simulate as simulate_requests
 from .batch_judge import (
     EXACT_ERROR,
+    PLACEMENT_GAIN,
     POINT_ERROR,
     BatchPrediction,
     FitSearch,
@@ -175,7 +176,7 @@ def _estimate_beside(
         if here is not None:
             mine = here()
         got = parallel.pmap(peak, range(len(draws)), work=work, threads=native)
-    return draws.estimate(got, POINT_ERROR), mine
+    return draws.estimate(got, POINT_ERROR, PLACEMENT_GAIN), mine
 
 
 def fits(result: SimResult) -> bool:
