@@ -98,47 +98,19 @@ def frees_moved(case: Case, moves: list[tuple[int, int]]) -> Case:
 def freed_after(case: Case, frees: list[tuple[int, int]]) -> Case:
     """``case`` with a FREE of allocation ``a`` inserted right after request ``k``, for each
     ``(a, k)`` in ``frees`` (a kept tensor released when the program would drop it)."""
-    reqs = case.requests
-    n = len(reqs)
     if not frees:
         return case
-    frees = sorted(frees, key=lambda ak: ak[1])
-    after = np.array([k for _, k in frees], np.int64)
+    reqs = case.requests
     allocs = np.array([a for a, _ in frees], np.int64)
-    old = np.arange(n)
-    shift = np.searchsorted(after, old, side="left")  # insertions before each old row
-    new_index = old + shift
-    ins_pos = after + np.arange(len(after)) + 1  # where each inserted row lands
-    total = n + len(after)
-    is_new = np.zeros(total, bool)
-    is_new[ins_pos] = True
-    kind = np.empty(total, reqs.kind.dtype)
-    size = np.empty(total, np.int64)
-    stream = np.empty(total, np.int64)
-    pool = np.empty(total, reqs.pool.dtype)
-    ref = np.empty(total, np.int64)
-    event = np.empty(total, np.int64)
-    keep = ~is_new
-    kind[keep], size[keep], stream[keep] = reqs.kind, reqs.size, reqs.stream
-    pool[keep], event[keep] = reqs.pool, reqs.event
-    r = reqs.ref.copy()
-    m = r >= 0
-    r[m] = new_index[r[m]]
-    ref[keep] = r
-    kind[ins_pos] = rq.FREE
-    size[ins_pos] = reqs.size[allocs]
-    stream[ins_pos] = reqs.stream[allocs]
-    pool[ins_pos] = -1
-    ref[ins_pos] = new_index[allocs]
-    event[ins_pos] = reqs.event[after]
-    tag = reqs.seg_tag.copy()
-    ok = (tag >= 0) & (tag < n)
-    tag[ok] = new_index[tag[ok]]
-    tag[reqs.seg_tag >= n] = total
-    out_reqs = dataclasses.replace(
-        reqs, kind=kind, size=size, stream=stream, pool=pool, ref=ref, event=event, seg_tag=tag
+    return with_rows(
+        case,
+        np.array([k for _, k in frees], np.int64),
+        np.full(len(frees), rq.FREE, np.int8),
+        reqs.size[allocs],
+        reqs.stream[allocs],
+        allocs,
+        np.full(len(frees), -1, np.int64),
     )
-    return case.with_requests(out_reqs)
 
 
 def with_rows(
