@@ -274,10 +274,10 @@ def moment_stacks(rep: DeviceReplay) -> np.ndarray:
 
 
 def event_evidence(
-    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray, stack: np.ndarray | None = None
+    snap: Snapshot, rep: DeviceReplay, kinds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(evidence per event, guessed per event): the evidence of each alloc's or requested
-    free's stack (``stack``: :func:`moment_stacks` of ``rep`` when the caller has it)."""
+    free's stack (:func:`moment_stacks`)."""
     n = len(rep)
     code = stack_codes(snap, kinds)
     if code is None:
@@ -287,7 +287,7 @@ def event_evidence(
     # only repeats its allocation's.
     # One gather per event, zeroed where the action carries no evidence. Few
     # full-length temporaries: at 10M events each is a fresh, page-faulted mapping.
-    got = code[moment_stacks(rep) if stack is None else stack]
+    got = code[moment_stacks(rep)]
     act_lut = np.zeros(256, np.int8)
     act_lut[[Action.ALLOC, Action.FREE_REQUESTED]] = 1
     np.multiply(got, act_lut[rep.action.view(np.uint8)], out=got)
