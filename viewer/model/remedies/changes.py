@@ -294,6 +294,22 @@ def checkpoint_case(
     return edit.without(case, dropped)
 
 
+def backward_bounds(
+    evd: evidence.Evidence, starts: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per iteration beginning at request ``starts[k]`` (of ``n``): its backward's first
+    and last request, and its end (the next one's start); the first is the end where the
+    iteration ran no backward."""
+    ends = np.append(starts[1:], n)
+    backward = np.flatnonzero(evd.phase == evidence.BACKWARD)
+    if not len(backward):
+        return ends.copy(), ends.copy(), ends
+    first = backward[np.minimum(np.searchsorted(backward, starts), len(backward) - 1)]
+    first = np.where((first >= starts) & (first < ends), first, ends)
+    last = backward[np.maximum(np.searchsorted(backward, ends) - 1, 0)]
+    return first, last, ends
+
+
 #: Where :func:`gradients_set_to_none` makes a gradient again in a later backward: where
 #: the first backward made it, or at the backward's first or last request (the bounds:
 #: autograd makes a gradient when its parameter's use is reached, which a recording of
@@ -316,14 +332,9 @@ def gradients_set_to_none(
     rows = np.flatnonzero(grads & (reqs.kind == rq.ALLOC))
     if len(starts) < 2 or not len(rows):
         return None
-    ends = np.append(starts[1:], n)
-    backward = np.flatnonzero(evd.phase == evidence.BACKWARD)
-    if not len(backward):
+    first_bwd, last_bwd, ends = backward_bounds(evd, starts, n)
+    if not (first_bwd < ends).any():
         return None
-    # Per iteration: its backward's first and last requests (its end where it has none).
-    first_bwd = backward[np.minimum(np.searchsorted(backward, starts), len(backward) - 1)]
-    first_bwd = np.where((first_bwd >= starts) & (first_bwd < ends), first_bwd, ends)
-    last_bwd = backward[np.maximum(np.searchsorted(backward, ends) - 1, 0)]
     it_of = np.searchsorted(starts, rows, side="right") - 1
     # Requests of the backward before each gradient, the gradients' own allocations left
     # out (the later iterations make none of them).

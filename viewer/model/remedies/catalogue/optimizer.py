@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ...core.units import format_bytes as fb
+from ...whatif import Case
 from ...whatif import requests as rq
 from .. import changes, evidence, scaling
 from ..remedy import ESTIMATED, SIMULATED, Remedy
@@ -102,17 +103,11 @@ def _kept_gradients(ctx: Context) -> np.ndarray | None:
     reqs = ctx.case.requests
     it = evd.iteration.astype(np.int64)
     starts = np.asarray(evd.iteration_starts, np.int64)
-    bwd = np.flatnonzero(evd.phase == evidence.BACKWARD)
-    bwd = bwd[bwd >= starts[0]] if len(starts) else bwd[:0]
-    # Per iteration: whether a backward ran in it.
+    # Per iteration: whether a backward ran in it (and none after the last).
     has_bwd = np.zeros(len(starts) + 1, bool)
-    if len(bwd) and len(starts):
-        has_bwd[: len(starts)] = (
-            np.bincount(np.searchsorted(starts, bwd, side="right") - 1, minlength=len(starts))[
-                : len(starts)
-            ]
-            > 0
-        )
+    if len(starts):
+        first_bwd, _, ends = changes.backward_bounds(evd, starts, n)
+        has_bwd[: len(starts)] = first_bwd < ends
     known = (it >= 0) & has_bwd[np.clip(it + 1, 0, len(starts))]
     grads = (reqs.kind == rq.ALLOC) & evd.category_in("gradient") & known
     grads &= (evd.phase == evidence.BACKWARD) & evidence.kept_across_iterations(evd, n)
@@ -132,22 +127,29 @@ def _grads_applies(ctx: Context) -> np.ndarray | None:
     return live if live.any() else None
 
 
-def _grads_runs(ctx: Context, grads: np.ndarray) -> tuple[Run, int, int] | None:
-    """The run with the gradients set to None, each made again where the first backward
-    made it; and the peaks with them made at each backward's start and end (the bounds of
-    where autograd makes them)."""
-    point = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AS_FIRST)
-    if point is None:
-        return None
-    start = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_START)
-    end = changes.gradients_set_to_none(ctx.case, ctx.evd, grads, changes.AT_END)
-    assert start is not None and end is not None
-    run = run_edited(point, ctx.case, ctx.limit)
-    return run, peak_of(start, ctx.limit), peak_of(end, ctx.limit)
+def _grads_case(ctx: Context, grads: np.ndarray, place: str) -> Case | None:
+    """The stream with the gradients set to None, made again in backward at ``place``."""
+    return changes.gradients_set_to_none(ctx.case, ctx.evd, grads, place)
 
 
 def _grads_simulations(ctx: Context, grads: np.ndarray) -> Simulations:
-    return {"runs": lambda: _grads_runs(ctx, grads)}
+    """The run with the gradients made again where the first backward made them, and the
+    peaks with them made at each backward's start and end (the bounds of where autograd
+    makes them): three runs, side by side on advise's pool.  None where the iterations do
+    not place them."""
+
+    def point() -> Run | None:
+        edited = _grads_case(ctx, grads, changes.AS_FIRST)
+        return None if edited is None else run_edited(edited, ctx.case, ctx.limit)
+
+    def bound(place: str) -> Callable[[], int | None]:
+        def peak() -> int | None:
+            edited = _grads_case(ctx, grads, place)
+            return None if edited is None else peak_of(edited, ctx.limit)
+
+        return peak
+
+    return {"point": point, "start": bound(changes.AT_START), "end": bound(changes.AT_END)}
 
 
 def _grads_build(ctx: Context, grads: np.ndarray, ran: Mapping[str, Any]) -> list[Remedy]:
@@ -174,10 +176,9 @@ def _grads_build(ctx: Context, grads: np.ndarray, ran: Mapping[str, Any]) -> lis
                 from_split=True,
             )
         ]
-    runs = ran["runs"]
-    if runs is None:
+    point, at_start, at_end = ran["point"], ran["start"], ran["end"]
+    if point is None:
         return []
-    point, at_start, at_end = runs
     p = point.demand
     # Made at the backward's start, the gradients may pack worse than the program packs
     # them in place; the remedy frees memory, so the range stops at the recorded peak.
