@@ -218,6 +218,29 @@ def test_modules_imported_after_pyside6_are_not_read_as_text():
     assert got["plain"] == -1
 
 
+# Where the window's start is when PySide6's own modules begin to load: the model (numpy
+# and its ~150 modules) is imported on the preload thread at that very time, so the
+# switch must read globals, not source, from shiboken6's import on.
+SWITCH_AT_QTCORE = r"""
+import json, sys
+seen = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "PySide6.QtCore":
+            feature = sys.modules.get("shibokensupport.feature")
+            check = getattr(feature, "_mod_uses_pyside", None)
+            seen.append(getattr(check, "__name__", None))
+        return None
+sys.meta_path.insert(0, Spy())
+import vramscope.viewer._qt
+print(json.dumps({"at_qtcore": seen}))
+"""
+
+
+def test_the_switch_reads_globals_before_pyside6_modules_load():
+    assert fresh_interpreter(SWITCH_AT_QTCORE)["at_qtcore"] == ["_holds_pyside"]
+
+
 def test_the_source_scan_is_what_the_eager_start_still_does():
     got = feature_scan(VRAMSCOPE_EAGER_QT="1")
     assert got["check"] == "_mod_uses_pyside"

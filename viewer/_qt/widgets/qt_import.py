@@ -213,6 +213,12 @@ def import_pyqtgraph() -> None:
         import pyqtgraph
 
         return
+    # PySide6's feature switch starts scanning imported modules' sources as soon as
+    # shiboken6 is imported, and the model's modules (numpy's ~150 among them) are being
+    # imported on the preload thread meanwhile: replaced before PySide6's own modules load.
+    import shiboken6  # noqa: F401
+
+    _skip_source_scans()
     import PySide6.QtCore
 
     _skip_source_scans()
