@@ -438,7 +438,7 @@ for _prog in (
 # Where the remedies matter: at the middle batch above, the training step's own peak hides
 # both.  An evaluation at twice the training batch with grad enabled holds its whole graph
 # at its peak; a small batch makes the gradients zeroed in place a large share of the
-# forward's peak.  Plain loops (the ones that validate), three held-out families each.
+# forward's peak.  Plain and accelerate loops (the ones that validate).
 for _prog in (
     "dec_gpt2_sdpa_adamw_fp32",
     "timm_vit_tiny_adamw_bf16",
@@ -446,6 +446,10 @@ for _prog in (
     "s2s_t5_adamw_fp32",
     "tv_resnet18_sgdm_fp32",
     "peft_lora_gpt2_fp32",
+    "acc_llama_adamw_bf16",
+    "acc_bert_adamw_fp32",
+    "tv_swin_t_adamw_bf16",
+    "s2s_bart_eagerattn_adamw_fp32",
 ):
     PAIRS.append(
         (
@@ -462,6 +466,8 @@ for _prog, _small in (
     ("s2s_t5_adamw_fp32", 1),
     ("tv_resnet18_sgdm_fp32", 2),
     ("peft_lora_gpt2_fp32", 1),
+    ("acc_llama_adamw_bf16", 1),
+    ("acc_bert_adamw_fp32", 1),
 ):
     PAIRS.append(("set_to_none", _prog, {"set_to_none": False, "batch": _small}, {"batch": _small}))
 for _prog in (

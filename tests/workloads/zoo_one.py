@@ -533,6 +533,15 @@ def accelerate_loop(spec, built, opt, tracker, dev, torch, code_lines, extra) ->
             kept.append(logits.detach().clone())
         value = float(loss.detach())
         del batch, loss, logits
+        if spec.get("validate"):
+            # The evaluation of an accelerate loop: the prepared model (its forward under
+            # the accelerator's autocast) on a larger batch, with or without no_grad.
+            vb = built.make_batch(b * int(spec.get("val_scale", 1)), t, acc.device)
+            grad = spec["validate"] == "grad"
+            with contextlib.nullcontext() if grad else torch.no_grad():
+                code_lines.setdefault("validate", here())
+                extra.setdefault("val_losses", []).append(built.loss_of(model, vb)[0].item())
+            del vb
         tracker.end(value)
     if kept:
         extra["kept"] = storages(kept, cuda_only=dev.type == "cuda")
