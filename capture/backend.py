@@ -182,6 +182,12 @@ class TorchBackend:
     def total_memory(self, device: int) -> int:
         return int(self._torch.cuda.get_device_properties(device).total_memory)
 
+    def multiprocessors(self, device: int) -> tuple[int, int]:
+        """(streaming multiprocessors, most resident threads per multiprocessor): what sizes
+        ATen's reductions' staging buffers, so the viewer can tell one at its cap."""
+        props = self._torch.cuda.get_device_properties(device)
+        return int(props.multi_processor_count), int(props.max_threads_per_multi_processor)
+
     def mem_get_info(self, device: int) -> tuple[int, int]:
         """(free, total) bytes of the device now, for every process (cudaMemGetInfo)."""
         free, total = self._torch.cuda.mem_get_info(device)

@@ -520,6 +520,8 @@ class Recorder:
             recording=self._recording_info(backend),
             extra={
                 "gpu_total_memory": _safe(lambda: backend.total_memory(device)),
+                "gpu_multiprocessors": _safe(lambda: backend.multiprocessors(device)[0]),
+                "gpu_threads_per_multiprocessor": _safe(lambda: backend.multiprocessors(device)[1]),
                 "allocator_backend": _safe(backend.allocator_backend),
                 "snapshot_call_s": round(snapshot_s, 6),
                 "write_s": round(write_s, 6),

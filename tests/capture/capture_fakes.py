@@ -131,6 +131,9 @@ class FakeBackend:
     def total_memory(self, device: int) -> int:
         return 80 << 30
 
+    def multiprocessors(self, device: int) -> tuple[int, int]:
+        return 100, 2048
+
     def allocator_backend(self) -> str:
         return "native"
 

@@ -85,6 +85,9 @@ def test_small_training_loop_recorded(tmp_path):
     assert side["reason"] == "exit"
     assert side["torch"] == torch.__version__
     assert side["gpu"] == torch.cuda.get_device_name(device)
+    props = torch.cuda.get_device_properties(device)
+    assert side["gpu_multiprocessors"] == props.multi_processor_count
+    assert side["gpu_threads_per_multiprocessor"] == props.max_threads_per_multi_processor
     assert side["recording"]["stacks"] == "python" and side["recording"]["enabled"] is True
     trace = snap["device_traces"][device]
     actions = collections.Counter(e["action"] for e in trace)

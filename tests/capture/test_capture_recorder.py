@@ -132,6 +132,8 @@ def test_record_block_records_then_dumps_and_restores(fake, tmp_path, capsys):
         "context": "alloc",
     }
     assert side["gpu"] == "Fake GPU 80GB" and side["torch"] == "2.99.0+fake"
+    # What sizes ATen's reductions' staging buffers (the viewer's batch what-if reads it).
+    assert (side["gpu_multiprocessors"], side["gpu_threads_per_multiprocessor"]) == (100, 2048)
     assert side["n_trace"] == 3 and side["n_segments"] == 2
     assert side["bytes"] == path.stat().st_size
     assert figures_from_snapshot(path, 0) == figures_from_stats(side["memory_stats"])

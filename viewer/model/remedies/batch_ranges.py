@@ -402,6 +402,11 @@ def _tuning_and_guessed_draws(
         # Its recorded size where it was judged to scale, scaled where it was kept.
         rec = judgement.size[g]
         other = np.where(judgement.scales[g], rec, -((-rec * f.numerator) // f.denominator))
+        st = judgement.staging
+        if st is not None:  # a staging buffer: the other end of what its cap allows
+            at = np.searchsorted(g, st.rows)
+            hit = (at < len(g)) & (g[np.minimum(at, len(g) - 1)] == st.rows)
+            other[at[hit]] = st.other(f)[hit]
         _, group = np.unique(rec, return_inverse=True)
         out.append((g, other))
         if judgement.scratch is not None:

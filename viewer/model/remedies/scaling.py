@@ -59,6 +59,10 @@ the lifetime rules above apply: a state-sized buffer that outlives its pass is a
 gradient, one made and freed in it with an activation's size is that activation's
 gradient.
 
+A reduction's staging buffer (made with its semaphores inside one operation) grows
+with the batch only up to the blocks the GPU holds at once (:mod:`.reductions`): where
+the recording's GPU is known, the point stops it there.
+
 Two kinds of request are known only within bounds at another batch, and make a
 prediction an estimate (:attr:`Judgement.doubtful`, :func:`.batch_scale.is_estimate`):
 autotuning's (:attr:`Judgement.tuning`: which kernels Inductor tunes, and how often,
@@ -84,7 +88,7 @@ import numpy as np
 
 from ..whatif import requests as rq
 from . import evidence as ev
-from . import workspaces
+from . import reductions, workspaces
 
 # Rule codes (int8), in the order they are tried.
 (
@@ -210,6 +214,9 @@ class Judgement:
     # Bool per request: made by torch.compile's autotuning (see :attr:`tuning`); None:
     # not looked (the tuning rules then tell).
     tuned: np.ndarray | None = None
+    # ATen's reductions' staging buffers among the requests judged to scale, with the
+    # GPU's cap on them (:mod:`.reductions`); None: none, or the GPU is not known.
+    staging: reductions.Staging | None = None
 
     @property
     def tuning(self) -> np.ndarray:
@@ -301,6 +308,8 @@ class Judgement:
             w = m & (self.fixed > 0)
             keep = np.minimum(self.fixed[w], self.size[w])
             out[w] = keep + (-((-(self.size[w] - keep) * f.numerator) // f.denominator))
+        if self.staging is not None:
+            out[self.staging.rows] = self.staging.point(f)
         if uncertain_factor != 1:
             u = self.uncertain
             g = Fraction(uncertain_factor) * f
@@ -617,6 +626,7 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
     judged_fixed = ev.one_of(rule, (STATE_SIZE, CATEGORY_FIXED, MODULE_STATE))
     model = workspaces.fixed_parts(case, evd, workspace, scales, judged_fixed, batch, scratch)
     j.fixed, j.fixed_how, j.operands = model.fixed, model.how, model.operands
+    j.staging = reductions.staging(case, evd.free_at, scales & (size > TINY_BYTES) & ~workspace)
     j.maybe_workspace = model.maybe
     j.scratch = unexplained_scratch(reqs, evd, j, sizes)
     j.guessed = (
@@ -684,12 +694,13 @@ def unexplained_scratch(
     operation and none made in forward has (a library's scratch, whose size the library
     chooses: BERT's masked-LM backward asks for 125 MiB at batch 4 and 132.8 MiB at both 8
     and 12 at one such point, where scaling it put the predicted peak 15 % off while every
-    other request matched to the byte), and larger than :data:`EXACT_ERROR` of the
-    recording's peak of live bytes.  Such buffers are alive one at a time, so one smaller
-    than that, read either way, moves the peak by less than an exact label allows (GPT-2's
-    backward scratch of 12 and 24 MiB: the same peak to the byte either way).  Judged both
-    ways by the estimate's range (:attr:`Judgement.guessed`).  ``sizes``: the
-    :class:`.evidence.SizeIndex` of ``j.size`` when the caller has it."""
+    other request matched to the byte; that one is a reduction's staging buffer, sized at
+    the point by :mod:`.reductions` where the GPU is known), and larger than
+    :data:`EXACT_ERROR` of the recording's peak of live bytes.  Such buffers are alive one
+    at a time, so one smaller than that, read either way, moves the peak by less than an
+    exact label allows (GPT-2's backward scratch of 12 and 24 MiB: the same peak to the byte
+    either way).  Judged both ways by the estimate's range (:attr:`Judgement.guessed`).
+    ``sizes``: the :class:`.evidence.SizeIndex` of ``j.size`` when the caller has it."""
     n = len(reqs)
     size = j.size
     big = (reqs.kind == rq.ALLOC) & (size > TINY_BYTES)
