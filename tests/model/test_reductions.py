@@ -116,3 +116,21 @@ def test_the_gpu_is_read_from_what_the_capture_recorded_first_then_its_name():
     assert multiprocessors(recorded) == (66, 1024)
     assert multiprocessors({"gpu": "Some Future GPU"}) is None
     assert multiprocessors(None) is None
+
+
+def test_a_buffer_of_more_blocks_than_the_modelled_gpu_takes_has_no_cap():
+    """A GPU that holds fewer blocks than the recording shows (another launch): nothing is
+    known of its cap, and the buffer grows in proportion."""
+    case, _, _ = bert(8)
+    snap = case.snap
+    saved = dict(snap.sidecar)
+    try:
+        snap.sidecar["gpu_multiprocessors"] = 66  # half an H200: cap 17 < the 34 recorded
+        snap.sidecar["gpu_threads_per_multiprocessor"] = 2048
+        st = scaling.judge(case, 8, evidence.gather(case)).staging
+    finally:
+        snap.sidecar.clear()
+        snap.sidecar.update(saved)
+    at, size = largest(8)
+    assert not st.capped[at].any()
+    assert (st.point(Fraction(3, 2))[at] == size * 3 // 2).all()

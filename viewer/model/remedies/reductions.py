@@ -60,7 +60,7 @@ class Staging:
     @property
     def capped(self) -> np.ndarray:
         """Bool per buffer: recorded at the cap."""
-        return self.blocks >= self.cap
+        return self.blocks == self.cap
 
     def _sizes(self, blocks: np.ndarray) -> np.ndarray:
         return self.columns * np.maximum(blocks, 1) * BLOCK_BYTES
@@ -87,9 +87,9 @@ class Staging:
 
 
 def staging(case, free_at: np.ndarray, candidates: np.ndarray) -> Staging | None:
-    """The staging buffers among ``candidates`` (bool per request: made and freed inside one
-    operation, judged to scale) of ``case``, with the GPU's cap on them; None where the
-    GPU is not known or there is none.  ``free_at``: the request freeing each allocation
+    """The staging buffers among ``candidates`` (bool per request: allocations judged to
+    scale) of ``case``, with the GPU's cap on them; None where the GPU is not known or
+    there is none.  ``free_at``: the request freeing each allocation
     (the stream's length where none does)."""
     spec = multiprocessors(getattr(case.snap, "sidecar", None))
     if spec is None:
@@ -120,4 +120,7 @@ def staging(case, free_at: np.ndarray, candidates: np.ndarray) -> Staging | None
     sms, threads = spec
     target = sms * max(1, threads // BLOCK_THREADS)
     cap = -((-target) // columns)
+    # More blocks than the modelled GPU would take: the reduction was launched otherwise
+    # (other threads per block) and its cap is not known; no cap.
+    cap = np.where(blocks > cap, np.iinfo(np.int64).max // (1 << 40), cap)
     return Staging(rows=rows, columns=columns, blocks=blocks, cap=cap)
