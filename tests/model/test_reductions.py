@@ -134,3 +134,25 @@ def test_a_buffer_of_more_blocks_than_the_modelled_gpu_takes_has_no_cap():
     at, size = largest(8)
     assert not st.capped[at].any()
     assert (st.point(Fraction(3, 2))[at] == size * 3 // 2).all()
+
+
+def test_the_rule_table_names_the_staging_buffers_on_lines_of_their_own():
+    """What the point does with them is what the table says: the 132.8 MiB buffer at the
+    cap is fixed, not one of the per-iteration allocations that scale."""
+    from vramscope.viewer.model.remedies import explain
+
+    case, j, _ = bert(8)
+    evd = evidence.gather(case)
+    rows = {(r["rule"], r["scales"]): r for r in explain.rule_table(case, j, evd)}
+    at_cap = rows[("staging_at_cap", False)]
+    assert at_cap["allocations"] == int(j.staging.capped.sum())
+    assert at_cap["examples"][0]["requested_bytes"] == 139264000
+    below = rows[("reduction_staging", True)]
+    assert below["allocations"] == int((~j.staging.capped).sum())
+    per_iteration = rows[("per_iteration", True)]
+    assert all(ex["requested_bytes"] != 139264000 for ex in per_iteration["examples"])
+    assert sum(r["allocations"] for r in rows.values()) == int(
+        (case.requests.kind == rq.ALLOC).sum() + (case.requests.kind == rq.OOM).sum()
+    )
+    text = explain.format_rule_table(list(rows.values()))
+    assert "fixed  staging_at_cap" in text

@@ -27,13 +27,9 @@ def where(snap, stack: int) -> str:
 def rule_table(case, judgement: scaling.Judgement, evd) -> list[dict]:
     """:meth:`~.scaling.Judgement.summary` plus the largest allocations of each rule."""
     rows = judgement.summary()
+    masks = {(rule, scales): m for rule, scales, _, m in judgement.row_masks()}
     for row in rows:
-        codes = [
-            c
-            for c, name in enumerate(scaling.RULES)
-            if name == row["rule"] and (c in scaling.SCALED_RULES) == row["scales"]
-        ]
-        idx = np.flatnonzero(np.isin(judgement.rule, codes))
+        idx = np.flatnonzero(masks[(row["rule"], row["scales"])])
         order = idx[np.argsort(-judgement.size[idx], kind="stable")]
         seen, examples = set(), []
         for i in order.tolist():
@@ -58,11 +54,12 @@ def format_rule_table(rows: list[dict]) -> str:
         "how each allocation was judged to scale with the batch "
         "(requested bytes over the whole recording):"
     ]
+    width = max([13, *(len(r["rule"]) for r in rows)])
     for r in rows:
         verb = "scales" if r["scales"] else "fixed "
         noun = "allocation " if r["allocations"] == 1 else "allocations"  # (columns kept)
         lines.append(
-            f"  {verb} {r['rule']:<13} {r['allocations']:>7} {noun} "
+            f"  {verb} {r['rule']:<{width}} {r['allocations']:>7} {noun} "
             f"{fb(r['requested_bytes']):>11}  {r['reason']}"
         )
         for ex in r["examples"][:2]:

@@ -153,6 +153,12 @@ REASONS = (
     "made per iteration in forward or backward: an activation, input or their temporary",
     "not an allocation",
 )
+STAGING_REASON = (
+    "a reduction's staging buffer: grows with the batch up to the blocks the GPU holds at once"
+)
+STAGING_CAP_REASON = (
+    "a reduction's staging buffer at the blocks the GPU holds at once: stays at a larger batch"
+)
 TINY_BYTES = 512
 #: The error an exact batch prediction (:func:`.batch_judge.is_estimate` False: nothing
 #: whose size is in doubt) is held to: what the label promises.  No sweep pair labelled
@@ -316,19 +322,41 @@ class Judgement:
             out[u] = np.maximum(-((-self.size[u] * g.numerator) // g.denominator), 1)
         return out
 
+    def row_masks(self) -> list[tuple[str, bool, str, np.ndarray]]:
+        """(rule, scales, reason, bool per request) of each line of :meth:`summary`: the
+        rules, with the reductions' staging buffers (:attr:`staging`) on lines of their own
+        (their size at another batch is their model's, not their rule's)."""
+        is_alloc = self.rule != NOT_AN_ALLOCATION
+        staged = np.zeros(len(self.rule), bool)
+        capped = np.zeros(len(self.rule), bool)
+        if self.staging is not None:
+            staged[self.staging.rows] = True
+            capped[self.staging.rows[self.staging.capped]] = True
+        out = []
+        for code in range(len(RULES) - 1):
+            out.append(
+                (
+                    RULES[code],
+                    code in SCALED_RULES,
+                    REASONS[code],
+                    (self.rule == code) & is_alloc & ~staged,
+                )
+            )
+        out.append(("reduction_staging", True, STAGING_REASON, staged & ~capped))
+        out.append(("staging_at_cap", False, STAGING_CAP_REASON, capped))
+        return out
+
     def summary(self) -> list[dict]:
         """Per rule: how many allocations and requested bytes it judged, largest first."""
         rows: list[dict[str, Any]] = []
-        is_alloc = self.rule != NOT_AN_ALLOCATION
-        for code in range(len(RULES) - 1):
-            m = (self.rule == code) & is_alloc
+        for rule, scales, reason, m in self.row_masks():
             if not m.any():
                 continue
             rows.append(
                 {
-                    "rule": RULES[code],
-                    "scales": code in SCALED_RULES,
-                    "reason": REASONS[code],
+                    "rule": rule,
+                    "scales": scales,
+                    "reason": reason,
                     "allocations": int(m.sum()),
                     "requested_bytes": int(self.size[m].sum()),
                 }
