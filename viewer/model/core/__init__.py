@@ -12,7 +12,9 @@
   :func:`unique_sorted`: ``np.unique`` of a column already in order;
 * :mod:`.parallel` - :func:`pmap`: independent pieces of work (what-if settings, a
   range's draws, a rank directory's files) on a forked process pool, serial where that
-  costs less.
+  costs less;
+* :mod:`.gpu_specs` - the recording's GPU: its multiprocessors and the threads each holds
+  (recorded by the capture, else by the GPU's name).
 
 Columns, not objects: a loaded snapshot is a handful of numpy arrays - segments,
 blocks (grouped by segment in address order), trace events, and interned frames and

@@ -8,8 +8,9 @@
   allocations could take at another batch, and the estimate's low/high) and
   :mod:`.batch_judge` (exact or estimate, the error a prediction is held to, whether
   it fits, in words); :mod:`.workspaces` (library workspaces at another batch: a fixed
-  part plus a per-sample part) and :mod:`.explain` (how the judgement went, per rule,
-  in words and JSON);
+  part plus a per-sample part), :mod:`.reductions` (ATen reductions' staging buffers:
+  in proportion up to the blocks the GPU holds at once) and :mod:`.explain` (how the
+  judgement went, per rule, in words and JSON);
 * :mod:`.seq_scale`: the run re-simulated at another sequence length: which
   allocations grow with the sequence, which with its square (eager attention's scores),
   which not at all, the estimate's range and the longest sequence that fits;
