@@ -507,6 +507,7 @@ class Recorder:
         alloc_conf = files.alloc_conf_from_env()
         if not alloc_conf and isinstance(settings, dict):
             alloc_conf = str(settings.get("PYTORCH_CUDA_ALLOC_CONF") or "")
+        sms, threads = _safe(lambda: backend.multiprocessors(device)) or (None, None)
         side = files.build_sidecar(
             name=target.stem,
             reason=reason,
@@ -520,8 +521,8 @@ class Recorder:
             recording=self._recording_info(backend),
             extra={
                 "gpu_total_memory": _safe(lambda: backend.total_memory(device)),
-                "gpu_multiprocessors": _safe(lambda: backend.multiprocessors(device)[0]),
-                "gpu_threads_per_multiprocessor": _safe(lambda: backend.multiprocessors(device)[1]),
+                "gpu_multiprocessors": sms,
+                "gpu_threads_per_multiprocessor": threads,
                 "allocator_backend": _safe(backend.allocator_backend),
                 "snapshot_call_s": round(snapshot_s, 6),
                 "write_s": round(write_s, 6),

@@ -19,8 +19,7 @@ from typing import Any
 #: (a substring of the name ``torch.cuda.get_device_name`` gives, (multiprocessors, most
 #: resident threads per multiprocessor)), the more specific names first.
 BY_NAME: tuple[tuple[str, tuple[int, int]], ...] = (
-    ("GH200", (132, 2048)),
-    ("H200", (132, 2048)),
+    ("H200", (132, 2048)),  # (GH200 too)
     ("H100 PCIe", (114, 2048)),
     ("H100", (132, 2048)),
     ("H800", (132, 2048)),

@@ -42,6 +42,9 @@ BLOCK_BYTES = 32 << 10
 BLOCK_THREADS = 64
 #: The semaphores: one int per column of outputs, at most this many bytes.
 MAX_SEMAPHORE_BYTES = 64 << 10
+#: The cap of a buffer whose cap is not known (more blocks than the modelled GPU takes):
+#: none it could reach.
+NO_CAP = 1 << 30
 #: ATen splits a reduction over blocks by the values per thread: one block per this many.
 VALUES_PER_BLOCK = 16
 #: ... and no fewer than one per this many (the most values a thread sums).
@@ -122,5 +125,5 @@ def staging(case, free_at: np.ndarray, candidates: np.ndarray) -> Staging | None
     cap = -((-target) // columns)
     # More blocks than the modelled GPU would take: the reduction was launched otherwise
     # (other threads per block) and its cap is not known; no cap.
-    cap = np.where(blocks > cap, np.iinfo(np.int64).max // (1 << 40), cap)
+    cap = np.where(blocks > cap, NO_CAP, cap)
     return Staging(rows=rows, columns=columns, blocks=blocks, cap=cap)
