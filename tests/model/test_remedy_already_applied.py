@@ -141,3 +141,16 @@ def test_autocast_is_not_offered_to_a_model_in_bf16():
     assert "bf16_autocast" not in _offered(HALF_WEIGHTS[0])
     assert _truth("dec_gpt2_sdpa_adamw_fp32_b8")["autocast"] is None
     assert "bf16_autocast" in _offered("dec_gpt2_sdpa_adamw_fp32_b8")
+
+
+def test_autocast_over_a_frozen_bf16_base_is_seen_from_its_adapters_copies():
+    """LoRA on a bf16 base under autocast: the frozen base is used as it is, only the
+    trained fp32 adapters are copied to bf16 in the forward; those copies are the
+    evidence.  The same LoRA on an fp32 base without autocast is still offered it."""
+    lora_bf16 = "peft_lora_llama_bf16base_b8"
+    assert _truth(lora_bf16)["settings"]["amp"] == "bf16"
+    assert _truth(lora_bf16)["settings"]["dtype"] == "bfloat16"
+    assert "bf16_autocast" not in _offered(lora_bf16)
+    lora_fp32 = "peft_lora_gpt2_fp32_b8"
+    assert not _truth(lora_fp32)["settings"].get("amp")
+    assert "bf16_autocast" in _offered(lora_fp32)

@@ -173,6 +173,11 @@ def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> b
     """The recording already runs under autocast: its forward passes make half-size copies
     of the weights (bf16 / fp16 casts of fp32 parameters) - of at least half the distinct
     parameter sizes, so that activations that happen to have such a size do not count.
+    Only trained parameters (those with a gradient of their size) are judged where there
+    are any: a frozen base already in half precision (LoRA on a bf16 model) is used as it
+    is and makes no copies, only its fp32 adapters do.  Where the trained parameters have
+    a single size, its copies must be at least as many as the parameters of that size
+    (one per parameter per forward), not one activation that happens to match.
     Without categories: many forward allocations of a model-state tensor's size."""
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
@@ -181,10 +186,16 @@ def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> b
     if evd.categories is not None:
         params = alloc & evd.category_in("parameter")
         sizes = np.unique(reqs.size[params])
-        halves = sizes[sizes % 2 == 0] // 2
-        if len(halves) >= 2:
-            fwd = alloc & (evd.phase == evidence.FORWARD) & ~params
-            return int(np.isin(halves, reqs.size[fwd]).sum()) >= len(halves) / 2
+        trained = sizes[np.isin(sizes, reqs.size[alloc & evd.category_in("gradient")])]
+        if len(trained):
+            sizes = trained
+        even = sizes[sizes % 2 == 0]
+        fwd = reqs.size[alloc & (evd.phase == evidence.FORWARD) & ~params]
+        if len(even) >= 2:
+            return int(np.isin(even // 2, fwd).sum()) >= len(even) / 2
+        if len(even) == 1:
+            copies = int((fwd == even[0] // 2).sum())
+            return copies > 0 and copies >= int((reqs.size[params] == even[0]).sum())
     return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
 
 
