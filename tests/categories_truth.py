@@ -56,6 +56,8 @@ class Comparison:
     truth_bytes: dict = field(default_factory=dict)  # the program's exact bytes
     address_mismatch: dict = field(default_factory=dict)  # bytes of truth blocks we label otherwise
     ours_at_end: dict = field(default_factory=dict)
+    # beside it: what CUDA graphs' outputs hold in their pools, counted free by the allocator
+    graph_held_at_end: dict = field(default_factory=dict)
     iterations_found: int = 0
     leaked_at_peak: int = 0  # of the peak, bytes kept by the leaks found
     act_at_last_backward: int = 0  # our activations when the last backward pass starts
@@ -102,6 +104,7 @@ def compare(truth_path: Path) -> Comparison:
     cmp.peak_bytes = int(bd.requested[k]) if k is not None else 0
     cmp.ours_at_peak = bd.split_at(k) if k is not None else {}
     cmp.ours_at_end = bd.split_at(bd.n_events - 1) if bd.n_events else {}
+    cmp.graph_held_at_end = bd.graph_held_at(bd.n_events - 1) if bd.n_events else {}
     cmp.iterations_found = len(bd.iterations)
     cmp.leaks = bd.leaks
     cmp.leaked_at_peak = bd.leaked_bytes_at(k) if k is not None else 0

@@ -92,3 +92,24 @@ def test_a_leak_is_named_in_json_and_words(tmp_path):
         f"leak: train.py:{LEAK_LINE} (main) keeps 5.00 MiB per iteration "
         f"(8 iterations, 40.00 MiB now)" in text
     )
+
+
+def test_cuda_graphs_held_memory_beside_the_split():
+    """reduce-overhead: at the recording's end the gradients the backward graph's replays
+    write are named beside the split (JSON ``graph_held_at``, a line under the split), the
+    split still the allocated bytes; the same words as the window's header."""
+    from vramscope.viewer.model.categories.graph_pools import held_words
+
+    path = DATA / "zoo" / "cmp_ro_encoder_adamw_fp32_b8.pickle.xz"
+    truth = json.loads(path.with_name("cmp_ro_encoder_adamw_fp32_b8.truth.json").read_text())
+    out = vramscope("summary", str(path), "--json", "--no-cache", "--at", "5015")
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert sum(s["categories_at"].values()) == s["requested_bytes"]
+    assert s["categories_at"]["gradient"] == 0
+    held = s["graph_held_at"]
+    real = truth["gradients"]["bytes"]
+    assert list(held) == ["gradient"] and abs(held["gradient"] - real) <= 0.02 * real
+    assert s["graph_held_at_peak"] == {}  # the peak is inside the recording iteration
+    text = vramscope("summary", str(path), "--no-cache", "--at", "5015").stdout
+    assert f"  + after event 5,015: {held_words(held)}" in text.splitlines()

@@ -18,6 +18,7 @@ from vramscope.viewer.model.categories import CATEGORY_NAMES, MemoryBreakdown
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "truth"
 BF16 = TRUTH / "gpt2_adamw_bf16.pickle.xz"
 LEAK = TRUTH / "gpt2_leak.pickle.xz"
+CUDA_GRAPHS = TRUTH.parent / "zoo" / "cmp_ro_encoder_adamw_fp32_b8.pickle.xz"
 
 
 def truth(path: Path) -> dict:
@@ -51,6 +52,27 @@ def test_header_shows_the_split_at_the_cursor(qtbot, loaded):
         name = max(split, key=split.get)  # the largest part, in bytes and %
         assert f"{split[name] / total:.0%}" in hs.text.text()
     assert hs.bar.caption == f"after event {bd.n_events - 1}"
+
+
+def test_header_names_what_cuda_graphs_hold_beside_the_split(qtbot, loaded):
+    """reduce-overhead: at the end the backward graph's replays hold the gradients where
+    the allocator counts free; the header names them beside the split (the split itself
+    still adds up to the allocated bytes), in the words summary uses."""
+    from vramscope.viewer.model.categories.graph_pools import held_words
+
+    w = opened(qtbot, loaded, CUDA_GRAPHS)
+    bd = own_breakdown(w)
+    hs = w.categories_wiring.header_split
+    end = bd.n_events - 1
+    w.set_cursor(end)
+    held = bd.graph_held_at(end)
+    assert set(held) == {"gradient"}
+    assert sum(hs.split.values()) == bd.requested[end]
+    assert held_words(held) in hs.text.text()
+    assert "CUDA graph pools" in hs.text.toolTip()
+    k = int(np.argmax(bd.requested))  # inside the recording iteration: nothing beside
+    w.set_cursor(k)
+    assert not bd.graph_held_at(k) and "CUDA graph" not in hs.text.text()
 
 
 def test_colour_by_category_recolours_the_stacked_bands(qtbot, loaded, make_window, load):

@@ -142,6 +142,33 @@ def test_aot_autograd_frames():
     assert not sk.frame_kind(gen, "call", CAT_USER) & sk.K_BACKWARD
 
 
+def test_cuda_graphs_hold_the_gradients_their_replays_write():
+    """After the recording iteration the backward graph's replays write the gradients in
+    its private pool, where the allocator counts them free: the graphs' held outputs at
+    the end are the program's gradients within 2 %, none of them counted allocated; an
+    instant inside the recording iteration, or one in the same phase as the program's
+    freeing (which side of the replay is not recorded), holds none."""
+    t = _truth(CUDAGRAPHS)
+    bd = _breakdown(CUDAGRAPHS)
+    end = bd.n_events - 1
+    held = bd.graph_held_at(end)
+    assert set(held) == {"gradient"}, held
+    assert abs(held["gradient"] - t["gradients"]["bytes"]) <= 0.02 * t["gradients"]["bytes"]
+    assert bd.split_at(end)["gradient"] == 0
+    co = bd.capture_outputs()
+    recording = int(co.pool_last_iter.max())
+    it = bd.iterations[recording]
+    assert not any(bd.graph_held_at(k) for k in range(it.start, it.end + 1, 25))
+    first = bd.iterations[recording + 1].start
+    assert not bd.graph_held_at(first)  # the step's start: before the program frees
+
+
+def test_no_graph_held_memory_without_cuda_graphs():
+    bd = _breakdown(COMPILED[0])
+    assert not len(bd.capture_outputs().ids)
+    assert bd.graph_held_at(bd.n_events - 1) == {}
+
+
 @needs(native.available(), "the catcore extension is not built")
 @pytest.mark.parametrize("name", [COMPILED[1], CUDAGRAPHS])
 def test_c_and_numpy_agree_on_compiled_programs(name, monkeypatch):

@@ -281,6 +281,7 @@ def summary_fragment(data: dict, chart: str) -> str:
     if split:
         sec.categories = split
         sec.categories_caption = f"after event {at['event']:,}" if at else "at the peak"
+        sec.graph_held = data.get("graph_held_at" if at else "graph_held_at_peak") or {}
     peak = data.get("top_sites_at_peak")
     if peak:
         sec.top_sites = peak["sites"]
@@ -306,6 +307,7 @@ def categories_fragment(data: dict, split: dict, at: int | None) -> str:
     sec.categories_note = "No allocation history: nothing to tell apart."
     sec.leaked_bytes = int(data.get("leaked_bytes_at_peak") or 0) if at is None else 0
     sec.leaks = data.get("leaks") or []
+    sec.graph_held = data.get("graph_held_at" if at is not None else "graph_held_at_peak") or {}
     return wrap(section_html(sec, ("categories", "leaks")))
 
 

@@ -106,6 +106,8 @@ class Categories(_Answer):
         "categories_at",
         "categories_guessed_bytes_at",
         "categories_at_device",
+        "graph_held_at_peak",
+        "graph_held_at",
         "iterations",
         "leaks",
         "sharding",

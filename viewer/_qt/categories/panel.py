@@ -28,6 +28,7 @@ from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ...model.categories import MemoryBreakdown, describe_iterations
+from ...model.categories.graph_pools import held_words
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
 from ...model.core.units import plural
@@ -255,6 +256,9 @@ class CategoriesPanel(QWidget):
             self.split.set_split(
                 bd.split_at(k), bd.guessed_bytes_at(k), caption or f"after event {k}"
             )
+            held = bd.graph_held_at(k)
+            if held:  # beside the split, not part of it (the allocator counts it free)
+                self.split.setToolTip(f"{self.split.toolTip()}\nand {held_words(held)}")
         self._cursor_k = k
         if self._timeline is not None:
             self._timeline.set_cursor(k)

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidg
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
 from ...model.categories.breakdown import split_total
+from ...model.categories.graph_pools import held_words
 from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ...model.core.units import format_bytes
 from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
@@ -101,10 +102,12 @@ class HeaderSplit(QWidget):
         caption: str = "",
         leaked: int = 0,
         scope: str = "",
+        held: dict[str, int] | None = None,
     ) -> None:
         """``split`` (None: empty); ``guessed``: bytes of it placed by a guess; ``leaked``:
         bytes of it kept by leaking lines (the views paint those as a leak); ``scope``:
-        whose split it is where the figures above are not only its ("device 1 only")."""
+        whose split it is where the figures above are not only its ("device 1 only");
+        ``held``: what CUDA graphs hold beside it (:func:`graph_pools.held_split`)."""
         self.split = dict(split or {})
         if split is None:
             self.bar.set_split(None)
@@ -118,8 +121,9 @@ class HeaderSplit(QWidget):
             + split_total(self.split, guessed)
             + (f" · leak: {format_bytes(leaked)}" if leaked else "")
             + f" = {format_split(self.split)}"
+            + (f" · + {held_words(held)}" if held else "")
         )
-        self.text.setToolTip(self.bar.toolTip())
+        self.text.setToolTip(self.bar.toolTip() + (f"\nand {held_words(held)}" if held else ""))
 
 
 def _shape_panel(panel: CategoriesPanel) -> None:
@@ -443,6 +447,7 @@ class CategoriesWiring(QObject):
             f"after event {k}",
             bd.leaked_bytes_at(k) if bd.leaks else 0,
             scope,
+            bd.graph_held_at(k),
         )
 
     def _timeline_colors(self):

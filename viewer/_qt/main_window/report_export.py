@@ -146,6 +146,7 @@ def _window_views(window, sec: DeviceSection, shown: int | None) -> None:
         sec.categories = bd.split_at(k)
         sec.categories_caption = f"device {bd.device}, after event {k:,}"
         sec.leaked_bytes = bd.leaked_bytes_at(k)
+        sec.graph_held = bd.graph_held_at(k)
         sec.leaks = [lk.to_dict() for lk in bd.leaks]
     elif wiring is not None and wiring.panel.status.text().strip() and sec.device is not None:
         sec.categories_note = wiring.panel.status.text().strip()

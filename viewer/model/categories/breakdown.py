@@ -31,6 +31,7 @@ from . import stack_kinds as sk
 from .classify import classify
 from .frameworks import mark_frameworks
 from .generation import Generation, find_generation, merge_requests
+from .graph_pools import CaptureOutputs, held_split
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
 from .leaks import Leak, find_leaks, leak_frames
 from .lean import lean_intervals
@@ -150,6 +151,7 @@ class MemoryBreakdown:
     leaks: list[Leak]
     curve: RequestedCurve  # the requested bytes after each event (= the replay's curve)
     _by_start: dict = field(default_factory=dict, repr=False)
+    _capture_outputs: CaptureOutputs | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -338,6 +340,17 @@ class MemoryBreakdown:
             communication_peak=self.most_live(COMMUNICATION),
         )
 
+    def capture_outputs(self) -> CaptureOutputs:
+        """The CUDA graphs' capture outputs of this device (:mod:`.graph_pools`; kept)."""
+        if self._capture_outputs is None:
+            self._capture_outputs = CaptureOutputs(self)
+        return self._capture_outputs
+
+    def graph_held_at(self, k: int) -> dict[str, int]:
+        """Bytes CUDA graphs' outputs hold after event ``k`` in their private pools while
+        the allocator counts them free, per category (not part of :meth:`split_at`)."""
+        return held_split(self, k)
+
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]
 
@@ -350,6 +363,10 @@ class MemoryBreakdown:
             if peak_event is not None and self.n_events
             else None,
             "categories_at": self.split_at(at) if at is not None else None,
+            "graph_held_at_peak": self.graph_held_at(peak_event)
+            if peak_event is not None and self.n_events
+            else {},
+            "graph_held_at": self.graph_held_at(at) if at is not None else {},
             "categories_at_device": self.device if at is not None else None,
             "categories_guessed_bytes_at_peak": self.guessed_bytes_at(peak_event)
             if peak_event is not None and self.n_events

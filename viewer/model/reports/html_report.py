@@ -42,6 +42,7 @@ class DeviceSection:
     categories_caption: str = ""  # the moment of that split
     categories_note: str = ""  # why there is no split, when there is none
     leaked_bytes: int = 0  # of the split, bytes kept by leaking lines
+    graph_held: dict[str, int] = field(default_factory=dict)  # beside it, in CUDA graph pools
     leaks: list[dict[str, Any]] = field(default_factory=list)  # Leak.to_dict()
     advice: dict[str, Any] | None = None  # Advice.to_dict()
     advice_note: str = ""  # why there is no advice, when there is none
@@ -173,6 +174,10 @@ def _categories(sec: DeviceSection) -> list[str]:
         out.append(
             f"<p>Of it, {_e(format_bytes(sec.leaked_bytes))} is kept by leaking lines (below).</p>"
         )
+    if sec.graph_held:
+        from ..categories.graph_pools import held_words
+
+        out.append(f"<p>Beside it: {_e(held_words(sec.graph_held))}.</p>")
     return out
 
 
@@ -470,6 +475,7 @@ def complete_section(
             sec.categories = bd.split_at(k)
             sec.categories_caption = f"device {d}, after event {k:,}, the end of its trace"
             sec.leaked_bytes = bd.leaked_bytes_at(k)
+            sec.graph_held = bd.graph_held_at(k)
             sec.leaks = [lk.to_dict() for lk in bd.leaks]
         except LoadCancelled:
             raise

@@ -295,6 +295,7 @@ def breakdown_fields(
         if bd_at is not None:
             out["categories_at"] = bd_at.split_at(at[1])
             out["categories_guessed_bytes_at"] = bd_at.guessed_bytes_at(at[1])
+            out["graph_held_at"] = bd_at.graph_held_at(at[1])
             out["categories_at_device"] = at[0]
     return out
 
@@ -512,6 +513,13 @@ SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has ever
 
 
 # --- the split and leaks in words ------------------------------------------------------
+def graph_held_line(held: dict[str, int], when: str) -> str:
+    """One line for what CUDA graphs' outputs hold beside the split (not part of it)."""
+    from ..categories.graph_pools import held_words
+
+    return f"  + {when}: {held_words(held)}"
+
+
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
     from ..categories.breakdown import format_split, split_total
@@ -532,6 +540,8 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
                 else ""
             )
         )
+        if summary.get("graph_held_at_peak"):
+            lines.append(graph_held_line(summary["graph_held_at_peak"], "at the peak"))
     if summary.get("sharding_note"):
         lines.append(summary["sharding_note"])
     if summary.get("categories_at"):
@@ -541,6 +551,10 @@ def breakdown_lines(summary: dict[str, Any]) -> list[str]:
             f"after event {summary['at']['event']:,}: {split_total(split, guessed)} = "
             f"{format_split(split)}"
         )
+        if summary.get("graph_held_at"):
+            lines.append(
+                graph_held_line(summary["graph_held_at"], f"after event {summary['at']['event']:,}")
+            )
     its = summary.get("iterations") or []
     if its:
         top = max(its, key=lambda it: it["peak_bytes"])

@@ -1,0 +1,162 @@
+"""What CUDA graphs hold in their private pools while the allocator counts it free.
+
+A CUDA graph (``torch.compile(mode="reduce-overhead")``'s cudagraph trees,
+``torch.cuda.graph``) asks the allocator for memory only while it is captured, in a
+private pool; every replay writes the same addresses again without asking.  cudagraph
+trees free the captured outputs' blocks once the program drops them and hand later
+replays' outputs to the program as tensors over the same addresses, which the allocator
+does not own.  So a gradient the backward graph writes on every replay is, after the
+capture's iteration, memory the program holds and the allocator (its counters, the
+categories of allocated bytes) counts free.
+
+Told from the recording alone:
+
+* a **capture output** is an allocation in a private pool that the program freed (its
+  free is not inside a capture: no allocation of that pool follows it in the same
+  capture run) - the scratch a graph frees inside its own capture is not one;
+* it is **held at an instant** ``k`` when ``k`` lies in an iteration after the pool's last
+  allocation (replays only, so a pool the program allocates from every iteration - a
+  user's ``MemPool`` - never counts), no later allocation has reused its address by
+  ``k``, and ``k``'s phase lies where the captured output was live: from the phase it
+  was made in to the phase the program freed it in (both of the same iteration, or
+  across into the next), each replay's output being held as the captured one was.
+  Instants in the same phase as either end are not counted (which side of the replay
+  they fall on is not recorded).
+
+These bytes are reported beside the categories of allocated memory, never added to the
+allocator's counters (which they are not part of).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .reasons import CATEGORY_NAMES
+
+if TYPE_CHECKING:
+    from .breakdown import MemoryBreakdown
+
+
+class CaptureOutputs:
+    """The capture outputs of one device's breakdown (columns, made once): interval ids,
+    the phase and iteration of their allocation and of the program's free, and the
+    iteration of their pool's last allocation."""
+
+    def __init__(self, bd: "MemoryBreakdown") -> None:
+        iv, n = bd.intervals, bd.n_events
+        pools = bd.snap.pools
+        private = np.array([p != (0, 0) for p in pools] + [False], bool)
+        in_private = private[np.where(iv.pool >= 0, iv.pool, len(pools))] & (iv.start >= 0)
+        ids = np.flatnonzero(in_private)
+        empty = np.zeros(0, np.int64)
+        self.ids, self.alloc_phase, self.free_phase = empty, empty, empty
+        self.alloc_iter, self.free_iter, self.pool_last_iter = empty, empty, empty
+        if not len(ids) or not n:
+            return
+        # The program, not the capture, freed it: no allocation of the same pool comes
+        # between its free and the next allocation of any other pool (the capture run
+        # it was made in has ended by then).
+        order = np.argsort(iv.start, kind="stable")
+        starts = iv.start[order]
+        pool_of = iv.pool[order]
+        run_break = np.flatnonzero(pool_of[1:] != pool_of[:-1]) + 1
+        run_first = np.concatenate(([0], run_break))
+        run_last_start = starts[np.concatenate((run_break - 1, [len(starts) - 1]))]
+        run_of = (
+            np.searchsorted(run_first, np.searchsorted(starts, iv.start[ids], "left"), "right") - 1
+        )
+        freed = (iv.end[ids] < n) & (iv.end[ids] > run_last_start[run_of])
+        ids = ids[freed]
+        if not len(ids):
+            return
+        iteration, phase = bd.phases.iteration, bd.phases.phase
+        last_alloc = {
+            int(p): int(iv.start[in_private & (iv.pool == p)].max())
+            for p in np.unique(iv.pool[ids])
+        }
+        self.ids = ids
+        self.alloc_phase = phase[iv.start[ids]].astype(np.int64)
+        self.free_phase = phase[iv.end[ids]].astype(np.int64)
+        self.alloc_iter = np.asarray(iteration[iv.start[ids]], np.int64)
+        self.free_iter = np.asarray(iteration[iv.end[ids]], np.int64)
+        self.pool_last_iter = np.asarray(
+            iteration[np.array([last_alloc[int(p)] for p in iv.pool[ids]], np.int64)], np.int64
+        )
+
+    def held_at(self, bd: "MemoryBreakdown", k: int) -> np.ndarray:
+        """Bytes held by capture outputs at instant ``k``, per category (int64,
+        CATEGORY_NAMES order)."""
+        out = np.zeros(len(CATEGORY_NAMES), np.int64)
+        if not len(self.ids) or not 0 <= k < bd.n_events:
+            return out
+        it_k = int(bd.phases.iteration[k])
+        ph_k = int(bd.phases.phase[k])
+        if it_k < 0:
+            return out
+        iv = bd.intervals
+        ids = self.ids
+        a, f = self.alloc_phase, self.free_phase
+        same = self.free_iter == self.alloc_iter
+        window = np.where(same, (a < ph_k) & (ph_k < f), (ph_k > a) | (ph_k < f))
+        ok = (
+            (self.alloc_iter >= 0)
+            & (self.free_iter >= self.alloc_iter)
+            & (self.free_iter <= self.alloc_iter + 1)
+            & (it_k > self.pool_last_iter)
+            & (iv.end[ids] <= k)
+            & window
+        )
+        ids = ids[ok]
+        if not len(ids):
+            return out
+        ids = ids[~_reused_by(bd, ids, k)]
+        return np.bincount(
+            bd.category[ids], weights=iv.requested[ids], minlength=len(CATEGORY_NAMES)
+        ).astype(np.int64)
+
+
+def _reused_by(bd: "MemoryBreakdown", ids: np.ndarray, k: int) -> np.ndarray:
+    """Per id of ``ids``: whether a later allocation (started after it, by ``k``) of the
+    same pool overlaps its bytes - its memory holds something else by then."""
+    iv = bd.intervals
+    out = np.zeros(len(ids), bool)
+    for p in np.unique(iv.pool[ids]):
+        mine = np.flatnonzero(iv.pool[ids] == p)
+        later = np.flatnonzero((iv.pool == p) & (iv.start <= k) & (iv.start >= 0))
+        order = np.argsort(iv.addr[later], kind="stable")
+        lo = iv.addr[later][order]
+        hi = lo + iv.size[later][order]
+        st = iv.start[later][order]
+        # Intervals of a pool overlap only through reuse; a block's later users start
+        # inside its range or span it.  Check each candidate against the neighbours
+        # whose start address lies below its end.
+        for j in mine:
+            i = ids[j]
+            a, b = int(iv.addr[i]), int(iv.addr[i] + iv.size[i])
+            upto = np.searchsorted(lo, b, "left")
+            cand = slice(0, upto)
+            hit = (hi[cand] > a) & (st[cand] > iv.start[i])
+            out[j] = bool(hit.any())
+    return out
+
+
+def held_split(bd: "MemoryBreakdown", k: int) -> dict[str, int]:
+    """Category name -> bytes that CUDA graphs' outputs hold at instant ``k`` while the
+    allocator counts them free (only categories with bytes)."""
+    outputs = bd.capture_outputs()
+    return {name: int(v) for name, v in zip(CATEGORY_NAMES, outputs.held_at(bd, k).tolist()) if v}
+
+
+def held_words(held: dict[str, int]) -> str:
+    """The words every view uses for :func:`held_split`'s answer (empty: nothing held)."""
+    from ..core.units import format_bytes
+    from .breakdown import format_split
+
+    if not held:
+        return ""
+    return (
+        f"{format_bytes(sum(held.values()))} in CUDA graph pools that the allocator counts "
+        f"free, written by the graphs' replays: {format_split(held)}"
+    )
