@@ -10,8 +10,8 @@ Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.c
 :mod:`.iterations`, :mod:`.generation`, :mod:`.frameworks` (one entry per distributed
 framework: :mod:`.sharded`, :mod:`.ddp`), :mod:`.leaks`, :mod:`.reasons`,
 :mod:`.stack_kinds`, :mod:`.graph_pools`; the passes over every event in C through
-:mod:`.native_passes`, numpy the reference; the allocations' lifetimes it needs in :mod:`.lean`, the runs of
-equal phases in :mod:`.runs`.
+:mod:`.native_passes`, numpy the reference; the allocations' lifetimes it needs in
+:mod:`.lean`, the runs of equal phases in :mod:`.runs`.
 
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
