@@ -261,6 +261,17 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
+def optimizer_step_ends(case) -> list[int]:
+    """Per optimizer step of ``case`` (its record_function annotations): the index of the
+    request after its last; empty without annotations."""
+    ranges = [r for r in _optimizer_ranges(case.snap, case.device) if r[2]]
+    reqs = case.requests
+    if not ranges or not len(reqs) or not len(reqs.time_us):
+        return []
+    t = reqs.time_us[reqs.event]
+    return np.searchsorted(t, np.array([r[1] for r in ranges], np.int64), side="right").tolist()
+
+
 def categories_of(
     case, progress=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, "MemoryBreakdown"] | None:

@@ -4,7 +4,8 @@ One recording fixes every request's size at its own batch (or sequence length) o
 two recordings of the same program at two values ``a`` and ``b`` of one knob fix, for
 every request both make, how its size moves with the knob.  :func:`predict_pair`
 matches the two request streams (:func:`match`: position by position where the two
-streams have one shape, else aligned by (kind, allocation site) in order), models each
+streams have one shape, else aligned by (kind, allocation site) in order, optimizer step
+by optimizer step, preferring pairs whose sizes agree), models each
 matched request's size as affine in the knob through its two sizes, builds the request
 stream at the asked size ``n`` from the recording nearer to it and simulates it with the
 allocator model at the recorded settings (or any other).
@@ -158,8 +159,11 @@ def _site_keys(case: Case, rows: np.ndarray) -> list[int]:
 def match(a: Case, b: Case) -> Match:
     """Pair the allocations of ``a`` and ``b``: position by position where the two
     streams have one shape (the same kinds, streams, pools and frees in the same order,
-    the same site at every allocation), else a longest-common-subsequence alignment of
-    (kind, site) tokens (:mod:`difflib`), pairing allocations only."""
+    the same site at every allocation), else aligned step by step (between the optimizer
+    steps both recorded as many of) on (kind, site) tokens, pairing allocations only:
+    the alignment that pairs the most tokens, a pair whose sizes agree (kept, or changed
+    by the knob's ratio) counting twice (:func:`_weighted_pairs`); a step too long for
+    that, by :mod:`difflib`'s matching blocks."""
     ra, rb = a.requests, b.requests
     alloc_a = np.flatnonzero(ra.kind == ALLOC)
     alloc_b = np.flatnonzero(rb.kind == ALLOC)
@@ -176,16 +180,119 @@ def match(a: Case, b: Case) -> Match:
     ka, kb = _site_keys(a, alloc_a), _site_keys(b, alloc_b)
     if same_shape and ka == kb:
         return Match("position", alloc_a, alloc_b, len(alloc_a), len(alloc_b))
-    # Allocations alone: the frees follow their blocks, and half the tokens align twice
-    # as fast.
-    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
-    ops = sm.get_opcodes()
     size_a = ra.size[alloc_a].astype(np.int64)
     size_b = rb.size[alloc_b].astype(np.int64)
-    plain = [(i1, j1, i2 - i1) for tag, i1, i2, j1, _ in ops if tag == "equal"]
+    # Step by step where both ran as many optimizer steps: an iteration's requests repeat
+    # the previous one's, and a whole-stream alignment of two streams that differ by a
+    # few requests per step (a library workspace one size needs and the other not) may
+    # pair one recording's step with the other's next, leaving most requests unpaired.
+    cuts_a, cuts_b = _step_cuts(a, alloc_a), _step_cuts(b, alloc_b)
+    if len(cuts_a) != len(cuts_b):
+        cuts_a, cuts_b = [], []
+    bounds_a = [0, *cuts_a, len(alloc_a)]
+    bounds_b = [0, *cuts_b, len(alloc_b)]
+    segments = list(zip(bounds_a, bounds_a[1:], bounds_b, bounds_b[1:]))
+    # Allocations alone: the frees follow their blocks, and half the tokens align twice
+    # as fast.
+    blocks = [
+        [
+            (t, i1 + lo_a, i2 + lo_a, j1 + lo_b, j2 + lo_b)
+            for t, i1, i2, j1, j2 in difflib.SequenceMatcher(
+                None, ka[lo_a:hi_a], kb[lo_b:hi_b], autojunk=False
+            ).get_opcodes()
+        ]
+        for lo_a, hi_a, lo_b, hi_b in segments
+    ]
+    # The knob's ratio from the requests the matching blocks pair (most of them).
+    plain = [(i1, j1, i2 - i1) for ops in blocks for tag, i1, i2, j1, _ in ops if tag == "equal"]
     first_a = np.concatenate([np.arange(i, i + n) for i, _, n in plain] or [np.zeros(0, int)])
     first_b = np.concatenate([np.arange(j, j + n) for _, j, n in plain] or [np.zeros(0, int)])
     ratio = infer_ratio(size_a[first_a], size_b[first_b])[0]
+    keys_a, keys_b = np.asarray(ka, np.int64), np.asarray(kb, np.int64)
+    ia: list[int] = []
+    ib: list[int] = []
+    rows = 0  # of A's allocations aligned by _weighted_pairs so far
+    for (lo_a, hi_a, lo_b, hi_b), ops in zip(segments, blocks):
+        # A step the matching blocks pair whole needs nothing more (most steps of a long
+        # recording); a step with gaps, if the budget allows, the best alignment.
+        gaps = any(tag != "equal" for tag, *_ in ops)
+        if (
+            gaps
+            and (hi_a - lo_a) * (hi_b - lo_b) <= WEIGHTED_CELLS
+            and rows + hi_a - lo_a <= WEIGHTED_ROWS
+        ):
+            rows += hi_a - lo_a
+            pa, pb = _weighted_pairs(
+                keys_a[lo_a:hi_a], keys_b[lo_b:hi_b], size_a[lo_a:hi_a], size_b[lo_b:hi_b], ratio
+            )
+            ia += (pa + lo_a).tolist()
+            ib += (pb + lo_b).tolist()
+        else:
+            pa, pb = _block_pairs(ka, kb, size_a, size_b, ratio, ops)
+            ia += pa
+            ib += pb
+    return Match(
+        "aligned",
+        alloc_a[np.asarray(ia, np.int64)],
+        alloc_b[np.asarray(ib, np.int64)],
+        len(alloc_a),
+        len(alloc_b),
+    )
+
+
+#: The largest step (A's allocations times B's) aligned by :func:`_weighted_pairs`: its
+#: table of moves is one byte per cell (a step of 6,000 allocations in each: 36 MB).
+WEIGHTED_CELLS = 40_000_000
+#: The most allocations of A aligned that way in all (a row of numpy work each, ~30 us):
+#: beyond it the remaining steps keep difflib's pairs.
+WEIGHTED_ROWS = 100_000
+
+
+def _weighted_pairs(ka, kb, sa, sb, ratio) -> tuple[np.ndarray, np.ndarray]:
+    """The alignment of token columns ``ka`` and ``kb`` (positions of each, in order)
+    with the highest score, pairing only equal tokens: 2 for a pair whose sizes ``sa``,
+    ``sb`` agree (kept, or changed by ``ratio``), 1 for another; a token left unpaired
+    costs nothing.  Row by row in numpy: a cell's best from the left is a running max."""
+    n, m = len(ka), len(kb)
+    if not n or not m:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    NEVER = -(1 << 30)
+    prev = np.zeros(m + 1, np.int64)
+    move = np.empty((n, m), np.int8)  # 0 pair (diagonal), 1 skip A's, 2 skip B's
+    for i in range(n):
+        agree = sb == sa[i]
+        if ratio is not None:
+            agree |= sb * ratio.denominator == sa[i] * ratio.numerator
+        score = np.where(kb == ka[i], np.where(agree, 2, 1), NEVER)
+        diag = prev[:-1] + score
+        up = prev[1:]
+        best = np.maximum(diag, up)
+        row = np.maximum.accumulate(np.concatenate(([0], best)))
+        step = np.where(diag >= up, 0, 1).astype(np.int8)
+        step[row[1:] > best] = 2
+        move[i] = step
+        prev = row
+    pa: list[int] = []
+    pb: list[int] = []
+    i, j = n - 1, m - 1
+    while i >= 0 and j >= 0:
+        d = move[i, j]
+        if d == 0:
+            if ka[i] == kb[j]:
+                pa.append(i)
+                pb.append(j)
+            i -= 1
+            j -= 1
+        elif d == 1:
+            i -= 1
+        else:
+            j -= 1
+    return np.asarray(pa[::-1], np.int64), np.asarray(pb[::-1], np.int64)
+
+
+def _block_pairs(ka, kb, size_a, size_b, ratio, ops) -> tuple[list[int], list[int]]:
+    """The pairs of one step from :mod:`difflib`'s opcodes ``ops``: its matching blocks,
+    a gap ahead of a block slid to where the sizes agree (:func:`_slide`)."""
     ia: list[int] = []
     ib: list[int] = []
     k = 0
@@ -207,13 +314,16 @@ def match(a: Case, b: Case) -> Match:
             ia.extend(range(i1, i2))
             ib.extend(range(j1, j2))
         k += 1
-    return Match(
-        "aligned",
-        alloc_a[np.asarray(ia, np.int64)],
-        alloc_b[np.asarray(ib, np.int64)],
-        len(alloc_a),
-        len(alloc_b),
-    )
+    return ia, ib
+
+
+def _step_cuts(case: Case, allocs: np.ndarray) -> list[int]:
+    """Positions in ``allocs`` (the ALLOC rows of ``case``) where each optimizer step of the
+    recording ends (its annotations; none without them)."""
+    from .evidence import optimizer_step_ends
+
+    ends = optimizer_step_ends(case)
+    return np.searchsorted(allocs, np.asarray(ends, np.int64)).tolist() if ends else []
 
 
 def _slide(ka, kb, size_a, size_b, ratio, i0, j0, gap_a, gap_b, run):
