@@ -28,7 +28,7 @@ from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ...model.categories import MemoryBreakdown, describe_iterations
-from ...model.categories.graph_pools import held_words
+from ...model.categories.breakdown import held_words
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
 from ...model.core.units import plural

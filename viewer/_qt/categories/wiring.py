@@ -21,8 +21,7 @@ from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ...model.categories.breakdown import split_total
-from ...model.categories.graph_pools import held_words
+from ...model.categories.breakdown import held_words, split_total
 from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ...model.core.units import format_bytes
 from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
@@ -107,7 +106,7 @@ class HeaderSplit(QWidget):
         """``split`` (None: empty); ``guessed``: bytes of it placed by a guess; ``leaked``:
         bytes of it kept by leaking lines (the views paint those as a leak); ``scope``:
         whose split it is where the figures above are not only its ("device 1 only");
-        ``held``: what CUDA graphs hold beside it (:func:`graph_pools.held_split`)."""
+        ``held``: what CUDA graphs hold beside it (:meth:`MemoryBreakdown.graph_held_at`)."""
         self.split = dict(split or {})
         if split is None:
             self.bar.set_split(None)

@@ -31,7 +31,7 @@ from . import stack_kinds as sk
 from .classify import classify
 from .frameworks import mark_frameworks
 from .generation import Generation, find_generation, merge_requests
-from .graph_pools import CaptureOutputs, held_split
+from .graph_pools import CaptureOutputs
 from .iterations import PHASE_NAMES, Iteration, Phases, find_phases
 from .leaks import Leak, find_leaks, leak_frames
 from .lean import lean_intervals
@@ -343,13 +343,16 @@ class MemoryBreakdown:
     def capture_outputs(self) -> CaptureOutputs:
         """The CUDA graphs' capture outputs of this device (:mod:`.graph_pools`; kept)."""
         if self._capture_outputs is None:
-            self._capture_outputs = CaptureOutputs(self)
+            self._capture_outputs = CaptureOutputs(
+                self.intervals, self.n_events, self.snap.pools, self.phases, self.category
+            )
         return self._capture_outputs
 
     def graph_held_at(self, k: int) -> dict[str, int]:
         """Bytes CUDA graphs' outputs hold after event ``k`` in their private pools while
         the allocator counts them free, per category (not part of :meth:`split_at`)."""
-        return held_split(self, k)
+        held = self.capture_outputs().held_at(k)
+        return {name: int(v) for name, v in zip(CATEGORY_NAMES, held.tolist()) if v}
 
     def phase_at(self, k: int) -> str:
         return PHASE_NAMES[int(self.phases.phase[k])]
@@ -460,6 +463,17 @@ def split_total(split: dict[str, int], guessed: int = 0) -> str:
     ``vramscope summary``."""
     return format_bytes(sum(split.values())) + (
         f" ({format_bytes(guessed)} guessed)" if guessed else ""
+    )
+
+
+def held_words(held: dict[str, int]) -> str:
+    """The words every view uses for :meth:`MemoryBreakdown.graph_held_at`'s answer
+    (empty: nothing held)."""
+    if not held:
+        return ""
+    return (
+        f"{format_bytes(sum(held.values()))} in CUDA graph pools that the allocator counts "
+        f"free, written by the graphs' replays: {format_split(held)}"
     )
 
 

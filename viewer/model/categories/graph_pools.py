@@ -29,24 +29,30 @@ allocator's counters (which they are not part of).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from ..replay.timeline import Intervals
+from .iterations import Phases
 from .reasons import CATEGORY_NAMES
-
-if TYPE_CHECKING:
-    from .breakdown import MemoryBreakdown
 
 
 class CaptureOutputs:
     """The capture outputs of one device's breakdown (columns, made once): interval ids,
     the phase and iteration of their allocation and of the program's free, and the
-    iteration of their pool's last allocation."""
+    iteration of their pool's last allocation.  ``intervals``, ``phases`` and
+    ``category`` are the breakdown's, ``pools`` the snapshot's pool ids."""
 
-    def __init__(self, bd: "MemoryBreakdown") -> None:
-        iv, n = bd.intervals, bd.n_events
-        pools = bd.snap.pools
+    def __init__(
+        self,
+        intervals: Intervals,
+        n_events: int,
+        pools: list[tuple[int, int]],
+        phases: Phases,
+        category: np.ndarray,
+    ) -> None:
+        self.intervals, self.n_events, self.phases = intervals, n_events, phases
+        self.category = category
+        iv, n = intervals, n_events
         private = np.array([p != (0, 0) for p in pools] + [False], bool)
         in_private = private[np.where(iv.pool >= 0, iv.pool, len(pools))] & (iv.start >= 0)
         ids = np.flatnonzero(in_private)
@@ -71,7 +77,7 @@ class CaptureOutputs:
         ids = ids[freed]
         if not len(ids):
             return
-        iteration, phase = bd.phases.iteration, bd.phases.phase
+        iteration, phase = phases.iteration, phases.phase
         last_alloc = {
             int(p): int(iv.start[in_private & (iv.pool == p)].max())
             for p in np.unique(iv.pool[ids])
@@ -85,17 +91,17 @@ class CaptureOutputs:
             iteration[np.array([last_alloc[int(p)] for p in iv.pool[ids]], np.int64)], np.int64
         )
 
-    def held_at(self, bd: "MemoryBreakdown", k: int) -> np.ndarray:
-        """Bytes held by capture outputs at instant ``k``, per category (int64,
+    def held_at(self, k: int) -> np.ndarray:
+        """Bytes held by capture outputs after event ``k``, per category (int64,
         CATEGORY_NAMES order)."""
         out = np.zeros(len(CATEGORY_NAMES), np.int64)
-        if not len(self.ids) or not 0 <= k < bd.n_events:
+        if not len(self.ids) or not 0 <= k < self.n_events:
             return out
-        it_k = int(bd.phases.iteration[k])
-        ph_k = int(bd.phases.phase[k])
+        it_k = int(self.phases.iteration[k])
+        ph_k = int(self.phases.phase[k])
         if it_k < 0:
             return out
-        iv = bd.intervals
+        iv = self.intervals
         ids = self.ids
         a, f = self.alloc_phase, self.free_phase
         same = self.free_iter == self.alloc_iter
@@ -111,16 +117,15 @@ class CaptureOutputs:
         ids = ids[ok]
         if not len(ids):
             return out
-        ids = ids[~_reused_by(bd, ids, k)]
+        ids = ids[~_reused_by(iv, ids, k)]
         return np.bincount(
-            bd.category[ids], weights=iv.requested[ids], minlength=len(CATEGORY_NAMES)
+            self.category[ids], weights=iv.requested[ids], minlength=len(CATEGORY_NAMES)
         ).astype(np.int64)
 
 
-def _reused_by(bd: "MemoryBreakdown", ids: np.ndarray, k: int) -> np.ndarray:
+def _reused_by(iv: Intervals, ids: np.ndarray, k: int) -> np.ndarray:
     """Per id of ``ids``: whether a later allocation (started after it, by ``k``) of the
     same pool overlaps its bytes - its memory holds something else by then."""
-    iv = bd.intervals
     out = np.zeros(len(ids), bool)
     for p in np.unique(iv.pool[ids]):
         mine = np.flatnonzero(iv.pool[ids] == p)
@@ -140,23 +145,3 @@ def _reused_by(bd: "MemoryBreakdown", ids: np.ndarray, k: int) -> np.ndarray:
             hit = (hi[cand] > a) & (st[cand] > iv.start[i])
             out[j] = bool(hit.any())
     return out
-
-
-def held_split(bd: "MemoryBreakdown", k: int) -> dict[str, int]:
-    """Category name -> bytes that CUDA graphs' outputs hold at instant ``k`` while the
-    allocator counts them free (only categories with bytes)."""
-    outputs = bd.capture_outputs()
-    return {name: int(v) for name, v in zip(CATEGORY_NAMES, outputs.held_at(bd, k).tolist()) if v}
-
-
-def held_words(held: dict[str, int]) -> str:
-    """The words every view uses for :func:`held_split`'s answer (empty: nothing held)."""
-    from ..core.units import format_bytes
-    from .breakdown import format_split
-
-    if not held:
-        return ""
-    return (
-        f"{format_bytes(sum(held.values()))} in CUDA graph pools that the allocator counts "
-        f"free, written by the graphs' replays: {format_split(held)}"
-    )

@@ -222,11 +222,11 @@ def match(a: Case, b: Case) -> Match:
             and rows + hi_a - lo_a <= WEIGHTED_ROWS
         ):
             rows += hi_a - lo_a
-            pa, pb = _weighted_pairs(
+            wa, wb = _weighted_pairs(
                 keys_a[lo_a:hi_a], keys_b[lo_b:hi_b], size_a[lo_a:hi_a], size_b[lo_b:hi_b], ratio
             )
-            ia += (pa + lo_a).tolist()
-            ib += (pb + lo_b).tolist()
+            ia += (wa + lo_a).tolist()
+            ib += (wb + lo_b).tolist()
         else:
             pa, pb = _block_pairs(ka, kb, size_a, size_b, ratio, ops)
             ia += pa

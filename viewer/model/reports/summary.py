@@ -515,7 +515,7 @@ SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has ever
 # --- the split and leaks in words ------------------------------------------------------
 def graph_held_line(held: dict[str, int], when: str) -> str:
     """One line for what CUDA graphs' outputs hold beside the split (not part of it)."""
-    from ..categories.graph_pools import held_words
+    from ..categories.breakdown import held_words
 
     return f"  + {when}: {held_words(held)}"
 
