@@ -59,6 +59,7 @@ class CaptureOutputs:
         empty = np.zeros(0, np.int64)
         self.ids, self.alloc_phase, self.free_phase = empty, empty, empty
         self.alloc_iter, self.free_iter, self.pool_last_iter = empty, empty, empty
+        self.reused_from = empty
         if not len(ids) or not n:
             return
         # The program, not the capture, freed it: no allocation of the same pool comes
@@ -83,6 +84,7 @@ class CaptureOutputs:
             for p in np.unique(iv.pool[ids])
         }
         self.ids = ids
+        self.reused_from = _first_reuse(iv, ids)
         self.alloc_phase = phase[iv.start[ids]].astype(np.int64)
         self.free_phase = phase[iv.end[ids]].astype(np.int64)
         self.alloc_iter = np.asarray(iteration[iv.start[ids]], np.int64)
@@ -114,34 +116,30 @@ class CaptureOutputs:
             & (iv.end[ids] <= k)
             & window
         )
-        ids = ids[ok]
-        if not len(ids):
-            return out
-        ids = ids[~_reused_by(iv, ids, k)]
+        ids = ids[ok & (self.reused_from > k)]
         return np.bincount(
             self.category[ids], weights=iv.requested[ids], minlength=len(CATEGORY_NAMES)
         ).astype(np.int64)
 
 
-def _reused_by(iv: Intervals, ids: np.ndarray, k: int) -> np.ndarray:
-    """Per id of ``ids``: whether a later allocation (started after it, by ``k``) of the
-    same pool overlaps its bytes - its memory holds something else by then."""
-    out = np.zeros(len(ids), bool)
+def _first_reuse(iv: Intervals, ids: np.ndarray) -> np.ndarray:
+    """Per id of ``ids``: the start event of the first later allocation of the same pool
+    that overlaps its bytes (its memory holds something else from then on), or a value
+    past every event where none does."""
+    out = np.full(len(ids), np.iinfo(np.int64).max, np.int64)
     for p in np.unique(iv.pool[ids]):
         mine = np.flatnonzero(iv.pool[ids] == p)
-        later = np.flatnonzero((iv.pool == p) & (iv.start <= k) & (iv.start >= 0))
-        order = np.argsort(iv.addr[later], kind="stable")
-        lo = iv.addr[later][order]
-        hi = lo + iv.size[later][order]
-        st = iv.start[later][order]
-        # Intervals of a pool overlap only through reuse; a block's later users start
-        # inside its range or span it.  Check each candidate against the neighbours
-        # whose start address lies below its end.
+        pool = np.flatnonzero((iv.pool == p) & (iv.start >= 0))
+        order = np.argsort(iv.addr[pool], kind="stable")
+        lo = iv.addr[pool][order]
+        hi = lo + iv.size[pool][order]
+        st = iv.start[pool][order]
+        # An allocation overlapping [a, b) starts below b and ends above a.
         for j in mine:
             i = ids[j]
             a, b = int(iv.addr[i]), int(iv.addr[i] + iv.size[i])
-            upto = np.searchsorted(lo, b, "left")
-            cand = slice(0, upto)
-            hit = (hi[cand] > a) & (st[cand] > iv.start[i])
-            out[j] = bool(hit.any())
+            upto = int(np.searchsorted(lo, b, "left"))
+            later = st[:upto][(hi[:upto] > a) & (st[:upto] > iv.start[i])]
+            if len(later):
+                out[j] = int(later.min())
     return out
