@@ -100,6 +100,21 @@ def test_report_of_an_oom_in_chromium_says_what_advise_says(tmp_path):
     browser.screenshot(tmp_path / "gpt2.html", tmp_path / "gpt2.png", WIDTH)
 
 
+def test_report_names_what_cuda_graphs_hold_in_the_words_of_summary(tmp_path):
+    """reduce-overhead: the report's split (at the end of the trace) is followed by the
+    gradients the backward graph's replays hold in its pool, as summary --at says them."""
+    from vramscope.viewer.model.categories.breakdown import held_words
+
+    path = DATA / "zoo" / "cmp_ro_encoder_adamw_fp32_b8.pickle.xz"
+    page = report(path, tmp_path / "graphs.html")
+    got = vramscope("summary", str(path), "--json", "--at", "5015")
+    held = json.loads(got.stdout)["graph_held_at"]
+    assert list(held) == ["gradient"]
+    text = held_words(held).replace("'", "&#x27;")
+    assert f"<p>Beside it: {text}.</p>" in page
+    fits_in(page, tmp_path / "chromium")
+
+
 @shared_data.MARK
 def test_report_of_three_gpus_has_a_section_each_in_chromium(tmp_path):
     path = shared_data.require(THREE_GPUS)
