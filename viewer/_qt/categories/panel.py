@@ -28,7 +28,7 @@ from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ...model.categories import MemoryBreakdown, describe_iterations
-from ...model.categories.breakdown import held_words
+from ...model.categories.breakdown import HELD_WHY, held_words
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
 from ...model.core.units import plural
@@ -258,7 +258,9 @@ class CategoriesPanel(QWidget):
             )
             held = bd.graph_held_at(k)
             if held:  # beside the split, not part of it (the allocator counts it free)
-                self.split.setToolTip(f"{self.split.toolTip()}\nand {held_words(held)}")
+                self.split.setToolTip(
+                    f"{self.split.toolTip()}\nand {held_words(held)} ({HELD_WHY})"
+                )
         self._cursor_k = k
         if self._timeline is not None:
             self._timeline.set_cursor(k)

@@ -21,7 +21,7 @@ from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
 from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ...model.categories.breakdown import held_words, split_total
+from ...model.categories.breakdown import HELD_WHY, held_words, split_total
 from ...model.categories.leaks import leak_interval_mask, leaked_blocks
 from ...model.core.units import format_bytes
 from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
@@ -122,7 +122,9 @@ class HeaderSplit(QWidget):
             + f" = {format_split(self.split)}"
             + (f" · + {held_words(held)}" if held else "")
         )
-        self.text.setToolTip(self.bar.toolTip() + (f"\nand {held_words(held)}" if held else ""))
+        self.text.setToolTip(
+            self.bar.toolTip() + (f"\nand {held_words(held)} ({HELD_WHY})" if held else "")
+        )
 
 
 def _shape_panel(panel: CategoriesPanel) -> None:

@@ -466,15 +466,27 @@ def split_total(split: dict[str, int], guessed: int = 0) -> str:
     )
 
 
+#: Why graph-held memory is beside the split (for tooltips and reports' footnotes).
+HELD_WHY = (
+    "the outputs a CUDA graph's replays write in its private pool: the program holds "
+    "them, the allocator (and its counters) does not"
+)
+
+
 def held_words(held: dict[str, int]) -> str:
     """The words every view uses for :meth:`MemoryBreakdown.graph_held_at`'s answer
     (empty: nothing held)."""
     if not held:
         return ""
-    return (
-        f"{format_bytes(sum(held.values()))} in CUDA graph pools that the allocator counts "
-        f"free, written by the graphs' replays: {format_split(held)}"
-    )
+    parts = [
+        f"{label} {format_bytes(held[name])}"
+        for name, label in zip(CATEGORY_NAMES, CATEGORY_LABELS)
+        if held.get(name)
+    ]
+    where = "in CUDA graph pools, counted free by the allocator"
+    if len(parts) == 1:
+        return f"{parts[0]} {where}"
+    return f"{format_bytes(sum(held.values()))} {where}: {', '.join(parts)}"
 
 
 def format_split(split: dict[str, int]) -> str:
