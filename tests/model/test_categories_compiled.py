@@ -180,3 +180,19 @@ def test_c_and_numpy_agree_on_compiled_programs(name, monkeypatch):
         assert np.array_equal(getattr(fast, col), getattr(slow, col)), col
     for col in ("evidence", "phase", "guessed"):
         assert np.array_equal(getattr(fast.phases, col), getattr(slow.phases, col)), col
+
+
+def test_parameters_cast_to_fp32_after_the_model_was_built_are_parameters():
+    """Part of a bf16 model cast to fp32 for training after it was built
+    (``p.data = p.data.float()``, as peft's k-bit preparation does) is made by the
+    program's own line, before its first forward, with no module's stack: by the sizes of
+    the gradients it gets, parameters (they were unknown): the whole model's bytes, but
+    for the rotary embedding's buffers (128 bytes: a module's buffer is a parameter here)."""
+    name = "dec_llama_partial_bf16base_b8"
+    t = _truth(name)
+    assert t["settings"]["train_only"] and t["parameters_trainable"]["bytes"] > 0
+    bd = _breakdown(name)
+    k = int(np.argmax(bd.requested))
+    split = bd.split_at(k)
+    assert 0 <= split["parameter"] - t["parameters"]["bytes"] <= 1024, split
+    assert split["unknown"] <= 0.02 * bd.requested[k], split

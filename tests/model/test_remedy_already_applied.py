@@ -154,3 +154,22 @@ def test_autocast_over_a_frozen_bf16_base_is_seen_from_its_adapters_copies():
     lora_fp32 = "peft_lora_gpt2_fp32_b8"
     assert not _truth(lora_fp32)["settings"].get("amp")
     assert "bf16_autocast" in _offered(lora_fp32)
+
+
+def test_autocast_is_seen_over_a_partly_trained_bf16_model():
+    """A bf16 model with its last layer and head trained in fp32 under autocast (a
+    tuning-family program with the LoRA programs' trait: a frozen half-precision base):
+    the trained weights' copies say autocast is on."""
+    name = "dec_llama_partial_bf16base_b8"
+    assert _truth(name)["settings"]["amp"] == "bf16"
+    assert "bf16_autocast" not in _offered(name)
+
+
+def test_an_activation_of_half_an_adapters_size_is_no_autocast_copy():
+    """IA3 on an fp32 T5 without autocast: a few forward allocations happen to have half
+    the size of some of its scaling vectors, fewer than the vectors and of a small part of
+    the trained bytes; autocast is still offered."""
+    name = "peft_ia3_t5_adafactor_fp32_b8"
+    t = _truth(name)
+    assert not t["settings"].get("amp") and t["autocast"] is None
+    assert "bf16_autocast" in _offered(name)

@@ -77,6 +77,18 @@ PROGRAMS: list[dict] = [
         optimizer="adafactor",
     ),
     P("dec_qwen2_adamw_bf16weights", "hf_decoder", LM, model="qwen2", dtype="bfloat16"),
+    # Part of a bf16 model fine-tuned in fp32 under autocast (a frozen half-precision
+    # base, as under LoRA, without peft).
+    P(
+        "dec_llama_partial_bf16base",
+        "hf_decoder",
+        LM,
+        model="llama",
+        dtype="bfloat16",
+        amp="bf16",
+        train_only=["lm_head", "layers.3."],
+        lr=1e-3,
+    ),
     P("dec_neox_adamw_fp16scaler", "hf_decoder", LM, model="gpt_neox", amp="fp16"),
     # timm image models.
     P("timm_convnext_atto_adamw_fp16scaler", "timm", IMAGE, model="timm:convnext_atto", amp="fp16"),

@@ -17,7 +17,9 @@ GradScaler), ``optimizer`` (adamw | adamw_fused | sgd | sgd_momentum | adafactor
 max-autotune-no-cudagraphs), ``loop`` (plain | trainer | accelerate | lightning), ``peft``
 (None | lora | ia3), ``attn`` (sdpa | eager), ``set_to_none`` (default true), ``validate``
 (None | grad | no_grad: a validation forward after each step), ``leak`` (keep
-``logits.detach().clone()`` every iteration), ``accum`` (gradient accumulation, Trainer).
+``logits.detach().clone()`` every iteration), ``accum`` (gradient accumulation, Trainer),
+``train_only`` (names: only parameters whose name holds one are trained, in float32; the
+rest frozen at ``dtype`` - partial fine-tuning of a half-precision model, without peft).
 """
 
 from __future__ import annotations
@@ -349,6 +351,17 @@ def apply_peft(spec: dict, built: Built):
     else:
         raise SystemExit(f"unknown peft method {spec['peft']!r}")
     built.model = peft.get_peft_model(built.model, cfg)
+
+
+def train_only(spec: dict, built: Built, torch) -> None:
+    """Freeze every parameter but those whose name holds one of ``spec["train_only"]``,
+    which are trained in float32 (the usual way to fine-tune part of a bf16 model)."""
+    wanted = spec["train_only"]
+    for name, p in built.model.named_parameters():
+        keep = any(w in name for w in wanted)
+        p.requires_grad_(keep)
+        if keep:
+            p.data = p.data.float()
 
 
 def enable_ckpt(model) -> None:
@@ -714,6 +727,8 @@ def run(spec: dict, out: Path, device: str) -> int:
     built = build(spec, dev, torch)
     if spec.get("peft"):
         apply_peft(spec, built)
+    if spec.get("train_only"):
+        train_only(spec, built, torch)
     if spec.get("ckpt") and loop != "trainer":  # the Trainer turns it on from its arguments
         enable_ckpt(built.model)
     built.model.train()

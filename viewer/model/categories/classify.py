@@ -331,8 +331,16 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     first = ph.iterations[0].start if ph.iterations else 0
     # Parameters and optimizer state are never freed: only blocks alive to the end.
     n_end = int(iv.end.max()) if len(iv) else 0
+    # Set-up is also what the program made before its first forward pass inside the first
+    # iteration (which starts with the recording): a part of the model cast to fp32 after
+    # it was built (``param.data = param.data.float()``, peft's preparation for k-bit
+    # training) has no module's stack.
+    fwd = ph.phase_runs().of(PH_FORWARD)[0]
+    first_fwd = int(fwd[0]) if len(fwd) else 0
     unknown_long = np.flatnonzero(
-        (reason == R("unknown_pre_recording")) | (reason == R("unknown_setup"))
+        (reason == R("unknown_pre_recording"))
+        | (reason == R("unknown_setup"))
+        | ((reason == R("unknown_other")) & (iv.start >= 0) & (iv.start < first_fwd))
     )  # few
     end_u = iv.end[unknown_long]
     unknown_long = unknown_long[(end_u > first) & (end_u >= n_end)]

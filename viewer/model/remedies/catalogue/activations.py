@@ -175,27 +175,36 @@ def autocast_seen(case: Case, evd: evidence.Evidence, j: scaling.Judgement) -> b
     parameter sizes, so that activations that happen to have such a size do not count.
     Only trained parameters (those with a gradient of their size) are judged where there
     are any: a frozen base already in half precision (LoRA on a bf16 model) is used as it
-    is and makes no copies, only its fp32 adapters do.  Where the trained parameters have
-    a single size, its copies must be at least as many as the parameters of that size
-    (one per parameter per forward), not one activation that happens to match.
-    Without categories: many forward allocations of a model-state tensor's size."""
+    is and makes no copies, only its fp32 adapters do.  Trained parameters are few and
+    small (adapters), so a size counts as copied only with at least one half-size forward
+    allocation per parameter of that size (one copy each per forward), and the copied
+    sizes must hold at least half the trained bytes (norm weights autocast does not copy
+    are a small part; an activation that happens to have half an adapter's size is not
+    evidence).  Without categories: many forward allocations of a model-state tensor's
+    size."""
     reqs = case.requests
     alloc = reqs.kind == rq.ALLOC
     if evd.categories is not None and evd.category_in("parameter_gathered").any():
         return not _sharded_in_full_precision(case, evd)
     if evd.categories is not None:
         params = alloc & evd.category_in("parameter")
-        sizes = np.unique(reqs.size[params])
-        trained = sizes[np.isin(sizes, reqs.size[alloc & evd.category_in("gradient")])]
-        if len(trained):
-            sizes = trained
-        even = sizes[sizes % 2 == 0]
         fwd = reqs.size[alloc & (evd.phase == evidence.FORWARD) & ~params]
-        if len(even) >= 2:
-            return int(np.isin(even // 2, fwd).sum()) >= len(even) / 2
-        if len(even) == 1:
-            copies = int((fwd == even[0] // 2).sum())
-            return copies > 0 and copies >= int((reqs.size[params] == even[0]).sum())
+        sizes, count = np.unique(reqs.size[params], return_counts=True)
+        trained = np.isin(sizes, reqs.size[alloc & evd.category_in("gradient")])
+        if trained.any():
+            sizes, count = sizes[trained], count[trained]
+            even = sizes % 2 == 0
+            halves, copies = np.unique(fwd, return_counts=True)
+            got = np.zeros(len(sizes), np.int64)
+            if len(halves):
+                pos = np.minimum(np.searchsorted(halves, sizes // 2), len(halves) - 1)
+                got = np.where(halves[pos] == sizes // 2, copies[pos], 0)
+            copied = even & (got >= count)
+            total = int((sizes * count)[even].sum())
+            return total > 0 and 2 * int((sizes * count)[copied].sum()) >= total
+        halves = sizes[sizes % 2 == 0] // 2
+        if len(halves) >= 2:
+            return int(np.isin(halves, fwd).sum()) >= len(halves) / 2
     return int((j.rule == scaling.STATE_SIZE)[evd.phase == evidence.FORWARD].sum()) > 8
 
 
