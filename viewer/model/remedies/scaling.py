@@ -510,6 +510,25 @@ def _copied_from(reqs, free_at: np.ndarray, copies: np.ndarray, sources: np.ndar
     return out
 
 
+def _before_first_forward(reqs, evd: ev.Evidence) -> np.ndarray:
+    """Per request: made before the recording's first forward pass (the categories'
+    phases; none without them), kept to the end.  Model state the program makes after
+    building the model (part of it cast to fp32, as peft's k-bit preparation does) reads
+    as forward to the evidence's own phases, which end the set-up at the last module
+    state made."""
+    out = np.zeros(len(reqs), bool)
+    bd = evd.breakdown
+    if bd is None or not bd.n_events:
+        return out
+    from ..categories.iterations import PH_FORWARD
+
+    fwd = bd.phases.phase_runs().of(PH_FORWARD)[0]
+    if not len(fwd):
+        return out
+    out[:] = (reqs.event < int(fwd[0])) & (evd.free_at == len(reqs)) & (reqs.kind == rq.ALLOC)
+    return out
+
+
 def state_sizes(case, evd: ev.Evidence, by_category: np.ndarray | None = None) -> np.ndarray:
     """Sorted requested sizes of model-state tensors: made by nn.Module, kept
     optimizer allocations, and blocks alive before the recording that it never frees.
@@ -608,7 +627,7 @@ def judge(case, batch: int | None = None, evd: ev.Evidence | None = None) -> Jud
         # A parameter's exact size in forward is an activation that happens to match
         # (GPT-2 at batch 4: 4 x 256 x 384 fp32 = the position table, 1.5 MiB); what
         # forward makes of the weights is autocast's half-size copies.
-        exact = sizes.isin(states) & (evd.phase != ev.FORWARD)
+        exact = sizes.isin(states) & ((evd.phase != ev.FORWARD) | _before_first_forward(reqs, evd))
         # In backward, a parameter-sized allocation that is freed inside the pass and has
         # the size of something forward made is that activation's gradient (GPT-2 at batch
         # 4: 4 x 256 x 384 fp32 = the position table); a gradient outlives the pass, and a
