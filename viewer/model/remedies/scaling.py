@@ -21,7 +21,8 @@ Fixed (the size stays):
 * ``tuning_scratch``: made by torch.compile's kernel benchmarking (Inductor's
   ``runtime/benchmarking.py``: the buffer it writes to flush the L2 cache between
   timed runs, the cache's size);
-* ``state_size``: outside forward, its size equals a model-state tensor's (a
+* ``state_size``: outside forward (or made before the first forward pass and kept to
+  the end: model state made after the build), its size equals a model-state tensor's (a
   parameter, an optimizer state, anything made before the recording and
   still alive) and, in backward, it is not the gradient of a forward
   activation of the same size (freed inside the pass);
