@@ -335,8 +335,7 @@ def _refine_by_sizes(iv: Intervals, reason: np.ndarray, ph: Phases) -> None:
     # iteration (which starts with the recording): a part of the model cast to fp32 after
     # it was built (``param.data = param.data.float()``, peft's preparation for k-bit
     # training) has no module's stack.
-    fwd = ph.phase_runs().of(PH_FORWARD)[0]
-    first_fwd = int(fwd[0]) if len(fwd) else 0
+    first_fwd = ph.first_of(PH_FORWARD) or 0
     unknown_long = np.flatnonzero(
         (reason == R("unknown_pre_recording"))
         | (reason == R("unknown_setup"))

@@ -76,9 +76,14 @@ class CaptureOutputs:
         )
         freed = (iv.end[ids] < n) & (iv.end[ids] > run_last_start[run_of])
         ids = ids[freed]
+        # Made and freed in iterations, the free in the same one or the next (what a
+        # replay's output is held over); others are never counted.
+        iteration, phase = phases.iteration, phases.phase
+        made_in = np.asarray(iteration[iv.start[ids]], np.int64)
+        freed_in = np.asarray(iteration[iv.end[ids]], np.int64)
+        ids = ids[(made_in >= 0) & (freed_in >= made_in) & (freed_in <= made_in + 1)]
         if not len(ids):
             return
-        iteration, phase = phases.iteration, phases.phase
         last_alloc = {
             int(p): int(iv.start[in_private & (iv.pool == p)].max())
             for p in np.unique(iv.pool[ids])
@@ -104,19 +109,12 @@ class CaptureOutputs:
         if it_k < 0:
             return out
         iv = self.intervals
-        ids = self.ids
         a, f = self.alloc_phase, self.free_phase
-        same = self.free_iter == self.alloc_iter
-        window = np.where(same, (a < ph_k) & (ph_k < f), (ph_k > a) | (ph_k < f))
-        ok = (
-            (self.alloc_iter >= 0)
-            & (self.free_iter >= self.alloc_iter)
-            & (self.free_iter <= self.alloc_iter + 1)
-            & (it_k > self.pool_last_iter)
-            & (iv.end[ids] <= k)
-            & window
+        window = np.where(
+            self.free_iter == self.alloc_iter, (a < ph_k) & (ph_k < f), (ph_k > a) | (ph_k < f)
         )
-        ids = ids[ok & (self.reused_from > k)]
+        ok = (it_k > self.pool_last_iter) & (iv.end[self.ids] <= k) & (self.reused_from > k)
+        ids = self.ids[ok & window]
         return np.bincount(
             self.category[ids], weights=iv.requested[ids], minlength=len(CATEGORY_NAMES)
         ).astype(np.int64)

@@ -200,6 +200,11 @@ class Phases:
             self.runs = PhaseRuns(self.phase)
         return self.runs
 
+    def first_of(self, phase: int) -> int | None:
+        """The first event of ``phase`` (None: the recording has none)."""
+        starts = self.phase_runs().of(phase)[0]
+        return int(starts[0]) if len(starts) else None
+
 
 def _annotation_ranges(
     snap: Snapshot, device: int, time_us: np.ndarray, prefix: str, time_min: int | None = None

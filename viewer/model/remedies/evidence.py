@@ -261,15 +261,24 @@ def _optimizer_ranges(snap, device: int) -> list[tuple[int, int, bool]]:
     return out
 
 
+def _optimizer_request_spans(case, t: np.ndarray) -> list[tuple[int, int, bool]]:
+    """(first request, request after the last, is a step) of each optimizer
+    record_function range of ``case``, by the requests' times ``t``: one sorted search for
+    all their ends (a long recording has a range per step, thousands)."""
+    ranges = _optimizer_ranges(case.snap, case.device)
+    lo = np.searchsorted(t, np.array([r[0] for r in ranges], np.int64), side="left").tolist()
+    hi = np.searchsorted(t, np.array([r[1] for r in ranges], np.int64), side="right").tolist()
+    return [(a, b, r[2]) for a, b, r in zip(lo, hi, ranges)]
+
+
 def optimizer_step_ends(case) -> list[int]:
     """Per optimizer step of ``case`` (its record_function annotations): the index of the
-    request after its last; empty without annotations."""
-    ranges = [r for r in _optimizer_ranges(case.snap, case.device) if r[2]]
+    request after its last; empty without annotations (or without times)."""
     reqs = case.requests
-    if not ranges or not len(reqs) or not len(reqs.time_us):
+    if not len(reqs) or not len(reqs.time_us):
         return []
-    t = reqs.time_us[reqs.event]
-    return np.searchsorted(t, np.array([r[1] for r in ranges], np.int64), side="right").tolist()
+    spans = _optimizer_request_spans(case, reqs.time_us[reqs.event])
+    return [b for _, b, is_step in spans if is_step]
 
 
 def categories_of(
@@ -446,15 +455,10 @@ def _own_columns(case) -> _Own:
         site[ok] = stack[ev[ok]]
     # Time of each request, to place it against the annotations.
     t = reqs.time_us[ev] if len(reqs.time_us) else np.full(n, -1, np.int64)
-    ranges = _optimizer_ranges(snap, case.device)
-    # Every range's requests at once: one sorted search for all their ends (a long
-    # recording has a range per step, thousands).
-    lo = np.searchsorted(t, np.array([r[0] for r in ranges], np.int64), side="left").tolist()
-    hi = np.searchsorted(t, np.array([r[1] for r in ranges], np.int64), side="right").tolist()
     in_opt = np.zeros(n, bool)
     step_end_req: list[int] = []
     step_spans: list[tuple[int, int]] = []
-    for a, b, (_, _, is_step) in zip(lo, hi, ranges):
+    for a, b, is_step in _optimizer_request_spans(case, t):
         in_opt[a:b] = True
         if is_step:
             step_end_req.append(b)

@@ -517,17 +517,13 @@ def _before_first_forward(reqs, evd: ev.Evidence) -> np.ndarray:
     building the model (part of it cast to fp32, as peft's k-bit preparation does) reads
     as forward to the evidence's own phases, which end the set-up at the last module
     state made."""
-    out = np.zeros(len(reqs), bool)
-    bd = evd.breakdown
-    if bd is None or not bd.n_events:
-        return out
     from ..categories.iterations import PH_FORWARD
 
-    fwd = bd.phases.phase_runs().of(PH_FORWARD)[0]
-    if not len(fwd):
-        return out
-    out[:] = (reqs.event < int(fwd[0])) & (evd.free_at == len(reqs)) & (reqs.kind == rq.ALLOC)
-    return out
+    bd = evd.breakdown
+    first = bd.phases.first_of(PH_FORWARD) if bd is not None and bd.n_events else None
+    if first is None:
+        return np.zeros(len(reqs), bool)
+    return (reqs.event < first) & (evd.free_at == len(reqs)) & (reqs.kind == rq.ALLOC)
 
 
 def state_sizes(case, evd: ev.Evidence, by_category: np.ndarray | None = None) -> np.ndarray:
