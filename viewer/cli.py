@@ -8,7 +8,6 @@ dispatches, so ``vramscope summary`` never imports Qt.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -173,6 +172,8 @@ def not_a_file_error(file: str | None, extra: list[str]) -> str | None:
     to; a missing file as a missing file.  Decided before any window (Qt) starts."""
     if not file or file.startswith("ssh://") or os.path.exists(file):
         return None
+    import difflib  # (only for a first word that is no file: not on every start)
+
     close = difflib.get_close_matches(file, COMMANDS, n=1)
     hint = f"did you mean {close[0]}?" if close else "commands: " + ", ".join(COMMANDS)
     if close:

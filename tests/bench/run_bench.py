@@ -652,12 +652,20 @@ def main() -> int:
     # Measure vramscope as installed: byte-compiled (pip compiles on install).  With
     # PYTHONDONTWRITEBYTECODE set, every run would otherwise recompile any source edited
     # since its .pyc was written.
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(ROOT / "viewer"), str(ROOT / "capture")],
-        check=False,
-        stdout=subprocess.DEVNULL,
-        env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
-    )
+    # The same for the code of shiboken6's embedded Python, which the GUI caches beside its
+    # own (viewer/_qt/widgets/embedded_code.py): written by a first import of the GUI.
+    writable = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for precompile in (
+        ["-m", "compileall", "-q", str(ROOT / "viewer"), str(ROOT / "capture")],
+        ["-c", "import vramscope.viewer._qt"],
+    ):
+        subprocess.run(
+            [sys.executable, *precompile],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=writable,
+        )
     gui = has_gui() and not args.no_gui
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vramscope-bench-") as tmp_name:

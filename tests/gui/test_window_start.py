@@ -285,12 +285,17 @@ deferred = sorted(n for n, m in sys.modules.items() if isinstance(m, qt_import._
 # what the window's start executed of them: nothing (the parameter tree stays unloaded)
 unloaded = all(isinstance(sys.modules[n], qt_import._Deferred) for n in deferred)
 tree = "pyqtgraph.parametertree" in sys.modules
+processes = "multiprocessing" in sys.modules  # (beneath pyqtgraph.multiprocess only)
 public = [n for n in dir(pg) if not n.startswith("_")]
 names = json.loads(sys.argv[1]) if len(sys.argv) > 1 else public
 seen = {n: where(getattr(pg, n)) for n in names}
 from pyqtgraph.widgets.ScatterPlotWidget import ScatterPlotWidget
 import pyqtgraph.parametertree as ptree
+import pyqtgraph.multiprocess.processes as mp_processes
+from pyqtgraph.widgets import RemoteGraphicsView as remote_view
 print(json.dumps({"deferred": deferred, "unloaded": unloaded, "tree_before": tree,
+                  "processes_before": processes,
+                  "submodule": mp_processes.QtProcess is remote_view.mp.QtProcess,
                   "names": seen, "same_class": ScatterPlotWidget is pg.ScatterPlotWidget,
                   "tree_after": hasattr(ptree, "Parameter"),
                   "missing": hasattr(pg, "NoSuchName")}))
@@ -306,7 +311,9 @@ def test_pyqtgraph_modules_the_window_never_uses_are_not_run_at_its_start():
     got = namespace()
     assert len(got["deferred"]) >= 10, got["deferred"]
     assert "pyqtgraph.widgets.ColorMapWidget" in got["deferred"]
-    assert got["unloaded"] and not got["tree_before"]
+    assert "pyqtgraph.multiprocess" in got["deferred"]  # a package
+    assert got["unloaded"] and not got["tree_before"] and not got["processes_before"]
+    assert got["submodule"]  # a submodule of a deferred package: the real one
     # ... yet each is there the moment it is asked for, under pyqtgraph's own names
     assert got["same_class"] and got["tree_after"]
     assert got["missing"] is False

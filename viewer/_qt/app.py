@@ -239,6 +239,7 @@ def screenshot(path: str | None, out: str, options: ShotOptions | None = None) -
         window.setUpdatesEnabled(False)
         window.show()
         QApplication.instance().processEvents()
+        stamp("window_shown")  # (make bench's stages: the empty window is up)
         if path:
             error = open_and_wait(window, path)
             if error is not None:

@@ -122,6 +122,9 @@ def _main(args, collecting: bool) -> int:
     except ImportError as exc:  # pragma: no cover - broken installs
         print(f"vramscope: error: the GUI needs PySide6 and pyqtgraph ({exc})", file=sys.stderr)
         return 2
+    from ..early.parse_handover import stamp
+
+    stamp("qt_imported")  # (make bench's stages: the GUI thread's imports end here)
     if out:
         # Headless render: no window ever appears, and no display is needed.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -6,7 +6,8 @@ theme and category colours (:mod:`.theme`, :mod:`.category_colors`), settings, p
 helpers, PNG writing (:mod:`.png`), QAction construction (:mod:`.actions`), the tree
 widget tables are made of (:mod:`.tables`) and panels stacked in one call
 (:mod:`.layouts`), and pyqtgraph imported without building every Qt type
-(:mod:`.qt_import`).
+(:mod:`.qt_import`), with shiboken6's embedded Python compiled once and kept
+(:mod:`.embedded_code`).
 
 May import: the model (and ``vramscope.viewer.startup`` for the preloaded file); never
 a feature package (main_window, timeline, segment_map, categories, diagnosis, whatif,

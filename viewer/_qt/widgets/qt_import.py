@@ -32,7 +32,10 @@ stands in ``sys.modules`` as a :class:`_Deferred` module that binds no name to
 it (pyqtgraph's own ``from .TableWidget import TableWidget`` included); a name
 pyqtgraph's namespace then lacks (``pg.TableWidget``) is found in them when first read.
 Only for those that are plain modules in pyqtgraph's folder (not with
-``VRAMSCOPE_EAGER_QT=1``).
+``VRAMSCOPE_EAGER_QT=1``).  Its ``multiprocess`` package (:data:`DEFERRED_PACKAGES`:
+the standard library's multiprocessing and socket beneath it, ~10 ms), which its remote
+view imports by name and uses only once one is made, stands in the same way; its
+submodules import as they would (each once).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ import os
 import sys
 import types
 from typing import ClassVar
+
+from .embedded_code import cached_compiles
 
 MIRRORED = ("QtCore", "QtGui", "QtWidgets")
 EAGER_ENV = "VRAMSCOPE_EAGER_QT"
@@ -63,6 +68,9 @@ DEFERRED = (
     "graphicsItems.IsocurveItem",
     "graphicsItems.PColorMeshItem",
 )
+#: pyqtgraph's packages that its modules import by name (``from .. import multiprocess as
+#: mp``) and use only inside functions the viewer never calls: stand-ins as above.
+DEFERRED_PACKAGES = ("multiprocess",)
 
 
 def _root() -> str:
@@ -144,6 +152,8 @@ def _from_deferred(name: str):
     """pyqtgraph's namespace's ``__getattr__``: a name one of the deferred modules would
     have put there (``pg.TableWidget``), from the real module.  Anything else (a
     submodule the import system looks for first, a name nobody defines) imports nothing."""
+    if isinstance(sys.modules.get(f"pyqtgraph.{name}"), _Deferred):
+        return _real(f"pyqtgraph.{name}")  # a deferred package (``pg.multiprocess``)
     module = _deferred_names().get(name)
     if module is None:
         raise AttributeError(f"module 'pyqtgraph' has no attribute {name!r}")
@@ -181,7 +191,8 @@ _deferred_files: dict[str, str] = {}  # deferred module -> its source file
 
 def _defer_unused(root: str) -> list[str]:
     """Stand a :class:`_Deferred` in for each of :data:`DEFERRED` that is a plain module
-    in pyqtgraph's folder ``root`` with an ``__all__`` list; their names."""
+    in pyqtgraph's folder ``root`` with an ``__all__`` list, and for each of
+    :data:`DEFERRED_PACKAGES` that is a package there; their names."""
     names = []
     for short in DEFERRED:
         name = f"pyqtgraph.{short}"
@@ -190,6 +201,15 @@ def _defer_unused(root: str) -> list[str]:
             continue
         sys.modules[name] = _Deferred(name)
         _deferred_files[name] = path
+        names.append(name)
+    for short in DEFERRED_PACKAGES:
+        name = f"pyqtgraph.{short}"
+        if name in sys.modules or not os.path.isfile(os.path.join(root, short, "__init__.py")):
+            continue
+        stand_in = sys.modules[name] = _Deferred(name)
+        # Its folder: a submodule imported by name loads under the stand-in, once (the
+        # package's __init__, when it runs, finds it imported).
+        vars(stand_in)["__path__"] = [os.path.join(root, short)]
         names.append(name)
     return names
 
@@ -216,7 +236,10 @@ def import_pyqtgraph() -> None:
     # PySide6's feature switch starts scanning imported modules' sources as soon as
     # shiboken6 is imported, and the model's modules (numpy's ~150 among them) are being
     # imported on the preload thread meanwhile: replaced before PySide6's own modules load.
-    import shiboken6  # noqa: F401
+    # shiboken6 compiles its embedded signature support at every import: its code is
+    # cached between starts like a .pyc (embedded_code.py says how).
+    with cached_compiles():
+        import shiboken6  # noqa: F401
 
     _skip_source_scans()
     import PySide6.QtCore
