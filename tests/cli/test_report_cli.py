@@ -103,7 +103,7 @@ def test_report_of_an_oom_in_chromium_says_what_advise_says(tmp_path):
 def test_report_names_what_cuda_graphs_hold_in_the_words_of_summary(tmp_path):
     """reduce-overhead: the report's split (at the end of the trace) is followed by the
     gradients the backward graph's replays hold in its pool, as summary --at says them."""
-    from vramscope.viewer.model.categories.breakdown import held_words
+    from vramscope.viewer.model.categories.wording import held_words
 
     path = DATA / "zoo" / "cmp_ro_encoder_adamw_fp32_b8.pickle.xz"
     page = report(path, tmp_path / "graphs.html")

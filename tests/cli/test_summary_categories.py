@@ -98,7 +98,7 @@ def test_cuda_graphs_held_memory_beside_the_split():
     """reduce-overhead: at the recording's end the gradients the backward graph's replays
     write are named beside the split (JSON ``graph_held_at``, a line under the split), the
     split still the allocated bytes; the same words as the window's header."""
-    from vramscope.viewer.model.categories.breakdown import held_words
+    from vramscope.viewer.model.categories.wording import held_words
 
     path = DATA / "zoo" / "cmp_ro_encoder_adamw_fp32_b8.pickle.xz"
     truth = json.loads(path.with_name("cmp_ro_encoder_adamw_fp32_b8.truth.json").read_text())

@@ -58,7 +58,7 @@ def test_header_names_what_cuda_graphs_hold_beside_the_split(qtbot, loaded):
     """reduce-overhead: at the end the backward graph's replays hold the gradients where
     the allocator counts free; the header names them beside the split (the split itself
     still adds up to the allocated bytes), in the words summary uses."""
-    from vramscope.viewer.model.categories.breakdown import held_words
+    from vramscope.viewer.model.categories.wording import held_words
 
     w = opened(qtbot, loaded, CUDA_GRAPHS)
     bd = own_breakdown(w)

@@ -13,16 +13,22 @@ x is the event index (whole events, thousands separators).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, PHASE_NAMES, MemoryBreakdown
+from ...model.categories.iterations import PHASE_NAMES
+from ...model.categories.reasons import CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.core.units import format_bytes
 from ...model.view.curve_lod import decimate
 from ..timeline.axes import XAxis
+
+if TYPE_CHECKING:
+    from ...model.categories.breakdown import MemoryBreakdown
 from ..timeline.items import VerticalBandsItem
 from ..widgets import theme
 from ..widgets.category_colors import ACCENT, CATEGORY_COLORS

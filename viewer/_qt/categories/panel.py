@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
-from ...model.categories import MemoryBreakdown, describe_iterations
-from ...model.categories.breakdown import HELD_WHY, held_words
+from ...model.categories.iterations import describe_iterations
+from ...model.categories.wording import HELD_WHY, held_words
 from ...model.core.errors import LoadCancelled
 from ...model.core.progress import Progress
 from ...model.core.units import plural
@@ -36,6 +37,9 @@ from ...model.view.category_view import phase_spans
 from .category_timeline import CategoryTimeline
 from .leaks_view import LeaksView
 from .split_bar import CategorySplitBar
+
+if TYPE_CHECKING:
+    from ...model.categories.breakdown import MemoryBreakdown
 
 NO_SNAPSHOT = "No snapshot"
 NO_TRACE = (
@@ -67,6 +71,10 @@ class BreakdownThread(QThread):
     def run(self) -> None:  # worker thread
         progress = Progress(lambda stage, f: self.progressed.emit(f), self.cancel_event)
         try:
+            # Imported here, off the GUI thread: the breakdown's rules are not needed
+            # before the window's first paint (the categories package reads them lazily).
+            from ...model.categories.breakdown import MemoryBreakdown
+
             iv = self.doc.intervals(self.device) if hasattr(self.doc, "intervals") else None
             bd = MemoryBreakdown.build(
                 self.doc.snap, self.doc.timeline, self.device, progress, intervals_of_device=iv

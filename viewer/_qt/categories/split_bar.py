@@ -8,7 +8,8 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
+from ...model.categories.reasons import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.categories.wording import format_split
 from ...model.core.units import format_bytes
 from ..widgets import theme
 from ..widgets.category_colors import color

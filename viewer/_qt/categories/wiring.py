@@ -20,9 +20,9 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QSplitter, QWidget
 
-from ...model.categories import CATEGORY_LABELS, CATEGORY_NAMES, format_split
-from ...model.categories.breakdown import HELD_WHY, held_words, split_total
 from ...model.categories.leaks import leak_interval_mask, leaked_blocks
+from ...model.categories.reasons import CATEGORY_LABELS, CATEGORY_NAMES
+from ...model.categories.wording import HELD_WHY, format_split, held_words, split_total
 from ...model.core.units import format_bytes
 from ...model.view.category_view import COLOR_CATEGORY, COLOR_SITE, CategoryView
 from ..segment_map.category_overlay import CategoryOverlay

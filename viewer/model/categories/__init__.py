@@ -11,26 +11,57 @@ Entry point: :class:`MemoryBreakdown` (:mod:`.breakdown`); the rules in :mod:`.c
 framework: :mod:`.sharded`, :mod:`.ddp`), :mod:`.leaks`, :mod:`.reasons`,
 :mod:`.stack_kinds`, :mod:`.graph_pools`; the passes over every event in C through
 :mod:`.native_passes`, numpy the reference; the allocations' lifetimes it needs in
-:mod:`.lean`, the runs of equal phases in :mod:`.runs`.
+:mod:`.lean`, the runs of equal phases in :mod:`.runs`; the words every view uses for a
+split in :mod:`.wording`.  The names below are read lazily: importing the package (for
+the category names) does not import the breakdown's rules.
 
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
 
-from .breakdown import MemoryBreakdown, format_split
-from .iterations import PHASE_NAMES, Iteration, describe_iterations
-from .leaks import Leak
-from .reasons import CATEGORY_COLORS, CATEGORY_LABELS, CATEGORY_NAMES, REASONS, Reason
+import importlib
 
-__all__ = [
-    "CATEGORY_COLORS",
-    "CATEGORY_LABELS",
-    "CATEGORY_NAMES",
-    "PHASE_NAMES",
-    "REASONS",
-    "Iteration",
-    "Leak",
-    "MemoryBreakdown",
-    "Reason",
-    "describe_iterations",
-    "format_split",
-]
+# name -> the module defining it, imported when the name is first read (PEP 562): the
+# window reads the category names at its start, and the breakdown's modules (the rules,
+# ~20 ms of imports) are needed only once a breakdown is built, after its first paint.
+_EXPORTS = {
+    "MemoryBreakdown": ".breakdown",
+    "format_split": ".wording",
+    "PHASE_NAMES": ".iterations",
+    "Iteration": ".iterations",
+    "describe_iterations": ".iterations",
+    "Leak": ".leaks",
+    "CATEGORY_COLORS": ".reasons",
+    "CATEGORY_LABELS": ".reasons",
+    "CATEGORY_NAMES": ".reasons",
+    "REASONS": ".reasons",
+    "Reason": ".reasons",
+}
+
+__all__ = sorted(_EXPORTS)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from .breakdown import MemoryBreakdown as MemoryBreakdown
+    from .iterations import PHASE_NAMES as PHASE_NAMES
+    from .iterations import Iteration as Iteration
+    from .iterations import describe_iterations as describe_iterations
+    from .leaks import Leak as Leak
+    from .reasons import CATEGORY_COLORS as CATEGORY_COLORS
+    from .reasons import CATEGORY_LABELS as CATEGORY_LABELS
+    from .reasons import CATEGORY_NAMES as CATEGORY_NAMES
+    from .reasons import REASONS as REASONS
+    from .reasons import Reason as Reason
+    from .wording import format_split as format_split
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # read once: later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..categories.breakdown import format_split
+from ..categories.wording import format_split
 from ..core import parallel
 from ..core.progress import Progress
 from ..core.units import format_bytes as fb

@@ -629,7 +629,7 @@ def site_lines(al: Alignment, top: int = TOP_SITES) -> list[str]:
 
 def format_text(al: Alignment, top: int = TOP_SITES, max_spans: int = 12) -> list[str]:
     """The aligned part of ``vramscope diff``'s text."""
-    from ..categories.breakdown import format_split
+    from ..categories.wording import format_split
 
     lines = [f"aligned by {al.by} (device {al.devices[0]} of A, device {al.devices[1]} of B)"]
     lines += [f"  note: {t}" for t in al.notes]

@@ -175,7 +175,7 @@ def _categories(sec: DeviceSection) -> list[str]:
             f"<p>Of it, {_e(format_bytes(sec.leaked_bytes))} is kept by leaking lines (below).</p>"
         )
     if sec.graph_held:
-        from ..categories.breakdown import HELD_WHY, held_words
+        from ..categories.wording import HELD_WHY, held_words
 
         out.append(
             f"<p>Beside it: {_e(held_words(sec.graph_held))} "

@@ -515,15 +515,15 @@ SITE_OOMS = 3  # OOMs whose sites the text lists (the last ones; --json has ever
 # --- the split and leaks in words ------------------------------------------------------
 def graph_held_line(held: dict[str, int], when: str) -> str:
     """One line for what CUDA graphs' outputs hold beside the split (not part of it)."""
-    from ..categories.breakdown import held_words
+    from ..categories.wording import held_words
 
     return f"  + {when}: {held_words(held)}"
 
 
 def breakdown_lines(summary: dict[str, Any]) -> list[str]:
     """The split at the peak (and at ``--at``) in one line each, every leak in words."""
-    from ..categories.breakdown import format_split, split_total
     from ..categories.iterations import describe_iterations
+    from ..categories.wording import format_split, split_total
 
     fb = format_bytes
     lines = []

@@ -10,13 +10,17 @@ None), ``color_mode`` (str), ``category_filter`` (frozenset or None).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..categories import CATEGORY_NAMES, MemoryBreakdown
 from ..categories.iterations import PH_BACKWARD, PH_FORWARD, PH_OPTIMIZER, PHASE_NAMES, IterationOf
+from ..categories.reasons import CATEGORY_NAMES
 from ..core.members import one_of
 from .evented import EmitterGroup
+
+if TYPE_CHECKING:
+    from ..categories.breakdown import MemoryBreakdown
 
 COLOR_SITE = "site"  # the present colouring: one colour per code site (top frame)
 COLOR_CATEGORY = "category"
