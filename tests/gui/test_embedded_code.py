@@ -64,6 +64,16 @@ def test_other_sources_are_compiled_as_before_and_not_kept(tmp_path):
     assert cache.compiled == 1
 
 
+def test_an_ast_is_given_back_and_not_kept(tmp_path):
+    import ast
+
+    cache = CodeCache(str(tmp_path / "c"))
+    tree = cache.compile(SOURCE, NAME, "exec", ast.PyCF_ONLY_AST)
+    assert isinstance(tree, ast.Module)
+    assert cache.compiled == 0 and not cache.used
+    assert not cache.save()
+
+
 def test_a_damaged_or_foreign_file_is_compiled_over(tmp_path):
     path = tmp_path / "c"
     good = CodeCache(str(path))

@@ -31,6 +31,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from types import CodeType
 
 #: The sources cached: what shiboken6 compiles from its library at import.
 PREFIXES = ("shibokensupport/", "signature_bootstrap.py")
@@ -87,6 +88,8 @@ class CodeCache:
         code = self.known.get(key)
         if code is None:
             code = _builtin_compile(source, filename, mode, flags, dont_inherit=True)
+            if not isinstance(code, CodeType):  # (an AST asked for: nothing to keep)
+                return code
             self.compiled += 1
         self.used[key] = code
         return code
