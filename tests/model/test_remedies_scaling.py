@@ -296,3 +296,31 @@ def test_copied_from_is_the_latest_live_source_of_the_copys_size():
     copies = np.array([m + 1, m + 3])
     got = scaling._copied_from(SimpleNamespace(size=size), free_at, copies, sources)
     assert got.tolist() == [0, m + 2]
+
+
+def _cut_off_by_site(reqs, evd, never) -> np.ndarray:
+    """cut_off's rule written out one allocation at a time (the reference)."""
+    n = len(reqs)
+    made_and_freed: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        if reqs.kind[i] == rq.ALLOC and evd.free_at[i] < n:
+            made_and_freed[int(evd.site[i])].append(i)
+    out = np.zeros(n, bool)
+    for i in np.flatnonzero(never):
+        rows = made_and_freed.get(int(evd.site[i]), [])
+        out[i] = bool(rows) and min(rows) < i and max(rows) < i
+    if evd.n_iterations:
+        out |= never & (evd.iteration >= evd.n_iterations)
+    return out
+
+
+@pytest.mark.parametrize("path", [RESNET, GPT2_OOM], ids=lambda p: p.name)
+def test_cut_off_is_its_rule_one_allocation_at_a_time(case_of, path):
+    case, evd = case_of(path)
+    reqs = case.requests
+    never = (reqs.kind == rq.ALLOC) & (evd.free_at >= len(reqs))
+    # Also with every allocation asked about: the sites' own history decides.
+    for asked in (never, reqs.kind == rq.ALLOC):
+        got = scaling.cut_off(reqs, evd, asked)
+        assert np.array_equal(got, _cut_off_by_site(reqs, evd, asked))
+    assert got.any() and not got.all()  # (both answers occur: the comparison bites)

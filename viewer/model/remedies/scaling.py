@@ -566,18 +566,16 @@ def cut_off(reqs, evd: ev.Evidence, never: np.ndarray) -> np.ndarray:
     making and freeing outputs has freed allocations after it: kept."""
     n = len(reqs)
     alloc = reqs.kind == rq.ALLOC
-    freed = alloc & (evd.free_at < n)
-    site = evd.site.astype(np.int64)
-    idx = np.arange(n)
-    last_freed: dict[int, int] = {}
-    first_freed: dict[int, int] = {}
-    for s, i in zip(site[freed].tolist(), idx[freed].tolist()):
-        last_freed[s] = i
-        first_freed.setdefault(s, i)
+    freed = np.flatnonzero(alloc & (evd.free_at < n))
+    # Stack ids (-1: none) shifted to index a table: the last freed allocation per site
+    # (-1: the site freed none).  Made and freed before i and none after: the last before i.
+    site = evd.site.astype(np.int64) + 1
+    last_freed = np.full(int(site.max(initial=0)) + 1, -1, np.int64)
+    np.maximum.at(last_freed, site[freed], freed)
+    rows = np.flatnonzero(never)
+    last = last_freed[site[rows]]
     out = np.zeros(n, bool)
-    for i in np.flatnonzero(never).tolist():
-        s = int(site[i])
-        out[i] = s in first_freed and first_freed[s] < i and last_freed[s] < i
+    out[rows] = (last >= 0) & (last < rows)
     if evd.n_iterations:
         out |= never & (evd.iteration >= evd.n_iterations)
     return out
