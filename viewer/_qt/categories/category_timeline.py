@@ -26,12 +26,12 @@ from ...model.categories.reasons import CATEGORY_LABELS, CATEGORY_NAMES
 from ...model.core.units import format_bytes
 from ...model.view.curve_lod import decimate
 from ..timeline.axes import XAxis
-
-if TYPE_CHECKING:
-    from ...model.categories.breakdown import MemoryBreakdown
 from ..timeline.items import VerticalBandsItem
 from ..widgets import theme
 from ..widgets.category_colors import ACCENT, CATEGORY_COLORS
+
+if TYPE_CHECKING:
+    from ...model.categories.breakdown import MemoryBreakdown
 
 PHASE_COLORS = {"forward": "#ff7f0e", "backward": "#9467bd", "optimizer": "#2ca02c"}
 
