@@ -29,7 +29,8 @@ import pyqtgraph as pg
 application()
 window = MainWindow(persist=False)
 out = {"diagnosis_panel": "vramscope.viewer._qt.diagnosis.panel" in sys.modules,
-       "remedies": "vramscope.viewer.model.remedies.advise" in sys.modules}
+       "remedies": "vramscope.viewer.model.remedies.advise" in sys.modules,
+       "breakdown": "vramscope.viewer.model.categories.breakdown" in sys.modules}
 for name in ("QtCore", "QtGui", "QtWidgets"):
     src, mirror = getattr(PySide6, name), getattr(pg.Qt, name)
     listed = [n for n in dir(src) if not n.startswith("__")]
@@ -327,3 +328,9 @@ def test_pyqtgraph_namespace_is_the_one_a_plain_import_gives():
     # defined) through the window's import: those of deferred modules as they are read.
     assert lazy["names"] == eager["names"]
     assert "TableWidget" in lazy["names"] and "ScatterPlotWidget" in lazy["names"]
+
+
+def test_the_breakdowns_rules_are_imported_after_the_window_is_made():
+    # The window names the categories (its header, tab, colours) but builds no breakdown
+    # before its first paint: the rules load on the breakdown's own thread.
+    assert not start()["breakdown"]

@@ -29,8 +29,9 @@ below is imported from its package on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .core import lazy
 
 # name -> module that defines it (relative to this package)
 _EXPORTS = {
@@ -95,14 +96,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors ("X as X": re
     from .io.load import load_snapshot as load_snapshot
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)

@@ -29,7 +29,6 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from types import CodeType
 
@@ -99,6 +98,8 @@ class CodeCache:
         grows with sources no longer asked for), if any was compiled; whether written."""
         if not self.compiled:
             return False
+        import tempfile  # (only when writing: not on every start)
+
         folder = os.path.dirname(self.path)
         try:
             os.makedirs(folder, exist_ok=True)

@@ -18,23 +18,23 @@ the category names) does not import the breakdown's rules.
 May import: :mod:`..replay`, :mod:`..core`, :mod:`.._native`, numpy.
 """
 
-import importlib
+from ..core import lazy
 
 # name -> the module defining it, imported when the name is first read (PEP 562): the
 # window reads the category names at its start, and the breakdown's modules (the rules,
 # ~20 ms of imports) are needed only once a breakdown is built, after its first paint.
 _EXPORTS = {
-    "MemoryBreakdown": ".breakdown",
-    "format_split": ".wording",
-    "PHASE_NAMES": ".iterations",
-    "Iteration": ".iterations",
-    "describe_iterations": ".iterations",
-    "Leak": ".leaks",
-    "CATEGORY_COLORS": ".reasons",
-    "CATEGORY_LABELS": ".reasons",
-    "CATEGORY_NAMES": ".reasons",
-    "REASONS": ".reasons",
-    "Reason": ".reasons",
+    "MemoryBreakdown": "breakdown",
+    "format_split": "wording",
+    "PHASE_NAMES": "iterations",
+    "Iteration": "iterations",
+    "describe_iterations": "iterations",
+    "Leak": "leaks",
+    "CATEGORY_COLORS": "reasons",
+    "CATEGORY_LABELS": "reasons",
+    "CATEGORY_NAMES": "reasons",
+    "REASONS": "reasons",
+    "Reason": "reasons",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -54,14 +54,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from .wording import format_split as format_split
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # read once: later reads are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)

@@ -13,6 +13,8 @@
 * :mod:`.parallel` - :func:`pmap`: independent pieces of work (what-if settings, a
   range's draws, a rank directory's files) on a forked process pool, serial where that
   costs less;
+* :mod:`.lazy` - a package's names imported when first read (the facades' PEP 562
+  ``__getattr__``);
 * :mod:`.gpu_specs` - the recording's GPU: its multiprocessors and the threads each holds
   (recorded by the capture, else by the GPU's name).
 
