@@ -29,9 +29,8 @@ below is imported from its package on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .core import lazy
+import importlib
+from typing import TYPE_CHECKING, Any
 
 # name -> module that defines it (relative to this package)
 _EXPORTS = {
@@ -96,4 +95,14 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors ("X as X": re
     from .io.load import load_snapshot as load_snapshot
 
 
-__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
