@@ -4,6 +4,9 @@ where it runs: the same advice as one after the other, to the byte, curves inclu
 
 from __future__ import annotations
 
+import threading
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -105,41 +108,73 @@ def test_the_runs_that_need_no_judgement_start_beside_it(monkeypatch):
 
 
 @pytest.mark.skipif(not native_sim.use_native(), reason="the draws run on threads")
-def test_the_batch_prediction_is_made_while_the_pool_runs_the_edited_streams(monkeypatch):
+def test_the_half_batch_is_predicted_beside_the_rest_of_the_advice(monkeypatch):
+    """The recorded batch fits the GPU: the smaller batch's remedy is the half batch,
+    whose prediction starts on a thread as soon as the judgement is made, beside the
+    search and before the edited streams' pool (threads too: nothing forks while it
+    runs); the advice is the serial one."""
     from vramscope.viewer.model.remedies import batch_scale
 
     order: list[str] = []
-    real_start, real_collect, real_predict = (
-        parallel._start,
-        parallel._Pool.collect,
-        batch_scale.predict,
-    )
+    threads_of_predict: list[bool] = []
+    real_predict = batch_scale.predict
 
-    def start(fn, items, *rest):
-        order.append("pool " + ",".join(sorted({str(k).split("/")[0] for k in items})))
-        return real_start(fn, items, *rest)
+    class Threads(parallel._ThreadPool):
+        def __init__(self, fn, items, *rest):
+            order.append("pool " + ",".join(sorted({str(k).split("/")[0] for k in items})))
+            super().__init__(fn, items, *rest)
 
-    def collect(self, *args, **kwargs):
-        order.append("collect")
-        return real_collect(self, *args, **kwargs)
-
-    def predict(*args, **kwargs):
+    def predict(case, judgement, scale, *args, **kwargs):
         order.append("predict")
-        return real_predict(*args, **kwargs)
+        on_thread = threading.current_thread() is not threading.main_thread()
+        threads_of_predict.append((scale, on_thread))
+        return real_predict(case, judgement, scale, *args, **kwargs)
 
-    monkeypatch.setattr(parallel, "_start", start)
-    monkeypatch.setattr(parallel._Pool, "collect", collect)
+    def no_fork(*args, **kwargs):
+        raise AssertionError("advise forked a pool with the compiled model")
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
+    monkeypatch.setattr(parallel, "_start", no_fork)
     monkeypatch.setattr(batch_scale, "predict", predict)
     monkeypatch.setenv(parallel.JOBS_ENV, "3")
     path = DATA / "truth" / "gpt2_leak.pickle.xz"
     beside = advise(prepare(load_snapshot(path)))
-    monkeypatch.setenv(parallel.JOBS_ENV, "1")
-    serial = advise(prepare(load_snapshot(path)))
+    assert beside.largest_scale_that_fits is not None and beside.largest_scale_that_fits > 1
+    assert any(r.remedy == "smaller_batch" and r.batch_scale == 0.5 for r in beside.remedies)
+    # The half batch's on a thread; the safe answer's (at the search's point) here.
+    assert [t for f, t in threads_of_predict if f == Fraction(1, 2)] == [True]
+    assert not any(t for f, t in threads_of_predict if f != Fraction(1, 2))
     edited = next(i for i, o in enumerate(order) if o.startswith("pool ") and "free_kept" in o)
-    assert order[edited + 1] == "predict", order
-    assert order.index("collect", edited) > order.index("predict", edited)
+    assert order.index("predict") < edited, order
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    order.clear()
+    threads_of_predict.clear()
+    serial = advise(prepare(load_snapshot(path)))
+    assert threads_of_predict and not any(t for _, t in threads_of_predict)
     assert beside.to_dict() == serial.to_dict()
     assert format_text(beside) == format_text(serial)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="the draws run on threads")
+def test_a_run_over_the_limit_predicts_nothing_ahead_of_the_search(monkeypatch):
+    """The recorded batch does not fit the limit: the smaller batch's remedy is the
+    search's answer, so nothing is predicted ahead of it (every prediction is made on
+    this thread)."""
+    from vramscope.viewer.model.remedies import batch_scale
+
+    where: list[bool] = []
+    real_predict = batch_scale.predict
+
+    def predict(*args, **kwargs):
+        where.append(threading.current_thread() is threading.main_thread())
+        return real_predict(*args, **kwargs)
+
+    monkeypatch.setattr(batch_scale, "predict", predict)
+    monkeypatch.setenv(parallel.JOBS_ENV, "3")
+    path = DATA / "truth" / "gpt2_leak.pickle.xz"
+    advice = advise(prepare(load_snapshot(path)), None, 600 << 20)
+    assert advice.largest_scale_that_fits is not None
+    assert where and all(where), where
 
 
 @pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")

@@ -168,6 +168,21 @@ def test_scaled_sizes_are_exact_per_sample_multiples(case_of):
     assert odd.scaled_sizes(1.5).tolist() == [1502, 1001]
 
 
+def test_what_scales_is_worked_out_once_and_cannot_be_changed_by_a_reader(case_of):
+    """Every rule, remedy and prediction asks the judgement what scales: one array, made
+    once, that no reader can write into (the uncertain workspaces are a copy of it)."""
+    case, evd = case_of(RESNET)
+    j = scaling.judge(case, 32, evd)
+    assert j.scales is j.scales
+    assert np.array_equal(j.scales, evidence.one_of(j.rule, scaling.SCALED_RULES))
+    with pytest.raises(ValueError):
+        j.scales[0] = not j.scales[0]
+    before = j.scales.copy()
+    uncertain = j.uncertain
+    assert uncertain.flags.writeable and not (uncertain & ~before).any()
+    assert np.array_equal(j.scales, before)
+
+
 def test_scale_one_reproduces_the_recording_and_peaks_grow_with_the_batch(case_of):
     case, evd = case_of(RESNET)
     j = scaling.judge(case, 32, evd)

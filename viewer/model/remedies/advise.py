@@ -177,11 +177,14 @@ def _build_all(
     done: dict[str, Any],
 ) -> list[Remedy]:
     """Every applicable spec's remedies, in their order.  Their runs: one task per run,
-    named ``SPEC/RUN`` (each builds its edited stream where it runs: none is held here),
+    named ``SPEC/RUN`` (each builds its edited stream where it runs, and drops it),
     side by side on a pool, the edited streams first (the longest); serially for a small
-    case; ``done``: answers of tasks already run (beside the judgement).  While the pool
-    runs, the specs that need none of its runs are built here (the batch prediction,
-    whose own draws then go to threads of this process: nothing forks meanwhile)."""
+    case; ``done``: answers of tasks already run (beside the judgement).  With the
+    compiled model the pool is threads of this process (its simulations run without the
+    GIL, the edits are numpy's): nothing forks while the half batch's prediction, started
+    in :func:`.catalogue.gather`, runs beside it.  While the pool runs, the specs that
+    need none of its runs are built here (the batch prediction, whose own draws go to
+    threads too)."""
     tasks: dict[str, Callable[[], Any]] = {}
     owner: dict[str, tuple[str, str]] = {}
     for spec, prep in sorted(applying, key=lambda sp: not sp[0].edits_stream):
@@ -196,12 +199,14 @@ def _build_all(
         return {owner[k][1]: got[k] for k in tasks if owner[k][0] == spec.id}
 
     built: dict[str, list[Remedy]] = {}
+    native = native_sim.use_native()
     with parallel.pmap_async(
         lambda key: tasks[key](),
         keys,
-        work=parallel.simulation_work(ctx.n, native_sim.use_native()),
+        work=parallel.simulation_work(ctx.n, native),
+        threads=native,
     ) as pool:
-        if pool.pooled and native_sim.use_native():
+        if pool.pooled and native:
             for spec, prep in applying:
                 if spec.id not in waiting:
                     built[spec.id] = spec.build(ctx, prep, ran(spec))
@@ -239,6 +244,17 @@ def advise(
             return done.get(LIMITED_RUN)
 
         ctx = gather(case, batch, limit, progress, judged)
+    try:
+        return _advice(case, batch, ctx, progress, done)
+    finally:
+        ctx.close()
+
+
+def _advice(
+    case: Case, batch: int | None, ctx: Context, progress: Progress, done: dict[str, Any]
+) -> Advice:
+    """:func:`advise`'s answer once its context is gathered (``done``: the answers of the
+    runs made beside the judgement)."""
     # The case keeps the recorded run (Case.recorded_run); the context the baseline.
     done.pop(RECORDED_RUN, None)
     done.pop(LIMITED_RUN, None)

@@ -31,6 +31,7 @@ import numpy as np
 from ..core import parallel
 from ..core.progress import Progress
 from ..whatif import Case, native_sim
+from ..whatif import requests as rq
 from ..whatif.run import SimResult
 from ..whatif.run import simulate as simulate_requests
 from .batch_judge import (
@@ -64,12 +65,14 @@ __all__ = [
     "PeakEstimate",
     "SafeAnswer",
     "ScaledCase",
+    "anything_scales",
     "estimate_range",
     "fits",
     "is_estimate",
     "largest_fitting_scale",
     "near_limit_words",
     "predict",
+    "predict_beside",
     "range_words",
     "safe_answer",
     "scaled_case",
@@ -306,6 +309,35 @@ def predict(
     b = f * recorded_batch if recorded_batch else None
     batch = int(b) if b is not None and b.denominator == 1 else None
     return BatchPrediction(f, batch, result, peak, limit, est, is_estimate(judgement, f))
+
+
+def anything_scales(case: Case, judgement: Judgement) -> bool:
+    """Some allocation of ``case``'s stream grows with the batch (else a smaller batch
+    changes nothing)."""
+    return bool((judgement.scales & (case.requests.kind == rq.ALLOC)).any())
+
+
+def predict_beside(
+    case: Case,
+    judgement: Judgement,
+    scale,
+    limit: int | None = None,
+    recorded_batch: int | None = None,
+) -> parallel.Pending:
+    """:func:`predict` started on a thread of this process, for a caller with other work
+    to do before it needs the answer (``.result()[0]``; ``.close()`` where it never
+    will).  The compiled model simulates without the GIL, so the prediction's runs
+    overlap that work; without it (or where a thread does not pay) the prediction is
+    made when asked for, as :func:`predict` would.  Nothing may fork until it was
+    taken (:func:`..core.parallel.pmap_async`'s ``threads``)."""
+    native = native_sim.use_native()
+    return parallel.pmap_async(
+        lambda f: predict(case, judgement, f, limit, None, recorded_batch),
+        [exact_scale(scale)],
+        work=parallel.simulation_work(len(case.requests), native),
+        jobs=None if native else 1,
+        threads=True,
+    )
 
 
 def safe_answer(

@@ -83,6 +83,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -244,10 +245,14 @@ class Judgement:
         d = self.uncertain_workspace | self.tuning
         return d | self.guessed if self.guessed is not None else d
 
-    @property
+    @cached_property
     def scales(self) -> np.ndarray:
-        """Bool per request: its size is proportional to the batch."""
-        return ev.one_of(self.rule, SCALED_RULES)
+        """Bool per request: its size is proportional to the batch (read-only: asked for
+        by every rule, remedy and prediction, it is worked out once; :attr:`rule` is
+        final once the judgement is made)."""
+        out = ev.one_of(self.rule, SCALED_RULES)
+        out.flags.writeable = False
+        return out
 
     def reason(self, request: int) -> str:
         """The rule and why, for one request."""
@@ -262,7 +267,7 @@ class Judgement:
         the library picks for each shape, not the batch alone."""
         if not self.batch:
             return np.zeros(len(self.rule), bool)
-        out = self.scales
+        out = self.scales.copy()
         rows = np.flatnonzero(out)
         out[rows] = self.size[rows] % int(self.batch) != 0
         return out

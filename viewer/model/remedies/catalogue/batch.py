@@ -5,14 +5,12 @@ is no limit), re-simulated with every allocation that scales with the batch scal
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
 from ...core.units import format_bytes as fb
-from ...whatif import requests as rq
 from .. import batch_scale, scaling
 from ..remedy import SIMULATED, Remedy
-from .context import Context, Run, most_common_user_frame
+from .context import HALF, Context, Run, most_common_user_frame
 from .spec import RemedySpec, simulated
 
 LARGEST_TITLE = "Smaller batch: the largest that fits ({what})"
@@ -38,7 +36,7 @@ def _applies(ctx: Context) -> tuple[str | None] | None:
     """(where the batch is made: the line most inputs were made at, if any), or None
     where nothing grows with the batch: a smaller one would change nothing."""
     evd, j = ctx.evd, ctx.judgement
-    if not bool((j.scales & (ctx.case.requests.kind == rq.ALLOC)).any()):
+    if not batch_scale.anything_scales(ctx.case, j):
         return None
     inputs = evd.category_in("input")
     if inputs.any():
@@ -73,8 +71,8 @@ def _build(ctx: Context, prep: tuple[str | None], ran: Mapping[str, Any]) -> lis
         )
         r.batch, r.batch_scale = safe.batch, float(f)
         return [r]
-    half = Fraction(1, 2)
-    pred = batch_scale.predict(case, j, half, ctx.limit, None, batch)
+    half = HALF
+    pred = ctx.half_batch()
     halved = batch // 2 if batch and batch >= 2 else None
     r = simulated(
         ctx,

@@ -7,25 +7,31 @@ floor every prediction keeps) and the largest batch that fits (:mod:`..batch_sca
 search, which the advice reports whether or not a smaller batch is a remedy).
 
 An edited stream of a long recording is hundreds of MB: each is built, simulated and
-dropped inside one task of advise's pool (a worker, or this process one at a time),
-which answers only what the remedies read of its run (:class:`Run`).
+dropped inside one task of advise's pool (a thread, a worker, or this process one at a
+time), which answers only what the remedies read of its run (:class:`Run`).  The half
+batch's prediction, which needs the judgement and nothing after it, starts on a thread
+as soon as the judgement is made (:attr:`Context.half_ahead`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
 
 from ...analysis.oom import OomReport, OutsideOom, last_oom, outside_oom
+from ...core import parallel
 from ...core.progress import Progress
 from ...core.units import format_bytes as fb
 from ...whatif import Case
 from ...whatif.run import SimResult
 from ...whatif.run import simulate as simulate_requests
 from .. import batch_scale, evidence, scaling, split
+
+HALF = Fraction(1, 2)  # the smaller batch's remedy where no search finds one
 
 
 def demand(case: Case, result: SimResult, limit: int | None) -> int:
@@ -112,6 +118,23 @@ class Context:
     batch_not_judged: str | None  # why no batch is judged to fit (such an OOM)
     search: batch_scale.FitSearch | None  # the largest scale that fits (None: no limit)
     near: batch_scale.SafeAnswer | None  # its margin to the limit, and the batch after it
+    # The half batch's prediction, started beside the rest of the context where no search
+    # runs (:func:`gather`); None: made when asked for.
+    half_ahead: parallel.Pending | None = None
+
+    def half_batch(self) -> batch_scale.BatchPrediction:
+        """The prediction at half the recorded batch under the limit (the smaller batch's
+        remedy where no search found a smaller one that fits)."""
+        if self.half_ahead is not None:
+            pending, self.half_ahead = self.half_ahead, None
+            return pending.result()[0]
+        return batch_scale.predict(self.case, self.judgement, HALF, self.limit, None, self.batch)
+
+    def close(self) -> None:
+        """Stop what was started beside and never asked for."""
+        if self.half_ahead is not None:
+            self.half_ahead.close()
+            self.half_ahead = None
 
     @property
     def snap(self):
@@ -216,28 +239,43 @@ def gather(
     ready = judged() if judged is not None else None
     base = ready if ready is not None else case.simulate(None, lim)
     recorded = case.recorded_run()
-    # The baseline is what the run needs: after an OOM, its peak without a limit
-    # (the failed request served), so savings compare demands, not truncated runs.
-    peak = demand(case, base, lim)
-    at, at_event, moment_name = split.moment(case, evd, recorded)
-    split_then = split.split_at(case, evd, j, at, at_event)
-    progress.update("search", 0.0)
-    sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
     outside = outside_oom(case.snap) if recorded.first_oom is None else None
     if outside is not None and outside.device not in (None, case.device):
         outside = None
     unjudged = batch_not_judged(outside, lim) if limit is None else None
-    search = (
-        batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub)
-        if lim is not None and unjudged is None
+    searching = lim is not None and unjudged is None
+    # The smaller batch's remedy is the half batch unless the search finds a smaller one
+    # that fits: certainly without a search, almost always when the recorded batch fits
+    # (unless its margin is too thin).  Its runs start now, beside the split, the search
+    # and the other remedies' evidence (none of them forks); unused, they are stopped.
+    half_ahead = (
+        batch_scale.predict_beside(case, j, HALF, lim, batch)
+        if (not searching or fits(base, lim)) and batch_scale.anything_scales(case, j)
         else None
     )
-    # The safe answer: below the point answer while its uncertainty reaches the limit.
-    near = (
-        batch_scale.safe_answer(case, j, search, None, batch, 0.01, sub)
-        if search is not None
-        else None
-    )
+    try:
+        # The baseline is what the run needs: after an OOM, its peak without a limit
+        # (the failed request served), so savings compare demands, not truncated runs.
+        peak = demand(case, base, lim)
+        at, at_event, moment_name = split.moment(case, evd, recorded)
+        split_then = split.split_at(case, evd, j, at, at_event)
+        progress.update("search", 0.0)
+        sub = Progress(lambda s, f: progress.update("search", f), progress.cancel_event)
+        search = (
+            batch_scale.largest_fitting_scale(case, j, lim, None, batch, 0.01, sub)
+            if searching
+            else None
+        )
+        # The safe answer: below the point answer while its uncertainty reaches the limit.
+        near = (
+            batch_scale.safe_answer(case, j, search, None, batch, 0.01, sub)
+            if search is not None
+            else None
+        )
+    except BaseException:
+        if half_ahead is not None:
+            half_ahead.close()
+        raise
     return Context(
         case=case,
         batch=batch,
@@ -256,4 +294,5 @@ def gather(
         batch_not_judged=unjudged,
         search=search,
         near=near,
+        half_ahead=half_ahead,
     )
