@@ -199,3 +199,20 @@ def test_the_baseline_under_a_given_limit_runs_beside_the_judgement(monkeypatch)
         assert LIMITED_RUN in rounds[0] and RECORDED_RUN in rounds[0]
         assert beside.to_dict() == serial.to_dict()
         assert format_text(beside) == format_text(serial)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="the prediction runs on a thread")
+def test_a_prediction_started_ahead_and_never_asked_for_is_stopped(monkeypatch):
+    """The context's prediction ahead, when no remedy asks for it (the search found a
+    smaller batch), ends with the context: no thread of it is left running."""
+    from vramscope.viewer.model.core.progress import Progress
+    from vramscope.viewer.model.remedies.catalogue import gather
+
+    monkeypatch.setenv(parallel.JOBS_ENV, "3")
+    case = prepare(load_snapshot(DATA / "truth" / "gpt2_leak.pickle.xz"))
+    before = set(threading.enumerate())
+    ctx = gather(case, None, None, Progress())
+    assert ctx.half_ahead is not None
+    ctx.close()
+    assert ctx.half_ahead is None
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

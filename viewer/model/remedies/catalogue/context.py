@@ -118,8 +118,8 @@ class Context:
     batch_not_judged: str | None  # why no batch is judged to fit (such an OOM)
     search: batch_scale.FitSearch | None  # the largest scale that fits (None: no limit)
     near: batch_scale.SafeAnswer | None  # its margin to the limit, and the batch after it
-    # The half batch's prediction, started beside the rest of the context where no search
-    # runs (:func:`gather`); None: made when asked for.
+    # The half batch's prediction, started beside the rest of the context where it will
+    # most likely be the smaller batch's remedy (:func:`gather`); None: made when asked for.
     half_ahead: parallel.Pending | None = None
 
     def half_batch(self) -> batch_scale.BatchPrediction:
