@@ -76,3 +76,25 @@ def test_model_state_made_after_the_build_keeps_its_size_at_another_batch():
     real = json.loads((zoo / "dec_llama_partial_bf16base_b4.truth.json").read_text())
     got = batch_scale.scaled_case(case, j, Fraction(1, 2)).simulate().peak_reserved
     assert abs(got - real["peak_reserved_bytes"]) <= 0.02 * real["peak_reserved_bytes"]
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 2), Fraction(2, 1)], ids=["half", "double"])
+def test_a_predictions_run_is_the_run_of_its_scaled_stream(scale):
+    """The smaller batch's remedy reads a prediction's run without building its scaled
+    stream again: the same curve, demand and fit as the scaled stream's own run, under a
+    limit it fits and under one it does not (the demand is then its run without it)."""
+    from vramscope.viewer.model.remedies.catalogue.context import Run, run_of_prediction
+
+    case = prepare(load_snapshot(str(RESNET), use_cache=False))
+    j = scaling.judge(case, 32, evidence.gather(case))
+    need = batch_scale.predict(case, j, scale, None, None, 32).peak
+    ooms = []
+    for limit in (need + (64 << 20), need // 2, None):
+        pred = batch_scale.predict(case, j, scale, limit, None, 32)
+        ooms.append(pred.result.first_oom is not None)
+        ours = run_of_prediction(pred, case, limit)
+        theirs = Run.of(pred.result, batch_scale.scaled_case(case, j, scale), limit)
+        assert np.array_equal(ours.reserved, theirs.reserved)
+        assert (ours.demand, ours.fits) == (theirs.demand, theirs.fits)
+        assert np.array_equal(ours.curve_x, theirs.curve_x)
+    assert ooms == [False, True, False]

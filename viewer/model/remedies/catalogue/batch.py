@@ -10,7 +10,7 @@ from typing import Any
 from ...core.units import format_bytes as fb
 from .. import batch_scale, scaling
 from ..remedy import SIMULATED, Remedy
-from .context import HALF, Context, Run, most_common_user_frame
+from .context import Context, most_common_user_frame, run_of_prediction
 from .spec import RemedySpec, simulated
 
 LARGEST_TITLE = "Smaller batch: the largest that fits ({what})"
@@ -58,7 +58,7 @@ def _build(ctx: Context, prep: tuple[str | None], ran: Mapping[str, Any]) -> lis
         r = simulated(
             ctx,
             SMALLER_BATCH,
-            Run.of(safe.result, batch_scale.scaled_case(case, j, f), ctx.limit),
+            run_of_prediction(safe, case, ctx.limit),
             title=LARGEST_TITLE.format(what=what),
             change=f"reduce the batch size to {safe.batch}"
             if safe.batch
@@ -71,13 +71,12 @@ def _build(ctx: Context, prep: tuple[str | None], ran: Mapping[str, Any]) -> lis
         )
         r.batch, r.batch_scale = safe.batch, float(f)
         return [r]
-    half = HALF
     pred = ctx.half_batch()
     halved = batch // 2 if batch and batch >= 2 else None
     r = simulated(
         ctx,
         SMALLER_BATCH,
-        Run.of(pred.result, batch_scale.scaled_case(case, j, half), ctx.limit),
+        run_of_prediction(pred, case, ctx.limit),
         title=HALF_TITLE,
         change=f"halve the batch size (to {halved})" if halved else "halve the batch size",
         where=where,

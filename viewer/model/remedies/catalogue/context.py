@@ -66,6 +66,15 @@ class Run:
         )
 
 
+def run_of_prediction(pred: batch_scale.BatchPrediction, case: Case, limit: int | None) -> Run:
+    """:meth:`Run.of` a batch prediction's run (``pred`` under ``limit``, of ``case``'s
+    stream scaled), without the scaled stream again: the prediction's peak is the run's
+    :func:`demand` already (its run without the limit after an OOM), and a scaled stream
+    keeps the recorded rows, so its curve's x is ``case``'s."""
+    result = pred.result
+    return Run(result.reserved, pred.peak, fits(result, limit), case.curve_x())
+
+
 def run_edited(edited: Case, case: Case, limit: int | None) -> Run:
     """The run of an edited stream of ``case``, as a pool task sends it back."""
     res = edited.simulate(None, limit)
