@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -127,6 +128,33 @@ def test_live_peak_is_the_streams(recorded):
     before = int(init.blk_requested[init.blk_state == 0].sum()) if init.n_blocks else 0
     assert evd.live_peak_bytes == before + max(int(np.cumsum(delta).max()), 0)
     assert scaling.live_peak(reqs, evd) == evd.live_peak_bytes
+
+
+def test_categories_made_beside_the_replay_are_the_serial_ones(recorded, monkeypatch):
+    """The breakdown's first part made on a thread while the replay runs (as summary makes
+    it; a long trace of one device does so): the same codes, reasons and guesses as the
+    replay followed by the whole breakdown."""
+    from vramscope.viewer.model.categories import breakdown
+
+    case, _ = recorded
+    serial = evidence._coded_categories(case)
+    threads: list[str] = []
+    real_prepare = breakdown.prepare
+
+    def prepare_noted(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(breakdown, "OVERLAP_MIN_EVENTS", 0)
+    monkeypatch.setattr(breakdown.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(breakdown, "prepare", prepare_noted)
+    beside = evidence._coded_categories(case)
+    assert serial is not None and beside is not None
+    one_device = len(np.unique(case.snap.trace.device)) == 1
+    assert (threads != [] and threading.main_thread().name not in threads) == one_device
+    for a, b in zip(serial[:2], beside[:2]):
+        assert a.values == b.values and np.array_equal(a.index, b.index)
+    assert np.array_equal(serial[2], beside[2])
 
 
 SORTS = ("isin", "unique", "argsort", "lexsort", "sort")

@@ -13,7 +13,7 @@ iterations and leak candidates, never over events or allocations.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -24,7 +24,7 @@ from ..core.snapshot import Snapshot
 from ..replay import DeviceReplay
 from ..replay.curves import curve_starts, native_requested_chunk, requested_curve_of
 from ..replay.incremental import is_live
-from ..replay.timeline import Intervals, Timeline
+from ..replay.timeline import Intervals, Timeline, build_timeline
 from . import native_passes as _native
 from . import stack_kinds as sk
 from .classify import classify
@@ -416,6 +416,35 @@ def prepare(
         curve = RequestedCurve(iv, n, rep)
         ph = find_phases(snap, rep, kinds, curve)
     return Prepared(rep, iv, ph, curve)
+
+
+def replay_and_prepare(
+    snap: Snapshot, emit: dict[int, list[int]] | None = None, progress: Progress | None = None
+) -> tuple[Timeline, Future | None]:
+    """``build_timeline(snap, keyframes=False, emit=emit)`` and, for a trace of one device
+    on a machine of several cores, the first part of its breakdown (:func:`prepare`: the
+    allocations and phases, which read only the event columns) made on another thread
+    while the replay applies the events, the frees' pairing with their allocations on a
+    third meanwhile (the integrity check's first need after the replay); the future's
+    answer is :meth:`MemoryBreakdown.build`'s ``prepared`` (None: made there)."""
+    trace = snap.trace
+    one_device = trace.single_device() is not None
+    if not one_device or (os.cpu_count() or 1) < 2 or len(trace.device) < OVERLAP_MIN_EVENTS:
+        return build_timeline(snap, progress, keyframes=False, emit=emit), None
+    pool = ThreadPoolExecutor(1)
+    pairs = ThreadPoolExecutor(1)
+    started: list[Future] = []
+
+    def on_seeded(rep) -> None:
+        started.append(pool.submit(prepare, snap, rep))
+        rep.start_lifetimes(pairs)
+
+    try:
+        timeline = build_timeline(snap, progress, keyframes=False, emit=emit, on_seeded=on_seeded)
+    finally:
+        pool.shutdown(wait=False)
+        pairs.shutdown(wait=False)
+    return timeline, (started[0] if started else None)
 
 
 def _overlap(rep: DeviceReplay) -> bool:

@@ -301,12 +301,14 @@ def _coded_categories(
     """:func:`categories_of` with the category and the reason code as :class:`Coded`."""
     try:
         from ..categories import CATEGORY_NAMES, REASONS, MemoryBreakdown
-        from ..replay.timeline import build_timeline
+        from ..categories.breakdown import replay_and_prepare
     except ImportError:  # the categories package is not there: rules without it
         return None
     snap = case.snap
-    timeline = build_timeline(snap, progress, keyframes=False)
-    bd = MemoryBreakdown.build(snap, timeline, case.device, progress)
+    # The breakdown's first part made beside the replay, as summary makes it.
+    timeline, prepared = replay_and_prepare(snap, progress=progress)
+    part = prepared.result() if prepared is not None else None
+    bd = MemoryBreakdown.build(snap, timeline, case.device, progress, prepared=part)
     iv = bd.intervals
     names = CATEGORY_NAMES + ("",)
     codes = tuple(r.code for r in REASONS) + ("",)

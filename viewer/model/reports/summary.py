@@ -202,34 +202,12 @@ def summary_timeline(
     snap: Snapshot, emit: dict[int, list[int]] | None = None
 ) -> tuple[Timeline, Future | None]:
     """``build_timeline`` as a report needs it (no keyframes; the layouts after ``emit``
-    kept), and, for a trace of one device on a machine of several cores, the first part
-    of its memory breakdown (:func:`categories.breakdown.prepare`: the allocations and
-    phases, which read only the event columns) made on another thread while the replay
-    applies the events: pass the future to :func:`summarize` (``prepared``); the frees'
-    pairing with their allocations too, on a third thread."""
-    from ..categories.breakdown import OVERLAP_MIN_EVENTS, prepare
-    from ..replay.timeline import build_timeline
+    kept), with the first part of the memory breakdown made beside the replay where that
+    pays: :func:`categories.breakdown.replay_and_prepare`; pass the future to
+    :func:`summarize` (``prepared``)."""
+    from ..categories.breakdown import replay_and_prepare
 
-    trace = snap.trace
-    one_device = trace.single_device() is not None
-    if not one_device or (os.cpu_count() or 1) < 2 or len(trace.device) < OVERLAP_MIN_EVENTS:
-        return build_timeline(snap, keyframes=False, emit=emit), None
-    pool = ThreadPoolExecutor(1)
-    pairs = ThreadPoolExecutor(1)
-    started: list[Future] = []
-
-    def on_seeded(rep) -> None:
-        started.append(pool.submit(prepare, snap, rep))
-        # The frees paired with their allocations (the integrity check's first need after
-        # the replay) on a third thread meanwhile: another pass over the event columns.
-        rep.start_lifetimes(pairs)
-
-    try:
-        timeline = build_timeline(snap, keyframes=False, emit=emit, on_seeded=on_seeded)
-    finally:
-        pool.shutdown(wait=False)
-        pairs.shutdown(wait=False)
-    return timeline, (started[0] if started else None)
+    return replay_and_prepare(snap, emit)
 
 
 def _build_breakdown(
