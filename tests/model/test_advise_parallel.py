@@ -216,3 +216,68 @@ def test_a_prediction_started_ahead_and_never_asked_for_is_stopped(monkeypatch):
     ctx.close()
     assert ctx.half_ahead is None
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def _specs_watched(monkeypatch, order: list[str], fail: str | None = None):
+    """advise's catalogue with each spec's ``applies`` noted in ``order`` as it is made
+    (``fail``: that spec's raises)."""
+    import dataclasses
+
+    from vramscope.viewer.model.remedies import advise as advise_module
+
+    def watched(spec):
+        def applies(ctx):
+            order.append(f"applies {spec.id}")
+            if spec.id == fail:
+                raise RuntimeError("a spec's test failed")
+            return spec.applies(ctx)
+
+        return dataclasses.replace(spec, applies=applies)
+
+    monkeypatch.setattr(advise_module, "SPECS", tuple(map(watched, advise_module.SPECS)))
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")
+def test_an_edited_streams_runs_start_before_the_later_specs_tests(monkeypatch):
+    """With cores to spare, checkpointing's three runs start on threads as soon as it is
+    found to apply, before the tests of the specs after it (autocast's, ...); the advice
+    is the serial one, to the byte."""
+    order: list[str] = []
+
+    class Threads(parallel._ThreadPool):
+        def __init__(self, fn, items, *rest):
+            order.append("pool " + ",".join(map(str, items)))
+            super().__init__(fn, items, *rest)
+
+    monkeypatch.setattr(parallel, "_ThreadPool", Threads)
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 8)
+    _specs_watched(monkeypatch, order)
+    monkeypatch.setenv(parallel.JOBS_ENV, "4")
+    path = DATA / "truth" / "gpt2_leak.pickle.xz"
+    early = advise(prepare(load_snapshot(path)))
+    runs = order.index("pool low,high,floor")
+    assert (
+        order.index("applies gradient_checkpointing") < runs < order.index("applies bf16_autocast")
+    ), order
+    monkeypatch.setenv(parallel.JOBS_ENV, "1")
+    serial = advise(prepare(load_snapshot(path)))
+    assert early.to_dict() == serial.to_dict()
+    assert format_text(early) == format_text(serial)
+    for a, b in zip(early.remedies, serial.remedies):
+        assert a.remedy == b.remedy and np.array_equal(a.curve, b.curve)
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")
+def test_runs_started_early_stop_when_a_later_spec_fails(monkeypatch):
+    """A spec's test that raises after checkpointing's runs started: the error reaches
+    the caller and no thread of those runs is left running."""
+    order: list[str] = []
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 8)
+    _specs_watched(monkeypatch, order, fail="bf16_autocast")
+    monkeypatch.setenv(parallel.JOBS_ENV, "4")
+    case = prepare(load_snapshot(DATA / "truth" / "gpt2_leak.pickle.xz"))
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="a spec's test failed"):
+        advise(case)
+    assert "applies gradient_checkpointing" in order
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []

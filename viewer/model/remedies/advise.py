@@ -170,32 +170,90 @@ def _before_judgement(case: Case, batch: int | None, limit: int | None) -> dict[
     return tasks
 
 
+# The cores above which an edited stream's runs start before the later specs' tests.
+EARLY_MIN_CPUS = 2
+# Runs of specs started as soon as they applied (:func:`_applying`): by spec id, the runs'
+# names and their pool.
+Started = dict[str, tuple[list[str], parallel.Pending]]
+
+
+def _start_runs(
+    ctx: Context, spec: RemedySpec, prep: Any
+) -> tuple[list[str], parallel.Pending] | None:
+    """``spec``'s runs started on threads at once (None: it needs none), beside the other
+    specs' ``applies`` still to come: with the compiled model an edited stream's run
+    need not wait for them (the specs' tests read the context, the runs their own
+    edited streams)."""
+    runs = spec.runs(ctx, prep)
+    if not runs:
+        return None
+    names = list(runs)
+    return names, parallel.pmap_async(
+        lambda name: runs[name](),
+        names,
+        work=parallel.simulation_work(ctx.n, True),
+        threads=True,
+    )
+
+
+def _applying(ctx: Context, started: Started) -> list[tuple[RemedySpec, Any]]:
+    """Every spec of the catalogue that applies to ``ctx`` (but what else holds the GPU,
+    judged apart) with what it acts on, in the catalogue's order.  With the compiled
+    model the runs of a spec that edits the stream start as soon as it is found to apply
+    (:func:`_start_runs`), into ``started`` by spec id: an edited stream is the longest
+    run, and the later specs' tests take most of a second on a long recording."""
+    # Where this process has no core to spare beyond the prediction and the runs already
+    # beside it (two), starting more only interleaves the same work.
+    early = native_sim.use_native() and parallel.available_cpus() > EARLY_MIN_CPUS
+    applying = []
+    for spec in SPECS:
+        if spec.method == GPU_FREED:
+            continue
+        prep = spec.applies(ctx)
+        if prep is None:
+            continue
+        applying.append((spec, prep))
+        if early and spec.edits_stream:
+            runs = _start_runs(ctx, spec, prep)
+            if runs is not None:
+                started[spec.id] = runs
+    return applying
+
+
 def _build_all(
     ctx: Context,
     applying: list[tuple[RemedySpec, Any]],
     progress: Progress,
     done: dict[str, Any],
+    started: Started | None = None,
 ) -> list[Remedy]:
     """Every applicable spec's remedies, in their order.  Their runs: one task per run,
     named ``SPEC/RUN`` (each builds its edited stream where it runs, and drops it),
     side by side on a pool, the edited streams first (the longest); serially for a small
-    case; ``done``: answers of tasks already run (beside the judgement).  With the
+    case; ``done``: answers of tasks already run (beside the judgement); ``started``:
+    the runs of specs already started (:func:`_applying`), by spec id.  With the
     compiled model the pool is threads of this process (its simulations run without the
     GIL, the edits are numpy's): nothing forks while the half batch's prediction, started
     in :func:`.catalogue.gather`, runs beside it.  While the pool runs, the specs that
     need none of its runs are built here (the batch prediction, whose own draws go to
     threads too)."""
+    started = started if started is not None else {}
     tasks: dict[str, Callable[[], Any]] = {}
     owner: dict[str, tuple[str, str]] = {}
     for spec, prep in sorted(applying, key=lambda sp: not sp[0].edits_stream):
+        if spec.id in started:
+            continue
         for name, run in spec.runs(ctx, prep).items():
             tasks[f"{spec.id}/{name}"] = run
             owner[f"{spec.id}/{name}"] = (spec.id, name)
     keys = [key for key in tasks if key not in done]
-    waiting = {owner[key][0] for key in keys}
+    waiting = {owner[key][0] for key in keys} | set(started)
     got = dict(done)
+    answers: dict[str, dict[str, Any]] = {}
 
     def ran(spec: RemedySpec) -> dict[str, Any]:
+        if spec.id in answers:
+            return answers[spec.id]
         return {owner[k][1]: got[k] for k in tasks if owner[k][0] == spec.id}
 
     built: dict[str, list[Remedy]] = {}
@@ -206,10 +264,14 @@ def _build_all(
         work=parallel.simulation_work(ctx.n, native),
         threads=native,
     ) as pool:
-        if pool.pooled and native:
+        if native and (pool.pooled or started):
             for spec, prep in applying:
                 if spec.id not in waiting:
                     built[spec.id] = spec.build(ctx, prep, ran(spec))
+        # The runs started early (the cancel stops them too), then the pool's.
+        for i, (sid, (names, pending)) in enumerate(list(started.items())):
+            progress.update("allocator", i / (len(started) + 1))
+            answers[sid] = dict(zip(names, pending.result(Progress(None, progress.cancel_event))))
         got.update(zip(keys, pool.result(progress, "allocator")))
     return [
         r
@@ -260,12 +322,13 @@ def _advice(
     done.pop(LIMITED_RUN, None)
     progress.update("allocator", 0.0)
     # What else holds the GPU is no change of the program: judged apart, below.
-    applying = [
-        (spec, prep)
-        for spec in SPECS
-        if spec.method != GPU_FREED and (prep := spec.applies(ctx)) is not None
-    ]
-    remedies = _build_all(ctx, applying, progress, done)
+    started: Started = {}
+    try:
+        applying = _applying(ctx, started)
+        remedies = _build_all(ctx, applying, progress, done, started)
+    finally:  # an error or a cancel: the runs started early stop (none after their answers)
+        for _names, pending in started.values():
+            pending.close()
     lim = ctx.limit
     if lim is not None:
         for r in remedies:
