@@ -281,3 +281,20 @@ def test_runs_started_early_stop_when_a_later_spec_fails(monkeypatch):
         advise(case)
     assert "applies gradient_checkpointing" in order
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_the_runs_beside_the_judgement_take_two_rounds_not_every_core(monkeypatch):
+    """Nine runs beside the judgement on a 16-core machine: five threads (two rounds),
+    leaving the rest of the machine's memory bandwidth to the evidence; never more
+    threads than CPUs; the user's own number of jobs wins."""
+    from vramscope.viewer.model.remedies import advise as advise_module
+
+    monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 16)
+    jobs = advise_module._jobs_beside_judgement(9)
+    assert jobs is not None and parallel.workers_beside(9, 10**6, jobs, threads=True) == 5
+    assert advise_module._jobs_beside_judgement(40) == 16
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 2)
+    assert parallel.workers_beside(9, 10**6, advise_module._jobs_beside_judgement(9), True) == 1
+    monkeypatch.setenv(parallel.JOBS_ENV, "3")
+    assert advise_module._jobs_beside_judgement(9) is None
