@@ -218,9 +218,9 @@ def test_a_prediction_started_ahead_and_never_asked_for_is_stopped(monkeypatch):
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
 
 
-def _specs_watched(monkeypatch, order: list[str], fail: str | None = None):
+def _specs_watched(monkeypatch, order: list[str], fail: str | None = None, on=None):
     """advise's catalogue with each spec's ``applies`` noted in ``order`` as it is made
-    (``fail``: that spec's raises)."""
+    (``fail``: that spec's raises; ``on``: called with each spec's id first)."""
     import dataclasses
 
     from vramscope.viewer.model.remedies import advise as advise_module
@@ -228,6 +228,8 @@ def _specs_watched(monkeypatch, order: list[str], fail: str | None = None):
     def watched(spec):
         def applies(ctx):
             order.append(f"applies {spec.id}")
+            if on is not None:
+                on(spec.id)
             if spec.id == fail:
                 raise RuntimeError("a spec's test failed")
             return spec.applies(ctx)
@@ -298,3 +300,28 @@ def test_the_runs_beside_the_judgement_take_two_rounds_not_every_core(monkeypatc
     assert parallel.workers_beside(9, 10**6, advise_module._jobs_beside_judgement(9), True) == 1
     monkeypatch.setenv(parallel.JOBS_ENV, "3")
     assert advise_module._jobs_beside_judgement(9) is None
+
+
+@pytest.mark.skipif(not native_sim.use_native(), reason="threads run the compiled model")
+def test_a_cancel_stops_the_runs_started_early(monkeypatch):
+    """Diagnose cancelled while checkpointing's runs, started early, still run: advise
+    stops with LoadCancelled and leaves no thread of them behind."""
+    from vramscope.viewer.model.core.errors import LoadCancelled
+    from vramscope.viewer.model.core.progress import Progress
+
+    progress = Progress()
+    order: list[str] = []
+
+    def cancel_after_checkpointing(spec_id: str) -> None:
+        if spec_id == "bf16_autocast":
+            progress.cancel()
+
+    monkeypatch.setattr(parallel, "available_cpus", lambda: 8)
+    _specs_watched(monkeypatch, order, on=cancel_after_checkpointing)
+    monkeypatch.setenv(parallel.JOBS_ENV, "4")
+    case = prepare(load_snapshot(DATA / "truth" / "gpt2_leak.pickle.xz"))
+    before = set(threading.enumerate())
+    with pytest.raises(LoadCancelled):
+        advise(case, progress=progress)
+    assert "applies gradient_checkpointing" in order
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
