@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 NATIVE_SRC := $(wildcard viewer/model/_native/*.c viewer/model/_native/*_src/* viewer/model/_native/common/*)
 
 .PHONY: run test lint lint-imports bench zoo-table install install-test screenshot clean help native fuzz ssh-tools \
-        browser-tools
+        browser-tools desktop-tools
 
 help:
 	@echo "make run     - install into .venv and open the GUI on the bundled example"
@@ -85,7 +85,7 @@ TEST_JOBS ?= 2
 # A crashed process ends the run (--max-worker-restart 0): pytest-xdist's loadfile
 # scheduling can wait forever for the work of a replaced one.
 PYTEST_N := $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --max-worker-restart 0)
-test: lint ssh-tools browser-tools
+test: lint ssh-tools browser-tools desktop-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_N) $(PYTEST_ARGS)
 
 .PHONY: test-fast
@@ -116,6 +116,19 @@ browser-tools:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	      --no-install-recommends $(BROWSER_APT) >/dev/null; \
 	  else echo "make test: the HTML report's tests need Chromium (apt-get install $(BROWSER_APT))"; fi; \
+	fi
+
+# tests/packaging check the desktop entry and the MIME type as the installers' build does:
+# desktop-file-validate and xmllint, installed when missing where that is possible (root
+# with apt), else said once.
+DESKTOP_APT := desktop-file-utils libxml2-utils
+desktop-tools:
+	@if ! { command -v desktop-file-validate >/dev/null && command -v xmllint >/dev/null; }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make test: installing the desktop entry's checkers: apt-get install $(DESKTOP_APT)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(DESKTOP_APT) >/dev/null; \
+	  else echo "make test: tests/packaging need desktop-file-validate and xmllint (apt-get install $(DESKTOP_APT))"; fi; \
 	fi
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
