@@ -253,6 +253,24 @@ def test_make_run_installs_nothing_when_nothing_is_missing(tmp_path):
     assert len(calls) == 1 and calls[0].startswith("vramscope "), calls
 
 
+def test_make_test_says_before_it_installs_the_desktop_entrys_checkers_as_root(tmp_path):
+    env, log = fake_tools(tmp_path, 0, "")  # (no desktop-file-validate, no xmllint here)
+    run = make("desktop-tools", env, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == (
+        "make test: installing the desktop entry's checkers: "
+        "apt-get install desktop-file-utils libxml2-utils"
+    )
+    assert any(c.startswith("apt-get install") for c in log.read_text().splitlines())
+    as_user, user_log = fake_tools(tmp_path / "user", 1000, "")
+    said = make("desktop-tools", as_user, tmp_path / "user").stdout.splitlines()
+    assert said == [
+        "make test: tests/packaging need desktop-file-validate and xmllint "
+        "(apt-get install desktop-file-utils libxml2-utils)"
+    ]
+    assert not user_log.exists() or "apt-get" not in user_log.read_text()
+
+
 def test_make_test_says_before_it_installs_openssh_as_root(tmp_path):
     env, log = fake_tools(tmp_path, 0, "")  # (no ssh on this PATH: it is missing)
     run = make("ssh-tools", env, tmp_path)
