@@ -92,44 +92,38 @@ test: lint ssh-tools browser-tools desktop-tools
 test-fast: install-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_N) -m "not slow" $(PYTEST_ARGS)
 
-# tests/remote start a real sshd on 127.0.0.1 with throwaway keys: OpenSSH's client and
-# server, installed when missing where that is possible (root with apt), else said once.
+# What the tests start or call beyond Python, installed when missing where that is possible
+# (root with apt), announced in one line first, else the command to run said once:
+# $(call apt_tools,CHECK,PACKAGES,WHAT,NEED) installs PACKAGES ("installing WHAT") unless
+# the shell test CHECK passes; NEED says who needs them.
+apt_tools = if ! { $(1); }; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make test: installing $(strip $(3)): apt-get install $(strip $(2))"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(2) >/dev/null; \
+	  else echo "make test: $(strip $(4)) (apt-get install $(strip $(2)))"; fi; \
+	fi
+
+# tests/remote start a real sshd on 127.0.0.1 with throwaway keys: OpenSSH's client and server.
 SSH_APT := openssh-server openssh-client
 ssh-tools:
-	@if ! { command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && \
-	        { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; }; }; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make test: installing OpenSSH for tests/remote: apt-get install $(SSH_APT)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      --no-install-recommends $(SSH_APT) >/dev/null; \
-	  else echo "make test: tests/remote need sshd (apt-get install $(SSH_APT))"; fi; \
-	fi
+	@$(call apt_tools,command -v ssh >/dev/null && command -v ssh-keygen >/dev/null && \
+	  { command -v sshd >/dev/null || [ -x /usr/sbin/sshd ]; },$(SSH_APT),OpenSSH for tests/remote,\
+	  tests/remote need sshd)
 
-# The HTML report's tests lay its pages out in a real headless Chromium: installed when
-# missing where that is possible (root with apt), else said once.
+# The HTML report's tests lay its pages out in a real headless Chromium.
 BROWSER_APT := chromium
 browser-tools:
-	@if ! { command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	        command -v google-chrome >/dev/null; }; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make test: installing Chromium for the HTML report's tests: apt-get install $(BROWSER_APT)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      --no-install-recommends $(BROWSER_APT) >/dev/null; \
-	  else echo "make test: the HTML report's tests need Chromium (apt-get install $(BROWSER_APT))"; fi; \
-	fi
+	@$(call apt_tools,command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  command -v google-chrome >/dev/null,$(BROWSER_APT),Chromium for the HTML report's tests,\
+	  the HTML report's tests need Chromium)
 
-# tests/packaging check the desktop entry and the MIME type as the installers' build does:
-# desktop-file-validate and xmllint, installed when missing where that is possible (root
-# with apt), else said once.
+# tests/packaging check the desktop entry and the MIME type as the installers' build does.
 DESKTOP_APT := desktop-file-utils libxml2-utils
 desktop-tools:
-	@if ! { command -v desktop-file-validate >/dev/null && command -v xmllint >/dev/null; }; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make test: installing the desktop entry's checkers: apt-get install $(DESKTOP_APT)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      --no-install-recommends $(DESKTOP_APT) >/dev/null; \
-	  else echo "make test: tests/packaging need desktop-file-validate and xmllint (apt-get install $(DESKTOP_APT))"; fi; \
-	fi
+	@$(call apt_tools,command -v desktop-file-validate >/dev/null && command -v xmllint >/dev/null,\
+	  $(DESKTOP_APT),the desktop entry's checkers,\
+	  tests/packaging need desktop-file-validate and xmllint)
 
 # BENCH_ARGS: e.g. --quick (1M events only), --keep DIR (reuse the tiled 10M file), FILE...
 bench: install-test native

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vramscope.viewer.startup import display
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -253,30 +255,45 @@ def test_make_run_installs_nothing_when_nothing_is_missing(tmp_path):
     assert len(calls) == 1 and calls[0].startswith("vramscope "), calls
 
 
-def test_make_test_says_before_it_installs_the_desktop_entrys_checkers_as_root(tmp_path):
-    env, log = fake_tools(tmp_path, 0, "")  # (no desktop-file-validate, no xmllint here)
-    run = make("desktop-tools", env, tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0] == (
-        "make test: installing the desktop entry's checkers: "
-        "apt-get install desktop-file-utils libxml2-utils"
-    )
-    assert any(c.startswith("apt-get install") for c in log.read_text().splitlines())
-    as_user, user_log = fake_tools(tmp_path / "user", 1000, "")
-    said = make("desktop-tools", as_user, tmp_path / "user").stdout.splitlines()
-    assert said == [
-        "make test: tests/packaging need desktop-file-validate and xmllint "
-        "(apt-get install desktop-file-utils libxml2-utils)"
-    ]
-    assert not user_log.exists() or "apt-get" not in user_log.read_text()
-
-
-def test_make_test_says_before_it_installs_openssh_as_root(tmp_path):
-    env, log = fake_tools(tmp_path, 0, "")  # (no ssh on this PATH: it is missing)
-    run = make("ssh-tools", env, tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[0] == (
+# Each tool target ``make test`` runs first: the line it says before it installs as root,
+# and the one line it says to a user instead (the stand-ins' PATH has none of the tools).
+TOOL_TARGETS = {
+    "ssh-tools": (
         "make test: installing OpenSSH for tests/remote: "
-        "apt-get install openssh-server openssh-client"
+        "apt-get install openssh-server openssh-client",
+        "make test: tests/remote need sshd (apt-get install openssh-server openssh-client)",
+    ),
+    "browser-tools": (
+        "make test: installing Chromium for the HTML report's tests: apt-get install chromium",
+        "make test: the HTML report's tests need Chromium (apt-get install chromium)",
+    ),
+    "desktop-tools": (
+        "make test: installing the desktop entry's checkers: "
+        "apt-get install desktop-file-utils libxml2-utils",
+        "make test: tests/packaging need desktop-file-validate and xmllint "
+        "(apt-get install desktop-file-utils libxml2-utils)",
+    ),
+}
+
+
+def test_every_tool_target_of_make_test_is_checked():
+    makefile = (ROOT / "Makefile").read_text()
+    test_rule = re.search(r"^test:(.*)$", makefile, re.M)
+    assert test_rule is not None
+    assert sorted(t for t in test_rule.group(1).split() if t.endswith("-tools")) == sorted(
+        TOOL_TARGETS
     )
+
+
+@pytest.mark.parametrize("target", sorted(TOOL_TARGETS))
+def test_make_test_says_before_it_installs_its_tools_as_root(target, tmp_path):
+    as_root, as_user = TOOL_TARGETS[target]
+    env, log = fake_tools(tmp_path, 0, "")
+    run = make(target, env, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == as_root
     assert any(c.startswith("apt-get install") for c in log.read_text().splitlines())
+    user_env, user_log = fake_tools(tmp_path / "user", 1000, "")
+    said = make(target, user_env, tmp_path / "user").stdout.splitlines()
+    assert said == [as_user]
+    assert not user_log.exists() or "apt-get" not in user_log.read_text()
