@@ -243,7 +243,7 @@ def _build_all(
     applying: list[tuple[RemedySpec, Any]],
     progress: Progress,
     done: dict[str, Any],
-    started: Started | None = None,
+    started: Started,
 ) -> list[Remedy]:
     """Every applicable spec's remedies, in their order.  Their runs: one task per run,
     named ``SPEC/RUN`` (each builds its edited stream where it runs, and drops it),
@@ -255,7 +255,6 @@ def _build_all(
     in :func:`.catalogue.gather`, runs beside it.  While the pool runs, the specs that
     need none of its runs are built here (the batch prediction, whose own draws go to
     threads too)."""
-    started = started if started is not None else {}
     tasks: dict[str, Callable[[], Any]] = {}
     owner: dict[str, tuple[str, str]] = {}
     for spec, prep in sorted(applying, key=lambda sp: not sp[0].edits_stream):
@@ -287,7 +286,7 @@ def _build_all(
                 if spec.id not in waiting:
                     built[spec.id] = spec.build(ctx, prep, ran(spec))
         # The runs started early (the cancel stops them too), then the pool's.
-        for i, (sid, (names, pending)) in enumerate(list(started.items())):
+        for i, (sid, (names, pending)) in enumerate(started.items()):
             progress.update("allocator", i / (len(started) + 1))
             answers[sid] = dict(zip(names, pending.result(Progress(None, progress.cancel_event))))
         got.update(zip(keys, pool.result(progress, "allocator")))
